@@ -1,0 +1,3 @@
+from pinakes.cli import main
+
+raise SystemExit(main())

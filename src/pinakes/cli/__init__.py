@@ -1,0 +1,63 @@
+"""`pnk`: a thin command-line layer over the core API.
+
+Each command lives in its own module (`cmd_<name>.py`) exposing `register(subparsers, common)` and
+`run(args) -> int`. Command modules import the core lazily inside `run`, so `pnk --help` stays fast
+and never imports numpy, doit or a model backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from pinakes import __version__
+from pinakes.errors import PinakesError
+
+# Order is the order `pnk --help` lists them.
+COMMANDS = ("init", "sync", "search", "doctor", "serve", "eval", "install_hooks", "doit")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-C", dest="kb_dir", metavar="DIR", default=argparse.SUPPRESS,
+        help="act on the KB containing DIR instead of the current directory",
+    )
+    parser = argparse.ArgumentParser(
+        prog="pnk",
+        description="Pinakes: a portable, local-first, agent-first knowledge base.",
+    )
+    parser.add_argument("--version", action="version", version=f"pnk {__version__}")
+    parser.add_argument(
+        "-C", dest="kb_dir", metavar="DIR", default=None,
+        help="act on the KB containing DIR instead of the current directory",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"pinakes.cli.cmd_{name}")
+        module.register(subparsers, common)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.run(args) or 0)
+    except PinakesError as exc:
+        if getattr(args, "json", False):
+            import json
+
+            print(json.dumps({"ok": False, **exc.to_dict()}, indent=2))
+        else:
+            print(f"pnk: error: {exc.render()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("pnk: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,130 @@
+"""User-facing errors.
+
+Every error a person can cause or fix is a `PinakesError`: the CLI prints its message and remedy
+and exits with its code, never a traceback. Anything else escaping to the CLI is a Pinakes bug.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# Exit codes (sysexits-style where one fits, so scripts can tell failures apart).
+EXIT_FAILURE = 1  # the command ran and reports failures (e.g. documents that failed to sync)
+EXIT_CONFIG = 2  # a manifest or argument is wrong
+EXIT_DATA = 65  # a source file or sidecar is wrong
+EXIT_UNAVAILABLE = 69  # something the command needs is not installed or not present
+EXIT_IO = 74  # the filesystem refused
+EXIT_LOCKED = 75  # another process holds the KB
+
+
+class PinakesError(Exception):
+    """An error meant for the user: what went wrong, where, and what to do about it."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str, *, remedy: str | None = None, path: Path | str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.remedy = remedy
+        self.path = Path(path) if path is not None else None
+
+    def render(self) -> str:
+        where = f"{self.path}: " if self.path is not None else ""
+        text = f"{where}{self.message}"
+        if self.remedy:
+            text += f"\n  remedy: {self.remedy}"
+        return text
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "error": type(self).__name__,
+            "message": self.message,
+            "path": str(self.path) if self.path is not None else None,
+            "remedy": self.remedy,
+        }
+
+
+class UsageError(PinakesError):
+    """A command-line argument is wrong."""
+
+    exit_code = EXIT_CONFIG
+
+
+class KBNotFoundError(PinakesError):
+    """No pinakes.toml in this directory or any parent."""
+
+    exit_code = EXIT_CONFIG
+
+
+class ManifestError(PinakesError):
+    """pinakes.toml is invalid."""
+
+    exit_code = EXIT_CONFIG
+
+
+class SidecarError(PinakesError):
+    """A sidecar (<file>.pnk.yaml) is invalid."""
+
+    exit_code = EXIT_DATA
+
+
+class SourceError(PinakesError):
+    """A source document cannot be read or decoded."""
+
+    exit_code = EXIT_DATA
+
+
+class IndexSchemaError(PinakesError):
+    """The index was written under another schema_version; there are no migrations."""
+
+    exit_code = EXIT_DATA
+
+
+class IndexMissingError(PinakesError):
+    """The KB has no index yet."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class ModelMismatchError(PinakesError):
+    """The index was built with another embedding model than the manifest names."""
+
+    exit_code = EXIT_DATA
+
+
+class StaleExtractionError(PinakesError):
+    """A free extractor changed since these documents were indexed."""
+
+    exit_code = EXIT_DATA
+
+
+class MissingExtraError(PinakesError):
+    """An optional dependency group (extra) is not installed."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+    def __init__(self, extra: str, purpose: str, *, missing_module: str | None = None):
+        detail = f" ({missing_module} is not importable)" if missing_module else ""
+        super().__init__(
+            f"{purpose} needs the [{extra}] extra{detail}",
+            remedy=f'pip install "pinakes[{extra}]"',
+        )
+        self.extra = extra
+
+
+class ModelUnavailableError(PinakesError):
+    """Model weights are not present locally and may not be downloaded."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class LockHeldError(PinakesError):
+    """Another sync holds the KB's lock."""
+
+    exit_code = EXIT_LOCKED
+
+
+class FilesystemError(PinakesError):
+    """The filesystem refused a write (disk full, read-only, permission)."""
+
+    exit_code = EXIT_IO

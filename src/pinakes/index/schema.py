@@ -1,0 +1,326 @@
+"""The index schema (version 3) and the only ways to open the index.
+
+There are no migrations: an index written under another schema_version refuses to open and names
+`pnk sync --rebuild`. `.pinakes/` is derived state, so rebuilding is always free and always correct.
+
+Writers use `isolation_level=None` with explicit `BEGIN IMMEDIATE` (`transaction()`): a deferred
+transaction that upgrades from read to write fails with SQLITE_BUSY_SNAPSHOT regardless of
+busy_timeout. Readers open `file:...?mode=ro` so they can never create or modify the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pinakes.errors import IndexMissingError, IndexSchemaError
+
+SCHEMA_VERSION = 3
+BUSY_TIMEOUT_MS = 10_000
+
+# The FTS5 tokenizer is part of the schema: changing it changes every BM25 score.
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+DDL = f"""
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE documents (
+    id                     TEXT PRIMARY KEY,          -- ULID, permanent, from the sidecar
+    path                   TEXT NOT NULL,             -- KB-root-relative, POSIX separators
+    content_hash           TEXT NOT NULL,             -- xxh3-128 hex of the file's bytes
+    sidecar_hash           TEXT,                      -- xxh3-128 hex of the sidecar's bytes
+    mtime                  REAL NOT NULL,             -- seconds since the epoch (the date filter)
+    source_type            TEXT NOT NULL CHECK (source_type IN ('markdown', 'text', 'code', 'pdf')),
+    title                  TEXT,
+    metadata               TEXT NOT NULL DEFAULT '{{}}',  -- JSON: tags and the sidecar's other keys
+    state                  TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'deleted')),
+    extraction_backend     TEXT,                      -- NULL for a non-extracted source
+    extraction_fingerprint TEXT,
+    build_key              TEXT,                      -- key the chunks and vectors were built from
+    indexed_at             TEXT NOT NULL
+);
+CREATE UNIQUE INDEX documents_active_path ON documents (path) WHERE state = 'active';
+CREATE INDEX documents_content_hash ON documents (content_hash);
+CREATE INDEX documents_state ON documents (state);
+
+CREATE TABLE chunks (
+    id           INTEGER PRIMARY KEY,
+    doc_id       TEXT NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
+    ordinal      INTEGER NOT NULL,
+    text         TEXT NOT NULL,
+    char_start   INTEGER NOT NULL,
+    char_end     INTEGER NOT NULL,
+    token_count  INTEGER NOT NULL,
+    heading_path TEXT,                                -- JSON array of heading texts, or NULL
+    page_start   INTEGER,                             -- 1-indexed; NULL for a non-paged source
+    page_end     INTEGER,
+    UNIQUE (doc_id, ordinal)
+);
+
+CREATE VIRTUAL TABLE chunks_fts USING fts5 (
+    text,
+    content = 'chunks',
+    content_rowid = 'id',
+    tokenize = '{FTS_TOKENIZE}'
+);
+CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+CREATE TRIGGER chunks_fts_update AFTER UPDATE OF text ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text);
+END;
+
+CREATE TABLE embeddings (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks (id) ON DELETE CASCADE,
+    vector   BLOB NOT NULL                            -- float32, unit length, meta.embedding_dim wide
+);
+
+CREATE TABLE links (
+    src_kb_id  TEXT NOT NULL,
+    src_doc_id TEXT NOT NULL,
+    dst_kb_id  TEXT NOT NULL,
+    dst_doc_id TEXT NOT NULL,
+    rel        TEXT NOT NULL,
+    origin     TEXT NOT NULL CHECK (origin IN ('sidecar', 'reverse-scan')),
+    UNIQUE (src_kb_id, src_doc_id, dst_kb_id, dst_doc_id, rel)
+);
+CREATE INDEX links_dst ON links (dst_kb_id, dst_doc_id);
+
+CREATE TABLE kb_refs (
+    kb_id     TEXT PRIMARY KEY,
+    alias     TEXT NOT NULL,
+    path      TEXT,
+    last_scan TEXT
+);
+
+CREATE TABLE failures (
+    id    INTEGER PRIMARY KEY,
+    path  TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    error TEXT NOT NULL,
+    at    TEXT NOT NULL
+);
+
+CREATE TABLE nodes (
+    id   INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('doc', 'chunk', 'tag', 'heading', 'dir')),
+    key  TEXT NOT NULL,
+    UNIQUE (kind, key)
+);
+
+CREATE TABLE edges (
+    src  INTEGER NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+    dst  INTEGER NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('membership', 'sibling', 'parent-child', 'in-section',
+                                       'co-located', 'shared-tag'))
+);
+CREATE INDEX edges_src ON edges (src, kind);
+CREATE INDEX edges_dst ON edges (dst, kind);
+
+-- Walk pre-filter: a file whose (size, mtime_ns, inode) is unchanged is not re-hashed.
+CREATE TABLE walk_cache (
+    path         TEXT PRIMARY KEY,
+    size         INTEGER NOT NULL,
+    mtime_ns     INTEGER NOT NULL,
+    inode        INTEGER NOT NULL,
+    content_hash TEXT NOT NULL
+);
+"""
+
+# Every derived-graph edge kind, in report order (the authored kind is read from `links`).
+EDGE_KINDS = ("membership", "sibling", "parent-child", "in-section", "co-located", "shared-tag")
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+
+
+def create_index(path: Path) -> sqlite3.Connection:
+    """Create a new, empty index at `path` (which must not exist) and return a writer connection."""
+    if path.exists():
+        raise FileExistsError(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    _configure(conn)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    with transaction(conn):
+        for statement in _split_ddl(DDL):
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+        )
+    return conn
+
+
+def _split_ddl(ddl: str) -> list[str]:
+    """Split DDL into statements, keeping trigger bodies (which contain ';') whole."""
+    statements: list[str] = []
+    current: list[str] = []
+    in_trigger = False
+    for line in ddl.splitlines():
+        stripped = line.split("--", 1)[0].strip()
+        if not stripped and not current:
+            continue
+        current.append(line)
+        if stripped.upper().startswith("CREATE TRIGGER"):
+            in_trigger = True
+        if in_trigger:
+            if stripped.upper() == "END;":
+                statements.append("\n".join(current))
+                current, in_trigger = [], False
+        elif stripped.endswith(";"):
+            statements.append("\n".join(current))
+            current = []
+    if any(part.strip() for part in current):
+        statements.append("\n".join(current))
+    return statements
+
+
+def _check_version(conn: sqlite3.Connection, path: Path) -> None:
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise IndexSchemaError(
+            f"the index is unreadable or not a Pinakes index ({exc})",
+            remedy="pnk sync --rebuild",
+            path=path,
+        ) from exc
+    found = row[0] if row else None
+    if found != str(SCHEMA_VERSION):
+        raise IndexSchemaError(
+            f"the index has schema_version {found or 'none'}; this Pinakes reads version "
+            f"{SCHEMA_VERSION} and never migrates",
+            remedy="pnk sync --rebuild",
+            path=path,
+        )
+
+
+def open_writer(path: Path) -> sqlite3.Connection:
+    """Open (or create) the index for writing. Refuses another schema_version."""
+    if not path.exists():
+        return create_index(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    _configure(conn)
+    try:
+        _check_version(conn, path)
+    except IndexSchemaError:
+        conn.close()
+        raise
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+def open_reader(path: Path) -> sqlite3.Connection:
+    """Open the index read-only (`mode=ro`): it can never be created or written through this handle."""
+    if not path.exists():
+        raise IndexMissingError(
+            "this KB has no index yet", remedy="run `pnk sync` in the KB", path=path
+        )
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                           check_same_thread=False)
+    _configure(conn)
+    try:
+        _check_version(conn, path)
+    except IndexSchemaError:
+        conn.close()
+        raise
+    return conn
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction: BEGIN IMMEDIATE, COMMIT on success, ROLLBACK on any exception."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
+    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+def write_meta(conn: sqlite3.Connection, values: dict[str, object]) -> None:
+    """Upsert meta keys (call inside a transaction). Non-string values are stored as JSON."""
+    for key, value in values.items():
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, text),
+        )
+
+
+def index_signature(path: Path) -> tuple[tuple[int, int, int], ...]:
+    """(inode, mtime_ns, size) of index.db and its -wal: changes whenever a writer commits or a
+    rebuild is installed. Readers compare it per request instead of trusting their own handle,
+    which keeps seeing the generation it opened."""
+    parts = []
+    for candidate in (path, path.with_name(path.name + "-wal")):
+        try:
+            st = os.stat(candidate)
+        except FileNotFoundError:
+            parts.append((0, 0, 0))
+        else:
+            parts.append((st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(parts)
+
+
+def install_rebuilt(new_path: Path, live_path: Path) -> None:
+    """Make the fully built index at `new_path` the live one, atomically for every reader.
+
+    Renaming a WAL database over a live one is unsafe: `-wal`/`-shm` belong to the path, so a
+    surviving old WAL can be paired with (and later checkpointed into) the new file. Instead the new
+    database is copied into the live one with SQLite's backup API under the live file's own write
+    lock: a reader mid-transaction keeps its snapshot, its next transaction and every fresh reader
+    see the new generation, and nothing ever pairs a file with another file's journal.
+    """
+    source = sqlite3.connect(new_path, isolation_level=None)
+    try:
+        _check_version(source, new_path)
+        source.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if not live_path.exists():
+            source.close()
+            os.replace(new_path, live_path)
+            _fsync_dir(live_path.parent)
+            return
+        live = sqlite3.connect(live_path, isolation_level=None)
+        _configure(live)
+        try:
+            source.backup(live)
+            live.execute("PRAGMA journal_mode = WAL")
+            live.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            live.close()
+    finally:
+        source.close()
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(str(new_path) + suffix)
+        except FileNotFoundError:
+            pass
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,66 @@
+"""Shared fixtures. The whole test session runs without network: any socket connection to a
+non-loopback address fails loudly (tests/test_no_network.py proves the guard works)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DIR = REPO_ROOT.parent / "shared"
+
+
+class NetworkBlockedError(RuntimeError):
+    pass
+
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_local(address: object) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX
+        return True
+    if isinstance(address, tuple) and address:
+        host = str(address[0])
+        return host in ("localhost", "::1") or host.startswith("127.")
+    return False
+
+
+def _guarded_connect(self: socket.socket, address: object) -> None:
+    if not _is_local(address):
+        raise NetworkBlockedError(f"tests may not touch the network (connect to {address!r})")
+    return _real_connect(self, address)  # type: ignore[arg-type]
+
+
+def _guarded_connect_ex(self: socket.socket, address: object) -> int:
+    if not _is_local(address):
+        raise NetworkBlockedError(f"tests may not touch the network (connect to {address!r})")
+    return _real_connect_ex(self, address)  # type: ignore[arg-type]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+    # Model libraries must never try a hub download from a test.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("PNK_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the real HF cache or home directory."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HF_HOME", str(home / "hf"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    if not SHARED_DIR.is_dir():
+        pytest.skip(f"../shared is not present beside the repository ({SHARED_DIR})")
+    return SHARED_DIR
