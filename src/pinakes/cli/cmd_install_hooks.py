@@ -1,16 +1,34 @@
-"""`pnk install-hooks` (not built yet: see STATUS.md)."""
+"""`pnk install-hooks`: install the pre-commit, post-commit and post-merge hooks."""
 
 from __future__ import annotations
 
 import argparse
-
-from pinakes.errors import PinakesError
+import json
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser("install-hooks", parents=[common], help="(not built yet)")
+    parser = subparsers.add_parser(
+        "install-hooks", parents=[common], help="install the git hooks that keep the index fresh",
+        description="pre-commit mints sidecars for staged new documents; post-commit and post-merge "
+                    "update the index. Idempotent; an existing hook is kept as <hook>.local and run first. "
+                    "Hooks force the free extractor (--extract=pypdfium2).",
+    )
+    parser.add_argument("--json", action="store_true", help="print what was installed as JSON")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise PinakesError("`pnk install-hooks` is not built yet", remedy="see STATUS.md")
+    from pinakes.hooks import FREE_EXTRACTOR_NOTE, install_hooks
+    from pinakes.kb import find_kb_root
+
+    installed = install_hooks(find_kb_root(getattr(args, "kb_dir", None)))
+    if args.json:
+        print(json.dumps([{"hook": h.name, "path": str(h.path),
+                           "preserved": str(h.preserved) if h.preserved else None} for h in installed],
+                         indent=2))
+        return 0
+    for hook in installed:
+        kept = f" (your hook is kept as {hook.preserved.name} and runs first)" if hook.preserved else ""
+        print(f"installed {hook.path}{kept}")
+    print(FREE_EXTRACTOR_NOTE.lstrip("# "))
+    return 0

@@ -1,16 +1,57 @@
-"""`pnk sync` (not built yet: see STATUS.md)."""
+"""`pnk sync`: bring the index up to date with the sources (a thin layer over `run_sync`)."""
 
 from __future__ import annotations
 
 import argparse
-
-from pinakes.errors import PinakesError
+import json
+import sys
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser("sync", parents=[common], help="(not built yet)")
+    parser = subparsers.add_parser(
+        "sync", parents=[common], help="index what changed (walk, pair, extract, chunk, embed, graph)",
+        description="Walk the KB's sources, pair documents with sidecars and index rows, and rebuild "
+                    "exactly what changed. Exits 1 when documents failed (they are listed), 75 when "
+                    "another host holds the lock.",
+    )
+    parser.add_argument("--rebuild", action="store_true",
+                        help="build a fresh index and swap it in atomically (ledger.jsonl survives)")
+    parser.add_argument("--index-only", action="store_true",
+                        help="never write into the source tree (what the post-commit hook runs)")
+    parser.add_argument("--sidecars-only", action="store_true",
+                        help="only mint sidecars for new documents; never opens the index")
+    parser.add_argument("--stage", action="store_true",
+                        help="with --sidecars-only: staged documents only, and `git add` the sidecars")
+    parser.add_argument("--extract", metavar="BACKEND", dest="extract_backend",
+                        help="PDF extraction backend for this run (overrides [extraction] backend)")
+    parser.add_argument("--offline", action="store_true", help="never reach the network for model weights")
+    parser.add_argument("--force-unlock", action="store_true",
+                        help="remove a sync lock left by another host or an unreadable lock, then sync")
+    parser.add_argument("--clear-cache", nargs="?", const="free", choices=("free", "paid"), default=None,
+                        help="empty .pinakes/cache/extract first (asks; =paid also drops paid extractions)")
+    parser.add_argument("--yes", action="store_true", help="do not ask before --clear-cache")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing unless something failed")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise PinakesError("`pnk sync` is not built yet", remedy="see STATUS.md")
+    from pinakes.errors import EXIT_FAILURE
+    from pinakes.sync.context import SyncOptions
+    from pinakes.sync.engine import run_sync
+
+    if args.clear_cache:
+        from pinakes.sync.clear_cache import clear_extract_cache
+
+        clear_extract_cache(getattr(args, "kb_dir", None), include_paid=args.clear_cache == "paid",
+                            assume_yes=args.yes, quiet=args.quiet or args.json)
+    options = SyncOptions(rebuild=args.rebuild, index_only=args.index_only,
+                          sidecars_only=args.sidecars_only, stage=args.stage, quiet=args.quiet or args.json,
+                          force_unlock=args.force_unlock, offline=True if args.offline else None,
+                          extract_backend=args.extract_backend)
+    report = run_sync(getattr(args, "kb_dir", None), options)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    elif not args.quiet or not report.ok:
+        print(report.render_text(), file=sys.stdout if report.ok else sys.stderr)
+    return 0 if report.ok else EXIT_FAILURE

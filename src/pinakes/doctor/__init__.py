@@ -2,12 +2,17 @@
 
 Each capability owns one module of checks (`checks_<area>.py`) exposing `checks(ctx) -> Iterable[Check]`.
 A check never imports a paid client and never loads a model it only has to locate.
+
+`run_checks` is what makes doctor safe to run on a broken installation: an area whose module is not
+written yet is skipped, and a module that fails to import, or a `checks()` that raises part-way, is
+reported as a FAIL naming the error — never a crash of doctor itself. Areas other than the
+environment only run when there is a KB, so their checks may rely on `ctx.kb_root` being set.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -16,6 +21,8 @@ Status = Literal["OK", "WARN", "FAIL"]
 
 # Order is report order.
 CHECK_MODULES = ("env", "manifest", "model", "index", "sync")
+# Areas that need no KB: the only ones run outside one.
+ENVIRONMENT_AREAS = frozenset({"env"})
 
 
 @dataclass(frozen=True)
@@ -36,9 +43,40 @@ class DoctorContext:
 
 def run_checks(ctx: DoctorContext) -> Iterator[Check]:
     for area in CHECK_MODULES:
-        try:
-            module = importlib.import_module(f"pinakes.doctor.checks_{area}")
-        except ModuleNotFoundError:
+        if ctx.kb_root is None and area not in ENVIRONMENT_AREAS:
             continue
-        checks: Iterable[Check] = module.checks(ctx)
-        yield from checks
+        module_name = f"{__name__}.checks_{area}"
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:  # not written yet; a missing dependency *inside* it is a FAIL
+                continue
+            yield crashed_check(area, "could not be loaded", exc)
+            continue
+        except Exception as exc:
+            yield crashed_check(area, "could not be loaded", exc)
+            continue
+        yield from _guarded(area, module.checks, ctx)
+
+
+def _guarded(
+    area: str, checks: Callable[[DoctorContext], Iterable[Check]], ctx: DoctorContext
+) -> Iterator[Check]:
+    """The area's checks, stopping at the first exception, which becomes one FAIL."""
+    try:
+        yield from checks(ctx)
+    except Exception as exc:
+        yield crashed_check(area, "raised an error", exc)
+
+
+def crashed_check(area: str, what: str, exc: Exception) -> Check:
+    """The FAIL that stands in for checks that could not run."""
+    from pinakes.errors import PinakesError
+
+    if isinstance(exc, PinakesError):  # a user-fixable problem the checks ran into: say it as such
+        where = f"{exc.path}: " if exc.path is not None else ""
+        return Check(area, "FAIL", f"{where}{exc.message}", exc.remedy)
+    return Check(
+        area, "FAIL", f"the {area} checks {what}: {type(exc).__name__}: {exc}",
+        remedy="this is a Pinakes bug: please report it with the output of `pnk doctor --json`",
+    )

@@ -1,0 +1,50 @@
+"""chunk: split each extracted document into passages (one doit task per document).
+
+Token counts come from the embedding model's own tokenizer, so a chunk is never longer than the
+model can encode whole (spec §4.6); the chunker itself is `pinakes.chunking`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pinakes.errors import PinakesError
+
+from .keys import key_is_current
+
+
+def tasks_chunk(ctx: Any) -> Iterator[dict[str, Any]]:
+    for item in ctx.plan.work:
+        yield {
+            "basename": "chunk",
+            "name": item.doc_id,
+            "doc": f"chunk {item.path}",
+            "actions": [(run_chunk, [ctx, item])],
+            "task_dep": [f"extract:{item.doc_id}"],
+            "uptodate": [(key_is_current, [ctx, item])],
+            "verbosity": 0,
+        }
+
+
+def run_chunk(ctx: Any, item: Any) -> bool:
+    if item.doc_id in ctx.failed or item.doc_id not in ctx.extracted:
+        return True
+    from pinakes.chunking import chunk_text
+
+    chunking = ctx.manifest.chunking
+    extracted = ctx.extracted[item.doc_id]
+    try:
+        embedder = ctx.get_embedder()
+        chunks = chunk_text(extracted.text, item.source_type, max_tokens=chunking.max_tokens,
+                            overlap=chunking.overlap, headings=chunking.headings,
+                            count_tokens=embedder.count_tokens, pages=extracted.pages)
+    except PinakesError as exc:
+        ctx.fatal = exc  # a configuration problem (e.g. max_tokens too large) stops the whole run
+        return False
+    except Exception as exc:
+        ctx.report.fail(item.path, "chunk", f"{type(exc).__name__}: {exc}")
+        ctx.failed.add(item.doc_id)
+        return True
+    ctx.chunks[item.doc_id] = chunks
+    return True

@@ -1,0 +1,78 @@
+"""extract: turn each changed document into its indexed text (one doit task per document).
+
+The extractor is chosen by source type (PDFs by `[extraction] backend` or `--extract`) from the
+registry, which declares its fingerprint without importing it. A failure is recorded against the
+document and the run goes on: one broken file never blocks the corpus.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+from pinakes.errors import PinakesError
+
+from .keys import key_is_current
+
+
+def tasks_extract(ctx: Any) -> Iterator[dict[str, Any]]:
+    for item in ctx.plan.work:
+        yield {
+            "basename": "extract",
+            "name": item.doc_id,
+            "doc": f"extract {item.path}",
+            "actions": [(run_extract, [ctx, item])],
+            "uptodate": [(key_is_current, [ctx, item])],
+            "verbosity": 0,
+        }
+
+
+def run_extract(ctx: Any, item: Any) -> bool:
+    if item.doc_id in ctx.failed:
+        return True
+    from pinakes.extract.registry import EXTRACTORS
+
+    backend = ctx.keys.extractor_backends[item.source_type]
+    spec = EXTRACTORS[backend]
+    try:
+        if spec.paid:
+            raise PinakesError(
+                f"extraction backend {backend!r} spends money and is not built in this version",
+                remedy="use the free backend: `pnk sync --extract=pypdfium2`")
+        extracted = _cached(ctx, spec, item)
+        if extracted is None:
+            module = importlib.import_module(spec.module)
+            extracted = module.extract(ctx.paths.root / item.path, item.source_type)
+            _store(ctx, spec, item, extracted)
+    except PinakesError as exc:
+        _fail(ctx, item, exc.render())
+        return True
+    except Exception as exc:  # a crash inside one extractor must not end the run
+        _fail(ctx, item, f"{type(exc).__name__}: {exc}")
+        return True
+    ctx.extracted[item.doc_id] = extracted
+    return True
+
+
+def _fail(ctx: Any, item: Any, message: str) -> None:
+    ctx.report.fail(item.path, "extract", message)
+    ctx.failed.add(item.doc_id)
+
+
+def _cached(ctx: Any, spec: Any, item: Any) -> Any:
+    """Only extractors that declare themselves expensive (PDFs) go through the cache: re-decoding a
+    text file costs less than reading a cache entry for it."""
+    if "pdf" not in spec.source_types:
+        return None
+    from pinakes.extract.cache import ExtractCache
+
+    return ExtractCache(ctx.paths.extract_cache).get(item.file.content_hash, spec.fingerprint())
+
+
+def _store(ctx: Any, spec: Any, item: Any, extracted: Any) -> None:
+    if "pdf" not in spec.source_types:
+        return
+    from pinakes.extract.cache import ExtractCache
+
+    ExtractCache(ctx.paths.extract_cache).put(item.file.content_hash, spec.fingerprint(), extracted)

@@ -1,0 +1,434 @@
+"""pair: decide, set-wise, what each document on disk is with respect to the index (spec §6.4).
+
+Phase 1 (the walk) built the whole after-picture; phase 2 (`plan_changes`) resolves identities
+against the whole before-picture at once, because a rename cannot be told from a delete until every
+other file has been seen. The decision is a pure function of (index rows, walk, sidecars); applying
+it (`apply_identity`) writes sidecars first, so a document's permanent ID is on disk before the index
+refers to it.
+
+IDs are never reused, never renumbered and never minted over a sidecar that exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from pinakes.errors import PinakesError, SidecarError
+from pinakes.faults import faultpoint
+from pinakes.index.schema import transaction
+from pinakes.kb import SIDECAR_SUFFIX
+
+from .walk import FileState, WalkResult
+
+CHUNKER_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class IndexedDoc:
+    id: str
+    path: str
+    content_hash: str
+    sidecar_hash: str | None
+    build_key: str | None
+    state: str
+    metadata: str
+
+
+@dataclass(frozen=True)
+class BuildKeys:
+    """Everything besides a document's bytes that shapes its chunks and vectors."""
+
+    extractor_fingerprints: dict[str, str]  # source type -> fingerprint of the extractor used
+    extractor_backends: dict[str, str]  # source type -> extractor name
+    chunking: str
+    model: str
+
+    def key(self, content_hash: str, source_type: str) -> str:
+        payload = "|".join((content_hash, self.extractor_fingerprints.get(source_type, "?"),
+                            self.chunking, self.model))
+        return xxhash.xxh3_64_hexdigest(payload.encode())
+
+
+def build_keys(manifest: Any, extract_backend: str | None = None) -> BuildKeys:
+    from pinakes.extract.registry import EXTRACTORS
+
+    pdf_backend = extract_backend or manifest.extraction.backend
+    backends = {"markdown": "text", "text": "text", "code": "text", "pdf": pdf_backend}
+    fingerprints = {kind: EXTRACTORS[name].fingerprint() for kind, name in backends.items()
+                    if name in EXTRACTORS}
+    chunking = manifest.chunking
+    chunk_fp = json.dumps({"v": CHUNKER_VERSION, "max_tokens": chunking.max_tokens,
+                           "overlap": chunking.overlap, "headings": chunking.headings}, sort_keys=True)
+    return BuildKeys(fingerprints, backends, chunk_fp, model_spec(manifest))
+
+
+def model_spec(manifest: Any) -> str:
+    """The manifest's statement of the embedding model, stored in meta and compared every sync."""
+    emb = manifest.embedding
+    return json.dumps({"provider": emb.provider, "model": emb.model, "revision": emb.revision,
+                       "dim": emb.dim}, sort_keys=True)
+
+
+@dataclass
+class DocWork:
+    """A document whose chunks and vectors must be (re)built."""
+
+    doc_id: str
+    path: str
+    source_type: str
+    file: FileState
+    sidecar: Any  # pinakes.sidecar.Sidecar, or None when just minted (no metadata yet)
+    sidecar_hash: str | None
+    key: str
+    reason: str  # "added" | "changed" (content) | "rekeyed" (an extractor, chunking or model key)
+
+
+@dataclass(frozen=True)
+class SidecarWrite:
+    doc_path: str
+    doc_id: str
+    kind: str  # "mint" (a new ID) | "restore" (the indexed ID, sidecar was deleted) | "move"
+    from_path: str | None = None  # for "move": the sidecar that travels with a renamed document
+    metadata: str | None = None  # for "restore": the indexed metadata to write back
+
+
+@dataclass
+class Plan:
+    work: list[DocWork] = field(default_factory=list)
+    moves: list[tuple[str, str, str]] = field(default_factory=list)  # (doc_id, old path, new path)
+    refresh: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, path): metadata only
+    deletes: list[IndexedDoc] = field(default_factory=list)
+    sidecar_writes: list[SidecarWrite] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (path, error)
+    collisions: list[tuple[str, list[str]]] = field(default_factory=list)  # (id, paths)
+    notes: list[str] = field(default_factory=list)
+    sidecars: dict[str, Any] = field(default_factory=dict)  # doc path -> parsed Sidecar
+    renamed: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.work or self.moves or self.refresh or self.deletes or self.sidecar_writes
+                    or self.failures or self.collisions)
+
+
+def load_indexed(conn: sqlite3.Connection | None) -> list[IndexedDoc]:
+    if conn is None:
+        return []
+    rows = conn.execute(
+        "SELECT id, path, content_hash, sidecar_hash, build_key, state, metadata FROM documents"
+    )
+    return [IndexedDoc(*row) for row in rows]
+
+
+SidecarReader = Callable[[str], Any]  # doc path -> Sidecar (raises SidecarError)
+
+
+def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: SidecarReader,
+                 keys: BuildKeys, *, may_write_sidecars: bool) -> Plan:
+    plan = Plan()
+    active_by_path = {d.path: d for d in before if d.state == "active"}
+    by_id = {d.id: d for d in before}
+    active_ids = {d.id for d in active_by_path.values()}
+
+    # Phase 2a: every sidecar on disk claims an ID. An unchanged sidecar (same bytes as when it was
+    # indexed at this path) claims the indexed ID without being parsed again.
+    claim_of: dict[str, str] = {}
+    broken: dict[str, str] = {}
+    without_sidecar: list[str] = []
+    for path, state in walk.docs.items():
+        sidecar_state = walk.sidecars.get(path)
+        if sidecar_state is None:
+            without_sidecar.append(path)
+            continue
+        previous = active_by_path.get(path)
+        if previous is not None and previous.sidecar_hash == sidecar_state.content_hash:
+            claim_of[path] = previous.id
+            continue
+        try:
+            sidecar = read_sidecar(path)
+        except SidecarError as exc:
+            broken[path] = exc.render()
+            continue
+        plan.sidecars[path] = sidecar
+        claim_of[path] = sidecar.id
+
+    paths_by_id: dict[str, list[str]] = defaultdict(list)
+    for path, doc_id in claim_of.items():
+        paths_by_id[doc_id].append(path)
+    for doc_id, paths in paths_by_id.items():
+        if len(paths) > 1:
+            plan.collisions.append((doc_id, sorted(paths)))
+    if plan.collisions:
+        return plan
+    path_claiming = {doc_id: paths[0] for doc_id, paths in paths_by_id.items()}
+
+    for path, error in broken.items():
+        plan.failures.append((path, f"sidecar does not parse, so it was not used and nothing was "
+                                    f"written over it: {error}"))
+
+    # Phase 2b: every indexed document either continues (its ID is claimed somewhere), is held
+    # (its sidecar broke), has lost only its sidecar, or is gone.
+    consumed: set[str] = set()
+    gone: list[IndexedDoc] = []
+    for doc in sorted(active_by_path.values(), key=lambda d: d.path):
+        if doc.id in path_claiming:
+            _continue(plan, doc, path_claiming[doc.id], walk, keys, consumed)
+        elif doc.path in broken:
+            consumed.add(doc.path)  # held as it is: never re-minted, never deleted
+        elif doc.path in walk.docs and walk.sidecars.get(doc.path) is None:
+            consumed.add(doc.path)
+            if not may_write_sidecars:
+                plan.notes.append(f"{doc.path}: its sidecar is missing; left as indexed (a plain "
+                                  f"`pnk sync` rewrites it with the indexed ID {doc.id})")
+                continue
+            plan.sidecar_writes.append(SidecarWrite(doc.path, doc.id, "restore", metadata=doc.metadata))
+            plan.notes.append(f"{doc.path}: its sidecar was missing; rewrote it with the indexed "
+                              f"ID {doc.id}")
+            _continue(plan, doc, doc.path, walk, keys, consumed, sidecar_changed=True)
+        else:
+            gone.append(doc)
+
+    # Phase 2c: a gone document whose exact content appears at exactly one sidecar-less new path was
+    # renamed; several such paths are ambiguous (never guess: every inbound link would be redirected).
+    candidates: dict[str, list[str]] = defaultdict(list)
+    for path in without_sidecar:
+        if path not in consumed and path not in active_by_path:
+            candidates[walk.docs[path].content_hash].append(path)
+    minted_or_deleted: list[tuple[IndexedDoc, str]] = []
+    for doc in gone:
+        matches = [p for p in candidates.get(doc.content_hash, []) if p not in consumed]
+        if len(matches) == 1 and may_write_sidecars:
+            new_path = matches[0]
+            consumed.add(new_path)
+            old_sidecar = doc.path + SIDECAR_SUFFIX
+            travels = old_sidecar in walk.orphan_sidecars
+            plan.sidecar_writes.append(SidecarWrite(new_path, doc.id, "move" if travels else "restore",
+                                                    from_path=old_sidecar if travels else None,
+                                                    metadata=doc.metadata))
+            _continue(plan, doc, new_path, walk, keys, consumed, sidecar_changed=True)
+            continue
+        if len(matches) > 1:
+            plan.notes.append(
+                f"{doc.path} is gone and its content now appears at {len(matches)} paths "
+                f"({', '.join(sorted(matches))}); not guessing which one it became: each gets a new ID "
+                f"and {doc.id} is soft-deleted. To keep the ID, move the sidecar with the right copy.")
+        plan.deletes.append(doc)
+        minted_or_deleted.append((doc, doc.path))
+
+    # Phase 2d: sidecars claiming IDs the index has no active document for: adopt (after the
+    # uniqueness check above) or revive a soft-deleted one.
+    for path, doc_id in claim_of.items():
+        if doc_id in active_ids:
+            continue
+        source_type = walk.source_types[path]
+        state = walk.docs[path]
+        if doc_id in by_id:
+            plan.notes.append(f"{path}: revived soft-deleted document {doc_id} from its sidecar")
+        plan.work.append(DocWork(doc_id, path, source_type, state, plan.sidecars.get(path),
+                                 walk.sidecars[path].content_hash,
+                                 keys.key(state.content_hash, source_type), "added"))
+
+    # Phase 2e: what is left is new and has no sidecar: mint.
+    new_paths = [p for p in without_sidecar if p not in consumed]
+    from pinakes.ids import new_ulid
+
+    for path in sorted(new_paths):
+        if not may_write_sidecars:
+            plan.notes.append(f"{path}: not indexed yet, it has no sidecar (a plain `pnk sync` or the "
+                              "pre-commit hook mints one)")
+            continue
+        doc_id = new_ulid()
+        state = walk.docs[path]
+        source_type = walk.source_types[path]
+        plan.sidecar_writes.append(SidecarWrite(path, doc_id, "mint"))
+        plan.work.append(DocWork(doc_id, path, source_type, state, None, None,
+                                 keys.key(state.content_hash, source_type), "added"))
+
+    # A soft delete beside a mint of the same file name is most likely a move without the sidecar
+    # (spec §9's most likely corruption): say so while the user can still fix it.
+    minted_names = defaultdict(list)
+    for path in new_paths:
+        minted_names[Path(path).name].append(path)
+    for doc, old_path in minted_or_deleted:
+        for new_path in minted_names.get(Path(old_path).name, []):
+            plan.notes.append(
+                f"likely moved without its sidecar: {old_path} -> {new_path}; the ID changed from "
+                f"{doc.id} (soft-deleted) to a new one, which breaks inbound links. Move "
+                f"{old_path}{SIDECAR_SUFFIX} beside {new_path} and sync again to keep the old ID.")
+    return plan
+
+
+def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: BuildKeys,
+              consumed: set[str], *, sidecar_changed: bool = False) -> None:
+    """The indexed document `doc` lives on at `path`."""
+    consumed.add(path)
+    state = walk.docs[path]
+    source_type = walk.source_types[path]
+    key = keys.key(state.content_hash, source_type)
+    sidecar_state = walk.sidecars.get(path)
+    sidecar_hash = sidecar_state.content_hash if sidecar_state else None
+    if path != doc.path:
+        plan.moves.append((doc.id, doc.path, path))
+        plan.renamed.append((doc.path, path))
+    if state.content_hash != doc.content_hash or key != doc.build_key:
+        reason = "changed" if state.content_hash != doc.content_hash else "rekeyed"
+        plan.work.append(DocWork(doc.id, path, source_type, state, plan.sidecars.get(path),
+                                 sidecar_hash, key, reason))
+    elif sidecar_changed or path in plan.sidecars or path != doc.path \
+            or sidecar_hash != doc.sidecar_hash:
+        plan.refresh.append((doc.id, path))
+
+
+# --- applying the identity decisions -------------------------------------------------------------
+
+
+def apply_identity(ctx: Any, plan: Plan) -> None:
+    """Write sidecars, then moves, deletes and metadata refreshes, each its own transaction."""
+    from pinakes.sidecar import read_sidecar, sidecar_path_for, write_new_sidecar
+
+    root = ctx.paths.root
+    report = ctx.report
+    for write in plan.sidecar_writes:
+        doc_path = root / write.doc_path
+        try:
+            if write.kind == "move" and write.from_path:
+                os.replace(root / write.from_path, sidecar_path_for(doc_path))
+                _fsync_dir(doc_path.parent)
+            else:
+                meta = json.loads(write.metadata) if write.metadata else {}
+                write_new_sidecar(doc_path, doc_id=write.doc_id, title=meta.get("title"),
+                                  tags=tuple(meta.get("tags") or ()),
+                                  links=(), provenance=meta.get("provenance") or None)
+        except (OSError, PinakesError) as exc:
+            message = exc.render() if isinstance(exc, PinakesError) else str(exc)
+            report.fail(write.doc_path, "sidecar", f"could not write the sidecar: {message}")
+            ctx.failed.add(write.doc_id)
+            continue
+        report.sidecars_written.append(write.doc_path + SIDECAR_SUFFIX)
+        faultpoint("sync.after-sidecar-write")
+        sidecar = read_sidecar(sidecar_path_for(doc_path), kb_id=ctx.kb_id)
+        plan.sidecars[write.doc_path] = sidecar
+        for item in plan.work:
+            if item.path == write.doc_path:
+                item.sidecar = sidecar
+                item.sidecar_hash = sidecar.raw_hash
+
+    conn = ctx.conn
+    if conn is None:
+        return
+    now = _now()
+    if plan.moves:
+        with transaction(conn):
+            # Two phases so that swapping two documents' paths never trips the unique active path.
+            for doc_id, _old, _new in plan.moves:
+                conn.execute("UPDATE documents SET path = ? WHERE id = ?", (f"\0moving:{doc_id}", doc_id))
+            for doc_id, _old, new in plan.moves:
+                conn.execute("UPDATE documents SET path = ? WHERE id = ?", (new, doc_id))
+        report.renamed.extend(plan.renamed)
+    for doc in plan.deletes:
+        with transaction(conn):
+            conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc.id,))
+            conn.execute("DELETE FROM links WHERE src_kb_id = ? AND src_doc_id = ? AND origin = 'sidecar'",
+                         (ctx.kb_id, doc.id))
+            conn.execute("UPDATE documents SET state = 'deleted', indexed_at = ? WHERE id = ?",
+                         (now, doc.id))
+        report.deleted.append(doc.path)
+        faultpoint("sync.after-delete")
+    for doc_id, path in plan.refresh:
+        sidecar = plan.sidecars.get(path)
+        if sidecar is None:
+            try:
+                sidecar = read_sidecar(sidecar_path_for(root / path), kb_id=ctx.kb_id)
+            except SidecarError as exc:
+                report.fail(path, "sidecar", exc.render())
+                continue
+        state = ctx.walk.docs[path]
+        with transaction(conn):
+            conn.execute(
+                "UPDATE documents SET path = ?, sidecar_hash = ?, title = ?, metadata = ?, mtime = ?, "
+                "indexed_at = ? WHERE id = ?",
+                (path, sidecar.raw_hash, sidecar.title, sidecar.metadata_json(), state.mtime, now, doc_id))
+            write_links(conn, ctx.kb_id, doc_id, sidecar)
+        report.metadata_refreshed.append(path)
+
+
+def write_links(conn: sqlite3.Connection, kb_id: str, doc_id: str, sidecar: Any) -> None:
+    """Replace the document's authored links with the sidecar's (call inside a transaction)."""
+    conn.execute("DELETE FROM links WHERE src_kb_id = ? AND src_doc_id = ? AND origin = 'sidecar'",
+                 (kb_id, doc_id))
+    for link in getattr(sidecar, "links", ()) if sidecar is not None else ():
+        conn.execute(
+            "INSERT INTO links (src_kb_id, src_doc_id, dst_kb_id, dst_doc_id, rel, origin) "
+            "VALUES (?, ?, ?, ?, ?, 'sidecar') ON CONFLICT DO NOTHING",
+            (kb_id, doc_id, link.kb_id, link.doc_id, link.rel))
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# --- the doit task -------------------------------------------------------------------------------
+
+
+def task_pair(ctx: Any) -> dict[str, Any]:
+    return {
+        "basename": "pair",
+        "doc": "pair documents with sidecars and index rows: skip, re-embed, rename, adopt, mint, delete",
+        "actions": [(run_pair, [ctx])],
+        "task_dep": ["walk"],
+        "uptodate": [False],
+        "verbosity": 0,
+    }
+
+
+def compute_plan(ctx: Any) -> Plan:
+    """The pure decision for this run (also what `pnk doit list` shows)."""
+    if ctx.plan is None:
+        from pinakes.sidecar import read_sidecar, sidecar_path_for
+
+        def reader(doc_path: str) -> Any:
+            return read_sidecar(sidecar_path_for(ctx.paths.root / doc_path), kb_id=ctx.kb_id)
+
+        ctx.plan = plan_changes(load_indexed(ctx.conn), ctx.walk, reader, ctx.keys,
+                                may_write_sidecars=not ctx.options.index_only)
+    return ctx.plan
+
+
+def run_pair(ctx: Any) -> bool:
+    plan = compute_plan(ctx)
+    if plan.collisions:
+        lines = [f"ID {doc_id} is claimed by {len(paths)} sidecars: " + ", ".join(
+            p + SIDECAR_SUFFIX for p in paths) for doc_id, paths in plan.collisions]
+        raise SidecarError(
+            "the same document ID appears in more than one sidecar; Pinakes never renumbers an ID, "
+            "because every inbound link would silently point elsewhere:\n  " + "\n  ".join(lines),
+            remedy="give each copy its own identity: delete the copied sidecar (a new ID is minted on "
+                   "the next sync) or restore the original file",
+        )
+    for path, error in plan.failures:
+        ctx.report.fail(path, "pair", error)
+    ctx.report.notes.extend(plan.notes)
+    ctx.report.orphaned_sidecars.extend(
+        p for p in ctx.walk.orphan_sidecars
+        if not any(w.from_path == p for w in plan.sidecar_writes))
+    if not ctx.read_only:
+        apply_identity(ctx, plan)
+    return True

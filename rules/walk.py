@@ -1,0 +1,198 @@
+"""walk: find every source document and sidecar under the KB's roots, and hash what changed.
+
+The walk runs on every sync, so its cost is the floor of a no-op sync. It never re-hashes a file
+whose (size, mtime_ns, inode) matches the `walk_cache` row from the last walk, as git and DVC do;
+only new or touched files are read. Symlinks are not followed: nothing outside the KB is read.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
+
+ALWAYS_EXCLUDED_DIRS = frozenset({STATE_DIR_NAME, ".git", ".hg", ".svn", "__pycache__"})
+HASH_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class FileState:
+    path: str  # KB-root-relative, POSIX
+    size: int
+    mtime_ns: int
+    inode: int
+    content_hash: str  # xxh3-128 hex; "" when the walk was asked not to hash
+
+    @property
+    def mtime(self) -> float:
+        return self.mtime_ns / 1e9
+
+
+@dataclass
+class WalkResult:
+    docs: dict[str, FileState] = field(default_factory=dict)  # document path -> state
+    source_types: dict[str, str] = field(default_factory=dict)  # document path -> source type
+    sidecars: dict[str, FileState] = field(default_factory=dict)  # document path -> its sidecar
+    orphan_sidecars: list[str] = field(default_factory=list)  # sidecar paths with no document
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    hashed: int = 0
+    cache_updates: list[FileState] = field(default_factory=list)
+    cache_removals: list[str] = field(default_factory=list)
+
+
+def hash_file(path: str | Path) -> str:
+    digest = xxhash.xxh3_128()
+    with open(path, "rb") as handle:
+        while block := handle.read(HASH_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _compile_globs(patterns: tuple[str, ...] | list[str]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    parts = []
+    for pattern in patterns:
+        parts.append(fnmatch.translate(pattern))
+        if pattern.startswith("**/"):  # `**/x` also matches `x` at the top level
+            parts.append(fnmatch.translate(pattern[3:]))
+    return re.compile("|".join(f"(?:{p})" for p in parts))
+
+
+def _matches(regex: re.Pattern[str] | None, path: str) -> bool:
+    if regex is None:
+        return False
+    if regex.match(path):
+        return True
+    # A pattern without a slash matches the file's name in any directory, as .gitignore does.
+    return bool(regex.match(path.rsplit("/", 1)[-1]))
+
+
+def load_walk_cache(conn: sqlite3.Connection | None) -> dict[str, tuple[int, int, int, str]]:
+    if conn is None:
+        return {}
+    rows = conn.execute("SELECT path, size, mtime_ns, inode, content_hash FROM walk_cache")
+    return {path: (size, mtime_ns, inode, digest) for path, size, mtime_ns, inode, digest in rows}
+
+
+def walk(root: Path, sources: Any, cache: dict[str, tuple[int, int, int, str]], *,
+         hash_contents: bool = True, only: set[str] | None = None) -> WalkResult:
+    """Walk `sources.roots` under `root`. `only` restricts documents to those paths (staged files)."""
+    from pinakes.extract.source_types import source_type_for
+
+    include = _compile_globs(tuple(sources.include))
+    exclude = _compile_globs(tuple(sources.exclude))
+    result = WalkResult()
+    sidecar_files: dict[str, FileState] = {}
+    seen: set[str] = set()
+    root_str = str(root)
+    prefix_len = len(root_str) + 1
+
+    def visit(file_path: str, entry: os.DirEntry[str]) -> FileState | None:
+        rel = file_path[prefix_len:].replace(os.sep, "/")
+        st = entry.stat(follow_symlinks=False)
+        seen.add(rel)
+        cached = cache.get(rel)
+        if cached and cached[0] == st.st_size and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino:
+            digest = cached[3]
+        elif hash_contents:
+            digest = hash_file(file_path)
+            result.hashed += 1
+            state = FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, digest)
+            result.cache_updates.append(state)
+            return state
+        else:
+            digest = ""
+        return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, digest)
+
+    stack = []
+    for source_root in sources.roots:
+        start = os.path.join(root_str, source_root) if source_root not in ("", ".") else root_str
+        if os.path.isdir(start):
+            stack.append(start)
+    visited_dirs: set[str] = set()
+    while stack:
+        directory = stack.pop()
+        if directory in visited_dirs:
+            continue
+        visited_dirs.add(directory)
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            result.skipped.append((directory[prefix_len:], f"cannot list directory: {exc.strerror}"))
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                result.skipped.append((entry.path[prefix_len:].replace(os.sep, "/"),
+                                       "symbolic link (not followed)"))
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in ALWAYS_EXCLUDED_DIRS:
+                    stack.append(entry.path)
+                continue
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            rel = entry.path[prefix_len:].replace(os.sep, "/")
+            if entry.name.endswith(SIDECAR_SUFFIX):
+                state = visit(entry.path, entry)
+                if state is not None:
+                    sidecar_files[rel[: -len(SIDECAR_SUFFIX)]] = state
+                continue
+            if _matches(exclude, rel) or not _matches(include, rel):
+                continue
+            if only is not None and rel not in only:
+                continue
+            source_type = source_type_for(Path(rel))
+            if source_type is None:
+                result.skipped.append((rel, "no extractor for this file type"))
+                continue
+            state = visit(entry.path, entry)
+            if state is not None:
+                result.docs[rel] = state
+                result.source_types[rel] = source_type
+    for doc_path, state in sidecar_files.items():
+        if doc_path in result.docs:
+            result.sidecars[doc_path] = state
+        elif only is None or doc_path in only:
+            result.orphan_sidecars.append(state.path)
+    result.orphan_sidecars.sort()
+    if only is None:
+        result.cache_removals = [path for path in cache if path not in seen]
+    return result
+
+
+def save_walk_cache(conn: sqlite3.Connection, result: WalkResult) -> None:
+    """Record what this walk hashed (call inside a transaction)."""
+    conn.executemany(
+        "INSERT INTO walk_cache (path, size, mtime_ns, inode, content_hash) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+        "inode = excluded.inode, content_hash = excluded.content_hash",
+        [(s.path, s.size, s.mtime_ns, s.inode, s.content_hash) for s in result.cache_updates],
+    )
+    conn.executemany("DELETE FROM walk_cache WHERE path = ?", [(p,) for p in result.cache_removals])
+
+
+def task_walk(ctx: Any) -> dict[str, Any]:
+    """The doit task: walk the sources (always runs; it is what detects change)."""
+    return {
+        "basename": "walk",
+        "doc": "walk the sources; hash only files whose (size, mtime_ns, inode) changed",
+        "actions": [(run_walk, [ctx])],
+        "uptodate": [False],
+        "verbosity": 0,
+    }
+
+
+def run_walk(ctx: Any) -> bool:
+    """Walk once per run; `pnk sync` may already have walked before deciding to start doit."""
+    if ctx.walk is None:
+        ctx.walk = walk(ctx.paths.root, ctx.manifest.sources, load_walk_cache(ctx.conn))
+    return True

@@ -1,0 +1,160 @@
+"""Rename-atomic, durable file writes.
+
+The order is the whole contract: write a temp file in the target's directory, fsync it, rename it
+over the target, fsync the directory. A reader (or a crash) sees the old file or the new one, never
+a torn one, and the rename is durable only once the directory entry is synced. The temp file lives
+beside the target because a rename is only atomic within one filesystem.
+
+An fsync error is final. After a failed fsync the kernel may already have dropped the dirty pages,
+so a retry can "succeed" without the data ever reaching the disk (the PostgreSQL fsync lesson); the
+error surfaces as a `FilesystemError` naming the path and is never retried.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from pinakes.errors import FilesystemError
+
+_TEMP_ATTEMPTS = 16
+# Filesystems where a hard link (the create-only-if-absent primitive) is not supported.
+_LINK_UNSUPPORTED = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV}
+
+
+def atomic_write_text(path: Path | str, text: str, *, encoding: str = "utf-8", exclusive: bool = False) -> None:
+    """`atomic_write_bytes` of `text` encoded as given, with no newline translation."""
+    atomic_write_bytes(path, text.encode(encoding), exclusive=exclusive)
+
+
+def atomic_write_bytes(path: Path | str, data: bytes, *, exclusive: bool = False) -> None:
+    """Replace `path` with `data` atomically and durably.
+
+    With `exclusive=True` the write only creates: it raises `FileExistsError` if `path` exists,
+    decided atomically by the filesystem rather than by a check that a concurrent writer could
+    slip past. On any failure the file at `path` is unchanged and no temp file is left behind.
+    """
+    target = Path(path)
+    directory = target.parent
+    temp, fd = _create_temp(target)
+    try:
+        _write_and_sync(fd, target, data)
+        if exclusive:
+            _link_into_place(temp, target)
+        else:
+            os.replace(temp, target)
+    except BaseException as exc:
+        _remove_quietly(temp)
+        if isinstance(exc, OSError) and not isinstance(exc, FileExistsError):
+            raise _filesystem_error(target, exc, "the file was not changed") from exc
+        raise
+    try:
+        _fsync_directory(directory)
+    except OSError as exc:
+        raise _filesystem_error(
+            target, exc, "the new contents are in place but may not survive a crash"
+        ) from exc
+
+
+def _create_temp(target: Path) -> tuple[Path, int]:
+    """A new, empty, uniquely named file beside `target`, open for writing.
+
+    O_EXCL means it is never an existing file or a planted symlink.
+    """
+    for _ in range(_TEMP_ATTEMPTS):
+        temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            # 0o666 is filtered by the umask, so a new file gets the mode open() would give it.
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise _filesystem_error(target, exc, "the file was not changed") from exc
+        return temp, fd
+    raise FilesystemError(
+        f"could not create a temporary file beside {target.name}",
+        remedy="remove stale .*.tmp files in that directory and retry",
+        path=target,
+    )
+
+
+def _write_and_sync(fd: int, target: Path, data: bytes) -> None:
+    """Write all of `data` to `fd`, sync it and close it (closed on failure too)."""
+    try:
+        _keep_mode_of(target, fd)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _keep_mode_of(target: Path, fd: int) -> None:
+    """Replacing a file keeps its permission bits, as an in-place edit would."""
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, mode)
+
+
+def _link_into_place(temp: Path, target: Path) -> None:
+    try:
+        os.link(temp, target)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in _LINK_UNSUPPORTED:
+            raise
+        # No hard links here (some FUSE and FAT mounts): fall back to check-then-rename, which a
+        # concurrent creator could race, but which still never overwrites a file seen to exist.
+        if target.exists():
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target)) from exc
+        os.replace(temp, target)
+        return
+    _remove_quietly(temp)  # the target is in place; a leftover link to it is only litter
+
+
+def _fsync_directory(directory: Path) -> None:
+    if not hasattr(os, "O_DIRECTORY"):  # Windows cannot open a directory; its rename is durable enough
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        # Some filesystems cannot sync a directory at all; that is not a failed sync.
+        if exc.errno not in (errno.EINVAL, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _remove_quietly(temp: Path) -> None:
+    try:
+        os.unlink(temp)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        pass  # the original error is the one worth reporting
+
+
+_REMEDIES = {
+    errno.ENOSPC: "free some disk space and run the command again",
+    errno.EDQUOT: "free some space within your disk quota and run the command again",
+    errno.EROFS: "the filesystem is mounted read-only; remount it read-write or work on a writable copy",
+    errno.EACCES: "check the permissions of the file and its directory",
+    errno.EPERM: "check the permissions of the file and its directory",
+    errno.EIO: "the disk reported an I/O error; check the device before retrying",
+}
+
+
+def _filesystem_error(target: Path, exc: OSError, consequence: str) -> FilesystemError:
+    reason = exc.strerror or str(exc)
+    remedy = _REMEDIES.get(exc.errno or 0, "check the filesystem and run the command again")
+    return FilesystemError(f"could not write the file ({reason}); {consequence}", remedy=remedy, path=target)

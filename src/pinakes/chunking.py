@@ -1,0 +1,519 @@
+"""Chunking: cutting a document's indexed text into passages (spec §4.6).
+
+The source type dispatches. markdown gets ATX headings; text gets the numbered outline grammar,
+opt-in (`headings="numbered"`) and accepted only when the whole document forms a valid outline
+walk; code and pdf take the plain-text path and record no heading_path. A chunk never crosses a
+section, and a heading line is part of the first chunk beneath it, so words that appear only in a
+heading stay searchable.
+
+Every chunk satisfies the span invariant `chunk.text == text[chunk.char_start:chunk.char_end]`:
+chunks are slices, never rewritten text. Within a section, paragraph blocks (blank-line separated)
+are packed up to `max_tokens` counted with the model's tokenizer. A block longer than that is split
+at sentence, then line, then word boundaries, and as a last resort at characters: split, never
+trimmed, so every non-whitespace character of the text lands in some chunk. `overlap` tokens from
+the tail of the previous chunk of the same section are repeated at the start of the next.
+
+Token counting is the cost that matters at sync (10k+ documents), so each piece of text is counted
+once, in batches: blocks up front, split parts as they are split, overlap candidates per chunk.
+Chunk sizes are first estimated by adding those counts, then every chunk is counted for real in
+one batch; the few chunks a non-additive tokenizer pushes over the limit are re-split tighter.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+CountTokens = Callable[[str], int]
+CountTokensBatch = Callable[[Sequence[str]], Sequence[int]]
+
+HEADING_MODES = ("none", "numbered")
+CHUNKED_SOURCE_TYPES = ("markdown", "text", "code", "pdf")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    ordinal: int  # 0-based position in the document
+    text: str
+    char_start: int
+    char_end: int
+    token_count: int  # counted with the tokenizer the chunker was given, on exactly `text`
+    heading_path: tuple[str, ...] | None  # outermost heading first; None outside any heading
+    page_start: int | None  # 1-indexed; None for a non-paged source
+    page_end: int | None
+
+
+def chunk_text(
+    text: str,
+    source_type: str,
+    *,
+    max_tokens: int,
+    overlap: int,
+    headings: str | None = "none",
+    count_tokens: CountTokens,
+    count_tokens_batch: CountTokensBatch | None = None,
+    pages: Sequence[tuple[int, int]] | None = None,
+) -> list[Chunk]:
+    """Cut `text` into chunks of at most `max_tokens` tokens (see the module docstring).
+
+    `count_tokens` counts the tokens of one string as the embedding model will see them (without
+    special tokens); `count_tokens_batch`, when given, counts many at once and is used wherever
+    the chunker can batch. `pages` are per-page `(char_start, char_end)` spans of a paged source,
+    in page order; chunks then carry 1-indexed page_start/page_end.
+    """
+    if source_type not in CHUNKED_SOURCE_TYPES:
+        raise ValueError(f"unknown source type {source_type!r}; expected one of {CHUNKED_SOURCE_TYPES}")
+    mode = headings or "none"
+    if mode not in HEADING_MODES:
+        raise ValueError(f"unknown heading mode {headings!r}; expected one of {HEADING_MODES}")
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, not {max_tokens}")
+    if not 0 <= overlap < max_tokens:
+        raise ValueError(f"overlap must be at least 0 and below max_tokens ({max_tokens}), not {overlap}")
+
+    lines = _line_spans(text)
+    if source_type == "markdown":
+        sections, fenced = _markdown_sections(text, lines)
+    elif source_type == "text" and mode == "numbered":
+        sections, fenced = _numbered_sections(text, lines), None
+    else:
+        sections, fenced = [_Section(0, len(lines), None)], None
+
+    counter = _Counter(count_tokens, count_tokens_batch)
+    packer = _Packer(text, counter, max_tokens, overlap, split_sentences=source_type != "code")
+    section_blocks = [_blocks(text, lines, section, fenced) for section in sections]
+    all_blocks = [block for blocks in section_blocks for block in blocks]
+    block_tokens = iter(counter.many([text[start:end] for start, end in all_blocks]))
+
+    spans: list[tuple[int, int, tuple[str, ...] | None]] = []
+    for section, blocks in zip(sections, section_blocks, strict=True):
+        atoms = [_Atom(start, end, next(block_tokens)) for start, end in blocks]
+        if section.heading_path is not None and atoms:
+            atoms[0] = _Atom(atoms[0].start, atoms[0].end, atoms[0].tokens, heading=True)
+        spans.extend((start, end, section.heading_path) for start, end in packer.pack(atoms))
+
+    verified = packer.verify([(start, end) for start, end, _ in spans])
+    page_of = _PageLookup(pages) if pages is not None else None
+    chunks: list[Chunk] = []
+    for (start, end, heading_path), pieces in zip(spans, verified, strict=True):
+        for piece_start, piece_end, tokens in pieces:
+            page_start = page_end = None
+            if page_of is not None:
+                page_start, page_end = page_of.pages_for(piece_start, piece_end)
+            chunks.append(Chunk(
+                ordinal=len(chunks), text=text[piece_start:piece_end], char_start=piece_start,
+                char_end=piece_end, token_count=tokens, heading_path=heading_path,
+                page_start=page_start, page_end=page_end,
+            ))  # fmt: skip
+    return chunks
+
+
+# --- lines, sections and blocks -------------------------------------------------------------------
+
+_NON_BLANK = re.compile(r"\S")
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    first_line: int  # index into the line spans
+    end_line: int  # exclusive
+    heading_path: tuple[str, ...] | None
+
+
+def _line_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every line, `end` excluding the "\\n" (a CRLF line keeps its "\\r")."""
+    spans: list[tuple[int, int]] = []
+    position, length = 0, len(text)
+    while position < length:
+        newline = text.find("\n", position)
+        if newline < 0:
+            spans.append((position, length))
+            break
+        spans.append((position, newline))
+        position = newline + 1
+    return spans
+
+
+def _is_blank(text: str, span: tuple[int, int]) -> bool:
+    return _NON_BLANK.search(text, span[0], span[1]) is None
+
+
+def _blocks(
+    text: str, lines: list[tuple[int, int]], section: _Section, fenced: list[bool] | None
+) -> list[tuple[int, int]]:
+    """Blank-line separated blocks of a section as (start, end) spans, trailing whitespace excluded.
+
+    A section's heading line is a block of its own, so it can lead the first chunk however the
+    paragraph after it packs; a fenced code block stays one block across its blank lines.
+    """
+    blocks: list[tuple[int, int]] = []
+    block_start: int | None = None
+    block_end = 0
+    for index in range(section.first_line, section.end_line):
+        span = lines[index]
+        inside_fence = fenced is not None and fenced[index]
+        if _is_blank(text, span) and not inside_fence:
+            if block_start is not None:
+                blocks.append((block_start, block_end))
+                block_start = None
+            continue
+        if block_start is None:
+            block_start = span[0]
+        if not _is_blank(text, span):
+            block_end = _rstrip(text, span[0], span[1])
+        if index == section.first_line and section.heading_path is not None:
+            blocks.append((block_start, block_end))
+            block_start = None
+    if block_start is not None:
+        blocks.append((block_start, block_end))
+    return blocks
+
+
+def _rstrip(text: str, start: int, end: int) -> int:
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+def _lstrip(text: str, start: int, end: int) -> int:
+    while start < end and text[start].isspace():
+        start += 1
+    return start
+
+
+# --- markdown: ATX headings ---------------------------------------------------------------------
+
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*\r?$")
+_ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*?)\r?$")
+_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*\r?$")
+_FRONT_MATTER_OPEN = re.compile(r"---[ \t]*\r?$")
+_FRONT_MATTER_CLOSE = re.compile(r"(?:---|\.\.\.)[ \t]*\r?$")
+
+
+def _markdown_sections(
+    text: str, lines: list[tuple[int, int]]
+) -> tuple[list[_Section], list[bool]]:
+    """Sections at ATX headings (`#` .. `######`), skipping fenced code and YAML front matter.
+
+    Returns the sections and, per line, whether it belongs to a fenced code block (fences keep
+    their blank lines inside one block). A heading with no text (`#` alone) is not a section
+    boundary: it would put an empty string into every heading_path below it.
+    """
+    fenced = [False] * len(lines)
+    skip_until = _front_matter_end(text, lines)
+    fence: tuple[str, int] | None = None  # (fence character, run length) while inside one
+    starts: list[tuple[int, tuple[str, ...]]] = []
+    stack: list[tuple[int, str]] = []
+    for index in range(skip_until, len(lines)):
+        line = text[lines[index][0]:lines[index][1]]
+        if fence is not None:
+            fenced[index] = True
+            closing = _FENCE_CLOSE.match(line)
+            if closing and closing.group(1)[0] == fence[0] and len(closing.group(1)) >= fence[1]:
+                fence = None
+            continue
+        opening = _FENCE_OPEN.match(line)
+        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+            fenced[index] = True
+            fence = (opening.group(1)[0], len(opening.group(1)))
+            continue
+        heading = _ATX.match(line)
+        if heading is None:
+            continue
+        title = _ATX_CLOSING.sub("", heading.group(2) or "").strip()
+        if not title:
+            continue
+        level = len(heading.group(1))
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        starts.append((index, tuple(title for _, title in stack)))
+    return _sections_from_starts(starts, len(lines)), fenced
+
+
+def _front_matter_end(text: str, lines: list[tuple[int, int]]) -> int:
+    """The first line after a leading YAML front-matter block (`---` ... `---`), or 0 if none."""
+    if not lines or not _FRONT_MATTER_OPEN.match(text, lines[0][0], lines[0][1]):
+        return 0
+    for index in range(1, len(lines)):
+        if _FRONT_MATTER_CLOSE.match(text, lines[index][0], lines[index][1]):
+            return index + 1
+    return 0
+
+
+def _sections_from_starts(starts: list[tuple[int, tuple[str, ...]]], line_count: int) -> list[_Section]:
+    sections: list[_Section] = []
+    first_heading = starts[0][0] if starts else line_count
+    if first_heading > 0:
+        sections.append(_Section(0, first_heading, None))
+    for position, (line_index, path) in enumerate(starts):
+        end = starts[position + 1][0] if position + 1 < len(starts) else line_count
+        sections.append(_Section(line_index, end, path))
+    return sections
+
+
+# --- text: the numbered outline grammar ----------------------------------------------------------
+
+# "1. Title", "1.2 Title", "2.3.1. Title": at the start of the line, then whitespace and a title.
+# A single number needs its dot ("1." not "1"), or every line starting with a count would match.
+_NUMBERED = re.compile(r"(\d{1,4}(?:\.\d{1,4})*)(\.?)[ \t]+(\S.*?)[ \t]*\r?$")
+
+
+def _numbered_sections(text: str, lines: list[tuple[int, int]]) -> list[_Section]:
+    """Sections at numbered outline headings, or one section when the numbers are not an outline.
+
+    The grammar refuses rather than guesses (spec §4.6): `1.` at line start is also an ordered
+    list, so a document's numbered lines are headings only if all of them together form a valid
+    outline walk; one misstep anywhere and the document gets no headings at all.
+    """
+    candidates: list[tuple[int, tuple[int, ...], str]] = []
+    for index, (start, end) in enumerate(lines):
+        match = _NUMBERED.match(text, start, end)
+        if match is None:
+            continue
+        number = tuple(int(part) for part in match.group(1).split("."))
+        if len(number) == 1 and not match.group(2):
+            continue
+        candidates.append((index, number, text[start:end].strip()))
+    if not candidates or not _is_outline_walk([number for _, number, _ in candidates]):
+        return [_Section(0, len(lines), None)]
+    starts: list[tuple[int, tuple[str, ...]]] = []
+    stack: list[tuple[int, str]] = []
+    for index, number, title in candidates:
+        while stack and stack[-1][0] >= len(number):
+            stack.pop()
+        stack.append((len(number), title))
+        starts.append((index, tuple(title for _, title in stack)))
+    return _sections_from_starts(starts, len(lines))
+
+
+def _is_outline_walk(numbers: list[tuple[int, ...]]) -> bool:
+    """Each number is the first child of the previous one or the next sibling of it or of one of
+    its ancestors; the walk starts at 1."""
+    previous: tuple[int, ...] = ()
+    for number in numbers:
+        successors = {previous + (1,)} if previous else {(1,)}
+        successors.update(previous[:depth] + (previous[depth] + 1,) for depth in range(len(previous)))
+        if number not in successors:
+            return False
+        previous = number
+    return True
+
+
+# --- packing ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Atom:
+    """A span packed whole: a block, or a part of a block too long to be one chunk."""
+
+    start: int
+    end: int
+    tokens: int
+    heading: bool = False  # a section's heading line, which must lead into the text after it
+    level: int = 0  # the split level its parts would come from (see _Packer.split)
+
+
+class _Counter:
+    def __init__(self, count: CountTokens, count_batch: CountTokensBatch | None) -> None:
+        self._count = count
+        self._count_batch = count_batch
+
+    def one(self, text: str) -> int:
+        return self._count(text)
+
+    def many(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        if self._count_batch is not None:
+            counts = list(self._count_batch(texts))
+            if len(counts) != len(texts):
+                raise ValueError(f"count_tokens_batch returned {len(counts)} counts for {len(texts)} texts")
+            return counts
+        return [self._count(item) for item in texts]
+
+
+_WORD = re.compile(r"\S+")
+# A sentence ends at . ! ? (and any closing quotes or brackets) before whitespace, or at a
+# CJK full stop, which is not followed by a space.
+_SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*(?=\s)|[。！？]")
+_SPLIT_SENTENCES, _SPLIT_LINES, _SPLIT_WORDS, _SPLIT_CHARACTERS = range(4)
+# A token spans at most this many characters in practice; it bounds the window a character-level
+# split counts, so splitting one huge unbroken string stays linear in its length.
+_CHARS_PER_TOKEN_WINDOW = 32
+
+
+class _Packer:
+    def __init__(
+        self, text: str, counter: _Counter, max_tokens: int, overlap: int, *, split_sentences: bool
+    ) -> None:
+        self.text = text
+        self.counter = counter
+        self.max_tokens = max_tokens
+        self.overlap = overlap
+        self.first_level = _SPLIT_SENTENCES if split_sentences else _SPLIT_LINES
+
+    def pack(self, atoms: list[_Atom]) -> list[tuple[int, int]]:
+        """Greedily pack one section's atoms into chunk spans of at most max_tokens (estimated).
+
+        An atom longer than max_tokens is replaced by its parts. A heading that would otherwise
+        end up alone (the paragraph after it is too long to join it) pulls in that paragraph's
+        first parts instead, so the heading line leads real text.
+        """
+        limit = self.max_tokens
+        queue = deque(atoms)
+        spans: list[tuple[int, int]] = []
+        start = end = tokens = 0
+        open_chunk = False
+        only_heading = False
+        while queue:
+            atom = queue.popleft()
+            if atom.tokens > limit or (only_heading and tokens + atom.tokens > limit):
+                parts = self.split(atom)
+                if len(parts) > 1 or parts[0] != atom:
+                    queue.extendleft(reversed(parts))
+                    continue
+            if not open_chunk:
+                start, end, tokens, open_chunk = atom.start, atom.end, atom.tokens, True
+            elif tokens + atom.tokens <= limit:
+                end, tokens = atom.end, tokens + atom.tokens
+            else:
+                spans.append((start, end))
+                overlap_start, overlap_tokens = self._overlap(start, end, min(self.overlap, limit - atom.tokens))
+                start = overlap_start if overlap_tokens else atom.start
+                end, tokens = atom.end, overlap_tokens + atom.tokens
+            only_heading = atom.heading
+        if open_chunk:
+            spans.append((start, end))
+        return spans
+
+    def split(self, atom: _Atom) -> list[_Atom]:
+        """The parts of `atom` at the first split level that divides it, each counted.
+
+        Parts still longer than max_tokens carry the next level, so packing splits them again.
+        """
+        for level in range(max(atom.level, self.first_level), _SPLIT_CHARACTERS):
+            spans = self._split_spans(atom.start, atom.end, level)
+            if len(spans) > 1:
+                counts = self.counter.many([self.text[start:end] for start, end in spans])
+                return [
+                    _Atom(start, end, tokens, level=level + 1)
+                    for (start, end), tokens in zip(spans, counts, strict=True)
+                ]
+        if atom.tokens > self.max_tokens:
+            return self._split_characters(atom.start, atom.end, self.max_tokens)
+        return [atom]
+
+    def _split_spans(self, start: int, end: int, level: int) -> list[tuple[int, int]]:
+        text = self.text
+        if level == _SPLIT_WORDS:
+            return [match.span() for match in _WORD.finditer(text, start, end)]
+        if level == _SPLIT_LINES:
+            cuts = [match.end() for match in re.finditer("\n", text[start:end])]
+        else:
+            cuts = [match.end() for match in _SENTENCE_END.finditer(text[start:end])]
+        spans = []
+        piece_start = start
+        for cut in [*(start + cut for cut in cuts), end]:
+            piece_end = _rstrip(text, piece_start, cut)
+            piece_start = _lstrip(text, piece_start, piece_end)
+            if piece_start < piece_end:
+                spans.append((piece_start, piece_end))
+            piece_start = cut
+        return spans
+
+    def _split_characters(self, start: int, end: int, limit: int) -> list[_Atom]:
+        """Cut an unbroken string into the longest prefixes of at most `limit` tokens.
+
+        Each piece takes at least one character, so this always terminates; a single character
+        worth more than `limit` tokens (only possible with a tiny limit) becomes its own piece.
+        """
+        pieces: list[_Atom] = []
+        text, count = self.text, self.counter.one
+        position = start
+        while position < end:
+            window = min(end - position, limit * _CHARS_PER_TOKEN_WINDOW)
+            while position + window < end and count(text[position:position + window]) <= limit:
+                window = min(end - position, window * 2)
+            if count(text[position:position + window]) <= limit:
+                fits = window
+            else:
+                fits, too_long = 1, window  # invariant: [fits] is kept, [too_long] is not
+                while too_long - fits > 1:
+                    middle = (fits + too_long) // 2
+                    if count(text[position:position + middle]) <= limit:
+                        fits = middle
+                    else:
+                        too_long = middle
+            piece_end = position + fits
+            pieces.append(_Atom(position, piece_end, count(text[position:piece_end]), level=_SPLIT_CHARACTERS))
+            position = piece_end
+        return pieces
+
+    def _overlap(self, start: int, end: int, limit: int) -> tuple[int, int]:
+        """Where the next chunk starts to repeat at most `limit` tokens of the chunk [start, end).
+
+        Whole words only, never the chunk's first word: the next chunk may not contain all of the
+        previous one. Returns (start, tokens), tokens 0 when nothing fits.
+        """
+        if limit <= 0:
+            return start, 0
+        # Every word is at least one token, so the last `limit` words hold every candidate.
+        words = [match.span() for match in _WORD.finditer(self.text, start, end)][1:][-limit:]
+        counts = self.counter.many([self.text[word_start:word_end] for word_start, word_end in words])
+        overlap_start, tokens = start, 0
+        for (word_start, _), word_tokens in zip(reversed(words), reversed(counts), strict=True):
+            if tokens + word_tokens > limit:
+                break
+            overlap_start, tokens = word_start, tokens + word_tokens
+        return overlap_start, tokens
+
+    def verify(self, spans: list[tuple[int, int]]) -> list[list[tuple[int, int, int]]]:
+        """Count every chunk for real; re-split the ones a non-additive tokenizer pushed over.
+
+        Returns, per span, its pieces as (start, end, tokens) with tokens <= max_tokens.
+        """
+        counts = self.counter.many([self.text[start:end] for start, end in spans])
+        return [
+            [(start, end, tokens)] if tokens <= self.max_tokens else self._refit(start, end, tokens)
+            for (start, end), tokens in zip(spans, counts, strict=True)
+        ]
+
+    def _refit(self, start: int, end: int, tokens: int) -> list[tuple[int, int, int]]:
+        budget = self.max_tokens
+        while True:
+            budget = max(1, min(budget - 1, budget * self.max_tokens // tokens))
+            pieces = self._repack(start, end, budget)
+            counts = self.counter.many([self.text[piece_start:piece_end] for piece_start, piece_end in pieces])
+            if max(counts) <= self.max_tokens or budget == 1:
+                return [(s, e, c) for (s, e), c in zip(pieces, counts, strict=True)]
+            tokens = max(counts)
+
+    def _repack(self, start: int, end: int, budget: int) -> list[tuple[int, int]]:
+        """Pack [start, end) under a tighter estimated budget, without overlap."""
+        tight = _Packer(self.text, self.counter, budget, 0, split_sentences=self.first_level == _SPLIT_SENTENCES)
+        return tight.pack([_Atom(start, end, budget + 1)])
+
+
+# --- pages --------------------------------------------------------------------------------------
+
+
+class _PageLookup:
+    """1-indexed pages of a character span, from the extractor's per-page spans."""
+
+    def __init__(self, pages: Sequence[tuple[int, int]]) -> None:
+        self._starts = [start for start, _ in pages]
+        self._ends = [end for _, end in pages]
+
+    def pages_for(self, start: int, end: int) -> tuple[int | None, int | None]:
+        if not self._starts:
+            return None, None
+        # First page ending after `start`; last page starting before `end`. A chunk that begins
+        # or ends in a separator between two pages takes the neighbouring page.
+        first = min(bisect.bisect_right(self._ends, start), len(self._ends) - 1)
+        last = max(bisect.bisect_left(self._starts, end) - 1, 0)
+        return first + 1, max(first, last) + 1

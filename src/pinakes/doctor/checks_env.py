@@ -1,0 +1,162 @@
+"""Environment checks: the interpreter, SQLite's capabilities, and which extras are installed.
+
+Extras are located with `importlib.util.find_spec`, never imported: importing `anthropic` to report
+that it is present would make `pnk doctor` a paid-path leak (spec §9), and importing torch to
+report the [st] extra would cost seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sqlite3
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pinakes
+from pinakes.doctor import Check, DoctorContext
+
+MIN_PYTHON = (3, 11)
+MIN_SQLITE = (3, 35, 0)  # the environment requirement of spec §3.1
+
+# A Python whose SQLite has FTS5 and allows extension loading; named in every SQLite remedy.
+SUPPORTED_PYTHON = "use uv-managed CPython (`uv python install 3.13`), which ships a suitable SQLite"
+
+# Import names of the core dependencies (pyproject [project] dependencies).
+CORE_MODULES = ("doit", "numpy", "ruamel.yaml", "ulid", "xxhash", "cloudpickle", "mcp")
+
+
+@dataclass(frozen=True)
+class Extra:
+    name: str
+    modules: tuple[str, ...]
+    provides: str
+    embeds: bool = False  # an embedding backend: at least one must be installed to sync
+
+
+EXTRAS = (
+    Extra("light", ("fastembed",), "the fastembed embedding backend (ONNX, no torch)", embeds=True),
+    Extra("st", ("sentence_transformers",), "the sentence-transformers embedding backend", embeds=True),
+    Extra("pdf", ("pypdfium2",), "free PDF extraction (pypdfium2)"),
+    Extra("claude", ("anthropic",), "the opt-in paid Claude-vision PDF extractor"),
+)
+
+
+def checks(ctx: DoctorContext) -> Iterator[Check]:
+    yield check_python()
+    yield check_package()
+    yield check_core_dependencies()
+    yield check_sqlite_version()
+    yield check_fts5()
+    yield check_load_extension()
+    yield from check_extras()
+
+
+def check_python() -> Check:
+    found = ".".join(map(str, sys.version_info[:3]))
+    if sys.version_info[:2] >= MIN_PYTHON:
+        return Check("python", "OK", f"{found} ({sys.executable})")
+    wanted = ".".join(map(str, MIN_PYTHON))
+    return Check("python", "FAIL", f"{found} is older than {wanted}", remedy=f"install Python >= {wanted}")
+
+
+def check_package() -> Check:
+    return Check("pinakes", "OK", f"{pinakes.__version__} ({Path(pinakes.__file__).parent})")
+
+
+def check_core_dependencies() -> Check:
+    missing = [name for name in CORE_MODULES if not is_importable(name)]
+    if not missing:
+        return Check("dependencies", "OK", "core dependencies present")
+    return Check(
+        "dependencies", "FAIL", f"core dependencies missing: {', '.join(missing)}",
+        remedy='reinstall Pinakes with its dependencies: pip install --force-reinstall "pinakes"',
+    )
+
+
+def check_sqlite_version() -> Check:
+    found = sqlite3.sqlite_version
+    if sqlite3.sqlite_version_info >= MIN_SQLITE:
+        return Check("sqlite", "OK", found)
+    wanted = ".".join(map(str, MIN_SQLITE[:2]))
+    return Check("sqlite", "FAIL", f"{found} is older than {wanted}: the index cannot be opened",
+                 remedy=SUPPORTED_PYTHON)
+
+
+def check_fts5() -> Check:
+    if fts5_available():
+        return Check("sqlite fts5", "OK", "FTS5 available")
+    return Check("sqlite fts5", "FAIL", "this Python's SQLite was built without FTS5: lexical search cannot run",
+                 remedy=SUPPORTED_PYTHON)
+
+
+def check_load_extension() -> Check:
+    if load_extension_available():
+        return Check("sqlite load_extension", "OK", "extension loading permitted")
+    return Check(
+        "sqlite load_extension", "WARN",
+        "this Python's sqlite3 cannot load extensions; nothing needs it yet (the future sqlite-vec "
+        "vector tier will)",
+        remedy=f"only if you will need that tier: {SUPPORTED_PYTHON}",
+    )
+
+
+def check_extras() -> Iterator[Check]:
+    installed = {extra.name for extra in EXTRAS if all(is_importable(m) for m in extra.modules)}
+    embedder = next((extra.name for extra in EXTRAS if extra.embeds and extra.name in installed), None)
+    for extra in EXTRAS:
+        name = f"extra [{extra.name}]"
+        pip = f'pip install "pinakes[{extra.name}]"'
+        if extra.name in installed:
+            if extra.name == "claude" and "pdf" not in installed:
+                yield Check(name, "WARN", "installed without [pdf]: the paid extractor cannot run its "
+                            "free pre-checks", remedy='pip install "pinakes[pdf]"')
+            else:
+                yield Check(name, "OK", f"installed: {extra.provides}")
+        elif extra.embeds and embedder is None:
+            yield Check(name, "WARN", f"not installed: {extra.provides}. This is a core-only install, "
+                        "which cannot embed: sync and search refuse until a backend is installed",
+                        remedy=pip)
+        elif extra.embeds:
+            yield Check(name, "OK", f"not installed (optional: [{embedder}] provides embeddings)")
+        elif extra.name == "pdf":
+            yield Check(name, "WARN", f"not installed: {extra.provides}; PDF sources cannot be indexed",
+                        remedy=pip)
+        else:
+            yield Check(name, "OK", f"not installed ({extra.provides}; `{pip}` adds it)")
+
+
+def is_importable(module: str) -> bool:
+    """Whether `module` could be imported, found without running it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that is missing or broken
+        return False
+
+
+def fts5_available() -> bool:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE probe USING fts5(body)")
+        return True
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def load_extension_available() -> bool:
+    conn = sqlite3.connect(":memory:")
+    try:
+        # Absent when CPython was built without --enable-loadable-sqlite-extensions.
+        enable = getattr(conn, "enable_load_extension", None)
+        if enable is None:
+            return False
+        enable(True)
+        enable(False)
+        return True
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()

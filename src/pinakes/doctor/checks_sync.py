@@ -1,0 +1,106 @@
+"""Doctor: sync state — the lock, failures, orphaned sidecars, ID collisions, git hooks."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from pinakes.doctor import Check, DoctorContext
+from pinakes.errors import PinakesError
+
+
+def checks(ctx: DoctorContext) -> Iterator[Check]:
+    from pinakes.kb import SIDECAR_SUFFIX, KBPaths
+    from pinakes.sync.lock import read_holder
+
+    assert ctx.kb_root is not None
+    paths = KBPaths(ctx.kb_root)
+    try:
+        holder = read_holder(paths.lock)
+    except PinakesError as exc:
+        yield Check("sync lock", "FAIL", exc.message, exc.remedy)
+    else:
+        if holder is None:
+            yield Check("sync lock", "OK", "not held")
+        else:
+            yield Check("sync lock", "WARN", f"held by {holder.describe()}",
+                        "if that sync is not running, the next `pnk sync` reclaims it (same host) or "
+                        "run `pnk sync --force-unlock`")
+    yield from _failures(paths)
+    yield from _sidecars(ctx, SIDECAR_SUFFIX)
+    yield from _hooks(ctx)
+
+
+def _failures(paths: object) -> Iterator[Check]:
+    from pinakes.index import schema
+
+    index_db = paths.index_db  # type: ignore[attr-defined]
+    if not index_db.exists():
+        return
+    try:
+        conn = schema.open_reader(index_db)
+    except PinakesError:
+        return  # the index checks report it
+    try:
+        rows = conn.execute("SELECT path, stage, error FROM failures ORDER BY path").fetchall()
+    finally:
+        conn.close()
+    if not rows:
+        yield Check("sync failures", "OK", "the last sync indexed every document")
+        return
+    listed = "; ".join(f"{path} [{stage}]: {error.splitlines()[0]}" for path, stage, error in rows[:5])
+    more = f" (+{len(rows) - 5} more)" if len(rows) > 5 else ""
+    yield Check("sync failures", "FAIL", f"{len(rows)} document(s) failed the last sync: {listed}{more}",
+                "fix the files named and run `pnk sync`")
+
+
+def _sidecars(ctx: DoctorContext, suffix: str) -> Iterator[Check]:
+    """Orphans and ID collisions, read from the committed files (the index may be absent)."""
+    from pinakes.manifest import load_manifest
+    from pinakes.rules.walk import walk
+    from pinakes.sidecar import read_sidecar
+
+    assert ctx.kb_root is not None
+    manifest = load_manifest(ctx.kb_root / "pinakes.toml")
+    result = walk(ctx.kb_root, manifest.sources, {}, hash_contents=False)
+    if result.orphan_sidecars:
+        shown = ", ".join(result.orphan_sidecars[:5])
+        yield Check("orphaned sidecars", "WARN",
+                    f"{len(result.orphan_sidecars)} sidecar(s) with no document beside them: {shown}",
+                    "move each next to its document (keeps the ID), or delete it if the document is gone")
+    else:
+        yield Check("orphaned sidecars", "OK", "every sidecar sits beside its document")
+    owners: dict[str, list[str]] = defaultdict(list)
+    unreadable = []
+    for doc_path in result.sidecars:
+        try:
+            sidecar = read_sidecar(ctx.kb_root / (doc_path + suffix), kb_id=manifest.kb.id)
+        except PinakesError as exc:
+            unreadable.append(f"{doc_path}{suffix}: {exc.message}")
+            continue
+        owners[sidecar.id].append(doc_path + suffix)
+    collisions = {doc_id: paths for doc_id, paths in owners.items() if len(paths) > 1}
+    if collisions:
+        listed = "; ".join(f"{doc_id} in {', '.join(paths)}" for doc_id, paths in collisions.items())
+        yield Check("ID collisions", "FAIL", listed,
+                    "delete the copied sidecar so the copy gets its own ID on the next sync")
+    else:
+        yield Check("ID collisions", "OK", f"{len(owners)} sidecars, every ID unique")
+    if unreadable:
+        yield Check("sidecars", "FAIL", "; ".join(unreadable[:5]), "fix the YAML at the line named")
+
+
+def _hooks(ctx: DoctorContext) -> Iterator[Check]:
+    from pinakes.hooks import hooks_status
+
+    assert ctx.kb_root is not None
+    status = hooks_status(ctx.kb_root)
+    if status is None:
+        yield Check("git hooks", "WARN", "the KB is not a git repository: nothing keeps it fresh",
+                    "git init and `pnk install-hooks`, or run `pnk sync` by hand or from cron")
+    elif all(status.values()):
+        yield Check("git hooks", "OK", "pre-commit, post-commit and post-merge installed "
+                    "(they force the free extractor)")
+    else:
+        missing = ", ".join(name for name, ok in status.items() if not ok)
+        yield Check("git hooks", "WARN", f"not installed: {missing}", "pnk install-hooks")

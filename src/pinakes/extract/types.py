@@ -1,0 +1,33 @@
+"""What an extractor returns: the indexed text of one document and where it came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedText:
+    """The text a document is chunked from (`indexed_text` in spec §4.6).
+
+    `pages` holds one `(char_start, char_end)` span into `text` per page, in page order, for paged
+    sources (PDF); it is None for text sources. Spans never overlap and the text between two spans
+    is the separator the extractor put there. `backend` names the extractor (a key of
+    `pinakes.extract.registry.EXTRACTORS`) and `fingerprint` is that extractor's fingerprint when
+    it ran: together they pin which characters the chunk offsets address.
+    """
+
+    text: str
+    pages: tuple[tuple[int, int], ...] | None
+    backend: str
+    fingerprint: str
+
+    def __post_init__(self) -> None:
+        if self.pages is None:
+            return
+        previous_end = 0
+        for start, end in self.pages:
+            if not 0 <= previous_end <= start <= end <= len(self.text):
+                raise ValueError(
+                    f"page spans must be ordered, non-overlapping and inside the text: {self.pages!r}"
+                )
+            previous_end = end

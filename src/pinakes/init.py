@@ -1,0 +1,173 @@
+"""`pnk init`: stamp a new KB out of the default template (spec §2, §6.1).
+
+A KB is `pinakes.toml` + `docs/` + a `.gitignore` covering `.pinakes/`. Init refuses to touch a
+directory that already is a KB, or one inside another KB: a KB's identity is its permanent ULID,
+and overwriting or nesting one silently would orphan every link that addresses it.
+
+The manifest is written last, atomically and only if absent at that instant, so an interrupted
+init leaves a directory that a re-run completes, and two concurrent inits cannot both win.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from importlib.util import find_spec
+from pathlib import Path
+from string import Template
+from typing import Literal
+
+from ulid import ULID
+
+from pinakes.atomic import atomic_write_bytes
+from pinakes.errors import FilesystemError, PinakesError, UsageError
+from pinakes.kb import MANIFEST_NAME, STATE_DIR_NAME
+from pinakes.manifest import parse_manifest
+
+TEMPLATE_NAME = "default"
+DOCS_DIR_NAME = "docs"
+# Lines that already keep .pinakes/ out of git; any one of them means .gitignore needs nothing.
+_GITIGNORE_COVERING = {f"{STATE_DIR_NAME}", f"{STATE_DIR_NAME}/", f"/{STATE_DIR_NAME}", f"/{STATE_DIR_NAME}/"}
+
+GitignoreAction = Literal["created", "appended", "unchanged"]
+
+
+@dataclass(frozen=True)
+class InitResult:
+    root: Path
+    kb_id: str
+    name: str
+    embedding_provider: str = "sentence-transformers"
+    embedding_provider_installed: bool = True
+    gitignore: GitignoreAction = "created"
+
+
+def default_embedding_provider() -> tuple[str, bool]:
+    """The provider a new KB names, and whether it is installed. Located, never imported: importing
+    sentence-transformers pulls torch, which `pnk init` has no use for."""
+    if find_spec("sentence_transformers") is not None:
+        return "sentence-transformers", True
+    if find_spec("fastembed") is not None:
+        return "fastembed", True
+    return "sentence-transformers", False  # the spec's default backend (§4.5), named for the remedy
+
+
+def render_manifest(name: str, kb_id: str, embedding_provider: str) -> str:
+    """The default template's pinakes.toml for a KB called `name` with ULID `kb_id`."""
+    template = Template(_template_text("pinakes.toml"))
+    meta = tomllib.loads(_template_text("template.toml"))
+    return template.substitute(
+        name=_toml_string(name),
+        kb_id=kb_id,
+        template=f"{meta['name']}@{meta['version']}",
+        embedding_provider=embedding_provider,
+    )
+
+
+def init_kb(directory: Path, name: str | None = None) -> InitResult:
+    """Create a KB in `directory` (created if needed). Refuses an existing or nested KB."""
+    root = Path(directory).expanduser().resolve()
+    _refuse_unsuitable(root)
+    kb_name = _kb_name(root, name)
+    kb_id = str(ULID())
+    provider, installed = default_embedding_provider()
+    manifest_text = render_manifest(kb_name, kb_id, provider)
+    manifest_path = root / MANIFEST_NAME
+    parse_manifest(manifest_text, path=manifest_path)  # a template that does not load is a bug here
+
+    with _filesystem_errors(root):
+        root.mkdir(parents=True, exist_ok=True)
+        (root / DOCS_DIR_NAME).mkdir(exist_ok=True)
+    gitignore = _ensure_gitignore(root / ".gitignore")
+    try:
+        atomic_write_bytes(manifest_path, manifest_text.encode("utf-8"), exclusive=True)
+    except FileExistsError:  # another init won the race since the check above
+        raise _already_a_kb(root) from None
+    return InitResult(root=root, kb_id=kb_id, name=kb_name, embedding_provider=provider,
+                      embedding_provider_installed=installed, gitignore=gitignore)
+
+
+def _refuse_unsuitable(root: Path) -> None:
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root} exists and is not a directory", remedy="choose a directory",
+                         path=root)
+    if (root / MANIFEST_NAME).exists():
+        raise _already_a_kb(root)
+    for parent in root.parents:
+        if (parent / MANIFEST_NAME).is_file():
+            raise UsageError(
+                f"{root} is inside this KB; a KB cannot be created inside another KB",
+                remedy=f"choose a directory outside {parent}, or put the documents under that "
+                       "KB's [sources] roots",
+                path=parent / MANIFEST_NAME,
+            )
+
+
+def _already_a_kb(root: Path) -> UsageError:
+    return UsageError(
+        f"{root} is already a Pinakes KB; nothing was changed",
+        remedy="use it as it is (`pnk sync`), or choose another directory",
+        path=root / MANIFEST_NAME,
+    )
+
+
+def _kb_name(root: Path, name: str | None) -> str:
+    chosen = root.name if name is None else name
+    if not chosen.strip():
+        raise UsageError("the KB name is empty", remedy="pass --name NAME")
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in chosen):
+        raise UsageError(f"the KB name {chosen!r} contains control characters",
+                         remedy="pass --name with printable characters only")
+    return chosen
+
+
+def _template_text(filename: str) -> str:
+    return (resources.files("pinakes.templates") / TEMPLATE_NAME / filename).read_text(encoding="utf-8")
+
+
+def _toml_string(value: str) -> str:
+    """`value` as a TOML basic string."""
+    escaped: list[str] = []
+    for char in value:
+        if char in ('"', "\\"):
+            escaped.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            escaped.append(f"\\u{ord(char):04X}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
+
+
+def _ensure_gitignore(path: Path) -> GitignoreAction:
+    block = _template_text("gitignore")
+    with _filesystem_errors(path):
+        try:
+            existing = path.read_bytes().decode("utf-8", errors="surrogateescape")
+        except FileNotFoundError:
+            atomic_write_bytes(path, block.encode("utf-8"))
+            return "created"
+        if any(line.strip() in _GITIGNORE_COVERING for line in existing.splitlines()):
+            return "unchanged"
+        newline = "\r\n" if "\r\n" in existing else "\n"
+        separator = "" if not existing else (newline if existing.endswith("\n") else newline * 2)
+        addition = block.replace("\n", newline)
+        atomic_write_bytes(path, (existing + separator + addition).encode("utf-8", errors="surrogateescape"))
+        return "appended"
+
+
+@contextlib.contextmanager
+def _filesystem_errors(path: Path) -> Iterator[None]:
+    """Turn an OSError from a step that `atomic` does not cover (mkdir, read) into a FilesystemError."""
+    try:
+        yield
+    except PinakesError:
+        raise
+    except OSError as exc:
+        raise FilesystemError(
+            f"cannot create {exc.filename or path}: {exc.strerror or exc}",
+            remedy="check the directory's permissions and free space",
+            path=path,
+        ) from exc

@@ -1,0 +1,176 @@
+"""The keyword retriever: BM25 over FTS5, compiled from analysed query units, never from user text.
+
+The plan, measured on the development corpora (docs/QUALITY.md):
+  1. function words are dropped whenever the query has any other word; a query made only of
+     function words ("what is it") searches them rather than nothing;
+  2. terms the index has never seen (df = 0) are dropped: they can match nothing, and naming them
+     in the result's notes tells the caller which words the KB does not know;
+  3. past MAX_QUERY_TERMS distinct terms, the rarest are kept;
+  4. the rest are OR-ed, each quoted, and ranked by FTS5's bm25().
+A query whose content words are all unknown is answered with nothing from this retriever: falling
+back to its function words would turn a visibly empty result into a confidently wrong one.
+
+The IDF-weighted quorum (a chunk qualifies when the terms it carries hold at least half the
+query's IDF weight) is kept as a measured alternative (`KeywordStrategy.QUORUM`), not the default.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass, field
+from enum import Enum
+
+from pinakes.search.query import MAX_QUERY_TERMS, AnalyzedQuery, QueryUnit, fts_quote
+
+VOCAB_TABLE = "temp.pnk_chunks_vocab"
+
+
+class KeywordStrategy(Enum):
+    OR = "or"
+    QUORUM = "quorum"
+
+
+@dataclass(frozen=True)
+class KeywordOptions:
+    strategy: KeywordStrategy = KeywordStrategy.OR
+    drop_function_words: bool = True
+    drop_unknown_terms: bool = True
+    quorum_fraction: float = 0.5
+
+
+@dataclass(frozen=True)
+class KeywordPlan:
+    """What the keyword retriever will search for, and what it left out and why."""
+
+    units: tuple[QueryUnit, ...]
+    document_frequency: dict[tuple[str, ...], int]
+    unknown_words: tuple[str, ...] = ()
+    function_words_only: bool = False
+    capped_words: tuple[str, ...] = ()
+    chunk_count: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def match(self) -> str | None:
+        if not self.units:
+            return None
+        return " OR ".join(fts_quote(unit.word) for unit in self.units)
+
+    def idf(self, unit: QueryUnit) -> float:
+        df = self.document_frequency.get(unit.terms, 0)
+        return math.log(1.0 + (self.chunk_count - df + 0.5) / (df + 0.5))
+
+
+def ensure_vocabulary(conn: sqlite3.Connection) -> None:
+    """A connection-private fts5vocab over chunks_fts: document frequency in one indexed lookup.
+
+    It lives in the temp schema, which a `mode=ro` connection may still write.
+    """
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB_TABLE} USING fts5vocab (main, chunks_fts, 'row')")
+
+
+def document_frequencies(conn: sqlite3.Connection, units: list[QueryUnit]) -> dict[tuple[str, ...], int]:
+    """Rows of chunks_fts holding each unit (a phrase unit is counted by matching it)."""
+    frequencies: dict[tuple[str, ...], int] = {}
+    for unit in units:
+        if len(unit.terms) == 1:
+            row = conn.execute(f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (unit.terms[0],)).fetchone()
+            frequencies[unit.terms] = int(row[0]) if row else 0
+        else:
+            row = conn.execute(
+                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (fts_quote(unit.word),)
+            ).fetchone()
+            frequencies[unit.terms] = int(row[0])
+    return frequencies
+
+
+def plan_keywords(
+    conn: sqlite3.Connection, analyzed: AnalyzedQuery, options: KeywordOptions, chunk_count: int
+) -> KeywordPlan:
+    units = list(analyzed.units)
+    content = [unit for unit in units if not unit.function_word]
+    function_words_only = not content
+    if options.drop_function_words and content:
+        units = content
+    frequencies = document_frequencies(conn, units)
+    unknown: list[str] = []
+    if options.drop_unknown_terms:
+        unknown = [unit.word for unit in units if frequencies[unit.terms] == 0]
+        units = [unit for unit in units if frequencies[unit.terms] > 0]
+    capped: list[str] = []
+    if len(units) > MAX_QUERY_TERMS:
+        by_rarity = sorted(units, key=lambda unit: frequencies[unit.terms])
+        kept = {unit.terms for unit in by_rarity[:MAX_QUERY_TERMS]}
+        capped = [unit.word for unit in units if unit.terms not in kept]
+        units = [unit for unit in units if unit.terms in kept]
+    notes: list[str] = []
+    if unknown:
+        notes.append(f"not in this KB's index (ignored by keyword search): {', '.join(unknown[:20])}")
+    if capped:
+        notes.append(
+            f"the query has more than {MAX_QUERY_TERMS} distinct terms; keyword search used the "
+            f"{MAX_QUERY_TERMS} rarest and ignored {len(capped)} more"
+        )
+    if analyzed.words_ignored:
+        notes.append(f"the query was cut to its first words; {analyzed.words_ignored} more were ignored")
+    return KeywordPlan(
+        units=tuple(units),
+        document_frequency=frequencies,
+        unknown_words=tuple(unknown),
+        function_words_only=function_words_only,
+        capped_words=tuple(capped),
+        chunk_count=chunk_count,
+        notes=tuple(notes),
+    )
+
+
+def bm25_search(
+    conn: sqlite3.Connection,
+    plan: KeywordPlan,
+    limit: int,
+    *,
+    scope_sql: str | None = None,
+    scope_params: list[object] | None = None,
+    options: KeywordOptions | None = None,
+) -> list[tuple[int, float]]:
+    """(chunk_id, bm25 score) best first; the score is FTS5's, negated so that higher is better.
+
+    `scope_sql` selects the chunk ids the search may return (the filters); None means all.
+    """
+    options = options or KeywordOptions()
+    match = plan.match
+    if match is None or limit <= 0:
+        return []
+    where = ["chunks_fts MATCH ?"]
+    params: list[object] = [match]
+    if scope_sql is not None:
+        where.append(f"chunks_fts.rowid IN ({scope_sql})")
+        params.extend(scope_params or [])
+    if options.strategy is KeywordStrategy.QUORUM and len(plan.units) > 1:
+        quorum_sql, quorum_params = _quorum(plan, options.quorum_fraction)
+        where.append(f"chunks_fts.rowid IN ({quorum_sql})")
+        params.extend(quorum_params)
+    sql = (
+        "SELECT chunks_fts.rowid, bm25(chunks_fts) FROM chunks_fts "
+        f"WHERE {' AND '.join(where)} ORDER BY bm25(chunks_fts), chunks_fts.rowid LIMIT ?"
+    )
+    params.append(limit)
+    return [(int(rowid), -float(score)) for rowid, score in conn.execute(sql, params)]
+
+
+def _quorum(plan: KeywordPlan, fraction: float) -> tuple[str, list[object]]:
+    """Chunks whose matched units carry at least `fraction` of the query's IDF weight."""
+    weights = [plan.idf(unit) for unit in plan.units]
+    total = sum(weights)
+    selects = " UNION ALL ".join(
+        "SELECT rowid AS id, ? AS w FROM chunks_fts WHERE chunks_fts MATCH ?" for _ in plan.units
+    )
+    params: list[object] = []
+    for unit, weight in zip(plan.units, weights, strict=True):
+        params.extend([weight, fts_quote(unit.word)])
+    # Two equal-weight terms compare strictly, or either alone would clear half the bar and the
+    # quorum would silently be the OR it replaces.
+    comparison = ">" if len(plan.units) == 2 else ">="
+    params.append(total * fraction)
+    return f"SELECT id FROM ({selects}) GROUP BY id HAVING sum(w) {comparison} ?", params

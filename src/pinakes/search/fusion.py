@@ -1,0 +1,74 @@
+"""Reciprocal Rank Fusion of the keyword and vector candidate lists.
+
+RRF reads only ranks (score = sum over lists of 1 / (k + rank), rank counted from 1), which is
+the point: BM25 scores and cosines live on unrelated scales and neither can be normalised into the
+other honestly. Equal fused scores are common (rank 3 in one list only ties with rank 3 in the
+other only), so ties are broken by query-term coverage — a tiebreak, never a veto — and only then
+by the best single rank and the chunk id, so the order is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass
+class Candidate:
+    """One chunk on its way through the pipeline, carrying every stage's evidence."""
+
+    chunk_id: int
+    bm25_rank: int | None = None
+    bm25_score: float | None = None
+    vector_rank: int | None = None
+    cosine: float | None = None
+    rrf: float = 0.0
+    coverage: float | None = None
+    rerank: float | None = None
+
+    @property
+    def best_rank(self) -> int:
+        ranks = [rank for rank in (self.bm25_rank, self.vector_rank) if rank is not None]
+        return min(ranks) if ranks else 1 << 30
+
+
+def reciprocal_rank_fusion(
+    keyword: Iterable[tuple[int, float]], vector: Iterable[tuple[int, float]], k: int
+) -> list[Candidate]:
+    """Every candidate of either list, best fused score first (ties: best rank, chunk id)."""
+    candidates: dict[int, Candidate] = {}
+    for rank, (chunk_id, score) in enumerate(keyword, start=1):
+        candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
+        candidate.bm25_rank, candidate.bm25_score = rank, score
+        candidate.rrf += 1.0 / (k + rank)
+    for rank, (chunk_id, score) in enumerate(vector, start=1):
+        candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
+        candidate.vector_rank, candidate.cosine = rank, score
+        candidate.rrf += 1.0 / (k + rank)
+    return sorted(candidates.values(), key=lambda c: (-c.rrf, c.best_rank, c.chunk_id))
+
+
+def cut_with_ties(ranked: list[Candidate], width: int) -> list[Candidate]:
+    """The first `width`, plus any candidate tied with the last one kept, so that a tiebreak
+    applied afterwards (coverage) decides between tied candidates instead of list order."""
+    if len(ranked) <= width:
+        return list(ranked)
+    boundary = ranked[width - 1].rrf
+    end = width
+    while end < len(ranked) and ranked[end].rrf == boundary:
+        end += 1
+    return ranked[:end]
+
+
+def order_fused(candidates: list[Candidate]) -> list[Candidate]:
+    """Fused order with coverage breaking exact ties."""
+    return sorted(candidates, key=lambda c: (-c.rrf, -(c.coverage or 0.0), c.best_rank, c.chunk_id))
+
+
+def order_reranked(candidates: list[Candidate]) -> list[Candidate]:
+    """Cross-encoder order; coverage, then the fused order, break exact ties."""
+    return sorted(
+        candidates,
+        key=lambda c: (-(c.rerank if c.rerank is not None else float("-inf")), -(c.coverage or 0.0),
+                       -c.rrf, c.best_rank, c.chunk_id),
+    )

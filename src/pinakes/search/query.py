@@ -1,0 +1,156 @@
+"""Query analysis: the caller's words, as the index's own FTS5 tokenizer sees them.
+
+User text is never parsed as FTS5 syntax. It is split into words (maximal runs of letters, marks,
+digits and private-use characters, so every operator character — quotes, `*`, `^`, `-`, `:`,
+parentheses — is a separator), and each word is later quoted whole into the MATCH expression, so
+`AND`, `NEAR` or `text:` arrive as plain words.
+
+What a word *means* to the index is decided by the index's tokenizer, not by a Python imitation of
+it: the words are fed through an in-memory FTS5 table declared with the same `tokenize=` string as
+`chunks_fts`, and fts5vocab reports the terms it produced. Two words are the same term exactly when
+the tokenizer folds (case, diacritics) and stems them to the same terms, so `Kafka,` and `kafka`
+never count twice; a Devanagari word that unicode61 splits at its vowel signs becomes the same
+phrase the indexed text became.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import unicodedata
+from dataclasses import dataclass
+
+# A query with more distinct terms than this keeps its rarest ones: SQLite caps compound
+# expressions, and past a few dozen terms extra words only dilute the ranking.
+MAX_QUERY_TERMS = 64
+# Words beyond this many are not even tokenized (a 10 000-character paste stays cheap).
+MAX_QUERY_WORDS = 1024
+
+# English function words: dropped from the keyword query whenever the query has any other word.
+# The list holds no word that carries topic meaning (use, set, key, value, time, order, work,
+# find, list, number, state, point, case stay out on purpose); a word that only *stems* onto one
+# of these (used -> us) stays a content word, because the check is on the word as typed.
+FUNCTION_WORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each either else ever
+    every few for from further had has have having he her here hers herself him himself his how
+    i if in into is it its itself just may me might mine more most much must my myself neither
+    no nor not of off on once only onto or other our ours ourselves out over own per same shall
+    she should so some such than that the their theirs them themselves then there these they
+    this those though through thus to too under until up upon us very via was we were what
+    whatever when where whether which while who whom whose why will with within without would
+    yet you your yours yourself yourselves
+    """.split()
+)
+
+
+@dataclass(frozen=True)
+class QueryUnit:
+    """One distinct keyword of a query.
+
+    `word` is the caller's spelling, which is what gets quoted into MATCH (FTS5 re-tokenizes it
+    exactly as it tokenized the indexed text; quoting the stem instead would re-stem it, and
+    Porter is not idempotent). `terms` is what the tokenizer made of it: the identity used for
+    de-duplication and document frequency. More than one term makes it a phrase.
+    """
+
+    word: str
+    terms: tuple[str, ...]
+    function_word: bool
+
+
+def split_words(text: str) -> list[str]:
+    """Maximal runs of letters, marks, digits and private-use characters; everything else splits."""
+    words: list[str] = []
+    current: list[str] = []
+    for char in text:
+        category = unicodedata.category(char)
+        if category[0] in "LMN" or category == "Co":
+            current.append(char)
+        elif current:
+            words.append("".join(current))
+            current = []
+    if current:
+        words.append("".join(current))
+    return words
+
+
+def tokenizer_of(conn: sqlite3.Connection, table: str = "chunks_fts") -> str:
+    """The `tokenize=` argument the index's FTS5 table was created with."""
+    from pinakes.index.schema import FTS_TOKENIZE
+
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    if row is None or row[0] is None:
+        return FTS_TOKENIZE
+    sql = row[0]
+    marker = sql.find("tokenize")
+    if marker < 0:
+        return "unicode61"  # FTS5's own default when no tokenize= was given
+    start = sql.find("'", marker)
+    end = sql.find("'", start + 1)
+    return sql[start + 1 : end] if start >= 0 and end > start else FTS_TOKENIZE
+
+
+class Tokenizer:
+    """The index's FTS5 tokenizer, run on arbitrary text in a private in-memory database.
+
+    Not thread-safe; the Searcher serialises calls.
+    """
+
+    def __init__(self, tokenize: str):
+        self.tokenize = tokenize
+        self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        quoted = tokenize.replace("'", "''")
+        self._conn.execute(f"CREATE VIRTUAL TABLE probe USING fts5 (t, tokenize = '{quoted}')")
+        self._conn.execute("CREATE VIRTUAL TABLE probe_terms USING fts5vocab (probe, instance)")
+
+    def terms(self, texts: list[str]) -> list[tuple[str, ...]]:
+        """The terms of each text, in order of appearance."""
+        result: list[list[str]] = [[] for _ in texts]
+        conn = self._conn
+        conn.execute("BEGIN")
+        try:
+            conn.execute("DELETE FROM probe")
+            conn.executemany(
+                "INSERT INTO probe (rowid, t) VALUES (?, ?)", ((i + 1, text) for i, text in enumerate(texts))
+            )
+            for doc, term in conn.execute("SELECT doc, term FROM probe_terms ORDER BY doc, offset"):
+                result[doc - 1].append(term)
+        finally:
+            conn.execute("ROLLBACK")  # the probe keeps nothing between calls
+        return [tuple(terms) for terms in result]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+@dataclass(frozen=True)
+class AnalyzedQuery:
+    units: tuple[QueryUnit, ...]
+    words_ignored: int  # words past MAX_QUERY_WORDS, never tokenized
+
+
+def analyze(text: str, tokenizer: Tokenizer) -> AnalyzedQuery:
+    """Distinct query units in first-seen order (a unit is kept under its first spelling)."""
+    words = split_words(text)
+    ignored = max(0, len(words) - MAX_QUERY_WORDS)
+    words = words[:MAX_QUERY_WORDS]
+    distinct_words = list(dict.fromkeys(words))
+    term_lists = tokenizer.terms(distinct_words) if distinct_words else []
+    units: dict[tuple[str, ...], QueryUnit] = {}
+    for word, terms in zip(distinct_words, term_lists, strict=True):
+        if not terms:
+            continue
+        is_function = word.lower() in FUNCTION_WORDS
+        known = units.get(terms)
+        if known is None:
+            units[terms] = QueryUnit(word=word, terms=terms, function_word=is_function)
+        elif known.function_word and not is_function:
+            # `us` and `used` share a term; the content spelling decides that it is content.
+            units[terms] = QueryUnit(word=known.word, terms=terms, function_word=False)
+    return AnalyzedQuery(units=tuple(units.values()), words_ignored=ignored)
+
+
+def fts_quote(word: str) -> str:
+    """A word as an FTS5 string literal: the only syntax user text ever reaches."""
+    return '"' + word.replace('"', '""') + '"'

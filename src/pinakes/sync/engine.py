@@ -1,0 +1,221 @@
+"""`run_sync()`: the core API behind `pnk sync` and the git hooks.
+
+    lock → open index (or a fresh one for --rebuild) → walk → pair → [doit: extract → chunk → embed
+    → graph] → failures + meta → (rebuild: atomic install) → sweep the extraction cache
+
+A no-op sync stops after pair and never imports doit: the walk's stat pre-filter and a dict
+comparison decide that nothing changed, which keeps a hook-driven sync of a large KB cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pinakes.errors import PinakesError, UsageError
+from pinakes.faults import faultpoint
+from pinakes.index import schema
+from pinakes.kb import KBPaths, find_kb_root
+from pinakes.sync.context import SyncContext, SyncOptions
+from pinakes.sync.lock import LockBusy, SyncLock
+from pinakes.sync.report import SyncReport
+
+
+def _rule(step: str) -> Any:
+    return importlib.import_module(f"pinakes.rules.{step}")
+
+
+def run_sync(start: Path | str | None = None, options: SyncOptions | None = None, *,
+             embedder: Any = None) -> SyncReport:
+    from pinakes.manifest import load_manifest
+
+    options = options or SyncOptions()
+    started = time.perf_counter()
+    paths = KBPaths(find_kb_root(start))
+    manifest = load_manifest(paths.manifest)
+    _check_options(options, manifest)
+    mode = ("sidecars-only" if options.sidecars_only else "rebuild" if options.rebuild
+            else "index-only" if options.index_only else "sync")
+    report = SyncReport(str(paths.root), mode)
+    if options.sidecars_only:
+        from pinakes.sync.sidecars_only import run_sidecars_only
+
+        run_sidecars_only(paths, manifest, options, report)
+    else:
+        try:
+            with SyncLock(paths.lock, force_unlock=options.force_unlock) as lock:
+                report.warnings.extend(lock.warnings)
+                _sync_locked(paths, manifest, options, report, embedder)
+        except LockBusy as busy:
+            report.skipped_reason = f"another sync holds the lock ({busy.holder.describe()})"
+    report.wall_seconds = time.perf_counter() - started
+    return report
+
+
+def _check_options(options: SyncOptions, manifest: Any) -> None:
+    from pinakes.extract.registry import PDF_BACKENDS
+
+    if options.sidecars_only and (options.rebuild or options.index_only):
+        raise UsageError("--sidecars-only cannot be combined with --rebuild or --index-only",
+                         remedy="run them as separate commands")
+    if options.stage and not options.sidecars_only:
+        raise UsageError("--stage only applies to --sidecars-only", remedy="pnk sync --sidecars-only --stage")
+    if options.extract_backend is not None and options.extract_backend not in PDF_BACKENDS:
+        raise UsageError(f"unknown extraction backend {options.extract_backend!r}",
+                         remedy=f"use one of: {', '.join(PDF_BACKENDS)}")
+    del manifest
+
+
+def _sync_locked(paths: KBPaths, manifest: Any, options: SyncOptions, report: SyncReport,
+                 embedder: Any) -> None:
+    pair = _rule("pair")
+    rebuild = options.rebuild
+    if not rebuild and paths.index_db.exists():
+        conn = schema.open_writer(paths.index_db)
+        built_with = schema.read_meta(conn).get("embedding_spec")
+        has_docs = conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
+        if has_docs and built_with is not None and built_with != pair.model_spec(manifest):
+            conn.close()
+            report.notes.append("the embedding model changed since the index was built: rebuilding "
+                                "the whole index (vectors from two models cannot be mixed)")
+            report.mode = "rebuild"
+            rebuild = True
+    if rebuild:
+        _discard(paths.rebuild_db)
+        conn = schema.create_index(paths.rebuild_db)
+        _copy_walk_cache(paths.index_db, conn)
+        faultpoint("sync.rebuild-created")
+    elif not paths.index_db.exists():
+        conn = schema.create_index(paths.index_db)
+    else:
+        conn = schema.open_writer(paths.index_db)
+
+    ctx = SyncContext(paths=paths, manifest=manifest, options=options, report=report, conn=conn,
+                      embedder=embedder)
+    ctx.keys = pair.build_keys(manifest, options.extract_backend)
+    try:
+        stage_started = time.perf_counter()
+        walk = _rule("walk")
+        ctx.walk = walk.walk(paths.root, manifest.sources, walk.load_walk_cache(conn))
+        report.files_hashed = ctx.walk.hashed
+        if ctx.walk.cache_updates or ctx.walk.cache_removals:
+            with schema.transaction(conn):
+                walk.save_walk_cache(conn, ctx.walk)
+        report.timings["walk"] = time.perf_counter() - stage_started
+        faultpoint("sync.after-walk")
+
+        stage_started = time.perf_counter()
+        plan = pair.compute_plan(ctx)
+        report.timings["pair"] = time.perf_counter() - stage_started
+        if plan.is_empty and not rebuild:
+            report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
+            report.notes.extend(plan.notes)
+            _record_failures(conn, report)  # clears failures a previous run left, if fixed since
+            return
+        stage_started = time.perf_counter()
+        ctx.options = _with_progress(options)
+        from pinakes.sync.loader import run_doit, write_dodo_shim
+
+        code, output = run_doit(ctx, ["run"])
+        ctx.progress_done()
+        report.timings["pipeline"] = time.perf_counter() - stage_started
+        if ctx.fatal is not None:
+            raise ctx.fatal
+        if code != 0:
+            raise RuntimeError(f"the sync pipeline failed (doit exit {code}):\n{output}")
+        _record_failures(conn, report)
+        _record_meta(conn, ctx, rebuild)
+        write_dodo_shim(paths)
+    except BaseException:
+        conn.close()
+        if rebuild:
+            _discard(paths.rebuild_db)
+        raise
+    if rebuild:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+        faultpoint("sync.before-swap")
+        schema.install_rebuilt(paths.rebuild_db, paths.index_db)
+        faultpoint("sync.after-swap")
+    else:
+        conn.close()
+    if report.ok:
+        _sweep_cache(paths, report)
+
+
+def _with_progress(options: SyncOptions) -> SyncOptions:
+    import dataclasses
+    import sys
+
+    return dataclasses.replace(options, progress=options.progress or sys.stderr.isatty())
+
+
+def _record_failures(conn: sqlite3.Connection, report: SyncReport) -> None:
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    with schema.transaction(conn):
+        conn.execute("DELETE FROM failures")
+        conn.executemany("INSERT INTO failures (path, stage, error, at) VALUES (?, ?, ?, ?)",
+                         [(f.path, f.stage, f.error, now) for f in report.failures])
+
+
+def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> None:
+    from pinakes.ids import new_ulid
+
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    values: dict[str, object] = {"last_sync_at": now, "vector_tier": "numpy",
+                                 "embedding_spec": _rule("pair").model_spec(ctx.manifest),
+                                 "chunking": ctx.keys.chunking}
+    meta = schema.read_meta(conn)
+    if rebuild or "build_id" not in meta:
+        values["build_id"] = new_ulid()
+        values["built_at"] = now
+    if ctx.embedder is not None:
+        from pinakes.embed import identity_meta
+
+        values.update(identity_meta(ctx.embedder.identity))
+    with schema.transaction(conn):
+        schema.write_meta(conn, values)
+
+
+def _copy_walk_cache(old_index: Path, conn: sqlite3.Connection) -> None:
+    """The walk cache maps file stats to hashes, which stay true across a rebuild: reuse it."""
+    if not old_index.exists():
+        return
+    try:
+        old = schema.open_reader(old_index)
+    except PinakesError:
+        return
+    try:
+        rows = old.execute("SELECT path, size, mtime_ns, inode, content_hash FROM walk_cache").fetchall()
+    finally:
+        old.close()
+    with schema.transaction(conn):
+        conn.executemany("INSERT INTO walk_cache VALUES (?, ?, ?, ?, ?)", rows)
+
+
+def _discard(db_path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db_path) + suffix).unlink(missing_ok=True)
+
+
+def _sweep_cache(paths: KBPaths, report: SyncReport) -> None:
+    """After a fully successful sync, drop free extraction-cache entries no active document uses."""
+    if not paths.extract_cache.is_dir():
+        return
+    from pinakes.extract.cache import ExtractCache
+
+    conn = schema.open_reader(paths.index_db)
+    try:
+        active = {row[0] for row in conn.execute(
+            "SELECT content_hash FROM documents WHERE state = 'active'")}
+    finally:
+        conn.close()
+    outcome = ExtractCache(paths.extract_cache).sweep(active)
+    paid_orphans = getattr(outcome, "paid_orphans", None) or []
+    if paid_orphans:
+        report.notes.append(f"{len(paid_orphans)} paid extraction(s) in the cache belong to no active "
+                            "document; kept (never deleted automatically)")

@@ -1,0 +1,216 @@
+"""Build small indexes directly through `pinakes.index.schema`, without a sync.
+
+Search tests and the development-corpus benchmarks need indexes whose every row they control: exact
+chunk spans, pages, tags, mtimes, extraction columns, hand-placed vectors. This helper writes those
+rows the way the sync's writer does (one `schema.transaction`, chunks_fts kept by the triggers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pinakes.embed.base import ModelIdentity, identity_meta
+from pinakes.index import schema
+
+EmbedFn = Callable[[list[str]], Any]  # texts -> (n, dim) float32 unit rows
+
+
+@dataclass
+class ChunkSpec:
+    text: str
+    char_start: int
+    char_end: int
+    heading_path: Sequence[str] | None = None
+    page_start: int | None = None
+    page_end: int | None = None
+    vector: Sequence[float] | None = None  # None: embed `text` with the index's embedder
+
+
+@dataclass
+class DocSpec:
+    path: str
+    text: str = ""
+    source_type: str = "markdown"
+    title: str | None = None
+    tags: Sequence[str] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    mtime: float = 1_780_000_000.0
+    state: str = "active"
+    extraction_backend: str | None = None
+    extraction_fingerprint: str | None = None
+    doc_id: str | None = None
+    chunks: list[ChunkSpec] | None = None  # None: paragraph_chunks(text)
+
+
+def paragraph_chunks(text: str, max_chars: int = 1000) -> list[ChunkSpec]:
+    """Blank-line paragraphs packed up to `max_chars` (a longer paragraph is split at line
+    breaks, then at spaces); spans are exact: chunk.text == text[char_start:char_end]."""
+    pieces: list[tuple[int, int]] = []
+    for paragraph in re.finditer(r"\S(?:.*?\S)?(?=\n[ \t]*\n|\s*\Z)", text, re.S):
+        pieces.extend(_split_long(text, paragraph.start(), paragraph.end(), max_chars))
+    chunks: list[ChunkSpec] = []
+    start = end = -1
+    for piece_start, piece_end in pieces:
+        if start < 0:
+            start, end = piece_start, piece_end
+        elif piece_end - start <= max_chars:
+            end = piece_end
+        else:
+            chunks.append(ChunkSpec(text[start:end], start, end))
+            start, end = piece_start, piece_end
+    if start >= 0:
+        chunks.append(ChunkSpec(text[start:end], start, end))
+    return chunks
+
+
+def _split_long(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    if end - start <= max_chars:
+        return [(start, end)]
+    pieces: list[tuple[int, int]] = []
+    while end - start > max_chars:
+        window = text[start : start + max_chars]
+        cut = max(window.rfind("\n"), window.rfind(" "))
+        cut = cut if cut > 0 else max_chars
+        piece_end = start + cut
+        while piece_end > start and text[piece_end - 1].isspace():
+            piece_end -= 1
+        pieces.append((start, piece_end))
+        start += cut
+        while start < end and text[start].isspace():
+            start += 1
+    if start < end:
+        pieces.append((start, end))
+    return pieces
+
+
+def new_doc_id(path: str) -> str:
+    """A stable ULID-shaped id per path, so failures name the same document on every run."""
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    digest = int.from_bytes(hashlib.sha256(path.encode()).digest()[:17], "big")
+    chars = []
+    for _ in range(26):
+        digest, index = divmod(digest, 32)
+        chars.append(alphabet[index])
+    return "01" + "".join(chars)[:24]
+
+
+def write_documents(conn, docs: Iterable[DocSpec], embed: EmbedFn | None = None) -> dict[str, str]:
+    """Insert documents, chunks and (when `embed` is given or vectors are placed) embeddings.
+
+    Call inside `schema.transaction(conn)`. Returns {path: doc_id}.
+    """
+    ids: dict[str, str] = {}
+    pending: list[tuple[int, str]] = []
+    for doc in docs:
+        doc_id = doc.doc_id or new_doc_id(doc.path)
+        ids[doc.path] = doc_id
+        metadata = dict(doc.metadata)
+        if doc.tags:
+            metadata["tags"] = list(doc.tags)
+        if doc.title is not None:
+            metadata.setdefault("title", doc.title)
+        conn.execute(
+            "INSERT INTO documents (id, path, content_hash, mtime, source_type, title, metadata, state, "
+            "extraction_backend, extraction_fingerprint, indexed_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '2026-08-01T00:00:00Z')",
+            (doc_id, doc.path, hashlib.sha256(doc.text.encode()).hexdigest()[:32], doc.mtime,
+             doc.source_type, doc.title, json.dumps(metadata), doc.state, doc.extraction_backend,
+             doc.extraction_fingerprint),
+        )
+        chunks = doc.chunks if doc.chunks is not None else paragraph_chunks(doc.text)
+        for ordinal, chunk in enumerate(chunks):
+            cursor = conn.execute(
+                "INSERT INTO chunks (doc_id, ordinal, text, char_start, char_end, token_count, "
+                "heading_path, page_start, page_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (doc_id, ordinal, chunk.text, chunk.char_start, chunk.char_end, len(chunk.text.split()),
+                 json.dumps(list(chunk.heading_path)) if chunk.heading_path is not None else None,
+                 chunk.page_start, chunk.page_end),
+            )
+            chunk_id = int(cursor.lastrowid or 0)
+            if chunk.vector is not None:
+                _store_vector(conn, chunk_id, np.asarray(chunk.vector, dtype=np.float32))
+            elif embed is not None:
+                pending.append((chunk_id, chunk.text))
+    if pending and embed is not None:
+        vectors = np.asarray(embed([text for _, text in pending]), dtype=np.float32)
+        for (chunk_id, _), vector in zip(pending, vectors, strict=True):
+            _store_vector(conn, chunk_id, vector)
+    return ids
+
+
+def _store_vector(conn, chunk_id: int, vector: np.ndarray) -> None:
+    conn.execute("INSERT INTO embeddings (chunk_id, vector) VALUES (?, ?)",
+                 (chunk_id, np.ascontiguousarray(vector, dtype=np.float32).tobytes()))
+
+
+def build_index(
+    path: Path,
+    docs: Iterable[DocSpec],
+    *,
+    embed: EmbedFn | None = None,
+    meta: dict[str, object] | None = None,
+) -> Path:
+    """A fresh index at `path` holding `docs`; `meta` is written into the meta table."""
+    conn = schema.open_writer(path)
+    try:
+        with schema.transaction(conn):
+            write_documents(conn, docs, embed)
+            if meta:
+                schema.write_meta(conn, meta)
+    finally:
+        conn.close()
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# A deterministic embedder for tests: hashed bag of words, so cosine tracks shared words.
+
+
+def fake_identity(dim: int = 64, model: str = "hash-bow") -> ModelIdentity:
+    return ModelIdentity(provider="fake", model=model, revision="1", weights_sha256="0" * 64, dim=dim)
+
+
+class HashEmbedder:
+    """Each lower-cased word adds +1 to one hashed dimension; rows are unit length.
+
+    Texts sharing no word have cosine exactly 0, which is what the non-positive-cosine drop needs.
+    """
+
+    def __init__(self, dim: int = 64, identity: Any = None):
+        self.dim = dim
+        self.identity = identity or fake_identity(dim)
+        self.max_input_tokens = 10_000
+        self.queries: list[str] = []
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = np.zeros(self.dim, dtype=np.float32)
+        for word in re.findall(r"\w+", text.lower()):
+            vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
+        norm = math.sqrt(float(vector @ vector))
+        return vector / norm if norm else vector
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.queries.append(text)
+        return self._vector(text)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        return [self.count_tokens(text) for text in texts]
+
+    def meta(self) -> dict[str, str]:
+        """The meta rows an index built by this embedder carries."""
+        return identity_meta(self.identity)
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        return np.stack([self._vector(text) for text in texts]) if texts else np.zeros((0, self.dim), np.float32)

@@ -1,0 +1,42 @@
+"""Heavy dependencies load only when a command needs them (asserted on a fresh process's sys.modules).
+
+`pnk --help` builds every command's parser, so it proves that no command module imports the core
+at module level. init and doctor must work on a core-only install, so neither may load a model
+backend (doctor locates models, it never loads them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pinakes.paid_gate import ProcessReport, Step, run_in_fresh_process
+
+NOT_FOR_HELP = ("numpy", "fastembed", "onnxruntime", "torch", "transformers", "sentence_transformers",
+                "doit", "mcp", "anthropic", "pypdfium2")
+MODEL_BACKENDS = ("fastembed", "onnxruntime", "torch", "transformers", "sentence_transformers")
+
+
+def loaded(report: ProcessReport, packages: tuple[str, ...]) -> list[str]:
+    return sorted({name.split(".")[0] for name in report.modules if name.split(".")[0] in packages})
+
+
+def test_help_imports_no_heavy_dependency() -> None:
+    report = run_in_fresh_process([Step(argv=("--help",))])
+
+    assert (report.outcomes[0].kind, report.outcomes[0].code) == ("system-exit", 0)
+    assert "usage: pnk" in report.output
+    assert "pinakes.cli" in report.modules  # the snapshot is of a process that did run the CLI
+    assert loaded(report, NOT_FOR_HELP) == []
+
+
+def test_init_and_doctor_load_no_model_backend(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    report = run_in_fresh_process([
+        Step(argv=("init", str(kb), "--name", "lazy")),
+        Step(argv=("-C", str(kb), "doctor")),
+        Step(argv=("-C", str(tmp_path), "doctor", "--json")),  # outside a KB: environment only
+    ])
+
+    assert [(o.kind, o.code in (0, 1)) for o in report.outcomes] == [("exit", True)] * 3, report.summary()
+    assert report.outcomes[0].code == 0, report.output
+    assert loaded(report, MODEL_BACKENDS) == []

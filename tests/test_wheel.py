@@ -1,0 +1,105 @@
+"""The built wheel is the product: it installs into a fresh venv and works without the checkout.
+
+rules/ and templates/ sit outside src/ and reach the package only through pyproject's package-dir
+mapping, so this is the test that notices when a build stops carrying them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.heavy
+
+# Packaged folders in the repository, and where the wheel must put them.
+MAPPED_FOLDERS = {"rules": "pinakes/rules", "templates": "pinakes/templates"}
+# What the build needs from the tree; the rest (tests, .venv, .git) would only slow the copy.
+BUILD_INPUTS = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "src", "rules", "templates")
+JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
+
+
+def run(argv: list[str | Path], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    completed = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, cwd=cwd,
+                               timeout=300)
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 0, f"{' '.join(map(str, argv))} exited {completed.returncode}:\n{output}"
+    return output
+
+
+def packaged_files(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Built from a copy of the working tree, so setuptools' build/ and egg-info stay out of the checkout.
+    source = tmp_path_factory.mktemp("source")
+    for name in BUILD_INPUTS:
+        origin = REPO_ROOT / name
+        if origin.is_dir():
+            shutil.copytree(origin, source / name, ignore=JUNK)
+        elif origin.exists():
+            shutil.copy2(origin, source / name)
+    dist = tmp_path_factory.mktemp("dist")
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+         "-w", dist, source])
+    (built,) = dist.glob("pinakes-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A fresh venv holding the wheel, seeing this environment's third-party packages but not src/."""
+    venv = tmp_path_factory.mktemp("venv")
+    run([sys.executable, "-m", "venv", "--without-pip", venv])
+    python = venv / "bin" / "python"
+    run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", wheel])
+    own_site = Path(run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
+    # A .pth line is appended after the venv's own site-packages, and .pth files inside the listed
+    # folder are not processed — so the current venv's editable-install hook stays inert.
+    parent_sites = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (own_site / "zz_parent_environment.pth").write_text("".join(f"{site}\n" for site in parent_sites))
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env.update(PYTHONNOUSERSITE="1", PIP_NO_INDEX="1")
+    return venv, env
+
+
+def test_wheel_carries_rules_and_templates(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for folder, packaged in MAPPED_FOLDERS.items():
+        expected = {f"{packaged}/{name}" for name in packaged_files(REPO_ROOT / folder)}
+        assert f"{packaged}/__init__.py" in expected
+        assert expected <= names, f"missing from the wheel: {sorted(expected - names)}"
+    assert not any(name.startswith(("tests/", "src/")) for name in names)
+
+
+def test_installed_wheel_runs_without_the_checkout(
+    installed: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    venv, env = installed
+    bin_dir = venv / "bin"
+
+    help_text = run([bin_dir / "pnk", "--help"], env=env, cwd=tmp_path)
+    run([bin_dir / "pnk", "init", tmp_path / "kb", "--name", "t"], env=env, cwd=tmp_path)
+    where = run([bin_dir / "python", "-c",
+                 "import pinakes, pinakes.rules, pinakes.templates\n"
+                 "for m in (pinakes, pinakes.rules, pinakes.templates): print(m.__file__)"],
+                env=env, cwd=tmp_path).split()
+
+    assert "usage: pnk" in help_text
+    assert (tmp_path / "kb" / "pinakes.toml").is_file()
+    assert len(where) == 3
+    for module_file in map(Path, where):
+        assert module_file.resolve().is_relative_to(venv.resolve()), f"imported from {module_file}"
+        assert not module_file.resolve().is_relative_to(REPO_ROOT.resolve())
