@@ -298,6 +298,7 @@ def apply_identity(ctx: Any, plan: Plan) -> None:
 
     root = ctx.paths.root
     report = ctx.report
+    written: list[tuple[Path, str]] = []
     for write in plan.sidecar_writes:
         doc_path = root / write.doc_path
         try:
@@ -316,7 +317,9 @@ def apply_identity(ctx: Any, plan: Plan) -> None:
             continue
         report.sidecars_written.append(write.doc_path + SIDECAR_SUFFIX)
         faultpoint("sync.after-sidecar-write")
-        sidecar = read_sidecar(sidecar_path_for(doc_path), kb_id=ctx.kb_id)
+        sidecar_file = sidecar_path_for(doc_path)
+        sidecar = read_sidecar(sidecar_file, kb_id=ctx.kb_id)
+        written.append((sidecar_file, sidecar.raw_hash))
         plan.sidecars[write.doc_path] = sidecar
         for item in plan.work:
             if item.path == write.doc_path:
@@ -326,6 +329,15 @@ def apply_identity(ctx: Any, plan: Plan) -> None:
     conn = ctx.conn
     if conn is None:
         return
+    if written:  # we know these files' hashes: the next walk need not read them again
+        with transaction(conn):
+            for sidecar_file, digest in written:
+                st = sidecar_file.stat()
+                conn.execute(
+                    "INSERT INTO walk_cache (path, size, mtime_ns, inode, content_hash) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+                    "inode = excluded.inode, content_hash = excluded.content_hash",
+                    (sidecar_file.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns, st.st_ino, digest))
     now = _now()
     if plan.moves:
         with transaction(conn):
@@ -412,17 +424,22 @@ def compute_plan(ctx: Any) -> Plan:
     return ctx.plan
 
 
+def collision_error(plan: Plan) -> SidecarError:
+    lines = [f"ID {doc_id} is claimed by {len(paths)} sidecars: " + ", ".join(
+        p + SIDECAR_SUFFIX for p in paths) for doc_id, paths in plan.collisions]
+    return SidecarError(
+        "the same document ID appears in more than one sidecar; Pinakes never renumbers an ID, "
+        "because every inbound link would silently point elsewhere:\n  " + "\n  ".join(lines),
+        remedy="give each copy its own identity: delete the copied sidecar (a new ID is minted on "
+               "the next sync) or restore the original file",
+    )
+
+
 def run_pair(ctx: Any) -> bool:
     plan = compute_plan(ctx)
     if plan.collisions:
-        lines = [f"ID {doc_id} is claimed by {len(paths)} sidecars: " + ", ".join(
-            p + SIDECAR_SUFFIX for p in paths) for doc_id, paths in plan.collisions]
-        raise SidecarError(
-            "the same document ID appears in more than one sidecar; Pinakes never renumbers an ID, "
-            "because every inbound link would silently point elsewhere:\n  " + "\n  ".join(lines),
-            remedy="give each copy its own identity: delete the copied sidecar (a new ID is minted on "
-                   "the next sync) or restore the original file",
-        )
+        ctx.fatal = collision_error(plan)
+        return False
     for path, error in plan.failures:
         ctx.report.fail(path, "pair", error)
     ctx.report.notes.extend(plan.notes)

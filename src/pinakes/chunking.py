@@ -88,17 +88,19 @@ def chunk_text(
     all_blocks = [block for blocks in section_blocks for block in blocks]
     block_tokens = iter(counter.many([text[start:end] for start, end in all_blocks]))
 
-    spans: list[tuple[int, int, tuple[str, ...] | None]] = []
+    spans: list[tuple[int, int]] = []
+    heading_paths: list[tuple[str, ...] | None] = []
     for section, blocks in zip(sections, section_blocks, strict=True):
         atoms = [_Atom(start, end, next(block_tokens)) for start, end in blocks]
         if section.heading_path is not None and atoms:
             atoms[0] = _Atom(atoms[0].start, atoms[0].end, atoms[0].tokens, heading=True)
-        spans.extend((start, end, section.heading_path) for start, end in packer.pack(atoms))
+        packed = packer.pack(atoms)
+        spans.extend(packed)
+        heading_paths.extend([section.heading_path] * len(packed))
 
-    verified = packer.verify([(start, end) for start, end, _ in spans])
     page_of = _PageLookup(pages) if pages is not None else None
     chunks: list[Chunk] = []
-    for (start, end, heading_path), pieces in zip(spans, verified, strict=True):
+    for heading_path, pieces in zip(heading_paths, packer.verify(spans), strict=True):
         for piece_start, piece_end, tokens in pieces:
             page_start = page_end = None
             if page_of is not None:
@@ -296,8 +298,8 @@ def _is_outline_walk(numbers: list[tuple[int, ...]]) -> bool:
     its ancestors; the walk starts at 1."""
     previous: tuple[int, ...] = ()
     for number in numbers:
-        successors = {previous + (1,)} if previous else {(1,)}
-        successors.update(previous[:depth] + (previous[depth] + 1,) for depth in range(len(previous)))
+        successors = {(*previous, 1)} if previous else {(1,)}
+        successors.update((*previous[:depth], previous[depth] + 1) for depth in range(len(previous)))
         if number not in successors:
             return False
         previous = number

@@ -255,7 +255,7 @@ class ManifestProblem:
 
 
 class InvalidManifestError(ManifestError):
-    """pinakes.toml is invalid; `problems` lists every problem found, in file order."""
+    """pinakes.toml is invalid; `problems` lists every problem found (section by section)."""
 
     def __init__(self, path: Path, problems: Sequence[ManifestProblem]):
         self.problems = tuple(problems)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
@@ -66,7 +66,6 @@ _DOCUMENT_START = re.compile(r"^---(?:[ \t]|$)", re.MULTILINE)
 _DOCUMENT_END = re.compile(r"^\.\.\.(?:[ \t]|$)", re.MULTILINE)
 
 _FIX_IT = "fix the sidecar by hand; its id is permanent, so repair the file rather than deleting it"
-_UNSET: Any = ...
 
 JSONValue = Any  # str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]
 
@@ -229,6 +228,8 @@ def _compose(text: str, path: Path) -> MappingNode:
     try:
         root = yaml.compose(text)
     except MarkedYAMLError as exc:
+        if type(exc).__name__ == "MaxDepthExceededError":  # its text suggests raising the limit
+            raise SidecarError(f"the sidecar is nested deeper than {MAX_NESTING} levels", path=path) from None
         mark = exc.problem_mark or exc.context_mark
         problem = str(exc.problem or exc.context or "invalid YAML")
         if exc.context and exc.problem:
@@ -277,7 +278,7 @@ def _read_id(entry: tuple[Node, Node], path: Path) -> str:
     _, node = entry
     _refuse_anchor(node, path)
     value = node.value if isinstance(node, ScalarNode) and _tag(node) == _STR else None
-    if not is_ulid(value):
+    if not isinstance(value, str) or not is_ulid(value):
         shown = node.value if isinstance(node, ScalarNode) else "a collection"
         raise _at(
             path,
@@ -542,7 +543,7 @@ def write_new_sidecar(
     document["id"] = doc_id
     if title is not None:
         document["title"] = _checked_title(title)
-    document["tags"] = _flow_seq(_checked_tags(tags))
+    document["tags"] = _set_style(CommentedSeq(_checked_tags(tags)), flow=True)
     document["links"] = CommentedSeq(_link_entry(link) for link in _checked_links(links))
     if provenance:
         document["provenance"] = _commented(_checked_json(dict(provenance), "provenance"))
@@ -562,10 +563,10 @@ def update_sidecar(
     path: Path,
     *,
     kb_id: str,
-    title: str | None | EllipsisType = _UNSET,
-    tags: Sequence[str] | EllipsisType = _UNSET,
-    links: Sequence[Link] | EllipsisType = _UNSET,
-    provenance_extraction: Mapping[str, str] | None | EllipsisType = _UNSET,
+    title: str | EllipsisType | None = ...,
+    tags: Sequence[str] | EllipsisType = ...,
+    links: Sequence[Link] | EllipsisType = ...,
+    provenance_extraction: Mapping[str, str] | EllipsisType | None = ...,
 ) -> Sidecar:
     """Reconcile the given owned keys into the sidecar; `...` (the default) leaves a key alone.
 
@@ -578,13 +579,13 @@ def update_sidecar(
     source = _load_source(data, path)
     current = _interpret(source, kb_id)
     changes: dict[str, Any] = {}
-    if title is not _UNSET and _checked_title(title) != current.title:
+    if title is not ... and _checked_title(title) != current.title:
         changes["title"] = title
-    if tags is not _UNSET and tuple(_checked_tags(tags)) != current.tags:
+    if tags is not ... and tuple(_checked_tags(tags)) != current.tags:
         changes["tags"] = list(tags)
-    if links is not _UNSET and tuple(_checked_links(links)) != current.links:
+    if links is not ... and tuple(_checked_links(links)) != current.links:
         changes["links"] = list(links)
-    if provenance_extraction is not _UNSET:
+    if provenance_extraction is not ...:
         wanted = _checked_extraction(provenance_extraction)
         if wanted != current.extraction:
             changes["extraction"] = wanted
@@ -592,7 +593,7 @@ def update_sidecar(
         return current
 
     document = _round_trip_load(source)
-    _apply_changes(document, changes)
+    _apply_changes(document, current, changes)
     new_data = _dump(document, _Layout.of(source))
     if new_data == data:
         return current
@@ -641,7 +642,7 @@ def _checked_links(links: Any) -> list[Link]:
     for link in checked:
         if not isinstance(link, Link) or not link.rel:
             raise TypeError(f"links must be Link values with a rel, not {link!r}")
-        link.uri  # noqa: B018 -- validates both ids
+        format_pnk_uri(link.kb_id, link.doc_id)  # raises on an id that is not a ULID
     return checked
 
 
@@ -787,14 +788,12 @@ def _guess_indents(root: MappingNode) -> tuple[int | None, tuple[int, int] | Non
 
 def _block_entries(node: Node) -> Iterator[tuple[Node, Node]]:
     """Every (key, value) pair of block-style mappings, outermost first, through sequences too."""
-    if node.flow_style:
-        return
-    if isinstance(node, MappingNode):
+    if isinstance(node, MappingNode) and not node.flow_style:
         for key_node, value_node in node.value:
             yield key_node, value_node
         for _, value_node in node.value:
             yield from _block_entries(value_node)
-    elif isinstance(node, SequenceNode):
+    elif isinstance(node, SequenceNode) and not node.flow_style:
         for item in node.value:
             yield from _block_entries(item)
 
@@ -822,7 +821,7 @@ def _dump(document: CommentedMap, layout: _Layout) -> bytes:
 # Reconciling owned keys into a round-trip document
 
 
-def _apply_changes(document: CommentedMap, changes: Mapping[str, Any]) -> None:
+def _apply_changes(document: CommentedMap, current: Sidecar, changes: Mapping[str, Any]) -> None:
     if "title" in changes:
         if changes["title"] is None:
             _delete_entry(document, "title")
@@ -831,11 +830,11 @@ def _apply_changes(document: CommentedMap, changes: Mapping[str, Any]) -> None:
         else:
             _insert_owned(document, "title", changes["title"])
     if "tags" in changes:
-        _set_sequence(document, "tags", changes["tags"], new_style=_flow_seq)
+        _set_sequence(document, "tags", list(current.tags), changes["tags"], make=str, flow=True)
     if "links" in changes:
-        _set_sequence(document, "links", [_link_entry(link) for link in changes["links"]], new_style=CommentedSeq)
+        _set_sequence(document, "links", list(current.links), changes["links"], make=_link_entry, flow=False)
     if "extraction" in changes:
-        _set_extraction(document, changes["extraction"])
+        _set_extraction(document, current.extraction, changes["extraction"])
 
 
 def _insert_owned(document: CommentedMap, key: str, value: Any) -> None:
@@ -846,24 +845,43 @@ def _insert_owned(document: CommentedMap, key: str, value: Any) -> None:
     _insert_entry(document, max(present) + 1 if present else 0, key, value)
 
 
-def _set_sequence(document: CommentedMap, key: str, values: list[Any], *, new_style: Any) -> None:
+def _set_sequence(
+    document: CommentedMap,
+    key: str,
+    old_values: list[Any],
+    new_values: list[Any],
+    *,
+    make: Callable[[Any], Any],
+    flow: bool,
+) -> None:
+    """`flow` is the style for a list Pinakes creates, or one written `[]` (which has no style)."""
     existing = document.get(key)
     if isinstance(existing, CommentedSeq):
-        _reconcile_sequence(document, key, existing, values)
+        if existing.fa.flow_style() is None:
+            _set_style(existing, flow=flow)
+        _reconcile_sequence(document, key, existing, old_values, new_values, make)
     elif key in document:
-        # `tags:` left empty (or null): the value changes kind, its trailing comments stay after it.
+        # `tags:` left empty: the value changes kind, and the comment lines after it stay after it.
         block = _take_block(*_trailing_slot(document, key))
-        document[key] = new_style(values)
+        document[key] = _set_style(CommentedSeq(make(value) for value in new_values), flow=flow)
         _give_block(*_trailing_slot(document, key), block)
     else:
-        _insert_owned(document, key, new_style(values))
+        _insert_owned(document, key, _set_style(CommentedSeq(make(value) for value in new_values), flow=flow))
 
 
-def _reconcile_sequence(document: CommentedMap, key: str, sequence: CommentedSeq, values: list[Any]) -> None:
-    """Replace a list's items, keeping the objects (quoting, comments) of items that stay.
+def _reconcile_sequence(
+    document: CommentedMap,
+    key: str,
+    sequence: CommentedSeq,
+    old_values: list[Any],
+    new_values: list[Any],
+    make: Callable[[Any], Any],
+) -> None:
+    """Replace a list's items, keeping the objects (quoting, comments) of the items that stay.
 
-    A comment is stored against the item before it, so each old item's trailing comment lines are
-    re-attached at the same position, and the last ones after the last item: no comment is lost.
+    `old_values` are the items as read, aligned with `sequence`. A comment is stored against the
+    item before it, so each old item's trailing comment lines are re-attached at the same
+    position, and the last item's after the new last item: no comment is lost.
     """
     old_items = list(sequence)
     is_block = not sequence.fa.flow_style()
@@ -872,19 +890,21 @@ def _reconcile_sequence(document: CommentedMap, key: str, sequence: CommentedSeq
     unused = list(range(len(old_items)))
     new_items: list[Any] = []
     new_comments: dict[int, Any] = {}
-    for position, value in enumerate(values):
-        match = next((index for index in unused if _same_item(old_items[index], value)), None)
+    for position, value in enumerate(new_values):
+        match = next((index for index in unused if old_values[index] == value), None)
         if match is None:
-            new_items.append(value)
+            new_items.append(make(value))
             continue
         unused.remove(match)
-        new_items.append(old_items[match])
+        new_items.append(_refreshed(old_items[match], make(value)))
         if eol_comments[match] is not None:
             new_comments[position] = eol_comments[match]
     del sequence[:]
     sequence.ca.items.clear()
     sequence.extend(new_items)
     sequence.ca.items.update(new_comments)
+    if not new_items:
+        sequence.fa.set_flow_style()  # an empty list can only be written `[]`
     leftover = ""
     for index, block in enumerate(blocks):
         if not block:
@@ -895,17 +915,22 @@ def _reconcile_sequence(document: CommentedMap, key: str, sequence: CommentedSeq
         last = index == len(blocks) - 1
         target = len(new_items) - 1 if last else min(index, len(new_items) - 1)
         _give_block(*_trailing_slot(sequence, target), block)
-    if leftover:
-        _give_block(document, key, leftover)
+    _give_block(document, key, leftover)
 
 
-def _same_item(old: Any, new: Any) -> bool:
-    if isinstance(old, CommentedMap) and isinstance(new, CommentedMap):
-        return [(k, str(v)) for k, v in old.items()] == [(k, str(v)) for k, v in new.items()]
-    return isinstance(old, str) and isinstance(new, str) and str(old) == str(new)
+def _refreshed(old_item: Any, new_item: Any) -> Any:
+    """An item that stays keeps its object; a link entry's fields take the canonical text
+    (`pnk://self/...` is written out with the KB's ULID)."""
+    if isinstance(old_item, CommentedMap) and isinstance(new_item, CommentedMap):
+        for field, value in new_item.items():
+            if str(old_item.get(field)) != value:
+                old_item[field] = _in_same_style(old_item.get(field), value)
+    return old_item
 
 
-def _set_extraction(document: CommentedMap, extraction: Mapping[str, str] | None) -> None:
+def _set_extraction(
+    document: CommentedMap, current: dict[str, JSONValue] | None, extraction: Mapping[str, str] | None
+) -> None:
     provenance = document.get("provenance")
     if extraction is None:
         if isinstance(provenance, CommentedMap) and "extraction" in provenance:
@@ -914,35 +939,37 @@ def _set_extraction(document: CommentedMap, extraction: Mapping[str, str] | None
                 _delete_entry(document, "provenance")
         return
     if not isinstance(provenance, CommentedMap):
-        block = _take_block(*_trailing_slot(document, "provenance")) if "provenance" in document else ""
         value = CommentedMap(extraction=_commented(dict(extraction)))
-        if "provenance" in document:
+        if "provenance" in document:  # `provenance:` left empty
+            block = _take_block(*_trailing_slot(document, "provenance"))
             document["provenance"] = value
+            _give_block(*_trailing_slot(document, "provenance"), block)
         else:
             _insert_owned(document, "provenance", value)
-        _give_block(*_trailing_slot(document, "provenance"), block)
         return
-    current = provenance.get("extraction")
-    if not isinstance(current, CommentedMap):
+    block_map = provenance.get("extraction")
+    if current is None or not isinstance(block_map, CommentedMap):
         _insert_entry(provenance, len(provenance), "extraction", _commented(dict(extraction)))
         return
-    # Reconcile field by field, so comments inside the block stay beside their fields.
-    for field in [field for field in current if field not in extraction]:
-        _delete_entry(current, field)
+    # Field by field, so comments inside the block stay beside their fields.
+    for field in [field for field in block_map if field not in extraction]:
+        _delete_entry(block_map, field)
     for field, value in extraction.items():
-        if field not in current:
-            _insert_entry(current, len(current), field, value)
-        elif str(current[field]) != value or not isinstance(current[field], str):
-            current[field] = _in_same_style(current[field], value)
+        if field not in block_map:
+            _insert_entry(block_map, len(block_map), field, value)
+        elif current.get(field) != value:
+            block_map[field] = _in_same_style(block_map[field], value)
 
 
 def _link_entry(link: Link) -> CommentedMap:
     return CommentedMap(target=link.uri, rel=link.rel)
 
 
-def _flow_seq(values: Sequence[Any]) -> CommentedSeq:
-    sequence = CommentedSeq(values)
-    sequence.fa.set_flow_style()
+def _set_style(sequence: CommentedSeq, *, flow: bool) -> CommentedSeq:
+    if flow:
+        sequence.fa.set_flow_style()
+    else:
+        sequence.fa.set_block_style()
     return sequence
 
 
@@ -956,7 +983,7 @@ def _commented(value: Any) -> Any:
 
 def _in_same_style(old: Any, new: str) -> str:
     """A replacement string written in the quoting style the author chose for the old one."""
-    if isinstance(old, ScalarString) and type(old) is not str:
+    if isinstance(old, ScalarString):
         return type(old)(new)
     return new
 
@@ -990,7 +1017,7 @@ def _trailing_slot(container: Any, slot: Any) -> tuple[Any, Any]:
     """Where the comment lines after `container[slot]` are stored: its deepest last leaf."""
     value = container[slot]
     if isinstance(value, (CommentedMap, CommentedSeq)) and len(value) and not value.fa.flow_style():
-        last = next(reversed(value.keys())) if isinstance(value, CommentedMap) else len(value) - 1
+        last = list(value.keys())[-1] if isinstance(value, CommentedMap) else len(value) - 1
         return _trailing_slot(value, last)
     return container, slot
 

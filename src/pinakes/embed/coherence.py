@@ -1,0 +1,102 @@
+"""Coherence checks run before a query (spec §4.4): is the index still readable as it stands?
+
+Model coherence: embeddings are meaningless across models, so an index built with another model
+than the manifest names refuses every query and names `pnk sync --rebuild`. The cheap check
+compares the manifest's [embedding] section with the index meta before any weights are loaded;
+the full check compares the loaded model's identity, weights digest included.
+
+Extraction coherence (decision 13): each distinct recorded (extraction_backend,
+extraction_fingerprint) pair is re-derived from the registry's declared constants, never by
+importing a backend. A free backend that drifted refuses the query, naming the stale paths (the
+text may be wrong and re-extracting is free); a paid backend that drifted only marks its passages
+`stale_extraction` (the text is paid for and still right, merely older); an unknown backend name is
+skipped (it can be neither computed nor compared).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+
+from pinakes.embed.base import META_KEYS, ModelIdentity, identity_meta
+from pinakes.errors import ModelMismatchError, StaleExtractionError
+from pinakes.extract import registry
+
+_FIELD_NAMES = dict(zip(META_KEYS, ("provider", "model", "revision", "weights sha256", "dim"), strict=True))
+# Paths named in a refusal before it says "and N more".
+MAX_NAMED_PATHS = 10
+
+
+def check_model_coherence(meta: Mapping[str, str], identity: ModelIdentity) -> None:
+    """Refuse when the index meta records another model than the loaded one.
+
+    An index with no embedding identity yet (nothing embedded) has nothing to disagree with.
+    """
+    _compare(meta, identity_meta(identity))
+
+
+def check_manifest_coherence(meta: Mapping[str, str], section: object) -> None:
+    """The cheap check, before loading weights: provider, model and dim from the manifest's
+    [embedding] section, and revision when the manifest pins one."""
+    expected = {
+        "embedding_provider": str(getattr(section, "provider")),  # noqa: B009 (duck-typed section)
+        "embedding_model": str(getattr(section, "model")),  # noqa: B009
+        "embedding_dim": str(getattr(section, "dim")),  # noqa: B009
+    }
+    revision = getattr(section, "revision", None)
+    if revision:
+        expected["embedding_revision"] = str(revision)
+    _compare(meta, expected)
+
+
+def _compare(meta: Mapping[str, str], expected: Mapping[str, str]) -> None:
+    if not any(key in meta for key in META_KEYS):
+        return
+    differences = [
+        f"{_FIELD_NAMES[key]}: index built with {meta.get(key, '(none)')}, manifest names {value}"
+        for key, value in expected.items()
+        if meta.get(key) != value
+    ]
+    if differences:
+        raise ModelMismatchError(
+            "the index was built with another embedding model than the manifest names, and vectors "
+            "from two models cannot be compared (" + "; ".join(differences) + ")",
+            remedy="pnk sync --rebuild",
+        )
+
+
+def check_extraction_coherence(conn: sqlite3.Connection) -> dict[str, str]:
+    """Check every active document's recorded extraction against the registry as it is today.
+
+    Returns {doc_id: backend} for documents whose paid extraction is stale (mark their passages
+    `stale_extraction`); raises StaleExtractionError when a free extraction is stale.
+    """
+    pairs = conn.execute(
+        "SELECT DISTINCT extraction_backend, extraction_fingerprint FROM documents "
+        "WHERE state = 'active' AND extraction_backend IS NOT NULL"
+    ).fetchall()
+    stale_free: list[tuple[str, str]] = []
+    stale_paid: dict[str, str] = {}
+    for backend, fingerprint in pairs:
+        spec = registry.EXTRACTORS.get(backend)
+        if spec is None or spec.fingerprint() == fingerprint:
+            continue
+        rows = conn.execute(
+            "SELECT id, path FROM documents WHERE state = 'active' AND extraction_backend = ? "
+            "AND extraction_fingerprint IS ? ORDER BY path",
+            (backend, fingerprint),
+        ).fetchall()
+        if spec.paid:
+            stale_paid.update((doc_id, backend) for doc_id, _ in rows)
+        else:
+            stale_free.extend((path, backend) for _, path in rows)
+    if stale_free:
+        stale_free.sort()
+        named = ", ".join(f"{path} ({backend})" for path, backend in stale_free[:MAX_NAMED_PATHS])
+        more = len(stale_free) - MAX_NAMED_PATHS
+        raise StaleExtractionError(
+            f"{len(stale_free)} document(s) were extracted by an older version of a free extractor "
+            f"and their indexed text may be wrong: {named}" + (f" and {more} more" if more > 0 else ""),
+            remedy="pnk sync",
+        )
+    return stale_paid

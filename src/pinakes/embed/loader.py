@@ -1,0 +1,79 @@
+"""`load_embedder`: from the manifest's [embedding] section to a loaded model."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pinakes.embed.base import Embedder
+from pinakes.embed.hub import prepare_hub_environment, resolve_offline
+from pinakes.embed.packaged import PackagedModel, packaged_model
+from pinakes.errors import ManifestError
+
+PROVIDERS = ("sentence-transformers", "fastembed")
+# Chunks per model call; measured in bench/bench_embed.py (docs/perf/embedding.md).
+DEFAULT_BATCH_SIZE = 32
+
+
+class EmbeddingSection(Protocol):
+    """The fields of the manifest's [embedding] section this module reads."""
+
+    provider: str
+    model: str
+    dim: int
+
+
+def load_embedder(section: EmbeddingSection, *, offline: bool | None = None) -> Embedder:
+    """Load the model `section` names, refusing rather than hanging or guessing.
+
+    The packaged offline default is used whenever the section names it (and no other revision);
+    any other model comes from the Hugging Face cache, downloading into HF_HOME unless `offline`
+    (default: the PNK_OFFLINE environment variable) forbids it, in which case a model that is not
+    already local raises ModelUnavailableError at once. A provider whose extra is not installed
+    raises MissingExtraError; a `dim` the model does not produce raises ManifestError.
+    """
+    provider = section.provider
+    model = section.model
+    revision: str | None = getattr(section, "revision", None) or None
+    batch_size: int = getattr(section, "batch_size", None) or DEFAULT_BATCH_SIZE
+    is_offline = resolve_offline(offline)
+    packaged = _packaged_for(provider, model, revision)
+
+    prepare_hub_environment(is_offline)
+    if provider == "sentence-transformers":
+        from pinakes.embed import provider_st as implementation
+    elif provider == "fastembed":
+        from pinakes.embed import provider_fastembed as implementation
+    else:
+        raise ManifestError(
+            f"unknown [embedding] provider {provider!r}",
+            remedy=f"use one of: {', '.join(PROVIDERS)}",
+        )
+    embedder = implementation.load(model, None if packaged else revision, offline=is_offline,
+                                   batch_size=batch_size, packaged=packaged)
+    expected_dim = getattr(section, "dim", None)
+    if expected_dim is not None and embedder.identity.dim != expected_dim:
+        raise ManifestError(
+            f"[embedding] dim = {expected_dim}, but {model} ({provider}) produces "
+            f"{embedder.identity.dim}-dimensional vectors",
+            remedy=f"set [embedding] dim = {embedder.identity.dim}, or name the model you meant",
+        )
+    return embedder
+
+
+def _packaged_for(provider: str, model: str, revision: str | None) -> PackagedModel | None:
+    packaged = packaged_model(provider, model)
+    if packaged is None or revision not in (None, packaged.revision):
+        return None
+    return packaged
+
+
+def check_max_tokens(max_tokens: int, embedder: Embedder) -> None:
+    """Refuse a [chunking] max_tokens the model cannot embed whole (spec §4.6: a hard error, never
+    a silent truncation)."""
+    if max_tokens > embedder.max_input_tokens:
+        raise ManifestError(
+            f"[chunking] max_tokens = {max_tokens}, but {embedder.identity.model} embeds at most "
+            f"{embedder.max_input_tokens} tokens (its max_seq_length minus special tokens); "
+            "longer chunks would be silently truncated",
+            remedy=f"set [chunking] max_tokens to {embedder.max_input_tokens} or less",
+        )

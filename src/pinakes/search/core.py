@@ -1,0 +1,511 @@
+"""The one read-only `search()` the CLI, the MCP server and eval call (spec §4.1).
+
+    query
+     └─ coherence         model (index meta vs embedder) and extraction (per-document fingerprints)
+     └─ metadata filter   SQL WHERE over documents, applied before both retrievers
+     └─ BM25 via FTS5     → candidates_per_source
+     └─ vector (NumPy)    → candidates_per_source, positive cosines only
+     └─ RRF (k = rrf_k)   → fusion_top_k
+     └─ cross-encoder     (optional) → final_k
+     └─ cited passages, confidence, suggested next search
+
+A `Searcher` holds what is worth keeping between queries — the reader connection, the float32
+matrix, the embedder and the reranker — for one index generation. Every call compares
+`schema.index_signature` with the generation it holds and reloads when a writer has committed or a
+rebuild was installed, so a long-lived MCP server never answers from a stale matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pinakes.errors import IndexMissingError, UsageError
+from pinakes.index import schema
+from pinakes.kb import KBPaths
+from pinakes.search import bm25
+from pinakes.search.citations import citation
+from pinakes.search.confidence import LOW, UNKNOWN, Confidence, Thresholds, assess
+from pinakes.search.filters import SearchFilters, document_where
+from pinakes.search.fusion import (
+    Candidate,
+    cut_with_ties,
+    order_fused,
+    order_reranked,
+    reciprocal_rank_fusion,
+)
+from pinakes.search.query import Tokenizer, analyze, tokenizer_of
+from pinakes.search.results import Passage, SearchResult, StageScores
+from pinakes.search.suggest import suggest_next
+
+if TYPE_CHECKING:
+    from pinakes.embed.base import Embedder
+    from pinakes.search.rerank import Reranker
+    from pinakes.search.vectors import VectorMatrix
+
+MODES = ("hybrid", "bm25", "vector")
+MAX_FINAL_K = 100  # a caller asking for more gets this many and a note saying so
+SNAPSHOT_RETRIES = 3
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """The [retrieval] widths and switches a search runs with (defaults: spec §4.1)."""
+
+    candidates_per_source: int = 50
+    fusion_top_k: int = 20
+    final_k: int = 8
+    rrf_k: int = 60
+    rerank: bool = True
+    confidence: Thresholds | None = None
+    keyword: bm25.KeywordOptions = field(default_factory=bm25.KeywordOptions)
+
+    @classmethod
+    def from_retrieval(cls, retrieval: Any) -> SearchSettings:
+        """From the manifest's [retrieval] section (or anything with the same attributes)."""
+        defaults = cls()
+        return cls(
+            candidates_per_source=getattr(retrieval, "candidates_per_source", defaults.candidates_per_source),
+            fusion_top_k=getattr(retrieval, "fusion_top_k", defaults.fusion_top_k),
+            final_k=getattr(retrieval, "final_k", defaults.final_k),
+            rrf_k=getattr(retrieval, "rrf_k", defaults.rrf_k),
+            rerank=bool(getattr(retrieval, "rerank", defaults.rerank)),
+            confidence=getattr(retrieval, "confidence", None),
+        )
+
+
+@dataclass
+class _Generation:
+    """Everything derived from one generation of the index file."""
+
+    signature: tuple[tuple[int, int, int], ...]
+    conn: sqlite3.Connection
+    meta: dict[str, str]
+    tokenizer: Tokenizer
+    chunk_count: int
+    has_inactive_chunks: bool
+    matrix: VectorMatrix | None = None
+    model_checked_for: object = None  # the embedder identity this generation was checked against
+
+    def close(self) -> None:
+        self.tokenizer.close()
+        self.conn.close()
+
+
+class Searcher:
+    """Read-only retrieval over one KB's index. Thread-safe: calls are serialised."""
+
+    def __init__(
+        self,
+        index_path: Path | str,
+        settings: SearchSettings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        embedder_loader: Callable[[], Embedder] | None = None,
+        reranker: Reranker | None = None,
+        reranker_loader: Callable[[], Reranker] | None = None,
+    ):
+        self.index_path = Path(index_path)
+        self.settings = settings or SearchSettings()
+        self._embedder = embedder
+        self._embedder_loader = embedder_loader
+        self._reranker = reranker
+        self._reranker_loader = reranker_loader
+        self._generation: _Generation | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_kb(cls, kb_root: Path | str, manifest: Any = None, *, offline: bool | None = None) -> Searcher:
+        """A Searcher configured from the KB's pinakes.toml; models load on first need."""
+        paths = KBPaths(Path(kb_root))
+        if manifest is None:
+            from pinakes.manifest import load_manifest
+
+            manifest = load_manifest(paths.manifest)
+
+        def load_embedder() -> Embedder:
+            from pinakes.embed import load_embedder as load
+
+            return load(manifest.embedding, offline=offline)
+
+        def load_reranker() -> Reranker:
+            from pinakes.search.rerank import load_reranker as load
+
+            return load(manifest.rerank, offline=offline)
+
+        return cls(
+            paths.index_db,
+            SearchSettings.from_retrieval(manifest.retrieval),
+            embedder_loader=load_embedder,
+            reranker_loader=load_reranker,
+        )
+
+    def __enter__(self) -> Searcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._generation is not None:
+                self._generation.close()
+                self._generation = None
+
+    # ----------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        filters: SearchFilters | None = None,
+        mode: str = "hybrid",
+        rerank: bool | None = None,
+        final_k: int | None = None,
+    ) -> SearchResult:
+        """Cited passages for `query`. `rerank=None` follows [retrieval] rerank; `final_k=None`
+        follows [retrieval] final_k (clamped to MAX_FINAL_K, with a note)."""
+        if not isinstance(query, str) or not query.strip():
+            raise UsageError("the query is empty", remedy='pass the words to search for: pnk search "..."')
+        if mode not in MODES:
+            raise UsageError(f"unknown search mode {mode!r}", remedy=f"use one of: {', '.join(MODES)}")
+        filters = filters or SearchFilters()
+        with self._lock:
+            return _Run(self, query.strip(), filters, mode, rerank, final_k).execute()
+
+    # ----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[_Generation]:
+        """A read transaction over a generation whose signature did not move while it began, so
+        the SQL and the cached matrix describe the same committed state."""
+        for _ in range(SNAPSHOT_RETRIES):
+            before = schema.index_signature(self.index_path)
+            generation = self._generation_for(before)
+            conn = generation.conn
+            conn.execute("BEGIN")
+            try:
+                conn.execute("SELECT count(*) FROM meta").fetchone()  # pins the snapshot
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            if schema.index_signature(self.index_path) == before:
+                try:
+                    yield generation
+                finally:
+                    conn.execute("ROLLBACK")
+                return
+            conn.execute("ROLLBACK")
+        # A writer kept committing; answer from the freshest generation rather than never.
+        generation = self._generation_for(schema.index_signature(self.index_path))
+        generation.conn.execute("BEGIN")
+        try:
+            yield generation
+        finally:
+            generation.conn.execute("ROLLBACK")
+
+    def _generation_for(self, signature: tuple[tuple[int, int, int], ...]) -> _Generation:
+        current = self._generation
+        if current is not None and current.signature == signature:
+            return current
+        if current is not None:
+            current.close()
+            self._generation = None
+        if signature[0] == (0, 0, 0):
+            raise IndexMissingError("this KB has no index yet", remedy="run `pnk sync` in the KB",
+                                    path=self.index_path)
+        conn = schema.open_reader(self.index_path)
+        try:
+            bm25.ensure_vocabulary(conn)
+            meta = schema.read_meta(conn)
+            chunk_count = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            inactive = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                "WHERE d.state != 'active')"
+            ).fetchone()[0]
+            tokenizer = Tokenizer(tokenizer_of(conn))
+        except BaseException:
+            conn.close()
+            raise
+        self._generation = _Generation(signature, conn, meta, tokenizer, chunk_count, bool(inactive))
+        return self._generation
+
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            if self._embedder_loader is None:
+                raise UsageError(
+                    "vector search needs an embedding model and this Searcher has none",
+                    remedy="pass embedder= or embedder_loader=, or search with mode='bm25'",
+                )
+            self._embedder = self._embedder_loader()
+        return self._embedder
+
+    def reranker(self) -> Reranker:
+        if self._reranker is None:
+            if self._reranker_loader is None:
+                from pinakes.errors import ModelUnavailableError
+
+                raise ModelUnavailableError(
+                    "reranking is on but no reranker is configured for this search",
+                    remedy="set `rerank = false` under [retrieval] in pinakes.toml, or pass --no-rerank",
+                )
+            self._reranker = self._reranker_loader()
+        return self._reranker
+
+
+class _Run:
+    """One search call: the pipeline's stages in order, with their timings and notes."""
+
+    def __init__(self, searcher: Searcher, query: str, filters: SearchFilters, mode: str,
+                 rerank: bool | None, final_k: int | None):
+        self.searcher = searcher
+        self.settings = searcher.settings
+        self.query = query
+        self.filters = filters
+        self.mode = mode
+        self.rerank = self.settings.rerank if rerank is None else rerank
+        self.notes: list[str] = []
+        self.timings: dict[str, float] = {}
+        self.final_k = self._final_k(final_k)
+        self.fusion_top_k = max(self.settings.fusion_top_k, self.final_k)
+        self.candidates_per_source = max(self.settings.candidates_per_source, self.fusion_top_k)
+        self._clock = time.perf_counter()
+
+    def _final_k(self, requested: int | None) -> int:
+        if requested is None:
+            return max(1, self.settings.final_k)
+        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+            raise UsageError(f"the number of results must be a positive integer, got {requested!r}",
+                             remedy="pass -k 8")
+        if requested > MAX_FINAL_K:
+            self.notes.append(f"asked for {requested} passages; returning at most {MAX_FINAL_K}")
+            return MAX_FINAL_K
+        return requested
+
+    def _lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings[stage] = round((now - self._clock) * 1000.0, 3)
+        self._clock = now
+
+    def execute(self) -> SearchResult:
+        started = time.perf_counter()
+        searcher = self.searcher
+        uses_vectors = self.mode in ("hybrid", "vector")
+        reranker = searcher.reranker() if self.rerank else None
+        embedder = searcher.embedder() if uses_vectors else None
+        self._lap("load_models")
+        with searcher._snapshot() as generation:
+            stale = self._check_coherence(generation, embedder)
+            self._lap("coherence")
+            scope = self._scope(generation)
+            self._lap("filters")
+            plan = None
+            keyword: list[tuple[int, float]] = []
+            if self.mode in ("hybrid", "bm25"):
+                plan, keyword = self._keyword(generation, scope)
+                self._lap("bm25")
+            vector: list[tuple[int, float]] = []
+            if embedder is not None:
+                vector = self._vector(generation, embedder, scope)
+            ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k)
+            pool = cut_with_ties(ranked, self.fusion_top_k)
+            rows = _hydrate(generation.conn, [candidate.chunk_id for candidate in pool])
+            pool = [candidate for candidate in pool if candidate.chunk_id in rows]
+            self._coverage(generation, plan, pool, rows)
+            fused = order_fused(pool)[: self.fusion_top_k]
+            self._lap("fusion")
+            final = fused
+            if reranker is not None and fused:
+                scores = reranker.score(self.query, [rows[c.chunk_id]["text"] for c in fused])
+                for candidate, score in zip(fused, scores, strict=True):
+                    candidate.rerank = float(score)
+                final = order_reranked(fused)
+                self._lap("rerank")
+            final = final[: self.final_k]
+            passages = tuple(_passage(candidate, rows[candidate.chunk_id], stale) for candidate in final)
+            confidence = self._confidence(passages, reranker, embedder)
+            suggestion = None
+            if confidence.level in (LOW, UNKNOWN):
+                suggestion = suggest_next(
+                    self.query, plan=plan, filters=self.filters, mode=self.mode,
+                    passage_texts=[passage.text for passage in passages],
+                    conn=generation.conn, tokenizer=generation.tokenizer,
+                )
+            self._lap("finish")
+        if plan is not None:
+            self.notes.extend(plan.notes)
+        if not self.rerank:
+            self.notes.append("rerank off: passages are in fused order")
+        if stale:
+            affected = sorted({p.path for p in passages if p.stale_extraction})
+            if affected:
+                self.notes.append(
+                    "stale paid extraction (still served; re-extract when convenient): " + ", ".join(affected)
+                )
+        self.timings["total"] = round((time.perf_counter() - started) * 1000.0, 3)
+        return SearchResult(
+            query=self.query, passages=passages, confidence=confidence, suggested_next=suggestion,
+            notes=tuple(self.notes), timings=self.timings, mode=self.mode, reranked=reranker is not None,
+        )
+
+    # -- stages ---------------------------------------------------------------------------------
+
+    def _check_coherence(self, generation: _Generation, embedder: Embedder | None) -> dict[str, str]:
+        """Refuse a model mismatch or a free extractor's stale text; return paid-stale documents."""
+        from pinakes.embed.coherence import check_extraction_coherence, check_model_coherence
+
+        if embedder is not None and generation.model_checked_for != embedder.identity:
+            check_model_coherence(generation.meta, embedder.identity)
+            generation.model_checked_for = embedder.identity
+        return dict(check_extraction_coherence(generation.conn))
+
+    def _scope(self, generation: _Generation) -> tuple[str, list[object]] | None:
+        """The chunk-id subquery the filters allow, or None when every indexed chunk is allowed."""
+        if not self.filters.active and not generation.has_inactive_chunks:
+            return None
+        where, params = document_where(self.filters, "d")
+        return f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where}", params
+
+    def _keyword(self, generation: _Generation, scope: tuple[str, list[object]] | None):
+        analyzed = analyze(self.query, generation.tokenizer)
+        plan = bm25.plan_keywords(generation.conn, analyzed, self.settings.keyword, generation.chunk_count)
+        hits = bm25.bm25_search(
+            generation.conn, plan, self.candidates_per_source,
+            scope_sql=scope[0] if scope else None, scope_params=scope[1] if scope else None,
+            options=self.settings.keyword,
+        )
+        return plan, hits
+
+    def _vector(self, generation: _Generation, embedder: Embedder, scope: tuple[str, list[object]] | None):
+        from pinakes.search import vectors
+
+        query_vector = embedder.embed_query(self.query)
+        self._lap("embed_query")
+        if generation.matrix is None:
+            dim = generation.meta.get("embedding_dim")
+            generation.matrix = vectors.load_matrix(
+                generation.conn, int(dim) if dim and dim.isdigit() else None, self.searcher.index_path
+            )
+            self._lap("load_matrix")
+        mask = None
+        if self.filters.active:
+            where, params = document_where(self.filters, "d")
+            allowed = {row[0] for row in generation.conn.execute(f"SELECT d.id FROM documents d WHERE {where}", params)}
+            mask = vectors.row_mask(generation.matrix, allowed)
+        hits = vectors.vector_search(generation.matrix, query_vector, self.candidates_per_source, mask)
+        self._lap("vectors")
+        return hits
+
+    def _coverage(self, generation: _Generation, plan: bm25.KeywordPlan | None,
+                  pool: list[Candidate], rows: dict[int, dict[str, Any]]) -> None:
+        """Share of the query's keywords each candidate contains (used only to break ties)."""
+        units = plan.units if plan is not None else analyze(self.query, generation.tokenizer).units
+        content = [unit for unit in units if not unit.function_word] or list(units)
+        if not content or not pool:
+            return
+        term_sets = generation.tokenizer.terms([rows[c.chunk_id]["text"] for c in pool])
+        for candidate, terms in zip(pool, term_sets, strict=True):
+            present = set(terms)
+            hits = sum(1 for unit in content if all(term in present for term in unit.terms))
+            candidate.coverage = round(hits / len(content), 4)
+
+    def _confidence(self, passages: tuple[Passage, ...], reranker: Reranker | None,
+                    embedder: Embedder | None) -> Confidence:
+        rerank_top = passages[0].scores.rerank if passages and reranker is not None else None
+        cosines = [p.scores.cosine for p in passages if p.scores.cosine is not None]
+        return assess(
+            passage_count=len(passages),
+            rerank_top=rerank_top,
+            best_cosine=max(cosines) if cosines else None,
+            thresholds=self.settings.confidence,
+            reranker_model=getattr(reranker, "model", None),
+            embedding_model=embedder.identity.model if embedder is not None else None,
+        )
+
+
+def _hydrate(conn: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, dict[str, Any]]:
+    if not chunk_ids:
+        return {}
+    marks = ", ".join("?" * len(chunk_ids))
+    cursor = conn.execute(
+        "SELECT c.id, c.doc_id, c.ordinal, c.text, c.char_start, c.char_end, c.heading_path, "
+        "c.page_start, c.page_end, d.path, d.title, d.metadata, d.source_type "
+        f"FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})",
+        chunk_ids,
+    )
+    names = [column[0] for column in cursor.description]
+    return {row[0]: dict(zip(names, row, strict=True)) for row in cursor}
+
+
+def _json(value: str | None, fallback: Any) -> Any:
+    if not value:
+        return fallback
+    try:
+        return json.loads(value)
+    except ValueError:
+        return fallback
+
+
+def _passage(candidate: Candidate, row: dict[str, Any], stale: dict[str, str]) -> Passage:
+    metadata = _json(row["metadata"], {})
+    metadata = metadata if isinstance(metadata, dict) else {}
+    tags = metadata.get("tags") or []
+    tags = [tags] if isinstance(tags, str) else tags
+    heading = _json(row["heading_path"], None)
+    title = row["title"] or (metadata.get("title") if isinstance(metadata.get("title"), str) else None)
+    return Passage(
+        text=row["text"],
+        citation=citation(row["path"], row["char_start"], row["char_end"], row["page_start"], row["page_end"]),
+        path=row["path"],
+        doc_id=row["doc_id"],
+        title=title,
+        tags=tuple(str(tag) for tag in tags) if isinstance(tags, list) else (),
+        heading_path=tuple(str(part) for part in heading) if isinstance(heading, list) else None,
+        page_start=row["page_start"],
+        page_end=row["page_end"],
+        char_start=row["char_start"],
+        char_end=row["char_end"],
+        ordinal=row["ordinal"],
+        source_type=row["source_type"],
+        scores=StageScores(
+            bm25_rank=candidate.bm25_rank,
+            bm25_score=_round(candidate.bm25_score),
+            vector_rank=candidate.vector_rank,
+            cosine=_round(candidate.cosine),
+            rrf=_round(candidate.rrf),
+            rerank=_round(candidate.rerank),
+            coverage=candidate.coverage,
+        ),
+        stale_extraction=stale.get(row["doc_id"]),
+    )
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 6)
+
+
+def search(
+    kb_root: Path | str,
+    query: str,
+    *,
+    manifest: Any = None,
+    filters: SearchFilters | None = None,
+    mode: str = "hybrid",
+    rerank: bool | None = None,
+    final_k: int | None = None,
+    offline: bool | None = None,
+) -> SearchResult:
+    """One search over the KB at `kb_root`. Long-lived callers (the MCP server, eval) hold a
+    `Searcher` instead, so the matrix and the models load once."""
+    with Searcher.for_kb(kb_root, manifest, offline=offline) as searcher:
+        return searcher.search(query, filters=filters, mode=mode, rerank=rerank, final_k=final_k)
+
+
+__all__ = ["MODES", "SearchSettings", "Searcher", "search"]

@@ -1,0 +1,80 @@
+"""The suggested next search returned beside low- or unknown-confidence results (spec §4.2).
+
+On MCP the calling agent decides what to do with weak evidence; its reasoning is already paid
+for. A suggestion is a concrete free search, derived from what this search saw, in the order of
+what most often went wrong: words the KB does not know, filters that excluded too much, a single
+retriever, and finally too little context (expand with the best passages' distinctive words).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from pinakes.search.bm25 import VOCAB_TABLE, KeywordPlan
+from pinakes.search.filters import SearchFilters
+from pinakes.search.query import FUNCTION_WORDS, Tokenizer, split_words
+from pinakes.search.results import SuggestedSearch
+
+EXPANSION_WORDS = 3
+EXPANSION_SOURCE_PASSAGES = 3
+
+
+def suggest_next(
+    query: str,
+    *,
+    plan: KeywordPlan | None,
+    filters: SearchFilters,
+    mode: str,
+    passage_texts: list[str],
+    conn: sqlite3.Connection,
+    tokenizer: Tokenizer,
+) -> SuggestedSearch | None:
+    if plan is not None and plan.unknown_words and plan.units:
+        unknown = {word.lower() for word in plan.unknown_words}
+        kept = [word for word in split_words(query) if word.lower() not in unknown]
+        return SuggestedSearch(
+            query=" ".join(kept),
+            reason=f"this KB's index has never seen: {', '.join(plan.unknown_words[:10])}; search without them",
+            mode=mode,
+        )
+    if filters.active:
+        return SuggestedSearch(
+            query=query, reason="the filters may exclude the answer; search the whole KB", mode=mode, filters={}
+        )
+    if mode != "hybrid":
+        return SuggestedSearch(query=query, reason=f"{mode}-only search; combine both retrievers", mode="hybrid")
+    expansion = _expansion_words(query, passage_texts[:EXPANSION_SOURCE_PASSAGES], conn, tokenizer)
+    if expansion:
+        return SuggestedSearch(
+            query=f"{query} {' '.join(expansion)}",
+            reason="add distinctive words from the best passages to focus the search",
+            mode=mode,
+        )
+    return None
+
+
+def _expansion_words(query: str, texts: list[str], conn: sqlite3.Connection, tokenizer: Tokenizer) -> list[str]:
+    """The rarest words (by document frequency, seen in at least two chunks) of the best passages
+    that the query does not already contain."""
+    query_terms = {term for terms in tokenizer.terms(split_words(query)) for term in terms}
+    words = list(dict.fromkeys(
+        word for text in texts for word in split_words(text)
+        if len(word) > 2 and not word.isdigit() and word.lower() not in FUNCTION_WORDS
+    ))[:400]
+    if not words:
+        return []
+    candidates: dict[str, str] = {}
+    for word, terms in zip(words, tokenizer.terms(words), strict=True):
+        if len(terms) == 1 and terms[0] not in query_terms:
+            candidates.setdefault(terms[0], word)
+    if not candidates:
+        return []
+    marks = ", ".join("?" * len(candidates))
+    frequencies = dict(conn.execute(
+        f"SELECT term, doc FROM {VOCAB_TABLE} WHERE term IN ({marks})", list(candidates)
+    ).fetchall())
+    ranked = sorted(
+        (term for term in candidates if frequencies.get(term, 0) >= 2),
+        key=lambda term: (frequencies[term], term),
+    )
+    return [candidates[term] for term in ranked[:EXPANSION_WORDS]]

@@ -1,0 +1,253 @@
+"""End-to-end sync behaviour on real files, with a deterministic fake embedder (fast)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pinakes.errors import LockHeldError, SidecarError
+from pinakes.index import schema
+from pinakes.init import init_kb
+from pinakes.sync.context import SyncOptions
+from pinakes.sync.engine import run_sync
+from tests.fakes import FakeEmbedder
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    root = tmp_path / "kb"
+    init_kb(root, name="test")
+    docs = root / "docs"
+    (docs / "notes").mkdir(parents=True)
+    (docs / "alpha.md").write_text("# Alpha\n\nThe alpha document talks about aeroplanes.\n\n"
+                                   "## Wings\n\nWings generate lift.\n", encoding="utf-8")
+    (docs / "notes" / "beta.md").write_text("# Beta\n\nBeta is about boats and harbours.\n", encoding="utf-8")
+    (docs / "gamma.txt").write_text("Gamma is plain text about gardens.\n", encoding="utf-8")
+    return root
+
+
+def sync(root: Path, **options: object) -> object:
+    return run_sync(root, SyncOptions(**options), embedder=FakeEmbedder())  # type: ignore[arg-type]
+
+
+def rows(root: Path, sql: str, *args: object) -> list[tuple]:
+    conn = sqlite3.connect(root / ".pinakes" / "index.db")
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+def doc_ids(root: Path) -> dict[str, str]:
+    return dict(rows(root, "SELECT path, id FROM documents WHERE state = 'active'"))
+
+
+def test_first_sync_mints_sidecars_and_indexes_everything(kb: Path) -> None:
+    report = sync(kb)
+    assert report.ok
+    assert sorted(report.added) == ["docs/alpha.md", "docs/gamma.txt", "docs/notes/beta.md"]
+    for path in report.added:
+        assert (kb / (path + ".pnk.yaml")).is_file()
+    ids = doc_ids(kb)
+    assert len(set(ids.values())) == 3
+    chunks = rows(kb, "SELECT c.text, c.char_start, c.char_end, d.path FROM chunks c "
+                      "JOIN documents d ON d.id = c.doc_id")
+    for text, start, end, path in chunks:
+        assert (kb / path).read_text(encoding="utf-8")[start:end] == text  # the span invariant
+    assert rows(kb, "SELECT COUNT(*) FROM embeddings")[0][0] == len(chunks)
+    assert rows(kb, "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'aeroplanes'")[0][0] == 1
+
+
+def test_a_second_sync_is_a_noop_that_hashes_nothing(kb: Path) -> None:
+    sync(kb)
+    before = rows(kb, "SELECT id, build_key, indexed_at FROM documents ORDER BY id")
+    report = sync(kb)
+    assert report.noop and report.files_hashed == 0
+    assert "pipeline" not in report.timings  # doit was never started
+    assert rows(kb, "SELECT id, build_key, indexed_at FROM documents ORDER BY id") == before
+
+
+def test_an_edit_reindexes_only_that_document_and_keeps_its_id(kb: Path) -> None:
+    sync(kb)
+    ids = doc_ids(kb)
+    untouched = rows(kb, "SELECT id FROM chunks WHERE doc_id = ?", ids["docs/gamma.txt"])
+    (kb / "docs/alpha.md").write_text("# Alpha\n\nNow about helicopters.\n", encoding="utf-8")
+    report = sync(kb)
+    assert report.changed == ["docs/alpha.md"] and not report.added
+    assert doc_ids(kb) == ids
+    assert rows(kb, "SELECT id FROM chunks WHERE doc_id = ?", ids["docs/gamma.txt"]) == untouched
+    assert rows(kb, "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'helicopters'")[0][0] == 1
+    assert rows(kb, "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'aeroplanes'")[0][0] == 0
+
+
+def test_a_rename_with_its_sidecar_keeps_the_id_without_reembedding(kb: Path) -> None:
+    sync(kb)
+    ids = doc_ids(kb)
+    chunk_ids = rows(kb, "SELECT id FROM chunks WHERE doc_id = ?", ids["docs/alpha.md"])
+    (kb / "docs/alpha.md").rename(kb / "docs/notes/alpha-renamed.md")
+    (kb / "docs/alpha.md.pnk.yaml").rename(kb / "docs/notes/alpha-renamed.md.pnk.yaml")
+    report = sync(kb)
+    assert report.renamed == [("docs/alpha.md", "docs/notes/alpha-renamed.md")]
+    assert doc_ids(kb)["docs/notes/alpha-renamed.md"] == ids["docs/alpha.md"]
+    assert rows(kb, "SELECT id FROM chunks WHERE doc_id = ?", ids["docs/alpha.md"]) == chunk_ids
+
+
+def test_a_rename_without_its_sidecar_is_found_by_hash_and_the_sidecar_follows(kb: Path) -> None:
+    sync(kb)
+    ids = doc_ids(kb)
+    sidecar_text = (kb / "docs/alpha.md.pnk.yaml").read_bytes()
+    (kb / "docs/alpha.md").rename(kb / "docs/moved.md")
+    report = sync(kb)
+    assert report.renamed == [("docs/alpha.md", "docs/moved.md")]
+    assert doc_ids(kb)["docs/moved.md"] == ids["docs/alpha.md"]
+    assert (kb / "docs/moved.md.pnk.yaml").read_bytes() == sidecar_text
+    assert not (kb / "docs/alpha.md.pnk.yaml").exists()
+
+
+def test_a_deleted_document_is_soft_deleted_and_its_sidecar_kept(kb: Path) -> None:
+    sync(kb)
+    ids = doc_ids(kb)
+    (kb / "docs/gamma.txt").unlink()
+    report = sync(kb)
+    assert report.deleted == ["docs/gamma.txt"]
+    assert report.orphaned_sidecars == ["docs/gamma.txt.pnk.yaml"]
+    assert (kb / "docs/gamma.txt.pnk.yaml").exists()
+    gamma = ids["docs/gamma.txt"]
+    assert rows(kb, "SELECT state FROM documents WHERE id = ?", gamma) == [("deleted",)]
+    assert rows(kb, "SELECT COUNT(*) FROM chunks WHERE doc_id = ?", gamma) == [(0,)]
+    assert rows(kb, "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'gardens'")[0][0] == 0
+
+
+def test_a_sidecar_only_edit_refreshes_metadata_without_reembedding(kb: Path) -> None:
+    sync(kb)
+    ids = doc_ids(kb)
+    chunk_ids = rows(kb, "SELECT id FROM chunks ORDER BY id")
+    sidecar = kb / "docs/alpha.md.pnk.yaml"
+    sidecar.write_text(sidecar.read_text(encoding="utf-8").replace("tags: []", "tags: [aviation]"),
+                       encoding="utf-8")
+    report = sync(kb)
+    assert report.metadata_refreshed == ["docs/alpha.md"] and not report.changed
+    assert rows(kb, "SELECT id FROM chunks ORDER BY id") == chunk_ids
+    (metadata,) = rows(kb, "SELECT metadata FROM documents WHERE id = ?", ids["docs/alpha.md"])[0]
+    assert json.loads(metadata)["tags"] == ["aviation"]
+
+
+def test_a_broken_document_fails_alone_and_is_listed(kb: Path) -> None:
+    (kb / "docs/broken.md").write_bytes(b"# Broken\n\nbad byte \xff here\n")
+    report = sync(kb)
+    assert not report.ok
+    (failure,) = report.failures
+    assert failure.path == "docs/broken.md" and failure.stage == "extract"
+    assert len(doc_ids(kb)) == 3  # the others are indexed
+    assert rows(kb, "SELECT path, stage FROM failures") == [("docs/broken.md", "extract")]
+    (kb / "docs/broken.md").write_text("# Fixed\n", encoding="utf-8")
+    assert sync(kb).ok
+    assert rows(kb, "SELECT COUNT(*) FROM failures") == [(0,)]
+
+
+def test_an_unparseable_sidecar_is_never_minted_over(kb: Path) -> None:
+    bad = kb / "docs/notes/beta.md.pnk.yaml"
+    bad.write_bytes(b"id: [unclosed\n")
+    report = sync(kb)
+    assert [f.path for f in report.failures] == ["docs/notes/beta.md"]
+    assert "line" in report.failures[0].error
+    assert bad.read_bytes() == b"id: [unclosed\n"
+    assert "docs/notes/beta.md" not in doc_ids(kb)
+
+
+def test_the_same_id_in_two_sidecars_is_a_hard_error_naming_both(kb: Path) -> None:
+    sync(kb)
+    (kb / "docs/copy.md").write_text("# Copy\n", encoding="utf-8")
+    (kb / "docs/copy.md.pnk.yaml").write_bytes((kb / "docs/alpha.md.pnk.yaml").read_bytes())
+    with pytest.raises(SidecarError) as raised:
+        sync(kb)
+    assert "docs/alpha.md.pnk.yaml" in raised.value.message and "docs/copy.md.pnk.yaml" in raised.value.message
+
+
+def test_index_only_never_writes_into_the_source_tree(kb: Path) -> None:
+    report = sync(kb, index_only=True)
+    assert not report.sidecars_written and not list((kb / "docs").rglob("*.pnk.yaml"))
+    assert any("no sidecar" in note for note in report.notes)
+
+
+def test_the_graph_census_names_every_kind(kb: Path) -> None:
+    report = sync(kb)
+    assert report.graph_census is not None
+    assert set(report.graph_census) == {"membership", "sibling", "parent-child", "in-section",
+                                        "co-located", "shared-tag", "authored"}
+    assert report.graph_census["membership"] == rows(kb, "SELECT COUNT(*) FROM chunks")[0][0]
+
+
+def test_rebuild_swaps_in_a_fresh_index_and_keeps_the_ledger(kb: Path) -> None:
+    sync(kb)
+    ledger = kb / ".pinakes" / "ledger.jsonl"
+    ledger.write_text('{"kind": "reservation"}\n', encoding="utf-8")
+    reader = schema.open_reader(kb / ".pinakes" / "index.db")
+    old_build = schema.read_meta(reader)["build_id"]
+    report = sync(kb, rebuild=True)
+    assert report.ok and report.mode == "rebuild"
+    assert ledger.read_text(encoding="utf-8") == '{"kind": "reservation"}\n'
+    assert schema.read_meta(reader)["build_id"] != old_build  # an old reader's next read sees it
+    reader.close()
+    fresh = schema.open_reader(kb / ".pinakes" / "index.db")
+    assert schema.read_meta(fresh)["build_id"] != old_build
+    assert fresh.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    fresh.close()
+    assert not (kb / ".pinakes" / "index.db.new").exists()
+
+
+def test_a_live_lock_on_this_host_skips_quietly(kb: Path) -> None:
+    lock = kb / ".pinakes" / "sync.lock"
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text(json.dumps({"pid": os.getppid(), "hostname": socket.gethostname(),
+                                "started": "2026-11-30T00:00:00+00:00"}), encoding="utf-8")
+    report = sync(kb)
+    assert report.skipped_reason and "pid" in report.skipped_reason
+    assert lock.exists()
+
+
+def test_a_dead_pid_lock_is_reclaimed_with_a_warning(kb: Path) -> None:
+    lock = kb / ".pinakes" / "sync.lock"
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text(json.dumps({"pid": 2**22 + 12345, "hostname": socket.gethostname(),
+                                "started": "2026-11-30T00:00:00+00:00"}), encoding="utf-8")
+    report = sync(kb)
+    assert report.ok and any("stale" in w for w in report.warnings)
+    assert not lock.exists()
+
+
+def test_another_hosts_lock_is_refused_naming_force_unlock(kb: Path) -> None:
+    lock = kb / ".pinakes" / "sync.lock"
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text(json.dumps({"pid": 1, "hostname": "elsewhere.example",
+                                "started": "2026-11-30T00:00:00+00:00"}), encoding="utf-8")
+    with pytest.raises(LockHeldError) as raised:
+        sync(kb)
+    assert "elsewhere.example" in raised.value.message and "--force-unlock" in (raised.value.remedy or "")
+    assert sync(kb, force_unlock=True).ok
+
+
+def test_changing_chunking_settings_reembeds_every_document(kb: Path) -> None:
+    sync(kb)
+    manifest = kb / "pinakes.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace("max_tokens = 250", "max_tokens = 120"),
+                        encoding="utf-8")
+    report = sync(kb)
+    assert sorted(report.reembedded) == sorted(doc_ids(kb))
+
+
+def test_a_model_change_rebuilds_the_whole_index(kb: Path) -> None:
+    sync(kb)
+    manifest = kb / "pinakes.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace(
+        "model = \"sentence-transformers/all-MiniLM-L6-v2\"", "model = \"org/other-model\""), encoding="utf-8")
+    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder(model="org/other-model"))
+    assert report.mode == "rebuild"
+    conn = schema.open_reader(kb / ".pinakes" / "index.db")
+    assert schema.read_meta(conn)["embedding_model"] == "org/other-model"
+    conn.close()
