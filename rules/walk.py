@@ -7,9 +7,7 @@ only new or touched files are read. Symlinks are not followed: nothing outside t
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,26 +54,6 @@ def hash_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def _compile_globs(patterns: tuple[str, ...] | list[str]) -> re.Pattern[str] | None:
-    if not patterns:
-        return None
-    parts = []
-    for pattern in patterns:
-        parts.append(fnmatch.translate(pattern))
-        if pattern.startswith("**/"):  # `**/x` also matches `x` at the top level
-            parts.append(fnmatch.translate(pattern[3:]))
-    return re.compile("|".join(f"(?:{p})" for p in parts))
-
-
-def _matches(regex: re.Pattern[str] | None, path: str) -> bool:
-    if regex is None:
-        return False
-    if regex.match(path):
-        return True
-    # A pattern without a slash matches the file's name in any directory, as .gitignore does.
-    return bool(regex.match(path.rsplit("/", 1)[-1]))
-
-
 def load_walk_cache(conn: sqlite3.Connection | None) -> dict[str, tuple[int, int, int, str]]:
     if conn is None:
         return {}
@@ -88,8 +66,6 @@ def walk(root: Path, sources: Any, cache: dict[str, tuple[int, int, int, str]], 
     """Walk `sources.roots` under `root`. `only` restricts documents to those paths (staged files)."""
     from pinakes.extract.source_types import source_type_for
 
-    include = _compile_globs(tuple(sources.include))
-    exclude = _compile_globs(tuple(sources.exclude))
     result = WalkResult()
     sidecar_files: dict[str, FileState] = {}
     seen: set[str] = set()
@@ -135,7 +111,8 @@ def walk(root: Path, sources: Any, cache: dict[str, tuple[int, int, int, str]], 
                                        "symbolic link (not followed)"))
                 continue
             if entry.is_dir(follow_symlinks=False):
-                if entry.name not in ALWAYS_EXCLUDED_DIRS:
+                rel_dir = entry.path[prefix_len:].replace(os.sep, "/")
+                if entry.name not in ALWAYS_EXCLUDED_DIRS and not sources.prunes(rel_dir):
                     stack.append(entry.path)
                 continue
             if not entry.is_file(follow_symlinks=False):
@@ -146,7 +123,7 @@ def walk(root: Path, sources: Any, cache: dict[str, tuple[int, int, int, str]], 
                 if state is not None:
                     sidecar_files[rel[: -len(SIDECAR_SUFFIX)]] = state
                 continue
-            if _matches(exclude, rel) or not _matches(include, rel):
+            if not sources.selects(rel):
                 continue
             if only is not None and rel not in only:
                 continue

@@ -222,7 +222,7 @@ def test_invalid_toml_names_line_and_column(tmp_path: Path) -> None:
 
 
 def test_unreadable_files_are_manifest_errors(tmp_path: Path) -> None:
-    with pytest.raises(ManifestError, match=r"no pinakes\.toml here"):
+    with pytest.raises(ManifestError, match="the manifest does not exist"):
         load_manifest(tmp_path / "pinakes.toml")
     (tmp_path / "pinakes.toml").write_bytes(MINIMAL.encode() + b'# \xff\n')
     with pytest.raises(ManifestError, match="not valid UTF-8"):

@@ -16,7 +16,9 @@ the tail of the previous chunk of the same section are repeated at the start of 
 Token counting is the cost that matters at sync (10k+ documents), so each piece of text is counted
 once, in batches: blocks up front, split parts as they are split, overlap candidates per chunk.
 Chunk sizes are first estimated by adding those counts, then every chunk is counted for real in
-one batch; the few chunks a non-additive tokenizer pushes over the limit are re-split tighter.
+one batch. With a WordPiece tokenizer (MiniLM, BERT) counts add up exactly over whitespace, so
+that batch only confirms; a section a non-additive tokenizer pushed over the limit is packed
+again, counting each chunk as it closes and re-splitting it tighter.
 """
 
 from __future__ import annotations
@@ -88,26 +90,30 @@ def chunk_text(
     all_blocks = [block for blocks in section_blocks for block in blocks]
     block_tokens = iter(counter.many([text[start:end] for start, end in all_blocks]))
 
-    spans: list[tuple[int, int]] = []
-    heading_paths: list[tuple[str, ...] | None] = []
+    section_atoms: list[list[_Atom]] = []
     for section, blocks in zip(sections, section_blocks, strict=True):
         atoms = [_Atom(start, end, next(block_tokens)) for start, end in blocks]
         if section.heading_path is not None and atoms:
             atoms[0] = _Atom(atoms[0].start, atoms[0].end, atoms[0].tokens, heading=True)
-        packed = packer.pack(atoms)
-        spans.extend(packed)
-        heading_paths.extend([section.heading_path] * len(packed))
+        section_atoms.append(atoms)
 
+    # Pack on estimates, then count every chunk for real in one batch; only a section where the
+    # estimate proved wrong is packed again, counting as it goes.
+    planned = [packer.pack_estimated(atoms) for atoms in section_atoms]
+    counts = iter(counter.many([text[start:end] for spans in planned for start, end, _ in spans]))
     page_of = _PageLookup(pages) if pages is not None else None
     chunks: list[Chunk] = []
-    for heading_path, pieces in zip(heading_paths, packer.verify(spans), strict=True):
-        for piece_start, piece_end, tokens in pieces:
+    for section, atoms, spans in zip(sections, section_atoms, planned, strict=True):
+        counted = [(start, end, next(counts)) for start, end, _ in spans]
+        if any(tokens > max_tokens for _, _, tokens in counted):
+            counted = packer.pack_exact(atoms)
+        for start, end, tokens in counted:
             page_start = page_end = None
             if page_of is not None:
-                page_start, page_end = page_of.pages_for(piece_start, piece_end)
+                page_start, page_end = page_of.pages_for(start, end)
             chunks.append(Chunk(
-                ordinal=len(chunks), text=text[piece_start:piece_end], char_start=piece_start,
-                char_end=piece_end, token_count=tokens, heading_path=heading_path,
+                ordinal=len(chunks), text=text[start:end], char_start=start, char_end=end,
+                token_count=tokens, heading_path=section.heading_path,
                 page_start=page_start, page_end=page_end,
             ))  # fmt: skip
     return chunks
@@ -298,7 +304,7 @@ def _is_outline_walk(numbers: list[tuple[int, ...]]) -> bool:
     its ancestors; the walk starts at 1."""
     previous: tuple[int, ...] = ()
     for number in numbers:
-        successors = {(*previous, 1)} if previous else {(1,)}
+        successors: set[tuple[int, ...]] = {(*previous, 1)} if previous else {(1,)}
         successors.update((*previous[:depth], previous[depth] + 1) for depth in range(len(previous)))
         if number not in successors:
             return False
@@ -359,8 +365,18 @@ class _Packer:
         self.overlap = overlap
         self.first_level = _SPLIT_SENTENCES if split_sentences else _SPLIT_LINES
 
-    def pack(self, atoms: list[_Atom]) -> list[tuple[int, int]]:
-        """Greedily pack one section's atoms into chunk spans of at most max_tokens (estimated).
+    def pack_estimated(self, atoms: list[_Atom]) -> list[tuple[int, int, int]]:
+        """Chunk spans of one section, sized by adding their parts' counts (see _pack)."""
+        return self._pack(atoms, exact=False)
+
+    def pack_exact(self, atoms: list[_Atom]) -> list[tuple[int, int, int]]:
+        """Chunk spans of one section, each counted for real as it closes and re-split when a
+        tokenizer that is not additive over the whitespace between parts put it over the limit.
+        The next chunk's overlap is then taken from the chunk actually emitted."""
+        return self._pack(atoms, exact=True)
+
+    def _pack(self, atoms: list[_Atom], *, exact: bool) -> list[tuple[int, int, int]]:
+        """Greedily pack atoms into chunks of at most max_tokens tokens (estimated unless `exact`).
 
         An atom longer than max_tokens is replaced by its parts. A heading that would otherwise
         end up alone (the paragraph after it is too long to join it) pulls in that paragraph's
@@ -368,7 +384,7 @@ class _Packer:
         """
         limit = self.max_tokens
         queue = deque(atoms)
-        spans: list[tuple[int, int]] = []
+        chunks: list[tuple[int, int, int]] = []
         start = end = tokens = 0
         open_chunk = False
         only_heading = False
@@ -384,14 +400,16 @@ class _Packer:
             elif tokens + atom.tokens <= limit:
                 end, tokens = atom.end, tokens + atom.tokens
             else:
-                spans.append((start, end))
-                overlap_start, overlap_tokens = self._overlap(start, end, min(self.overlap, limit - atom.tokens))
+                chunks.extend(self._fitted(start, end, tokens) if exact else [(start, end, tokens)])
+                last_start, last_end, _ = chunks[-1]
+                overlap_start, overlap_tokens = self._overlap(last_start, last_end,
+                                                              min(self.overlap, limit - atom.tokens))
                 start = overlap_start if overlap_tokens else atom.start
                 end, tokens = atom.end, overlap_tokens + atom.tokens
             only_heading = atom.heading
         if open_chunk:
-            spans.append((start, end))
-        return spans
+            chunks.extend(self._fitted(start, end, tokens) if exact else [(start, end, tokens)])
+        return chunks
 
     def split(self, atom: _Atom) -> list[_Atom]:
         """The parts of `atom` at the first split level that divides it, each counted.
@@ -474,18 +492,16 @@ class _Packer:
             overlap_start, tokens = word_start, tokens + word_tokens
         return overlap_start, tokens
 
-    def verify(self, spans: list[tuple[int, int]]) -> list[list[tuple[int, int, int]]]:
-        """Count every chunk for real; re-split the ones a non-additive tokenizer pushed over.
-
-        Returns, per span, its pieces as (start, end, tokens) with tokens <= max_tokens.
-        """
-        counts = self.counter.many([self.text[start:end] for start, end in spans])
-        return [
-            [(start, end, tokens)] if tokens <= self.max_tokens else self._refit(start, end, tokens)
-            for (start, end), tokens in zip(spans, counts, strict=True)
-        ]
+    def _fitted(self, start: int, end: int, estimate: int) -> list[tuple[int, int, int]]:
+        """[start, end) counted for real; re-split tighter when it is over the limit."""
+        tokens = self.counter.one(self.text[start:end]) if estimate <= self.max_tokens else estimate
+        if tokens <= self.max_tokens:
+            return [(start, end, tokens)]
+        return self._refit(start, end, tokens)
 
     def _refit(self, start: int, end: int, tokens: int) -> list[tuple[int, int, int]]:
+        """Split [start, end) (`tokens` long) into pieces that each count within the limit, by
+        packing it again under a budget shrunk in proportion to the overshoot."""
         budget = self.max_tokens
         while True:
             budget = max(1, min(budget - 1, budget * self.max_tokens // tokens))
@@ -498,7 +514,8 @@ class _Packer:
     def _repack(self, start: int, end: int, budget: int) -> list[tuple[int, int]]:
         """Pack [start, end) under a tighter estimated budget, without overlap."""
         tight = _Packer(self.text, self.counter, budget, 0, split_sentences=self.first_level == _SPLIT_SENTENCES)
-        return tight.pack([_Atom(start, end, budget + 1)])
+        return [(piece_start, piece_end) for piece_start, piece_end, _ in
+                tight._pack([_Atom(start, end, budget + 1)], exact=False)]
 
 
 # --- pages --------------------------------------------------------------------------------------

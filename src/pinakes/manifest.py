@@ -34,7 +34,7 @@ from pinakes import __version__
 from pinakes.errors import ManifestError
 from pinakes.extract.registry import PDF_BACKENDS
 from pinakes.extract.source_types import SUFFIX_TO_TYPE
-from pinakes.kb import MANIFEST_NAME, SIDECAR_SUFFIX, STATE_DIR_NAME
+from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
 
 # Every section and the keys it accepts. The readers below may take only declared keys, and any
 # other key in the file is reported as unknown, so this table is the whole vocabulary.
@@ -280,7 +280,7 @@ def load_manifest(path: Path) -> Manifest:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise InvalidManifestError(path, [ManifestProblem(
-            None, f"no {MANIFEST_NAME} here", "run `pnk init` to create a KB, or pass -C DIR")]) from None
+            None, "the manifest does not exist", "run `pnk init` to create a KB, or pass -C DIR")]) from None
     except OSError as exc:
         raise InvalidManifestError(path, [ManifestProblem(
             None, f"cannot read the manifest ({exc.strerror or exc})",

@@ -65,6 +65,8 @@ _DIRECTIVE = re.compile(r"^%YAML[ \t]+(\S+)", re.MULTILINE)
 _DOCUMENT_START = re.compile(r"^---(?:[ \t]|$)", re.MULTILINE)
 _DOCUMENT_END = re.compile(r"^\.\.\.(?:[ \t]|$)", re.MULTILINE)
 
+_SLIM = "a sidecar holds an id and a little metadata; move bulky content into a document"
+_FLATTEN = "flatten the structure; sidecar metadata is meant to be a few levels deep at most"
 _FIX_IT = "fix the sidecar by hand; its id is permanent, so repair the file rather than deleting it"
 
 JSONValue = Any  # str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]
@@ -175,16 +177,12 @@ def _read_bytes(path: Path) -> bytes:
             remedy="check the file's permissions",
             path=path,
         ) from exc
-    if len(data) > MAX_SIDECAR_BYTES:
-        raise SidecarError(
-            f"the sidecar is larger than {MAX_SIDECAR_BYTES // 1024} KiB",
-            remedy="a sidecar holds an id and a little metadata; move bulky content into a document",
-            path=path,
-        )
-    return data
+    return data  # at most one byte over the cap, which _load_source refuses
 
 
 def _load_source(data: bytes, path: Path) -> _Source:
+    if len(data) > MAX_SIDECAR_BYTES:
+        raise SidecarError(f"the sidecar is larger than {MAX_SIDECAR_BYTES // 1024} KiB", remedy=_SLIM, path=path)
     has_bom = data.startswith(_UTF8_BOM)
     body = data[len(_UTF8_BOM) :] if has_bom else data
     try:
@@ -192,8 +190,6 @@ def _load_source(data: bytes, path: Path) -> _Source:
     except UnicodeDecodeError as exc:
         line, column = _byte_location(body, exc.start)
         raise _located(path, line, column, "not valid UTF-8", "save the file as UTF-8") from None
-    if len(body) > MAX_SIDECAR_BYTES:
-        raise SidecarError(f"the sidecar is larger than {MAX_SIDECAR_BYTES // 1024} KiB", path=path)
     _refuse_other_yaml_versions(text, path)
     root = _compose(text, path)
     return _Source(
@@ -229,20 +225,24 @@ def _compose(text: str, path: Path) -> MappingNode:
         root = yaml.compose(text)
     except MarkedYAMLError as exc:
         if type(exc).__name__ == "MaxDepthExceededError":  # its text suggests raising the limit
-            raise SidecarError(f"the sidecar is nested deeper than {MAX_NESTING} levels", path=path) from None
+            raise SidecarError(f"the sidecar is nested deeper than {MAX_NESTING} levels", remedy=_FLATTEN, path=path) from None
         mark = exc.problem_mark or exc.context_mark
         problem = str(exc.problem or exc.context or "invalid YAML")
         if exc.context and exc.problem:
-            problem = f"{exc.problem} ({exc.context})"
+            context = str(exc.context)
+            problem = f"{problem} ({context})" if context.startswith("while") else f"{context}, {problem}"
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         raise _located(path, line, column, problem, _FIX_IT) from None
     except ReaderError as exc:
         line, column = _text_location(text, exc.position)
-        raise _located(path, line, column, f"character {exc.character!r} is not allowed in YAML", _FIX_IT) from None
+        character = chr(exc.character) if isinstance(exc.character, int) else str(exc.character)
+        raise _located(
+            path, line, column, f"the character U+{ord(character[:1] or ' '):04X} is not allowed in YAML", _FIX_IT
+        ) from None
     except YAMLError as exc:
         raise SidecarError(f"invalid YAML: {exc}", remedy=_FIX_IT, path=path) from None
     except RecursionError:
-        raise SidecarError(f"the sidecar is nested deeper than {MAX_NESTING} levels", path=path) from None
+        raise SidecarError(f"the sidecar is nested deeper than {MAX_NESTING} levels", remedy=_FLATTEN, path=path) from None
     if root is None:
         raise _located(path, 1, 1, "the sidecar is empty", "it needs at least the document's `id`")
     if not isinstance(root, MappingNode):
@@ -391,7 +391,7 @@ def _mapping_entries(node: MappingNode, path: Path, *, depth: int) -> dict[str, 
     """A mapping's entries by key, refusing duplicate and non-string keys (never last-wins)."""
     _refuse_anchor(node, path)
     if _tag(node) != _MAP:
-        raise _at(path, node, f"the tag {_tag(node)} is not allowed in a sidecar", _FIX_IT)
+        raise _refused_tag(path, node)
     entries: dict[str, tuple[Node, Node]] = {}
     for key_node, value_node in node.value:
         _refuse_anchor(key_node, path)
@@ -418,13 +418,13 @@ def _plain(node: Node, path: Path, *, depth: int) -> JSONValue:
     """The JSON value of a node under YAML 1.2's core schema, or a located refusal."""
     _refuse_anchor(node, path)
     if depth > MAX_NESTING:
-        raise _at(path, node, f"values are nested deeper than {MAX_NESTING} levels", _FIX_IT)
+        raise _at(path, node, f"values are nested deeper than {MAX_NESTING} levels", _FLATTEN)
     if isinstance(node, MappingNode):
         entries = _mapping_entries(node, path, depth=depth)
         return {key: _plain(value, path, depth=depth + 1) for key, (_, value) in entries.items()}
     if isinstance(node, SequenceNode):
         if _tag(node) != _SEQ:
-            raise _at(path, node, f"the tag {_tag(node)} is not allowed in a sidecar", _FIX_IT)
+            raise _refused_tag(path, node)
         return [_plain(item, path, depth=depth + 1) for item in node.value]
     assert isinstance(node, ScalarNode)
     return _scalar(node, path)
@@ -442,18 +442,19 @@ def _scalar(node: ScalarNode, path: Path) -> JSONValue:
         if tag == _INT:
             return _parse_int(text)
         if tag == _FLOAT:
-            value = float(text.replace("_", ""))
-            if value != value or value in (float("inf"), float("-inf")):
-                raise _at(
-                    path, node, f"{text} is not a finite number, which JSON cannot store", "quote it as a string"
-                )
-            return value
+            if text.lower().lstrip("+-") in (".inf", ".nan"):
+                raise _at(path, node, f"{text} is not a finite number, which JSON cannot store", "quote it")
+            return float(text.replace("_", ""))
     except ValueError:
         raise _at(path, node, f"{text!r} is not a valid {tag.removeprefix(_YAML_TAG)}", _FIX_IT) from None
-    raise _at(
+    raise _refused_tag(path, node)
+
+
+def _refused_tag(path: Path, node: Node) -> SidecarError:
+    return _at(
         path,
         node,
-        f"the tag {tag} is not allowed in a sidecar: its value cannot be stored as JSON",
+        f"the tag {_tag(node)} is not allowed in a sidecar: its value cannot be stored as JSON",
         "write the value as a plain string, number, boolean, list or mapping",
     )
 
@@ -799,7 +800,9 @@ def _block_entries(node: Node) -> Iterator[tuple[Node, Node]]:
 
 
 def _round_trip_load(source: _Source) -> CommentedMap:
-    document = _new_yaml().load(source.text)
+    # Comment tokens keep a CR the scanner does not strip; _dump puts the line ends back.
+    text = source.text.replace("\r\n", "\n") if source.crlf else source.text
+    document = _new_yaml().load(text)
     assert isinstance(document, CommentedMap)  # _load_source already proved the top level a mapping
     return document
 

