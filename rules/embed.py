@@ -73,10 +73,28 @@ def run_embed(ctx: Any, batch: list[Any]) -> bool:
         return True
     offset = 0
     for item in ready:
+        if item.sidecar is None and not _load_sidecar(ctx, item):
+            offset += len(ctx.chunks.pop(item.doc_id))
+            continue
         count = len(ctx.chunks[item.doc_id])
         doc_vectors = vectors[offset:offset + count] if vectors is not None else None
         offset += count
         write_document(ctx, item, doc_vectors)
+    return True
+
+
+def _load_sidecar(ctx: Any, item: Any) -> bool:
+    """A changed document whose sidecar did not change was paired without parsing it; its metadata
+    is needed now, for the row written beside the new chunks."""
+    from pinakes.sidecar import read_sidecar, sidecar_path_for
+
+    try:
+        item.sidecar = read_sidecar(sidecar_path_for(ctx.paths.root / item.path), kb_id=ctx.kb_id)
+    except PinakesError as exc:
+        ctx.report.fail(item.path, "sidecar", exc.render())
+        ctx.failed.add(item.doc_id)
+        return False
+    item.sidecar_hash = item.sidecar.raw_hash
     return True
 
 
@@ -87,6 +105,8 @@ def _embed_alone(ctx: Any, item: Any) -> None:
     except Exception as exc:
         ctx.report.fail(item.path, "embed", f"{type(exc).__name__}: {exc}")
         ctx.failed.add(item.doc_id)
+        return
+    if item.sidecar is None and not _load_sidecar(ctx, item):
         return
     write_document(ctx, item, vectors)
 

@@ -85,6 +85,18 @@ def test_an_edit_reindexes_only_that_document_and_keeps_its_id(kb: Path) -> None
     assert rows(kb, "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'aeroplanes'")[0][0] == 0
 
 
+def test_an_edit_keeps_the_sidecars_metadata(kb: Path) -> None:
+    sync(kb)
+    sidecar = kb / "docs/alpha.md.pnk.yaml"
+    sidecar.write_text(sidecar.read_text(encoding="utf-8").replace("tags: []", "tags: [aviation]"),
+                       encoding="utf-8")
+    sync(kb)
+    (kb / "docs/alpha.md").write_text("# Alpha\n\nEdited.\n", encoding="utf-8")
+    assert sync(kb).changed == ["docs/alpha.md"]
+    (metadata,) = rows(kb, "SELECT metadata FROM documents WHERE path = 'docs/alpha.md'")[0]
+    assert json.loads(metadata)["tags"] == ["aviation"]
+
+
 def test_a_rename_with_its_sidecar_keeps_the_id_without_reembedding(kb: Path) -> None:
     sync(kb)
     ids = doc_ids(kb)

@@ -99,12 +99,12 @@ def chunk_text(
 
     # Pack on estimates, then count every chunk for real in one batch; only a section where the
     # estimate proved wrong is packed again, counting as it goes.
-    planned = [packer.pack_estimated(atoms) for atoms in section_atoms]
-    counts = iter(counter.many([text[start:end] for spans in planned for start, end, _ in spans]))
+    planned = packer.pack_estimated(section_atoms)
+    counts = iter(counter.many([text[start:end] for spans in planned for start, end in spans]))
     page_of = _PageLookup(pages) if pages is not None else None
     chunks: list[Chunk] = []
     for section, atoms, spans in zip(sections, section_atoms, planned, strict=True):
-        counted = [(start, end, next(counts)) for start, end, _ in spans]
+        counted = [(start, end, next(counts)) for start, end in spans]
         if any(tokens > max_tokens for _, _, tokens in counted):
             counted = packer.pack_exact(atoms)
         for start, end, tokens in counted:
@@ -355,6 +355,17 @@ _SPLIT_SENTENCES, _SPLIT_LINES, _SPLIT_WORDS, _SPLIT_CHARACTERS = range(4)
 _CHARS_PER_TOKEN_WINDOW = 32
 
 
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """A chunk as packing planned it: its own atoms span [start, end); `overlap_limit` tokens are
+    reserved in `tokens` for the tail of the previous chunk, which will be prepended."""
+
+    start: int
+    end: int
+    tokens: int
+    overlap_limit: int
+
+
 class _Packer:
     def __init__(
         self, text: str, counter: _Counter, max_tokens: int, overlap: int, *, split_sentences: bool
@@ -365,18 +376,50 @@ class _Packer:
         self.overlap = overlap
         self.first_level = _SPLIT_SENTENCES if split_sentences else _SPLIT_LINES
 
-    def pack_estimated(self, atoms: list[_Atom]) -> list[tuple[int, int, int]]:
-        """Chunk spans of one section, sized by adding their parts' counts (see _pack)."""
-        return self._pack(atoms, exact=False)
+    def pack_estimated(self, sections: list[list[_Atom]]) -> list[list[tuple[int, int]]]:
+        """Chunk spans per section, sized by adding the counts of their parts.
+
+        Each chunk after the first of a section reserves room for its overlap while packing; the
+        overlaps themselves are resolved afterwards for the whole document in one counting batch.
+        """
+        planned = [self._pack(atoms) for atoms in sections]
+        jobs: list[tuple[int, int, list[tuple[int, int]]]] = []  # (section, chunk, candidate words)
+        for section_index, chunks in enumerate(planned):
+            for chunk_index in range(1, len(chunks)):
+                previous, limit = chunks[chunk_index - 1], chunks[chunk_index].overlap_limit
+                if limit > 0:
+                    jobs.append((section_index, chunk_index, self._overlap_words(previous, limit)))
+        counts = iter(self.counter.many([self.text[a:b] for _, _, words in jobs for a, b in words]))
+        starts = {
+            (section_index, chunk_index): self._overlap_start(
+                words, [next(counts) for _ in words], planned[section_index][chunk_index].overlap_limit
+            )
+            for section_index, chunk_index, words in jobs
+        }
+        return [
+            [(starts.get((section_index, chunk_index), chunk.start), chunk.end)
+             for chunk_index, chunk in enumerate(chunks)]
+            for section_index, chunks in enumerate(planned)
+        ]
 
     def pack_exact(self, atoms: list[_Atom]) -> list[tuple[int, int, int]]:
         """Chunk spans of one section, each counted for real as it closes and re-split when a
         tokenizer that is not additive over the whitespace between parts put it over the limit.
-        The next chunk's overlap is then taken from the chunk actually emitted."""
-        return self._pack(atoms, exact=True)
+        The next chunk's overlap is taken from the chunk actually emitted. Slower (one counting
+        call per chunk), so used only where the estimate proved wrong."""
+        chunks: list[tuple[int, int, int]] = []
+        for planned in self._pack(atoms):
+            start = planned.start
+            if planned.overlap_limit > 0 and chunks:
+                last_start, last_end, _ = chunks[-1]
+                words = self._overlap_words(_Planned(last_start, last_end, 0, 0), planned.overlap_limit)
+                counts = self.counter.many([self.text[a:b] for a, b in words])
+                start = self._overlap_start(words, counts, planned.overlap_limit) or start
+            chunks.extend(self._fitted(start, planned.end))
+        return chunks
 
-    def _pack(self, atoms: list[_Atom], *, exact: bool) -> list[tuple[int, int, int]]:
-        """Greedily pack atoms into chunks of at most max_tokens tokens (estimated unless `exact`).
+    def _pack(self, atoms: list[_Atom]) -> list[_Planned]:
+        """Greedily pack atoms into chunks of at most max_tokens tokens (estimated).
 
         An atom longer than max_tokens is replaced by its parts. A heading that would otherwise
         end up alone (the paragraph after it is too long to join it) pulls in that paragraph's
@@ -384,10 +427,9 @@ class _Packer:
         """
         limit = self.max_tokens
         queue = deque(atoms)
-        chunks: list[tuple[int, int, int]] = []
-        start = end = tokens = 0
-        open_chunk = False
-        only_heading = False
+        chunks: list[_Planned] = []
+        start = end = tokens = reserved = 0
+        open_chunk = only_heading = False
         while queue:
             atom = queue.popleft()
             if atom.tokens > limit or (only_heading and tokens + atom.tokens > limit):
@@ -396,19 +438,16 @@ class _Packer:
                     queue.extendleft(reversed(parts))
                     continue
             if not open_chunk:
-                start, end, tokens, open_chunk = atom.start, atom.end, atom.tokens, True
+                start, end, tokens, reserved, open_chunk = atom.start, atom.end, atom.tokens, 0, True
             elif tokens + atom.tokens <= limit:
                 end, tokens = atom.end, tokens + atom.tokens
             else:
-                chunks.extend(self._fitted(start, end, tokens) if exact else [(start, end, tokens)])
-                last_start, last_end, _ = chunks[-1]
-                overlap_start, overlap_tokens = self._overlap(last_start, last_end,
-                                                              min(self.overlap, limit - atom.tokens))
-                start = overlap_start if overlap_tokens else atom.start
-                end, tokens = atom.end, overlap_tokens + atom.tokens
+                chunks.append(_Planned(start, end, tokens, reserved))
+                reserved = max(0, min(self.overlap, limit - atom.tokens))
+                start, end, tokens = atom.start, atom.end, reserved + atom.tokens
             only_heading = atom.heading
         if open_chunk:
-            chunks.extend(self._fitted(start, end, tokens) if exact else [(start, end, tokens)])
+            chunks.append(_Planned(start, end, tokens, reserved))
         return chunks
 
     def split(self, atom: _Atom) -> list[_Atom]:
@@ -474,27 +513,24 @@ class _Packer:
             position = piece_end
         return pieces
 
-    def _overlap(self, start: int, end: int, limit: int) -> tuple[int, int]:
-        """Where the next chunk starts to repeat at most `limit` tokens of the chunk [start, end).
+    def _overlap_words(self, previous: _Planned, limit: int) -> list[tuple[int, int]]:
+        """The words of `previous` that could be repeated: at most the last `limit` (every word
+        is at least one token), never its first word, so a chunk never holds all of the previous."""
+        return [match.span() for match in _WORD.finditer(self.text, previous.start, previous.end)][1:][-limit:]
 
-        Whole words only, never the chunk's first word: the next chunk may not contain all of the
-        previous one. Returns (start, tokens), tokens 0 when nothing fits.
-        """
-        if limit <= 0:
-            return start, 0
-        # Every word is at least one token, so the last `limit` words hold every candidate.
-        words = [match.span() for match in _WORD.finditer(self.text, start, end)][1:][-limit:]
-        counts = self.counter.many([self.text[word_start:word_end] for word_start, word_end in words])
-        overlap_start, tokens = start, 0
+    @staticmethod
+    def _overlap_start(words: list[tuple[int, int]], counts: list[int], limit: int) -> int | None:
+        """Where the longest run of trailing words within `limit` tokens starts; None if none fits."""
+        overlap_start, tokens = None, 0
         for (word_start, _), word_tokens in zip(reversed(words), reversed(counts), strict=True):
             if tokens + word_tokens > limit:
                 break
             overlap_start, tokens = word_start, tokens + word_tokens
-        return overlap_start, tokens
+        return overlap_start
 
-    def _fitted(self, start: int, end: int, estimate: int) -> list[tuple[int, int, int]]:
+    def _fitted(self, start: int, end: int) -> list[tuple[int, int, int]]:
         """[start, end) counted for real; re-split tighter when it is over the limit."""
-        tokens = self.counter.one(self.text[start:end]) if estimate <= self.max_tokens else estimate
+        tokens = self.counter.one(self.text[start:end])
         if tokens <= self.max_tokens:
             return [(start, end, tokens)]
         return self._refit(start, end, tokens)
@@ -505,17 +541,13 @@ class _Packer:
         budget = self.max_tokens
         while True:
             budget = max(1, min(budget - 1, budget * self.max_tokens // tokens))
-            pieces = self._repack(start, end, budget)
-            counts = self.counter.many([self.text[piece_start:piece_end] for piece_start, piece_end in pieces])
+            tight = _Packer(self.text, self.counter, budget, 0,
+                            split_sentences=self.first_level == _SPLIT_SENTENCES)
+            pieces = tight._pack([_Atom(start, end, budget + 1)])
+            counts = self.counter.many([self.text[piece.start:piece.end] for piece in pieces])
             if max(counts) <= self.max_tokens or budget == 1:
-                return [(s, e, c) for (s, e), c in zip(pieces, counts, strict=True)]
+                return [(piece.start, piece.end, count) for piece, count in zip(pieces, counts, strict=True)]
             tokens = max(counts)
-
-    def _repack(self, start: int, end: int, budget: int) -> list[tuple[int, int]]:
-        """Pack [start, end) under a tighter estimated budget, without overlap."""
-        tight = _Packer(self.text, self.counter, budget, 0, split_sentences=self.first_level == _SPLIT_SENTENCES)
-        return [(piece_start, piece_end) for piece_start, piece_end, _ in
-                tight._pack([_Atom(start, end, budget + 1)], exact=False)]
 
 
 # --- pages --------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from ruamel.yaml.error import CommentMark, MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.representer import RoundTripRepresenter
-from ruamel.yaml.scalarstring import ScalarString
+from ruamel.yaml.scalarstring import FoldedScalarString, LiteralScalarString, ScalarString
 from ruamel.yaml.tokens import CommentToken
 
 from pinakes.atomic import atomic_write_bytes
@@ -887,9 +887,16 @@ def _reconcile_sequence(
     position, and the last item's after the new last item: no comment is lost.
     """
     old_items = list(sequence)
-    is_block = not sequence.fa.flow_style()
-    blocks = [_take_block(*_trailing_slot(sequence, index)) for index in range(len(old_items))] if is_block else []
-    eol_comments = {index: sequence.ca.items.get(index) for index in range(len(old_items))}
+    blocks = [""] * len(old_items)
+    eol_comments: dict[int, Any] = {}
+    if not sequence.fa.flow_style():
+        for index in range(len(old_items)):
+            blocks[index] = _take_block(*_trailing_slot(sequence, index))
+            comments = sequence.ca.items.get(index) or [None, None, None, None]
+            eol_comments[index] = comments[0]
+            before: list[CommentToken] = comments[1] or []
+            if index and before:  # lines kept before this item belong after the previous one
+                blocks[index - 1] += "".join(token.value for token in before)
     unused = list(range(len(old_items)))
     new_items: list[Any] = []
     new_comments: dict[int, Any] = {}
@@ -900,8 +907,8 @@ def _reconcile_sequence(
             continue
         unused.remove(match)
         new_items.append(_refreshed(old_items[match], make(value)))
-        if eol_comments[match] is not None:
-            new_comments[position] = eol_comments[match]
+        if eol_comments.get(match) is not None:
+            new_comments[position] = [eol_comments[match], None, None, None]
     del sequence[:]
     sequence.ca.items.clear()
     sequence.extend(new_items)
@@ -1006,14 +1013,32 @@ def _insert_entry(mapping: CommentedMap, position: int, key: str, value: Any) ->
 
 
 def _delete_entry(mapping: CommentedMap, key: str) -> None:
-    """Delete so that comment lines after the entry move to the entry before it."""
+    """Delete so that the whole comment lines around the entry stay where they were.
+
+    Lines after a flow collection are stored before the next key, so an entry can carry
+    comment lines on both sides; its own end-of-line comment goes with it.
+    """
     keys = list(mapping.keys())
     position = keys.index(key)
-    block = _take_block(*_trailing_slot(mapping, key))
+    before = mapping.ca.items.get(key, [None, None, None, None])[1] or []
+    block = "".join(token.value for token in before) + _take_block(*_trailing_slot(mapping, key))
     del mapping[key]
     mapping.ca.items.pop(key, None)  # ruamel leaves it behind, to resurface on a re-added key
+    if not block:
+        return
     if position > 0:
         _give_block(*_trailing_slot(mapping, keys[position - 1]), block)
+    else:
+        _give_header(mapping, block)
+
+
+def _give_header(mapping: CommentedMap, block: str) -> None:
+    """Comment lines that now come before the first key of a mapping."""
+    if mapping.ca.comment is None:
+        mapping.ca.comment = [None, []]
+    if mapping.ca.comment[1] is None:
+        mapping.ca.comment[1] = []
+    mapping.ca.comment[1].append(CommentToken(block, CommentMark(0), None))
 
 
 def _trailing_slot(container: Any, slot: Any) -> tuple[Any, Any]:
@@ -1029,14 +1054,24 @@ def _comment_index(container: Any) -> int:
     return 2 if isinstance(container, CommentedMap) else 0
 
 
+def _ends_its_own_line(container: Any, slot: Any) -> bool:
+    """A block scalar ends with a line break, so the comment after it cannot be end-of-line."""
+    return isinstance(container[slot], (LiteralScalarString, FoldedScalarString))
+
+
 def _take_block(container: Any, slot: Any) -> str:
-    """Detach and return the whole lines of comment after an entry, keeping its end-of-line comment."""
+    """Detach and return the whole comment lines after an entry, keeping its end-of-line comment."""
     comments = container.ca.items.get(slot)
     token = comments[_comment_index(container)] if comments else None
     if token is None or not token.value:
         return ""
     text = token.value
-    eol, _, block = text.partition("\n") if text.startswith("#") else ("", "", text[1:])
+    if _ends_its_own_line(container, slot):
+        eol, block = "", text
+    elif text.startswith("#"):
+        eol, _, block = text.partition("\n")
+    else:
+        eol, block = "", text[1:]
     if eol:
         token.value = eol + "\n"
     else:
@@ -1051,6 +1086,7 @@ def _give_block(container: Any, slot: Any, block: str) -> None:
     index = _comment_index(container)
     token = comments[index]
     if token is None:
-        comments[index] = CommentToken("\n" + block, CommentMark(0), None)
+        text = block if _ends_its_own_line(container, slot) else "\n" + block
+        comments[index] = CommentToken(text, CommentMark(0), None)
     else:
         token.value += block

@@ -106,7 +106,9 @@ def plan_keywords(
         units = [unit for unit in units if unit.terms in kept]
     notes: list[str] = []
     if unknown:
-        notes.append(f"not in this KB's index (ignored by keyword search): {', '.join(unknown[:20])}")
+        shown = ", ".join(_shown(word) for word in unknown[:20])
+        more = f" and {len(unknown) - 20} more" if len(unknown) > 20 else ""
+        notes.append(f"not in this KB's index (ignored by keyword search): {shown}{more}")
     if capped:
         notes.append(
             f"the query has more than {MAX_QUERY_TERMS} distinct terms; keyword search used the "
@@ -123,6 +125,10 @@ def plan_keywords(
         chunk_count=chunk_count,
         notes=tuple(notes),
     )
+
+
+def _shown(word: str, limit: int = 40) -> str:
+    return word if len(word) <= limit else word[: limit - 1] + "…"
 
 
 def bm25_search(

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinakes.errors import IndexMissingError, UsageError
+from pinakes.errors import IndexMissingError, PinakesError, UsageError
 from pinakes.index import schema
 from pinakes.kb import KBPaths
 from pinakes.search import bm25
@@ -41,7 +41,7 @@ from pinakes.search.fusion import (
     order_reranked,
     reciprocal_rank_fusion,
 )
-from pinakes.search.query import Tokenizer, analyze, tokenizer_of
+from pinakes.search.query import AnalyzedQuery, Tokenizer, analyze, tokenizer_of
 from pinakes.search.results import Passage, SearchResult, StageScores
 from pinakes.search.suggest import suggest_next
 
@@ -92,6 +92,7 @@ class _Generation:
     chunk_count: int
     has_inactive_chunks: bool
     matrix: VectorMatrix | None = None
+    manifest_checked: bool = False
     model_checked_for: object = None  # the embedder identity this generation was checked against
 
     def close(self) -> None:
@@ -111,8 +112,12 @@ class Searcher:
         embedder_loader: Callable[[], Embedder] | None = None,
         reranker: Reranker | None = None,
         reranker_loader: Callable[[], Reranker] | None = None,
+        embedding_section: Any = None,
     ):
+        """`embedding_section` is the manifest's [embedding]: when given, every mode (bm25
+        included) refuses an index built with another model, before any weights load."""
         self.index_path = Path(index_path)
+        self.embedding_section = embedding_section
         self.settings = settings or SearchSettings()
         self._embedder = embedder
         self._embedder_loader = embedder_loader
@@ -145,6 +150,7 @@ class Searcher:
             SearchSettings.from_retrieval(manifest.retrieval),
             embedder_loader=load_embedder,
             reranker_loader=load_reranker,
+            embedding_section=manifest.embedding,
         )
 
     def __enter__(self) -> Searcher:
@@ -271,6 +277,7 @@ class _Run:
         self.filters = filters
         self.mode = mode
         self.rerank = self.settings.rerank if rerank is None else rerank
+        self.analyzed: AnalyzedQuery | None = None
         self.notes: list[str] = []
         self.timings: dict[str, float] = {}
         self.final_k = self._final_k(final_k)
@@ -297,13 +304,15 @@ class _Run:
     def execute(self) -> SearchResult:
         started = time.perf_counter()
         searcher = self.searcher
-        uses_vectors = self.mode in ("hybrid", "vector")
-        reranker = searcher.reranker() if self.rerank else None
-        embedder = searcher.embedder() if uses_vectors else None
-        self._lap("load_models")
         with searcher._snapshot() as generation:
-            stale = self._check_coherence(generation, embedder)
+            stale = self._check_index_coherence(generation)
             self._lap("coherence")
+            # Models load after the cheap checks, so a mismatched index refuses before any weights load.
+            reranker = searcher.reranker() if self.rerank else None
+            embedder = searcher.embedder() if self.mode in ("hybrid", "vector") else None
+            self._lap("load_models")
+            if embedder is not None:
+                self._check_model_coherence(generation, embedder)
             scope = self._scope(generation)
             self._lap("filters")
             plan = None
@@ -318,7 +327,7 @@ class _Run:
             pool = cut_with_ties(ranked, self.fusion_top_k)
             rows = _hydrate(generation.conn, [candidate.chunk_id for candidate in pool])
             pool = [candidate for candidate in pool if candidate.chunk_id in rows]
-            self._coverage(generation, plan, pool, rows)
+            self._coverage(generation, pool, rows)
             fused = order_fused(pool)[: self.fusion_top_k]
             self._lap("fusion")
             final = fused
@@ -357,14 +366,31 @@ class _Run:
 
     # -- stages ---------------------------------------------------------------------------------
 
-    def _check_coherence(self, generation: _Generation, embedder: Embedder | None) -> dict[str, str]:
-        """Refuse a model mismatch or a free extractor's stale text; return paid-stale documents."""
-        from pinakes.embed.coherence import check_extraction_coherence, check_model_coherence
+    def _check_index_coherence(self, generation: _Generation) -> dict[str, str]:
+        """Refuse a manifest/index model mismatch or a free extractor's stale text; return the
+        documents whose paid extraction is stale (served, and marked)."""
+        from pinakes.embed.coherence import check_extraction_coherence, check_manifest_coherence
 
-        if embedder is not None and generation.model_checked_for != embedder.identity:
-            check_model_coherence(generation.meta, embedder.identity)
+        section = self.searcher.embedding_section
+        try:
+            if section is not None and not generation.manifest_checked:
+                check_manifest_coherence(generation.meta, section)
+                generation.manifest_checked = True
+            return dict(check_extraction_coherence(generation.conn))
+        except PinakesError as exc:
+            exc.path = exc.path or self.searcher.index_path
+            raise
+
+    def _check_model_coherence(self, generation: _Generation, embedder: Embedder) -> None:
+        from pinakes.embed.coherence import check_model_coherence
+
+        if generation.model_checked_for != embedder.identity:
+            try:
+                check_model_coherence(generation.meta, embedder.identity)
+            except PinakesError as exc:
+                exc.path = exc.path or self.searcher.index_path
+                raise
             generation.model_checked_for = embedder.identity
-        return dict(check_extraction_coherence(generation.conn))
 
     def _scope(self, generation: _Generation) -> tuple[str, list[object]] | None:
         """The chunk-id subquery the filters allow, or None when every indexed chunk is allowed."""
@@ -374,7 +400,7 @@ class _Run:
         return f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where}", params
 
     def _keyword(self, generation: _Generation, scope: tuple[str, list[object]] | None):
-        analyzed = analyze(self.query, generation.tokenizer)
+        analyzed = self._analyzed(generation)
         plan = bm25.plan_keywords(generation.conn, analyzed, self.settings.keyword, generation.chunk_count)
         hits = bm25.bm25_search(
             generation.conn, plan, self.candidates_per_source,
@@ -403,10 +429,15 @@ class _Run:
         self._lap("vectors")
         return hits
 
-    def _coverage(self, generation: _Generation, plan: bm25.KeywordPlan | None,
-                  pool: list[Candidate], rows: dict[int, dict[str, Any]]) -> None:
-        """Share of the query's keywords each candidate contains (used only to break ties)."""
-        units = plan.units if plan is not None else analyze(self.query, generation.tokenizer).units
+    def _analyzed(self, generation: _Generation) -> AnalyzedQuery:
+        if self.analyzed is None:
+            self.analyzed = analyze(self.query, generation.tokenizer)
+        return self.analyzed
+
+    def _coverage(self, generation: _Generation, pool: list[Candidate], rows: dict[int, dict[str, Any]]) -> None:
+        """Share of the query's keywords (function words aside, unknown words included) each
+        candidate contains. Used only to break exact ties, never to exclude."""
+        units = self._analyzed(generation).units
         content = [unit for unit in units if not unit.function_word] or list(units)
         if not content or not pool:
             return

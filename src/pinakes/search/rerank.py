@@ -13,11 +13,10 @@ docs/QUALITY.md), so without a model cache the remedy is `rerank = false` or a o
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
+from pinakes.embed.hub import fastembed_cache_dir, hf_home, prepare_hub_environment, resolve_offline
 from pinakes.errors import MissingExtraError, ModelUnavailableError, UsageError
 
 PROVIDERS = ("sentence-transformers", "fastembed")
@@ -27,23 +26,6 @@ class Reranker(Protocol):
     model: str
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
-
-
-def offline_requested(offline: bool | None) -> bool:
-    """An explicit choice wins; otherwise PNK_OFFLINE or HF_HUB_OFFLINE set to a true value."""
-    if offline is not None:
-        return offline
-    return any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-               for name in ("PNK_OFFLINE", "HF_HUB_OFFLINE"))
-
-
-def hf_home() -> Path:
-    """The shared Hugging Face cache: N KBs on one machine share one copy of the weights."""
-    configured = os.environ.get("HF_HOME")
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "huggingface"
 
 
 def _sigmoid(value: float) -> float:
@@ -89,7 +71,7 @@ class FastEmbedReranker:
         try:
             # fastembed left alone caches under $TMPDIR; the shared HF cache survives reboots.
             self._encoder: Any = TextCrossEncoder(
-                model_name=model, cache_dir=str(hf_home() / "fastembed"), local_files_only=offline
+                model_name=model, cache_dir=str(fastembed_cache_dir()), local_files_only=offline
             )
         except Exception as exc:
             raise unavailable(model, "fastembed", offline, exc) from exc
@@ -120,7 +102,8 @@ def load_reranker(section: Any, offline: bool | None = None) -> Reranker:
     model = getattr(section, "model", None) or "BAAI/bge-reranker-base"
     revision = getattr(section, "revision", None)
     batch_size = int(getattr(section, "batch_size", 16) or 16)
-    local_only = offline_requested(offline)
+    local_only = resolve_offline(offline)
+    prepare_hub_environment(local_only)
     if provider == "sentence-transformers":
         return SentenceTransformersReranker(model, revision, batch_size, local_only)
     if provider == "fastembed":

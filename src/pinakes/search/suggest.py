@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from pinakes.search.bm25 import VOCAB_TABLE, KeywordPlan
+from pinakes.search.bm25 import VOCAB_TABLE, KeywordPlan, _shown
 from pinakes.search.filters import SearchFilters
 from pinakes.search.query import FUNCTION_WORDS, Tokenizer, split_words
 from pinakes.search.results import SuggestedSearch
@@ -34,7 +34,8 @@ def suggest_next(
         kept = [word for word in split_words(query) if word.lower() not in unknown]
         return SuggestedSearch(
             query=" ".join(kept),
-            reason=f"this KB's index has never seen: {', '.join(plan.unknown_words[:10])}; search without them",
+            reason=f"this KB's index has never seen: {', '.join(_shown(w) for w in plan.unknown_words[:10])}; "
+                   "search without them",
             mode=mode,
         )
     if filters.active:

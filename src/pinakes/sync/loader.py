@@ -56,16 +56,19 @@ def task_namespace(ctx: SyncContext) -> dict[str, Any]:
 
     @create_after(executed="pair")
     def task_extract() -> Any:
+        """turn each changed document into its indexed text"""
         ensure_plan(ctx)
         yield from _rule("extract").tasks_extract(ctx)
 
     @create_after(executed="pair")
     def task_chunk() -> Any:
+        """split each extracted document into passages, counted in model tokens"""
         ensure_plan(ctx)
         yield from _rule("chunk").tasks_chunk(ctx)
 
     @create_after(executed="pair")
     def task_embed() -> Any:
+        """embed the passages in batches across documents; one transaction per document"""
         ensure_plan(ctx)
         yield from _rule("embed").tasks_embed(ctx)
 
