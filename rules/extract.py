@@ -67,7 +67,8 @@ def _cached(ctx: Any, spec: Any, item: Any) -> Any:
         return None
     from pinakes.extract.cache import ExtractCache
 
-    return ExtractCache(ctx.paths.extract_cache).get(item.file.content_hash, spec.fingerprint())
+    hit = ExtractCache(ctx.paths.extract_cache).get(item.file.content_hash, spec.fingerprint())
+    return hit.extracted if hit is not None else None
 
 
 def _store(ctx: Any, spec: Any, item: Any, extracted: Any) -> None:
@@ -75,4 +76,4 @@ def _store(ctx: Any, spec: Any, item: Any, extracted: Any) -> None:
         return
     from pinakes.extract.cache import ExtractCache
 
-    ExtractCache(ctx.paths.extract_cache).put(item.file.content_hash, spec.fingerprint(), extracted)
+    ExtractCache(ctx.paths.extract_cache).put(item.file.content_hash, extracted, paid=spec.paid)

@@ -8,6 +8,7 @@ from `links` at query time, and is counted here only for the census.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import time
@@ -74,7 +75,7 @@ def derive_graph(conn: sqlite3.Connection, kb_id: str) -> dict[str, int]:
         doc_node = node("doc", doc_id)
         chunk_nodes = [node("chunk", f"{doc_id}:{ordinal}") for ordinal, _ in chunks]
         edges.extend((doc_node, chunk_node, "membership") for chunk_node in chunk_nodes)
-        edges.extend((a, b, "sibling") for a, b in zip(chunk_nodes, chunk_nodes[1:], strict=False))
+        edges.extend((a, b, "sibling") for a, b in itertools.pairwise(chunk_nodes))
         sections: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for (_, heading), chunk_node in zip(chunks, chunk_nodes, strict=True):
             if heading:

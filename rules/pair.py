@@ -145,7 +145,7 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
     claim_of: dict[str, str] = {}
     broken: dict[str, str] = {}
     without_sidecar: list[str] = []
-    for path, state in walk.docs.items():
+    for path in walk.docs:
         sidecar_state = walk.sidecars.get(path)
         if sidecar_state is None:
             without_sidecar.append(path)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.heavy  # ~20 s of subprocesses; runs in CI
-
 from pinakes.init import init_kb
 from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.heavy  # ~20 s of subprocesses; runs in CI
 
 SYNC_POINTS = ["sync.after-walk", "sync.after-sidecar-write", "sync.after-delete",
                "sync.mid-document-write", "sync.after-document-write", "sync.before-graph"]

@@ -390,12 +390,12 @@ class _Packer:
                 if limit > 0:
                     jobs.append((section_index, chunk_index, self._overlap_words(previous, limit)))
         counts = iter(self.counter.many([self.text[a:b] for _, _, words in jobs for a, b in words]))
-        starts = {
-            (section_index, chunk_index): self._overlap_start(
-                words, [next(counts) for _ in words], planned[section_index][chunk_index].overlap_limit
-            )
-            for section_index, chunk_index, words in jobs
-        }
+        starts: dict[tuple[int, int], int] = {}
+        for section_index, chunk_index, words in jobs:
+            limit = planned[section_index][chunk_index].overlap_limit
+            overlap_start = self._overlap_start(words, [next(counts) for _ in words], limit)
+            if overlap_start is not None:
+                starts[section_index, chunk_index] = overlap_start
         return [
             [(starts.get((section_index, chunk_index), chunk.start), chunk.end)
              for chunk_index, chunk in enumerate(chunks)]
@@ -414,7 +414,9 @@ class _Packer:
                 last_start, last_end, _ = chunks[-1]
                 words = self._overlap_words(_Planned(last_start, last_end, 0, 0), planned.overlap_limit)
                 counts = self.counter.many([self.text[a:b] for a, b in words])
-                start = self._overlap_start(words, counts, planned.overlap_limit) or start
+                overlap_start = self._overlap_start(words, counts, planned.overlap_limit)
+                if overlap_start is not None:
+                    start = overlap_start
             chunks.extend(self._fitted(start, planned.end))
         return chunks
 

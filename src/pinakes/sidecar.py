@@ -752,7 +752,7 @@ class _Layout:
     @classmethod
     def of(cls, source: _Source) -> _Layout:
         defaults = cls()
-        mapping_indent, sequence = _guess_indents(source.root)
+        mapping_indent, sequence = _guess_indents(source.root, source.text)
         sequence_indent, sequence_offset = sequence or (defaults.sequence_indent, defaults.sequence_offset)
         return cls(
             mapping_indent=mapping_indent or defaults.mapping_indent,
@@ -765,16 +765,23 @@ class _Layout:
         )
 
 
-def _guess_indents(root: MappingNode) -> tuple[int | None, tuple[int, int] | None]:
-    """The first nested block mapping's indent and the first block sequence's (indent, offset),
-    measured from the key that holds them. The dumper applies one setting to the whole file, so
-    following the source's first example keeps most of an edited file as it was."""
+def _guess_indents(root: MappingNode, text: str) -> tuple[int | None, tuple[int, int] | None]:
+    """The first nested block mapping's (or block scalar's) indent and the first block
+    sequence's (indent, offset), measured from the key that holds them. The dumper applies one
+    setting to the whole file, so following the source's first example keeps most of an edited
+    file as it was."""
+    lines = text.splitlines()
     mapping_indent: int | None = None
     sequence: tuple[int, int] | None = None
     for key_node, value_node in _block_entries(root):
         key_column = key_node.start_mark.column
         if mapping_indent is None and isinstance(value_node, MappingNode) and value_node.value:
             mapping_indent = value_node.value[0][0].start_mark.column - key_column
+        if mapping_indent is None and isinstance(value_node, ScalarNode) and value_node.style in ("|", ">"):
+            content_line = value_node.start_mark.line + 1
+            if content_line < len(lines) and lines[content_line].strip():
+                content = lines[content_line]
+                mapping_indent = len(content) - len(content.lstrip(" ")) - key_column
         if sequence is None and isinstance(value_node, SequenceNode) and value_node.value:
             offset = value_node.start_mark.column - key_column
             indent = value_node.value[0].start_mark.column - key_column

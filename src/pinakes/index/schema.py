@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from pinakes.errors import IndexMissingError, IndexSchemaError
@@ -312,10 +312,8 @@ def install_rebuilt(new_path: Path, live_path: Path) -> None:
     finally:
         source.close()
     for suffix in ("", "-wal", "-shm"):
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(str(new_path) + suffix)
-        except FileNotFoundError:
-            pass
 
 
 def _fsync_dir(directory: Path) -> None:

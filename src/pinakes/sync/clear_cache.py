@@ -23,13 +23,12 @@ def clear_extract_cache(start: Path | str | None, *, include_paid: bool, assume_
     if not directory.is_dir():
         return 0, 0
     cache = ExtractCache(directory)
-    entries = cache.entries()
-    doomed = [e for e in entries if include_paid or not e.paid]
-    kept_paid = len(entries) - len(doomed)
-    total = sum(e.size for e in doomed)
-    if not doomed:
+    stats = cache.stats()
+    if not stats.entries:
         return 0, 0
-    prompt = f"remove {len(doomed)} extraction-cache entries ({total:,} bytes) from {directory}?"
+    scope = "every entry, paid extractions included" if include_paid else "free entries (paid ones are kept)"
+    prompt = (f"the extraction cache holds {stats.entries} entries ({stats.bytes:,} bytes); remove "
+              f"{scope}?")
     if not assume_yes:
         if not sys.stdin.isatty():
             raise UsageError(f"{prompt} There is no terminal to confirm on.",
@@ -37,10 +36,8 @@ def clear_extract_cache(start: Path | str | None, *, include_paid: bool, assume_
         answer = input(f"{prompt} [y/N] ").strip().lower()
         if answer != "y":
             raise UsageError("cache left untouched", remedy="answer y to clear it")
-    for entry in doomed:
-        entry.path.unlink(missing_ok=True)
+    removed = cache.clear(include_paid=include_paid)
+    freed = stats.bytes - cache.stats().bytes
     if not quiet:
-        print(f"removed {len(doomed)} cache entries ({total:,} bytes)")
-        if kept_paid:
-            print(f"kept {kept_paid} paid extraction(s): remove them with --clear-cache=paid")
-    return len(doomed), total
+        print(f"removed {removed} cache entries ({freed:,} bytes)")
+    return removed, freed

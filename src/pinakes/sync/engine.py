@@ -9,7 +9,6 @@ comparison decide that nothing changed, which keeps a hook-driven sync of a larg
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
 import time
 from datetime import UTC, datetime
@@ -23,10 +22,7 @@ from pinakes.kb import KBPaths, find_kb_root
 from pinakes.sync.context import SyncContext, SyncOptions
 from pinakes.sync.lock import LockBusy, SyncLock
 from pinakes.sync.report import SyncReport
-
-
-def _rule(step: str) -> Any:
-    return importlib.import_module(f"pinakes.rules.{step}")
+from pinakes.sync.steps import step
 
 
 def run_sync(start: Path | str | None = None, options: SyncOptions | None = None, *,
@@ -72,7 +68,7 @@ def _check_options(options: SyncOptions, manifest: Any) -> None:
 
 def _sync_locked(paths: KBPaths, manifest: Any, options: SyncOptions, report: SyncReport,
                  embedder: Any) -> None:
-    pair = _rule("pair")
+    pair = step("pair")
     rebuild = options.rebuild
     if not rebuild and paths.index_db.exists():
         conn = schema.open_writer(paths.index_db)
@@ -99,7 +95,7 @@ def _sync_locked(paths: KBPaths, manifest: Any, options: SyncOptions, report: Sy
     ctx.keys = pair.build_keys(manifest, options.extract_backend)
     try:
         stage_started = time.perf_counter()
-        walk = _rule("walk")
+        walk = step("walk")
         ctx.walk = walk.walk(paths.root, manifest.sources, walk.load_walk_cache(conn))
         report.files_hashed = ctx.walk.hashed
         if ctx.walk.cache_updates or ctx.walk.cache_removals:
@@ -169,7 +165,7 @@ def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> N
 
     now = datetime.now(UTC).isoformat(timespec="seconds")
     values: dict[str, object] = {"last_sync_at": now, "vector_tier": "numpy",
-                                 "embedding_spec": _rule("pair").model_spec(ctx.manifest),
+                                 "embedding_spec": step("pair").model_spec(ctx.manifest),
                                  "chunking": ctx.keys.chunking}
     meta = schema.read_meta(conn)
     if rebuild or "build_id" not in meta:

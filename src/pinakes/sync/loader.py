@@ -12,14 +12,12 @@ The same namespace backs `pnk doit list|info` and the `.pinakes/dodo.py` shim fo
 
 from __future__ import annotations
 
-import importlib
 import io
 from pathlib import Path
 from typing import Any
 
 from pinakes.sync.context import SyncContext
-
-STEPS = ("walk", "pair", "extract", "chunk", "embed", "graph")
+from pinakes.sync.steps import STEPS, step
 
 DODO_SHIM = '''"""doit view of this KB's sync pipeline, written by `pnk sync`.
 
@@ -34,47 +32,43 @@ globals().update(inspection_namespace(Path(__file__).resolve().parent.parent))
 '''
 
 
-def _rule(step: str) -> Any:
-    return importlib.import_module(f"pinakes.rules.{step}")
-
-
 def ensure_plan(ctx: SyncContext) -> None:
     """Walk and pair if nobody has yet (doit `list`/`info` create delayed tasks without running)."""
     if ctx.walk is None:
-        _rule("walk").run_walk(ctx)
-    _rule("pair").compute_plan(ctx)
+        step("walk").run_walk(ctx)
+    step("pair").compute_plan(ctx)
 
 
 def task_namespace(ctx: SyncContext) -> dict[str, Any]:
     from doit import create_after
 
     def task_walk() -> dict[str, Any]:
-        return _rule("walk").task_walk(ctx)
+        return step("walk").task_walk(ctx)
 
     def task_pair() -> dict[str, Any]:
-        return _rule("pair").task_pair(ctx)
+        return step("pair").task_pair(ctx)
 
     @create_after(executed="pair")
     def task_extract() -> Any:
         """turn each changed document into its indexed text"""
         ensure_plan(ctx)
-        yield from _rule("extract").tasks_extract(ctx)
+        yield from step("extract").tasks_extract(ctx)
 
     @create_after(executed="pair")
     def task_chunk() -> Any:
         """split each extracted document into passages, counted in model tokens"""
         ensure_plan(ctx)
-        yield from _rule("chunk").tasks_chunk(ctx)
+        yield from step("chunk").tasks_chunk(ctx)
 
     @create_after(executed="pair")
     def task_embed() -> Any:
         """embed the passages in batches across documents; one transaction per document"""
         ensure_plan(ctx)
-        yield from _rule("embed").tasks_embed(ctx)
+        yield from step("embed").tasks_embed(ctx)
 
     @create_after(executed="pair")
     def task_graph() -> dict[str, Any]:
-        return _rule("graph").task_graph(ctx)
+        return step("graph").task_graph(ctx)
 
     return {
         "task_walk": task_walk,
@@ -145,7 +139,7 @@ def inspection_namespace(kb_root: Path) -> dict[str, Any]:
     conn = open_reader(paths.index_db) if paths.index_db.exists() else None
     ctx = SyncContext(paths=paths, manifest=manifest, options=SyncOptions(), conn=conn,
                       report=SyncReport(str(kb_root), "inspect"), read_only=True)
-    ctx.keys = _rule("pair").build_keys(manifest)
+    ctx.keys = step("pair").build_keys(manifest)
     return task_namespace(ctx)
 
 
