@@ -33,14 +33,13 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-from helpers_index import DocSpec, build_index, paragraph_chunks  # noqa: E402
+sys.path.insert(0, str(REPO))
 
 from pinakes.index import schema  # noqa: E402
 from pinakes.search import bm25  # noqa: E402
 from pinakes.search.core import Searcher, SearchSettings  # noqa: E402
 from pinakes.search.query import Tokenizer, analyze, tokenizer_of  # noqa: E402
+from tests.helpers_index import DocSpec, build_index, paragraph_chunks  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "corpora"
 PORTER = "porter unicode61 remove_diacritics 2"

@@ -214,3 +214,73 @@ class HashEmbedder:
 
     def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         return np.stack([self._vector(text) for text in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# A small KB every search test can reason about: five topics that share no content words.
+
+DAY = 86_400.0
+JAN_10_2026 = 1_768_003_200.0  # 2026-01-10T00:00:00Z
+
+
+KAFKA_TEXT = (
+    "# Kafka\n\nKafka replication keeps copies of each partition on several brokers.\n\n"
+    "The min.insync.replicas setting protects against data loss when a broker fails."
+)
+
+
+def span_chunk(text: str, piece: str, **fields: Any) -> ChunkSpec:
+    start = text.index(piece)
+    return ChunkSpec(piece, start, start + len(piece), **fields)
+
+
+def search_corpus() -> list[DocSpec]:
+    from pinakes.extract.registry import current_fingerprint
+
+    return [
+        DocSpec(
+            "docs/kafka.md", KAFKA_TEXT, tags=["streaming", "ops"], title="Kafka", mtime=JAN_10_2026,
+            chunks=[
+                span_chunk(KAFKA_TEXT, "# Kafka\n\nKafka replication keeps copies of each partition on "
+                           "several brokers.", heading_path=["Kafka"]),
+                span_chunk(KAFKA_TEXT, "The min.insync.replicas setting protects against data loss when a "
+                           "broker fails.", heading_path=["Kafka", "Durability"]),
+            ],
+        ),
+        DocSpec(
+            "docs/postgres.md",
+            "PostgreSQL vacuum reclaims storage occupied by dead tuples; autovacuum runs in the background.",
+            tags=["database", "ops"], title="Postgres", mtime=JAN_10_2026 + 50 * DAY,
+        ),
+        DocSpec(
+            "notes/garden.txt",
+            "Tomatoes need full sun and regular watering. Prune the suckers for larger fruit.",
+            source_type="text", tags=["home"], mtime=JAN_10_2026 - 200 * DAY,
+        ),
+        DocSpec(
+            "src/retry.py",
+            "def retry(call, attempts=3):\n    # exponential backoff for flaky network calls\n    return call()",
+            source_type="code", mtime=JAN_10_2026 + 10 * DAY,
+        ),
+        DocSpec(
+            "reports/annual.pdf", source_type="pdf", title="Annual report", tags=["finance"],
+            mtime=JAN_10_2026 + 20 * DAY, extraction_backend="pypdfium2",
+            extraction_fingerprint=current_fingerprint("pypdfium2"),
+            chunks=[
+                ChunkSpec("Revenue grew strongly in the third quarter.", 0, 43, page_start=2, page_end=2),
+                ChunkSpec("Cloud hosting costs for the brokers rose across the quarter boundary.",
+                          44, 113, page_start=3, page_end=4),
+            ],
+        ),
+        DocSpec(
+            "docs/legacy.md", "Kafka legacy zookeeper notes, deleted long ago.", state="deleted",
+            tags=["streaming"], mtime=JAN_10_2026,
+        ),
+    ]
+
+
+def build_search_index(path: Path, embedder: HashEmbedder | None = None,
+                       docs: list[DocSpec] | None = None) -> Path:
+    embedder = embedder or HashEmbedder()
+    return build_index(path, docs if docs is not None else search_corpus(),
+                       embed=embedder.embed_documents, meta=embedder.meta())

@@ -55,6 +55,7 @@ class Layout:
 @dataclass
 class Generated:
     text: str
+    crlf: bool
     user_chunks: list[str] = field(default_factory=list)  # must survive verbatim
     kept_comments: list[str] = field(default_factory=list)  # must survive, once each
 
@@ -77,7 +78,7 @@ class Comments:
             self.kept.append(text)
         return " " * self.draw(st.integers(1, 3)) + text
 
-    def lines(self) -> list[str]:
+    def lines(self, indent: str = "") -> list[str]:
         out = []
         for _ in range(self.draw(st.integers(0, 2))):
             if self.draw(st.booleans()):
@@ -85,7 +86,7 @@ class Comments:
             self.count += 1
             text = f"# keep{self.count}"
             self.kept.append(text)
-            out.append(text)
+            out.append(indent + text)
         return out
 
 
@@ -118,13 +119,18 @@ def _owned_entry(draw: st.DrawFn, key: str, layout: Layout, comments: Comments) 
         words = draw(st.lists(st.sampled_from(TAG_WORDS), max_size=4, unique=True))
         if not words or draw(st.booleans()):
             return [f"tags: [{', '.join(words)}]{comments.eol('keep')}"]
-        return ["tags:"] + [f"{layout.dash()}{word}{comments.eol('own')}" for word in words]
+        lines = ["tags:"]
+        for word in words:
+            lines.append(f"{layout.dash()}{word}{comments.eol('own')}")
+            lines.extend(comments.lines(indent=" " * layout.offset))
+        return lines
     if key == "links":
         lines = ["links:"]
         for _ in range(draw(st.integers(1, 3))):
             kb = draw(st.sampled_from(["self", KB, PARTNER]))
             lines.append(f"{layout.dash()}target: pnk://{kb}/{draw(st.sampled_from(TARGET_DOCS))}{comments.eol('own')}")
             lines.append(f"{layout.item()}rel: {draw(st.sampled_from(RELS))}{comments.eol('own')}")
+            lines.extend(comments.lines(indent=" " * layout.offset))
         return lines
     assert key == "provenance"
     lines = ["provenance:", f"{' ' * layout.mapping}source: https://example.org/paper.pdf{comments.eol('keep')}"]
@@ -142,7 +148,8 @@ def sidecars(draw: st.DrawFn) -> Generated:
     owned = ["id"] + [key for key in ("title", "tags", "links", "provenance") if draw(st.booleans())]
     user = draw(st.lists(st.sampled_from(USER_KEYS), max_size=5, unique=True))
     order = draw(st.permutations(owned + user))
-    lines = comments.lines()
+    lines = ["---"] if draw(st.booleans()) else []
+    lines += comments.lines()
     chunks = []
     for key in order:
         if key in owned:
@@ -152,7 +159,7 @@ def sidecars(draw: st.DrawFn) -> Generated:
             chunks.append("\n".join(entry) + "\n")
         lines.extend(entry)
         lines.extend(comments.lines())
-    return Generated("\n".join(lines) + "\n", chunks, comments.kept)
+    return Generated("\n".join(lines) + "\n", draw(st.booleans()), chunks, comments.kept)
 
 
 @st.composite
@@ -174,9 +181,9 @@ def changes(draw: st.DrawFn) -> dict[str, object]:
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def _write(tmp_path: Path, text: str) -> Path:
+def _write(tmp_path: Path, generated: Generated) -> Path:
     path = tmp_path / "doc.md.pnk.yaml"
-    path.write_text(text, encoding="utf-8")
+    path.write_text(generated.text, encoding="utf-8", newline="\r\n" if generated.crlf else "\n")
     os.utime(path, ns=(1_000_000_000, 1_000_000_000))
     return path
 
@@ -189,7 +196,7 @@ def _fingerprint(path: Path) -> tuple[bytes, int, int]:
 @SETTINGS
 @given(generated=sidecars())
 def test_an_update_with_the_current_values_leaves_the_file_untouched(tmp_path: Path, generated: Generated) -> None:
-    path = _write(tmp_path, generated.text)
+    path = _write(tmp_path, generated)
     before = _fingerprint(path)
     current = read_sidecar(path, kb_id=KB)
     update_sidecar(
@@ -208,10 +215,12 @@ def test_an_update_with_the_current_values_leaves_the_file_untouched(tmp_path: P
 def test_an_update_changes_only_the_owned_keys_it_names(
     tmp_path: Path, generated: Generated, chosen: dict[str, object]
 ) -> None:
-    path = _write(tmp_path, generated.text)
+    path = _write(tmp_path, generated)
     before = read_sidecar(path, kb_id=KB)
     after = update_sidecar(path, kb_id=KB, **chosen)  # type: ignore[arg-type]
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    assert raw.count(b"\r\n") == (raw.count(b"\n") if generated.crlf else 0), "line ends must be kept"
+    text = raw.decode("utf-8").replace("\r\n", "\n")
 
     assert after == read_sidecar(path, kb_id=KB)
     assert after.id == before.id
@@ -228,6 +237,7 @@ def test_an_update_changes_only_the_owned_keys_it_names(
     for comment in generated.kept_comments:
         assert text.count(comment + "\n") == 1, f"comment {comment!r} lost or duplicated"
     assert f"id: {DOC}" in text
+    assert text.startswith("---\n") == generated.text.startswith("---\n")
 
     settled = _fingerprint(path)
     update_sidecar(path, kb_id=KB, **chosen)  # type: ignore[arg-type]

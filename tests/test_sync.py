@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pinakes.errors import LockHeldError, SidecarError
+from pinakes.errors import LockHeldError, SidecarError, UsageError
 from pinakes.index import schema
 from pinakes.init import init_kb
 from pinakes.sync.context import SyncOptions
@@ -211,6 +211,50 @@ def test_rebuild_swaps_in_a_fresh_index_and_keeps_the_ledger(kb: Path) -> None:
     assert fresh.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     fresh.close()
     assert not (kb / ".pinakes" / "index.db.new").exists()
+
+
+def test_a_reader_mid_transaction_keeps_its_snapshot_across_a_rebuild(kb: Path) -> None:
+    sync(kb)
+    index = kb / ".pinakes" / "index.db"
+    old = schema.open_reader(index)
+    old.execute("BEGIN")
+    old_build = old.execute("SELECT value FROM meta WHERE key = 'build_id'").fetchone()[0]
+    old_chunks = old.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    (kb / "docs/extra.md").write_text("# Extra\n\nMore text.\n", encoding="utf-8")
+    assert sync(kb, rebuild=True).ok
+    # inside its transaction the old reader still sees one whole, old generation
+    assert old.execute("SELECT value FROM meta WHERE key = 'build_id'").fetchone()[0] == old_build
+    assert old.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == old_chunks
+    old.execute("COMMIT")
+    # its next transaction, and every new reader, see the new one
+    new_build = old.execute("SELECT value FROM meta WHERE key = 'build_id'").fetchone()[0]
+    assert new_build != old_build
+    fresh = schema.open_reader(index)
+    assert fresh.execute("SELECT value FROM meta WHERE key = 'build_id'").fetchone()[0] == new_build
+    assert fresh.execute("SELECT COUNT(*) FROM documents WHERE path = 'docs/extra.md'").fetchone() == (1,)
+    old.close()
+    fresh.close()
+    # and after every old connection is gone, the new generation stays (no stale WAL replayed over it)
+    final = schema.open_reader(index)
+    assert final.execute("SELECT value FROM meta WHERE key = 'build_id'").fetchone()[0] == new_build
+    final.close()
+
+
+def test_clear_cache_asks_and_yes_keeps_paid_entries(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pinakes.extract.cache import ExtractCache
+    from pinakes.extract.types import ExtractedText
+    from pinakes.sync.clear_cache import clear_extract_cache
+
+    cache = ExtractCache(kb / ".pinakes" / "cache" / "extract")
+    cache.put("aaa", ExtractedText("free text", ((0, 9),), "pypdfium2", "fp1"), paid=False)
+    cache.put("bbb", ExtractedText("paid text", ((0, 9),), "claude-vision", "fp2"), paid=True)
+    with pytest.raises(UsageError):  # no terminal to confirm on, and no --yes
+        clear_extract_cache(kb, include_paid=False, assume_yes=False, quiet=True)
+    assert cache.stats().entries == 2
+    removed, _ = clear_extract_cache(kb, include_paid=False, assume_yes=True, quiet=True)
+    assert removed == 1 and cache.get("bbb", "fp2") is not None and cache.get("aaa", "fp1") is None
+    removed, _ = clear_extract_cache(kb, include_paid=True, assume_yes=True, quiet=True)
+    assert removed == 1 and cache.stats().entries == 0
 
 
 def test_a_live_lock_on_this_host_skips_quietly(kb: Path) -> None:

@@ -106,7 +106,7 @@ def plan_keywords(
         units = [unit for unit in units if unit.terms in kept]
     notes: list[str] = []
     if unknown:
-        shown = ", ".join(_shown(word) for word in unknown[:20])
+        shown = ", ".join(shown_word(word) for word in unknown[:20])
         more = f" and {len(unknown) - 20} more" if len(unknown) > 20 else ""
         notes.append(f"not in this KB's index (ignored by keyword search): {shown}{more}")
     if capped:
@@ -127,7 +127,7 @@ def plan_keywords(
     )
 
 
-def _shown(word: str, limit: int = 40) -> str:
+def shown_word(word: str, limit: int = 40) -> str:
     return word if len(word) <= limit else word[: limit - 1] + "…"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from pinakes.search.bm25 import VOCAB_TABLE, KeywordPlan, _shown
+from pinakes.search.bm25 import VOCAB_TABLE, KeywordPlan, shown_word
 from pinakes.search.filters import SearchFilters
 from pinakes.search.query import FUNCTION_WORDS, Tokenizer, split_words
 from pinakes.search.results import SuggestedSearch
@@ -34,7 +34,7 @@ def suggest_next(
         kept = [word for word in split_words(query) if word.lower() not in unknown]
         return SuggestedSearch(
             query=" ".join(kept),
-            reason=f"this KB's index has never seen: {', '.join(_shown(w) for w in plan.unknown_words[:10])}; "
+            reason=f"this KB's index has never seen: {', '.join(shown_word(w) for w in plan.unknown_words[:10])}; "
                    "search without them",
             mode=mode,
         )

@@ -1,0 +1,67 @@
+"""Doctor's sync checks: lock holder, failures, orphaned sidecars, ID collisions, git hooks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pinakes.doctor import DoctorContext, run_checks
+from pinakes.hooks import install_hooks
+from pinakes.init import init_kb
+from pinakes.sync.context import SyncOptions
+from pinakes.sync.engine import run_sync
+from tests.fakes import FakeEmbedder
+
+
+def by_name(root: Path) -> dict[str, tuple[str, str]]:
+    return {c.name: (c.status, c.detail) for c in run_checks(DoctorContext(root))}
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    root = tmp_path / "kb"
+    init_kb(root, name="doc")
+    (root / "docs/a.md").write_text("# A\n", encoding="utf-8")
+    (root / "docs/b.md").write_text("# B\n", encoding="utf-8")
+    assert run_sync(root, SyncOptions(), embedder=FakeEmbedder()).ok
+    return root
+
+
+def test_a_clean_kb_reports_ok_sync_state(kb: Path) -> None:
+    checks = by_name(kb)
+    for name in ("sync lock", "sync failures", "orphaned sidecars", "ID collisions"):
+        assert checks[name][0] == "OK", checks[name]
+    assert checks["git hooks"][0] == "WARN" and "not a git repository" in checks["git hooks"][1]
+
+
+def test_a_held_lock_names_its_holder_and_time(kb: Path) -> None:
+    (kb / ".pinakes/sync.lock").write_text(json.dumps(
+        {"pid": 4242, "hostname": socket.gethostname(), "started": "2026-11-30T10:00:00+00:00"}), encoding="utf-8")
+    status, detail = by_name(kb)["sync lock"]
+    assert status == "WARN" and f"pid 4242 on {socket.gethostname()}, since 2026-11-30T10:00:00+00:00" in detail
+
+
+def test_failures_orphans_and_collisions_are_reported(kb: Path) -> None:
+    (kb / "docs/bad.md").write_bytes(b"\xff\xfe broken")
+    run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    (kb / "docs/b.md").unlink()
+    (kb / "docs/copy.md").write_text("# Copy\n", encoding="utf-8")
+    shutil.copyfile(kb / "docs/a.md.pnk.yaml", kb / "docs/copy.md.pnk.yaml")
+    checks = by_name(kb)
+    assert checks["sync failures"][0] == "FAIL" and "docs/bad.md" in checks["sync failures"][1]
+    assert checks["orphaned sidecars"][0] == "WARN" and "docs/b.md.pnk.yaml" in checks["orphaned sidecars"][1]
+    assert checks["ID collisions"][0] == "FAIL"
+    assert "docs/a.md.pnk.yaml" in checks["ID collisions"][1] and "docs/copy.md.pnk.yaml" in checks["ID collisions"][1]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_installed_hooks_are_reported(kb: Path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=kb, check=True)
+    assert by_name(kb)["git hooks"][0] == "WARN"
+    install_hooks(kb)
+    assert by_name(kb)["git hooks"][0] == "OK"

@@ -1,0 +1,190 @@
+"""The keyword retriever: user text never reaches FTS5 as syntax, and the plan drops what it should."""
+
+from __future__ import annotations
+
+import pytest
+
+from pinakes.index import schema
+from pinakes.search import Searcher, SearchSettings
+from pinakes.search import bm25 as keyword
+from pinakes.search.query import MAX_QUERY_TERMS, Tokenizer, analyze, fts_quote, split_words
+from tests.helpers_index import DocSpec, HashEmbedder, build_index, build_search_index
+
+HOSTILE_QUERIES = {
+    "unbalanced quote": 'kafka "replication',
+    "embedded quotes": 'kafka"s "replication" ""',
+    "lone quote": '"',
+    "NEAR group": "NEAR(kafka replication, 2)",
+    "prefix star": "kafk* repl*",
+    "lone star": "*",
+    "initial token caret": "^kafka",
+    "minus": "-kafka -postgres",
+    "column filter": "text:kafka",
+    "unknown column filter": "nosuchcolumn:kafka",
+    "table-name column": "chunks_fts:kafka",
+    "braces column set": "{text}: kafka",
+    "open paren": "(kafka OR",
+    "close paren": ")",
+    "lone AND": "AND",
+    "lone OR": "OR",
+    "lone NOT": "NOT",
+    "trailing AND": "kafka AND",
+    "leading NOT": "NOT kafka",
+    "binary NOT": "kafka NOT postgres",
+    "plus": "kafka + replication",
+    "emoji only": "🔥🚀",
+    "emoji and word": "kafka 🔥",
+    "arabic rtl": "مرحبا بالعالم",
+    "hebrew rtl": "שלום עולם kafka",
+    "rtl override": "\u202ekafka\u202c",
+    "devanagari marks": "हिन्दी kafka",
+    "nul byte": "kafka\x00replication",
+    "sql injection": "kafka'; DROP TABLE chunks; --",
+    "like wildcards": "%_% kafka",
+    "backslashes": "\\\\ kafka \\",
+    "10 000 chars, one token": "x" * 10_000,
+    "10 000 chars of words": ("kafka replication " * 600)[:10_000],
+    "3 000 distinct words": " ".join(f"w{i}" for i in range(3_000)),
+    "punctuation only": "!@#$%^&*()[]{};:,.<>/?|`~",
+}
+
+
+@pytest.fixture
+def searcher(tmp_path):
+    embedder = HashEmbedder()
+    build_search_index(tmp_path / "index.db", embedder)
+    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False), embedder=embedder) as searcher:
+        yield searcher
+
+
+@pytest.mark.parametrize("mode", ["bm25", "hybrid"])
+@pytest.mark.parametrize("query", list(HOSTILE_QUERIES.values()), ids=list(HOSTILE_QUERIES))
+def test_hostile_queries_return_a_result(searcher, query, mode):
+    result = searcher.search(query, mode=mode)
+    assert result.query == query.strip()
+    assert all(passage.path != "docs/legacy.md" for passage in result.passages)
+
+
+@pytest.mark.parametrize("query", [
+    "NEAR(kafka replication, 2)", "text:kafka", "^kafka", "-kafka", '"kafka', "(kafka OR", "kafka AND",
+    "kafk* kafka",
+])
+def test_operator_characters_are_separators_not_syntax(searcher, query):
+    result = searcher.search(query, mode="bm25")
+    assert result.passages, query
+    assert result.passages[0].path == "docs/kafka.md"
+
+
+def test_lone_operator_word_is_searched_as_a_word(tmp_path):
+    build_index(tmp_path / "index.db", [
+        DocSpec("a.md", "Nothing about logic here."),
+        DocSpec("b.md", "Use NOT to negate and OR to combine conditions."),
+    ])
+    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+        result = searcher.search("OR", mode="bm25")
+    assert [passage.path for passage in result.passages] == ["b.md"]
+
+
+def test_split_words_treats_every_operator_character_as_a_separator():
+    assert split_words('a"b*c^d-e:f(g)h{i}j+k') == list("abcdefghijk")
+    assert split_words("naïve café") == ["naïve", "café"]
+    assert split_words("🔥") == []
+
+
+def test_fts_quote_escapes_embedded_quotes():
+    assert fts_quote('say "hi"') == '"say ""hi"""'
+
+
+@pytest.fixture
+def tokenizer():
+    tokenizer = Tokenizer(schema.FTS_TOKENIZE)
+    yield tokenizer
+    tokenizer.close()
+
+
+def test_spellings_the_tokenizer_folds_together_are_one_term(tokenizer):
+    units = analyze("Kafka, kafka KAFKA **kafka** “kafka” replicating replication", tokenizer).units
+    assert [unit.terms for unit in units] == [("kafka",), ("replic",)]
+
+
+def test_a_word_the_tokenizer_splits_becomes_a_phrase_unit(tokenizer):
+    (unit,) = analyze("हिन्दी", tokenizer).units
+    assert len(unit.terms) > 1 and unit.word == "हिन्दी"
+
+
+def test_function_words_are_marked_by_the_word_as_typed(tokenizer):
+    units = {unit.word: unit.function_word for unit in analyze("What does the broker use", tokenizer).units}
+    assert units == {"What": True, "does": True, "the": True, "broker": False, "use": False}
+
+
+def _plan(searcher: Searcher, query: str) -> keyword.KeywordPlan:
+    with searcher._snapshot() as generation:
+        return keyword.plan_keywords(generation.conn, analyze(query, generation.tokenizer),
+                                     keyword.KeywordOptions(), generation.chunk_count)
+
+
+def test_function_words_are_dropped_when_a_content_word_is_present(searcher):
+    plan = _plan(searcher, "What is the replication of a partition?")
+    assert [unit.word for unit in plan.units] == ["replication", "partition"]
+    assert not plan.function_words_only
+
+
+def test_a_query_of_function_words_only_searches_them(searcher):
+    plan = _plan(searcher, "what is it")
+    assert plan.function_words_only
+    assert {unit.word for unit in plan.units} <= {"what", "is", "it"}
+
+
+def test_unknown_content_words_are_dropped_and_named(searcher):
+    plan = _plan(searcher, "zarquon replication")
+    assert [unit.word for unit in plan.units] == ["replication"]
+    assert plan.unknown_words == ("zarquon",)
+    assert any("zarquon" in note for note in plan.notes)
+
+
+def test_a_query_whose_content_words_are_all_unknown_finds_nothing_by_keyword(searcher):
+    """Falling back to 'what' and 'does' would answer with prose that shares only the phrasing."""
+    result = searcher.search("What is a zarquon, and why is it?", mode="bm25")
+    assert result.passages == ()
+    assert result.confidence.level == "low"
+    assert any("zarquon" in note for note in result.notes)
+
+
+def test_the_term_cap_keeps_the_rarest_terms(tmp_path):
+    common = [f"common{i}" for i in range(MAX_QUERY_TERMS)]
+    rare = [f"rare{i}" for i in range(10)]
+    docs = [DocSpec(f"d{n}.md", " ".join(common)) for n in range(3)]
+    docs.append(DocSpec("rare.md", " ".join(rare + common)))
+    build_index(tmp_path / "index.db", docs)
+    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+        plan = _plan(searcher, " ".join(common + rare))
+        result = searcher.search(" ".join(common + rare), mode="bm25")
+    kept = {unit.word for unit in plan.units}
+    assert len(plan.units) == MAX_QUERY_TERMS
+    assert set(rare) <= kept
+    assert len(plan.capped_words) == len(common) + len(rare) - MAX_QUERY_TERMS
+    assert result.passages[0].path == "rare.md"
+    assert any(f"{MAX_QUERY_TERMS} rarest" in note for note in result.notes)
+
+
+def test_bm25_ranks_the_document_holding_more_query_terms_first(searcher):
+    result = searcher.search("broker replication partition", mode="bm25")
+    assert result.passages[0].citation.startswith("docs/kafka.md:")
+    assert result.passages[0].scores.bm25_rank == 1
+    scores = [passage.scores.bm25_score for passage in result.passages]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_quorum_strategy_excludes_chunks_below_half_the_idf_weight(tmp_path):
+    build_index(tmp_path / "index.db", [
+        DocSpec("both.md", "kafka postgres"),
+        DocSpec("kafka1.md", "kafka only"), DocSpec("kafka2.md", "kafka again"),
+        DocSpec("pg1.md", "postgres only"), DocSpec("pg2.md", "postgres again"),
+    ])
+    quorum = SearchSettings(rerank=False, keyword=keyword.KeywordOptions(strategy=keyword.KeywordStrategy.QUORUM))
+    with Searcher(tmp_path / "index.db", quorum) as searcher:
+        strict = searcher.search("kafka postgres", mode="bm25")
+    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+        plain = searcher.search("kafka postgres", mode="bm25")
+    assert [passage.path for passage in strict.passages] == ["both.md"]
+    assert len(plain.passages) == 5
