@@ -62,8 +62,8 @@ _STR, _NULL, _BOOL, _INT, _FLOAT, _TIMESTAMP, _SEQ, _MAP = (
 _STRING_TAGS = (_STR, _TIMESTAMP)  # a timestamp is kept as the text written
 _DIRECTIVE = re.compile(r"^%YAML[ \t]+(\S+)", re.MULTILINE)
 # A `---` or `...` at column 0 is always a document marker, even inside a block scalar.
-_DOCUMENT_START = re.compile(r"^---(?:[ \t]|$)", re.MULTILINE)
-_DOCUMENT_END = re.compile(r"^\.\.\.(?:[ \t]|$)", re.MULTILINE)
+_DOCUMENT_START = re.compile(r"^---(?:[ \t]|\r?$)", re.MULTILINE)
+_DOCUMENT_END = re.compile(r"^\.\.\.(?:[ \t]|\r?$)", re.MULTILINE)
 
 _SLIM = "a sidecar holds an id and a little metadata; move bulky content into a document"
 _FLATTEN = "flatten the structure; sidecar metadata is meant to be a few levels deep at most"

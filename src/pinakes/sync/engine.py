@@ -33,7 +33,7 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
     started = time.perf_counter()
     paths = KBPaths(find_kb_root(start))
     manifest = load_manifest(paths.manifest)
-    _check_options(options, manifest)
+    _check_options(options)
     mode = ("sidecars-only" if options.sidecars_only else "rebuild" if options.rebuild
             else "index-only" if options.index_only else "sync")
     report = SyncReport(str(paths.root), mode)
@@ -52,7 +52,7 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
     return report
 
 
-def _check_options(options: SyncOptions, manifest: Any) -> None:
+def _check_options(options: SyncOptions) -> None:
     from pinakes.extract.registry import PDF_BACKENDS
 
     if options.sidecars_only and (options.rebuild or options.index_only):
@@ -63,7 +63,6 @@ def _check_options(options: SyncOptions, manifest: Any) -> None:
     if options.extract_backend is not None and options.extract_backend not in PDF_BACKENDS:
         raise UsageError(f"unknown extraction backend {options.extract_backend!r}",
                          remedy=f"use one of: {', '.join(PDF_BACKENDS)}")
-    del manifest
 
 
 def _sync_locked(paths: KBPaths, manifest: Any, options: SyncOptions, report: SyncReport,

@@ -136,6 +136,7 @@ def inspection_namespace(kb_root: Path) -> dict[str, Any]:
 
     paths = KBPaths(kb_root)
     manifest = load_manifest(paths.manifest)
+    paths.state_dir.mkdir(exist_ok=True)  # doit keeps its (disposable) state there
     conn = open_reader(paths.index_db) if paths.index_db.exists() else None
     ctx = SyncContext(paths=paths, manifest=manifest, options=SyncOptions(), conn=conn,
                       report=SyncReport(str(kb_root), "inspect"), read_only=True)

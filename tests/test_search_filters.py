@@ -1,0 +1,108 @@
+"""Filters are a SQL WHERE applied before both retrievers; bad values are UsageErrors."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time
+
+import pytest
+
+from pinakes.errors import UsageError
+from pinakes.search import Searcher, SearchSettings, make_filters
+from pinakes.search.filters import parse_time_bound
+from tests.helpers_index import JAN_10_2026, HashEmbedder, build_search_index
+
+# Words spread over every document of the corpus, so an unfiltered search returns all of them.
+BROAD_QUERY = "kafka replication postgres vacuum tomatoes retry backoff revenue brokers"
+
+
+@pytest.fixture
+def searcher(tmp_path):
+    embedder = HashEmbedder()
+    build_search_index(tmp_path / "index.db", embedder)
+    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False, final_k=20), embedder=embedder) as searcher:
+        yield searcher
+
+
+def paths(result) -> set[str]:
+    return {passage.path for passage in result.passages}
+
+
+@pytest.mark.parametrize("mode", ["bm25", "vector"])
+def test_unfiltered_search_reaches_every_active_document(searcher, mode):
+    assert paths(searcher.search(BROAD_QUERY, mode=mode)) == {
+        "docs/kafka.md", "docs/postgres.md", "notes/garden.txt", "src/retry.py", "reports/annual.pdf"}
+
+
+@pytest.mark.parametrize("mode", ["bm25", "vector", "hybrid"])
+@pytest.mark.parametrize(("filters", "expected"), [
+    ({"tags": ["database"]}, {"docs/postgres.md"}),
+    ({"tags": ["database", "home"]}, {"docs/postgres.md", "notes/garden.txt"}),
+    ({"tags": ["ops", "streaming"], "all_tags": True}, {"docs/kafka.md"}),
+    ({"tags": ["ops", "database"], "all_tags": True}, {"docs/postgres.md"}),
+    ({"path_prefix": "docs/"}, {"docs/kafka.md", "docs/postgres.md"}),
+    ({"path_prefix": "./src/retry"}, {"src/retry.py"}),
+    ({"source_types": ["code"]}, {"src/retry.py"}),
+    ({"source_types": ["pdf", "text"]}, {"reports/annual.pdf", "notes/garden.txt"}),
+    ({"since": JAN_10_2026 + 5 * 86_400}, {"docs/postgres.md", "src/retry.py", "reports/annual.pdf"}),
+    ({"until": JAN_10_2026 + 1}, {"docs/kafka.md", "notes/garden.txt"}),
+    ({"since": JAN_10_2026 + 5 * 86_400, "until": JAN_10_2026 + 15 * 86_400}, {"src/retry.py"}),
+    ({"tags": ["nosuchtag"]}, set()),
+])
+def test_filters_narrow_every_retriever(searcher, mode, filters, expected):
+    result = searcher.search(BROAD_QUERY, mode=mode, filters=make_filters(**filters))
+    assert paths(result) == expected
+
+
+def test_a_deleted_document_is_never_returned_even_when_it_matches_best(searcher):
+    for mode in ("bm25", "vector", "hybrid"):
+        assert "docs/legacy.md" not in paths(searcher.search("kafka legacy zookeeper notes", mode=mode))
+        assert "docs/legacy.md" not in paths(
+            searcher.search("kafka legacy zookeeper", mode=mode, filters=make_filters(tags=["streaming"])))
+
+
+def test_a_filter_is_applied_before_the_top_k_cut(tmp_path):
+    """Ranking first and filtering after would leave nothing: the tagged document ranks last."""
+    from tests.helpers_index import DocSpec, build_index
+
+    docs = [DocSpec(f"d{i}.md", "alpha alpha alpha alpha") for i in range(30)]
+    docs.append(DocSpec("wanted.md", "alpha and a great deal of other text that dilutes it", tags=["keep"]))
+    embedder = HashEmbedder()
+    build_index(tmp_path / "index.db", docs, embed=embedder.embed_documents, meta=embedder.meta())
+    settings = SearchSettings(rerank=False, candidates_per_source=5, fusion_top_k=5, final_k=5)
+    with Searcher(tmp_path / "index.db", settings, embedder=embedder) as searcher:
+        for mode in ("bm25", "vector"):
+            result = searcher.search("alpha", mode=mode, filters=make_filters(tags=["keep"]))
+            assert paths(result) == {"wanted.md"}
+
+
+def test_iso_dates_mean_local_calendar_days():
+    start = parse_time_bound("2026-03-01", "since", end_of_day=False)
+    end = parse_time_bound("2026-03-01", "until", end_of_day=True)
+    assert start == datetime.combine(date(2026, 3, 1), time.min).astimezone().timestamp()
+    assert end - start in (86_400, 82_800, 90_000)  # a day, or a DST day
+    assert parse_time_bound("2026-03-01T12:00:00+00:00", "since", end_of_day=False) == 1_772_366_400.0
+    assert parse_time_bound("2026-03-01T12:00:00Z", "since", end_of_day=False) == 1_772_366_400.0
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"source_types": ["docx"]}, "unknown source type"),
+    ({"source_types": "Markdown2"}, "unknown source type"),
+    ({"since": "yesterday"}, "not an ISO date"),
+    ({"until": "2026-13-45"}, "not an ISO date"),
+    ({"since": "2026-05-01", "until": "2026-04-01"}, "date range is empty"),
+    ({"tags": [""]}, "tag filter"),
+    ({"tags": []  , "all_tags": True}, "--all-tags"),
+    ({"path_prefix": "/etc/passwd"}, "absolute"),
+    ({"path_prefix": "  "}, "path filter"),
+])
+def test_bad_filter_values_are_usage_errors(kwargs, fragment):
+    with pytest.raises(UsageError) as caught:
+        make_filters(**kwargs)
+    assert fragment in caught.value.message
+    assert caught.value.remedy
+
+
+def test_source_types_and_tags_are_normalised():
+    filters = make_filters(source_types=["PDF", "pdf", " code "], tags=[" ops ", "ops"])
+    assert filters.source_types == ("pdf", "code")
+    assert filters.tags == ("ops",)
