@@ -12,7 +12,6 @@ IDs are never reused, never renumbered and never minted over a sidecar that exis
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections import defaultdict
 from collections.abc import Callable
@@ -294,6 +293,7 @@ def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: Bu
 
 def apply_identity(ctx: Any, plan: Plan) -> None:
     """Write sidecars, then moves, deletes and metadata refreshes, each its own transaction."""
+    from pinakes.atomic import atomic_move
     from pinakes.sidecar import read_sidecar, sidecar_path_for, write_new_sidecar
 
     root = ctx.paths.root
@@ -303,8 +303,7 @@ def apply_identity(ctx: Any, plan: Plan) -> None:
         doc_path = root / write.doc_path
         try:
             if write.kind == "move" and write.from_path:
-                os.replace(root / write.from_path, sidecar_path_for(doc_path))
-                _fsync_dir(doc_path.parent)
+                atomic_move(root / write.from_path, sidecar_path_for(doc_path))
             else:
                 meta = json.loads(write.metadata) if write.metadata else {}
                 write_new_sidecar(doc_path, doc_id=write.doc_id, title=meta.get("title"),
@@ -383,14 +382,6 @@ def write_links(conn: sqlite3.Connection, kb_id: str, doc_id: str, sidecar: Any)
             "INSERT INTO links (src_kb_id, src_doc_id, dst_kb_id, dst_doc_id, rel, origin) "
             "VALUES (?, ?, ?, ?, ?, 'sidecar') ON CONFLICT DO NOTHING",
             (kb_id, doc_id, link.kb_id, link.doc_id, link.rel))
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _now() -> str:

@@ -135,7 +135,7 @@ def test_a_failed_rename_leaves_the_old_file_and_no_temp(tmp_path: Path, monkeyp
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
     monkeypatch.setattr(atomic.os, "replace", refuse)
-    with pytest.raises(FilesystemError, match="not changed"):
+    with pytest.raises(FilesystemError, match="left as it was"):
         atomic_write_bytes(target, NEW)
     assert target.read_bytes() == OLD
     assert _litter(tmp_path) == []
@@ -217,3 +217,19 @@ def test_a_missing_directory_is_a_filesystem_error(tmp_path: Path) -> None:
     with pytest.raises(FilesystemError) as caught:
         atomic_write_bytes(tmp_path / "absent" / "l.md.pnk.yaml", NEW)
     assert caught.value.path == tmp_path / "absent" / "l.md.pnk.yaml"
+
+
+def test_exclusive_create_without_hard_links_still_refuses_an_existing_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_links(src, dst, **kwargs):
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+
+    monkeypatch.setattr(atomic.os, "link", no_links)
+    created = tmp_path / "m.md.pnk.yaml"
+    atomic_write_bytes(created, NEW, exclusive=True)
+    assert created.read_bytes() == NEW
+    with pytest.raises(FileExistsError):
+        atomic_write_bytes(created, OLD, exclusive=True)
+    assert created.read_bytes() == NEW
+    assert _litter(tmp_path) == []

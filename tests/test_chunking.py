@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -193,7 +194,7 @@ def test_overlap_repeats_the_tail_of_the_previous_chunk_within_a_section() -> No
     text = "# S\n\n" + "\n\n".join(" ".join(f"b{n}w{i}" for i in range(8)) for n in range(6))
     chunks = chunk(text, max_tokens=20, overlap=3)
     assert len(chunks) >= 3
-    for previous, following in zip(chunks, chunks[1:], strict=False):
+    for previous, following in itertools.pairwise(chunks):
         shared = text[following.char_start:previous.char_end]
         assert following.char_start < previous.char_end
         assert 0 < words(shared) <= 3
@@ -203,7 +204,7 @@ def test_overlap_repeats_the_tail_of_the_previous_chunk_within_a_section() -> No
 def test_overlap_never_crosses_a_section() -> None:
     text = "# A\n\n" + "alpha " * 30 + "\n\n# B\n\n" + "beta " * 30
     chunks = chunk(text, max_tokens=12, overlap=4)
-    for previous, following in zip(chunks, chunks[1:], strict=False):
+    for previous, following in itertools.pairwise(chunks):
         if previous.heading_path != following.heading_path:
             assert following.char_start >= previous.char_end
             assert following.text.startswith("# B")

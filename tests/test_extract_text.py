@@ -94,3 +94,71 @@ def test_pdf_is_not_a_text_source(tmp_path: Path) -> None:
     path = write(tmp_path, "doc.pdf", b"%PDF-1.7")
     with pytest.raises(ValueError, match="not 'pdf'"):
         extract(path, "pdf")
+
+
+# --- the free PDF extractor (pypdfium2) -----------------------------------------------------------
+
+
+def make_pdf(pages: list[list[str]]) -> bytes:
+    """A minimal valid PDF: one Helvetica text line per entry, one page per list."""
+    font = 3 + 2 * len(pages)
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{' '.join(f'{3 + 2 * i} 0 R' for i in range(len(pages)))}] /Count {len(pages)} >>",
+    ]
+    for number, lines in enumerate(pages):
+        content = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) '" for line in lines) + " ET"
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * number} 0 R "
+                       f"/Resources << /Font << /F1 {font} 0 R >> >> >>")
+        objects.append(f"<< /Length {len(content)} >>\nstream\n{content}\nendstream")
+    objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{body}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{offset:010d} 00000 n \n" for offset in offsets).encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
+@pytest.fixture
+def pdf_extract():  # type: ignore[no-untyped-def]
+    pytest.importorskip("pypdfium2", reason="the [pdf] extra (pypdfium2) is not installed")
+    from pinakes.extract.pdf import extract as extract_pdf
+
+    return extract_pdf
+
+
+def test_pdf_pages_are_joined_with_their_spans(tmp_path: Path, pdf_extract) -> None:  # type: ignore[no-untyped-def]
+    path = write(tmp_path, "doc.pdf", make_pdf([["Hello page one", "second line"], ["Page two text"], []]))
+    extracted = pdf_extract(path, "pdf")
+    assert extracted.backend == "pypdfium2"
+    assert extracted.fingerprint == registry.current_fingerprint("pypdfium2")
+    assert extracted.pages is not None and len(extracted.pages) == 3
+    page_texts = [extracted.text[start:end] for start, end in extracted.pages]
+    assert page_texts == ["Hello page one\nsecond line", "Page two text", ""]  # an empty page has an empty span
+    assert "\r" not in extracted.text
+
+
+def test_pdf_chunks_carry_pages(tmp_path: Path, pdf_extract) -> None:  # type: ignore[no-untyped-def]
+    from pinakes.chunking import chunk_text
+
+    pages = [[f"page {page} line {line} words" for line in range(3)] for page in range(1, 4)]
+    extracted = pdf_extract(write(tmp_path, "doc.pdf", make_pdf(pages)), "pdf")
+    def chunk_pages(max_tokens: int) -> list[tuple[int | None, int | None]]:
+        chunks = chunk_text(extracted.text, "pdf", max_tokens=max_tokens, overlap=0,
+                            count_tokens=lambda s: len(s.split()), pages=extracted.pages)
+        assert all(c.text == extracted.text[c.char_start:c.char_end] for c in chunks)
+        return [(c.page_start, c.page_end) for c in chunks]
+
+    assert chunk_pages(15) == [(1, 1), (2, 2), (3, 3)]  # 15 words a page
+    assert chunk_pages(40) == [(1, 2), (3, 3)]  # a chunk spanning two pages records both
+
+
+def test_a_broken_pdf_is_a_source_error(tmp_path: Path, pdf_extract) -> None:  # type: ignore[no-untyped-def]
+    path = write(tmp_path, "broken.pdf", b"%PDF-1.4\nthis is not a pdf body")
+    with pytest.raises(SourceError, match="the PDF is unreadable") as caught:
+        pdf_extract(path, "pdf")
+    assert caught.value.path == path

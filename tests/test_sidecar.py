@@ -128,7 +128,8 @@ def test_a_minimal_sidecar_has_empty_owned_fields(tmp_path: Path) -> None:
 
 def test_yaml_11_traps_read_as_yaml_12(tmp_path: Path) -> None:
     sidecar = read_sidecar(
-        _write(tmp_path, f"id: {DOC}\ncountry: NO\nshelf: 0755\nduration: 1:30\non: yes\nnothing: ~\n"), kb_id=KB
+        _write(tmp_path, f"id: {DOC}\ncountry: NO\nshelf: 0755\nduration: 1:30\non: yes\nnothing: ~\n"),
+        kb_id=KB,
     )
     assert sidecar.extra == {"country": "NO", "shelf": 755, "duration": "1:30", "on": "yes", "nothing": None}
 
@@ -476,3 +477,21 @@ def test_update_returns_what_a_fresh_read_returns(tmp_path: Path) -> None:
     result = update_sidecar(path, kb_id=KB, tags=["z"], title="New", provenance_extraction=EXTRACTION)
     assert isinstance(result, Sidecar)
     assert result == read_sidecar(path, kb_id=KB)
+
+
+def test_removing_a_first_key_keeps_the_comment_lines_after_it(tmp_path: Path) -> None:
+    path = _write(tmp_path, f"title: T  # goes with the title\n# about the id\nid: {DOC}\n")
+    update_sidecar(path, kb_id=KB, title=None)
+    assert path.read_text() == f"# about the id\nid: {DOC}\n"
+
+
+def test_comment_lines_after_a_flow_list_survive_removing_the_next_key(tmp_path: Path) -> None:
+    path = _write(tmp_path, f"id: {DOC}\ntags: []\n# before the title\ntitle: T\nauthor: me\n")
+    update_sidecar(path, kb_id=KB, title=None)
+    assert path.read_text() == f"id: {DOC}\ntags: []\n# before the title\nauthor: me\n"
+
+
+def test_document_markers_and_a_version_directive_survive_an_update(tmp_path: Path) -> None:
+    path = _write(tmp_path, f"%YAML 1.2\n---\n# the id\nid: {DOC}\n...\n")
+    update_sidecar(path, kb_id=KB, tags=["a"])
+    assert path.read_text() == f"%YAML 1.2\n---\n# the id\nid: {DOC}\ntags: [a]\n...\n"

@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -101,7 +103,9 @@ def _user_entry(draw: st.DrawFn, key: str, layout: Layout, comments: Comments) -
         names = draw(st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=3, unique=True))
         lines = [f"{key}:"]
         for name in names:
-            lines.append(f"{' ' * layout.mapping}{name}: {draw(st.sampled_from(USER_SCALARS))}{comments.eol('keep')}")
+            lines.append(
+                f"{' ' * layout.mapping}{name}: {draw(st.sampled_from(USER_SCALARS))}{comments.eol('keep')}"
+            )
         return lines
     if kind == "sequence":
         values = draw(st.lists(st.sampled_from(USER_SCALARS), min_size=1, max_size=3))
@@ -113,7 +117,9 @@ def _owned_entry(draw: st.DrawFn, key: str, layout: Layout, comments: Comments) 
     if key == "id":
         return [f"id: {DOC}{comments.eol('keep')}"]
     if key == "title":
-        styled = draw(st.sampled_from(["Plain title", "'Single: quoted'", '"Double # quoted"', "NO"]))
+        styled = draw(st.sampled_from(["Plain title", "'Single: quoted'", '"Double # quoted"', "NO", "|-"]))
+        if styled == "|-":
+            return ["title: |-", f"{' ' * layout.mapping}A block title"]
         return [f"title: {styled}{comments.eol('own')}"]
     if key == "tags":
         words = draw(st.lists(st.sampled_from(TAG_WORDS), max_size=4, unique=True))
@@ -128,12 +134,17 @@ def _owned_entry(draw: st.DrawFn, key: str, layout: Layout, comments: Comments) 
         lines = ["links:"]
         for _ in range(draw(st.integers(1, 3))):
             kb = draw(st.sampled_from(["self", KB, PARTNER]))
-            lines.append(f"{layout.dash()}target: pnk://{kb}/{draw(st.sampled_from(TARGET_DOCS))}{comments.eol('own')}")
+            lines.append(
+                f"{layout.dash()}target: pnk://{kb}/{draw(st.sampled_from(TARGET_DOCS))}{comments.eol('own')}"
+            )
             lines.append(f"{layout.item()}rel: {draw(st.sampled_from(RELS))}{comments.eol('own')}")
             lines.extend(comments.lines(indent=" " * layout.offset))
         return lines
     assert key == "provenance"
-    lines = ["provenance:", f"{' ' * layout.mapping}source: https://example.org/paper.pdf{comments.eol('keep')}"]
+    lines = [
+        "provenance:",
+        f"{' ' * layout.mapping}source: https://example.org/paper.pdf{comments.eol('keep')}",
+    ]
     if draw(st.booleans()):
         lines.append(f"{' ' * layout.mapping}extraction:")
         for name in EXTRACTION_FIELDS:
@@ -148,7 +159,7 @@ def sidecars(draw: st.DrawFn) -> Generated:
     owned = ["id"] + [key for key in ("title", "tags", "links", "provenance") if draw(st.booleans())]
     user = draw(st.lists(st.sampled_from(USER_KEYS), max_size=5, unique=True))
     order = draw(st.permutations(owned + user))
-    lines = ["---"] if draw(st.booleans()) else []
+    lines = draw(st.sampled_from([[], ["---"], ["%YAML 1.2", "---"]]))
     lines += comments.lines()
     chunks = []
     for key in order:
@@ -163,22 +174,27 @@ def sidecars(draw: st.DrawFn) -> Generated:
 
 
 @st.composite
-def changes(draw: st.DrawFn) -> dict[str, object]:
-    chosen: dict[str, object] = {}
+def changes(draw: st.DrawFn) -> dict[str, Any]:
+    chosen: dict[str, Any] = {}
     if draw(st.booleans()):
         chosen["title"] = draw(st.none() | TITLE_TEXT)
     if draw(st.booleans()):
         chosen["tags"] = draw(st.lists(st.sampled_from(NEW_TAGS), max_size=4, unique=True))
     if draw(st.booleans()):
-        links = st.builds(Link, st.sampled_from([KB, PARTNER]), st.sampled_from(TARGET_DOCS), st.sampled_from(RELS))
+        links = st.builds(
+            Link, st.sampled_from([KB, PARTNER]), st.sampled_from(TARGET_DOCS), st.sampled_from(RELS)
+        )
         chosen["links"] = draw(st.lists(links, max_size=3))
     if draw(st.booleans()):
-        fields = st.fixed_dictionaries({name: st.sampled_from([f"new-{name}", "2026-07-29T03:17:00Z"]) for name in EXTRACTION_FIELDS})
+        fields = st.fixed_dictionaries(
+            {name: st.sampled_from([f"new-{name}", "2026-07-29T03:17:00Z"]) for name in EXTRACTION_FIELDS}
+        )
         chosen["provenance_extraction"] = draw(st.none() | fields)
     return chosen
 
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+THOROUGH = settings(FAST, max_examples=1500)
 
 
 def _write(tmp_path: Path, generated: Generated) -> Path:
@@ -193,9 +209,7 @@ def _fingerprint(path: Path) -> tuple[bytes, int, int]:
     return path.read_bytes(), info.st_mtime_ns, info.st_ino
 
 
-@SETTINGS
-@given(generated=sidecars())
-def test_an_update_with_the_current_values_leaves_the_file_untouched(tmp_path: Path, generated: Generated) -> None:
+def check_untouched(tmp_path: Path, generated: Generated) -> None:
     path = _write(tmp_path, generated)
     before = _fingerprint(path)
     current = read_sidecar(path, kb_id=KB)
@@ -210,14 +224,10 @@ def test_an_update_with_the_current_values_leaves_the_file_untouched(tmp_path: P
     assert _fingerprint(path) == before
 
 
-@SETTINGS
-@given(generated=sidecars(), chosen=changes())
-def test_an_update_changes_only_the_owned_keys_it_names(
-    tmp_path: Path, generated: Generated, chosen: dict[str, object]
-) -> None:
+def check_owned_update(tmp_path: Path, generated: Generated, chosen: dict[str, Any]) -> None:
     path = _write(tmp_path, generated)
     before = read_sidecar(path, kb_id=KB)
-    after = update_sidecar(path, kb_id=KB, **chosen)  # type: ignore[arg-type]
+    after = update_sidecar(path, kb_id=KB, **chosen)
     raw = path.read_bytes()
     assert raw.count(b"\r\n") == (raw.count(b"\n") if generated.crlf else 0), "line ends must be kept"
     text = raw.decode("utf-8").replace("\r\n", "\n")
@@ -226,8 +236,8 @@ def test_an_update_changes_only_the_owned_keys_it_names(
     assert after.id == before.id
     assert after.extra == before.extra
     assert after.title == chosen.get("title", before.title)
-    assert after.tags == tuple(chosen.get("tags", before.tags))  # type: ignore[arg-type]
-    assert after.links == tuple(chosen.get("links", before.links))  # type: ignore[arg-type]
+    assert after.tags == tuple(chosen.get("tags", before.tags))
+    assert after.links == tuple(chosen.get("links", before.links))
     assert after.extraction == chosen.get("provenance_extraction", before.extraction)
     other_provenance = {k: v for k, v in before.provenance.items() if k != "extraction"}
     assert {k: v for k, v in after.provenance.items() if k != "extraction"} == other_provenance
@@ -237,8 +247,39 @@ def test_an_update_changes_only_the_owned_keys_it_names(
     for comment in generated.kept_comments:
         assert text.count(comment + "\n") == 1, f"comment {comment!r} lost or duplicated"
     assert f"id: {DOC}" in text
-    assert text.startswith("---\n") == generated.text.startswith("---\n")
+    for marker in ("---\n", "%YAML 1.2\n---\n"):
+        assert text.startswith(marker) == generated.text.startswith(marker), "document markers must be kept"
 
     settled = _fingerprint(path)
-    update_sidecar(path, kb_id=KB, **chosen)  # type: ignore[arg-type]
+    update_sidecar(path, kb_id=KB, **chosen)
     assert _fingerprint(path) == settled, "a repeated update must be a no-op"
+
+
+@FAST
+@given(generated=sidecars())
+def test_an_update_with_the_current_values_leaves_the_file_untouched(
+    tmp_path: Path, generated: Generated
+) -> None:
+    check_untouched(tmp_path, generated)
+
+
+@FAST
+@given(generated=sidecars(), chosen=changes())
+def test_an_update_changes_only_the_owned_keys_it_names(
+    tmp_path: Path, generated: Generated, chosen: dict[str, Any]
+) -> None:
+    check_owned_update(tmp_path, generated, chosen)
+
+
+@pytest.mark.heavy
+@THOROUGH
+@given(generated=sidecars())
+def test_untouched_thoroughly(tmp_path: Path, generated: Generated) -> None:
+    check_untouched(tmp_path, generated)
+
+
+@pytest.mark.heavy
+@THOROUGH
+@given(generated=sidecars(), chosen=changes())
+def test_owned_update_thoroughly(tmp_path: Path, generated: Generated, chosen: dict[str, Any]) -> None:
+    check_owned_update(tmp_path, generated, chosen)

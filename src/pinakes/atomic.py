@@ -12,6 +12,7 @@ error surfaces as a `FilesystemError` naming the path and is never retried.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -25,7 +26,9 @@ _TEMP_ATTEMPTS = 16
 _LINK_UNSUPPORTED = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV}
 
 
-def atomic_write_text(path: Path | str, text: str, *, encoding: str = "utf-8", exclusive: bool = False) -> None:
+def atomic_write_text(
+    path: Path | str, text: str, *, encoding: str = "utf-8", exclusive: bool = False
+) -> None:
     """`atomic_write_bytes` of `text` encoded as given, with no newline translation."""
     atomic_write_bytes(path, text.encode(encoding), exclusive=exclusive)
 
@@ -49,7 +52,7 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, exclusive: bool = False
     except BaseException as exc:
         _remove_quietly(temp)
         if isinstance(exc, OSError) and not isinstance(exc, FileExistsError):
-            raise _filesystem_error(target, exc, "the file was not changed") from exc
+            raise _filesystem_error(target, exc, "the file on disk was left as it was") from exc
         raise
     try:
         _fsync_directory(directory)
@@ -57,6 +60,19 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, exclusive: bool = False
         raise _filesystem_error(
             target, exc, "the new contents are in place but may not survive a crash"
         ) from exc
+
+
+def atomic_move(source: Path | str, target: Path | str) -> None:
+    """Rename `source` over `target` (same filesystem) and make the rename durable: a move is only
+    durable once the directories holding both names are synced."""
+    source, target = Path(source), Path(target)
+    try:
+        os.replace(source, target)
+        _fsync_directory(target.parent)
+        if source.parent != target.parent:
+            _fsync_directory(source.parent)
+    except OSError as exc:
+        raise _filesystem_error(target, exc, f"{source} was not moved") from exc
 
 
 def _create_temp(target: Path) -> tuple[Path, int]:
@@ -72,7 +88,7 @@ def _create_temp(target: Path) -> tuple[Path, int]:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise _filesystem_error(target, exc, "the file was not changed") from exc
+            raise _filesystem_error(target, exc, "the file on disk was left as it was") from exc
         return temp, fd
     raise FilesystemError(
         f"could not create a temporary file beside {target.name}",
@@ -106,9 +122,7 @@ def _keep_mode_of(target: Path, fd: int) -> None:
 
 def _link_into_place(temp: Path, target: Path) -> None:
     try:
-        os.link(temp, target)
-    except FileExistsError:
-        raise
+        os.link(temp, target)  # fails with FileExistsError if anything is at `target`
     except OSError as exc:
         if exc.errno not in _LINK_UNSUPPORTED:
             raise
@@ -122,7 +136,7 @@ def _link_into_place(temp: Path, target: Path) -> None:
 
 
 def _fsync_directory(directory: Path) -> None:
-    if not hasattr(os, "O_DIRECTORY"):  # Windows cannot open a directory; its rename is durable enough
+    if not hasattr(os, "O_DIRECTORY"):  # Windows cannot open a directory to sync it
         return
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -136,17 +150,13 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def _remove_quietly(temp: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # the error that brought us here is the one worth reporting
         os.unlink(temp)
-    except FileNotFoundError:
-        pass
-    except OSError:
-        pass  # the original error is the one worth reporting
 
 
 _REMEDIES = {
     errno.ENOSPC: "free some disk space and run the command again",
-    errno.EDQUOT: "free some space within your disk quota and run the command again",
+    getattr(errno, "EDQUOT", errno.ENOSPC): "free some space (or quota) and run the command again",
     errno.EROFS: "the filesystem is mounted read-only; remount it read-write or work on a writable copy",
     errno.EACCES: "check the permissions of the file and its directory",
     errno.EPERM: "check the permissions of the file and its directory",

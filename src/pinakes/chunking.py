@@ -350,9 +350,10 @@ _WORD = re.compile(r"\S+")
 # CJK full stop, which is not followed by a space.
 _SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*(?=\s)|[。！？]")
 _SPLIT_SENTENCES, _SPLIT_LINES, _SPLIT_WORDS, _SPLIT_CHARACTERS = range(4)
-# A token spans at most this many characters in practice; it bounds the window a character-level
-# split counts, so splitting one huge unbroken string stays linear in its length.
-_CHARS_PER_TOKEN_WINDOW = 32
+# A character-level cut stops growing once a piece holds this share of the limit, or after this
+# many steps (each step is one count of about one piece).
+_GOOD_ENOUGH = 0.95
+_MAX_GROW_STEPS = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,31 +489,38 @@ class _Packer:
         return spans
 
     def _split_characters(self, start: int, end: int, limit: int) -> list[_Atom]:
-        """Cut an unbroken string into the longest prefixes of at most `limit` tokens.
+        """Cut an unbroken string (no whitespace to split at) into pieces of at most `limit` tokens.
 
-        Each piece takes at least one character, so this always terminates; a single character
-        worth more than `limit` tokens (only possible with a tiny limit) becomes its own piece.
+        Each cut is found by proportion rather than bisection: guess a length from the characters
+        per token seen so far, then shrink or grow it by the ratio of the count to the limit. On
+        text of even density (an unspaced CJK run, a base64 blob) that takes two or three counts
+        of about one piece each, where a bisection counts a window many times larger a dozen
+        times. Pieces end within a few percent of the limit, never over it. Each piece takes at
+        least one character, so this always terminates; a single character worth more than
+        `limit` tokens (only possible with a tiny limit) becomes its own piece.
         """
         pieces: list[_Atom] = []
         text, count = self.text, self.counter.one
+        chars_per_token = 4.0  # a first guess; replaced by what the text itself shows
         position = start
         while position < end:
-            window = min(end - position, limit * _CHARS_PER_TOKEN_WINDOW)
-            while position + window < end and count(text[position:position + window]) <= limit:
-                window = min(end - position, window * 2)
-            if count(text[position:position + window]) <= limit:
-                fits = window
-            else:
-                fits, too_long = 1, window  # invariant: [fits] is kept, [too_long] is not
-                while too_long - fits > 1:
-                    middle = (fits + too_long) // 2
-                    if count(text[position:position + middle]) <= limit:
-                        fits = middle
-                    else:
-                        too_long = middle
-            piece_end = position + fits
-            pieces.append(_Atom(position, piece_end, count(text[position:piece_end]), level=_SPLIT_CHARACTERS))
-            position = piece_end
+            rest = end - position
+            length = max(1, min(rest, int(limit * chars_per_token)))
+            tokens = count(text[position:position + length])
+            while tokens > limit and length > 1:
+                length = max(1, min(length - 1, length * limit // tokens))
+                tokens = count(text[position:position + length])
+            for _ in range(_MAX_GROW_STEPS):
+                if length >= rest or tokens >= limit * _GOOD_ENOUGH:
+                    break
+                longer = min(rest, length + max(1, length * (limit - tokens) // max(tokens, 1)))
+                longer_tokens = count(text[position:position + longer])
+                if longer_tokens > limit:
+                    break
+                length, tokens = longer, longer_tokens
+            pieces.append(_Atom(position, position + length, tokens, level=_SPLIT_CHARACTERS))
+            chars_per_token = length / max(tokens, 1)
+            position += length
         return pieces
 
     def _overlap_words(self, previous: _Planned, limit: int) -> list[tuple[int, int]]:

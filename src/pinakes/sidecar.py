@@ -163,6 +163,7 @@ class _Source:
     crlf: bool
     explicit_start: bool
     explicit_end: bool
+    declares_version: bool
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -182,7 +183,9 @@ def _read_bytes(path: Path) -> bytes:
 
 def _load_source(data: bytes, path: Path) -> _Source:
     if len(data) > MAX_SIDECAR_BYTES:
-        raise SidecarError(f"the sidecar is larger than {MAX_SIDECAR_BYTES // 1024} KiB", remedy=_SLIM, path=path)
+        raise SidecarError(
+            f"the sidecar is larger than {MAX_SIDECAR_BYTES // 1024} KiB", remedy=_SLIM, path=path
+        )
     has_bom = data.startswith(_UTF8_BOM)
     body = data[len(_UTF8_BOM) :] if has_bom else data
     try:
@@ -201,6 +204,7 @@ def _load_source(data: bytes, path: Path) -> _Source:
         crlf="\r\n" in text and text.count("\r\n") == text.count("\n"),
         explicit_start=_DOCUMENT_START.search(text) is not None,
         explicit_end=_DOCUMENT_END.search(text) is not None,
+        declares_version=_DIRECTIVE.search(text) is not None,  # only 1.2 gets this far
     )
 
 
@@ -225,7 +229,9 @@ def _compose(text: str, path: Path) -> MappingNode:
         root = yaml.compose(text)
     except MarkedYAMLError as exc:
         if type(exc).__name__ == "MaxDepthExceededError":  # its text suggests raising the limit
-            raise SidecarError(f"the sidecar is nested deeper than {MAX_NESTING} levels", remedy=_FLATTEN, path=path) from None
+            raise SidecarError(
+                f"the sidecar is nested deeper than {MAX_NESTING} levels", remedy=_FLATTEN, path=path
+            ) from None
         mark = exc.problem_mark or exc.context_mark
         problem = str(exc.problem or exc.context or "invalid YAML")
         if exc.context and exc.problem:
@@ -237,12 +243,18 @@ def _compose(text: str, path: Path) -> MappingNode:
         line, column = _text_location(text, exc.position)
         character = chr(exc.character) if isinstance(exc.character, int) else str(exc.character)
         raise _located(
-            path, line, column, f"the character U+{ord(character[:1] or ' '):04X} is not allowed in YAML", _FIX_IT
+            path,
+            line,
+            column,
+            f"the character U+{ord(character[:1] or ' '):04X} is not allowed in YAML",
+            _FIX_IT,
         ) from None
     except YAMLError as exc:
         raise SidecarError(f"invalid YAML: {exc}", remedy=_FIX_IT, path=path) from None
     except RecursionError:
-        raise SidecarError(f"the sidecar is nested deeper than {MAX_NESTING} levels", remedy=_FLATTEN, path=path) from None
+        raise SidecarError(
+            f"the sidecar is nested deeper than {MAX_NESTING} levels", remedy=_FLATTEN, path=path
+        ) from None
     if root is None:
         raise _located(path, 1, 1, "the sidecar is empty", "it needs at least the document's `id`")
     if not isinstance(root, MappingNode):
@@ -252,7 +264,7 @@ def _compose(text: str, path: Path) -> MappingNode:
 
 def _interpret(source: _Source, kb_id: str) -> Sidecar:
     path = source.path
-    entries = _mapping_entries(source.root, path, depth=0)
+    entries = _mapping_entries(source.root, path)
     if "id" not in entries:
         raise _located(
             path,
@@ -269,7 +281,9 @@ def _interpret(source: _Source, kb_id: str) -> Sidecar:
         tags=_read_tags(entries.get("tags"), path),
         links=_read_links(entries.get("links"), path, kb_id),
         provenance=_read_provenance(entries.get("provenance"), path),
-        extra={key: _plain(node, path, depth=1) for key, (_, node) in entries.items() if key not in OWNED_KEYS},
+        extra={
+            key: _plain(node, path, depth=1) for key, (_, node) in entries.items() if key not in OWNED_KEYS
+        },
         raw_hash=xxhash.xxh3_128_hexdigest(source.data),
     )
 
@@ -320,7 +334,7 @@ def _read_links(entry: tuple[Node, Node] | None, path: Path, kb_id: str) -> tupl
     for node in _sequence_items(entry, "links", path):
         if not isinstance(node, MappingNode):
             raise _at(path, node, "a link must be a mapping with `target` and `rel`", _LINK_REMEDY)
-        fields = _mapping_entries(node, path, depth=2)
+        fields = _mapping_entries(node, path)
         unknown = [key for key in fields if key not in LINK_FIELDS]
         if unknown:
             raise _at(
@@ -335,7 +349,12 @@ def _read_links(entry: tuple[Node, Node] | None, path: Path, kb_id: str) -> tupl
         target_node, rel_node = fields["target"][1], fields["rel"][1]
         target, rel = _plain(target_node, path, depth=3), _plain(rel_node, path, depth=3)
         if not isinstance(rel, str) or not rel:
-            raise _at(path, rel_node, f"a link's `rel` must be a non-empty string, not {_describe(rel)}", _LINK_REMEDY)
+            raise _at(
+                path,
+                rel_node,
+                f"a link's `rel` must be a non-empty string, not {_describe(rel)}",
+                _LINK_REMEDY,
+            )
         try:
             link_kb, link_doc = parse_pnk_uri(target, self_kb_id=kb_id)
         except PinakesError as exc:
@@ -351,15 +370,16 @@ def _read_provenance(entry: tuple[Node, Node] | None, path: Path) -> dict[str, J
     if entry is None:
         return {}
     _, node = entry
-    provenance = _plain(node, path, depth=1)
-    if provenance is None:
-        return {}
-    if not isinstance(provenance, dict):
-        raise _at(path, node, f"`provenance` must be a mapping, not {_describe(provenance)}", _FIX_IT)
+    _refuse_anchor(node, path)
+    if isinstance(node, ScalarNode) and _tag(node) == _NULL:
+        return {}  # `provenance:` left empty
+    if not isinstance(node, MappingNode):
+        value = _plain(node, path, depth=1)
+        raise _at(path, node, f"`provenance` must be a mapping, not {_describe(value)}", _FIX_IT)
+    entries = _mapping_entries(node, path)
+    provenance = {key: _plain(value, path, depth=2) for key, (_, value) in entries.items()}
     if "extraction" in provenance:
-        assert isinstance(node, MappingNode)
-        extraction_node = _mapping_entries(node, path, depth=1)["extraction"][1]
-        _check_extraction(provenance["extraction"], extraction_node, path)
+        _check_extraction(provenance["extraction"], entries["extraction"][1], path)
     return provenance
 
 
@@ -369,7 +389,9 @@ def _check_extraction(extraction: JSONValue, node: Node, path: Path) -> None:
         "or re-run `pnk sync --extract=<backend>` to record it afresh"
     )
     if not isinstance(extraction, dict):
-        raise _at(path, node, f"`provenance.extraction` must be a mapping, not {_describe(extraction)}", remedy)
+        raise _at(
+            path, node, f"`provenance.extraction` must be a mapping, not {_describe(extraction)}", remedy
+        )
     for field in EXTRACTION_FIELDS:
         if not isinstance(extraction.get(field), str) or not extraction[field]:
             raise _at(path, node, f"`provenance.extraction.{field}` must be a non-empty string", remedy)
@@ -387,7 +409,7 @@ def _sequence_items(entry: tuple[Node, Node] | None, key: str, path: Path) -> li
     return list(node.value)
 
 
-def _mapping_entries(node: MappingNode, path: Path, *, depth: int) -> dict[str, tuple[Node, Node]]:
+def _mapping_entries(node: MappingNode, path: Path) -> dict[str, tuple[Node, Node]]:
     """A mapping's entries by key, refusing duplicate and non-string keys (never last-wins)."""
     _refuse_anchor(node, path)
     if _tag(node) != _MAP:
@@ -420,7 +442,7 @@ def _plain(node: Node, path: Path, *, depth: int) -> JSONValue:
     if depth > MAX_NESTING:
         raise _at(path, node, f"values are nested deeper than {MAX_NESTING} levels", _FLATTEN)
     if isinstance(node, MappingNode):
-        entries = _mapping_entries(node, path, depth=depth)
+        entries = _mapping_entries(node, path)
         return {key: _plain(value, path, depth=depth + 1) for key, (_, value) in entries.items()}
     if isinstance(node, SequenceNode):
         if _tag(node) != _SEQ:
@@ -582,10 +604,14 @@ def update_sidecar(
     changes: dict[str, Any] = {}
     if title is not ... and _checked_title(title) != current.title:
         changes["title"] = title
-    if tags is not ... and tuple(_checked_tags(tags)) != current.tags:
-        changes["tags"] = list(tags)
-    if links is not ... and tuple(_checked_links(links)) != current.links:
-        changes["links"] = list(links)
+    if tags is not ...:
+        wanted_tags = _checked_tags(tags)
+        if tuple(wanted_tags) != current.tags:
+            changes["tags"] = wanted_tags
+    if links is not ...:
+        wanted_links = _checked_links(links)
+        if tuple(wanted_links) != current.links:
+            changes["links"] = wanted_links
     if provenance_extraction is not ...:
         wanted = _checked_extraction(provenance_extraction)
         if wanted != current.extraction:
@@ -617,7 +643,7 @@ def _refuse_to_mint_over(path: Path) -> SidecarError:
         )
     return SidecarError(
         f"a sidecar already exists here (id {existing.id}); refusing to mint a new id over it",
-        remedy="the existing id is permanent; use `update_sidecar` or edit the file",
+        remedy="keep it: the document's id is permanent, and every inbound link points at it",
         path=path,
     )
 
@@ -633,9 +659,10 @@ def _checked_title(title: Any) -> str | None:
 
 
 def _checked_tags(tags: Any) -> list[str]:
-    if isinstance(tags, str) or not all(isinstance(tag, str) and tag for tag in tags):
+    checked = [] if isinstance(tags, str) else list(tags)
+    if isinstance(tags, str) or not all(isinstance(tag, str) and tag for tag in checked):
         raise TypeError(f"tags must be a sequence of non-empty strings, not {tags!r}")
-    return list(tags)
+    return checked
 
 
 def _checked_links(links: Any) -> list[Link]:
@@ -651,7 +678,9 @@ def _checked_extraction(extraction: Any) -> dict[str, str] | None:
     if extraction is None:
         return None
     wanted = dict(extraction)
-    missing = [field for field in EXTRACTION_FIELDS if not isinstance(wanted.get(field), str) or not wanted[field]]
+    missing = [
+        field for field in EXTRACTION_FIELDS if not isinstance(wanted.get(field), str) or not wanted[field]
+    ]
     if missing:
         raise TypeError(f"provenance_extraction needs non-empty strings for {missing}")
     return _checked_json(wanted, "provenance_extraction")
@@ -733,7 +762,9 @@ def _new_yaml() -> YAML:
     yaml.preserve_quotes = True
     yaml.width = 1 << 16  # never re-fold a long line the author wrote on one line
     yaml.allow_duplicate_keys = False
-    yaml.max_depth = MAX_NESTING  # type: ignore[attr-defined]  # honoured by ruamel >= 0.18.7
+    # Newer ruamel stops composing past this depth; older versions hit RecursionError instead,
+    # and _compose reports both the same way.
+    yaml.max_depth = MAX_NESTING  # type: ignore[attr-defined]
     return yaml
 
 
@@ -748,6 +779,7 @@ class _Layout:
     crlf: bool = False
     explicit_start: bool = False
     explicit_end: bool = False
+    declares_version: bool = False
 
     @classmethod
     def of(cls, source: _Source) -> _Layout:
@@ -762,6 +794,7 @@ class _Layout:
             crlf=source.crlf,
             explicit_start=source.explicit_start,
             explicit_end=source.explicit_end,
+            declares_version=source.declares_version,
         )
 
 
@@ -819,6 +852,8 @@ def _dump(document: CommentedMap, layout: _Layout) -> bytes:
     yaml.indent(mapping=layout.mapping_indent, sequence=layout.sequence_indent, offset=layout.sequence_offset)
     yaml.explicit_start = layout.explicit_start
     yaml.explicit_end = layout.explicit_end
+    if layout.declares_version:
+        yaml.version = (1, 2)
     stream = StringIO()
     yaml.dump(document, stream)
     text = stream.getvalue()

@@ -1,16 +1,317 @@
-"""`pnk eval` (not built yet: see STATUS.md)."""
+"""`pnk eval [KB]`: the golden-set scoreboard, the regression gate, and the tools around it (spec §7).
+
+    pnk eval [KB]                       sync if needed, run eval/questions.yaml, gate on eval/baseline.json
+    pnk eval --update-baseline          the same, then rewrite the baseline from this run
+    pnk eval --rescore OUTCOMES.json    recompute the scoreboard from a committed outcomes file (no weights)
+    pnk eval --compare BEFORE AFTER     paired comparison of two outcomes files, with the sign test
+    pnk eval --fit-confidence           fit [retrieval.confidence] on the golden set and print the block
+    pnk eval --questions FILE.jsonl     nDCG@10 / recall@10 / recall@100 / MRR over any KB
+
+Exit status: 0 when the run passes (or is skipped for want of a golden set), 1 on a regression
+against the baseline, and a PinakesError's own code for bad input.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pinakes.errors import PinakesError
+if TYPE_CHECKING:
+    from pinakes.eval.harness import EvalPaths, GateResult
+    from pinakes.eval.outcomes import OutcomesFile
+    from pinakes.eval.scoreboard import Scoreboard
+    from pinakes.manifest import Manifest
+
+EXIT_REGRESSED = 1
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser("eval", parents=[common], help="(not built yet)")
+    parser = subparsers.add_parser(
+        "eval", parents=[common],
+        help="score retrieval on the KB's golden set and gate on its baseline",
+        description="Run the KB's golden set (eval/questions.yaml) through the same search the CLI and "
+                    "MCP use; report recall@k, MRR, rerank precision and the false-abstain / "
+                    "false-confidence rates per question kind; fail on regression against "
+                    "eval/baseline.json.",
+        epilog="examples: pnk eval tests/demo-kb · pnk eval --fit-confidence · "
+               "pnk eval --questions ../shared/corpora/cranfield/questions.jsonl -C cranfield-kb",
+    )
+    parser.add_argument("kb", nargs="?", metavar="KB", help="the KB directory (default: the current KB, or -C)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--no-sync", action="store_true", help="evaluate the index as it is, without syncing")
+    parser.add_argument("--baseline", metavar="FILE", type=Path,
+                        help="the baseline to gate on (default: KB/eval/baseline.json)")
+    parser.add_argument("--outcomes", metavar="FILE", type=Path,
+                        help="where to write the per-question outcomes (default: KB/eval/outcomes.json)")
+    parser.add_argument("--tolerance", metavar="X", type=float, default=None,
+                        help="absolute drop a rate may show before it counts as a regression (default 0.02)")
+    parser.add_argument("--update-baseline", action="store_true", help="rewrite the baseline from this run")
+    parser.add_argument("--fit-confidence", action="store_true",
+                        help="fit [retrieval.confidence] thresholds on the golden set and print the block")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--rescore", metavar="OUTCOMES", type=Path,
+                        help="recompute the scoreboard from an outcomes file, offline")
+    action.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), type=Path,
+                        help="paired comparison of two outcomes files (exact sign test)")
+    action.add_argument("--questions", metavar="FILE", type=Path,
+                        help="score a .jsonl of {id, query, relevant} (paths relative to the source root)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise PinakesError("`pnk eval` is not built yet", remedy="see STATUS.md")
+    from pinakes.errors import UsageError
+
+    if args.tolerance is not None and not 0 <= args.tolerance < 1:
+        raise UsageError(f"--tolerance must be between 0 and 1, got {args.tolerance}", remedy="pass --tolerance 0.02")
+    if args.update_baseline and (args.compare or args.questions or args.fit_confidence):
+        raise UsageError("--update-baseline only applies to a golden-set run or --rescore",
+                         remedy="run `pnk eval --update-baseline` on its own")
+    if args.fit_confidence and (args.compare or args.questions):
+        raise UsageError("--fit-confidence fits on the golden set (or an outcomes file via --rescore)",
+                         remedy="drop --compare / --questions")
+    if args.compare:
+        return _compare(args)
+    if args.rescore:
+        return _rescore(args)
+    if args.questions:
+        return _corpus(args)
+    return _golden_run(args)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _kb_root(args: argparse.Namespace) -> Path:
+    from pinakes.kb import find_kb_root
+
+    return find_kb_root(args.kb or getattr(args, "kb_dir", None))
+
+
+def _load(args: argparse.Namespace) -> tuple[EvalPaths, Manifest]:
+    from pinakes.eval.harness import EvalPaths
+    from pinakes.kb import KBPaths
+    from pinakes.manifest import load_manifest
+
+    kb_root = _kb_root(args)
+    manifest = load_manifest(KBPaths(kb_root).manifest)
+    return EvalPaths.for_kb(kb_root, baseline=args.baseline, outcomes=args.outcomes), manifest
+
+
+def _golden_run(args: argparse.Namespace) -> int:
+    from pinakes.eval import harness
+    from pinakes.eval.baseline import Baseline, read_baseline, write_baseline
+    from pinakes.eval.outcomes import write_outcomes
+
+    paths, manifest = _load(args)
+    golden, skipped = harness.load_for_run(paths, manifest)
+    if golden is None:
+        _emit(args, {"ok": True, "skipped": skipped}, f"eval skipped: {skipped}")
+        return 0
+    run = harness.evaluate(paths, manifest, golden, sync=not args.no_sync)
+    for warning in run.sync_warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.fit_confidence:
+        return _print_fit(args, run.outcomes)
+    write_outcomes(paths.outcomes, run.outcomes)
+    if args.update_baseline:
+        previous = read_baseline(paths.baseline) if paths.baseline.exists() else None
+        write_baseline(paths.baseline, Baseline(run.outcomes.header, run.scoreboard))
+        result = harness.gate(run.outcomes.header, run.scoreboard, previous, _tolerance(args))
+        _report(args, paths, run.outcomes, run.scoreboard, result, updated=True)
+        return 0
+    baseline = read_baseline(paths.baseline) if paths.baseline.exists() else None
+    result = harness.gate(run.outcomes.header, run.scoreboard, baseline, _tolerance(args))
+    _report(args, paths, run.outcomes, run.scoreboard, result, updated=False)
+    return 0 if result.ok else EXIT_REGRESSED
+
+
+def _rescore(args: argparse.Namespace) -> int:
+    from pinakes.eval import harness
+    from pinakes.eval.baseline import Baseline, read_baseline, write_baseline
+    from pinakes.eval.outcomes import read_outcomes
+    from pinakes.eval.scoreboard import score
+
+    outcomes = read_outcomes(args.rescore)
+    if args.fit_confidence:
+        return _print_fit(args, outcomes)
+    board = score(outcomes)
+    if args.update_baseline:
+        target = args.baseline or args.rescore.parent / "baseline.json"
+        write_baseline(target, Baseline(outcomes.header, board))
+        _emit(args, {"ok": True, "scoreboard": board.to_dict(), "baseline_written": str(target)},
+              _board_text(outcomes, board) + f"\nbaseline written: {target}")
+        return 0
+    baseline = read_baseline(args.baseline) if args.baseline else None
+    result = harness.gate(outcomes.header, board, baseline, _tolerance(args))
+    _report(args, None, outcomes, board, result, updated=False)
+    return 0 if result.ok else EXIT_REGRESSED
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pinakes.eval.outcomes import read_outcomes
+    from pinakes.eval.paired import compare_outcomes, render_comparison
+
+    before, after = (read_outcomes(path) for path in args.compare)
+    result = compare_outcomes(before, after)
+    _emit(args, {"ok": True, **result.to_dict()}, render_comparison(result))
+    return 0
+
+
+def _corpus(args: argparse.Namespace) -> int:
+    from pinakes.eval.corpus import load_corpus_questions, score_corpus
+    from pinakes.eval.runner import index_embedding, open_searcher, sync_before_eval
+
+    paths, manifest = _load(args)
+    questions = load_corpus_questions(args.questions, paths.kb_root, manifest.sources.roots)
+    if not args.no_sync:
+        for warning in sync_before_eval(paths.kb_root).warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+    with open_searcher(paths.kb_root, manifest) as searcher:
+        scores = score_corpus(searcher, questions)
+    retrieval = manifest.retrieval
+    data = scores.to_dict()
+    data.update({
+        "embedding": index_embedding(paths.kb_root),
+        "reranker": manifest.rerank.model if retrieval.rerank else None,
+        "retrieval": {"candidates_per_source": retrieval.candidates_per_source, "fusion_top_k": retrieval.fusion_top_k,
+                      "rrf_k": retrieval.rrf_k, "rerank": retrieval.rerank},
+    })
+    lines = [f"{data['questions']} questions scored from {args.questions}"
+             + (f" ({len(scores.skipped)} skipped: no relevant document in the KB)" if scores.skipped else "")]
+    for key in ("ndcg@10", "recall@10", "recall@100", "mrr"):
+        value = data[key]
+        lines.append(f"  {key:<11} {'—' if value is None else f'{value:.4f}'}")
+    if scores.missing_relevant:
+        lines.append(f"note: {scores.missing_relevant} relevant path(s) are not files in this KB and were left out")
+    lines.append(f"note: one search of {data['passages_per_question']} passages per question, folded to "
+                 f"documents (mean {data['mean_documents_ranked']} documents ranked); relevance is binary")
+    _emit(args, {"ok": True, **data}, "\n".join(lines))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _print_fit(args: argparse.Namespace, outcomes: OutcomesFile) -> int:
+    from pinakes.errors import PinakesError
+    from pinakes.eval.fitting import FitError, describe_fit, fit_confidence
+
+    header = outcomes.header
+    retrieval = header["retrieval"]
+    reranker = header.get("reranker")
+    golden = header.get("golden_set") or {}
+    settings = (f"{retrieval.get('mode', 'hybrid')} final_k={retrieval['final_k']} "
+                f"fusion_top_k={retrieval.get('fusion_top_k')} "
+                f"candidates_per_source={retrieval.get('candidates_per_source')} rrf_k={retrieval.get('rrf_k')}")
+    fitted_for = describe_fit(
+        (header.get("embedding") or {}).get("model") or "unknown embedding model",
+        reranker.get("model") if isinstance(reranker, dict) and retrieval.get("rerank") else None,
+        golden.get("path", "golden set"), len(outcomes.rows), settings,
+    )
+    try:
+        fit = fit_confidence(outcomes.rows, fitted_for)
+    except FitError as exc:
+        raise PinakesError(f"cannot fit confidence thresholds: {exc}",
+                           remedy="the golden set needs answerable and no-answer questions, searched "
+                                  "with vectors or rerank on") from None
+    lines = [
+        "# Fitted on the golden set; add to pinakes.toml (replacing any [retrieval.confidence]):",
+        fit.manifest_block().rstrip(),
+        "",
+        f"false-abstain:    {_fraction(fit.false_abstain)}  (answerable questions that would abstain)",
+        f"false-confidence: {_fraction(fit.false_confidence)}  (no-answer questions that would not abstain)",
+        f"no-answer at high: {_fraction(fit.no_answer_high)}",
+        "These are scored on the set they were fitted on: a floor, not a forecast.",
+    ]
+    if fit.excluded:
+        lines.append(f"excluded (no score to fit on): {', '.join(fit.excluded)}")
+    lines.append("Then run `pnk eval --update-baseline` so the gate covers the abstention rates.")
+    _emit(args, {"ok": True, **fit.to_dict()}, "\n".join(lines))
+    return 0
+
+
+def _report(args: argparse.Namespace, paths: EvalPaths | None, outcomes: OutcomesFile, board: Scoreboard,
+            result: GateResult, *, updated: bool) -> None:
+    data: dict[str, Any] = {
+        "ok": result.ok or updated,
+        "header": outcomes.header,
+        "scoreboard": board.to_dict(),
+        "regressions": [regression.to_dict() for regression in result.regressions],
+        "tolerance": result.tolerance,
+        "baseline": str(result.baseline.path) if result.baseline and result.baseline.path else None,
+        "baseline_changes": list(result.changes),
+    }
+    if paths is not None:
+        data["outcomes"] = str(paths.outcomes)
+        if updated:
+            data["baseline_written"] = str(paths.baseline)
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    lines = [_board_text(outcomes, board)]
+    if paths is not None:
+        lines.append(f"outcomes: {paths.outcomes}")
+    if result.changes:
+        lines.append("differs from the baseline's configuration:")
+        lines.extend(f"  {change}" for change in result.changes)
+    if updated:
+        assert paths is not None
+        lines.append(f"baseline written: {paths.baseline}")
+        if result.regressions:
+            lines.append("(it replaced a baseline this run would have failed:)")
+            lines.extend(f"  {regression.render()}" for regression in result.regressions)
+    elif result.baseline is None:
+        lines.append("no baseline to gate on (run `pnk eval --update-baseline` to create one)")
+    elif result.regressions:
+        lines.append(f"REGRESSION against {result.baseline.path} (tolerance {result.tolerance}):")
+        lines.extend(f"  {regression.render()}" for regression in result.regressions)
+    else:
+        lines.append(f"no regression against {result.baseline.path} (tolerance {result.tolerance})")
+    print("\n".join(lines))
+
+
+def _board_text(outcomes: OutcomesFile, board: Scoreboard) -> str:
+    from pinakes.eval.scoreboard import null_reasons, render_table
+
+    header = outcomes.header
+    embedding = header.get("embedding") or {}
+    reranker = header.get("reranker")
+    retrieval = header["retrieval"]
+    golden = header.get("golden_set") or {}
+    kb = (header.get("kb") or {}).get("name", "")
+    thresholds = retrieval.get("confidence")
+    lines = [
+        f"{kb}: {len(outcomes.rows)} questions ({golden.get('path', '?')})",
+        f"embedding {embedding.get('model')} ({embedding.get('revision')}); "
+        + (f"rerank {reranker.get('model')}" if isinstance(reranker, dict) else "rerank off")
+        + f"; final_k {retrieval['final_k']}, fusion_top_k {retrieval.get('fusion_top_k')}, "
+          f"candidates_per_source {retrieval.get('candidates_per_source')}, rrf_k {retrieval.get('rrf_k')}",
+        ("confidence thresholds: none" if thresholds is None
+         else f"confidence thresholds: low {thresholds['low']} / high {thresholds['high']}"),
+        "",
+        render_table(board),
+    ]
+    lines.extend(null_reasons(board))
+    return "\n".join(lines)
+
+
+def _fraction(rate: Any) -> str:
+    value = rate.value
+    shown = "null" if value is None else f"{value:.3f}"
+    return f"{shown} ({rate.numerator}/{rate.denominator})"
+
+
+def _tolerance(args: argparse.Namespace) -> float:
+    from pinakes.eval.baseline import DEFAULT_TOLERANCE
+
+    return DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
+
+
+def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        print(text)

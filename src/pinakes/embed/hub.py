@@ -37,8 +37,6 @@ def prepare_hub_environment(offline: bool) -> None:
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", HUB_ETAG_TIMEOUT_S)
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", HUB_DOWNLOAD_TIMEOUT_S)
-    # Progress bars on stderr would interleave with the CLI's own output.
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def hf_home() -> Path:

@@ -226,6 +226,7 @@ class _DigestRecord:
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
                     json.dump({"version": self.VERSION, "files": self.entries}, handle, sort_keys=True)
+                os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from others sharing HF_HOME
                 os.replace(temporary, self.path)
             except OSError:
                 with contextlib.suppress(OSError):

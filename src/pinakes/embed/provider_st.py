@@ -51,6 +51,7 @@ def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
     except ImportError as exc:
         raise MissingExtraError("st", "the sentence-transformers embedding provider",
                                 missing_module=exc.name or "sentence_transformers") from exc
+    _quiet_weight_loading()
 
     if packaged is not None:
         model_dir = sentence_transformers_dir(packaged)
@@ -70,9 +71,30 @@ def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
     return SentenceTransformersEmbedder(loaded, identity, batch_size)
 
 
+def _cache_folder_argument() -> str | None:
+    """The hub cache, passed only when huggingface_hub's own default (fixed when it was imported)
+    disagrees with the environment now; sentence-transformers logs a deprecation warning whenever
+    the argument is given."""
+    from huggingface_hub import constants
+
+    wanted = str(hub_cache_dir())
+    return None if os.path.abspath(constants.HF_HUB_CACHE) == os.path.abspath(wanted) else wanted
+
+
+def _quiet_weight_loading() -> None:
+    """transformers draws a "Loading weights" progress bar on stderr for every load, which would
+    interleave with the CLI's output; download progress (huggingface_hub's own bars) stays."""
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:
+        return
+    transformers_logging.disable_progress_bar()
+
+
 def _load_hub(factory: Any, model: str, revision: str | None, *, offline: bool) -> Any:
     try:
-        return factory(model, revision=revision, cache_folder=str(hub_cache_dir()), local_files_only=offline)
+        return factory(model, revision=revision, cache_folder=_cache_folder_argument(),
+                       local_files_only=offline)
     except (OSError, ValueError) as exc:
         if offline:
             raise ModelUnavailableError(

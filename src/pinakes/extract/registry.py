@@ -45,7 +45,8 @@ EXTRACTORS: dict[str, ExtractorSpec] = {
             module="pinakes.extract.pdf",
             extra="pdf",
             source_types=("pdf",),
-            constants={"version": "1"},
+            # pdf.py: pages joined by page_separator; CRLF -> LF, trailing spaces and controls dropped.
+            constants={"version": "1", "page_separator": "\n\n", "normalise": "lf,rstrip,no-controls"},
         ),
         ExtractorSpec(
             name="claude-vision",

@@ -69,7 +69,7 @@ def assess(
     if thresholds is None:
         return Confidence(
             UNKNOWN, signal, scorer,
-            "pinakes.toml has no [retrieval.confidence] thresholds (fit them with `pnk eval --fit-confidence`)",
+            "no [retrieval.confidence] thresholds in pinakes.toml; fit them with `pnk eval --fit-confidence`",
         )
     fitted_for = thresholds.fitted_for or ""
     fitted_on_reranker = reranker_model is not None and model_named_in(reranker_model, fitted_for)

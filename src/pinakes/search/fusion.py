@@ -9,7 +9,7 @@ by the best single rank and the chunk id, so the order is deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 
@@ -35,17 +35,29 @@ class Candidate:
 def reciprocal_rank_fusion(
     keyword: Iterable[tuple[int, float]], vector: Iterable[tuple[int, float]], k: int
 ) -> list[Candidate]:
-    """Every candidate of either list, best fused score first (ties: best rank, chunk id)."""
+    """Every candidate of either list, best fused score first (ties: best rank, chunk id).
+
+    Each list arrives best first; equal scores share a rank (1, 2, 2, 4), because an order
+    between exactly equal scores would be an accident of storage, not evidence.
+    """
     candidates: dict[int, Candidate] = {}
-    for rank, (chunk_id, score) in enumerate(keyword, start=1):
+    for rank, chunk_id, score in _competition_ranks(keyword):
         candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
         candidate.bm25_rank, candidate.bm25_score = rank, score
         candidate.rrf += 1.0 / (k + rank)
-    for rank, (chunk_id, score) in enumerate(vector, start=1):
+    for rank, chunk_id, score in _competition_ranks(vector):
         candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
         candidate.vector_rank, candidate.cosine = rank, score
         candidate.rrf += 1.0 / (k + rank)
     return sorted(candidates.values(), key=lambda c: (-c.rrf, c.best_rank, c.chunk_id))
+
+
+def _competition_ranks(ranked: Iterable[tuple[int, float]]) -> Iterator[tuple[int, int, float]]:
+    rank, previous = 0, None
+    for position, (chunk_id, score) in enumerate(ranked, start=1):
+        if score != previous:
+            rank, previous = position, score
+        yield rank, chunk_id, score
 
 
 def cut_with_ties(ranked: list[Candidate], width: int) -> list[Candidate]:

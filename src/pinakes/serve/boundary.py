@@ -1,0 +1,222 @@
+"""The server boundary (spec §4.7): every tool argument is checked here before anything uses it.
+
+The caller is an LLM acting on untrusted document text, so no argument may name a file. Identifiers
+(`kb`, `doc_id`) must match exactly one of a closed set; filter values (`path_prefix`, `tags`,
+dates) are matched against rows of the index and never opened, and are still refused when they
+look like a path or URI — `..`, an absolute path, a scheme, a glob, percent-encoding, a NUL or
+other control character, an overlong string, or a Unicode look-alike of `/`, `\\` or `.` — because
+an argument that *looks* like a path is a confused or hostile caller and deserves a clear error,
+not an empty result. The query is the one free-text argument: it is searched as words (FTS5 never
+sees it as syntax), so path-like text in it is refused only for control characters and length.
+
+Unknown argument names are refused too: an SDK that silently drops a misspelt key turns "filter by
+path" into "search everything" without a word.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pinakes.errors import PinakesError, UsageError
+from pinakes.ids import is_ulid
+
+MAX_QUERY_CHARS = 2_000
+MAX_IDENTIFIER_CHARS = 64
+MAX_FILTER_CHARS = 256
+MAX_TAGS = 32
+MAX_OFFSET = 1_000_000_000
+
+# Characters that render as (or normalise to) a slash, a backslash or a dot but are not one: a
+# filter spelled with them is an attempt to get `..` or `/` past a check that looks for ASCII.
+_LOOKALIKES = frozenset(
+    "\u2215\u2044\u29f8\u29f9\u2216\u2571\u2572\u1735\u27cb\u27cd\u3033\u30fb"  # slashes
+    "\uff0f\uff3c\ufe68\u2024\u2025\u2026\uff0e\u3002\ufe52\u0701\u0702\u2e31"  # fullwidth, dots
+)
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+_GLOB_CHARS = frozenset("*?[]{}")
+
+
+class ToolArgumentError(UsageError):
+    """A tool argument was refused at the server boundary."""
+
+
+class NotServedError(PinakesError):
+    """The caller named a KB or document this server does not serve."""
+
+
+def refuse(argument: str, problem: str, remedy: str) -> ToolArgumentError:
+    return ToolArgumentError(f"argument `{argument}` {problem}", remedy=remedy)
+
+
+def check_argument_names(tool: str, arguments: Mapping[str, Any], allowed: Sequence[str]) -> None:
+    unknown = sorted(set(arguments) - set(allowed))
+    if unknown:
+        takes = ", ".join(allowed) if allowed else "no arguments"
+        raise ToolArgumentError(
+            f"{tool} does not take {', '.join(f'`{name}`' for name in unknown)}",
+            remedy=f"{tool} takes: {takes}",
+        )
+
+
+def _refuse_invisible(argument: str, value: str, *, allow_whitespace: bool) -> None:
+    """Control, format (bidi, zero-width) and unassigned characters: never part of a real value."""
+    for char in value:
+        if allow_whitespace and char in "\t\n\r":
+            continue
+        category = unicodedata.category(char)
+        if category in ("Cc", "Cf", "Cs", "Co", "Cn") or category in ("Zl", "Zp"):
+            name = "a NUL byte" if char == "\x00" else f"the invisible or control character U+{ord(char):04X}"
+            raise refuse(argument, f"contains {name}", "pass plain visible text")
+
+
+def check_string(argument: str, value: object, *, max_chars: int, allow_whitespace: bool = False) -> str:
+    """A non-empty string without control or invisible characters, at most `max_chars` long."""
+    if not isinstance(value, str):
+        raise refuse(argument, f"must be a string, got {_json_type(value)}", f"pass `{argument}` as a string")
+    if len(value) > max_chars:
+        raise refuse(argument, f"is {len(value):,} characters long; the limit is {max_chars:,}",
+                     f"shorten `{argument}`")
+    _refuse_invisible(argument, value, allow_whitespace=allow_whitespace)
+    if not value.strip():
+        raise refuse(argument, "is empty", f"give `{argument}` a value, or leave it out")
+    return value
+
+
+def check_query(value: object) -> str:
+    """The search text. Only control characters and length are refused: it is searched as words."""
+    return check_string("query", value, max_chars=MAX_QUERY_CHARS, allow_whitespace=True).strip()
+
+
+def check_not_path_like(argument: str, value: str, *, allow_slash: bool, allow_colon: bool = False) -> str:
+    """Refuse anything a filesystem or URL parser would treat as a location rather than a value.
+
+    `allow_colon` keeps `status:draft` a valid tag while still refusing `file:` and `x://`."""
+    if unicodedata.normalize("NFKC", value) != value or any(char in _LOOKALIKES for char in value):
+        raise refuse(argument, "contains a Unicode look-alike or compatibility character",
+                     "spell it with plain characters (ASCII / and . for paths)")
+    if "\\" in value:
+        raise refuse(argument, "contains a backslash", "use / between path segments")
+    looks_like_uri = "://" in value or value.lower().startswith("file:")
+    if looks_like_uri or (not allow_colon and _SCHEME.match(value)):
+        raise refuse(argument, "looks like a URI; tools take no URIs or filesystem paths",
+                     "pass a KB-relative value such as docs/ (documents are addressed by ULID)")
+    if value.startswith(("/", "~")):
+        raise refuse(argument, "is an absolute path; tools never take filesystem paths",
+                     "pass a prefix relative to the KB root, such as docs/")
+    if any(char in _GLOB_CHARS for char in value):
+        raise refuse(argument, "contains a glob character (* ? [ ] { }); values are matched literally",
+                     "pass a literal prefix such as docs/api/")
+    if _PERCENT_ESCAPE.search(value):
+        raise refuse(argument, "contains a percent-escape; values are never URL-decoded",
+                     "pass the characters themselves")
+    segments = value.split("/")
+    if any(segment in (".", "..") for segment in segments):
+        raise refuse(argument, "contains a `.` or `..` segment", "pass a plain KB-relative prefix such as docs/")
+    if not allow_slash and len(segments) > 1:
+        raise refuse(argument, "contains a /", f"pass a single `{argument}` value")
+    if any(segment == "" for segment in segments[:-1]):
+        raise refuse(argument, "contains an empty path segment (//)", "remove the doubled /")
+    return value
+
+
+def check_path_prefix(value: object) -> str:
+    prefix = check_string("path_prefix", value, max_chars=MAX_FILTER_CHARS)
+    return check_not_path_like("path_prefix", prefix.strip(), allow_slash=True)
+
+
+def check_tags(value: object) -> list[str]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise refuse("tags", f"must be a list of strings, got {_json_type(value)}", 'pass ["tag", ...]')
+    if len(items) > MAX_TAGS:
+        raise refuse("tags", f"has {len(items)} tags; the limit is {MAX_TAGS}", "pass fewer tags")
+    tags = []
+    for item in items:
+        tag = check_string("tags", item, max_chars=MAX_FILTER_CHARS).strip()
+        tags.append(check_not_path_like("tags", tag, allow_slash=True, allow_colon=True))
+    return tags
+
+
+def check_date(argument: str, value: object) -> str:
+    text = check_string(argument, value, max_chars=40).strip()
+    if not _ISO_DATE.fullmatch(text):
+        raise refuse(argument, f"is not an ISO date ({text!r})", "use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][+HH:MM]")
+    return text
+
+
+def check_choice(argument: str, value: object, choices: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise refuse(argument, f"must be one of {', '.join(choices)}; got {_shown(value)}",
+                     f"pass one of: {', '.join(choices)}")
+    return value
+
+
+def check_choices(argument: str, value: object, choices: Sequence[str]) -> list[str]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise refuse(argument, f"must be one of {', '.join(choices)}", f"pass one of: {', '.join(choices)}")
+    return [check_choice(argument, item, choices) for item in items]
+
+
+def check_bool(argument: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise refuse(argument, f"must be true or false, got {_json_type(value)}", f"pass `{argument}`: true")
+    return value
+
+
+def check_int(argument: str, value: object, *, minimum: int) -> int:
+    """A JSON integer (a whole float such as 5.0 is accepted; a bool or a string is not)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise refuse(argument, f"must be a whole number, got {_json_type(value)}", f"pass `{argument}` as an integer")
+    if value < minimum or value > MAX_OFFSET:
+        raise refuse(argument, f"must be between {minimum} and {MAX_OFFSET:,}, got {value}",
+                     f"pass `{argument}` >= {minimum}")
+    return value
+
+
+def check_doc_id(value: object) -> str:
+    """A document is named by its canonical ULID, never by a path."""
+    if not isinstance(value, str):
+        raise refuse("doc_id", f"must be a document ULID string, got {_json_type(value)}",
+                     "pass the doc_id of a pinakes_search passage")
+    check_string("doc_id", value, max_chars=MAX_IDENTIFIER_CHARS)
+    if not is_ulid(value):
+        raise refuse(
+            "doc_id", f"is not a document ULID ({_shown(value)}); documents are addressed by id, never by path",
+            "pass the doc_id of a pinakes_search passage: 26 upper-case Crockford base32 characters",
+        )
+    return value
+
+
+def check_kb_name(value: object) -> str:
+    """The shape of a `kb` argument; whether it names a served KB is the caller's lookup."""
+    text = check_string("kb", value, max_chars=MAX_IDENTIFIER_CHARS)
+    return check_not_path_like("kb", text, allow_slash=False)
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,180 @@
+"""`pnk search`: readable output, --json, flags, and error exits without tracebacks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import pinakes.embed
+from pinakes.cli import main
+from pinakes.embed.base import ModelIdentity
+from pinakes.errors import EXIT_CONFIG, EXIT_DATA, EXIT_UNAVAILABLE
+from pinakes.kb import KBPaths
+from tests.helpers_index import HashEmbedder, build_search_index
+
+MANIFEST = """\
+[kb]
+name = "search-test"
+id = "01J9Z8Y7X6W5V4T3S2R1Q0P9N8"
+
+[sources]
+roots = ["docs"]
+
+[embedding]
+provider = "sentence-transformers"
+model = "test/hash-bow"
+dim = 64
+
+[retrieval]
+rerank = {rerank}
+"""
+
+
+def make_kb(root, *, rerank: bool = False):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pinakes.toml").write_text(MANIFEST.format(rerank=str(rerank).lower()))
+    (root / "docs").mkdir(exist_ok=True)
+    return KBPaths(root)
+
+
+@pytest.fixture
+def kb(tmp_path, monkeypatch):
+    """A KB whose manifest names the test embedder, with the embedder swapped in for the real one."""
+    embedder = HashEmbedder(identity=ModelIdentity("sentence-transformers", "test/hash-bow", "1", "0" * 64, 64))
+    paths = make_kb(tmp_path / "kb")
+    paths.state_dir.mkdir()
+    build_search_index(paths.index_db, embedder)
+    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None: embedder)
+    return paths
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_human_output_lists_ranked_cited_passages(kb, capsys):
+    code, out, err = run(capsys, "-C", str(kb.root), "search", "kafka", "replication")
+    assert code == 0 and err == ""
+    first = out.splitlines()[0]
+    assert first.startswith("1. Kafka — docs/kafka.md:0-") and first.endswith("(Kafka)")
+    assert "“# Kafka Kafka replication keeps copies" in out
+    assert "confidence: unknown" in out
+    assert "pnk ask --deep 'kafka replication'" in out
+    assert "next search to try: pnk search" in out
+
+
+def test_paged_citation_and_tags_are_printed(kb, capsys):
+    code, out, _ = run(capsys, "search", "-C", str(kb.root), "revenue", "quarter", "--mode", "bm25")
+    assert code == 0
+    assert "Annual report — reports/annual.pdf:p2" in out
+    assert "tags: finance" in out
+
+
+def test_json_output_is_the_result_dict(kb, capsys):
+    code, out, _ = run(capsys, "search", "-C", str(kb.root), "kafka replication", "--json", "-k", "2")
+    payload = json.loads(out)
+    assert code == 0 and payload["ok"] is True
+    assert payload["query"] == "kafka replication" and payload["mode"] == "hybrid"
+    assert len(payload["passages"]) == 2
+    assert payload["passages"][0]["citation"].startswith("docs/kafka.md:")
+    assert payload["confidence"]["level"] == "unknown"
+    assert payload["suggested_next"]["query"]
+
+
+def test_filters_reach_the_search(kb, capsys):
+    code, out, _ = run(capsys, "search", "-C", str(kb.root), "kafka postgres tomatoes", "--json",
+                       "--tag", "home", "--tag", "database", "--type", "markdown", "--path", "docs/",
+                       "--since", "2026-01-01", "--until", "2026-12-31")
+    assert code == 0
+    assert [passage["path"] for passage in json.loads(out)["passages"]] == ["docs/postgres.md"]
+
+
+def test_all_tags_requires_every_tag(kb, capsys):
+    code, out, _ = run(capsys, "search", "-C", str(kb.root), "kafka postgres", "--json",
+                       "--tag", "ops", "--tag", "streaming", "--all-tags")
+    assert code == 0
+    assert {passage["path"] for passage in json.loads(out)["passages"]} == {"docs/kafka.md"}
+
+
+def test_no_results_says_so(kb, capsys):
+    code, out, _ = run(capsys, "search", "-C", str(kb.root), "kafka", "--tag", "nosuchtag")
+    assert code == 0
+    assert out.startswith("No passages matched.")
+    assert "confidence: low" in out
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["search"], "the query is empty"),
+    (["search", "   "], "the query is empty"),
+    (["search", "kafka", "--type", "docx"], "unknown source type"),
+    (["search", "kafka", "--since", "last tuesday"], "not an ISO date"),
+    (["search", "kafka", "-k", "zero"], "-k must be a positive whole number"),
+    (["search", "kafka", "-k", "0"], "-k must be a positive whole number"),
+    (["search", "kafka", "--mode", "semantic"], "unknown search mode"),
+    (["search", "kafka", "--all-tags"], "--all-tags needs at least one --tag"),
+])
+def test_bad_arguments_exit_with_a_usage_error(kb, capsys, argv, fragment):
+    code, out, err = run(capsys, "-C", str(kb.root), *argv)
+    assert code == EXIT_CONFIG
+    assert out == ""
+    assert err.startswith("pnk: error: ") and fragment in err
+    assert "Traceback" not in err
+
+
+def test_errors_are_json_under_json(kb, capsys):
+    code, out, _ = run(capsys, "-C", str(kb.root), "search", "kafka", "--type", "docx", "--json")
+    payload = json.loads(out)
+    assert code == EXIT_CONFIG
+    assert payload["ok"] is False and payload["error"] == "UsageError"
+
+
+def test_missing_index_exits_unavailable_naming_pnk_sync(tmp_path, capsys):
+    paths = make_kb(tmp_path / "kb")
+    code, _, err = run(capsys, "-C", str(paths.root), "search", "kafka")
+    assert code == EXIT_UNAVAILABLE
+    assert "no index yet" in err and "pnk sync" in err
+
+
+def test_model_mismatch_exits_naming_the_rebuild(kb, capsys):
+    text = kb.manifest.read_text().replace('model = "test/hash-bow"', 'model = "test/other-model"')
+    kb.manifest.write_text(text)
+    code, _, err = run(capsys, "-C", str(kb.root), "search", "kafka", "--mode", "bm25")
+    assert code == EXIT_DATA
+    assert "pnk sync --rebuild" in err
+
+
+def test_rerank_on_without_weights_exits_unavailable(kb, capsys, monkeypatch):
+    text = kb.manifest.read_text().replace("rerank = false", "rerank = true")
+    kb.manifest.write_text(text + '\n[rerank]\nprovider = "fastembed"\n')
+    code, _, err = run(capsys, "-C", str(kb.root), "search", "kafka")
+    assert code == EXIT_UNAVAILABLE
+    assert "rerank = false" in err and "--no-rerank" in err
+    code, out, _ = run(capsys, "-C", str(kb.root), "search", "kafka", "--no-rerank")
+    assert code == 0 and "rerank off" in out
+
+
+def test_outside_a_kb_is_a_config_error(tmp_path, capsys):
+    empty = tmp_path / "nowhere"
+    empty.mkdir()
+    code, _, err = run(capsys, "-C", str(empty), "search", "kafka")
+    assert code == EXIT_CONFIG and "pnk init" in err
+
+
+def test_help_lists_the_flags(capsys):
+    with pytest.raises(SystemExit):
+        main(["search", "--help"])
+    out = capsys.readouterr().out
+    for flag in ("-k", "--tag", "--all-tags", "--path", "--since", "--until", "--type", "--no-rerank",
+                 "--mode", "--json", "-C"):
+        assert flag in out
+
+
+def test_cwd_inside_the_kb_is_found(kb, capsys, monkeypatch):
+    nested = kb.root / "docs" / "deep"
+    nested.mkdir(parents=True)
+    monkeypatch.chdir(nested)
+    code, out, _ = run(capsys, "search", "tomatoes", "--json")
+    assert code == 0 and json.loads(out)["passages"][0]["path"] == "notes/garden.txt"

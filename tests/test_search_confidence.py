@@ -1,0 +1,154 @@
+"""Confidence: thresholds map a signal to high/medium/low; without them, `unknown` (spec §4.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from pinakes.search import Searcher, SearchSettings, make_filters
+from pinakes.search.confidence import assess
+from tests.helpers_index import DocSpec, HashEmbedder, build_index, build_search_index
+
+RERANKER = "BAAI/bge-reranker-base"
+EMBEDDING = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    high: float
+    low: float
+    fitted_for: str
+
+
+RERANK_FIT = Thresholds(high=0.8, low=0.3, fitted_for="all-MiniLM-L6-v2 + bge-reranker-base, demo golden set")
+COSINE_FIT = Thresholds(high=0.6, low=0.35, fitted_for="all-MiniLM-L6-v2, demo golden set")
+
+
+def level(**overrides) -> str:
+    arguments = dict(passage_count=3, rerank_top=None, best_cosine=None, thresholds=None,
+                     reranker_model=RERANKER, embedding_model=EMBEDDING)
+    arguments.update(overrides)
+    return assess(**arguments).level
+
+
+@pytest.mark.parametrize(("signal", "expected"), [
+    (0.95, "high"), (0.8, "high"), (0.79, "medium"), (0.3, "medium"), (0.29, "low"), (0.0, "low"),
+])
+def test_rerank_signal_against_thresholds(signal, expected):
+    assert level(rerank_top=signal, thresholds=RERANK_FIT) == expected
+
+
+@pytest.mark.parametrize(("cosine", "expected"), [(0.7, "high"), (0.5, "medium"), (0.2, "low")])
+def test_cosine_signal_against_thresholds_fitted_without_rerank(cosine, expected):
+    assert level(best_cosine=cosine, thresholds=COSINE_FIT, reranker_model=None) == expected
+
+
+def test_no_thresholds_is_unknown_with_the_signal_still_reported():
+    confidence = assess(passage_count=3, rerank_top=0.99, best_cosine=None, thresholds=None,
+                        reranker_model=RERANKER, embedding_model=EMBEDDING)
+    assert confidence.level == "unknown"
+    assert confidence.signal == 0.99 and confidence.scorer == f"rerank:{RERANKER}"
+    assert "[retrieval.confidence]" in confidence.reason
+
+
+def test_thresholds_fitted_for_another_scorer_are_not_applied():
+    # Rerank thresholds, but this search did not rerank: a cosine is not a cross-encoder score.
+    assert level(best_cosine=0.99, thresholds=RERANK_FIT) == "unknown"
+    # Cosine thresholds, but this search reranked.
+    assert level(rerank_top=0.99, thresholds=COSINE_FIT) == "unknown"
+    # Thresholds fitted for another reranker model.
+    assert level(rerank_top=0.99, thresholds=RERANK_FIT, reranker_model="jinaai/jina-reranker-v1-tiny-en") \
+        == "unknown"
+    # Cosine thresholds fitted for another embedding model.
+    assert level(best_cosine=0.99, thresholds=COSINE_FIT, reranker_model=None,
+                 embedding_model="BAAI/bge-small-en-v1.5") == "unknown"
+
+
+def test_keyword_only_without_rerank_has_no_calibrated_signal():
+    assert level(thresholds=RERANK_FIT) == "unknown"
+
+
+def test_nothing_retrieved_is_low():
+    assert level(passage_count=0, thresholds=None) == "low"
+
+
+# -- through the Searcher -----------------------------------------------------------------------
+
+
+class ConstantReranker:
+    model = RERANKER
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def score(self, query, texts):
+        return [self.value - 0.01 * index for index in range(len(texts))]
+
+
+@pytest.fixture
+def index(tmp_path):
+    embedder = HashEmbedder()
+    build_search_index(tmp_path / "index.db", embedder)
+    return tmp_path / "index.db", embedder
+
+
+@pytest.mark.parametrize(("top", "expected"), [(0.9, "high"), (0.5, "medium"), (0.1, "low")])
+def test_search_reports_the_rerank_level_and_suggests_only_when_weak(index, top, expected):
+    path, embedder = index
+    settings = SearchSettings(rerank=True, confidence=RERANK_FIT)
+    with Searcher(path, settings, embedder=embedder, reranker=ConstantReranker(top)) as searcher:
+        result = searcher.search("kafka replication")
+    assert result.confidence.level == expected
+    assert result.confidence.signal == pytest.approx(top)
+    assert (result.suggested_next is None) == (expected in ("high", "medium"))
+
+
+def test_uncalibrated_search_is_unknown_and_suggests_a_next_search(index):
+    path, embedder = index
+    with Searcher(path, SearchSettings(rerank=False), embedder=embedder) as searcher:
+        result = searcher.search("kafka replication")
+    assert result.confidence.level == "unknown"
+    assert result.suggested_next is not None
+    assert result.suggested_next.query.startswith("kafka replication ")
+
+
+def test_suggestion_drops_words_the_index_never_saw(index):
+    path, embedder = index
+    with Searcher(path, SearchSettings(rerank=False), embedder=embedder) as searcher:
+        result = searcher.search("zarquon kafka replication")
+    assert result.suggested_next is not None
+    assert result.suggested_next.query == "kafka replication"
+    assert "zarquon" in result.suggested_next.reason
+
+
+def test_suggestion_widens_a_filtered_search(index):
+    path, embedder = index
+    with Searcher(path, SearchSettings(rerank=False), embedder=embedder) as searcher:
+        result = searcher.search("kafka replication", filters=make_filters(tags=["home"]))
+    assert result.suggested_next is not None
+    assert result.suggested_next.filters == {}
+
+
+class ParaphraseEmbedder(HashEmbedder):
+    """Every text and query points the same way: all are paraphrases of each other."""
+
+    def _vector(self, text):
+        vector = np.zeros(self.dim, dtype=np.float32)
+        vector[0] = 1.0
+        return vector
+
+
+def test_coverage_is_a_tiebreak_and_never_removes_a_paraphrase(tmp_path):
+    embedder = ParaphraseEmbedder()
+    build_index(tmp_path / "index.db", [
+        DocSpec("a-paraphrase.md", "Copies of every partition live on several machines."),
+        DocSpec("b-literal.md", "Kafka replication."),
+    ], embed=embedder.embed_documents, meta=embedder.meta())
+    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False), embedder=embedder) as searcher:
+        result = searcher.search("kafka replication", mode="vector")
+    # Equal cosines, so equal fused scores: coverage puts the literal match first ...
+    assert [p.path for p in result.passages] == ["b-literal.md", "a-paraphrase.md"]
+    # ... and the paraphrase sharing no query word is still returned.
+    assert [p.scores.coverage for p in result.passages] == [1.0, 0.0]
