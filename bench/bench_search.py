@@ -45,7 +45,7 @@ QUERIES = 120
 WARMUP = 10
 
 
-@dataclass(frozen=True)
+@dataclass
 class EmbeddingSection:
     provider: str
     model: str = "sentence-transformers/all-MiniLM-L6-v2"
@@ -56,16 +56,18 @@ class EmbeddingSection:
 
 def real_chunks(cache: Path) -> tuple[list[tuple[str, str]], np.ndarray, list[str]]:
     """(doc path, chunk text) of both corpora, their vectors, and the questions."""
-    model = None
+    model: quality_dev.PackagedMiniLM | None = None
     texts: list[tuple[str, str]] = []
     vectors = []
     questions: list[str] = []
     for corpus in quality_dev.CORPORA.values():
         docs = quality_dev.load_documents(corpus)
         cached = sorted(cache.glob(f"{corpus.name}-vectors-*.npy"))
-        if not cached:
+        if cached:
+            vectors.append(np.load(cached[-1]))
+        else:
             model = model or quality_dev.PackagedMiniLM()
-        vectors.append(np.load(cached[-1]) if cached else quality_dev.cached_vectors(corpus, docs, model, cache))
+            vectors.append(quality_dev.cached_vectors(corpus, docs, model, cache))
         texts.extend((f"{corpus.name}/{doc.path}", chunk.text) for doc in docs for chunk in doc.chunks or ())
         questions.extend(question.query for question in quality_dev.load_questions(corpus))
     return texts, np.concatenate(vectors).astype(np.float32), questions
@@ -95,7 +97,7 @@ def build_sized_index(path: Path, size: int, texts, vectors, meta: dict[str, str
                 written += 1
             write_documents(conn, docs.values())
             copy += 1
-        schema.write_meta(conn, meta)
+        schema.write_meta(conn, dict(meta))
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
 

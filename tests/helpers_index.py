@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,7 +157,7 @@ def build_index(
     docs: Iterable[DocSpec],
     *,
     embed: EmbedFn | None = None,
-    meta: dict[str, object] | None = None,
+    meta: Mapping[str, object] | None = None,
 ) -> Path:
     """A fresh index at `path` holding `docs`; `meta` is written into the meta table."""
     conn = schema.open_writer(path)
@@ -165,7 +165,7 @@ def build_index(
         with schema.transaction(conn):
             write_documents(conn, docs, embed)
             if meta:
-                schema.write_meta(conn, meta)
+                schema.write_meta(conn, dict(meta))
     finally:
         conn.close()
     return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,8 +28,8 @@ COSINE_FIT = Thresholds(high=0.6, low=0.35, fitted_for="all-MiniLM-L6-v2, demo g
 
 
 def level(**overrides) -> str:
-    arguments = dict(passage_count=3, rerank_top=None, best_cosine=None, thresholds=None,
-                     reranker_model=RERANKER, embedding_model=EMBEDDING)
+    arguments: dict[str, Any] = dict(passage_count=3, rerank_top=None, best_cosine=None, thresholds=None,
+                                     reranker_model=RERANKER, embedding_model=EMBEDDING)
     arguments.update(overrides)
     return assess(**arguments).level
 

@@ -80,6 +80,7 @@ def test_vector_search_respects_the_mask_and_the_limit():
 
 def test_the_matrix_holds_only_active_chunks_in_one_contiguous_array(searcher):
     searcher.search("kafka", mode="vector")
+    assert searcher._generation is not None
     matrix = searcher._generation.matrix
     assert matrix is not None
     assert matrix.vectors.flags["C_CONTIGUOUS"] and matrix.vectors.dtype == np.float32

@@ -15,7 +15,7 @@ from pinakes.search import Searcher, SearchSettings
 from tests.helpers_index import build_index, search_corpus
 
 
-@dataclass(frozen=True)
+@dataclass
 class EmbeddingSection:
     provider: str
     model: str = "sentence-transformers/all-MiniLM-L6-v2"

@@ -18,6 +18,7 @@ The fit is scored on the set it was fitted on, so the rates it reports are a flo
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -134,7 +135,7 @@ def _midpoints(signals: Sequence[float]) -> list[float]:
     spread = (signals[-1] - signals[0]) or 1.0
     below = signals[0] - spread / 10
     above = signals[-1] + spread / 10
-    return [below] + [(a + b) / 2 for a, b in zip(signals, signals[1:], strict=False)] + [above]
+    return [below] + [(a + b) / 2 for a, b in itertools.pairwise(signals)] + [above]
 
 
 def _round_preserving(value: float, signals: Sequence[float]) -> float:

@@ -292,26 +292,31 @@ def _paths(value: object, name: str, kb_root: Path, sources: Any, fail: Any) -> 
         fail(f"`{name}` must be a list of paths, got {value!r}", f"write `{name}: [docs/some/file.md]`")
         return None
     paths: list[str] = []
+    valid = True
     for entry in value:
         path = entry.strip().replace("\\", "/")
         normal = posixpath.normpath(path) if path else ""
         if not path or path.startswith("/") or normal.startswith("..") or normal != path:
             fail(f"`{name}` path {entry!r} is not a plain KB-root-relative path",
                  "write it relative to the KB root with forward slashes, e.g. docs/loans/incoming.md")
+            valid = False
             continue
         if not (kb_root / path).is_file():
             fail(f"`{name}` names {path}, which does not exist in the KB",
                  "fix the path (KB-root-relative), or restore the document")
+            valid = False
             continue
         if sources is not None and not sources.selects(path):
             fail(f"`{name}` names {path}, which [sources] does not index (outside its roots or excluded)",
                  "point it at an indexed document, or widen [sources] in pinakes.toml")
+            valid = False
             continue
         if path in paths:
             fail(f"`{name}` lists {path} twice", "list each document once")
+            valid = False
             continue
         paths.append(path)
-    return tuple(paths)
+    return tuple(paths) if valid else None
 
 
 def _check_filters(filters: object, fail: Any) -> None:

@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinakes.eval.baseline import BASELINE_RELPATH, DEFAULT_TOLERANCE, Baseline, Regression, compare, header_changes
+from pinakes.eval.baseline import (
+    BASELINE_RELPATH,
+    DEFAULT_TOLERANCE,
+    Baseline,
+    Regression,
+    compare,
+    header_changes,
+)
 from pinakes.eval.golden import GOLDEN_SET_RELPATH, GoldenSet, load_golden_set
 from pinakes.eval.outcomes import OUTCOMES_RELPATH, OutcomesFile
 from pinakes.eval.scoreboard import Scoreboard, score

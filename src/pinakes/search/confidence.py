@@ -23,9 +23,16 @@ HIGH, MEDIUM, LOW, UNKNOWN = "high", "medium", "low", "unknown"
 
 
 class Thresholds(Protocol):
-    high: float
-    low: float
-    fitted_for: str
+    """The manifest's [retrieval.confidence] section, or anything shaped like it."""
+
+    @property
+    def high(self) -> float: ...
+
+    @property
+    def low(self) -> float: ...
+
+    @property
+    def fitted_for(self) -> str: ...
 
 
 @dataclass(frozen=True)
