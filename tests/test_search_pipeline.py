@@ -296,3 +296,14 @@ def test_an_index_without_vectors_still_answers_by_keyword(tmp_path):
 
 def test_identity_helper_matches_meta():
     assert fake_identity(8).dim == 8
+
+
+def test_importing_search_and_its_cli_loads_no_numpy_or_model():
+    """`pnk --help` and an MCP server's start must not pay for numpy or a model library."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, pinakes.search, pinakes.cli.cmd_search; "
+             "print(sorted(m for m in ('numpy', 'torch', 'fastembed', 'sentence_transformers') if m in sys.modules))")
+    completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert completed.stdout.strip() == "[]"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ from tests.test_serve_helpers import (
 
 
 @pytest.fixture(scope="module")
-def tools(tmp_path_factory: pytest.TempPathFactory) -> PinakesTools:
+def tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PinakesTools]:
     root = make_kb(tmp_path_factory.mktemp("boundary") / "kb", "boundary",
                    {"wings.md": "# Wings\n\nWings generate lift.\n"})
     sync_kb(root)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def kb(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def tools(kb: Path) -> PinakesTools:
+def tools(kb: Path) -> Iterator[PinakesTools]:
     served = serve(kb)
     yield served
     served.close()

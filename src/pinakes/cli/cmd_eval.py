@@ -226,6 +226,10 @@ def _print_fit(args: argparse.Namespace, outcomes: OutcomesFile) -> int:
         f"no-answer at high: {_fraction(fit.no_answer_high)}",
         "These are scored on the set they were fitted on: a floor, not a forecast.",
     ]
+    if fit.trade_offs:
+        lines.append("other operating points (low: false-abstain, false-confidence):")
+        lines.extend(f"  {low}: {fa}/{fit.false_abstain.denominator}, {fc}/{fit.false_confidence.denominator}"
+                     for low, fa, fc in fit.trade_offs)
     if fit.excluded:
         lines.append(f"excluded (no score to fit on): {', '.join(fit.excluded)}")
     lines.append("Then run `pnk eval --update-baseline` so the gate covers the abstention rates.")

@@ -15,11 +15,17 @@ DEFAULT_BATCH_SIZE = 32
 
 
 class EmbeddingSection(Protocol):
-    """The fields of the manifest's [embedding] section this module reads."""
+    """The fields of the manifest's [embedding] section this module needs (it also reads
+    `revision` and `batch_size` when present)."""
 
-    provider: str
-    model: str
-    dim: int
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
 
 
 def load_embedder(section: EmbeddingSection, *, offline: bool | None = None) -> Embedder:

@@ -268,10 +268,16 @@ def _pinned_named(model: PackagedModel, name: str) -> PinnedFile:
 
 
 def _staged_matches(target: Path, sources: dict[str, Path], generated: str) -> bool:
+    """Whether `target` presents exactly `sources`: links to them, or (where symlinks are not
+    available) copies with the same digest, which also verifies the copy that will be loaded."""
     try:
         if (target / "tokenizer_config.json").read_text("utf-8") != generated:
             return False
-        return all((target / name).resolve() == path.resolve() for name, path in sources.items())
+        return all(
+            (target / name).resolve() == path.resolve()
+            or (not (target / name).is_symlink() and cached_sha256(target / name) == cached_sha256(path))
+            for name, path in sources.items()
+        )
     except OSError:
         return False
 

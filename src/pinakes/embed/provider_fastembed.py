@@ -38,9 +38,16 @@ class FastembedEmbedder(ProviderEmbedder):
         self._model = model
 
     def _encode_documents(self, texts: list[str], batch_size: int) -> np.ndarray:
+        """fastembed pads every batch to its longest text, so texts are batched in length order
+        (as sentence-transformers does internally) and the rows put back in input order."""
         import numpy as np
 
-        return np.stack(list(self._model.passage_embed(texts, batch_size=batch_size)))
+        order = sorted(range(len(texts)), key=lambda index: len(texts[index]), reverse=True)
+        vectors = np.stack(list(self._model.passage_embed([texts[index] for index in order],
+                                                          batch_size=batch_size)))
+        restored = np.empty_like(vectors)
+        restored[order] = vectors
+        return restored
 
     def _encode_query(self, text: str) -> np.ndarray:
         return next(iter(self._model.query_embed(text)))

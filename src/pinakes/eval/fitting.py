@@ -37,6 +37,7 @@ class ConfidenceFit:
     false_confidence: Rate
     no_answer_high: Rate  # no-answer questions that would be "high"
     excluded: tuple[str, ...]  # ids with no signal to fit on
+    trade_offs: tuple[tuple[float, int, int], ...] = ()  # (low, false abstains, false confidences)
 
     def manifest_block(self) -> str:
         return ("[retrieval.confidence]\n"
@@ -51,6 +52,8 @@ class ConfidenceFit:
             "false_confidence": self.false_confidence.to_dict(),
             "no_answer_high": self.no_answer_high.to_dict(),
             "excluded": list(self.excluded),
+            "trade_offs": [{"low": low, "false_abstain": fa, "false_confidence": fc}
+                           for low, fa, fc in self.trade_offs],
             "manifest_block": self.manifest_block(),
         }
 
@@ -103,7 +106,20 @@ def fit_confidence(rows: Sequence[Outcome], fitted_for: str) -> ConfidenceFit:
         false_confidence=Rate(fc, len(no_answer)),
         no_answer_high=Rate(reaching_high, len(no_answer)),
         excluded=tuple(excluded),
+        trade_offs=_pareto([(_round_preserving(candidate, signals), *errors(candidate)) for candidate in candidates]),
     )
+
+
+def _pareto(points: Sequence[tuple[float, int, int]]) -> tuple[tuple[float, int, int], ...]:
+    """The operating points no other point beats on both error counts, by rising `low`: what a
+    person choosing a different trade-off than the fit's can pick from."""
+    front = [point for point in points
+             if not any(other[1] <= point[1] and other[2] <= point[2] and other[1:] != point[1:]
+                        for other in points)]
+    unique: dict[tuple[int, int], tuple[float, int, int]] = {}
+    for point in sorted(front):
+        unique.setdefault(point[1:], point)  # the lowest threshold with those errors
+    return tuple(unique.values())
 
 
 def describe_fit(embedding_model: str, reranker_model: str | None, golden_path: str, questions: int,

@@ -78,7 +78,8 @@ def open_searcher(kb_root: Path, manifest: Manifest, *, embedder: Any = None) ->
 
 def run_header(kb_root: Path, manifest: Manifest, golden: GoldenSet, *, final_k: int | None = None) -> dict[str, Any]:
     """Names everything that produced a set of outcomes: models (embedding identity from the index's
-    meta, so it says what the vectors actually are), retrieval settings, and the golden set."""
+    meta, so it says what the vectors actually are), chunking and retrieval settings, and the
+    golden set."""
     retrieval = manifest.retrieval
     thresholds = retrieval.confidence
     golden_rel = _relative(golden.path, kb_root)
@@ -86,6 +87,8 @@ def run_header(kb_root: Path, manifest: Manifest, golden: GoldenSet, *, final_k:
         "kb": {"name": manifest.kb.name, "id": manifest.kb.id},
         "golden_set": {"path": golden_rel, "questions": len(golden), "sha256": golden.sha256},
         "embedding": index_embedding(kb_root),
+        "chunking": {"strategy": manifest.chunking.strategy, "max_tokens": manifest.chunking.max_tokens,
+                     "overlap": manifest.chunking.overlap, "headings": manifest.chunking.headings},
         "reranker": ({"provider": manifest.rerank.provider, "model": manifest.rerank.model,
                       "revision": manifest.rerank.revision} if retrieval.rerank else None),
         "retrieval": {

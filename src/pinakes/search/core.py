@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinakes.errors import IndexMissingError, PinakesError, UsageError
+from pinakes.errors import IndexMissingError, ModelUnavailableError, PinakesError, UsageError
 from pinakes.index import schema
 from pinakes.kb import KBPaths
 from pinakes.search import bm25
@@ -256,8 +256,6 @@ class Searcher:
     def reranker(self) -> Reranker:
         if self._reranker is None:
             if self._reranker_loader is None:
-                from pinakes.errors import ModelUnavailableError
-
                 raise ModelUnavailableError(
                     "reranking is on but no reranker is configured for this search",
                     remedy="set `rerank = false` under [retrieval] in pinakes.toml, or pass --no-rerank",
@@ -322,7 +320,7 @@ class _Run:
                 self._lap("bm25")
             vector: list[tuple[int, float]] = []
             if embedder is not None:
-                vector = self._vector(generation, embedder, scope)
+                vector = self._vector(generation, embedder)
             ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k)
             pool = cut_with_ties(ranked, self.fusion_top_k)
             rows = _hydrate(generation.conn, [candidate.chunk_id for candidate in pool])
@@ -409,7 +407,7 @@ class _Run:
         )
         return plan, hits
 
-    def _vector(self, generation: _Generation, embedder: Embedder, scope: tuple[str, list[object]] | None):
+    def _vector(self, generation: _Generation, embedder: Embedder) -> list[tuple[int, float]]:
         from pinakes.search import vectors
 
         query_vector = embedder.embed_query(self.query)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pinakes.errors import PinakesError
+from pinakes.errors import EXIT_DATA, PinakesError
 from pinakes.ids import format_pnk_uri, is_ulid
 from pinakes.search.citations import citation
 from pinakes.search.core import MODES, Searcher
@@ -161,6 +161,12 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
 SearcherFactory = Callable[[ServedKB], Searcher]
 
 
+class IndexUnreadableError(PinakesError):
+    """SQLite refused a read (locked past the busy timeout, or a damaged file)."""
+
+    exit_code = EXIT_DATA
+
+
 def default_searcher(kb: ServedKB) -> Searcher:
     return Searcher.for_kb(kb.root, kb.manifest)
 
@@ -197,7 +203,12 @@ class PinakesTools:
                                           remedy=f"use one of: {', '.join(self._handlers)}")
         if arguments is not None and not isinstance(arguments, Mapping):
             raise boundary.ToolArgumentError("tool arguments must be a JSON object", remedy="pass {...}")
-        return handler(dict(arguments or {}))
+        try:
+            return handler(dict(arguments or {}))
+        except sqlite3.DatabaseError as exc:
+            # Past the busy timeout, or a damaged file: the caller can retry; it is not a server bug.
+            raise IndexUnreadableError(f"the index could not be read ({exc})",
+                                       remedy="retry; if it persists, run `pnk doctor` in the KB") from exc
 
     def describe_error(self, error: PinakesError) -> dict[str, Any]:
         """A refusal as the caller sees it: message and remedy, with no machine-local path in it."""
@@ -213,6 +224,8 @@ class PinakesTools:
         return {"error": type(error).__name__, "message": message, "remedy": remedy, "path": shown_path}
 
     def _kb_relative(self, path: str) -> str | None:
+        if not os.path.isabs(path):  # already KB-relative (a source path from the index)
+            return path.replace(os.sep, "/")
         real = os.path.realpath(path)
         for kb in self.kbs:
             root = str(kb.root)
@@ -327,14 +340,17 @@ class PinakesTools:
             used += size
         if kept or not passages:
             return kept, len(passages) - len(kept), False
-        first, original = passages[0], originals[0]
-        skeleton = dict(first, evidence="")
-        room = budget_chars - used - _json_chars(skeleton) - 100
-        if room <= 0:
-            return [], len(passages), False
-        shortened, _ = self._passage(kb, 1, original, min(room, bounds.passage_chars))
-        shortened["evidence_cut"] = {"passage_chars": len(original.text), "returned_chars": min(room, len(original.text))}
-        return [shortened], len(passages) - 1, True
+        original = originals[0]
+        limit = min(bounds.passage_chars, budget_chars - used - _json_chars(dict(passages[0], evidence="")) - 100)
+        while limit > 0:  # JSON escaping makes the estimate approximate: shrink until it fits
+            shortened, _ = self._passage(kb, 1, original, limit)
+            shortened["evidence_cut"] = {"passage_chars": len(original.text),
+                                         "returned_chars": min(limit, len(original.text))}
+            overflow = used + _json_chars(shortened) + 2 - budget_chars
+            if overflow <= 0:
+                return [shortened], len(passages) - 1, True
+            limit -= overflow + 16
+        return [], len(passages), False
 
     # -- pinakes_get -----------------------------------------------------------------------------
 

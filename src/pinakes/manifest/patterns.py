@@ -1,0 +1,106 @@
+"""Which files `[sources] include/exclude` select: gitignore-shaped globs, whose semantics are
+documented on `SourcesSection`.
+
+Patterns are compiled by kind into a few alternations rather than tested one by one, because the
+sync walk tests every file in the KB and the default include alone has one pattern per supported
+extension.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_PLAIN_SUFFIX = re.compile(r"\*[^*?\[/]*")  # `*.md`: testable with str.endswith
+
+
+@dataclass(frozen=True)
+class _GlobSet:
+    """Patterns compiled by kind, so testing a path costs a few regex calls however many patterns
+    there are (the default include has one per supported extension, and the walk tests every file)."""
+
+    suffixes: tuple[str, ...]  # unanchored `*.ext` patterns, lowercased
+    names: re.Pattern[str] | None  # other unanchored patterns, tested on each path component
+    dir_names: re.Pattern[str] | None  # unanchored with a trailing `/`: directory components only
+    paths: re.Pattern[str] | None  # anchored patterns, tested on each path prefix
+    dir_paths: re.Pattern[str] | None  # anchored with a trailing `/`: directory prefixes only
+
+    @classmethod
+    def compile(cls, patterns: Sequence[str]) -> _GlobSet:
+        suffixes: list[str] = []
+        kinds: dict[tuple[bool, bool], list[str]] = {}
+        for pattern in patterns:
+            directory_only = pattern.endswith("/")
+            body = pattern.rstrip("/")
+            anchored = body.startswith("/") or "/" in body.lstrip("/")
+            body = body.lstrip("/")
+            if not anchored and not directory_only and _PLAIN_SUFFIX.fullmatch(body):
+                suffixes.append(body[1:].lower())
+            else:
+                kinds.setdefault((anchored, directory_only), []).append(_translate_glob(body))
+        return cls(tuple(suffixes), _alternation(kinds.get((False, False))),
+                   _alternation(kinds.get((False, True))), _alternation(kinds.get((True, False))),
+                   _alternation(kinds.get((True, True))))
+
+    def matches(self, relpath: str, *, is_dir: bool) -> bool:
+        """Whether any pattern matches `relpath` itself or a directory above it."""
+        parts = relpath.split("/")
+        for depth, name in enumerate(parts, start=1):
+            candidate_is_dir = is_dir or depth < len(parts)
+            if self.suffixes and name.lower().endswith(self.suffixes):
+                return True
+            if self.names is not None and self.names.fullmatch(name):
+                return True
+            if candidate_is_dir and self.dir_names is not None and self.dir_names.fullmatch(name):
+                return True
+            if self.paths is not None or self.dir_paths is not None:
+                prefix = "/".join(parts[:depth])
+                if self.paths is not None and self.paths.fullmatch(prefix):
+                    return True
+                if candidate_is_dir and self.dir_paths is not None and self.dir_paths.fullmatch(prefix):
+                    return True
+        return False
+
+
+def _alternation(regexes: Sequence[str] | None) -> re.Pattern[str] | None:
+    if not regexes:
+        return None
+    # Case-insensitive: a KB moves between case-sensitive and case-insensitive filesystems, and
+    # `*.pdf` must find `Paper.PDF` on both.
+    return re.compile("|".join(f"(?:{regex})" for regex in regexes), re.IGNORECASE)
+
+
+def _translate_glob(pattern: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("/**", i) and i + 3 == len(pattern):
+            out.append("(?:/.*)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
+            members = pattern[i + 1:end]
+            if members.startswith("!"):
+                members = "^" + members[1:]
+            out.append("[" + members.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return "".join(out)
+
+
+def _is_within(relpath: str, root: str) -> bool:
+    return root == "." or relpath == root or relpath.startswith(root + "/")

@@ -1,0 +1,327 @@
+"""One reader per section: each key's type and range, then the section's cross-key invariants
+(widths that must narrow, overlap below max_tokens, thresholds in order, roots that do not overlap).
+
+They are checked here, at read time, because a manifest that parses but cannot work is a failure
+deferred to the least convenient moment. A value the spec names but this build does not implement is
+refused too (spec §3.1): a setting the code ignores is not a setting.
+"""
+
+from __future__ import annotations
+
+import difflib
+import posixpath
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from pathlib import Path
+
+from ulid import ULID
+
+from pinakes import __version__
+from pinakes.extract.registry import PDF_BACKENDS
+from pinakes.kb import STATE_DIR_NAME
+from pinakes.manifest.patterns import _GlobSet, _is_within
+from pinakes.manifest.problems import _Problems
+from pinakes.manifest.sections import (
+    CHUNKING_STRATEGIES,
+    DEFAULT_INCLUDE,
+    DEFAULT_RERANK_MODEL,
+    EMBEDDING_PROVIDERS,
+    GRAPH_CHANNELS,
+    HEADING_GRAMMARS,
+    ON_EXCEED,
+    REQUIRED_SECTIONS,
+    TOP_LEVEL_SECTIONS,
+    UNBUILT_GRAPH_CHANNELS,
+    UNBUILT_VECTOR_TIERS,
+    VECTOR_TIERS,
+    BudgetSection,
+    ChunkingSection,
+    ConfidenceSection,
+    DeepSection,
+    EmbeddingSection,
+    ExtractionSection,
+    KBSection,
+    LinkedKB,
+    Manifest,
+    RerankSection,
+    RetrievalSection,
+    SourcesSection,
+)
+from pinakes.manifest.table import _Table, _toml_type
+
+_VERSION_FLOOR = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_TEMPLATE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*@\d+(?:\.\d+)*")
+
+
+def _read_manifest(data: Mapping[str, object], path: Path, problems: _Problems) -> Manifest | None:
+    for name, value in data.items():
+        if name not in TOP_LEVEL_SECTIONS:
+            close = difflib.get_close_matches(name, TOP_LEVEL_SECTIONS, n=1)
+            hint = f"; did you mean [{close[0]}]?" if close else ""
+            remedy = (f"rename it to [{close[0]}]" if close else
+                      f"remove it (sections: {', '.join(TOP_LEVEL_SECTIONS)}); if a newer Pinakes "
+                      "wrote this manifest, upgrade Pinakes")
+            problems.add(name, f"unknown section [{name}]{hint}", remedy)
+        elif not isinstance(value, dict):
+            problems.add(name, f"must be a table ([{name}]), got {_toml_type(value)}",
+                         f"write it as a [{name}] section")
+    tables: dict[str, _Table] = {}
+    for name in TOP_LEVEL_SECTIONS:
+        value = data.get(name)
+        if isinstance(value, dict):
+            tables[name] = _Table(value, name, name, problems)
+            continue
+        if name in REQUIRED_SECTIONS and name not in data:
+            problems.add(name, f"the required section [{name}] is missing",
+                         f"add the [{name}] section (see MANIFEST.md)")
+        # Absent (or already reported): read as all defaults. A missing required section's keys
+        # would each be "required" too; that is one problem, already said, so they go unreported.
+        tables[name] = _Table({}, name, name, _Problems())
+
+    kb = _read_kb(tables["kb"])
+    sources = _read_sources(tables["sources"])
+    embedding = _read_embedding(tables["embedding"])
+    extraction = _read_extraction(tables["extraction"])
+    chunking = _read_chunking(tables["chunking"])
+    retrieval = _read_retrieval(tables["retrieval"])
+    rerank = _read_rerank(tables["rerank"], default_provider=embedding.provider)
+    budget = _read_budget(tables["budget"])
+    deep = _read_deep(tables["deep"])
+    links = _read_links(tables["links"])
+    for table in tables.values():
+        table.finish()
+    if problems:
+        return None
+    return Manifest(path=path, kb=kb, sources=sources, embedding=embedding, extraction=extraction,
+                    chunking=chunking, retrieval=retrieval, rerank=rerank, budget=budget, deep=deep,
+                    links=links)
+
+
+def _ulid(table: _Table, name: str) -> str:
+    value = table.required_string(name, '"01J9Z8Y7X6W5V4T3S2R1Q0P9N8"')
+    if value and not _is_canonical_ulid(value):
+        hint = f" (write it in uppercase: {value.upper()})" if _is_canonical_ulid(value.upper()) else ""
+        table.fail(name, f"{value!r} is not a ULID (26 Crockford base32 characters){hint}",
+                   "copy the ULID exactly; never invent one (a KB id is permanent)")
+    return value
+
+
+def _is_canonical_ulid(value: str) -> bool:
+    try:
+        return str(ULID.from_str(value)) == value
+    except ValueError:
+        return False
+
+
+def _read_kb(table: _Table) -> KBSection:
+    name = table.required_string("name", '"my-research"')
+    kb_id = _ulid(table, "id")
+    floor = table.optional_string("requires_pinakes", f'"{__version__}"')
+    if floor is not None and not _VERSION_FLOOR.fullmatch(floor):
+        table.fail("requires_pinakes", f"{floor!r} is not a version X.Y.Z",
+                   f'write the oldest Pinakes that can read this KB, e.g. "{__version__}"')
+    template = table.optional_string("template", '"default@1"')
+    if template is not None and not _TEMPLATE_REF.fullmatch(template):
+        table.fail("template", f"{template!r} is not a template reference NAME@VERSION",
+                   'write e.g. template = "default@1"')
+    description = table.optional_string("description", '"What this KB is about"')
+    return KBSection(name=name, id=kb_id, requires_pinakes=floor, template=template,
+                     description=description)
+
+
+def _read_sources(table: _Table) -> SourcesSection:
+    roots = table.string_list("roots", None, '["docs"]')
+    if table.ok("roots") and not roots:
+        table.fail("roots", "is empty: no document would ever be found", 'list at least one, e.g. ["docs"]')
+    roots = _normalise_roots(table, roots)
+    include = table.string_list("include", DEFAULT_INCLUDE, '["*.md", "*.pdf"]')
+    if table.ok("include") and not include:
+        table.fail("include", "is empty: no file would ever be a source",
+                   "delete the line to include every supported type, or list patterns")
+    exclude = table.string_list("exclude", (), '["drafts/"]')
+    for name, patterns in (("include", include), ("exclude", exclude)):
+        for pattern in patterns:
+            try:
+                _GlobSet.compile([pattern])
+            except re.error as exc:
+                table.fail(name, f"{pattern!r} is not a valid glob ({exc})", "fix the pattern")
+    return SourcesSection(roots=roots, include=include, exclude=exclude)
+
+
+def _normalise_roots(table: _Table, roots: tuple[str, ...]) -> tuple[str, ...]:
+    normalised: list[str] = []
+    for root in roots:
+        if "\\" in root:
+            table.fail("roots", f"{root!r} uses a backslash",
+                       "use forward slashes: the manifest is shared across machines")
+            continue
+        if root.startswith("/") or re.match(r"[A-Za-z]:", root):
+            table.fail("roots", f"{root!r} is absolute; roots are relative to the KB root",
+                       'write it relative to the directory holding pinakes.toml, e.g. "docs"')
+            continue
+        clean = posixpath.normpath(root)
+        if clean == ".." or clean.startswith("../"):
+            table.fail("roots", f"{root!r} leaves the KB", "keep every root inside the KB directory")
+            continue
+        if clean.split("/")[0] == STATE_DIR_NAME:
+            table.fail("roots", f"{root!r} is inside {STATE_DIR_NAME}/, which is derived state",
+                       "name a directory holding your documents")
+            continue
+        for earlier in normalised:
+            if _is_within(clean, earlier) or _is_within(earlier, clean):
+                table.fail("roots", f"{root!r} overlaps the root {earlier!r}: files would be found twice",
+                           "keep only the outer directory")
+                break
+        else:
+            normalised.append(clean)
+    return tuple(normalised)
+
+
+def _read_embedding(table: _Table) -> EmbeddingSection:
+    return EmbeddingSection(
+        provider=table.choice("provider", None, EMBEDDING_PROVIDERS),
+        model=table.required_string("model", '"sentence-transformers/all-MiniLM-L6-v2"'),
+        dim=table.integer("dim", None, minimum=1),
+        revision=table.optional_string("revision", '"<commit hash>"'),
+        batch_size=table.integer("batch_size", 32, minimum=1),
+    )
+
+
+def _read_extraction(table: _Table) -> ExtractionSection:
+    return ExtractionSection(backend=table.choice("backend", "pypdfium2", PDF_BACKENDS))
+
+
+def _read_chunking(table: _Table) -> ChunkingSection:
+    chunking = ChunkingSection(
+        strategy=table.choice("strategy", "structural", CHUNKING_STRATEGIES),
+        max_tokens=table.integer("max_tokens", 250, minimum=1),
+        overlap=table.integer("overlap", 25, minimum=0),
+        headings=table.choice("headings", "none", HEADING_GRAMMARS),
+    )
+    if table.ok("max_tokens", "overlap") and chunking.overlap >= chunking.max_tokens:
+        table.fail("overlap", f"overlap ({chunking.overlap}) must be smaller than max_tokens "
+                              f"({chunking.max_tokens})",
+                   f"set overlap below {chunking.max_tokens} (the default is 25)")
+    return chunking
+
+
+def _read_retrieval(table: _Table) -> RetrievalSection:
+    retrieval = RetrievalSection(
+        candidates_per_source=table.integer("candidates_per_source", 50, minimum=1),
+        fusion_top_k=table.integer("fusion_top_k", 20, minimum=1),
+        final_k=table.integer("final_k", 8, minimum=1),
+        rrf_k=table.integer("rrf_k", 60, minimum=0),
+        rerank=table.boolean("rerank", True),
+        vector_tier=table.choice("vector_tier", "numpy", VECTOR_TIERS, UNBUILT_VECTOR_TIERS),
+        adjacent_k=table.integer("adjacent_k", 5, minimum=1),
+        graph_channel=table.choice("graph_channel", "off", GRAPH_CHANNELS, UNBUILT_GRAPH_CHANNELS),
+        confidence=_read_confidence(table.table("confidence")),
+    )
+    rule = "widths must narrow: final_k <= fusion_top_k <= candidates_per_source"
+    if table.ok("final_k", "fusion_top_k") and retrieval.final_k > retrieval.fusion_top_k:
+        table.fail("final_k", f"final_k ({retrieval.final_k}) is larger than fusion_top_k "
+                              f"({retrieval.fusion_top_k}); {rule}",
+                   f"lower final_k to at most {retrieval.fusion_top_k}, or raise fusion_top_k")
+    if (table.ok("fusion_top_k", "candidates_per_source")
+            and retrieval.fusion_top_k > retrieval.candidates_per_source):
+        table.fail("fusion_top_k", f"fusion_top_k ({retrieval.fusion_top_k}) is larger than "
+                                   f"candidates_per_source ({retrieval.candidates_per_source}); {rule}",
+                   f"lower fusion_top_k to at most {retrieval.candidates_per_source}, or raise "
+                   "candidates_per_source")
+    return retrieval
+
+
+def _read_confidence(table: _Table | None) -> ConfidenceSection | None:
+    if table is None:
+        return None
+    confidence = ConfidenceSection(
+        high=table.required_float("high", "0.7"),
+        low=table.required_float("low", "0.3"),
+        fitted_for=table.optional_string("fitted_for", '"<embedding> + <reranker>, <golden set>"') or "",
+    )
+    if not confidence.fitted_for and table.ok("fitted_for"):
+        table.fail("fitted_for", "is required whenever thresholds are present: thresholds are only "
+                                 "valid for the models and golden set they were fitted on",
+                   'name what they were fitted for, or re-fit with `pnk eval --fit-confidence`')
+    if table.ok("high", "low") and confidence.low > confidence.high:
+        table.fail("low", f"low ({confidence.low}) is above high ({confidence.high}); thresholds "
+                          "must be ordered low <= high",
+                   "swap them, or re-fit with `pnk eval --fit-confidence`")
+    table.finish()
+    return confidence
+
+
+def _read_rerank(table: _Table, *, default_provider: str) -> RerankSection:
+    return RerankSection(
+        provider=table.choice("provider", default_provider, EMBEDDING_PROVIDERS),
+        model=table.optional_string("model", f'"{DEFAULT_RERANK_MODEL}"') or DEFAULT_RERANK_MODEL,
+        revision=table.optional_string("revision", '"<commit hash>"'),
+        batch_size=table.integer("batch_size", 16, minimum=1),
+    )
+
+
+def _read_budget(table: _Table) -> BudgetSection:
+    budget = BudgetSection(
+        confirm_above_eur=table.money("confirm_above_eur", Decimal("0.50")),
+        per_operation_eur=table.money("per_operation_eur", Decimal("2.00")),
+        daily_eur=table.money("daily_eur", Decimal("5.00")),
+        monthly_eur=table.money("monthly_eur", Decimal("20.00")),
+        timezone=table.optional_string("timezone", '"Europe/Rome"') or "UTC",
+        on_exceed=table.choice("on_exceed", "abort", ON_EXCEED),
+        max_price_age_days=table.integer("max_price_age_days", 90, minimum=1),
+    )
+    if table.ok("timezone") and not _is_timezone(budget.timezone):
+        table.fail("timezone", f"{budget.timezone!r} is not an IANA time zone",
+                   'write a name such as "UTC" or "Europe/Rome"')
+    if (table.ok("confirm_above_eur", "per_operation_eur")
+            and budget.confirm_above_eur > budget.per_operation_eur):
+        table.fail("confirm_above_eur",
+                   f"confirm_above_eur ({budget.confirm_above_eur}) is above per_operation_eur "
+                   f"({budget.per_operation_eur}): the confirmation prompt would be unreachable",
+                   f"set confirm_above_eur to at most {budget.per_operation_eur}")
+    return budget
+
+
+def _is_timezone(name: str) -> bool:
+    if name == "UTC":  # needs no tz database, so it works even where none is installed
+        return True
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def _read_deep(table: _Table) -> DeepSection:
+    return DeepSection(max_rounds=table.integer("max_rounds", 3, minimum=1))
+
+
+def _read_links(links: _Table) -> tuple[LinkedKB, ...]:
+    linked: list[LinkedKB] = []
+    seen_alias: dict[str, int] = {}
+    seen_id: dict[str, int] = {}
+    for index, table in enumerate(links.array_of_tables("kb", "[[links.kb]]")):
+        kb_id = _ulid(table, "id")
+        alias = table.required_string("alias", '"partner"')
+        if alias and table.ok("alias"):
+            if alias == "self":
+                table.fail("alias", '"self" is reserved (pnk://self/... names this KB)',
+                           "choose another alias")
+            elif _is_canonical_ulid(alias.upper()):
+                table.fail("alias", f"{alias!r} looks like a ULID; tools accept an alias or a ULID, "
+                                    "so it would be ambiguous", "choose a word-like alias")
+        path = table.required_string("path", '"../partner-kb"')
+        table.finish()
+        if alias in seen_alias and table.ok("alias"):
+            table.fail("alias", f'the alias "{alias}" is already used by links.kb[{seen_alias[alias]}]',
+                       "give each connected KB its own alias")
+        if kb_id in seen_id and table.ok("id"):
+            table.fail("id", f"the KB {kb_id} is already linked by links.kb[{seen_id[kb_id]}]",
+                       "keep one [[links.kb]] per connected KB")
+        seen_alias.setdefault(alias, index)
+        seen_id.setdefault(kb_id, index)
+        linked.append(LinkedKB(id=kb_id, alias=alias, path=path))
+    return tuple(linked)

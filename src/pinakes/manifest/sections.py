@@ -1,0 +1,215 @@
+"""What a valid manifest is, as data: the vocabulary of sections and keys, the values this build
+implements, and one frozen dataclass per section.
+
+Kept apart from the loader so code that only consumes a Manifest (search, sync, eval, serve) can read
+its shape without wading through the validation machinery. The dataclasses are frozen because one
+Manifest is read once and then shared by every part of a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cached_property
+from pathlib import Path
+
+from pinakes.extract.source_types import SUFFIX_TO_TYPE
+from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
+from pinakes.manifest.patterns import _GlobSet, _is_within
+
+# Every section and the keys it accepts. The readers may take only declared keys, and any
+# other key in the file is reported as unknown, so this table is the whole vocabulary.
+SECTION_KEYS: dict[str, tuple[str, ...]] = {
+    "kb": ("name", "id", "requires_pinakes", "template", "description"),
+    "sources": ("roots", "include", "exclude"),
+    "embedding": ("provider", "model", "dim", "revision", "batch_size"),
+    "extraction": ("backend",),
+    "chunking": ("strategy", "max_tokens", "overlap", "headings"),
+    "retrieval": (
+        "candidates_per_source", "fusion_top_k", "final_k", "rrf_k", "rerank", "vector_tier",
+        "adjacent_k", "graph_channel", "confidence",
+    ),
+    "retrieval.confidence": ("high", "low", "fitted_for"),
+    "rerank": ("provider", "model", "revision", "batch_size"),
+    "budget": (
+        "confirm_above_eur", "per_operation_eur", "daily_eur", "monthly_eur", "timezone",
+        "on_exceed", "max_price_age_days",
+    ),
+    "deep": ("max_rounds",),
+    "links": ("kb",),
+    "links.kb": ("id", "alias", "path"),
+}
+TOP_LEVEL_SECTIONS = ("kb", "sources", "embedding", "extraction", "chunking", "retrieval", "rerank",
+                      "budget", "deep", "links")
+REQUIRED_SECTIONS = ("kb", "sources", "embedding")
+
+EMBEDDING_PROVIDERS = ("sentence-transformers", "fastembed")
+CHUNKING_STRATEGIES = ("structural",)
+HEADING_GRAMMARS = ("none", "numbered")
+ON_EXCEED = ("abort", "partial")
+# Settings the code implements. A value the spec names but this build does not implement is refused
+# at load time (spec §3.1): a setting the code ignores is not a setting.
+VECTOR_TIERS = ("numpy",)
+UNBUILT_VECTOR_TIERS = ("sqlite-vec",)
+GRAPH_CHANNELS = ("off",)
+UNBUILT_GRAPH_CHANNELS = ("expand", "ppr")
+
+# Every extension that has a source type (markdown, text, code, pdf). A file must still have a source
+# type to be indexed; `include` only narrows which files the walk considers.
+DEFAULT_INCLUDE = tuple(f"*{suffix}" for suffix in SUFFIX_TO_TYPE)
+# Never sources, whatever `exclude` says: derived state, and the sidecars themselves.
+ALWAYS_EXCLUDED = (f"{STATE_DIR_NAME}/", f"*{SIDECAR_SUFFIX}")
+
+DEFAULT_RERANK_MODEL = "BAAI/bge-reranker-base"
+
+
+@dataclass(frozen=True)
+class KBSection:
+    name: str
+    id: str
+    requires_pinakes: str | None = None
+    template: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class SourcesSection:
+    """Where the documents are. Paths are KB-root-relative POSIX paths.
+
+    Glob patterns follow .gitignore's shape: `*` and `?` stay inside one path component, `**`
+    crosses directories, a pattern containing `/` (other than a trailing one) is anchored at the KB
+    root, one without matches at any depth, and a trailing `/` matches a directory and everything
+    beneath it. A pattern matches a file if it matches the file's path or any directory above it.
+    Matching ignores case.
+    """
+
+    roots: tuple[str, ...]
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def effective_exclude(self) -> tuple[str, ...]:
+        return ALWAYS_EXCLUDED + self.exclude
+
+    @cached_property
+    def _include_globs(self) -> _GlobSet:
+        return _GlobSet.compile(self.include)
+
+    @cached_property
+    def _exclude_globs(self) -> _GlobSet:
+        return _GlobSet.compile(self.effective_exclude)
+
+    def selects(self, relpath: str) -> bool:
+        """Whether the file at `relpath` (KB-root-relative, POSIX) is a candidate source."""
+        return (
+            any(_is_within(relpath, root) for root in self.roots)
+            and self._include_globs.matches(relpath, is_dir=False)
+            and not self._exclude_globs.matches(relpath, is_dir=False)
+        )
+
+    def prunes(self, reldir: str) -> bool:
+        """Whether the walk may skip the directory at `reldir` without descending into it."""
+        return self._exclude_globs.matches(reldir, is_dir=True)
+
+
+@dataclass(frozen=True)
+class EmbeddingSection:
+    provider: str
+    model: str
+    dim: int
+    revision: str | None = None
+    batch_size: int = 32
+
+
+@dataclass(frozen=True)
+class ExtractionSection:
+    backend: str = "pypdfium2"
+
+
+@dataclass(frozen=True)
+class ChunkingSection:
+    strategy: str = "structural"
+    max_tokens: int = 250
+    overlap: int = 25
+    headings: str = "none"
+
+
+@dataclass(frozen=True)
+class ConfidenceSection:
+    high: float
+    low: float
+    fitted_for: str
+
+
+@dataclass(frozen=True)
+class RetrievalSection:
+    candidates_per_source: int = 50
+    fusion_top_k: int = 20
+    final_k: int = 8
+    rrf_k: int = 60
+    rerank: bool = True
+    vector_tier: str = "numpy"
+    adjacent_k: int = 5
+    graph_channel: str = "off"
+    confidence: ConfidenceSection | None = None  # absent ⇒ confidence is reported as "unknown"
+
+
+@dataclass(frozen=True)
+class RerankSection:
+    provider: str
+    model: str = DEFAULT_RERANK_MODEL
+    revision: str | None = None
+    batch_size: int = 16
+
+
+@dataclass(frozen=True)
+class BudgetSection:
+    """Money is Decimal end to end: a cap compared against a float is not a cap (spec §5)."""
+
+    confirm_above_eur: Decimal = Decimal("0.50")
+    per_operation_eur: Decimal = Decimal("2.00")
+    daily_eur: Decimal = Decimal("5.00")
+    monthly_eur: Decimal = Decimal("20.00")
+    timezone: str = "UTC"
+    on_exceed: str = "abort"
+    max_price_age_days: int = 90
+
+
+@dataclass(frozen=True)
+class DeepSection:
+    max_rounds: int = 3
+
+
+@dataclass(frozen=True)
+class LinkedKB:
+    """One `[[links.kb]]`: the partner's permanent ULID plus a machine-local alias and path."""
+
+    id: str
+    alias: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path
+    kb: KBSection
+    sources: SourcesSection
+    embedding: EmbeddingSection
+    extraction: ExtractionSection
+    chunking: ChunkingSection
+    retrieval: RetrievalSection
+    rerank: RerankSection
+    budget: BudgetSection
+    deep: DeepSection
+    links: tuple[LinkedKB, ...] = ()
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    def link(self, alias_or_id: str) -> LinkedKB | None:
+        """The connected KB named by alias or ULID, or None."""
+        for linked in self.links:
+            if alias_or_id in (linked.alias, linked.id):
+                return linked
+        return None

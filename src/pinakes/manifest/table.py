@@ -1,0 +1,230 @@
+"""The strict reader: typed getters over one TOML table that record a problem and return a
+placeholder, so one pass reports everything. Placeholders never escape: any problem means no
+Manifest is returned.
+
+Reading a key is what declares it known, so `finish` can report every key nothing asked for as
+unknown (with a did-you-mean) instead of silently ignoring a typo.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime, time
+from decimal import Decimal, InvalidOperation
+
+from pinakes.manifest.problems import _Problems
+from pinakes.manifest.sections import SECTION_KEYS
+
+_TOML_TYPE_NAMES: tuple[tuple[type, str], ...] = (
+    (bool, "a boolean"), (str, "a string"), (int, "an integer"), (float, "a float"),
+    (list, "an array"), (dict, "a table"), (datetime, "a date-time"), (date, "a date"),
+    (time, "a time"),
+)
+
+
+def _toml_type(value: object) -> str:
+    for kind, label in _TOML_TYPE_NAMES:
+        if isinstance(value, kind):
+            return label
+    return type(value).__name__
+
+
+class _Invalid:
+    """The value was present but wrong (already reported)."""
+
+
+_INVALID = _Invalid()
+
+
+class _Table:
+    """One TOML table being read. Reading a key declares it known; `finish` reports the rest."""
+
+    def __init__(self, data: Mapping[str, object], section: str, key: str, problems: _Problems):
+        self._data = data
+        self._section = section  # the SECTION_KEYS entry (`links.kb`, never `links.kb[0]`)
+        self.key = key  # the dotted prefix errors name (`links.kb[0]`)
+        self._problems = problems
+        self.failed: set[str] = set()
+
+    def dotted(self, name: str) -> str:
+        return f"{self.key}.{name}"
+
+    def fail(self, name: str, problem: str, remedy: str) -> None:
+        self.failed.add(name)
+        self._problems.add(self.dotted(name), problem, remedy)
+
+    def ok(self, *names: str) -> bool:
+        """Whether every named key read cleanly (cross-key checks skip values already reported)."""
+        return not self.failed.intersection(names)
+
+    def _raw(self, name: str, expected: tuple[type, ...], expected_label: str, example: str,
+             *, required: bool = False) -> object:
+        """The value if present and of the expected type, None if absent, _INVALID after reporting."""
+        assert name in SECTION_KEYS[self._section], f"undeclared key {self._section}.{name}"
+        if name not in self._data:
+            return None
+        value = self._data[name]
+        # bool is an int in Python and never a valid integer in a manifest.
+        is_bool_for_number = isinstance(value, bool) and bool not in expected
+        if is_bool_for_number or not isinstance(value, expected):
+            self.fail(name, f"must be {expected_label}, got {_toml_type(value)} ({value!r})",
+                      f"write it as {expected_label}, e.g. {name} = {example}")
+            return _INVALID
+        if isinstance(value, str) and not value.strip():
+            self.fail(name, "is an empty string (an empty value is an error, not a request for "
+                            "the default)",
+                      f"give a value, e.g. {name} = {example}" if required
+                      else f"delete the line to use the default, or give a value, e.g. {name} = {example}")
+            return _INVALID
+        return value
+
+    def _missing(self, name: str, example: str) -> None:
+        self.fail(name, "is required", f"add it, e.g. {name} = {example}")
+
+    # -- scalars --------------------------------------------------------------------------
+
+    def required_string(self, name: str, example: str) -> str:
+        value = self._raw(name, (str,), "a string", example, required=True)
+        if value is None:
+            self._missing(name, example)
+        return value if isinstance(value, str) else ""
+
+    def optional_string(self, name: str, example: str) -> str | None:
+        value = self._raw(name, (str,), "a string", example)
+        return value if isinstance(value, str) else None
+
+    def choice(self, name: str, default: str | None, allowed: Sequence[str],
+               unbuilt: Sequence[str] = ()) -> str:
+        """A string from `allowed`. `unbuilt` names values the spec defines but this build lacks."""
+        example = f'"{allowed[0]}"'
+        value = self._raw(name, (str,), "a string", example, required=default is None)
+        if value is None:
+            if default is None:
+                self._missing(name, example)
+                return allowed[0]
+            return default
+        if not isinstance(value, str):
+            return default or allowed[0]
+        if value in allowed:
+            return value
+        built = ", ".join(f'"{option}"' for option in allowed)
+        if value in unbuilt:
+            self.fail(name, f'"{value}" is not built in this Pinakes (built: {built})',
+                      f"set {name} = {example} or delete the line")
+        else:
+            suggestion = difflib.get_close_matches(value, [*allowed, *unbuilt], n=1)
+            hint = f'; did you mean "{suggestion[0]}"?' if suggestion else ""
+            self.fail(name, f'"{value}" is not one of {built}{hint}', f"set {name} to one of {built}")
+        return default or allowed[0]
+
+    def integer(self, name: str, default: int | None, minimum: int) -> int:
+        example = str(default if default is not None else max(minimum, 1))
+        value = self._raw(name, (int,), "an integer", example)
+        if value is None:
+            if default is None:
+                self._missing(name, example)
+                return minimum
+            return default
+        if not isinstance(value, int):
+            return default if default is not None else minimum
+        if value < minimum:
+            self.fail(name, f"must be >= {minimum}, got {value}", f"set {name} to {minimum} or more")
+            return default if default is not None else minimum
+        return value
+
+    def boolean(self, name: str, default: bool) -> bool:
+        value = self._raw(name, (bool,), "a boolean", str(default).lower())
+        return value if isinstance(value, bool) else default
+
+    def required_float(self, name: str, example: str) -> float:
+        value = self._raw(name, (int, float), "a number", example)
+        if value is None:
+            self._missing(name, example)
+            return 0.0
+        if not isinstance(value, (int, float)):
+            return 0.0
+        if not math.isfinite(value):
+            self.fail(name, f"must be a finite number, got {value}", f"set {name} to a real threshold")
+            return 0.0
+        return float(value)
+
+    def money(self, name: str, default: Decimal) -> Decimal:
+        """EUR as Decimal, from a TOML string or number via its text: never float arithmetic."""
+        example = f'"{default}"'
+        value = self._raw(name, (str, int, float), "an amount in EUR", example)
+        if value is None:
+            return default
+        if isinstance(value, _Invalid):
+            return default
+        try:
+            amount = Decimal(str(value).strip())
+        except InvalidOperation:
+            self.fail(name, f"{value!r} is not an amount", f'write a decimal amount, e.g. {name} = {example}')
+            return default
+        if not amount.is_finite():
+            self.fail(name, f"must be a finite amount, got {value!r}", f"write e.g. {name} = {example}")
+            return default
+        if amount < 0:
+            self.fail(name, f"must be >= 0, got {amount}", f"write a cap of 0 or more, e.g. {name} = {example}")
+            return default
+        return amount
+
+    def string_list(self, name: str, default: tuple[str, ...] | None, example: str) -> tuple[str, ...]:
+        value = self._raw(name, (list,), "an array of strings", example)
+        if value is None:
+            if default is None:
+                self._missing(name, example)
+                return ()
+            return default
+        if not isinstance(value, list):
+            return default or ()
+        items: list[str] = []
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                self.fail(name, f"item {index} must be a string, got {_toml_type(item)} ({item!r})",
+                          f"write every item as a quoted string, e.g. {name} = {example}")
+            elif not item.strip():
+                self.fail(name, f"item {index} is an empty string", "remove it or give a value")
+            else:
+                items.append(item)
+        return tuple(items)
+
+    # -- nesting --------------------------------------------------------------------------
+
+    def table(self, name: str) -> _Table | None:
+        value = self._raw(name, (dict,), "a table", "{ ... }")
+        if not isinstance(value, dict):
+            return None
+        return _Table(value, f"{self._section}.{name}", self.dotted(name), self._problems)
+
+    def array_of_tables(self, name: str, header: str) -> list[_Table]:
+        value = self._raw(name, (list,), f"an array of tables ({header})", f"(one {header} per item)")
+        if not isinstance(value, list):
+            return []
+        tables: list[_Table] = []
+        for index, item in enumerate(value):
+            if isinstance(item, dict):
+                tables.append(_Table(item, f"{self._section}.{name}", f"{self.dotted(name)}[{index}]",
+                                     self._problems))
+            else:
+                self.fail(name, f"item {index} must be a table ({header}), got {_toml_type(item)}",
+                          f"write each item as its own {header} block")
+        return tables
+
+    def finish(self) -> None:
+        """Report every key nothing asked for, with a did-you-mean against the declared keys."""
+        known = SECTION_KEYS[self._section]
+        for name in self._data:
+            if name not in known:
+                self._problems.add(self.dotted(name), *_unknown(name, known, f"[{self._section}]"))
+
+
+def _unknown(name: str, known: Sequence[str], where: str) -> tuple[str, str]:
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        return f"unknown key; did you mean `{close[0]}`?", f"rename it to `{close[0]}`"
+    return ("unknown key",
+            f"remove it ({where} accepts: {', '.join(known)}); if a newer Pinakes wrote this "
+            "manifest, upgrade Pinakes")

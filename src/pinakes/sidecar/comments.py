@@ -1,0 +1,106 @@
+"""Keeping the author's comment lines where they were when entries are inserted, deleted or replaced.
+
+ruamel stores the comment lines after an entry on that entry (the last leaf of a block collection):
+"# eol\n" then the following lines, or "\n" then the following lines. So any edit that moves or
+removes an entry would carry the lines below it along, or drop them; these helpers detach such a
+block and re-attach it to whatever now precedes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import CommentMark
+from ruamel.yaml.scalarstring import FoldedScalarString, LiteralScalarString
+from ruamel.yaml.tokens import CommentToken
+
+
+def _insert_entry(mapping: CommentedMap, position: int, key: str, value: Any) -> None:
+    """Insert so that comment lines after the previous entry stay above what followed it."""
+    block = ""
+    if position > 0:
+        previous = list(mapping.keys())[position - 1]
+        block = _take_block(*_trailing_slot(mapping, previous))
+    mapping.insert(position, key, value)
+    _give_block(*_trailing_slot(mapping, key), block)
+
+
+def _delete_entry(mapping: CommentedMap, key: str) -> None:
+    """Delete so that the whole comment lines around the entry stay where they were.
+
+    Lines after a flow collection are stored before the next key, so an entry can carry
+    comment lines on both sides; its own end-of-line comment goes with it.
+    """
+    keys = list(mapping.keys())
+    position = keys.index(key)
+    before = mapping.ca.items.get(key, [None, None, None, None])[1] or []
+    block = "".join(token.value for token in before) + _take_block(*_trailing_slot(mapping, key))
+    del mapping[key]
+    mapping.ca.items.pop(key, None)  # ruamel leaves it behind, to resurface on a re-added key
+    if not block:
+        return
+    if position > 0:
+        _give_block(*_trailing_slot(mapping, keys[position - 1]), block)
+    else:
+        _give_header(mapping, block)
+
+
+def _give_header(mapping: CommentedMap, block: str) -> None:
+    """Comment lines that now come before the first key of a mapping."""
+    if mapping.ca.comment is None:
+        mapping.ca.comment = [None, []]
+    if mapping.ca.comment[1] is None:
+        mapping.ca.comment[1] = []
+    mapping.ca.comment[1].append(CommentToken(block, CommentMark(0), None))
+
+
+def _trailing_slot(container: Any, slot: Any) -> tuple[Any, Any]:
+    """Where the comment lines after `container[slot]` are stored: its deepest last leaf."""
+    value = container[slot]
+    if isinstance(value, (CommentedMap, CommentedSeq)) and len(value) and not value.fa.flow_style():
+        last = list(value.keys())[-1] if isinstance(value, CommentedMap) else len(value) - 1
+        return _trailing_slot(value, last)
+    return container, slot
+
+
+def _comment_index(container: Any) -> int:
+    return 2 if isinstance(container, CommentedMap) else 0
+
+
+def _ends_its_own_line(container: Any, slot: Any) -> bool:
+    """A block scalar ends with a line break, so the comment after it cannot be end-of-line."""
+    return isinstance(container[slot], (LiteralScalarString, FoldedScalarString))
+
+
+def _take_block(container: Any, slot: Any) -> str:
+    """Detach and return the whole comment lines after an entry, keeping its end-of-line comment."""
+    comments = container.ca.items.get(slot)
+    token = comments[_comment_index(container)] if comments else None
+    if token is None or not token.value:
+        return ""
+    text = token.value
+    if _ends_its_own_line(container, slot):
+        eol, block = "", text
+    elif text.startswith("#"):
+        eol, _, block = text.partition("\n")
+    else:
+        eol, block = "", text[1:]
+    if eol:
+        token.value = eol + "\n"
+    else:
+        comments[_comment_index(container)] = None
+    return block
+
+
+def _give_block(container: Any, slot: Any, block: str) -> None:
+    if not block:
+        return
+    comments = container.ca.items.setdefault(slot, [None, None, None, None])
+    index = _comment_index(container)
+    token = comments[index]
+    if token is None:
+        text = block if _ends_its_own_line(container, slot) else "\n" + block
+        comments[index] = CommentToken(text, CommentMark(0), None)
+    else:
+        token.value += block

@@ -1,0 +1,193 @@
+"""Writing a sidecar, which is rare and narrow.
+
+`write_new_sidecar` mints, and never over an existing file: that file holds a permanent id even when
+it does not parse (spec §6.4). `update_sidecar` reconciles only the owned keys it is given and
+writes nothing when nothing changes. Every new text is parsed back and checked against the intended
+values before it replaces the file, so a rewrite that would lose anything is refused instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import EllipsisType
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from pinakes.atomic import atomic_write_bytes
+from pinakes.errors import SidecarError
+from pinakes.ids import format_pnk_uri, is_ulid
+from pinakes.sidecar.layout import _dump, _Layout, _round_trip_load
+from pinakes.sidecar.model import EXTRACTION_FIELDS, JSONValue, Link, Sidecar, sidecar_path_for
+from pinakes.sidecar.reading import _interpret, _load_source, _read_bytes, parse_sidecar_bytes, read_sidecar
+from pinakes.sidecar.reconcile import _apply_changes, _commented, _link_entry, _set_style
+
+
+def write_new_sidecar(
+    doc_path: Path,
+    *,
+    doc_id: str,
+    title: str | None = None,
+    tags: Sequence[str] = (),
+    links: Sequence[Link] = (),
+    provenance: Mapping[str, JSONValue] | None = None,
+) -> Path:
+    """Mint `<doc>.pnk.yaml` in canonical key order. Never over an existing sidecar (spec §6.4):
+    that file holds a permanent id, even when it does not parse."""
+    path = sidecar_path_for(doc_path)
+    if not is_ulid(doc_id):
+        raise ValueError(f"doc_id {doc_id!r} is not a canonical ULID")
+    document = CommentedMap()
+    document["id"] = doc_id
+    if title is not None:
+        document["title"] = _checked_title(title)
+    document["tags"] = _set_style(CommentedSeq(_checked_tags(tags)), flow=True)
+    document["links"] = CommentedSeq(_link_entry(link) for link in _checked_links(links))
+    if provenance:
+        document["provenance"] = _commented(_checked_json(dict(provenance), "provenance"))
+    data = _dump(document, _Layout())
+    # A minted sidecar never says `self`, so any owner id reads it the same way.
+    parse_sidecar_bytes(data, path=path, kb_id=doc_id)
+    if path.exists():
+        raise _refuse_to_mint_over(path)
+    try:
+        atomic_write_bytes(path, data, exclusive=True)
+    except FileExistsError:
+        raise _refuse_to_mint_over(path) from None
+    return path
+
+
+def update_sidecar(
+    path: Path,
+    *,
+    kb_id: str,
+    title: str | EllipsisType | None = ...,
+    tags: Sequence[str] | EllipsisType = ...,
+    links: Sequence[Link] | EllipsisType = ...,
+    provenance_extraction: Mapping[str, str] | EllipsisType | None = ...,
+) -> Sidecar:
+    """Reconcile the given owned keys into the sidecar; `...` (the default) leaves a key alone.
+
+    `title=None` removes the title; `provenance_extraction=None` removes provenance.extraction and
+    leaves the rest of provenance. Links are written as `pnk://<kb-ulid>/<doc-ulid>`. Everything
+    else in the file survives. If nothing changes, the file is not written at all: same bytes,
+    same mtime. Returns the sidecar as it now is on disk (compare `raw_hash` to tell a rewrite).
+    """
+    data = _read_bytes(path)
+    source = _load_source(data, path)
+    current = _interpret(source, kb_id)
+    changes: dict[str, Any] = {}
+    if title is not ... and _checked_title(title) != current.title:
+        changes["title"] = title
+    if tags is not ...:
+        wanted_tags = _checked_tags(tags)
+        if tuple(wanted_tags) != current.tags:
+            changes["tags"] = wanted_tags
+    if links is not ...:
+        wanted_links = _checked_links(links)
+        if tuple(wanted_links) != current.links:
+            changes["links"] = wanted_links
+    if provenance_extraction is not ...:
+        wanted = _checked_extraction(provenance_extraction)
+        if wanted != current.extraction:
+            changes["extraction"] = wanted
+    if not changes:
+        return current
+
+    document = _round_trip_load(source)
+    _apply_changes(document, current, changes)
+    new_data = _dump(document, _Layout.of(source))
+    if new_data == data:
+        return current
+    updated = parse_sidecar_bytes(new_data, path=path, kb_id=kb_id)
+    _verify_update(current, updated, changes)
+    atomic_write_bytes(path, new_data)
+    return updated
+
+
+def _refuse_to_mint_over(path: Path) -> SidecarError:
+    try:
+        existing = read_sidecar(path, kb_id=_ANY_OWNER)
+    except SidecarError as exc:
+        return SidecarError(
+            f"a sidecar already exists here and does not parse ({exc.message}); "
+            "refusing to mint a new id over it",
+            remedy="fix that error by hand: the file holds the document's permanent id, and every "
+            "inbound link points at it",
+            path=path,
+        )
+    return SidecarError(
+        f"a sidecar already exists here (id {existing.id}); refusing to mint a new id over it",
+        remedy="keep it: the document's id is permanent, and every inbound link points at it",
+        path=path,
+    )
+
+
+# Only `pnk://self/` reads depend on the owner, and naming a parse problem does not.
+_ANY_OWNER = "0" * 26
+
+
+def _checked_title(title: Any) -> str | None:
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a str or None, not {type(title).__name__}")
+    return title
+
+
+def _checked_tags(tags: Any) -> list[str]:
+    checked = [] if isinstance(tags, str) else list(tags)
+    if isinstance(tags, str) or not all(isinstance(tag, str) and tag for tag in checked):
+        raise TypeError(f"tags must be a sequence of non-empty strings, not {tags!r}")
+    return checked
+
+
+def _checked_links(links: Any) -> list[Link]:
+    checked = list(links)
+    for link in checked:
+        if not isinstance(link, Link) or not link.rel:
+            raise TypeError(f"links must be Link values with a rel, not {link!r}")
+        format_pnk_uri(link.kb_id, link.doc_id)  # raises on an id that is not a ULID
+    return checked
+
+
+def _checked_extraction(extraction: Any) -> dict[str, str] | None:
+    if extraction is None:
+        return None
+    wanted = dict(extraction)
+    missing = [
+        field for field in EXTRACTION_FIELDS if not isinstance(wanted.get(field), str) or not wanted[field]
+    ]
+    if missing:
+        raise TypeError(f"provenance_extraction needs non-empty strings for {missing}")
+    return _checked_json(wanted, "provenance_extraction")
+
+
+def _checked_json(value: Any, what: str) -> Any:
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be JSON-encodable: {exc}") from exc
+
+
+def _verify_update(before: Sidecar, after: Sidecar, changes: Mapping[str, Any]) -> None:
+    """Refuse to write a rewrite that lost anything: the file holds a permanent id."""
+    expected_provenance = dict(before.provenance)
+    if "extraction" in changes:
+        expected_provenance.pop("extraction", None)
+        if changes["extraction"] is not None:
+            expected_provenance["extraction"] = changes["extraction"]
+    expected = (
+        before.id,
+        changes.get("title", before.title),
+        tuple(changes.get("tags", before.tags)),
+        tuple(changes.get("links", before.links)),
+        expected_provenance,
+        before.extra,
+    )
+    actual = (after.id, after.title, after.tags, after.links, after.provenance, after.extra)
+    if actual != expected:
+        raise RuntimeError(
+            f"Pinakes bug: rewriting {before.path} would not give the intended values "
+            f"(wanted {expected!r}, got {actual!r}); the file was left unchanged"
+        )
