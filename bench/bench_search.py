@@ -148,6 +148,7 @@ def measure_size(size: int, provider: str, cache: Path) -> dict[str, object]:
         "chunks": len(matrix), "provider": provider, "queries": len(queries),
         "matrix_mb": round(matrix.nbytes / 2**20, 1), "matrix_load_s": round(load_s, 2),
         "peak_rss_mb": round(rss_mb, 1), "index_mb": round(index.stat().st_size / 2**20, 1),
+        "load_average": [round(value, 2) for value in os.getloadavg()],
     }
     for arm, values in samples.items():
         result[arm] = percentiles(values)

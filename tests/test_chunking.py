@@ -287,6 +287,25 @@ def test_real_tokenizer_counts_and_limits(packaged_tokenizer_counter: object) ->
     assert any(c.heading_path == ("Embeddings", "Détails") for c in chunks)
 
 
+def test_unspaced_cjk_is_cut_near_the_limit_with_the_real_tokenizer(packaged_tokenizer_counter: object) -> None:
+    """No whitespace and no sentence ends: the character-level cut must stay cheap and fill chunks."""
+    from pinakes.embed.tokens import TokenCounter
+
+    assert isinstance(packaged_tokenizer_counter, TokenCounter)
+    counter = packaged_tokenizer_counter
+    text = "".join(chr(0x4E00 + (index * 7919) % 20000) for index in range(20_000))
+    calls = []
+
+    def count(value: str) -> int:
+        calls.append(len(value))
+        return counter.count(value)
+
+    chunks = chunk_text(text, "text", max_tokens=250, overlap=0, count_tokens=count)
+    assert_chunk_invariants(text, chunks, counter.count, 250, 0)
+    assert all(c.token_count >= 0.95 * 250 for c in chunks[:-1])
+    assert sum(calls) < 6 * len(text)  # a few counts of about one chunk each, not a bisection
+
+
 @pytest.fixture
 def packaged_tokenizer_counter() -> object:
     from pinakes.embed.packaged import package_dir

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -40,6 +41,11 @@ def synced_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(DEMO_ROOT, root, ignore=shutil.ignore_patterns(".pinakes"))
     for committed in ("baseline.json", "outcomes.json"):
         (root / "eval" / committed).unlink(missing_ok=True)  # produced by the real model, not this one
+    # Thresholds fitted on the real model's scores mean nothing for the fake one: start uncalibrated.
+    manifest = root / "pinakes.toml"
+    manifest.write_text(re.sub(r"\[retrieval\.confidence\]\n(?:\w+ = .*\n)*", "",
+                               manifest.read_text(encoding="utf-8")), encoding="utf-8")
+    assert load_manifest(manifest).retrieval.confidence is None
     report = run_sync(root, SyncOptions(index_only=True, quiet=True), embedder=FakeEmbedder())
     assert report.ok, report.failures
     return root
@@ -305,3 +311,17 @@ def test_questions_jsonl_whose_paths_match_nothing_is_an_error(tiny: Path, capsy
     questions.write_text(json.dumps({"id": "1", "query": "x", "relevant": ["docs/a.md"]}) + "\n", encoding="utf-8")
     assert main(["eval", "-C", str(tiny), "--questions", str(questions)]) == 65
     assert "relative to the KB's [sources] root" in capsys.readouterr().err
+
+
+def test_sync_failures_are_reported_and_the_run_goes_on(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tiny / "eval").mkdir()
+    (tiny / "eval" / "questions.yaml").write_text(
+        "questions:\n  - {id: q1, kind: lexical, query: quokka, expect: [docs/a.md]}\n", encoding="utf-8")
+    (tiny / "docs" / "broken.md").write_bytes(b"# Broken\n\nbad byte \xff here\n")
+    run_sync(tiny, SyncOptions(quiet=True), embedder=FakeEmbedder())  # mints its sidecar; extraction fails
+    (tiny / "docs" / "new.md").write_text("a document written after the last full sync\n", encoding="utf-8")
+    code = main(["eval", str(tiny), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["scoreboard"]["classes"]["all"]["recall@k"]["value"] == 1.0
+    assert "warning: sync failed for docs/broken.md [extract]" in captured.err
+    assert "warning: sync: docs/new.md: not indexed yet, it has no sidecar" in captured.err

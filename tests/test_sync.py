@@ -307,3 +307,21 @@ def test_a_model_change_rebuilds_the_whole_index(kb: Path) -> None:
     conn = schema.open_reader(kb / ".pinakes" / "index.db")
     assert schema.read_meta(conn)["embedding_model"] == "org/other-model"
     conn.close()
+
+
+def test_a_pdf_is_extracted_once_cached_and_its_cache_entry_swept_when_gone(kb: Path) -> None:
+    pytest.importorskip("pypdfium2", reason="PDF extraction needs the [pdf] extra")
+    from pinakes.paid_gate import minimal_pdf
+
+    (kb / "docs/report.pdf").write_bytes(minimal_pdf("Quarterly report about harbour dredging").encode("latin-1"))
+    report = sync(kb)
+    assert report.ok and "docs/report.pdf" in report.added
+    pages = rows(kb, "SELECT c.page_start, c.page_end, d.extraction_backend FROM chunks c "
+                     "JOIN documents d ON d.id = c.doc_id WHERE d.path = 'docs/report.pdf'")
+    assert pages and all(p[0] == 1 and p[1] == 1 and p[2] == "pypdfium2" for p in pages)
+    cache_dir = kb / ".pinakes" / "cache" / "extract"
+    assert len(list(cache_dir.glob("*.json"))) == 1
+    assert rows(kb, "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'dredging'")[0][0] == 1
+    (kb / "docs/report.pdf").unlink()
+    assert sync(kb).deleted == ["docs/report.pdf"]
+    assert list(cache_dir.glob("*.json")) == []  # free orphans go after a fully successful sync

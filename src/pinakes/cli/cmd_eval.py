@@ -187,7 +187,7 @@ def _corpus(args: argparse.Namespace) -> int:
     if scores.missing_relevant:
         lines.append(f"note: {scores.missing_relevant} relevant path(s) are not files in this KB and were left out")
     lines.append(f"note: one search of {data['passages_per_question']} passages per question, folded to "
-                 f"documents (mean {data['mean_documents_ranked']} documents ranked); relevance is binary")
+                 f"documents (mean {data['mean_documents_ranked'] or 0:.1f} documents ranked); relevance is binary")
     _emit(args, {"ok": True, **data}, "\n".join(lines))
     return 0
 

@@ -17,7 +17,7 @@ import difflib
 import hashlib
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,14 +102,9 @@ class GoldenSet:
     path: Path
     questions: tuple[Question, ...]
     sha256: str = ""
-    kinds: tuple[str, ...] = field(default=KINDS)
 
     def __len__(self) -> int:
         return len(self.questions)
-
-
-def golden_set_path(kb_root: Path) -> Path:
-    return Path(kb_root) / GOLDEN_SET_RELPATH
 
 
 def load_golden_set(path: Path, kb_root: Path, *, sources: Any = None) -> GoldenSet:

@@ -14,7 +14,7 @@ exactly which questions moved.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -140,10 +140,6 @@ def read_json_object(path: Path, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise OutcomesError(f"not {what} (the top level is not an object)", remedy="check the path", path=path)
     return data
-
-
-def rows_by_id(rows: Sequence[Outcome]) -> dict[str, Outcome]:
-    return {row.id: row for row in rows}
 
 
 def _optional(value: Any, kind: type) -> Any:

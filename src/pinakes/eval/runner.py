@@ -41,8 +41,9 @@ class SyncOutcome:
 
 
 def sync_before_eval(kb_root: Path, *, embedder: Any = None) -> SyncOutcome:
-    """Bring the index up to date (a no-op when nothing changed); failures are reported, not fatal,
-    because a document that failed to sync shows up as the questions it can no longer answer."""
+    """Bring the index up to date without writing into the source tree (a no-op when nothing
+    changed). Failures and notes are reported, not fatal: a document that did not make it into the
+    index shows up as the questions it can no longer answer."""
     from pinakes.sync.context import SyncOptions
     from pinakes.sync.engine import run_sync
 
@@ -52,6 +53,8 @@ def sync_before_eval(kb_root: Path, *, embedder: Any = None) -> SyncOutcome:
         warnings.append(f"sync skipped ({report.skipped_reason}); evaluating the index as it is")
     for failure in report.failures:
         warnings.append(f"sync failed for {failure.path} [{failure.stage}]: {failure.error}")
+    # An index-only sync mints no sidecars, so a new document stays unindexed; its note says so.
+    warnings.extend(f"sync: {note}" for note in report.notes)
     return SyncOutcome(tuple(warnings), report)
 
 
@@ -76,7 +79,7 @@ def open_searcher(kb_root: Path, manifest: Manifest, *, embedder: Any = None) ->
     )
 
 
-def run_header(kb_root: Path, manifest: Manifest, golden: GoldenSet, *, final_k: int | None = None) -> dict[str, Any]:
+def run_header(kb_root: Path, manifest: Manifest, golden: GoldenSet) -> dict[str, Any]:
     """Names everything that produced a set of outcomes: models (embedding identity from the index's
     meta, so it says what the vectors actually are), chunking and retrieval settings, and the
     golden set."""
@@ -95,7 +98,7 @@ def run_header(kb_root: Path, manifest: Manifest, golden: GoldenSet, *, final_k:
             "mode": SEARCH_MODE,
             "candidates_per_source": retrieval.candidates_per_source,
             "fusion_top_k": retrieval.fusion_top_k,
-            "final_k": final_k if final_k is not None else max(1, retrieval.final_k),
+            "final_k": max(1, retrieval.final_k),
             "rrf_k": retrieval.rrf_k,
             "rerank": retrieval.rerank,
             "confidence": ({"high": thresholds.high, "low": thresholds.low, "fitted_for": thresholds.fitted_for}

@@ -53,20 +53,15 @@ class SyncContext:
 
     def get_embedder(self) -> Any:
         if self.embedder is None:
-            from pinakes.embed import load_embedder
+            from pinakes.embed import check_max_tokens, load_embedder
+            from pinakes.errors import PinakesError
 
             self.embedder = load_embedder(self.manifest.embedding, offline=self.options.offline)
-            limit = self.embedder.max_input_tokens
-            if self.manifest.chunking.max_tokens > limit:
-                from pinakes.errors import ManifestError
-
-                raise ManifestError(
-                    f"chunking.max_tokens = {self.manifest.chunking.max_tokens} exceeds what "
-                    f"{self.manifest.embedding.model} can encode whole ({limit} tokens after special "
-                    "tokens); a longer chunk would be silently truncated",
-                    remedy=f"set [chunking] max_tokens to at most {limit}",
-                    path=self.paths.manifest,
-                )
+            try:
+                check_max_tokens(self.manifest.chunking.max_tokens, self.embedder)
+            except PinakesError as exc:
+                exc.path = self.paths.manifest
+                raise
         return self.embedder
 
     def progress(self, message: str) -> None:
