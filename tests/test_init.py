@@ -164,9 +164,10 @@ def test_gitignore_with_other_encodings_keeps_its_bytes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("installed", "provider", "is_installed"), [
-    ({"sentence_transformers", "fastembed"}, "sentence-transformers", True),
+    ({"sentence_transformers", "fastembed"}, "fastembed", True),
     ({"fastembed"}, "fastembed", True),
-    (set(), "sentence-transformers", False),
+    ({"sentence_transformers"}, "sentence-transformers", True),
+    (set(), "fastembed", False),
 ])
 def test_provider_follows_what_is_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             installed: set[str], provider: str, is_installed: bool) -> None:

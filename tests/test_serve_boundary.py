@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from pinakes.errors import PinakesError
 from pinakes.serve import boundary
 from pinakes.serve.config import load_kb
-from pinakes.serve.tools import TOOL_SPECS, PinakesTools
+from pinakes.serve.specs import GET_ARGUMENTS, SEARCH_ARGUMENTS, TOOL_SPECS
+from pinakes.serve.tools import PinakesTools
 from tests.test_serve_helpers import (
     ABSENT_ULID,
     PATH_CHECKED_ARGUMENTS,
@@ -153,6 +154,12 @@ def test_no_tool_declares_a_path_or_uri_parameter() -> None:
     get_schema = next(spec.input_schema for spec in TOOL_SPECS if spec.name == "pinakes_get")
     assert get_schema["required"] == ["doc_id"]
     assert get_schema["properties"]["doc_id"]["pattern"] == "^[0-9A-HJKMNP-TV-Z]{26}$"
+
+
+def test_each_schema_declares_exactly_the_arguments_its_tool_accepts() -> None:
+    accepted = {"pinakes_search": SEARCH_ARGUMENTS, "pinakes_get": GET_ARGUMENTS, "pinakes_list_kbs": ()}
+    for spec in TOOL_SPECS:
+        assert set(spec.input_schema["properties"]) == set(accepted[spec.name]), spec.name
 
 
 def test_the_served_kb_answers_to_its_ulid_as_well_as_its_alias(tools: PinakesTools) -> None:

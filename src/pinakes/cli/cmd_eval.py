@@ -206,8 +206,12 @@ def _print_fit(args: argparse.Namespace, outcomes: OutcomesFile) -> int:
     settings = (f"{retrieval.get('mode', 'hybrid')} final_k={retrieval['final_k']} "
                 f"fusion_top_k={retrieval.get('fusion_top_k')} "
                 f"candidates_per_source={retrieval.get('candidates_per_source')} rrf_k={retrieval.get('rrf_k')}")
+    embedding = header.get("embedding") or {}
+    embedding_name = embedding.get("model") or "unknown embedding model"
+    if embedding.get("provider"):  # int8 ONNX and fp32 weights of one model score differently
+        embedding_name += f" via {embedding['provider']}"
     fitted_for = describe_fit(
-        (header.get("embedding") or {}).get("model") or "unknown embedding model",
+        embedding_name,
         reranker.get("model") if isinstance(reranker, dict) and retrieval.get("rerank") else None,
         golden.get("path", "golden set"), len(outcomes.rows), settings,
     )

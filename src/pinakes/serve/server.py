@@ -24,7 +24,8 @@ from mcp.server.lowlevel.server import Server
 
 from pinakes import __version__
 from pinakes.errors import PinakesError
-from pinakes.serve.tools import TOOL_SPECS, PinakesTools
+from pinakes.serve.specs import TOOL_SPECS
+from pinakes.serve.tools import PinakesTools
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8765
