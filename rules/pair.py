@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import xxhash
 
@@ -32,8 +32,9 @@ from .walk import FileState, WalkResult
 CHUNKER_VERSION = "1"
 
 
-@dataclass(frozen=True)
-class IndexedDoc:
+class IndexedDoc(NamedTuple):
+    """A documents row as pairing needs it (a NamedTuple: one per indexed document, every sync)."""
+
     id: str
     path: str
     content_hash: str
@@ -180,6 +181,14 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
     consumed: set[str] = set()
     gone: list[IndexedDoc] = []
     for doc in sorted(active_by_path.values(), key=lambda d: d.path):
+        if claim_of.get(doc.path) == doc.id and doc.path not in plan.sidecars:
+            # The common case on every sync: same path, same sidecar bytes. Unchanged content and
+            # an unchanged key leave nothing to do.
+            state = walk.docs[doc.path]
+            if state.content_hash == doc.content_hash and \
+                    keys.key(state.content_hash, walk.source_types[doc.path]) == doc.build_key:
+                consumed.add(doc.path)
+                continue
         if doc.id in path_claiming:
             _continue(plan, doc, path_claiming[doc.id], walk, keys, consumed)
         elif doc.path in broken:
@@ -405,9 +414,11 @@ def task_pair(ctx: Any) -> dict[str, Any]:
 def compute_plan(ctx: Any) -> Plan:
     """The pure decision for this run (also what `pnk doit list` shows)."""
     if ctx.plan is None:
-        from pinakes.sidecar import read_sidecar, sidecar_path_for
 
         def reader(doc_path: str) -> Any:
+            # Imported on first use: a sync whose sidecars are all unchanged never parses YAML.
+            from pinakes.sidecar import read_sidecar, sidecar_path_for
+
             return read_sidecar(sidecar_path_for(ctx.paths.root / doc_path), kb_id=ctx.kb_id)
 
         ctx.plan = plan_changes(load_indexed(ctx.conn), ctx.walk, reader, ctx.keys,

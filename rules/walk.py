@@ -11,7 +11,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import xxhash
 
@@ -21,8 +21,9 @@ ALWAYS_EXCLUDED_DIRS = frozenset({STATE_DIR_NAME, ".git", ".hg", ".svn", "__pyca
 HASH_CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
-class FileState:
+class FileState(NamedTuple):
+    """One file as the walk saw it (a NamedTuple: the walk makes one per file on every sync)."""
+
     path: str  # KB-root-relative, POSIX
     size: int
     mtime_ns: int
@@ -72,22 +73,23 @@ def walk(root: Path, sources: Any, cache: dict[str, tuple[int, int, int, str]], 
     root_str = str(root)
     prefix_len = len(root_str) + 1
 
-    def visit(file_path: str, entry: os.DirEntry[str]) -> FileState | None:
-        rel = file_path[prefix_len:].replace(os.sep, "/")
+    posix = os.sep == "/"
+
+    def relative(path: str) -> str:
+        return path[prefix_len:] if posix else path[prefix_len:].replace(os.sep, "/")
+
+    def visit(rel: str, entry: os.DirEntry[str]) -> FileState:
         st = entry.stat(follow_symlinks=False)
         seen.add(rel)
         cached = cache.get(rel)
         if cached and cached[0] == st.st_size and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino:
-            digest = cached[3]
-        elif hash_contents:
-            digest = hash_file(file_path)
-            result.hashed += 1
-            state = FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, digest)
-            result.cache_updates.append(state)
-            return state
-        else:
-            digest = ""
-        return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, digest)
+            return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, cached[3])
+        if not hash_contents:
+            return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, "")
+        state = FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, hash_file(entry.path))
+        result.hashed += 1
+        result.cache_updates.append(state)
+        return state
 
     stack = []
     for source_root in sources.roots:
@@ -101,40 +103,29 @@ def walk(root: Path, sources: Any, cache: dict[str, tuple[int, int, int, str]], 
             continue
         visited_dirs.add(directory)
         try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            entries = list(os.scandir(directory))
         except OSError as exc:
             result.skipped.append((directory[prefix_len:], f"cannot list directory: {exc.strerror}"))
             continue
         for entry in entries:
-            if entry.is_symlink():
-                result.skipped.append((entry.path[prefix_len:].replace(os.sep, "/"),
-                                       "symbolic link (not followed)"))
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                rel_dir = entry.path[prefix_len:].replace(os.sep, "/")
-                if entry.name not in ALWAYS_EXCLUDED_DIRS and not sources.prunes(rel_dir):
+            # is_file/is_dir with follow_symlinks=False answer from readdir's d_type (no syscall),
+            # and are False for a symlink, which is reported rather than followed.
+            if entry.is_file(follow_symlinks=False):
+                rel = entry.path[prefix_len:] if posix else relative(entry.path)
+                if entry.name.endswith(SIDECAR_SUFFIX):
+                    sidecar_files[rel[: -len(SIDECAR_SUFFIX)]] = visit(rel, entry)
+                elif sources.selects(rel) and (only is None or rel in only):
+                    source_type = source_type_for(rel)
+                    if source_type is None:
+                        result.skipped.append((rel, "no extractor for this file type"))
+                    else:
+                        result.docs[rel] = visit(rel, entry)
+                        result.source_types[rel] = source_type
+            elif entry.is_dir(follow_symlinks=False):
+                if entry.name not in ALWAYS_EXCLUDED_DIRS and not sources.prunes(relative(entry.path)):
                     stack.append(entry.path)
-                continue
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            rel = entry.path[prefix_len:].replace(os.sep, "/")
-            if entry.name.endswith(SIDECAR_SUFFIX):
-                state = visit(entry.path, entry)
-                if state is not None:
-                    sidecar_files[rel[: -len(SIDECAR_SUFFIX)]] = state
-                continue
-            if not sources.selects(rel):
-                continue
-            if only is not None and rel not in only:
-                continue
-            source_type = source_type_for(Path(rel))
-            if source_type is None:
-                result.skipped.append((rel, "no extractor for this file type"))
-                continue
-            state = visit(entry.path, entry)
-            if state is not None:
-                result.docs[rel] = state
-                result.source_types[rel] = source_type
+            elif entry.is_symlink():
+                result.skipped.append((relative(entry.path), "symbolic link (not followed)"))
     for doc_path, state in sidecar_files.items():
         if doc_path in result.docs:
             result.sidecars[doc_path] = state

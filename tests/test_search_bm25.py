@@ -113,8 +113,10 @@ def test_a_word_the_tokenizer_splits_becomes_a_phrase_unit(tokenizer):
 
 
 def test_function_words_are_marked_by_the_word_as_typed(tokenizer):
-    units = {unit.word: unit.function_word for unit in analyze("What does the broker use", tokenizer).units}
-    assert units == {"What": True, "does": True, "the": True, "broker": False, "use": False}
+    units = {unit.word: (unit.function_word, unit.stems_onto_function_word)
+             for unit in analyze("What does the broker use", tokenizer).units}
+    assert units == {"What": (True, True), "does": (True, True), "the": (True, True),
+                     "broker": (False, False), "use": (False, True)}
 
 
 def _plan(searcher: Searcher, query: str) -> keyword.KeywordPlan:
@@ -148,6 +150,21 @@ def test_a_query_whose_content_words_are_all_unknown_finds_nothing_by_keyword(se
     assert result.passages == ()
     assert result.confidence.level == "low"
     assert any("zarquon" in note for note in result.notes)
+
+
+def test_a_word_stemming_onto_a_function_word_does_not_match_its_rows(tmp_path):
+    """Porter folds `used` onto `us`; searching it would answer with every row saying "us"."""
+    build_index(tmp_path / "index.db", [
+        DocSpec("pronoun.md", "Tell us what you think; the team will get back to us."),
+        DocSpec("zarquon.md", "Zarquon is the name of a prophet."),
+    ])
+    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+        unknown = searcher.search("How is a frobnicator used?", mode="bm25")
+        known = searcher.search("How is zarquon used?", mode="bm25")
+        alone = searcher.search("used", mode="bm25")
+    assert unknown.passages == ()
+    assert [passage.path for passage in known.passages] == ["zarquon.md"]
+    assert [passage.path for passage in alone.passages] == ["pronoun.md"]  # nothing else to search
 
 
 def test_the_term_cap_keeps_the_rarest_terms(tmp_path):

@@ -24,6 +24,7 @@ from pinakes.extract.registry import current_fingerprint
 from pinakes.extract.types import ExtractedText
 from pinakes.index import schema
 from pinakes.init import init_kb
+from pinakes.manifest import load_manifest
 from pinakes.sync.context import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
@@ -41,8 +42,15 @@ def make_kb(root: Path, name: str, documents: Mapping[str, str]) -> Path:
     return root
 
 
+def manifest_fake_embedder(root: Path) -> FakeEmbedder:
+    """The fake embedder under the identity the KB's manifest names, so the index it builds is
+    coherent with the manifest (as a real sync's would be) and searches do not refuse it."""
+    embedding = load_manifest(root / "pinakes.toml").embedding
+    return FakeEmbedder(dim=embedding.dim, model=embedding.model, provider=embedding.provider)
+
+
 def sync_kb(root: Path, *, rebuild: bool = False) -> None:
-    report = run_sync(root, SyncOptions(rebuild=rebuild), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(rebuild=rebuild), embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
     assert report.ok, report
 
 

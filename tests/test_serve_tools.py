@@ -22,8 +22,7 @@ from pinakes.serve.config import ServedKB, load_kb
 from pinakes.serve.documents import DocumentChangedError, ExtractionUnavailableError
 from pinakes.serve.evidence import envelope
 from pinakes.serve.tools import PinakesTools
-from tests.fakes import FakeEmbedder
-from tests.test_serve_helpers import add_indexed_pdf, doc_ids, make_kb, sync_kb
+from tests.test_serve_helpers import add_indexed_pdf, doc_ids, make_kb, manifest_fake_embedder, sync_kb
 
 ALPHA = "# Alpha\n\nThe alpha document talks about aeroplanes.\n\n## Wings\n\nWings generate lift.\n"
 HARBOUR = "# Harbour\n\nBoats rest in the harbour at night.\n"
@@ -32,7 +31,8 @@ PDF_PAGES = ["Revenue grew in the first quarter.", "Costs for the hangar rose sh
 
 
 def fake_searcher(kb: ServedKB) -> Searcher:
-    return Searcher(kb.paths.index_db, SearchSettings.from_retrieval(kb.manifest.retrieval), embedder=FakeEmbedder())
+    return Searcher(kb.paths.index_db, SearchSettings.from_retrieval(kb.manifest.retrieval),
+                    embedder=manifest_fake_embedder(kb.root), embedding_section=kb.manifest.embedding)
 
 
 def serve(*roots: Path, bounds: Bounds | None = None) -> PinakesTools:

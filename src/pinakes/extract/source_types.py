@@ -38,4 +38,9 @@ SUFFIX_TO_TYPE: dict[str, str] = {
 
 def source_type_for(path: Path | str) -> str | None:
     """The source type of `path` ("markdown", "text", "code", "pdf"), or None when it is not a source."""
-    return SUFFIX_TO_TYPE.get(Path(path).suffix.lower())
+    # String operations rather than Path(): the walk asks this of every file in the KB.
+    name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    if dot <= 0 or dot == len(name) - 1:  # ".bashrc", "README", "notes." have no suffix (as Path.suffix)
+        return None
+    return SUFFIX_TO_TYPE.get(name[dot:].lower())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _PLAIN_SUFFIX = re.compile(r"\*[^*?\[/]*")  # `*.md`: testable with str.endswith
 
@@ -25,6 +25,7 @@ class _GlobSet:
     dir_names: re.Pattern[str] | None  # unanchored with a trailing `/`: directory components only
     paths: re.Pattern[str] | None  # anchored patterns, tested on each path prefix
     dir_paths: re.Pattern[str] | None  # anchored with a trailing `/`: directory prefixes only
+    _directory_cache: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def compile(cls, patterns: Sequence[str]) -> _GlobSet:
@@ -45,22 +46,31 @@ class _GlobSet:
 
     def matches(self, relpath: str, *, is_dir: bool) -> bool:
         """Whether any pattern matches `relpath` itself or a directory above it."""
-        parts = relpath.split("/")
-        for depth, name in enumerate(parts, start=1):
-            candidate_is_dir = is_dir or depth < len(parts)
-            if self.suffixes and name.lower().endswith(self.suffixes):
-                return True
-            if self.names is not None and self.names.fullmatch(name):
-                return True
-            if candidate_is_dir and self.dir_names is not None and self.dir_names.fullmatch(name):
-                return True
-            if self.paths is not None or self.dir_paths is not None:
-                prefix = "/".join(parts[:depth])
-                if self.paths is not None and self.paths.fullmatch(prefix):
-                    return True
-                if candidate_is_dir and self.dir_paths is not None and self.dir_paths.fullmatch(prefix):
-                    return True
-        return False
+        head, _, name = relpath.rpartition("/")
+        if head and self._matches_directory(head):
+            return True
+        return self._matches_last(relpath, name, is_dir)
+
+    def _matches_directory(self, reldir: str) -> bool:
+        # The walk asks about every file, and siblings share their directories: decide each
+        # directory once rather than once per file beneath it.
+        known = self._directory_cache.get(reldir)
+        if known is None:
+            known = self.matches(reldir, is_dir=True)
+            self._directory_cache[reldir] = known
+        return known
+
+    def _matches_last(self, relpath: str, name: str, is_dir: bool) -> bool:
+        """The patterns tested against the last component (`name`) or the whole path."""
+        if self.suffixes and name.lower().endswith(self.suffixes):
+            return True
+        if self.names is not None and self.names.fullmatch(name):
+            return True
+        if is_dir and self.dir_names is not None and self.dir_names.fullmatch(name):
+            return True
+        if self.paths is not None and self.paths.fullmatch(relpath):
+            return True
+        return is_dir and self.dir_paths is not None and self.dir_paths.fullmatch(relpath) is not None
 
 
 def _alternation(regexes: Sequence[str] | None) -> re.Pattern[str] | None:

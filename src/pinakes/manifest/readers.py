@@ -15,10 +15,9 @@ from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 
-from ulid import ULID
-
 from pinakes import __version__
 from pinakes.extract.registry import PDF_BACKENDS
+from pinakes.ids import is_ulid
 from pinakes.kb import STATE_DIR_NAME
 from pinakes.manifest.patterns import _GlobSet, _is_within
 from pinakes.manifest.problems import _Problems
@@ -108,10 +107,7 @@ def _ulid(table: _Table, name: str) -> str:
 
 
 def _is_canonical_ulid(value: str) -> bool:
-    try:
-        return str(ULID.from_str(value)) == value
-    except ValueError:
-        return False
+    return is_ulid(value)
 
 
 def _read_kb(table: _Table) -> KBSection:

@@ -99,13 +99,20 @@ class SourcesSection:
     def _exclude_globs(self) -> _GlobSet:
         return _GlobSet.compile(self.effective_exclude)
 
+    @cached_property
+    def _root_prefixes(self) -> tuple[str, ...] | None:
+        """`root/` for each root; None when a root is the KB itself (everything is within it)."""
+        if any(_is_within("", root) for root in self.roots):
+            return None
+        return tuple(root + "/" for root in self.roots)
+
     def selects(self, relpath: str) -> bool:
         """Whether the file at `relpath` (KB-root-relative, POSIX) is a candidate source."""
-        return (
-            any(_is_within(relpath, root) for root in self.roots)
-            and self._include_globs.matches(relpath, is_dir=False)
-            and not self._exclude_globs.matches(relpath, is_dir=False)
-        )
+        prefixes = self._root_prefixes
+        if prefixes is not None and not relpath.startswith(prefixes) and relpath not in self.roots:
+            return False
+        return (self._include_globs.matches(relpath, is_dir=False)
+                and not self._exclude_globs.matches(relpath, is_dir=False))
 
     def prunes(self, reldir: str) -> bool:
         """Whether the walk may skip the directory at `reldir` without descending into it."""

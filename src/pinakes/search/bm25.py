@@ -1,8 +1,9 @@
 """The keyword retriever: BM25 over FTS5, compiled from analysed query units, never from user text.
 
 The plan, measured on the development corpora (docs/QUALITY.md):
-  1. function words are dropped whenever the query has any other word; a query made only of
-     function words ("what is it") searches them rather than nothing;
+  1. function words are dropped whenever the query has any other word, and so are words Porter
+     stems onto a function word's term (using -> us, one -> on), which would otherwise match the
+     function word's rows; a query made only of function words ("what is it") searches them;
   2. terms the index has never seen (df = 0) are dropped: they can match nothing, and naming them
      in the result's notes tells the caller which words the KB does not know;
   3. past MAX_QUERY_TERMS distinct terms, the rarest are kept;
@@ -11,7 +12,9 @@ A query whose content words are all unknown is answered with nothing from this r
 back to its function words would turn a visibly empty result into a confidently wrong one.
 
 The IDF-weighted quorum (a chunk qualifies when the terms it carries hold at least half the
-query's IDF weight) is kept as a measured alternative (`KeywordStrategy.QUORUM`), not the default.
+query's IDF weight) and a ubiquity cut are kept as measured alternatives, not defaults: on ranked
+top-k retrieval the quorum halves nDCG@10 (long queries leave almost no chunk qualifying), and
+the cut saves little time at the price of quality.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ class KeywordOptions:
     drop_function_words: bool = True
     drop_unknown_terms: bool = True
     quorum_fraction: float = 0.5
+    # Also drop words the stemmer folds onto a function word's term (using -> us, one -> on),
+    # unless nothing else is left: they match the function word's rows, not their own meaning.
+    drop_stemmed_function_words: bool = True
+    # Drop content terms held by more than this share of chunks, while rarer ones remain.
+    ubiquity_ceiling: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,10 +98,16 @@ def plan_keywords(
 ) -> KeywordPlan:
     units = list(analyzed.units)
     content = [unit for unit in units if not unit.function_word]
+    if options.drop_stemmed_function_words:
+        content = [unit for unit in content if not unit.stems_onto_function_word] or content
     function_words_only = not content
     if options.drop_function_words and content:
         units = content
     frequencies = document_frequencies(conn, units)
+    if options.ubiquity_ceiling is not None and chunk_count:
+        ceiling = options.ubiquity_ceiling * chunk_count
+        rarer = [unit for unit in units if frequencies[unit.terms] <= ceiling]
+        units = rarer if any(frequencies[unit.terms] > 0 for unit in rarer) else units
     unknown: list[str] = []
     if options.drop_unknown_terms:
         unknown = [unit.word for unit in units if frequencies[unit.terms] == 0]

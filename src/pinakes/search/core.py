@@ -22,6 +22,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,9 @@ class _Generation:
     has_inactive_chunks: bool
     matrix: VectorMatrix | None = None
     manifest_checked: bool = False
+    # Fingerprints are code constants and the documents table is fixed within a generation, so
+    # one extraction check per generation is the same answer as one per query.
+    stale_paid: dict[str, str] | None = None
     model_checked_for: object = None  # the embedder identity this generation was checked against
 
     def close(self) -> None:
@@ -125,6 +129,7 @@ class Searcher:
         self._reranker_loader = reranker_loader
         self._generation: _Generation | None = None
         self._lock = threading.Lock()
+        self._worker: futures.ThreadPoolExecutor | None = None
 
     @classmethod
     def for_kb(cls, kb_root: Path | str, manifest: Any = None, *, offline: bool | None = None) -> Searcher:
@@ -161,9 +166,18 @@ class Searcher:
 
     def close(self) -> None:
         with self._lock:
+            if self._worker is not None:
+                self._worker.shutdown(wait=True)
+                self._worker = None
             if self._generation is not None:
                 self._generation.close()
                 self._generation = None
+
+    def _background(self) -> futures.ThreadPoolExecutor:
+        """One worker thread, for the keyword retriever of a hybrid search."""
+        if self._worker is None:
+            self._worker = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="pinakes-bm25")
+        return self._worker
 
     # ----------------------------------------------------------------------------------------
 
@@ -312,15 +326,9 @@ class _Run:
             if embedder is not None:
                 self._check_model_coherence(generation, embedder)
             scope = self._scope(generation)
+            mask = self._prepare_vectors(generation) if embedder is not None else None
             self._lap("filters")
-            plan = None
-            keyword: list[tuple[int, float]] = []
-            if self.mode in ("hybrid", "bm25"):
-                plan, keyword = self._keyword(generation, scope)
-                self._lap("bm25")
-            vector: list[tuple[int, float]] = []
-            if embedder is not None:
-                vector = self._vector(generation, embedder)
+            plan, keyword, vector = self._retrieve(generation, scope, embedder, mask)
             ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k)
             pool = cut_with_ties(ranked, self.fusion_top_k)
             rows = _hydrate(generation.conn, [candidate.chunk_id for candidate in pool])
@@ -374,7 +382,9 @@ class _Run:
             if section is not None and not generation.manifest_checked:
                 check_manifest_coherence(generation.meta, section)
                 generation.manifest_checked = True
-            return dict(check_extraction_coherence(generation.conn))
+            if generation.stale_paid is None:
+                generation.stale_paid = dict(check_extraction_coherence(generation.conn))
+            return generation.stale_paid
         except PinakesError as exc:
             exc.path = exc.path or self.searcher.index_path
             raise
@@ -397,7 +407,29 @@ class _Run:
         where, params = document_where(self.filters, "d")
         return f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where}", params
 
+    def _retrieve(self, generation: _Generation, scope: tuple[str, list[object]] | None,
+                  embedder: Embedder | None, mask: Any):
+        """Both retrievers; in hybrid mode concurrently (spec §4.1 "parallel"): SQLite, the model
+        runtime and NumPy all release the GIL, so BM25 overlaps the query embedding and the
+        matrix product. Everything else touching the connection ran before this point."""
+        if self.mode == "bm25":
+            plan, keyword = self._keyword(generation, scope)
+            self._lap("bm25")
+            return plan, keyword, []
+        if self.mode == "vector" or embedder is None:
+            return None, [], self._vector(embedder, generation, mask)
+        job = self.searcher._background().submit(self._keyword, generation, scope)
+        try:
+            vector = self._vector(embedder, generation, mask)
+        finally:
+            # Even when the vector side failed: the worker holds the connection until it is done.
+            futures.wait([job])
+        plan, keyword = job.result()
+        self._lap("bm25_wait")
+        return plan, keyword, vector
+
     def _keyword(self, generation: _Generation, scope: tuple[str, list[object]] | None):
+        started = time.perf_counter()
         analyzed = self._analyzed(generation)
         plan = bm25.plan_keywords(generation.conn, analyzed, self.settings.keyword, generation.chunk_count)
         hits = bm25.bm25_search(
@@ -405,24 +437,32 @@ class _Run:
             scope_sql=scope[0] if scope else None, scope_params=scope[1] if scope else None,
             options=self.settings.keyword,
         )
+        self.timings["bm25_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
         return plan, hits
 
-    def _vector(self, generation: _Generation, embedder: Embedder) -> list[tuple[int, float]]:
+    def _prepare_vectors(self, generation: _Generation) -> Any:
+        """Load the matrix (once per generation) and the filter's row mask: the vector stage's
+        only uses of the connection, done before the retrievers run side by side."""
         from pinakes.search import vectors
 
-        query_vector = embedder.embed_query(self.query)
-        self._lap("embed_query")
         if generation.matrix is None:
             dim = generation.meta.get("embedding_dim")
             generation.matrix = vectors.load_matrix(
                 generation.conn, int(dim) if dim and dim.isdigit() else None, self.searcher.index_path
             )
             self._lap("load_matrix")
-        mask = None
-        if self.filters.active:
-            where, params = document_where(self.filters, "d")
-            allowed = {row[0] for row in generation.conn.execute(f"SELECT d.id FROM documents d WHERE {where}", params)}
-            mask = vectors.row_mask(generation.matrix, allowed)
+        if not self.filters.active:
+            return None
+        where, params = document_where(self.filters, "d")
+        allowed = {row[0] for row in generation.conn.execute(f"SELECT d.id FROM documents d WHERE {where}", params)}
+        return vectors.row_mask(generation.matrix, allowed)
+
+    def _vector(self, embedder: Embedder | None, generation: _Generation, mask: Any) -> list[tuple[int, float]]:
+        from pinakes.search import vectors
+
+        assert embedder is not None and generation.matrix is not None
+        query_vector = embedder.embed_query(self.query)
+        self._lap("embed_query")
         hits = vectors.vector_search(generation.matrix, query_vector, self.candidates_per_source, mask)
         self._lap("vectors")
         return hits

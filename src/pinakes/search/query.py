@@ -27,8 +27,9 @@ MAX_QUERY_WORDS = 1024
 
 # English function words: dropped from the keyword query whenever the query has any other word.
 # The list holds no word that carries topic meaning (use, set, key, value, time, order, work,
-# find, list, number, state, point, case stay out on purpose); a word that only *stems* onto one
-# of these (used -> us) stays a content word, because the check is on the word as typed.
+# find, list, number, state, point, case stay out on purpose). The check is on the word as typed;
+# a word that only *stems* onto one of these (used -> us) is flagged separately
+# (`stems_onto_function_word`), so the keyword plan can tell the two apart.
 _FUNCTION_WORDS_TEXT = """
     a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each either else ever
@@ -56,6 +57,7 @@ class QueryUnit:
     word: str
     terms: tuple[str, ...]
     function_word: bool
+    stems_onto_function_word: bool = False  # e.g. using -> us, one -> on (Porter)
 
 
 def split_words(text: str) -> list[str]:
@@ -102,6 +104,15 @@ class Tokenizer:
         quoted = tokenize.replace("'", "''")
         self._conn.execute(f"CREATE VIRTUAL TABLE probe USING fts5 (t, tokenize = '{quoted}')")
         self._conn.execute("CREATE VIRTUAL TABLE probe_terms USING fts5vocab (probe, instance)")
+        self._function_terms: frozenset[tuple[str, ...]] | None = None
+
+    @property
+    def function_terms(self) -> frozenset[tuple[str, ...]]:
+        """What the tokenizer makes of each function word (`us`, `on`, `ar` under Porter)."""
+        if self._function_terms is None:
+            words: list[str] = sorted(FUNCTION_WORDS)
+            self._function_terms = frozenset(terms for terms in self.terms(words) if terms)
+        return self._function_terms
 
     def terms(self, texts: list[str]) -> list[tuple[str, ...]]:
         """The terms of each text, in order of appearance."""
@@ -137,16 +148,19 @@ def analyze(text: str, tokenizer: Tokenizer) -> AnalyzedQuery:
     distinct_words = list(dict.fromkeys(words))
     term_lists = tokenizer.terms(distinct_words) if distinct_words else []
     units: dict[tuple[str, ...], QueryUnit] = {}
+    function_terms = tokenizer.function_terms if term_lists else frozenset()
     for word, terms in zip(distinct_words, term_lists, strict=True):
         if not terms:
             continue
         is_function = word.lower() in FUNCTION_WORDS
         known = units.get(terms)
         if known is None:
-            units[terms] = QueryUnit(word=word, terms=terms, function_word=is_function)
+            units[terms] = QueryUnit(word=word, terms=terms, function_word=is_function,
+                                     stems_onto_function_word=terms in function_terms)
         elif known.function_word and not is_function:
             # `us` and `used` share a term; the content spelling decides that it is content.
-            units[terms] = QueryUnit(word=known.word, terms=terms, function_word=False)
+            units[terms] = QueryUnit(word=known.word, terms=terms, function_word=False,
+                                     stems_onto_function_word=True)
     return AnalyzedQuery(units=tuple(units.values()), words_ignored=ignored)
 
 

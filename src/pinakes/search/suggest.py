@@ -17,6 +17,7 @@ from pinakes.search.results import SuggestedSearch
 
 EXPANSION_WORDS = 3
 EXPANSION_SOURCE_PASSAGES = 3
+EXPANSION_CANDIDATES = 24  # distinct words considered, longest first
 
 
 def suggest_next(
@@ -58,10 +59,13 @@ def _expansion_words(query: str, texts: list[str], conn: sqlite3.Connection, tok
     """The rarest words (by document frequency, seen in at least two chunks) of the best passages
     that the query does not already contain."""
     query_terms = {term for terms in tokenizer.terms(split_words(query)) for term in terms}
-    words = list(dict.fromkeys(
+    distinct = dict.fromkeys(
         word for text in texts for word in split_words(text)
         if len(word) > 2 and not word.isdigit() and word.lower() not in FUNCTION_WORDS
-    ))[:400]
+    )
+    # fts5vocab counts a term's rows by walking its doclist, so a common word costs milliseconds
+    # at 100k chunks; the longest words are the likeliest to be rare, and the cheapest to count.
+    words = sorted(distinct, key=len, reverse=True)[:EXPANSION_CANDIDATES]
     if not words:
         return []
     candidates: dict[str, str] = {}
@@ -71,7 +75,7 @@ def _expansion_words(query: str, texts: list[str], conn: sqlite3.Connection, tok
     if not candidates:
         return []
     marks = ", ".join("?" * len(candidates))
-    frequencies = dict(conn.execute(
+    frequencies: dict[str, int] = dict(conn.execute(
         f"SELECT term, doc FROM {VOCAB_TABLE} WHERE term IN ({marks})", list(candidates)
     ).fetchall())
     ranked = sorted(

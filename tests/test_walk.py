@@ -1,0 +1,65 @@
+"""The walk: what it selects, what it refuses to follow, and what it re-hashes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pinakes.init import init_kb
+from pinakes.manifest import load_manifest
+from pinakes.rules.walk import walk
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    root = tmp_path / "kb"
+    init_kb(root, name="walk")
+    docs = root / "docs"
+    (docs / "sub").mkdir()
+    (docs / "a.md").write_text("a", encoding="utf-8")
+    (docs / "sub" / "b.txt").write_text("b", encoding="utf-8")
+    (docs / "sub" / "b.txt.pnk.yaml").write_text("id: x\n", encoding="utf-8")
+    (docs / "gone.md.pnk.yaml").write_text("id: y\n", encoding="utf-8")
+    (docs / "image.png").write_bytes(b"\x89PNG")
+    return root
+
+
+def test_documents_sidecars_and_orphans_are_found(kb: Path) -> None:
+    result = walk(kb, load_manifest(kb / "pinakes.toml").sources, {})
+    assert set(result.docs) == {"docs/a.md", "docs/sub/b.txt"}
+    assert result.source_types == {"docs/a.md": "markdown", "docs/sub/b.txt": "text"}
+    assert set(result.sidecars) == {"docs/sub/b.txt"}
+    assert result.orphan_sidecars == ["docs/gone.md.pnk.yaml"]
+
+
+def test_symlinks_are_reported_and_never_followed(kb: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("secret", encoding="utf-8")
+    os.symlink(outside, kb / "docs" / "link-dir")
+    os.symlink(outside / "secret.md", kb / "docs" / "link.md")
+    result = walk(kb, load_manifest(kb / "pinakes.toml").sources, {})
+    assert not any("secret" in path or "link" in path for path in result.docs)
+    assert {path for path, _ in result.skipped} >= {"docs/link-dir", "docs/link.md"}
+
+
+def test_excluded_directories_are_pruned(kb: Path) -> None:
+    manifest = kb / "pinakes.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace(
+        "# exclude = [\"drafts/\"]", "exclude = [\"sub/\"]"), encoding="utf-8")
+    result = walk(kb, load_manifest(manifest).sources, {})
+    assert set(result.docs) == {"docs/a.md"}
+
+
+def test_only_changed_files_are_hashed(kb: Path) -> None:
+    sources = load_manifest(kb / "pinakes.toml").sources
+    first = walk(kb, sources, {})
+    assert first.hashed == 4  # two documents, two sidecars
+    cache = {s.path: (s.size, s.mtime_ns, s.inode, s.content_hash) for s in first.cache_updates}
+    second = walk(kb, sources, cache)
+    assert second.hashed == 0 and second.docs == first.docs
+    (kb / "docs" / "a.md").write_text("changed", encoding="utf-8")
+    third = walk(kb, sources, cache)
+    assert third.hashed == 1 and third.docs["docs/a.md"].content_hash != first.docs["docs/a.md"].content_hash
