@@ -1,13 +1,13 @@
 """`pnk serve` latency: warm `pinakes_search` through the official MCP client, next to the same
 searches run in-process by `Searcher.search()` in the same run. One command:
 
-    python bench/bench_serve.py [--queries 200] [--modes bm25,hybrid] [--rebuild]
+    python bench/bench_serve.py [--queries 200] [--chunks 10000] [--modes bm25,hybrid] [--rebuild]
 
 The KB is the tldr-nl2bash dev corpus (7,425 English Markdown pages, one chunk each), topped up to
 --chunks (default 10,000) with pages from the tldr translations corpus, which also puts non-Latin
-scripts into the index. Embedding it with the real model would take most of an hour on two cores,
-so the index is built by a real sync with the
-test suite's fake embedder (hashed bag of words), stamped with the real model's identity: hybrid
+scripts into the index. Embedding it with the real model would dwarf the measurement on two cores,
+so the index is built by a real sync with the test suite's fake embedder (hashed bag of words),
+stamped with the identity of the model the manifest names: hybrid
 queries then embed with the real packaged model and multiply against a real-sized float32 matrix,
 so their *timings* are real while their rankings are meaningless (the report says so). BM25 is
 entirely real.
@@ -17,8 +17,9 @@ Measured per mode, over the dev questions (the first --queries of them), after o
     process, once before and once after the MCP run (the machine is shared: the two runs bracket
     any drift, and the overhead ratio uses their mean). Each run times the searches on a worker
     thread, which is where the server runs them, and again on the main thread, which is where
-    `pnk search` runs them: on this machine the model's query embedding is many times slower on
-    the main thread, so only the worker-thread figure isolates the server's own overhead;
+    `pnk search` runs them (with the torch provider, query embedding was measured many times
+    slower on the main thread of a busy machine, so only the worker-thread figure isolates the
+    server's own overhead; see docs/perf/serve.md);
   - through MCP: `ClientSession.call_tool("pinakes_search")` against `python -m pinakes serve`
     over stdio, i.e. JSON-RPC, argument validation, evidence envelopes and budget fitting included;
 and `pinakes_get` of each top passage's character span through MCP. The ratio MCP/in-process is

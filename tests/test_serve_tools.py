@@ -367,6 +367,20 @@ def test_every_tool_sees_a_sync_on_its_very_next_call(tools: PinakesTools, kb: P
     assert tools.call("pinakes_search", {"query": "wombat", "mode": "bm25"})["passages"]
 
 
+def test_an_index_file_replaced_under_the_server_is_reopened(tools: PinakesTools, kb: Path) -> None:
+    """A deleted-and-recreated index is a new inode: an open handle would keep reading the old one."""
+    before = tools.call("pinakes_list_kbs", {})["kbs"][0]
+    assert before["documents"] == 3
+    for stale in (kb / ".pinakes").glob("index.db*"):
+        stale.unlink()
+    (kb / "docs" / "kiwi.md").write_text("# Kiwi\n\nA kiwi cannot fly.\n", encoding="utf-8")
+    sync_kb(kb)
+    assert tools.call("pinakes_list_kbs", {})["kbs"][0]["documents"] == 4
+    kiwi = tools.call("pinakes_search", {"query": "kiwi", "mode": "bm25"})["passages"]
+    assert [p["path"] for p in kiwi] == ["docs/kiwi.md"]
+    assert tools.call("pinakes_get", {"doc_id": kiwi[0]["doc_id"]})["path"] == "docs/kiwi.md"
+
+
 def test_errors_shown_to_the_caller_carry_no_machine_local_path(tools: PinakesTools, kb: Path) -> None:
     error = IndexMissingError(f"index missing at {kb}/.pinakes/index.db", remedy=f"run pnk sync in {kb}",
                               path=kb / ".pinakes" / "index.db")

@@ -29,7 +29,6 @@ class IndexReader:
         self._conn: sqlite3.Connection | None = None
         self._signature: tuple[tuple[int, int, int], ...] | None = None
         self._lock = threading.Lock()
-        self.reopens = 0  # how many times a changed signature forced a reopen (for tests and logs)
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -51,8 +50,6 @@ class IndexReader:
             raise IndexMissingError("this KB has no index yet", remedy="run `pnk sync` in the KB",
                                     path=self.index_path)
         self._conn = schema.open_reader(self.index_path)
-        if self._signature is not None:
-            self.reopens += 1
         self._signature = signature
         return self._conn
 
