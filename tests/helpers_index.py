@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import numpy as np
 
 from pinakes.embed.base import ModelIdentity, identity_meta
 from pinakes.index import schema
+from tests.fakes import FakeEmbedder
 
 EmbedFn = Callable[[list[str]], Any]  # texts -> (n, dim) float32 unit rows
 
@@ -172,48 +172,23 @@ def build_index(
 
 
 # --------------------------------------------------------------------------------------------
-# A deterministic embedder for tests: hashed bag of words, so cosine tracks shared words.
+# The tests' deterministic embedder (tests/fakes.py), narrowed for small search indexes.
 
 
 def fake_identity(dim: int = 64, model: str = "hash-bow") -> ModelIdentity:
     return ModelIdentity(provider="fake", model=model, revision="1", weights_sha256="0" * 64, dim=dim)
 
 
-class HashEmbedder:
-    """Each lower-cased word adds +1 to one hashed dimension; rows are unit length.
+class HashEmbedder(FakeEmbedder):
+    """FakeEmbedder (hashed bag of words: texts sharing no word have cosine 0) at 64 dimensions
+    under its own identity, plus the meta rows an index built by it carries."""
 
-    Texts sharing no word have cosine exactly 0, which is what the non-positive-cosine drop needs.
-    """
-
-    def __init__(self, dim: int = 64, identity: Any = None):
-        self.dim = dim
+    def __init__(self, dim: int = 64, identity: ModelIdentity | None = None):
+        super().__init__(dim=dim)
         self.identity = identity or fake_identity(dim)
-        self.max_input_tokens = 10_000
-        self.queries: list[str] = []
-
-    def _vector(self, text: str) -> np.ndarray:
-        vector = np.zeros(self.dim, dtype=np.float32)
-        for word in re.findall(r"\w+", text.lower()):
-            vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        norm = math.sqrt(float(vector @ vector))
-        return vector / norm if norm else vector
-
-    def embed_query(self, text: str) -> np.ndarray:
-        self.queries.append(text)
-        return self._vector(text)
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
-
-    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
-        return [self.count_tokens(text) for text in texts]
 
     def meta(self) -> dict[str, str]:
-        """The meta rows an index built by this embedder carries."""
         return identity_meta(self.identity)
-
-    def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
-        return np.stack([self._vector(text) for text in texts]) if texts else np.zeros((0, self.dim), np.float32)
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,7 +32,8 @@ DEMO_ROOT = Path(__file__).resolve().parent / "demo-kb"
 @pytest.fixture(autouse=True)
 def fake_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every model load in these tests (sync and search) gets the fake embedder."""
-    monkeypatch.setattr("pinakes.embed.load_embedder", lambda *args, **kwargs: FakeEmbedder())
+    monkeypatch.setattr("pinakes.embed.load_embedder",
+                        lambda section, *args, **kwargs: FakeEmbedder(provider=section.provider))
 
 
 @pytest.fixture(scope="module")

@@ -136,7 +136,7 @@ class ParaphraseEmbedder(HashEmbedder):
     """Every text and query points the same way: all are paraphrases of each other."""
 
     def _vector(self, text):
-        vector = np.zeros(self.dim, dtype=np.float32)
+        vector = np.zeros(self.identity.dim, dtype=np.float32)
         vector[0] = 1.0
         return vector
 

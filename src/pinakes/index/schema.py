@@ -49,6 +49,9 @@ CREATE TABLE documents (
 CREATE UNIQUE INDEX documents_active_path ON documents (path) WHERE state = 'active';
 CREATE INDEX documents_content_hash ON documents (content_hash);
 CREATE INDEX documents_state ON documents (state);
+-- Every query re-derives the fingerprint of each recorded extraction backend (spec §4.4).
+CREATE INDEX documents_extraction ON documents (extraction_backend, extraction_fingerprint)
+    WHERE extraction_backend IS NOT NULL;
 
 CREATE TABLE chunks (
     id           INTEGER PRIMARY KEY,
