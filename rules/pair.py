@@ -262,6 +262,10 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
         plan.work.append(DocWork(doc_id, path, source_type, state, None, None,
                                  keys.key(state.content_hash, source_type), "added"))
 
+    # Work in path order, so a fresh build assigns chunk ids in the same order on every machine
+    # (the walk's directory order is the filesystem's; ranking ties fall back to chunk ids).
+    plan.work.sort(key=lambda item: item.path)
+
     # A soft delete beside a mint of the same file name is most likely a move without the sidecar
     # (spec §9's most likely corruption): say so while the user can still fix it.
     minted_names = defaultdict(list)
