@@ -96,7 +96,8 @@ def render(result: SearchResult) -> str:
     lines.append(f"confidence: {confidence.level} ({confidence.reason})")
     lines.extend(f"note: {note}" for note in result.notes)
     if confidence.level in ("low", "unknown"):
-        lines.append(f"Retrieval only; nothing was spent. To escalate: pnk ask --deep {shlex.quote(result.query)}")
+        lines.append(f"Retrieval only; nothing was spent. To escalate: pnk ask --deep {shlex.quote(result.query)} "
+                     "(not built in this version: see STATUS.md)")
     if result.suggested_next is not None:
         suggestion = result.suggested_next
         command = f"pnk search {shlex.quote(suggestion.query)}"
