@@ -215,13 +215,7 @@ def open_writer(path: Path) -> sqlite3.Connection:
     """Open (or create) the index for writing. Refuses another schema_version."""
     if not path.exists():
         return create_index(path)
-    conn = sqlite3.connect(path, isolation_level=None)
-    _configure(conn)
-    try:
-        _check_version(conn, path)
-    except IndexSchemaError:
-        conn.close()
-        raise
+    conn = _opened(sqlite3.connect(path, isolation_level=None), path)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     return conn
@@ -233,8 +227,12 @@ def open_reader(path: Path) -> sqlite3.Connection:
         raise IndexMissingError(
             "this KB has no index yet", remedy="run `pnk sync` in the KB", path=path
         )
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
-                           check_same_thread=False)
+    return _opened(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                                   check_same_thread=False), path)
+
+
+def _opened(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
+    """Configure a fresh connection and refuse another schema version (closing it first)."""
     _configure(conn)
     try:
         _check_version(conn, path)
