@@ -82,6 +82,9 @@ def test_wheel_carries_rules_and_templates(wheel: Path) -> None:
         assert f"{packaged}/__init__.py" in expected
         assert expected <= names, f"missing from the wheel: {sorted(expected - names)}"
     assert not any(name.startswith(("tests/", "src/")) for name in names)
+    # the offline model's tokenizer files, which the [light] backend reads from the package
+    shipped = {f"pinakes/data/minilm/{path.name}" for path in (REPO_ROOT / "src/pinakes/data/minilm").iterdir()}
+    assert shipped <= names, f"missing from the wheel: {sorted(shipped - names)}"
 
 
 def test_installed_wheel_runs_without_the_checkout(
