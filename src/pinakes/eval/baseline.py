@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinakes.eval.outcomes import OutcomesError, read_json_object
+from pinakes.eval.outcomes import OutcomesError, read_json_object, write_json_object
 from pinakes.eval.scoreboard import HIGHER_IS_BETTER, METRICS, ClassScores, Rate, Scoreboard, render_rate
 
 BASELINE_FORMAT = "pinakes-eval-baseline/1"
@@ -49,10 +49,7 @@ class Regression:
 
 
 def write_baseline(path: Path, baseline: Baseline) -> None:
-    from pinakes.atomic import atomic_write_text
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(baseline.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    write_json_object(path, baseline.to_dict())
 
 
 def read_baseline(path: Path) -> Baseline:

@@ -96,10 +96,15 @@ class OutcomesFile:
 
 
 def write_outcomes(path: Path, outcomes: OutcomesFile) -> None:
+    write_json_object(path, outcomes.to_dict())
+
+
+def write_json_object(path: Path, data: dict[str, Any]) -> None:
+    """The eval artifacts' one on-disk form: indented UTF-8 JSON, written atomically."""
     from pinakes.atomic import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(outcomes.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def read_outcomes(path: Path) -> OutcomesFile:
