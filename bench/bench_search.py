@@ -74,9 +74,19 @@ def real_chunks(cache: Path) -> tuple[list[tuple[str, str]], np.ndarray, list[st
 
 
 def build_sized_index(path: Path, size: int, texts, vectors, meta: dict[str, str]) -> None:
-    """`size` chunks: the real ones, then perturbed copies, each copy under its own document."""
+    """`size` chunks: the real ones, then perturbed copies, each copy under its own document.
+
+    A cached index is reused while it was stamped with this model identity; otherwise rebuilt."""
     if path.exists():
-        return
+        reader = schema.open_reader(path)
+        try:
+            stamped = {key: value for key, value in schema.read_meta(reader).items() if key in meta}
+        finally:
+            reader.close()
+        if stamped == meta:
+            return
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
     rng = np.random.default_rng(20260801)
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = schema.open_writer(path)
