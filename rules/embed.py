@@ -8,6 +8,7 @@ in flight.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -119,8 +120,9 @@ def write_document(ctx: Any, item: Any, vectors: Any) -> None:
     chunks = ctx.chunks.pop(item.doc_id)
     extracted = ctx.extracted.pop(item.doc_id)
     sidecar = item.sidecar
-    spec_backend = ctx.keys.extractor_backends[item.source_type] if item.source_type == "pdf" else None
-    fingerprint = ctx.keys.extractor_fingerprints.get(item.source_type) if spec_backend else None
+    # The extraction columns pin which characters the offsets address; only an extracted (paged)
+    # source has them, a text source's offsets address the file itself.
+    extracted_by = (extracted.backend, extracted.fingerprint) if extracted.pages is not None else (None, None)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     with transaction(conn):
         conn.execute(
@@ -136,15 +138,11 @@ def write_document(ctx: Any, item: Any, vectors: Any) -> None:
             (item.doc_id, item.path, item.file.content_hash, item.sidecar_hash, item.file.mtime,
              item.source_type, getattr(sidecar, "title", None),
              sidecar.metadata_json() if sidecar is not None else "{}",
-             spec_backend, fingerprint, item.key, now),
+             *extracted_by, item.key, now),
         )
         conn.execute("DELETE FROM chunks WHERE doc_id = ?", (item.doc_id,))
         for position, chunk in enumerate(chunks):
-            heading = None
-            if chunk.heading_path:
-                import json
-
-                heading = json.dumps(list(chunk.heading_path), ensure_ascii=False)
+            heading = json.dumps(list(chunk.heading_path), ensure_ascii=False) if chunk.heading_path else None
             cursor = conn.execute(
                 "INSERT INTO chunks (doc_id, ordinal, text, char_start, char_end, token_count, "
                 "heading_path, page_start, page_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -156,7 +154,6 @@ def write_document(ctx: Any, item: Any, vectors: Any) -> None:
                          (cursor.lastrowid, vector.tobytes()))
         write_links(conn, ctx.kb_id, item.doc_id, sidecar)
         faultpoint("sync.mid-document-write")
-    del extracted
     faultpoint("sync.after-document-write")
     ctx.report.chunks_embedded += len(chunks)
     {"added": ctx.report.added, "changed": ctx.report.changed,
