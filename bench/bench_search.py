@@ -25,7 +25,6 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,19 +38,11 @@ import quality_dev  # noqa: E402
 from pinakes.embed.base import identity_meta  # noqa: E402
 from pinakes.index import schema  # noqa: E402
 from pinakes.search.core import Searcher, SearchSettings  # noqa: E402
+from tests.fakes import default_section  # noqa: E402
 from tests.helpers_index import ChunkSpec, DocSpec, write_documents  # noqa: E402
 
 QUERIES = 120
 WARMUP = 10
-
-
-@dataclass
-class EmbeddingSection:
-    provider: str
-    model: str = "sentence-transformers/all-MiniLM-L6-v2"
-    dim: int = 384
-    revision: str | None = None
-    batch_size: int = 32
 
 
 def real_chunks(cache: Path) -> tuple[list[tuple[str, str]], np.ndarray, list[str]]:
@@ -121,7 +112,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 def measure_size(size: int, provider: str, cache: Path) -> dict[str, object]:
     from pinakes.embed import load_embedder
 
-    section = EmbeddingSection(provider=provider)
+    section = default_section(provider)
     embedder = load_embedder(section, offline=True)
     texts, vectors, questions = real_chunks(cache)
     index = cache / f"bench-{size}-{provider}" / "index.db"

@@ -11,6 +11,7 @@ import numpy as np
 import xxhash
 
 from pinakes.embed.base import ModelIdentity
+from pinakes.manifest import EmbeddingSection
 
 WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -46,3 +47,8 @@ class FakeEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._vector(text)
+
+
+def default_section(provider: str) -> EmbeddingSection:
+    """The manifest's [embedding] for the packaged default model under `provider`."""
+    return EmbeddingSection(provider=provider, model="sentence-transformers/all-MiniLM-L6-v2", dim=384)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from pinakes.errors import IndexMissingError, IndexSchemaError, ModelMismatchError, StaleExtractionError
 from pinakes.index import schema
+from pinakes.manifest import EmbeddingSection
 from pinakes.search import Searcher, SearchSettings
 from tests.helpers_index import (
     DocSpec,
@@ -56,14 +55,6 @@ def test_index_built_by_another_model_refuses_vector_search(tmp_path):
             searcher.search("kafka")
         assert "pnk sync --rebuild" in (caught.value.remedy or "")
         assert caught.value.path == tmp_path / "index.db"
-
-
-@dataclass(frozen=True)
-class EmbeddingSection:
-    provider: str
-    model: str
-    dim: int
-    revision: str | None = None
 
 
 def test_manifest_naming_another_model_refuses_even_keyword_search(tmp_path):

@@ -5,29 +5,19 @@ Heavy: loading the model costs seconds, so it runs in CI (`pytest -m heavy`), no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from pinakes.embed import load_embedder
 from pinakes.embed.base import identity_meta
 from pinakes.search import Searcher, SearchSettings
+from tests.fakes import default_section
 from tests.helpers_index import build_index, search_corpus
-
-
-@dataclass
-class EmbeddingSection:
-    provider: str
-    model: str = "sentence-transformers/all-MiniLM-L6-v2"
-    dim: int = 384
-    revision: str | None = None
-    batch_size: int = 32
 
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("provider", ["fastembed", "sentence-transformers"])
 def test_paraphrases_find_their_passage_with_the_packaged_model(tmp_path, provider):
-    section = EmbeddingSection(provider=provider)
+    section = default_section(provider)
     embedder = load_embedder(section, offline=True)
     build_index(tmp_path / "index.db", search_corpus(), embed=embedder.embed_documents,
                 meta=identity_meta(embedder.identity))
