@@ -215,23 +215,23 @@ def keyword_ranker(index: Path, options: bm25.KeywordOptions, depth: int = 50) -
     return rank
 
 
+# The first rows build the plan up step by step, each without the steps after it.
+_BEFORE_WEIGHTLESS = {"drop_weightless_terms": False}
+_QUORUM = {"strategy": bm25.KeywordStrategy.QUORUM, "drop_stemmed_function_words": False, **_BEFORE_WEIGHTLESS}
 SWEEP = {
     "OR, all words": bm25.KeywordOptions(drop_function_words=False, drop_unknown_terms=False,
-                                         drop_stemmed_function_words=False),
-    "OR, function words dropped": bm25.KeywordOptions(drop_unknown_terms=False, drop_stemmed_function_words=False),
-    "OR, function words + df=0 dropped": bm25.KeywordOptions(drop_stemmed_function_words=False),
-    "OR, + words stemming onto function words dropped (default)": bm25.KeywordOptions(),
-    "OR, + ubiquity cut 50%": bm25.KeywordOptions(ubiquity_ceiling=0.5),
+                                         drop_stemmed_function_words=False, **_BEFORE_WEIGHTLESS),
+    "OR, function words dropped": bm25.KeywordOptions(drop_unknown_terms=False, drop_stemmed_function_words=False,
+                                                      **_BEFORE_WEIGHTLESS),
+    "OR, function words + df=0 dropped": bm25.KeywordOptions(drop_stemmed_function_words=False,
+                                                             **_BEFORE_WEIGHTLESS),
+    "OR, + words stemming onto function words dropped": bm25.KeywordOptions(**_BEFORE_WEIGHTLESS),
+    "OR, + weightless words (df >= N/2) dropped (default)": bm25.KeywordOptions(),
     "OR, + ubiquity cut 25%": bm25.KeywordOptions(ubiquity_ceiling=0.25),
     "OR, + ubiquity cut 10%": bm25.KeywordOptions(ubiquity_ceiling=0.10),
-    "IDF quorum 0.5, all words": bm25.KeywordOptions(strategy=bm25.KeywordStrategy.QUORUM,
-                                                     drop_function_words=False,
-                                                     drop_stemmed_function_words=False),
-    "IDF quorum 0.5, function words dropped": bm25.KeywordOptions(strategy=bm25.KeywordStrategy.QUORUM,
-                                                                  drop_stemmed_function_words=False),
-    "IDF quorum 0.4, function words dropped": bm25.KeywordOptions(strategy=bm25.KeywordStrategy.QUORUM,
-                                                                  quorum_fraction=0.4,
-                                                                  drop_stemmed_function_words=False),
+    "IDF quorum 0.5, all words": bm25.KeywordOptions(drop_function_words=False, **_QUORUM),
+    "IDF quorum 0.5, function words dropped": bm25.KeywordOptions(**_QUORUM),
+    "IDF quorum 0.4, function words dropped": bm25.KeywordOptions(quorum_fraction=0.4, **_QUORUM),
 }
 
 

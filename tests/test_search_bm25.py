@@ -172,6 +172,8 @@ def test_the_term_cap_keeps_the_rarest_terms(tmp_path):
     rare = [f"rare{i}" for i in range(10)]
     docs = [DocSpec(f"d{n}.md", " ".join(common)) for n in range(3)]
     docs.append(DocSpec("rare.md", " ".join(rare + common)))
+    # Enough other chunks that the common words are not weightless (in half the chunks or more).
+    docs.extend(DocSpec(f"other{n}.md", "unrelated filler") for n in range(5))
     build_index(tmp_path / "index.db", docs)
     with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
         plan = _plan(searcher, " ".join(common + rare))
@@ -182,6 +184,40 @@ def test_the_term_cap_keeps_the_rarest_terms(tmp_path):
     assert len(plan.capped_words) == len(common) + len(rare) - MAX_QUERY_TERMS
     assert result.passages[0].path == "rare.md"
     assert any(f"{MAX_QUERY_TERMS} rarest" in note for note in result.notes)
+
+
+def test_weightless_terms_are_dropped_while_a_term_with_weight_remains(tmp_path):
+    build_index(tmp_path / "index.db", [
+        DocSpec("a.md", "archive policy"), DocSpec("b.md", "archive rules"),
+        DocSpec("c.md", "archive tarball notes"), DocSpec("d.md", "courier loans"),
+        DocSpec("e.md", "reading room"),
+    ])
+    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+        plan = _plan(searcher, "archive tarball")
+        both = searcher.search("archive tarball", mode="bm25")
+        alone = searcher.search("archive", mode="bm25")
+    # "archive" is in 3 of 5 chunks: FTS5's IDF for it is clamped to 1e-6.
+    assert [unit.word for unit in plan.units] == ["tarball"]
+    assert plan.weightless_words == ("archive",)
+    assert [passage.path for passage in both.passages] == ["c.md"]
+    assert any("without keyword weight" in note and "archive" in note for note in both.notes)
+    # Nothing with weight left: the weightless word is searched rather than nothing.
+    assert sorted(passage.path for passage in alone.passages) == ["a.md", "b.md", "c.md"]
+
+
+def test_dropping_weightless_terms_keeps_the_ranking_of_rows_that_have_weight(tmp_path):
+    build_index(tmp_path / "index.db", [DocSpec(f"d{n}.md", text) for n, text in enumerate([
+        "archive tarball tarball", "archive tarball", "archive gzip", "archive", "gzip tarball", "room",
+        "courier", "loans",
+    ])])
+    off = SearchSettings(rerank=False, keyword=keyword.KeywordOptions(drop_weightless_terms=False))
+    with Searcher(tmp_path / "index.db", off) as plain, \
+            Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as dropping:
+        everything = plain.search("archive tarball gzip", mode="bm25")
+        weighted = dropping.search("archive tarball gzip", mode="bm25")
+    weighted_paths = [passage.path for passage in weighted.passages]
+    assert "d3.md" not in weighted_paths  # holds only the weightless word
+    assert [p.path for p in everything.passages if p.path != "d3.md"] == weighted_paths
 
 
 def test_bm25_ranks_the_document_holding_more_query_terms_first(searcher):

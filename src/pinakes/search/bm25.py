@@ -6,8 +6,11 @@ The plan, measured on the development corpora (docs/QUALITY.md):
      function word's rows; a query made only of function words ("what is it") searches them;
   2. terms the index has never seen (df = 0) are dropped: they can match nothing, and naming them
      in the result's notes tells the caller which words the KB does not know;
-  3. past MAX_QUERY_TERMS distinct terms, the rarest are kept;
-  4. the rest are OR-ed, each quoted, and ranked by FTS5's bm25().
+  3. weightless terms — held by at least half the chunks, where FTS5's bm25() clamps the IDF to
+     1e-6 — are dropped while a term with weight remains: they change no score that matters, but
+     every row holding one would be scored, and at 100k chunks they are the dearest part of a query;
+  4. past MAX_QUERY_TERMS distinct terms, the rarest are kept;
+  5. the rest are OR-ed, each quoted, and ranked by FTS5's bm25().
 A query whose content words are all unknown is answered with nothing from this retriever: falling
 back to its function words would turn a visibly empty result into a confidently wrong one.
 
@@ -43,6 +46,8 @@ class KeywordOptions:
     # Also drop words the stemmer folds onto a function word's term (using -> us, one -> on),
     # unless nothing else is left: they match the function word's rows, not their own meaning.
     drop_stemmed_function_words: bool = True
+    # Drop terms FTS5's bm25() gives no weight (in at least half the chunks) while others remain.
+    drop_weightless_terms: bool = True
     # Drop content terms held by more than this share of chunks, while rarer ones remain.
     ubiquity_ceiling: float | None = None
 
@@ -54,6 +59,7 @@ class KeywordPlan:
     units: tuple[QueryUnit, ...]
     document_frequency: dict[tuple[str, ...], int]
     unknown_words: tuple[str, ...] = ()
+    weightless_words: tuple[str, ...] = ()
     function_words_only: bool = False
     capped_words: tuple[str, ...] = ()
     chunk_count: int = 0
@@ -78,23 +84,49 @@ def ensure_vocabulary(conn: sqlite3.Connection) -> None:
     conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB_TABLE} USING fts5vocab (main, chunks_fts, 'row')")
 
 
-def document_frequencies(conn: sqlite3.Connection, units: list[QueryUnit]) -> dict[tuple[str, ...], int]:
-    """Rows of chunks_fts holding each unit (a phrase unit is counted by matching it)."""
-    frequencies: dict[tuple[str, ...], int] = {}
-    for unit in units:
-        if len(unit.terms) == 1:
-            row = conn.execute(f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (unit.terms[0],)).fetchone()
-            frequencies[unit.terms] = int(row[0]) if row else 0
-        else:
-            row = conn.execute(
-                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (fts_quote(unit.word),)
-            ).fetchone()
-            frequencies[unit.terms] = int(row[0])
-    return frequencies
+class DocumentFrequencies:
+    """Rows of chunks_fts holding each term or phrase, remembered for one index generation.
+
+    fts5vocab counts a term's rows by walking its doclist, so a common term costs a millisecond at
+    100k chunks; within a generation the answer cannot change, and queries share their words.
+    """
+
+    MAX_REMEMBERED = 100_000
+
+    def __init__(self, conn: sqlite3.Connection):
+        self._conn = conn
+        self._known: dict[tuple[str, ...], int] = {}
+
+    def of(self, units: list[QueryUnit]) -> dict[tuple[str, ...], int]:
+        """Document frequency per unit (a phrase unit is counted by matching it)."""
+        missing = [unit for unit in units if unit.terms not in self._known]
+        if len(self._known) + len(missing) > self.MAX_REMEMBERED:
+            self._known.clear()
+        for unit in missing:
+            if len(unit.terms) == 1:
+                row = self._conn.execute(f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (unit.terms[0],)).fetchone()
+                self._known[unit.terms] = int(row[0]) if row else 0
+            else:
+                row = self._conn.execute(
+                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (fts_quote(unit.word),)
+                ).fetchone()
+                self._known[unit.terms] = int(row[0])
+        return {unit.terms: self._known[unit.terms] for unit in units}
+
+    def of_terms(self, terms: list[str]) -> dict[str, int]:
+        """Document frequency of single terms (as the tokenizer produced them)."""
+        units = [QueryUnit(word=term, terms=(term,), function_word=False) for term in terms]
+        return {terms[0]: count for terms, count in self.of(units).items()}
+
+
+def weightless(document_frequency: int, chunk_count: int) -> bool:
+    """FTS5's bm25() IDF is log((N - df + 0.5) / (df + 0.5)), clamped to 1e-6 when not positive."""
+    return chunk_count > 0 and 2 * document_frequency >= chunk_count
 
 
 def plan_keywords(
-    conn: sqlite3.Connection, analyzed: AnalyzedQuery, options: KeywordOptions, chunk_count: int
+    conn: sqlite3.Connection, analyzed: AnalyzedQuery, options: KeywordOptions, chunk_count: int,
+    frequencies_of: DocumentFrequencies | None = None,
 ) -> KeywordPlan:
     units = list(analyzed.units)
     content = [unit for unit in units if not unit.function_word]
@@ -103,7 +135,7 @@ def plan_keywords(
     function_words_only = not content
     if options.drop_function_words and content:
         units = content
-    frequencies = document_frequencies(conn, units)
+    frequencies = (frequencies_of or DocumentFrequencies(conn)).of(units)
     if options.ubiquity_ceiling is not None and chunk_count:
         ceiling = options.ubiquity_ceiling * chunk_count
         rarer = [unit for unit in units if frequencies[unit.terms] <= ceiling]
@@ -112,6 +144,12 @@ def plan_keywords(
     if options.drop_unknown_terms:
         unknown = [unit.word for unit in units if frequencies[unit.terms] == 0]
         units = [unit for unit in units if frequencies[unit.terms] > 0]
+    weightless_words: list[str] = []
+    if options.drop_weightless_terms:
+        weighted = [unit for unit in units if not weightless(frequencies[unit.terms], chunk_count)]
+        if weighted:
+            weightless_words = [unit.word for unit in units if weightless(frequencies[unit.terms], chunk_count)]
+            units = weighted
     capped: list[str] = []
     if len(units) > MAX_QUERY_TERMS:
         by_rarity = sorted(units, key=lambda unit: frequencies[unit.terms])
@@ -123,6 +161,9 @@ def plan_keywords(
         shown = ", ".join(shown_word(word) for word in unknown[:20])
         more = f" and {len(unknown) - 20} more" if len(unknown) > 20 else ""
         notes.append(f"not in this KB's index (ignored by keyword search): {shown}{more}")
+    if weightless_words:
+        shown = ", ".join(shown_word(word) for word in weightless_words[:20])
+        notes.append(f"in at least half of this KB's passages, so without keyword weight (ignored by keyword search): {shown}")
     if capped:
         notes.append(
             f"the query has more than {MAX_QUERY_TERMS} distinct terms; keyword search used the "
@@ -134,6 +175,7 @@ def plan_keywords(
         units=tuple(units),
         document_frequency=frequencies,
         unknown_words=tuple(unknown),
+        weightless_words=tuple(weightless_words),
         function_words_only=function_words_only,
         capped_words=tuple(capped),
         chunk_count=chunk_count,

@@ -98,6 +98,10 @@ class _Generation:
     # one extraction check per generation is the same answer as one per query.
     stale_paid: dict[str, str] | None = None
     model_checked_for: object = None  # the embedder identity this generation was checked against
+    frequencies: bm25.DocumentFrequencies = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.frequencies = bm25.DocumentFrequencies(self.conn)
 
     def close(self) -> None:
         self.tokenizer.close()
@@ -351,7 +355,7 @@ class _Run:
                 suggestion = suggest_next(
                     self.query, plan=plan, filters=self.filters, mode=self.mode,
                     passage_texts=[passage.text for passage in passages],
-                    conn=generation.conn, tokenizer=generation.tokenizer,
+                    frequencies=generation.frequencies, tokenizer=generation.tokenizer,
                 )
             self._lap("finish")
         if plan is not None:
@@ -431,7 +435,8 @@ class _Run:
     def _keyword(self, generation: _Generation, scope: tuple[str, list[object]] | None):
         started = time.perf_counter()
         analyzed = self._analyzed(generation)
-        plan = bm25.plan_keywords(generation.conn, analyzed, self.settings.keyword, generation.chunk_count)
+        plan = bm25.plan_keywords(generation.conn, analyzed, self.settings.keyword, generation.chunk_count,
+                                  generation.frequencies)
         hits = bm25.bm25_search(
             generation.conn, plan, self.candidates_per_source,
             scope_sql=scope[0] if scope else None, scope_params=scope[1] if scope else None,
@@ -479,9 +484,9 @@ class _Run:
         content = [unit for unit in units if not unit.function_word] or list(units)
         if not content or not pool:
             return
-        term_sets = generation.tokenizer.terms([rows[c.chunk_id]["text"] for c in pool])
-        for candidate, terms in zip(pool, term_sets, strict=True):
-            present = set(terms)
+        wanted = {term for unit in content for term in unit.terms}
+        term_sets = generation.tokenizer.presence([rows[c.chunk_id]["text"] for c in pool], wanted)
+        for candidate, present in zip(pool, term_sets, strict=True):
             hits = sum(1 for unit in content if all(term in present for term in unit.terms))
             candidate.coverage = round(hits / len(content), 4)
 

@@ -130,6 +130,27 @@ class Tokenizer:
             conn.execute("ROLLBACK")  # the probe keeps nothing between calls
         return [tuple(terms) for terms in result]
 
+    def presence(self, texts: list[str], terms: set[str]) -> list[frozenset[str]]:
+        """Which of `terms` each text contains. Asks fts5vocab for those terms only, so the cost
+        is the tokenizing, not reading every instance back into Python as `terms()` does."""
+        result: list[set[str]] = [set() for _ in texts]
+        if not texts or not terms:
+            return [frozenset() for _ in texts]
+        conn = self._conn
+        wanted = sorted(terms)
+        conn.execute("BEGIN")
+        try:
+            conn.execute("DELETE FROM probe")
+            conn.executemany(
+                "INSERT INTO probe (rowid, t) VALUES (?, ?)", ((i + 1, text) for i, text in enumerate(texts))
+            )
+            marks = ", ".join("?" * len(wanted))
+            for doc, term in conn.execute(f"SELECT doc, term FROM probe_terms WHERE term IN ({marks})", wanted):
+                result[doc - 1].add(term)
+        finally:
+            conn.execute("ROLLBACK")
+        return [frozenset(found) for found in result]
+
     def close(self) -> None:
         self._conn.close()
 

@@ -8,9 +8,7 @@ retriever, and finally too little context (expand with the best passages' distin
 
 from __future__ import annotations
 
-import sqlite3
-
-from pinakes.search.bm25 import VOCAB_TABLE, KeywordPlan, shown_word
+from pinakes.search.bm25 import DocumentFrequencies, KeywordPlan, shown_word
 from pinakes.search.filters import SearchFilters
 from pinakes.search.query import FUNCTION_WORDS, Tokenizer, split_words
 from pinakes.search.results import SuggestedSearch
@@ -30,7 +28,7 @@ def suggest_next(
     filters: SearchFilters,
     mode: str,
     passage_texts: list[str],
-    conn: sqlite3.Connection,
+    frequencies: DocumentFrequencies,
     tokenizer: Tokenizer,
 ) -> SuggestedSearch | None:
     if plan is not None and plan.unknown_words and plan.units:
@@ -48,7 +46,7 @@ def suggest_next(
         )
     if mode != "hybrid":
         return SuggestedSearch(query=query, reason=f"{mode}-only search; combine both retrievers", mode="hybrid")
-    expansion = _expansion_words(query, passage_texts[:EXPANSION_SOURCE_PASSAGES], conn, tokenizer)
+    expansion = _expansion_words(query, passage_texts[:EXPANSION_SOURCE_PASSAGES], frequencies, tokenizer)
     if expansion:
         return SuggestedSearch(
             query=f"{query} {' '.join(expansion)}",
@@ -58,7 +56,8 @@ def suggest_next(
     return None
 
 
-def _expansion_words(query: str, texts: list[str], conn: sqlite3.Connection, tokenizer: Tokenizer) -> list[str]:
+def _expansion_words(query: str, texts: list[str], frequencies_of: DocumentFrequencies,
+                     tokenizer: Tokenizer) -> list[str]:
     """The rarest words (by document frequency, seen in at least two chunks) of the best passages
     that the query does not already contain."""
     query_terms = {term for terms in tokenizer.terms(split_words(query)) for term in terms}
@@ -77,10 +76,7 @@ def _expansion_words(query: str, texts: list[str], conn: sqlite3.Connection, tok
             candidates.setdefault(terms[0], word)
     if not candidates:
         return []
-    marks = ", ".join("?" * len(candidates))
-    frequencies: dict[str, int] = dict(conn.execute(
-        f"SELECT term, doc FROM {VOCAB_TABLE} WHERE term IN ({marks})", list(candidates)
-    ).fetchall())
+    frequencies = frequencies_of.of_terms(list(candidates))
     ranked = sorted(
         (term for term in candidates if frequencies.get(term, 0) >= 2),
         key=lambda term: (frequencies[term], term),
