@@ -15,9 +15,10 @@ from pinakes.search.results import SuggestedSearch
 
 EXPANSION_WORDS = 3
 EXPANSION_SOURCE_PASSAGES = 3
-# Distinct words considered, longest first. Each costs a walk of its doclist in fts5vocab; at 100k
-# chunks 24 candidates cost ~2 ms per low-confidence search, 8 cost under 1 ms, and the three words
-# finally suggested are almost always among the eight longest.
+# Distinct words considered, longest first. Each word not yet seen in this index generation costs a
+# walk of its doclist in fts5vocab; at 100k chunks 24 candidates cost ~2 ms per low-confidence
+# search, 8 cost under 1 ms, and the three words finally suggested are almost always among the
+# eight longest.
 EXPANSION_CANDIDATES = 8
 
 
