@@ -107,6 +107,17 @@ def test_spellings_the_tokenizer_folds_together_are_one_term(tokenizer):
     assert [unit.terms for unit in units] == [("kafka",), ("replic",)]
 
 
+def test_presence_reports_exactly_the_asked_terms_each_text_holds(tokenizer):
+    texts = ["Kafka replicates partitions.", "Postgres replication slots", "", "nothing relevant"]
+    wanted = {"kafka", "replic", "partit", "slot"}
+    found = tokenizer.presence(texts, wanted)
+    assert found == [frozenset({"kafka", "replic", "partit"}), frozenset({"replic", "slot"}), frozenset(),
+                     frozenset()]
+    # The same answer as reading every term back.
+    assert found == [frozenset(set(terms) & wanted) for terms in tokenizer.terms(texts)]
+    assert tokenizer.presence(texts, set()) == [frozenset()] * 4
+
+
 def test_a_word_the_tokenizer_splits_becomes_a_phrase_unit(tokenizer):
     (unit,) = analyze("हिन्दी", tokenizer).units
     assert len(unit.terms) > 1 and unit.word == "हिन्दी"

@@ -137,6 +137,24 @@ def test_searcher_sees_a_commit_made_after_it_loaded(tmp_path):
         assert searcher._generation is not None and searcher._generation.matrix is not first_matrix
 
 
+def test_document_frequencies_are_recounted_for_a_new_generation(tmp_path):
+    path = build_index(tmp_path / "index.db", [
+        DocSpec("docs/a.md", "archive tarball"), DocSpec("docs/b.md", "reading room"),
+        DocSpec("docs/c.md", "courier loans"),
+    ])
+    with Searcher(path, NO_RERANK) as searcher:
+        first = searcher.search("archive tarball", mode="bm25")
+        writer = schema.open_writer(path)
+        with schema.transaction(writer):
+            write_documents(writer, [DocSpec("docs/d.md", "archive boxes"), DocSpec("docs/e.md", "archive shelf")])
+        writer.close()
+        second = searcher.search("archive tarball", mode="bm25")
+    # 1 of 3 chunks holds "archive", then 3 of 5: weightless only in the second generation.
+    assert not any("without keyword weight" in note for note in first.notes)
+    assert any("without keyword weight" in note and "archive" in note for note in second.notes)
+    assert [passage.path for passage in second.passages] == ["docs/a.md"]
+
+
 def test_searcher_forgets_a_deleted_document(tmp_path):
     embedder = HashEmbedder()
     path = build_search_index(tmp_path / "index.db", embedder)
