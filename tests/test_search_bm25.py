@@ -118,6 +118,15 @@ def test_presence_reports_exactly_the_asked_terms_each_text_holds(tokenizer):
     assert tokenizer.presence(texts, set()) == [frozenset()] * 4
 
 
+def test_presence_asks_for_more_terms_than_one_statement_may_bind(tokenizer, monkeypatch):
+    import pinakes.search.query as query_module
+
+    monkeypatch.setattr(query_module, "PRESENCE_BATCH", 3)
+    wanted = {"kafka", "replic", "partit", "slot", "broker", "leader", "zzz"}
+    found = tokenizer.presence(["Kafka brokers elect a leader", "replication slots"], wanted)
+    assert found == [frozenset({"kafka", "broker", "leader"}), frozenset({"replic", "slot"})]
+
+
 def test_a_word_the_tokenizer_splits_becomes_a_phrase_unit(tokenizer):
     (unit,) = analyze("हिन्दी", tokenizer).units
     assert len(unit.terms) > 1 and unit.word == "हिन्दी"
@@ -133,7 +142,8 @@ def test_function_words_are_marked_by_the_word_as_typed(tokenizer):
 def _plan(searcher: Searcher, query: str) -> keyword.KeywordPlan:
     with searcher._snapshot() as generation:
         return keyword.plan_keywords(generation.conn, analyze(query, generation.tokenizer),
-                                     keyword.KeywordOptions(), generation.chunk_count)
+                                     keyword.KeywordOptions(), generation.chunk_count,
+                                     generation.document_frequencies)
 
 
 def test_function_words_are_dropped_when_a_content_word_is_present(searcher):
@@ -214,6 +224,35 @@ def test_weightless_terms_are_dropped_while_a_term_with_weight_remains(tmp_path)
     assert any("without keyword weight" in note and "archive" in note for note in both.notes)
     # Nothing with weight left: the weightless word is searched rather than nothing.
     assert sorted(passage.path for passage in alone.passages) == ["a.md", "b.md", "c.md"]
+
+
+def test_the_frequency_cache_answers_correctly_across_a_reset(tmp_path, monkeypatch):
+    build_index(tmp_path / "index.db", [DocSpec("a.md", "kafka archive"), DocSpec("b.md", "kafka tarball"),
+                                        DocSpec("c.md", "reading room")])
+    monkeypatch.setattr(keyword.DocumentFrequencies, "MAX_REMEMBERED", 3)
+    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+        searcher.search("kafka archive", mode="bm25")
+        # Two remembered + three asked > 3: the cache starts afresh mid-question, kafka included.
+        plan = _plan(searcher, "kafka tarball room")
+        assert searcher._generation is not None
+        cache = searcher._generation.document_frequencies
+        assert cache.of_terms(["kafka", "tarbal", "room", "zzz"]) == {"kafka": 2, "tarbal": 1, "room": 1, "zzz": 0}
+    assert plan.document_frequency == {("kafka",): 2, ("tarbal",): 1, ("room",): 1}
+
+
+def test_the_quorum_strategy_keeps_weightless_terms(tmp_path):
+    build_index(tmp_path / "index.db", [
+        DocSpec("a.md", "archive policy"), DocSpec("b.md", "archive rules"),
+        DocSpec("c.md", "archive tarball notes"), DocSpec("d.md", "courier loans"),
+        DocSpec("e.md", "reading room"),
+    ])
+    quorum = keyword.KeywordOptions(strategy=keyword.KeywordStrategy.QUORUM)
+    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher, searcher._snapshot() as generation:
+        plan = keyword.plan_keywords(generation.conn, analyze("archive tarball", generation.tokenizer), quorum,
+                                     generation.chunk_count)
+    # The quorum weighs terms by its own IDF, positive for every term: nothing is weightless there.
+    assert [unit.word for unit in plan.units] == ["archive", "tarball"]
+    assert plan.weightless_words == ()
 
 
 def test_dropping_weightless_terms_keeps_the_ranking_of_rows_that_have_weight(tmp_path):

@@ -7,8 +7,9 @@ The plan, measured on the development corpora (docs/QUALITY.md):
   2. terms the index has never seen (df = 0) are dropped: they can match nothing, and naming them
      in the result's notes tells the caller which words the KB does not know;
   3. weightless terms — held by at least half the chunks, where FTS5's bm25() clamps the IDF to
-     1e-6 — are dropped while a term with weight remains: they change no score that matters, but
-     every row holding one would be scored, and at 100k chunks they are the dearest part of a query;
+     1e-6 — are dropped while a term with weight remains: they move no score by more than ~2e-6,
+     so the only rows they change are those holding nothing else (no longer candidates), but every
+     row holding one would be scored, and at 100k chunks they are the dearest part of a query;
   4. past MAX_QUERY_TERMS distinct terms, the rarest are kept;
   5. the rest are OR-ed, each quoted, and ranked by FTS5's bm25().
 A query whose content words are all unknown is answered with nothing from this retriever: falling
@@ -89,8 +90,10 @@ class DocumentFrequencies:
 
     fts5vocab counts a term's rows by walking its doclist, so a common term costs a millisecond at
     100k chunks; within a generation the answer cannot change, and queries share their words.
+    Not thread-safe: the Searcher's lock serialises its calls, as for the Tokenizer.
     """
 
+    # A few MB at most; a server that has met more distinct terms than this starts counting afresh.
     MAX_REMEMBERED = 100_000
 
     def __init__(self, conn: sqlite3.Connection):
@@ -99,24 +102,30 @@ class DocumentFrequencies:
 
     def of(self, units: list[QueryUnit]) -> dict[tuple[str, ...], int]:
         """Document frequency per unit (a phrase unit is counted by matching it)."""
-        missing = [unit for unit in units if unit.terms not in self._known]
-        if len(self._known) + len(missing) > self.MAX_REMEMBERED:
+        if len(self._known) + len(units) > self.MAX_REMEMBERED:
             self._known.clear()
-        for unit in missing:
-            if len(unit.terms) == 1:
-                row = self._conn.execute(f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (unit.terms[0],)).fetchone()
-                self._known[unit.terms] = int(row[0]) if row else 0
-            else:
-                row = self._conn.execute(
-                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (fts_quote(unit.word),)
-                ).fetchone()
-                self._known[unit.terms] = int(row[0])
-        return {unit.terms: self._known[unit.terms] for unit in units}
+        answer: dict[tuple[str, ...], int] = {}
+        for unit in units:
+            count = self._known.get(unit.terms)
+            if count is None:
+                count = self._count(unit)
+                self._known[unit.terms] = count
+            answer[unit.terms] = count
+        return answer
 
     def of_terms(self, terms: list[str]) -> dict[str, int]:
         """Document frequency of single terms (as the tokenizer produced them)."""
         units = [QueryUnit(word=term, terms=(term,), function_word=False) for term in terms]
-        return {terms[0]: count for terms, count in self.of(units).items()}
+        return {key[0]: count for key, count in self.of(units).items()}
+
+    def _count(self, unit: QueryUnit) -> int:
+        if len(unit.terms) == 1:
+            row = self._conn.execute(f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (unit.terms[0],)).fetchone()
+            return int(row[0]) if row else 0
+        row = self._conn.execute(
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (fts_quote(unit.word),)
+        ).fetchone()
+        return int(row[0])
 
 
 def weightless(document_frequency: int, chunk_count: int) -> bool:
@@ -126,7 +135,7 @@ def weightless(document_frequency: int, chunk_count: int) -> bool:
 
 def plan_keywords(
     conn: sqlite3.Connection, analyzed: AnalyzedQuery, options: KeywordOptions, chunk_count: int,
-    frequencies_of: DocumentFrequencies | None = None,
+    document_frequencies: DocumentFrequencies | None = None,
 ) -> KeywordPlan:
     units = list(analyzed.units)
     content = [unit for unit in units if not unit.function_word]
@@ -135,7 +144,7 @@ def plan_keywords(
     function_words_only = not content
     if options.drop_function_words and content:
         units = content
-    frequencies = (frequencies_of or DocumentFrequencies(conn)).of(units)
+    frequencies = (document_frequencies or DocumentFrequencies(conn)).of(units)
     if options.ubiquity_ceiling is not None and chunk_count:
         ceiling = options.ubiquity_ceiling * chunk_count
         rarer = [unit for unit in units if frequencies[unit.terms] <= ceiling]
@@ -145,7 +154,8 @@ def plan_keywords(
         unknown = [unit.word for unit in units if frequencies[unit.terms] == 0]
         units = [unit for unit in units if frequencies[unit.terms] > 0]
     weightless_words: list[str] = []
-    if options.drop_weightless_terms:
+    # Only the OR plan ranks by bm25(); the quorum weighs terms by its own, always positive, IDF.
+    if options.drop_weightless_terms and options.strategy is KeywordStrategy.OR:
         weighted = [unit for unit in units if not weightless(frequencies[unit.terms], chunk_count)]
         if weighted:
             weightless_words = [unit.word for unit in units if weightless(frequencies[unit.terms], chunk_count)]
@@ -158,12 +168,10 @@ def plan_keywords(
         units = [unit for unit in units if unit.terms in kept]
     notes: list[str] = []
     if unknown:
-        shown = ", ".join(shown_word(word) for word in unknown[:20])
-        more = f" and {len(unknown) - 20} more" if len(unknown) > 20 else ""
-        notes.append(f"not in this KB's index (ignored by keyword search): {shown}{more}")
+        notes.append(f"not in this KB's index (ignored by keyword search): {shown_words(unknown)}")
     if weightless_words:
-        shown = ", ".join(shown_word(word) for word in weightless_words[:20])
-        notes.append(f"in at least half of this KB's passages, so without keyword weight (ignored by keyword search): {shown}")
+        notes.append("in at least half of this KB's passages, so without keyword weight (ignored by keyword "
+                     f"search): {shown_words(weightless_words)}")
     if capped:
         notes.append(
             f"the query has more than {MAX_QUERY_TERMS} distinct terms; keyword search used the "
@@ -181,6 +189,11 @@ def plan_keywords(
         chunk_count=chunk_count,
         notes=tuple(notes),
     )
+
+
+def shown_words(words: list[str], most: int = 20) -> str:
+    more = f" and {len(words) - most} more" if len(words) > most else ""
+    return ", ".join(shown_word(word) for word in words[:most]) + more
 
 
 def shown_word(word: str, limit: int = 40) -> str:

@@ -98,10 +98,10 @@ class _Generation:
     # one extraction check per generation is the same answer as one per query.
     stale_paid: dict[str, str] | None = None
     model_checked_for: object = None  # the embedder identity this generation was checked against
-    frequencies: bm25.DocumentFrequencies = field(init=False)
+    document_frequencies: bm25.DocumentFrequencies = field(init=False)
 
     def __post_init__(self) -> None:
-        self.frequencies = bm25.DocumentFrequencies(self.conn)
+        self.document_frequencies = bm25.DocumentFrequencies(self.conn)
 
     def close(self) -> None:
         self.tokenizer.close()
@@ -355,7 +355,7 @@ class _Run:
                 suggestion = suggest_next(
                     self.query, plan=plan, filters=self.filters, mode=self.mode,
                     passage_texts=[passage.text for passage in passages],
-                    frequencies=generation.frequencies, tokenizer=generation.tokenizer,
+                    document_frequencies=generation.document_frequencies, tokenizer=generation.tokenizer,
                 )
             self._lap("finish")
         if plan is not None:
@@ -436,7 +436,7 @@ class _Run:
         started = time.perf_counter()
         analyzed = self._analyzed(generation)
         plan = bm25.plan_keywords(generation.conn, analyzed, self.settings.keyword, generation.chunk_count,
-                                  generation.frequencies)
+                                  generation.document_frequencies)
         hits = bm25.bm25_search(
             generation.conn, plan, self.candidates_per_source,
             scope_sql=scope[0] if scope else None, scope_params=scope[1] if scope else None,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 MAX_QUERY_TERMS = 64
 # Words beyond this many are not even tokenized (a 10 000-character paste stays cheap).
 MAX_QUERY_WORDS = 1024
+PRESENCE_BATCH = 500  # terms per fts5vocab lookup, far below SQLite's variable limit
 
 # English function words: dropped from the keyword query whenever the query has any other word.
 # The list holds no word that carries topic meaning (use, set, key, value, time, order, work,
@@ -144,9 +145,13 @@ class Tokenizer:
             conn.executemany(
                 "INSERT INTO probe (rowid, t) VALUES (?, ?)", ((i + 1, text) for i, text in enumerate(texts))
             )
-            marks = ", ".join("?" * len(wanted))
-            for doc, term in conn.execute(f"SELECT doc, term FROM probe_terms WHERE term IN ({marks})", wanted):
-                result[doc - 1].add(term)
+            # In batches: a word the tokenizer splits finely can bring more terms than SQLite has
+            # variables for one statement.
+            for start in range(0, len(wanted), PRESENCE_BATCH):
+                batch = wanted[start : start + PRESENCE_BATCH]
+                marks = ", ".join("?" * len(batch))
+                for doc, term in conn.execute(f"SELECT doc, term FROM probe_terms WHERE term IN ({marks})", batch):
+                    result[doc - 1].add(term)
         finally:
             conn.execute("ROLLBACK")
         return [frozenset(found) for found in result]

@@ -29,7 +29,7 @@ def suggest_next(
     filters: SearchFilters,
     mode: str,
     passage_texts: list[str],
-    frequencies: DocumentFrequencies,
+    document_frequencies: DocumentFrequencies,
     tokenizer: Tokenizer,
 ) -> SuggestedSearch | None:
     if plan is not None and plan.unknown_words and plan.units:
@@ -47,7 +47,7 @@ def suggest_next(
         )
     if mode != "hybrid":
         return SuggestedSearch(query=query, reason=f"{mode}-only search; combine both retrievers", mode="hybrid")
-    expansion = _expansion_words(query, passage_texts[:EXPANSION_SOURCE_PASSAGES], frequencies, tokenizer)
+    expansion = _expansion_words(query, passage_texts[:EXPANSION_SOURCE_PASSAGES], document_frequencies, tokenizer)
     if expansion:
         return SuggestedSearch(
             query=f"{query} {' '.join(expansion)}",
@@ -57,7 +57,7 @@ def suggest_next(
     return None
 
 
-def _expansion_words(query: str, texts: list[str], frequencies_of: DocumentFrequencies,
+def _expansion_words(query: str, texts: list[str], document_frequencies: DocumentFrequencies,
                      tokenizer: Tokenizer) -> list[str]:
     """The rarest words (by document frequency, seen in at least two chunks) of the best passages
     that the query does not already contain."""
@@ -77,7 +77,7 @@ def _expansion_words(query: str, texts: list[str], frequencies_of: DocumentFrequ
             candidates.setdefault(terms[0], word)
     if not candidates:
         return []
-    frequencies = frequencies_of.of_terms(list(candidates))
+    frequencies = document_frequencies.of_terms(list(candidates))
     ranked = sorted(
         (term for term in candidates if frequencies.get(term, 0) >= 2),
         key=lambda term: (frequencies[term], term),
