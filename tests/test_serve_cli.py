@@ -88,8 +88,10 @@ def test_startup_validates_every_manifest(kb: Path, tmp_path: Path) -> None:
     manifest.write_text(manifest.read_text(encoding="utf-8") + "\n[surprise]\nkey = 1\n", encoding="utf-8")
     with pytest.raises(ManifestError):
         resolve_served_kbs([str(kb), str(broken)])
-    with pytest.raises(KBNotFoundError):
+    with pytest.raises(KBNotFoundError) as missing:
         resolve_served_kbs([str(tmp_path / "nowhere")])
+    # A served KB is named by --kb, not -C: the remedy says so.
+    assert "--kb" in (missing.value.remedy or "") and "-C" not in (missing.value.remedy or "")
 
 
 def test_alias_parsing_keeps_a_directory_that_merely_contains_an_equals_sign() -> None:

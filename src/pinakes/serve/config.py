@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinakes.errors import UsageError
+from pinakes.errors import KBNotFoundError, UsageError
 from pinakes.kb import KBPaths, find_kb_root
 from pinakes.manifest import Manifest, load_manifest
 
@@ -64,7 +64,12 @@ def alias_from_name(name: str) -> str:
 
 def load_kb(directory: Path | str, alias: str | None = None) -> ServedKB:
     """The KB containing `directory`, with its manifest loaded (errors are the manifest's own)."""
-    root = Path(os.path.realpath(find_kb_root(directory)))
+    try:
+        root = Path(os.path.realpath(find_kb_root(directory)))
+    except KBNotFoundError as exc:
+        # The generic remedy names -C; a served KB is named by --kb or the configuration file.
+        exc.remedy = "name a KB directory (one holding pinakes.toml, or inside one) with --kb DIR or in --config"
+        raise
     paths = KBPaths(root)
     manifest = load_manifest(paths.manifest)
     if alias is not None and not is_valid_alias(alias):
