@@ -134,9 +134,9 @@ class Tokenizer:
     def presence(self, texts: list[str], terms: set[str]) -> list[frozenset[str]]:
         """Which of `terms` each text contains. Asks fts5vocab for those terms only, so the cost
         is the tokenizing, not reading every instance back into Python as `terms()` does."""
-        result: list[set[str]] = [set() for _ in texts]
         if not texts or not terms:
             return [frozenset() for _ in texts]
+        result: list[set[str]] = [set() for _ in texts]
         conn = self._conn
         wanted = sorted(terms)
         conn.execute("BEGIN")
