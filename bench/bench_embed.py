@@ -29,20 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpora" / "python-3.11-docs-rst" / "docs"
 BATCH_SIZES = (8, 16, 32, 64)
 BASELINE_BATCH = 32
 PROVIDERS = ("sentence-transformers", "fastembed")
-MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-@dataclass(frozen=True)
-class Section:
-    provider: str
-    model: str = MODEL
-    dim: int = 384
-    revision: str | None = None
-    batch_size: int | None = None
 
 
 def sample_chunks(corpus: Path, count: int, seed: int) -> list[str]:
@@ -101,11 +92,12 @@ class Timing:
 
 def run(chunks: list[str], rounds: int) -> dict[str, dict[int, Timing]]:
     from pinakes.embed import load_embedder
+    from tests.fakes import default_section
 
     embedders = {}
     for provider in PROVIDERS:
         started = time.perf_counter()
-        embedders[provider] = load_embedder(Section(provider), offline=True)
+        embedders[provider] = load_embedder(default_section(provider), offline=True)
         embedders[provider].embed_documents(chunks[:8], batch_size=8)  # warm-up: lazy init, allocator
         print(f"loaded {provider} in {time.perf_counter() - started:.1f}s "
               f"({embedders[provider].identity.revision})")

