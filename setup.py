@@ -1,5 +1,6 @@
-"""Package list only: rules/ and templates/ sit outside src/ and are mapped in by pyproject's package-dir."""
+"""Package list only: templates/ sits outside src/ and is mapped in by pyproject's package-dir; rules/
+is found under src/pinakes/rules, a symlink to it."""
 
 from setuptools import find_packages, setup
 
-setup(packages=[*find_packages("src"), "pinakes.rules", "pinakes.templates"])
+setup(packages=[*find_packages("src"), "pinakes.templates"])

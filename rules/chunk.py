@@ -1,33 +1,43 @@
 """chunk: split each extracted document into passages (one doit task per document).
 
 Token counts come from the embedding model's own tokenizer, so a chunk is never longer than the
-model can encode whole (spec §4.6); the chunker itself is `pinakes.chunking`.
+model can encode whole (spec §4.6); the chunker itself is `pinakes.chunking`. A document whose chunk
+count makes its embedding slow is announced before the embedding starts, so a long pause on one
+large file reads as work rather than a hang.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pinakes.errors import PinakesError
+from pinakes.sync.keys import key_is_current
 
-from .keys import key_is_current
+from .pair import DocWork
+
+if TYPE_CHECKING:
+    from pinakes.sync.context import SyncContext
+
+# A document with at least this many chunks is announced before it is embedded (about a minute of
+# embedding on a 2-core CPU at the default model's measured rate).
+SLOW_DOCUMENT_CHUNKS = 2000
 
 
-def tasks_chunk(ctx: Any) -> Iterator[dict[str, Any]]:
-    for item in ctx.plan.work:
+def tasks_chunk(ctx: SyncContext, group: list[DocWork]) -> Iterator[dict[str, object]]:
+    for item in group:
         yield {
             "basename": "chunk",
             "name": item.doc_id,
             "doc": f"chunk {item.path}",
             "actions": [(run_chunk, [ctx, item])],
             "task_dep": [f"extract:{item.doc_id}"],
-            "uptodate": [(key_is_current, [ctx, item])],
+            "uptodate": [key_is_current(ctx.conn, item.doc_id, item.path, item.key)],
             "verbosity": 0,
         }
 
 
-def run_chunk(ctx: Any, item: Any) -> bool:
+def run_chunk(ctx: SyncContext, item: DocWork) -> bool:
     if item.doc_id in ctx.failed or item.doc_id not in ctx.extracted:
         return True
     from pinakes.chunking import chunk_text
@@ -46,5 +56,8 @@ def run_chunk(ctx: Any, item: Any) -> bool:
         ctx.report.fail(item.path, "chunk", f"{type(exc).__name__}: {exc}")
         ctx.failed.add(item.doc_id)
         return True
+    if len(chunks) >= SLOW_DOCUMENT_CHUNKS:
+        ctx.progress.announce(f"{item.path}: {len(chunks):,} chunks to embed; this document alone "
+                              "takes a while")
     ctx.chunks[item.doc_id] = chunks
     return True

@@ -2,37 +2,49 @@
 
 The extractor is chosen by source type (PDFs by `[extraction] backend` or `--extract`) from the
 registry, which declares its fingerprint without importing it. A failure is recorded against the
-document and the run goes on: one broken file never blocks the corpus.
+document and the run goes on: one broken file never blocks the corpus. Documents stream through in
+groups: a group's extraction waits for the previous group's vectors to be committed, so only one
+group's text is ever held.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pinakes.errors import PinakesError
+from pinakes.extract.registry import ExtractorSpec
+from pinakes.extract.types import ExtractedText
+from pinakes.sync.keys import key_is_current
 
-from .keys import key_is_current
+from .pair import DocWork
+
+if TYPE_CHECKING:
+    from pinakes.sync.context import SyncContext
 
 
-def tasks_extract(ctx: Any) -> Iterator[dict[str, Any]]:
-    for item in ctx.plan.work:
+def tasks_extract(ctx: SyncContext, group: list[DocWork],
+                  after: str | None) -> Iterator[dict[str, object]]:
+    """One task per document of `group`; `after` is the task the group must wait for."""
+    for item in group:
         yield {
             "basename": "extract",
             "name": item.doc_id,
             "doc": f"extract {item.path}",
             "actions": [(run_extract, [ctx, item])],
-            "uptodate": [(key_is_current, [ctx, item])],
+            "task_dep": [after] if after else [],
+            "uptodate": [key_is_current(ctx.conn, item.doc_id, item.path, item.key)],
             "verbosity": 0,
         }
 
 
-def run_extract(ctx: Any, item: Any) -> bool:
+def run_extract(ctx: SyncContext, item: DocWork) -> bool:
     if item.doc_id in ctx.failed:
         return True
     from pinakes.extract.registry import EXTRACTORS
 
+    ctx.progress.document(item.path)
     backend = ctx.keys.extractor_backends[item.source_type]
     spec = EXTRACTORS[backend]
     try:
@@ -55,12 +67,12 @@ def run_extract(ctx: Any, item: Any) -> bool:
     return True
 
 
-def _fail(ctx: Any, item: Any, message: str) -> None:
+def _fail(ctx: SyncContext, item: DocWork, message: str) -> None:
     ctx.report.fail(item.path, "extract", message)
     ctx.failed.add(item.doc_id)
 
 
-def _cached(ctx: Any, spec: Any, item: Any) -> Any:
+def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedText | None:
     """Only extractors that declare themselves expensive (PDFs) go through the cache: re-decoding a
     text file costs less than reading a cache entry for it."""
     if "pdf" not in spec.source_types:
@@ -71,7 +83,7 @@ def _cached(ctx: Any, spec: Any, item: Any) -> Any:
     return hit.extracted if hit is not None else None
 
 
-def _store(ctx: Any, spec: Any, item: Any, extracted: Any) -> None:
+def _store(ctx: SyncContext, spec: ExtractorSpec, item: DocWork, extracted: ExtractedText) -> None:
     if "pdf" not in spec.source_types:
         return
     from pinakes.extract.cache import ExtractCache

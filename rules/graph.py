@@ -13,13 +13,16 @@ import json
 import sqlite3
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pinakes.faults import faultpoint
 from pinakes.index.schema import EDGE_KINDS, transaction
 
+if TYPE_CHECKING:
+    from pinakes.sync.context import SyncContext
 
-def task_graph(ctx: Any) -> dict[str, Any]:
+
+def task_graph(ctx: SyncContext) -> dict[str, object]:
     return {
         "basename": "graph",
         "doc": "derive the structural graph (membership, sibling, parent-child, in-section, "
@@ -31,12 +34,12 @@ def task_graph(ctx: Any) -> dict[str, Any]:
     }
 
 
-def run_graph(ctx: Any) -> bool:
-    if ctx.conn is None or ctx.read_only:
+def run_graph(ctx: SyncContext) -> bool:
+    if ctx.read_only:
         return True
     faultpoint("sync.before-graph")
     started = time.perf_counter()
-    census = derive_graph(ctx.conn, ctx.kb_id)
+    census = derive_graph(ctx.writer(), ctx.kb_id)
     ctx.report.graph_census = census
     ctx.report.graph_seconds = time.perf_counter() - started
     return True

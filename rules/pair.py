@@ -18,18 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import xxhash
+from typing import TYPE_CHECKING, NamedTuple
 
 from pinakes.errors import PinakesError, SidecarError
 from pinakes.faults import faultpoint
 from pinakes.index.schema import transaction
 from pinakes.kb import SIDECAR_SUFFIX
+from pinakes.links.store import delete_authored_links, write_links
+from pinakes.sync.keys import BuildKeys
 
 from .walk import FileState, WalkResult
 
-CHUNKER_VERSION = "1"
+if TYPE_CHECKING:
+    from pinakes.sidecar.model import Sidecar  # the sidecar package imports ruamel: types only here
+    from pinakes.sync.context import SyncContext
 
 
 class IndexedDoc(NamedTuple):
@@ -44,41 +46,6 @@ class IndexedDoc(NamedTuple):
     metadata: str
 
 
-@dataclass(frozen=True)
-class BuildKeys:
-    """Everything besides a document's bytes that shapes its chunks and vectors."""
-
-    extractor_fingerprints: dict[str, str]  # source type -> fingerprint of the extractor used
-    extractor_backends: dict[str, str]  # source type -> extractor name
-    chunking: str
-    model: str
-
-    def key(self, content_hash: str, source_type: str) -> str:
-        payload = "|".join((content_hash, self.extractor_fingerprints.get(source_type, "?"),
-                            self.chunking, self.model))
-        return xxhash.xxh3_64_hexdigest(payload.encode())
-
-
-def build_keys(manifest: Any, extract_backend: str | None = None) -> BuildKeys:
-    from pinakes.extract.registry import EXTRACTORS
-
-    pdf_backend = extract_backend or manifest.extraction.backend
-    backends = {"markdown": "text", "text": "text", "code": "text", "pdf": pdf_backend}
-    fingerprints = {kind: EXTRACTORS[name].fingerprint() for kind, name in backends.items()
-                    if name in EXTRACTORS}
-    chunking = manifest.chunking
-    chunk_fp = json.dumps({"v": CHUNKER_VERSION, "max_tokens": chunking.max_tokens,
-                           "overlap": chunking.overlap, "headings": chunking.headings}, sort_keys=True)
-    return BuildKeys(fingerprints, backends, chunk_fp, model_spec(manifest))
-
-
-def model_spec(manifest: Any) -> str:
-    """The manifest's statement of the embedding model, stored in meta and compared every sync."""
-    emb = manifest.embedding
-    return json.dumps({"provider": emb.provider, "model": emb.model, "revision": emb.revision,
-                       "dim": emb.dim}, sort_keys=True)
-
-
 @dataclass
 class DocWork:
     """A document whose chunks and vectors must be (re)built."""
@@ -87,7 +54,7 @@ class DocWork:
     path: str
     source_type: str
     file: FileState
-    sidecar: Any  # pinakes.sidecar.Sidecar, or None when just minted (no metadata yet)
+    sidecar: Sidecar | None  # None when just minted, or unchanged and not parsed yet
     sidecar_hash: str | None
     key: str
     reason: str  # "added" | "changed" (content) | "rekeyed" (an extractor, chunking or model key)
@@ -112,7 +79,7 @@ class Plan:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (path, error)
     collisions: list[tuple[str, list[str]]] = field(default_factory=list)  # (id, paths)
     notes: list[str] = field(default_factory=list)
-    sidecars: dict[str, Any] = field(default_factory=dict)  # doc path -> parsed Sidecar
+    sidecars: dict[str, Sidecar] = field(default_factory=dict)  # doc path -> parsed sidecar
     renamed: list[tuple[str, str]] = field(default_factory=list)
 
     @property
@@ -130,7 +97,7 @@ def load_indexed(conn: sqlite3.Connection | None) -> list[IndexedDoc]:
     return [IndexedDoc(*row) for row in rows]
 
 
-SidecarReader = Callable[[str], Any]  # doc path -> Sidecar (raises SidecarError)
+SidecarReader = Callable[[str], "Sidecar"]  # doc path -> its sidecar (raises SidecarError)
 
 
 def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: SidecarReader,
@@ -191,7 +158,7 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
                 continue
         if doc.id in path_claiming:
             _continue(plan, doc, path_claiming[doc.id], walk, keys, consumed)
-        elif doc.path in broken:
+        elif doc.path in broken or doc.path in walk.unreadable:
             consumed.add(doc.path)  # held as it is: never re-minted, never deleted
         elif doc.path in walk.docs and walk.sidecars.get(doc.path) is None:
             consumed.add(doc.path)
@@ -304,13 +271,14 @@ def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: Bu
 # --- applying the identity decisions -------------------------------------------------------------
 
 
-def apply_identity(ctx: Any, plan: Plan) -> None:
+def apply_identity(ctx: SyncContext, plan: Plan) -> None:
     """Write sidecars, then moves, deletes and metadata refreshes, each its own transaction."""
     from pinakes.atomic import atomic_move
     from pinakes.sidecar import read_sidecar, sidecar_path_for, write_new_sidecar
 
     root = ctx.paths.root
     report = ctx.report
+    work_by_path = {item.path: item for item in plan.work}
     written: list[tuple[Path, str]] = []
     for write in plan.sidecar_writes:
         doc_path = root / write.doc_path
@@ -333,14 +301,12 @@ def apply_identity(ctx: Any, plan: Plan) -> None:
         sidecar = read_sidecar(sidecar_file, kb_id=ctx.kb_id)
         written.append((sidecar_file, sidecar.raw_hash))
         plan.sidecars[write.doc_path] = sidecar
-        for item in plan.work:
-            if item.path == write.doc_path:
-                item.sidecar = sidecar
-                item.sidecar_hash = sidecar.raw_hash
+        item = work_by_path.get(write.doc_path)
+        if item is not None:
+            item.sidecar = sidecar
+            item.sidecar_hash = sidecar.raw_hash
 
-    conn = ctx.conn
-    if conn is None:
-        return
+    conn = ctx.writer()
     if written:  # we know these files' hashes: the next walk need not read them again
         with transaction(conn):
             for sidecar_file, digest in written:
@@ -362,12 +328,12 @@ def apply_identity(ctx: Any, plan: Plan) -> None:
     for doc in plan.deletes:
         with transaction(conn):
             conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc.id,))
-            conn.execute("DELETE FROM links WHERE src_kb_id = ? AND src_doc_id = ? AND origin = 'sidecar'",
-                         (ctx.kb_id, doc.id))
+            delete_authored_links(conn, ctx.kb_id, doc.id)
             conn.execute("UPDATE documents SET state = 'deleted', indexed_at = ? WHERE id = ?",
                          (now, doc.id))
         report.deleted.append(doc.path)
         faultpoint("sync.after-delete")
+    walk = ctx.require_walk()
     for doc_id, path in plan.refresh:
         sidecar = plan.sidecars.get(path)
         if sidecar is None:
@@ -376,25 +342,14 @@ def apply_identity(ctx: Any, plan: Plan) -> None:
             except SidecarError as exc:
                 report.fail(path, "sidecar", exc.render())
                 continue
-        state = ctx.walk.docs[path]
+        state = walk.docs[path]
         with transaction(conn):
             conn.execute(
                 "UPDATE documents SET path = ?, sidecar_hash = ?, title = ?, metadata = ?, mtime = ?, "
                 "indexed_at = ? WHERE id = ?",
                 (path, sidecar.raw_hash, sidecar.title, sidecar.metadata_json(), state.mtime, now, doc_id))
-            write_links(conn, ctx.kb_id, doc_id, sidecar)
+            write_links(conn, ctx.kb_id, doc_id, sidecar.links)
         report.metadata_refreshed.append(path)
-
-
-def write_links(conn: sqlite3.Connection, kb_id: str, doc_id: str, sidecar: Any) -> None:
-    """Replace the document's authored links with the sidecar's (call inside a transaction)."""
-    conn.execute("DELETE FROM links WHERE src_kb_id = ? AND src_doc_id = ? AND origin = 'sidecar'",
-                 (kb_id, doc_id))
-    for link in getattr(sidecar, "links", ()) if sidecar is not None else ():
-        conn.execute(
-            "INSERT INTO links (src_kb_id, src_doc_id, dst_kb_id, dst_doc_id, rel, origin) "
-            "VALUES (?, ?, ?, ?, ?, 'sidecar') ON CONFLICT DO NOTHING",
-            (kb_id, doc_id, link.kb_id, link.doc_id, link.rel))
 
 
 def _now() -> str:
@@ -404,7 +359,7 @@ def _now() -> str:
 # --- the doit task -------------------------------------------------------------------------------
 
 
-def task_pair(ctx: Any) -> dict[str, Any]:
+def task_pair(ctx: SyncContext) -> dict[str, object]:
     return {
         "basename": "pair",
         "doc": "pair documents with sidecars and index rows: skip, re-embed, rename, adopt, mint, delete",
@@ -415,17 +370,17 @@ def task_pair(ctx: Any) -> dict[str, Any]:
     }
 
 
-def compute_plan(ctx: Any) -> Plan:
-    """The pure decision for this run (also what `pnk doit list` shows)."""
+def compute_plan(ctx: SyncContext) -> Plan:
+    """The pure decision for this run (also what `pnk doit list` and `pnk status` show)."""
     if ctx.plan is None:
 
-        def reader(doc_path: str) -> Any:
+        def reader(doc_path: str) -> Sidecar:
             # Imported on first use: a sync whose sidecars are all unchanged never parses YAML.
             from pinakes.sidecar import read_sidecar, sidecar_path_for
 
             return read_sidecar(sidecar_path_for(ctx.paths.root / doc_path), kb_id=ctx.kb_id)
 
-        ctx.plan = plan_changes(load_indexed(ctx.conn), ctx.walk, reader, ctx.keys,
+        ctx.plan = plan_changes(load_indexed(ctx.conn), ctx.require_walk(), reader, ctx.keys,
                                 may_write_sidecars=not ctx.options.index_only)
     return ctx.plan
 
@@ -441,7 +396,7 @@ def collision_error(plan: Plan) -> SidecarError:
     )
 
 
-def run_pair(ctx: Any) -> bool:
+def run_pair(ctx: SyncContext) -> bool:
     plan = compute_plan(ctx)
     if plan.collisions:
         ctx.fatal = collision_error(plan)
@@ -449,9 +404,9 @@ def run_pair(ctx: Any) -> bool:
     for path, error in plan.failures:
         ctx.report.fail(path, "pair", error)
     ctx.report.notes.extend(plan.notes)
+    moved_from = {w.from_path for w in plan.sidecar_writes if w.from_path}
     ctx.report.orphaned_sidecars.extend(
-        p for p in ctx.walk.orphan_sidecars
-        if not any(w.from_path == p for w in plan.sidecar_writes))
+        p for p in ctx.require_walk().orphan_sidecars if p not in moved_from)
     if not ctx.read_only:
         apply_identity(ctx, plan)
     return True

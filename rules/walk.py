@@ -3,6 +3,10 @@
 The walk runs on every sync, so its cost is the floor of a no-op sync. It never re-hashes a file
 whose (size, mtime_ns, inode) matches the `walk_cache` row from the last walk, as git and DVC do;
 only new or touched files are read. Symlinks are not followed: nothing outside the KB is read.
+
+Every file under the roots is accounted for: a document, a sidecar, or a skipped path with its
+reason (no extractor for the type, excluded by `[sources]`, a symbolic link, an unreadable file or
+directory), so a sync can say what it did not index and why.
 """
 
 from __future__ import annotations
@@ -11,14 +15,24 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import xxhash
 
 from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
+from pinakes.manifest import SourcesSection
+
+if TYPE_CHECKING:
+    from pinakes.sync.context import SyncContext
 
 ALWAYS_EXCLUDED_DIRS = frozenset({STATE_DIR_NAME, ".git", ".hg", ".svn", "__pycache__"})
 HASH_CHUNK = 1 << 20
+
+# Why a path under the roots is not a document (the report groups skipped paths by these).
+SKIP_NO_EXTRACTOR = "no extractor for this file type"
+SKIP_EXCLUDED = "excluded by [sources] include/exclude"
+SKIP_SYMLINK = "symbolic link (not followed)"
+SKIP_UNLISTABLE = "directory cannot be listed"
 
 
 class FileState(NamedTuple):
@@ -41,7 +55,8 @@ class WalkResult:
     source_types: dict[str, str] = field(default_factory=dict)  # document path -> source type
     sidecars: dict[str, FileState] = field(default_factory=dict)  # document path -> its sidecar
     orphan_sidecars: list[str] = field(default_factory=list)  # sidecar paths with no document
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why): never documents
+    unreadable: dict[str, str] = field(default_factory=dict)  # document path -> OS error: held, failed
     hashed: int = 0
     cache_updates: list[FileState] = field(default_factory=list)
     cache_removals: list[str] = field(default_factory=list)
@@ -62,7 +77,7 @@ def load_walk_cache(conn: sqlite3.Connection | None) -> dict[str, tuple[int, int
     return {path: (size, mtime_ns, inode, digest) for path, size, mtime_ns, inode, digest in rows}
 
 
-def walk(root: Path, sources: Any, cache: dict[str, tuple[int, int, int, str]], *,
+def walk(root: Path, sources: SourcesSection, cache: dict[str, tuple[int, int, int, str]], *,
          hash_contents: bool = True, only: set[str] | None = None) -> WalkResult:
     """Walk `sources.roots` under `root`. `only` restricts documents to those paths (staged files)."""
     from pinakes.extract.source_types import source_type_for
@@ -78,7 +93,7 @@ def walk(root: Path, sources: Any, cache: dict[str, tuple[int, int, int, str]], 
     def relative(path: str) -> str:
         return path[prefix_len:] if posix else path[prefix_len:].replace(os.sep, "/")
 
-    def visit(rel: str, entry: os.DirEntry[str]) -> FileState:
+    def visit(rel: str, entry: os.DirEntry[str]) -> FileState | None:
         st = entry.stat(follow_symlinks=False)
         seen.add(rel)
         cached = cache.get(rel)
@@ -86,7 +101,12 @@ def walk(root: Path, sources: Any, cache: dict[str, tuple[int, int, int, str]], 
             return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, cached[3])
         if not hash_contents:
             return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, "")
-        state = FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, hash_file(entry.path))
+        try:
+            digest = hash_file(entry.path)
+        except OSError as exc:
+            result.unreadable[rel] = exc.strerror or type(exc).__name__
+            return None
+        state = FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, digest)
         result.hashed += 1
         result.cache_updates.append(state)
         return state
@@ -105,7 +125,7 @@ def walk(root: Path, sources: Any, cache: dict[str, tuple[int, int, int, str]], 
         try:
             entries = list(os.scandir(directory))
         except OSError as exc:
-            result.skipped.append((directory[prefix_len:], f"cannot list directory: {exc.strerror}"))
+            result.skipped.append((relative(directory), f"{SKIP_UNLISTABLE} ({exc.strerror})"))
             continue
         for entry in entries:
             # is_file/is_dir with follow_symlinks=False answer from readdir's d_type (no syscall),
@@ -113,25 +133,42 @@ def walk(root: Path, sources: Any, cache: dict[str, tuple[int, int, int, str]], 
             if entry.is_file(follow_symlinks=False):
                 rel = entry.path[prefix_len:] if posix else relative(entry.path)
                 if entry.name.endswith(SIDECAR_SUFFIX):
-                    sidecar_files[rel[: -len(SIDECAR_SUFFIX)]] = visit(rel, entry)
-                elif sources.selects(rel) and (only is None or rel in only):
+                    sidecar = visit(rel, entry)
+                    if sidecar is not None:
+                        sidecar_files[rel[: -len(SIDECAR_SUFFIX)]] = sidecar
+                elif only is not None and rel not in only:
+                    continue
+                elif sources.selects(rel):
                     source_type = source_type_for(rel)
                     if source_type is None:
-                        result.skipped.append((rel, "no extractor for this file type"))
-                    else:
-                        result.docs[rel] = visit(rel, entry)
+                        result.skipped.append((rel, SKIP_NO_EXTRACTOR))
+                        continue
+                    state = visit(rel, entry)
+                    if state is not None:
+                        result.docs[rel] = state
                         result.source_types[rel] = source_type
+                else:
+                    why = SKIP_EXCLUDED if source_type_for(rel) is not None else SKIP_NO_EXTRACTOR
+                    result.skipped.append((rel, why))
             elif entry.is_dir(follow_symlinks=False):
-                if entry.name not in ALWAYS_EXCLUDED_DIRS and not sources.prunes(relative(entry.path)):
+                if entry.name in ALWAYS_EXCLUDED_DIRS:
+                    continue
+                reldir = relative(entry.path)
+                if sources.prunes(reldir):
+                    result.skipped.append((reldir + "/", SKIP_EXCLUDED))
+                else:
                     stack.append(entry.path)
-            elif entry.is_symlink():
-                result.skipped.append((relative(entry.path), "symbolic link (not followed)"))
+            elif entry.is_symlink() and (only is None or relative(entry.path) in only):
+                result.skipped.append((relative(entry.path), SKIP_SYMLINK))
     for doc_path, state in sidecar_files.items():
         if doc_path in result.docs:
             result.sidecars[doc_path] = state
+        elif doc_path in result.unreadable:
+            continue  # its document exists; the sidecar is not an orphan
         elif only is None or doc_path in only:
             result.orphan_sidecars.append(state.path)
     result.orphan_sidecars.sort()
+    result.skipped.sort()
     if only is None:
         result.cache_removals = [path for path in cache if path not in seen]
     return result
@@ -148,7 +185,7 @@ def save_walk_cache(conn: sqlite3.Connection, result: WalkResult) -> None:
     conn.executemany("DELETE FROM walk_cache WHERE path = ?", [(p,) for p in result.cache_removals])
 
 
-def task_walk(ctx: Any) -> dict[str, Any]:
+def task_walk(ctx: SyncContext) -> dict[str, object]:
     """The doit task: walk the sources (always runs; it is what detects change)."""
     return {
         "basename": "walk",
@@ -159,7 +196,7 @@ def task_walk(ctx: Any) -> dict[str, Any]:
     }
 
 
-def run_walk(ctx: Any) -> bool:
+def run_walk(ctx: SyncContext) -> bool:
     """Walk once per run; `pnk sync` may already have walked before deciding to start doit."""
     if ctx.walk is None:
         ctx.walk = walk(ctx.paths.root, ctx.manifest.sources, load_walk_cache(ctx.conn))

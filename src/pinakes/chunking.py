@@ -32,6 +32,12 @@ from dataclasses import dataclass
 CountTokens = Callable[[str], int]
 CountTokensBatch = Callable[[Sequence[str]], Sequence[int]]
 
+# The version of what this module outputs for given inputs. It is part of every document's build key,
+# so bumping it re-chunks (and re-embeds) every KB on its next sync. tests/test_chunker_version.py
+# holds a digest of the output over fixed inputs per version: a change to chunk output without a bump
+# fails there. "2": the output after the first release's five chunking changes (was "1").
+CHUNKER_VERSION = "2"
+
 HEADING_MODES = ("none", "numbered")
 CHUNKED_SOURCE_TYPES = ("markdown", "text", "code", "pdf")
 

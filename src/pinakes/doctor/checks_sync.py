@@ -57,12 +57,12 @@ def _failures(paths: object) -> Iterator[Check]:
 def _sidecars(ctx: DoctorContext, suffix: str) -> Iterator[Check]:
     """Orphans and ID collisions, read from the committed files (the index may be absent)."""
     from pinakes.manifest import load_manifest
+    from pinakes.rules.walk import walk
     from pinakes.sidecar import read_sidecar
-    from pinakes.sync.steps import step
 
     assert ctx.kb_root is not None
     manifest = load_manifest(ctx.kb_root / "pinakes.toml")
-    result = step("walk").walk(ctx.kb_root, manifest.sources, {}, hash_contents=False)
+    result = walk(ctx.kb_root, manifest.sources, {}, hash_contents=False)
     if result.orphan_sidecars:
         shown = ", ".join(result.orphan_sidecars[:5])
         yield Check("orphaned sidecars", "WARN",

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from pinakes.manifest import EmbeddingSection
 
 # The index meta keys the identity is stored under (spec §4.4), in identity field order.
 META_KEYS = ("embedding_provider", "embedding_model", "embedding_revision", "embedding_sha256",
@@ -34,6 +37,16 @@ def identity_meta(identity: ModelIdentity) -> dict[str, str]:
     """The identity as the index's meta rows."""
     return dict(zip(META_KEYS, (identity.provider, identity.model, identity.revision,
                                 identity.weights_sha256, str(identity.dim)), strict=True))
+
+
+def manifest_model_spec(section: EmbeddingSection) -> str:
+    """The manifest's statement of the embedding model, as it enters every document's build key.
+
+    The index records the model once, as the identity meta rows above (written from the loaded
+    model); this string only makes a model change visible in each key without loading weights.
+    """
+    return json.dumps({"provider": section.provider, "model": section.model,
+                       "revision": section.revision, "dim": section.dim}, sort_keys=True)
 
 
 @runtime_checkable

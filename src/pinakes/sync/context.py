@@ -1,20 +1,33 @@
 """The state one sync run shares between its steps (the doit tasks in `rules/`).
 
 doit passes values between tasks through its own database, which suits hashes and counts but not
-text and vectors; the steps of one run therefore share this object in memory instead. Per-document
-keys live in the index (`documents.build_key`), committed in the same transaction as the chunks and
-vectors they describe, so a crash never leaves a key claiming work that was not stored.
+text and vectors; the steps of one run therefore share this object in memory instead. It holds the
+text and chunks of one group of documents at a time (`rules/stream.py`): a group is extracted,
+chunked, embedded and committed before the next group's text is read, so memory follows the group
+size, never the corpus. Per-document keys live in the index (`documents.build_key`), committed in the
+same transaction as the chunks and vectors they describe, so a crash never leaves a key claiming work
+that was not stored.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
+from pinakes.chunking import Chunk
+from pinakes.embed.base import Embedder
+from pinakes.errors import PinakesError
+from pinakes.extract.types import ExtractedText
 from pinakes.kb import KBPaths
+from pinakes.manifest import Manifest
+from pinakes.rules.pair import DocWork, Plan
+from pinakes.rules.walk import WalkResult
+from pinakes.sync.keys import BuildKeys
 from pinakes.sync.report import SyncReport
+
+if TYPE_CHECKING:
+    from pinakes.sync.progress import SyncProgress
 
 
 @dataclass(frozen=True)
@@ -27,34 +40,40 @@ class SyncOptions:
     force_unlock: bool = False
     offline: bool | None = None
     extract_backend: str | None = None  # --extract: overrides [extraction] backend for this run
-    progress: bool = False  # draw a progress line on stderr
 
 
 @dataclass
 class SyncContext:
     paths: KBPaths
-    manifest: Any  # pinakes.manifest.Manifest
+    manifest: Manifest
     options: SyncOptions
     report: SyncReport
-    conn: sqlite3.Connection | None = None  # the writer connection (None when only inspecting)
-    read_only: bool = False  # `pnk doit list/info`: compute the plan, change nothing
-    embedder: Any = None  # injected (tests) or loaded on first use
-    walk: Any = None  # rules/walk.py WalkResult
-    plan: Any = None  # rules/pair.py Plan
-    extracted: dict[str, Any] = field(default_factory=dict)  # doc_id -> ExtractedText
-    chunks: dict[str, list[Any]] = field(default_factory=dict)  # doc_id -> [Chunk]
+    keys: BuildKeys
+    progress: SyncProgress
+    conn: sqlite3.Connection | None = None  # the writer connection (a reader when only inspecting)
+    read_only: bool = False  # `pnk doit list/info`, `pnk status`: compute the plan, change nothing
+    embedder: Embedder | None = None  # injected (tests) or loaded on first use
+    walk: WalkResult | None = None
+    plan: Plan | None = None
+    groups: list[list[DocWork]] = field(default_factory=list)  # the plan's work, in streaming order
+    extracted: dict[str, ExtractedText] = field(default_factory=dict)  # doc_id -> text (current group)
+    chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # doc_id -> chunks (current group)
     failed: set[str] = field(default_factory=set)  # doc_ids whose pipeline stopped
-    keys: Any = None  # rules.pair.BuildKeys, fixed for the run
-    fatal: Exception | None = None  # an error that must stop the run (raised after doit returns)
+    fatal: PinakesError | None = None  # an error that must stop the run (raised after doit returns)
 
     @property
     def kb_id(self) -> str:
         return self.manifest.kb.id
 
-    def get_embedder(self) -> Any:
+    def writer(self) -> sqlite3.Connection:
+        """The writer connection; only steps that run (never an inspection) ask for it."""
+        if self.conn is None or self.read_only:
+            raise RuntimeError("this sync context has no writer connection")
+        return self.conn
+
+    def get_embedder(self) -> Embedder:
         if self.embedder is None:
             from pinakes.embed import check_max_tokens, load_embedder
-            from pinakes.errors import PinakesError
 
             self.embedder = load_embedder(self.manifest.embedding, offline=self.options.offline)
             try:
@@ -64,12 +83,12 @@ class SyncContext:
                 raise
         return self.embedder
 
-    def progress(self, message: str) -> None:
-        if self.options.progress and not self.options.quiet:
-            sys.stderr.write(f"\r\x1b[2K{message}")
-            sys.stderr.flush()
+    def require_walk(self) -> WalkResult:
+        if self.walk is None:
+            raise RuntimeError("the walk step has not run")
+        return self.walk
 
-    def progress_done(self) -> None:
-        if self.options.progress and not self.options.quiet:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
+    def require_plan(self) -> Plan:
+        if self.plan is None:
+            raise RuntimeError("the pair step has not run")
+        return self.plan

@@ -1,7 +1,8 @@
 """`run_sync()`: the core API behind `pnk sync` and the git hooks.
 
-    lock → open index (or a fresh one for --rebuild) → walk → pair → [doit: extract → chunk → embed
-    → graph] → failures + meta → (rebuild: atomic install) → sweep the extraction cache
+    lock → open index (or a fresh one for --rebuild) → walk → pair → [doit: per group of documents
+    extract → chunk → embed+commit, then graph] → failures + meta → (rebuild: atomic install) →
+    sweep the extraction cache
 
 A no-op sync stops after pair and never imports doit: the walk's stat pre-filter and a dict
 comparison decide that nothing changed, which keeps a hook-driven sync of a large KB cheap.
@@ -10,23 +11,29 @@ comparison decide that nothing changed, which keeps a hook-driven sync of a larg
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TextIO
 
-from pinakes.errors import PinakesError, UsageError
+from pinakes.embed.base import Embedder
+from pinakes.errors import ModelMismatchError, PinakesError, UsageError
 from pinakes.faults import faultpoint
 from pinakes.index import schema
 from pinakes.kb import KBPaths, find_kb_root
+from pinakes.manifest import Manifest
+from pinakes.rules import pair, walk
 from pinakes.sync.context import SyncContext, SyncOptions
+from pinakes.sync.keys import build_keys
 from pinakes.sync.lock import LockBusy, SyncLock
 from pinakes.sync.report import SyncReport
-from pinakes.sync.steps import step
 
 
 def run_sync(start: Path | str | None = None, options: SyncOptions | None = None, *,
-             embedder: Any = None) -> SyncReport:
+             embedder: Embedder | None = None, progress_stream: TextIO | None = None) -> SyncReport:
+    """Sync the KB containing `start`. Progress goes to `progress_stream` (default: stderr as it is
+    now, before doit captures task output), unless `options.quiet`."""
     from pinakes.manifest import load_manifest
 
     options = options or SyncOptions()
@@ -45,7 +52,8 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
         try:
             with SyncLock(paths.lock, force_unlock=options.force_unlock) as lock:
                 report.warnings.extend(lock.warnings)
-                _sync_locked(paths, manifest, options, report, embedder)
+                _sync_locked(paths, manifest, options, report, embedder,
+                             progress_stream if progress_stream is not None else sys.stderr)
         except LockBusy as busy:
             report.skipped_reason = f"another sync holds the lock ({busy.holder.describe()})"
     report.wall_seconds = time.perf_counter() - started
@@ -65,15 +73,14 @@ def _check_options(options: SyncOptions) -> None:
                          remedy=f"use one of: {', '.join(PDF_BACKENDS)}")
 
 
-def _sync_locked(paths: KBPaths, manifest: Any, options: SyncOptions, report: SyncReport,
-                 embedder: Any) -> None:
-    pair = step("pair")
+def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, report: SyncReport,
+                 embedder: Embedder | None, progress_stream: TextIO) -> None:
+    from pinakes.sync.progress import SyncProgress
+
     rebuild = options.rebuild
     if not rebuild and paths.index_db.exists():
         conn = schema.open_writer(paths.index_db)
-        built_with = schema.read_meta(conn).get("embedding_spec")
-        has_docs = conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
-        if has_docs and built_with is not None and built_with != pair.model_spec(manifest):
+        if _model_changed(conn, manifest):
             conn.close()
             report.notes.append("the embedding model changed since the index was built: rebuilding "
                                 "the whole index (vectors from two models cannot be mixed)")
@@ -90,13 +97,13 @@ def _sync_locked(paths: KBPaths, manifest: Any, options: SyncOptions, report: Sy
         conn = schema.open_writer(paths.index_db)
 
     ctx = SyncContext(paths=paths, manifest=manifest, options=options, report=report, conn=conn,
-                      embedder=embedder)
-    ctx.keys = pair.build_keys(manifest, options.extract_backend)
+                      keys=build_keys(manifest, options.extract_backend), embedder=embedder,
+                      progress=SyncProgress.for_stream(progress_stream, quiet=options.quiet))
     try:
         stage_started = time.perf_counter()
-        walk = step("walk")
         ctx.walk = walk.walk(paths.root, manifest.sources, walk.load_walk_cache(conn))
         report.files_hashed = ctx.walk.hashed
+        report.account_walk(ctx.walk.skipped, ctx.walk.unreadable)
         if ctx.walk.cache_updates or ctx.walk.cache_removals:
             with schema.transaction(conn):
                 walk.save_walk_cache(conn, ctx.walk)
@@ -108,17 +115,20 @@ def _sync_locked(paths: KBPaths, manifest: Any, options: SyncOptions, report: Sy
         report.timings["pair"] = time.perf_counter() - stage_started
         if plan.collisions:
             raise pair.collision_error(plan)
+        report.unchanged = len(ctx.walk.docs) - len(plan.work)
         if plan.is_empty and not rebuild:
             report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
             report.notes.extend(plan.notes)
             _record_failures(conn, report)  # clears failures a previous run left, if fixed since
             return
         stage_started = time.perf_counter()
-        ctx.options = _with_progress(options)
         from pinakes.sync.loader import run_doit, write_dodo_shim
 
-        code, output = run_doit(ctx, ["run"])
-        ctx.progress_done()
+        ctx.progress.start(len(plan.work), sum(item.file.size for item in plan.work))
+        try:
+            code, output = run_doit(ctx, ["run"])
+        finally:
+            ctx.progress.close()
         report.timings["pipeline"] = time.perf_counter() - stage_started
         if ctx.fatal is not None:
             raise ctx.fatal
@@ -144,11 +154,15 @@ def _sync_locked(paths: KBPaths, manifest: Any, options: SyncOptions, report: Sy
         _sweep_cache(paths, report)
 
 
-def _with_progress(options: SyncOptions) -> SyncOptions:
-    import dataclasses
-    import sys
+def _model_changed(conn: sqlite3.Connection, manifest: Manifest) -> bool:
+    """Whether the index's recorded model (its identity meta rows) disagrees with the manifest."""
+    from pinakes.embed.coherence import check_manifest_coherence
 
-    return dataclasses.replace(options, progress=options.progress or sys.stderr.isatty())
+    try:
+        check_manifest_coherence(schema.read_meta(conn), manifest.embedding)
+    except ModelMismatchError:
+        return conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
+    return False
 
 
 def _record_failures(conn: sqlite3.Connection, report: SyncReport) -> None:
@@ -164,7 +178,6 @@ def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> N
 
     now = datetime.now(UTC).isoformat(timespec="seconds")
     values: dict[str, object] = {"last_sync_at": now, "vector_tier": "numpy",
-                                 "embedding_spec": step("pair").model_spec(ctx.manifest),
                                  "chunking": ctx.keys.chunking}
     meta = schema.read_meta(conn)
     if rebuild or "build_id" not in meta:

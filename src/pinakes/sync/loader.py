@@ -1,10 +1,16 @@
 """The doit side of sync: the pipeline as doit tasks, for running and for `doit list` / `info`.
 
-walk and pair always run (they are what detect change); extract, chunk, embed and graph are created
-by doit's delayed task creation once pair has decided the change set, so the DAG's size follows the
-change, not the corpus. Each per-document task's up-to-date check compares the document's build key
-(content hash + extractor fingerprint + chunking settings + model identity) with the key the index
-stored beside its chunks (`rules/keys.py`).
+walk and pair always run (they are what detect change); extract, chunk and embed are created by
+doit's delayed task creation once pair has decided the change set, so the DAG's size follows the
+change, not the corpus. The changed documents stream through in groups sized by estimated tokens:
+
+    extract:<doc> … → chunk:<doc> … → embed:g00000 → extract:<doc of group 1> … → embed:g00001 → … → graph
+
+Each group's extract tasks depend on the previous group's embed task, so a group is extracted,
+chunked, embedded and committed (one transaction per document) before the next group's text is
+read. Peak memory therefore follows the group size and the model, not the corpus, and a crash
+loses at most the group in flight. Each per-document task is keyed on the document's build key
+(`pinakes.sync.keys`), compared with the key the index stored beside its chunks.
 
 The same namespace backs `pnk doit list|info` and the `.pinakes/dodo.py` shim for plain
 `doit -f .pinakes/dodo.py list --all --status`.
@@ -13,16 +19,27 @@ The same namespace backs `pnk doit list|info` and the `.pinakes/dodo.py` shim fo
 from __future__ import annotations
 
 import io
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
+from pinakes.kb import KBPaths
+from pinakes.rules import chunk, embed, extract, graph, pair, walk
+from pinakes.rules.pair import DocWork
 from pinakes.sync.context import SyncContext
-from pinakes.sync.steps import STEPS, step
+
+# A group holds about this many tokens of source text (estimated from file sizes: an upper bound for a
+# PDF, whose text is smaller than the file), and at most GROUP_MAX_DOCUMENTS documents.
+GROUP_TOKENS = 64 * 1024
+ESTIMATED_BYTES_PER_TOKEN = 4
+GROUP_MAX_DOCUMENTS = 256
+
+DEFAULT_TASKS = ["walk", "pair", "extract", "graph"]  # chunk and embed run as extract's dependents
 
 DODO_SHIM = '''"""doit view of this KB's sync pipeline, written by `pnk sync`.
 
     doit -f .pinakes/dodo.py list --all --status
-    doit -f .pinakes/dodo.py info embed:b00000
+    doit -f .pinakes/dodo.py info embed:g00000
 """
 from pathlib import Path
 
@@ -32,77 +49,94 @@ globals().update(inspection_namespace(Path(__file__).resolve().parent.parent))
 '''
 
 
+def stream_groups(work: list[DocWork]) -> list[list[DocWork]]:
+    """Cut the work list, in order, into groups of about GROUP_TOKENS estimated tokens."""
+    budget = GROUP_TOKENS * ESTIMATED_BYTES_PER_TOKEN
+    groups: list[list[DocWork]] = []
+    current: list[DocWork] = []
+    size = 0
+    for item in work:
+        if current and (size + item.file.size > budget or len(current) >= GROUP_MAX_DOCUMENTS):
+            groups.append(current)
+            current, size = [], 0
+        current.append(item)
+        size += item.file.size
+    if current:
+        groups.append(current)
+    return groups
+
+
 def ensure_plan(ctx: SyncContext) -> None:
     """Walk and pair if nobody has yet (doit `list`/`info` create delayed tasks without running)."""
     if ctx.walk is None:
-        step("walk").run_walk(ctx)
-    step("pair").compute_plan(ctx)
+        walk.run_walk(ctx)
+    plan = pair.compute_plan(ctx)
+    if not ctx.groups and plan.work:
+        ctx.groups = stream_groups(plan.work)
 
 
-def task_namespace(ctx: SyncContext) -> dict[str, Any]:
+TaskCreator = Callable[[], object]
+
+
+def task_namespace(ctx: SyncContext) -> dict[str, object]:
     from doit import create_after
 
-    def task_walk() -> dict[str, Any]:
-        return step("walk").task_walk(ctx)
+    def task_walk() -> dict[str, object]:
+        return walk.task_walk(ctx)
 
-    def task_pair() -> dict[str, Any]:
-        return step("pair").task_pair(ctx)
+    def task_pair() -> dict[str, object]:
+        return pair.task_pair(ctx)
 
     @create_after(executed="pair")
-    def task_extract() -> Any:
+    def task_extract() -> Iterator[dict[str, object]]:
         """turn each changed document into its indexed text"""
         ensure_plan(ctx)
-        yield from step("extract").tasks_extract(ctx)
+        yield {"basename": "chunk", "name": None,
+               "doc": "split each extracted document into passages, counted in model tokens"}
+        yield {"basename": "embed", "name": None,
+               "doc": "embed one group's passages and commit each document in its own transaction"}
+        previous: str | None = None
+        for number, group in enumerate(ctx.groups):
+            yield from extract.tasks_extract(ctx, group, after=previous)
+            yield from chunk.tasks_chunk(ctx, group)
+            yield embed.task_embed(ctx, number, group)
+            previous = f"embed:{embed.group_task_name(number)}"
 
     @create_after(executed="pair")
-    def task_chunk() -> Any:
-        """split each extracted document into passages, counted in model tokens"""
-        ensure_plan(ctx)
-        yield from step("chunk").tasks_chunk(ctx)
+    def task_graph() -> dict[str, object]:
+        return graph.task_graph(ctx)
 
-    @create_after(executed="pair")
-    def task_embed() -> Any:
-        """embed the passages in batches across documents; one transaction per document"""
-        ensure_plan(ctx)
-        yield from step("embed").tasks_embed(ctx)
-
-    @create_after(executed="pair")
-    def task_graph() -> dict[str, Any]:
-        return step("graph").task_graph(ctx)
-
-    return {
+    creators: dict[str, object] = {
         "task_walk": task_walk,
         "task_pair": task_pair,
         "task_extract": task_extract,
-        "task_chunk": task_chunk,
-        "task_embed": task_embed,
         "task_graph": task_graph,
         "DOIT_CONFIG": doit_config(ctx),
     }
+    return creators
 
 
-def doit_config(ctx: SyncContext) -> dict[str, Any]:
+def doit_config(ctx: SyncContext) -> dict[str, object]:
     return {
         "dep_file": str(ctx.paths.doit_db),
         # sqlite3: transactional and safe with a hook-driven sync, a manual one and a reader at once
         # (the default dbm backend is single-process and interpreter-specific).
         "backend": "sqlite3",
         "verbosity": 0,
-        "default_tasks": list(STEPS),
+        "default_tasks": DEFAULT_TASKS,
     }
 
 
 def run_doit(ctx: SyncContext, argv: list[str]) -> tuple[int, str]:
     """Run doit over this context's namespace; returns (exit code, what doit reported)."""
-    import sys
-
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
     output = io.StringIO()
     namespace = task_namespace(ctx)
-    namespace["DOIT_CONFIG"] = {**namespace["DOIT_CONFIG"], "outfile": output,
-                                "reporter": _reporter_class()}
+    config = namespace["DOIT_CONFIG"]
+    assert isinstance(config, dict)
+    namespace["DOIT_CONFIG"] = {**config, "outfile": output, "reporter": _reporter_class()}
     stdout, stderr = sys.stdout, sys.stderr
     try:
         code = DoitMain(ModuleTaskLoader(namespace), config_filenames=()).run(argv)
@@ -117,8 +151,8 @@ def _reporter_class() -> type:
     class FailureReporter(ZeroReporter):
         """Silent, except that a task failure's traceback is kept for the error message."""
 
-        def add_failure(self, task: Any, fail: Any) -> None:
-            self.outstream.write(f"{task.name}: {fail.get_msg()}\n")
+        def add_failure(self, task: object, fail: object) -> None:
+            self.outstream.write(f"{getattr(task, 'name', task)}: {fail.get_msg()}\n")  # type: ignore[attr-defined]
 
         def runtime_error(self, msg: str) -> None:
             self.outstream.write(msg + "\n")
@@ -126,25 +160,31 @@ def _reporter_class() -> type:
     return FailureReporter
 
 
-def inspection_namespace(kb_root: Path) -> dict[str, Any]:
-    """A read-only context for `doit list/info`: plans, never writes."""
+def inspection_context(kb_root: Path, mode: str = "inspect") -> SyncContext:
+    """A read-only context: plans what a sync would do, never writes (doit list/info, pnk status)."""
     from pinakes.index.schema import open_reader
-    from pinakes.kb import KBPaths
     from pinakes.manifest import load_manifest
     from pinakes.sync.context import SyncOptions
+    from pinakes.sync.keys import build_keys
+    from pinakes.sync.progress import SyncProgress
     from pinakes.sync.report import SyncReport
 
     paths = KBPaths(kb_root)
     manifest = load_manifest(paths.manifest)
-    paths.state_dir.mkdir(exist_ok=True)  # doit keeps its (disposable) state there
     conn = open_reader(paths.index_db) if paths.index_db.exists() else None
-    ctx = SyncContext(paths=paths, manifest=manifest, options=SyncOptions(), conn=conn,
-                      report=SyncReport(str(kb_root), "inspect"), read_only=True)
-    ctx.keys = step("pair").build_keys(manifest)
+    return SyncContext(paths=paths, manifest=manifest, options=SyncOptions(), conn=conn,
+                       report=SyncReport(str(kb_root), mode), keys=build_keys(manifest),
+                       progress=SyncProgress.for_stream(sys.stderr, quiet=True), read_only=True)
+
+
+def inspection_namespace(kb_root: Path) -> dict[str, object]:
+    """The doit namespace over a read-only context, for `doit list/info`."""
+    ctx = inspection_context(kb_root)
+    ctx.paths.state_dir.mkdir(exist_ok=True)  # doit keeps its (disposable) state there
     return task_namespace(ctx)
 
 
-def write_dodo_shim(paths: Any) -> None:
+def write_dodo_shim(paths: KBPaths) -> None:
     shim = paths.state_dir / "dodo.py"
     if not shim.exists() or shim.read_text(encoding="utf-8") != DODO_SHIM:
         shim.write_text(DODO_SHIM, encoding="utf-8")

@@ -1,8 +1,20 @@
-"""What a sync did, for people (`render_text`) and scripts (`to_dict`, `pnk sync --json`)."""
+"""What a sync did, for people (`render_text`) and scripts (`to_dict`, `pnk sync --json`).
+
+Every file under the sources is accounted for: indexed now, unchanged, skipped (never a document:
+no extractor, excluded, a symlink) or failed, each skipped or failed path with its reason. The text
+names at most a few paths per reason; `--json` lists them all. Paths are escaped for the terminal.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+
+from pinakes.display import printable
+
+# Paths the text report names per skip reason before it says "and N more".
+SHOWN_PER_REASON = 5
 
 
 @dataclass(frozen=True)
@@ -26,6 +38,8 @@ class SyncReport:
     sidecars_written: list[str] = field(default_factory=list)
     orphaned_sidecars: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): not documents
+    unchanged: int = 0  # documents on disk the sync had nothing to do for
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     chunks_embedded: int = 0
@@ -44,12 +58,26 @@ class SyncReport:
         return not (self.added or self.changed or self.reembedded or self.renamed or self.deleted
                     or self.metadata_refreshed or self.sidecars_written or self.failures)
 
+    @property
+    def indexed(self) -> int:
+        return len(self.added) + len(self.changed) + len(self.reembedded)
+
     def fail(self, path: str, stage: str, error: str) -> None:
         self.failures.append(Failure(path, stage, error))
+
+    def account_walk(self, skipped: Sequence[tuple[str, str]], unreadable: Mapping[str, str]) -> None:
+        """Record what the walk found that is not a document, and the documents it could not read."""
+        self.skipped.extend(skipped)
+        for path, reason in sorted(unreadable.items()):
+            self.fail(path, "read", f"cannot read the file ({reason}); it was left as last indexed. "
+                                    "Fix its permissions, or exclude it in [sources] exclude")
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["renamed"] = [{"from": old, "to": new} for old, new in self.renamed]
+        data["skipped"] = [{"path": path, "reason": reason} for path, reason in self.skipped]
+        data["counts"] = {"indexed": self.indexed, "unchanged": self.unchanged,
+                          "skipped": len(self.skipped), "failed": len(self.failures)}
         data["ok"] = self.ok
         data["noop"] = self.noop
         return data
@@ -65,19 +93,39 @@ class SyncReport:
         if self.metadata_refreshed:
             counts += f", metadata refreshed {len(self.metadata_refreshed)}"
         lines.append(f"{self.mode}: {counts} ({self.wall_seconds:.2f}s)")
+        if self.mode != "sidecars-only":
+            lines.append(f"files: {self.indexed} indexed, {self.unchanged} unchanged, "
+                         f"{len(self.skipped)} skipped, {len(self.failures)} failed")
         for old, new in self.renamed:
-            lines.append(f"  renamed {old} -> {new}")
+            lines.append(f"  renamed {printable(old)} -> {printable(new)}")
         for path in self.deleted:
-            lines.append(f"  deleted {path} (soft: its ID is kept; the sidecar stays on disk)")
+            lines.append(f"  deleted {printable(path)} (soft: its ID is kept; the sidecar stays on disk)")
         for path in self.sidecars_written:
-            lines.append(f"  wrote sidecar {path}")
+            lines.append(f"  wrote sidecar {printable(path)}")
         for path in self.orphaned_sidecars:
-            lines.append(f"  orphaned sidecar {path} (no document beside it; never deleted automatically)")
-        lines.extend(f"  note: {note}" for note in self.notes)
+            lines.append(f"  orphaned sidecar {printable(path)} (no document beside it; never deleted "
+                         "automatically)")
+        lines.extend(f"  note: {printable(note)}" for note in self.notes)  # notes quote paths
+        lines.extend(self._render_skipped())
         if self.graph_census is not None:
             census = ", ".join(f"{kind} {count}" for kind, count in self.graph_census.items())
             lines.append(f"graph: {census} ({(self.graph_seconds or 0) * 1000:.0f} ms)")
         if self.failures:
             lines.append(f"{len(self.failures)} document(s) failed:")
-            lines.extend(f"  {f.path} [{f.stage}]: {f.error}" for f in self.failures)
+            for failure in self.failures:
+                error = "\n".join(printable(line) for line in failure.error.splitlines())
+                lines.append(f"  {printable(failure.path)} [{failure.stage}]: {error}")
         return "\n".join(lines)
+
+    def _render_skipped(self) -> list[str]:
+        if not self.skipped:
+            return []
+        by_reason: dict[str, list[str]] = defaultdict(list)
+        for path, reason in self.skipped:
+            by_reason[reason].append(path)
+        lines = [f"skipped {len(self.skipped)} path(s) that are not documents (all listed by --json):"]
+        for reason, paths in sorted(by_reason.items()):
+            shown = ", ".join(printable(path) for path in paths[:SHOWN_PER_REASON])
+            more = f" and {len(paths) - SHOWN_PER_REASON} more" if len(paths) > SHOWN_PER_REASON else ""
+            lines.append(f"  {reason}: {len(paths)} ({shown}{more})")
+        return lines

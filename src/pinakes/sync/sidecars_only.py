@@ -55,14 +55,14 @@ def _staged(paths: KBPaths) -> tuple[set[str], list[tuple[str, str]]]:
 
 def run_sidecars_only(paths: KBPaths, manifest: Any, options: SyncOptions, report: SyncReport) -> None:
     from pinakes.ids import new_ulid
+    from pinakes.rules.walk import walk
     from pinakes.sidecar import write_new_sidecar
-    from pinakes.sync.steps import step
 
     only: set[str] | None = None
     renames: list[tuple[str, str]] = []
     if options.stage:
         only, renames = _staged(paths)
-    result = step("walk").walk(paths.root, manifest.sources, {}, hash_contents=False, only=only)
+    result = walk(paths.root, manifest.sources, {}, hash_contents=False, only=only)
     to_stage: list[str] = []
     for old, new in renames:
         old_sidecar = paths.root / (old + SIDECAR_SUFFIX)

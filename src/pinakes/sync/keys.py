@@ -1,0 +1,64 @@
+"""The build key: what makes a document's stored chunks and vectors current.
+
+A document's key folds its content hash with everything else that shapes its chunks and vectors:
+the fingerprint of the extractor its source type uses, the chunker's version and settings, and the
+embedding model the manifest names. The index stores the key beside the chunks it describes,
+committed in the same transaction, so "up to date" means exactly "what is stored was built from
+these inputs" — and a change to any input (an edit, an extractor bump, `CHUNKER_VERSION`, a model
+switch) re-processes exactly the documents it touches.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+
+import xxhash
+
+from pinakes.chunking import CHUNKER_VERSION
+from pinakes.embed.base import manifest_model_spec
+from pinakes.manifest import Manifest
+
+# Which extractor reads each source type; PDFs follow `[extraction] backend` or `--extract`.
+TEXT_EXTRACTOR = "text"
+
+
+@dataclass(frozen=True)
+class BuildKeys:
+    """The inputs besides a document's bytes, fixed for one sync run."""
+
+    extractor_fingerprints: dict[str, str]  # source type -> fingerprint of the extractor used
+    extractor_backends: dict[str, str]  # source type -> extractor name
+    chunking: str
+    model: str
+
+    def key(self, content_hash: str, source_type: str) -> str:
+        payload = "|".join((content_hash, self.extractor_fingerprints.get(source_type, "?"),
+                            self.chunking, self.model))
+        return xxhash.xxh3_64_hexdigest(payload.encode())
+
+
+def build_keys(manifest: Manifest, extract_backend: str | None = None) -> BuildKeys:
+    from pinakes.extract.registry import EXTRACTORS
+
+    pdf_backend = extract_backend or manifest.extraction.backend
+    backends = {"markdown": TEXT_EXTRACTOR, "text": TEXT_EXTRACTOR, "code": TEXT_EXTRACTOR,
+                "pdf": pdf_backend}
+    fingerprints = {kind: EXTRACTORS[name].fingerprint() for kind, name in backends.items()
+                    if name in EXTRACTORS}
+    chunking = manifest.chunking
+    chunk_fp = json.dumps({"v": CHUNKER_VERSION, "max_tokens": chunking.max_tokens,
+                           "overlap": chunking.overlap, "headings": chunking.headings}, sort_keys=True)
+    return BuildKeys(fingerprints, backends, chunk_fp, manifest_model_spec(manifest.embedding))
+
+
+def key_is_current(conn: sqlite3.Connection | None, doc_id: str, path: str, key: str) -> bool:
+    """Whether the index already holds this document, at this path, built from `key`."""
+    if conn is None:
+        return False
+    row = conn.execute(
+        "SELECT build_key FROM documents WHERE id = ? AND state = 'active' AND path = ?",
+        (doc_id, path),
+    ).fetchone()
+    return row is not None and row[0] == key

@@ -1,0 +1,338 @@
+"""Progress of a sync, for the person waiting on it.
+
+A sync can run for minutes (embedding thousands of chunks); without a sign of life it looks hung.
+`SyncProgress` shows one, in one of three modes:
+
+- "bar" (the stream is a terminal): a tqdm bar redrawn in place, showing documents done/total, the
+  chunks embedded so far, their rate, an ETA and the file being worked on. The fill, the percentage
+  and the ETA are driven by BYTES done / total bytes, since documents vary widely in size; the visible
+  count is documents. `close()` clears the bar, leaving the terminal clean for the report.
+- "line" (not a terminal: CI logs, a pipe): a plain line, no `\\r` and no escape sequences, at most
+  once every `interval` seconds, and a final summary line on `close()`. A sync that ends within
+  `interval` seconds of `start()` prints nothing from here at all (announcements aside), so short
+  syncs stay quiet.
+- "off" (`--quiet`): nothing, ever.
+
+The sync runs its steps as doit tasks, and doit swaps `sys.stdout`/`sys.stderr` for capture objects
+while a task runs: so `SyncProgress` writes only to the stream it was given at construction (the real
+stderr, taken before doit starts) and never looks `sys.stderr` up itself.
+
+Progress is best-effort: a closed or broken stream (BrokenPipeError, ValueError on a closed file, ...)
+silently turns it off; it never fails a sync. Every file name or other document-controlled string is
+passed through `pinakes.display.printable`, so a name cannot clear, recolour or forge lines on the
+terminal. Display is driven by the calls (no background thread): call `advance(chunks=...)` per
+embedding batch so a long document still shows life.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, MutableMapping
+from types import TracebackType
+from typing import Any, Literal, TextIO
+
+from pinakes.display import printable
+
+Mode = Literal["bar", "line", "off"]
+
+__all__ = ["Mode", "SyncProgress"]
+
+_BAR_FORMAT = "{documents} documents {percentage:3.0f}%|{bar}| {chunks} chunks {chunk_rate}/s ETA {left}{current}"
+_MIN_BAR = 10  # columns kept for the bar itself when fitting the current file name
+_MIN_NAME = 8  # below this many columns the current file name is left out
+
+
+def _shorten(text: str, width: int) -> str:
+    """`text` cut to `width` characters in the middle, keeping the file's own name whole where it fits."""
+    if len(text) <= width:
+        return text
+    if width <= 3:
+        return text[len(text) - width:]
+    base = text[text.rfind("/"):] if "/" in text else text  # the file's own name, with its slash
+    tail = min(width - 3, max(len(base), (width - 3) * 2 // 3))
+    head = width - 3 - tail
+    return text[:head] + "..." + text[len(text) - tail:]
+
+
+def _duration(seconds: float) -> str:
+    """A rough human duration: `45s`, `2m10s`, `1h05m`."""
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def _eta(elapsed: float, done: float, total: float) -> float | None:
+    """Seconds left at the average rate so far, or None while there is nothing to go on."""
+    if done <= 0 or total <= 0 or elapsed <= 0:
+        return None
+    return max(0.0, elapsed * (total - done) / done)
+
+
+@functools.cache
+def _bar_class() -> Any:
+    """The tqdm subclass drawing the bar (tqdm is imported only when a bar is drawn)."""
+    from tqdm import tqdm
+
+    class _Bar(tqdm):
+        # No monitor thread: it would write to the stream from another thread, out of our error handling.
+        monitor_interval = 0
+
+        def __init__(self, *args: Any, progress: SyncProgress, **kwargs: Any) -> None:
+            self._progress = progress
+            super().__init__(*args, **kwargs)
+
+        @property
+        def format_dict(self) -> MutableMapping[str, Any]:  # the documented way to add fields to bar_format
+            fields = super().format_dict
+            progress = self._progress
+            elapsed = float(fields.get("elapsed") or 0.0)
+            rate = progress.chunks / elapsed if elapsed > 0 else 0.0
+            left = _eta(elapsed, float(fields.get("n") or 0), float(fields.get("total") or 0))
+            extra = {
+                "documents": f"{progress.documents_done}/{progress.total_documents}",
+                "chunks": f"{progress.chunks:,}",
+                "chunk_rate": f"{rate:.1f}" if rate < 100 else f"{rate:,.0f}",
+                "left": "?" if left is None else _duration(left),
+            }
+            # Fit the current file name into what the bar line leaves free (tqdm trims any overflow).
+            ncols = fields.get("ncols")
+            fixed = len(_BAR_FORMAT.format(bar="", percentage=100, current="", **extra)) + _MIN_BAR
+            room = (ncols - fixed if ncols else 40) - 2
+            name = progress.current_display
+            extra["current"] = f"  {_shorten(name, room)}" if name and room >= _MIN_NAME else ""
+            fields.update(extra)
+            return fields
+
+    return _Bar
+
+
+class _GuardedStream:
+    """The stream as tqdm and the line writer see it: a write that fails turns progress off, silently.
+
+    Every write goes through here, tqdm's own included (its initial draw, `close()`, `__del__`), so a
+    closed or broken stream can never surface as an exception or an "Exception ignored" message.
+    """
+
+    def __init__(self, stream: TextIO, on_error: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_error = on_error
+        self.broken = False
+
+    @property
+    def encoding(self) -> str | None:  # tqdm picks a Unicode or an ASCII bar by it
+        return getattr(self._stream, "encoding", None)
+
+    def fileno(self) -> int:  # tqdm asks the terminal's width through it (and copes if it raises)
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._call(self._stream.isatty, False)
+
+    def write(self, text: str) -> int:
+        return self._call(lambda: self._stream.write(text), 0)
+
+    def flush(self) -> None:
+        self._call(self._stream.flush, None)
+
+    def _call(self, action: Callable[[], Any], fallback: Any) -> Any:
+        if self.broken:
+            return fallback
+        try:
+            return action()
+        except (OSError, ValueError):  # BrokenPipeError, a closed file, UnicodeEncodeError, ...
+            self.broken = True
+            self._on_error()
+            return fallback
+
+
+class SyncProgress:
+    """Shows a sync's progress on `stream` (see the module docstring). Usable as a context manager.
+
+    Call order: `start(total_documents, total_bytes)` once the work is known; then per document
+    `document(path)` when work on it begins, `advance(chunks=n)` per embedding batch, and
+    `advance(documents=1, bytes_done=size)` when it is done (bytes may also be reported in pieces);
+    `announce(message)` for one-off lines; `close()` at the end (also on failure; idempotent).
+    """
+
+    def __init__(self, stream: TextIO, mode: Mode, *, interval: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if mode not in ("bar", "line", "off"):
+            raise ValueError(f"unknown progress mode {mode!r}")
+        self.mode: Mode = mode
+        self._stream = stream
+        self._out = _GuardedStream(stream, self._stream_failed)
+        self._interval = interval
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._bar: Any = None
+        self._started_at: float | None = None
+        self._next_line_at = 0.0
+        self._lines = 0  # periodic lines written in line mode
+        self._broken = False
+        self._closed = False
+        self.total_documents = 0
+        self.total_bytes = 0
+        self.documents_done = 0
+        self.bytes_done = 0
+        self.chunks = 0
+        self.current_display = ""  # the current file, already made printable
+
+    @classmethod
+    def for_stream(cls, stream: TextIO, *, quiet: bool) -> SyncProgress:
+        """"off" when quiet, "bar" when `stream` is a terminal, "line" otherwise."""
+        if quiet:
+            return cls(stream, "off")
+        try:
+            tty = bool(stream.isatty())
+        except (AttributeError, OSError, ValueError):  # no isatty, or a closed stream
+            tty = False
+        return cls(stream, "bar" if tty else "line")
+
+    # -- the engine's API ------------------------------------------------------------------------------
+
+    def start(self, total_documents: int, total_bytes: int) -> None:
+        """The work about to be processed. Calling it again replaces the totals."""
+        with self._lock:
+            if self._inactive:
+                return
+            self.total_documents = max(0, total_documents)
+            self.total_bytes = max(0, total_bytes)
+            if self._started_at is None:
+                self._started_at = self._clock()
+                self._next_line_at = self._started_at + self._interval
+            if self.mode == "bar":
+                self._guard(self._start_bar)
+
+    def document(self, path: str) -> None:
+        """The file now being worked on."""
+        with self._lock:
+            if self._inactive:
+                return
+            self.current_display = printable(path)
+            self._tick(0)
+
+    def advance(self, *, documents: int = 0, bytes_done: int = 0, chunks: int = 0) -> None:
+        """Work finished since the last call: whole documents, their bytes, chunks embedded."""
+        with self._lock:
+            if self._inactive:
+                return
+            self.documents_done += documents
+            self.bytes_done += bytes_done
+            self.chunks += chunks
+            self._tick(bytes_done if self._by_bytes else documents)
+
+    def announce(self, message: str) -> None:
+        """A one-off line: above the bar in bar mode, its own line in line mode, nothing when off."""
+        with self._lock:
+            if self._inactive:
+                return
+            text = printable(message)
+            if self.mode == "bar":
+                bar_class = _bar_class()
+                self._guard(lambda: bar_class.write(text, file=self._out))
+            else:
+                self._write_line(f"sync: {text}")
+
+    def close(self) -> None:
+        """Finish: clear the bar, or (line mode, after a sync longer than `interval`) print a summary."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._broken or self.mode == "off":
+                return
+            if self.mode == "bar":
+                bar, self._bar = self._bar, None
+                if bar is not None:
+                    self._guard(bar.close)
+                return
+            if self._started_at is None:
+                return
+            elapsed = self._clock() - self._started_at
+            if self._lines or elapsed >= self._interval:
+                self._write_line(f"sync: indexed {self.documents_done}/{self.total_documents} documents, "
+                                 f"{self.chunks:,} chunks in {elapsed:.1f} s")
+
+    def __enter__(self) -> SyncProgress:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    @property
+    def _inactive(self) -> bool:
+        return self.mode == "off" or self._closed or self._broken
+
+    @property
+    def _by_bytes(self) -> bool:
+        """Whether the bar's fill and the ETA follow bytes (else documents: no byte sizes known)."""
+        return self.total_bytes > 0
+
+    def _start_bar(self) -> None:
+        total = self.total_bytes if self._by_bytes else (self.total_documents or None)
+        done = self.bytes_done if self._by_bytes else self.documents_done
+        if self._bar is not None:
+            self._bar.total = total
+            self._bar.n = done
+            self._bar.refresh()
+            return
+        bar = _bar_class()(
+            total=total, initial=done, file=self._out, dynamic_ncols=True, mininterval=0.2,
+            miniters=0, smoothing=0, leave=False, bar_format=_BAR_FORMAT, progress=self)
+        if self._broken:  # its first draw failed
+            bar.disable = True
+        else:
+            self._bar = bar
+
+    def _tick(self, units: int) -> None:
+        """Redraw if due: the bar (tqdm throttles to `mininterval`), or a line once per `interval`."""
+        if self._started_at is None:
+            return  # nothing shown before start()
+        if self.mode == "bar":
+            if self._bar is not None:
+                self._guard(lambda: self._bar.update(units))
+            return
+        now = self._clock()
+        if now < self._next_line_at:
+            return
+        self._next_line_at = now + self._interval
+        self._lines += 1
+        self._write_line(self._status_line(now - self._started_at))
+
+    def _status_line(self, elapsed: float) -> str:
+        parts = [f"sync: {self.documents_done}/{self.total_documents} documents", f"{self.chunks:,} chunks"]
+        if elapsed > 0:
+            parts.append(f"{self.chunks / elapsed:.1f} chunks/s")
+        if self._by_bytes:
+            left = _eta(elapsed, self.bytes_done, self.total_bytes)
+        else:
+            left = _eta(elapsed, self.documents_done, self.total_documents)
+        if left is not None:
+            parts.append(f"about {_duration(left)} left")
+        line = ", ".join(parts)
+        return f"{line} ({self.current_display})" if self.current_display else line
+
+    def _write_line(self, line: str) -> None:
+        self._out.write(line + "\n")
+        self._out.flush()
+
+    def _guard(self, action: Callable[[], object]) -> None:
+        """Run a tqdm call; should it fail all the same, turn progress off for good instead of raising."""
+        try:
+            action()
+        except (OSError, ValueError):
+            self._stream_failed()
+
+    def _stream_failed(self) -> None:
+        self._broken = True
+        bar, self._bar = self._bar, None
+        if bar is not None:
+            bar.disable = True  # so that tqdm's own close()/__del__ does nothing more

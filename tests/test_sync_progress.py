@@ -1,0 +1,401 @@
+"""`SyncProgress`: what a waiting person sees during a sync, in a terminal, a log, or not at all."""
+
+from __future__ import annotations
+
+import gc
+import io
+import os
+import re
+import select
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pinakes.sync.progress import SyncProgress
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EVIL = "docs/evil\x1b[2J\x1b[31m\nforged line\r.md"
+ANNOUNCED = "big.txt: 20,512 chunks to embed; about 3 min"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RecordingStream(io.StringIO):
+    """A stream that records every call made on it."""
+
+    def __init__(self, *, tty: bool = False) -> None:
+        super().__init__()
+        self.tty = tty
+        self.calls: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.calls.append("write")
+        return super().write(s)
+
+    def flush(self) -> None:
+        self.calls.append("flush")
+        super().flush()
+
+    def isatty(self) -> bool:
+        self.calls.append("isatty")
+        return self.tty
+
+
+class BrokenStream:
+    """Every write fails as a pipe with no reader does."""
+
+    encoding = "utf-8"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.attempts = 0
+
+    def write(self, s: str) -> int:
+        self.attempts += 1
+        raise self.error
+
+    def flush(self) -> None:
+        self.attempts += 1
+        raise self.error
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("fileno")
+
+
+def full_cycle(progress: SyncProgress, clock: Clock | None = None, *, step: float = 0.0) -> None:
+    progress.start(3, 3000)
+    for i in range(3):
+        progress.document(f"notes/file{i}.md")
+        progress.advance(chunks=10)
+        if clock is not None:
+            clock.now += step
+        progress.advance(documents=1, bytes_done=1000)
+    progress.announce(ANNOUNCED)
+    progress.close()
+
+
+# -- modes ---------------------------------------------------------------------------------------------
+
+
+def test_for_stream_picks_the_mode() -> None:
+    assert SyncProgress.for_stream(RecordingStream(tty=True), quiet=False).mode == "bar"
+    assert SyncProgress.for_stream(RecordingStream(tty=False), quiet=False).mode == "line"
+    assert SyncProgress.for_stream(RecordingStream(tty=True), quiet=True).mode == "off"
+    closed = io.StringIO()
+    closed.close()  # isatty() raises ValueError on a closed stream
+    assert SyncProgress.for_stream(closed, quiet=False).mode == "line"
+
+
+def test_unknown_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="mode"):
+        SyncProgress(io.StringIO(), "fancy")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("step", [0.0, 100.0])  # a short and a long sync
+def test_off_mode_writes_nothing_ever(step: float) -> None:
+    stream = RecordingStream(tty=True)
+    clock = Clock()
+    progress = SyncProgress(stream, "off", interval=5.0, clock=clock)
+    full_cycle(progress, clock, step=step)
+    progress.close()
+    assert stream.getvalue() == ""
+    assert [c for c in stream.calls if c != "isatty"] == []
+
+
+# -- line mode -----------------------------------------------------------------------------------------
+
+
+def test_line_mode_prints_at_most_once_per_interval_then_a_final_line() -> None:
+    stream = RecordingStream()
+    clock = Clock()
+    progress = SyncProgress(stream, "line", interval=5.0, clock=clock)
+    progress.start(10, 10_000)
+    progress.document("docs/notes/x.md")
+    clock.now += 4.9
+    progress.advance(documents=1, bytes_done=1000, chunks=3479)
+    assert stream.getvalue() == ""  # nothing before `interval`
+
+    clock.now += 0.1  # 5.0 s in: the first line
+    progress.advance(chunks=1)
+    lines = stream.getvalue().splitlines()
+    assert lines == ["sync: 1/10 documents, 3,480 chunks, 696.0 chunks/s, about 45s left (docs/notes/x.md)"]
+
+    for _ in range(4):  # 4.8 s more of steady work: still within the interval, no new line
+        clock.now += 1.2
+        progress.document("docs/notes/y.md")
+        progress.advance(documents=1, bytes_done=1000, chunks=10)
+    assert len(stream.getvalue().splitlines()) == 1
+
+    clock.now += 0.2  # 10.0 s in
+    progress.advance(chunks=5)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[1].startswith("sync: 5/10 documents, 3,525 chunks, ")
+    assert lines[1].endswith(", about 10s left (docs/notes/y.md)")  # 5,000 of 10,000 bytes in 10 s
+
+    clock.now += 2.5
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[2] == "sync: indexed 5/10 documents, 3,525 chunks in 12.5 s"
+    progress.close()  # idempotent
+    progress.advance(documents=1)  # and nothing after it
+    assert stream.getvalue().splitlines() == lines
+    assert "\r" not in stream.getvalue() and "\x1b" not in stream.getvalue()
+
+
+def test_line_mode_eta_follows_bytes_not_documents() -> None:
+    stream = io.StringIO()
+    clock = Clock()
+    progress = SyncProgress(stream, "line", interval=1.0, clock=clock)
+    progress.start(2, 100_000)
+    clock.now += 10
+    progress.advance(documents=1, bytes_done=1_000)  # half the documents, 1 % of the bytes
+    assert "about 16m30s left" in stream.getvalue()
+
+
+def test_line_mode_without_byte_sizes_estimates_by_documents() -> None:
+    stream = io.StringIO()
+    clock = Clock()
+    progress = SyncProgress(stream, "line", interval=1.0, clock=clock)
+    progress.start(4, 0)
+    clock.now += 10
+    progress.advance(documents=1)
+    assert stream.getvalue() == "sync: 1/4 documents, 0 chunks, 0.0 chunks/s, about 30s left\n"
+
+
+def test_a_sync_shorter_than_the_interval_prints_nothing_at_all() -> None:
+    stream = RecordingStream()
+    clock = Clock()
+    progress = SyncProgress(stream, "line", interval=5.0, clock=clock)
+    progress.start(3, 3000)
+    for i in range(3):
+        progress.document(f"notes/file{i}.md")
+        clock.now += 1.5
+        progress.advance(documents=1, bytes_done=1000, chunks=7)
+    progress.close()  # 4.5 s
+    assert stream.getvalue() == ""
+    assert stream.calls == []
+
+
+def test_announce_prints_its_own_line_at_once() -> None:
+    stream = io.StringIO()
+    clock = Clock()
+    progress = SyncProgress(stream, "line", interval=5.0, clock=clock)
+    progress.start(1, 10)
+    progress.announce(ANNOUNCED)
+    assert stream.getvalue() == f"sync: {ANNOUNCED}\n"
+    progress.close()  # a short sync: the announcement stays the only output
+    assert stream.getvalue() == f"sync: {ANNOUNCED}\n"
+
+
+def test_context_manager_closes_even_when_the_sync_fails() -> None:
+    stream = io.StringIO()
+    clock = Clock()
+    with pytest.raises(RuntimeError), SyncProgress(stream, "line", interval=5.0, clock=clock) as progress:
+        progress.start(2, 200)
+        progress.advance(documents=1, bytes_done=100, chunks=4)
+        clock.now += 6
+        raise RuntimeError("embedding failed")
+    assert stream.getvalue() == "sync: indexed 1/2 documents, 4 chunks in 6.0 s\n"
+
+
+# -- untrusted names -----------------------------------------------------------------------------------
+
+
+def test_line_mode_never_prints_a_name_raw() -> None:
+    stream = io.StringIO()
+    clock = Clock()
+    progress = SyncProgress(stream, "line", interval=5.0, clock=clock)
+    progress.start(1, 100)
+    progress.document(EVIL)
+    progress.announce(f"{EVIL}: 20,512 chunks to embed")
+    clock.now += 5
+    progress.advance(chunks=1)
+    progress.close()
+    out = stream.getvalue()
+    assert "\x1b" not in out and "\r" not in out
+    lines = out.split("\n")
+    assert len(lines) == 4 and lines[-1] == ""  # announce, progress, final: no line split by the name
+    assert lines[0] == "sync: docs/evil\\x1b[2J\\x1b[31m\\nforged line\\r.md: 20,512 chunks to embed"
+    assert lines[1].endswith("(docs/evil\\x1b[2J\\x1b[31m\\nforged line\\r.md)")
+
+
+def test_bar_mode_never_prints_a_name_raw() -> None:
+    stream = io.StringIO()
+    progress = SyncProgress(stream, "bar")
+    progress.start(1, 100)
+    progress.document(EVIL)
+    time.sleep(0.25)  # past tqdm's mininterval, so the next update redraws
+    progress.advance(chunks=1)
+    progress.announce(EVIL)
+    progress.close()
+    out = stream.getvalue()
+    assert "\\x1b[2J\\x1b[31m\\nforged line\\r.md" in out
+    assert "\x1b" not in out
+    assert out.count("\n") == 1  # the announcement's own line end, nothing from the name
+
+
+# -- bar mode (without a terminal) ---------------------------------------------------------------------
+
+
+def test_bar_mode_draws_counts_and_fits_the_name_to_the_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Terminal81(io.StringIO):
+        def fileno(self) -> int:
+            return 2
+
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((81, 25)))
+    stream = Terminal81()
+    progress = SyncProgress(stream, "bar")
+    progress.start(4, 4000)
+    name = "a/" * 40 + "the-file.md"
+    progress.document(name)
+    progress.advance(documents=1, bytes_done=3000, chunks=1234)
+    time.sleep(0.25)
+    progress.advance(chunks=1)
+    drawn = [frame for frame in stream.getvalue().split("\r") if frame.strip()]
+    last = drawn[-1]
+    assert last.startswith("1/4 documents  75%|")  # the fill follows bytes: 3,000 of 4,000
+    assert re.search(r"\| 1,235 chunks [\d,.]+/s ETA \d+s  ", last), last
+    assert last.endswith("/the-file.md") and "..." in last and name not in last
+    assert all(len(frame) <= 80 for frame in drawn)  # tqdm leaves the last column free
+    assert len(last) >= 75  # and the name used the room there was
+    progress.close()
+    assert stream.getvalue().endswith("\r") and stream.getvalue().split("\r")[-2].strip() == ""  # cleared
+
+
+# -- a broken stream -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["bar", "line"])
+@pytest.mark.parametrize("error", [BrokenPipeError(32, "Broken pipe"), ValueError("I/O operation on closed file"),
+                                   OSError(5, "Input/output error")])
+def test_a_broken_stream_never_raises(mode: Any, error: Exception, monkeypatch: pytest.MonkeyPatch) -> None:
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    stream = BrokenStream(error)
+    clock = Clock()
+    progress = SyncProgress(stream, mode, interval=1.0, clock=clock)  # type: ignore[arg-type]
+    full_cycle(progress, clock, step=5.0)
+    with progress:
+        progress.advance(documents=1)
+    assert stream.attempts == 1  # the first failure turns progress off for good
+    del progress
+    gc.collect()
+    assert unraisable == []  # nor does tqdm complain from a destructor
+
+
+def test_a_closed_stream_never_raises() -> None:
+    stream = io.StringIO()
+    stream.close()
+    for mode in ("bar", "line"):
+        clock = Clock()
+        full_cycle(SyncProgress(stream, mode, interval=1.0, clock=clock), clock, step=5.0)  # type: ignore[arg-type]
+
+
+# -- a real terminal -----------------------------------------------------------------------------------
+
+CHILD = textwrap.dedent("""
+    import io, sys, time
+    from pinakes.sync.progress import SyncProgress
+
+    progress = SyncProgress.for_stream(sys.stderr, quiet=sys.argv[1] == "quiet")
+    print(progress.mode, flush=True)
+    sys.stdout = sys.stderr = io.StringIO()  # as doit does while a task runs
+    with progress:
+        progress.start(5, 5000)
+        for i in range(5):
+            progress.document(f"notes/file{i}.md")
+            progress.advance(chunks=3)
+            time.sleep(0.25)
+            progress.advance(documents=1, bytes_done=1000)
+            if i == 2:
+                progress.announce(%r)
+""") % ANNOUNCED
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT / "src"), env.get("PYTHONPATH")]))
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
+    return env
+
+
+def run_on_pty(*args: str, columns: int = 120) -> tuple[str, str]:
+    """Run CHILD with its stderr on a pseudo-terminal: (its stdout, everything the terminal got)."""
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, columns, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=slave, env=child_env(), cwd=REPO_ROOT)
+    os.close(slave)
+    received = bytearray()
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child is gone and so is the terminal's other end
+                break
+            if not data:
+                break
+            received += data
+        stdout, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    assert proc.returncode == 0, received.decode("utf-8", "replace")
+    return stdout.decode(), received.decode("utf-8", "replace")
+
+
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+
+
+@posix_only
+def test_a_real_terminal_gets_a_bar_written_past_the_swapped_stderr() -> None:
+    mode, screen = run_on_pty("loud", columns=70)
+    assert mode.strip() == "bar"
+    assert all(len(frame) <= 69 for frame in re.split(r"[\r\n]", screen)), screen  # fits the terminal
+    assert re.search(r"[1-5]/5 documents +\d+%\|", screen), screen
+    assert re.search(r"\| \d+ chunks [\d.]+/s ETA ", screen), screen
+    assert "notes/file" in screen
+    assert f"\r{ANNOUNCED}\r\n" in screen or f"{ANNOUNCED}\r\n" in screen  # its own line above the bar
+    assert "Traceback" not in screen and "Exception ignored" not in screen
+    # close() leaves the terminal clean: the bar's last line is overwritten with blanks
+    last_line = screen.split("\n")[-1]
+    assert last_line.endswith("\r") and last_line.split("\r")[-2].strip() == "", repr(last_line)
+
+
+@posix_only
+def test_a_real_terminal_gets_nothing_when_quiet() -> None:
+    mode, screen = run_on_pty("quiet")
+    assert mode.strip() == "off"
+    assert screen == ""
+
+
+def test_a_pipe_gets_plain_lines() -> None:
+    proc = subprocess.run([sys.executable, "-c", CHILD, "loud"], capture_output=True, text=True,
+                          env=child_env(), cwd=REPO_ROOT, timeout=60, check=True)
+    assert proc.stdout.strip() == "line"
+    assert proc.stderr == f"sync: {ANNOUNCED}\n"  # a 1.25 s sync: only the announcement
