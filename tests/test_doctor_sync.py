@@ -65,3 +65,18 @@ def test_installed_hooks_are_reported(kb: Path) -> None:
     assert by_name(kb)["git hooks"][0] == "WARN"
     install_hooks(kb)
     assert by_name(kb)["git hooks"][0] == "OK"
+
+
+def test_coverage_compares_the_files_on_disk_with_the_index(kb: Path) -> None:
+    assert by_name(kb)["coverage"] == ("OK", "2 of 2 documents on disk are indexed")
+    (kb / "docs/c.md").write_text("# C\n", encoding="utf-8")  # not synced yet
+    (kb / "docs/page.html").write_text("<p>", encoding="utf-8")
+    (kb / "docs/a.md").unlink()  # indexed, gone from disk
+    status, detail = by_name(kb)["coverage"]
+    assert status == "WARN"
+    assert "1 of 2 documents on disk are indexed" in detail
+    assert "1 no extractor for this file type" in detail
+    assert "not indexed: docs/c.md" in detail and "no longer on disk: docs/a.md" in detail
+    assert run_sync(kb, SyncOptions(), embedder=FakeEmbedder()).ok
+    status, detail = by_name(kb)["coverage"]
+    assert status == "OK" and detail.startswith("2 of 2 documents on disk are indexed; skipped")

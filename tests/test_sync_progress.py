@@ -6,19 +6,18 @@ import gc
 import io
 import os
 import re
-import select
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pinakes.sync.progress import SyncProgress
+from tests.conftest import REPO_ROOT
+from tests.terminal import child_env, run_on_pty
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 EVIL = "docs/evil\x1b[2J\x1b[31m\nforged line\r.md"
 ANNOUNCED = "big.txt: 20,512 chunks to embed; about 3 min"
 
@@ -327,54 +326,12 @@ CHILD = textwrap.dedent("""
 """) % ANNOUNCED
 
 
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT / "src"), env.get("PYTHONPATH")]))
-    env.pop("COLUMNS", None)
-    env.pop("LINES", None)
-    return env
-
-
-def run_on_pty(*args: str, columns: int = 120) -> tuple[str, str]:
-    """Run CHILD with its stderr on a pseudo-terminal: (its stdout, everything the terminal got)."""
-    import fcntl
-    import struct
-    import termios
-
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, columns, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=slave, env=child_env(), cwd=REPO_ROOT)
-    os.close(slave)
-    received = bytearray()
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if not ready:
-                continue
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the child is gone and so is the terminal's other end
-                break
-            if not data:
-                break
-            received += data
-        stdout, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
-    assert proc.returncode == 0, received.decode("utf-8", "replace")
-    return stdout.decode(), received.decode("utf-8", "replace")
-
-
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
 
 
 @posix_only
 def test_a_real_terminal_gets_a_bar_written_past_the_swapped_stderr() -> None:
-    mode, screen = run_on_pty("loud", columns=70)
+    mode, screen = run_on_pty(CHILD, "loud", columns=70)
     assert mode.strip() == "bar"
     assert all(len(frame) <= 69 for frame in re.split(r"[\r\n]", screen)), screen  # fits the terminal
     assert re.search(r"[1-5]/5 documents +\d+%\|", screen), screen
@@ -389,7 +346,7 @@ def test_a_real_terminal_gets_a_bar_written_past_the_swapped_stderr() -> None:
 
 @posix_only
 def test_a_real_terminal_gets_nothing_when_quiet() -> None:
-    mode, screen = run_on_pty("quiet")
+    mode, screen = run_on_pty(CHILD, "quiet")
     assert mode.strip() == "off"
     assert screen == ""
 

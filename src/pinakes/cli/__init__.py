@@ -15,7 +15,7 @@ from pinakes import __version__
 from pinakes.errors import PinakesError
 
 # Order is the order `pnk --help` lists them.
-COMMANDS = ("init", "sync", "search", "doctor", "serve", "eval", "install_hooks", "doit")
+COMMANDS = ("init", "sync", "status", "search", "doctor", "serve", "eval", "install_hooks", "doit")
 
 
 def build_parser() -> argparse.ArgumentParser:

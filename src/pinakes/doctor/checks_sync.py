@@ -1,16 +1,23 @@
-"""Doctor: sync state — the lock, failures, orphaned sidecars, ID collisions, git hooks."""
+"""Doctor: sync state — the lock, failures, coverage of the files on disk, orphaned sidecars, ID
+collisions, git hooks."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from pinakes.display import printable
 from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
+from pinakes.kb import KBPaths
+
+if TYPE_CHECKING:
+    from pinakes.rules.walk import WalkResult
 
 
 def checks(ctx: DoctorContext) -> Iterator[Check]:
-    from pinakes.kb import SIDECAR_SUFFIX, KBPaths
+    from pinakes.kb import SIDECAR_SUFFIX
     from pinakes.sync.lock import read_holder
 
     assert ctx.kb_root is not None
@@ -26,15 +33,21 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
             yield Check("sync lock", "WARN", f"held by {holder.describe()}",
                         "if that sync is not running, the next `pnk sync` reclaims it (same host) or "
                         "run `pnk sync --force-unlock`")
+    from pinakes.manifest import load_manifest
+    from pinakes.rules.walk import walk
+
     yield from _failures(paths)
-    yield from _sidecars(ctx, SIDECAR_SUFFIX)
+    manifest = load_manifest(paths.manifest)
+    found: WalkResult = walk(ctx.kb_root, manifest.sources, {}, hash_contents=False)
+    yield from _coverage(paths, found)
+    yield from _sidecars(ctx, SIDECAR_SUFFIX, manifest.kb.id, found)
     yield from _hooks(ctx)
 
 
-def _failures(paths: object) -> Iterator[Check]:
+def _failures(paths: KBPaths) -> Iterator[Check]:
     from pinakes.index import schema
 
-    index_db = paths.index_db  # type: ignore[attr-defined]
+    index_db = paths.index_db
     if not index_db.exists():
         return
     try:
@@ -54,15 +67,50 @@ def _failures(paths: object) -> Iterator[Check]:
                 "fix the files named and run `pnk sync`")
 
 
-def _sidecars(ctx: DoctorContext, suffix: str) -> Iterator[Check]:
+def _coverage(paths: KBPaths, found: WalkResult) -> Iterator[Check]:
+    """The files on disk against the index: every document indexed, every skip with its reason."""
+    from pinakes.index import schema
+
+    on_disk = set(found.docs) | set(found.unreadable)
+    skipped: dict[str, int] = defaultdict(int)
+    for _path, reason in found.skipped:
+        skipped[reason] += 1
+    skips = "; ".join(f"{count} {reason}" for reason, count in sorted(skipped.items()))
+    skip_note = f"; skipped (not documents): {skips}" if skips else ""
+    if not paths.index_db.exists():
+        yield Check("coverage", "WARN", f"{len(on_disk)} documents on disk, none indexed yet{skip_note}",
+                    "pnk sync")
+        return
+    try:
+        conn = schema.open_reader(paths.index_db)
+    except PinakesError:
+        return  # the index checks report it
+    try:
+        indexed = {row[0] for row in conn.execute("SELECT path FROM documents WHERE state = 'active'")}
+    finally:
+        conn.close()
+    missing = sorted(on_disk - indexed)
+    gone = sorted(indexed - on_disk)
+    summary = f"{len(on_disk & indexed)} of {len(on_disk)} documents on disk are indexed{skip_note}"
+    if not missing and not gone:
+        yield Check("coverage", "OK", summary)
+        return
+    problems = []
+    if missing:
+        problems.append(f"not indexed: {', '.join(printable(p) for p in missing[:5])}"
+                        + (f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""))
+    if gone:
+        problems.append(f"indexed but no longer on disk: {', '.join(printable(p) for p in gone[:5])}"
+                        + (f" (+{len(gone) - 5} more)" if len(gone) > 5 else ""))
+    yield Check("coverage", "WARN", f"{summary}; " + "; ".join(problems),
+                "pnk sync (`pnk status` lists what it would do)")
+
+
+def _sidecars(ctx: DoctorContext, suffix: str, kb_id: str, result: WalkResult) -> Iterator[Check]:
     """Orphans and ID collisions, read from the committed files (the index may be absent)."""
-    from pinakes.manifest import load_manifest
-    from pinakes.rules.walk import walk
     from pinakes.sidecar import read_sidecar
 
     assert ctx.kb_root is not None
-    manifest = load_manifest(ctx.kb_root / "pinakes.toml")
-    result = walk(ctx.kb_root, manifest.sources, {}, hash_contents=False)
     if result.orphan_sidecars:
         shown = ", ".join(result.orphan_sidecars[:5])
         yield Check("orphaned sidecars", "WARN",
@@ -74,7 +122,7 @@ def _sidecars(ctx: DoctorContext, suffix: str) -> Iterator[Check]:
     unreadable = []
     for doc_path in result.sidecars:
         try:
-            sidecar = read_sidecar(ctx.kb_root / (doc_path + suffix), kb_id=manifest.kb.id)
+            sidecar = read_sidecar(ctx.kb_root / (doc_path + suffix), kb_id=kb_id)
         except PinakesError as exc:
             unreadable.append(f"{doc_path}{suffix}: {exc.message}")
             continue

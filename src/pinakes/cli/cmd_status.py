@@ -1,0 +1,29 @@
+"""`pnk status [--json]`: what a sync would do now, and when the index was last built; writes nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "status", parents=[common], help="what `pnk sync` would do now (writes nothing)",
+        description="Walk the sources and pair them against the index exactly as `pnk sync` would, "
+                    "without writing anything: new, changed, moved and deleted documents, sidecars "
+                    "to mint, documents that would fail or failed last time, skipped paths with "
+                    "their reasons, and when the index was last built. Exits 0.",
+    )
+    parser.add_argument("--json", action="store_true", help="print the status as JSON (every path)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pinakes.sync.status import kb_status
+
+    status = kb_status(getattr(args, "kb_dir", None))
+    if args.json:
+        print(json.dumps(status.to_dict(), indent=2))
+    else:
+        print(status.render_text())
+    return 0

@@ -1,0 +1,128 @@
+"""`kb_status()`: what a plain `pnk sync` would do now, computed without writing anything.
+
+It runs the sync's own walk and pair against a read-only view of the index (files whose stat changed
+are hashed, and nothing is saved), so what it reports is what the next sync decides, row for row:
+new, changed, re-keyed, moved, deleted, metadata-only refreshes, sidecars to mint, documents that
+would fail, skipped paths with their reasons, and what failed last time. It takes no lock: a status
+during a sync reads the last committed state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pinakes.display import printable
+from pinakes.index import schema
+from pinakes.kb import KBPaths, find_kb_root
+from pinakes.rules import pair, walk
+from pinakes.sync.report import Failure
+
+# Paths the text view names per list before it says "and N more" (--json lists them all).
+SHOWN_PER_LIST = 10
+
+
+@dataclass
+class KBStatus:
+    kb_root: str
+    index_exists: bool
+    last_sync_at: str | None = None
+    built_at: str | None = None
+    model_changed: bool = False  # the next sync rebuilds the whole index
+    new: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    reembedded: list[str] = field(default_factory=list)  # same content, new extractor/chunker/model key
+    moved: list[tuple[str, str]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    metadata_refresh: list[str] = field(default_factory=list)
+    sidecars_to_write: list[str] = field(default_factory=list)
+    would_fail: list[Failure] = field(default_factory=list)
+    failed_last_time: list[Failure] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    unchanged: int = 0
+    documents_on_disk: int = 0
+
+    @property
+    def up_to_date(self) -> bool:
+        return not (self.model_changed or self.new or self.changed or self.reembedded or self.moved
+                    or self.deleted or self.metadata_refresh or self.sidecars_to_write or self.would_fail)
+
+    def to_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["moved"] = [{"from": old, "to": new} for old, new in self.moved]
+        data["skipped"] = [{"path": path, "reason": reason} for path, reason in self.skipped]
+        data["up_to_date"] = self.up_to_date
+        return data
+
+    def render_text(self) -> str:
+        built = (f"last sync {self.last_sync_at}" if self.last_sync_at else "never synced") \
+            if self.index_exists else "no index yet"
+        lines = [f"{self.documents_on_disk} documents on disk, {self.unchanged} indexed and unchanged; "
+                 f"{built}"]
+        if self.model_changed:
+            lines.append("the embedding model changed since the index was built: the next sync "
+                         "rebuilds the whole index")
+        sections: list[tuple[str, list[str]]] = [
+            ("new", self.new), ("changed", self.changed), ("re-embedded (settings changed)", self.reembedded),
+            ("moved", [f"{old} -> {new}" for old, new in self.moved]), ("deleted", self.deleted),
+            ("metadata only", self.metadata_refresh), ("sidecars to write", self.sidecars_to_write),
+            ("would fail", [f"{f.path}: {f.error.splitlines()[0]}" for f in self.would_fail]),
+            ("failed last sync", [f"{f.path} [{f.stage}]: {f.error.splitlines()[0]}"
+                                  for f in self.failed_last_time]),
+            ("skipped", [f"{path} ({reason})" for path, reason in self.skipped]),
+        ]
+        for title, entries in sections:
+            if not entries:
+                continue
+            lines.append(f"{title}: {len(entries)}")
+            lines.extend(f"  {printable(entry)}" for entry in entries[:SHOWN_PER_LIST])
+            if len(entries) > SHOWN_PER_LIST:
+                lines.append(f"  … and {len(entries) - SHOWN_PER_LIST} more (--json lists all)")
+        lines.append("up to date: nothing for `pnk sync` to do" if self.up_to_date
+                     else "run `pnk sync` to apply this")
+        return "\n".join(lines)
+
+
+def kb_status(start: Path | str | None = None) -> KBStatus:
+    from pinakes.sync.engine import _model_changed
+    from pinakes.sync.loader import inspection_context
+
+    root = find_kb_root(start)
+    ctx = inspection_context(root, mode="status")
+    paths = KBPaths(root)
+    status = KBStatus(str(root), index_exists=ctx.conn is not None)
+    try:
+        if ctx.conn is not None:
+            meta = schema.read_meta(ctx.conn)
+            status.last_sync_at = meta.get("last_sync_at")
+            status.built_at = meta.get("built_at")
+            status.model_changed = _model_changed(ctx.conn, ctx.manifest)
+            status.failed_last_time = [Failure(path, stage, error) for path, stage, error in ctx.conn.execute(
+                "SELECT path, stage, error FROM failures ORDER BY path")]
+            if status.model_changed:
+                ctx.conn.close()
+                ctx.conn = None  # a rebuild pairs against an empty index: everything is rebuilt
+        found = walk.walk(paths.root, ctx.manifest.sources, walk.load_walk_cache(ctx.conn))
+        ctx.walk = found
+        plan = pair.compute_plan(ctx)
+    finally:
+        if ctx.conn is not None:
+            ctx.conn.close()
+    if plan.collisions:
+        raise pair.collision_error(plan)
+    minted = {write.doc_path for write in plan.sidecar_writes}
+    by_reason = {"added": status.new, "changed": status.changed, "rekeyed": status.reembedded}
+    for item in plan.work:
+        by_reason[item.reason].append(item.path)
+    status.moved = list(plan.renamed)
+    status.deleted = [doc.path for doc in plan.deletes]
+    moved_to = {new for _old, new in plan.renamed}
+    status.metadata_refresh = [path for _doc_id, path in plan.refresh if path not in moved_to]
+    status.sidecars_to_write = sorted(path + ".pnk.yaml" for path in minted)
+    status.would_fail = [Failure(path, "pair", error) for path, error in plan.failures]
+    status.would_fail += [Failure(path, "read", f"cannot read the file ({reason})")
+                          for path, reason in sorted(found.unreadable.items())]
+    status.skipped = list(found.skipped)
+    status.documents_on_disk = len(found.docs) + len(found.unreadable)
+    status.unchanged = len(found.docs) - len(plan.work)
+    return status
