@@ -296,3 +296,34 @@ def test_a_sync_on_a_terminal_draws_a_progress_bar_unless_quiet(tmp_path: Path, 
     assert re.search(r"\d+/12 documents +\d+%\|", screen), screen
     assert re.search(r"\d+ chunks", screen) and "docs/doc" in screen, screen
     assert "Traceback" not in screen
+
+
+def test_a_document_that_will_be_slow_is_announced_before_its_embedding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from pinakes.rules import chunk as chunk_step
+
+    root = make_kb(tmp_path / "kb", 2)
+    (root / "docs" / "big.md").write_text("\n\n".join(f"Para {n} " + "word " * 240 for n in range(6)),
+                                          encoding="utf-8")
+    monkeypatch.setattr(chunk_step, "SLOW_DOCUMENT_CHUNKS", 5)
+    stream = io.StringIO()
+    events: list[str] = []
+    embedder = FakeEmbedder()
+    real = embedder.embed_documents
+
+    def noting(texts: list[str], batch_size: int | None = None) -> object:
+        events.append(f"embed {len(texts)} (announced so far: {stream.getvalue().count('big.md')})")
+        return real(texts, batch_size)
+
+    embedder.embed_documents = noting  # type: ignore[method-assign]
+    report = run_sync(root, SyncOptions(), embedder=embedder, progress_stream=stream)  # type: ignore[arg-type]
+    assert report.ok
+    assert stream.getvalue().startswith("sync: docs/big.md: 6 chunks to embed")
+    assert all(event.endswith("(announced so far: 1)") for event in events), events
+    quiet = io.StringIO()
+    (root / "docs" / "big.md").write_text("\n\n".join(f"Other {n} " + "text " * 240 for n in range(6)),
+                                          encoding="utf-8")
+    run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder(), progress_stream=quiet)  # type: ignore[arg-type]
+    assert quiet.getvalue() == ""

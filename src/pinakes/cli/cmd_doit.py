@@ -13,7 +13,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser = subparsers.add_parser(
         "doit", parents=[common], help="inspect the sync DAG with doit's list/info",
         description="Run doit's introspection commands over this KB's sync pipeline, e.g. "
-                    "`pnk doit list --all --status` or `pnk doit info embed:b00000`. Nothing is "
+                    "`pnk doit list --all --status` or `pnk doit info embed:g00000`. Nothing is "
                     "changed; `pnk sync` runs the pipeline.",
     )
     parser.add_argument("doit_args", nargs=argparse.REMAINDER, help="doit command and its arguments")
