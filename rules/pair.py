@@ -57,7 +57,7 @@ class DocWork:
     sidecar: Sidecar | None  # None when just minted, or unchanged and not parsed yet
     sidecar_hash: str | None
     key: str
-    reason: str  # "added" | "changed" (content) | "rekeyed" (an extractor, chunking or model key)
+    reason: str  # "added" | "changed" (content) | "rekeyed" (another key, or rebuilt as it was)
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,13 @@ SidecarReader = Callable[[str], "Sidecar"]  # doc path -> its sidecar (raises Si
 
 
 def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: SidecarReader,
-                 keys: BuildKeys, *, may_write_sidecars: bool) -> Plan:
+                 keys: BuildKeys, *, may_write_sidecars: bool, rebuild: bool = False) -> Plan:
+    """Resolve every document's identity against `before` (the index rows) and the walk.
+
+    With `rebuild`, `before` is the index being replaced: identities are decided exactly as a plain
+    sync would decide them (a rename keeps its ID, a lost sidecar is restored with the indexed ID),
+    and every document that lives on is work, because the new index starts empty.
+    """
     plan = Plan()
     active_by_path = {d.path: d for d in before if d.state == "active"}
     by_id = {d.id: d for d in before}
@@ -152,12 +158,12 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
             # The common case on every sync: same path, same sidecar bytes. Unchanged content and
             # an unchanged key leave nothing to do.
             state = walk.docs[doc.path]
-            if state.content_hash == doc.content_hash and \
+            if not rebuild and state.content_hash == doc.content_hash and \
                     keys.key(state.content_hash, walk.source_types[doc.path]) == doc.build_key:
                 consumed.add(doc.path)
                 continue
         if doc.id in path_claiming:
-            _continue(plan, doc, path_claiming[doc.id], walk, keys, consumed)
+            _continue(plan, doc, path_claiming[doc.id], walk, keys, consumed, rebuild=rebuild)
         elif doc.path in broken or doc.path in walk.unreadable:
             consumed.add(doc.path)  # held as it is: never re-minted, never deleted
         elif doc.path in walk.docs and walk.sidecars.get(doc.path) is None:
@@ -169,7 +175,7 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
             plan.sidecar_writes.append(SidecarWrite(doc.path, doc.id, "restore", metadata=doc.metadata))
             plan.notes.append(f"{doc.path}: its sidecar was missing; rewrote it with the indexed "
                               f"ID {doc.id}")
-            _continue(plan, doc, doc.path, walk, keys, consumed, sidecar_changed=True)
+            _continue(plan, doc, doc.path, walk, keys, consumed, sidecar_changed=True, rebuild=rebuild)
         else:
             gone.append(doc)
 
@@ -190,7 +196,7 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
             plan.sidecar_writes.append(SidecarWrite(new_path, doc.id, "move" if travels else "restore",
                                                     from_path=old_sidecar if travels else None,
                                                     metadata=doc.metadata))
-            _continue(plan, doc, new_path, walk, keys, consumed, sidecar_changed=True)
+            _continue(plan, doc, new_path, walk, keys, consumed, sidecar_changed=True, rebuild=rebuild)
             continue
         if len(matches) > 1:
             plan.notes.append(
@@ -248,8 +254,8 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
 
 
 def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: BuildKeys,
-              consumed: set[str], *, sidecar_changed: bool = False) -> None:
-    """The indexed document `doc` lives on at `path`."""
+              consumed: set[str], *, sidecar_changed: bool = False, rebuild: bool = False) -> None:
+    """The indexed document `doc` lives on at `path` (in a rebuild: is built again there)."""
     consumed.add(path)
     state = walk.docs[path]
     source_type = walk.source_types[path]
@@ -259,7 +265,7 @@ def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: Bu
     if path != doc.path:
         plan.moves.append((doc.id, doc.path, path))
         plan.renamed.append((doc.path, path))
-    if state.content_hash != doc.content_hash or key != doc.build_key:
+    if rebuild or state.content_hash != doc.content_hash or key != doc.build_key:
         reason = "changed" if state.content_hash != doc.content_hash else "rekeyed"
         plan.work.append(DocWork(doc.id, path, source_type, state, plan.sidecars.get(path),
                                  sidecar_hash, key, reason))
@@ -380,8 +386,9 @@ def compute_plan(ctx: SyncContext) -> Plan:
 
             return read_sidecar(sidecar_path_for(ctx.paths.root / doc_path), kb_id=ctx.kb_id)
 
-        ctx.plan = plan_changes(load_indexed(ctx.conn), ctx.require_walk(), reader, ctx.keys,
-                                may_write_sidecars=not ctx.options.index_only)
+        before = load_indexed(ctx.previous if ctx.rebuilding else ctx.conn)
+        ctx.plan = plan_changes(before, ctx.require_walk(), reader, ctx.keys,
+                                may_write_sidecars=not ctx.options.index_only, rebuild=ctx.rebuilding)
     return ctx.plan
 
 

@@ -52,6 +52,8 @@ class SyncContext:
     progress: SyncProgress
     conn: sqlite3.Connection | None = None  # the writer connection (a reader when only inspecting)
     read_only: bool = False  # `pnk doit list/info`, `pnk status`: compute the plan, change nothing
+    rebuilding: bool = False  # `conn` is a new, empty index that replaces `previous` when done
+    previous: sqlite3.Connection | None = None  # rebuilding: the old index (read-only), for pairing
     embedder: Embedder | None = None  # injected (tests) or loaded on first use
     walk: WalkResult | None = None
     plan: Plan | None = None

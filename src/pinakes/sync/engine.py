@@ -86,10 +86,14 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
                                 "the whole index (vectors from two models cannot be mixed)")
             report.mode = "rebuild"
             rebuild = True
+    previous: sqlite3.Connection | None = None
     if rebuild:
+        # Pairing reads the index being replaced, so a rebuild keeps every identity a plain sync
+        # would keep (a rename without its sidecar included); the walk re-hashes every file rather
+        # than trusting the old walk cache.
+        previous = _open_previous(paths.index_db)
         _discard(paths.rebuild_db)
         conn = schema.create_index(paths.rebuild_db)
-        _copy_walk_cache(paths.index_db, conn)
         faultpoint("sync.rebuild-created")
     elif not paths.index_db.exists():
         conn = schema.create_index(paths.index_db)
@@ -98,7 +102,8 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
 
     ctx = SyncContext(paths=paths, manifest=manifest, options=options, report=report, conn=conn,
                       keys=build_keys(manifest, options.extract_backend), embedder=embedder,
-                      progress=SyncProgress.for_stream(progress_stream, quiet=options.quiet))
+                      progress=SyncProgress.for_stream(progress_stream, quiet=options.quiet),
+                      rebuilding=rebuild, previous=previous)
     try:
         stage_started = time.perf_counter()
         ctx.walk = walk.walk(paths.root, manifest.sources, walk.load_walk_cache(conn))
@@ -115,6 +120,10 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         report.timings["pair"] = time.perf_counter() - stage_started
         if plan.collisions:
             raise pair.collision_error(plan)
+        if previous is not None:
+            _carry_tombstones(previous, conn, plan)
+            previous.close()
+            previous = ctx.previous = None
         report.unchanged = len(ctx.walk.docs) - len(plan.work)
         if plan.is_empty and not rebuild:
             report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
@@ -139,6 +148,8 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         write_dodo_shim(paths)
     except BaseException:
         conn.close()
+        if previous is not None:
+            previous.close()
         if rebuild:
             _discard(paths.rebuild_db)
         raise
@@ -191,20 +202,34 @@ def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> N
         schema.write_meta(conn, values)
 
 
-def _copy_walk_cache(old_index: Path, conn: sqlite3.Connection) -> None:
-    """The walk cache maps file stats to hashes, which stay true across a rebuild: reuse it."""
-    if not old_index.exists():
-        return
+def _open_previous(index_db: Path) -> sqlite3.Connection | None:
+    """The index a rebuild replaces, read-only; None when there is none or it cannot be read (then
+    identities come from the sidecars alone, as in a fresh clone)."""
+    if not index_db.exists():
+        return None
     try:
-        old = schema.open_reader(old_index)
-    except PinakesError:
+        return schema.open_reader(index_db)
+    except (PinakesError, sqlite3.Error):
+        return None
+
+
+def _carry_tombstones(previous: sqlite3.Connection, conn: sqlite3.Connection, plan: pair.Plan) -> None:
+    """Soft-deleted documents keep their rows across a rebuild: a deleted row is the identity the
+    next sync's pairing revives or renames from."""
+    living = {item.doc_id for item in plan.work} | {doc_id for doc_id, _path in plan.refresh}
+    deleted = {doc.id for doc in plan.deletes}
+    rows = [row for row in previous.execute(
+        "SELECT id, path, content_hash, sidecar_hash, mtime, source_type, title, metadata, "
+        "extraction_backend, extraction_fingerprint, indexed_at, state FROM documents")
+        if row[0] not in living and (row[-1] == "deleted" or row[0] in deleted)]
+    if not rows:
         return
-    try:
-        rows = old.execute("SELECT path, size, mtime_ns, inode, content_hash FROM walk_cache").fetchall()
-    finally:
-        old.close()
     with schema.transaction(conn):
-        conn.executemany("INSERT INTO walk_cache VALUES (?, ?, ?, ?, ?)", rows)
+        conn.executemany(
+            "INSERT INTO documents (id, path, content_hash, sidecar_hash, mtime, source_type, title, "
+            "metadata, extraction_backend, extraction_fingerprint, indexed_at, state) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'deleted') ON CONFLICT (id) DO NOTHING",
+            [row[:-1] for row in rows])
 
 
 def _discard(db_path: Path) -> None:
