@@ -1,4 +1,5 @@
-"""What both providers share: token counting, the no-truncation guard, unit float32 output."""
+"""What both providers share: token counting, the no-truncation guard, batches capped by padded
+tokens, unit float32 output."""
 
 from __future__ import annotations
 
@@ -11,15 +12,50 @@ from pinakes.embed.tokens import TokenCounter
 if TYPE_CHECKING:
     import numpy as np
 
+# The most padded tokens one model call may see: rows x the longest row's tokens, the special
+# tokens the model adds included. A call's activations grow with it (attention scores with
+# rows x tokens^2), and ONNX Runtime's arena keeps what the largest call needed: fastembed's int8
+# MiniLM peaked at 0.96 GB RSS at 8,192 padded tokens (32 x 256), 0.62 GB at 4,096 and 1.74 GB at
+# 16,384 (bench/bench_embed_memory.py, docs/perf/embedding-memory.md, 2026-12-01). 8,192 is the
+# default batch_size (32) times MiniLM's max_seq_length (256): at the default settings no batch
+# changes, so throughput does not either, while a larger [embedding] batch_size or a longer-input
+# model cannot push one call past it. 4,096 would halve sentence-transformers' batches of long
+# chunks, +26% CPU per chunk (docs/perf/embedding.md).
+MAX_BATCH_TOKENS = 8192
+
+
+def plan_batches(token_counts: Sequence[int], special_tokens: int, batch_size: int,
+                 max_batch_tokens: int = MAX_BATCH_TOKENS) -> list[list[int]]:
+    """The texts' indices in model calls: longest first (each call is padded to its longest row, so
+    sorting keeps padding small), at most `batch_size` rows and at most `max_batch_tokens` padded
+    tokens per call. A text longer than the cap on its own is still embedded, alone."""
+    if batch_size < 1 or max_batch_tokens < 1:
+        raise ValueError(f"batch_size ({batch_size}) and max_batch_tokens ({max_batch_tokens}) must be positive")
+    order = sorted(range(len(token_counts)), key=lambda index: token_counts[index], reverse=True)
+    batches: list[list[int]] = []
+    current: list[int] = []
+    width = 0  # the current batch's padded row length: its first (longest) row's
+    for index in order:
+        if current and (len(current) >= batch_size or (len(current) + 1) * width > max_batch_tokens):
+            batches.append(current)
+            current = []
+        if not current:
+            width = token_counts[index] + special_tokens
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
 
 class ProviderEmbedder:
     """Base of the provider classes; subclasses implement `_encode_documents` and `_encode_query`."""
 
     def __init__(self, identity: ModelIdentity, max_input_tokens: int, counter: TokenCounter,
-                 batch_size: int) -> None:
+                 batch_size: int, max_batch_tokens: int = MAX_BATCH_TOKENS) -> None:
         self.identity = identity
         self.max_input_tokens = max_input_tokens
         self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
         self._counter = counter
 
     def count_tokens(self, text: str) -> int:
@@ -30,7 +66,11 @@ class ProviderEmbedder:
 
     def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         """Unit float32 vectors, one row per text. A text longer than max_input_tokens is refused:
-        the model would embed only its head, and nothing downstream could tell."""
+        the model would embed only its head, and nothing downstream could tell.
+
+        However many texts are passed, the model sees one bounded batch at a time (`plan_batches`:
+        at most `batch_size` rows and `max_batch_tokens` padded tokens), so memory does not grow
+        with the input; only the result (dim float32 per text) does."""
         import numpy as np
 
         texts = list(texts)
@@ -45,13 +85,19 @@ class ProviderEmbedder:
                 f"input (the first, #{first}, has {counts[first]}); chunk them first"
             )
         size = batch_size or self.batch_size
-        return self._unit_rows(self._encode_documents(texts, size), len(texts))
+        vectors = np.empty((len(texts), self.identity.dim), dtype=np.float32)
+        for batch in plan_batches(counts, self._counter.special_tokens, size, self.max_batch_tokens):
+            encoded = self._encode_documents([texts[index] for index in batch], len(batch))
+            vectors[batch] = self._unit_rows(encoded, len(batch))
+        return vectors
 
     def embed_query(self, text: str) -> np.ndarray:
         """One unit float32 vector. A query past max_input_tokens is embedded from its head only."""
         return self._unit_rows(self._encode_query(text).reshape(1, -1), 1)[0]
 
     def _encode_documents(self, texts: list[str], batch_size: int) -> np.ndarray:
+        """One model call's vectors, one row per text, in the order given. `texts` is one batch of
+        `plan_batches` (longest first, `batch_size` = its row count)."""
         raise NotImplementedError
 
     def _encode_query(self, text: str) -> np.ndarray:

