@@ -27,7 +27,7 @@ from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.links.store import delete_authored_links, write_links
 from pinakes.sync.keys import BuildKeys
 
-from .walk import FileState, WalkResult
+from .walk import FileState, WalkResult, remember_files
 
 if TYPE_CHECKING:
     from pinakes.sidecar.model import Sidecar  # the sidecar package imports ruamel: types only here
@@ -315,13 +315,7 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
     conn = ctx.writer()
     if written:  # we know these files' hashes: the next walk need not read them again
         with transaction(conn):
-            for sidecar_file, digest in written:
-                st = sidecar_file.stat()
-                conn.execute(
-                    "INSERT INTO walk_cache (path, size, mtime_ns, inode, content_hash) VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
-                    "inode = excluded.inode, content_hash = excluded.content_hash",
-                    (sidecar_file.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns, st.st_ino, digest))
+            remember_files(conn, [_file_state(root, sidecar_file, digest) for sidecar_file, digest in written])
     now = _now()
     if plan.moves:
         with transaction(conn):
@@ -356,6 +350,12 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
                 (path, sidecar.raw_hash, sidecar.title, sidecar.metadata_json(), state.mtime, now, doc_id))
             write_links(conn, ctx.kb_id, doc_id, sidecar.links)
         report.metadata_refreshed.append(path)
+
+
+def _file_state(root: Path, path: Path, digest: str) -> FileState:
+    st = path.stat()
+    return FileState(path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns, st.st_ino, digest,
+                     st.st_ctime_ns)
 
 
 def _now() -> str:

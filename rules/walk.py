@@ -1,8 +1,12 @@
 """walk: find every source document and sidecar under the KB's roots, and hash what changed.
 
 The walk runs on every sync, so its cost is the floor of a no-op sync. It never re-hashes a file
-whose (size, mtime_ns, inode) matches the `walk_cache` row from the last walk, as git and DVC do;
-only new or touched files are read. Symlinks are not followed: nothing outside the KB is read.
+whose (size, mtime_ns, ctime_ns, inode) matches the `walk_cache` row from the last walk, as git and
+DVC do; only new or touched files are read. The change time is what catches an in-place write that
+restores the mtime afterwards (`rsync --inplace`, some editors and sync tools): nobody can set a
+ctime. And as in git's racy-clean rule, a file whose mtime or ctime falls within the filesystem's
+timestamp granularity of the last walk's start is hashed again, since it may have changed in the same
+tick as it was read. Symlinks are not followed: nothing outside the KB is read.
 
 Every file under the roots is accounted for: a document, a sidecar, or a skipped path with its
 reason (no extractor for the type, excluded by `[sources]`, a symbolic link, an unreadable file or
@@ -27,6 +31,11 @@ if TYPE_CHECKING:
 
 ALWAYS_EXCLUDED_DIRS = frozenset({STATE_DIR_NAME, ".git", ".hg", ".svn", "__pycache__"})
 HASH_CHUNK = 1 << 20
+# The coarsest file timestamp in common use (FAT, SMB, some NFS servers): 2 s. A file stamped this
+# close to the last walk's start may have been written again within one tick: hash it again.
+RACY_WINDOW_NS = 2_000_000_000
+
+CacheRow = tuple[int, int, int, int, str]  # size, mtime_ns, ctime_ns, inode, content_hash
 
 # Why a path under the roots is not a document (the report groups skipped paths by these).
 SKIP_NO_EXTRACTOR = "no extractor for this file type"
@@ -43,6 +52,7 @@ class FileState(NamedTuple):
     mtime_ns: int
     inode: int
     content_hash: str  # xxh3-128 hex; "" when the walk was asked not to hash
+    ctime_ns: int = 0
 
     @property
     def mtime(self) -> float:
@@ -70,16 +80,26 @@ def hash_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def load_walk_cache(conn: sqlite3.Connection | None) -> dict[str, tuple[int, int, int, str]]:
+def load_walk_cache(conn: sqlite3.Connection | None) -> dict[str, CacheRow]:
     if conn is None:
         return {}
-    rows = conn.execute("SELECT path, size, mtime_ns, inode, content_hash FROM walk_cache")
-    return {path: (size, mtime_ns, inode, digest) for path, size, mtime_ns, inode, digest in rows}
+    rows = conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode, content_hash FROM walk_cache")
+    return {row[0]: row[1:] for row in rows}
 
 
-def walk(root: Path, sources: SourcesSection, cache: dict[str, tuple[int, int, int, str]], *,
-         hash_contents: bool = True, only: set[str] | None = None) -> WalkResult:
-    """Walk `sources.roots` under `root`. `only` restricts documents to those paths (staged files)."""
+def racy_after_ns(conn: sqlite3.Connection | None) -> int | None:
+    """Files stamped at or after this instant are hashed even when their stat matches the cache."""
+    if conn is None:
+        return None
+    row = conn.execute("SELECT value FROM meta WHERE key = 'walk_started_ns'").fetchone()
+    return int(row[0]) - RACY_WINDOW_NS if row else None
+
+
+def walk(root: Path, sources: SourcesSection, cache: dict[str, CacheRow], *,
+         hash_contents: bool = True, only: set[str] | None = None,
+         racy_after: int | None = None) -> WalkResult:
+    """Walk `sources.roots` under `root`. `only` restricts documents to those paths (staged files);
+    a cached file stamped at or after `racy_after` (ns) is hashed again (see the module docstring)."""
     from pinakes.extract.source_types import source_type_for
 
     result = WalkResult()
@@ -97,16 +117,18 @@ def walk(root: Path, sources: SourcesSection, cache: dict[str, tuple[int, int, i
         st = entry.stat(follow_symlinks=False)
         seen.add(rel)
         cached = cache.get(rel)
-        if cached and cached[0] == st.st_size and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino:
-            return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, cached[3])
+        if cached and cached[0] == st.st_size and cached[1] == st.st_mtime_ns \
+                and cached[2] == st.st_ctime_ns and cached[3] == st.st_ino \
+                and (racy_after is None or max(st.st_mtime_ns, st.st_ctime_ns) < racy_after):
+            return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, cached[4], st.st_ctime_ns)
         if not hash_contents:
-            return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, "")
+            return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, "", st.st_ctime_ns)
         try:
             digest = hash_file(entry.path)
         except OSError as exc:
             result.unreadable[rel] = exc.strerror or type(exc).__name__
             return None
-        state = FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, digest)
+        state = FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, digest, st.st_ctime_ns)
         result.hashed += 1
         result.cache_updates.append(state)
         return state
@@ -174,15 +196,23 @@ def walk(root: Path, sources: SourcesSection, cache: dict[str, tuple[int, int, i
     return result
 
 
-def save_walk_cache(conn: sqlite3.Connection, result: WalkResult) -> None:
-    """Record what this walk hashed (call inside a transaction)."""
-    conn.executemany(
-        "INSERT INTO walk_cache (path, size, mtime_ns, inode, content_hash) VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
-        "inode = excluded.inode, content_hash = excluded.content_hash",
-        [(s.path, s.size, s.mtime_ns, s.inode, s.content_hash) for s in result.cache_updates],
-    )
+def save_walk_cache(conn: sqlite3.Connection, result: WalkResult, started_ns: int) -> None:
+    """Record what this walk hashed, and when it started (call inside a transaction)."""
+    remember_files(conn, result.cache_updates)
     conn.executemany("DELETE FROM walk_cache WHERE path = ?", [(p,) for p in result.cache_removals])
+    conn.execute("INSERT INTO meta (key, value) VALUES ('walk_started_ns', ?) "
+                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(started_ns),))
+
+
+def remember_files(conn: sqlite3.Connection, states: list[FileState]) -> None:
+    """Put files whose hash is known into the walk cache (call inside a transaction)."""
+    conn.executemany(
+        "INSERT INTO walk_cache (path, size, mtime_ns, ctime_ns, inode, content_hash) "
+        "VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+        "ctime_ns = excluded.ctime_ns, inode = excluded.inode, content_hash = excluded.content_hash",
+        [(s.path, s.size, s.mtime_ns, s.ctime_ns, s.inode, s.content_hash) for s in states],
+    )
 
 
 def task_walk(ctx: SyncContext) -> dict[str, object]:
@@ -199,5 +229,6 @@ def task_walk(ctx: SyncContext) -> dict[str, object]:
 def run_walk(ctx: SyncContext) -> bool:
     """Walk once per run; `pnk sync` may already have walked before deciding to start doit."""
     if ctx.walk is None:
-        ctx.walk = walk(ctx.paths.root, ctx.manifest.sources, load_walk_cache(ctx.conn))
+        ctx.walk = walk(ctx.paths.root, ctx.manifest.sources, load_walk_cache(ctx.conn),
+                        racy_after=racy_after_ns(ctx.conn))
     return True

@@ -107,3 +107,17 @@ def test_kill_during_rebuild_leaves_the_old_or_the_new_index(synced_kb: Path, po
     assert run(synced_kb, rebuild=True).returncode == 0
     check_consistent(synced_kb)
     assert sidecar_ids(synced_kb) == ids
+
+
+@pytest.mark.parametrize("point", REBUILD_POINTS + ["sync.after-sidecar-write"])
+def test_a_killed_rebuild_after_a_rename_without_sidecar_keeps_every_id(synced_kb: Path, point: str) -> None:
+    assert run(synced_kb).returncode == 0
+    ids = set(sidecar_ids(synced_kb).values())
+    (synced_kb / "docs/keep.md").rename(synced_kb / "docs/kept-elsewhere.md")  # the sidecar stays behind
+    killed = run(synced_kb, rebuild=True, fault=point)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert set(sidecar_ids(synced_kb).values()) == ids  # moved or not yet, never re-minted
+    assert run(synced_kb).returncode == 0
+    check_consistent(synced_kb)
+    assert set(sidecar_ids(synced_kb).values()) == ids
+    assert "docs/kept-elsewhere.md.pnk.yaml" in sidecar_ids(synced_kb)

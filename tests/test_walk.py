@@ -57,9 +57,38 @@ def test_only_changed_files_are_hashed(kb: Path) -> None:
     sources = load_manifest(kb / "pinakes.toml").sources
     first = walk(kb, sources, {})
     assert first.hashed == 4  # two documents, two sidecars
-    cache = {s.path: (s.size, s.mtime_ns, s.inode, s.content_hash) for s in first.cache_updates}
+    cache = {s.path: (s.size, s.mtime_ns, s.ctime_ns, s.inode, s.content_hash) for s in first.cache_updates}
     second = walk(kb, sources, cache)
     assert second.hashed == 0 and second.docs == first.docs
     (kb / "docs" / "a.md").write_text("changed", encoding="utf-8")
     third = walk(kb, sources, cache)
     assert third.hashed == 1 and third.docs["docs/a.md"].content_hash != first.docs["docs/a.md"].content_hash
+
+
+def test_an_in_place_edit_that_restores_the_mtime_is_hashed_again(kb: Path) -> None:
+    sources = load_manifest(kb / "pinakes.toml").sources
+    first = walk(kb, sources, {})
+    cache = {s.path: (s.size, s.mtime_ns, s.ctime_ns, s.inode, s.content_hash) for s in first.cache_updates}
+    target = kb / "docs" / "a.md"
+    before = target.stat()
+    with open(target, "r+b") as handle:  # same size, same inode
+        data = handle.read()
+        handle.seek(0)
+        handle.write(b"Z" * len(data) if data != b"Z" * len(data) else b"Y" * len(data))
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # as rsync --inplace leaves it
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    again = walk(kb, sources, cache)
+    assert again.hashed == 1
+    assert again.docs["docs/a.md"].content_hash != first.docs["docs/a.md"].content_hash
+
+
+def test_a_file_stamped_close_to_the_last_walk_is_hashed_again(kb: Path) -> None:
+    sources = load_manifest(kb / "pinakes.toml").sources
+    first = walk(kb, sources, {})
+    cache = {s.path: (s.size, s.mtime_ns, s.ctime_ns, s.inode, s.content_hash) for s in first.cache_updates}
+    newest = max(max(s.mtime_ns, s.ctime_ns) for s in first.cache_updates)
+    # The last walk started just after these files were written: they may have changed within the
+    # same timestamp tick as they were read, so they are racily clean and read again.
+    assert walk(kb, sources, cache, racy_after=newest).hashed >= 1
+    assert walk(kb, sources, cache, racy_after=newest + 1).hashed == 0

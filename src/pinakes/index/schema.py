@@ -1,4 +1,4 @@
-"""The index schema (version 3) and the only ways to open the index.
+"""The index schema (version 4) and the only ways to open the index.
 
 There are no migrations: an index written under another schema_version refuses to open and names
 `pnk sync --rebuild`. `.pinakes/` is derived state, so rebuilding is always free and always correct.
@@ -19,7 +19,8 @@ from pathlib import Path
 
 from pinakes.errors import IndexMissingError, IndexSchemaError
 
-SCHEMA_VERSION = 3
+# 4: walk_cache.ctime_ns (an in-place write that restores the mtime is still seen).
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 10_000
 
 # The FTS5 tokenizer is part of the schema: changing it changes every BM25 score.
@@ -131,11 +132,13 @@ CREATE TABLE edges (
 CREATE INDEX edges_src ON edges (src, kind);
 CREATE INDEX edges_dst ON edges (dst, kind);
 
--- Walk pre-filter: a file whose (size, mtime_ns, inode) is unchanged is not re-hashed.
+-- Walk pre-filter: a file whose (size, mtime_ns, ctime_ns, inode) is unchanged is not re-hashed
+-- (unless it is stamped within the racy window of meta.walk_started_ns: rules/walk.py).
 CREATE TABLE walk_cache (
     path         TEXT PRIMARY KEY,
     size         INTEGER NOT NULL,
     mtime_ns     INTEGER NOT NULL,
+    ctime_ns     INTEGER NOT NULL,
     inode        INTEGER NOT NULL,
     content_hash TEXT NOT NULL
 );

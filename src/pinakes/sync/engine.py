@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pinakes.embed.base import Embedder
-from pinakes.errors import ModelMismatchError, PinakesError, UsageError
+from pinakes.errors import ModelMismatchError, UsageError
 from pinakes.faults import faultpoint
 from pinakes.index import schema
 from pinakes.kb import KBPaths, find_kb_root
@@ -106,12 +106,14 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
                       rebuilding=rebuild, previous=previous)
     try:
         stage_started = time.perf_counter()
-        ctx.walk = walk.walk(paths.root, manifest.sources, walk.load_walk_cache(conn))
+        walk_started_ns = time.time_ns()
+        ctx.walk = walk.walk(paths.root, manifest.sources, walk.load_walk_cache(conn),
+                             racy_after=walk.racy_after_ns(conn))
         report.files_hashed = ctx.walk.hashed
         report.account_walk(ctx.walk.skipped, ctx.walk.unreadable)
         if ctx.walk.cache_updates or ctx.walk.cache_removals:
             with schema.transaction(conn):
-                walk.save_walk_cache(conn, ctx.walk)
+                walk.save_walk_cache(conn, ctx.walk, walk_started_ns)
         report.timings["walk"] = time.perf_counter() - stage_started
         faultpoint("sync.after-walk")
 
@@ -207,10 +209,13 @@ def _open_previous(index_db: Path) -> sqlite3.Connection | None:
     identities come from the sidecars alone, as in a fresh clone)."""
     if not index_db.exists():
         return None
-    try:
-        return schema.open_reader(index_db)
-    except (PinakesError, sqlite3.Error):
+    try:  # any schema version: pairing needs only the documents columns every version has
+        conn = sqlite3.connect(f"{index_db.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        conn.execute("SELECT id, path, content_hash, sidecar_hash, build_key, state, metadata "
+                     "FROM documents LIMIT 1").fetchall()
+    except sqlite3.Error:
         return None
+    return conn
 
 
 def _carry_tombstones(previous: sqlite3.Connection, conn: sqlite3.Connection, plan: pair.Plan) -> None:

@@ -102,7 +102,8 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
             if status.model_changed:
                 ctx.conn.close()
                 ctx.conn = None  # a rebuild pairs against an empty index: everything is rebuilt
-        found = walk.walk(paths.root, ctx.manifest.sources, walk.load_walk_cache(ctx.conn))
+        found = walk.walk(paths.root, ctx.manifest.sources, walk.load_walk_cache(ctx.conn),
+                          racy_after=walk.racy_after_ns(ctx.conn))
         ctx.walk = found
         plan = pair.compute_plan(ctx)
     finally:
