@@ -109,7 +109,7 @@ def test_kill_during_rebuild_leaves_the_old_or_the_new_index(synced_kb: Path, po
     assert sidecar_ids(synced_kb) == ids
 
 
-@pytest.mark.parametrize("point", REBUILD_POINTS + ["sync.after-sidecar-write"])
+@pytest.mark.parametrize("point", [*REBUILD_POINTS, "sync.after-sidecar-write"])
 def test_a_killed_rebuild_after_a_rename_without_sidecar_keeps_every_id(synced_kb: Path, point: str) -> None:
     assert run(synced_kb).returncode == 0
     ids = set(sidecar_ids(synced_kb).values())
