@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pinakes.chunking import Chunk
+from pinakes.embed.base import identity_meta
 from pinakes.errors import PinakesError
 from pinakes.faults import faultpoint
-from pinakes.index.schema import transaction
+from pinakes.index.schema import transaction, write_meta
 from pinakes.links.store import write_links
 from pinakes.sync.keys import key_is_current
 
@@ -187,6 +188,10 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
                                  (cursor.lastrowid, vector.tobytes()))
                 ctx.progress.advance(chunks=len(part))
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
+            if not ctx.model_recorded:
+                # With the first vectors, not at the end of the run: an interrupted sync leaves an
+                # index that still says which model its vectors came from.
+                write_meta(conn, identity_meta(ctx.get_embedder().identity))
             faultpoint("sync.mid-document-write")
     except PinakesError:
         raise
@@ -194,6 +199,7 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
         ctx.report.fail(item.path, "embed", f"{type(exc).__name__}: {exc}")
         ctx.failed.add(item.doc_id)
         return
+    ctx.model_recorded = True
     faultpoint("sync.after-document-write")
     ctx.report.chunks_embedded += len(chunks)
     {"added": ctx.report.added, "changed": ctx.report.changed,

@@ -80,3 +80,58 @@ def test_coverage_compares_the_files_on_disk_with_the_index(kb: Path) -> None:
     assert run_sync(kb, SyncOptions(), embedder=FakeEmbedder()).ok
     status, detail = by_name(kb)["coverage"]
     assert status == "OK" and detail.startswith("2 of 2 documents on disk are indexed; skipped")
+
+
+def test_after_an_interrupted_sync_doctor_says_what_it_checked(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from pinakes.rules import embed as embed_step
+
+    root = tmp_path / "kb"
+    init_kb(root, name="crash")
+    for number in range(8):
+        (root / "docs" / f"d{number}.md").write_text(f"# D{number}\n\nText {number}.\n", encoding="utf-8")
+    hits: list[str] = []
+
+    def dying(name: str) -> None:
+        if name == "sync.after-document-write":
+            hits.append(name)
+            if len(hits) == 3:
+                raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(embed_step, "faultpoint", dying)
+    with pytest.raises(RuntimeError):
+        run_sync(root, SyncOptions(), embedder=FakeEmbedder())
+    checks = by_name(root)
+    assert checks["last sync"][0] == "WARN" and "did not finish" in checks["last sync"][1]
+    assert checks["coverage"][0] == "WARN" and "3 of 8 documents on disk are indexed" in checks["coverage"][1]
+    assert checks["model.index"][0] == "OK" and "vectors" in checks["model.index"][1]
+    assert checks["sync failures"] == ("OK", "the last completed sync recorded no failures")
+    monkeypatch.undo()
+    assert run_sync(root, SyncOptions(), embedder=FakeEmbedder()).ok
+    checks = by_name(root)
+    assert checks["last sync"][0] == "OK" and checks["coverage"][0] == "OK"
+
+
+def test_rebuild_leftovers_are_reported_and_removed_by_the_next_sync(kb: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        (kb / ".pinakes" / f"index.db.new{suffix}").write_bytes(b"partial")
+    status, detail = by_name(kb)["rebuild leftovers"]
+    assert status == "WARN" and "index.db.new, index.db.new-wal, index.db.new-shm" in detail
+    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    assert any("interrupted rebuild" in note for note in report.notes)
+    assert not list((kb / ".pinakes").glob("index.db.new*"))
+    assert "rebuild leftovers" not in by_name(kb)
+
+
+def test_content_drift_is_found_by_rehashing(kb: Path) -> None:
+    import os
+
+    assert by_name(kb)["content drift"][0] == "OK"
+    target = kb / "docs/a.md"
+    before = target.stat()
+    target.write_text("# Z\n", encoding="utf-8")  # same size, then the mtime put back
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    status, detail = by_name(kb)["content drift"]
+    assert status == "WARN" and "docs/a.md" in detail
+    verified = {c.name: c for c in run_checks(DoctorContext(kb, verify=True))}["content drift"]
+    assert verified.status == "WARN" and "all 2" in verified.detail

@@ -23,6 +23,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     "not OK. Exits 1 when any check FAILs. Outside a KB only the environment is checked.",
     )
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
+    parser.add_argument("--verify", action="store_true",
+                        help="re-hash every document and compare it with the index (default: a sample)")
     parser.set_defaults(run=run)
 
 
@@ -32,11 +34,11 @@ def run(args: argparse.Namespace) -> int:
     kb_check, kb_root = locate_kb(getattr(args, "kb_dir", None))
     results = [kb_check]
     if args.json:
-        results.extend(run_checks(DoctorContext(kb_root)))
+        results.extend(run_checks(DoctorContext(kb_root, verify=args.verify)))
         print_json(results, kb_root)
     else:
         print_line(kb_check)
-        for check in run_checks(DoctorContext(kb_root)):
+        for check in run_checks(DoctorContext(kb_root, verify=args.verify)):
             print_line(check)  # line by line: a slow check should not hide the ones before it
             results.append(check)
         counts = Counter(check.status for check in results)

@@ -39,6 +39,7 @@ class DoctorContext:
 
     kb_root: Path | None
     cache: dict[str, object] = field(default_factory=dict)
+    verify: bool = False  # re-hash every document (`pnk doctor --verify`), not a sample
 
 
 def run_checks(ctx: DoctorContext) -> Iterator[Check]:

@@ -6,13 +6,13 @@ from collections.abc import Iterator
 
 from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
+from pinakes.kb import KBPaths
 
 VECTOR_TIER_WARN_CHUNKS = 50_000
 
 
 def checks(ctx: DoctorContext) -> Iterator[Check]:
     from pinakes.index import schema
-    from pinakes.kb import KBPaths
 
     assert ctx.kb_root is not None
     paths = KBPaths(ctx.kb_root)
@@ -35,7 +35,9 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
     finally:
         conn.close()
     yield Check("index schema", "OK", f"schema_version {meta.get('schema_version')} "
-                f"(build {meta.get('build_id', 'unknown')}, last sync {meta.get('last_sync_at', 'never')})")
+                f"(build {meta.get('build_id', 'unknown')})")
+    yield _last_sync(meta)
+    yield from _leftovers(paths)
     yield Check("index size", "OK", f"{active or 0} active documents ({deleted or 0} soft-deleted), "
                 f"{chunks} chunks")
     yield from extraction
@@ -45,6 +47,29 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
                     f"{chunks} chunks: the NumPy tier holds every vector in memory "
                     f"(~{chunks * 384 * 4 / 1e6:.0f} MB at 384 dims)",
                     "the sqlite-vec tier that bounds memory is not built; consider splitting the KB")
+
+
+def _last_sync(meta: dict[str, str]) -> Check:
+    """When the index was last brought up to date, and whether a sync started since did not finish."""
+    completed = meta.get("last_sync_at")
+    started = meta.get("sync_started_at")
+    if started and (completed is None or started > completed):
+        return Check("last sync", "WARN", f"a sync started at {started} did not finish (last completed: "
+                     f"{completed or 'none'}); what it committed is kept, the rest is not indexed yet",
+                     "pnk sync")
+    if completed is None:
+        return Check("last sync", "WARN", "no sync has completed on this index", "pnk sync")
+    return Check("last sync", "OK", f"last completed {completed}")
+
+
+def _leftovers(paths: KBPaths) -> Iterator[Check]:
+    """Files an interrupted rebuild left beside the index (the next rebuild or sync removes them)."""
+    leftovers = [p.name for p in (paths.rebuild_db, *(paths.rebuild_db.with_name(paths.rebuild_db.name + s)
+                                                    for s in ("-wal", "-shm"))) if p.exists()]
+    if leftovers:
+        yield Check("rebuild leftovers", "WARN", f"an interrupted rebuild left {', '.join(leftovers)} in "
+                    f"{paths.state_dir.name}/ (the live index is intact)",
+                    "pnk sync removes them (or run `pnk sync --rebuild` again)")
 
 
 def _extraction_coherence(conn: object) -> Iterator[Check]:
@@ -66,10 +91,10 @@ def _extraction_coherence(conn: object) -> Iterator[Check]:
         yield Check("extraction coherence", "OK", "every extraction matches its extractor's fingerprint")
 
 
-def _extract_cache(paths: object, active_hashes: set[str]) -> Iterator[Check]:
+def _extract_cache(paths: KBPaths, active_hashes: set[str]) -> Iterator[Check]:
     from pinakes.extract.cache import ExtractCache
 
-    directory = paths.extract_cache  # type: ignore[attr-defined]
+    directory = paths.extract_cache
     stats = ExtractCache(directory).stats(active_hashes)
     detail = (f"{stats.entries} entries, {stats.bytes:,} bytes, {stats.orphans} orphaned of "
               f"{stats.entries}")

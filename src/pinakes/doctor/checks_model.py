@@ -163,8 +163,15 @@ def check_index(paths: KBPaths, embedding: Any, headings_mode: str) -> Iterator[
             yield Check("model.index", "FAIL", exc.message, exc.remedy)
         else:
             built = meta.get("embedding_model")
-            yield Check("model.index", "OK", f"the index was built with {built} ({meta.get('embedding_provider')})"
-                        if built else "the index holds no embeddings yet")
+            (vectors,) = conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()
+            if built:
+                yield Check("model.index", "OK", f"the index was built with {built} "
+                            f"({meta.get('embedding_provider')}): {vectors} vectors")
+            elif vectors:
+                yield Check("model.index", "WARN", f"the index holds {vectors} vectors but does not record "
+                            "the model that made them", "pnk sync --rebuild")
+            else:
+                yield Check("model.index", "OK", "the index holds no embeddings yet")
         yield heading_coverage(conn, headings_mode)
     except sqlite3.DatabaseError as exc:
         yield Check("model.index", "FAIL", f"the index cannot be read: {exc}", remedy="pnk sync --rebuild")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -261,7 +261,7 @@ def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
 
-def write_meta(conn: sqlite3.Connection, values: dict[str, object]) -> None:
+def write_meta(conn: sqlite3.Connection, values: Mapping[str, object]) -> None:
     """Upsert meta keys (call inside a transaction). Non-string values are stored as JSON."""
     for key, value in values.items():
         text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)

@@ -62,6 +62,7 @@ class SyncContext:
     chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # doc_id -> chunks (current group)
     failed: set[str] = field(default_factory=set)  # doc_ids whose pipeline stopped
     fatal: PinakesError | None = None  # an error that must stop the run (raised after doit returns)
+    model_recorded: bool = False  # the model's identity is in the index meta (with the first vectors)
 
     @property
     def kb_id(self) -> str:

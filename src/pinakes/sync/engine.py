@@ -95,10 +95,13 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         _discard(paths.rebuild_db)
         conn = schema.create_index(paths.rebuild_db)
         faultpoint("sync.rebuild-created")
-    elif not paths.index_db.exists():
-        conn = schema.create_index(paths.index_db)
     else:
-        conn = schema.open_writer(paths.index_db)
+        if paths.rebuild_db.exists():  # we hold the lock, so no rebuild is running: an interrupted one
+            _discard(paths.rebuild_db)
+            report.notes.append(f"removed {paths.rebuild_db.name} left by an interrupted rebuild (the live "
+                                "index was never touched)")
+        conn = schema.open_writer(paths.index_db) if paths.index_db.exists() else \
+            schema.create_index(paths.index_db)
 
     ctx = SyncContext(paths=paths, manifest=manifest, options=options, report=report, conn=conn,
                       keys=build_keys(manifest, options.extract_backend), embedder=embedder,
@@ -135,6 +138,8 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         stage_started = time.perf_counter()
         from pinakes.sync.loader import run_doit, write_dodo_shim
 
+        with schema.transaction(conn):  # doctor tells an interrupted sync from a finished one
+            schema.write_meta(conn, {"sync_started_at": _now()})
         ctx.progress.start(len(plan.work), sum(item.file.size for item in plan.work))
         try:
             code, output = run_doit(ctx, ["run"])
@@ -186,10 +191,14 @@ def _record_failures(conn: sqlite3.Connection, report: SyncReport) -> None:
                          [(f.path, f.stage, f.error, now) for f in report.failures])
 
 
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
 def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> None:
     from pinakes.ids import new_ulid
 
-    now = datetime.now(UTC).isoformat(timespec="seconds")
+    now = _now()  # the same precision as sync_started_at, which doctor compares it with
     values: dict[str, object] = {"last_sync_at": now, "vector_tier": "numpy",
                                  "chunking": ctx.keys.chunking}
     meta = schema.read_meta(conn)
