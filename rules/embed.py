@@ -168,7 +168,8 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
                 "extraction_fingerprint = excluded.extraction_fingerprint, build_key = excluded.build_key, "
                 "indexed_at = excluded.indexed_at",
                 (item.doc_id, item.path, item.file.content_hash, item.sidecar_hash, item.file.mtime,
-                 item.source_type, sidecar.title, sidecar.metadata_json(), *extracted_by, item.key, now),
+                 item.source_type, sidecar.title or item.text_title, sidecar.metadata_json(), *extracted_by,
+                 item.key, now),
             )
             conn.execute("DELETE FROM chunks WHERE doc_id = ?", (item.doc_id,))
             for start in range(0, len(chunks), EMBED_SLICE_CHUNKS):

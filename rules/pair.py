@@ -58,6 +58,7 @@ class DocWork:
     sidecar_hash: str | None
     key: str
     reason: str  # "added" | "changed" (content) | "rekeyed" (another key, or rebuilt as it was)
+    text_title: str | None = None  # a title the document's own text declares (Markdown front matter)
 
 
 @dataclass(frozen=True)
@@ -343,13 +344,27 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
                 report.fail(path, "sidecar", exc.render())
                 continue
         state = walk.docs[path]
+        title = sidecar.title or _text_title(root / path, walk.source_types[path])
         with transaction(conn):
             conn.execute(
                 "UPDATE documents SET path = ?, sidecar_hash = ?, title = ?, metadata = ?, mtime = ?, "
                 "indexed_at = ? WHERE id = ?",
-                (path, sidecar.raw_hash, sidecar.title, sidecar.metadata_json(), state.mtime, now, doc_id))
+                (path, sidecar.raw_hash, title, sidecar.metadata_json(), state.mtime, now, doc_id))
             write_links(conn, ctx.kb_id, doc_id, sidecar.links)
         report.metadata_refreshed.append(path)
+
+
+def _text_title(path: Path, source_type: str) -> str | None:
+    """The title a document's own text declares (what `chunk` records when it reads the text)."""
+    if source_type != "markdown":
+        return None
+    from pinakes.extract.front_matter import front_matter_title
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return front_matter_title(handle.read(65536))
+    except OSError:
+        return None
 
 
 def _file_state(root: Path, path: Path, digest: str) -> FileState:

@@ -99,9 +99,11 @@ def test_fenced_block_stays_together_across_blank_lines() -> None:
     assert any(c.text.endswith(fence) and fence in c.text for c in chunks)
 
 
-def test_yaml_front_matter_comments_are_not_headings() -> None:
+def test_yaml_front_matter_is_neither_headings_nor_text() -> None:
     text = "---\ntitle: x\n# a yaml comment\n---\n\n# Heading\n\nbody"
-    assert [c.heading_path for c in chunk(text)] == [None, ("Heading",)]
+    chunks = chunk(text)
+    assert [c.heading_path for c in chunks] == [("Heading",)]
+    assert chunks[0].text == "# Heading\n\nbody"
 
 
 def test_heading_stays_with_text_when_the_next_paragraph_is_long() -> None:
@@ -357,3 +359,19 @@ def test_span_invariant_holds_for_any_document(text: str, source_type: str, head
     assert_chunk_invariants(text, chunks, count, max_tokens, overlap)
     if source_type in ("code", "pdf") or (source_type == "text" and headings == "none"):
         assert all(c.heading_path is None for c in chunks)
+
+
+def test_a_long_run_without_spaces_is_bounded_in_characters_too() -> None:
+    from pinakes.chunking import MAX_CHARS_PER_TOKEN
+
+    # A WordPiece model reads any run of 100+ characters as one unknown token: counted as such here.
+    def wordpiece_like(text: str) -> int:
+        return sum(1 for _ in re.finditer(r"\S{100,}|\w+|[^\w\s]", text))
+
+    text = "Intro.\n\n" + "a" * 5_000_000 + "\n\nOutro words.\n"
+    chunks = chunk_text(text, "text", max_tokens=250, overlap=25, count_tokens=wordpiece_like)
+    limit = 250 * MAX_CHARS_PER_TOKEN
+    assert max(len(chunk.text) for chunk in chunks) <= limit
+    assert all(text[c.char_start:c.char_end] == c.text for c in chunks)  # the span invariant
+    assert sum(c.text.count("a") for c in chunks) >= 5_000_000  # split, never trimmed
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))

@@ -178,3 +178,21 @@ def test_cwd_inside_the_kb_is_found(kb, capsys, monkeypatch):
     monkeypatch.chdir(nested)
     code, out, _ = run(capsys, "search", "tomatoes", "--json")
     assert code == 0 and json.loads(out)["passages"][0]["path"] == "notes/garden.txt"
+
+
+def test_names_titles_and_text_from_the_kb_never_reach_the_terminal_raw(tmp_path, monkeypatch, capsys):
+    from tests.helpers_index import DocSpec
+
+    embedder = HashEmbedder(identity=ModelIdentity("sentence-transformers", "test/hash-bow", "1", "0" * 64, 64))
+    paths = make_kb(tmp_path / "kb")
+    paths.state_dir.mkdir()
+    evil = DocSpec(path="docs/evil\x1b[2J\nname.md", title="Title\x1b]0;pwned\x07",
+                   text="zebra crossing \x1b[31mred\x1b[0m text about zebras", tags=("t\x1b[1m",))
+    build_search_index(paths.index_db, embedder, docs=[evil])
+    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None: embedder)
+    code, out, _ = run(capsys, "-C", str(paths.root), "search", "zebra")
+    assert code == 0 and "zebra" in out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "Title\\x1b]0;pwned\\x07" in out and "evil\\x1b[2J\\nname.md" in out
+    code, out, _ = run(capsys, "-C", str(paths.root), "search", "zebra", "--json")
+    assert json.loads(out)["passages"][0]["path"] == "docs/evil\x1b[2J\nname.md"  # JSON: as it is

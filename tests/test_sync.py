@@ -343,3 +343,23 @@ def test_an_in_place_edit_that_keeps_size_mtime_and_inode_is_seen(kb: Path) -> N
     report = sync(kb)
     assert report.changed == ["docs/gamma.txt"]
     assert rows(kb, "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'GARDENS'")[0][0] == 1
+
+
+def test_front_matter_names_the_document_and_is_never_indexed_as_text(kb: Path) -> None:
+    (kb / "docs/fm.md").write_text("---\ntitle: Harbour  dredging plan\nowner: ops\n---\n# Plan\n\n"
+                                   "Dredging starts in May.\n", encoding="utf-8")
+    assert sync(kb).ok
+    assert rows(kb, "SELECT title FROM documents WHERE path = 'docs/fm.md'") == [("Harbour dredging plan",)]
+    texts = [text for (text,) in rows(kb, "SELECT c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                                          "WHERE d.path = 'docs/fm.md'")]
+    assert texts and not any("owner" in text or "---" in text for text in texts)
+    assert rows(kb, "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'owner'")[0][0] == 0
+    # A sidecar title wins; removing it brings the front matter's back, without re-embedding.
+    sidecar = kb / "docs/fm.md.pnk.yaml"
+    sidecar.write_text(sidecar.read_text(encoding="utf-8") + "title: From the sidecar\n", encoding="utf-8")
+    assert sync(kb).metadata_refreshed == ["docs/fm.md"]
+    assert rows(kb, "SELECT title FROM documents WHERE path = 'docs/fm.md'") == [("From the sidecar",)]
+    sidecar.write_text(sidecar.read_text(encoding="utf-8").replace("title: From the sidecar\n", ""),
+                       encoding="utf-8")
+    assert sync(kb).metadata_refreshed == ["docs/fm.md"]
+    assert rows(kb, "SELECT title FROM documents WHERE path = 'docs/fm.md'") == [("Harbour dredging plan",)]

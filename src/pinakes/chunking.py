@@ -35,8 +35,15 @@ CountTokensBatch = Callable[[Sequence[str]], Sequence[int]]
 # The version of what this module outputs for given inputs. It is part of every document's build key,
 # so bumping it re-chunks (and re-embeds) every KB on its next sync. tests/test_chunker_version.py
 # holds a digest of the output over fixed inputs per version: a change to chunk output without a bump
-# fails there. "2": the output after the first release's five chunking changes (was "1").
-CHUNKER_VERSION = "2"
+# fails there. "2": the output after the first release's five chunking changes (was "1"); "3": chunks
+# bounded in characters too (MAX_CHARS_PER_TOKEN).
+CHUNKER_VERSION = "3"
+
+# A chunk holds at most max_tokens x this many characters. Tokens bound what the model sees, but not
+# what a chunk holds: a WordPiece tokenizer reads any run of more than 100 characters without a space
+# as one unknown token, so a 5 MB line was one "1-token" chunk of 5 MB, returned whole by every search
+# that touched it. English runs at about 4 characters per token; 16 leaves ordinary text untouched.
+MAX_CHARS_PER_TOKEN = 16
 
 HEADING_MODES = ("none", "numbered")
 CHUNKED_SOURCE_TYPES = ("markdown", "text", "code", "pdf")
@@ -108,11 +115,15 @@ def chunk_text(
     planned = packer.pack_estimated(section_atoms)
     counts = iter(counter.many([text[start:end] for spans in planned for start, end in spans]))
     page_of = _PageLookup(pages) if pages is not None else None
+    max_chars = max_tokens * MAX_CHARS_PER_TOKEN
     chunks: list[Chunk] = []
     for section, atoms, spans in zip(sections, section_atoms, planned, strict=True):
         counted = [(start, end, next(counts)) for start, end in spans]
         if any(tokens > max_tokens for _, _, tokens in counted):
             counted = packer.pack_exact(atoms)
+        if any(end - start > max_chars for start, end, _ in counted):
+            counted = [piece for span in counted for piece in _within_chars(text, span, max_chars,
+                                                                             max_tokens, counter)]
         for start, end, tokens in counted:
             page_start = page_end = None
             if page_of is not None:
@@ -123,6 +134,39 @@ def chunk_text(
                 page_start=page_start, page_end=page_end,
             ))  # fmt: skip
     return chunks
+
+
+def _within_chars(text: str, span: tuple[int, int, int], max_chars: int, max_tokens: int,
+                  counter: _Counter) -> list[tuple[int, int, int]]:
+    """`span` cut into pieces of at most `max_chars` characters (at the last whitespace in reach, else
+    anywhere), each counted again and halved further if a cut word pushed it over `max_tokens`."""
+    start, end, _tokens = span
+    pieces: list[tuple[int, int]] = []
+    position = start
+    while position < end:
+        stop = min(position + max_chars, end)
+        if stop < end:
+            cut = max(text.rfind(" ", position + 1, stop), text.rfind("\n", position + 1, stop))
+            if cut > position:
+                stop = cut
+        trimmed = stop
+        while trimmed > position and text[trimmed - 1].isspace():
+            trimmed -= 1
+        if trimmed > position:
+            pieces.append((position, trimmed))
+        position = stop
+        while position < end and text[position].isspace():
+            position += 1
+
+    def fitted(piece_start: int, piece_end: int, count: int) -> list[tuple[int, int, int]]:
+        if count <= max_tokens or piece_end - piece_start <= 1:
+            return [(piece_start, piece_end, count)]
+        middle = (piece_start + piece_end) // 2
+        left, right = counter.many([text[piece_start:middle], text[middle:piece_end]])
+        return fitted(piece_start, middle, left) + fitted(middle, piece_end, right)
+
+    counts = counter.many([text[a:b] for a, b in pieces])
+    return [fit for (a, b), count in zip(pieces, counts, strict=True) for fit in fitted(a, b, count)]
 
 
 # --- lines, sections and blocks -------------------------------------------------------------------
@@ -246,7 +290,17 @@ def _markdown_sections(
             stack.pop()
         stack.append((level, title))
         starts.append((index, tuple(title for _, title in stack)))
-    return _sections_from_starts(starts, len(lines)), fenced
+    return _sections_from_starts(starts, len(lines), first_line=skip_until), fenced
+
+
+def front_matter_span(text: str) -> tuple[int, int] | None:
+    """The character span of a Markdown document's leading YAML front matter, between (not
+    including) its `---` lines, or None when it has none."""
+    lines = _line_spans(text[:65536])  # front matter is a header: never scan a whole large file
+    end = _front_matter_end(text, lines)
+    if end == 0:
+        return None
+    return lines[0][1], lines[end - 1][0]
 
 
 def _front_matter_end(text: str, lines: list[tuple[int, int]]) -> int:
@@ -259,11 +313,14 @@ def _front_matter_end(text: str, lines: list[tuple[int, int]]) -> int:
     return 0
 
 
-def _sections_from_starts(starts: list[tuple[int, tuple[str, ...]]], line_count: int) -> list[_Section]:
+def _sections_from_starts(starts: list[tuple[int, tuple[str, ...]]], line_count: int, *,
+                          first_line: int = 0) -> list[_Section]:
+    """Sections from heading starts; lines before `first_line` (front matter) belong to none: they
+    are metadata, not text, and are never indexed."""
     sections: list[_Section] = []
     first_heading = starts[0][0] if starts else line_count
-    if first_heading > 0:
-        sections.append(_Section(0, first_heading, None))
+    if first_heading > first_line:
+        sections.append(_Section(first_line, first_heading, None))
     for position, (line_index, path) in enumerate(starts):
         end = starts[position + 1][0] if position + 1 < len(starts) else line_count
         sections.append(_Section(line_index, end, path))

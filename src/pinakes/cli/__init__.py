@@ -54,7 +54,11 @@ def main(argv: list[str] | None = None) -> int:
 
             print(json.dumps({"ok": False, **exc.to_dict()}, indent=2))
         else:
-            print(f"pnk: error: {exc.render()}", file=sys.stderr)
+            from pinakes.display import printable
+
+            # An error names the file it is about, and file names are the KB's: escaped.
+            print("pnk: error: " + "\n".join(printable(line) for line in exc.render().splitlines()),
+                  file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("pnk: interrupted", file=sys.stderr)

@@ -61,9 +61,11 @@ def locate_kb(kb_dir: str | None) -> tuple[Check, Path | None]:
 
 
 def print_line(check: Check) -> None:
-    print(f"{check.status:<5} {check.name:<{NAME_WIDTH}} {check.detail}", flush=True)
+    from pinakes.display import printable
+
+    print(f"{check.status:<5} {check.name:<{NAME_WIDTH}} {printable(check.detail)}", flush=True)
     if check.remedy and check.status != "OK":
-        print(f"{'':<5} {'':<{NAME_WIDTH}} remedy: {check.remedy}", flush=True)
+        print(f"{'':<5} {'':<{NAME_WIDTH}} remedy: {printable(check.remedy)}", flush=True)
 
 
 def print_json(results: list[Check], kb_root: Path | None) -> None:

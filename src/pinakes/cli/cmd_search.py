@@ -86,6 +86,8 @@ def _positive_int(value: str) -> int:
 
 
 def render(result: SearchResult) -> str:
+    from pinakes.display import printable
+
     lines: list[str] = []
     if not result.passages:
         lines.append("No passages matched.")
@@ -94,7 +96,7 @@ def render(result: SearchResult) -> str:
         lines.append("")
     confidence = result.confidence
     lines.append(f"confidence: {confidence.level} ({confidence.reason})")
-    lines.extend(f"note: {note}" for note in result.notes)
+    lines.extend(f"note: {printable(note)}" for note in result.notes)
     if confidence.level in ("low", "unknown"):
         lines.append(f"Retrieval only; nothing was spent. To escalate: pnk ask --deep {shlex.quote(result.query)} "
                      "(not built in this version: see STATUS.md)")
@@ -103,22 +105,24 @@ def render(result: SearchResult) -> str:
         command = f"pnk search {shlex.quote(suggestion.query)}"
         if suggestion.mode != result.mode:
             command += f" --mode {suggestion.mode}"
-        lines.append(f"next search to try: {command}  ({suggestion.reason})")
+        lines.append(f"next search to try: {printable(command)}  ({printable(suggestion.reason)})")
     return "\n".join(lines).rstrip()
 
 
 def _render_passage(rank: int, passage: Passage) -> list[str]:
+    from pinakes.display import printable
     from pinakes.search.citations import with_heading
 
-    title = passage.title or passage.path
-    lines = [f"{rank}. {title} — {with_heading(passage.citation, passage.heading_path)}"]
-    quote = " ".join(passage.text.split())
+    # Titles, paths, headings, tags and text all come from the KB's files: escaped for the terminal.
+    title = printable(passage.title or passage.path)
+    lines = [f"{rank}. {title} — {printable(with_heading(passage.citation, passage.heading_path))}"]
+    quote = printable(" ".join(passage.text.split()))
     if len(quote) > QUOTE_CHARS:
         quote = quote[: QUOTE_CHARS - 1].rstrip() + "…"
     lines.extend(textwrap.wrap(f"“{quote}”", width=100, initial_indent="   ", subsequent_indent="    "))
     lines.append("   " + _scores(passage))
     if passage.tags:
-        lines.append("   tags: " + ", ".join(passage.tags))
+        lines.append("   tags: " + ", ".join(printable(tag) for tag in passage.tags))
     if passage.stale_extraction:
         lines.append(f"   stale extraction: {passage.stale_extraction} (paid text, extracted by an older "
                      "version; still served)")
