@@ -12,6 +12,7 @@ and shows progress throughout.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -22,7 +23,7 @@ from pinakes.chunking import Chunk
 from pinakes.embed.base import identity_meta
 from pinakes.errors import PinakesError
 from pinakes.faults import faultpoint
-from pinakes.index.schema import transaction, write_meta
+from pinakes.index.schema import index_error, transaction, write_meta
 from pinakes.links.store import write_links
 from pinakes.sync.keys import key_is_current
 
@@ -196,6 +197,8 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
             faultpoint("sync.mid-document-write")
     except PinakesError:
         raise
+    except sqlite3.Error as exc:  # the index, not this document: the run cannot go on
+        raise index_error(ctx.index_path, exc) from exc
     except Exception as exc:
         ctx.report.fail(item.path, "embed", f"{type(exc).__name__}: {exc}")
         ctx.failed.add(item.doc_id)

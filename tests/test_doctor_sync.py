@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pinakes.doctor import DoctorContext, run_checks
+from pinakes.errors import PinakesError
 from pinakes.hooks import install_hooks
 from pinakes.init import init_kb
 from pinakes.sync.context import SyncOptions
@@ -99,7 +100,7 @@ def test_after_an_interrupted_sync_doctor_says_what_it_checked(tmp_path: Path,
                 raise RuntimeError("the process died here")
 
     monkeypatch.setattr(embed_step, "faultpoint", dying)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(PinakesError, match="the process died here"):
         run_sync(root, SyncOptions(), embedder=FakeEmbedder())
     checks = by_name(root)
     assert checks["last sync"][0] == "WARN" and "did not finish" in checks["last sync"][1]

@@ -19,7 +19,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from pinakes.errors import FilesystemError
+from pinakes.errors import FilesystemError, filesystem_error
 
 _TEMP_ATTEMPTS = 16
 # Filesystems where a hard link (the create-only-if-absent primitive) is not supported.
@@ -154,17 +154,5 @@ def _remove_quietly(temp: Path) -> None:
         os.unlink(temp)
 
 
-_REMEDIES = {
-    errno.ENOSPC: "free some disk space and run the command again",
-    getattr(errno, "EDQUOT", errno.ENOSPC): "free some space (or quota) and run the command again",
-    errno.EROFS: "the filesystem is mounted read-only; remount it read-write or work on a writable copy",
-    errno.EACCES: "check the permissions of the file and its directory",
-    errno.EPERM: "check the permissions of the file and its directory",
-    errno.EIO: "the disk reported an I/O error; check the device before retrying",
-}
-
-
 def _filesystem_error(target: Path, exc: OSError, consequence: str) -> FilesystemError:
-    reason = exc.strerror or str(exc)
-    remedy = _REMEDIES.get(exc.errno or 0, "check the filesystem and run the command again")
-    return FilesystemError(f"could not write the file ({reason}); {consequence}", remedy=remedy, path=target)
+    return filesystem_error(target, exc, "write the file", consequence)

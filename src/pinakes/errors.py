@@ -6,6 +6,7 @@ and exits with its code, never a traceback. Anything else escaping to the CLI is
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 # Exit codes (sysexits-style where one fits, so scripts can tell failures apart).
@@ -27,6 +28,9 @@ class PinakesError(Exception):
         self.message = message
         self.remedy = remedy
         self.path = Path(path) if path is not None else None
+        # What was already done or had failed when this error stopped a command (e.g. documents a
+        # sync had failed before the disk filled): printed before the error, never lost with it.
+        self.details: list[str] = []
 
     def render(self) -> str:
         where = f"{self.path}: " if self.path is not None else ""
@@ -128,3 +132,22 @@ class FilesystemError(PinakesError):
     """The filesystem refused a write (disk full, read-only, permission)."""
 
     exit_code = EXIT_IO
+
+
+# What to do about each way the filesystem refuses: one vocabulary for every writer and reader.
+_FILESYSTEM_REMEDIES = {
+    errno.ENOSPC: "free some disk space and run the command again",
+    getattr(errno, "EDQUOT", errno.ENOSPC): "free some space (or quota) and run the command again",
+    errno.EROFS: "the filesystem is mounted read-only; remount it read-write or work on a writable copy",
+    errno.EACCES: "check the permissions of the file and its directory",
+    errno.EPERM: "check the permissions of the file and its directory",
+    errno.EIO: "the disk reported an I/O error; check the device before retrying",
+}
+
+
+def filesystem_error(path: Path | str, exc: OSError, doing: str, consequence: str = "") -> FilesystemError:
+    """The FilesystemError for an OSError met while `doing` something to `path`."""
+    reason = exc.strerror or str(exc)
+    remedy = _FILESYSTEM_REMEDIES.get(exc.errno or 0, "check the filesystem and run the command again")
+    message = f"could not {doing} ({reason})" + (f"; {consequence}" if consequence else "")
+    return FilesystemError(message, remedy=remedy, path=path)

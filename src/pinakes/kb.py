@@ -54,9 +54,6 @@ class KBPaths:
     def extract_cache(self) -> Path:
         return self.cache_dir / "extract"
 
-    @property
-    def doit_db(self) -> Path:
-        return self.state_dir / "doit.sqlite"
 
     def relative(self, path: Path) -> str:
         """A KB-root-relative POSIX path, the form stored in the index."""

@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             from pinakes.display import printable
 
             # An error names the file it is about, and file names are the KB's: escaped.
+            for detail in exc.details:
+                print(printable(detail), file=sys.stderr)
             print("pnk: error: " + "\n".join(printable(line) for line in exc.render().splitlines()),
                   file=sys.stderr)
         return exc.exit_code

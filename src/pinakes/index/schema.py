@@ -17,7 +17,13 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from pinakes.errors import IndexMissingError, IndexSchemaError
+from pinakes.errors import (
+    FilesystemError,
+    IndexMissingError,
+    IndexSchemaError,
+    PinakesError,
+    filesystem_error,
+)
 
 # 4: walk_cache.ctime_ns (an in-place write that restores the mtime is still seen).
 SCHEMA_VERSION = 4
@@ -153,21 +159,55 @@ def _configure(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA foreign_keys = ON")
 
 
+def index_error(path: Path, exc: sqlite3.Error | OSError) -> PinakesError:
+    """The PinakesError for a fault met reading or writing the index at `path`: the same words and
+    remedies wherever it happens (sync, search, doctor, serve)."""
+    if isinstance(exc, OSError):
+        return filesystem_error(path, exc, "use the index")
+    text = str(exc).lower()
+    if "disk is full" in text or "disk i/o error" in text:
+        return FilesystemError(
+            f"the index could not be written: {exc}; what was committed before is kept",
+            remedy="free some disk space and run `pnk sync` again", path=path)
+    if "readonly" in text or "read-only" in text:
+        return FilesystemError(
+            f"the index cannot be written ({exc})",
+            remedy=f"make {path.parent} and the files in it writable (or remount the disk read-write)",
+            path=path)
+    if "unable to open" in text:
+        return FilesystemError(
+            f"the index cannot be opened ({exc})",
+            remedy=f"check that {path.parent} and {path.name} are readable (and writable, to sync)",
+            path=path)
+    if "no such table" in text:
+        return IndexSchemaError(f"the file is not a Pinakes index ({exc})", remedy="pnk sync --rebuild",
+                                path=path)
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return IndexSchemaError(f"the index is damaged ({exc})", remedy="pnk sync --rebuild", path=path)
+    if "locked" in text or "busy" in text:
+        return FilesystemError(f"the index stayed locked by another process ({exc})",
+                               remedy="retry when the other writer has finished", path=path)
+    return IndexSchemaError(f"the index could not be used ({exc})", remedy="pnk sync --rebuild", path=path)
+
+
 def create_index(path: Path) -> sqlite3.Connection:
     """Create a new, empty index at `path` (which must not exist) and return a writer connection."""
     if path.exists():
         raise FileExistsError(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, isolation_level=None)
-    _configure(conn)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    with transaction(conn):
-        for statement in _split_ddl(DDL):
-            conn.execute(statement)
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None)
+        _configure(conn)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        with transaction(conn):
+            for statement in _split_ddl(DDL):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+    except (sqlite3.Error, OSError) as exc:
+        raise index_error(path, exc) from exc
     return conn
 
 
@@ -198,6 +238,8 @@ def _split_ddl(ddl: str) -> list[str]:
 def _check_version(conn: sqlite3.Connection, path: Path) -> None:
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.OperationalError as exc:
+        raise index_error(path, exc) from exc
     except sqlite3.DatabaseError as exc:
         raise IndexSchemaError(
             f"the index is unreadable or not a Pinakes index ({exc})",
@@ -218,9 +260,12 @@ def open_writer(path: Path) -> sqlite3.Connection:
     """Open (or create) the index for writing. Refuses another schema_version."""
     if not path.exists():
         return create_index(path)
-    conn = _opened(sqlite3.connect(path, isolation_level=None), path)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
+    try:
+        conn = _opened(sqlite3.connect(path, isolation_level=None), path)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.Error as exc:
+        raise index_error(path, exc) from exc
     return conn
 
 
@@ -230,8 +275,11 @@ def open_reader(path: Path) -> sqlite3.Connection:
         raise IndexMissingError(
             "this KB has no index yet", remedy="run `pnk sync` in the KB", path=path
         )
-    return _opened(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
-                                   check_same_thread=False), path)
+    try:
+        return _opened(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                                       check_same_thread=False), path)
+    except sqlite3.Error as exc:
+        raise index_error(path, exc) from exc
 
 
 def _opened(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
@@ -239,7 +287,7 @@ def _opened(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     _configure(conn)
     try:
         _check_version(conn, path)
-    except IndexSchemaError:
+    except PinakesError:
         conn.close()
         raise
     return conn

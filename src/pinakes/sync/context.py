@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes.chunking import Chunk
@@ -67,6 +68,11 @@ class SyncContext:
     @property
     def kb_id(self) -> str:
         return self.manifest.kb.id
+
+    @property
+    def index_path(self) -> Path:
+        """The index file this run writes (a rebuild writes the new one beside the live one)."""
+        return self.paths.rebuild_db if self.rebuilding else self.paths.index_db
 
     def writer(self) -> sqlite3.Connection:
         """The writer connection; only steps that run (never an inspection) ask for it."""

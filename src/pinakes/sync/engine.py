@@ -10,6 +10,7 @@ comparison decide that nothing changed, which keeps a hook-driven sync of a larg
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import sys
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pinakes.embed.base import Embedder
-from pinakes.errors import ModelMismatchError, UsageError
+from pinakes.errors import ModelMismatchError, PinakesError, UsageError, filesystem_error
 from pinakes.faults import faultpoint
 from pinakes.index import schema
 from pinakes.kb import KBPaths, find_kb_root
@@ -52,12 +53,30 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
         try:
             with SyncLock(paths.lock, force_unlock=options.force_unlock) as lock:
                 report.warnings.extend(lock.warnings)
-                _sync_locked(paths, manifest, options, report, embedder,
-                             progress_stream if progress_stream is not None else sys.stderr)
+                try:
+                    _sync_locked(paths, manifest, options, report, embedder,
+                                 progress_stream if progress_stream is not None else sys.stderr)
+                except sqlite3.Error as exc:
+                    raise _stopped(schema.index_error(paths.index_db, exc), report) from exc
+                except OSError as exc:
+                    raise _stopped(filesystem_error(exc.filename or paths.state_dir, exc, "sync the KB"),
+                                   report) from exc
+                except PinakesError as exc:
+                    raise _stopped(exc, report) from None
         except LockBusy as busy:
             report.skipped_reason = f"another sync holds the lock ({busy.holder.describe()})"
     report.wall_seconds = time.perf_counter() - started
     return report
+
+
+def _stopped(error: PinakesError, report: SyncReport) -> PinakesError:
+    """`error` stopped the sync: it carries what the run had done and which documents had failed."""
+    if report.failures or report.indexed:
+        error.details = [f"the sync stopped after indexing {report.indexed} document(s); "
+                         f"{len(report.failures)} had failed:" if report.failures else
+                         f"the sync stopped after indexing {report.indexed} document(s) (they are kept)"]
+        error.details += [f"  {f.path} [{f.stage}]: {f.error.splitlines()[0]}" for f in report.failures]
+    return error
 
 
 def _check_options(options: SyncOptions) -> None:
@@ -149,10 +168,14 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         if ctx.fatal is not None:
             raise ctx.fatal
         if code != 0:
-            raise RuntimeError(f"the sync pipeline failed (doit exit {code}):\n{output}")
+            raise PinakesError(f"the sync pipeline stopped (doit exit {code}): "
+                               f"{(output.strip().splitlines() or ['no output'])[-1]}",
+                               remedy="run `pnk sync` again; what was committed is kept. If it recurs, "
+                                      "report it with this message")
         _record_failures(conn, report)
         _record_meta(conn, ctx, rebuild)
-        write_dodo_shim(paths)
+        with contextlib.suppress(OSError):  # a convenience for plain `doit`; never worth failing a sync
+            write_dodo_shim(paths)
     except BaseException:
         conn.close()
         if previous is not None:

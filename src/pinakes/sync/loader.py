@@ -19,6 +19,7 @@ The same namespace backs `pnk doit list|info` and the `.pinakes/dodo.py` shim fo
 from __future__ import annotations
 
 import io
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -75,17 +76,14 @@ def ensure_plan(ctx: SyncContext) -> None:
         ctx.groups = stream_groups(plan.work)
 
 
-TaskCreator = Callable[[], object]
-
-
 def task_namespace(ctx: SyncContext) -> dict[str, object]:
     from doit import create_after
 
     def task_walk() -> dict[str, object]:
-        return walk.task_walk(ctx)
+        return guarded(ctx, walk.task_walk(ctx))
 
     def task_pair() -> dict[str, object]:
-        return pair.task_pair(ctx)
+        return guarded(ctx, pair.task_pair(ctx))
 
     @create_after(executed="pair")
     def task_extract() -> Iterator[dict[str, object]]:
@@ -97,14 +95,16 @@ def task_namespace(ctx: SyncContext) -> dict[str, object]:
                "doc": "embed one group's passages and commit each document in its own transaction"}
         previous: str | None = None
         for number, group in enumerate(ctx.groups):
-            yield from extract.tasks_extract(ctx, group, after=previous)
-            yield from chunk.tasks_chunk(ctx, group)
-            yield embed.task_embed(ctx, number, group)
+            for task in extract.tasks_extract(ctx, group, after=previous):
+                yield guarded(ctx, task)
+            for task in chunk.tasks_chunk(ctx, group):
+                yield guarded(ctx, task)
+            yield guarded(ctx, embed.task_embed(ctx, number, group))
             previous = f"embed:{embed.group_task_name(number)}"
 
     @create_after(executed="pair")
     def task_graph() -> dict[str, object]:
-        return graph.task_graph(ctx)
+        return guarded(ctx, graph.task_graph(ctx))
 
     creators: dict[str, object] = {
         "task_walk": task_walk,
@@ -116,11 +116,38 @@ def task_namespace(ctx: SyncContext) -> dict[str, object]:
     return creators
 
 
+def guarded(ctx: SyncContext, task: dict[str, object]) -> dict[str, object]:
+    """`task` with each action run through `_run_guarded`: a fault of the index or the filesystem
+    inside any step stops the run as one PinakesError (ctx.fatal), not as a traceback in doit's
+    report."""
+    actions = task.get("actions")
+    if isinstance(actions, list):
+        task["actions"] = [(_run_guarded, [ctx, action[0], list(action[1])]) for action in actions]
+    return task
+
+
+def _run_guarded(ctx: SyncContext, action: Callable[..., bool], args: list[object]) -> bool:
+    from pinakes.errors import PinakesError, filesystem_error
+    from pinakes.index.schema import index_error
+
+    try:
+        return action(*args)
+    except PinakesError as exc:
+        ctx.fatal = exc
+    except sqlite3.Error as exc:
+        ctx.fatal = index_error(ctx.index_path, exc)
+    except OSError as exc:
+        ctx.fatal = filesystem_error(exc.filename or ctx.paths.state_dir, exc, "sync the KB")
+    return False
+
+
 def doit_config(ctx: SyncContext) -> dict[str, object]:
     return {
-        "dep_file": str(ctx.paths.doit_db),
-        # sqlite3: transactional and safe with a hook-driven sync, a manual one and a reader at once
-        # (the default dbm backend is single-process and interpreter-specific).
+        # doit's own state holds no truth here: every task's up-to-date answer is computed from the
+        # index (its build keys) before doit sees the task. So it lives in memory: a sync never
+        # writes doit state to disk, which a full disk, a read-only .pinakes/ or a kill -9 (doit
+        # flushes only at exit) could otherwise break or lose.
+        "dep_file": ":memory:",
         "backend": "sqlite3",
         "verbosity": 0,
         "default_tasks": DEFAULT_TASKS,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pinakes.errors import LockHeldError
+from pinakes.errors import LockHeldError, filesystem_error
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,13 @@ class SyncLock:
         self._held = False
 
     def acquire(self) -> None:
+        try:
+            self._acquire()
+        except OSError as exc:
+            raise filesystem_error(self.path, exc, "take the sync lock",
+                                   "nothing was synced; .pinakes/ must be writable to sync") from exc
+
+    def _acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.force_unlock and self.path.exists():
             holder = self._holder_or_none()
@@ -86,11 +93,17 @@ class SyncLock:
             except FileExistsError:
                 self._resolve_existing()
                 continue
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"pid": os.getpid(), "hostname": socket.gethostname(),
-                           "started": datetime.now(UTC).isoformat(timespec="seconds")}, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    json.dump({"pid": os.getpid(), "hostname": socket.gethostname(),
+                               "started": datetime.now(UTC).isoformat(timespec="seconds")}, handle)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except OSError:
+                # A lock we could not fill (disk full) must not stay behind half-written: every later
+                # sync would find a lock it cannot read and refuse.
+                self.path.unlink(missing_ok=True)
+                raise
             self._held = True
             return
         raise LockHeldError("could not take the sync lock", remedy="retry the sync", path=self.path)
