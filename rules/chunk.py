@@ -41,6 +41,7 @@ def run_chunk(ctx: SyncContext, item: DocWork) -> bool:
     if item.doc_id in ctx.failed or item.doc_id not in ctx.extracted:
         return True
     from pinakes.chunking import chunk_text
+    from pinakes.extract.source_types import markup_for
 
     chunking = ctx.manifest.chunking
     extracted = ctx.extracted[item.doc_id]
@@ -48,7 +49,8 @@ def run_chunk(ctx: SyncContext, item: DocWork) -> bool:
         embedder = ctx.get_embedder()
         chunks = chunk_text(extracted.text, item.source_type, max_tokens=chunking.max_tokens,
                             overlap=chunking.overlap, headings=chunking.headings,
-                            count_tokens=embedder.count_tokens, pages=extracted.pages)
+                            count_tokens=embedder.count_tokens, pages=extracted.pages,
+                            markup=markup_for(item.path) if item.source_type == "text" else None)
     except PinakesError as exc:
         ctx.fatal = exc  # a configuration problem (e.g. max_tokens too large) stops the whole run
         return False

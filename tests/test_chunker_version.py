@@ -19,9 +19,9 @@ from pinakes.sync.keys import BuildKeys, build_keys
 from tests.fakes import default_section
 
 # The current version's digest over the inputs below (when the inputs grow, so does this record:
-# "3" added UNBROKEN).
+# "3" added UNBROKEN, "4" RST and ASCIIDOC).
 GOLDEN = {
-    "3": "1aea71e5eaea45ad",
+    "4": "90a274e893a19dfc",
 }
 
 MARKDOWN = """---
@@ -43,6 +43,8 @@ A short one.
 
 NUMBERED = "1. Scope\n\nThe scope text.\n\n1.1 Detail\n\nDetail text " + "more " * 120 + "\n\n2. Next\n\nEnd.\n"
 CODE = "\n".join(f"def f{n}(x):\n    return x * {n}\n" for n in range(60))
+RST = "=====\nGuide\n=====\n\nIntro.\n\nInstall\n-------\n\nStep " + "one " * 80 + "\n\nUsage\n-----\n\nUse.\n"
+ASCIIDOC = "= Doc\n\nPreface.\n\n== Part\n\n=== Sub\n\nText " + "more " * 70 + "\n\n----\n== code\n----\n"
 UNBROKEN = "Before.\n\n" + "z" * 20_000 + " tail words\n\nAfter.\n"  # one "token" to a WordPiece model
 PDF_TEXT = "Page one text. " * 40 + "\n\n" + "Page two text. " * 40
 PDF_PAGES = ((0, 600), (602, len(PDF_TEXT)))
@@ -55,19 +57,22 @@ def count(text: str) -> int:
 
 
 def digest() -> str:
-    cases = [
+    cases: list[tuple] = [
         (MARKDOWN, "markdown", "none", None),
         (NUMBERED, "text", "numbered", None),
         (NUMBERED, "text", "none", None),
         (CODE, "code", "none", None),
         (UNBROKEN, "text", "none", None),
+        (RST, "text", "none", None, "rst"),
+        (ASCIIDOC, "text", "none", None, "asciidoc"),
         (PDF_TEXT, "pdf", "none", PDF_PAGES),
     ]
     state = xxhash.xxh3_64()
-    for text, source_type, headings, pages in cases:
+    for text, source_type, headings, pages, *markup in cases:
         for max_tokens, overlap in ((60, 10), (250, 25)):
             for chunk in chunk_text(text, source_type, max_tokens=max_tokens, overlap=overlap,
-                                    headings=headings, count_tokens=count, pages=pages):
+                                    headings=headings, count_tokens=count, pages=pages,
+                                    markup=markup[0] if markup else None):
                 state.update(repr((source_type, headings, max_tokens, chunk.ordinal, chunk.char_start,
                                    chunk.char_end, chunk.token_count, chunk.heading_path,
                                    chunk.page_start, chunk.page_end)).encode())

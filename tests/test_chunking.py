@@ -37,7 +37,7 @@ def chunk(text: str, source_type: str = "markdown", *, max_tokens: int = 50, ove
 
 
 def assert_chunk_invariants(text: str, chunks: list[Chunk], count: Callable[[str], int], max_tokens: int,
-                            overlap: int) -> None:
+                            overlap: int, source_type: str = "markdown") -> None:
     previous: Chunk | None = None
     covered = [False] * len(text)
     for ordinal, piece in enumerate(chunks):
@@ -53,7 +53,14 @@ def assert_chunk_invariants(text: str, chunks: list[Chunk], count: Callable[[str
         for index in range(piece.char_start, piece.char_end):
             covered[index] = True
         previous = piece
-    missed = [index for index, char in enumerate(text) if not char.isspace() and not covered[index]]
+    # Markdown front matter is metadata, deliberately never a chunk (the one exception).
+    from pinakes.chunking import _front_matter_end, _line_spans
+
+    lines = _line_spans(text)
+    front_end = _front_matter_end(text, lines)
+    metadata_end = lines[front_end - 1][1] if front_end and source_type == "markdown" else 0
+    missed = [index for index, char in enumerate(text)
+              if not char.isspace() and not covered[index] and index >= metadata_end]
     assert not missed, f"characters dropped from every chunk at {missed[:10]}"
 
 
@@ -329,7 +336,8 @@ _paragraph = st.lists(_word, min_size=1, max_size=80).map(" ".join)
 _line = st.one_of(
     _paragraph,
     st.builds(lambda level, title: "#" * level + " " + title, st.integers(1, 7), _paragraph),
-    st.sampled_from(["```", "~~~", "---", "#", "1. One", "1.1 Sub", "2. Two", "", "   ", "\t"]),
+    st.sampled_from(["```", "~~~", "---", "#", "1. One", "1.1 Sub", "2. Two", "", "   ", "\t", "=====",
+                     "-----", "~~~~~~~~", "== Part", "=== Sub", "----", "...."]),
     st.builds(lambda number, title: f"{number} {title}", st.sampled_from(["1.", "1.1", "1.2", "2.", "2.1.1"]),
               _paragraph),
 )
@@ -349,15 +357,17 @@ _document = st.builds(
     counter_name=st.sampled_from(sorted(COUNTERS)),
     max_tokens=st.integers(1, 60),
     overlap_share=st.floats(0, 0.9),
+    markup=st.sampled_from([None, "rst", "asciidoc"]),
 )
 def test_span_invariant_holds_for_any_document(text: str, source_type: str, headings: str, counter_name: str,
-                                               max_tokens: int, overlap_share: float) -> None:
+                                               max_tokens: int, overlap_share: float, markup: str | None) -> None:
     count = COUNTERS[counter_name]
     overlap = int(max_tokens * overlap_share)
+    markup = markup if source_type == "text" else None
     chunks = chunk_text(text, source_type, max_tokens=max_tokens, overlap=overlap, headings=headings,
-                        count_tokens=count)
-    assert_chunk_invariants(text, chunks, count, max_tokens, overlap)
-    if source_type in ("code", "pdf") or (source_type == "text" and headings == "none"):
+                        count_tokens=count, markup=markup)
+    assert_chunk_invariants(text, chunks, count, max_tokens, overlap, source_type)
+    if source_type in ("code", "pdf") or (source_type == "text" and headings == "none" and markup is None):
         assert all(c.heading_path is None for c in chunks)
 
 
@@ -375,3 +385,44 @@ def test_a_long_run_without_spaces_is_bounded_in_characters_too() -> None:
     assert all(text[c.char_start:c.char_end] == c.text for c in chunks)  # the span invariant
     assert sum(c.text.count("a") for c in chunks) >= 5_000_000  # split, never trimmed
     assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+
+
+def test_a_heading_never_stands_alone_as_a_chunk() -> None:
+    text = "# Guide\n\n## Install\n\nRun the installer.\n\n## Use\n\nRun it.\n\n## Trailing heading\n"
+    chunks = chunk(text)
+    assert all(c.text.strip() not in ("# Guide", "## Trailing heading") for c in chunks)
+    assert chunks[0].text.startswith("# Guide\n\n## Install\n\nRun the installer.")
+    assert chunks[0].heading_path == ("Guide", "Install")
+    assert chunks[-1].text.endswith("## Trailing heading")
+    assert all(text[c.char_start:c.char_end] == c.text for c in chunks)
+
+
+def test_numbered_chapters_lead_their_first_subsection() -> None:
+    text = "1. Ordering\n\n1.1 You can order copies.\n\n1.2 A day permit costs £8.\n\n2. Fees\n\n2.1 Copies cost money.\n"
+    chunks = chunk(text, "text", overlap=5, headings="numbered")
+    assert [c.text for c in chunks] == ["1. Ordering\n\n1.1 You can order copies.", "1.2 A day permit costs £8.",
+                                        "2. Fees\n\n2.1 Copies cost money."]  # a one-line clause is text
+    assert chunks[0].heading_path == ("1. Ordering", "1.1 You can order copies.")
+
+
+def test_rst_section_titles_are_headings() -> None:
+    text = ("=====\nGuide\n=====\n\nIntro.\n\nInstall\n-------\n\nStep one.\n\nDetails\n~~~~~~~\n\n"
+            "More.\n\nUsage\n-----\n\nUse it.\n\n----\n\nAfter a transition.\n")
+    chunks = chunk(text, "text", overlap=5, markup="rst")
+    assert [c.heading_path for c in chunks] == [("Guide",), ("Guide", "Install"), ("Guide", "Install", "Details"),
+                                                ("Guide", "Usage")]
+    assert chunks[1].text.startswith("Install\n-------\n\nStep one.")
+    assert "After a transition." in chunks[-1].text
+    assert all(text[c.char_start:c.char_end] == c.text for c in chunks)
+
+
+def test_asciidoc_section_titles_are_headings_outside_delimited_blocks() -> None:
+    text = "= Doc\n\nPreface.\n\n== Part\n\nText.\n\n----\n== not a title\n----\n\n== Next\n\nEnd.\n"
+    chunks = chunk(text, "text", overlap=5, markup="asciidoc")
+    assert [c.heading_path for c in chunks] == [("Doc",), ("Doc", "Part"), ("Doc", "Next")]
+    assert "== not a title" in chunks[1].text
+
+
+def test_text_without_markup_keeps_its_old_rules() -> None:
+    text = "Guide\n=====\n\nIntro.\n"
+    assert chunk(text, "text", overlap=5)[0].heading_path is None

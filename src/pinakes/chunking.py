@@ -36,8 +36,9 @@ CountTokensBatch = Callable[[Sequence[str]], Sequence[int]]
 # so bumping it re-chunks (and re-embeds) every KB on its next sync. tests/test_chunker_version.py
 # holds a digest of the output over fixed inputs per version: a change to chunk output without a bump
 # fails there. "2": the output after the first release's five chunking changes (was "1"); "3": chunks
-# bounded in characters too (MAX_CHARS_PER_TOKEN).
-CHUNKER_VERSION = "3"
+# bounded in characters too (MAX_CHARS_PER_TOKEN); "4": a heading never stands alone (a section holding
+# only its heading joins the next), reST and AsciiDoc section titles are headings.
+CHUNKER_VERSION = "4"
 
 # A chunk holds at most max_tokens x this many characters. Tokens bound what the model sees, but not
 # what a chunk holds: a WordPiece tokenizer reads any run of more than 100 characters without a space
@@ -47,6 +48,9 @@ MAX_CHARS_PER_TOKEN = 16
 
 HEADING_MODES = ("none", "numbered")
 CHUNKED_SOURCE_TYPES = ("markdown", "text", "code", "pdf")
+# The markup a text source is written in (from its file name: `pinakes.extract.source_types.markup_for`);
+# its section titles are headings whatever `headings` says, since the markup itself declares them.
+TEXT_MARKUPS = ("rst", "asciidoc")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,13 +75,15 @@ def chunk_text(
     count_tokens: CountTokens,
     count_tokens_batch: CountTokensBatch | None = None,
     pages: Sequence[tuple[int, int]] | None = None,
+    markup: str | None = None,
 ) -> list[Chunk]:
     """Cut `text` into chunks of at most `max_tokens` tokens (see the module docstring).
 
     `count_tokens` counts the tokens of one string as the embedding model will see them (without
     special tokens); `count_tokens_batch`, when given, counts many at once and is used wherever
     the chunker can batch. `pages` are per-page `(char_start, char_end)` spans of a paged source,
-    in page order; chunks then carry 1-indexed page_start/page_end.
+    in page order; chunks then carry 1-indexed page_start/page_end. `markup` ("rst", "asciidoc")
+    names the markup of a text source, whose section titles are then its headings.
     """
     if source_type not in CHUNKED_SOURCE_TYPES:
         raise ValueError(f"unknown source type {source_type!r}; expected one of {CHUNKED_SOURCE_TYPES}")
@@ -88,14 +94,22 @@ def chunk_text(
         raise ValueError(f"max_tokens must be at least 1, not {max_tokens}")
     if not 0 <= overlap < max_tokens:
         raise ValueError(f"overlap must be at least 0 and below max_tokens ({max_tokens}), not {overlap}")
+    if markup is not None and markup not in TEXT_MARKUPS:
+        raise ValueError(f"unknown markup {markup!r}; expected one of {TEXT_MARKUPS}")
 
     lines = _line_spans(text)
     if source_type == "markdown":
         sections, fenced = _markdown_sections(text, lines)
+    elif source_type == "text" and markup == "rst":
+        sections, fenced = _rst_sections(text, lines), None
+    elif source_type == "text" and markup == "asciidoc":
+        sections, fenced = _asciidoc_sections(text, lines)
     elif source_type == "text" and mode == "numbered":
         sections, fenced = _numbered_sections(text, lines), None
     else:
         sections, fenced = [_Section(0, len(lines), None)], None
+    sections = _without_lone_headings(text, lines, sections,
+                                      clauses=source_type == "text" and markup is None)
 
     counter = _Counter(count_tokens, count_tokens_batch)
     packer = _Packer(text, counter, max_tokens, overlap, split_sentences=source_type != "code")
@@ -122,8 +136,15 @@ def chunk_text(
         if any(tokens > max_tokens for _, _, tokens in counted):
             counted = packer.pack_exact(atoms)
         if any(end - start > max_chars for start, end, _ in counted):
-            counted = [piece for span in counted for piece in _within_chars(text, span, max_chars,
-                                                                             max_tokens, counter)]
+            # A section too long in characters is cut without overlaps: each chunk's own span (from
+            # where the previous one ended) is cut to size, so pieces stay in order and never repeat.
+            cores: list[tuple[int, int, int]] = []
+            previous_end = -1
+            for start, end, tokens in counted:
+                cores.append((max(start, previous_end), end, tokens))
+                previous_end = end
+            counted = [piece for span in cores if span[1] > span[0]
+                       for piece in _within_chars(text, span, max_chars, max_tokens, counter)]
         for start, end, tokens in counted:
             page_start = page_end = None
             if page_of is not None:
@@ -143,6 +164,8 @@ def _within_chars(text: str, span: tuple[int, int, int], max_chars: int, max_tok
     start, end, _tokens = span
     pieces: list[tuple[int, int]] = []
     position = start
+    while position < end and text[position].isspace():
+        position += 1
     while position < end:
         stop = min(position + max_chars, end)
         if stop < end:
@@ -179,6 +202,7 @@ class _Section:
     first_line: int  # index into the line spans
     end_line: int  # exclusive
     heading_path: tuple[str, ...] | None
+    heading_lines: int = 1  # lines its heading takes (a reST title with its adornment: 2 or 3)
 
 
 def _line_spans(text: str) -> list[tuple[int, int]]:
@@ -222,7 +246,7 @@ def _blocks(
             block_start = span[0]
         if not _is_blank(text, span):
             block_end = _rstrip(text, span[0], span[1])
-        if index == section.first_line and section.heading_path is not None:
+        if index == section.first_line + section.heading_lines - 1 and section.heading_path is not None:
             blocks.append((block_start, block_end))
             block_start = None
     if block_start is not None:
@@ -325,6 +349,124 @@ def _sections_from_starts(starts: list[tuple[int, tuple[str, ...]]], line_count:
         end = starts[position + 1][0] if position + 1 < len(starts) else line_count
         sections.append(_Section(line_index, end, path))
     return sections
+
+
+def _without_lone_headings(text: str, lines: list[tuple[int, int]], sections: list[_Section], *,
+                           clauses: bool) -> list[_Section]:
+    """Sections where no title stands alone as a chunk.
+
+    A section holding nothing but its heading, directly above its own subsection (a chapter title
+    over its first section), joins that subsection: its first chunk then starts at the chapter title,
+    so the title leads the text under it instead of being a chunk of its own. Any other heading-only
+    section joins the section before it (a dangling title at the end of a document), except where a
+    heading line is itself the text (`clauses`: a numbered outline's "2.1 A day permit costs £8.").
+    """
+    def lone(section: _Section) -> bool:
+        return section.heading_path is not None and sum(
+            1 for index in range(section.first_line, section.end_line)
+            if not _is_blank(text, lines[index])) <= section.heading_lines
+
+    def parent_of(section: _Section, child: _Section) -> bool:
+        path, sub = section.heading_path or (), child.heading_path or ()
+        return len(sub) > len(path) and sub[:len(path)] == path
+
+    merged: list[_Section] = []
+    pending: int | None = None  # first line of chapter titles waiting for their first section
+    for position, section in enumerate(sections):
+        following = sections[position + 1] if position + 1 < len(sections) else None
+        if lone(section):
+            if following is not None and parent_of(section, following):
+                pending = section.first_line if pending is None else pending
+                continue
+            if not clauses and pending is None and merged:
+                before = merged[-1]
+                merged[-1] = _Section(before.first_line, section.end_line, before.heading_path,
+                                      before.heading_lines)
+                continue
+        if pending is not None:
+            # The chapter titles and this section's own heading make up its heading block.
+            section = _Section(pending, section.end_line, section.heading_path,
+                               section.first_line - pending + section.heading_lines)
+            pending = None
+        merged.append(section)
+    return merged
+
+
+# --- text: reStructuredText and AsciiDoc section titles -------------------------------------------
+
+# reST adornment: one repeated punctuation character (docutils' set), at least as long as the title.
+_RST_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1{1,}[ \t]*\r?$")
+
+
+def _rst_sections(text: str, lines: list[tuple[int, int]]) -> list[_Section]:
+    """Sections at reST titles: a text line underlined (and optionally overlined) by an adornment at
+    least as long as it. Levels follow the order adornment styles first appear, as in docutils."""
+    styles: list[tuple[str, bool]] = []
+    starts: list[tuple[int, tuple[str, ...]]] = []
+    heading_lines: dict[int, int] = {}
+    stack: list[tuple[int, str]] = []
+    count = len(lines)
+    index = 0
+    while index < count - 1:
+        title_line = text[lines[index][0]:lines[index][1]].rstrip()
+        under = _RST_ADORNMENT.match(text, lines[index + 1][0], lines[index + 1][1])
+        if (not title_line.strip() or _RST_ADORNMENT.match(title_line) or title_line[:1].isspace()
+                or under is None or len(under.group(0).rstrip()) < len(title_line.strip())
+                or (index > 0 and not _is_blank(text, lines[index - 1])
+                    and not _RST_ADORNMENT.match(text, lines[index - 1][0], lines[index - 1][1]))):
+            index += 1
+            continue
+        char = under.group(1)
+        above = lines[index - 1] if index > 0 else None
+        overlined = above is not None and bool(_RST_ADORNMENT.match(text, above[0], above[1])) \
+            and text[above[0]:above[1]].strip()[:1] == char
+        style = (char, overlined)
+        if style not in styles:
+            styles.append(style)
+        level = styles.index(style) + 1
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title_line.strip()))
+        first = index - 1 if overlined else index
+        heading_lines[first] = 3 if overlined else 2
+        starts.append((first, tuple(title for _, title in stack)))
+        index += 2
+    sections = _sections_from_starts(starts, count)
+    return [_Section(s.first_line, s.end_line, s.heading_path, heading_lines.get(s.first_line, 1))
+            for s in sections]
+
+
+_ASCIIDOC_TITLE = re.compile(r"(={1,6})[ \t]+(\S.*?)[ \t]*\r?$")
+_ASCIIDOC_DELIMITER = re.compile(r"(-{4,}|\.{4,}|={4,}|\*{4,}|_{4,}|\+{4,}|/{4,})[ \t]*\r?$")
+
+
+def _asciidoc_sections(text: str, lines: list[tuple[int, int]]) -> tuple[list[_Section], list[bool]]:
+    """Sections at AsciiDoc titles (`= Title`, `== Section`, ...), outside delimited blocks."""
+    fenced = [False] * len(lines)
+    delimiter: str | None = None
+    starts: list[tuple[int, tuple[str, ...]]] = []
+    stack: list[tuple[int, str]] = []
+    for index, (start, end) in enumerate(lines):
+        line = text[start:end].rstrip()
+        block = _ASCIIDOC_DELIMITER.match(line)
+        if delimiter is not None:
+            fenced[index] = True
+            if line == delimiter:
+                delimiter = None
+            continue
+        if block is not None and not line.startswith("= "):
+            delimiter = line
+            fenced[index] = True
+            continue
+        title = _ASCIIDOC_TITLE.match(line)
+        if title is None:
+            continue
+        level = len(title.group(1))
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title.group(2)))
+        starts.append((index, tuple(name for _, name in stack)))
+    return _sections_from_starts(starts, len(lines)), fenced
 
 
 # --- text: the numbered outline grammar ----------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 SOURCE_TYPES = ("markdown", "text", "code", "pdf")
 
 _MARKDOWN = (".md", ".markdown", ".mdown", ".mkd")
-_TEXT = (".txt", ".text", ".rst")
+_TEXT = (".txt", ".text", ".rst", ".rest", ".adoc", ".asciidoc")
 _PDF = (".pdf",)
 # Source code: chunked as plain text, never parsed. A language missing here is simply not indexed.
 _CODE = (
@@ -34,6 +34,18 @@ SUFFIX_TO_TYPE: dict[str, str] = {
     **dict.fromkeys(_CODE, "code"),
     **dict.fromkeys(_PDF, "pdf"),
 }
+
+
+def markup_for(path: Path | str) -> str | None:
+    """The markup a text source is written in, when its name says: "rst" (`.rst`, `.rest`, and the
+    `.rst.txt` Sphinx publishes sources as) or "asciidoc" (`.adoc`, `.asciidoc`); else None. Its
+    section titles are then the document's headings (`pinakes.chunking`)."""
+    name = str(path).replace("\\", "/").rsplit("/", 1)[-1].lower()
+    if name.endswith((".rst", ".rest", ".rst.txt")):
+        return "rst"
+    if name.endswith((".adoc", ".asciidoc")):
+        return "asciidoc"
+    return None
 
 
 def source_type_for(path: Path | str) -> str | None:
