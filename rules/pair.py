@@ -81,6 +81,9 @@ class Plan:
     collisions: list[tuple[str, list[str]]] = field(default_factory=list)  # (id, paths)
     notes: list[str] = field(default_factory=list)
     sidecars: dict[str, Sidecar] = field(default_factory=dict)  # doc path -> parsed sidecar
+    # doc_id -> the ID that replaced it at its path: a sidecar put back by hand (`pnk adopt`)
+    superseded: dict[str, str] = field(default_factory=dict)
+    likely_moves: list[tuple[IndexedDoc, str, str]] = field(default_factory=list)  # (gone, new path, why)
     renamed: list[tuple[str, str]] = field(default_factory=list)
 
     @property
@@ -167,6 +170,11 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
             _continue(plan, doc, path_claiming[doc.id], walk, keys, consumed, rebuild=rebuild)
         elif doc.path in broken or doc.path in walk.unreadable:
             consumed.add(doc.path)  # held as it is: never re-minted, never deleted
+        elif claim_of.get(doc.path) not in (None, doc.id) and claim_of[doc.path] not in active_ids:
+            # Its sidecar now carries another ID that is not live: an older identity put back by
+            # hand (a move repaired with `pnk adopt`). That ID takes over this path; this one retires.
+            plan.superseded[doc.id] = claim_of[doc.path]
+            plan.deletes.append(doc)
         elif doc.path in walk.docs and walk.sidecars.get(doc.path) is None:
             consumed.add(doc.path)
             if not may_write_sidecars:
@@ -215,7 +223,13 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
         source_type = walk.source_types[path]
         state = walk.docs[path]
         if doc_id in by_id:
-            plan.notes.append(f"{path}: revived soft-deleted document {doc_id} from its sidecar")
+            previous_path = by_id[doc_id].path
+            if previous_path != path:
+                plan.renamed.append((previous_path, path))  # a move whose sidecar followed late
+                plan.notes.append(f"{path}: continues {doc_id} (formerly {previous_path}) from its "
+                                  "sidecar")
+            else:
+                plan.notes.append(f"{path}: revived soft-deleted document {doc_id} from its sidecar")
         plan.work.append(DocWork(doc_id, path, source_type, state, plan.sidecars.get(path),
                                  walk.sidecars[path].content_hash,
                                  keys.key(state.content_hash, source_type), "added"))
@@ -247,11 +261,59 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
         minted_names[Path(path).name].append(path)
     for doc, old_path in minted_or_deleted:
         for new_path in minted_names.get(Path(old_path).name, []):
-            plan.notes.append(
-                f"likely moved without its sidecar: {old_path} -> {new_path}; the ID changed from "
-                f"{doc.id} (soft-deleted) to a new one, which breaks inbound links. Move "
-                f"{old_path}{SIDECAR_SUFFIX} beside {new_path} and sync again to keep the old ID.")
+            plan.likely_moves.append((doc, new_path, "the same file name"))
     return plan
+
+
+# A deleted document and a new one sharing at least this share of the deleted one's lines were most
+# likely one file, moved and edited without its sidecar.
+LIKELY_MOVE_SHARE = 0.5
+# Comparing every deleted document with every new one is quadratic: beyond this many pairs, only the
+# file-name rule runs.
+LIKELY_MOVE_MAX_PAIRS = 20_000
+
+
+def find_likely_moves(ctx: SyncContext, plan: Plan) -> None:
+    """Pair each soft-deleted document whose sidecar was left behind with a newly minted document
+    holding most of its lines (a move plus an edit loses the content-hash match). Never acted on:
+    the pair is reported with the command that keeps the old ID."""
+    walk = ctx.require_walk()
+    minted = [w.doc_path for w in plan.sidecar_writes if w.kind == "mint"
+              and walk.source_types.get(w.doc_path) in ("markdown", "text", "code")]
+    orphaned = set(walk.orphan_sidecars)
+    deleted = [doc for doc in plan.deletes if doc.id not in plan.superseded
+               and doc.path + SIDECAR_SUFFIX in orphaned]
+    named = {(doc.id, new_path) for doc, new_path, _why in plan.likely_moves}
+    if ctx.conn is None or not minted or not deleted or len(minted) * len(deleted) > LIKELY_MOVE_MAX_PAIRS:
+        return
+    new_lines = {path: _significant_lines(_read_text(ctx.paths.root / path)) for path in minted}
+    for doc in deleted:
+        old_lines = _significant_lines("\n".join(row[0] for row in ctx.conn.execute(
+            "SELECT text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc.id,))))
+        if not old_lines:
+            continue
+        best = max(minted, key=lambda path: len(old_lines & new_lines[path]))
+        share = len(old_lines & new_lines[best]) / len(old_lines)
+        if share >= LIKELY_MOVE_SHARE and (doc.id, best) not in named:
+            plan.likely_moves.append((doc, best, f"{share:.0%} of its lines"))
+
+
+def _significant_lines(text: str) -> set[str]:
+    return {line.strip() for line in text.splitlines() if len(line.strip()) >= 8}
+
+
+def _read_text(path: Path) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(1 << 20)
+    except OSError:
+        return ""
+
+
+def likely_move_note(doc: IndexedDoc, new_path: str, why: str) -> str:
+    return (f"likely moved without its sidecar: {doc.path} -> {new_path} ({why}); {new_path} got a new "
+            f"ID and {doc.path}'s ID {doc.id} was soft-deleted, which breaks links to it. To keep the "
+            f"old ID: pnk adopt {doc.path}{SIDECAR_SUFFIX} {new_path} && pnk sync")
 
 
 def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: BuildKeys,
@@ -325,14 +387,18 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
                 conn.execute("UPDATE documents SET path = ? WHERE id = ?", (f"\0moving:{doc_id}", doc_id))
             for doc_id, _old, new in plan.moves:
                 conn.execute("UPDATE documents SET path = ? WHERE id = ?", (new, doc_id))
-        report.renamed.extend(plan.renamed)
+    report.renamed.extend(plan.renamed)
     for doc in plan.deletes:
         with transaction(conn):
             conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc.id,))
             delete_authored_links(conn, ctx.kb_id, doc.id)
             conn.execute("UPDATE documents SET state = 'deleted', indexed_at = ? WHERE id = ?",
                          (now, doc.id))
-        report.deleted.append(doc.path)
+        if doc.id in plan.superseded:
+            report.notes.append(f"{doc.path}: its sidecar now carries {plan.superseded[doc.id]}, which "
+                                f"takes over from {doc.id} (retired)")
+        else:
+            report.deleted.append(doc.path)
         faultpoint("sync.after-delete")
     walk = ctx.require_walk()
     for doc_id, path in plan.refresh:
@@ -425,7 +491,10 @@ def run_pair(ctx: SyncContext) -> bool:
         return False
     for path, error in plan.failures:
         ctx.report.fail(path, "pair", error)
+    if not ctx.read_only:
+        find_likely_moves(ctx, plan)
     ctx.report.notes.extend(plan.notes)
+    ctx.report.notes.extend(likely_move_note(doc, new_path, why) for doc, new_path, why in plan.likely_moves)
     moved_from = {w.from_path for w in plan.sidecar_writes if w.from_path}
     ctx.report.orphaned_sidecars.extend(
         p for p in ctx.require_walk().orphan_sidecars if p not in moved_from)

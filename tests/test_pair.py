@@ -144,7 +144,8 @@ def test_rename_plus_edit_without_the_sidecar_reports_moved_without_sidecar() ->
     before = [indexed(ID_A, "dir1/note.md", "h1", sidecar="s1")]
     result = plan(before, disk({"dir2/note.md": "h2"}, orphans=["dir1/note.md.pnk.yaml"]))
     assert [d.id for d in result.deletes] == [ID_A]
-    assert any("likely moved without its sidecar" in n and "dir2/note.md" in n for n in result.notes)
+    assert [(doc.id, new, why) for doc, new, why in result.likely_moves] == [
+        (ID_A, "dir2/note.md", "the same file name")]
 
 
 def test_a_deleted_sidecar_is_rewritten_with_the_indexed_id() -> None:
@@ -171,7 +172,8 @@ def test_a_soft_deleted_document_is_revived_by_its_sidecar() -> None:
     before = [indexed(ID_A, "a.md", "h1", sidecar="s1", state="deleted")]
     result = plan(before, disk({"b.md": "h1"}, {"b.md": "s1"}), {"b.md": ID_A})
     assert [(w.doc_id, w.path) for w in result.work] == [(ID_A, "b.md")]
-    assert any("revived" in note for note in result.notes)
+    assert result.renamed == [("a.md", "b.md")]  # its sidecar followed it late: a move
+    assert any("continues" in note and "formerly a.md" in note for note in result.notes)
 
 
 @pytest.mark.parametrize("count", [2, 3])

@@ -363,3 +363,40 @@ def test_front_matter_names_the_document_and_is_never_indexed_as_text(kb: Path) 
                        encoding="utf-8")
     assert sync(kb).metadata_refreshed == ["docs/fm.md"]
     assert rows(kb, "SELECT title FROM documents WHERE path = 'docs/fm.md'") == [("Harbour dredging plan",)]
+
+
+def test_a_move_plus_edit_without_its_sidecar_names_the_pair_and_adopt_keeps_the_id(kb: Path) -> None:
+    from pinakes.sync.adopt import adopt_sidecar
+
+    body = "\n\n".join(f"Paragraph {n} about the harbour dredging schedule and its permits." for n in range(8))
+    (kb / "docs/plan.md").write_text(f"# Plan\n\n{body}\n", encoding="utf-8")
+    sync(kb)
+    old_id = doc_ids(kb)["docs/plan.md"]
+    (kb / "docs/plan.md").unlink()
+    (kb / "docs/notes/renamed-plan.md").write_text(f"# Plan, revised\n\n{body}\n\nOne more line at the end.\n",
+                                                   encoding="utf-8")
+    report = sync(kb)
+    hint = [note for note in report.notes if "likely moved without its sidecar" in note]
+    assert len(hint) == 1 and "docs/plan.md -> docs/notes/renamed-plan.md" in hint[0]
+    assert "pnk adopt docs/plan.md.pnk.yaml docs/notes/renamed-plan.md" in hint[0]
+    assert doc_ids(kb)["docs/notes/renamed-plan.md"] != old_id  # never guessed
+    adopted = adopt_sidecar(kb, kb / "docs/plan.md.pnk.yaml", kb / "docs/notes/renamed-plan.md")
+    assert adopted.doc_id == old_id and adopted.replaced_id == doc_ids(kb)["docs/notes/renamed-plan.md"]
+    again = sync(kb)
+    assert doc_ids(kb)["docs/notes/renamed-plan.md"] == old_id
+    assert again.deleted == [] and again.renamed == [("docs/plan.md", "docs/notes/renamed-plan.md")]
+    assert not (kb / "docs/plan.md.pnk.yaml").exists()
+
+
+def test_adopt_refuses_what_it_cannot_do_safely(kb: Path) -> None:
+    from pinakes.errors import PinakesError
+    from pinakes.sync.adopt import adopt_sidecar
+
+    sync(kb)
+    with pytest.raises(PinakesError, match="not an orphaned sidecar"):
+        adopt_sidecar(kb, kb / "docs/alpha.md.pnk.yaml", kb / "docs/gamma.txt")  # its document is there
+    (kb / "docs/alpha.md").rename(kb / "docs/alpha-moved.md")
+    with pytest.raises(PinakesError, match="no document"):
+        adopt_sidecar(kb, kb / "docs/alpha.md.pnk.yaml", kb / "docs/missing.md")
+    with pytest.raises(PinakesError, match="not a sidecar"):
+        adopt_sidecar(kb, kb / "docs/gamma.txt", kb / "docs/alpha-moved.md")

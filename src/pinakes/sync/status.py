@@ -116,7 +116,7 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
     for item in plan.work:
         by_reason[item.reason].append(item.path)
     status.moved = list(plan.renamed)
-    status.deleted = [doc.path for doc in plan.deletes]
+    status.deleted = [doc.path for doc in plan.deletes if doc.id not in plan.superseded]
     moved_to = {new for _old, new in plan.renamed}
     status.metadata_refresh = [path for _doc_id, path in plan.refresh if path not in moved_to]
     status.sidecars_to_write = sorted(path + ".pnk.yaml" for path in minted)
