@@ -326,3 +326,30 @@ def test_sync_failures_are_reported_and_the_run_goes_on(tiny: Path, capsys: pyte
     assert code == 0 and json.loads(captured.out)["scoreboard"]["classes"]["all"]["recall@k"]["value"] == 1.0
     assert "warning: sync failed for docs/broken.md [extract]" in captured.err
     assert "warning: sync: docs/new.md: not indexed yet, it has no sidecar" in captured.err
+
+
+def test_init_then_fit_confidence_calibrates_a_fresh_kb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pinakes.init import init_kb
+
+    root = tmp_path / "fresh"
+    init_kb(root, name="fresh")
+    topics = {"harbour": "Dredging the harbour channel", "library": "Opening hours of the library",
+              "bees": "Keeping bees on a roof", "bread": "Baking sourdough bread", "trains": "Night trains"}
+    for name, heading in topics.items():
+        (root / "docs" / f"{name}.md").write_text(
+            f"# {name.title()}\n\n## {heading}\n\nNotes about {heading.lower()}, with details on {name}.\n",
+            encoding="utf-8")
+    assert run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder()).ok
+    code, skipped = run_json(capsys, str(root), "--fit-confidence")  # nothing to fit on yet
+    assert code == 2 and "pnk eval --init" in skipped["remedy"]
+    code, written = run_json(capsys, str(root), "--init")
+    assert code == 0 and written["drafted"] == 5
+    golden = (root / "eval" / "questions.yaml").read_text(encoding="utf-8")
+    assert '"Dredging the harbour channel"' in golden and "kind: no-answer" in golden
+    assert "rewrite" in golden.splitlines()[0] + golden  # marked as a draft to edit
+    code, again = run_json(capsys, str(root), "--init")
+    assert code == 2 and "never overwrites" in again["message"]
+    code, fitted = run_json(capsys, str(root), "--fit-confidence")
+    assert code == 0, fitted
+    block = fitted["manifest_block"]
+    assert block.startswith("[retrieval.confidence]") and "high = " in block and "low = " in block

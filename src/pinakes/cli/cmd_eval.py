@@ -4,6 +4,7 @@
     pnk eval --update-baseline          the same, then rewrite the baseline from this run
     pnk eval --rescore OUTCOMES.json    recompute the scoreboard from a committed outcomes file (no weights)
     pnk eval --compare BEFORE AFTER     paired comparison of two outcomes files, with the sign test
+    pnk eval --init                     draft eval/questions.yaml from the KB's own headings, to edit
     pnk eval --fit-confidence           fit [retrieval.confidence] on the golden set and print the block
     pnk eval --questions FILE.jsonl     nDCG@10 / recall@10 / recall@100 / MRR over any KB
 
@@ -52,6 +53,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--fit-confidence", action="store_true",
                         help="fit [retrieval.confidence] thresholds on the golden set and print the block")
     action = parser.add_mutually_exclusive_group()
+    action.add_argument("--init", action="store_true",
+                        help="draft eval/questions.yaml from the KB's own headings (a skeleton to edit; "
+                             "never overwrites one)")
     action.add_argument("--rescore", metavar="OUTCOMES", type=Path,
                         help="recompute the scoreboard from an outcomes file, offline")
     action.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), type=Path,
@@ -72,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     if args.fit_confidence and (args.compare or args.questions):
         raise UsageError("--fit-confidence fits on the golden set (or an outcomes file via --rescore)",
                          remedy="drop --compare / --questions")
+    if args.init:
+        return _init(args)
     if args.compare:
         return _compare(args)
     if args.rescore:
@@ -101,6 +107,7 @@ def _load(args: argparse.Namespace) -> tuple[EvalPaths, Manifest]:
 
 
 def _golden_run(args: argparse.Namespace) -> int:
+    from pinakes.errors import UsageError
     from pinakes.eval import harness
     from pinakes.eval.baseline import Baseline, read_baseline, write_baseline
     from pinakes.eval.outcomes import write_outcomes
@@ -108,6 +115,10 @@ def _golden_run(args: argparse.Namespace) -> int:
     paths, manifest = _load(args)
     golden, skipped = harness.load_for_run(paths, manifest)
     if golden is None:
+        if args.fit_confidence:
+            raise UsageError(f"nothing to fit on: {skipped}",
+                             remedy="draft a golden set with `pnk eval --init`, edit it, then run "
+                                    "`pnk eval --fit-confidence` again")
         _emit(args, {"ok": True, "skipped": skipped}, f"eval skipped: {skipped}")
         return 0
     run = harness.evaluate(paths, manifest, golden, sync=not args.no_sync)
@@ -126,6 +137,23 @@ def _golden_run(args: argparse.Namespace) -> int:
     result = harness.gate(run.outcomes.header, run.scoreboard, baseline, _tolerance(args))
     _report(args, paths, run.outcomes, run.scoreboard, result, updated=False)
     return 0 if result.ok else EXIT_REGRESSED
+
+
+def _init(args: argparse.Namespace) -> int:
+    from pinakes.eval.skeleton import draft_golden_set
+    from pinakes.index.schema import open_reader
+    from pinakes.kb import KBPaths
+
+    kb_root = _kb_root(args)
+    conn = open_reader(KBPaths(kb_root).index_db)
+    try:
+        target, drafted = draft_golden_set(kb_root, conn)
+    finally:
+        conn.close()
+    _emit(args, {"ok": True, "written": str(target), "drafted": drafted},
+          f"wrote {target} with {drafted} drafted questions and 2 no-answer placeholders\n"
+          "next: rewrite them as people would ask, then `pnk eval --fit-confidence`")
+    return 0
 
 
 def _rescore(args: argparse.Namespace) -> int:

@@ -68,7 +68,7 @@ def load_for_run(paths: EvalPaths, manifest: Manifest) -> tuple[GoldenSet | None
     if not paths.golden.exists():
         if not has_baseline:
             return None, (f"no golden set at {GOLDEN_SET_RELPATH} (a KB has none until someone writes one; "
-                          "see docs/QUALITY.md for the format)")
+                          "`pnk eval --init` drafts one from the KB's headings)")
         return GoldenSet(paths.golden, ()), None
     golden = load_golden_set(paths.golden, paths.kb_root, sources=manifest.sources)
     if not golden.questions and not has_baseline:
