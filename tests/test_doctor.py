@@ -168,10 +168,21 @@ def test_environment_probes_agree_with_sqlite3(
 
     checks = by_name(report)
     assert checks["sqlite fts5"]["status"] == ("OK" if has_fts5 else "FAIL")
-    assert checks["sqlite load_extension"]["status"] == ("OK" if can_load else "WARN")
+    assert checks["sqlite load_extension"]["status"] == "OK"  # nothing built needs it: never a WARN
+    assert "not needed by anything built" in checks["sqlite load_extension"]["detail"]
+    assert ("permitted" in checks["sqlite load_extension"]["detail"]) == can_load
     assert checks["sqlite"]["detail"].startswith(sqlite3.sqlite_version)
     assert checks["sqlite"]["status"] == ("OK" if sqlite3.sqlite_version_info >= (3, 35) else "FAIL")
     assert checks["python"]["detail"].startswith("{}.{}.{}".format(*sys.version_info[:3]))
+
+
+@pytest.mark.parametrize("can_load", [True, False])
+def test_extension_loading_is_information_not_a_warning(monkeypatch: pytest.MonkeyPatch, can_load: bool) -> None:
+    """Only the unbuilt sqlite-vec tier would load an extension: a healthy install shows no WARN for it."""
+    monkeypatch.setattr(checks_env, "load_extension_available", lambda: can_load)
+    check = checks_env.check_load_extension()
+    assert check.status == "OK" and check.remedy is None
+    assert "not needed by anything built" in check.detail
 
 
 def test_missing_fts5_is_a_fail_with_a_remedy(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pinakes.paid_gate import ProcessReport, Step, run_in_fresh_process
+from tests.paid_gate_harness import ProcessReport, Step, run_in_fresh_process
 
 NOT_FOR_HELP = ("numpy", "fastembed", "onnxruntime", "torch", "transformers", "sentence_transformers",
                 "doit", "mcp", "anthropic", "pypdfium2")

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from pinakes.extract.registry import EXTRACTORS
-from pinakes.paid_gate import (
+from tests.conftest import REPO_ROOT
+from tests.paid_gate_harness import (
     ALLOWLIST_NAME,
     PAID_CLIENTS,
     ProcessReport,
@@ -25,7 +26,6 @@ from pinakes.paid_gate import (
     run_in_fresh_process,
     unlisted_paid_importers,
 )
-from tests.conftest import REPO_ROOT
 
 ALLOWLIST = REPO_ROOT / ALLOWLIST_NAME
 
@@ -143,3 +143,9 @@ def test_allowlist_refuses_a_line_that_is_not_a_module_name(tmp_path: Path) -> N
     bad.write_text("pinakes.ask.deep\nsrc/pinakes/extract/claude_vision.py\n")
     with pytest.raises(ValueError, match=r":2: not a dotted module name"):
         read_allowlist(bad)
+
+
+def test_the_gate_harness_is_not_part_of_the_runtime_package() -> None:
+    """A socket patcher and test driver ship in no wheel: the harness lives in tests/ alone."""
+    assert importlib.util.find_spec("pinakes.paid_gate") is None
+    assert not (REPO_ROOT / "src" / "pinakes" / "paid_gate.py").exists()

@@ -25,8 +25,8 @@ import pytest
 
 import pinakes
 from pinakes.manifest import load_manifest
-from pinakes.paid_gate import ALLOWLIST_NAME, PAID_CLIENTS, paid_clients_in, read_allowlist
 from tests.conftest import REPO_ROOT
+from tests.paid_gate_harness import ALLOWLIST_NAME, PAID_CLIENTS, paid_clients_in, read_allowlist
 from tests.test_serve_helpers import (
     PATH_CHECKED_ARGUMENTS,
     PATH_LIKE_VALUES,

@@ -317,7 +317,7 @@ def test_a_model_change_rebuilds_the_whole_index(kb: Path) -> None:
 
 def test_a_pdf_is_extracted_once_cached_and_its_cache_entry_swept_when_gone(kb: Path) -> None:
     pytest.importorskip("pypdfium2", reason="PDF extraction needs the [pdf] extra")
-    from pinakes.paid_gate import minimal_pdf
+    from tests.paid_gate_harness import minimal_pdf
 
     (kb / "docs/report.pdf").write_bytes(minimal_pdf("Quarterly report about harbour dredging").encode("latin-1"))
     report = sync(kb)

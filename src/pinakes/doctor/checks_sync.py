@@ -182,6 +182,7 @@ def _sidecars(ctx: DoctorContext, suffix: str, kb_id: str, result: WalkResult) -
 
 
 def _hooks(ctx: DoctorContext) -> Iterator[Check]:
+    """Each hook is run in probe mode: OK means it executes, is current, and resolves this KB and a pnk."""
     from pinakes.hooks import hooks_status
 
     assert ctx.kb_root is not None
@@ -189,9 +190,23 @@ def _hooks(ctx: DoctorContext) -> Iterator[Check]:
     if status is None:
         yield Check("git hooks", "WARN", "the KB is not a git repository: nothing keeps it fresh",
                     "git init and `pnk install-hooks`, or run `pnk sync` by hand or from cron")
-    elif all(status.values()):
-        yield Check("git hooks", "OK", "pre-commit, post-commit and post-merge installed "
-                    "(they force the free extractor)")
+        return
+    problems = {name: state for name, state in status.items() if not state.ok}
+    if not problems:
+        runs = sorted({state.pnk for state in status.values() if state.pnk})
+        yield Check("git hooks", "OK", "pre-commit, post-commit and post-merge installed; probed, they sync "
+                    f"this KB with {', '.join(runs)} from this environment (and force the free extractor)")
+        return
+    if all(state.problem == "missing" for state in problems.values()):
+        yield Check("git hooks", "WARN", f"not installed: {', '.join(problems)}", "pnk install-hooks")
+        return
+    # FAIL where git itself breaks (a hook that cannot start, an old hook whose paths are gone: every
+    # commit fails); WARN where commits go through but the KB is not kept fresh.
+    failing = any(state.problem in ("old-style-broken", "does-not-run") for state in problems.values())
+    detail = "; ".join(f"{name}: {state.detail}" for name, state in problems.items())
+    if all(state.problem == "no-pnk" for state in problems.values()):
+        remedy = ("activate the environment that has pinakes before committing (or put `pnk` on PATH, "
+                  "e.g. `pipx install pinakes`)")
     else:
-        missing = ", ".join(name for name, ok in status.items() if not ok)
-        yield Check("git hooks", "WARN", f"not installed: {missing}", "pnk install-hooks")
+        remedy = "pnk install-hooks (rewrites the hooks in place; a hook you wrote is kept as <hook>.local)"
+    yield Check("git hooks", "FAIL" if failing else "WARN", detail, remedy)

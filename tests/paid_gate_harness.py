@@ -1,4 +1,6 @@
-"""The paid-path gate (spec §1, §9): no module outside `.paid-path-allowlist` may import a paid client.
+"""The paid-path gate's test harness (spec §1, §9): no module outside `.paid-path-allowlist` may import
+a paid client. It lives in tests/, not in the `pinakes` package: nothing at run time uses it, and a
+socket patcher has no place in an installed wheel.
 
 Two proofs, both reading the one allowlist file so that tests, CI and scripts cannot drift apart:
 
@@ -7,7 +9,7 @@ Two proofs, both reading the one allowlist file so that tests, CI and scripts ca
 - `run_in_fresh_process(steps)` is the check that decides: it drives real `pnk` commands inside one
   fresh interpreter and reports what actually landed in `sys.modules`, however it got there.
 
-This module imports only the standard library: it runs inside the process it measures.
+This module imports only the standard library: it runs, as a script, inside the process it measures.
 """
 
 from __future__ import annotations
@@ -172,7 +174,9 @@ def run_in_fresh_process(
         report_file = Path(scratch) / "report.json"
         steps_file.write_text(json.dumps([asdict(step) for step in steps]), encoding="utf-8")
         completed = subprocess.run(
-            [sys.executable, "-m", "pinakes.paid_gate", str(steps_file), str(report_file)],
+            # Run as a script by path: its folder (tests/) goes first on sys.path, which holds no
+            # module that shadows one Pinakes or the standard library imports.
+            [sys.executable, str(Path(__file__).resolve()), str(steps_file), str(report_file)],
             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
             env=env,
         )
