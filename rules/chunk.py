@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 # A document with at least this many chunks is announced before it is embedded (about a minute of
 # embedding on a 2-core CPU at the default model's measured rate).
 SLOW_DOCUMENT_CHUNKS = 2000
+# A document this long is announced before its chunking too, which alone takes tens of seconds
+# (a 20 MB text: about 100 s of reading, chunking and token counting before any embedding).
+SLOW_DOCUMENT_CHARS = 2_000_000
 
 
 def tasks_chunk(ctx: SyncContext, group: list[DocWork]) -> Iterator[dict[str, object]]:
@@ -45,6 +48,9 @@ def run_chunk(ctx: SyncContext, item: DocWork) -> bool:
 
     chunking = ctx.manifest.chunking
     extracted = ctx.extracted[item.doc_id]
+    if len(extracted.text) >= SLOW_DOCUMENT_CHARS:
+        ctx.progress.announce(f"{item.path}: {len(extracted.text) / 1e6:.1f} million characters to "
+                              "chunk and count first; this document alone takes a while")
     try:
         embedder = ctx.get_embedder()
         chunks = chunk_text(extracted.text, item.source_type, max_tokens=chunking.max_tokens,

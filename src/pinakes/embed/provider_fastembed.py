@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     import numpy as np
 
 PROVIDER = "fastembed"
+# ONNX Runtime keeps the arena its largest call needed, so the padded-token cap sets this provider's
+# memory floor: 4,096 tokens peaked at 616 MB where 8,192 (the shared default) peaked at 958 MB, at
+# the same CPU per text (1.07x vs 1.08x of the uncapped run; docs/perf/embedding-memory.md). The sync's
+# 1 GB budget needs the lower one; torch gives memory back between calls, so sentence-transformers
+# keeps the shared cap, where halving its batches would cost +26% CPU per chunk.
+FASTEMBED_BATCH_TOKENS = 4096
 logger = logging.getLogger("pinakes.embed")
 # The name the packaged int8 model is registered under in fastembed's custom-model registry; it
 # never reaches the index (the identity carries the manifest's model id).
@@ -36,7 +42,8 @@ class FastembedEmbedder(ProviderEmbedder):
         max_length = (tokenizer.truncation or {}).get("max_length")
         if not max_length:
             raise ModelUnavailableError(f"fastembed reports no input limit for {identity.model}")
-        super().__init__(identity, int(max_length) - counter.special_tokens, counter, batch_size)
+        super().__init__(identity, int(max_length) - counter.special_tokens, counter, batch_size,
+                         max_batch_tokens=FASTEMBED_BATCH_TOKENS)
         self._model = model
         self._bounded_session = False
 
