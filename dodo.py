@@ -51,6 +51,11 @@ def task_eval():
     return {"actions": [[PYTHON, "-m", "pinakes", "eval", str(ROOT / "tests" / "demo-kb")]], "verbosity": 2}
 
 
+def task_docs():
+    """regenerate the parts of docs/ whose truth is the code (CLI flags, manifest keys, MCP tools, errors)"""
+    return {"actions": [[PYTHON, str(ROOT / "docs" / "generate.py")]], "verbosity": 2}
+
+
 def task_bench():
     scripts = sorted(p for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_"))
     yield {"name": None, "doc": "every benchmark script in bench/ (one subtask each: doit bench:NAME)"}

@@ -64,10 +64,9 @@ def run_chunk(ctx: SyncContext, item: DocWork) -> bool:
         ctx.report.fail(item.path, "chunk", f"{type(exc).__name__}: {exc}")
         ctx.failed.add(item.doc_id)
         return True
-    if item.source_type == "markdown":
-        from pinakes.extract.front_matter import front_matter_title
+    from pinakes.extract.titles import document_title
 
-        item.text_title = front_matter_title(extracted.text)
+    item.text_title = document_title(extracted.text, item.source_type, ctx.paths.root / item.path)
     if len(chunks) >= SLOW_DOCUMENT_CHUNKS:
         ctx.progress.announce(f"{item.path}: {len(chunks):,} chunks to embed; this document alone "
                               "takes a while")

@@ -58,7 +58,7 @@ class DocWork:
     sidecar_hash: str | None
     key: str
     reason: str  # "added" | "changed" (content) | "rekeyed" (another key, or rebuilt as it was)
-    text_title: str | None = None  # a title the document's own text declares (Markdown front matter)
+    text_title: str | None = None  # the title the document itself declares (extract/titles.py)
 
 
 @dataclass(frozen=True)
@@ -421,16 +421,10 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
 
 
 def _text_title(path: Path, source_type: str) -> str | None:
-    """The title a document's own text declares (what `chunk` records when it reads the text)."""
-    if source_type != "markdown":
-        return None
-    from pinakes.extract.front_matter import front_matter_title
+    """The title a document's own content declares (what `chunk` records when it reads the text)."""
+    from pinakes.extract.titles import document_title
 
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return front_matter_title(handle.read(65536))
-    except OSError:
-        return None
+    return document_title(None, source_type, path)
 
 
 def _file_state(root: Path, path: Path, digest: str) -> FileState:

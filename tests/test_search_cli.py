@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -59,7 +60,8 @@ def test_human_output_lists_ranked_cited_passages(kb, capsys):
     code, out, err = run(capsys, "-C", str(kb.root), "search", "kafka", "replication")
     assert code == 0 and err == ""
     first = out.splitlines()[0]
-    assert first.startswith("1. Kafka — docs/kafka.md:0-") and first.endswith("(Kafka)")
+    # The citation as machines read it, then what it means in words, then the section.
+    assert re.fullmatch(r"1\. Kafka — docs/kafka\.md:0-(\d+) · characters 0-\1 · Kafka", first), first
     assert "“# Kafka Kafka replication keeps copies" in out
     assert "confidence: unknown" in out
     assert "pnk ask --deep 'kafka replication'" in out
@@ -69,7 +71,7 @@ def test_human_output_lists_ranked_cited_passages(kb, capsys):
 def test_paged_citation_and_tags_are_printed(kb, capsys):
     code, out, _ = run(capsys, "search", "-C", str(kb.root), "revenue", "quarter", "--mode", "bm25")
     assert code == 0
-    assert "Annual report — reports/annual.pdf:p2" in out
+    assert "Annual report — reports/annual.pdf:p2 · page 2" in out
     assert "tags: finance" in out
 
 
@@ -79,7 +81,8 @@ def test_json_output_is_the_result_dict(kb, capsys):
     assert code == 0 and payload["ok"] is True
     assert payload["query"] == "kafka replication" and payload["mode"] == "hybrid"
     assert len(payload["passages"]) == 2
-    assert payload["passages"][0]["citation"].startswith("docs/kafka.md:")
+    top = payload["passages"][0]
+    assert top["citation"] == f"docs/kafka.md:{top['char_start']}-{top['char_end']}"  # the machine scheme
     assert payload["confidence"]["level"] == "unknown"
     assert payload["suggested_next"]["query"]
 
@@ -196,3 +199,20 @@ def test_names_titles_and_text_from_the_kb_never_reach_the_terminal_raw(tmp_path
     assert "Title\\x1b]0;pwned\\x07" in out and "evil\\x1b[2J\\nname.md" in out
     code, out, _ = run(capsys, "-C", str(paths.root), "search", "zebra", "--json")
     assert json.loads(out)["passages"][0]["path"] == "docs/evil\x1b[2J\nname.md"  # JSON: as it is
+
+
+def test_a_document_without_a_title_is_shown_by_its_file_name(tmp_path, monkeypatch, capsys):
+    from tests.helpers_index import DocSpec
+
+    embedder = HashEmbedder(identity=ModelIdentity("sentence-transformers", "test/hash-bow", "1", "0" * 64, 64))
+    paths = make_kb(tmp_path / "kb")
+    paths.state_dir.mkdir()
+    build_search_index(paths.index_db, embedder, docs=[
+        DocSpec(path="docs/notes/travel.md", text="trains to the coast and ferries to the islands")])
+    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None: embedder)
+    code, out, _ = run(capsys, "-C", str(paths.root), "search", "ferries", "--mode", "bm25")
+    assert code == 0
+    assert out.splitlines()[0] == "1. travel.md — docs/notes/travel.md:0-46 · characters 0-46"
+    code, out, _ = run(capsys, "-C", str(paths.root), "search", "ferries", "--mode", "bm25", "--json")
+    passage = json.loads(out)["passages"][0]
+    assert (passage["title"], passage["citation"]) == ("travel.md", "docs/notes/travel.md:0-46")

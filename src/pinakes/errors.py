@@ -2,6 +2,7 @@
 
 Every error a person can cause or fix is a `PinakesError`: the CLI prints its message and remedy
 and exits with its code, never a traceback. Anything else escaping to the CLI is a Pinakes bug.
+The classes live here, except the few docs/architecture.md lists beside the records they carry.
 """
 
 from __future__ import annotations
@@ -132,6 +133,26 @@ class FilesystemError(PinakesError):
     """The filesystem refused a write (disk full, read-only, permission)."""
 
     exit_code = EXIT_IO
+
+
+class IndexUnreadableError(PinakesError):
+    """SQLite refused a read (locked past the busy timeout, or a damaged file)."""
+
+    exit_code = EXIT_DATA
+
+
+class OutcomesError(PinakesError):
+    """An eval outcomes or baseline file cannot be read or is not one."""
+
+    exit_code = EXIT_DATA
+
+
+class ToolArgumentError(UsageError):
+    """An MCP tool argument was refused at the server boundary (`pinakes.serve.boundary`)."""
+
+
+class NotServedError(PinakesError):
+    """The MCP caller named a KB, document or tool this server does not serve."""
 
 
 # What to do about each way the filesystem refuses: one vocabulary for every writer and reader.

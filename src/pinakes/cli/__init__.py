@@ -15,7 +15,8 @@ from pinakes import __version__
 from pinakes.errors import PinakesError
 
 # Order is the order `pnk --help` lists them.
-COMMANDS = ("init", "sync", "status", "search", "doctor", "serve", "eval", "install_hooks", "doit")
+COMMANDS = ("init", "sync", "status", "search", "list", "get", "adopt", "doctor", "serve", "eval",
+            "install_hooks", "doit")
 
 
 def build_parser() -> argparse.ArgumentParser:

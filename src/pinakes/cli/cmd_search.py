@@ -13,6 +13,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pinakes.search.filters import SearchFilters
     from pinakes.search.results import Passage, SearchResult
 
 QUOTE_CHARS = 300
@@ -28,6 +29,16 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     )
     parser.add_argument("query", nargs="*", metavar="QUERY", help="the words to search for")
     parser.add_argument("-k", dest="final_k", metavar="N", help="number of passages (default: [retrieval] final_k)")
+    add_filter_arguments(parser)
+    parser.add_argument("--no-rerank", action="store_true", help="skip the cross-encoder rerank")
+    parser.add_argument("--mode", default="hybrid", metavar="MODE",
+                        help="hybrid (default), bm25 or vector")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(run=run)
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    """The document filters (`pinakes.search.filters`), as `pnk search` and `pnk list` spell them."""
     parser.add_argument("--tag", dest="tags", action="append", metavar="TAG",
                         help="only documents with this tag (repeatable: any of them)")
     parser.add_argument("--all-tags", action="store_true", help="require every --tag instead of any")
@@ -37,11 +48,16 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--until", metavar="DATE", help="only documents modified on or before DATE (ISO)")
     parser.add_argument("--type", dest="source_types", action="append", metavar="TYPE",
                         help="only this source type: markdown, text, code or pdf (repeatable)")
-    parser.add_argument("--no-rerank", action="store_true", help="skip the cross-encoder rerank")
-    parser.add_argument("--mode", default="hybrid", metavar="MODE",
-                        help="hybrid (default), bm25 or vector")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.set_defaults(run=run)
+
+
+def filters_from_args(args: argparse.Namespace) -> SearchFilters:
+    """The validated filters of `add_filter_arguments`' flags (a UsageError names a bad value)."""
+    from pinakes.search.filters import make_filters
+
+    return make_filters(
+        tags=args.tags, all_tags=args.all_tags, path_prefix=args.path_prefix,
+        since=args.since, until=args.until, source_types=args.source_types,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,16 +65,12 @@ def run(args: argparse.Namespace) -> int:
     from pinakes.kb import KBPaths, find_kb_root
     from pinakes.manifest import load_manifest
     from pinakes.search.core import Searcher
-    from pinakes.search.filters import make_filters
 
     query = " ".join(args.query).strip()
     if not query:
         raise UsageError("the query is empty", remedy='pass the words to search for: pnk search "..."')
     final_k = _positive_int(args.final_k) if args.final_k is not None else None
-    filters = make_filters(
-        tags=args.tags, all_tags=args.all_tags, path_prefix=args.path_prefix,
-        since=args.since, until=args.until, source_types=args.source_types,
-    )
+    filters = filters_from_args(args)
     kb_root = find_kb_root(getattr(args, "kb_dir", None))
     manifest = load_manifest(KBPaths(kb_root).manifest)
     with Searcher.for_kb(kb_root, manifest) as searcher:
@@ -109,13 +121,28 @@ def render(result: SearchResult) -> str:
     return "\n".join(lines).rstrip()
 
 
+def locator_words(char_start: int, char_end: int, page_start: int | None, page_end: int | None) -> str:
+    """What a citation's locator means, in words: `characters 120-480`, `page 3`, `pages 3-4`.
+
+    The citation itself (`path:120-480`, `path:p3`) is the machine form and stays as it is."""
+    if page_start is not None:
+        last = page_end if page_end is not None else page_start
+        return f"page {page_start}" if last == page_start else f"pages {page_start}-{last}"
+    return f"characters {char_start}-{char_end}"
+
+
 def _render_passage(rank: int, passage: Passage) -> list[str]:
     from pinakes.display import printable
-    from pinakes.search.citations import with_heading
+    from pinakes.extract.titles import display_title
 
     # Titles, paths, headings, tags and text all come from the KB's files: escaped for the terminal.
-    title = printable(passage.title or passage.path)
-    lines = [f"{rank}. {title} — {printable(with_heading(passage.citation, passage.heading_path))}"]
+    # The citation is printed whole (copyable), then what its locator means, then the section.
+    parts = [printable(passage.citation),
+             locator_words(passage.char_start, passage.char_end, passage.page_start, passage.page_end)]
+    if passage.heading_path:
+        parts.append(printable(" > ".join(passage.heading_path)))
+    title = printable(display_title(passage.title, passage.path))
+    lines = [f"{rank}. {title} — {' · '.join(parts)}"]
     quote = printable(" ".join(passage.text.split()))
     if len(quote) > QUOTE_CHARS:
         quote = quote[: QUOTE_CHARS - 1].rstrip() + "…"

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinakes.eval.outcomes import OutcomesError, read_json_object, write_json_object
+from pinakes.errors import OutcomesError
+from pinakes.eval.outcomes import read_json_object, write_json_object
 from pinakes.eval.scoreboard import HIGHER_IS_BETTER, METRICS, ClassScores, Rate, Scoreboard, render_rate
 
 BASELINE_FORMAT = "pinakes-eval-baseline/1"

@@ -19,17 +19,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pinakes.errors import EXIT_DATA, PinakesError
+from pinakes.errors import OutcomesError
 
 OUTCOMES_FORMAT = "pinakes-eval-outcomes/1"
 OUTCOMES_RELPATH = "eval/outcomes.json"
 LEVELS = ("high", "medium", "low", "unknown")
-
-
-class OutcomesError(PinakesError):
-    """An outcomes file cannot be read or is not one."""
-
-    exit_code = EXIT_DATA
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,9 @@ class RetrievalSection:
     rrf_k: int = 60
     rerank: bool = True
     vector_tier: str = "numpy"
+    # Reserved (spec §4): the traversal fan-out cap of the graph expansion channel and pinakes_links.
+    # Validated, read by nothing until they are built; like [budget] and [deep], which wait on the
+    # paid paths, a number is accepted, while graph_channel refuses the unbuilt channels by name.
     adjacent_k: int = 5
     graph_channel: str = "off"
     confidence: ConfidenceSection | None = None  # absent ⇒ confidence is reported as "unknown"

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinakes.errors import IndexMissingError, ModelUnavailableError, PinakesError, UsageError
+from pinakes.extract.titles import display_title
 from pinakes.index import schema
 from pinakes.kb import KBPaths
 from pinakes.search import bm25
@@ -534,6 +535,7 @@ def _passage(candidate: Candidate, row: dict[str, Any], stale: dict[str, str]) -
     tags = [tags] if isinstance(tags, str) else tags
     heading = _json(row["heading_path"], None)
     title = row["title"] or (metadata.get("title") if isinstance(metadata.get("title"), str) else None)
+    title = display_title(title, row["path"])  # the file name when the document declares none
     return Passage(
         text=row["text"],
         citation=citation(row["path"], row["char_start"], row["char_end"], row["page_start"], row["page_end"]),

@@ -20,7 +20,9 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pinakes.errors import PinakesError, UsageError
+# NotServedError is re-exported: serve/documents.py and the tests name it `boundary.NotServedError`.
+from pinakes.errors import NotServedError as NotServedError
+from pinakes.errors import ToolArgumentError
 from pinakes.ids import is_ulid
 
 MAX_QUERY_CHARS = 2_000
@@ -39,14 +41,6 @@ _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _GLOB_CHARS = frozenset("*?[]{}")
-
-
-class ToolArgumentError(UsageError):
-    """A tool argument was refused at the server boundary."""
-
-
-class NotServedError(PinakesError):
-    """The caller named a KB or document this server does not serve."""
 
 
 def refuse(argument: str, problem: str, remedy: str) -> ToolArgumentError:

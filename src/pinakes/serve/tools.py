@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pinakes.errors import EXIT_DATA, PinakesError
+from pinakes.errors import IndexUnreadableError, PinakesError
 from pinakes.ids import format_pnk_uri, is_ulid
 from pinakes.search.citations import citation
 from pinakes.search.core import MODES, Searcher
@@ -51,12 +51,6 @@ _CONFIDENCE_GUIDANCE = {
 
 
 SearcherFactory = Callable[[ServedKB], Searcher]
-
-
-class IndexUnreadableError(PinakesError):
-    """SQLite refused a read (locked past the busy timeout, or a damaged file)."""
-
-    exit_code = EXIT_DATA
 
 
 def default_searcher(kb: ServedKB) -> Searcher:
@@ -306,7 +300,7 @@ class PinakesTools:
             "doc_id": document.id,
             "doc_uri": format_pnk_uri(kb.kb_id, document.id),
             "path": document.path,
-            "title": document.title,
+            "title": document.shown_title,  # its title, else its file name
             "source_type": document.source_type,
             "tags": document.tags,
             "citation": cited,

@@ -1,0 +1,193 @@
+"""A document's title: the one home of the rules (spec §3, `documents.title`).
+
+What is stored is the sidecar's `title`, else the title the document's own content declares
+(`document_title`):
+
+- Markdown: the front matter's `title:`, else the first ATX level-1 heading (`# Title`) outside the
+  front matter and fenced code;
+- reStructuredText (`.rst`, `.rest`, `.rst.txt`): the first section title, a line underlined (and
+  optionally overlined) by a run of one punctuation character at least as long as the line;
+- AsciiDoc (`.adoc`, `.asciidoc`): the document title line (`= Title`);
+- PDF: the `Title` of the document information dictionary (read with pypdfium2; None without the
+  `[pdf]` extra);
+- anything else (plain text, code): none.
+
+The file name is *not* stored: it is the fallback where a title is shown (`display_title`), so a
+sidecar or content title added later still wins and a rename needs no re-index.
+
+The front matter block itself is left out of the indexed passages (`pinakes.chunking`), so its raw
+YAML never becomes a search hit. Only its title is read: the sidecar stays the one place Pinakes
+takes tags and links from.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+# A title longer than this is not a title (and never reaches a one-line search hit whole).
+MAX_TITLE_CHARS = 300
+# Titles are declared at the top: never scan more than this of a document (the chunk step and the
+# metadata-refresh path, which reads the file, must agree).
+HEAD_CHARS = 65536
+# PDF producers fill `Title` with these when the author gave none.
+_PLACEHOLDER_TITLES = frozenset({"untitled", "untitled document", "no title", "title"})
+
+_ATX = re.compile(r" {0,3}#(?:[ \t]+(.*?))?[ \t]*\r?$")  # level 1 only: one '#' then space or end
+_ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*?)\r?$")
+_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*\r?$")
+# reST adornment: one repeated punctuation character (docutils' set), two or more of it.
+_RST_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*\r?$")
+_ASCIIDOC_TITLE = re.compile(r"=[ \t]+(\S.*?)[ \t]*\r?$")
+
+
+def document_title(text: str | None, source_type: str, path: Path | str) -> str | None:
+    """The title the document's own content declares, or None.
+
+    `text` is its indexed text (or at least its first `HEAD_CHARS` characters); None reads the
+    head of the file at `path`. A PDF's title comes from the file at `path`, never from `text`.
+    """
+    if source_type == "pdf":
+        return pdf_metadata_title(Path(path))
+    if source_type == "markdown":
+        head = _head(text, path)
+        return None if head is None else front_matter_title(head) or markdown_h1(head)
+    if source_type == "text":
+        from pinakes.extract.source_types import markup_for
+
+        markup = markup_for(path)
+        if markup is None:
+            return None
+        head = _head(text, path)
+        if head is None:
+            return None
+        return rst_title(head) if markup == "rst" else asciidoc_title(head)
+    return None
+
+
+def display_title(title: str | None, path: str) -> str:
+    """What a person or agent is shown as a document's name: its title, else its file name."""
+    if title:
+        return title
+    return PurePosixPath(path).name or path
+
+
+def _head(text: str | None, path: Path | str) -> str | None:
+    if text is not None:
+        return text[:HEAD_CHARS]
+    try:
+        # utf-8-sig: the indexed text has a leading BOM dropped, so the head must too.
+        with open(path, encoding="utf-8-sig", errors="replace") as handle:
+            return handle.read(HEAD_CHARS)
+    except OSError:
+        return None
+
+
+def _clean(title: object) -> str | None:
+    if not isinstance(title, str):
+        return None
+    title = " ".join(title.split())
+    return title[:MAX_TITLE_CHARS] or None
+
+
+def front_matter_title(text: str) -> str | None:
+    """The string `title` of the front matter, or None (none, not YAML, not a mapping, not a string)."""
+    from pinakes.chunking import front_matter_span
+
+    span = front_matter_span(text)
+    if span is None:
+        return None
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        data = YAML(typ="safe", pure=True).load(text[span[0]:span[1]])
+    except (YAMLError, ValueError):
+        return None
+    return _clean(data.get("title") if isinstance(data, dict) else None)
+
+
+def markdown_h1(text: str) -> str | None:
+    """The text of the first ATX level-1 heading (`# Title`) outside front matter and fenced code."""
+    from pinakes.chunking import front_matter_span
+
+    lines = text.split("\n")
+    first = 0
+    span = front_matter_span(text)
+    if span is not None:  # the closing `---` line follows the span: skip through it
+        first = text.count("\n", 0, span[1]) + 1
+    fence: tuple[str, int] | None = None
+    for line in lines[first:]:
+        if fence is not None:
+            closing = _FENCE_CLOSE.match(line)
+            if closing and closing.group(1)[0] == fence[0] and len(closing.group(1)) >= fence[1]:
+                fence = None
+            continue
+        opening = _FENCE_OPEN.match(line)
+        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+            fence = (opening.group(1)[0], len(opening.group(1)))
+            continue
+        heading = _ATX.match(line)
+        if heading is None:
+            continue
+        title = _clean(_ATX_CLOSING.sub("", heading.group(1) or "").strip())
+        if title:
+            return title
+    return None
+
+
+def rst_title(text: str) -> str | None:
+    """The first reST section title: a line underlined by an adornment at least as long as it, either
+    overlined by the same adornment (the text may then be inset) or not indented and after a blank
+    line or the start of the text."""
+    lines = text.split("\n")
+    for index in range(len(lines) - 1):
+        line = lines[index].rstrip()
+        if not line.strip() or _RST_ADORNMENT.match(line):
+            continue
+        under = _RST_ADORNMENT.match(lines[index + 1])
+        if under is None or len(lines[index + 1].rstrip()) < len(line):
+            continue
+        above = lines[index - 1] if index > 0 else ""
+        overline = _RST_ADORNMENT.match(above)
+        if overline is not None and overline.group(1) == under.group(1) \
+                and len(above.rstrip()) == len(lines[index + 1].rstrip()):
+            return _clean(line)  # overlined: the text may be inset
+        if above.strip() or line[:1].isspace():
+            continue  # the last line of a paragraph, a mismatched overline, or indented text
+        return _clean(line)
+    return None
+
+
+def asciidoc_title(text: str) -> str | None:
+    """The AsciiDoc document title: the first `= Title` line (level 0), before any section."""
+    for line in text.split("\n"):
+        if line.startswith("=="):
+            return None  # a section came first: the document has no title line
+        match = _ASCIIDOC_TITLE.match(line)
+        if match:
+            return _clean(match.group(1))
+    return None
+
+
+def pdf_metadata_title(path: Path) -> str | None:
+    """The `Title` of a PDF's information dictionary, or None (none, a placeholder, unreadable, or
+    the `[pdf]` extra not installed). Opening a PDF reads its cross-reference table, not its pages."""
+    try:
+        import pypdfium2 as pdfium
+    except ImportError:
+        return None
+    try:
+        document = pdfium.PdfDocument(str(path))
+    except (pdfium.PdfiumError, OSError):
+        return None
+    try:
+        title = _clean(document.get_metadata_value("Title"))
+    except pdfium.PdfiumError:
+        return None
+    finally:
+        document.close()
+    if title is None or title.lower() in _PLACEHOLDER_TITLES:
+        return None
+    return title
