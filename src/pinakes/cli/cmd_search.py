@@ -1,7 +1,7 @@
 """`pnk search QUERY`: the free retrieval pipeline, printed for a person or as JSON.
 
-Retrieval only: nothing here spends money. Low or unknown confidence prints how to escalate
-(`pnk ask --deep`), which is a separate, deliberate command (spec §4.2).
+Retrieval only: nothing here spends money. Low or unknown confidence prints what to do next with
+commands this build has (spec §4.2's escalation, `pnk ask --deep`, is printed once it is built).
 """
 
 from __future__ import annotations
@@ -109,9 +109,14 @@ def render(result: SearchResult) -> str:
     confidence = result.confidence
     lines.append(f"confidence: {confidence.level} ({confidence.reason})")
     lines.extend(f"note: {printable(note)}" for note in result.notes)
-    if confidence.level in ("low", "unknown"):
-        lines.append(f"Retrieval only; nothing was spent. To escalate: pnk ask --deep {shlex.quote(result.query)} "
-                     "(not built in this version: see STATUS.md)")
+    # Every remedy names a command this build has: the paid escalation (`pnk ask --deep`, spec §4.2)
+    # is named here once it exists; until then a low answer points at what does.
+    if confidence.level == "unknown":
+        lines.append("Retrieval only; nothing was spent. Confidence stays unknown until this KB is "
+                     "calibrated: `pnk eval --init`, edit eval/questions.yaml, then `pnk eval --fit-confidence`.")
+    elif confidence.level == "low":
+        lines.append("Retrieval only; nothing was spent. The passages may not answer this: try the next "
+                     "search below, or read a document whole with `pnk get ID`.")
     if result.suggested_next is not None:
         suggestion = result.suggested_next
         command = f"pnk search {shlex.quote(suggestion.query)}"
