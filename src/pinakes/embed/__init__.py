@@ -6,8 +6,24 @@ only by `load_embedder`, inside the provider it selects.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from pinakes.embed.base import META_KEYS, Embedder, ModelIdentity, identity_meta
-from pinakes.embed.loader import DEFAULT_BATCH_SIZE, PROVIDERS, check_max_tokens, load_embedder
+
+if TYPE_CHECKING:
+    from pinakes.embed.loader import DEFAULT_BATCH_SIZE, PROVIDERS, check_max_tokens, load_embedder
+
+_FROM_LOADER = ("DEFAULT_BATCH_SIZE", "PROVIDERS", "check_max_tokens", "load_embedder")
+
+
+def __getattr__(name: str) -> Any:
+    # The loader (and the packaged-model table behind it) loads on first use: a no-op sync imports
+    # this package for the model identity's helpers alone, on every commit.
+    if name in _FROM_LOADER:
+        from pinakes.embed import loader
+
+        return getattr(loader, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

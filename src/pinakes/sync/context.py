@@ -16,19 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pinakes.chunking import Chunk
-from pinakes.embed.base import Embedder
 from pinakes.errors import PinakesError
-from pinakes.extract.types import ExtractedText
-from pinakes.kb import KBPaths
-from pinakes.manifest import Manifest
-from pinakes.rules.pair import DocWork, Plan
-from pinakes.rules.walk import WalkResult
-from pinakes.sync.keys import BuildKeys
-from pinakes.sync.report import SyncReport
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: `pnk sync` imports this module on every (mostly no-op) run
+    from pinakes.chunking import Chunk
+    from pinakes.embed.base import Embedder
+    from pinakes.extract.types import ExtractedText
+    from pinakes.kb import KBPaths
+    from pinakes.manifest import Manifest
+    from pinakes.rules.pair import DocWork, Plan
+    from pinakes.rules.walk import WalkResult
+    from pinakes.sync.keys import BuildKeys
     from pinakes.sync.progress import SyncProgress
+    from pinakes.sync.report import SyncReport
 
 
 @dataclass(frozen=True)
