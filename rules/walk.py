@@ -117,10 +117,11 @@ def walk(root: Path, sources: SourcesSection, cache: dict[str, CacheRow], *,
         st = entry.stat(follow_symlinks=False)
         seen.add(rel)
         cached = cache.get(rel)
-        if cached and cached[0] == st.st_size and cached[1] == st.st_mtime_ns \
-                and cached[2] == st.st_ctime_ns and cached[3] == st.st_ino \
-                and (racy_after is None or max(st.st_mtime_ns, st.st_ctime_ns) < racy_after):
-            return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, cached[4], st.st_ctime_ns)
+        # ctime first: it moves whenever the mtime or the content does, so it decides most misses.
+        if cached is not None and cached[2] == st.st_ctime_ns and cached[1] == st.st_mtime_ns \
+                and cached[0] == st.st_size and cached[3] == st.st_ino \
+                and (racy_after is None or (cached[2] < racy_after and cached[1] < racy_after)):
+            return FileState(rel, cached[0], cached[1], cached[3], cached[4], cached[2])
         if not hash_contents:
             return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, "", st.st_ctime_ns)
         try:

@@ -207,6 +207,8 @@ def _model_changed(conn: sqlite3.Connection, manifest: Manifest) -> bool:
 
 
 def _record_failures(conn: sqlite3.Connection, report: SyncReport) -> None:
+    if not report.failures and conn.execute("SELECT 1 FROM failures LIMIT 1").fetchone() is None:
+        return  # nothing to record or clear: a no-op sync leaves the index file untouched
     now = datetime.now(UTC).isoformat(timespec="seconds")
     with schema.transaction(conn):
         conn.execute("DELETE FROM failures")
