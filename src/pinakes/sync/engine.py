@@ -155,13 +155,13 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
             _record_failures(conn, report)  # clears failures a previous run left, if fixed since
             return
         stage_started = time.perf_counter()
-        from pinakes.sync.loader import run_doit, write_dodo_shim
+        from pinakes.sync.loader import run_pipeline, write_dodo_shim
 
         with schema.transaction(conn):  # doctor tells an interrupted sync from a finished one
             schema.write_meta(conn, {"sync_started_at": _now()})
         ctx.progress.start(len(plan.work), sum(item.file.size for item in plan.work))
         try:
-            code, output = run_doit(ctx, ["run"])
+            code, output = run_pipeline(ctx)
         finally:
             ctx.progress.close()
         report.timings["pipeline"] = time.perf_counter() - stage_started

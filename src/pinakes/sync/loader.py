@@ -6,11 +6,15 @@ change, not the corpus. The changed documents stream through in groups sized by 
 
     extract:<doc> … → chunk:<doc> … → embed:g00000 → extract:<doc of group 1> … → embed:g00001 → … → graph
 
-Each group's extract tasks depend on the previous group's embed task, so a group is extracted,
-chunked, embedded and committed (one transaction per document) before the next group's text is
-read. Peak memory therefore follows the group size and the model, not the corpus, and a crash
-loses at most the group in flight. Each per-document task is keyed on the document's build key
-(`pinakes.sync.keys`), compared with the key the index stored beside its chunks.
+A group is extracted, chunked, embedded and committed (one transaction per document) before the
+next group's text is read, so peak memory follows the group size and the model, not the corpus, and
+a crash loses at most the group in flight. `pnk sync` runs that graph as one doit invocation for
+walk and pair, one per group, and one for graph (`run_pipeline`): doit keeps every Task it creates
+until its run ends (about 10 KB per document for the extract and chunk tasks), so one invocation for
+the whole corpus would make memory grow with it. The whole graph, with each group's extract tasks
+depending on the previous group's embed task, is what `doit list` shows. Each per-document task is
+keyed on the document's build key (`pinakes.sync.keys`), compared with the key the index stored
+beside its chunks.
 
 The same namespace backs `pnk doit list|info` and the `.pinakes/dodo.py` shim for plain
 `doit -f .pinakes/dodo.py list --all --status`.
@@ -76,7 +80,24 @@ def ensure_plan(ctx: SyncContext) -> None:
         ctx.groups = stream_groups(plan.work)
 
 
+def _group_tasks(ctx: SyncContext, number: int, group: list[DocWork],
+                 after: str | None) -> Iterator[dict[str, object]]:
+    for task in extract.tasks_extract(ctx, group, after=after):
+        yield guarded(ctx, task)
+    for task in chunk.tasks_chunk(ctx, group):
+        yield guarded(ctx, task)
+    yield guarded(ctx, embed.task_embed(ctx, number, group))
+
+
+def _group_docs() -> Iterator[dict[str, object]]:
+    yield {"basename": "chunk", "name": None,
+           "doc": "split each extracted document into passages, counted in model tokens"}
+    yield {"basename": "embed", "name": None,
+           "doc": "embed one group's passages and commit each document in its own transaction"}
+
+
 def task_namespace(ctx: SyncContext) -> dict[str, object]:
+    """The whole pipeline as one doit namespace: what `doit list` / `info` show."""
     from doit import create_after
 
     def task_walk() -> dict[str, object]:
@@ -89,31 +110,57 @@ def task_namespace(ctx: SyncContext) -> dict[str, object]:
     def task_extract() -> Iterator[dict[str, object]]:
         """turn each changed document into its indexed text"""
         ensure_plan(ctx)
-        yield {"basename": "chunk", "name": None,
-               "doc": "split each extracted document into passages, counted in model tokens"}
-        yield {"basename": "embed", "name": None,
-               "doc": "embed one group's passages and commit each document in its own transaction"}
+        yield from _group_docs()
         previous: str | None = None
         for number, group in enumerate(ctx.groups):
-            for task in extract.tasks_extract(ctx, group, after=previous):
-                yield guarded(ctx, task)
-            for task in chunk.tasks_chunk(ctx, group):
-                yield guarded(ctx, task)
-            yield guarded(ctx, embed.task_embed(ctx, number, group))
+            yield from _group_tasks(ctx, number, group, previous)
             previous = f"embed:{embed.group_task_name(number)}"
 
     @create_after(executed="pair")
     def task_graph() -> dict[str, object]:
         return guarded(ctx, graph.task_graph(ctx))
 
-    creators: dict[str, object] = {
+    return {
         "task_walk": task_walk,
         "task_pair": task_pair,
         "task_extract": task_extract,
         "task_graph": task_graph,
-        "DOIT_CONFIG": doit_config(ctx),
+        "DOIT_CONFIG": doit_config(ctx, DEFAULT_TASKS),
     }
-    return creators
+
+
+def run_pipeline(ctx: SyncContext) -> tuple[int, str]:
+    """Run the pipeline: walk and pair, then each group, then graph, each its own doit invocation
+    (see the module docstring); stops at the first invocation that fails or sets ctx.fatal."""
+
+    def task_walk() -> dict[str, object]:
+        return guarded(ctx, walk.task_walk(ctx))
+
+    def task_pair() -> dict[str, object]:
+        return guarded(ctx, pair.task_pair(ctx))
+
+    def task_graph() -> dict[str, object]:
+        task = graph.task_graph(ctx)
+        task["task_dep"] = []  # walk, pair and every group ran in the invocations before
+        return guarded(ctx, task)
+
+    code, output = run_doit({"task_walk": task_walk, "task_pair": task_pair,
+                             "DOIT_CONFIG": doit_config(ctx, ["walk", "pair"])})
+    if code or ctx.fatal is not None:
+        return code, output
+    ensure_plan(ctx)
+    for number, group in enumerate(ctx.groups):
+
+        def task_extract(number: int = number, group: list[DocWork] = group) -> Iterator[dict[str, object]]:
+            """turn each changed document into its indexed text"""
+            yield from _group_docs()
+            yield from _group_tasks(ctx, number, group, None)
+
+        code, output = run_doit({"task_extract": task_extract,
+                                 "DOIT_CONFIG": doit_config(ctx, ["extract", "embed"])})
+        if code or ctx.fatal is not None:
+            return code, output
+    return run_doit({"task_graph": task_graph, "DOIT_CONFIG": doit_config(ctx, ["graph"])})
 
 
 def guarded(ctx: SyncContext, task: dict[str, object]) -> dict[str, object]:
@@ -141,7 +188,7 @@ def _run_guarded(ctx: SyncContext, action: Callable[..., bool], args: list[objec
     return False
 
 
-def doit_config(ctx: SyncContext) -> dict[str, object]:
+def doit_config(ctx: SyncContext, default_tasks: list[str]) -> dict[str, object]:
     return {
         # doit's own state holds no truth here: every task's up-to-date answer is computed from the
         # index (its build keys) before doit sees the task. So it lives in memory: a sync never
@@ -150,23 +197,22 @@ def doit_config(ctx: SyncContext) -> dict[str, object]:
         "dep_file": ":memory:",
         "backend": "sqlite3",
         "verbosity": 0,
-        "default_tasks": DEFAULT_TASKS,
+        "default_tasks": default_tasks,
     }
 
 
-def run_doit(ctx: SyncContext, argv: list[str]) -> tuple[int, str]:
-    """Run doit over this context's namespace; returns (exit code, what doit reported)."""
+def run_doit(namespace: dict[str, object]) -> tuple[int, str]:
+    """`doit run` over `namespace`; returns (exit code, what doit reported)."""
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
     output = io.StringIO()
-    namespace = task_namespace(ctx)
     config = namespace["DOIT_CONFIG"]
     assert isinstance(config, dict)
     namespace["DOIT_CONFIG"] = {**config, "outfile": output, "reporter": _reporter_class()}
     stdout, stderr = sys.stdout, sys.stderr
     try:
-        code = DoitMain(ModuleTaskLoader(namespace), config_filenames=()).run(argv)
+        code = DoitMain(ModuleTaskLoader(namespace), config_filenames=()).run(["run"])
     finally:
         sys.stdout, sys.stderr = stdout, stderr
     return int(code or 0), output.getvalue()
