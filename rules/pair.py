@@ -340,6 +340,10 @@ def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: Bu
 # --- applying the identity decisions -------------------------------------------------------------
 
 
+# Writing this many sidecars takes long enough (about 10 ms each) to be said before it starts.
+MANY_SIDECARS = 200
+
+
 def apply_identity(ctx: SyncContext, plan: Plan) -> None:
     """Write sidecars, then moves, deletes and metadata refreshes, each its own transaction."""
     from pinakes.atomic import atomic_move
@@ -349,6 +353,9 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
     report = ctx.report
     work_by_path = {item.path: item for item in plan.work}
     written: list[tuple[Path, str]] = []
+    if len(plan.sidecar_writes) >= MANY_SIDECARS:  # two fsyncs each: seconds before any embedding
+        ctx.progress.announce(f"writing {len(plan.sidecar_writes):,} sidecars (each new document's "
+                              "permanent ID) before indexing")
     for write in plan.sidecar_writes:
         doc_path = root / write.doc_path
         try:

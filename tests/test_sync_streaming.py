@@ -327,3 +327,17 @@ def test_a_document_that_will_be_slow_is_announced_before_its_embedding(
                                           encoding="utf-8")
     run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder(), progress_stream=quiet)  # type: ignore[arg-type]
     assert quiet.getvalue() == ""
+
+
+def test_minting_many_sidecars_is_announced_before_it_starts(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from pinakes.rules import pair as pair_step
+
+    root = make_kb(tmp_path / "kb", 3)
+    monkeypatch.setattr(pair_step, "MANY_SIDECARS", 3)
+    stream = io.StringIO()
+    report = run_sync(root, SyncOptions(), embedder=FakeEmbedder(), progress_stream=stream)  # type: ignore[arg-type]
+    assert report.ok and len(report.sidecars_written) == 3
+    assert stream.getvalue().startswith("sync: writing 3 sidecars")
