@@ -188,8 +188,9 @@ def run_in_fresh_process(
     return ProcessReport(outcomes, frozenset(report["modules"]), output)
 
 
-def minimal_pdf(text: str) -> str:
-    """A one-page PDF (ASCII, so it travels as text) whose native text layer holds `text`."""
+def minimal_pdf(text: str, info: str | None = None) -> str:
+    """A one-page PDF (ASCII, so it travels as text) whose native text layer holds `text`, with
+    `info` (a PDF dictionary such as `<< /Title (Annual report) >>`) as its information dictionary."""
     content = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET"
     objects = [
         "<< /Type /Catalog /Pages 2 0 R >>",
@@ -199,6 +200,8 @@ def minimal_pdf(text: str) -> str:
         f"<< /Length {len(content)} >>\nstream\n{content}\nendstream",
         "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
+    if info is not None:
+        objects.append(info)
     pdf = "%PDF-1.4\n"
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -207,7 +210,8 @@ def minimal_pdf(text: str) -> str:
     xref_at = len(pdf)
     pdf += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n"
     pdf += "".join(f"{offset:010d} 00000 n \n" for offset in offsets)
-    pdf += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref_at}\n%%EOF\n"
+    info_ref = f" /Info {len(objects)} 0 R" if info is not None else ""
+    pdf += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R{info_ref} >>\nstartxref\n{xref_at}\n%%EOF\n"
     return pdf
 
 

@@ -101,27 +101,9 @@ def test_display_title_falls_back_to_the_file_name() -> None:
 
 def pdf_with_info(text: str, info: str | None) -> bytes:
     """A one-page PDF with a text line and, optionally, an information dictionary."""
-    content = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET"
-    objects = [
-        "<< /Type /Catalog /Pages 2 0 R >>",
-        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        "/Resources << /Font << /F1 5 0 R >> >> >>",
-        f"<< /Length {len(content)} >>\nstream\n{content}\nendstream",
-        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    if info is not None:
-        objects.append(info)
-    out, offsets = b"%PDF-1.4\n", []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1")
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    out += "".join(f"{offset:010d} 00000 n \n" for offset in offsets).encode()
-    info_ref = f" /Info {len(objects)} 0 R" if info is not None else ""
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R{info_ref} >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return out
+    from tests.paid_gate_harness import minimal_pdf
+
+    return minimal_pdf(text, info).encode("latin-1")
 
 
 @pytest.fixture

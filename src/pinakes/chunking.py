@@ -285,11 +285,31 @@ def _markdown_sections(
     their blank lines inside one block). A heading with no text (`#` alone) is not a section
     boundary: it would put an empty string into every heading_path below it.
     """
+    headings, fenced, skip_until = _scan_markdown(text, lines)
+    starts: list[tuple[int, tuple[str, ...]]] = []
+    stack: list[tuple[int, str]] = []
+    for index, level, title in headings:
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        starts.append((index, tuple(title for _, title in stack)))
+    return _sections_from_starts(starts, len(lines), first_line=skip_until), fenced
+
+
+def markdown_headings(text: str) -> list[tuple[int, str]]:
+    """Every ATX heading of a Markdown text as (level, title), outside front matter and fenced code:
+    what the chunker reads as headings (the document's own title is the first level-1 one)."""
+    headings, _fenced, _skip = _scan_markdown(text, _line_spans(text))
+    return [(level, title) for _index, level, title in headings]
+
+
+def _scan_markdown(text: str, lines: list[tuple[int, int]]) -> tuple[list[tuple[int, int, str]], list[bool], int]:
+    """(line index, level, title) of each heading with text, per-line fenced flags, and the first
+    line after the front matter."""
     fenced = [False] * len(lines)
     skip_until = _front_matter_end(text, lines)
     fence: tuple[str, int] | None = None  # (fence character, run length) while inside one
-    starts: list[tuple[int, tuple[str, ...]]] = []
-    stack: list[tuple[int, str]] = []
+    headings: list[tuple[int, int, str]] = []
     for index in range(skip_until, len(lines)):
         line = text[lines[index][0]:lines[index][1]]
         if fence is not None:
@@ -307,14 +327,9 @@ def _markdown_sections(
         if heading is None:
             continue
         title = _ATX_CLOSING.sub("", heading.group(2) or "").strip()
-        if not title:
-            continue
-        level = len(heading.group(1))
-        while stack and stack[-1][0] >= level:
-            stack.pop()
-        stack.append((level, title))
-        starts.append((index, tuple(title for _, title in stack)))
-    return _sections_from_starts(starts, len(lines), first_line=skip_until), fenced
+        if title:
+            headings.append((index, len(heading.group(1)), title))
+    return headings, fenced, skip_until
 
 
 def front_matter_span(text: str) -> tuple[int, int] | None:

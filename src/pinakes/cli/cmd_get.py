@@ -154,22 +154,9 @@ def _citation(document: DocumentRow, selection: Selection) -> str:
 
 
 def _payload(document: DocumentRow, indexed: IndexedText, selection: Selection) -> dict[str, object]:
-    return {
-        "doc_id": document.id,
-        "path": document.path,
-        "title": document.shown_title,
-        "source_type": document.source_type,
-        "tags": document.tags,
-        "citation": _citation(document, selection),
-        "char_start": selection.char_start,
-        "char_end": selection.char_end,
-        "total_chars": len(indexed.text),
-        "page_start": selection.page_start,
-        "page_end": selection.page_end,
-        "page_count": len(indexed.pages) if indexed.pages is not None else None,
-        "stale_extraction": indexed.stale_extraction,
-        "text": selection.text,
-    }
+    from pinakes.index.documents import selection_fields
+
+    return {**selection_fields(document, indexed, selection), "text": selection.text}
 
 
 def render(document: DocumentRow, indexed: IndexedText, selection: Selection) -> str:

@@ -33,10 +33,6 @@ HEAD_CHARS = 65536
 # PDF producers fill `Title` with these when the author gave none.
 _PLACEHOLDER_TITLES = frozenset({"untitled", "untitled document", "no title", "title"})
 
-_ATX = re.compile(r" {0,3}#(?:[ \t]+(.*?))?[ \t]*\r?$")  # level 1 only: one '#' then space or end
-_ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
-_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*?)\r?$")
-_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*\r?$")
 # reST adornment: one repeated punctuation character (docutils' set), two or more of it.
 _RST_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*\r?$")
 _ASCIIDOC_TITLE = re.compile(r"=[ \t]+(\S.*?)[ \t]*\r?$")
@@ -110,31 +106,10 @@ def front_matter_title(text: str) -> str | None:
 
 def markdown_h1(text: str) -> str | None:
     """The text of the first ATX level-1 heading (`# Title`) outside front matter and fenced code."""
-    from pinakes.chunking import front_matter_span
+    from pinakes.chunking import markdown_headings
 
-    lines = text.split("\n")
-    first = 0
-    span = front_matter_span(text)
-    if span is not None:  # the closing `---` line follows the span: skip through it
-        first = text.count("\n", 0, span[1]) + 1
-    fence: tuple[str, int] | None = None
-    for line in lines[first:]:
-        if fence is not None:
-            closing = _FENCE_CLOSE.match(line)
-            if closing and closing.group(1)[0] == fence[0] and len(closing.group(1)) >= fence[1]:
-                fence = None
-            continue
-        opening = _FENCE_OPEN.match(line)
-        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence = (opening.group(1)[0], len(opening.group(1)))
-            continue
-        heading = _ATX.match(line)
-        if heading is None:
-            continue
-        title = _clean(_ATX_CLOSING.sub("", heading.group(1) or "").strip())
-        if title:
-            return title
-    return None
+    return next((_clean(title) for level, title in markdown_headings(text) if level == 1 and _clean(title)),
+                None)
 
 
 def rst_title(text: str) -> str | None:

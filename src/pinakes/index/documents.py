@@ -397,3 +397,26 @@ def _pages_spanned(pages: tuple[tuple[int, int], ...] | None, start: int, end: i
     if not touched:
         return None, None
     return touched[0], touched[-1]
+
+
+def selection_fields(document: DocumentRow, indexed: IndexedText, selection: Selection) -> dict[str, Any]:
+    """What `pnk get --json` and `pinakes_get` both say about a selection of a document (each adds
+    its own: the CLI the text, the MCP tool its KB, evidence envelope and bounds)."""
+    from pinakes.search.citations import citation
+
+    return {
+        "doc_id": document.id,
+        "path": document.path,
+        "title": document.shown_title,  # its title, else its file name
+        "source_type": document.source_type,
+        "tags": document.tags,
+        "citation": citation(document.path, selection.char_start, selection.char_end,
+                             selection.page_start, selection.page_end),
+        "char_start": selection.char_start,
+        "char_end": selection.char_end,
+        "total_chars": len(indexed.text),
+        "page_start": selection.page_start,
+        "page_end": selection.page_end,
+        "page_count": len(indexed.pages) if indexed.pages is not None else None,
+        "stale_extraction": indexed.stale_extraction,
+    }

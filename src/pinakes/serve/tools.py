@@ -15,6 +15,7 @@ from typing import Any
 
 from pinakes.errors import IndexUnreadableError, PinakesError
 from pinakes.ids import format_pnk_uri, is_ulid
+from pinakes.index.documents import selection_fields
 from pinakes.search.citations import citation
 from pinakes.search.core import MODES, Searcher
 from pinakes.search.filters import SOURCE_TYPES, make_filters
@@ -297,20 +298,8 @@ class PinakesTools:
                 truncated["chars"] = selection.cut
         response: dict[str, Any] = {
             "kb": _kb_reference(kb),
-            "doc_id": document.id,
+            **selection_fields(document, indexed, selection),
             "doc_uri": format_pnk_uri(kb.kb_id, document.id),
-            "path": document.path,
-            "title": document.shown_title,  # its title, else its file name
-            "source_type": document.source_type,
-            "tags": document.tags,
-            "citation": cited,
-            "char_start": selection.char_start,
-            "char_end": selection.char_end,
-            "total_chars": len(indexed.text),
-            "page_start": selection.page_start,
-            "page_end": selection.page_end,
-            "page_count": len(indexed.pages) if indexed.pages is not None else None,
-            "stale_extraction": indexed.stale_extraction,
             "notice": UNTRUSTED_NOTICE,
             "evidence": evidence,
             "truncated": truncated or None,
