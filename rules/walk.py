@@ -220,7 +220,7 @@ def task_walk(ctx: SyncContext) -> dict[str, object]:
     """The doit task: walk the sources (always runs; it is what detects change)."""
     return {
         "basename": "walk",
-        "doc": "walk the sources; hash only files whose (size, mtime_ns, inode) changed",
+        "doc": "walk the sources; hash only files whose (size, mtime_ns, ctime_ns, inode) changed",
         "actions": [(run_walk, [ctx])],
         "uptodate": [False],
         "verbosity": 0,
