@@ -25,6 +25,7 @@ import xxhash
 
 from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest import SourcesSection
+from pinakes.sync.settled import unsettle
 
 if TYPE_CHECKING:
     from pinakes.sync.context import SyncContext
@@ -200,6 +201,8 @@ def walk(root: Path, sources: SourcesSection, cache: dict[str, CacheRow], *,
 def save_walk_cache(conn: sqlite3.Connection, result: WalkResult, started_ns: int) -> None:
     """Record what this walk hashed, and when it started (call inside a transaction)."""
     remember_files(conn, result.cache_updates)
+    if result.cache_removals:
+        unsettle(conn)
     conn.executemany("DELETE FROM walk_cache WHERE path = ?", [(p,) for p in result.cache_removals])
     conn.execute("INSERT INTO meta (key, value) VALUES ('walk_started_ns', ?) "
                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(started_ns),))
@@ -207,6 +210,8 @@ def save_walk_cache(conn: sqlite3.Connection, result: WalkResult, started_ns: in
 
 def remember_files(conn: sqlite3.Connection, states: list[FileState]) -> None:
     """Put files whose hash is known into the walk cache (call inside a transaction)."""
+    if states:
+        unsettle(conn)  # the index no longer holds exactly what the cache describes
     conn.executemany(
         "INSERT INTO walk_cache (path, size, mtime_ns, ctime_ns, inode, content_hash) "
         "VALUES (?, ?, ?, ?, ?, ?) "

@@ -5,7 +5,9 @@
     sweep the extraction cache
 
 A no-op sync stops after pair and never imports doit: the walk's stat pre-filter and a dict
-comparison decide that nothing changed, which keeps a hook-driven sync of a large KB cheap.
+comparison decide that nothing changed, which keeps a hook-driven sync of a large KB cheap. When
+the walk found every file as cached and the index carries the settled mark for today's inputs
+(`pinakes.sync.settled`), even the pairing is skipped: its plan would be empty.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pinakes.sync.context import SyncContext, SyncOptions
 from pinakes.sync.keys import build_keys
 from pinakes.sync.lock import LockBusy, SyncLock
 from pinakes.sync.report import SyncReport
+from pinakes.sync.settled import is_settled, mark_settled, settled_digest, unsettle
 
 
 def run_sync(start: Path | str | None = None, options: SyncOptions | None = None, *,
@@ -140,6 +143,12 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         faultpoint("sync.after-walk")
 
         stage_started = time.perf_counter()
+        settled = settled_digest(paths.manifest, ctx.keys)
+        if not rebuild and _walk_found_cache(ctx.walk) and is_settled(conn, settled):
+            report.unchanged = len(ctx.walk.docs)
+            report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
+            report.timings["pair"] = time.perf_counter() - stage_started
+            return
         plan = pair.compute_plan(ctx)
         report.timings["pair"] = time.perf_counter() - stage_started
         if plan.collisions:
@@ -153,12 +162,14 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
             report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
             report.notes.extend(plan.notes)
             _record_failures(conn, report)  # clears failures a previous run left, if fixed since
+            _settle(conn, report, options, settled)
             return
         stage_started = time.perf_counter()
         from pinakes.sync.loader import run_pipeline, write_dodo_shim
 
         with schema.transaction(conn):  # doctor tells an interrupted sync from a finished one
             schema.write_meta(conn, {"sync_started_at": _now()})
+            unsettle(conn)
         ctx.progress.start(len(plan.work), sum(item.file.size for item in plan.work))
         try:
             code, output = run_pipeline(ctx)
@@ -174,6 +185,7 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
                                       "report it with this message")
         _record_failures(conn, report)
         _record_meta(conn, ctx, rebuild)
+        _settle(conn, report, options, settled)
         with contextlib.suppress(OSError):  # a convenience for plain `doit`; never worth failing a sync
             write_dodo_shim(paths)
     except BaseException:
@@ -204,6 +216,21 @@ def _model_changed(conn: sqlite3.Connection, manifest: Manifest) -> bool:
     except ModelMismatchError:
         return conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
     return False
+
+
+def _walk_found_cache(found: walk.WalkResult) -> bool:
+    """Whether the walk found every file exactly as the walk cache recorded it, and no other."""
+    return not (found.hashed or found.cache_updates or found.cache_removals or found.unreadable)
+
+
+def _settle(conn: sqlite3.Connection, report: SyncReport, options: SyncOptions, digest: str) -> None:
+    """Mark the index settled when this run left nothing for the next one to pair again."""
+    if options.index_only or report.failures:
+        return  # documents may still need their sidecars or a retry: keep deciding
+    if is_settled(conn, digest) or conn.execute("SELECT 1 FROM failures LIMIT 1").fetchone():
+        return  # already marked (a no-op leaves the index file untouched), or failures are pending
+    with schema.transaction(conn):
+        mark_settled(conn, digest)
 
 
 def _record_failures(conn: sqlite3.Connection, report: SyncReport) -> None:

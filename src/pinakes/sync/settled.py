@@ -1,0 +1,52 @@
+"""The settled mark: the index holds exactly what the walk cache describes, under these inputs.
+
+A no-op sync of a large KB spends most of its time proving that nothing changed: walking and
+stat-ing every file (unavoidable), then pairing every document against its index row. The second
+half is redundant when the walk found every file exactly as the walk cache recorded it and the
+index has not moved since a sync left it complete. The mark records that state, with a digest of
+every input besides the files (the manifest's bytes, the build keys, the Pinakes version), so a
+sync that finds it intact and an all-hit walk has an empty plan without loading the index rows.
+
+The mark is written only by a sync that ends with nothing pending (no failure, no document left
+unpaired, sidecars written) and is removed in the same transaction as anything that could make it
+false: every write to the walk cache and the start of every pipeline. Uncertainty therefore
+always falls back to the full pairing, which is what decides; the mark only skips repeating it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict
+from pathlib import Path
+
+import xxhash
+
+from pinakes import __version__
+from pinakes.sync.keys import BuildKeys
+
+META_KEY = "settled"
+
+
+def settled_digest(manifest_path: Path, keys: BuildKeys) -> str:
+    """What the mark is valid for: the manifest's exact bytes, the build keys and this version."""
+    digest = xxhash.xxh3_128()
+    digest.update(manifest_path.read_bytes())
+    digest.update(repr(sorted(asdict(keys).items())).encode())
+    digest.update(__version__.encode())
+    return digest.hexdigest()
+
+
+def is_settled(conn: sqlite3.Connection, digest: str) -> bool:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
+    return row is not None and row[0] == digest
+
+
+def mark_settled(conn: sqlite3.Connection, digest: str) -> None:
+    """Record that the index is settled for `digest` (call inside a transaction)."""
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
+                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (META_KEY, digest))
+
+
+def unsettle(conn: sqlite3.Connection) -> None:
+    """Forget the mark (call inside the transaction that changes what it vouched for)."""
+    conn.execute("DELETE FROM meta WHERE key = ?", (META_KEY,))
