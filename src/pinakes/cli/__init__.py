@@ -15,7 +15,7 @@ from pinakes import __version__
 from pinakes.errors import PinakesError
 
 # Order is the order `pnk --help` lists them.
-COMMANDS = ("init", "sync", "status", "search", "list", "get", "adopt", "doctor", "serve", "eval",
+COMMANDS = ("init", "sync", "status", "search", "list", "get", "adopt", "doctor", "budget", "serve", "eval",
             "install_hooks", "doit")
 
 

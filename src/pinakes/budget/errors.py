@@ -1,0 +1,113 @@
+"""The budget's errors: each names what was refused, why, and the exact remedy.
+
+They live beside the accountant rather than in `pinakes.errors` because they carry its records (the
+blocked windows, the damaged ledger lines) and only this package raises them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from pinakes.errors import EXIT_CONFIG, EXIT_DATA, EXIT_FAILURE, EXIT_UNAVAILABLE, PinakesError
+
+# The three caps, in the order they are named (spec §5).
+WINDOWS = ("per_operation_eur", "daily_eur", "monthly_eur")
+
+
+@dataclass(frozen=True)
+class BlockedWindow:
+    """One cap a run (or a call) would breach, and the manifest edit that would admit it."""
+
+    window: str  # "per_operation_eur" | "daily_eur" | "monthly_eur"
+    period: str  # "this operation", "2026-12-01", "2026-12"
+    cap: Decimal
+    spent: Decimal  # already counted in the window (reconciled, reserved and unknown outcomes)
+    requested: Decimal  # what the run or call would add, at its worst case
+    needed: Decimal  # the smallest cap, in cents, that admits it
+
+    @property
+    def edit(self) -> str:
+        return f'[budget] {self.window} = "{self.needed}"'
+
+    def describe(self) -> str:
+        from pinakes.budget.money import format_eur
+
+        spent = f"{format_eur(self.spent)} already counted + " if self.spent else ""
+        return (f"{self.window} ({self.period}): {spent}{format_eur(self.requested)} worst case "
+                f"> cap {format_eur(self.cap, 2)}; admit it with {self.edit} (was \"{self.cap}\")")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"window": self.window, "period": self.period, "cap_eur": str(self.cap),
+                "spent_eur": str(self.spent), "requested_eur": str(self.requested),
+                "needed_eur": str(self.needed), "edit": self.edit}
+
+
+class BudgetError(PinakesError):
+    """A paid call was refused by the budget, or the budget's own files cannot be trusted."""
+
+
+class PriceTableError(BudgetError):
+    """The packaged price table (prices.toml) cannot be read: a broken installation."""
+
+    exit_code = EXIT_DATA
+
+
+class StalePricesError(BudgetError):
+    """The price table is older than `[budget] max_price_age_days`: estimation refuses rather than guess."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class UnpricedModelError(BudgetError):
+    """A paid call names a model the price table has no price for."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class BudgetRefusedError(BudgetError):
+    """The whole run was refused before its first call; `blocked` names every window it would breach."""
+
+    def __init__(self, message: str, *, blocked: Sequence[BlockedWindow], remedy: str,
+                 path: Path | str | None = None):
+        super().__init__(message, remedy=remedy, path=path)
+        self.blocked = tuple(blocked)
+
+    def to_dict(self) -> dict[str, object]:  # type: ignore[override]
+        return {**super().to_dict(), "blocked": [window.to_dict() for window in self.blocked]}
+
+
+class BudgetExceededError(BudgetError):
+    """The next call's reservation would breach a cap: it was never made."""
+
+    def __init__(self, message: str, *, blocked: Sequence[BlockedWindow], remedy: str,
+                 path: Path | str | None = None):
+        super().__init__(message, remedy=remedy, path=path)
+        self.blocked = tuple(blocked)
+
+    def to_dict(self) -> dict[str, object]:  # type: ignore[override]
+        return {**super().to_dict(), "blocked": [window.to_dict() for window in self.blocked]}
+
+
+class SpendNotConfirmedError(BudgetError):
+    """The worst case is above `confirm_above_eur` and nobody said yes (declined, or no terminal)."""
+
+    exit_code = EXIT_FAILURE
+
+
+class LedgerDamagedError(BudgetError):
+    """A committed ledger line fails its CRC or does not parse: it is never summed, so nothing spends."""
+
+    exit_code = EXIT_DATA
+
+    def __init__(self, message: str, *, lines: Sequence[int], remedy: str, path: Path | str | None = None):
+        super().__init__(message, remedy=remedy, path=path)
+        self.lines = tuple(lines)
+
+
+class UnknownCallError(BudgetError):
+    """`pnk budget --resolve` named a call_id the ledger has no open reservation for."""
+
+    exit_code = EXIT_CONFIG

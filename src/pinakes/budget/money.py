@@ -1,0 +1,66 @@
+"""Money arithmetic: Decimal only, rounded in one direction (up), at two fixed places.
+
+A cap compared against a float is not a cap (spec §5): 0.05 has no binary representation, so the
+ceiling enforced would differ from the one configured by an amount nobody can explain. Every amount
+here is a `decimal.Decimal`, and rounding happens in exactly two places, both upwards, because
+under-counting is the one direction a budget may never be wrong in:
+
+- `quantise_usd`: a record's `cost_usd`, once, when the record is written (the micro-dollar);
+- `to_eur`: a record's EUR value, derived from that record alone (`cost_usd / usd_per_eur`, to the
+  micro-euro), so every window total is an exact sum of six-decimal numbers and a total equal to a
+  cap is admitted while one micro-euro more is not.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
+
+MONEY_QUANTUM = Decimal("0.000001")
+_CENT = Decimal("0.01")
+_PER_MILLION = Decimal(1_000_000)
+
+
+def quantise_usd(amount: Decimal) -> Decimal:
+    """`amount` rounded up to the micro-dollar: the form a record's cost_usd is written in."""
+    return _ceil(amount, MONEY_QUANTUM)
+
+
+def to_eur(cost_usd: Decimal, usd_per_eur: Decimal) -> Decimal:
+    """The EUR value of `cost_usd` at `usd_per_eur` (USD for one EUR), rounded up to the micro-euro."""
+    if usd_per_eur <= 0:
+        raise ValueError(f"usd_per_eur must be positive, not {usd_per_eur}")
+    with localcontext() as ctx:
+        ctx.prec = 40  # far beyond any amount's digits: the division is exact to the quantum
+        return _ceil(cost_usd / usd_per_eur, MONEY_QUANTUM)
+
+
+def eur_to_usd(amount_eur: Decimal, usd_per_eur: Decimal) -> Decimal:
+    """USD for `amount_eur` at `usd_per_eur`, rounded up to the micro-dollar (a resolution's cost)."""
+    return quantise_usd(amount_eur * usd_per_eur)
+
+
+def tokens_usd(tokens: int, usd_per_million: Decimal) -> Decimal:
+    """The exact (unquantised) USD price of `tokens` at a per-million-token price."""
+    return Decimal(tokens) * usd_per_million / _PER_MILLION
+
+
+def ceil_cents(amount: Decimal) -> Decimal:
+    """`amount` rounded up to the cent: the value a suggested manifest edit writes."""
+    return _ceil(amount, _CENT)
+
+
+def format_eur(amount: Decimal, places: int = 4, *, headroom: bool = False) -> str:
+    """`€1.2346`: a spend is shown rounded up, so a displayed total is never below the one enforced;
+    headroom (what is left under a cap) is shown rounded down, for the same reason."""
+    quantum = Decimal(1).scaleb(-places)
+    if headroom:
+        with localcontext() as ctx:
+            ctx.prec = 40
+            return f"€{amount.quantize(quantum, rounding=ROUND_FLOOR)}"
+    return f"€{_ceil(amount, quantum)}"
+
+
+def _ceil(amount: Decimal, quantum: Decimal) -> Decimal:
+    with localcontext() as ctx:
+        ctx.prec = 40
+        return amount.quantize(quantum, rounding=ROUND_CEILING)

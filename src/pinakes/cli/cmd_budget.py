@@ -1,0 +1,81 @@
+"""`pnk budget [--json] [--resolve CALL_ID --actual EUR]`: what the paid paths have spent, and
+closing a call whose outcome is unknown (by appending to the ledger, never editing it)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pinakes.budget import Accountant
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "budget", parents=[common], help="what the paid paths have spent, by day, month and operation",
+        description="Read .pinakes/ledger.jsonl and show spend by day, month and operation, each "
+                    "[budget] window with its total, cap, and the exchange rate and price date behind "
+                    "it, and every unknown outcome (a reserved call with no recorded result, counted "
+                    "at its reserved amount). Writes nothing, except with --resolve. Exits 0; 1 when "
+                    "a ledger line fails its check.",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report (every day and operation) as JSON")
+    parser.add_argument("--resolve", metavar="CALL_ID",
+                        help="close an unknown outcome at what the provider billed (needs --actual); "
+                             "appends a resolution record, never edits a line")
+    parser.add_argument("--actual", metavar="EUR", help="with --resolve: the amount billed for that call, in EUR")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pinakes.budget import Accountant
+    from pinakes.errors import EXIT_FAILURE, UsageError
+    from pinakes.kb import find_kb_root
+    from pinakes.manifest import load_manifest
+
+    if (args.resolve is None) != (args.actual is None):
+        raise UsageError("--resolve and --actual go together",
+                         remedy="pnk budget --resolve CALL_ID --actual EUR (the call_ids are in `pnk budget`)")
+    root = find_kb_root(getattr(args, "kb_dir", None))
+    manifest = load_manifest(root / "pinakes.toml")
+    accountant = Accountant.for_report(root, manifest.budget)
+    if args.resolve is not None:
+        return _resolve(accountant, args.resolve, _amount(args.actual), as_json=args.json)
+    report = accountant.report()
+    if args.json:
+        print(json.dumps({"ok": not report.damaged, **report.to_dict()}, indent=2))
+    else:
+        from pinakes.display import printable
+
+        print("\n".join(printable(line) for line in report.render_text().splitlines()))
+    return EXIT_FAILURE if report.damaged else 0
+
+
+def _resolve(accountant: Accountant, call_id: str, actual: Decimal, *, as_json: bool) -> int:
+    from pinakes.budget.money import format_eur
+
+    record = accountant.resolve(call_id, actual)
+    if as_json:
+        print(json.dumps({"ok": True, "call_id": record.call_id, "actual_eur": str(record.eur()),
+                          "cost_usd": str(record.cost_usd), "usd_per_eur": str(record.usd_per_eur)}, indent=2))
+    else:
+        print(f"resolved {record.call_id} at {format_eur(record.eur())} ({record.cost_usd} USD at "
+              f"{record.usd_per_eur} USD/EUR); appended to {accountant.paths.ledger}")
+    return 0
+
+
+def _amount(text: str) -> Decimal:
+    from decimal import InvalidOperation
+
+    from pinakes.errors import UsageError
+
+    try:
+        amount = Decimal(text)
+    except InvalidOperation:
+        amount = None
+    if amount is None or not amount.is_finite() or amount < 0:
+        raise UsageError(f"--actual {text!r} is not an amount in EUR",
+                         remedy="write a plain decimal, e.g. --actual 0.0312")
+    return amount
