@@ -2,9 +2,12 @@
 
 The indexed text is every page's text joined by the declared page separator, with the page spans
 recorded, so chunk offsets address this extraction (not the file) and a chunk's pages are looked up
-from the spans (spec §4.6). pdfium's CRLF line breaks become LF, trailing spaces and control
-characters are dropped; nothing else is changed. A scanned, image-only page yields no text: the
-free path has no OCR (spec §9), so such a PDF indexes honestly as (nearly) empty.
+from the spans (spec §4.6). Each page's glyphs and their boxes go through `layout.py` (reading
+order across columns, running heads and page numbers stripped, line-end hyphens joined, NFKC).
+A page whose native text layer yields fewer non-whitespace characters than the fitted text-yield
+floor (`floors.toml`) while it does draw something (an image, a path) has no usable text layer: the
+free path has no OCR (spec §9), so it is listed in `pages_without_text` rather than passing as an
+indexed, empty page; the document stays searchable for what its other pages hold.
 
 What shapes the output is declared in the registry (`EXTRACTORS["pypdfium2"].constants`), so a
 change here that changes output must change a constant there, which changes the fingerprint.
@@ -12,21 +15,41 @@ change here that changes output must change a constant there, which changes the 
 
 from __future__ import annotations
 
-import re
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pinakes.errors import MissingExtraError, SourceError
+from pinakes.extract.floors import load_floors
+from pinakes.extract.layout import Glyph, layout_document
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.types import ExtractedText
+from pinakes.faults import faultpoint
 
 BACKEND = "pypdfium2"
 MAX_PDF_BYTES = 500 * 1024 * 1024
-# C0/C1 controls other than tab and newline, and the noncharacters pdfium uses for unmapped glyphs.
-_NOISE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
-_TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
 
 
 def extract(path: Path, source_type: str = "pdf") -> ExtractedText:
+    """`extract_in_process` run in a child process under resource limits (`isolation.py`): a crash,
+    a hang or a decompression bomb fails this one document with its reason, never the sync."""
+    if source_type != "pdf":
+        raise ValueError(f"the {BACKEND} extractor handles pdf, not {source_type!r}")
+    if importlib.util.find_spec("pypdfium2") is None:  # said here: the child's error would say it less well
+        raise MissingExtraError("pdf", "free PDF extraction", missing_module="pypdfium2")
+    from pinakes.extract.isolation import Limits, run_isolated
+
+    limits = Limits.for_input(_check_size(path))
+    return run_isolated(extract_in_process, path, source_type, limits=limits, what="the PDF parser", path=path,
+                        remedy="if the PDF opens in a viewer, report this as a Pinakes bug; otherwise "
+                               "re-export it, or exclude it in [sources]")
+
+
+def extract_in_process(path: Path, source_type: str = "pdf") -> ExtractedText:
+    """The parse itself, in the calling process: what `extract` runs in its child. Call it directly
+    only where a crash may take the caller down (a benchmark's baseline)."""
+    faultpoint("extract.pdf.parse")  # a planted parser crash, for the isolation tests
     if source_type != "pdf":
         raise ValueError(f"the {BACKEND} extractor handles pdf, not {source_type!r}")
     try:
@@ -43,12 +66,16 @@ def extract(path: Path, source_type: str = "pdf") -> ExtractedText:
         reason = "encrypted (a password is required)" if "password" in str(exc).lower() else f"unreadable ({exc})"
         raise SourceError(f"the PDF is {reason}; not indexed",
                           remedy="export an unencrypted, valid PDF, or exclude it in [sources]", path=path) from exc
+    floors = load_floors()
     try:
-        page_texts = [_page_text(document, index) for index in range(len(document))]
+        read_pages = [_read_page(document, index) for index in range(len(document))]
     except pdfium.PdfiumError as exc:
         raise SourceError(f"pdfium failed to read a page: {exc}; not indexed", path=path) from exc
     finally:
         document.close()
+    page_texts = layout_document([page.glyphs for page in read_pages],
+                                 head_threshold=floors.running_head_threshold)
+    without_text = pages_without_text(read_pages, floors.text_yield_floor)
 
     parts: list[str] = []
     spans: list[tuple[int, int]] = []
@@ -60,24 +87,56 @@ def extract(path: Path, source_type: str = "pdf") -> ExtractedText:
         spans.append((position, position + len(page_text)))
         parts.append(page_text)
         position += len(page_text)
-    return ExtractedText(text="".join(parts), pages=tuple(spans), backend=BACKEND, fingerprint=spec.fingerprint())
+    return ExtractedText(text="".join(parts), pages=tuple(spans), backend=BACKEND, fingerprint=spec.fingerprint(),
+                         pages_without_text=without_text)
 
 
-def _page_text(document: object, index: int) -> str:
+@dataclass(frozen=True, slots=True)
+class _Page:
+    glyphs: list[Glyph]
+    native_chars: int  # non-whitespace characters of the native text layer (the yield)
+    draws_something: bool  # any image, path or other non-text object: not a blank page
+
+
+def pages_without_text(pages: Sequence[_Page], yield_floor: float) -> tuple[int, ...]:
+    """1-based numbers of the pages with no usable text layer: under the yield floor while drawing
+    something. A page that draws nothing at all is blank, not unread."""
+    return tuple(number for number, page in enumerate(pages, 1)
+                 if page.native_chars < yield_floor and page.draws_something)
+
+
+def _read_page(document: object, index: int) -> _Page:
+    """One page's glyphs with their loose boxes (font ascent to descent, so a line's glyphs share
+    a band), in pdfium's order, through the raw API: the helpers cost a Python object per glyph."""
+    import pypdfium2.raw as pdfium_c
+
     page = document[index]  # type: ignore[index]
     try:
+        draws = any(pdfium_c.FPDFPageObj_GetType(pdfium_c.FPDFPage_GetObject(page.raw, number))
+                    != pdfium_c.FPDF_PAGEOBJ_TEXT for number in range(pdfium_c.FPDFPage_CountObjects(page.raw)))
         text_page = page.get_textpage()
         try:
-            raw = text_page.get_text_bounded()
+            handle = text_page.raw
+            box = pdfium_c.FS_RECTF()
+            glyphs: list[Glyph] = []
+            native = 0
+            for number in range(pdfium_c.FPDFText_CountChars(handle)):
+                code = pdfium_c.FPDFText_GetUnicode(handle, number)
+                char = chr(code) if code < 0x110000 else "\ufffd"
+                if char.isspace():
+                    glyphs.append((char, 0.0, 0.0, 0.0, 0.0))
+                    continue
+                native += 1
+                pdfium_c.FPDFText_GetLooseCharBox(handle, number, box)
+                glyphs.append((char, box.left, box.bottom, box.right, box.top))
         finally:
             text_page.close()
     finally:
         page.close()
-    text = raw.replace("\r\n", "\n").replace("\r", "\n")
-    return _TRAILING_SPACE.sub("", _NOISE.sub("", text)).strip("\n")
+    return _Page(glyphs, native, draws)
 
 
-def _check_size(path: Path) -> None:
+def _check_size(path: Path) -> int:
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -85,3 +144,4 @@ def _check_size(path: Path) -> None:
     if size > MAX_PDF_BYTES:
         raise SourceError(f"the PDF is {size:,} bytes, over the {MAX_PDF_BYTES:,}-byte limit; not indexed",
                           remedy="split it, or exclude it in [sources]", path=path)
+    return size

@@ -148,11 +148,26 @@ def asciidoc_title(text: str) -> str | None:
 
 def pdf_metadata_title(path: Path) -> str | None:
     """The `Title` of a PDF's information dictionary, or None (none, a placeholder, unreadable, or
-    the `[pdf]` extra not installed). Opening a PDF reads its cross-reference table, not its pages."""
-    try:
-        import pypdfium2 as pdfium
-    except ImportError:
+    the `[pdf]` extra not installed). Opening a PDF reads its cross-reference table, not its pages,
+    but a hostile file's dictionary can still be a decompression bomb: it is read in the isolated
+    parser process (`isolation.py`), and a crash or a limit there is no title, never a dead sync."""
+    import importlib.util
+
+    if importlib.util.find_spec("pypdfium2") is None:
         return None
+    from pinakes.errors import PinakesError
+    from pinakes.extract.isolation import Limits, run_isolated
+
+    try:
+        return run_isolated(_read_pdf_title, path, limits=Limits.for_input(path.stat().st_size),
+                            what="the PDF metadata reader", path=path)
+    except (OSError, PinakesError):
+        return None
+
+
+def _read_pdf_title(path: Path) -> str | None:
+    import pypdfium2 as pdfium
+
     try:
         document = pdfium.PdfDocument(str(path))
     except (pdfium.PdfiumError, OSError):

@@ -14,16 +14,27 @@ class ExtractedText:
     is the separator the extractor put there. `backend` names the extractor (a key of
     `pinakes.extract.registry.EXTRACTORS`) and `fingerprint` is that extractor's fingerprint when
     it ran: together they pin which characters the chunk offsets address.
+
+    `pages_without_text` lists, 1-based, the pages whose native text layer fell under the fitted
+    text-yield floor while drawing something (a scan, an image of text): the free path has no OCR,
+    so they are reported, never passed off as indexed. Plain data, so it crosses a process boundary.
     """
 
     text: str
     pages: tuple[tuple[int, int], ...] | None
     backend: str
     fingerprint: str
+    pages_without_text: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.pages is None:
+            if self.pages_without_text:
+                raise ValueError("only a paged extraction can have pages without text")
             return
+        if list(self.pages_without_text) != sorted(set(self.pages_without_text)) or not all(
+                1 <= number <= len(self.pages) for number in self.pages_without_text):
+            raise ValueError(f"pages without text must be ascending page numbers of this extraction: "
+                             f"{self.pages_without_text!r}")
         previous_end = 0
         for start, end in self.pages:
             if not 0 <= previous_end <= start <= end <= len(self.text):

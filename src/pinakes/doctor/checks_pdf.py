@@ -1,0 +1,57 @@
+"""Doctor: the free PDF path — the fitted floors it cannot run without, and the indexed PDFs whose
+pages have no usable text layer (scans: indexed for their other pages only, never silently)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from pinakes.display import printable
+from pinakes.doctor import Check, DoctorContext
+from pinakes.errors import PinakesError
+from pinakes.kb import KBPaths
+
+SHOWN = 5
+
+
+def checks(ctx: DoctorContext) -> Iterator[Check]:
+    from pinakes.extract.floors import load_floors
+
+    assert ctx.kb_root is not None
+    try:
+        floors = load_floors()
+    except PinakesError as exc:
+        yield Check("pdf floors", "FAIL", exc.render().splitlines()[0], exc.remedy)
+    else:
+        yield Check("pdf floors", "OK", f"running-head threshold {floors.running_head_threshold}, text-yield "
+                                        f"floor {floors.text_yield_floor} characters a page")
+    yield from _pages_without_text(KBPaths(ctx.kb_root))
+
+
+def _pages_without_text(paths: KBPaths) -> Iterator[Check]:
+    from pinakes.index import schema
+
+    if not paths.index_db.exists():
+        return
+    try:
+        conn = schema.open_reader(paths.index_db)
+    except PinakesError:
+        return  # the index checks report it
+    try:
+        rows = conn.execute("SELECT path, pages_without_text FROM documents WHERE state = 'active' "
+                            "AND pages_without_text IS NOT NULL ORDER BY path").fetchall()
+    finally:
+        conn.close()
+    if not rows:
+        yield Check("pdf text layers", "OK", "every indexed PDF page has a usable text layer (or is blank)")
+        return
+    pages = {path: json.loads(numbers) for path, numbers in rows}
+    listed = "; ".join(f"{printable(path)}: pages {', '.join(map(str, numbers[:10]))}"
+                       + (" …" if len(numbers) > 10 else "") for path, numbers in list(pages.items())[:SHOWN])
+    more = f" (+{len(pages) - SHOWN} more documents)" if len(pages) > SHOWN else ""
+    total = sum(len(numbers) for numbers in pages.values())
+    yield Check("pdf text layers", "WARN",
+                f"{total} page(s) in {len(pages)} PDF(s) have no usable text layer and are not searchable: "
+                f"{listed}{more}",
+                "the free path has no OCR: export those PDFs with a text layer (OCR them), or extract them "
+                "with a paid backend (`pnk sync --extract=claude-vision`)")
