@@ -1,0 +1,108 @@
+"""`pnk links DOC`: a document's neighbours over authored links, both directions, bounded (the same
+traversal as MCP `pinakes_links`: `pinakes.links.traverse`). Read-only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    from pinakes.links.traverse import DIRECTIONS, TraversalLimits
+
+    limits = TraversalLimits()
+    parser = subparsers.add_parser(
+        "links", parents=[common], help="list a document's linked documents, in this KB and connected ones",
+        description="Traverse authored links from DOC (a document of this KB: its ULID, path or pnk://self/ "
+                    "URI), outbound (its sidecar) and inbound (this KB's sidecars, and connected KBs' as the "
+                    "last reverse scan found them). Each neighbour comes with its relation, direction, KB, "
+                    "title, path, whether it resolves and why not, and whether its KB is readable here. "
+                    "A neighbour in another KB is terminal: run `pnk links` there to go on. Bounds beyond "
+                    "their range are clamped, and the output says so.",
+        epilog="examples: pnk links docs/loans/outgoing.md · pnk links 01J9ZX7K3M4N5P6Q7R8S9T0VWX --depth 2 --json",
+    )
+    parser.add_argument("doc", metavar="DOC", help="the document to start from (ULID, path or pnk://self/ULID)")
+    parser.add_argument("--depth", type=int, default=None,
+                        help=f"logical hops to follow (default 1, at most {limits.max_depth})")
+    parser.add_argument("--direction", choices=DIRECTIONS, default="both",
+                        help="out: links DOC makes; in: links made to it; both (default)")
+    parser.add_argument("--adjacent-k", type=int, default=None, dest="adjacent_k",
+                        help=f"neighbours expanded per document, after ranking (default [retrieval] adjacent_k, "
+                             f"at most {limits.max_adjacent_k})")
+    parser.add_argument("--max-rows", type=int, default=None, dest="max_rows",
+                        help=f"neighbours listed in all (default {limits.default_rows}, at most {limits.max_rows})")
+    parser.add_argument("--json", action="store_true", help="print the traversal as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from contextlib import ExitStack
+
+    from pinakes.errors import UsageError
+    from pinakes.index import schema
+    from pinakes.kb import KBPaths
+    from pinakes.links.addresses import here, resolve
+    from pinakes.links.traverse import TraversalLimits, machine_lookup, traverse
+
+    for name in ("depth", "adjacent_k", "max_rows"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, not {value}",
+                             remedy=f"pass --{name.replace('_', '-')} 1 or more")
+    kb = here(getattr(args, "kb_dir", None))
+    start = resolve(kb, args.doc, locate=False)
+    if start.kb_id != kb.kb_id:
+        raise UsageError(f"{args.doc!r} is a document of KB {start.kb_id}, not of this KB ({kb.kb_id})",
+                         remedy="run `pnk -C DIR links ...` with DIR inside that KB")
+    with ExitStack() as stack:
+        conn = schema.open_reader(KBPaths(kb.root).index_db)
+        stack.callback(conn.close)
+        result = traverse(conn, kb.kb_id, "self", start.doc_id, lookup=machine_lookup(kb.root, kb.manifest, stack),
+                          depth=args.depth, adjacent_k=args.adjacent_k, max_rows=args.max_rows,
+                          direction=args.direction, default_adjacent_k=kb.manifest.retrieval.adjacent_k,
+                          limits=TraversalLimits(max_tokens=None))
+    if args.json:
+        print(json.dumps({"ok": True, **result}, indent=2, ensure_ascii=False))
+    else:
+        print(render(result))
+    return 0
+
+
+def render(result: dict[str, Any]) -> str:
+    from pinakes.display import printable
+
+    start = result["start"]
+    lines = [f"{printable(start['title'] or '(not indexed)')} — {printable(start['path'] or '-')} · {start['doc_id']}"]
+    if not start["resolved"]:
+        lines.append(f"  unresolved: {printable(start['reason'])}")
+    if not result["neighbours"]:
+        lines.append("  no linked documents" + (" in this direction" if result["direction"] != "both" else ""))
+    arrows = {"out": "->", "in": "<-", "both": "<->"}
+    for item in result["neighbours"]:
+        kb = "this KB" if item["kb"]["this_kb"] else f"KB {item['kb']['alias'] or item['kb']['id']}"
+        rels = ", ".join(sorted({edge["rel"] for edge in item["edges"]}))
+        name = (f"{printable(item['title'])} — {printable(item['path'])}" if item["resolved"]
+                else item["doc_uri"])
+        indent = "  " * item["hop"]
+        lines.append(f"{indent}{arrows[item['direction']]} {printable(rels)}: {name} ({kb}, hop {item['hop']}, "
+                     f"score {item['score']:g})")
+        if item["reason"]:
+            state = "unreachable" if not item["reachable"] else "unresolved"
+            lines.append(f"{indent}   {state}: {printable(item['reason'])}")
+    counts: dict[str, int] = {}
+    for entry in result["frontier"]:
+        counts[entry["reason"]] = counts.get(entry["reason"], 0) + 1
+    for reason, count in result["frontier_omitted"].items():
+        counts[reason] = counts.get(reason, 0) + count
+    if counts:
+        lines.append("frontier (found, not expanded): " + ", ".join(f"{reason} {count}" for reason, count in counts.items()))
+    for name, bound in result["bounds"].items():
+        if bound["clamped"]:
+            lines.append(f"note: {name} {bound['requested']} was clamped to {bound['used']} "
+                         f"(range {bound['min']}-{bound['max']})")
+    if result["truncated"]:
+        for cap, detail in result["truncated"].items():
+            lines.append(f"note: {detail['neighbours_cut']} neighbour(s) cut by the {cap} cap; raise --max-rows "
+                         "or narrow --direction")
+    return "\n".join(lines)

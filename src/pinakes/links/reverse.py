@@ -1,0 +1,344 @@
+"""The reverse scan (spec §6.2, §6.3): which documents in connected KBs link to this one.
+
+A partner's links are learnt from its committed sidecars, never from its index: the index is
+gitignored (absent in a fresh clone) and could not be read without holding the partner's lock. The
+partner's own pinakes.toml is read too, because a sidecar does not say which KB it belongs to:
+
+- its `[kb] id` must equal the id this manifest's `[[links.kb]]` declares, or nothing is scanned
+  (trusting either side alone would file one KB's links under another's alias, or silently redirect
+  a link the local author wrote deliberately);
+- its sidecars are enumerated from its own `[sources]`, and read with its id as owner, so the
+  partner's `pnk://self/<doc>` means the partner;
+- only links targeting this KB are kept; a link to a third KB is read and discarded.
+
+A partner's rows are replaced all or nothing, after a complete walk, in one transaction scoped to
+that partner's `src_kb_id` and to `origin = 'reverse-scan'` (a manifest may list itself, and an
+origin-blind delete would remove authored rows). A walk that failed anywhere writes nothing and does
+not stamp `kb_refs.last_scan`, so the retry is not suppressed for a window by the failure. A KB
+dropped from `[[links.kb]]` has its rows and its `kb_refs` entry removed.
+
+Every failure (an id that does not match, a path that is not there, a sidecar that does not parse, a
+target that is not in this KB) is a `LinkProblem` with a remedy; none fails the sync, because sync
+runs on git hooks and a partner that is merely not on this machine must not block a commit. A
+missing target is still recorded as an edge: dropping it would hide a claim the other KB makes.
+
+Cost is bounded by a freshness window, a code constant (how stale a cross-KB link may be is a
+question about this engine's cost, not about a KB). Within the window a partner is not read at all.
+Past it, the partner's sidecars are enumerated and their (path, size, mtime, ctime, inode) keyed;
+an unchanged key re-stamps the scan without reading a sidecar. `--scan-links` ignores both.
+Uncertainty always resolves to stale: no stamp, a stamp that does not parse, or one in the future.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pinakes.errors import PinakesError
+from pinakes.manifest import LinkedKB, Manifest
+
+if TYPE_CHECKING:
+    from pinakes.rules.walk import FileState
+
+# How long a partner's scan stays fresh. An hour: sync runs on every commit, and learning of an
+# inbound link sooner is not worth a partner's thousand sidecar reads on each of them.
+FRESHNESS_WINDOW = timedelta(hours=1)
+ORIGIN = "reverse-scan"
+_KEY_META = "reverse_scan_key:"  # meta key prefix: the partner's sidecar key at its last full scan
+
+# What became of one partner in one sync.
+SCANNED = "scanned"  # every sidecar read, rows replaced, stamped
+UNCHANGED = "unchanged"  # past the window, but the sidecars' key is unchanged: re-stamped, none read
+FRESH = "fresh"  # within the window: not read at all
+FAILED = "failed"  # nothing written, no stamp (see `problems`)
+REMOVED = "removed"  # dropped from [[links.kb]]: its rows and kb_refs entry deleted
+
+
+def now() -> datetime:
+    """The scan clock (a function, so a test can move it)."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class LinkProblem:
+    """One thing a reverse scan could not do, said so a person can fix it."""
+
+    kind: str  # unknown-id | unreachable | unparseable | missing-target
+    message: str
+    remedy: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message, "remedy": self.remedy}
+
+
+@dataclass
+class PartnerScan:
+    """The outcome of one partner's reverse scan (`status` is one of the constants above)."""
+
+    alias: str
+    kb_id: str
+    status: str
+    inbound: int = 0  # rows this KB now holds from the partner
+    sidecars_read: int = 0
+    discarded: int = 0  # links to a third KB (or to the partner itself): read, not kept
+    problems: list[LinkProblem] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"alias": self.alias, "kb_id": self.kb_id, "status": self.status, "inbound": self.inbound,
+                "sidecars_read": self.sidecars_read, "discarded": self.discarded,
+                "problems": [problem.to_dict() for problem in self.problems]}
+
+
+@dataclass(frozen=True)
+class _Walked:
+    """A complete walk of a partner's sidecars: the links that target this KB, and its key."""
+
+    rows: list[tuple[str, str, str]]  # (partner doc id, this KB's doc id, rel)
+    sidecars_read: int
+    discarded: int
+
+
+def partner_root(kb_root: Path, linked: LinkedKB) -> Path:
+    """Where `[[links.kb]]` says the partner lives: its path, relative to this KB's root."""
+    return (kb_root / os.path.expanduser(linked.path)).resolve()
+
+
+def parse_stamp(value: str | None) -> datetime | None:
+    """A `kb_refs.last_scan` stamp as an aware datetime, or None when there is none or it is unusable."""
+    if not value:
+        return None
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo is not None else None
+
+
+def is_fresh(stamp: str | None, at: datetime) -> bool:
+    """Whether a scan stamped `stamp` needs no re-read at `at`. Uncertainty is stale: no stamp, one
+    that does not parse, and one in the future (a clock that moved back would otherwise suppress
+    every scan until real time caught up, with no symptom)."""
+    parsed = parse_stamp(stamp)
+    return parsed is not None and parsed <= at and at - parsed < FRESHNESS_WINDOW
+
+
+def known_refs(conn: sqlite3.Connection) -> dict[str, tuple[str, str | None, str | None]]:
+    """kb_refs as {kb_id: (alias, path, last_scan)}."""
+    return {kb_id: (alias, path, last_scan)
+            for kb_id, alias, path, last_scan in conn.execute("SELECT kb_id, alias, path, last_scan FROM kb_refs")}
+
+
+def is_due(conn: sqlite3.Connection, linked: LinkedKB, *, force: bool, at: datetime) -> bool:
+    """Whether `linked` must be looked at in this sync (forced, never scanned, stale, or moved)."""
+    if force:
+        return True
+    ref = known_refs(conn).get(linked.id)
+    if ref is None:
+        return True
+    alias, path, last_scan = ref
+    return (alias, path) != (linked.alias, linked.path) or not is_fresh(last_scan, at)
+
+
+def delisted(conn: sqlite3.Connection, manifest: Manifest) -> list[str]:
+    """KB ids this index knows from a reverse scan that [[links.kb]] no longer lists."""
+    # kb_refs alone: a partner's rows and its kb_refs entry are written and removed in one
+    # transaction, so a KB with rows has an entry (and this check stays one small query per sync).
+    listed = {linked.id for linked in manifest.links}
+    return sorted(set(known_refs(conn)) - listed)
+
+
+def any_due(conn: sqlite3.Connection, manifest: Manifest, *, force: bool, at: datetime | None = None) -> bool:
+    """Whether this sync has reverse-scan work at all (cheap: kb_refs only, no partner file read)."""
+    at = at or now()
+    return bool(delisted(conn, manifest)) or any(
+        is_due(conn, linked, force=force, at=at) for linked in manifest.links)
+
+
+def remove_delisted(conn: sqlite3.Connection, manifest: Manifest) -> list[PartnerScan]:
+    """Delete the rows and kb_refs entry of every KB no longer in [[links.kb]]: nothing else ever
+    would, since only a listed partner is scanned (call outside a transaction)."""
+    from pinakes.index.schema import transaction
+
+    outcomes = []
+    refs = known_refs(conn)
+    for kb_id in delisted(conn, manifest):
+        with transaction(conn):
+            removed = conn.execute("DELETE FROM links WHERE src_kb_id = ? AND origin = ?", (kb_id, ORIGIN)).rowcount
+            conn.execute("DELETE FROM kb_refs WHERE kb_id = ?", (kb_id,))
+            conn.execute("DELETE FROM meta WHERE key = ?", (_KEY_META + kb_id,))
+        alias = refs[kb_id][0] if kb_id in refs else kb_id
+        outcomes.append(PartnerScan(alias=alias, kb_id=kb_id, status=REMOVED, inbound=0, discarded=removed))
+    return outcomes
+
+
+def scan_partner(conn: sqlite3.Connection, manifest: Manifest, kb_root: Path, linked: LinkedKB, *,
+                 force: bool, at: datetime | None = None) -> PartnerScan:
+    """Scan one partner into this KB's index (call outside a transaction; see the module docstring)."""
+    outcome = PartnerScan(alias=linked.alias, kb_id=linked.id, status=FAILED)
+    _scan(conn, manifest, kb_root, linked, outcome, force=force, at=at or now())
+    if outcome.status == FAILED:
+        outcome.inbound = _inbound_count(conn, linked.id)  # the rows known before, kept
+    return outcome
+
+
+def _scan(conn: sqlite3.Connection, manifest: Manifest, kb_root: Path, linked: LinkedKB, outcome: PartnerScan, *,
+          force: bool, at: datetime) -> None:
+    from pinakes.index.schema import transaction
+
+    root = partner_root(kb_root, linked)
+    partner = _partner_manifest(root, linked, outcome)
+    if partner is None:
+        return
+    sidecars = _enumerate_sidecars(root, partner, outcome)
+    if sidecars is None:
+        return
+    key = _sidecars_key(sidecars)
+    stored_key = conn.execute("SELECT value FROM meta WHERE key = ?", (_KEY_META + linked.id,)).fetchone()
+    ref = known_refs(conn).get(linked.id)
+    if not force and stored_key is not None and stored_key[0] == key and ref is not None \
+            and (ref[0], ref[1]) == (linked.alias, linked.path):
+        with transaction(conn):
+            _stamp(conn, linked, at, key)
+        outcome.status = UNCHANGED
+        outcome.inbound = _inbound_count(conn, linked.id)
+        _report_missing_targets(conn, manifest.kb.id, linked, outcome)
+        return
+    walked = _read_sidecars(root, sidecars, linked, manifest.kb.id, outcome)
+    if walked is None:
+        return  # the old rows are still true; no stamp, so the next sync retries
+    with transaction(conn):
+        conn.execute("DELETE FROM links WHERE src_kb_id = ? AND origin = ?", (linked.id, ORIGIN))
+        conn.executemany(
+            "INSERT INTO links (src_kb_id, src_doc_id, dst_kb_id, dst_doc_id, rel, origin) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [(linked.id, src, manifest.kb.id, dst, rel, ORIGIN) for src, dst, rel in walked.rows])
+        _stamp(conn, linked, at, key)
+    outcome.status = SCANNED
+    outcome.sidecars_read = walked.sidecars_read
+    outcome.discarded = walked.discarded
+    outcome.inbound = _inbound_count(conn, linked.id)
+    _report_missing_targets(conn, manifest.kb.id, linked, outcome)
+
+
+def fresh_outcome(conn: sqlite3.Connection, linked: LinkedKB) -> PartnerScan:
+    """A partner within its window: reported, never read."""
+    return PartnerScan(alias=linked.alias, kb_id=linked.id, status=FRESH, inbound=_inbound_count(conn, linked.id))
+
+
+def _partner_manifest(root: Path, linked: LinkedKB, outcome: PartnerScan) -> Manifest | None:
+    from pinakes.kb import MANIFEST_NAME
+    from pinakes.manifest import load_manifest
+
+    where = f"[[links.kb]] {linked.alias!r} ({linked.path})"
+    if not (root / MANIFEST_NAME).is_file():
+        outcome.problems.append(LinkProblem(
+            "unreachable", f"{where}: no KB at {root} on this machine; its inbound links were not scanned",
+            f"clone or move the partner there, or fix `path` in this KB's [[links.kb]] {linked.alias!r}; "
+            "links already known from it are kept"))
+        return None
+    try:
+        partner = load_manifest(root / MANIFEST_NAME)
+    except PinakesError as exc:
+        outcome.problems.append(LinkProblem(
+            "unreachable", f"{where}: its pinakes.toml does not load ({exc.message.splitlines()[0]})",
+            "fix the partner's manifest (`pnk doctor` in that KB); links already known from it are kept"))
+        return None
+    if partner.kb.id != linked.id:
+        outcome.problems.append(LinkProblem(
+            "unknown-id", f"{where}: the KB there has id {partner.kb.id}, but [[links.kb]] declares {linked.id}; "
+                          "nothing was scanned",
+            "point `path` at the KB whose [kb] id is the declared one, or correct `id` if the partner is "
+            "really this KB (its sidecars' links name its id)"))
+        return None
+    return partner
+
+
+def _enumerate_sidecars(root: Path, partner: Manifest, outcome: PartnerScan) -> list[FileState] | None:
+    """Every sidecar beside a document under the partner's own [sources], with its stat."""
+    from pinakes.rules.walk import walk
+
+    try:
+        found = walk(root, partner.sources, {}, hash_contents=False)
+    except OSError as exc:
+        outcome.problems.append(LinkProblem(
+            "unreachable", f"[[links.kb]] {outcome.alias!r}: cannot list its sources ({exc})",
+            "check the partner's permissions; links already known from it are kept"))
+        return None
+    return sorted(found.sidecars.values(), key=lambda state: state.path)
+
+
+def _sidecars_key(sidecars: Iterable[FileState]) -> str:
+    """What the partner's sidecars look like to stat(): any edit moves the ctime, which nobody can set."""
+    import xxhash
+
+    digest = xxhash.xxh3_128()
+    for state in sidecars:
+        digest.update(f"{state.path}\0{state.size}\0{state.mtime_ns}\0{state.ctime_ns}\0{state.inode}\n"
+                      .encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def _read_sidecars(root: Path, sidecars: list[FileState], linked: LinkedKB, own_id: str,
+                   outcome: PartnerScan) -> _Walked | None:
+    """Read every sidecar with the partner's id as owner; None (and a problem) if any one fails."""
+    from pinakes.sidecar import read_sidecar
+
+    rows: list[tuple[str, str, str]] = []
+    discarded = 0
+    for state in sidecars:
+        relative = state.path
+        try:
+            sidecar = read_sidecar(root / relative, kb_id=linked.id)
+        except PinakesError as exc:
+            outcome.problems.append(LinkProblem(
+                "unparseable", f"[[links.kb]] {linked.alias!r}: {relative} does not parse "
+                               f"({exc.message.splitlines()[0]}); nothing from this partner was updated",
+                f"fix that sidecar in the partner KB ({root}); the inbound links known before are kept "
+                "and the next sync retries"))
+            return None
+        for link in sidecar.links:
+            if link.kb_id == own_id:
+                rows.append((sidecar.id, link.doc_id, link.rel))
+            else:
+                discarded += 1  # a partial view of someone else's graph is worse than none
+    return _Walked(rows=rows, sidecars_read=len(sidecars), discarded=discarded)
+
+
+def _stamp(conn: sqlite3.Connection, linked: LinkedKB, at: datetime, key: str) -> None:
+    conn.execute(
+        "INSERT INTO kb_refs (kb_id, alias, path, last_scan) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (kb_id) DO UPDATE SET alias = excluded.alias, path = excluded.path, "
+        "last_scan = excluded.last_scan",
+        (linked.id, linked.alias, linked.path, at.isoformat(timespec="microseconds")))
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
+                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (_KEY_META + linked.id, key))
+
+
+def _inbound_count(conn: sqlite3.Connection, kb_id: str) -> int:
+    return conn.execute("SELECT COUNT(*) FROM links WHERE src_kb_id = ? AND origin = ?", (kb_id, ORIGIN)).fetchone()[0]
+
+
+def _report_missing_targets(conn: sqlite3.Connection, own_id: str, linked: LinkedKB, outcome: PartnerScan) -> None:
+    """Inbound rows whose target is no active document here: kept as edges, reported with a remedy."""
+    rows = conn.execute(
+        "SELECT l.src_doc_id, l.dst_doc_id, l.rel FROM links l "
+        "LEFT JOIN documents d ON d.id = l.dst_doc_id AND d.state = 'active' "
+        "WHERE l.src_kb_id = ? AND l.origin = ? AND l.dst_kb_id = ? AND d.id IS NULL "
+        "ORDER BY l.src_doc_id, l.dst_doc_id, l.rel", (linked.id, ORIGIN, own_id)).fetchall()
+    for src, dst, rel in rows:
+        outcome.problems.append(LinkProblem(
+            "missing-target",
+            f"[[links.kb]] {linked.alias!r}: its document {src} links ({rel}) to {dst}, which is not an active "
+            "document in this KB; the link is kept as unresolved",
+            "restore the document (or its sidecar, which holds the id) here, or ask the partner to fix the link "
+            "(`pnk unlink` there)"))
+
+
+def unresolved_reason(kb_alias: str, doc_id: str) -> str:
+    """Why a link target in this KB's own index does not resolve (traversal and doctor say the same)."""
+    return f"{doc_id} is not an active document of KB {kb_alias} (deleted, never indexed here, or a wrong id)"

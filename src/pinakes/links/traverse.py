@@ -1,0 +1,360 @@
+"""Bounded traversal of the authored link graph (spec §4, §8): what `pnk links` and `pinakes_links` answer.
+
+From one document of this KB, breadth first over the `links` table (authored links in both
+directions: this KB's sidecars, and what the reverse scan learnt from connected KBs). It never reads
+the structural graph (spec §3.2). Four bounds, each clamped and reported with what was asked:
+
+- `depth` counts logical hops (one authored link is one hop);
+- `adjacent_k` caps the fan-out of each expanded document, applied after ranking (below), so a cap
+  never selects by whatever order SQLite returned rows in;
+- `max_rows` and `max_tokens` are the response's own caps, reported independently under
+  `truncated`, because "too many neighbours" and "too much text" have different remedies.
+
+A neighbour that was found and not expanded is on the `frontier` with one reason, the first that
+applies in this order: `terminal` (in another KB, which this KB cannot vouch beyond, or unresolved),
+`depth`, `fanout`, `rows`, `tokens`. Depth and fanout invite a retry with other bounds, rows and
+tokens a narrower request, terminal none (to go on in another KB, start a traversal there).
+
+Ranking: a neighbour's score is the number of authored links joining it to the document it was
+found from (each weighs AUTHORED_WEIGHT, the `authored` weight of spec §3.2), divided by its hop;
+ties go to this KB's documents, then to the document id. A neighbour in a KB that the caller cannot
+read (not served, or not on this machine) is returned all the same, identified by its ids and marked
+unreachable: omitting it would hide a link that exists. Confidence is always `unknown`: the
+calibrated signal of §4.2 is a property of a retrieved passage in one KB, and a neighbour is not one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pinakes.errors import PinakesError
+from pinakes.ids import format_pnk_uri
+
+if TYPE_CHECKING:  # `pnk --help` builds the `pnk links` parser from this module's constants
+    import sqlite3
+    from contextlib import ExitStack
+    from pathlib import Path
+
+    from pinakes.manifest import Manifest
+
+AUTHORED_WEIGHT = 2.0
+DIRECTIONS = ("both", "out", "in")
+REASONS = ("terminal", "depth", "fanout", "rows", "tokens")  # frontier reasons, in precedence order
+CHARS_PER_TOKEN = 4
+_ENVELOPE_CHARS = 1_600  # the response's fixed part (start, bounds, truncation report), estimated
+
+CONFIDENCE = {"level": "unknown",
+              "reason": "traversal neighbours are not retrieved passages: no calibrated score applies "
+                        "(and a list spanning KBs has no single manifest whose thresholds would)"}
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A bound as requested, as used, and the server's range for it."""
+
+    name: str
+    requested: int | None
+    used: int
+    minimum: int
+    maximum: int
+
+    @property
+    def clamped(self) -> bool:
+        return self.requested is not None and self.requested != self.used
+
+    def to_dict(self) -> dict[str, object]:
+        return {"requested": self.requested, "used": self.used, "min": self.minimum, "max": self.maximum,
+                "clamped": self.clamped}
+
+
+def clamp(name: str, requested: int | None, default: int, minimum: int, maximum: int) -> Limit:
+    """`requested` (or the default) brought into [minimum, maximum]; the caller is told via `clamped`."""
+    value = default if requested is None else requested
+    return Limit(name, requested, max(minimum, min(maximum, value)), minimum, maximum)
+
+
+@dataclass(frozen=True)
+class TraversalLimits:
+    """The server-side ranges every call is clamped into."""
+
+    max_depth: int = 3
+    max_adjacent_k: int = 50
+    max_rows: int = 200
+    default_rows: int = 50
+    min_tokens: int = 1_000
+    max_tokens: int | None = 12_000  # None: no token cap (the CLI's default, like `pnk get`)
+
+
+@dataclass(frozen=True)
+class KBView:
+    """How a traversal sees a KB other than its own: a name and, when readable, its documents."""
+
+    kb_id: str
+    alias: str | None
+    reachable: bool
+    # doc ids -> {doc_id: (title, path)} of those that are active documents (only when reachable)
+    documents: Callable[[list[str]], dict[str, tuple[str | None, str]]] | None = None
+    unreachable_reason: str | None = None
+
+
+Lookup = Callable[[str], KBView]
+
+
+@dataclass
+class _Node:
+    kb_id: str
+    doc_id: str
+    hop: int
+    via: str | None
+    edges: list[dict[str, str]] = field(default_factory=list)
+    score: float = 0.0
+
+
+def traverse(conn: sqlite3.Connection, kb_id: str, kb_alias: str, doc_id: str, *, lookup: Lookup,
+             depth: int | None = None, adjacent_k: int | None = None, max_rows: int | None = None,
+             max_tokens: int | None = None, direction: str = "both", default_adjacent_k: int = 5,
+             limits: TraversalLimits | None = None) -> dict[str, Any]:
+    """The traversal from `doc_id` of KB `kb_id` over `conn` (its index), as a JSON-ready dict."""
+    from pinakes.index.documents import UnknownDocumentError
+
+    limits = limits or TraversalLimits()
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}")
+    bounds = {
+        "depth": clamp("depth", depth, 1, 1, limits.max_depth),
+        "adjacent_k": clamp("adjacent_k", adjacent_k, min(default_adjacent_k, limits.max_adjacent_k), 1,
+                            limits.max_adjacent_k),
+        "max_rows": clamp("max_rows", max_rows, min(limits.default_rows, limits.max_rows), 1, limits.max_rows),
+    }
+    if limits.max_tokens is not None:
+        bounds["max_tokens"] = clamp("max_tokens", max_tokens, limits.max_tokens, limits.min_tokens,
+                                     limits.max_tokens)
+    here = _documents(conn)
+    start_row = here([doc_id]).get(doc_id)
+    if start_row is None and not _has_links(conn, kb_id, doc_id):
+        raise UnknownDocumentError(
+            f"no document {doc_id} in this KB's index, and no link names it",
+            remedy="pass the id of an indexed document (`pnk list`, or a pinakes_search passage's doc_id)")
+    views: dict[str, KBView] = {kb_id: KBView(kb_id, kb_alias, True, here)}
+
+    def view(of: str) -> KBView:
+        if of not in views:
+            views[of] = lookup(of)
+        return views[of]
+
+    walker = _Walk(conn, kb_id, direction, view, bounds, frontier_cap=limits.max_rows)
+    walker.run(doc_id)
+    from pinakes.extract.titles import display_title
+
+    start = {"doc_id": doc_id, "doc_uri": format_pnk_uri(kb_id, doc_id), "kb": {"id": kb_id, "alias": kb_alias},
+             "title": display_title(*start_row) if start_row else None, "path": start_row[1] if start_row else None,
+             "resolved": start_row is not None,
+             "reason": None if start_row else f"{doc_id} is not an active document of this KB; links name it"}
+    response: dict[str, Any] = {
+        "start": start, "direction": direction,
+        "bounds": {name: limit.to_dict() for name, limit in bounds.items()},
+        "neighbours": walker.rendered, "frontier": [], "frontier_omitted": {},
+        "confidence": dict(CONFIDENCE), "truncated": None,
+    }
+    walker.fit(response, limits.max_tokens is not None)
+    return response
+
+
+class _Walk:
+    def __init__(self, conn: sqlite3.Connection, kb_id: str, direction: str, view: Callable[[str], KBView],
+                 bounds: Mapping[str, Limit], *, frontier_cap: int):
+        self.conn, self.kb_id, self.direction, self.view = conn, kb_id, direction, view
+        self.frontier_cap = frontier_cap  # entries listed; the rest are counted in frontier_omitted
+        self.depth = bounds["depth"].used
+        self.adjacent_k = bounds["adjacent_k"].used
+        self.max_rows = bounds["max_rows"].used
+        token_limit = bounds.get("max_tokens")
+        self.budget_chars = None if token_limit is None else token_limit.used * CHARS_PER_TOKEN
+        self.used_chars = _ENVELOPE_CHARS
+        self.rendered: list[dict[str, Any]] = []
+        self.frontier: list[dict[str, Any]] = []
+        self.cut = {"rows": 0, "tokens": 0}
+
+    def run(self, start: str) -> None:
+        visited = {(self.kb_id, start)}
+        level = [start]  # an unresolved start too: the links naming it are what the caller asked for
+        for hop in range(1, self.depth + 1):
+            next_level: list[str] = []
+            for parent in level:
+                ranked = self._ranked(parent, hop, visited)
+                for rank, node in enumerate(ranked):
+                    visited.add((node.kb_id, node.doc_id))
+                    if rank >= self.adjacent_k:
+                        self._on_frontier(node, "fanout")
+                        continue
+                    rendered = self._render(node)
+                    if len(self.rendered) >= self.max_rows:
+                        self.cut["rows"] += 1
+                        self._on_frontier(node, "rows", rendered)
+                        continue
+                    size = _chars(rendered) + 2
+                    if self.budget_chars is not None and self.used_chars + size > self.budget_chars:
+                        self.cut["tokens"] += 1
+                        self._on_frontier(node, "tokens", rendered)
+                        continue
+                    self.used_chars += size
+                    self.rendered.append(rendered)
+                    if rendered["terminal"]:
+                        self._on_frontier(node, "terminal", rendered)
+                    elif hop == self.depth:
+                        if self._ranked(node.doc_id, hop + 1, visited, peek=True):
+                            self._on_frontier(node, "depth", rendered)
+                    else:
+                        next_level.append(node.doc_id)
+            level = next_level
+
+    def _ranked(self, parent: str, hop: int, visited: set[tuple[str, str]], *, peek: bool = False) -> list[_Node]:
+        nodes: dict[tuple[str, str], _Node] = {}
+        for other_kb, other_doc, rel, direction, origin in self._edges(parent):
+            key = (other_kb, other_doc)
+            if key in visited:
+                continue
+            node = nodes.setdefault(key, _Node(other_kb, other_doc, hop, parent))
+            node.edges.append({"rel": rel, "direction": direction, "origin": origin})
+            if peek:
+                return [node]
+        for node in nodes.values():
+            node.score = round(AUTHORED_WEIGHT * len(node.edges) / hop, 4)
+            node.edges.sort(key=lambda edge: (edge["direction"], edge["rel"]))
+        return sorted(nodes.values(), key=lambda n: (-n.score, n.kb_id != self.kb_id, n.kb_id, n.doc_id))
+
+    def _edges(self, doc_id: str) -> list[tuple[str, str, str, str, str]]:
+        edges: list[tuple[str, str, str, str, str]] = []
+        if self.direction in ("both", "out"):
+            edges += [(kb, doc, rel, "out", origin) for kb, doc, rel, origin in self.conn.execute(
+                "SELECT dst_kb_id, dst_doc_id, rel, origin FROM links WHERE src_kb_id = ? AND src_doc_id = ? "
+                "ORDER BY dst_kb_id, dst_doc_id, rel", (self.kb_id, doc_id))]
+        if self.direction in ("both", "in"):
+            edges += [(kb, doc, rel, "in", origin) for kb, doc, rel, origin in self.conn.execute(
+                "SELECT src_kb_id, src_doc_id, rel, origin FROM links WHERE dst_kb_id = ? AND dst_doc_id = ? "
+                "ORDER BY src_kb_id, src_doc_id, rel", (self.kb_id, doc_id))]
+        return edges
+
+    def _render(self, node: _Node) -> dict[str, Any]:
+        from pinakes.extract.titles import display_title
+
+        view = self.view(node.kb_id)
+        found = view.documents([node.doc_id]).get(node.doc_id) if view.reachable and view.documents else None
+        if not view.reachable:
+            resolved, reason = None, view.unreachable_reason or f"KB {node.kb_id} cannot be read here"
+        elif found is None:
+            where = "this KB" if node.kb_id == self.kb_id else f"KB {view.alias or node.kb_id}"
+            resolved = False
+            reason = f"{node.doc_id} is not an active document of {where} (deleted, not indexed there yet, or a wrong id)"
+        else:
+            resolved, reason = True, None
+        directions = {edge["direction"] for edge in node.edges}
+        cross_kb = node.kb_id != self.kb_id
+        return {
+            "doc_id": node.doc_id, "doc_uri": format_pnk_uri(node.kb_id, node.doc_id),
+            "kb": {"id": node.kb_id, "alias": view.alias, "this_kb": not cross_kb},
+            "title": display_title(found[0], found[1]) if found else None, "path": found[1] if found else None,
+            "rel": node.edges[0]["rel"], "direction": "both" if len(directions) > 1 else next(iter(directions)),
+            "edges": node.edges, "hop": node.hop, "via": node.via, "score": node.score,
+            "resolved": resolved, "reachable": view.reachable, "reason": reason,
+            "terminal": cross_kb or resolved is not True,
+        }
+
+    def _on_frontier(self, node: _Node, cut_by: str, rendered: dict[str, Any] | None = None) -> None:
+        """One frontier entry, with the first reason that applies in REASONS order: terminal (another
+        KB, or unresolved), then depth (it sits at the last hop), then what cut it."""
+        if rendered is not None:
+            terminal = bool(rendered["terminal"])
+        else:  # cut before it was rendered: decide from its KB, and for this KB's own, whether it is here
+            here = self.view(self.kb_id).documents
+            terminal = node.kb_id != self.kb_id or here is None or not here([node.doc_id])
+        reason = "terminal" if terminal else "depth" if node.hop >= self.depth else cut_by
+        self.frontier.append({"doc_id": node.doc_id, "kb_id": node.kb_id, "hop": node.hop, "via": node.via,
+                              "rel": node.edges[0]["rel"], "reason": reason})
+
+    def fit(self, response: dict[str, Any], token_capped: bool) -> None:
+        """List the frontier (at most `frontier_cap` entries, within the token budget; the rest are
+        counted by reason), and say what each of the response's caps cut."""
+        listed: list[dict[str, Any]] = []
+        omitted: dict[str, int] = {}
+        for entry in sorted(self.frontier, key=lambda e: (REASONS.index(e["reason"]), e["hop"])):
+            size = _chars(entry) + 2
+            fits = self.budget_chars is None or self.used_chars + size <= self.budget_chars
+            if len(listed) < self.frontier_cap and fits:
+                listed.append(entry)
+                self.used_chars += size
+            else:
+                omitted[entry["reason"]] = omitted.get(entry["reason"], 0) + 1
+        response["frontier"] = listed
+        response["frontier_omitted"] = omitted
+        truncated: dict[str, Any] = {}
+        if self.cut["rows"]:
+            truncated["rows"] = {"limit": self.max_rows, "returned": len(self.rendered),
+                                 "neighbours_cut": self.cut["rows"]}
+        if self.cut["tokens"]:
+            truncated["tokens"] = {"budget": self.budget_chars // CHARS_PER_TOKEN if self.budget_chars else None,
+                                   "neighbours_cut": self.cut["tokens"]}
+        response["truncated"] = truncated or None
+        if token_capped:
+            response["usage"] = {"tokens_estimated": math.ceil(_chars(response) / CHARS_PER_TOKEN),
+                                 "token_budget": (self.budget_chars or 0) // CHARS_PER_TOKEN}
+
+
+def _documents(conn: sqlite3.Connection) -> Callable[[list[str]], dict[str, tuple[str | None, str]]]:
+    def documents(ids: list[str]) -> dict[str, tuple[str | None, str]]:
+        marks = ",".join("?" * len(ids))
+        return {doc_id: (title, path) for doc_id, title, path in conn.execute(
+            f"SELECT id, title, path FROM documents WHERE state = 'active' AND id IN ({marks})", ids)}
+    return documents
+
+
+def documents_of(conn: sqlite3.Connection) -> Callable[[list[str]], dict[str, tuple[str | None, str]]]:
+    """A `KBView.documents` over another KB's index connection."""
+    return _documents(conn)
+
+
+def _has_links(conn: sqlite3.Connection, kb_id: str, doc_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM links WHERE (src_kb_id = ? AND src_doc_id = ?) OR "
+                        "(dst_kb_id = ? AND dst_doc_id = ?) LIMIT 1", (kb_id, doc_id, kb_id, doc_id)).fetchone() is not None
+
+
+def _chars(payload: object) -> int:
+    return len(json.dumps(payload, ensure_ascii=False))
+
+
+def machine_lookup(kb_root: Path, manifest: Manifest, stack: ExitStack) -> Lookup:
+    """How `pnk links` sees other KBs: a `[[links.kb]]` partner is reachable when its path holds a KB
+    with the declared id and an index (opened read-only, closed with `stack`); any other is
+    identified and marked unreachable, with the reason."""
+    from pinakes.index import schema
+    from pinakes.kb import MANIFEST_NAME, KBPaths
+    from pinakes.links.reverse import partner_root
+    from pinakes.manifest import load_manifest
+
+    def lookup(kb_id: str) -> KBView:
+        linked = next((item for item in manifest.links if item.id == kb_id), None)
+        if linked is None:
+            return KBView(kb_id, None, False, unreachable_reason=f"KB {kb_id} is not in this KB's [[links.kb]]")
+        root = partner_root(kb_root, linked)
+        try:
+            found = load_manifest(root / MANIFEST_NAME).kb.id if (root / MANIFEST_NAME).is_file() else None
+        except PinakesError:
+            found = None
+        if found != kb_id:
+            return KBView(kb_id, linked.alias, False,
+                          unreachable_reason=f"KB {linked.alias!r} is not at {linked.path} on this machine")
+        index_db = KBPaths(root).index_db
+        try:
+            conn = schema.open_reader(index_db)
+        except PinakesError as exc:
+            return KBView(kb_id, linked.alias, False,
+                          unreachable_reason=f"KB {linked.alias!r} has no readable index ({exc.message}); "
+                                             f"run `pnk -C {root} sync`")
+        stack.callback(conn.close)
+        return KBView(kb_id, linked.alias, True, _documents(conn))
+
+    return lookup
