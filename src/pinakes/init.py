@@ -1,6 +1,8 @@
-"""`pnk init`: stamp a new KB out of the default template (spec §2, §6.1).
+"""`pnk init`: stamp a new KB out of a template (spec §2, §6.1; the templates: `template_catalog`).
 
-A KB is `pinakes.toml` + `docs/` + a `.gitignore` covering `.pinakes/`. Init refuses to touch a
+A KB is `pinakes.toml` + `docs/` + a `.gitignore` covering `.pinakes/`. The manifest records the
+template it was stamped from as `NAME@VERSION` (`[kb] template`), which is what `pnk upgrade` later
+compares against the installed version. Init refuses to touch a
 directory that already is a KB, or one inside another KB: a KB's identity is its permanent ULID,
 and overwriting or nesting one silently would orphan every link that addresses it.
 
@@ -11,13 +13,10 @@ init leaves a directory that a re-run completes, and two concurrent inits cannot
 from __future__ import annotations
 
 import contextlib
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
-from string import Template
 from typing import Literal
 
 from ulid import ULID
@@ -26,8 +25,9 @@ from pinakes.atomic import atomic_write_bytes
 from pinakes.errors import FilesystemError, PinakesError, UsageError
 from pinakes.kb import MANIFEST_NAME, STATE_DIR_NAME
 from pinakes.manifest import parse_manifest
+from pinakes.template_catalog import DEFAULT_TEMPLATE, RenderValues, TemplateCatalog, render
 
-TEMPLATE_NAME = "default"
+TEMPLATE_NAME = DEFAULT_TEMPLATE
 DOCS_DIR_NAME = "docs"
 # Lines that already keep .pinakes/ out of git; any one of them means .gitignore needs nothing.
 _GITIGNORE_COVERING = {f"{STATE_DIR_NAME}", f"{STATE_DIR_NAME}/", f"/{STATE_DIR_NAME}", f"/{STATE_DIR_NAME}/"}
@@ -43,6 +43,7 @@ class InitResult:
     embedding_provider: str = "sentence-transformers"
     embedding_provider_installed: bool = True
     gitignore: GitignoreAction = "created"
+    template: str = f"{DEFAULT_TEMPLATE}@1"  # NAME@VERSION, as the manifest records it
 
 
 def default_embedding_provider() -> tuple[str, bool]:
@@ -61,39 +62,38 @@ def default_embedding_provider() -> tuple[str, bool]:
     return "fastembed", False  # named for the remedy: the lighter extra, [light]
 
 
-def render_manifest(name: str, kb_id: str, embedding_provider: str) -> str:
-    """The default template's pinakes.toml for a KB called `name` with ULID `kb_id`."""
-    template = Template(_template_text("pinakes.toml"))
-    meta = tomllib.loads(_template_text("template.toml"))
-    return template.substitute(
-        name=_toml_string(name),
-        kb_id=kb_id,
-        template=f"{meta['name']}@{meta['version']}",
-        embedding_provider=embedding_provider,
-    )
+def render_manifest(name: str, kb_id: str, embedding_provider: str, template: str = TEMPLATE_NAME,
+                    catalog: TemplateCatalog | None = None) -> str:
+    """Template `template`'s pinakes.toml (its installed version) for a KB called `name` with ULID `kb_id`."""
+    catalog = catalog or TemplateCatalog()
+    info = catalog.get(template)
+    return render(catalog.manifest_source(template), RenderValues(name, kb_id, embedding_provider), info.ref)
 
 
-def init_kb(directory: Path, name: str | None = None) -> InitResult:
-    """Create a KB in `directory` (created if needed). Refuses an existing or nested KB."""
+def init_kb(directory: Path, name: str | None = None, template: str = TEMPLATE_NAME,
+            catalog: TemplateCatalog | None = None) -> InitResult:
+    """Create a KB in `directory` (created if needed) from `template`. Refuses an existing or nested KB."""
+    catalog = catalog or TemplateCatalog()
+    info = catalog.get(template)  # an unknown name is refused before anything is touched
     root = Path(directory).expanduser().resolve()
     _refuse_unsuitable(root)
     kb_name = _kb_name(root, name)
     kb_id = str(ULID())
     provider, installed = default_embedding_provider()
-    manifest_text = render_manifest(kb_name, kb_id, provider)
+    manifest_text = render_manifest(kb_name, kb_id, provider, template, catalog)
     manifest_path = root / MANIFEST_NAME
     parse_manifest(manifest_text, path=manifest_path)  # a template that does not load is a bug here
 
     with _filesystem_errors(root):
         root.mkdir(parents=True, exist_ok=True)
         (root / DOCS_DIR_NAME).mkdir(exist_ok=True)
-    gitignore = _ensure_gitignore(root / ".gitignore")
+    gitignore = _ensure_gitignore(root / ".gitignore", catalog.gitignore_block(template))
     try:
         atomic_write_bytes(manifest_path, manifest_text.encode("utf-8"), exclusive=True)
     except FileExistsError:  # another init won the race since the check above
         raise _already_a_kb(root) from None
     return InitResult(root=root, kb_id=kb_id, name=kb_name, embedding_provider=provider,
-                      embedding_provider_installed=installed, gitignore=gitignore)
+                      embedding_provider_installed=installed, gitignore=gitignore, template=info.ref)
 
 
 def _refuse_unsuitable(root: Path) -> None:
@@ -130,25 +130,7 @@ def _kb_name(root: Path, name: str | None) -> str:
     return chosen
 
 
-def _template_text(filename: str) -> str:
-    return (resources.files("pinakes.templates") / TEMPLATE_NAME / filename).read_text(encoding="utf-8")
-
-
-def _toml_string(value: str) -> str:
-    """`value` as a TOML basic string."""
-    escaped: list[str] = []
-    for char in value:
-        if char in ('"', "\\"):
-            escaped.append("\\" + char)
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            escaped.append(f"\\u{ord(char):04X}")
-        else:
-            escaped.append(char)
-    return '"' + "".join(escaped) + '"'
-
-
-def _ensure_gitignore(path: Path) -> GitignoreAction:
-    block = _template_text("gitignore")
+def _ensure_gitignore(path: Path, block: str) -> GitignoreAction:
     with _filesystem_errors(path):
         try:
             existing = path.read_bytes().decode("utf-8", errors="surrogateescape")

