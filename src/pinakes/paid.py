@@ -1,0 +1,251 @@
+"""The four rules both paid entry points obey (spec §1): one home, so two copies cannot drift.
+
+Exactly two things may spend — `pnk sync` on the claude-vision backend and `pnk ask --deep` — and
+each has its own client module on `.paid-path-allowlist`. What they must do identically lives here:
+
+1. **The key** is read from `PINAKES_ANTHROPIC_API_KEY` (or the first line of a file the user
+   names) and passed to the client explicitly, so the SDK consults no other credential. The
+   generic `ANTHROPIC_API_KEY` is deliberately never read: a key exported for other tools must
+   never enable spending here. The key is held in an `ApiKey` whose repr is redacted and is handed
+   to the client and nowhere else: never logged, never in an error, the ledger or the cache.
+2. **The SDK's own retries are off** (`max_retries=0`): every attempt is its own reservation, so a
+   retry the SDK made silently would be a spend the ledger never saw. The caller retries, and
+   only what provably did not bill (`PaidCallError.retry_after_s`).
+3. **A failed call is classified by whether it billed** (`classify_failure`): an error status
+   from the API, or a request that never left (the connection was never made), is *void*; no
+   answer at all (a timeout, a dropped connection, a body that is not the Messages shape) is an
+   *unknown outcome*, counted at its reserved amount until `pnk budget --resolve`.
+4. **A reconciliation is computed from the response's own usage** (`billed_tokens`), never from
+   the request or an estimate.
+
+`paid_call` applies all four around one request inside the accountant's reservation, and sends
+`max_tokens` equal to the reserved output bound, so the worst case reserved is a bound on what the
+call can bill.
+
+This module imports no paid client, so it is not on the allowlist and the paid-path gate scans it
+like any other: each function is handed the caller's already-imported `anthropic` module (`sdk`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pinakes.errors import ApiKeyError, PaidCallError
+
+if TYPE_CHECKING:
+    from pinakes.budget import Call, CallShape, Plan
+
+API_KEY_ENV = "PINAKES_ANTHROPIC_API_KEY"
+GENERIC_KEY_ENV = "ANTHROPIC_API_KEY"  # named only to say it is not read
+KEY_FILE_FLAG = "--api-key-file"
+
+# A request may take minutes to generate (a slice of page images, a long answer); past this the
+# call is abandoned as an unknown outcome rather than left to hang a sync or a cron job.
+REQUEST_TIMEOUT_S = 300.0
+# Statuses that say "busy, send it again": the API answered, so nothing was billed.
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 529})
+DEFAULT_RETRY_WAIT_S = 2.0
+MAX_RETRY_WAIT_S = 60.0
+# A prompt-cache write bills at most twice the input rate (the one-hour TTL). Pinakes writes no
+# prompt cache, so the API should report none; if it ever does, it is counted at that ceiling.
+_CACHE_WRITE_INPUT_MULTIPLE = 2
+
+
+# --- rule 1: the key -------------------------------------------------------------------------------
+
+
+class ApiKey:
+    """The API key, redacted everywhere it could be printed (repr, str, a traceback's locals)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The key itself: for the client constructor, and nothing else."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "ApiKey(<redacted>)"
+
+    __str__ = __repr__
+
+
+def read_api_key(key_file: Path | str | None = None, environ: Mapping[str, str] | None = None) -> ApiKey:
+    """The key from `key_file` (its first line) when given, else from PINAKES_ANTHROPIC_API_KEY.
+    Raises ApiKeyError naming the variable or the file, never the key."""
+    if key_file is not None:
+        try:
+            text = Path(key_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise ApiKeyError(f"cannot read the API key file ({reason})",
+                              remedy="name a readable file holding the key on its first line",
+                              path=key_file) from None
+        value = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if not value:
+            raise ApiKeyError("the API key file is empty", remedy="put the key on its first line", path=key_file)
+        return ApiKey(value)
+    env = environ if environ is not None else os.environ
+    value = env.get(API_KEY_ENV, "").strip()
+    if not value:
+        generic = (f"; {GENERIC_KEY_ENV} is set but deliberately not read, so a key exported for other "
+                   "tools never enables spending here" if env.get(GENERIC_KEY_ENV, "").strip() else "")
+        raise ApiKeyError(f"a paid call needs an Anthropic API key and {API_KEY_ENV} is not set{generic}",
+                          remedy=f"export {API_KEY_ENV}=... in this shell, or pass {KEY_FILE_FLAG} PATH")
+    return ApiKey(value)
+
+
+# --- rule 2: the client ----------------------------------------------------------------------------
+
+
+def make_client(sdk: Any, key: ApiKey, *, base_url: str | None = None,
+                timeout: float = REQUEST_TIMEOUT_S) -> Any:
+    """`sdk.Anthropic` with the key passed explicitly (the SDK then reads no credential from the
+    environment or a profile), its own retries off and a bounded timeout. `base_url` None leaves
+    the SDK's own default (`ANTHROPIC_BASE_URL`, else the vendor's endpoint)."""
+    return sdk.Anthropic(api_key=key.reveal(), base_url=base_url, max_retries=0, timeout=timeout)
+
+
+# --- rule 3: did a failed call bill? ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallFailure:
+    """How one request failed. `outcome`: "void" (not billed) or "unknown" (may have billed)."""
+
+    outcome: str
+    what: str  # "HTTP 429 (rate_limit_error)", "timed out", ...: for a message, never the key
+    status: int | None = None
+    retry_after_s: float | None = None  # set only when sending it again is safe (void and busy)
+
+    @property
+    def happened(self) -> str:
+        """What the request did, to follow "the request ...": "was refused with HTTP 429 (...)"."""
+        return f"was refused with {self.what}" if self.status is not None else self.what
+
+
+def classify_failure(sdk: Any, exc: BaseException) -> CallFailure | None:
+    """Whether the exception a request raised means it billed; None when it is no API failure at
+    all (a bug in the caller, which then leaves the reservation an unknown outcome)."""
+    if isinstance(exc, sdk.APIStatusError):
+        # The API answered with an error status: an error response is not billed.
+        status = int(getattr(exc, "status_code", 0))
+        kind = getattr(exc, "type", None) or "error"
+        wait = _retry_after(exc) if status in RETRYABLE_STATUS else None
+        return CallFailure("void", f"HTTP {status} ({kind})", status, wait)
+    if isinstance(exc, sdk.APITimeoutError):
+        return CallFailure("unknown", "timed out")
+    if isinstance(exc, sdk.APIConnectionError):
+        if _never_connected(exc):  # refused or unresolvable: the request never left this machine
+            return CallFailure("void", "could not connect", None, None)
+        return CallFailure("unknown", "lost its connection")
+    if isinstance(exc, (sdk.APIError, ValueError)):  # a 2xx body that is not the Messages shape
+        return CallFailure("unknown", "came back unreadable")
+    return None
+
+
+def failure_remedy(failure: CallFailure, call_id: str, *, retry: str) -> str:
+    """What the user does next. `retry` is the command that tries again (e.g. "run `pnk sync` again")."""
+    if failure.outcome == "unknown":
+        return (f"check the usage page of your Anthropic console, then `pnk budget --resolve {call_id} "
+                f"--actual EUR`; {retry}")
+    if failure.status in (401, 403):
+        return f"check the API key ({API_KEY_ENV} or {KEY_FILE_FLAG}) and its workspace's permissions"
+    if failure.status is None:
+        return f"check the network (and ANTHROPIC_BASE_URL if set); {retry}"
+    if failure.status in RETRYABLE_STATUS:
+        return f"the API is busy or rate-limited: {retry} later"
+    return f"{retry}; if it recurs, report it with this message"
+
+
+def _retry_after(exc: Any) -> float:
+    response = getattr(exc, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    try:
+        wait = float(header) if header is not None else DEFAULT_RETRY_WAIT_S
+    except ValueError:
+        wait = DEFAULT_RETRY_WAIT_S
+    return max(0.0, min(wait, MAX_RETRY_WAIT_S))
+
+
+def _never_connected(exc: BaseException) -> bool:
+    """True when the SDK's connection error wraps the HTTP library's connect failure (no TCP or TLS
+    session was made, so no request was sent). Read by class name: this module imports no client,
+    nor the transport beneath it."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if any(klass.__name__ == "ConnectError" for klass in type(cause).__mro__):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+# --- rule 4: reconciliation from the response's usage ----------------------------------------------
+
+
+def billed_tokens(message: Any) -> tuple[int, int]:
+    """(input, output) tokens the response says it billed, from its own `usage`. Prompt-cache
+    tokens (none are expected) are folded into input at or above what they can bill, so a
+    reconciliation never under-reports."""
+    usage = message.usage
+    cache_write = int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
+    cache_read = int(getattr(usage, "cache_read_input_tokens", 0) or 0)
+    input_tokens = int(usage.input_tokens) + _CACHE_WRITE_INPUT_MULTIPLE * cache_write + cache_read
+    return input_tokens, int(usage.output_tokens)
+
+
+def reconcile(call: Call, message: Any) -> Decimal:
+    """Close `call` at what `message`'s usage says it cost; returns EUR."""
+    input_tokens, output_tokens = billed_tokens(message)
+    return call.reconcile(input_tokens=input_tokens, output_tokens=output_tokens)
+
+
+# --- all four around one request -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PaidAnswer:
+    message: Any  # the SDK's Message
+    call_id: str
+    cost_eur: Decimal
+
+
+def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapping[str, Any], *,
+              unit: str | None = None, retry: str = "run the command again") -> PaidAnswer:
+    """One Messages request inside `plan`'s reservation for `shape`, closed by what came back.
+
+    `request` is the keyword arguments of `client.messages.create` without `max_tokens`, which is
+    always the reserved output bound. Raises the accountant's BudgetExceededError (the call was
+    never made), or PaidCallError carrying the classification (void: closed at zero; unknown: left
+    open at its reservation). Any other exception leaves the reservation open too: unclassified is
+    counted as possibly billed.
+    """
+    if "max_tokens" in request:
+        raise ValueError("max_tokens is the reservation's output bound; paid_call sets it")
+    with plan.call(shape, unit=unit) as call:
+        try:
+            message = client.messages.create(max_tokens=shape.max_output_tokens, **request)
+        except Exception as exc:
+            failure = classify_failure(sdk, exc)
+            if failure is None:
+                raise
+            if failure.outcome == "void":
+                call.void(failure.what)
+                billed = "nothing was billed"
+            else:
+                billed = f"whether it billed is unknown, so call {call.call_id} counts at its reserved amount"
+            raise PaidCallError(f"the request {failure.happened}; {billed}", happened=failure.happened,
+                                billed=billed, outcome=failure.outcome, call_id=call.call_id, status=failure.status,
+                                retry_after_s=failure.retry_after_s,
+                                remedy=failure_remedy(failure, call.call_id, retry=retry)) from None
+        cost = reconcile(call, message)
+        return PaidAnswer(message, call.call_id, cost)

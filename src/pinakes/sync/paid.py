@@ -1,0 +1,545 @@
+"""The paid rows of a sync (spec §5, §6.3, §6.4): plan the whole run before call 0, extract through
+claude-vision, and keep every paid extraction safe from a free run.
+
+`prepare(ctx)` runs after pairing and before the pipeline. On a paid backend it decides, for each
+PDF the plan must (re)build, whether a call is needed at all: an extraction cache hit, or a native
+text layer the free extractor finds healthy (every page above the fitted text-yield floor; paying
+for it anyway takes `--force`), needs none. Everything left is priced as one run by the accountant
+before the first request (every blocked window named at once, the confirm prompt, no terminal =
+abort); the API key is read only then, so a run with nothing to pay for needs none.
+
+`extract_paid_document` (the paid branch of rules/extract.py) then extracts one document, all or
+nothing: its text goes to the cache with the operation_id and call_ids that join it to the ledger,
+its completeness audit beside it, and `provenance.extraction` into its sidecar.
+
+`protect` (the free branch, PDFs only) applies §6.4's rows for a document whose sidecar records a
+paid extraction: never re-extracted for free while the file is unchanged (the index row or the
+cache supplies the text); a changed file is a failure pointing at the paid run; an unchanged file
+whose text is nowhere on this machine is PaidExtractionUnavailableError, never "changed". Only
+`--force` with an explicit free `--extract` overrides, and it names what it discarded.
+
+This module imports no paid client: `pinakes.extract.claude_vision` (allowlisted) is imported only
+when a paid backend is in effect, and it imports the SDK only when it makes a call.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pinakes.errors import (
+    PaidExtractionFailedError,
+    PaidExtractionUnavailableError,
+    PinakesError,
+    SidecarError,
+    UsageError,
+)
+from pinakes.extract.registry import EXTRACTORS
+
+if TYPE_CHECKING:
+    from pinakes.budget import Plan
+    from pinakes.extract.audit import DocumentAudit
+    from pinakes.extract.cache import ExtractCache
+    from pinakes.extract.types import ExtractedText
+    from pinakes.manifest import Manifest
+    from pinakes.rules.pair import DocWork
+    from pinakes.sidecar import Sidecar
+    from pinakes.sync.context import SyncContext, SyncOptions
+
+FREE_PDF_BACKEND = "pypdfium2"
+
+
+@dataclass(frozen=True)
+class Decision:
+    kind: str  # "cached" | "free-healthy" | "pay" | "not-admitted" | "failed"
+    pages: int = 0
+    message: str = ""
+
+
+@dataclass
+class PaidState:
+    """What one sync knows about paid extraction (also on a free run: the protected paths)."""
+
+    backend: str
+    paid: bool
+    decisions: dict[str, Decision] = field(default_factory=dict)  # doc_id -> what to do
+    plan: Plan | None = None
+    client: Any = None
+    stopped: PinakesError | None = None  # on_exceed = partial: the breach that ended the paying
+    healthy: list[str] = field(default_factory=list)  # paid backend, free layer kept (no --force)
+    not_reached: list[str] = field(default_factory=list)  # never paid for: cut by the budget
+    protected: list[str] = field(default_factory=list)  # free run, paid extraction kept
+    discarded: list[str] = field(default_factory=list)  # --force + free --extract overrode these
+    audits: list[tuple[str, DocumentAudit]] = field(default_factory=list)
+    discard_pending: set[str] = field(default_factory=set)  # doc_ids whose paid record goes on success
+
+
+def state_of(ctx: SyncContext) -> PaidState:
+    if ctx.paid is None:
+        backend = ctx.keys.extractor_backends.get("pdf", FREE_PDF_BACKEND)
+        spec = EXTRACTORS.get(backend)
+        ctx.paid = PaidState(backend, bool(spec and spec.paid))
+    return ctx.paid
+
+
+# --- before the pipeline ---------------------------------------------------------------------------
+
+
+def check_run(manifest: Manifest, options: SyncOptions) -> None:
+    """Refuse, before anything runs, a combination the paid rows cannot honour."""
+    backend = options.extract_backend or manifest.extraction.backend
+    spec = EXTRACTORS.get(backend)
+    if options.index_only and spec is not None and spec.paid:
+        raise UsageError(f"--index-only never writes into the source tree, and a paid extraction records "
+                         f"itself in the document's sidecar; backend {backend!r} cannot run under it",
+                         remedy="run `pnk sync` (a deliberate paid run), or force the free backend: "
+                                "`pnk sync --index-only --extract=pypdfium2`")
+
+
+def force_into_plan(ctx: SyncContext) -> None:
+    """`--force` reaches documents whose stored key is current (spec §6.3's two overrides): on a paid
+    backend, PDFs indexed from their healthy free layer; with an explicit free `--extract`, PDFs
+    indexed from a paid extraction. Their stored key is cleared first, so the steps see them as due
+    (a run stopped after this re-processes them next time, which is harmless)."""
+    state = state_of(ctx)
+    explicit_free = ctx.options.extract_backend is not None and not state.paid
+    if not ctx.options.force or ctx.rebuilding or not (state.paid or explicit_free):
+        return
+    from pinakes.index.schema import transaction
+    from pinakes.rules.pair import DocWork
+
+    plan, walk, conn = ctx.require_plan(), ctx.require_walk(), ctx.writer()
+    planned = {item.doc_id for item in plan.work}
+    paid_backends = [name for name, spec in EXTRACTORS.items() if spec.paid]
+    rows = conn.execute("SELECT id, path, extraction_backend FROM documents WHERE state = 'active' AND "
+                        "source_type = 'pdf'").fetchall()
+    due = [(doc_id, path) for doc_id, path, backend in rows
+           if doc_id not in planned and path in walk.docs and path in walk.sidecars
+           and ((backend not in paid_backends) if state.paid else (backend in paid_backends))]
+    if not due:
+        return
+    with transaction(conn):
+        conn.executemany("UPDATE documents SET build_key = NULL WHERE id = ?", [(doc_id,) for doc_id, _ in due])
+    for doc_id, path in due:
+        file = walk.docs[path]
+        plan.work.append(DocWork(doc_id, path, "pdf", file, None, walk.sidecars[path].content_hash,
+                                 ctx.keys.key(file.content_hash, "pdf"), "rekeyed"))
+    plan.work.sort(key=lambda item: item.path)
+
+
+def prepare(ctx: SyncContext) -> None:
+    """Decide what each PDF of the plan needs and, when anything needs paying for, check the whole
+    run with the accountant before the first call (raising its refusal, which stops the sync)."""
+    state = state_of(ctx)
+    if not state.paid:
+        return
+    pdfs = [item for item in ctx.require_plan().work if item.source_type == "pdf"]
+    if not pdfs:
+        return
+    from pinakes.extract import claude_vision
+    from pinakes.extract.cache import ExtractCache
+
+    cache = ExtractCache(ctx.paths.extract_cache)
+    fingerprint = EXTRACTORS[state.backend].fingerprint()
+    to_pay: list[DocWork] = []
+    for item in pdfs:
+        if _indexed_as(ctx, item, state.backend, fingerprint):
+            continue  # this index holds it already (a rebuild carried it): kept, never paid for again
+        if cache.get(item.file.content_hash, fingerprint) is not None:
+            state.decisions[item.doc_id] = Decision("cached")
+            continue
+        try:
+            native = _native(ctx, cache, item)
+        except PinakesError as exc:
+            state.decisions[item.doc_id] = Decision("failed", message=exc.render())
+            continue
+        pages = len(native.pages or ())
+        if pages and not native.pages_without_text and not ctx.options.force:
+            state.decisions[item.doc_id] = Decision("free-healthy", pages)
+            continue
+        if not pages:
+            state.decisions[item.doc_id] = Decision("failed", message="the PDF has no pages; nothing to extract")
+            continue
+        state.decisions[item.doc_id] = Decision("pay", pages)
+        to_pay.append(item)
+    if not to_pay:
+        return
+
+    from pinakes.budget import Accountant
+    from pinakes.paid import read_api_key
+
+    key = read_api_key(ctx.options.api_key_file)
+    accountant = Accountant.open(ctx.paths.root, ctx.manifest.budget, kb_id=ctx.kb_id)
+    shapes = [shape for item in to_pay
+              for shape in claude_vision.document_shapes(state.decisions[item.doc_id].pages, item.path)]
+    ctx.progress.close()  # a confirmation prompt must not share the line with a progress bar
+    plan = accountant.plan(operation="extract", calls=shapes, interactive=sys.stdin.isatty(),
+                           force=ctx.options.force)
+    for item in to_pay[plan.admitted_units:]:
+        state.decisions[item.doc_id] = Decision("not-admitted")
+    state.plan = plan
+    state.client = claude_vision.make_client(key)
+    ctx.report.notes.append(f"paid extraction: {plan.describe()}")
+
+
+def _native(ctx: SyncContext, cache: ExtractCache, item: DocWork) -> ExtractedText:
+    """The free extraction of `item` (cached, else extracted and cached): the health check's input
+    and the completeness audit's witness."""
+    spec = EXTRACTORS[FREE_PDF_BACKEND]
+    hit = cache.get(item.file.content_hash, spec.fingerprint())
+    if hit is not None:
+        return hit.extracted
+    from pinakes.extract.pdf import extract
+
+    extracted = extract(ctx.paths.root / item.path, "pdf")
+    cache.put(item.file.content_hash, extracted, paid=False)
+    return extracted
+
+
+# --- the paid branch of the extract step -----------------------------------------------------------
+
+
+def extract_paid_document(ctx: SyncContext, item: DocWork) -> ExtractedText | None:
+    """The text `item` is indexed from on a paid backend, or None when there is nothing to index
+    now (kept as indexed, or not reached within the budget). Raises PinakesError for a document
+    failure; sets ctx.fatal (and returns None) when the budget stops the run under on_exceed=abort."""
+    from pinakes.extract.cache import ExtractCache
+
+    state = state_of(ctx)
+    spec = EXTRACTORS[state.backend]
+    fingerprint = spec.fingerprint()
+    if _keep_indexed_row(ctx, item, state.backend, fingerprint):
+        return None
+    decision = state.decisions.get(item.doc_id, Decision("failed", message="not planned (a Pinakes bug)"))
+    cache = ExtractCache(ctx.paths.extract_cache)
+    if decision.kind == "failed":
+        raise PinakesError(decision.message)
+    if decision.kind == "cached":
+        hit = cache.get(item.file.content_hash, fingerprint)
+        if hit is None:
+            raise PaidExtractionUnavailableError("the paid extraction this run planned to reuse left the "
+                                                 "cache during the run", remedy="run `pnk sync` again")
+        _record_provenance(ctx, item, state.backend, fingerprint, only_if_missing=True)
+        return hit.extracted
+    if decision.kind == "free-healthy":
+        state.healthy.append(item.path)
+        return _native(ctx, cache, item)
+    if decision.kind == "not-admitted" or state.stopped is not None:
+        state.not_reached.append(item.path)
+        return None
+    return _pay(ctx, state, item, cache, fingerprint)
+
+
+def _pay(ctx: SyncContext, state: PaidState, item: DocWork, cache: ExtractCache,
+         fingerprint: str) -> ExtractedText | None:
+    from pinakes.budget import BudgetExceededError
+    from pinakes.extract import claude_vision
+    from pinakes.extract.audit import audit_pages
+    from pinakes.extract.floors import load_floors
+
+    assert state.plan is not None
+    try:
+        result = claude_vision.extract_paid(ctx.paths.root / item.path, client=state.client,
+                                            plan=state.plan, unit=item.path)
+    except BudgetExceededError as exc:
+        if ctx.manifest.budget.on_exceed == "abort":
+            exc.details = [f"the budget stopped the run at {item.path}; documents extracted before it "
+                           "are kept in the extraction cache and the ledger"]
+            ctx.fatal = exc
+            return None
+        state.stopped = exc
+        raise PaidExtractionFailedError(
+            "the budget stopped the run part-way through this document (on_exceed = partial keeps "
+            f"whole documents only); it is not indexed in part: {exc.message}", remedy=exc.remedy) from None
+    native = _native(ctx, cache, item)
+    native_pages = [native.text[start:end] for start, end in native.pages or ()]
+    audit = audit_pages(native_pages, result.page_texts, text_yield_floor=load_floors().text_yield_floor)
+    cache.put(item.file.content_hash, result.extracted, paid=True, operation_id=state.plan.operation_id,
+              call_ids=result.call_ids, audit=audit.to_dict())
+    state.audits.append((item.path, audit))
+    _record_provenance(ctx, item, state.backend, fingerprint, only_if_missing=False)
+    return result.extracted
+
+
+def _record_provenance(ctx: SyncContext, item: DocWork, backend: str, fingerprint: str, *,
+                       only_if_missing: bool) -> None:
+    """`provenance.extraction` in the sidecar (spec §2.2): the one sidecar rewrite a sync makes."""
+    from pinakes.sidecar import sidecar_path_for, update_sidecar
+
+    path = sidecar_path_for(ctx.paths.root / item.path)
+    if only_if_missing:
+        recorded = _sidecar(ctx, item).extraction or {}
+        if (recorded.get("backend"), recorded.get("fingerprint"), recorded.get("content_hash")) == \
+                (backend, fingerprint, item.file.content_hash):
+            return
+    record = {"backend": backend, "fingerprint": fingerprint,
+              "extracted": datetime.now(UTC).isoformat(timespec="seconds"),
+              "content_hash": item.file.content_hash}
+    _written(item, update_sidecar(path, kb_id=ctx.kb_id, provenance_extraction=record))
+
+
+def _written(item: DocWork, sidecar: Sidecar) -> None:
+    """The row written beside the chunks carries the sidecar as it now is on disk."""
+    item.sidecar = sidecar
+    item.sidecar_hash = sidecar.raw_hash
+
+
+# --- the free branch: protecting paid extractions --------------------------------------------------
+
+
+def protect(ctx: SyncContext, item: DocWork) -> tuple[str, ExtractedText | None]:
+    """§6.4's paid rows on a free run: ("extract", None) to extract for free as usual,
+    ("use", text) to index the paid text again, ("keep", None) when the index already holds it.
+    Raises for the failure rows."""
+    try:
+        recorded = _sidecar(ctx, item).extraction
+    except SidecarError:
+        return "extract", None  # the write step reports the broken sidecar
+    spec = EXTRACTORS.get(str((recorded or {}).get("backend")))
+    if recorded is None or spec is None or not spec.paid:
+        return "extract", None
+    state = state_of(ctx)
+    explicit_free = ctx.options.extract_backend is not None and not EXTRACTORS[ctx.options.extract_backend].paid
+    if ctx.options.force and explicit_free:
+        state.discard_pending.add(item.doc_id)
+        return "extract", None
+    extracted_on = recorded.get("extracted", "an earlier run")
+    if recorded.get("content_hash") != item.file.content_hash:
+        raise PinakesError(
+            f"this PDF changed since its paid {spec.name} extraction ({extracted_on}); a free run never "
+            "overwrites a paid extraction, so it stays indexed as it was",
+            remedy=f"pay for the new version: `pnk sync --extract={spec.name}`; or replace it with the free "
+                   f"text: `pnk sync --force --extract={FREE_PDF_BACKEND}`")
+    fingerprint = str(recorded.get("fingerprint"))
+    if _keep_indexed_row(ctx, item, spec.name, fingerprint):
+        state.protected.append(item.path)
+        return "keep", None
+    from pinakes.extract.cache import ExtractCache
+
+    hit = ExtractCache(ctx.paths.extract_cache).get(item.file.content_hash, fingerprint) \
+        if fingerprint.isalnum() else None
+    if hit is not None:
+        state.protected.append(item.path)
+        return "use", hit.extracted
+    raise PaidExtractionUnavailableError(
+        f"this PDF is unchanged since its paid {spec.name} extraction ({extracted_on}), but the extracted "
+        "text is on no store on this machine (no extraction cache entry, no index row) — typically the "
+        "first sync of a fresh clone; it is not indexed rather than re-extracted for free",
+        remedy=f"pay for it again here: `pnk sync --extract={spec.name}`; or index the free text instead: "
+               f"`pnk sync --force --extract={FREE_PDF_BACKEND}`")
+
+
+def after_free_extraction(ctx: SyncContext, item: DocWork) -> None:
+    """`--force` with a free `--extract` replaced a paid extraction: drop the record, name it."""
+    state = state_of(ctx)
+    if item.doc_id not in state.discard_pending:
+        return
+    from pinakes.sidecar import sidecar_path_for, update_sidecar
+
+    recorded = _sidecar(ctx, item).extraction or {}
+    _written(item, update_sidecar(sidecar_path_for(ctx.paths.root / item.path), kb_id=ctx.kb_id,
+                                  provenance_extraction=None))
+    state.discarded.append(f"{item.path} ({recorded.get('backend')}, extracted {recorded.get('extracted')})")
+
+
+# --- shared ----------------------------------------------------------------------------------------
+
+
+def _sidecar(ctx: SyncContext, item: DocWork) -> Sidecar:
+    if item.sidecar is None:
+        from pinakes.sidecar import read_sidecar, sidecar_path_for
+
+        _written(item, read_sidecar(sidecar_path_for(ctx.paths.root / item.path), kb_id=ctx.kb_id))
+    assert item.sidecar is not None
+    return item.sidecar
+
+
+def _indexed_as(ctx: SyncContext, item: DocWork, backend: str, fingerprint: str) -> bool:
+    """Whether this sync's index holds `item` at its path, its current content, extracted by
+    (backend, fingerprint)."""
+    row = ctx.writer().execute("SELECT content_hash, extraction_backend, extraction_fingerprint FROM documents "
+                               "WHERE id = ? AND state = 'active' AND path = ?", (item.doc_id, item.path)).fetchone()
+    return row is not None and tuple(row) == (item.file.content_hash, backend, fingerprint)
+
+
+def _keep_indexed_row(ctx: SyncContext, item: DocWork, backend: str, fingerprint: str) -> bool:
+    """When this index already holds `item` extracted by (backend, fingerprint) at its current
+    content, re-point its build key instead of re-chunking and re-embedding: the stored text is the
+    extraction. The sidecar's metadata is refreshed in the same transaction."""
+    from pinakes.index.schema import transaction
+    from pinakes.links.store import write_links
+
+    if not _indexed_as(ctx, item, backend, fingerprint):
+        return False
+    conn = ctx.writer()
+    try:
+        sidecar = _sidecar(ctx, item)
+    except SidecarError:
+        return False  # rebuilt normally, where the broken sidecar is reported
+    with transaction(conn):
+        conn.execute("UPDATE documents SET build_key = ?, sidecar_hash = ?, metadata = ?, "
+                     "title = COALESCE(?, title) WHERE id = ?",
+                     (item.key, sidecar.raw_hash, sidecar.metadata_json(), sidecar.title, item.doc_id))
+        write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
+    return True
+
+
+# --- --rebuild: paid extractions carried across from the index being replaced ----------------------
+
+
+@dataclass(frozen=True)
+class CarryPlan:
+    """What the old index holds that a rebuild must not lose: every active, paid-extracted document,
+    keyed on doc_id (spec §6.4). `skipped` says why nothing can be carried, when nothing can."""
+
+    doc_ids: tuple[str, ...] = ()
+    skipped: str | None = None
+
+
+def paid_rows_to_carry(previous: sqlite3.Connection | None, manifest: Manifest) -> CarryPlan:
+    """Read, before the new database is created, which documents the old index holds from a paid
+    extraction. Keyed on doc_id alone: the one identifier a renamed sidecar still carries, and unique
+    (a content_hash key would let a later document with the same bytes inherit another's chunks).
+
+    Vectors from two embedding models cannot be mixed, so after a model change nothing is carried:
+    those documents come back from the extraction cache, or fail as PaidExtractionUnavailableError."""
+    if previous is None:
+        return CarryPlan()
+    from pinakes.embed.coherence import check_manifest_coherence
+    from pinakes.errors import ModelMismatchError
+
+    paid_backends = [name for name, spec in EXTRACTORS.items() if spec.paid]
+    try:
+        rows = previous.execute(
+            f"SELECT id FROM documents WHERE state = 'active' AND extraction_backend IN "
+            f"({', '.join('?' * len(paid_backends))}) ORDER BY id", paid_backends).fetchall()
+        if not rows:
+            return CarryPlan()
+        meta = dict(previous.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.Error:
+        return CarryPlan()  # an old index too damaged to read: identities come from the sidecars
+    try:
+        check_manifest_coherence(meta, manifest.embedding)
+    except ModelMismatchError:
+        return CarryPlan(skipped=f"{len(rows)} paid extraction(s) were not carried across the rebuild: the "
+                                 "embedding model changed, and their old vectors cannot be mixed with the "
+                                 "new ones (they are re-embedded from the extraction cache where it has them)")
+    return CarryPlan(tuple(row[0] for row in rows))
+
+
+def carry_paid_rows(ctx: SyncContext, carry: CarryPlan, old_index: Path) -> None:
+    """Copy each carried document's row, chunks, vectors and authored links from `old_index` into
+    the rebuild's new database with ATTACH DATABASE — at the old content_hash, never re-extracted —
+    for every one the walk still finds as a PDF (at its current path: a rename keeps its doc_id).
+
+    The row's build key is cleared, so the extract step still meets it: on a free run `protect`
+    keeps it when the sidecar says the file is unchanged since its paid extraction, and records the
+    failure pointing at the paid run when it changed (the old text stays searchable); on a paid run
+    an unchanged document is kept rather than paid for again. Independent of the extraction cache,
+    so `--clear-cache` and `--rebuild` compose in either order."""
+    if carry.skipped:
+        ctx.report.notes.append(carry.skipped)
+    if not carry.doc_ids:
+        return
+    from pinakes.index.schema import transaction
+
+    current = {item.doc_id: item.path for item in ctx.require_plan().work if item.source_type == "pdf"}
+    moves = [(doc_id, current[doc_id]) for doc_id in carry.doc_ids if doc_id in current]
+    if not moves:
+        return
+    conn = ctx.writer()
+    conn.execute("ATTACH DATABASE ? AS carried", (str(old_index),))
+    try:
+        with transaction(conn):
+            conn.execute("CREATE TEMP TABLE carry_moves (id TEXT PRIMARY KEY, path TEXT NOT NULL)")
+            conn.executemany("INSERT INTO carry_moves (id, path) VALUES (?, ?)", moves)
+            columns = _shared_columns(conn, "documents", exclude={"id", "path", "build_key", "state"})
+            conn.execute(f"INSERT INTO main.documents (id, path, build_key, state, {columns}) "
+                         f"SELECT d.id, m.path, NULL, 'active', {_qualified('d', columns)} "
+                         "FROM carried.documents d JOIN carry_moves m ON m.id = d.id")
+            columns = _shared_columns(conn, "chunks", exclude=set())
+            conn.execute(f"INSERT INTO main.chunks ({columns}) SELECT {_qualified('c', columns)} "
+                         "FROM carried.chunks c JOIN carry_moves m ON m.id = c.doc_id")
+            conn.execute("INSERT INTO main.embeddings (chunk_id, vector) SELECT e.chunk_id, e.vector "
+                         "FROM carried.embeddings e JOIN carried.chunks c ON c.id = e.chunk_id "
+                         "JOIN carry_moves m ON m.id = c.doc_id")
+            conn.execute("INSERT OR IGNORE INTO main.links (src_kb_id, src_doc_id, dst_kb_id, dst_doc_id, rel, "
+                         "origin) SELECT l.src_kb_id, l.src_doc_id, l.dst_kb_id, l.dst_doc_id, l.rel, l.origin "
+                         "FROM carried.links l JOIN carry_moves m ON m.id = l.src_doc_id "
+                         "WHERE l.origin = 'sidecar'")
+            conn.execute("DROP TABLE temp.carry_moves")
+    finally:
+        conn.execute("DETACH DATABASE carried")
+    ctx.report.notes.append(f"carried {len(moves)} paid extraction(s) across the rebuild from the index it "
+                            "replaces (never re-extracted): " + _names([path for _doc_id, path in moves]))
+
+
+def _shared_columns(conn: sqlite3.Connection, table: str, *, exclude: set[str]) -> str:
+    """The columns `table` has in both the new index and the carried one (an older schema version
+    lacks the newer columns, which then take their defaults), in the new table's order."""
+    new = [row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")]
+    old = {row[1] for row in conn.execute(f"PRAGMA carried.table_info({table})")}
+    return ", ".join(name for name in new if name in old and name not in exclude)
+
+
+def _qualified(alias: str, columns: str) -> str:
+    return ", ".join(f"{alias}.{name}" for name in columns.split(", "))
+
+
+# --- after the pipeline ----------------------------------------------------------------------------
+
+
+def finish(ctx: SyncContext) -> None:
+    """Say once what the paid rows did: protected, discarded, kept free, not reached, the audit and
+    what was spent."""
+    state = ctx.paid
+    if state is None:
+        return
+    report = ctx.report
+    if state.protected:
+        report.notes.append(f"{len(state.protected)} paid extraction(s) kept; a free run never re-extracts "
+                            f"them: {_names(state.protected)}")
+    if state.discarded:
+        report.notes.append(f"--force discarded {len(state.discarded)} paid extraction(s) for the free "
+                            f"text: {_names(state.discarded)}")
+    if state.healthy:
+        report.notes.append(f"{len(state.healthy)} PDF(s) have a healthy free text layer and were not paid "
+                            f"for (pay anyway with --force): {_names(state.healthy)}")
+    if state.not_reached:
+        report.notes.append(f"{len(state.not_reached)} PDF(s) were not extracted within the budget "
+                            f"(on_exceed = partial; the next run picks them up): {_names(state.not_reached)}")
+    paid: dict[str, object] = {"backend": state.backend}
+    if state.plan is not None:
+        paid.update(state.plan.to_dict())
+        spent = _spent_eur(ctx, state.plan.call_ids)
+        if spent is not None:
+            paid["spent_eur"] = str(spent)
+            report.notes.append(f"paid extraction spent €{spent} over {len(state.plan.call_ids)} call(s) "
+                                f"(operation {state.plan.operation_id}; `pnk budget` has the detail)")
+    audits = {path: audit.to_dict() for path, audit in state.audits}
+    for path, audit in state.audits:
+        report.notes.extend(f"completeness audit: {line}" for line in audit.lines(path))
+    if state.plan is not None or audits or state.protected or state.discarded:
+        paid.update(audits=audits, protected=state.protected, discarded=state.discarded,
+                    healthy_free_layer=state.healthy, not_reached=state.not_reached)
+        report.paid = paid
+
+
+def _spent_eur(ctx: SyncContext, call_ids: list[str]) -> object | None:
+    if not call_ids:
+        return None
+    try:
+        from pinakes.budget import Accountant
+
+        return Accountant.for_report(ctx.paths.root, ctx.manifest.budget).report().cost_of_calls(call_ids)
+    except (PinakesError, AttributeError):  # a report is a courtesy; the ledger already holds it
+        return None
+
+
+def _names(paths: list[str], shown: int = 5) -> str:
+    text = ", ".join(paths[:shown])  # the report escapes notes when it prints them
+    return text + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
