@@ -1,0 +1,106 @@
+"""`pnk ask QUESTION`: the free result; `pnk ask --deep QUESTION`: a cited answer, paid, under [budget].
+
+Typing --deep is the decision to spend (spec §4.2), so it always answers; the free confidence only
+sets the price. Without --deep nothing is spent: the command says so, shows the free result and what
+--deep would reserve for this question. CLI only: no MCP tool runs the loop (spec §4.3), and this
+module imports the loop (`pinakes.deep`) only inside `run`, and only for --deep or its price.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pinakes.manifest import Manifest
+    from pinakes.search.results import SearchResult
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    from pinakes.cli.cmd_search import add_filter_arguments
+
+    parser = subparsers.add_parser(
+        "ask", parents=[common],
+        help="answer a question: free passages, or with --deep a cited answer from Claude (paid)",
+        description="Without --deep: the free search's passages and confidence, and what --deep would "
+                    "reserve; nothing is spent. With --deep: a bounded loop (search, read, refine) driven "
+                    "by Claude under [budget]: the whole run is priced at its worst case and refused, or "
+                    "confirmed above confirm_above_eur (no terminal: aborted), before the first call. A "
+                    "confident question takes one synthesis call; otherwise rounds of two calls up to "
+                    "[deep] max_rounds. Every citation is a passage of this KB that the model was shown.",
+        epilog='example: pnk ask --deep "Who signs off the courier for a loan, and what is their extension?"',
+    )
+    parser.add_argument("question", nargs="*", metavar="QUESTION", help="the question (quote it)")
+    parser.add_argument("--deep", action="store_true",
+                        help="answer it with Claude (paid: PINAKES_ANTHROPIC_API_KEY, [budget], [deep])")
+    add_filter_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--transcript", metavar="PATH", type=Path,
+                        help="with --deep: write every request and reply, verbatim, to PATH as JSON (it holds "
+                             "the question and document text; nothing else ever does)")
+    parser.add_argument("--api-key-file", metavar="PATH", type=Path,
+                        help="with --deep: read the API key from this file (default: PINAKES_ANTHROPIC_API_KEY)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pinakes.cli.cmd_search import filters_from_args
+    from pinakes.deep.prompts import check_question
+    from pinakes.errors import UsageError
+    from pinakes.kb import KBPaths, find_kb_root
+    from pinakes.manifest import load_manifest
+
+    question = check_question(" ".join(args.question))
+    if not args.deep and (args.transcript is not None or args.api_key_file is not None):
+        raise UsageError("--transcript and --api-key-file only apply to --deep",
+                         remedy="add --deep to answer with Claude, or drop them")
+    filters = filters_from_args(args)
+    kb_root = find_kb_root(getattr(args, "kb_dir", None))
+    manifest = load_manifest(KBPaths(kb_root).manifest)
+    if args.deep:
+        return _deep(args, kb_root, manifest, question, filters)
+    return _free(args, kb_root, manifest, question, filters)
+
+
+def _deep(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question: str, filters: object) -> int:
+    from pinakes.deep.loop import ask_deep
+
+    result = ask_deep(kb_root, question, filters=filters, manifest=manifest,  # type: ignore[arg-type]
+                      api_key_file=args.api_key_file, interactive=sys.stdin.isatty(),
+                      transcript=args.transcript)
+    if args.json:
+        print(json.dumps({"ok": True, **result.to_dict()}, indent=2, ensure_ascii=False))
+    else:
+        print(result.render_text())
+    return 0
+
+
+def _free(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question: str, filters: object) -> int:
+    from pinakes.budget.money import format_eur
+    from pinakes.cli.cmd_search import ask_deep_command, render
+    from pinakes.deep.shapes import branch_for, worst_case
+    from pinakes.search import Searcher
+
+    with Searcher.for_kb(kb_root, manifest) as searcher:
+        result: SearchResult = searcher.search(question, filters=filters)  # type: ignore[arg-type]
+    branch = branch_for(result.confidence.level)
+    eur, calls = worst_case(manifest, branch)
+    command = ask_deep_command(question, args)
+    if args.json:
+        print(json.dumps({"ok": True, "deep": False, "spent_eur": "0", "search": result.to_dict(),
+                          "deep_command": command, "deep_branch": branch,
+                          "deep_worst_case_eur": str(eur), "deep_worst_case_calls": calls},
+                         indent=2, ensure_ascii=False))
+        return 0
+    from pinakes.display import printable
+
+    print(render(result))
+    what = ("one synthesis call" if branch == "synthesis" else
+            f"up to {manifest.deep.max_rounds} round(s) of two calls")
+    print(f"\nNothing was spent: this is the free result. To have Claude answer it with citations "
+          f"({what}, at most {format_eur(eur)} reserved under [budget]):\n  {printable(command)}")
+    return 0
+

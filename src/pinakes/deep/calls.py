@@ -1,0 +1,100 @@
+"""The one module of `pnk ask --deep` that loads the paid client (`.paid-path-allowlist`).
+
+The rules both paid entry points obey — the key (`PINAKES_ANTHROPIC_API_KEY` or a file the user
+names, passed explicitly, never logged), the SDK's own retries off, a failed call classified by
+whether it billed, a reconciliation from the response's own usage — are `pinakes.paid`'s; this
+module hands it the SDK and decides what a reply means for the loop:
+
+- an error status the API marks as busy (408/429/5xx/529) was not billed, and is sent again, each
+  attempt its own reservation, at most `MAX_ATTEMPTS` times; any other failure stops the run with
+  `DeepAskFailedError`, naming the call to resolve when it may have billed;
+- a billed reply that is a refusal, a truncation (`max_tokens`) or not the schema's JSON is *no
+  result*: returned as such and never repaired, and the loop ends on it, saying which.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pinakes import paid
+from pinakes.errors import DeepAskFailedError, MissingExtraError, PaidCallError
+
+if TYPE_CHECKING:
+    from pinakes.budget import CallShape, Plan
+    from pinakes.paid import ApiKey
+
+MAX_ATTEMPTS = 3
+_RETRY = "ask the question again"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One billed answer. `kind`: "ok" (`data` is the parsed object), "refusal", "truncated" or
+    "malformed" (no result)."""
+
+    kind: str
+    data: dict[str, Any] | None
+    raw: str
+    eur: Decimal  # what its reconciliation recorded
+    input_tokens: int
+    output_tokens: int
+    call_ids: tuple[str, ...]  # every attempt's reservation, the answered one last
+
+
+def read_key(key_file: Path | None) -> ApiKey:
+    """The API key, read before anything is planned (an ApiKeyError names the variable or file)."""
+    return paid.read_api_key(key_file)
+
+
+def make_client(key: ApiKey) -> Any:
+    return paid.make_client(_sdk(), key)
+
+
+def send(client: Any, plan: Plan, shape: CallShape, request: dict[str, Any], *, what: str,
+         sleep: Callable[[float], None] = time.sleep) -> Reply:
+    """Make one budgeted request; BudgetExceededError (the call was never made) passes through."""
+    sdk = _sdk()
+    call_ids: list[str] = []
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            answer = paid.paid_call(sdk, client, plan, shape, request, unit=shape.unit, retry=_RETRY)
+        except PaidCallError as exc:
+            call_ids.append(exc.call_id)
+            if exc.retry_after_s is not None and attempt < MAX_ATTEMPTS:
+                sleep(exc.retry_after_s)  # void: the API answered busy, so nothing was billed
+                continue
+            attempts = f" after {attempt} attempts" if attempt > 1 else ""
+            raise DeepAskFailedError(f"the {what} call: {exc.message}{attempts}", remedy=exc.remedy,
+                                     call_ids=tuple(call_ids)) from None
+        call_ids.append(answer.call_id)
+        input_tokens, output_tokens = paid.billed_tokens(answer.message)
+        kind, data, raw = _classify(answer.message)
+        return Reply(kind, data, raw, answer.cost_eur, input_tokens, output_tokens, tuple(call_ids))
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _classify(message: Any) -> tuple[str, dict[str, Any] | None, str]:
+    raw = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
+    if message.stop_reason == "refusal":
+        return "refusal", None, raw
+    if message.stop_reason in ("max_tokens", "model_context_window_exceeded"):
+        return "truncated", None, raw  # a length finish is no result, however much of it parses
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return "malformed", None, raw
+    return ("ok", data, raw) if isinstance(data, dict) else ("malformed", None, raw)
+
+
+def _sdk() -> Any:
+    try:
+        import anthropic
+    except ImportError as exc:
+        raise MissingExtraError("claude", "pnk ask --deep", missing_module="anthropic") from exc
+    return anthropic
