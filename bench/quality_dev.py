@@ -1,6 +1,11 @@
 """Retrieval quality on the development corpora: BM25-only, vector-only, hybrid (and hybrid+rerank
 when reranker weights are present), plus the keyword-strategy sweep that chose the BM25 plan.
 
+Its indexes are written by the test helper (tests/helpers_index.py: paragraph chunks, its own
+embedder), not by the product's sync, so its figures compare keyword plans on a fixed index and are
+not the product's. The product's figures (indexes built by `pnk init` + `pnk sync`, the fusion
+sweep, document context, the graph channel) come from bench/tune_retrieval.py.
+
     python bench/quality_dev.py                     # both corpora, the main table
     python bench/quality_dev.py --sweep             # also the BM25 option sweep (two tokenizers)
     python bench/quality_dev.py --corpus cranfield --json out.json

@@ -237,7 +237,7 @@ def test_result_to_dict_is_json_with_every_field(searcher):
     assert set(passage) >= {"text", "citation", "path", "doc_id", "title", "tags", "heading_path",
                             "page_start", "page_end", "char_start", "char_end", "scores", "stale_extraction"}
     assert set(passage["scores"]) == {"bm25_rank", "bm25_score", "vector_rank", "cosine", "rrf", "rerank",
-                                      "coverage"}
+                                      "coverage", "graph_rank"}
     assert payload["confidence"]["level"] == "unknown"
     assert "total" in payload["timings_ms"]
 

@@ -9,11 +9,27 @@ The plan, measured on the development corpora (docs/QUALITY.md):
   3. weightless terms — held by at least half the chunks, where FTS5's bm25() clamps the IDF to
      1e-6 — are dropped while a term with weight remains: they move no score by more than ~2e-6,
      so the only rows they change are those holding nothing else (no longer candidates), but every
-     row holding one would be scored, and at 100k chunks they are the dearest part of a query;
+     row holding one would be scored, and at 100k chunks they are the dearest part of a query
+     (under the postings scoring of step 5 such a term weighs at most log 2; dropping it was
+     measured neutral on both development corpora, and it stays a cost rule);
   4. past MAX_QUERY_TERMS distinct terms, the rarest are kept;
-  5. the rest are OR-ed, each quoted, and ranked by FTS5's bm25().
+  5. the rest are OR-ed, each quoted, matched by FTS5, and ranked by FTS5's bm25() (k1 1.2, b 0.75,
+     fixed). BM25 computed from FTS5's own postings with k1 2.5 and b 0.4 (`scored_from_postings`,
+     `KeywordOptions(k1=2.5)`) ranks better — at or above bm25s on both English development
+     corpora, where bm25() is significantly below it on tldr-nl2bash-dev — but even rescoring only
+     bm25()'s first rows it costs 1.5x at 100k chunks (p50 44 ms against 30 ms, docs/QUALITY.md),
+     past the search latency target, so it is opt-in. A plan holding a phrase (a
+     word the tokenizer splits, a word of Han, kana or Hangul) is always ranked by FTS5's bm25(),
+     which alone knows where a phrase occurs.
 A query whose content words are all unknown is answered with nothing from this retriever: falling
 back to its function words would turn a visibly empty result into a confidently wrong one.
+
+A word of Han, kana or Hangul is a phrase of its character bigrams (search/scripts.py). It is
+searched as that phrase and, in the same OR, as each of its bigrams (`SegmentedPlan.PHRASE_AND_OR`):
+the phrase adds weight where the characters stand together as typed, the bigrams find the rows
+where they do not. Measured against the phrase alone, the bigrams alone, and the phrase with the
+bigrams filling only what it left empty (`PHRASE_THEN_OR`), on the CJK development set
+(docs/QUALITY.md). A query without such a word runs exactly as before.
 
 The IDF-weighted quorum (a chunk qualifies when the terms it carries hold at least half the
 query's IDF weight) and a ubiquity cut are kept as measured alternatives, not defaults: on ranked
@@ -25,17 +41,29 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from pinakes.search.query import MAX_QUERY_TERMS, AnalyzedQuery, QueryUnit, fts_quote
 
 VOCAB_TABLE = "temp.pnk_chunks_vocab"
+INSTANCE_TABLE = "temp.pnk_chunks_instances"
+# The postings scoring rescores this many times `limit` of the rows FTS5's bm25() ranks first.
+RESCORE_POOL = 10
 
 
 class KeywordStrategy(Enum):
     OR = "or"
     QUORUM = "quorum"
+
+
+class SegmentedPlan(Enum):
+    """How a word of Han, kana or Hangul (a phrase of character bigrams) is searched."""
+
+    PHRASE = "phrase"  # the phrase only: nothing where the characters do not stand together
+    OR = "or"  # its bigrams, OR-ed, from the start
+    PHRASE_AND_OR = "phrase-and-or"  # the phrase and its bigrams in one OR: the phrase adds weight
+    PHRASE_THEN_OR = "phrase-then-or"  # the phrase; the bigrams fill what the phrase left empty
 
 
 @dataclass(frozen=True)
@@ -51,6 +79,13 @@ class KeywordOptions:
     drop_weightless_terms: bool = True
     # Drop content terms held by more than this share of chunks, while rarer ones remain.
     ubiquity_ceiling: float | None = None
+    # BM25's term-frequency saturation and length normalisation, scored from FTS5's own postings
+    # (`scored_from_postings`); None (the default) ranks by FTS5's bm25(), whose k1 1.2 and b 0.75
+    # are fixed. k1 2.5 with b 0.4 ranks best on the English development corpora (at least bm25s on
+    # each) but costs 1.5x at 100k chunks (docs/QUALITY.md, bench/bench_keyword.py): opt-in for now.
+    k1: float | None = None
+    b: float = 0.4
+    segmented: SegmentedPlan = SegmentedPlan.PHRASE_AND_OR
 
 
 @dataclass(frozen=True)
@@ -65,16 +100,26 @@ class KeywordPlan:
     capped_words: tuple[str, ...] = ()
     chunk_count: int = 0
     notes: tuple[str, ...] = field(default=())
+    # The units again with every segmented phrase relaxed into its bigrams, searched when `units`
+    # find too little (SegmentedPlan.PHRASE_THEN_OR); None when there is nothing to relax.
+    relaxed_units: tuple[QueryUnit, ...] | None = None
 
     @property
     def match(self) -> str | None:
-        if not self.units:
-            return None
-        return " OR ".join(fts_quote(unit.word) for unit in self.units)
+        return match_expression(self.units)
+
+    @property
+    def relaxed_match(self) -> str | None:
+        return None if self.relaxed_units is None else match_expression(self.relaxed_units)
 
     def idf(self, unit: QueryUnit) -> float:
+        """Lucene's BM25 IDF: positive for every term, unlike FTS5's clamped one."""
         df = self.document_frequency.get(unit.terms, 0)
         return math.log(1.0 + (self.chunk_count - df + 0.5) / (df + 0.5))
+
+
+def match_expression(units: tuple[QueryUnit, ...] | list[QueryUnit]) -> str | None:
+    return " OR ".join(fts_quote(unit.match_text) for unit in units) if units else None
 
 
 def ensure_vocabulary(conn: sqlite3.Connection) -> None:
@@ -83,6 +128,7 @@ def ensure_vocabulary(conn: sqlite3.Connection) -> None:
     It lives in the temp schema, which a `mode=ro` connection may still write.
     """
     conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB_TABLE} USING fts5vocab (main, chunks_fts, 'row')")
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {INSTANCE_TABLE} USING fts5vocab (main, chunks_fts, 'instance')")
 
 
 class DocumentFrequencies:
@@ -123,7 +169,7 @@ class DocumentFrequencies:
             row = self._conn.execute(f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (unit.terms[0],)).fetchone()
             return int(row[0]) if row else 0
         row = self._conn.execute(
-            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (fts_quote(unit.word),)
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (fts_quote(unit.match_text),)
         ).fetchone()
         return int(row[0])
 
@@ -131,6 +177,18 @@ class DocumentFrequencies:
 def weightless(document_frequency: int, chunk_count: int) -> bool:
     """FTS5's bm25() IDF is log((N - df + 0.5) / (df + 0.5)), clamped to 1e-6 when not positive."""
     return chunk_count > 0 and 2 * document_frequency >= chunk_count
+
+
+def relaxed(units: list[QueryUnit]) -> list[QueryUnit]:
+    """Each segmented phrase replaced by its bigrams, each its own unit (first occurrence kept)."""
+    result: dict[tuple[str, ...], QueryUnit] = {}
+    for unit in units:
+        if unit.segmented and len(unit.terms) > 1:
+            for term in unit.terms:
+                result.setdefault((term,), QueryUnit(word=term, terms=(term,), function_word=False, segmented=True))
+        else:
+            result.setdefault(unit.terms, unit)
+    return list(result.values())
 
 
 def plan_keywords(
@@ -144,7 +202,38 @@ def plan_keywords(
     function_words_only = not content
     if options.drop_function_words and content:
         units = content
-    frequencies = (document_frequencies or DocumentFrequencies(conn)).of(units)
+    frequencies_of = (document_frequencies or DocumentFrequencies(conn)).of
+    phrases = [unit for unit in units if unit.segmented and len(unit.terms) > 1]
+    if not phrases:
+        return _pruned(units, frequencies_of(units), options, chunk_count, analyzed, function_words_only)
+    loose = relaxed(units)
+    loose_frequencies = frequencies_of(loose)
+    if options.segmented is SegmentedPlan.OR:
+        plan = _pruned(loose, loose_frequencies, options, chunk_count, analyzed, function_words_only)
+    elif options.segmented is SegmentedPlan.PHRASE_AND_OR:
+        both = list({unit.terms: unit for unit in units + loose}.values())
+        plan = _pruned(both, frequencies_of(both), options, chunk_count, analyzed, function_words_only)
+    elif options.segmented is SegmentedPlan.PHRASE_THEN_OR:
+        strict = _pruned(units, frequencies_of(units), options, chunk_count, analyzed, function_words_only)
+        relaxed_plan = _pruned(loose, loose_frequencies, options, chunk_count, analyzed, function_words_only)
+        plan = replace(relaxed_plan, units=strict.units, relaxed_units=relaxed_plan.units,
+                       document_frequency={**loose_frequencies, **strict.document_frequency})
+    else:
+        plan = _pruned(units, frequencies_of(units), options, chunk_count, analyzed, function_words_only)
+    # A segmented word is unknown when none of its bigrams is in the index. That the phrase, or
+    # one bigram, is absent is no news to the caller, who typed the word.
+    quiet = {unit.word for unit in phrases} | {unit.word for unit in loose if unit.segmented}
+    unknown = [word for word in plan.unknown_words if word not in quiet] + [
+        unit.word for unit in phrases if all(loose_frequencies.get((term,), 0) == 0 for term in unit.terms)]
+    return replace(plan, unknown_words=tuple(unknown),
+                   notes=_notes(unknown, list(plan.weightless_words), list(plan.capped_words), analyzed))
+
+
+def _pruned(
+    units: list[QueryUnit], frequencies: dict[tuple[str, ...], int], options: KeywordOptions, chunk_count: int,
+    analyzed: AnalyzedQuery, function_words_only: bool,
+) -> KeywordPlan:
+    """The plan for these units: unknown, weightless and surplus terms left out, and noted."""
     if options.ubiquity_ceiling is not None and chunk_count:
         ceiling = options.ubiquity_ceiling * chunk_count
         rarer = [unit for unit in units if frequencies[unit.terms] <= ceiling]
@@ -166,6 +255,20 @@ def plan_keywords(
         kept = {unit.terms for unit in by_rarity[:MAX_QUERY_TERMS]}
         capped = [unit.word for unit in units if unit.terms not in kept]
         units = [unit for unit in units if unit.terms in kept]
+    return KeywordPlan(
+        units=tuple(units),
+        document_frequency=frequencies,
+        unknown_words=tuple(unknown),
+        weightless_words=tuple(weightless_words),
+        function_words_only=function_words_only,
+        capped_words=tuple(capped),
+        chunk_count=chunk_count,
+        notes=_notes(unknown, weightless_words, capped, analyzed),
+    )
+
+
+def _notes(unknown: list[str], weightless_words: list[str], capped: list[str],
+           analyzed: AnalyzedQuery) -> tuple[str, ...]:
     notes: list[str] = []
     if unknown:
         notes.append(f"not in this KB's index (ignored by keyword search): {shown_words(unknown)}")
@@ -179,16 +282,7 @@ def plan_keywords(
         )
     if analyzed.words_ignored:
         notes.append(f"the query was cut to its first words; {analyzed.words_ignored} more were ignored")
-    return KeywordPlan(
-        units=tuple(units),
-        document_frequency=frequencies,
-        unknown_words=tuple(unknown),
-        weightless_words=tuple(weightless_words),
-        function_words_only=function_words_only,
-        capped_words=tuple(capped),
-        chunk_count=chunk_count,
-        notes=tuple(notes),
-    )
+    return tuple(notes)
 
 
 def shown_words(words: list[str], most: int = 20) -> str:
@@ -212,20 +306,47 @@ def bm25_search(
     """(chunk_id, bm25 score) best first; the score is FTS5's, negated so that higher is better.
 
     `scope_sql` selects the chunk ids the search may return (the filters); None means all.
+    With a relaxed plan, the rows the phrases found come first (their scores), and the relaxed
+    query's rows fill the list behind them (its scores).
     """
     options = options or KeywordOptions()
-    match = plan.match
-    if match is None or limit <= 0:
+    if limit <= 0:
         return []
+    hits = _ranked(conn, plan, plan.units, limit, scope_sql, scope_params, options)
+    if plan.relaxed_units is not None and len(hits) < limit:
+        found = {chunk_id for chunk_id, _ in hits}
+        more = _ranked(conn, plan, plan.relaxed_units, limit, scope_sql, scope_params, options)
+        hits += [hit for hit in more if hit[0] not in found][: limit - len(hits)]
+    return hits
+
+
+def _ranked(
+    conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[QueryUnit, ...], limit: int,
+    scope_sql: str | None, scope_params: list[object] | None, options: KeywordOptions,
+) -> list[tuple[int, float]]:
+    match = match_expression(units)
+    if match is None:
+        return []
+    if (options.k1 is not None and options.strategy is KeywordStrategy.OR
+            and all(len(unit.terms) == 1 for unit in units)):
+        return scored_from_postings(conn, plan, units, limit, scope_sql, scope_params, options.k1, options.b)
+    quorum = _quorum(plan, units, options.quorum_fraction) \
+        if options.strategy is KeywordStrategy.QUORUM and len(units) > 1 else None
+    return _fts5_ranked(conn, match, limit, scope_sql, scope_params, quorum)
+
+
+def _fts5_ranked(conn: sqlite3.Connection, match: str, limit: int, scope_sql: str | None,
+                 scope_params: list[object] | None,
+                 quorum: tuple[str, list[object]] | None = None) -> list[tuple[int, float]]:
+    """(rowid, score) by FTS5's bm25(), negated so that higher is better."""
     where = ["chunks_fts MATCH ?"]
     params: list[object] = [match]
     if scope_sql is not None:
         where.append(f"chunks_fts.rowid IN ({scope_sql})")
         params.extend(scope_params or [])
-    if options.strategy is KeywordStrategy.QUORUM and len(plan.units) > 1:
-        quorum_sql, quorum_params = _quorum(plan, options.quorum_fraction)
-        where.append(f"chunks_fts.rowid IN ({quorum_sql})")
-        params.extend(quorum_params)
+    if quorum is not None:
+        where.append(f"chunks_fts.rowid IN ({quorum[0]})")
+        params.extend(quorum[1])
     sql = (
         "SELECT chunks_fts.rowid, bm25(chunks_fts) FROM chunks_fts "
         f"WHERE {' AND '.join(where)} ORDER BY bm25(chunks_fts), chunks_fts.rowid LIMIT ?"
@@ -234,18 +355,90 @@ def bm25_search(
     return [(int(rowid), -float(score)) for rowid, score in conn.execute(sql, params)]
 
 
-def _quorum(plan: KeywordPlan, fraction: float) -> tuple[str, list[object]]:
+def scored_from_postings(
+    conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[QueryUnit, ...], limit: int,
+    scope_sql: str | None, scope_params: list[object] | None, k1: float, b: float,
+) -> list[tuple[int, float]]:
+    """BM25 with the given k1 and b, from FTS5's postings: term frequencies from the fts5vocab
+    `instance` table, row lengths from `chunks_fts_docsize`, the average from the table's own
+    averages record. The IDF is Lucene's, log(1 + (N - df + 0.5) / (df + 0.5)), never negative.
+
+    Only the RESCORE_POOL × `limit` rows FTS5's bm25() ranks first are rescored: scoring every
+    posting in Python cost 4x at 100k chunks, and a row bm25() ranks that low is not one another
+    k1 and b lift into the top `limit`. A phrase unit (more than one term) has no frequency in the
+    instance table, so a plan holding one is ranked by FTS5's bm25() instead.
+    """
+    rows, total = _averages(conn)
+    if rows == 0:
+        return []
+    match = match_expression(units)
+    if match is None:
+        return []
+    pool = [rowid for rowid, _ in _fts5_ranked(conn, match, limit * RESCORE_POOL, scope_sql, scope_params)]
+    if not pool:
+        return []
+    average = total / rows
+    weights = {unit.terms[0]: plan.idf(unit) for unit in units}
+    term_marks, pool_marks = ", ".join("?" * len(weights)), ", ".join("?" * len(pool))
+    sizes = {rowid: _varint(size) for rowid, size in conn.execute(
+        f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({pool_marks})", pool)}
+    sql = (f"SELECT doc, term, count(*) FROM {INSTANCE_TABLE} WHERE term IN ({term_marks}) "
+           f"AND doc IN ({pool_marks}) GROUP BY doc, term")
+    scores: dict[int, float] = {}
+    for doc, term, frequency in conn.execute(sql, [*weights, *pool]):
+        norm = k1 * (1.0 - b + b * sizes[doc] / average)
+        scores[doc] = scores.get(doc, 0.0) + weights[term] * frequency * (k1 + 1.0) / (frequency + norm)
+    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    return [(int(doc), score) for doc, score in best]
+
+
+def _averages(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(rows, tokens) from FTS5's averages record (chunks_fts_data id 1: varint row count, then a
+    varint token total per column)."""
+    row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    values = _varints(bytes(row[0]))
+    return (values[0], values[1]) if len(values) >= 2 else (0, 0)
+
+
+def _varint(blob: bytes) -> int:
+    """The first SQLite varint of `blob` (a docsize record's first column: a row's token count)."""
+    first = blob[0]
+    return first if first < 0x80 else _varints(bytes(blob))[0]
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite's big-endian 7-bit varints (the ninth byte, if reached, carries 8 bits)."""
+    values: list[int] = []
+    position = 0
+    while position < len(blob):
+        value = 0
+        for index in range(9):
+            byte = blob[position]
+            position += 1
+            if index == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values
+
+
+def _quorum(plan: KeywordPlan, units: tuple[QueryUnit, ...], fraction: float) -> tuple[str, list[object]]:
     """Chunks whose matched units carry at least `fraction` of the query's IDF weight."""
-    weights = [plan.idf(unit) for unit in plan.units]
+    weights = [plan.idf(unit) for unit in units]
     total = sum(weights)
     selects = " UNION ALL ".join(
-        "SELECT rowid AS id, ? AS w FROM chunks_fts WHERE chunks_fts MATCH ?" for _ in plan.units
+        "SELECT rowid AS id, ? AS w FROM chunks_fts WHERE chunks_fts MATCH ?" for _ in units
     )
     params: list[object] = []
-    for unit, weight in zip(plan.units, weights, strict=True):
-        params.extend([weight, fts_quote(unit.word)])
+    for unit, weight in zip(units, weights, strict=True):
+        params.extend([weight, fts_quote(unit.match_text)])
     # Two equal-weight terms compare strictly, or either alone would clear half the bar and the
     # quorum would silently be the OR it replaces.
-    comparison = ">" if len(plan.units) == 2 else ">="
+    comparison = ">" if len(units) == 2 else ">="
     params.append(total * fraction)
     return f"SELECT id FROM ({selects}) GROUP BY id HAVING sum(w) {comparison} ?", params

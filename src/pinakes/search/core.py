@@ -6,6 +6,7 @@
      └─ BM25 via FTS5     → candidates_per_source
      └─ vector (NumPy)    → candidates_per_source, positive cosines only
      └─ RRF (k = rrf_k)   → fusion_top_k
+          (graph_channel = "expand": one hop from the fused top passages, a third list: search/graph.py)
      └─ cross-encoder     (optional) → final_k
      └─ cited passages, confidence, suggested next search
 
@@ -38,6 +39,7 @@ from pinakes.search.confidence import LOW, UNKNOWN, Confidence, Thresholds, asse
 from pinakes.search.filters import SearchFilters, document_where
 from pinakes.search.fusion import (
     Candidate,
+    add_graph_list,
     cut_with_ties,
     order_fused,
     order_reranked,
@@ -45,10 +47,12 @@ from pinakes.search.fusion import (
 )
 from pinakes.search.query import AnalyzedQuery, Tokenizer, analyze, tokenizer_of
 from pinakes.search.results import Passage, SearchResult, StageScores
+from pinakes.search.scripts import vectors_blind_to
 from pinakes.search.suggest import suggest_next
 
 if TYPE_CHECKING:
     from pinakes.embed.base import Embedder
+    from pinakes.search.graph import GraphView
     from pinakes.search.rerank import Reranker
     from pinakes.search.vectors import VectorMatrix
 
@@ -68,6 +72,8 @@ class SearchSettings:
     rerank: bool = True
     confidence: Thresholds | None = None
     keyword: bm25.KeywordOptions = field(default_factory=bm25.KeywordOptions)
+    graph_channel: str = "off"
+    adjacent_k: int = 5
 
     @classmethod
     def from_retrieval(cls, retrieval: Any) -> SearchSettings:
@@ -80,6 +86,8 @@ class SearchSettings:
             rrf_k=getattr(retrieval, "rrf_k", defaults.rrf_k),
             rerank=bool(getattr(retrieval, "rerank", defaults.rerank)),
             confidence=getattr(retrieval, "confidence", None),
+            graph_channel=getattr(retrieval, "graph_channel", defaults.graph_channel),
+            adjacent_k=getattr(retrieval, "adjacent_k", defaults.adjacent_k),
         )
 
 
@@ -94,6 +102,7 @@ class _Generation:
     chunk_count: int
     has_inactive_chunks: bool
     matrix: VectorMatrix | None = None
+    graph_view: GraphView | None = None  # built on the first expanding search of this generation
     manifest_checked: bool = False
     # Fingerprints are code constants and the documents table is fixed within a generation, so
     # one extraction check per generation is the same answer as one per query.
@@ -295,6 +304,8 @@ class _Run:
         self.mode = mode
         self.rerank = self.settings.rerank if rerank is None else rerank
         self.analyzed: AnalyzedQuery | None = None
+        self.query_vector: Any = None
+        self.mask: Any = None
         self.notes: list[str] = []
         self.timings: dict[str, float] = {}
         self.final_k = self._final_k(final_k)
@@ -331,10 +342,13 @@ class _Run:
             if embedder is not None:
                 self._check_model_coherence(generation, embedder)
             scope = self._scope(generation)
-            mask = self._prepare_vectors(generation) if embedder is not None else None
+            mask = self.mask = self._prepare_vectors(generation) if embedder is not None else None
             self._lap("filters")
             plan, keyword, vector = self._retrieve(generation, scope, embedder, mask)
+            vector = self._unless_blind(vector, embedder)
             ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k)
+            if self.settings.graph_channel == "expand" and vector:
+                ranked = self._expand(generation, ranked)
             pool = cut_with_ties(ranked, self.fusion_top_k)
             rows = _hydrate(generation.conn, [candidate.chunk_id for candidate in pool])
             pool = [candidate for candidate in pool if candidate.chunk_id in rows]
@@ -433,6 +447,30 @@ class _Run:
         self._lap("bm25_wait")
         return plan, keyword, vector
 
+    def _unless_blind(self, vector: list[tuple[int, float]], embedder: Embedder | None) -> list[tuple[int, float]]:
+        """Hybrid fusion leaves out the vector list of a model that cannot read the query's script
+        (an English-only model and a query mostly in Han, kana or Hangul: search/scripts.py), so
+        hybrid is never below keyword search there. `--mode vector` still answers with it."""
+        if self.mode != "hybrid" or embedder is None or not vectors_blind_to(self.query, embedder.identity.model):
+            return vector
+        self.notes.append(f"the embedding model {embedder.identity.model} does not read Chinese, Japanese or "
+                          "Korean text; its results were left out of this search")
+        return []
+
+    def _expand(self, generation: _Generation, ranked: list[Candidate]) -> list[Candidate]:
+        """The graph channel: the fused top passages' one-hop neighbours as a third list."""
+        from pinakes.search import graph
+
+        assert generation.matrix is not None
+        if generation.graph_view is None:
+            generation.graph_view = graph.GraphView(generation.matrix)
+        seeds = [candidate.chunk_id for candidate in ranked[: graph.SEEDS]]
+        neighbours = graph.expand(generation.conn, generation.graph_view, self.query_vector, seeds,
+                                  self.settings.adjacent_k, edges=graph.EDGES, allowed=self.mask)
+        self._lap("graph")
+        return add_graph_list(ranked, [(n.chunk_id, n.cosine) for n in neighbours], self.settings.rrf_k,
+                              graph.GRAPH_WEIGHT)
+
     def _keyword(self, generation: _Generation, scope: tuple[str, list[object]] | None):
         started = time.perf_counter()
         analyzed = self._analyzed(generation)
@@ -467,7 +505,7 @@ class _Run:
         from pinakes.search import vectors
 
         assert embedder is not None and generation.matrix is not None
-        query_vector = embedder.embed_query(self.query)
+        query_vector = self.query_vector = embedder.embed_query(self.query)
         self._lap("embed_query")
         hits = vectors.vector_search(generation.matrix, query_vector, self.candidates_per_source, mask)
         self._lap("vectors")
@@ -558,6 +596,7 @@ def _passage(candidate: Candidate, row: dict[str, Any], stale: dict[str, str]) -
             rrf=_round(candidate.rrf),
             rerank=_round(candidate.rerank),
             coverage=candidate.coverage,
+            graph_rank=candidate.graph_rank,
         ),
         stale_extraction=stale.get(row["doc_id"]),
     )

@@ -25,10 +25,11 @@ class Candidate:
     rrf: float = 0.0
     coverage: float | None = None
     rerank: float | None = None
+    graph_rank: int | None = None  # rank in the graph channel's list (search/graph.py)
 
     @property
     def best_rank(self) -> int:
-        ranks = [rank for rank in (self.bm25_rank, self.vector_rank) if rank is not None]
+        ranks = [rank for rank in (self.bm25_rank, self.vector_rank, self.graph_rank) if rank is not None]
         return min(ranks) if ranks else 1 << 30
 
 
@@ -49,6 +50,18 @@ def reciprocal_rank_fusion(
         candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
         candidate.vector_rank, candidate.cosine = rank, score
         candidate.rrf += 1.0 / (k + rank)
+    return sorted(candidates.values(), key=lambda c: (-c.rrf, c.best_rank, c.chunk_id))
+
+
+def add_graph_list(ranked: list[Candidate], graph: Iterable[tuple[int, float]], k: int,
+                   weight: float) -> list[Candidate]:
+    """`ranked` with the graph channel's list (chunk id, cosine; best first) fused in as one more
+    reciprocal-rank list of weight `weight`, re-sorted as reciprocal_rank_fusion sorts."""
+    candidates = {candidate.chunk_id: candidate for candidate in ranked}
+    for rank, chunk_id, _cosine in _competition_ranks(graph):
+        candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
+        candidate.graph_rank = rank
+        candidate.rrf += weight / (k + rank)
     return sorted(candidates.values(), key=lambda c: (-c.rrf, c.best_rank, c.chunk_id))
 
 

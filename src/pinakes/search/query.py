@@ -11,6 +11,10 @@ it: the words are fed through an in-memory FTS5 table declared with the same `to
 the tokenizer folds (case, diacritics) and stems them to the same terms, so `Kafka,` and `kafka`
 never count twice; a Devanagari word that unicode61 splits at its vowel signs becomes the same
 phrase the indexed text became.
+
+Runs of Han, kana and Hangul are rewritten into their character bigrams before the tokenizer sees
+them, exactly as the indexed text was (`search/scripts.py`): a word of these scripts is its own
+query unit (a Latin word glued to it, `gzip压缩`, is another) and a phrase of its bigrams.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 import sqlite3
 import unicodedata
 from dataclasses import dataclass
+
+from pinakes.search.scripts import segmented_parts, shadow_or_self
 
 # A query with more distinct terms than this keeps its rarest ones: SQLite caps compound
 # expressions, and past a few dozen terms extra words only dilute the ranking.
@@ -59,6 +65,13 @@ class QueryUnit:
     terms: tuple[str, ...]
     function_word: bool
     stems_onto_function_word: bool = False  # e.g. using -> us, one -> on (Porter)
+    segmented: bool = False  # a run of Han, kana or Hangul: `terms` are its character bigrams
+
+    @property
+    def match_text(self) -> str:
+        """What is quoted into MATCH: the word as the index's shadow text spells it (bigrams for
+        a segmented run, which FTS5 then matches as a phrase), the word itself otherwise."""
+        return shadow_or_self(self.word) if self.segmented else self.word
 
 
 def split_words(text: str) -> list[str]:
@@ -116,14 +129,15 @@ class Tokenizer:
         return self._function_terms
 
     def terms(self, texts: list[str]) -> list[tuple[str, ...]]:
-        """The terms of each text, in order of appearance."""
+        """The terms of each text, in order of appearance (as the index holds it: shadowed)."""
         result: list[list[str]] = [[] for _ in texts]
         conn = self._conn
         conn.execute("BEGIN")
         try:
             conn.execute("DELETE FROM probe")
             conn.executemany(
-                "INSERT INTO probe (rowid, t) VALUES (?, ?)", ((i + 1, text) for i, text in enumerate(texts))
+                "INSERT INTO probe (rowid, t) VALUES (?, ?)",
+                ((i + 1, shadow_or_self(text)) for i, text in enumerate(texts)),
             )
             for doc, term in conn.execute("SELECT doc, term FROM probe_terms ORDER BY doc, offset"):
                 result[doc - 1].append(term)
@@ -143,7 +157,8 @@ class Tokenizer:
         try:
             conn.execute("DELETE FROM probe")
             conn.executemany(
-                "INSERT INTO probe (rowid, t) VALUES (?, ?)", ((i + 1, text) for i, text in enumerate(texts))
+                "INSERT INTO probe (rowid, t) VALUES (?, ?)",
+                ((i + 1, shadow_or_self(text)) for i, text in enumerate(texts)),
             )
             # In batches: a word the tokenizer splits finely can bring more terms than SQLite has
             # variables for one statement.
@@ -171,18 +186,20 @@ def analyze(text: str, tokenizer: Tokenizer) -> AnalyzedQuery:
     words = split_words(text)
     ignored = max(0, len(words) - MAX_QUERY_WORDS)
     words = words[:MAX_QUERY_WORDS]
-    distinct_words = list(dict.fromkeys(words))
+    # A run of Han, kana or Hangul is a unit of its own, apart from Latin letters glued to it.
+    parts = dict.fromkeys(part for word in words for part in segmented_parts(word))
+    distinct_words = [part for part, _ in parts]
     term_lists = tokenizer.terms(distinct_words) if distinct_words else []
     units: dict[tuple[str, ...], QueryUnit] = {}
     function_terms = tokenizer.function_terms if term_lists else frozenset()
-    for word, terms in zip(distinct_words, term_lists, strict=True):
+    for (word, segmented), terms in zip(parts, term_lists, strict=True):
         if not terms:
             continue
         is_function = word.lower() in FUNCTION_WORDS
         known = units.get(terms)
         if known is None:
             units[terms] = QueryUnit(word=word, terms=terms, function_word=is_function,
-                                     stems_onto_function_word=terms in function_terms)
+                                     stems_onto_function_word=terms in function_terms, segmented=segmented)
         elif known.function_word and not is_function:
             # `us` and `used` share a term; the content spelling decides that it is content.
             units[terms] = QueryUnit(word=known.word, terms=terms, function_word=False,

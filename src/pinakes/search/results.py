@@ -22,6 +22,7 @@ class StageScores:
     rrf: float | None = None
     rerank: float | None = None  # cross-encoder sigmoid(logit)
     coverage: float | None = None  # share of the query's keywords present (a tiebreak only)
+    graph_rank: int | None = None  # rank in the graph channel's list ([retrieval] graph_channel = "expand")
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -32,6 +33,7 @@ class StageScores:
             "rrf": self.rrf,
             "rerank": self.rerank,
             "coverage": self.coverage,
+            "graph_rank": self.graph_rank,
         }
 
 
