@@ -51,6 +51,12 @@ def task_eval():
     return {"actions": [[PYTHON, "-m", "pinakes", "eval", str(ROOT / "tests" / "demo-kb")]], "verbosity": 2}
 
 
+def task_pdf_eval():
+    """PDF extraction quality (spec §7.1): the scored corpus against its baseline, floors re-fitted"""
+    return {"basename": "pdf-eval",
+            "actions": [[PYTHON, str(ROOT / "tests" / "pdf-corpus" / "evaluate.py")]], "verbosity": 2}
+
+
 def task_docs():
     """regenerate the parts of docs/ whose truth is the code (CLI flags, manifest keys, MCP tools, errors)"""
     return {"actions": [[PYTHON, str(ROOT / "docs" / "generate.py")]], "verbosity": 2}

@@ -11,6 +11,7 @@ the prose around them is the author's and is never touched. The regions:
 |---|---|---|
 | `cli pnk` | CLI.md | the top-level parser: its usage, flags and the table of commands |
 | `cli pnk NAME` | CLI.md | each subcommand of `pinakes.cli.build_parser()`: usage and every flag |
+| `exit contract` | CLI.md | `pinakes.ci.contract.CONTRACT`: the exit codes and `--json` of sync, eval, doctor |
 | `manifest SECTION` | MANIFEST.md | `SECTION_KEYS` and the section dataclasses: key, type, default |
 | `mcp tools` | GUIDE.md | `pinakes.serve.specs.TOOL_SPECS`: every tool and its arguments |
 | `errors` | architecture.md | every `PinakesError` subclass under src/ and rules/ (read with `ast`) |
@@ -218,10 +219,20 @@ def render_cli_top(parser: argparse.ArgumentParser) -> str:
             + _table(["Command", "What it does"], rows))
 
 
+def render_exit_contract() -> str:
+    """The exit-code and `--json` contract CI steps act on (`pinakes.ci.contract`), as one table."""
+    from pinakes.ci.contract import CONTRACT
+
+    rows = [[f"`pnk {o.command}`", str(o.exit_code), _cell(o.meaning), _cell(o.json)] for o in CONTRACT]
+    return _table(["Command", "Exit code", "When", "`--json` prints (stdout)"], rows)
+
+
 def cli_page(text: str, parser: argparse.ArgumentParser, problems: list[str]) -> str:
     found = commands(parser)
 
     def render(key: str, _body: str) -> str | None:
+        if key == "exit contract":
+            return render_exit_contract()
         words = key.split()
         if words[:1] != ["cli"]:
             return None

@@ -25,6 +25,7 @@ from pinakes.errors import PinakesError
 from pinakes.faults import faultpoint
 from pinakes.index.schema import index_error, transaction, write_meta
 from pinakes.links.store import write_links
+from pinakes.search.scripts import shadow
 from pinakes.sync.keys import key_is_current
 
 from .pair import DocWork
@@ -161,17 +162,18 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
         with transaction(conn):
             conn.execute(
                 "INSERT INTO documents (id, path, content_hash, sidecar_hash, mtime, source_type, title, "
-                "metadata, state, extraction_backend, extraction_fingerprint, build_key, indexed_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?) "
+                "metadata, state, extraction_backend, extraction_fingerprint, build_key, indexed_at, "
+                "pages_without_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?) "
                 "ON CONFLICT (id) DO UPDATE SET path = excluded.path, content_hash = excluded.content_hash, "
                 "sidecar_hash = excluded.sidecar_hash, mtime = excluded.mtime, "
                 "source_type = excluded.source_type, title = excluded.title, metadata = excluded.metadata, "
                 "state = 'active', extraction_backend = excluded.extraction_backend, "
                 "extraction_fingerprint = excluded.extraction_fingerprint, build_key = excluded.build_key, "
-                "indexed_at = excluded.indexed_at",
+                "indexed_at = excluded.indexed_at, pages_without_text = excluded.pages_without_text",
                 (item.doc_id, item.path, item.file.content_hash, item.sidecar_hash, item.file.mtime,
                  item.source_type, sidecar.title or item.text_title, sidecar.metadata_json(), *extracted_by,
-                 item.key, now),
+                 item.key, now,
+                 json.dumps(list(extracted.pages_without_text)) if extracted.pages_without_text else None),
             )
             conn.execute("DELETE FROM chunks WHERE doc_id = ?", (item.doc_id,))
             for start in range(0, len(chunks), EMBED_SLICE_CHUNKS):
@@ -182,9 +184,9 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
                                if chunk.heading_path else None)
                     cursor = conn.execute(
                         "INSERT INTO chunks (doc_id, ordinal, text, char_start, char_end, token_count, "
-                        "heading_path, page_start, page_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "heading_path, page_start, page_end, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (item.doc_id, chunk.ordinal, chunk.text, chunk.char_start, chunk.char_end,
-                         chunk.token_count, heading, chunk.page_start, chunk.page_end),
+                         chunk.token_count, heading, chunk.page_start, chunk.page_end, shadow(chunk.text)),
                     )
                     vector = np.ascontiguousarray(vectors[position], dtype=np.float32)
                     conn.execute("INSERT INTO embeddings (chunk_id, vector) VALUES (?, ?)",

@@ -48,15 +48,32 @@ def run_extract(ctx: SyncContext, item: DocWork) -> bool:
     backend = ctx.keys.extractor_backends[item.source_type]
     spec = EXTRACTORS[backend]
     try:
-        if spec.paid:
-            raise PinakesError(
-                f"extraction backend {backend!r} spends money and is not built in this version",
-                remedy="use the free backend: `pnk sync --extract=pypdfium2`")
+        if spec.paid:  # claude-vision, through the budget (sync/paid.py)
+            from pinakes.sync.paid import extract_paid_document
+
+            paid_text = extract_paid_document(ctx, item)
+            if paid_text is None:  # kept as indexed, not reached within the budget, or the budget stopped the run
+                return ctx.fatal is None
+            ctx.extracted[item.doc_id] = paid_text
+            return True
+        if item.source_type == "pdf":  # a free run never re-extracts a paid extraction (spec §6.4)
+            from pinakes.sync.paid import protect
+
+            action, paid_text = protect(ctx, item)
+            if action == "keep":
+                return True
+            if paid_text is not None:
+                ctx.extracted[item.doc_id] = paid_text
+                return True
         extracted = _cached(ctx, spec, item)
         if extracted is None:
             module = importlib.import_module(spec.module)
             extracted = module.extract(ctx.paths.root / item.path, item.source_type)
             _store(ctx, spec, item, extracted)
+        if item.source_type == "pdf":
+            from pinakes.sync.paid import after_free_extraction
+
+            after_free_extraction(ctx, item)  # --force with a free --extract: drop the paid record
     except PinakesError as exc:
         _fail(ctx, item, exc.render())
         return True
@@ -64,6 +81,8 @@ def run_extract(ctx: SyncContext, item: DocWork) -> bool:
         _fail(ctx, item, f"{type(exc).__name__}: {exc}")
         return True
     ctx.extracted[item.doc_id] = extracted
+    if extracted.pages_without_text:
+        ctx.report.pages_without_text[item.path] = list(extracted.pages_without_text)
     return True
 
 

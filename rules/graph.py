@@ -3,7 +3,8 @@
 Derivation is never incremental: every hub's degree is a property of the whole corpus, so a
 per-document deriver would have to replay removals as well as additions. A hub (tag, directory,
 heading) with fewer than two members is never minted. The `authored` kind is not stored; it is read
-from `links` at query time, and is counted here only for the census.
+from `links` at query time, and is counted here only for the census, as are the links that cross into
+or out of another KB (`cross-kb-out`, `cross-kb-in`), which the graph never holds.
 """
 
 from __future__ import annotations
@@ -115,4 +116,20 @@ def derive_graph(conn: sqlite3.Connection, kb_id: str) -> dict[str, int]:
         "SELECT COUNT(*) FROM links l JOIN documents d ON d.id = l.src_doc_id "
         "WHERE l.src_kb_id = ? AND l.dst_kb_id = ? AND l.origin = 'sidecar' AND d.state = 'active'",
         (kb_id, kb_id)).fetchone()[0]
+    census.update(cross_kb_counts(conn, kb_id))
     return census
+
+
+def cross_kb_counts(conn: sqlite3.Connection, kb_id: str) -> dict[str, int]:
+    """Authored links that cross a KB boundary: never graph edges (a foreign end has no doc node),
+    counted so the census says how connected the KB is. `cross-kb-out`: this KB's active documents'
+    links into another KB; `cross-kb-in`: links from connected KBs into this one, as the last reverse
+    scan found them (the reverse-scan step runs after this one and refreshes the count)."""
+    outbound = conn.execute(
+        "SELECT COUNT(*) FROM links l JOIN documents d ON d.id = l.src_doc_id "
+        "WHERE l.src_kb_id = ? AND l.dst_kb_id != ? AND l.origin = 'sidecar' AND d.state = 'active'",
+        (kb_id, kb_id)).fetchone()[0]
+    inbound = conn.execute(
+        "SELECT COUNT(*) FROM links WHERE src_kb_id != ? AND dst_kb_id = ? AND origin = 'reverse-scan'",
+        (kb_id, kb_id)).fetchone()[0]
+    return {"cross-kb-out": outbound, "cross-kb-in": inbound}

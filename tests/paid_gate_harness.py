@@ -158,6 +158,7 @@ def free_path_steps(kb_dir: Path) -> list[Step]:
         Step(write=str(kb_dir / "docs" / "gate.pdf"), text=minimal_pdf("The free path reads this PDF.")),
         Step(argv=("-C", kb, "sync")),
         Step(argv=("-C", kb, "search", "free path")),
+        Step(argv=("-C", kb, "ask", "what does the free path index?")),  # without --deep: free
         Step(argv=("-C", kb, "doctor")),
         Step(argv=("-C", kb, "doit", "list")),
         Step(argv=("eval", kb)),

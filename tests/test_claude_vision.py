@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("anthropic", reason="the [claude] extra is not installed: no client to test")
 pytest.importorskip("pypdfium2", reason="the [pdf] extra is not installed: nothing renders pages")
 
+from pinakes import paid
 from pinakes.errors import PaidExtractionFailedError
 from pinakes.extract import claude_vision as cv
 from pinakes.paid import ApiKey
@@ -142,12 +143,12 @@ def test_a_busy_api_is_voided_and_retried_after_its_retry_after(
 
 def test_a_busy_api_gives_up_after_the_last_attempt_and_bills_nothing(
         tmp_path: Path, server: FakeAnthropic, client: object) -> None:
-    server.queue(*[Reply("status", 529, headers={"retry-after": "0"})] * cv.MAX_ATTEMPTS)
+    server.queue(*[Reply("status", 529, headers={"retry-after": "0"})] * paid.MAX_ATTEMPTS)
     plan = RecordingPlan()
     with pytest.raises(PaidExtractionFailedError, match=r"^the request for pages 1-2 was refused with HTTP 529 "
                                                          r"\(overloaded_error\) after 3 attempts; nothing was billed$"):
         extract(pdf(tmp_path, 2), client, plan)
-    assert [c.outcome for c in plan.calls] == ["void: HTTP 529 (overloaded_error)"] * cv.MAX_ATTEMPTS
+    assert [c.outcome for c in plan.calls] == ["void: HTTP 529 (overloaded_error)"] * paid.MAX_ATTEMPTS
 
 
 def test_a_bad_key_is_refused_without_naming_it(tmp_path: Path, server: FakeAnthropic,

@@ -7,6 +7,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,16 +16,29 @@ from tests.deep_helpers import (
     HOP_QUESTION,
     KEY,
     DeepFake,
+    Turn,
     answer_citing,
     decompose,
     demo_copy,
     ledger_records,
     serving,
     set_budget,
+    shown_passages,
     synced_demo,
 )
 
 CONFIDENT_QUESTION = "What is the Registrar's extension in the staff directory?"
+
+
+def answer_marking(template: str, needle: str) -> Turn:
+    """An answer citing the first passage shown that holds `needle`, written with that passage's
+    own marker (`template` has one `{}`), as a model would: whatever place the ranking gave it."""
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        number = next(number for number, passage in shown_passages(body).items() if needle in passage)
+        return {"answer": template.format(number), "citations": [number]}
+
+    return Turn("json", respond)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +87,7 @@ def test_ask_without_deep_as_json(demo: Path, fake: DeepFake, capsys: pytest.Cap
 
 def test_deep_prints_the_cited_answer_rounds_ending_and_cost(
         demo: Path, fake: DeepFake, capsys: pytest.CaptureFixture[str]) -> None:
-    fake.reply_with(answer_citing("The main switchboard is 01632 960400 [1].", "01632 960400"))
+    fake.reply_with(answer_marking("The main switchboard is 01632 960400 [{}].", "01632 960400"))
 
     code, out, err = run(capsys, "-C", str(demo), "ask", "--deep", CONFIDENT_QUESTION)
 

@@ -53,7 +53,7 @@ def test_every_kind_is_derived_with_hubs_as_sources() -> None:
     kinds_keys = set(conn.execute("SELECT kind || ':' || key FROM nodes WHERE kind IN ('tag', 'dir', 'heading')"))
     assert kinds_keys == {("tag:t1",), ("dir:docs/x",), ("heading:A:H",)}
     assert census == {"membership": 5, "sibling": 2, "parent-child": 2, "in-section": 2, "co-located": 2,
-                      "shared-tag": 2, "authored": 0}
+                      "shared-tag": 2, "authored": 0, "cross-kb-out": 0, "cross-kb-in": 0}
 
 
 def test_derivation_is_full_so_a_deleted_document_leaves_no_edges() -> None:
@@ -74,4 +74,5 @@ def test_authored_links_are_counted_from_links_not_stored_as_edges() -> None:
         conn.execute("INSERT INTO links VALUES (?, 'A', 'OTHERKB', 'X', 'cites', 'sidecar')", (KB,))
     census = derive_graph(conn, KB)
     assert census["authored"] == 1  # the cross-KB link resolves to no local node
+    assert census["cross-kb-out"] == 1  # ...and is counted as crossing
     assert conn.execute("SELECT COUNT(*) FROM edges WHERE kind = 'authored'").fetchone() == (0,)

@@ -130,9 +130,7 @@ RULES = [
     ("sqlite-vec-refused", manifest_text('[retrieval]\nvector_tier = "sqlite-vec"\n'),
      "retrieval.vector_tier", 'is not built in this Pinakes (built: "numpy")'),
     ("ppr-refused", manifest_text('[retrieval]\ngraph_channel = "ppr"\n'), "retrieval.graph_channel",
-     'is not built in this Pinakes (built: "off")'),
-    ("expand-refused", manifest_text('[retrieval]\ngraph_channel = "expand"\n'),
-     "retrieval.graph_channel", 'is not built in this Pinakes (built: "off")'),
+     'is not built in this Pinakes (built: "off", "expand")'),
     ("unknown-extraction-backend", manifest_text('[extraction]\nbackend = "tesseract"\n'),
      "extraction.backend", '"pypdfium2"'),
     ("unknown-embedding-provider", manifest_text(

@@ -67,6 +67,12 @@ def test_free_path_walks_a_real_kb(free_path_run: ProcessReport) -> None:
     assert not crashed, "\n".join(f"{o.step}:\n{o.detail}" for o in crashed)
 
 
+def test_ask_without_deep_is_on_the_free_path_and_loads_no_allowlisted_module(free_path_run: ProcessReport) -> None:
+    ask = next(o for o in free_path_run.outcomes if " ask " in f"{o.step} ")
+    assert (ask.kind, ask.code) == ("exit", 0), ask
+    assert sorted(set(read_allowlist(ALLOWLIST)) & free_path_run.modules) == []
+
+
 def test_gate_reports_an_import_planted_in_the_free_path(tmp_path: Path) -> None:
     """Negative control: a doctor check that imports the client, as the spec's first real leak did."""
     plant = tmp_path / "plant"
@@ -129,7 +135,7 @@ def test_static_scan_catches_every_spelling_outside_the_allowlist(tmp_path: Path
 
 def test_allowlist_names_exactly_the_two_paid_entry_points() -> None:
     # Spec §1: exactly two things may spend. Growing this list edits §1 and INVARIANTS.md too.
-    assert set(read_allowlist(ALLOWLIST)) == {"pinakes.extract.claude_vision", "pinakes.ask.deep"}
+    assert set(read_allowlist(ALLOWLIST)) == {"pinakes.extract.claude_vision", "pinakes.deep.calls"}
 
 
 def test_paid_extractors_and_only_they_are_allowlisted() -> None:
@@ -140,7 +146,7 @@ def test_paid_extractors_and_only_they_are_allowlisted() -> None:
 
 def test_allowlist_refuses_a_line_that_is_not_a_module_name(tmp_path: Path) -> None:
     bad = tmp_path / ALLOWLIST_NAME
-    bad.write_text("pinakes.ask.deep\nsrc/pinakes/extract/claude_vision.py\n")
+    bad.write_text("pinakes.deep.calls\nsrc/pinakes/extract/claude_vision.py\n")
     with pytest.raises(ValueError, match=r":2: not a dotted module name"):
         read_allowlist(bad)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 
 import pytest
 
@@ -64,9 +65,21 @@ def test_human_output_lists_ranked_cited_passages(kb, capsys):
     assert re.fullmatch(r"1\. Kafka — docs/kafka\.md:0-(\d+) · characters 0-\1 · Kafka", first), first
     assert "“# Kafka Kafka replication keeps copies" in out
     assert "confidence: unknown" in out
-    assert "pnk ask --deep" not in out  # not built: no remedy names a command this build lacks
+    # The paid escalation names the user's own query, quoted so it pastes back as the same words.
+    assert f"pnk -C {kb.root} ask --deep 'kafka replication'" in out
     assert "pnk eval --init" in out  # how to make confidence more than unknown
     assert "next search to try: pnk search" in out
+
+
+def test_the_escalation_hint_quotes_the_query_and_keeps_the_filters(kb, capsys):
+    query = "it's $HOME; `rm -rf` \"kafka\""
+    code, out, _ = run(capsys, "search", "-C", str(kb.root), query, "--tag", "ops team", "--path", "docs/",
+                       "--since", "2020-01-01")
+    assert code == 0
+    hint = next(line for line in out.splitlines() if line.startswith("To have Claude answer it"))
+    command = hint.split("before the first call): ", 1)[1]
+    assert shlex.split(command) == ["pnk", "-C", str(kb.root), "ask", "--deep", query, "--tag", "ops team",
+                                    "--path", "docs/", "--since", "2020-01-01"]
 
 
 def test_paged_citation_and_tags_are_printed(kb, capsys):

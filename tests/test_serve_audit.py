@@ -56,6 +56,8 @@ SITECUSTOMIZE = textwrap.dedent('''
 
         def _planted_search(self, *args, **kwargs):
             import anthropic  # the planted leak: a paid client loaded while serving a search
+            if os.environ.get("PNK_TEST_PLANT_DEEP_IMPORT") == "1":
+                import pinakes.deep.loop  # the planted leak: the CLI-only --deep loop loaded by the server
             return _original_search(self, *args, **kwargs)
 
         _core.Searcher.search = _planted_search
@@ -149,6 +151,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> ObservedSession:
             ("pinakes_search", {"query": "../../etc/passwd file:///etc/shadow ~/.ssh", "mode": "bm25"}),
             ("pinakes_get", {"doc_id": ids["docs/alpha.md"], "char_start": 0, "char_end": 10}),
             ("pinakes_get", {"doc_id": ids["docs/report.pdf"], "page_start": 1, "page_end": 2}),
+            ("pinakes_links", {"doc_id": ids["docs/alpha.md"], "depth": 3}),
             ("pinakes_get", {"doc_id": ids["docs/linked.md"]}),
         ]
         calls += [(tool, hostile_call(tool, argument, value)) for tool, argument in PATH_CHECKED_ARGUMENTS
@@ -172,11 +175,11 @@ def outside(path: str, prefixes: list[str]) -> bool:
 
 def test_the_session_really_ran_every_call(observed: ObservedSession) -> None:
     assert observed.events, "the audit hook logged nothing"
-    ok = [reply for reply in observed.replies[:6] if not reply.is_error]
-    assert len(ok) == 6, [reply.payload for reply in observed.replies[:6]]
-    symlinked = observed.replies[6]
+    ok = [reply for reply in observed.replies[:7] if not reply.is_error]
+    assert len(ok) == 7, [reply.payload for reply in observed.replies[:7]]
+    symlinked = observed.replies[7]
     assert symlinked.is_error and "resolves outside the KB" in symlinked.payload["message"]
-    hostile = observed.replies[7:]
+    hostile = observed.replies[8:]
     assert hostile and all(reply.is_error for reply in hostile)
     assert not any(OUTSIDE_SECRET.strip() in json.dumps(reply.payload) for reply in observed.replies)
 
@@ -206,7 +209,7 @@ def test_serving_loads_no_paid_client_and_not_the_deep_module(observed: Observed
     assert "pinakes.serve.server" in observed.modules and "pinakes.search.core" in observed.modules
     allowlisted = set(read_allowlist(REPO_ROOT / ALLOWLIST_NAME))
     assert sorted(allowlisted & observed.modules) == []
-    assert [name for name in observed.modules if name == "pinakes.ask" or name.startswith("pinakes.ask.")] == []
+    assert deep_modules(observed.modules) == []
     missing = [client for client in PAID_CLIENTS if importlib.util.find_spec(client) is None]
     if missing:
         pytest.skip(f"{', '.join(missing)} is not installed here, so its absence from sys.modules would pass "
@@ -223,13 +226,18 @@ def planted_modules(tmp_path: Path) -> Iterator[frozenset[str]]:
     (site / "anthropic" / "__init__.py").write_text("# a stand-in: the control must run without the SDK\n")
     report = tmp_path / "modules.txt"
     env = offline_env(tmp_path, PYTHONPATH=str(site), PNK_TEST_MODULES_REPORT=str(report),
-                      PNK_TEST_PLANT_PAID_IMPORT="1")
+                      PNK_TEST_PLANT_PAID_IMPORT="1", PNK_TEST_PLANT_DEEP_IMPORT="1")
     with live_server(["--kb", str(kb)], env) as server:
         assert not server.call("pinakes_list_kbs").is_error
         assert "anthropic" not in read_modules_if_any(report)  # nothing planted fires before a search
         reply = server.call("pinakes_search", {"query": "wings", "mode": "bm25"})
         assert not reply.is_error, reply.payload
     yield read_modules(report)
+
+
+def deep_modules(modules: frozenset[str]) -> list[str]:
+    """The `pnk ask --deep` package's modules among `modules`: a CLI surface only (spec §4.3)."""
+    return sorted(name for name in modules if name == "pinakes.deep" or name.startswith("pinakes.deep."))
 
 
 def read_modules_if_any(report: Path) -> frozenset[str]:
@@ -239,3 +247,9 @@ def read_modules_if_any(report: Path) -> frozenset[str]:
 def test_the_module_report_catches_a_paid_import_planted_in_search(planted_modules: frozenset[str]) -> None:
     """Negative control for test_serving_loads_no_paid_client_and_not_the_deep_module."""
     assert paid_clients_in(planted_modules) == ["anthropic"]
+
+
+def test_the_module_report_catches_the_deep_loop_planted_in_search(planted_modules: frozenset[str]) -> None:
+    """Negative control for the serve-never-imports gate (spec §4.3): the same predicate that must
+    find nothing in a real session finds the planted import, so its silence there is evidence."""
+    assert "pinakes.deep.loop" in deep_modules(planted_modules)

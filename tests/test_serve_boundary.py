@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pinakes.errors import PinakesError
 from pinakes.serve import boundary
 from pinakes.serve.config import load_kb
-from pinakes.serve.specs import GET_ARGUMENTS, SEARCH_ARGUMENTS, TOOL_SPECS
+from pinakes.serve.specs import GET_ARGUMENTS, LINKS_ARGUMENTS, SEARCH_ARGUMENTS, TOOL_SPECS
 from pinakes.serve.tools import PinakesTools
 from tests.test_serve_helpers import (
     ABSENT_ULID,
@@ -53,7 +53,7 @@ def test_path_like_values_are_refused_in_every_identifier_and_filter(
 
 
 @pytest.mark.parametrize("name", ["path", "file", "uri", "url", "root", "directory", "glob", "pattern"])
-@pytest.mark.parametrize("tool", ["pinakes_search", "pinakes_get", "pinakes_list_kbs"])
+@pytest.mark.parametrize("tool", ["pinakes_search", "pinakes_get", "pinakes_list_kbs", "pinakes_links"])
 def test_an_argument_the_schema_does_not_declare_is_refused_not_dropped(tools: PinakesTools, tool: str,
                                                                         name: str) -> None:
     arguments = hostile_call(tool, "kb", "boundary") if tool != "pinakes_list_kbs" else {}
@@ -143,7 +143,7 @@ def test_an_accepted_path_prefix_never_leaves_the_kb_root(candidate: str) -> Non
 
 def test_no_tool_declares_a_path_or_uri_parameter() -> None:
     names = {spec.name for spec in TOOL_SPECS}
-    assert names == {"pinakes_search", "pinakes_get", "pinakes_list_kbs"}
+    assert names == {"pinakes_search", "pinakes_get", "pinakes_list_kbs", "pinakes_links"}
     for spec in TOOL_SPECS:
         schema = spec.input_schema
         assert schema["additionalProperties"] is False, spec.name
@@ -151,13 +151,15 @@ def test_no_tool_declares_a_path_or_uri_parameter() -> None:
             assert prop.get("format") not in ("uri", "uri-reference", "iri", "path"), (spec.name, name)
             assert name not in ("path", "file", "uri", "url", "dir", "directory", "root"), (spec.name, name)
         assert spec.annotations["read_only_hint"] is True
-    get_schema = next(spec.input_schema for spec in TOOL_SPECS if spec.name == "pinakes_get")
-    assert get_schema["required"] == ["doc_id"]
-    assert get_schema["properties"]["doc_id"]["pattern"] == "^[0-9A-HJKMNP-TV-Z]{26}$"
+    for tool in ("pinakes_get", "pinakes_links"):
+        get_schema = next(spec.input_schema for spec in TOOL_SPECS if spec.name == tool)
+        assert get_schema["required"] == ["doc_id"]
+        assert get_schema["properties"]["doc_id"]["pattern"] == "^[0-9A-HJKMNP-TV-Z]{26}$"
 
 
 def test_each_schema_declares_exactly_the_arguments_its_tool_accepts() -> None:
-    accepted = {"pinakes_search": SEARCH_ARGUMENTS, "pinakes_get": GET_ARGUMENTS, "pinakes_list_kbs": ()}
+    accepted = {"pinakes_search": SEARCH_ARGUMENTS, "pinakes_get": GET_ARGUMENTS, "pinakes_list_kbs": (),
+                "pinakes_links": LINKS_ARGUMENTS}
     for spec in TOOL_SPECS:
         assert set(spec.input_schema["properties"]) == set(accepted[spec.name]), spec.name
 

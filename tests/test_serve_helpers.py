@@ -202,6 +202,8 @@ PATH_CHECKED_ARGUMENTS: tuple[tuple[str, str], ...] = (
     ("pinakes_search", "source_type"),
     ("pinakes_get", "doc_id"),
     ("pinakes_get", "kb"),
+    ("pinakes_links", "doc_id"),
+    ("pinakes_links", "kb"),
 )
 
 

@@ -197,7 +197,8 @@ def test_the_graph_census_names_every_kind(kb: Path) -> None:
     report = sync(kb)
     assert report.graph_census is not None
     assert set(report.graph_census) == {"membership", "sibling", "parent-child", "in-section",
-                                        "co-located", "shared-tag", "authored"}
+                                        "co-located", "shared-tag", "authored", "cross-kb-out",
+                                        "cross-kb-in"}
     assert report.graph_census["membership"] == rows(kb, "SELECT COUNT(*) FROM chunks")[0][0]
 
 

@@ -79,6 +79,15 @@ class SourceError(PinakesError):
     exit_code = EXIT_DATA
 
 
+class IsolationError(SourceError):
+    """A parser run in its own process (`pinakes.extract.isolation`) crashed, hit a resource limit or
+    timed out on this document. `kind` says which (`isolation.KINDS`)."""
+
+    def __init__(self, message: str, *, kind: str, remedy: str | None = None, path: Path | str | None = None):
+        super().__init__(message, remedy=remedy, path=path)
+        self.kind = kind
+
+
 class IndexSchemaError(PinakesError):
     """The index was written under another schema_version; there are no migrations."""
 
@@ -103,6 +112,63 @@ class StaleExtractionError(PinakesError):
     exit_code = EXIT_DATA
 
 
+class PaidExtractionFailedError(PinakesError):
+    """A document's paid extraction produced no text (refused, cut off, malformed, or the call
+    failed); the document is not indexed and nothing of it is cached."""
+
+    exit_code = EXIT_FAILURE
+
+
+class PaidExtractionUnavailableError(PinakesError):
+    """A PDF's sidecar records a paid extraction of exactly this file, but its text is on no local
+    store (extraction cache, index): typically the first sync of a fresh clone. Not "changed"."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class ApiKeyError(PinakesError):
+    """A paid entry point has no usable API key: `PINAKES_ANTHROPIC_API_KEY` is unset (the generic
+    `ANTHROPIC_API_KEY` is never read) or the key file named is unreadable or empty."""
+
+    exit_code = EXIT_CONFIG
+
+
+class PaidCallError(PinakesError):
+    """A paid API call failed (`pinakes.paid.paid_call`). `outcome` says whether it billed: "void"
+    (the API answered with an error status, or the request never left) or "unknown" (no answer came
+    back: the reservation counts until `pnk budget --resolve`). `retry_after_s` is set when the same
+    request may be sent again (a busy or rate-limited API, never billed). `happened` and `billed` are
+    the message's two halves, for a caller that names the request itself."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str, *, outcome: str, call_id: str, status: int | None = None,
+                 retry_after_s: float | None = None, happened: str = "", billed: str = "",
+                 remedy: str | None = None, path: Path | str | None = None):
+        super().__init__(message, remedy=remedy, path=path)
+        self.happened = happened
+        self.billed = billed
+        self.outcome = outcome
+        self.call_id = call_id
+        self.status = status
+        self.retry_after_s = retry_after_s
+        # Set by `paid_call_retrying`: every attempt's reservation, and how many were made.
+        self.call_ids: tuple[str, ...] = (call_id,)
+        self.attempts = 1
+
+
+class DeepAskFailedError(PinakesError):
+    """A `pnk ask --deep` call failed at the API (not a refusal or a truncation, which end the loop
+    with a best-effort answer): the run stops. `call_ids` are its attempts' reservations."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str, *, call_ids: tuple[str, ...] = (), remedy: str | None = None,
+                 path: Path | str | None = None):
+        super().__init__(message, remedy=remedy, path=path)
+        self.call_ids = call_ids
+
+
 class MissingExtraError(PinakesError):
     """An optional dependency group (extra) is not installed."""
 
@@ -119,6 +185,12 @@ class MissingExtraError(PinakesError):
 
 class ModelUnavailableError(PinakesError):
     """Model weights are not present locally and may not be downloaded."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class FloorsMissingError(PinakesError):
+    """The fitted PDF floors (package data `extract/floors.toml`) are missing or damaged."""
 
     exit_code = EXIT_UNAVAILABLE
 
@@ -153,6 +225,20 @@ class ToolArgumentError(UsageError):
 
 class NotServedError(PinakesError):
     """The MCP caller named a KB, document or tool this server does not serve."""
+
+
+class TemplateNotArchivedError(PinakesError):
+    """`pnk upgrade --apply` cannot compare: the recorded template version was never archived, is newer
+    than the installed one, or names a template that is not installed."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class UpgradeRefusedError(PinakesError):
+    """`pnk upgrade --apply` refused: a template change does not apply to the user's manifest, a budget
+    cap move was not confirmed, or the file changed since the report. The file is left byte-identical."""
+
+    exit_code = EXIT_FAILURE
 
 
 # What to do about each way the filesystem refuses: one vocabulary for every writer and reader.

@@ -29,7 +29,8 @@ like any other: each function is handed the caller's already-imported `anthropic
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -249,3 +250,30 @@ def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapp
                                 remedy=failure_remedy(failure, call.call_id, retry=retry)) from None
         cost = reconcile(call, message)
         return PaidAnswer(message, call.call_id, cost)
+
+
+# A busy or rate-limited API (429, 529, 5xx with retry-after) never billed: the same request is sent
+# again after its retry-after, each attempt its own reservation, at most this many times.
+MAX_ATTEMPTS = 3
+
+
+def paid_call_retrying(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapping[str, Any], *,
+                       unit: str | None = None, retry: str = "run the command again",
+                       sleep: Callable[[float], None] = time.sleep) -> tuple[PaidAnswer, tuple[str, ...]]:
+    """`paid_call`, repeated while the API answers busy (void, with a retry-after), at most
+    MAX_ATTEMPTS times. Returns the answer and every attempt's call_id; a final PaidCallError
+    carries them too (`call_ids`, `attempts`)."""
+    call_ids: list[str] = []
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            answer = paid_call(sdk, client, plan, shape, request, unit=unit, retry=retry)
+        except PaidCallError as exc:
+            call_ids.append(exc.call_id)
+            if exc.retry_after_s is not None and attempt < MAX_ATTEMPTS:
+                sleep(exc.retry_after_s)
+                continue
+            exc.call_ids, exc.attempts = tuple(call_ids), attempt
+            raise
+        call_ids.append(answer.call_id)
+        return answer, tuple(call_ids)
+    raise AssertionError("unreachable: the last attempt returns or raises")

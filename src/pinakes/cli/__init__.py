@@ -15,8 +15,8 @@ from pinakes import __version__
 from pinakes.errors import PinakesError
 
 # Order is the order `pnk --help` lists them.
-COMMANDS = ("init", "sync", "status", "search", "list", "get", "adopt", "doctor", "budget", "serve", "eval",
-            "install_hooks", "doit")
+COMMANDS = ("init", "sync", "status", "search", "ask", "list", "get", "links", "link", "unlink", "adopt", "doctor",
+            "budget", "serve", "eval", "install_hooks", "ci", "upgrade", "doit")
 
 
 def build_parser() -> argparse.ArgumentParser:

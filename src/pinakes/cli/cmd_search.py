@@ -1,7 +1,8 @@
 """`pnk search QUERY`: the free retrieval pipeline, printed for a person or as JSON.
 
 Retrieval only: nothing here spends money. Low or unknown confidence prints what to do next with
-commands this build has (spec §4.2's escalation, `pnk ask --deep`, is printed once it is built).
+commands this build has, including spec §4.2's escalation: `pnk ask --deep` with the user's own
+query and filters, quoted for a shell.
 """
 
 from __future__ import annotations
@@ -81,8 +82,26 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"ok": True, **result.to_dict()}, indent=2, ensure_ascii=False))
     else:
-        print(render(result))
+        print(render(result, deep_command=ask_deep_command(query, args)))
     return 0
+
+
+def ask_deep_command(question: str, args: argparse.Namespace) -> str:
+    """`pnk ask --deep QUESTION` with the caller's own -C and filters, quoted for a POSIX shell."""
+    argv = ["pnk"]
+    if getattr(args, "kb_dir", None):
+        argv += ["-C", str(args.kb_dir)]
+    argv += ["ask", "--deep", question]
+    for tag in args.tags or ():
+        argv += ["--tag", tag]
+    if args.all_tags:
+        argv.append("--all-tags")
+    for flag, value in (("--path", args.path_prefix), ("--since", args.since), ("--until", args.until)):
+        if value is not None:
+            argv += [flag, value]
+    for source_type in args.source_types or ():
+        argv += ["--type", source_type]
+    return shlex.join(argv)
 
 
 def _positive_int(value: str) -> int:
@@ -97,7 +116,9 @@ def _positive_int(value: str) -> int:
     return number
 
 
-def render(result: SearchResult) -> str:
+def render(result: SearchResult, deep_command: str | None = None) -> str:
+    """The result for a person. `deep_command` (`ask_deep_command`) is the paid escalation named
+    when confidence is low or unknown; None leaves it out (`pnk ask` prints its own)."""
     from pinakes.display import printable
 
     lines: list[str] = []
@@ -109,14 +130,17 @@ def render(result: SearchResult) -> str:
     confidence = result.confidence
     lines.append(f"confidence: {confidence.level} ({confidence.reason})")
     lines.extend(f"note: {printable(note)}" for note in result.notes)
-    # Every remedy names a command this build has: the paid escalation (`pnk ask --deep`, spec §4.2)
-    # is named here once it exists; until then a low answer points at what does.
+    # Every remedy names a command this build has, the paid escalation (spec §4.2) included: it is
+    # the user's own query and filters, quoted, so it can be pasted as it is.
     if confidence.level == "unknown":
         lines.append("Retrieval only; nothing was spent. Confidence stays unknown until this KB is "
                      "calibrated: `pnk eval --init`, edit eval/questions.yaml, then `pnk eval --fit-confidence`.")
     elif confidence.level == "low":
         lines.append("Retrieval only; nothing was spent. The passages may not answer this: try the next "
                      "search below, or read a document whole with `pnk get ID`.")
+    if deep_command is not None and confidence.level in ("unknown", "low"):
+        lines.append(f"To have Claude answer it with citations (paid, priced and capped by [budget] before "
+                     f"the first call): {printable(deep_command)}")
     if result.suggested_next is not None:
         suggestion = result.suggested_next
         command = f"pnk search {shlex.quote(suggestion.query)}"

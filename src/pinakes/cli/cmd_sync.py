@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -25,6 +26,19 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--extract", metavar="BACKEND", dest="extract_backend",
                         help="PDF extraction backend for this run (overrides [extraction] backend)")
     parser.add_argument("--offline", action="store_true", help="never reach the network for model weights")
+    parser.add_argument("--scan-links", action="store_true",
+                        help="re-read every connected KB's sidecars for inbound links now, ignoring the "
+                             "freshness window (refused with --sidecars-only)")
+    parser.add_argument("--force", action="store_true",
+                        help="pay to extract PDFs whose free text layer is healthy; with a free --extract, "
+                             "replace paid extractions with the free text (never widens a budget cap)")
+    parser.add_argument("--estimate-only", action="store_true",
+                        help="price a paid run and exit: measures the real first-slice request with the "
+                             "vendor's token counter, so it needs an API key and the network (no text is "
+                             "generated); refused on a free backend")
+    parser.add_argument("--api-key-file", metavar="PATH", type=Path,
+                        help="read the paid backend's API key from this file (default: PINAKES_ANTHROPIC_API_KEY; "
+                             "the generic ANTHROPIC_API_KEY is never read)")
     parser.add_argument("--force-unlock", action="store_true",
                         help="remove a sync lock left by another host or an unreadable lock, then sync")
     parser.add_argument("--clear-cache", nargs="?", const="free", choices=("free", "paid"), default=None,
@@ -40,6 +54,13 @@ def run(args: argparse.Namespace) -> int:
     from pinakes.sync.context import SyncOptions
     from pinakes.sync.engine import run_sync
 
+    if args.estimate_only:
+        from pinakes.sync.estimate import estimate_paid_run
+
+        estimate = estimate_paid_run(getattr(args, "kb_dir", None), extract_backend=args.extract_backend,
+                                     force=args.force, api_key_file=args.api_key_file)
+        print(json.dumps(estimate.to_dict(), indent=2) if args.json else estimate.render_text())
+        return 0
     if args.clear_cache:
         from pinakes.sync.clear_cache import clear_extract_cache
 
@@ -48,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     options = SyncOptions(rebuild=args.rebuild, index_only=args.index_only,
                           sidecars_only=args.sidecars_only, stage=args.stage, quiet=args.quiet or args.json,
                           force_unlock=args.force_unlock, offline=True if args.offline else None,
-                          extract_backend=args.extract_backend)
+                          extract_backend=args.extract_backend, scan_links=args.scan_links,
+                          force=args.force, api_key_file=args.api_key_file)
     report = run_sync(getattr(args, "kb_dir", None), options)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

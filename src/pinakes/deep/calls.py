@@ -6,7 +6,7 @@ whether it billed, a reconciliation from the response's own usage — are `pinak
 module hands it the SDK and decides what a reply means for the loop:
 
 - an error status the API marks as busy (408/429/5xx/529) was not billed, and is sent again, each
-  attempt its own reservation, at most `MAX_ATTEMPTS` times; any other failure stops the run with
+  attempt its own reservation, at most `pinakes.paid.MAX_ATTEMPTS` times; any other failure stops the run with
   `DeepAskFailedError`, naming the call to resolve when it may have billed;
 - a billed reply that is a refusal, a truncation (`max_tokens`) or not the schema's JSON is *no
   result*: returned as such and never repaired, and the loop ends on it, saying which.
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from pinakes.budget import CallShape, Plan
     from pinakes.paid import ApiKey
 
-MAX_ATTEMPTS = 3
 _RETRY = "ask the question again"
 
 
@@ -59,24 +58,16 @@ def make_client(key: ApiKey) -> Any:
 def send(client: Any, plan: Plan, shape: CallShape, request: dict[str, Any], *, what: str,
          sleep: Callable[[float], None] = time.sleep) -> Reply:
     """Make one budgeted request; BudgetExceededError (the call was never made) passes through."""
-    sdk = _sdk()
-    call_ids: list[str] = []
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        try:
-            answer = paid.paid_call(sdk, client, plan, shape, request, unit=shape.unit, retry=_RETRY)
-        except PaidCallError as exc:
-            call_ids.append(exc.call_id)
-            if exc.retry_after_s is not None and attempt < MAX_ATTEMPTS:
-                sleep(exc.retry_after_s)  # void: the API answered busy, so nothing was billed
-                continue
-            attempts = f" after {attempt} attempts" if attempt > 1 else ""
-            raise DeepAskFailedError(f"the {what} call: {exc.message}{attempts}", remedy=exc.remedy,
-                                     call_ids=tuple(call_ids)) from None
-        call_ids.append(answer.call_id)
-        input_tokens, output_tokens = paid.billed_tokens(answer.message)
-        kind, data, raw = _classify(answer.message)
-        return Reply(kind, data, raw, answer.cost_eur, input_tokens, output_tokens, tuple(call_ids))
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    try:
+        answer, call_ids = paid.paid_call_retrying(_sdk(), client, plan, shape, request, unit=shape.unit,
+                                                   retry=_RETRY, sleep=sleep)
+    except PaidCallError as exc:
+        attempts = f" after {exc.attempts} attempts" if exc.attempts > 1 else ""
+        raise DeepAskFailedError(f"the {what} call: {exc.message}{attempts}", remedy=exc.remedy,
+                                 call_ids=exc.call_ids) from None
+    input_tokens, output_tokens = paid.billed_tokens(answer.message)
+    kind, data, raw = _classify(answer.message)
+    return Reply(kind, data, raw, answer.cost_eur, input_tokens, output_tokens, call_ids)
 
 
 def _classify(message: Any) -> tuple[str, dict[str, Any] | None, str]:

@@ -20,7 +20,7 @@ from typing import Literal
 Status = Literal["OK", "WARN", "FAIL"]
 
 # Order is report order.
-CHECK_MODULES = ("env", "manifest", "model", "index", "sync", "budget")
+CHECK_MODULES = ("env", "manifest", "model", "index", "sync", "pdf", "paid", "budget", "links")
 # Areas that need no KB: the only ones run outside one.
 ENVIRONMENT_AREAS = frozenset({"env"})
 

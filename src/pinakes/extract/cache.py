@@ -19,7 +19,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +39,8 @@ class CachedExtraction:
     paid: bool
     operation_id: str | None
     call_ids: tuple[str, ...] | None
+    # A paid entry's completeness audit (pinakes.extract.audit), as stored; None for a free entry.
+    audit: dict[str, object] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,7 @@ class ExtractCache:
         paid: bool,
         operation_id: str | None = None,
         call_ids: Sequence[str] | None = None,
+        audit: Mapping[str, object] | None = None,
     ) -> Path:
         """Store `extracted` atomically under (content_hash, extracted.fingerprint)."""
         path = self.path_for(content_hash, extracted.fingerprint)
@@ -96,6 +99,8 @@ class ExtractCache:
             "call_ids": list(call_ids) if call_ids is not None else None,
             "text": extracted.text,
             "pages": [list(span) for span in extracted.pages] if extracted.pages is not None else None,
+            "pages_without_text": list(extracted.pages_without_text),
+            "audit": dict(audit) if audit is not None else None,
         }
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
@@ -163,6 +168,14 @@ class ExtractCache:
                 deleted += 1
         return deleted
 
+    def paid_entries(self) -> Iterator[tuple[Path, CachedExtraction]]:
+        """Every readable entry a paid backend wrote (what --clear-cache=paid prices, and where
+        doctor reads the completeness audit back from)."""
+        for path, _ in self._entries():
+            entry = _read_entry(path)
+            if entry is not None and entry.paid:
+                yield path, entry
+
     def _entries(self) -> Iterator[tuple[Path, str]]:
         try:
             names = sorted(os.listdir(self.directory))
@@ -201,9 +214,16 @@ def _parse_entry(payload: object) -> CachedExtraction | None:
         ):
             return None
         page_spans = tuple((span[0], span[1]) for span in pages)
-    extracted = ExtractedText(text=text, pages=page_spans, backend=backend, fingerprint=fingerprint)
+    # Added after the schema's first release: an entry without it simply has none.
+    without_text = payload.get("pages_without_text", [])
+    if not (isinstance(without_text, list) and all(type(number) is int for number in without_text)):
+        return None
+    extracted = ExtractedText(text=text, pages=page_spans, backend=backend, fingerprint=fingerprint,
+                              pages_without_text=tuple(without_text))
+    audit = payload.get("audit")  # added after the schema's first release, like pages_without_text
     return CachedExtraction(content_hash, extracted, paid, operation_id,
-                            tuple(call_ids) if call_ids is not None else None)
+                            tuple(call_ids) if call_ids is not None else None,
+                            audit if isinstance(audit, dict) else None)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -74,7 +74,6 @@ OUTPUT_TOKENS_PER_PAGE = 2_048
 
 # Network behaviour (pinakes.paid: the SDK's own retries are off, every attempt its own reservation).
 REQUEST_TIMEOUT_S = paid.REQUEST_TIMEOUT_S
-MAX_ATTEMPTS = 3  # per slice, for answers that were provably not billed (429, 529, 5xx)
 _RETRY = "run `pnk sync` again to retry the document"
 
 PROMPT = (
@@ -270,29 +269,22 @@ def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str =
                                          model=model, sleep=sleep, path=path)
         call_ids.extend(ids)
         texts.extend(answer.texts)
-    return PaidExtraction(_assemble(texts), tuple(call_ids), tuple(texts))
+    extracted = ExtractedText.from_pages(texts, PAGE_SEPARATOR, backend=BACKEND, fingerprint=_SPEC.fingerprint())
+    return PaidExtraction(extracted, tuple(call_ids), tuple(texts))
 
 
 def _call_with_retries(client: Any, plan: Plan, request: dict[str, Any], pages: range, *, unit: str,
                        model: str, sleep: Callable[[float], None], path: Path) -> tuple[SliceAnswer, list[str]]:
-    sdk = _sdk()
-    call_ids: list[str] = []
     shape = call_shape(len(pages), unit=unit, model=model)
     where = f"pages {pages.start + 1}-{pages.stop}"
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        try:
-            answer = paid.paid_call(sdk, client, plan, shape, request, unit=unit, retry=_RETRY)
-        except PaidCallError as exc:
-            call_ids.append(exc.call_id)
-            if exc.retry_after_s is not None and attempt < MAX_ATTEMPTS:
-                sleep(exc.retry_after_s)  # void: the API answered busy, so nothing was billed
-                continue
-            attempts = f" after {attempt} attempts" if attempt > 1 else ""
-            raise PaidExtractionFailedError(f"the request for {where} {exc.happened}{attempts}; {exc.billed}",
-                                            remedy=exc.remedy, path=path) from None
-        call_ids.append(answer.call_id)
-        return _answer(answer.message, pages, where, path), call_ids
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    try:
+        answer, call_ids = paid.paid_call_retrying(_sdk(), client, plan, shape, request, unit=unit, retry=_RETRY,
+                                                   sleep=sleep)
+    except PaidCallError as exc:
+        attempts = f" after {exc.attempts} attempts" if exc.attempts > 1 else ""
+        raise PaidExtractionFailedError(f"the request for {where} {exc.happened}{attempts}; {exc.billed}",
+                                        remedy=exc.remedy, path=path) from None
+    return _answer(answer.message, pages, where, path), list(call_ids)
 
 
 def _answer(message: Any, pages: range, where: str, path: Path) -> SliceAnswer:
@@ -326,19 +318,6 @@ def _answer(message: Any, pages: range, where: str, path: Path) -> SliceAnswer:
                        int(message.usage.output_tokens))
 
 
-def _assemble(page_texts: Sequence[str]) -> ExtractedText:
-    parts: list[str] = []
-    spans: list[tuple[int, int]] = []
-    position = 0
-    for number, text in enumerate(page_texts):
-        if number:
-            parts.append(PAGE_SEPARATOR)
-            position += len(PAGE_SEPARATOR)
-        spans.append((position, position + len(text)))
-        parts.append(text)
-        position += len(text)
-    return ExtractedText(text="".join(parts), pages=tuple(spans), backend=BACKEND,
-                         fingerprint=_SPEC.fingerprint())
 
 
 def _normalise(text: str) -> str:

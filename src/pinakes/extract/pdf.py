@@ -77,18 +77,8 @@ def extract_in_process(path: Path, source_type: str = "pdf") -> ExtractedText:
                                  head_threshold=floors.running_head_threshold)
     without_text = pages_without_text(read_pages, floors.text_yield_floor)
 
-    parts: list[str] = []
-    spans: list[tuple[int, int]] = []
-    position = 0
-    for number, page_text in enumerate(page_texts):
-        if number:
-            parts.append(separator)
-            position += len(separator)
-        spans.append((position, position + len(page_text)))
-        parts.append(page_text)
-        position += len(page_text)
-    return ExtractedText(text="".join(parts), pages=tuple(spans), backend=BACKEND, fingerprint=spec.fingerprint(),
-                         pages_without_text=without_text)
+    return ExtractedText.from_pages(page_texts, separator, backend=BACKEND, fingerprint=spec.fingerprint(),
+                                    pages_without_text=without_text)
 
 
 @dataclass(frozen=True, slots=True)

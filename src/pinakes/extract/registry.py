@@ -22,9 +22,17 @@ class ExtractorSpec:
     extra: str | None  # the pip extra that provides it; None = always available
     source_types: tuple[str, ...]
     constants: Mapping[str, object] = field(default_factory=dict)
+    # Its output also depends on the floors fitted from the PDF corpus (extract/floors.toml): they
+    # join the fingerprint, so a re-fit re-extracts, and a missing file fails here, at first use.
+    fitted_floors: bool = False
 
     def fingerprint(self) -> str:
-        payload = json.dumps({"name": self.name, **self.constants}, sort_keys=True, default=str)
+        constants = dict(self.constants)
+        if self.fitted_floors:
+            from pinakes.extract.floors import load_floors
+
+            constants["floors"] = load_floors().fingerprint_values()
+        payload = json.dumps({"name": self.name, **constants}, sort_keys=True, default=str)
         return xxhash.xxh3_64_hexdigest(payload.encode())
 
 
@@ -45,8 +53,10 @@ EXTRACTORS: dict[str, ExtractorSpec] = {
             module="pinakes.extract.pdf",
             extra="pdf",
             source_types=("pdf",),
-            # pdf.py: pages joined by page_separator; CRLF -> LF, trailing spaces and controls dropped.
-            constants={"version": "1", "page_separator": "\n\n", "normalise": "lf,rstrip,no-controls"},
+            # pdf.py: glyph geometry through layout.py (reading order, running heads, hyphens, NFKC);
+            # pages joined by page_separator. LAYOUT_VERSION is layout.py's; keep the two in step.
+            constants={"version": "2", "page_separator": "\n\n", "layout": "1"},
+            fitted_floors=True,
         ),
         ExtractorSpec(
             name="claude-vision",
@@ -54,7 +64,11 @@ EXTRACTORS: dict[str, ExtractorSpec] = {
             module="pinakes.extract.claude_vision",
             extra="claude",
             source_types=("pdf",),
-            constants={"version": "1", "pages_per_request": 8},
+            # The request shape (claude_vision.py): what one request sends and asks for. Each value
+            # shapes the text, so each is in the fingerprint; `request_shape` versions the prompt,
+            # the output schema and the rendering (grayscale PNG, longer side <= max_edge_px).
+            constants={"version": "1", "request_shape": "1", "pages_per_request": 8,
+                       "model": "claude-opus-5-5", "max_edge_px": 1568},
         ),
     )
 }

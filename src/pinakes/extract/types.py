@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -42,3 +43,20 @@ class ExtractedText:
                     f"page spans must be ordered, non-overlapping and inside the text: {self.pages!r}"
                 )
             previous_end = end
+
+    @classmethod
+    def from_pages(cls, page_texts: Sequence[str], separator: str, *, backend: str, fingerprint: str,
+                   pages_without_text: tuple[int, ...] = ()) -> ExtractedText:
+        """Join the pages' texts with `separator`, recording each page's span."""
+        parts: list[str] = []
+        spans: list[tuple[int, int]] = []
+        position = 0
+        for number, page_text in enumerate(page_texts):
+            if number:
+                parts.append(separator)
+                position += len(separator)
+            spans.append((position, position + len(page_text)))
+            parts.append(page_text)
+            position += len(page_text)
+        return cls(text="".join(parts), pages=tuple(spans), backend=backend, fingerprint=fingerprint,
+                   pages_without_text=pages_without_text)

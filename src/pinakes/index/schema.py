@@ -1,4 +1,4 @@
-"""The index schema (version 4) and the only ways to open the index.
+"""The index schema (version 5) and the only ways to open the index.
 
 There are no migrations: an index written under another schema_version refuses to open and names
 `pnk sync --rebuild`. `.pinakes/` is derived state, so rebuilding is always free and always correct.
@@ -26,10 +26,13 @@ from pinakes.errors import (
 )
 
 # 4: walk_cache.ctime_ns (an in-place write that restores the mtime is still seen).
-SCHEMA_VERSION = 4
+# 5: documents.pages_without_text (PDF pages with no usable text layer, for status and doctor);
+#    chunks.fts_text, the shadow text FTS5 indexes for Han, kana and Hangul (no whole-run tokens).
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 10_000
 
-# The FTS5 tokenizer is part of the schema: changing it changes every BM25 score.
+# The FTS5 tokenizer is part of the schema: changing it changes every BM25 score. So is the shadow
+# text it reads for Han, kana and Hangul (`chunks.fts_text`, search/scripts.py).
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 DDL = f"""
@@ -51,6 +54,7 @@ CREATE TABLE documents (
     extraction_backend     TEXT,                      -- NULL for a non-extracted source
     extraction_fingerprint TEXT,
     build_key              TEXT,                      -- key the chunks and vectors were built from
+    pages_without_text     TEXT,                      -- JSON 1-based PDF pages with no usable text layer; NULL: none
     indexed_at             TEXT NOT NULL
 );
 CREATE UNIQUE INDEX documents_active_path ON documents (path) WHERE state = 'active';
@@ -71,24 +75,29 @@ CREATE TABLE chunks (
     heading_path TEXT,                                -- JSON array of heading texts, or NULL
     page_start   INTEGER,                             -- 1-indexed; NULL for a non-paged source
     page_end     INTEGER,
+    fts_text     TEXT,                                -- what FTS5 indexes when not `text` (search/scripts.py)
     UNIQUE (doc_id, ordinal)
 );
 
+-- FTS5 indexes each chunk's shadow text (Han, kana and Hangul runs as character bigrams) where it
+-- has one, its text otherwise; the view is the external content, so 'rebuild' and
+-- 'integrity-check' read exactly what the triggers wrote.
+CREATE VIEW chunks_fts_source AS SELECT id, coalesce(fts_text, text) AS text FROM chunks;
 CREATE VIRTUAL TABLE chunks_fts USING fts5 (
     text,
-    content = 'chunks',
+    content = 'chunks_fts_source',
     content_rowid = 'id',
     tokenize = '{FTS_TOKENIZE}'
 );
 CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text);
+    INSERT INTO chunks_fts (rowid, text) VALUES (new.id, coalesce(new.fts_text, new.text));
 END;
 CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, coalesce(old.fts_text, old.text));
 END;
-CREATE TRIGGER chunks_fts_update AFTER UPDATE OF text ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
-    INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text);
+CREATE TRIGGER chunks_fts_update AFTER UPDATE OF text, fts_text ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, coalesce(old.fts_text, old.text));
+    INSERT INTO chunks_fts (rowid, text) VALUES (new.id, coalesce(new.fts_text, new.text));
 END;
 
 CREATE TABLE embeddings (

@@ -51,8 +51,8 @@ ON_EXCEED = ("abort", "partial")
 # at load time (spec §3.1): a setting the code ignores is not a setting.
 VECTOR_TIERS = ("numpy",)
 UNBUILT_VECTOR_TIERS = ("sqlite-vec",)
-GRAPH_CHANNELS = ("off",)
-UNBUILT_GRAPH_CHANNELS = ("expand", "ppr")
+GRAPH_CHANNELS = ("off", "expand")
+UNBUILT_GRAPH_CHANNELS = ("ppr",)
 
 # Every extension that has a source type (markdown, text, code, pdf). A file must still have a source
 # type to be indexed; `include` only narrows which files the walk considers.
@@ -156,9 +156,8 @@ class RetrievalSection:
     rrf_k: int = 60
     rerank: bool = True
     vector_tier: str = "numpy"
-    # Reserved (spec §4): the traversal fan-out cap of the graph expansion channel and pinakes_links.
-    # Validated, read by nothing until they are built; like [budget] and [deep], which wait on the
-    # paid paths, a number is accepted, while graph_channel refuses the unbuilt channels by name.
+    # The traversal fan-out cap (spec §4): the default of `pnk links` / pinakes_links, and the graph
+    # expansion channel's per-seed cap (search/graph.py). graph_channel refuses "ppr" (unbuilt) by name.
     adjacent_k: int = 5
     graph_channel: str = "off"
     confidence: ConfidenceSection | None = None  # absent ⇒ confidence is reported as "unknown"

@@ -175,6 +175,19 @@ def check_int(argument: str, value: object, *, minimum: int) -> int:
     return value
 
 
+def check_count(argument: str, value: object) -> int:
+    """A bound the caller may set (depth, fan-out, rows, tokens): a whole number of at least 1. It has
+    no upper limit here because the tool clamps it into its range and says so: asking for more gets
+    less, never an error."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise refuse(argument, f"must be a whole number, got {_json_type(value)}", f"pass `{argument}` as an integer")
+    if value < 1:
+        raise refuse(argument, f"must be at least 1, got {value}", f"pass `{argument}` >= 1, or leave it out")
+    return value
+
+
 def check_doc_id(value: object) -> str:
     """A document is named by its canonical ULID, never by a path."""
     if not isinstance(value, str):

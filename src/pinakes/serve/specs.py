@@ -19,10 +19,12 @@ from pinakes.serve import boundary
 SEARCH_TOOL = "pinakes_search"
 GET_TOOL = "pinakes_get"
 LIST_KBS_TOOL = "pinakes_list_kbs"
+LINKS_TOOL = "pinakes_links"
 
 FILTER_ARGUMENTS = ("tags", "all_tags", "path_prefix", "source_type", "since", "until")
 SEARCH_ARGUMENTS = ("query", "kb", "k", "mode", *FILTER_ARGUMENTS)
 GET_ARGUMENTS = ("doc_id", "kb", "char_start", "char_end", "page_start", "page_end")
+LINKS_ARGUMENTS = ("doc_id", "kb", "depth", "direction", "adjacent_k", "max_rows", "max_tokens")
 _ULID_PATTERN = "^[0-9A-HJKMNP-TV-Z]{26}$"
 
 
@@ -115,6 +117,46 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                              "description": "One past the last character."},
                 "page_start": {"type": "integer", "minimum": 1, "description": "First page (PDFs; 1-based)."},
                 "page_end": {"type": "integer", "minimum": 1, "description": "Last page, inclusive (PDFs)."},
+            },
+            "required": ["doc_id"],
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        name=LINKS_TOOL,
+        title="Follow a document's links, within a KB and into connected KBs",
+        description=(
+            "List the documents linked to one document (by its doc_id, a ULID from pinakes_search or "
+            "pinakes_get), over authored links in both directions: links its sidecar makes, and links other "
+            "documents make to it, including documents of connected KBs. Each neighbour comes with rel, "
+            "direction (out / in / both), its KB (id, alias, this_kb), title, path within its KB, doc_uri, "
+            "hop, score, resolved (false: the target is not there, see `reason`) and reachable (false: its "
+            "KB is not served here; it is still listed, identified by kb.id and doc_id).\n\n"
+            "A neighbour in another KB is terminal: to go on, call pinakes_links again with that KB as `kb` "
+            "(if reachable) and its doc_id, or pinakes_get to read it. `frontier` lists neighbours found and "
+            "not expanded, each with one reason: terminal (nothing to retry), depth or fanout (retry with a "
+            "larger depth / adjacent_k), rows or tokens (the response's caps: narrow with `direction`). "
+            "Every bound is clamped to the server's range and `bounds` says what was used. "
+            "`confidence.level` is always unknown: link neighbours have no calibrated score."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "doc_id": {"type": "string", "pattern": _ULID_PATTERN,
+                           "description": "The document to start from: its ULID (never a path)."},
+                "kb": _KB_PROPERTY,
+                "depth": {"type": "integer", "minimum": 1,
+                          "description": "Logical hops to follow (default 1; clamped to at most 3)."},
+                "direction": {"type": "string", "enum": ["both", "out", "in"],
+                              "description": "out: links the document makes; in: links made to it; both (default)."},
+                "adjacent_k": {"type": "integer", "minimum": 1,
+                               "description": "Neighbours expanded per document, after ranking (default: the "
+                                              "KB's [retrieval] adjacent_k; clamped to at most 50)."},
+                "max_rows": {"type": "integer", "minimum": 1,
+                             "description": "Neighbours returned in all (default 50; clamped to at most 200)."},
+                "max_tokens": {"type": "integer", "minimum": 1,
+                               "description": "Estimated tokens of the whole response (default and most: the "
+                                              "server's budget; at least 1000)."},
             },
             "required": ["doc_id"],
             "additionalProperties": False,

@@ -1,4 +1,4 @@
-"""The three read-only tools' behaviour, independent of the MCP transport that carries them.
+"""The four read-only tools' behaviour, independent of the MCP transport that carries them.
 
 `PinakesTools.call(name, arguments)` validates every argument at the boundary (`boundary.py`),
 answers from the index with per-request freshness (`reader.py`, and the Searcher's own check), and
@@ -38,6 +38,8 @@ from pinakes.serve.specs import (
     FILTER_ARGUMENTS,
     GET_ARGUMENTS,
     GET_TOOL,
+    LINKS_ARGUMENTS,
+    LINKS_TOOL,
     LIST_KBS_TOOL,
     SEARCH_ARGUMENTS,
     SEARCH_TOOL,
@@ -74,7 +76,7 @@ class PinakesTools:
         self._searchers = {kb.kb_id: searcher_factory(kb) for kb in self.kbs}
         self._readers = {kb.kb_id: IndexReader(kb.paths.index_db) for kb in self.kbs}
         self._handlers: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
-            SEARCH_TOOL: self.search, GET_TOOL: self.get, LIST_KBS_TOOL: self.list_kbs,
+            SEARCH_TOOL: self.search, GET_TOOL: self.get, LIST_KBS_TOOL: self.list_kbs, LINKS_TOOL: self.links,
         }
 
     def close(self) -> None:
@@ -309,6 +311,58 @@ class PinakesTools:
         if escaped:
             response["delimiters_escaped"] = escaped
         return response
+
+    # -- pinakes_links ---------------------------------------------------------------------------
+
+    def links(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        from contextlib import ExitStack
+
+        from pinakes.index.documents import UnknownDocumentError
+        from pinakes.links.traverse import DIRECTIONS, TraversalLimits, traverse
+
+        boundary.check_argument_names(LINKS_TOOL, arguments, LINKS_ARGUMENTS)
+        if "doc_id" not in arguments:
+            raise boundary.refuse("doc_id", "is required", "pass the doc_id of a pinakes_search passage")
+        doc_id = boundary.check_doc_id(arguments["doc_id"])
+        kb = self._kb(arguments.get("kb"))
+        direction = boundary.check_choice("direction", arguments.get("direction", "both"), DIRECTIONS)
+        counts = {name: boundary.check_count(name, arguments[name]) if arguments.get(name) is not None else None
+                  for name in ("depth", "adjacent_k", "max_rows", "max_tokens")}
+        with ExitStack() as stack:
+            conn = stack.enter_context(self._readers[kb.kb_id].snapshot())
+            try:
+                result = traverse(conn, kb.kb_id, kb.alias, doc_id, lookup=self._link_lookup(kb, stack),
+                                  direction=direction, default_adjacent_k=kb.manifest.retrieval.adjacent_k,
+                                  limits=TraversalLimits(max_tokens=self.bounds.token_budget), **counts)
+            except UnknownDocumentError:
+                raise boundary.NotServedError(
+                    f"no document {doc_id} in KB {kb.alias!r}, and no link names it",
+                    remedy="use a doc_id from a pinakes_search result, and pass the `kb` that result came from",
+                ) from None
+        return {"kb": _kb_reference(kb), **result}
+
+    def _link_lookup(self, start: ServedKB, stack: Any) -> Callable[[str], Any]:
+        """A neighbour's KB as this server sees it: served (read through its own per-request reader)
+        or not, and then identified by its id and the alias the start KB's [[links.kb]] gives it."""
+        from pinakes.links.traverse import KBView, documents_of
+
+        def lookup(kb_id: str) -> KBView:
+            served = next((kb for kb in self.kbs if kb.kb_id == kb_id), None)
+            if served is None:
+                listed = start.manifest.link(kb_id)
+                alias = listed.alias if listed is not None else None
+                return KBView(kb_id, alias, False, unreachable_reason=(
+                    f"KB {alias or kb_id} is not served by this server; its documents cannot be read here "
+                    "(the server's operator can add it with --kb)"))
+            try:
+                conn = stack.enter_context(self._readers[served.kb_id].snapshot())
+            except PinakesError:
+                return KBView(kb_id, served.alias, False, unreachable_reason=(
+                    f"KB {served.alias} is served but its index cannot be read (`pnk sync` in it; "
+                    "pinakes_list_kbs shows the problem)"))
+            return KBView(kb_id, served.alias, True, documents_of(conn))
+
+        return lookup
 
     # -- shared ----------------------------------------------------------------------------------
 

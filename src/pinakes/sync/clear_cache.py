@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pinakes.errors import UsageError
+from pinakes.errors import PinakesError, UsageError
 from pinakes.kb import KBPaths, find_kb_root
+
+if TYPE_CHECKING:
+    from pinakes.extract.cache import ExtractCache
 
 
 def clear_extract_cache(start: Path | str | None, *, include_paid: bool, assume_yes: bool,
@@ -26,7 +30,8 @@ def clear_extract_cache(start: Path | str | None, *, include_paid: bool, assume_
     stats = cache.stats()
     if not stats.entries:
         return 0, 0
-    scope = "every entry, paid extractions included" if include_paid else "free entries (paid ones are kept)"
+    scope = ("every entry, paid extractions included" + _paid_price(paths, cache) if include_paid
+             else "free entries (paid ones are kept)")
     prompt = (f"the extraction cache holds {stats.entries} entries ({stats.bytes:,} bytes); remove "
               f"{scope}?")
     if not assume_yes:
@@ -41,3 +46,22 @@ def clear_extract_cache(start: Path | str | None, *, include_paid: bool, assume_
     if not quiet:
         print(f"removed {removed} cache entries ({freed:,} bytes)")
     return removed, freed
+
+
+def _paid_price(paths: KBPaths, cache: ExtractCache) -> str:
+    """What the paid entries about to go cost, from the ledger, joined on each entry's own call_ids
+    (an operation_id prices a whole run and would charge every document with all of it)."""
+    paid = [entry for _path, entry in cache.paid_entries()]
+    if not paid:
+        return " (none of them paid)"
+    call_ids = [call_id for entry in paid for call_id in entry.call_ids or ()]
+    try:
+        from pinakes.budget import Accountant
+        from pinakes.budget.money import format_eur
+        from pinakes.manifest import load_manifest
+
+        report = Accountant.for_report(paths.root, load_manifest(paths.manifest).budget).report()
+        cost = format_eur(report.cost_of_calls(call_ids))
+    except PinakesError as exc:
+        return f" ({len(paid)} paid extraction(s); the ledger cannot price them: {exc.message})"
+    return f" ({len(paid)} paid extraction(s) that cost {cost} by the ledger, paid again if re-extracted)"

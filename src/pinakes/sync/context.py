@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # annotations only: `pnk sync` imports this module on every (
     from pinakes.rules.pair import DocWork, Plan
     from pinakes.rules.walk import WalkResult
     from pinakes.sync.keys import BuildKeys
+    from pinakes.sync.paid import PaidState
     from pinakes.sync.progress import SyncProgress
     from pinakes.sync.report import SyncReport
 
@@ -41,6 +42,11 @@ class SyncOptions:
     force_unlock: bool = False
     offline: bool | None = None
     extract_backend: str | None = None  # --extract: overrides [extraction] backend for this run
+    # --force (spec §6.3): pay for a PDF whose free text layer is healthy; with an explicit free
+    # --extract, replace a paid extraction. Never widens a cap or any other refusal.
+    force: bool = False
+    api_key_file: Path | None = None  # --api-key-file: the paid backend's key, instead of the environment
+    scan_links: bool = False  # --scan-links: read every connected KB now, ignoring the freshness window
 
 
 @dataclass
@@ -63,6 +69,7 @@ class SyncContext:
     chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # doc_id -> chunks (current group)
     failed: set[str] = field(default_factory=set)  # doc_ids whose pipeline stopped
     fatal: PinakesError | None = None  # an error that must stop the run (raised after doit returns)
+    paid: PaidState | None = None  # paid extraction's decisions and plan (sync/paid.py)
     model_recorded: bool = False  # the model's identity is in the index meta (with the first vectors)
 
     @property

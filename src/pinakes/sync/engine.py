@@ -18,7 +18,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from pinakes.embed.base import Embedder
 from pinakes.errors import ModelMismatchError, PinakesError, UsageError, filesystem_error
@@ -33,6 +33,9 @@ from pinakes.sync.lock import LockBusy, SyncLock
 from pinakes.sync.report import SyncReport
 from pinakes.sync.settled import is_settled, mark_settled, settled_digest, unsettle
 
+if TYPE_CHECKING:
+    from pinakes.sync.paid import CarryPlan
+
 
 def run_sync(start: Path | str | None = None, options: SyncOptions | None = None, *,
              embedder: Embedder | None = None, progress_stream: TextIO | None = None) -> SyncReport:
@@ -45,6 +48,10 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
     paths = KBPaths(find_kb_root(start))
     manifest = load_manifest(paths.manifest)
     _check_options(options)
+    if options.index_only:  # the one combination a paid backend cannot run under
+        from pinakes.sync.paid import check_run
+
+        check_run(manifest, options)
     mode = ("sidecars-only" if options.sidecars_only else "rebuild" if options.rebuild
             else "index-only" if options.index_only else "sync")
     report = SyncReport(str(paths.root), mode)
@@ -88,6 +95,12 @@ def _check_options(options: SyncOptions) -> None:
     if options.sidecars_only and (options.rebuild or options.index_only):
         raise UsageError("--sidecars-only cannot be combined with --rebuild or --index-only",
                          remedy="run them as separate commands")
+    if options.sidecars_only and options.scan_links:
+        # Reverse-scan rows are index rows and --sidecars-only never opens the index: honouring
+        # both would make one flag silently do nothing (spec §6.3).
+        raise UsageError("--sidecars-only cannot be combined with --scan-links (--sidecars-only never "
+                         "opens the index, where inbound links are kept)",
+                         remedy="run `pnk sync --scan-links` on its own")
     if options.stage and not options.sidecars_only:
         raise UsageError("--stage only applies to --sidecars-only", remedy="pnk sync --sidecars-only --stage")
     if options.extract_backend is not None and options.extract_backend not in PDF_BACKENDS:
@@ -109,11 +122,16 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
             report.mode = "rebuild"
             rebuild = True
     previous: sqlite3.Connection | None = None
+    carry: CarryPlan | None = None
     if rebuild:
         # Pairing reads the index being replaced, so a rebuild keeps every identity a plain sync
         # would keep (a rename without its sidecar included); the walk re-hashes every file rather
         # than trusting the old walk cache.
         previous = _open_previous(paths.index_db)
+        from pinakes.sync.paid import paid_rows_to_carry
+
+        # Read before the new database exists: the paid extractions it must not lose (spec §6.4).
+        carry = paid_rows_to_carry(previous, manifest)
         _discard(paths.rebuild_db)
         conn = schema.create_index(paths.rebuild_db)
         faultpoint("sync.rebuild-created")
@@ -144,12 +162,17 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
 
         stage_started = time.perf_counter()
         settled = settled_digest(paths.manifest, ctx.keys)
-        if not rebuild and _walk_found_cache(ctx.walk) and is_settled(conn, settled):
+        if not (rebuild or options.force) and _walk_found_cache(ctx.walk) and is_settled(conn, settled):
             report.unchanged = len(ctx.walk.docs)
             report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
             report.timings["pair"] = time.perf_counter() - stage_started
+            _scan_links_if_due(ctx)
             return
         plan = pair.compute_plan(ctx)
+        if options.force:
+            from pinakes.sync.paid import force_into_plan
+
+            force_into_plan(ctx)  # --force reaches PDFs whose stored key is current
         report.timings["pair"] = time.perf_counter() - stage_started
         if plan.collisions:
             raise pair.collision_error(plan)
@@ -157,16 +180,24 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
             _carry_tombstones(previous, conn, plan)
             previous.close()
             previous = ctx.previous = None
+        if carry is not None:
+            from pinakes.sync.paid import carry_paid_rows
+
+            carry_paid_rows(ctx, carry, paths.index_db)
         report.unchanged = len(ctx.walk.docs) - len(plan.work)
         if plan.is_empty and not rebuild:
             report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
             report.notes.extend(plan.notes)
             _record_failures(conn, report)  # clears failures a previous run left, if fixed since
             _settle(conn, report, options, settled)
+            _scan_links_if_due(ctx)
             return
         stage_started = time.perf_counter()
         from pinakes.sync.loader import run_pipeline, write_dodo_shim
+        from pinakes.sync.paid import finish as finish_paid
+        from pinakes.sync.paid import prepare as prepare_paid
 
+        prepare_paid(ctx)  # a paid run is checked whole, before anything is written or called
         with schema.transaction(conn):  # doctor tells an interrupted sync from a finished one
             schema.write_meta(conn, {"sync_started_at": _now()})
             unsettle(conn)
@@ -175,6 +206,7 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
             code, output = run_pipeline(ctx)
         finally:
             ctx.progress.close()
+            finish_paid(ctx)
         report.timings["pipeline"] = time.perf_counter() - stage_started
         if ctx.fatal is not None:
             raise ctx.fatal
@@ -205,6 +237,25 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         conn.close()
     if report.ok:
         _sweep_cache(paths, report)
+
+
+def _scan_links_if_due(ctx: SyncContext) -> None:
+    """A sync that changed no document still owes connected KBs their reverse scan once the window
+    has passed; doit is only imported when one is due (a no-op sync normally never imports it)."""
+    from pinakes.links.reverse import any_due
+
+    if not any_due(ctx.writer(), ctx.manifest, force=ctx.options.scan_links):
+        return
+    from pinakes.sync.loader import run_reverse_scan
+
+    code, output = run_reverse_scan(ctx)
+    if ctx.fatal is not None:
+        raise ctx.fatal
+    if code != 0:
+        raise PinakesError(f"the reverse scan stopped (doit exit {code}): "
+                           f"{(output.strip().splitlines() or ['no output'])[-1]}",
+                           remedy="run `pnk sync` again; what was committed is kept. If it recurs, "
+                                  "report it with this message")
 
 
 def _model_changed(conn: sqlite3.Connection, manifest: Manifest) -> bool:

@@ -5,13 +5,14 @@ doit's delayed task creation once pair has decided the change set, so the DAG's 
 change, not the corpus. The changed documents stream through in groups sized by estimated tokens:
 
     extract:<doc> … → chunk:<doc> … → embed:g00000 → extract:<doc of group 1> … → embed:g00001 → … → graph
+      → reverse-scan:<partner> …
 
 A group is extracted, chunked, embedded and committed (one transaction per document) before the
 next group's text is read, so peak memory follows the group size and the model, not the corpus, and
 a crash loses at most the group in flight. `pnk sync` runs that graph as one doit invocation for
-walk and pair, one per group, and one for graph (`run_pipeline`): doit keeps every Task it creates
-until its run ends (about 10 KB per document for the extract and chunk tasks), so one invocation for
-the whole corpus would make memory grow with it. The whole graph, with each group's extract tasks
+walk and pair, one per group, one for graph and one for reverse-scan (`run_pipeline`): doit keeps
+every Task it creates until its run ends (about 10 KB per document for the extract and chunk tasks),
+so one invocation for the whole corpus would make memory grow with it. The whole graph, with each group's extract tasks
 depending on the previous group's embed task, is what `doit list` shows. Each per-document task is
 keyed on the document's build key (`pinakes.sync.keys`), compared with the key the index stored
 beside its chunks.
@@ -29,7 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pinakes.kb import KBPaths
-from pinakes.rules import chunk, embed, extract, graph, pair, walk
+from pinakes.links.reverse import delisted
+from pinakes.rules import chunk, embed, extract, graph, pair, reverse_scan, walk
 from pinakes.rules.pair import DocWork
 from pinakes.sync.context import SyncContext
 
@@ -39,7 +41,7 @@ GROUP_TOKENS = 64 * 1024
 ESTIMATED_BYTES_PER_TOKEN = 4
 GROUP_MAX_DOCUMENTS = 256
 
-DEFAULT_TASKS = ["walk", "pair", "extract", "graph"]  # chunk and embed run as extract's dependents
+DEFAULT_TASKS = ["walk", "pair", "extract", "graph", "reverse-scan"]  # chunk, embed: extract's dependents
 
 DODO_SHIM = '''"""doit view of this KB's sync pipeline, written by `pnk sync`.
 
@@ -120,11 +122,18 @@ def task_namespace(ctx: SyncContext) -> dict[str, object]:
     def task_graph() -> dict[str, object]:
         return guarded(ctx, graph.task_graph(ctx))
 
+    @create_after(executed="graph")
+    def task_reverse_scan() -> Iterator[dict[str, object]]:
+        """read connected KBs' committed sidecars for links into this KB"""
+        for task in reverse_scan.task_reverse_scan(ctx):
+            yield guarded(ctx, task)
+
     return {
         "task_walk": task_walk,
         "task_pair": task_pair,
         "task_extract": task_extract,
         "task_graph": task_graph,
+        "task_reverse_scan": task_reverse_scan,
         "DOIT_CONFIG": doit_config(ctx, DEFAULT_TASKS),
     }
 
@@ -160,7 +169,23 @@ def run_pipeline(ctx: SyncContext) -> tuple[int, str]:
                                  "DOIT_CONFIG": doit_config(ctx, ["extract", "embed"])})
         if code or ctx.fatal is not None:
             return code, output
-    return run_doit({"task_graph": task_graph, "DOIT_CONFIG": doit_config(ctx, ["graph"])})
+    code, output = run_doit({"task_graph": task_graph, "DOIT_CONFIG": doit_config(ctx, ["graph"])})
+    if code or ctx.fatal is not None or not (ctx.manifest.links or delisted(ctx.writer(), ctx.manifest)):
+        return code, output  # no connected KB, and none to forget: reverse-scan has nothing to do
+    return run_reverse_scan(ctx)
+
+
+def run_reverse_scan(ctx: SyncContext) -> tuple[int, str]:
+    """The reverse-scan step as its own doit invocation (after graph; or alone, when a sync that
+    changed no document finds a connected KB's scan due)."""
+
+    def task_reverse_scan() -> Iterator[dict[str, object]]:
+        """read connected KBs' committed sidecars for links into this KB"""
+        for task in reverse_scan.task_reverse_scan(ctx):
+            task.pop("task_dep", None)  # graph ran in the invocation before (or had nothing to do)
+            yield guarded(ctx, task)
+
+    return run_doit({"task_reverse_scan": task_reverse_scan, "DOIT_CONFIG": doit_config(ctx, ["reverse-scan"])})
 
 
 def guarded(ctx: SyncContext, task: dict[str, object]) -> dict[str, object]:

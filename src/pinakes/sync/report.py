@@ -39,13 +39,18 @@ class SyncReport:
     orphaned_sidecars: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): not documents
+    # PDF path -> 1-based pages with no usable text layer (a scan: the free path has no OCR); the
+    # document is indexed for what its other pages hold.
+    pages_without_text: dict[str, list[int]] = field(default_factory=dict)
     unchanged: int = 0  # documents on disk the sync had nothing to do for
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     chunks_embedded: int = 0
     files_hashed: int = 0
     graph_census: dict[str, int] | None = None
+    link_scans: list[dict[str, object]] = field(default_factory=list)  # reverse scan, one per partner
     graph_seconds: float | None = None
+    paid: dict[str, object] | None = None  # paid extraction: plan, spend, completeness audits (sync/paid.py)
     timings: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
 
@@ -106,16 +111,35 @@ class SyncReport:
             lines.append(f"  orphaned sidecar {printable(path)} (no document beside it; never deleted "
                          "automatically)")
         lines.extend(f"  note: {printable(note)}" for note in self.notes)  # notes quote paths
+        for path, pages in sorted(self.pages_without_text.items()):
+            lines.append(f"  {printable(path)}: {_page_list(pages)} of no usable text layer (scanned or "
+                         "image-only; the free path has no OCR): indexed for its other pages only")
         lines.extend(self._render_skipped())
         if self.graph_census is not None:
             census = ", ".join(f"{kind} {count}" for kind, count in self.graph_census.items())
             lines.append(f"graph: {census} ({(self.graph_seconds or 0) * 1000:.0f} ms)")
+        lines.extend(self._render_link_scans())
         if self.failures:
             lines.append(f"{len(self.failures)} document(s) failed:")
             for failure in self.failures:
                 error = "\n".join(printable(line) for line in failure.error.splitlines())
                 lines.append(f"  {printable(failure.path)} [{failure.stage}]: {error}")
         return "\n".join(lines)
+
+    def _render_link_scans(self) -> list[str]:
+        """One line per connected KB, then its problems (a few; --json lists them all): a partner
+        never fails the sync, so this is the only place a problem with one is seen."""
+        lines = []
+        for scan in self.link_scans:
+            problems = scan.get("problems") or []
+            assert isinstance(problems, list)
+            lines.append(f"links from {printable(str(scan['alias']))}: {scan['status']}, {scan['inbound']} inbound"
+                         + (f", {len(problems)} problem(s)" if problems else ""))
+            for problem in problems[:SHOWN_PER_REASON]:
+                lines.append(f"  {printable(problem['message'])}; remedy: {printable(problem['remedy'])}")
+            if len(problems) > SHOWN_PER_REASON:
+                lines.append(f"  and {len(problems) - SHOWN_PER_REASON} more (--json lists them all)")
+        return lines
 
     def _render_skipped(self) -> list[str]:
         if not self.skipped:
@@ -129,3 +153,9 @@ class SyncReport:
             more = f" and {len(paths) - SHOWN_PER_REASON} more" if len(paths) > SHOWN_PER_REASON else ""
             lines.append(f"  {reason}: {len(paths)} ({shown}{more})")
         return lines
+
+
+def _page_list(pages: Sequence[int]) -> str:
+    shown = ", ".join(str(page) for page in pages[:10])
+    more = f" and {len(pages) - 10} more" if len(pages) > 10 else ""
+    return f"page{'s' if len(pages) > 1 else ''} {shown}{more}"

@@ -9,6 +9,7 @@ during a sync reads the last committed state.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,8 @@ class KBStatus:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     unchanged: int = 0
     documents_on_disk: int = 0
+    # indexed PDF path -> 1-based pages with no usable text layer (searchable for its other pages)
+    pages_without_text: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def up_to_date(self) -> bool:
@@ -70,6 +73,8 @@ class KBStatus:
             ("failed last sync", [f"{f.path} [{f.stage}]: {f.error.splitlines()[0]}"
                                   for f in self.failed_last_time]),
             ("skipped", [f"{path} ({reason})" for path, reason in self.skipped]),
+            ("indexed without a usable text layer on some pages (scanned; no OCR on the free path)",
+             [f"{path}: pages {', '.join(map(str, pages))}" for path, pages in self.pages_without_text.items()]),
         ]
         for title, entries in sections:
             if not entries:
@@ -99,6 +104,9 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
             status.model_changed = _model_changed(ctx.conn, ctx.manifest)
             status.failed_last_time = [Failure(path, stage, error) for path, stage, error in ctx.conn.execute(
                 "SELECT path, stage, error FROM failures ORDER BY path")]
+            status.pages_without_text = {path: json.loads(pages) for path, pages in ctx.conn.execute(
+                "SELECT path, pages_without_text FROM documents WHERE state = 'active' "
+                "AND pages_without_text IS NOT NULL ORDER BY path")}
             if status.model_changed:
                 ctx.conn.close()
                 ctx.conn = None  # a rebuild pairs against an empty index: everything is rebuilt
