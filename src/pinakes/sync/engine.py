@@ -242,6 +242,9 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
 def _scan_links_if_due(ctx: SyncContext) -> None:
     """A sync that changed no document still owes connected KBs their reverse scan once the window
     has passed; doit is only imported when one is due (a no-op sync normally never imports it)."""
+    if not (ctx.manifest.links or ctx.options.scan_links) and \
+            ctx.writer().execute("SELECT 1 FROM kb_refs LIMIT 1").fetchone() is None:
+        return  # no partner listed and none to forget: the common case costs one indexed read
     from pinakes.links.reverse import any_due
 
     if not any_due(ctx.writer(), ctx.manifest, force=ctx.options.scan_links):
