@@ -58,3 +58,19 @@ def spend(kb: Path, eur: str, clock: Clock | None = None, *, reconcile: bool = T
         if reconcile:
             call.reconcile(input_tokens=shape.max_input_tokens, output_tokens=shape.max_output_tokens)
     return call.call_id
+
+
+def set_budget(kb: Path, **values: str | int) -> None:
+    """Set `[budget]` keys in a KB's manifest, replacing the template's own lines (a string is
+    written quoted, as the manifest spells amounts; an int as a number)."""
+    import re
+
+    manifest = kb / "pinakes.toml"
+    text = manifest.read_text(encoding="utf-8")
+    for key, value in values.items():
+        line = f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value}"
+        text, count = re.subn(rf"(?m)^{key}\s*=.*$", line, text)
+        if not count:
+            text = text.replace("[budget]\n", f"[budget]\n{line}\n", 1) if "[budget]\n" in text \
+                else text + f"\n[budget]\n{line}\n"
+    manifest.write_text(text, encoding="utf-8")

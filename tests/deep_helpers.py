@@ -150,14 +150,6 @@ class DeepFake(FakeAnthropic):
         return 200, {}, json.dumps(message).encode(), 0.0
 
 
-def set_budget(kb: Path, **values: str) -> None:
-    """Rewrite [budget] keys in a copy's manifest (amounts as strings, as the manifest spells them)."""
-    manifest = kb / "pinakes.toml"
-    text = manifest.read_text(encoding="utf-8")
-    lines = "".join(f'{key} = "{value}"\n' for key, value in values.items())
-    if "[budget]\n" not in text:
-        text += "\n[budget]\n"
-    manifest.write_text(text.replace("[budget]\n", "[budget]\n" + lines, 1), encoding="utf-8")
 
 
 def set_deep(kb: Path, max_rounds: int) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pinakes.cli import main
+from tests.budget_helpers import set_budget
 from tests.deep_helpers import (
     HOP_QUESTION,
     KEY,
@@ -22,7 +23,6 @@ from tests.deep_helpers import (
     demo_copy,
     ledger_records,
     serving,
-    set_budget,
     shown_passages,
     synced_demo,
 )

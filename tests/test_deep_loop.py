@@ -22,6 +22,7 @@ from pinakes.errors import DeepAskFailedError
 from pinakes.manifest import load_manifest
 from pinakes.sync.context import SyncOptions
 from pinakes.sync.engine import run_sync
+from tests.budget_helpers import set_budget
 from tests.deep_helpers import (
     HOP_QUESTION,
     KEY,
@@ -35,7 +36,6 @@ from tests.deep_helpers import (
     kind_of,
     ledger_records,
     serving,
-    set_budget,
     set_deep,
     shown_passages,
     synced_demo,

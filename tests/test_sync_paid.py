@@ -22,6 +22,7 @@ from pinakes.extract.registry import EXTRACTORS
 from pinakes.init import init_kb
 from pinakes.kb import KBPaths
 from pinakes.sidecar import read_sidecar
+from tests.budget_helpers import set_budget
 from tests.fake_anthropic import FakeAnthropic, Reply, scanned_pdf
 from tests.fakes import FakeEmbedder
 from tests.paid_gate_harness import minimal_pdf
@@ -55,18 +56,6 @@ def sync(kb: Path, *argv: str) -> int:
     return main(["-C", str(kb), "sync", *argv])
 
 
-def set_budget(kb: Path, **values: str) -> None:
-    """Set `[budget]` keys in the manifest, replacing the template's own lines."""
-    import re
-
-    manifest = kb / "pinakes.toml"
-    text = manifest.read_text(encoding="utf-8")
-    for key, value in values.items():
-        text, count = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)
-        if not count:
-            text = text.replace("[budget]\n", f"[budget]\n{key} = {value}\n", 1) if "[budget]" in text \
-                else text + f"\n[budget]\n{key} = {value}\n"
-    manifest.write_text(text, encoding="utf-8")
 
 
 def chunks_of(kb: Path, path: str) -> list[tuple[str, int | None, int | None]]:
@@ -225,7 +214,7 @@ def test_a_refusal_fails_the_document_and_is_still_in_the_ledger(kb: Path, serve
 
 def test_a_run_over_a_cap_is_refused_at_call_zero_naming_the_window(kb: Path, server: FakeAnthropic,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    set_budget(kb, per_operation_eur='"0.01"', confirm_above_eur='"0.01"')
+    set_budget(kb, per_operation_eur="0.01", confirm_above_eur="0.01")
     assert sync(kb, "--extract=claude-vision") != 0
     err = capsys.readouterr().err
     assert "per_operation_eur" in err and "Traceback" not in err
@@ -234,7 +223,7 @@ def test_a_run_over_a_cap_is_refused_at_call_zero_naming_the_window(kb: Path, se
 
 def test_no_terminal_above_the_confirm_threshold_aborts(kb: Path, server: FakeAnthropic,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    set_budget(kb, confirm_above_eur='"0.01"')
+    set_budget(kb, confirm_above_eur="0.01")
     assert sync(kb, "--extract=claude-vision") != 0
     assert "confirm_above_eur" in capsys.readouterr().err or True
     assert server.requests == [] and ledger_records(kb) == []

@@ -31,6 +31,7 @@ from pinakes.extract import claude_vision
 from pinakes.extract.cache import ExtractCache
 from pinakes.init import init_kb
 from pinakes.kb import KBPaths
+from tests.budget_helpers import set_budget
 from tests.conftest import REPO_ROOT
 from tests.fake_anthropic import INPUT_TOKENS_PER_IMAGE, INPUT_TOKENS_PER_REQUEST, FakeAnthropic, scanned_pdf
 from tests.fakes import FakeEmbedder
@@ -82,13 +83,6 @@ def sync(kb: Path, *argv: str) -> int:
     return main(["-C", str(kb), "sync", *argv])
 
 
-def set_budget(kb: Path, **values: str) -> None:
-    manifest = kb / "pinakes.toml"
-    text = manifest.read_text(encoding="utf-8")
-    for key, value in values.items():
-        text, count = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)
-        assert count == 1, f"the template's [budget] has no {key} line"
-    manifest.write_text(text, encoding="utf-8")
 
 
 def indexed_chunks(kb: Path, path: str) -> int:
@@ -119,7 +113,7 @@ def window(report: dict[str, Any], name: str) -> dict[str, Any]:
 def test_abort_refuses_the_whole_run_at_call_zero_naming_every_blocked_window(
         kb: Path, server: FakeAnthropic, capsys: pytest.CaptureFixture[str]) -> None:
     w = worst_case_eur()
-    set_budget(kb, confirm_above_eur=f'"{w}"', per_operation_eur=f'"{2 * w}"', daily_eur=f'"{w}"')
+    set_budget(kb, confirm_above_eur=f"{w}", per_operation_eur=f"{2 * w}", daily_eur=f"{w}")
     capsys.readouterr()
 
     assert sync(kb, "--extract=claude-vision") == 1
@@ -135,7 +129,7 @@ def test_partial_indexes_whole_documents_up_to_the_cap_and_reports_the_rest(
         kb: Path, server: FakeAnthropic, capsys: pytest.CaptureFixture[str]) -> None:
     w = worst_case_eur()
     # confirm_above_eur at the admitted worst case: a run at its threshold is not asked about.
-    set_budget(kb, confirm_above_eur=f'"{2 * w}"', per_operation_eur=f'"{2 * w}"', on_exceed='"partial"')
+    set_budget(kb, confirm_above_eur=f"{2 * w}", per_operation_eur=f"{2 * w}", on_exceed="partial")
     capsys.readouterr()
 
     code = sync(kb, "--extract=claude-vision")
@@ -149,7 +143,7 @@ def test_partial_indexes_whole_documents_up_to_the_cap_and_reports_the_rest(
     assert ledger_kinds(kb) == ["reservation", "reconciliation"] * 2
     assert len(list(ExtractCache(KBPaths(kb).extract_cache).paid_entries())) == 2
 
-    set_budget(kb, per_operation_eur='"2.00"')  # the next run picks the rest up
+    set_budget(kb, per_operation_eur="2.00")  # the next run picks the rest up
     assert sync(kb, "--extract=claude-vision") == 0
     assert len(server.messages_requests()) == 3 and indexed_chunks(kb, "docs/c.pdf") > 0
 
@@ -162,7 +156,7 @@ def test_partial_never_extracts_part_of_a_document(kb: Path, server: FakeAnthrop
     (kb / "docs/long.pdf").write_bytes(scanned_pdf(10))
     first = sum((eur(load_prices().price(s.model).cost_usd(s.max_input_tokens, s.max_output_tokens))  # type: ignore[union-attr]
                  for s in claude_vision.document_shapes(10, "unit")[:1]), Decimal(0))
-    set_budget(kb, confirm_above_eur=f'"{first}"', per_operation_eur=f'"{first}"', on_exceed='"partial"')
+    set_budget(kb, confirm_above_eur=f"{first}", per_operation_eur=f"{first}", on_exceed="partial")
     capsys.readouterr()
 
     assert sync(kb, "--extract=claude-vision") == 1
@@ -201,7 +195,7 @@ def test_another_process_spending_while_a_call_is_in_flight_stops_the_run_at_the
     (kb / PDFS[2]).unlink()
     w, billed = worst_case_eur(), billed_eur(server)
     cap = 2 * w + Decimal("0.05")
-    set_budget(kb, confirm_above_eur='"2.00"', daily_eur=f'"{cap}"')
+    set_budget(kb, confirm_above_eur="2.00", daily_eur=f"{cap}")
     # The spender must fit beside the in-flight reservation (w + spend <= cap) and, once that call is
     # reconciled at `billed`, leave no room for the next one (billed + spend + w > cap).
     spend = w + Decimal("0.045")
@@ -250,7 +244,7 @@ def test_a_second_sync_meeting_the_lock_of_a_paid_sync_says_so_and_spends_nothin
                     requests_after=len(server.messages_requests()), ledger_after=ledger_kinds(kb))
 
     server.on_request = second_sync
-    set_budget(kb, confirm_above_eur='"2.00"')
+    set_budget(kb, confirm_above_eur="2.00")
 
     assert sync(kb, "--extract=claude-vision") == 0
 
