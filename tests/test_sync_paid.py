@@ -15,17 +15,15 @@ import pytest
 pytest.importorskip("anthropic", reason="the [claude] extra is not installed: the paid path cannot run")
 pytest.importorskip("pypdfium2", reason="the [pdf] extra is not installed: nothing renders pages")
 
-import pinakes.embed
 from pinakes.cli import main
 from pinakes.extract.cache import ExtractCache
 from pinakes.extract.registry import EXTRACTORS
-from pinakes.init import init_kb
 from pinakes.kb import KBPaths
 from pinakes.sidecar import read_sidecar
 from tests.budget_helpers import set_budget
 from tests.fake_anthropic import FakeAnthropic, Reply, scanned_pdf
-from tests.fakes import FakeEmbedder
 from tests.paid_gate_harness import minimal_pdf
+from tests.paid_helpers import paid_kb, sync
 
 # A canary: if this string reaches any file, log, ledger line or output, the key leaked.
 CANARY = "sk-ant-CANARY-7f3e9b1d-never-print-me"
@@ -42,18 +40,11 @@ def server() -> Iterator[FakeAnthropic]:
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: FakeAnthropic) -> Path:
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
-    monkeypatch.setenv("PINAKES_ANTHROPIC_API_KEY", CANARY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-    root = tmp_path / "kb"
-    init_kb(root, name="paid")
+    root = paid_kb(tmp_path / "kb", monkeypatch, server, key=CANARY, name="paid")
     (root / "docs/scan.pdf").write_bytes(scanned_pdf(3))
     (root / "docs/notes.md").write_text("# Notes\n\nA free document beside the scan.\n", encoding="utf-8")
     return root
 
-
-def sync(kb: Path, *argv: str) -> int:
-    return main(["-C", str(kb), "sync", *argv])
 
 
 

@@ -24,17 +24,15 @@ import pytest
 pytest.importorskip("anthropic", reason="the [claude] extra is not installed: the paid path cannot run")
 pytest.importorskip("pypdfium2", reason="the [pdf] extra is not installed: nothing renders pages")
 
-import pinakes.embed
 from pinakes.budget import load_prices, to_eur
 from pinakes.cli import main
 from pinakes.extract import claude_vision
 from pinakes.extract.cache import ExtractCache
-from pinakes.init import init_kb
 from pinakes.kb import KBPaths
 from tests.budget_helpers import set_budget
 from tests.conftest import REPO_ROOT
 from tests.fake_anthropic import INPUT_TOKENS_PER_IMAGE, INPUT_TOKENS_PER_REQUEST, FakeAnthropic, scanned_pdf
-from tests.fakes import FakeEmbedder
+from tests.paid_helpers import paid_kb, sync
 
 KEY = "sk-ant-budget-e2e-test-key"
 PAGES = 2  # per PDF: one slice, so one call per document
@@ -69,18 +67,11 @@ def server() -> Iterator[FakeAnthropic]:
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: FakeAnthropic) -> Path:
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
-    monkeypatch.setenv("PINAKES_ANTHROPIC_API_KEY", KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-    root = tmp_path / "kb"
-    init_kb(root, name="budget-e2e")
+    root = paid_kb(tmp_path / "kb", monkeypatch, server, key=KEY, name="budget-e2e")
     for number, path in enumerate(PDFS):
         (root / path).write_bytes(scanned_pdf(PAGES, size=64 + number))  # three different files
     return root
 
-
-def sync(kb: Path, *argv: str) -> int:
-    return main(["-C", str(kb), "sync", *argv])
 
 
 

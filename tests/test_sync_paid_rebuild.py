@@ -14,14 +14,11 @@ import pytest
 pytest.importorskip("anthropic", reason="the [claude] extra is not installed: the paid path cannot run")
 pytest.importorskip("pypdfium2", reason="the [pdf] extra is not installed: nothing renders pages")
 
-import pinakes.embed
-from pinakes.cli import main
 from pinakes.extract.cache import ExtractCache
-from pinakes.init import init_kb
 from pinakes.kb import KBPaths
 from pinakes.sync.clear_cache import clear_extract_cache
 from tests.fake_anthropic import FakeAnthropic, scanned_pdf
-from tests.fakes import FakeEmbedder
+from tests.paid_helpers import paid_kb, sync
 
 KEY = "sk-ant-rebuild-test-key"
 PAGE_TEXTS = {1: "The harbour ledger of 1888, first page.", 2: "Second page: tonnage landed at the quay."}
@@ -37,20 +34,13 @@ def server() -> Iterator[FakeAnthropic]:
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: FakeAnthropic) -> Path:
     """A KB with one scanned PDF extracted by the paid backend, and its paid cache entry removed."""
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
-    monkeypatch.setenv("PINAKES_ANTHROPIC_API_KEY", KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-    root = tmp_path / "kb"
-    init_kb(root, name="rebuild")
+    root = paid_kb(tmp_path / "kb", monkeypatch, server, key=KEY, name="rebuild")
     (root / "docs/scan.pdf").write_bytes(scanned_pdf(2))
     (root / "docs/notes.md").write_text("# Notes\n\nA free document beside the scan.\n", encoding="utf-8")
     assert sync(root, "--extract=claude-vision") == 0
     assert len(server.messages_requests()) == 1
     return root
 
-
-def sync(kb: Path, *argv: str) -> int:
-    return main(["-C", str(kb), "sync", *argv])
 
 
 def clear_paid_cache(kb: Path) -> None:
