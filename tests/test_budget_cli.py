@@ -143,6 +143,11 @@ def test_doctor_prices_paid_orphans_from_the_ledger(kb: Path) -> None:
     cache.put("0123456789abcdef", extracted, paid=True, operation_id="op", call_ids=call_ids)
     status, detail = budget_checks(kb)["paid orphans"]
     assert status == "WARN" and "1 paid extraction(s)" in detail and "worth €0.1500" in detail
+    from pinakes.doctor import run_checks
+
+    everything = list(run_checks(DoctorContext(kb)))
+    warned = [check.name for check in everything if check.status != "OK" and "paid" in check.detail]
+    assert warned == ["paid orphans"]  # said once, priced; the cache check only counts them
 
 
 def test_doctor_reports_the_hook_and_paid_backend_split(kb: Path) -> None:

@@ -98,8 +98,6 @@ def _extract_cache(paths: KBPaths, active_hashes: set[str]) -> Iterator[Check]:
     stats = ExtractCache(directory).stats(active_hashes)
     detail = (f"{stats.entries} entries, {stats.bytes:,} bytes, {stats.orphans} orphaned of "
               f"{stats.entries}")
+    if stats.paid_orphans:  # the budget checks name and price them ("paid orphans")
+        detail += f", {stats.paid_orphans} of them paid (kept, never swept automatically)"
     yield Check("extraction cache", "OK", detail)
-    if stats.paid_orphans:
-        yield Check("extraction cache (paid orphans)", "WARN",
-                    f"{stats.paid_orphans} paid extraction(s) belong to no active document; kept, never "
-                    "swept automatically", "remove them deliberately with `pnk sync --clear-cache=paid`")
