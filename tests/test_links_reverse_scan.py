@@ -225,3 +225,23 @@ def _writer(root: Path) -> sqlite3.Connection:
 
 def _manifest(root: Path) -> Manifest:
     return load_manifest(root / "pinakes.toml")
+
+
+def test_status_says_which_partners_the_next_sync_scans_or_forgets(kbs: tuple[Path, Path],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from pinakes.sync.status import kb_status
+
+    demo, _ = kbs
+    sync(demo)
+    fresh = kb_status(demo)
+    assert fresh.link_scans_due == [] and fresh.up_to_date
+    later = reverse.now() + reverse.FRESHNESS_WINDOW * 2
+    monkeypatch.setattr(reverse, "now", lambda: later)
+    stale = kb_status(demo)
+    assert stale.link_scans_due == ["partner"] and not stale.up_to_date
+    assert "connected KBs to scan for inbound links: 1" in stale.render_text()
+    sync(demo)
+    assert kb_status(demo).link_scans_due == []  # what status said is what the sync did
+    manifest = demo / "pinakes.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8").split("[[links.kb]]")[0], encoding="utf-8")
+    assert kb_status(demo).partners_to_forget == [PARTNER_ID]

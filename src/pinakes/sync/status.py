@@ -10,12 +10,14 @@ during a sync reads the last committed state.
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pinakes.display import printable
 from pinakes.index import schema
 from pinakes.kb import KBPaths, find_kb_root
+from pinakes.manifest import Manifest
 from pinakes.rules import pair, walk
 from pinakes.sync.report import Failure
 
@@ -44,11 +46,16 @@ class KBStatus:
     documents_on_disk: int = 0
     # indexed PDF path -> 1-based pages with no usable text layer (searchable for its other pages)
     pages_without_text: dict[str, list[int]] = field(default_factory=dict)
+    # connected KBs the next sync scans for inbound links (window passed, never scanned, moved), and
+    # KB ids no longer in [[links.kb]] whose rows it removes
+    link_scans_due: list[str] = field(default_factory=list)
+    partners_to_forget: list[str] = field(default_factory=list)
 
     @property
     def up_to_date(self) -> bool:
         return not (self.model_changed or self.new or self.changed or self.reembedded or self.moved
-                    or self.deleted or self.metadata_refresh or self.sidecars_to_write or self.would_fail)
+                    or self.deleted or self.metadata_refresh or self.sidecars_to_write or self.would_fail
+                    or self.link_scans_due or self.partners_to_forget)
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -73,6 +80,8 @@ class KBStatus:
             ("failed last sync", [f"{f.path} [{f.stage}]: {f.error.splitlines()[0]}"
                                   for f in self.failed_last_time]),
             ("skipped", [f"{path} ({reason})" for path, reason in self.skipped]),
+            ("connected KBs to scan for inbound links", self.link_scans_due),
+            ("connected KBs no longer listed (their inbound links are removed)", self.partners_to_forget),
             ("indexed without a usable text layer on some pages (scanned; no OCR on the free path)",
              [f"{path}: pages {', '.join(map(str, pages))}" for path, pages in self.pages_without_text.items()]),
         ]
@@ -107,6 +116,7 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
             status.pages_without_text = {path: json.loads(pages) for path, pages in ctx.conn.execute(
                 "SELECT path, pages_without_text FROM documents WHERE state = 'active' "
                 "AND pages_without_text IS NOT NULL ORDER BY path")}
+            _link_scans(ctx.conn, ctx.manifest, status)
             if status.model_changed:
                 ctx.conn.close()
                 ctx.conn = None  # a rebuild pairs against an empty index: everything is rebuilt
@@ -135,3 +145,14 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
     status.documents_on_disk = len(found.docs) + len(found.unreadable)
     status.unchanged = len(found.docs) - len(plan.work)
     return status
+
+
+def _link_scans(conn: sqlite3.Connection, manifest: Manifest, status: KBStatus) -> None:
+    """What the next sync's reverse-scan step does, decided as it decides it (kb_refs only)."""
+    if not manifest.links and conn.execute("SELECT 1 FROM kb_refs LIMIT 1").fetchone() is None:
+        return
+    from pinakes.links.reverse import delisted, is_due, now
+
+    at = now()
+    status.link_scans_due = [linked.alias for linked in manifest.links if is_due(conn, linked, force=False, at=at)]
+    status.partners_to_forget = delisted(conn, manifest)
