@@ -12,6 +12,7 @@ from pinakes.cli import main
 from pinakes.errors import EXIT_CONFIG, FilesystemError, UsageError
 from pinakes.init import init_kb
 from pinakes.manifest import load_manifest
+from pinakes.template_catalog import TemplateCatalog
 
 GITIGNORE_LINE = ".pinakes/"
 
@@ -37,7 +38,7 @@ def test_init_creates_a_kb_that_loads(tmp_path: Path) -> None:
     manifest = load_manifest(root / "pinakes.toml")
     assert manifest.kb.id == result.kb_id
     assert manifest.kb.name == result.name == "Research notes"
-    assert manifest.kb.template == "default@1"
+    assert manifest.kb.template == TemplateCatalog().get("default").ref == result.template
     assert manifest.sources.roots == ("docs",)
     assert manifest.embedding.provider == result.embedding_provider
     assert manifest.retrieval.confidence is None

@@ -22,6 +22,7 @@ from pinakes.manifest import (
     load_manifest,
     parse_manifest,
 )
+from pinakes.template_catalog import TemplateCatalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KB_ID = "01M8P05RX7E8691VQVZ35N5HS3"
@@ -336,7 +337,7 @@ def test_default_template_loads_and_round_trips_the_defaults(tmp_path: Path) -> 
     defaults = parse_manifest(MINIMAL, path=tmp_path / "pinakes.toml")
     assert rendered.kb.name == "archive"
     assert rendered.kb.id == KB_ID
-    assert rendered.kb.template == "default@1"
+    assert rendered.kb.template == TemplateCatalog().get("default").ref
     assert rendered.embedding == defaults.embedding
     # Every value the template writes is the loader's default, except the one it turns off:
     # no reranker weights ship offline yet.

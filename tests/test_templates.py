@@ -68,6 +68,21 @@ def test_every_template_manifest_loads_under_the_strict_rules(name: str, provide
     assert set(flatten(tomllib.loads(text))) <= placed
 
 
+# `key = "value"   # or "other": ...`: a comment offering the alternative value of a string key.
+_OFFERED_ALTERNATIVE = re.compile(r'(?m)^(?P<key>\w+) = "(?P<value>[^"]*)"\s+# or "(?P<other>[^"]+)"')
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_alternative_a_template_comment_offers_loads(name: str, tmp_path: Path) -> None:
+    # A comment that names a value the loader refuses misleads exactly the reader who acts on it.
+    text = rendered(name)
+    offers = list(_OFFERED_ALTERNATIVE.finditer(text))
+    assert {match["key"] for match in offers} >= {"graph_channel", "on_exceed"}
+    for match in offers:
+        edited = text.replace(match.group(0), match.group(0).replace(f'"{match["value"]}"', f'"{match["other"]}"', 1))
+        parse_manifest(edited, path=tmp_path / "pinakes.toml")
+
+
 def test_the_templates_differ_where_their_readmes_say() -> None:
     manifests = {name: parse_manifest(rendered(name), path=Path("/kb/pinakes.toml")) for name in SHIPPED}
     assert manifests["research-papers"].sources.selects("docs/paper.pdf")
@@ -88,6 +103,10 @@ def test_the_archive_freezes_every_shipped_version() -> None:
     for name in SHIPPED:
         info = CATALOG.get(name)
         assert CATALOG.archived_manifest_source(name, info.version) == CATALOG.manifest_source(name)
+        # The installed version is the newest released one, and the first release is never dropped:
+        # a KB stamped from it must stay comparable (`pnk upgrade`).
+        assert CATALOG.archived_versions(name)[-1] == info.version
+        assert CATALOG.archived_versions(name)[0] == "1"
 
 
 @pytest.fixture
@@ -97,22 +116,36 @@ def templates_copy(tmp_path: Path) -> Path:
     return root
 
 
+def set_version(root: Path, name: str, version: str) -> None:
+    """Rewrite template `name`'s `version` under `root` (whatever it is now) to `version`."""
+    meta = root / name / "template.toml"
+    text, count = re.subn(r'(?m)^version = "[^"]*"$', f'version = "{version}"', meta.read_text(encoding="utf-8"))
+    assert count == 1
+    meta.write_text(text, encoding="utf-8")
+
+
+def next_version(version: str) -> str:
+    """The release after `version`: its first part plus one ("2" after "1", "3" after "2.4")."""
+    return str(int(version.split(".")[0]) + 1)
+
+
 def test_a_template_changed_without_a_version_bump_fails(templates_copy: Path) -> None:
     manifest = templates_copy / "research-papers" / "pinakes.toml"
     manifest.write_text(manifest.read_text().replace("final_k = 10", "final_k = 12"))
     problems = archive_problems(TemplateCatalog(templates_copy))
-    assert problems == ["research-papers@1: pinakes.toml differs from its archived copy: a released version "
-                        "is frozen, so bump the version and freeze it"]
+    assert problems == [f"{CATALOG.get('research-papers').ref}: pinakes.toml differs from its archived copy: "
+                        "a released version is frozen, so bump the version and freeze it"]
 
 
 def test_a_bump_without_an_archived_copy_fails_until_it_is_frozen(templates_copy: Path) -> None:
-    meta = templates_copy / "notes" / "template.toml"
-    meta.write_text(meta.read_text().replace('version = "1"', 'version = "2"'))
+    released = CATALOG.archived_versions("notes")
+    bumped = next_version(CATALOG.get("notes").version)
+    set_version(templates_copy, "notes", bumped)
     catalog = TemplateCatalog(templates_copy)
-    assert archive_problems(catalog) == ["notes@2 has no archived copy: freeze it (templates/README.md)"]
+    assert archive_problems(catalog) == [f"notes@{bumped} has no archived copy: freeze it (templates/README.md)"]
     freeze(templates_copy, "notes")
     assert archive_problems(catalog) == []
-    assert catalog.archived_versions("notes") == ["1", "2"]
+    assert catalog.archived_versions("notes") == [*released, bumped]
 
 
 def test_editing_an_archived_version_fails(templates_copy: Path) -> None:

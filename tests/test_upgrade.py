@@ -5,6 +5,7 @@ all-or-nothing, backed up, and a moved budget cap confirmed on its own."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -16,13 +17,20 @@ from pinakes.cli import main
 from pinakes.errors import EXIT_FAILURE, EXIT_UNAVAILABLE
 from pinakes.init import init_kb
 from pinakes.manifest import load_manifest
-from pinakes.template_catalog import TemplateCatalog, freeze
+from pinakes.template_catalog import RenderValues, TemplateCatalog, freeze, render
 from pinakes.upgrade import plan_upgrade
+from pinakes.upgrade.changes import flatten
+from pinakes.upgrade.lines import layout
 from pinakes.upgrade.report import render_plan
 from tests.conftest import REPO_ROOT
+from tests.test_templates import SHIPPED, next_version
 
 TEMPLATE = "research-papers"
-# What the fixture's research-papers@2 changes, as (old text, new text) in its pinakes.toml.
+# The installed version (what a new KB records) and the fixture's release after it: derived, so a
+# real template release does not have to edit these tests.
+RECORDED = TemplateCatalog().get(TEMPLATE).ref
+NEXT = f"{TEMPLATE}@{next_version(TemplateCatalog().get(TEMPLATE).version)}"
+# What the fixture's next release changes, as (old text, new text) in its pinakes.toml.
 V2_EDITS = [
     ("final_k = 10 ", "final_k = 12 "),  # changed
     ("overlap = 40 ", "overlap = 48 "),  # changed
@@ -34,8 +42,10 @@ V2_CHANGED = {("retrieval", "final_k"), ("chunking", "overlap"), ("embedding", "
               ("retrieval", "adjacent_k")}
 
 
-def bump(root: Path, name: str, edits: list[tuple[str, str]], version: str = "2") -> TemplateCatalog:
-    """Release `version` of template `name` under `root` with `edits` applied, frozen in the archive."""
+def bump(root: Path, name: str, edits: list[tuple[str, str]], version: str | None = None) -> TemplateCatalog:
+    """Release `version` (default: the one after the installed one) of template `name` under `root`
+    with `edits` applied, frozen in the archive."""
+    version = version or next_version(TemplateCatalog(root).get(name).version)
     manifest = root / name / "pinakes.toml"
     text = manifest.read_text(encoding="utf-8")
     for old, new in edits:
@@ -43,7 +53,9 @@ def bump(root: Path, name: str, edits: list[tuple[str, str]], version: str = "2"
         text = text.replace(old, new)
     manifest.write_text(text, encoding="utf-8")
     meta = root / name / "template.toml"
-    meta.write_text(meta.read_text().replace('version = "1"', f'version = "{version}"'))
+    meta_text, count = re.subn(r'(?m)^version = "[^"]*"$', f'version = "{version}"', meta.read_text())
+    assert count == 1
+    meta.write_text(meta_text)
     freeze(root, name)
     return TemplateCatalog(root)
 
@@ -62,7 +74,7 @@ def kb(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def v2(templates: Path, monkeypatch: pytest.MonkeyPatch) -> TemplateCatalog:
-    """research-papers@2 installed (the CLI sees it too)."""
+    """The fixture's next research-papers release installed (the CLI sees it too)."""
     catalog = bump(templates, TEMPLATE, V2_EDITS)
     monkeypatch.setattr(plan_module, "TemplateCatalog", lambda: catalog)
     return catalog
@@ -100,7 +112,7 @@ def test_a_version_bump_prints_exactly_the_changed_keys(kb: Path, v2: TemplateCa
     assert main(["-C", str(kb), "upgrade"]) == 0
     out = capsys.readouterr().out
     assert changed_keys(out) == V2_CHANGED
-    assert "research-papers@1 (recorded) -> research-papers@2 (installed)" in out
+    assert f"{RECORDED} (recorded) -> {NEXT} (installed)" in out
     assert "-final_k = 10 " in out and "+final_k = 12 " in out  # the user's line, its comment kept
     assert "Budget caps" not in out  # the heading appears exactly when a cap would move
     assert "migration" not in out.lower()
@@ -139,13 +151,13 @@ def test_apply_writes_the_printed_change_and_nothing_else(kb: Path, v2: Template
     assert changed_keys(out) == V2_CHANGED  # the whole change is printed before it is written
 
     after = load_manifest(manifest)
-    assert after.kb.template == "research-papers@2"
+    assert after.kb.template == NEXT
     assert (after.retrieval.final_k, after.chunking.overlap, after.embedding.batch_size) == (12, 48, 16)
     data = tomllib.loads(manifest.read_text(encoding="utf-8"))
     assert "adjacent_k" not in data["retrieval"]
     assert "# our own note, kept\n" in manifest.read_text(encoding="utf-8")
     assert "# Connected KBs:" in manifest.read_text(encoding="utf-8")  # comments are not template changes
-    backup = kb / "pinakes.toml.research-papers@1.bak"
+    backup = kb / f"pinakes.toml.{RECORDED}.bak"
     assert backup.read_bytes() == original
     # Every line not named by a hunk is byte-identical.
     old_lines = original.decode().splitlines()
@@ -230,26 +242,27 @@ def test_a_user_cap_the_template_does_not_move_prints_no_budget_heading(kb: Path
 
 def test_a_version_never_archived_cannot_be_compared(kb: Path, templates: Path, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    catalog = bump(templates, TEMPLATE, [("final_k = 10 ", "final_k = 12 ")], version="3")
+    skipped = NEXT.partition("@")[2]  # a version released from somewhere else, never archived here
+    catalog = bump(templates, TEMPLATE, [("final_k = 10 ", "final_k = 12 ")], version=next_version(skipped))
     monkeypatch.setattr(plan_module, "TemplateCatalog", lambda: catalog)
     manifest = kb / "pinakes.toml"
-    edit(manifest, '"research-papers@1"', '"research-papers@2"')  # a version whose content is unknown
+    edit(manifest, f'"{RECORDED}"', f'"{NEXT}"')  # a version whose content is unknown
     before = manifest.read_bytes()
     assert main(["-C", str(kb), "upgrade"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("cannot compare: research-papers@2 was never archived")
+    assert out.startswith(f"cannot compare: {NEXT} was never archived")
     assert "final_k" not in out  # nothing is diffed from a reconstruction
     assert main(["-C", str(kb), "upgrade", "--apply"]) == EXIT_UNAVAILABLE
     assert manifest.read_bytes() == before
 
 
 @pytest.mark.parametrize("recorded, fragment", [
-    ("research-papers@9", "newer than the installed research-papers@1"),
+    (NEXT, f"newer than the installed {RECORDED}"),
     ("lab-notebook@1", "no template named 'lab-notebook' is installed"),
 ])
 def test_other_references_cannot_be_compared(kb: Path, recorded: str, fragment: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    edit(kb / "pinakes.toml", '"research-papers@1"', f'"{recorded}"')
+    edit(kb / "pinakes.toml", f'"{RECORDED}"', f'"{recorded}"')
     assert main(["-C", str(kb), "upgrade"]) == 0
     assert fragment in capsys.readouterr().out
 
@@ -273,6 +286,75 @@ def test_a_manifest_edited_after_the_report_is_not_overwritten(kb: Path, v2: Tem
     with pytest.raises(UpgradeRefusedError, match="changed since"):
         apply_upgrade(plan, budget_confirmed=True)
     assert (kb / "pinakes.toml").read_bytes() == before
+
+
+# --- a real release: a KB stamped from the first archived version, upgraded to the installed one ----
+
+FIRST = "1"  # every KB made before the first template edit records NAME@1
+
+
+def stamp_from_archive(directory: Path, name: str, version: str) -> Path:
+    """A KB as `pnk init --template NAME` made it when `NAME@version` was the installed version: its
+    manifest rendered from that version's archived text, for the KB's own name, id and provider."""
+    made = init_kb(directory, name="papers", template=name)
+    source = TemplateCatalog().archived_manifest_source(name, version)
+    assert source is not None, f"{name}@{version} is not archived"
+    text = render(source, RenderValues(made.name, made.kb_id, made.embedding_provider), f"{name}@{version}")
+    (made.root / "pinakes.toml").write_text(text, encoding="utf-8")
+    return made.root
+
+
+def lines_outside(text: str, keys: set[tuple[str, str]]) -> list[str]:
+    """`text`'s lines, less those of the `keys` it sets."""
+    file = layout(text)
+    named = {index for address, span in file.keys.items() if address in keys for index in range(span.start, span.end)}
+    return [line for index, line in enumerate(file.lines) if index not in named]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_kb_from_the_first_release_upgrades_to_the_installed_one_keeping_the_users_edits(
+        name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    catalog = TemplateCatalog()  # the real, installed templates and archive: no fixture release
+    installed = catalog.get(name).ref
+    assert f"{name}@{FIRST}" != installed, "the installed version is still the first: nothing to upgrade"
+    kb = stamp_from_archive(tmp_path / "kb", name, FIRST)
+    manifest = kb / "pinakes.toml"
+    assert "# the only channel built" in manifest.read_text(encoding="utf-8")  # what @1 said
+    # The user's own edits: a tuned value with its own comment, a renamed KB, a note of their own.
+    edit(manifest, "rrf_k = 60\n", "rrf_k = 70  # tuned on our golden set\n")
+    edit(manifest, 'name = "papers"', 'name = "Papers, renamed"')
+    edit(manifest, "[deep]\n", "[deep]\n# our own note, kept\n")
+    original = manifest.read_bytes()
+
+    assert main(["-C", str(kb), "upgrade", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["recorded"], report["installed"]) == (f"{name}@{FIRST}", installed)
+    assert report["applicable"] is True and report["conflicts"] == 0
+    assert main(["-C", str(kb), "upgrade"]) == 0
+    assert f"{name}@{FIRST} (recorded) -> {installed} (installed)" in capsys.readouterr().out
+    assert manifest.read_bytes() == original  # a report changes nothing
+
+    assert main(["-C", str(kb), "upgrade", "--apply"]) == 0
+    capsys.readouterr()
+    upgraded = manifest.read_text(encoding="utf-8")
+    after = load_manifest(manifest)
+    assert after.kb.template == installed
+    assert (kb / f"pinakes.toml.{name}@{FIRST}.bak").read_bytes() == original
+    # Every value is the installed template's, except the ones the user chose.
+    expected = flatten(tomllib.loads(render(catalog.manifest_source(name), RenderValues(
+        "Papers, renamed", after.kb.id, after.embedding.provider), installed)))
+    expected["retrieval", "rrf_k"] = 70
+    assert flatten(tomllib.loads(upgraded)) == expected
+    # Every line no hunk names is the user's own, byte for byte and in order: their note, their
+    # tuning comment, and the template's comments as @1 wrote them (comments are not keys,
+    # docs/GUIDE.md: the reworded graph_channel comment reaches KBs stamped now, not this one).
+    touched = {(hunk["section"], hunk["key"]) for hunk in report["changes"]} | {("kb", "template")}
+    assert lines_outside(original.decode(), touched) == lines_outside(upgraded, touched)
+    assert "rrf_k = 70  # tuned on our golden set\n" in upgraded and "# our own note, kept\n" in upgraded
+    assert "# the only channel built" in upgraded
+
+    assert main(["-C", str(kb), "upgrade"]) == 0
+    assert capsys.readouterr().out.startswith("no change")
 
 
 def test_upgrading_is_never_called_a_migration() -> None:

@@ -40,10 +40,10 @@ class InitResult:
     root: Path
     kb_id: str
     name: str
+    template: str  # NAME@VERSION, as the manifest records it
     embedding_provider: str = "sentence-transformers"
     embedding_provider_installed: bool = True
     gitignore: GitignoreAction = "created"
-    template: str = f"{DEFAULT_TEMPLATE}@1"  # NAME@VERSION, as the manifest records it
 
 
 def default_embedding_provider() -> tuple[str, bool]:
