@@ -24,6 +24,7 @@ from pinakes.embed.base import identity_meta
 from pinakes.errors import PinakesError
 from pinakes.faults import faultpoint
 from pinakes.index.schema import index_error, transaction, write_meta
+from pinakes.index.terms import record_term_frequencies
 from pinakes.links.store import write_links
 from pinakes.search.scripts import shadow
 from pinakes.sync.keys import key_is_current
@@ -179,6 +180,7 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
             for start in range(0, len(chunks), EMBED_SLICE_CHUNKS):
                 part = chunks[start:start + EMBED_SLICE_CHUNKS]
                 vectors = vectors_for(part, start)
+                written: list[tuple[int, str]] = []
                 for position, chunk in enumerate(part):
                     heading = (json.dumps(list(chunk.heading_path), ensure_ascii=False)
                                if chunk.heading_path else None)
@@ -188,9 +190,12 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
                         (item.doc_id, chunk.ordinal, chunk.text, chunk.char_start, chunk.char_end,
                          chunk.token_count, heading, chunk.page_start, chunk.page_end, shadow(chunk.text)),
                     )
+                    chunk_id = int(cursor.lastrowid or 0)
+                    written.append((chunk_id, chunk.text))
                     vector = np.ascontiguousarray(vectors[position], dtype=np.float32)
                     conn.execute("INSERT INTO embeddings (chunk_id, vector) VALUES (?, ?)",
-                                 (cursor.lastrowid, vector.tobytes()))
+                                 (chunk_id, vector.tobytes()))
+                record_term_frequencies(conn, written)
                 ctx.progress.advance(chunks=len(part))
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
             if not ctx.model_recorded:

@@ -19,6 +19,7 @@ import numpy as np
 
 from pinakes.embed.base import ModelIdentity, identity_meta
 from pinakes.index import schema
+from pinakes.index.terms import record_term_frequencies
 from tests.fakes import FakeEmbedder
 
 EmbedFn = Callable[[list[str]], Any]  # texts -> (n, dim) float32 unit rows
@@ -110,6 +111,7 @@ def write_documents(conn, docs: Iterable[DocSpec], embed: EmbedFn | None = None)
     """
     ids: dict[str, str] = {}
     pending: list[tuple[int, str]] = []
+    counted: list[tuple[int, str]] = []
     for doc in docs:
         doc_id = doc.doc_id or new_doc_id(doc.path)
         ids[doc.path] = doc_id
@@ -136,10 +138,12 @@ def write_documents(conn, docs: Iterable[DocSpec], embed: EmbedFn | None = None)
                  chunk.page_start, chunk.page_end),
             )
             chunk_id = int(cursor.lastrowid or 0)
+            counted.append((chunk_id, chunk.text))
             if chunk.vector is not None:
                 _store_vector(conn, chunk_id, np.asarray(chunk.vector, dtype=np.float32))
             elif embed is not None:
                 pending.append((chunk_id, chunk.text))
+    record_term_frequencies(conn, counted)
     if pending and embed is not None:
         vectors = np.asarray(embed([text for _, text in pending]), dtype=np.float32)
         for (chunk_id, _), vector in zip(pending, vectors, strict=True):

@@ -1,4 +1,4 @@
-"""The index schema (version 5) and the only ways to open the index.
+"""The index schema (version 6) and the only ways to open the index.
 
 There are no migrations: an index written under another schema_version refuses to open and names
 `pnk sync --rebuild`. `.pinakes/` is derived state, so rebuilding is always free and always correct.
@@ -28,7 +28,8 @@ from pinakes.errors import (
 # 4: walk_cache.ctime_ns (an in-place write that restores the mtime is still seen).
 # 5: documents.pages_without_text (PDF pages with no usable text layer, for status and doctor);
 #    chunks.fts_text, the shadow text FTS5 indexes for Han, kana and Hangul (no whole-run tokens).
-SCHEMA_VERSION = 5
+# 6: chunk_terms, each chunk's term frequencies, which the keyword side's BM25 reads (index/terms.py).
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_MS = 10_000
 
 # The FTS5 tokenizer is part of the schema: changing it changes every BM25 score. So is the shadow
@@ -95,10 +96,22 @@ END;
 CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
     INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, coalesce(old.fts_text, old.text));
 END;
+-- The sync never rewrites a chunk's text (it replaces the chunk); should anything else, its term
+-- counts go, and the keyword side ranks the queries that meet it by FTS5's bm25() alone.
 CREATE TRIGGER chunks_fts_update AFTER UPDATE OF text, fts_text ON chunks BEGIN
     INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, coalesce(old.fts_text, old.text));
     INSERT INTO chunks_fts (rowid, text) VALUES (new.id, coalesce(new.fts_text, new.text));
+    DELETE FROM chunk_terms WHERE chunk_id = old.id;
 END;
+
+-- Each chunk's terms as chunks_fts's tokenizer produced them, and how often (index/terms.py): the
+-- keyword side scores BM25 with its own k1 and b from these, which FTS5's bm25() fixes.
+CREATE TABLE chunk_terms (
+    chunk_id  INTEGER NOT NULL REFERENCES chunks (id) ON DELETE CASCADE,
+    term      TEXT NOT NULL,
+    frequency INTEGER NOT NULL,
+    PRIMARY KEY (chunk_id, term)
+) WITHOUT ROWID;
 
 CREATE TABLE embeddings (
     chunk_id INTEGER PRIMARY KEY REFERENCES chunks (id) ON DELETE CASCADE,

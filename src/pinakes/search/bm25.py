@@ -10,17 +10,16 @@ The plan, measured on the development corpora (docs/QUALITY.md):
      1e-6 — are dropped while a term with weight remains: they move no score by more than ~2e-6,
      so the only rows they change are those holding nothing else (no longer candidates), but every
      row holding one would be scored, and at 100k chunks they are the dearest part of a query
-     (under the postings scoring of step 5 such a term weighs at most log 2; dropping it was
-     measured neutral on both development corpora, and it stays a cost rule);
+     (under the BM25 of step 5 such a term weighs at most log 2; dropping it was measured neutral
+     on both development corpora, and it stays a cost rule);
   4. past MAX_QUERY_TERMS distinct terms, the rarest are kept;
-  5. the rest are OR-ed, each quoted, matched by FTS5, and ranked by FTS5's bm25() (k1 1.2, b 0.75,
-     fixed). BM25 computed from FTS5's own postings with k1 2.5 and b 0.4 (`scored_from_postings`,
-     `KeywordOptions(k1=2.5)`) ranks better — at or above bm25s on both English development
-     corpora, where bm25() is significantly below it on tldr-nl2bash-dev — but even rescoring only
-     bm25()'s first rows it costs 1.5x at 100k chunks (p50 44 ms against 30 ms, docs/QUALITY.md),
-     past the search latency target, so it is opt-in. A plan holding a phrase (a
-     word the tokenizer splits, a word of Han, kana or Hangul) is always ranked by FTS5's bm25(),
-     which alone knows where a phrase occurs.
+  5. the rest are OR-ed, each quoted and matched by FTS5; FTS5's bm25() (k1 1.2 and b 0.75, fixed)
+     picks the first 3 × `limit` rows, and those are ranked by BM25 with k1 2.5, b 0.4 and
+     Lucene's IDF, computed from each chunk's term counts (`scored_from_postings`, index/terms.py).
+     That ranks at or above bm25s on both English development corpora, where bm25() alone is
+     significantly below it on tldr-nl2bash-dev (docs/QUALITY.md), for ~1.5 ms a query at 100k
+     chunks. A plan holding a phrase (a word the tokenizer splits, a word of Han, kana or Hangul)
+     is ranked by FTS5's bm25() alone, which alone knows where a phrase occurs.
 A query whose content words are all unknown is answered with nothing from this retriever: falling
 back to its function words would turn a visibly empty result into a confidently wrong one.
 
@@ -47,9 +46,9 @@ from enum import Enum
 from pinakes.search.query import MAX_QUERY_TERMS, AnalyzedQuery, QueryUnit, fts_quote
 
 VOCAB_TABLE = "temp.pnk_chunks_vocab"
-INSTANCE_TABLE = "temp.pnk_chunks_instances"
-# The postings scoring rescores this many times `limit` of the rows FTS5's bm25() ranks first.
-RESCORE_POOL = 10
+# BM25 with the keyword side's own k1 and b rescores this many times `limit` of the rows FTS5's
+# bm25() ranks first.
+RESCORE_POOL = 3
 
 
 class KeywordStrategy(Enum):
@@ -79,11 +78,10 @@ class KeywordOptions:
     drop_weightless_terms: bool = True
     # Drop content terms held by more than this share of chunks, while rarer ones remain.
     ubiquity_ceiling: float | None = None
-    # BM25's term-frequency saturation and length normalisation, scored from FTS5's own postings
-    # (`scored_from_postings`); None (the default) ranks by FTS5's bm25(), whose k1 1.2 and b 0.75
-    # are fixed. k1 2.5 with b 0.4 ranks best on the English development corpora (at least bm25s on
-    # each) but costs 1.5x at 100k chunks (docs/QUALITY.md, bench/bench_keyword.py): opt-in for now.
-    k1: float | None = None
+    # BM25's term-frequency saturation and length normalisation (`scored_from_postings`); None ranks
+    # by FTS5's bm25() alone, whose k1 1.2 and b 0.75 are fixed. k1 2.5 with b 0.4 ranks best on the
+    # English development corpora, at or above bm25s on each (docs/QUALITY.md, bench/bench_keyword.py).
+    k1: float | None = 2.5
     b: float = 0.4
     segmented: SegmentedPlan = SegmentedPlan.PHRASE_AND_OR
 
@@ -128,7 +126,6 @@ def ensure_vocabulary(conn: sqlite3.Connection) -> None:
     It lives in the temp schema, which a `mode=ro` connection may still write.
     """
     conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB_TABLE} USING fts5vocab (main, chunks_fts, 'row')")
-    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {INSTANCE_TABLE} USING fts5vocab (main, chunks_fts, 'instance')")
 
 
 class DocumentFrequencies:
@@ -359,37 +356,40 @@ def scored_from_postings(
     conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[QueryUnit, ...], limit: int,
     scope_sql: str | None, scope_params: list[object] | None, k1: float, b: float,
 ) -> list[tuple[int, float]]:
-    """BM25 with the given k1 and b, from FTS5's postings: term frequencies from the fts5vocab
-    `instance` table, row lengths from `chunks_fts_docsize`, the average from the table's own
-    averages record. The IDF is Lucene's, log(1 + (N - df + 0.5) / (df + 0.5)), never negative.
+    """BM25 with the given k1 and b over the RESCORE_POOL × `limit` rows FTS5's bm25() ranks first:
+    term frequencies from `chunk_terms` (index/terms.py, written with each chunk), row lengths from
+    `chunks_fts_docsize`, the average from the FTS table's own averages record. The IDF is Lucene's,
+    log(1 + (N - df + 0.5) / (df + 0.5)), never negative.
 
-    Only the RESCORE_POOL × `limit` rows FTS5's bm25() ranks first are rescored: scoring every
-    posting in Python cost 4x at 100k chunks, and a row bm25() ranks that low is not one another
-    k1 and b lift into the top `limit`. A phrase unit (more than one term) has no frequency in the
-    instance table, so a plan holding one is ranked by FTS5's bm25() instead.
+    A row bm25() ranks that low is not one another k1 and b lift into the top `limit` (the pool was
+    measured at 3, 5 and 10 × `limit` with identical rankings on both English development corpora).
+    A phrase unit (more than one term) has no count in `chunk_terms`, so a plan holding one is
+    ranked by FTS5's bm25() instead; so is a pool holding a row without counts (a text rewritten in
+    place, which the sync never does), rather than dropping it.
     """
     rows, total = _averages(conn)
-    if rows == 0:
-        return []
     match = match_expression(units)
-    if match is None:
+    if rows == 0 or match is None:
         return []
-    pool = [rowid for rowid, _ in _fts5_ranked(conn, match, limit * RESCORE_POOL, scope_sql, scope_params)]
-    if not pool:
+    ranked = _fts5_ranked(conn, match, limit * RESCORE_POOL, scope_sql, scope_params)
+    if not ranked:
         return []
+    pool = [rowid for rowid, _ in ranked]
     average = total / rows
     weights = {unit.terms[0]: plan.idf(unit) for unit in units}
     term_marks, pool_marks = ", ".join("?" * len(weights)), ", ".join("?" * len(pool))
     sizes = {rowid: _varint(size) for rowid, size in conn.execute(
         f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({pool_marks})", pool)}
-    sql = (f"SELECT doc, term, count(*) FROM {INSTANCE_TABLE} WHERE term IN ({term_marks}) "
-           f"AND doc IN ({pool_marks}) GROUP BY doc, term")
+    sql = (f"SELECT chunk_id, term, frequency FROM chunk_terms WHERE chunk_id IN ({pool_marks}) "
+           f"AND term IN ({term_marks})")
     scores: dict[int, float] = {}
-    for doc, term, frequency in conn.execute(sql, [*weights, *pool]):
-        norm = k1 * (1.0 - b + b * sizes[doc] / average)
-        scores[doc] = scores.get(doc, 0.0) + weights[term] * frequency * (k1 + 1.0) / (frequency + norm)
+    for chunk_id, term, frequency in conn.execute(sql, [*pool, *weights]):
+        norm = k1 * (1.0 - b + b * sizes[chunk_id] / average)
+        scores[chunk_id] = scores.get(chunk_id, 0.0) + weights[term] * frequency * (k1 + 1.0) / (frequency + norm)
+    if len(scores) < len(pool):
+        return ranked[:limit]
     best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
-    return [(int(doc), score) for doc, score in best]
+    return [(int(chunk_id), score) for chunk_id, score in best]
 
 
 def _averages(conn: sqlite3.Connection) -> tuple[int, int]:

@@ -145,6 +145,23 @@ class Tokenizer:
             conn.execute("ROLLBACK")  # the probe keeps nothing between calls
         return [tuple(terms) for terms in result]
 
+    def frequencies(self, texts: list[str]) -> list[dict[str, int]]:
+        """How often each term occurs in each text (as the index holds it: shadowed)."""
+        result: list[dict[str, int]] = [{} for _ in texts]
+        conn = self._conn
+        conn.execute("BEGIN")
+        try:
+            conn.execute("DELETE FROM probe")
+            conn.executemany(
+                "INSERT INTO probe (rowid, t) VALUES (?, ?)",
+                ((i + 1, shadow_or_self(text)) for i, text in enumerate(texts)),
+            )
+            for doc, term, count in conn.execute("SELECT doc, term, count(*) FROM probe_terms GROUP BY doc, term"):
+                result[doc - 1][term] = count
+        finally:
+            conn.execute("ROLLBACK")
+        return result
+
     def presence(self, texts: list[str], terms: set[str]) -> list[frozenset[str]]:
         """Which of `terms` each text contains. Asks fts5vocab for those terms only, so the cost
         is the tokenizing, not reading every instance back into Python as `terms()` does."""
