@@ -90,6 +90,7 @@ def test_its_own_k1_and_b_outrank_fts5s(tmp_path):
     assert [p.path for p in first.passages] == ["docs/short.md", "docs/long.md"]
     assert [p.path for p in second.passages] == ["docs/long.md", "docs/short.md"]
     long_score, short_score = (p.scores.bm25_score for p in second.passages)
+    assert long_score is not None and short_score is not None
     assert long_score / short_score == pytest.approx(1.826 / 1.273, rel=0.05)
 
 
