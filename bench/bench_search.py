@@ -8,26 +8,38 @@ stand-in cross-encoder (real architecture, made-up weights: bench/standin_rerank
     python bench/bench_search.py --provider sentence-transformers --sizes 10000
     python bench/bench_search.py --json out.json
 
-Corpus: the real chunks of the two development corpora (tldr-nl2bash-dev and cranfield, chunked as
-bench/quality_dev.py chunks them) with their real all-MiniLM-L6-v2 vectors. The 100k index
-repeats those chunks (each copy is a distinct document, so document counts, FTS doclists and the
-matrix are really 100k rows); each repeated vector gets a small perturbation (sigma 0.01,
-renormalised) so the matrix holds no exact duplicates. Embedding 100k chunks on this machine would
-take about an hour, which is why the texts and vectors are reused. Queries are the corpora's
-questions. Each size runs in its own process, so its peak RSS is its own.
+Corpus: the documents of the two development corpora (cranfield and tldr-nl2bash-dev), indexed by
+the product itself: `pnk init`'s code, the files copied under docs/, and the sync API (`run_sync`,
+what `pnk sync` runs) with the packaged model's tokenizer, so chunks, FTS rows, chunk_terms and the
+graph are exactly what a sync writes. A size is reached by adding documents (whole copies of the
+corpora, each copy under its own directory, so document counts, FTS doclists and the matrix really
+hold that many rows) until the index holds at least that many chunks. Vectors are the packaged
+model's, looked up by chunk text (`VectorsByText`): each distinct chunk text is embedded once, on
+the first run, and cached under --cache; every later occurrence of a text (the copies) gets that
+vector with a small perturbation (sigma 0.01, renormalised) so the matrix holds no exact
+duplicates. Embedding 100k chunks on this machine would take about an hour, which is why the
+vectors of the copies are reused. Queries are the corpora's questions. Each size runs in its own
+process, so its peak RSS is its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
+import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import time
+import zlib
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,75 +47,132 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import quality_dev  # noqa: E402
-
 from pinakes.embed.base import identity_meta  # noqa: E402
 from pinakes.index import schema  # noqa: E402
 from pinakes.search.core import Searcher, SearchSettings  # noqa: E402
 from tests.fakes import default_section  # noqa: E402
-from tests.helpers_index import ChunkSpec, DocSpec, write_documents  # noqa: E402
+from tests.kb_helpers import init_test_kb, sync  # noqa: E402
 
+SHARED = REPO.parent / "shared" / "corpora"
+CORPORA = {"cranfield": (SHARED / "cranfield", "*.txt"), "tldr": (SHARED / "tldr-nl2bash-dev", "*/*.md")}
 QUERIES = 120
 WARMUP = 10
 RERANK_QUERIES = 20  # one search reranks 20 passages: ~0.6 s (MiniLM-L6) to ~4 s (bge-base) on 2 cores
+PERTURBATION = 0.01
 
 
-def real_chunks(cache: Path) -> tuple[list[tuple[str, str]], np.ndarray, list[str]]:
-    """(doc path, chunk text) of both corpora, their vectors, and the questions."""
-    model: quality_dev.PackagedMiniLM | None = None
-    texts: list[tuple[str, str]] = []
-    vectors = []
-    questions: list[str] = []
-    for corpus in quality_dev.CORPORA.values():
-        docs = quality_dev.load_documents(corpus)
-        cached = sorted(cache.glob(f"{corpus.name}-vectors-*.npy"))
-        if cached:
-            vectors.append(np.load(cached[-1]))
-        else:
-            model = model or quality_dev.PackagedMiniLM()
-            vectors.append(quality_dev.cached_vectors(corpus, docs, model, cache))
-        texts.extend((f"{corpus.name}/{doc.path}", chunk.text) for doc in docs for chunk in doc.chunks or ())
-        questions.extend(question.query for question in quality_dev.load_questions(corpus))
-    return texts, np.concatenate(vectors).astype(np.float32), questions
+class VectorsByText:
+    """The packaged model as the sync sees it (its identity and tokenizer, so chunks are the
+    product's), with document vectors looked up by chunk text: a text not in the cache is embedded
+    by the model and kept; each repeat of a text within this process gets the cached vector
+    perturbed (seeded by the text and the repeat number, so a rebuild draws the same vectors)."""
+
+    def __init__(self, real: Any, cache: Path):
+        self._real = real
+        self.identity = real.identity
+        self.max_input_tokens = real.max_input_tokens
+        slug = f"{real.identity.provider}-{real.identity.model}".replace("/", "_")
+        self._texts_path, self._vectors_path = cache / f"vectors-{slug}.json", cache / f"vectors-{slug}.npy"
+        self._vectors: dict[str, np.ndarray] = {}
+        if self._texts_path.exists() and self._vectors_path.exists():
+            texts = json.loads(self._texts_path.read_text(encoding="utf-8"))
+            self._vectors = dict(zip(texts, np.load(self._vectors_path), strict=True))
+        self._seen: Counter[str] = Counter()
+        self.embedded = 0  # texts the model embedded in this process
+
+    def __getattr__(self, name: str) -> Any:  # count_tokens, count_tokens_batch: the model's own
+        return getattr(self._real, name)
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        missing = [text for text in dict.fromkeys(texts) if text not in self._vectors]
+        if missing:
+            fresh = np.asarray(self._real.embed_documents(missing), dtype=np.float32)
+            self._vectors.update(zip(missing, fresh, strict=True))
+            self.embedded += len(missing)
+        rows = []
+        for text in texts:
+            vector = self._vectors[text]
+            repeat = self._seen[text]
+            self._seen[text] += 1
+            if repeat:
+                rng = np.random.default_rng([zlib.crc32(text.encode()), repeat])
+                vector = vector + rng.normal(0.0, PERTURBATION, vector.shape).astype(np.float32)
+                vector = vector / np.linalg.norm(vector)
+            rows.append(vector)
+        return np.stack(rows).astype(np.float32) if rows else np.zeros((0, self.identity.dim), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._real.embed_query(text)
+
+    def save(self) -> None:
+        texts = list(self._vectors)
+        self._texts_path.write_text(json.dumps(texts), encoding="utf-8")
+        np.save(self._vectors_path, np.stack([self._vectors[text] for text in texts]))
 
 
-def build_sized_index(path: Path, size: int, texts, vectors, meta: dict[str, str]) -> None:
-    """`size` chunks: the real ones, then perturbed copies, each copy under its own document.
+def corpus_documents() -> list[tuple[Path, str]]:
+    """(source file, path under docs/) of both corpora, in a fixed order; empty files skipped."""
+    documents = []
+    for name, (root, pattern) in CORPORA.items():
+        for path in sorted((root / "docs").glob(pattern)):
+            if path.stat().st_size:
+                documents.append((path, f"{name}/{path.relative_to(root / 'docs').as_posix()}"))
+    return documents
 
-    A cached index is reused while it was stamped with this model identity; otherwise rebuilt."""
-    if path.exists():
-        reader = schema.open_reader(path)
+
+def questions() -> list[str]:
+    found = []
+    for root, _ in CORPORA.values():
+        with open(root / "questions.jsonl", encoding="utf-8") as handle:
+            found.extend(json.loads(line)["query"] for line in handle if line.strip())
+    return found
+
+
+def chunk_count(index: Path) -> int:
+    if not index.exists():
+        return 0
+    conn = sqlite3.connect(f"{index.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def build_sized_kb(kb: Path, size: int, embedder: VectorsByText) -> Path:
+    """A KB whose index holds at least `size` chunks, built by the sync: copies of the corpora's
+    documents (copy0/, copy1/, ...) are added in batches, each batch sized from the chunks per
+    document seen so far, and synced. A cached KB is reused while it was stamped with this model
+    identity and is big enough; otherwise it is built again from nothing."""
+    index = kb / ".pinakes" / "index.db"
+    if index.exists():
+        reader = schema.open_reader(index)
         try:
-            stamped = {key: value for key, value in schema.read_meta(reader).items() if key in meta}
+            stamped = {key: value for key, value in schema.read_meta(reader).items()
+                       if key in identity_meta(embedder.identity)}
         finally:
             reader.close()
-        if stamped == meta:
-            return
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(path) + suffix).unlink(missing_ok=True)
-    rng = np.random.default_rng(20260801)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = schema.open_writer(path)
+        if stamped == identity_meta(embedder.identity) and chunk_count(index) >= size:
+            return index
+    if kb.exists():
+        shutil.rmtree(kb)
+    init_test_kb(kb, embedder.identity, name=kb.name)
+    documents = corpus_documents()
     written = 0
-    copy = 0
-    with schema.transaction(conn):
-        while written < size:
-            docs: dict[str, DocSpec] = {}
-            for (doc_path, text), vector in zip(texts, vectors, strict=True):
-                if written >= size:
-                    break
-                if copy:
-                    vector = vector + rng.normal(0.0, 0.01, vector.shape).astype(np.float32)
-                    vector /= np.linalg.norm(vector)
-                name = f"copy{copy}/{doc_path}"
-                doc = docs.setdefault(name, DocSpec(name, source_type="markdown", chunks=[]))
-                doc.chunks.append(ChunkSpec(text, 0, len(text), vector=vector))  # type: ignore[union-attr]
-                written += 1
-            write_documents(conn, docs.values())
-            copy += 1
-        schema.write_meta(conn, dict(meta))
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
+    started = time.perf_counter()
+    while (chunks := chunk_count(index)) < size:
+        per_document = chunks / written if written else 1.0
+        batch = max(1, math.ceil((size - chunks) / per_document / (1 if written else 2)))
+        for number in range(written, written + batch):
+            source, relative = documents[number % len(documents)]
+            target = kb / "docs" / f"copy{number // len(documents)}" / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+        written += batch
+        sync(kb, embedder, quiet=True)
+        embedder.save()
+    print(f"  built {kb.name}: {chunk_count(index)} chunks from {written} documents in "
+          f"{time.perf_counter() - started:.0f} s ({embedder.embedded} texts embedded by the model)", file=sys.stderr)
+    return index
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -117,10 +186,9 @@ def measure_size(size: int, provider: str, cache: Path, standin: str | None) -> 
 
     section = default_section(provider)
     embedder = load_embedder(section, offline=True)
-    texts, vectors, questions = real_chunks(cache)
-    index = cache / f"bench-{size}-{provider}" / "index.db"
-    build_sized_index(index, size, texts, vectors, identity_meta(embedder.identity))
-    queries = questions[:: max(1, len(questions) // QUERIES)][:QUERIES]
+    index = build_sized_kb(cache / f"sync-kb-{size}-{provider}", size, VectorsByText(embedder, cache))
+    asked = questions()
+    queries = asked[:: max(1, len(asked) // QUERIES)][:QUERIES]
     searcher = Searcher(index, SearchSettings(rerank=False), embedder=embedder, embedding_section=section)
     started = time.perf_counter()
     searcher.search(queries[0], mode="vector")  # loads the matrix
@@ -195,18 +263,9 @@ def measure_rerank(index: Path, embedder, section, queries: list[str], shape: st
 
 
 def cold_cli(size: int, provider: str, cache: Path, runs: int = 3) -> dict[str, object]:
-    """`pnk search` in a fresh process over a KB whose index is the sized one."""
-    kb = cache / f"bench-kb-{size}-{provider}"
-    (kb / ".pinakes").mkdir(parents=True, exist_ok=True)
-    (kb / "docs").mkdir(exist_ok=True)
-    index = kb / ".pinakes" / "index.db"
-    if not index.exists():
-        index.symlink_to(cache / f"bench-{size}-{provider}" / "index.db")
-    (kb / "pinakes.toml").write_text(
-        '[kb]\nname = "bench"\nid = "01J9Z8Y7X6W5V4T3S2R1Q0P9N8"\n\n[sources]\nroots = ["docs"]\n\n'
-        f'[embedding]\nprovider = "{provider}"\nmodel = "sentence-transformers/all-MiniLM-L6-v2"\ndim = 384\n\n'
-        "[retrieval]\nrerank = false\n"
-    )
+    """`pnk search` in a fresh process over the sized KB (its manifest names the model it was
+    synced with, and rerank is off as the template ships it)."""
+    kb = cache / f"sync-kb-{size}-{provider}"
     walls = []
     for _ in range(runs):
         started = time.perf_counter()

@@ -5,7 +5,7 @@ models are exercised by the embedding tests and the end-to-end tests that are ma
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import xxhash
@@ -47,6 +47,46 @@ class FakeEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._vector(text)
+
+
+class HashEmbedder(FakeEmbedder):
+    """FakeEmbedder at 64 dimensions (texts sharing no word have cosine 0, up to hash collisions)
+    under an identity a manifest can name: `sentence-transformers` / `test/hash-bow` / 64, what the
+    search tests' KBs declare (tests/kb_helpers.py writes it into their manifests)."""
+
+    def __init__(self, dim: int = 64, model: str = "test/hash-bow", provider: str = "sentence-transformers"):
+        super().__init__(dim=dim, model=model, provider=provider)
+
+
+class VectorTableEmbedder(HashEmbedder):
+    """Hand-placed vectors: a text in `table` embeds as its vector (normalised), any other text by
+    its hashed words; every query embeds as `query` when given. For tests that reason about exact
+    cosines, built through a real sync: the chunk texts the sync embeds are the table's keys."""
+
+    def __init__(self, table: Mapping[str, Sequence[float]], query: Sequence[float] | None = None,
+                 model: str = "test/vector-table"):
+        dims = {len(vector) for vector in table.values()} | ({len(query)} if query is not None else set())
+        if len(dims) != 1:
+            raise ValueError(f"every placed vector needs the same dimension, not {sorted(dims)}")
+        super().__init__(dim=dims.pop(), model=model)
+        self.table = {text: _unit(vector) for text, vector in table.items()}
+        self.query = None if query is None else _unit(query)
+        self.embedded: list[str] = []  # every document text the sync asked for, in order
+
+    def _vector(self, text: str) -> np.ndarray:
+        return self.table[text] if text in self.table else super()._vector(text)
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        self.embedded.extend(texts)
+        return super().embed_documents(texts, batch_size)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.query if self.query is not None else super().embed_query(text)
+
+
+def _unit(vector: Sequence[float]) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float32)
+    return array / np.float32(np.linalg.norm(array))
 
 
 def default_section(provider: str) -> EmbeddingSection:

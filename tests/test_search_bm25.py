@@ -8,7 +8,8 @@ from pinakes.index import schema
 from pinakes.search import Searcher, SearchSettings
 from pinakes.search import bm25 as keyword
 from pinakes.search.query import MAX_QUERY_TERMS, Tokenizer, analyze, fts_quote, split_words
-from tests.helpers_index import DocSpec, HashEmbedder, build_index, build_search_index
+from tests.fakes import HashEmbedder
+from tests.kb_helpers import Doc, build_search_kb, flat_kb
 
 HOSTILE_QUERIES = {
     "unbalanced quote": 'kafka "replication',
@@ -49,11 +50,14 @@ HOSTILE_QUERIES = {
 }
 
 
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return build_search_kb(tmp_path_factory.mktemp("bm25") / "kb", HashEmbedder())
+
+
 @pytest.fixture
-def searcher(tmp_path):
-    embedder = HashEmbedder()
-    build_search_index(tmp_path / "index.db", embedder)
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False), embedder=embedder) as searcher:
+def searcher(index):
+    with Searcher(index, SearchSettings(rerank=False), embedder=HashEmbedder()) as searcher:
         yield searcher
 
 
@@ -76,11 +80,11 @@ def test_operator_characters_are_separators_not_syntax(searcher, query):
 
 
 def test_lone_operator_word_is_searched_as_a_word(tmp_path):
-    build_index(tmp_path / "index.db", [
-        DocSpec("a.md", "Nothing about logic here."),
-        DocSpec("b.md", "Use NOT to negate and OR to combine conditions."),
+    index = flat_kb(tmp_path / "kb", [
+        Doc("a.md", "Nothing about logic here."),
+        Doc("b.md", "Use NOT to negate and OR to combine conditions."),
     ])
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+    with Searcher(index, SearchSettings(rerank=False)) as searcher:
         result = searcher.search("OR", mode="bm25")
     assert [passage.path for passage in result.passages] == ["b.md"]
 
@@ -175,11 +179,11 @@ def test_a_query_whose_content_words_are_all_unknown_finds_nothing_by_keyword(se
 
 def test_a_word_stemming_onto_a_function_word_does_not_match_its_rows(tmp_path):
     """Porter folds `used` onto `us`; searching it would answer with every row saying "us"."""
-    build_index(tmp_path / "index.db", [
-        DocSpec("pronoun.md", "Tell us what you think; the team will get back to us."),
-        DocSpec("zarquon.md", "Zarquon is the name of a prophet."),
+    index = flat_kb(tmp_path / "kb", [
+        Doc("pronoun.md", "Tell us what you think; the team will get back to us."),
+        Doc("zarquon.md", "Zarquon is the name of a prophet."),
     ])
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+    with Searcher(index, SearchSettings(rerank=False)) as searcher:
         unknown = searcher.search("How is a frobnicator used?", mode="bm25")
         known = searcher.search("How is zarquon used?", mode="bm25")
         alone = searcher.search("used", mode="bm25")
@@ -191,12 +195,12 @@ def test_a_word_stemming_onto_a_function_word_does_not_match_its_rows(tmp_path):
 def test_the_term_cap_keeps_the_rarest_terms(tmp_path):
     common = [f"common{i}" for i in range(MAX_QUERY_TERMS)]
     rare = [f"rare{i}" for i in range(10)]
-    docs = [DocSpec(f"d{n}.md", " ".join(common)) for n in range(3)]
-    docs.append(DocSpec("rare.md", " ".join(rare + common)))
+    docs = [Doc(f"d{n}.md", " ".join(common)) for n in range(3)]
+    docs.append(Doc("rare.md", " ".join(rare + common)))
     # Enough other chunks that the common words are not weightless (in half the chunks or more).
-    docs.extend(DocSpec(f"other{n}.md", "unrelated filler") for n in range(5))
-    build_index(tmp_path / "index.db", docs)
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+    docs.extend(Doc(f"other{n}.md", "unrelated filler") for n in range(5))
+    index = flat_kb(tmp_path / "kb", docs)
+    with Searcher(index, SearchSettings(rerank=False)) as searcher:
         plan = _plan(searcher, " ".join(common + rare))
         result = searcher.search(" ".join(common + rare), mode="bm25")
     kept = {unit.word for unit in plan.units}
@@ -208,12 +212,12 @@ def test_the_term_cap_keeps_the_rarest_terms(tmp_path):
 
 
 def test_weightless_terms_are_dropped_while_a_term_with_weight_remains(tmp_path):
-    build_index(tmp_path / "index.db", [
-        DocSpec("a.md", "archive policy"), DocSpec("b.md", "archive rules"),
-        DocSpec("c.md", "archive tarball notes"), DocSpec("d.md", "courier loans"),
-        DocSpec("e.md", "reading room"),
+    index = flat_kb(tmp_path / "kb", [
+        Doc("a.md", "archive policy"), Doc("b.md", "archive rules"),
+        Doc("c.md", "archive tarball notes"), Doc("d.md", "courier loans"),
+        Doc("e.md", "reading room"),
     ])
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+    with Searcher(index, SearchSettings(rerank=False)) as searcher:
         plan = _plan(searcher, "archive tarball")
         both = searcher.search("archive tarball", mode="bm25")
         alone = searcher.search("archive", mode="bm25")
@@ -227,10 +231,10 @@ def test_weightless_terms_are_dropped_while_a_term_with_weight_remains(tmp_path)
 
 
 def test_the_frequency_cache_answers_correctly_across_a_reset(tmp_path, monkeypatch):
-    build_index(tmp_path / "index.db", [DocSpec("a.md", "kafka archive"), DocSpec("b.md", "kafka tarball"),
-                                        DocSpec("c.md", "reading room")])
+    index = flat_kb(tmp_path / "kb", [Doc("a.md", "kafka archive"), Doc("b.md", "kafka tarball"),
+                                        Doc("c.md", "reading room")])
     monkeypatch.setattr(keyword.DocumentFrequencies, "MAX_REMEMBERED", 3)
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+    with Searcher(index, SearchSettings(rerank=False)) as searcher:
         searcher.search("kafka archive", mode="bm25")
         # Two remembered + three asked > 3: the cache starts afresh mid-question, kafka included.
         plan = _plan(searcher, "kafka tarball room")
@@ -241,13 +245,13 @@ def test_the_frequency_cache_answers_correctly_across_a_reset(tmp_path, monkeypa
 
 
 def test_the_quorum_strategy_keeps_weightless_terms(tmp_path):
-    build_index(tmp_path / "index.db", [
-        DocSpec("a.md", "archive policy"), DocSpec("b.md", "archive rules"),
-        DocSpec("c.md", "archive tarball notes"), DocSpec("d.md", "courier loans"),
-        DocSpec("e.md", "reading room"),
+    index = flat_kb(tmp_path / "kb", [
+        Doc("a.md", "archive policy"), Doc("b.md", "archive rules"),
+        Doc("c.md", "archive tarball notes"), Doc("d.md", "courier loans"),
+        Doc("e.md", "reading room"),
     ])
     quorum = keyword.KeywordOptions(strategy=keyword.KeywordStrategy.QUORUM)
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher, searcher._snapshot() as generation:
+    with Searcher(index, SearchSettings(rerank=False)) as searcher, searcher._snapshot() as generation:
         plan = keyword.plan_keywords(generation.conn, analyze("archive tarball", generation.tokenizer), quorum,
                                      generation.chunk_count)
     # The quorum weighs terms by its own IDF, positive for every term: nothing is weightless there.
@@ -257,14 +261,14 @@ def test_the_quorum_strategy_keeps_weightless_terms(tmp_path):
 
 def test_dropping_weightless_terms_keeps_the_ranking_of_rows_that_have_weight(tmp_path):
     """Under FTS5's bm25() (k1=None), whose clamped IDF is what makes a term weightless."""
-    build_index(tmp_path / "index.db", [DocSpec(f"d{n}.md", text) for n, text in enumerate([
+    index = flat_kb(tmp_path / "kb", [Doc(f"d{n}.md", text) for n, text in enumerate([
         "archive tarball tarball", "archive tarball", "archive gzip", "archive", "gzip tarball", "room",
         "courier", "loans",
     ])])
     off = SearchSettings(rerank=False, keyword=keyword.KeywordOptions(drop_weightless_terms=False, k1=None))
     on = SearchSettings(rerank=False, keyword=keyword.KeywordOptions(k1=None))
-    with Searcher(tmp_path / "index.db", off) as plain, \
-            Searcher(tmp_path / "index.db", on) as dropping:
+    with Searcher(index, off) as plain, \
+            Searcher(index, on) as dropping:
         everything = plain.search("archive tarball gzip", mode="bm25")
         weighted = dropping.search("archive tarball gzip", mode="bm25")
     weighted_paths = [passage.path for passage in weighted.passages]
@@ -281,15 +285,15 @@ def test_bm25_ranks_the_document_holding_more_query_terms_first(searcher):
 
 
 def test_quorum_strategy_excludes_chunks_below_half_the_idf_weight(tmp_path):
-    build_index(tmp_path / "index.db", [
-        DocSpec("both.md", "kafka postgres"),
-        DocSpec("kafka1.md", "kafka only"), DocSpec("kafka2.md", "kafka again"),
-        DocSpec("pg1.md", "postgres only"), DocSpec("pg2.md", "postgres again"),
+    index = flat_kb(tmp_path / "kb", [
+        Doc("both.md", "kafka postgres"),
+        Doc("kafka1.md", "kafka only"), Doc("kafka2.md", "kafka again"),
+        Doc("pg1.md", "postgres only"), Doc("pg2.md", "postgres again"),
     ])
     quorum = SearchSettings(rerank=False, keyword=keyword.KeywordOptions(strategy=keyword.KeywordStrategy.QUORUM))
-    with Searcher(tmp_path / "index.db", quorum) as searcher:
+    with Searcher(index, quorum) as searcher:
         strict = searcher.search("kafka postgres", mode="bm25")
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher:
+    with Searcher(index, SearchSettings(rerank=False)) as searcher:
         plain = searcher.search("kafka postgres", mode="bm25")
     assert [passage.path for passage in strict.passages] == ["both.md"]
     assert len(plain.passages) == 5

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 
 import pytest
 
 import pinakes.embed
 from pinakes.cli import main
-from pinakes.embed.base import ModelIdentity
 from pinakes.errors import EXIT_CONFIG, EXIT_DATA, EXIT_UNAVAILABLE
 from pinakes.kb import KBPaths
-from tests.helpers_index import HashEmbedder, build_search_index
+from tests.fakes import HashEmbedder
+from tests.kb_helpers import SEARCH_MAX_TOKENS, SEARCH_OVERLAP, SEARCH_ROOTS, Doc, build_search_kb
 
 MANIFEST = """\
 [kb]
@@ -21,34 +22,51 @@ name = "search-test"
 id = "01J9Z8Y7X6W5V4T3S2R1Q0P9N8"
 
 [sources]
-roots = ["docs"]
+roots = {roots}
 
 [embedding]
 provider = "sentence-transformers"
 model = "test/hash-bow"
 dim = 64
 
+[chunking]
+max_tokens = {max_tokens}
+overlap = {overlap}
+
 [retrieval]
 rerank = {rerank}
 """
 
 
+def manifest(*, rerank: bool = False) -> str:
+    """The search corpus's manifest (tests/kb_helpers.py), naming the test embedder (HashEmbedder)."""
+    return MANIFEST.format(roots=json.dumps(list(SEARCH_ROOTS)), max_tokens=SEARCH_MAX_TOKENS,
+                           overlap=SEARCH_OVERLAP, rerank=str(rerank).lower())
+
+
 def make_kb(root, *, rerank: bool = False):
     root.mkdir(parents=True, exist_ok=True)
-    (root / "pinakes.toml").write_text(MANIFEST.format(rerank=str(rerank).lower()))
+    (root / "pinakes.toml").write_text(manifest(rerank=rerank))
     (root / "docs").mkdir(exist_ok=True)
     return KBPaths(root)
 
 
+@pytest.fixture(scope="module")
+def synced_kb(tmp_path_factory):
+    """The search corpus synced once; each test searches its own copy (some edit the manifest)."""
+    root = tmp_path_factory.mktemp("search-cli") / "kb"
+    build_search_kb(root, HashEmbedder(), manifest=manifest())
+    return root
+
+
 @pytest.fixture
-def kb(tmp_path, monkeypatch):
+def kb(synced_kb, tmp_path, monkeypatch):
     """A KB whose manifest names the test embedder, with the embedder swapped in for the real one."""
-    embedder = HashEmbedder(identity=ModelIdentity("sentence-transformers", "test/hash-bow", "1", "0" * 64, 64))
-    paths = make_kb(tmp_path / "kb")
-    paths.state_dir.mkdir()
-    build_search_index(paths.index_db, embedder)
+    embedder = HashEmbedder()
+    root = tmp_path / "kb"
+    shutil.copytree(synced_kb, root)
     monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None: embedder)
-    return paths
+    return KBPaths(root)
 
 
 def run(capsys, *argv):
@@ -198,14 +216,11 @@ def test_cwd_inside_the_kb_is_found(kb, capsys, monkeypatch):
 
 
 def test_names_titles_and_text_from_the_kb_never_reach_the_terminal_raw(tmp_path, monkeypatch, capsys):
-    from tests.helpers_index import DocSpec
-
-    embedder = HashEmbedder(identity=ModelIdentity("sentence-transformers", "test/hash-bow", "1", "0" * 64, 64))
-    paths = make_kb(tmp_path / "kb")
-    paths.state_dir.mkdir()
-    evil = DocSpec(path="docs/evil\x1b[2J\nname.md", title="Title\x1b]0;pwned\x07",
-                   text="zebra crossing \x1b[31mred\x1b[0m text about zebras", tags=("t\x1b[1m",))
-    build_search_index(paths.index_db, embedder, docs=[evil])
+    embedder = HashEmbedder()
+    paths = KBPaths(tmp_path / "kb")
+    evil = Doc("docs/evil\x1b[2J\nname.md", "zebra crossing \x1b[31mred\x1b[0m text about zebras\n",
+               title="Title\x1b]0;pwned\x07", tags=("t\x1b[1m",))
+    build_search_kb(paths.root, embedder, manifest=manifest(), docs=[evil])
     monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None: embedder)
     code, out, _ = run(capsys, "-C", str(paths.root), "search", "zebra")
     assert code == 0 and "zebra" in out
@@ -216,13 +231,10 @@ def test_names_titles_and_text_from_the_kb_never_reach_the_terminal_raw(tmp_path
 
 
 def test_a_document_without_a_title_is_shown_by_its_file_name(tmp_path, monkeypatch, capsys):
-    from tests.helpers_index import DocSpec
-
-    embedder = HashEmbedder(identity=ModelIdentity("sentence-transformers", "test/hash-bow", "1", "0" * 64, 64))
-    paths = make_kb(tmp_path / "kb")
-    paths.state_dir.mkdir()
-    build_search_index(paths.index_db, embedder, docs=[
-        DocSpec(path="docs/notes/travel.md", text="trains to the coast and ferries to the islands")])
+    embedder = HashEmbedder()
+    paths = KBPaths(tmp_path / "kb")
+    build_search_kb(paths.root, embedder, manifest=manifest(), docs=[
+        Doc("docs/notes/travel.md", "trains to the coast and ferries to the islands\n")])
     monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None: embedder)
     code, out, _ = run(capsys, "-C", str(paths.root), "search", "ferries", "--mode", "bm25")
     assert code == 0

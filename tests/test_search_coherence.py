@@ -1,24 +1,41 @@
-"""Refusals before answering (spec §4.4) and reloading when the index changes under a Searcher."""
+"""Refusals before answering (spec §4.4) and reloading when the index changes under a Searcher.
+
+Every index is built by the sync (tests/kb_helpers.py); a change under an open Searcher is a file
+edit, deletion or `--rebuild` followed by a sync, as a person makes it.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 
 from pinakes.errors import IndexMissingError, IndexSchemaError, ModelMismatchError, StaleExtractionError
 from pinakes.index import schema
+from pinakes.kb import KBPaths
 from pinakes.manifest import EmbeddingSection
 from pinakes.search import Searcher, SearchSettings
-from tests.helpers_index import (
-    DocSpec,
-    HashEmbedder,
-    build_index,
-    build_search_index,
-    fake_identity,
-    search_corpus,
+from tests.fakes import HashEmbedder
+from tests.kb_helpers import (
+    KAFKA_TEXT,
+    Doc,
+    build_kb,
+    build_search_kb,
+    delete_documents,
+    newer_extractor,
+    searchable,
+    sync,
+    sync_claude_vision,
     write_documents,
 )
 
 NO_RERANK = SearchSettings(rerank=False)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    """The search corpus, synced once, for the tests that only read it."""
+    return build_search_kb(tmp_path_factory.mktemp("coherence") / "kb", HashEmbedder())
 
 
 def test_missing_index_names_pnk_sync(tmp_path):
@@ -30,15 +47,17 @@ def test_missing_index_names_pnk_sync(tmp_path):
 
 def test_searcher_starts_working_once_the_index_appears(tmp_path):
     embedder = HashEmbedder()
-    with Searcher(tmp_path / "index.db", NO_RERANK, embedder=embedder) as searcher:
+    root = tmp_path / "kb"
+    with Searcher(KBPaths(root).index_db, NO_RERANK, embedder=embedder) as searcher:
         with pytest.raises(IndexMissingError):
             searcher.search("kafka")
-        build_search_index(tmp_path / "index.db", embedder)
+        build_search_kb(root, embedder)
         assert searcher.search("kafka").passages
 
 
 def test_other_schema_version_is_refused(tmp_path):
-    path = build_search_index(tmp_path / "index.db")
+    """An index another Pinakes wrote, simulated by its schema_version row."""
+    path = build_search_kb(tmp_path / "kb", HashEmbedder())
     conn = schema.open_writer(path)
     with schema.transaction(conn):
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
@@ -47,60 +66,70 @@ def test_other_schema_version_is_refused(tmp_path):
         searcher.search("kafka")
 
 
-def test_index_built_by_another_model_refuses_vector_search(tmp_path):
-    build_search_index(tmp_path / "index.db", HashEmbedder())
-    other = HashEmbedder(identity=fake_identity(64, model="another-model"))
-    with Searcher(tmp_path / "index.db", NO_RERANK, embedder=other) as searcher:
+def test_index_built_by_another_model_refuses_vector_search(index):
+    other = HashEmbedder(model="another-model")
+    with Searcher(index, NO_RERANK, embedder=other) as searcher:
         with pytest.raises(ModelMismatchError) as caught:
             searcher.search("kafka")
         assert "pnk sync --rebuild" in (caught.value.remedy or "")
-        assert caught.value.path == tmp_path / "index.db"
+        assert caught.value.path == index
 
 
-def test_manifest_naming_another_model_refuses_even_keyword_search(tmp_path):
+def test_manifest_naming_another_model_refuses_even_keyword_search(index):
     """The cheap check runs before any weights load, in every mode."""
-    build_search_index(tmp_path / "index.db", HashEmbedder())
-
     def never():
         raise AssertionError("the embedder was loaded before the manifest check")
 
-    section = EmbeddingSection(provider="fake", model="another-model", dim=64)
-    with Searcher(tmp_path / "index.db", NO_RERANK, embedder_loader=never, embedding_section=section) as searcher:
+    section = EmbeddingSection(provider="sentence-transformers", model="another-model", dim=64)
+    with Searcher(index, NO_RERANK, embedder_loader=never, embedding_section=section) as searcher:
         for mode in ("bm25", "hybrid"):
             with pytest.raises(ModelMismatchError):
                 searcher.search("kafka", mode=mode)
 
 
-def test_manifest_naming_the_index_model_passes(tmp_path):
+def test_manifest_naming_the_index_model_passes(index):
     embedder = HashEmbedder()
-    build_search_index(tmp_path / "index.db", embedder)
     identity = embedder.identity
     section = EmbeddingSection(provider=identity.provider, model=identity.model, dim=identity.dim)
-    with Searcher(tmp_path / "index.db", NO_RERANK, embedder=embedder, embedding_section=section) as searcher:
+    with Searcher(index, NO_RERANK, embedder=embedder, embedding_section=section) as searcher:
         assert searcher.search("kafka").passages
 
 
-def _with_extraction(backend: str, fingerprint: str) -> list[DocSpec]:
-    docs = search_corpus()
-    for doc in docs:
-        if doc.path == "reports/annual.pdf":
-            doc.extraction_backend, doc.extraction_fingerprint = backend, fingerprint
-    return docs
-
-
-def test_stale_free_extraction_refuses_the_query_naming_the_path(tmp_path):
-    embedder = HashEmbedder()
-    build_search_index(tmp_path / "index.db", embedder, _with_extraction("pypdfium2", "an-old-fingerprint"))
-    with (Searcher(tmp_path / "index.db", NO_RERANK, embedder=embedder) as searcher,
+def test_stale_free_extraction_refuses_the_query_naming_the_path(index, monkeypatch):
+    """The PDF was synced by the free extractor as it was; this Pinakes declares a newer one."""
+    newer_extractor(monkeypatch, "pypdfium2")
+    with (Searcher(index, NO_RERANK, embedder=HashEmbedder()) as searcher,
           pytest.raises(StaleExtractionError) as caught):
         searcher.search("tomatoes")  # refuses even though no stale document would match
     assert "reports/annual.pdf" in caught.value.message
 
 
-def test_stale_paid_extraction_is_served_and_marked(tmp_path):
+@pytest.fixture
+def anthropic_server() -> Iterator[object]:
+    pytest.importorskip("anthropic", reason="the [claude] extra is not installed: the paid path cannot run")
+    pytest.importorskip("pypdfium2", reason="the [pdf] extra is not installed: nothing renders pages")
+    from tests.fake_anthropic import FakeAnthropic
+
+    with FakeAnthropic() as server:
+        yield server
+
+
+def test_stale_paid_extraction_is_served_and_marked(tmp_path, monkeypatch, anthropic_server):
+    """A scan extracted by claude-vision through the sync (the local Messages API stands in for the
+    vendor); then this Pinakes declares a newer request shape."""
+    from tests.fake_anthropic import scanned_pdf
+
+    anthropic_server.page_texts = {1: "Revenue grew strongly in the third quarter.",  # type: ignore[attr-defined]
+                                   2: "Costs rose across the quarter boundary."}
     embedder = HashEmbedder()
-    build_search_index(tmp_path / "index.db", embedder, _with_extraction("claude-vision", "an-old-prompt"))
-    with Searcher(tmp_path / "index.db", NO_RERANK, embedder=embedder) as searcher:
+    root = tmp_path / "kb"
+    build_kb(root, [Doc("docs/kafka.md", KAFKA_TEXT)], embedder)
+    write_documents(root, [Doc("reports/annual.pdf", scanned_pdf(2))])
+    text = (root / "pinakes.toml").read_text(encoding="utf-8").replace('roots = ["docs"]', 'roots = ["docs", "reports"]')
+    (root / "pinakes.toml").write_text(text, encoding="utf-8")
+    sync_claude_vision(root, embedder, anthropic_server.url, monkeypatch)  # type: ignore[attr-defined]
+    newer_extractor(monkeypatch, "claude-vision")
+    with Searcher(KBPaths(root).index_db, NO_RERANK, embedder=embedder) as searcher:
         result = searcher.search("revenue quarter kafka")
     marks = {passage.path: passage.stale_extraction for passage in result.passages}
     assert marks["reports/annual.pdf"] == "claude-vision"
@@ -108,11 +137,15 @@ def test_stale_paid_extraction_is_served_and_marked(tmp_path):
     assert any("reports/annual.pdf" in note for note in result.notes)
 
 
-def test_unknown_extraction_backend_is_skipped(tmp_path):
-    embedder = HashEmbedder()
-    build_search_index(tmp_path / "index.db", embedder, _with_extraction("future-backend", "whatever"))
-    with Searcher(tmp_path / "index.db", NO_RERANK, embedder=embedder) as searcher:
+def test_unknown_extraction_backend_is_skipped(index, monkeypatch):
+    """An index whose PDF was extracted by a backend this build does not declare (here: the
+    registry without pypdfium2) can be neither computed nor compared: served unmarked."""
+    from pinakes.extract.registry import EXTRACTORS
+
+    monkeypatch.delitem(EXTRACTORS, "pypdfium2")
+    with Searcher(index, NO_RERANK, embedder=HashEmbedder()) as searcher:
         result = searcher.search("revenue")
+    assert result.passages[0].path == "reports/annual.pdf"
     assert result.passages[0].stale_extraction is None
 
 
@@ -121,16 +154,14 @@ def test_unknown_extraction_backend_is_skipped(tmp_path):
 
 def test_searcher_sees_a_commit_made_after_it_loaded(tmp_path):
     embedder = HashEmbedder()
-    path = build_search_index(tmp_path / "index.db", embedder)
+    root = tmp_path / "kb"
+    path = build_search_kb(root, embedder)
     with Searcher(path, NO_RERANK, embedder=embedder) as searcher:
         searcher.search("zebra stripes", mode="vector")
         assert searcher._generation is not None
         first_matrix = searcher._generation.matrix
-        writer = schema.open_writer(path)
-        with schema.transaction(writer):
-            write_documents(writer, [DocSpec("docs/zebra.md", "Zebra stripes confuse flies.")],
-                            embedder.embed_documents)
-        writer.close()
+        write_documents(root, [Doc("docs/zebra.md", "Zebra stripes confuse flies.\n")])
+        sync(root, embedder)
         for mode in ("bm25", "vector", "hybrid"):
             result = searcher.search("zebra stripes", mode=mode)
             assert [passage.path for passage in result.passages][:1] == ["docs/zebra.md"], mode
@@ -138,16 +169,14 @@ def test_searcher_sees_a_commit_made_after_it_loaded(tmp_path):
 
 
 def test_document_frequencies_are_recounted_for_a_new_generation(tmp_path):
-    path = build_index(tmp_path / "index.db", [
-        DocSpec("docs/a.md", "archive tarball"), DocSpec("docs/b.md", "reading room"),
-        DocSpec("docs/c.md", "courier loans"),
-    ])
+    embedder = HashEmbedder()
+    root = tmp_path / "kb"
+    path = build_kb(root, searchable({"a.md": "archive tarball\n", "b.md": "reading room\n",
+                                      "c.md": "courier loans\n"}), embedder)
     with Searcher(path, NO_RERANK) as searcher:
         first = searcher.search("archive tarball", mode="bm25")
-        writer = schema.open_writer(path)
-        with schema.transaction(writer):
-            write_documents(writer, [DocSpec("docs/d.md", "archive boxes"), DocSpec("docs/e.md", "archive shelf")])
-        writer.close()
+        write_documents(root, searchable({"d.md": "archive boxes\n", "e.md": "archive shelf\n"}))
+        sync(root, embedder)
         second = searcher.search("archive tarball", mode="bm25")
     # 1 of 3 chunks holds "archive", then 3 of 5: weightless only in the second generation.
     assert not any("without keyword weight" in note for note in first.notes)
@@ -157,32 +186,32 @@ def test_document_frequencies_are_recounted_for_a_new_generation(tmp_path):
 
 def test_searcher_forgets_a_deleted_document(tmp_path):
     embedder = HashEmbedder()
-    path = build_search_index(tmp_path / "index.db", embedder)
+    root = tmp_path / "kb"
+    path = build_search_kb(root, embedder)
     with Searcher(path, NO_RERANK, embedder=embedder) as searcher:
         assert "notes/garden.txt" in {p.path for p in searcher.search("tomatoes sun").passages}
-        writer = schema.open_writer(path)
-        with schema.transaction(writer):
-            writer.execute("UPDATE documents SET state = 'deleted' WHERE path = 'notes/garden.txt'")
-        writer.close()
+        delete_documents(root, ["notes/garden.txt"], embedder)
         for mode in ("bm25", "vector", "hybrid"):
             assert "notes/garden.txt" not in {p.path for p in searcher.search("tomatoes sun", mode=mode).passages}
 
 
 def test_searcher_follows_an_installed_rebuild(tmp_path):
+    """`pnk sync --rebuild` installs a new generation under the open Searcher."""
     embedder = HashEmbedder()
-    live = build_search_index(tmp_path / "index.db", embedder)
+    root = tmp_path / "kb"
+    live = build_search_kb(root, embedder)
     with Searcher(live, NO_RERANK, embedder=embedder) as searcher:
         assert searcher.search("tomatoes").passages
-        rebuilt = build_index(tmp_path / "index.db.new", [DocSpec("docs/only.md", "Nothing but tomatoes.")],
-                              embed=embedder.embed_documents, meta=embedder.meta())
-        schema.install_rebuilt(rebuilt, live)
+        (root / "notes" / "garden.txt").unlink()
+        write_documents(root, [Doc("docs/only.md", "Nothing but tomatoes.\n")])
+        sync(root, embedder, rebuild=True)
         for mode in ("bm25", "vector"):
             assert [p.path for p in searcher.search("tomatoes", mode=mode).passages] == ["docs/only.md"]
 
 
 def test_the_reader_never_writes_the_index(tmp_path):
     embedder = HashEmbedder()
-    path = build_search_index(tmp_path / "index.db", embedder)
+    path = build_search_kb(tmp_path / "kb", embedder)
     before = path.read_bytes()
     with Searcher(path, NO_RERANK, embedder=embedder) as searcher:
         for mode in ("bm25", "vector", "hybrid"):

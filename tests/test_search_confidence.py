@@ -10,7 +10,8 @@ import pytest
 
 from pinakes.search import Searcher, SearchSettings, make_filters
 from pinakes.search.confidence import assess
-from tests.helpers_index import DocSpec, HashEmbedder, build_index, build_search_index
+from tests.fakes import HashEmbedder
+from tests.kb_helpers import build_kb, build_search_kb, searchable
 
 RERANKER = "BAAI/bge-reranker-base"
 EMBEDDING = "sentence-transformers/all-MiniLM-L6-v2"
@@ -88,11 +89,10 @@ class ConstantReranker:
         return [self.value - 0.01 * index for index in range(len(texts))]
 
 
-@pytest.fixture
-def index(tmp_path):
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
     embedder = HashEmbedder()
-    build_search_index(tmp_path / "index.db", embedder)
-    return tmp_path / "index.db", embedder
+    return build_search_kb(tmp_path_factory.mktemp("confidence") / "kb", embedder), embedder
 
 
 @pytest.mark.parametrize(("top", "expected"), [(0.9, "high"), (0.5, "medium"), (0.1, "low")])
@@ -143,13 +143,13 @@ class ParaphraseEmbedder(HashEmbedder):
 
 def test_coverage_is_a_tiebreak_and_never_removes_a_paraphrase(tmp_path):
     embedder = ParaphraseEmbedder()
-    build_index(tmp_path / "index.db", [
-        DocSpec("a-paraphrase.md", "Copies of every partition live on several machines."),
-        DocSpec("b-literal.md", "Kafka replication."),
-    ], embed=embedder.embed_documents, meta=embedder.meta())
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False), embedder=embedder) as searcher:
+    index = build_kb(tmp_path / "kb", searchable({
+        "a-paraphrase.md": "Copies of every partition live on several machines.\n",
+        "b-literal.md": "Kafka replication.\n",
+    }), embedder)
+    with Searcher(index, SearchSettings(rerank=False), embedder=embedder) as searcher:
         result = searcher.search("kafka replication", mode="vector")
     # Equal cosines, so equal fused scores: coverage puts the literal match first ...
-    assert [p.path for p in result.passages] == ["b-literal.md", "a-paraphrase.md"]
+    assert [p.path for p in result.passages] == ["docs/b-literal.md", "docs/a-paraphrase.md"]
     # ... and the paraphrase sharing no query word is still returned.
     assert [p.scores.coverage for p in result.passages] == [1.0, 0.0]

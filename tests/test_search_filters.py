@@ -9,17 +9,21 @@ import pytest
 from pinakes.errors import UsageError
 from pinakes.search import Searcher, SearchSettings, make_filters
 from pinakes.search.filters import parse_time_bound
-from tests.helpers_index import JAN_10_2026, HashEmbedder, build_search_index
+from tests.fakes import HashEmbedder
+from tests.kb_helpers import JAN_10_2026, Doc, build_kb, build_search_kb
 
 # Words spread over every document of the corpus, so an unfiltered search returns all of them.
 BROAD_QUERY = "kafka replication postgres vacuum tomatoes retry backoff revenue brokers"
 
 
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return build_search_kb(tmp_path_factory.mktemp("filters") / "kb", HashEmbedder())
+
+
 @pytest.fixture
-def searcher(tmp_path):
-    embedder = HashEmbedder()
-    build_search_index(tmp_path / "index.db", embedder)
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False, final_k=20), embedder=embedder) as searcher:
+def searcher(index):
+    with Searcher(index, SearchSettings(rerank=False, final_k=20), embedder=HashEmbedder()) as searcher:
         yield searcher
 
 
@@ -62,17 +66,16 @@ def test_a_deleted_document_is_never_returned_even_when_it_matches_best(searcher
 
 def test_a_filter_is_applied_before_the_top_k_cut(tmp_path):
     """Ranking first and filtering after would leave nothing: the tagged document ranks last."""
-    from tests.helpers_index import DocSpec, build_index
-
-    docs = [DocSpec(f"d{i}.md", "alpha alpha alpha alpha") for i in range(30)]
-    docs.append(DocSpec("wanted.md", "alpha and a great deal of other text that dilutes it", tags=["keep"]))
+    docs = [Doc(f"docs/d{i}.md", "alpha alpha alpha alpha\n") for i in range(30)]
+    docs.append(Doc("docs/wanted.md", "alpha and a great deal of other text that dilutes it\n", tags=["keep"]))
     embedder = HashEmbedder()
-    build_index(tmp_path / "index.db", docs, embed=embedder.embed_documents, meta=embedder.meta())
+    index = build_kb(tmp_path / "kb", docs, embedder)
     settings = SearchSettings(rerank=False, candidates_per_source=5, fusion_top_k=5, final_k=5)
-    with Searcher(tmp_path / "index.db", settings, embedder=embedder) as searcher:
+    with Searcher(index, settings, embedder=embedder) as searcher:
         for mode in ("bm25", "vector"):
+            assert "docs/wanted.md" not in paths(searcher.search("alpha", mode=mode))  # ranks below the cut
             result = searcher.search("alpha", mode=mode, filters=make_filters(tags=["keep"]))
-            assert paths(result) == {"wanted.md"}
+            assert paths(result) == {"docs/wanted.md"}
 
 
 def test_iso_dates_mean_local_calendar_days():

@@ -14,13 +14,13 @@ from pinakes.search.core import MAX_FINAL_K
 from pinakes.search.fusion import Candidate, cut_with_ties, order_fused, reciprocal_rank_fusion
 from pinakes.search.rerank import load_reranker
 from pinakes.search.vectors import VectorMatrix, vector_search
-from tests.helpers_index import (
-    ChunkSpec,
-    DocSpec,
-    HashEmbedder,
-    build_index,
-    build_search_index,
-    fake_identity,
+from tests.fakes import HashEmbedder, VectorTableEmbedder
+from tests.kb_helpers import (
+    KAFKA_HEADING_CHUNK,
+    SEARCH_CORPUS_CHUNKS,
+    build_kb,
+    build_search_kb,
+    searchable,
 )
 
 
@@ -29,39 +29,30 @@ def embedder():
     return HashEmbedder()
 
 
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    """The search corpus, synced once; the tests here only read it."""
+    return build_search_kb(tmp_path_factory.mktemp("pipeline") / "kb", HashEmbedder())
+
+
 @pytest.fixture
-def searcher(tmp_path, embedder):
-    build_search_index(tmp_path / "index.db", embedder)
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False), embedder=embedder) as searcher:
+def searcher(index, embedder):
+    with Searcher(index, SearchSettings(rerank=False), embedder=embedder) as searcher:
         yield searcher
 
 
 # -- vectors ------------------------------------------------------------------------------------
 
 
-class FixedQueryEmbedder(HashEmbedder):
-    """Embeds every query as the same hand-placed unit vector."""
-
-    def __init__(self, query_vector):
-        super().__init__(dim=len(query_vector))
-        self.query_vector = np.asarray(query_vector, dtype=np.float32)
-
-    def embed_query(self, text):
-        return self.query_vector
-
-
 def test_vector_search_drops_non_positive_cosines_instead_of_padding(tmp_path):
-    embedder = FixedQueryEmbedder([1.0, 0.0, 0.0])
-    docs = [
-        DocSpec("same.md", chunks=[ChunkSpec("same", 0, 4, vector=[1.0, 0.0, 0.0])]),
-        DocSpec("close.md", chunks=[ChunkSpec("close", 0, 5, vector=[0.6, 0.8, 0.0])]),
-        DocSpec("orthogonal.md", chunks=[ChunkSpec("orthogonal", 0, 10, vector=[0.0, 1.0, 0.0])]),
-        DocSpec("opposite.md", chunks=[ChunkSpec("opposite", 0, 8, vector=[-1.0, 0.0, 0.0])]),
-    ]
-    build_index(tmp_path / "index.db", docs, meta=embedder.meta())
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False, final_k=10), embedder=embedder) as searcher:
+    placed = {"same": [1.0, 0.0, 0.0], "close": [0.6, 0.8, 0.0], "orthogonal": [0.0, 1.0, 0.0],
+              "opposite": [-1.0, 0.0, 0.0]}
+    embedder = VectorTableEmbedder(placed, query=[1.0, 0.0, 0.0])
+    index = build_kb(tmp_path / "kb", searchable({f"{word}.md": f"{word}\n" for word in placed}), embedder)
+    assert sorted(embedder.embedded) == sorted(placed)  # every chunk got its placed vector
+    with Searcher(index, SearchSettings(rerank=False, final_k=10), embedder=embedder) as searcher:
         result = searcher.search("anything", mode="vector")
-    assert [(p.path, p.scores.cosine) for p in result.passages] == [("same.md", 1.0), ("close.md", 0.6)]
+    assert [(p.path, p.scores.cosine) for p in result.passages] == [("docs/same.md", 1.0), ("docs/close.md", 0.6)]
     assert [p.scores.vector_rank for p in result.passages] == [1, 2]
 
 
@@ -84,8 +75,7 @@ def test_the_matrix_holds_only_active_chunks_in_one_contiguous_array(searcher):
     matrix = searcher._generation.matrix
     assert matrix is not None
     assert matrix.vectors.flags["C_CONTIGUOUS"] and matrix.vectors.dtype == np.float32
-    active_chunks = 2 + 1 + 1 + 1 + 2  # kafka, postgres, garden, retry, annual; legacy is deleted
-    assert len(matrix) == active_chunks
+    assert len(matrix) == SEARCH_CORPUS_CHUNKS  # kafka, postgres, garden, retry, annual; legacy is deleted
 
 
 # -- fusion ---------------------------------------------------------------------------------------
@@ -150,11 +140,10 @@ class LengthReranker:
         return [1.0 / (1.0 + len(text)) for text in texts]
 
 
-def test_rerank_reorders_the_fused_pool_and_cuts_to_final_k(tmp_path, embedder):
-    build_search_index(tmp_path / "index.db", embedder)
+def test_rerank_reorders_the_fused_pool_and_cuts_to_final_k(index, embedder):
     reranker = LengthReranker()
     settings = SearchSettings(rerank=True, fusion_top_k=20, final_k=2)
-    with Searcher(tmp_path / "index.db", settings, embedder=embedder, reranker=reranker) as searcher:
+    with Searcher(index, settings, embedder=embedder, reranker=reranker) as searcher:
         result = searcher.search("kafka brokers quarter revenue")
     query, pool = reranker.calls[0]
     assert query == "kafka brokers quarter revenue"
@@ -164,19 +153,17 @@ def test_rerank_reorders_the_fused_pool_and_cuts_to_final_k(tmp_path, embedder):
     assert all(passage.scores.rerank is not None for passage in result.passages)
 
 
-def test_rerank_false_for_one_call_skips_the_reranker(tmp_path, embedder):
-    build_search_index(tmp_path / "index.db", embedder)
+def test_rerank_false_for_one_call_skips_the_reranker(index, embedder):
     reranker = LengthReranker()
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=True), embedder=embedder,
+    with Searcher(index, SearchSettings(rerank=True), embedder=embedder,
                   reranker=reranker) as searcher:
         result = searcher.search("kafka", rerank=False)
     assert reranker.calls == [] and not result.reranked
     assert any("rerank off" in note for note in result.notes)
 
 
-def test_rerank_without_a_reranker_is_an_error_not_a_silent_skip(tmp_path, embedder):
-    build_search_index(tmp_path / "index.db", embedder)
-    with (Searcher(tmp_path / "index.db", SearchSettings(rerank=True), embedder=embedder) as searcher,
+def test_rerank_without_a_reranker_is_an_error_not_a_silent_skip(index, embedder):
+    with (Searcher(index, SearchSettings(rerank=True), embedder=embedder) as searcher,
           pytest.raises(ModelUnavailableError) as caught):
         searcher.search("kafka")
     assert "rerank = false" in (caught.value.remedy or "")
@@ -219,14 +206,15 @@ def test_citation_forms():
 def test_passages_carry_citations_pages_and_metadata(searcher):
     result = searcher.search("kafka partition brokers revenue quarter", mode="bm25", final_k=10)
     by_text = {passage.text: passage for passage in result.passages}
-    heading_chunk = "# Kafka\n\nKafka replication keeps copies of each partition on several brokers."
+    heading_chunk = KAFKA_HEADING_CHUNK
     kafka = by_text[heading_chunk]
     assert kafka.citation == f"docs/kafka.md:0-{len(heading_chunk)}"
     assert (kafka.char_start, kafka.char_end, kafka.page_start) == (0, len(heading_chunk), None)
     assert kafka.heading_path == ("Kafka",) and kafka.title == "Kafka"
     assert kafka.tags == ("streaming", "ops") and kafka.source_type == "markdown"
     single = by_text["Revenue grew strongly in the third quarter."]
-    spanning = by_text["Cloud hosting costs for the brokers rose across the quarter boundary."]
+    (spanning,) = [passage for passage in result.passages if passage.text.startswith("Cloud hosting costs")]
+    assert spanning.text.endswith("across the quarter boundary.")  # page 3's line, then page 4's
     assert single.citation == "reports/annual.pdf:p2" and (single.page_start, single.page_end) == (2, 2)
     assert spanning.citation == "reports/annual.pdf:p3-4" and spanning.heading_path is None
 
@@ -268,34 +256,30 @@ def test_unknown_mode_is_a_usage_error(searcher):
         searcher.search("kafka", mode="semantic")
 
 
-def test_bm25_mode_never_loads_an_embedder(tmp_path):
-    build_search_index(tmp_path / "index.db")
-
+def test_bm25_mode_never_loads_an_embedder(index):
     def refuse():
         raise AssertionError("bm25 mode loaded the embedding model")
 
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False), embedder_loader=refuse) as searcher:
+    with Searcher(index, SearchSettings(rerank=False), embedder_loader=refuse) as searcher:
         assert searcher.search("kafka", mode="bm25").passages
 
 
-def test_vector_mode_without_an_embedder_is_a_usage_error(tmp_path):
-    build_search_index(tmp_path / "index.db")
-    with (Searcher(tmp_path / "index.db", SearchSettings(rerank=False)) as searcher,
+def test_vector_mode_without_an_embedder_is_a_usage_error(index):
+    with (Searcher(index, SearchSettings(rerank=False)) as searcher,
           pytest.raises(UsageError, match="embedding model")):
         searcher.search("kafka", mode="vector")
 
 
-def test_an_index_without_vectors_still_answers_by_keyword(tmp_path):
-    embedder = HashEmbedder()
-    build_index(tmp_path / "index.db", [DocSpec("a.md", "kafka brokers")])
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False), embedder=embedder) as searcher:
+def test_a_search_the_vector_side_cannot_answer_still_answers_by_keyword(tmp_path):
+    """Every stored vector points away from the query (a sync embeds every chunk, so an index
+    without vectors is not a state the product writes): hybrid falls back on the keyword side."""
+    embedder = VectorTableEmbedder({"kafka brokers": [1.0, 0.0], "tomatoes": [0.0, 1.0]}, query=[-1.0, 0.0])
+    index = build_kb(tmp_path / "kb", searchable({"a.md": "kafka brokers\n", "b.md": "tomatoes\n"}), embedder)
+    with Searcher(index, SearchSettings(rerank=False), embedder=embedder) as searcher:
+        assert searcher.search("kafka", mode="vector").passages == ()
         result = searcher.search("kafka")
-    assert [passage.path for passage in result.passages] == ["a.md"]
+    assert [passage.path for passage in result.passages] == ["docs/a.md"]
     assert result.passages[0].scores.vector_rank is None
-
-
-def test_identity_helper_matches_meta():
-    assert fake_identity(8).dim == 8
 
 
 def test_importing_search_and_its_cli_loads_no_numpy_or_model():

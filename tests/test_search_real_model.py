@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 
 from pinakes.embed import load_embedder
-from pinakes.embed.base import identity_meta
 from pinakes.search import Searcher, SearchSettings
 from tests.fakes import default_section
-from tests.helpers_index import build_index, search_corpus
+from tests.kb_helpers import build_search_kb
 
 
 @pytest.mark.heavy
@@ -19,9 +18,8 @@ from tests.helpers_index import build_index, search_corpus
 def test_paraphrases_find_their_passage_with_the_packaged_model(tmp_path, provider):
     section = default_section(provider)
     embedder = load_embedder(section, offline=True)
-    build_index(tmp_path / "index.db", search_corpus(), embed=embedder.embed_documents,
-                meta=identity_meta(embedder.identity))
-    with Searcher(tmp_path / "index.db", SearchSettings(rerank=False), embedder=embedder,
+    index = build_search_kb(tmp_path / "kb", embedder)  # chunked by the model's own tokenizer
+    with Searcher(index, SearchSettings(rerank=False), embedder=embedder,
                   embedding_section=section) as searcher:
         # No query word occurs in the target passage: only the vector side can find it.
         vector = searcher.search("growing vegetables in the garden", mode="vector")

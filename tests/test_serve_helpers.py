@@ -1,8 +1,8 @@
 """Shared builders for the `pnk serve` tests (this module holds no tests).
 
 KBs are made with `pnk init`'s own code and indexed by a real sync with the deterministic fake
-embedder; a PDF document is added to the index directly (with its extraction cache entry), since
-what `pinakes_get` must do with one depends only on the row and the cache, not on the extractor.
+embedder; a PDF is a real one, extracted by the sync (the free extractor, or claude-vision against
+the local Messages API), so its row, chunks and extraction cache entry are what a sync writes.
 `LiveServer` drives a real `python -m pinakes serve` subprocess through the official MCP client,
 from synchronous test code, via an anyio blocking portal.
 """
@@ -21,14 +21,12 @@ from typing import Any
 
 from pinakes.extract.cache import ExtractCache
 from pinakes.extract.registry import current_fingerprint
-from pinakes.extract.types import ExtractedText
-from pinakes.index import schema
 from pinakes.init import init_kb
 from pinakes.manifest import load_manifest
 from pinakes.sync.context import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
-from tests.helpers_index import ChunkSpec, DocSpec, write_documents
+from tests.kb_helpers import older_extractor, text_pdf
 
 SERVER_START_TIMEOUT_S = 60.0
 
@@ -49,8 +47,8 @@ def manifest_fake_embedder(root: Path) -> FakeEmbedder:
     return FakeEmbedder(dim=embedding.dim, model=embedding.model, provider=embedding.provider)
 
 
-def sync_kb(root: Path, *, rebuild: bool = False) -> None:
-    report = run_sync(root, SyncOptions(rebuild=rebuild), embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
+def sync_kb(root: Path, *, rebuild: bool = False, **options: Any) -> None:
+    report = run_sync(root, SyncOptions(rebuild=rebuild, **options), embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
     assert report.ok, report
 
 
@@ -64,34 +62,53 @@ def doc_ids(root: Path) -> dict[str, str]:
 
 def add_indexed_pdf(root: Path, relative: str, pages: Sequence[str], *, backend: str = "pypdfium2",
                     fingerprint: str | None = None, cached: bool = True, doc_id: str | None = None) -> str:
-    """Index a PDF as a sync would have (one chunk per page) and store its extraction in the cache.
+    """Add a PDF of `pages` (one line each) at `relative` and sync it; returns its doc_id.
 
-    Pages are joined with a blank line, as an extractor's page spans leave separators between them.
+    `backend` "claude-vision" scans the pages as images and extracts them through the paid path,
+    against a local Messages API that answers with `pages`. A `fingerprint` other than the
+    backend's current one means "extracted by an older version of the backend": the sync runs
+    under `older_extractor`, so the index records a fingerprint this Pinakes no longer computes.
+    `cached=False` then sweeps the free extraction cache, as `pnk sync --clear-cache` does. The
+    extractor joins the pages with a blank line, so the indexed text is `"\\n\\n".join(pages)`; a
+    free PDF declares its file stem as its title. The chunker packs short pages into one chunk.
     """
-    fingerprint = fingerprint or current_fingerprint(backend)
-    assert fingerprint is not None
-    text, spans, chunks = "", [], []
-    for number, page in enumerate(pages, start=1):
-        if text:
-            text += "\n\n"
-        start = len(text)
-        text += page
-        spans.append((start, len(text)))
-        chunks.append(ChunkSpec(page, start, len(text), page_start=number, page_end=number))
-    spec = DocSpec(relative, text, source_type="pdf", title=Path(relative).stem, extraction_backend=backend,
-                   extraction_fingerprint=fingerprint, chunks=chunks, doc_id=doc_id)
-    conn = schema.open_writer(root / ".pinakes" / "index.db")
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if doc_id is not None:
+        Path(f"{path}.pnk.yaml").write_text(f"id: {doc_id}\n", encoding="utf-8")
+    older = fingerprint is not None and fingerprint != current_fingerprint(backend)
+    with ExitStack() as stack:
+        if older:
+            stack.enter_context(older_extractor(backend))
+        if backend == "claude-vision":
+            from tests.fake_anthropic import FakeAnthropic, scanned_pdf
+
+            server = stack.enter_context(FakeAnthropic())
+            server.page_texts = dict(enumerate(pages, start=1))
+            stack.enter_context(_environment(PINAKES_ANTHROPIC_API_KEY="sk-ant-test-not-a-key",
+                                             ANTHROPIC_BASE_URL=server.url))
+            path.write_bytes(scanned_pdf(len(pages)))
+            sync_kb(root, extract_backend="claude-vision")
+        else:
+            path.write_bytes(text_pdf([page.split("\n") for page in pages], title=path.stem))  # its declared title
+            sync_kb(root)
+    if not cached:
+        ExtractCache(root / ".pinakes" / "cache" / "extract").clear(include_paid=False)
+    return doc_ids(root)[relative]
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
-        with schema.transaction(conn):
-            ids = write_documents(conn, [spec], FakeEmbedder().embed_documents)
-        content_hash = conn.execute("SELECT content_hash FROM documents WHERE id = ?", (ids[relative],)).fetchone()[0]
+        yield
     finally:
-        conn.close()
-    if cached:
-        extracted = ExtractedText(text=text, pages=tuple(spans), backend=backend, fingerprint=fingerprint)
-        ExtractCache(root / ".pinakes" / "cache" / "extract").put(content_hash, extracted,
-                                                                   paid=backend == "claude-vision")
-    return ids[relative]
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def offline_env(scratch: Path, **extra: str) -> dict[str, str]:

@@ -242,7 +242,10 @@ def test_get_serves_pdf_pages_from_the_extraction_cache_with_page_markers(tools:
 
 
 def test_search_and_get_agree_on_pdf_page_provenance(tools: PinakesTools, kb: Path) -> None:
-    doc_id = add_indexed_pdf(kb, "docs/report.pdf", PDF_PAGES)
+    # Page 2 is long enough (600 words) that the chunker gives its middle a chunk of its own.
+    filler = [" ".join(f"ledger{line}x{word}" for word in range(10)) for line in range(60)]
+    pages = [PDF_PAGES[0], "\n".join([*filler[:30], PDF_PAGES[1], *filler[30:]]), PDF_PAGES[2]]
+    doc_id = add_indexed_pdf(kb, "docs/report.pdf", pages)
     passage = tools.call("pinakes_search", {"query": "hangar costs", "mode": "bm25"})["passages"][0]
     assert (passage["doc_id"], passage["page_start"], passage["page_end"]) == (doc_id, 2, 2)
     assert passage["citation"] == "docs/report.pdf:p2"
