@@ -121,6 +121,42 @@ def test_a_second_paid_sync_pays_nothing(kb: Path, server: FakeAnthropic) -> Non
     assert len(server.messages_requests()) == 1 and len(ledger_records(kb)) == calls
 
 
+def test_two_files_with_the_same_bytes_are_paid_for_once(kb: Path, server: FakeAnthropic,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The extraction cache is keyed by bytes: the copy is indexed from the one payment, with its
+    own provenance, and the run reserves for one document."""
+    (kb / "docs/copy-of-scan.pdf").write_bytes((kb / "docs/scan.pdf").read_bytes())
+    capsys.readouterr()
+    assert sync(kb, "--estimate-only", "--extract=claude-vision", "--json") == 0
+    estimate = json.loads(capsys.readouterr().out)
+    assert estimate["documents"] == 1 and estimate["pages"] == 3
+    assert sync(kb, "--extract=claude-vision") == 0
+    assert len(server.messages_requests()) == 1
+    reservations = [r for r in ledger_records(kb) if r.get("kind") == "reservation"]
+    assert len(reservations) == 1
+    original, copy = chunks_of(kb, "docs/scan.pdf"), chunks_of(kb, "docs/copy-of-scan.pdf")
+    assert copy == original and all(PAGE_TEXTS[n] in " ".join(c[0] for c in copy) for n in PAGE_TEXTS)
+    from pinakes.manifest import load_manifest
+
+    kb_id = load_manifest(kb / "pinakes.toml").kb.id
+    recorded = read_sidecar(kb / "docs/copy-of-scan.pdf.pnk.yaml", kb_id=kb_id).extraction
+    assert recorded is not None and recorded["backend"] == "claude-vision"
+
+
+def test_a_copy_whose_payer_failed_fails_too_and_is_not_paid_for(kb: Path, server: FakeAnthropic,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (kb / "docs/copy-of-scan.pdf").write_bytes((kb / "docs/scan.pdf").read_bytes())
+    server.queue(Reply("refusal"))
+    capsys.readouterr()
+    assert sync(kb, "--extract=claude-vision") == 1
+    err = capsys.readouterr().err
+    assert len(server.messages_requests()) == 1
+    # The payer is the first of the two in the run's order; the other names it.
+    assert err.count("the model refused pages 1-3") == 1
+    assert "has the same bytes as docs/copy-of-scan.pdf" in err or "has the same bytes as docs/scan.pdf" in err
+    assert chunks_of(kb, "docs/copy-of-scan.pdf") == [] and chunks_of(kb, "docs/scan.pdf") == []
+
+
 def test_a_free_run_never_overwrites_a_paid_extraction(kb: Path, server: FakeAnthropic,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     assert sync(kb, "--extract=claude-vision") == 0

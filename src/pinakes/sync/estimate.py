@@ -101,11 +101,16 @@ def estimate_paid_run(start: Path | str | None = None, *, extract_backend: str |
     cache = ExtractCache(ctx.paths.extract_cache)
     paid_fp, free_fp = EXTRACTORS[backend].fingerprint(), EXTRACTORS[FREE_PDF_BACKEND].fingerprint()
     to_pay: list[tuple[str, int]] = []
+    paying: set[str] = set()  # content hashes: a run pays once for the same bytes (sync/paid.py)
     for item in plan.work:
         if item.source_type != "pdf":
             continue
         if cache.get(item.file.content_hash, paid_fp) is not None:
             estimate.skipped["already extracted (cache)"] = estimate.skipped.get("already extracted (cache)", 0) + 1
+            continue
+        if item.file.content_hash in paying:
+            reason = "with the same bytes as another file of the run (paid for once)"
+            estimate.skipped[reason] = estimate.skipped.get(reason, 0) + 1
             continue
         free = cache.get(item.file.content_hash, free_fp)
         if free is not None and free.extracted.pages and not free.extracted.pages_without_text and not force:
@@ -113,6 +118,7 @@ def estimate_paid_run(start: Path | str | None = None, *, extract_backend: str |
             estimate.skipped[reason] = estimate.skipped.get(reason, 0) + 1
             continue
         to_pay.append((item.path, claude_vision.page_count(ctx.paths.root / item.path)))
+        paying.add(item.file.content_hash)
     to_pay = [(path, pages) for path, pages in to_pay if pages]
     if not to_pay:
         return estimate

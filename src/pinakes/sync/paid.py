@@ -55,9 +55,9 @@ FREE_PDF_BACKEND = "pypdfium2"
 
 @dataclass(frozen=True)
 class Decision:
-    kind: str  # "cached" | "free-healthy" | "pay" | "not-admitted" | "failed"
+    kind: str  # "cached" | "free-healthy" | "pay" | "same-bytes" | "not-admitted" | "failed"
     pages: int = 0
-    message: str = ""
+    message: str = ""  # "failed": why; "same-bytes": the path of the document that pays for them
 
 
 @dataclass
@@ -146,11 +146,16 @@ def prepare(ctx: SyncContext) -> None:
     cache = ExtractCache(ctx.paths.extract_cache)
     fingerprint = EXTRACTORS[state.backend].fingerprint()
     to_pay: list[DocWork] = []
+    paying: dict[str, DocWork] = {}  # content hash -> the document of this run that pays for those bytes
     for item in pdfs:
         if _indexed_as(ctx, item, state.backend, fingerprint):
             continue  # this index holds it already (a rebuild carried it): kept, never paid for again
         if cache.get(item.file.content_hash, fingerprint) is not None:
             state.decisions[item.doc_id] = Decision("cached")
+            continue
+        first = paying.get(item.file.content_hash)
+        if first is not None:  # the extraction cache is keyed by bytes: one payment serves both
+            state.decisions[item.doc_id] = Decision("same-bytes", message=first.path)
             continue
         try:
             native = _native(ctx, cache, item)
@@ -166,6 +171,7 @@ def prepare(ctx: SyncContext) -> None:
             continue
         state.decisions[item.doc_id] = Decision("pay", pages)
         to_pay.append(item)
+        paying[item.file.content_hash] = item
     if not to_pay:
         return
 
@@ -179,8 +185,11 @@ def prepare(ctx: SyncContext) -> None:
     ctx.progress.close()  # a confirmation prompt must not share the line with a progress bar
     plan = accountant.plan(operation="extract", calls=shapes, interactive=sys.stdin.isatty(),
                            force=ctx.options.force)
-    for item in to_pay[plan.admitted_units:]:
-        state.decisions[item.doc_id] = Decision("not-admitted")
+    cut = {item.file.content_hash for item in to_pay[plan.admitted_units:]}
+    for item in pdfs:
+        if item.file.content_hash in cut and state.decisions.get(item.doc_id, Decision("")).kind in ("pay",
+                                                                                                   "same-bytes"):
+            state.decisions[item.doc_id] = Decision("not-admitted")
     state.plan = plan
     state.client = claude_vision.make_client(key)
     ctx.report.notes.append(f"paid extraction: {plan.describe()}")
@@ -228,10 +237,27 @@ def extract_paid_document(ctx: SyncContext, item: DocWork) -> ExtractedText | No
     if decision.kind == "free-healthy":
         state.healthy.append(item.path)
         return _native(ctx, cache, item)
+    if decision.kind == "same-bytes":
+        return _same_bytes(ctx, state, item, cache, fingerprint, decision.message)
     if decision.kind == "not-admitted" or state.stopped is not None:
         state.not_reached.append(item.path)
         return None
     return _pay(ctx, state, item, cache, fingerprint)
+
+
+def _same_bytes(ctx: SyncContext, state: PaidState, item: DocWork, cache: ExtractCache, fingerprint: str,
+                payer: str) -> ExtractedText | None:
+    """What `payer` (earlier in this run, the same bytes) was extracted to: never paid for twice."""
+    hit = cache.get(item.file.content_hash, fingerprint)
+    if hit is None:
+        if state.stopped is not None:
+            state.not_reached.append(item.path)
+            return None
+        raise PaidExtractionFailedError(
+            f"this file has the same bytes as {payer}, whose paid extraction did not complete in this run; "
+            "it is not paid for twice", remedy="see the failure reported for that file, then run `pnk sync` again")
+    _record_provenance(ctx, item, state.backend, fingerprint, only_if_missing=False)
+    return hit.extracted
 
 
 def _pay(ctx: SyncContext, state: PaidState, item: DocWork, cache: ExtractCache,
