@@ -5,6 +5,7 @@ import pytest
 from pinakes.errors import SourceError
 from pinakes.extract import registry
 from pinakes.extract.text import extract, read_source_bytes
+from tests.kb_helpers import text_pdf as make_pdf
 
 
 def write(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -97,30 +98,6 @@ def test_pdf_is_not_a_text_source(tmp_path: Path) -> None:
 
 
 # --- the free PDF extractor (pypdfium2) -----------------------------------------------------------
-
-
-def make_pdf(pages: list[list[str]]) -> bytes:
-    """A minimal valid PDF: one Helvetica text line per entry, one page per list."""
-    font = 3 + 2 * len(pages)
-    objects = [
-        "<< /Type /Catalog /Pages 2 0 R >>",
-        f"<< /Type /Pages /Kids [{' '.join(f'{3 + 2 * i} 0 R' for i in range(len(pages)))}] /Count {len(pages)} >>",
-    ]
-    for number, lines in enumerate(pages):
-        content = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) '" for line in lines) + " ET"
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * number} 0 R "
-                       f"/Resources << /Font << /F1 {font} 0 R >> >> >>")
-        objects.append(f"<< /Length {len(content)} >>\nstream\n{content}\nendstream")
-    objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    out, offsets = b"%PDF-1.4\n", []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n{body}\nendobj\n".encode()
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    out += "".join(f"{offset:010d} 00000 n \n" for offset in offsets).encode()
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return out
 
 
 @pytest.fixture

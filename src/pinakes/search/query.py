@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import sqlite3
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pinakes.search.scripts import segmented_parts, shadow_or_self
@@ -128,9 +130,10 @@ class Tokenizer:
             self._function_terms = frozenset(terms for terms in self.terms(words) if terms)
         return self._function_terms
 
-    def terms(self, texts: list[str]) -> list[tuple[str, ...]]:
-        """The terms of each text, in order of appearance (as the index holds it: shadowed)."""
-        result: list[list[str]] = [[] for _ in texts]
+    @contextmanager
+    def _probed(self, texts: list[str]) -> Iterator[sqlite3.Connection]:
+        """The probe table holding `texts` (row i + 1 for text i, shadowed as the index holds it)
+        for the duration of the block; it keeps nothing between calls."""
         conn = self._conn
         conn.execute("BEGIN")
         try:
@@ -139,27 +142,24 @@ class Tokenizer:
                 "INSERT INTO probe (rowid, t) VALUES (?, ?)",
                 ((i + 1, shadow_or_self(text)) for i, text in enumerate(texts)),
             )
+            yield conn
+        finally:
+            conn.execute("ROLLBACK")
+
+    def terms(self, texts: list[str]) -> list[tuple[str, ...]]:
+        """The terms of each text, in order of appearance (as the index holds it: shadowed)."""
+        result: list[list[str]] = [[] for _ in texts]
+        with self._probed(texts) as conn:
             for doc, term in conn.execute("SELECT doc, term FROM probe_terms ORDER BY doc, offset"):
                 result[doc - 1].append(term)
-        finally:
-            conn.execute("ROLLBACK")  # the probe keeps nothing between calls
         return [tuple(terms) for terms in result]
 
     def frequencies(self, texts: list[str]) -> list[dict[str, int]]:
         """How often each term occurs in each text (as the index holds it: shadowed)."""
         result: list[dict[str, int]] = [{} for _ in texts]
-        conn = self._conn
-        conn.execute("BEGIN")
-        try:
-            conn.execute("DELETE FROM probe")
-            conn.executemany(
-                "INSERT INTO probe (rowid, t) VALUES (?, ?)",
-                ((i + 1, shadow_or_self(text)) for i, text in enumerate(texts)),
-            )
+        with self._probed(texts) as conn:
             for doc, term, count in conn.execute("SELECT doc, term, count(*) FROM probe_terms GROUP BY doc, term"):
                 result[doc - 1][term] = count
-        finally:
-            conn.execute("ROLLBACK")
         return result
 
     def presence(self, texts: list[str], terms: set[str]) -> list[frozenset[str]]:
@@ -168,15 +168,8 @@ class Tokenizer:
         if not texts or not terms:
             return [frozenset() for _ in texts]
         result: list[set[str]] = [set() for _ in texts]
-        conn = self._conn
         wanted = sorted(terms)
-        conn.execute("BEGIN")
-        try:
-            conn.execute("DELETE FROM probe")
-            conn.executemany(
-                "INSERT INTO probe (rowid, t) VALUES (?, ?)",
-                ((i + 1, shadow_or_self(text)) for i, text in enumerate(texts)),
-            )
+        with self._probed(texts) as conn:
             # In batches: a word the tokenizer splits finely can bring more terms than SQLite has
             # variables for one statement.
             for start in range(0, len(wanted), PRESENCE_BATCH):
@@ -184,8 +177,6 @@ class Tokenizer:
                 marks = ", ".join("?" * len(batch))
                 for doc, term in conn.execute(f"SELECT doc, term FROM probe_terms WHERE term IN ({marks})", batch):
                     result[doc - 1].add(term)
-        finally:
-            conn.execute("ROLLBACK")
         return [frozenset(found) for found in result]
 
     def close(self) -> None:
