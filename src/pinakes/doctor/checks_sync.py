@@ -158,7 +158,7 @@ def _sidecars(ctx: DoctorContext, suffix: str, kb_id: str, result: WalkResult) -
         shown = ", ".join(result.orphan_sidecars[:5])
         yield Check("orphaned sidecars", "WARN",
                     f"{len(result.orphan_sidecars)} sidecar(s) with no document beside them: {shown}",
-                    "move each next to its document (keeps the ID), or delete it if the document is gone")
+                    "move each next to its document (keeps the ID), or, if the document is gone, `pnk doctor --prune`")
     else:
         yield Check("orphaned sidecars", "OK", "every sidecar sits beside its document")
     owners: dict[str, list[str]] = defaultdict(list)
