@@ -49,7 +49,11 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from pinakes.embed.base import identity_meta  # noqa: E402
 from pinakes.index import schema  # noqa: E402
+from pinakes.search.bm25 import KeywordOptions  # noqa: E402
 from pinakes.search.core import Searcher, SearchSettings  # noqa: E402
+
+# The keyword side a run times: as shipped (BM25 k1 2.5, b 0.4 over chunk_terms), or FTS5's bm25() alone.
+KEYWORD_SIDES = {"shipped": KeywordOptions(), "fts5-bm25": KeywordOptions(k1=None)}
 from tests.fakes import default_section  # noqa: E402
 from tests.kb_helpers import init_test_kb, sync  # noqa: E402
 
@@ -181,7 +185,8 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(ordered), 2), "p95_ms": round(p95, 2)}
 
 
-def measure_size(size: int, provider: str, cache: Path, standin: str | None) -> dict[str, object]:
+def measure_size(size: int, provider: str, cache: Path, standin: str | None,
+                 keyword: str = "shipped") -> dict[str, object]:
     from pinakes.embed import load_embedder
 
     section = default_section(provider)
@@ -189,7 +194,8 @@ def measure_size(size: int, provider: str, cache: Path, standin: str | None) -> 
     index = build_sized_kb(cache / f"sync-kb-{size}-{provider}", size, VectorsByText(embedder, cache))
     asked = questions()
     queries = asked[:: max(1, len(asked) // QUERIES)][:QUERIES]
-    searcher = Searcher(index, SearchSettings(rerank=False), embedder=embedder, embedding_section=section)
+    searcher = Searcher(index, SearchSettings(rerank=False, keyword=KEYWORD_SIDES[keyword]), embedder=embedder,
+                        embedding_section=section)
     started = time.perf_counter()
     searcher.search(queries[0], mode="vector")  # loads the matrix
     load_s = time.perf_counter() - started
@@ -217,7 +223,7 @@ def measure_size(size: int, provider: str, cache: Path, standin: str | None) -> 
     searcher.close()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result: dict[str, object] = {
-        "chunks": len(matrix), "provider": provider, "queries": len(queries),
+        "chunks": len(matrix), "provider": provider, "keyword": keyword, "queries": len(queries),
         "matrix_mb": round(matrix.nbytes / 2**20, 1), "matrix_load_s": round(load_s, 2),
         "peak_rss_mb": round(rss_mb, 1), "index_mb": round(index.stat().st_size / 2**20, 1),
         "load_average": [round(value, 2) for value in os.getloadavg()],
@@ -290,18 +296,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-cold", action="store_true", help="skip the cold `pnk search` runs")
     parser.add_argument("--rerank-standin", default="minilm-l6", choices=["minilm-l6", "bge-base", "none"],
                         help="cross-encoder shape timed for hybrid + rerank (made-up weights; default %(default)s)")
+    parser.add_argument("--keyword", default="shipped", choices=sorted(KEYWORD_SIDES),
+                        help="the keyword side timed: as shipped, or FTS5's bm25() alone (the baseline before #18)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     if args.one_size:
         standin = None if args.rerank_standin == "none" else args.rerank_standin
-        print(json.dumps(measure_size(args.one_size, args.provider, args.cache, standin)))
+        print(json.dumps(measure_size(args.one_size, args.provider, args.cache, standin, args.keyword)))
         return 0
     rows = []
     for size in (int(value) for value in args.sizes.split(",")):
         child = subprocess.run(
             [sys.executable, __file__, "--one-size", str(size), "--provider", args.provider,
-             "--cache", str(args.cache), "--rerank-standin", args.rerank_standin],
+             "--cache", str(args.cache), "--rerank-standin", args.rerank_standin, "--keyword", args.keyword],
             capture_output=True, text=True, check=True,
         )
         row = json.loads(child.stdout.strip().splitlines()[-1])
