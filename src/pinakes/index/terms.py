@@ -4,7 +4,7 @@ FTS5's bm25() fixes k1 at 1.2 and b at 0.75, and the keyword side ranks better w
 (search/bm25.py, docs/QUALITY.md). FTS5 holds every term's count inside its doclists, but hands it
 to Python only by walking every posting of the term (fts5vocab 'instance'): 14 ms a query at 100k
 chunks. Written beside each chunk, in the transaction that writes it, the counts cost the keyword
-side ~1.5 ms a query instead.
+side ~2 ms a query instead (docs/perf/search.md).
 """
 
 from __future__ import annotations

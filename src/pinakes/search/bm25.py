@@ -15,9 +15,9 @@ The plan, measured on the development corpora (docs/QUALITY.md):
   4. past MAX_QUERY_TERMS distinct terms, the rarest are kept;
   5. the rest are OR-ed, each quoted and matched by FTS5; FTS5's bm25() (k1 1.2 and b 0.75, fixed)
      picks the first 3 × `limit` rows, and those are ranked by BM25 with k1 2.5, b 0.4 and
-     Lucene's IDF, computed from each chunk's term counts (`scored_from_postings`, index/terms.py).
+     Lucene's IDF, computed from each chunk's term counts (`scored_from_term_counts`, index/terms.py).
      That ranks at or above bm25s on both English development corpora, where bm25() alone is
-     significantly below it on tldr-nl2bash-dev (docs/QUALITY.md), for ~1.5 ms a query at 100k
+     significantly below it on tldr-nl2bash-dev (docs/QUALITY.md), for ~2 ms a query at 100k
      chunks. A plan holding a phrase (a word the tokenizer splits, a word of Han, kana or Hangul)
      is ranked by FTS5's bm25() alone, which alone knows where a phrase occurs.
 A query whose content words are all unknown is answered with nothing from this retriever: falling
@@ -78,7 +78,7 @@ class KeywordOptions:
     drop_weightless_terms: bool = True
     # Drop content terms held by more than this share of chunks, while rarer ones remain.
     ubiquity_ceiling: float | None = None
-    # BM25's term-frequency saturation and length normalisation (`scored_from_postings`); None ranks
+    # BM25's term-frequency saturation and length normalisation (`scored_from_term_counts`); None ranks
     # by FTS5's bm25() alone, whose k1 1.2 and b 0.75 are fixed. k1 2.5 with b 0.4 ranks best on the
     # English development corpora, at or above bm25s on each (docs/QUALITY.md, bench/bench_keyword.py).
     k1: float | None = 2.5
@@ -326,7 +326,7 @@ def _ranked(
         return []
     if (options.k1 is not None and options.strategy is KeywordStrategy.OR
             and all(len(unit.terms) == 1 for unit in units)):
-        return scored_from_postings(conn, plan, units, limit, scope_sql, scope_params, options.k1, options.b)
+        return scored_from_term_counts(conn, plan, units, limit, scope_sql, scope_params, options.k1, options.b)
     quorum = _quorum(plan, units, options.quorum_fraction) \
         if options.strategy is KeywordStrategy.QUORUM and len(units) > 1 else None
     return _fts5_ranked(conn, match, limit, scope_sql, scope_params, quorum)
@@ -352,7 +352,7 @@ def _fts5_ranked(conn: sqlite3.Connection, match: str, limit: int, scope_sql: st
     return [(int(rowid), -float(score)) for rowid, score in conn.execute(sql, params)]
 
 
-def scored_from_postings(
+def scored_from_term_counts(
     conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[QueryUnit, ...], limit: int,
     scope_sql: str | None, scope_params: list[object] | None, k1: float, b: float,
 ) -> list[tuple[int, float]]:
