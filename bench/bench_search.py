@@ -51,6 +51,7 @@ from pinakes.embed.base import identity_meta  # noqa: E402
 from pinakes.index import schema  # noqa: E402
 from pinakes.search.bm25 import KeywordOptions  # noqa: E402
 from pinakes.search.core import Searcher, SearchSettings  # noqa: E402
+from pinakes.search.threads import BLAS_THREADS_VARIABLE  # noqa: E402
 
 # The keyword side a run times: as shipped (BM25 k1 2.5, b 0.4 over chunk_terms), or FTS5's bm25() alone.
 KEYWORD_SIDES = {"shipped": KeywordOptions(), "fts5-bm25": KeywordOptions(k1=None)}
@@ -186,12 +187,16 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 
 def measure_size(size: int, provider: str, cache: Path, standin: str | None,
-                 keyword: str = "shipped") -> dict[str, object]:
+                 keyword: str = "shipped", threads: str = "product") -> dict[str, object]:
     from pinakes.embed import load_embedder
+    from pinakes.search.core import QUERY_MODEL_THREADS
 
     section = default_section(provider)
-    embedder = load_embedder(section, offline=True)
-    index = build_sized_kb(cache / f"sync-kb-{size}-{provider}", size, VectorsByText(embedder, cache))
+    index = build_sized_kb(cache / f"sync-kb-{size}-{provider}", size,
+                           VectorsByText(load_embedder(section, offline=True), cache))
+    # The query model as a KB's Searcher loads it (Searcher.for_kb), or on the runtime's default threads.
+    embedder = load_embedder(section, offline=True,
+                             threads=QUERY_MODEL_THREADS if threads == "product" else None)
     asked = questions()
     queries = asked[:: max(1, len(asked) // QUERIES)][:QUERIES]
     searcher = Searcher(index, SearchSettings(rerank=False, keyword=KEYWORD_SIDES[keyword]), embedder=embedder,
@@ -223,7 +228,8 @@ def measure_size(size: int, provider: str, cache: Path, standin: str | None,
     searcher.close()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result: dict[str, object] = {
-        "chunks": len(matrix), "provider": provider, "keyword": keyword, "queries": len(queries),
+        "chunks": len(matrix), "provider": provider, "keyword": keyword, "threads": threads,
+        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "queries": len(queries),
         "matrix_mb": round(matrix.nbytes / 2**20, 1), "matrix_load_s": round(load_s, 2),
         "peak_rss_mb": round(rss_mb, 1), "index_mb": round(index.stat().st_size / 2**20, 1),
         "load_average": [round(value, 2) for value in os.getloadavg()],
@@ -287,6 +293,17 @@ def cold_cli(size: int, provider: str, cache: Path, runs: int = 3) -> dict[str, 
             "timings_ms": payload["timings_ms"]}
 
 
+def child_environment(threads: str) -> dict[str, str]:
+    """The measuring child's environment: OpenBLAS reads its thread count when NumPy loads, so the
+    one-thread choice a searching command makes (pinakes.search.threads) is made here, before."""
+    environment = dict(os.environ)
+    if threads == "product":
+        environment.setdefault(BLAS_THREADS_VARIABLE, "1")
+    else:
+        environment.pop(BLAS_THREADS_VARIABLE, None)
+    return environment
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000")
@@ -298,18 +315,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="cross-encoder shape timed for hybrid + rerank (made-up weights; default %(default)s)")
     parser.add_argument("--keyword", default="shipped", choices=sorted(KEYWORD_SIDES),
                         help="the keyword side timed: as shipped, or FTS5's bm25() alone (the baseline before #18)")
+    parser.add_argument("--threads", default="product", choices=["product", "runtime-default"],
+                        help="query-time threads: as `pnk search`/`pnk serve` run (one BLAS thread, one model-runtime "
+                             "thread: pinakes.search.threads), or every runtime's default")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     if args.one_size:
         standin = None if args.rerank_standin == "none" else args.rerank_standin
-        print(json.dumps(measure_size(args.one_size, args.provider, args.cache, standin, args.keyword)))
+        print(json.dumps(measure_size(args.one_size, args.provider, args.cache, standin, args.keyword, args.threads)))
         return 0
     rows = []
     for size in (int(value) for value in args.sizes.split(",")):
         child = subprocess.run(
             [sys.executable, __file__, "--one-size", str(size), "--provider", args.provider,
-             "--cache", str(args.cache), "--rerank-standin", args.rerank_standin, "--keyword", args.keyword],
+             "--cache", str(args.cache), "--rerank-standin", args.rerank_standin, "--keyword", args.keyword,
+             "--threads", args.threads],
+            env=child_environment(args.threads),
             capture_output=True, text=True, check=True,
         )
         row = json.loads(child.stdout.strip().splitlines()[-1])

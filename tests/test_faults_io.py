@@ -31,7 +31,7 @@ import sys
 sys.path.insert(0, {repo!r})
 import pinakes.embed
 from tests.fakes import FakeEmbedder
-pinakes.embed.load_embedder = lambda section, offline=None: FakeEmbedder()
+pinakes.embed.load_embedder = lambda section, offline=None, threads=None: FakeEmbedder()
 from pinakes.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -65,7 +65,7 @@ def kb(synced_kb, tmp_path, monkeypatch):
     embedder = HashEmbedder()
     root = tmp_path / "kb"
     shutil.copytree(synced_kb, root)
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None: embedder)
+    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None, threads=None: embedder)
     return KBPaths(root)
 
 
@@ -221,7 +221,7 @@ def test_names_titles_and_text_from_the_kb_never_reach_the_terminal_raw(tmp_path
     evil = Doc("docs/evil\x1b[2J\nname.md", "zebra crossing \x1b[31mred\x1b[0m text about zebras\n",
                title="Title\x1b]0;pwned\x07", tags=("t\x1b[1m",))
     build_search_kb(paths.root, embedder, manifest=manifest(), docs=[evil])
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None: embedder)
+    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None, threads=None: embedder)
     code, out, _ = run(capsys, "-C", str(paths.root), "search", "zebra")
     assert code == 0 and "zebra" in out
     assert "\x1b" not in out and "\x07" not in out
@@ -235,7 +235,7 @@ def test_a_document_without_a_title_is_shown_by_its_file_name(tmp_path, monkeypa
     paths = KBPaths(tmp_path / "kb")
     build_search_kb(paths.root, embedder, manifest=manifest(), docs=[
         Doc("docs/notes/travel.md", "trains to the coast and ferries to the islands\n")])
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None: embedder)
+    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None, threads=None: embedder)
     code, out, _ = run(capsys, "-C", str(paths.root), "search", "ferries", "--mode", "bm25")
     assert code == 0
     assert out.splitlines()[0] == "1. travel.md — docs/notes/travel.md:0-46 · characters 0-46"

@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 
 def run(args: argparse.Namespace) -> int:
+    from pinakes.search.threads import prefer_one_blas_thread
+
+    prefer_one_blas_thread()  # before anything imports NumPy
     from pinakes.cli.cmd_search import filters_from_args
     from pinakes.deep.prompts import check_question
     from pinakes.errors import UsageError

@@ -62,6 +62,9 @@ def filters_from_args(args: argparse.Namespace) -> SearchFilters:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pinakes.search.threads import prefer_one_blas_thread
+
+    prefer_one_blas_thread()  # before anything imports NumPy
     from pinakes.errors import UsageError
     from pinakes.kb import KBPaths, find_kb_root
     from pinakes.manifest import load_manifest

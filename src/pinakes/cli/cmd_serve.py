@@ -32,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 
 def run(args: argparse.Namespace) -> int:
+    from pinakes.search.threads import prefer_one_blas_thread
+
+    prefer_one_blas_thread()  # before anything imports NumPy
     from pinakes.errors import UsageError
     from pinakes.serve.config import resolve_served_kbs
 

@@ -28,7 +28,8 @@ class EmbeddingSection(Protocol):
     def dim(self) -> int: ...
 
 
-def load_embedder(section: EmbeddingSection, *, offline: bool | None = None) -> Embedder:
+def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,
+                  threads: int | None = None) -> Embedder:
     """Load the model `section` names, refusing rather than hanging or guessing.
 
     The packaged offline default is used whenever the section names it (and no other revision);
@@ -36,6 +37,10 @@ def load_embedder(section: EmbeddingSection, *, offline: bool | None = None) -> 
     (default: the PNK_OFFLINE environment variable) forbids it, in which case a model that is not
     already local raises ModelUnavailableError at once. A provider whose extra is not installed
     raises MissingExtraError; a `dim` the model does not produce raises ManifestError.
+
+    `threads` caps the model runtime's threads for this model (fastembed's ONNX Runtime session);
+    None leaves the runtime's default, every core, which a sync's batches want. sentence-transformers
+    runs on torch, whose thread count is the whole process's, so it is left alone there.
     """
     provider = section.provider
     model = section.model
@@ -55,7 +60,7 @@ def load_embedder(section: EmbeddingSection, *, offline: bool | None = None) -> 
             remedy=f"use one of: {', '.join(PROVIDERS)}",
         )
     embedder = implementation.load(model, None if packaged else revision, offline=is_offline,
-                                   batch_size=batch_size, packaged=packaged)
+                                   batch_size=batch_size, packaged=packaged, threads=threads)
     expected_dim = getattr(section, "dim", None)
     if expected_dim is not None and embedder.identity.dim != expected_dim:
         raise ManifestError(

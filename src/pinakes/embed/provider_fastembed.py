@@ -102,7 +102,7 @@ def disable_memory_pattern(model: Any) -> None:
 
 
 def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
-         packaged: PackagedModel | None) -> FastembedEmbedder:
+         packaged: PackagedModel | None, threads: int | None = None) -> FastembedEmbedder:
     try:
         from fastembed import TextEmbedding
     except ImportError as exc:
@@ -113,7 +113,7 @@ def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
     if packaged is not None:
         model_dir = fastembed_dir(packaged)
         _register_packaged(TextEmbedding, packaged)
-        loaded = TextEmbedding(PACKAGED_REGISTRY_NAME, cache_dir=cache_dir,
+        loaded = TextEmbedding(PACKAGED_REGISTRY_NAME, cache_dir=cache_dir, threads=threads,
                                specific_model_path=str(model_dir), local_files_only=True)
         identity_parts = (packaged.revision, packaged.weights.sha256)
     else:
@@ -123,7 +123,7 @@ def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
                 "fastembed downloads the revision its own registry names",
                 remedy="remove `revision`, or use provider sentence-transformers",
             )
-        loaded = _load_registered(TextEmbedding, model, cache_dir, offline=offline)
+        loaded = _load_registered(TextEmbedding, model, cache_dir, offline=offline, threads=threads)
         identity_parts = _hub_identity(loaded)
     dim = int(loaded.embedding_size)
     identity = ModelIdentity(PROVIDER, model, identity_parts[0], identity_parts[1], dim)
@@ -148,7 +148,8 @@ def _register_packaged(text_embedding: Any, packaged: PackagedModel) -> None:
     )
 
 
-def _load_registered(text_embedding: Any, model: str, cache_dir: str, *, offline: bool) -> Any:
+def _load_registered(text_embedding: Any, model: str, cache_dir: str, *, offline: bool,
+                     threads: int | None = None) -> Any:
     supported = {entry["model"].lower() for entry in text_embedding.list_supported_models()}
     if model.lower() not in supported:
         raise ModelUnavailableError(
@@ -158,7 +159,7 @@ def _load_registered(text_embedding: Any, model: str, cache_dir: str, *, offline
         )
     try:
         with _quiet_fastembed():
-            return text_embedding(model, cache_dir=cache_dir, local_files_only=offline)
+            return text_embedding(model, cache_dir=cache_dir, local_files_only=offline, threads=threads)
     except (OSError, ValueError, RuntimeError) as exc:
         if offline:
             raise ModelUnavailableError(

@@ -45,7 +45,8 @@ class SentenceTransformersEmbedder(ProviderEmbedder):
 
 
 def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
-         packaged: PackagedModel | None) -> SentenceTransformersEmbedder:
+         packaged: PackagedModel | None, threads: int | None = None) -> SentenceTransformersEmbedder:
+    del threads  # torch's thread count belongs to the whole process: not this model's to set
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:

@@ -58,6 +58,10 @@ if TYPE_CHECKING:
 
 MODES = ("hybrid", "bm25", "vector")
 MAX_FINAL_K = 100  # a caller asking for more gets this many and a note saying so
+# One query is one short input: a second runtime thread buys it little and, in hybrid search, takes
+# the core the BM25 worker runs on (docs/perf/search.md: with one BLAS thread too, pinakes.search.threads,
+# hybrid p50 at 100k chunks fell from 52-60 to 33-35 ms).
+QUERY_MODEL_THREADS = 1
 SNAPSHOT_RETRIES = 3
 
 
@@ -157,7 +161,7 @@ class Searcher:
         def load_embedder() -> Embedder:
             from pinakes.embed import load_embedder as load
 
-            return load(manifest.embedding, offline=offline)
+            return load(manifest.embedding, offline=offline, threads=QUERY_MODEL_THREADS)
 
         def load_reranker() -> Reranker:
             from pinakes.search.rerank import load_reranker as load
