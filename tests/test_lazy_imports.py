@@ -40,3 +40,16 @@ def test_init_and_doctor_load_no_model_backend(tmp_path: Path) -> None:
     assert [(o.kind, o.code in (0, 1)) for o in report.outcomes] == [("exit", True)] * 3, report.summary()
     assert report.outcomes[0].code == 0, report.output
     assert loaded(report, MODEL_BACKENDS) == []
+
+
+def test_the_sync_writer_reads_two_search_modules_without_loading_the_searcher() -> None:
+    """A no-op sync imports the embed step, which needs the CJK shadow text and the tokenizer's term
+    counts; the searcher (core, BM25 planning, results, filters) is not its to pay for."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import pinakes.rules.embed; "
+            "print(sorted(m for m in sys.modules if m.startswith('pinakes.search')))")
+    modules = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "pinakes.search.scripts" in modules and "pinakes.search.query" in modules
+    assert "pinakes.search.core" not in modules and "pinakes.search.bm25" not in modules
