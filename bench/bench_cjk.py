@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pinakes.eval.corpus import document_ranking, ndcg  # noqa: E402
-from pinakes.eval.paired import sign_test  # noqa: E402
+from pinakes.eval.paired import rises_and_falls, sign_test  # noqa: E402
 from pinakes.search import bm25, core, query  # noqa: E402
 from pinakes.search.core import Searcher, SearchSettings  # noqa: E402
 
@@ -196,8 +196,7 @@ def mean(values: dict[str, float]) -> float:
 
 
 def paired(after: dict[str, float], before: dict[str, float]) -> str:
-    up = sum(1 for key in after if after[key] > before[key] + 1e-9)
-    down = sum(1 for key in after if after[key] < before[key] - 1e-9)
+    up, down = rises_and_falls(after, before)
     return f"+{up}/-{down}, p={sign_test(up, down):.2g}"
 
 

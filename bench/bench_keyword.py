@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pinakes.eval.corpus import document_ranking, ndcg, recall  # noqa: E402
-from pinakes.eval.paired import sign_test  # noqa: E402
+from pinakes.eval.paired import rises_and_falls, sign_test  # noqa: E402
 from pinakes.search import bm25  # noqa: E402
 from pinakes.search.core import Searcher, SearchSettings  # noqa: E402
 
@@ -184,8 +184,7 @@ def mean(values: dict[str, float]) -> float:
 
 
 def paired(ours: dict[str, float], theirs: dict[str, float]) -> str:
-    up = sum(1 for key in ours if ours[key] > theirs[key] + 1e-9)
-    down = sum(1 for key in ours if ours[key] < theirs[key] - 1e-9)
+    up, down = rises_and_falls(ours, theirs)
     return f"+{up}/-{down} (p one-sided {sign_test(up, down):.3g}, two-sided {sign_test(up, down, two_sided=True):.3g})"
 
 

@@ -54,7 +54,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_cjk import Question, build, mean, paired  # noqa: E402
 
 from pinakes.eval.corpus import document_ranking, ndcg  # noqa: E402
-from pinakes.eval.paired import sign_test  # noqa: E402
+from pinakes.eval.paired import rises_and_falls, sign_test  # noqa: E402
 from pinakes.search import core, query, scripts  # noqa: E402
 from pinakes.search.core import Searcher, SearchSettings  # noqa: E402
 from pinakes.search.query import AnalyzedQuery, QueryUnit, Tokenizer  # noqa: E402
@@ -396,8 +396,7 @@ def report(languages: list[Language]) -> None:
         better = []
         for arm in ARMS[1:]:
             after = by[lang].results[arm.key]
-            up = sum(1 for key in after if after[key] > shipped[key] + 1e-9)
-            down = sum(1 for key in after if after[key] < shipped[key] - 1e-9)
+            up, down = rises_and_falls(after, shipped)
             if sign_test(up, down) * tried < 0.05:
                 better.append(arm.key)
         name = by[lang].segmenter.package

@@ -308,3 +308,13 @@ def test_the_committed_demo_outcomes_rescore_to_the_committed_baseline() -> None
     assert score(committed).to_dict() == baseline.scoreboard.to_dict()
     assert committed.header == baseline.header
     assert json.loads((demo_eval / "baseline.json").read_text())["header"]["embedding"]["revision"] != "fake"
+
+
+def test_rises_and_falls_pairs_by_key_and_treats_float_noise_as_a_tie() -> None:
+    from pinakes.eval.paired import rises_and_falls
+
+    after = {"q1": 0.5, "q2": 0.2, "q3": 0.3 + 1e-12, "q4": 1.0, "extra": 0.9}
+    before = {"q1": 0.4, "q2": 0.3, "q3": 0.3, "q4": 1.0}
+    assert rises_and_falls(after, before) == (1, 1)
+    assert rises_and_falls(before, after) == (1, 1)
+    assert rises_and_falls({"q1": 1.0, "q2": 1.0}, {"q1": 0.0, "q2": 0.5}) == (2, 0)

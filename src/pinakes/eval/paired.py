@@ -15,6 +15,7 @@ to reach p < 0.05 is a power limit of the corpus, not evidence about the change.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import comb
@@ -40,6 +41,15 @@ def sign_test(improved: int, worsened: int, *, two_sided: bool = False) -> float
     at_most = sum((comb(moved, heads) for heads in range(improved + 1)), 0)
     lower = Fraction(at_most, 2**moved)
     return float(min(Fraction(1), 2 * min(upper, lower)))
+
+
+def rises_and_falls(after: Mapping[str, float], before: Mapping[str, float],
+                    tolerance: float = 1e-9) -> tuple[int, int]:
+    """Per-question scores paired by key: how many rose and how many fell by more than `tolerance`
+    (float noise is a tie, which the sign test drops). Keys missing from `before` are not paired."""
+    paired = [(after[key], before[key]) for key in after if key in before]
+    return (sum(1 for new, old in paired if new > old + tolerance),
+            sum(1 for new, old in paired if new < old - tolerance))
 
 
 def is_right(row: Outcome) -> bool | None:
