@@ -171,3 +171,33 @@ def test_the_served_kb_answers_to_its_ulid_as_well_as_its_alias(tools: PinakesTo
     assert by_alias["passages"] == by_id["passages"]
     assert by_id["kb"] == {"alias": "boundary", "id": kb.kb_id}
     assert doc_ids(kb.root)["docs/wings.md"] == by_id["passages"][0]["doc_id"]
+
+
+@pytest.mark.parametrize("value", PATH_LIKE_VALUES.values(), ids=list(PATH_LIKE_VALUES))
+@pytest.mark.parametrize(("tool", "argument"), [(tool, argument) for tool, argument in PATH_CHECKED_ARGUMENTS
+                                                 if argument in ("kb", "tags")],
+                         ids=lambda pair: str(pair))
+def test_a_refused_kb_or_tag_is_not_given_path_prefix_advice(tools: PinakesTools, tool: str, argument: str,
+                                                             value: str) -> None:
+    """Issue #26: a bad `kb` or `tags` value was told to pass "a prefix relative to the KB root, such
+    as docs/", which is advice for `path_prefix` only."""
+    with pytest.raises(PinakesError) as refused:
+        tools.call(tool, hostile_call(tool, argument, value))
+    remedy = refused.value.remedy or ""
+    assert "docs/" not in remedy and "prefix" not in remedy, remedy
+
+
+@pytest.mark.parametrize(("argument", "value", "advice"), [
+    ("kb", "../other", "pinakes_list_kbs"),
+    ("kb", "a/b", "pinakes_list_kbs"),
+    ("tags", "file:///etc", "the tag as written"),
+    ("tags", "tag*", "the tag as written"),
+    ("path_prefix", "/etc", "docs/"),
+])
+def test_each_path_checked_argument_gets_advice_for_its_own_kind_of_value(argument: str, value: str,
+                                                                         advice: str) -> None:
+    check = {"kb": boundary.check_kb_name, "tags": lambda v: boundary.check_tags([v]),
+             "path_prefix": boundary.check_path_prefix}[argument]
+    with pytest.raises(boundary.ToolArgumentError) as refused:
+        check(value)
+    assert advice in (refused.value.remedy or "")

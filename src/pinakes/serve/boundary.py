@@ -86,33 +86,42 @@ def check_query(value: object) -> str:
     return check_string("query", value, max_chars=MAX_QUERY_CHARS, allow_whitespace=True).strip()
 
 
+# What a good value of each path-checked argument is, for the remedy of a refused one: a bad `kb` or
+# `tags` value is not helped by advice about path prefixes.
+_GOOD_VALUE = {
+    "path_prefix": "a prefix relative to the KB root, such as docs/ or docs/api/",
+    "tags": "the tag as written, such as garden or status:draft",
+    "kb": "the name of a served KB, as pinakes_list_kbs lists it",
+}
+
+
 def check_not_path_like(argument: str, value: str, *, allow_slash: bool, allow_colon: bool = False) -> str:
     """Refuse anything a filesystem or URL parser would treat as a location rather than a value.
 
     `allow_colon` keeps `status:draft` a valid tag while still refusing `file:` and `x://`."""
+    good = f"pass {_GOOD_VALUE.get(argument, f'a plain `{argument}` value')}"
     if unicodedata.normalize("NFKC", value) != value or any(char in _LOOKALIKES for char in value):
         raise refuse(argument, "contains a Unicode look-alike or compatibility character",
-                     "spell it with plain characters (ASCII / and . for paths)")
+                     f"spell it with plain characters: {good}")
     if "\\" in value:
-        raise refuse(argument, "contains a backslash", "use / between path segments")
+        raise refuse(argument, "contains a backslash",
+                     "use / between path segments" if argument == "path_prefix" else good)
     looks_like_uri = "://" in value or value.lower().startswith("file:")
     if looks_like_uri or (not allow_colon and _SCHEME.match(value)):
         raise refuse(argument, "looks like a URI; tools take no URIs or filesystem paths",
-                     "pass a KB-relative value such as docs/ (documents are addressed by ULID)")
+                     f"{good} (documents are addressed by ULID)")
     if value.startswith(("/", "~")):
-        raise refuse(argument, "is an absolute path; tools never take filesystem paths",
-                     "pass a prefix relative to the KB root, such as docs/")
+        raise refuse(argument, "is an absolute path; tools never take filesystem paths", good)
     if any(char in _GLOB_CHARS for char in value):
-        raise refuse(argument, "contains a glob character (* ? [ ] { }); values are matched literally",
-                     "pass a literal prefix such as docs/api/")
+        raise refuse(argument, "contains a glob character (* ? [ ] { }); values are matched literally", good)
     if _PERCENT_ESCAPE.search(value):
         raise refuse(argument, "contains a percent-escape; values are never URL-decoded",
                      "pass the characters themselves")
     segments = value.split("/")
     if any(segment in (".", "..") for segment in segments):
-        raise refuse(argument, "contains a `.` or `..` segment", "pass a plain KB-relative prefix such as docs/")
+        raise refuse(argument, "contains a `.` or `..` segment", good)
     if not allow_slash and len(segments) > 1:
-        raise refuse(argument, "contains a /", f"pass a single `{argument}` value")
+        raise refuse(argument, "contains a /", good)
     if any(segment == "" for segment in segments[:-1]):
         raise refuse(argument, "contains an empty path segment (//)", "remove the doubled /")
     return value
