@@ -6,6 +6,7 @@
     pnk eval --compare BEFORE AFTER     paired comparison of two outcomes files, with the sign test
     pnk eval --init                     draft eval/questions.yaml from the KB's own headings, to edit
     pnk eval --fit-confidence           fit [retrieval.confidence] on the golden set and print the block
+    pnk eval --fit-confidence --write   the same, written into pinakes.toml (backed up, re-validated)
     pnk eval --questions FILE.jsonl     nDCG@10 / recall@10 / recall@100 / MRR over any KB
 
 Exit status: 0 when the run passes (or is skipped for want of a golden set), 1 on a regression
@@ -21,12 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pinakes.eval.fitting import ConfidenceFit
     from pinakes.eval.harness import EvalPaths, GateResult
     from pinakes.eval.outcomes import OutcomesFile
     from pinakes.eval.scoreboard import Scoreboard
     from pinakes.manifest import Manifest
 
 EXIT_REGRESSED = 1
+CONFIDENCE_TABLE = "retrieval.confidence"  # replaced whole by --write, with any sub-table under it
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -37,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     "MCP use; report recall@k, MRR, rerank precision and the false-abstain / "
                     "false-confidence rates per question kind; fail on regression against "
                     "eval/baseline.json.",
-        epilog="examples: pnk eval tests/demo-kb · pnk eval --fit-confidence · "
+        epilog="examples: pnk eval tests/demo-kb · pnk eval --init · pnk eval --fit-confidence --write · "
                "pnk eval --questions ../shared/corpora/cranfield/questions.jsonl -C cranfield-kb",
     )
     parser.add_argument("kb", nargs="?", metavar="KB", help="the KB directory (default: the current KB, or -C)")
@@ -51,11 +54,15 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="absolute drop a rate may show before it counts as a regression (default 0.02)")
     parser.add_argument("--update-baseline", action="store_true", help="rewrite the baseline from this run")
     parser.add_argument("--fit-confidence", action="store_true",
-                        help="fit [retrieval.confidence] thresholds on the golden set and print the block")
+                        help="fit [retrieval.confidence] thresholds on the golden set and print the block "
+                             "with the trade-off curve")
+    parser.add_argument("--write", action="store_true",
+                        help="with --fit-confidence: write the fitted block into pinakes.toml, replacing any "
+                             "[retrieval.confidence] (every other byte kept; a backup beside it)")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--init", action="store_true",
-                        help="draft eval/questions.yaml from the KB's own headings (a skeleton to edit; "
-                             "never overwrites one)")
+                        help="draft eval/questions.yaml from the KB's own documents: answerable questions "
+                             "and no-answer ones to check (a draft to edit; never overwrites one)")
     action.add_argument("--rescore", metavar="OUTCOMES", type=Path,
                         help="recompute the scoreboard from an outcomes file, offline")
     action.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), type=Path,
@@ -76,6 +83,18 @@ def run(args: argparse.Namespace) -> int:
     if args.fit_confidence and (args.compare or args.questions):
         raise UsageError("--fit-confidence fits on the golden set (or an outcomes file via --rescore)",
                          remedy="drop --compare / --questions")
+    if args.write and not args.fit_confidence:
+        raise UsageError("--write writes a fitted [retrieval.confidence] and needs --fit-confidence",
+                         remedy="run `pnk eval --fit-confidence --write`")
+    if args.write and args.rescore:
+        raise UsageError("--write fits on this KB's own golden-set run, not on an outcomes file (it may come "
+                         "from another KB or configuration)",
+                         remedy="run `pnk eval --fit-confidence --write` in the KB, or drop --write and paste "
+                                "the printed block")
+    if args.init and args.fit_confidence:
+        raise UsageError("--init drafts the questions the fit needs; they are edited before any fit",
+                         remedy="run `pnk eval --init`, edit eval/questions.yaml, then "
+                                "`pnk eval --fit-confidence --write`")
     if args.init:
         return _init(args)
     if args.compare:
@@ -96,6 +115,12 @@ def _kb_root(args: argparse.Namespace) -> Path:
     return find_kb_root(args.kb or getattr(args, "kb_dir", None))
 
 
+def _manifest_path(args: argparse.Namespace) -> Path:
+    from pinakes.kb import KBPaths
+
+    return KBPaths(_kb_root(args)).manifest
+
+
 def _load(args: argparse.Namespace) -> tuple[EvalPaths, Manifest]:
     from pinakes.eval.harness import EvalPaths
     from pinakes.kb import KBPaths
@@ -112,6 +137,7 @@ def _golden_run(args: argparse.Namespace) -> int:
     from pinakes.eval.baseline import Baseline, read_baseline, write_baseline
     from pinakes.eval.outcomes import write_outcomes
 
+    manifest_bytes = _manifest_path(args).read_bytes() if args.write else None
     paths, manifest = _load(args)
     golden, skipped = harness.load_for_run(paths, manifest)
     if golden is None:
@@ -125,7 +151,7 @@ def _golden_run(args: argparse.Namespace) -> int:
     for warning in run.sync_warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if args.fit_confidence:
-        return _print_fit(args, run.outcomes)
+        return _fit(args, run.outcomes, manifest_bytes)
     write_outcomes(paths.outcomes, run.outcomes)
     if args.update_baseline:
         previous = read_baseline(paths.baseline) if paths.baseline.exists() else None
@@ -147,12 +173,15 @@ def _init(args: argparse.Namespace) -> int:
     kb_root = _kb_root(args)
     conn = open_reader(KBPaths(kb_root).index_db)
     try:
-        target, drafted = draft_golden_set(kb_root, conn)
+        drafted = draft_golden_set(kb_root, conn)
     finally:
         conn.close()
-    _emit(args, {"ok": True, "written": str(target), "drafted": drafted},
-          f"wrote {target} with {drafted} drafted questions and 2 no-answer placeholders\n"
-          "next: rewrite them as people would ask, then `pnk eval --fit-confidence`")
+    next_steps = ("edit it (its comments say how: rewrite the answerable drafts as people would ask them, "
+                  "check each TODO no-answer question), then `pnk eval --fit-confidence --write`")
+    _emit(args, {"ok": True, "written": str(drafted.path), "drafted": drafted.answerable,
+                 "no_answer": drafted.no_answer, "next": next_steps},
+          f"wrote {drafted.path}: {drafted.answerable} answerable drafts and {drafted.no_answer} no-answer "
+          f"drafts to check\nnext: {next_steps}")
     return 0
 
 
@@ -164,7 +193,7 @@ def _rescore(args: argparse.Namespace) -> int:
 
     outcomes = read_outcomes(args.rescore)
     if args.fit_confidence:
-        return _print_fit(args, outcomes)
+        return _fit(args, outcomes, None)
     board = score(outcomes)
     if args.update_baseline:
         target = args.baseline or args.rescore.parent / "baseline.json"
@@ -223,7 +252,18 @@ def _corpus(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
-def _print_fit(args: argparse.Namespace, outcomes: OutcomesFile) -> int:
+def _fit(args: argparse.Namespace, outcomes: OutcomesFile, manifest_bytes: bytes | None) -> int:
+    """Fit [retrieval.confidence], print it with its trade-off curve, and with --write put it into
+    pinakes.toml (`manifest_bytes`: the file as it was when the run loaded it)."""
+    fit = _fit_outcomes(outcomes)
+    curve = _trade_off_curve(fit)
+    written = _write_block(args, fit, manifest_bytes) if args.write else None
+    data: dict[str, Any] = {"ok": True, **fit.to_dict(), "trade_off_curve": curve, "written": written}
+    _emit(args, data, _fit_text(fit, curve, written))
+    return 0
+
+
+def _fit_outcomes(outcomes: OutcomesFile) -> ConfidenceFit:
     from pinakes.errors import PinakesError
     from pinakes.eval.fitting import FitError, describe_fit, fit_confidence
 
@@ -244,29 +284,77 @@ def _print_fit(args: argparse.Namespace, outcomes: OutcomesFile) -> int:
         golden.get("path", "golden set"), len(outcomes.rows), settings,
     )
     try:
-        fit = fit_confidence(outcomes.rows, fitted_for)
+        return fit_confidence(outcomes.rows, fitted_for)
     except FitError as exc:
         raise PinakesError(f"cannot fit confidence thresholds: {exc}",
                            remedy="the golden set needs answerable and no-answer questions, searched "
-                                  "with vectors or rerank on") from None
-    lines = [
-        "# Fitted on the golden set; add to pinakes.toml (replacing any [retrieval.confidence]):",
-        fit.manifest_block().rstrip(),
-        "",
+                                  "with vectors or rerank on (`pnk eval --init` drafts both kinds)") from None
+
+
+def _trade_off_curve(fit: ConfidenceFit) -> list[dict[str, Any]]:
+    """The fit's operating points (no other beats them on both errors), by rising threshold, with
+    the one written marked: the point whose errors are the fit's own (added if the front lacks it)."""
+    from pinakes.eval.scoreboard import Rate
+
+    answerable, no_answer = fit.false_abstain.denominator, fit.false_confidence.denominator
+    chosen_errors = (fit.false_abstain.numerator, fit.false_confidence.numerator)
+    points = list(fit.trade_offs)
+    if not any((fa, fc) == chosen_errors for _, fa, fc in points):
+        points = sorted([*points, (fit.low, *chosen_errors)])
+    return [{"low": low, "false_abstain": Rate(fa, answerable).to_dict(),
+             "false_confidence": Rate(fc, no_answer).to_dict(), "chosen": (fa, fc) == chosen_errors}
+            for low, fa, fc in points]
+
+
+def _write_block(args: argparse.Namespace, fit: ConfidenceFit, manifest_bytes: bytes | None) -> dict[str, Any]:
+    from pinakes.manifest.rewrite import write_table
+
+    result = write_table(_manifest_path(args), CONFIDENCE_TABLE, fit.manifest_block(), expected=manifest_bytes,
+                         backup_label="confidence")
+    return {"path": str(result.path), "placement": result.placement,
+            "backup": str(result.backup) if result.backup else None}
+
+
+def _fit_text(fit: ConfidenceFit, curve: list[dict[str, Any]], written: dict[str, Any] | None) -> str:
+    if written is None:
+        lines = ["# Fitted on the golden set. `pnk eval --fit-confidence --write` writes this block into "
+                 "pinakes.toml itself",
+                 "# (replacing any [retrieval.confidence], every other byte kept, a backup beside it); or paste it:"]
+    else:
+        lines = ["# Fitted on the golden set:"]
+    lines += [fit.manifest_block().rstrip(), ""]
+    lines.append(f"trade-off curve (threshold low; {fit.false_abstain.denominator} answerable and "
+                 f"{fit.false_confidence.denominator} no-answer questions; > marks the point fitted):")
+    lines.append("    low          false-abstain   false-confidence")
+    for point in curve:
+        mark = ">" if point["chosen"] else " "
+        lines.append(f"  {mark} {point['low']:<12} {_count(point['false_abstain']):<15} "
+                     f"{_count(point['false_confidence'])}")
+    lines += [
         f"false-abstain:    {_fraction(fit.false_abstain)}  (answerable questions that would abstain)",
         f"false-confidence: {_fraction(fit.false_confidence)}  (no-answer questions that would not abstain)",
         f"no-answer at high: {_fraction(fit.no_answer_high)}",
         "These are scored on the set they were fitted on: a floor, not a forecast.",
     ]
-    if fit.trade_offs:
-        lines.append("other operating points (low: false-abstain, false-confidence):")
-        lines.extend(f"  {low}: {fa}/{fit.false_abstain.denominator}, {fc}/{fit.false_confidence.denominator}"
-                     for low, fa, fc in fit.trade_offs)
     if fit.excluded:
         lines.append(f"excluded (no score to fit on): {', '.join(fit.excluded)}")
-    lines.append("Then run `pnk eval --update-baseline` so the gate covers the abstention rates.")
-    _emit(args, {"ok": True, **fit.to_dict()}, "\n".join(lines))
-    return 0
+    if written is None:
+        lines.append("Then run `pnk eval --update-baseline` so the gate covers the abstention rates.")
+    elif written["backup"] is None:
+        lines.append(f"{written['path']} already holds this block; nothing was written.")
+    else:
+        where = {"replaced": "replaced its [retrieval.confidence]",
+                 "placeholder": "in place of the commented-out [retrieval.confidence]",
+                 "inserted": "after [retrieval]", "appended": "at the end"}.get(written["placement"], "")
+        lines += [f"written: {written['path']} ({where}; every other byte kept; the previous file is "
+                  f"{written['backup']})",
+                  "`pnk search` now reports high / medium / low; run `pnk eval --update-baseline` so the gate "
+                  "covers the abstention rates."]
+    return "\n".join(lines)
+
+
+def _count(rate: dict[str, Any]) -> str:
+    return f"{rate['numerator']}/{rate['denominator']}"
 
 
 def _report(args: argparse.Namespace, paths: EvalPaths | None, outcomes: OutcomesFile, board: Scoreboard,

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinakes.atomic import atomic_write_bytes
-from pinakes.errors import PinakesError, TemplateNotArchivedError, UpgradeRefusedError
-from pinakes.manifest import load_manifest
+from pinakes.errors import TemplateNotArchivedError, UpgradeRefusedError
+from pinakes.manifest.rewrite import replace_manifest
 from pinakes.upgrade.plan import UpgradePlan
 
 
@@ -53,22 +52,5 @@ def apply_upgrade(plan: UpgradePlan, *, budget_confirmed: bool) -> AppliedUpgrad
     if path.read_bytes() != plan.original:
         raise UpgradeRefusedError("pinakes.toml changed since the upgrade was planned; nothing was changed",
                                   remedy="run `pnk upgrade` again to see the changes against it", path=path)
-    backup = _backup_path(path, plan.recorded or "unknown")
-    atomic_write_bytes(backup, plan.original, exclusive=True)
-    atomic_write_bytes(path, plan.new_text.encode("utf-8"))
-    try:
-        load_manifest(path)
-    except PinakesError:
-        atomic_write_bytes(path, plan.original)
-        raise
+    backup = replace_manifest(path, plan.original, plan.new_text, plan.recorded or "unknown")
     return AppliedUpgrade(path, backup, plan.installed)
-
-
-def _backup_path(path: Path, recorded: str) -> Path:
-    """pinakes.toml.<recorded ref>.bak beside the manifest; never one that exists."""
-    candidate = path.with_name(f"{path.name}.{recorded}.bak")
-    counter = 1
-    while candidate.exists():
-        candidate = path.with_name(f"{path.name}.{recorded}.{counter}.bak")
-        counter += 1
-    return candidate
