@@ -91,13 +91,13 @@ def test_human_output_lists_ranked_cited_passages(kb, capsys):
 
 def test_the_escalation_hint_quotes_the_query_and_keeps_the_filters(kb, capsys):
     query = "it's $HOME; `rm -rf` \"kafka\""
-    code, out, _ = run(capsys, "search", "-C", str(kb.root), query, "--tag", "ops team", "--path", "docs/",
-                       "--since", "2020-01-01")
-    assert code == 0
+    code, out, _ = run(capsys, "search", "-C", str(kb.root), query, "--tag", "ops team", "--tag", "ops",
+                       "--path", "docs/", "--since", "2020-01-01")
+    assert code == 0 and not out.startswith("No passages matched.")  # the hint needs a match (next test)
     hint = next(line for line in out.splitlines() if line.startswith("To have Claude answer it"))
     command = hint.split("before the first call): ", 1)[1]
     assert shlex.split(command) == ["pnk", "-C", str(kb.root), "ask", "--deep", query, "--tag", "ops team",
-                                    "--path", "docs/", "--since", "2020-01-01"]
+                                    "--tag", "ops", "--path", "docs/", "--since", "2020-01-01"]
 
 
 def test_paged_citation_and_tags_are_printed(kb, capsys):
@@ -134,11 +134,17 @@ def test_all_tags_requires_every_tag(kb, capsys):
     assert {passage["path"] for passage in json.loads(out)["passages"]} == {"docs/kafka.md"}
 
 
-def test_no_results_says_so(kb, capsys):
+def test_no_results_says_so_and_names_no_paid_escalation(kb, capsys):
     code, out, _ = run(capsys, "search", "-C", str(kb.root), "kafka", "--tag", "nosuchtag")
     assert code == 0
     assert out.startswith("No passages matched.")
     assert "confidence: low" in out
+    # Nothing matched: a paid answer over no passages answers nothing; the free remedy is named.
+    assert "ask --deep" not in out and "To have Claude answer it" not in out
+    assert "next search to try: pnk search kafka" in out and "search the whole KB" in out
+    # The same words without the filter match, are not confident, and do name it.
+    code, out, _ = run(capsys, "search", "-C", str(kb.root), "kafka")
+    assert code == 0 and "confidence: unknown" in out and "ask --deep kafka" in out
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [

@@ -2,7 +2,8 @@
 
 Retrieval only: nothing here spends money. Low or unknown confidence prints what to do next with
 commands this build has, including spec §4.2's escalation: `pnk ask --deep` with the user's own
-query and filters, quoted for a shell.
+query and filters, quoted for a shell — named only where something matched (a paid answer over no
+passages answers nothing).
 """
 
 from __future__ import annotations
@@ -120,9 +121,11 @@ def _positive_int(value: str) -> int:
 
 
 def render(result: SearchResult, deep_command: str | None = None) -> str:
-    """The result for a person. `deep_command` (`ask_deep_command`) is the paid escalation named
-    when confidence is low or unknown; None leaves it out (`pnk ask` prints its own)."""
+    """The result for a person. `deep_command` (`ask_deep_command`) is the paid escalation, named
+    where the search was not confident and something matched (`escalation_worth_naming`); None
+    leaves it out (`pnk ask` prints its own)."""
     from pinakes.display import printable
+    from pinakes.search.suggest import escalation_worth_naming
 
     lines: list[str] = []
     if not result.passages:
@@ -135,13 +138,16 @@ def render(result: SearchResult, deep_command: str | None = None) -> str:
     lines.extend(f"note: {printable(note)}" for note in result.notes)
     # Every remedy names a command this build has, the paid escalation (spec §4.2) included: it is
     # the user's own query and filters, quoted, so it can be pasted as it is.
-    if confidence.level == "unknown":
-        lines.append("Retrieval only; nothing was spent. Confidence stays unknown until this KB is "
-                     "calibrated: `pnk eval --init`, edit eval/questions.yaml, then `pnk eval --fit-confidence`.")
+    if not result.passages:
+        lines.append("Retrieval only; nothing was spent. Nothing matched: try the next search below, other "
+                     "words, or fewer filters.")
+    elif confidence.level == "unknown":
+        lines.append("Retrieval only; nothing was spent. Confidence stays unknown until this KB is calibrated: "
+                     "`pnk eval --init`, edit eval/questions.yaml, then `pnk eval --fit-confidence --write`.")
     elif confidence.level == "low":
         lines.append("Retrieval only; nothing was spent. The passages may not answer this: try the next "
                      "search below, or read a document whole with `pnk get ID`.")
-    if deep_command is not None and confidence.level in ("unknown", "low"):
+    if deep_command is not None and escalation_worth_naming(result):
         lines.append(f"To have Claude answer it with citations (paid, priced and capped by [budget] before "
                      f"the first call): {printable(deep_command)}")
     if result.suggested_next is not None:

@@ -1,4 +1,5 @@
-"""The suggested next search returned beside low- or unknown-confidence results (spec §4.2).
+"""What to do next beside low- or unknown-confidence results (spec §4.2): a free search, and when
+the paid escalation is worth naming.
 
 On MCP the calling agent decides what to do with weak evidence; its reasoning is already paid
 for. A suggestion is a concrete free search, derived from what this search saw, in the order of
@@ -9,9 +10,10 @@ retriever, and finally too little context (expand with the best passages' distin
 from __future__ import annotations
 
 from pinakes.search.bm25 import DocumentFrequencies, KeywordPlan, shown_word
+from pinakes.search.confidence import LOW, UNKNOWN
 from pinakes.search.filters import SearchFilters
 from pinakes.search.query import FUNCTION_WORDS, Tokenizer, split_words
-from pinakes.search.results import SuggestedSearch
+from pinakes.search.results import SearchResult, SuggestedSearch
 
 EXPANSION_WORDS = 3
 EXPANSION_SOURCE_PASSAGES = 3
@@ -20,6 +22,14 @@ EXPANSION_SOURCE_PASSAGES = 3
 # search, 8 cost under 1 ms, and the three words finally suggested are almost always among the
 # eight longest.
 EXPANSION_CANDIDATES = 8
+
+
+def escalation_worth_naming(result: SearchResult) -> bool:
+    """Whether a person should be pointed at `pnk ask --deep` for this result: only where the search
+    was not confident *and* something matched. A synthesis over nothing answers nothing, and when the
+    filters or the words matched no passage, the free next search (or other filters) is the remedy,
+    not a paid call."""
+    return result.confidence.level in (LOW, UNKNOWN) and bool(result.passages)
 
 
 def suggest_next(
