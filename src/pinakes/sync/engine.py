@@ -166,7 +166,7 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
             report.unchanged = len(ctx.walk.docs)
             report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
             report.timings["pair"] = time.perf_counter() - stage_started
-            _scan_links_if_due(ctx)
+            _finish_without_pipeline(ctx)
             return
         plan = pair.compute_plan(ctx)
         if options.force:
@@ -190,7 +190,7 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
             report.notes.extend(plan.notes)
             _record_failures(conn, report)  # clears failures a previous run left, if fixed since
             _settle(conn, report, options, settled)
-            _scan_links_if_due(ctx)
+            _finish_without_pipeline(ctx)
             return
         stage_started = time.perf_counter()
         from pinakes.sync.loader import run_pipeline, write_dodo_shim
@@ -237,6 +237,38 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         conn.close()
     if report.ok:
         _sweep_cache(paths, report)
+
+
+def _finish_without_pipeline(ctx: SyncContext) -> None:
+    """The end of a sync that had no document to process. If an earlier sync started its pipeline
+    and never recorded its end (killed, or stopped past its last commit: in the graph, in the
+    reverse scan), this one does what that one left undone after its commits, the graph, then
+    records the completion, so doctor stops reporting an interrupted sync. Otherwise the index
+    file is left untouched, as a no-op sync leaves it."""
+    conn = ctx.writer()
+    unfinished = _unfinished_start(conn)
+    if unfinished:
+        from pinakes.rules.graph import derive_graph
+
+        ctx.report.graph_census = derive_graph(conn, ctx.kb_id)
+    _scan_links_if_due(ctx)
+    if unfinished:
+        _record_completion(conn)
+
+
+def _unfinished_start(conn: sqlite3.Connection) -> bool:
+    """Whether a sync started its pipeline (`sync_started_at`) after the last recorded completion."""
+    meta = dict(conn.execute(
+        "SELECT key, value FROM meta WHERE key IN ('sync_started_at', 'last_sync_at')").fetchall())
+    started = meta.get("sync_started_at")
+    return bool(started) and (meta.get("last_sync_at") is None or started > meta["last_sync_at"])
+
+
+def _record_completion(conn: sqlite3.Connection, values: dict[str, object] | None = None) -> None:
+    """`last_sync_at` now, and no pending start left for doctor to read as an interrupted sync."""
+    with schema.transaction(conn):
+        schema.write_meta(conn, {"last_sync_at": _now(), **(values or {})})
+        conn.execute("DELETE FROM meta WHERE key = 'sync_started_at'")
 
 
 def _scan_links_if_due(ctx: SyncContext) -> None:
@@ -304,9 +336,8 @@ def _now() -> str:
 def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> None:
     from pinakes.ids import new_ulid
 
-    now = _now()  # the same precision as sync_started_at, which doctor compares it with
-    values: dict[str, object] = {"last_sync_at": now, "vector_tier": "numpy",
-                                 "chunking": ctx.keys.chunking}
+    now = _now()
+    values: dict[str, object] = {"last_sync_at": now, "vector_tier": "numpy", "chunking": ctx.keys.chunking}
     meta = schema.read_meta(conn)
     if rebuild or "build_id" not in meta:
         values["build_id"] = new_ulid()
@@ -315,8 +346,7 @@ def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> N
         from pinakes.embed.base import identity_meta
 
         values.update(identity_meta(ctx.embedder.identity))
-    with schema.transaction(conn):
-        schema.write_meta(conn, values)
+    _record_completion(conn, values)
 
 
 def _open_previous(index_db: Path) -> sqlite3.Connection | None:
