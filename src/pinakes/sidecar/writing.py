@@ -21,8 +21,16 @@ from pinakes.errors import SidecarError
 from pinakes.ids import format_pnk_uri, is_ulid
 from pinakes.sidecar.layout import _dump, _Layout, _round_trip_load
 from pinakes.sidecar.model import EXTRACTION_FIELDS, JSONValue, Link, Sidecar, sidecar_path_for
-from pinakes.sidecar.reading import _interpret, _load_source, _read_bytes, parse_sidecar_bytes, read_sidecar
+from pinakes.sidecar.reading import (
+    _interpret,
+    _load_source,
+    _read_bytes,
+    _Source,
+    parse_sidecar_bytes,
+    read_sidecar,
+)
 from pinakes.sidecar.reconcile import _apply_changes, _commented, _link_entry, _set_style
+from pinakes.sidecar.splice import splice_keys
 
 
 def write_new_sidecar(
@@ -98,13 +106,32 @@ def update_sidecar(
 
     document = _round_trip_load(source)
     _apply_changes(document, current, changes)
-    new_data = _dump(document, _Layout.of(source))
+    new_data, updated = _only_changed_keys(source, _dump(document, _Layout.of(source)), current, changes, kb_id)
     if new_data == data:
         return current
-    updated = parse_sidecar_bytes(new_data, path=path, kb_id=kb_id)
-    _verify_update(current, updated, changes)
     atomic_write_bytes(path, new_data)
     return updated
+
+
+# The top-level key each change is written under.
+_CHANGED_KEY = {"title": "title", "tags": "tags", "links": "links", "extraction": "provenance"}
+
+
+def _only_changed_keys(source: _Source, dumped: bytes, current: Sidecar, changes: Mapping[str, Any],
+                       kb_id: str) -> tuple[bytes, Sidecar]:
+    """The source's bytes with only the changed keys' text taken from the dump (`splice`), proven
+    by parsing it back; the whole dump when the two cannot be aligned, proven the same way."""
+    spliced = splice_keys(source, _load_source(dumped, source.path), {_CHANGED_KEY[name] for name in changes})
+    if spliced is not None:
+        try:
+            updated = parse_sidecar_bytes(spliced, path=source.path, kb_id=kb_id)
+            _verify_update(current, updated, changes)
+            return spliced, updated
+        except (SidecarError, RuntimeError):
+            pass  # the dump below is proven on its own
+    updated = parse_sidecar_bytes(dumped, path=source.path, kb_id=kb_id)
+    _verify_update(current, updated, changes)
+    return dumped, updated
 
 
 def _refuse_to_mint_over(path: Path) -> SidecarError:
