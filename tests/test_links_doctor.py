@@ -43,4 +43,4 @@ def test_a_missing_partner_a_stale_scan_and_dangling_links_are_warned(tmp_path: 
     assert status == "WARN" and ABSENT_DOC in detail
     shutil.rmtree(partner)
     status, detail = _by_name(demo)["links: partner"]
-    assert status == "WARN" and "not found on this machine" in detail
+    assert status == "WARN" and "no KB at" in detail and "on this machine" in detail

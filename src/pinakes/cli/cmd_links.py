@@ -82,6 +82,8 @@ def render(result: dict[str, Any]) -> str:
     for item in result["neighbours"]:
         kb = "this KB" if item["kb"]["this_kb"] else f"KB {item['kb']['alias'] or item['kb']['id']}"
         rels = ", ".join(sorted({edge["rel"] for edge in item["edges"]}))
+        if item.get("edges_omitted"):
+            rels += f" (+{item['edges_omitted']} more)"
         name = (f"{printable(item['title'])} — {printable(item['path'])}" if item["resolved"]
                 else item["doc_uri"])
         indent = "  " * item["hop"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from pinakes.display import printable
 from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
-from pinakes.kb import MANIFEST_NAME, KBPaths
+from pinakes.kb import KBPaths
 from pinakes.manifest import LinkedKB, Manifest
 
 SHOWN = 5
@@ -46,7 +46,14 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
 
 
 def _partners(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest) -> Iterator[Check]:
-    from pinakes.links.reverse import FRESHNESS_WINDOW, known_refs, now, parse_stamp, partner_root
+    from pinakes.links.reverse import (
+        FRESHNESS_WINDOW,
+        PartnerError,
+        known_refs,
+        now,
+        open_partner,
+        parse_stamp,
+    )
 
     own = manifest.kb.id
     total = conn.execute("SELECT COUNT(*) FROM documents WHERE state = 'active'").fetchone()[0]
@@ -58,17 +65,15 @@ def _partners(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest) -> It
     at = now()
     for linked in manifest.links:
         name = f"links: {linked.alias}"
-        root = partner_root(kb_root, linked)
-        found = _partner_id(root)
         coverage = f"link coverage {_linked_documents(conn, own, linked.id)}/{total} documents"
-        if found is None:
-            yield Check(name, "WARN", f"not found on this machine (no KB at {printable(str(root))}); {coverage} "
-                        "from links already known", f"clone or move it there, or fix `path` of [[links.kb]] "
-                        f"{linked.alias!r}; sync carries on without it")
-            continue
-        if found != linked.id:
-            yield Check(name, "FAIL", f"the KB at {printable(str(root))} has id {found}, but [[links.kb]] declares "
-                        f"{linked.id}: it is never scanned", "point `path` at the declared KB, or correct `id`")
+        try:
+            open_partner(kb_root, linked)
+        except PartnerError as exc:
+            # Not there or unreadable: sync carries on without it (a warning). Another KB at its
+            # path is a manifest to correct (a failure: it is never scanned).
+            yield Check(name, "FAIL" if exc.kind == "unknown-id" else "WARN",
+                        f"{printable(exc.message)}; {coverage} from links already known",
+                        f"{printable(exc.remedy or '')}; sync carries on without it")
             continue
         ref = refs.get(linked.id)
         stamp = ref[2] if ref else None
@@ -90,17 +95,6 @@ def _window() -> str:
     from pinakes.links.reverse import FRESHNESS_WINDOW
 
     return f"{FRESHNESS_WINDOW.total_seconds() / 3600:g} h"
-
-
-def _partner_id(root: Path) -> str | None:
-    from pinakes.manifest import load_manifest
-
-    if not (root / MANIFEST_NAME).is_file():
-        return None
-    try:
-        return load_manifest(root / MANIFEST_NAME).kb.id
-    except PinakesError:
-        return "(a pinakes.toml that does not load)"
 
 
 def _linked_documents(conn: sqlite3.Connection, own: str, partner: str | None) -> int:
@@ -163,10 +157,13 @@ def _dangling(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest) -> It
 def _partner_documents(kb_root: Path, linked: LinkedKB, ids: list[str]) -> set[str] | None:
     """Which of `ids` are active documents in the partner's index; None when it cannot be read here."""
     from pinakes.index import schema
-    from pinakes.links.reverse import partner_root
+    from pinakes.links.reverse import PartnerError, open_partner
 
-    root = partner_root(kb_root, linked)
-    if _partner_id(root) != linked.id or not KBPaths(root).index_db.exists():
+    try:
+        root, _ = open_partner(kb_root, linked)
+    except PartnerError:
+        return None
+    if not KBPaths(root).index_db.exists():
         return None
     try:
         conn = schema.open_reader(KBPaths(root).index_db)

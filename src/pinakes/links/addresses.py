@@ -66,12 +66,15 @@ class Here:
         holds a KB whose own id matches); None when it is not here."""
         if kb_id == self.kb_id:
             return self.root
-        for linked in self.manifest.links:
-            if linked.id == kb_id:
-                root = (self.root / os.path.expanduser(linked.path)).resolve()
-                if (root / MANIFEST_NAME).is_file() and _kb_id_at(root) == kb_id:
-                    return root
-        return None
+        from pinakes.links.reverse import PartnerError, open_partner
+
+        linked = self.manifest.link(kb_id)
+        if linked is None:
+            return None
+        try:
+            return open_partner(self.root, linked)[0]
+        except PartnerError:
+            return None
 
     def known_aliases(self) -> str:
         names = ", ".join(sorted(self.aliases)) or "none: add one with `pnk link --add-kb ALIAS DIR`"
@@ -85,7 +88,22 @@ def here(start: Path | str | None) -> Here:
 
 def resolve(kb: Here, text: str, *, locate: bool = True) -> DocumentRef:
     """The document `text` names. With `locate`, it must exist: its KB on this machine, its sidecar
-    holding the id (refusals name what is missing); without, an id-only form is taken as given."""
+    holding the id (refusals name what is missing); without, an id-only form is taken as given.
+    A file or folder on the way that cannot be read is a refusal naming it, never a crash."""
+    try:
+        return _resolve(kb, text, locate=locate)
+    except OSError as exc:
+        where = os.fsdecode(exc.filename) if exc.filename else text
+        raise UsageError(f"cannot read {where} while looking for {text!r} ({exc.strerror or type(exc).__name__})",
+                         remedy="check the permissions of that path (and any symbolic link on the way)") from None
+    except RuntimeError as exc:  # pathlib's resolve() reports a symbolic-link loop this way
+        if not str(exc).startswith("Symlink loop"):
+            raise
+        raise UsageError(f"{text!r} leads into a symbolic-link loop ({exc})",
+                         remedy="fix or remove the looping link") from None
+
+
+def _resolve(kb: Here, text: str, *, locate: bool) -> DocumentRef:
     value = text.strip()
     if not value:
         raise UsageError("an empty document reference", remedy=_FORMS)
@@ -197,21 +215,21 @@ def _indexed_path(root: Path, doc_id: str) -> str | None:
     return row[0] if row else None
 
 
-def _kb_id_at(root: Path) -> str | None:
-    try:
-        return load_manifest(root / MANIFEST_NAME).kb.id
-    except PinakesError:
-        return None
-
-
 def _not_on_this_machine(kb: Here, kb_id: str, shown: str) -> UsageError:
     listed = next((linked for linked in kb.manifest.links if linked.id == kb_id), None)
     if listed is None:
         return UsageError(f"{shown!r} names KB {kb_id}, which is not in this KB's [[links.kb]], so the "
                           "document cannot be checked", remedy="add it first: pnk link --add-kb ALIAS DIR")
-    return UsageError(f"{shown!r} names KB {listed.alias!r} ({kb_id}), which is not at {listed.path} on this "
-                      "machine (or the KB there has another id), so the document cannot be checked",
-                      remedy=f"fix `path` of [[links.kb]] {listed.alias!r} in pinakes.toml")
+    from pinakes.links.reverse import PartnerError, open_partner
+
+    try:
+        open_partner(kb.root, listed)
+        why = f"is not at {listed.path} on this machine"
+        remedy = f"fix `path` of [[links.kb]] {listed.alias!r} in pinakes.toml"
+    except PartnerError as exc:
+        why, remedy = f"cannot be used here: {exc.message}", exc.remedy or ""
+    return UsageError(f"{shown!r} names KB {listed.alias!r} ({kb_id}), which {why}; so the document cannot be "
+                      "checked", remedy=remedy)
 
 
 _FORMS = ("a document is named by a path, a document ULID of this KB, ALIAS:PATH or ALIAS:ULID for a "

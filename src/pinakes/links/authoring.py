@@ -114,10 +114,17 @@ def add_kb(start: Path | str | None, alias: str, directory: str) -> AddedKB:
     kb = here(start)
     _check_alias(kb, alias)
     partner_root = Path(os.path.abspath(os.path.expanduser(directory)))
-    if not (partner_root / MANIFEST_NAME).is_file():
+    try:
+        os.stat(partner_root / MANIFEST_NAME)
+    except (FileNotFoundError, NotADirectoryError):
         found = _enclosing_kb(partner_root)
         hint = f"; the KB containing it is {found}" if found is not None else ""
-        raise UsageError(f"no pinakes.toml in {partner_root}{hint}", remedy="name the partner KB's root directory")
+        raise UsageError(f"no pinakes.toml in {partner_root}{hint}", remedy="name the partner KB's root directory") \
+            from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {partner_root} ({exc.strerror or type(exc).__name__}); nothing was written",
+                         remedy="check its permissions (and any symbolic link on the way), then run it again") \
+            from None
     partner = load_manifest(partner_root / MANIFEST_NAME)
     if partner.kb.id == kb.kb_id:
         raise UsageError(f"{partner_root} is this KB ({kb.kb_id})", remedy="name another KB's directory")
@@ -125,7 +132,7 @@ def add_kb(start: Path | str | None, alias: str, directory: str) -> AddedKB:
     if listed is not None:
         raise UsageError(f"KB {partner.kb.id} is already linked as {listed.alias!r} (path {listed.path})",
                          remedy="edit that [[links.kb]] in pinakes.toml to change its alias or path")
-    relative = Path(os.path.relpath(partner_root.resolve(), kb.root)).as_posix()
+    relative = Path(os.path.relpath(os.path.realpath(partner_root), kb.root)).as_posix()
     manifest_path = kb.root / MANIFEST_NAME
     data = manifest_path.read_bytes()
     text = data.decode("utf-8")

@@ -44,12 +44,21 @@ from pinakes.manifest import LinkedKB, Manifest
 
 if TYPE_CHECKING:
     from pinakes.rules.walk import FileState
-
 # How long a partner's scan stays fresh. An hour: sync runs on every commit, and learning of an
 # inbound link sooner is not worth a partner's thousand sidecar reads on each of them.
 FRESHNESS_WINDOW = timedelta(hours=1)
+# What one scan reads of one partner, at most (spec §6.2 names no bound; a partner must not be able to
+# make every sync slow). Reading stops before the sidecar that would pass either: 10,000 links is
+# ten links for each of a thousand documents; 4 MiB of sidecars is ~12,000 ordinary ones, or four at
+# the 1 MiB cap (parsing one costs seconds). Reaching one is reported (kind "capped"), the rows of the
+# sidecars read are replaced and the rest kept as known, no key is stored, and the next due scan
+# goes on from the sidecar after the last one read, so every sidecar is read within a few windows.
+MAX_LINKS_READ = 10_000
+MAX_SIDECAR_BYTES_READ = 4 << 20
 ORIGIN = "reverse-scan"
 _KEY_META = "reverse_scan_key:"  # meta key prefix: the partner's sidecar key at its last full scan
+_CURSOR_META = "reverse_scan_cursor:"  # meta key prefix: the last sidecar a bounded scan read
+_SHOWN = 5  # problems of one kind listed in full; the rest are counted
 
 # What became of one partner in one sync.
 SCANNED = "scanned"  # every sidecar read, rows replaced, stamped
@@ -101,11 +110,62 @@ class _Walked:
     rows: list[tuple[str, str, str]]  # (partner doc id, this KB's doc id, rel)
     sidecars_read: int
     discarded: int
+    read_ids: list[str] | None = None  # when a bound stopped the walk: the partner documents it read
+    stopped_after: str | None = None  # ... and the path of the last sidecar it read
 
 
 def partner_root(kb_root: Path, linked: LinkedKB) -> Path:
-    """Where `[[links.kb]]` says the partner lives: its path, relative to this KB's root."""
-    return (kb_root / os.path.expanduser(linked.path)).resolve()
+    """Where `[[links.kb]]` says the partner lives: its path, relative to this KB's root, with the
+    symbolic links that resolve followed (a loop is left as written: reading it is what fails)."""
+    return Path(os.path.realpath(kb_root / os.path.expanduser(linked.path)))
+
+
+class PartnerError(PinakesError):
+    """A connected KB that cannot be used from here: not there, unreadable, or another KB. Always a
+    per-partner problem (`kind` as in LinkProblem), never the failure of the command that met it."""
+
+    def __init__(self, kind: str, message: str, remedy: str, *, path: Path | None = None):
+        super().__init__(message, remedy=remedy, path=path)
+        self.kind = kind
+
+    def problem(self) -> LinkProblem:
+        return LinkProblem(self.kind, self.message, self.remedy or "")
+
+
+def open_partner(kb_root: Path, linked: LinkedKB) -> tuple[Path, Manifest]:
+    """The partner's root and manifest, checked to be the KB `[[links.kb]]` declares; PartnerError
+    for a partner that is not there, cannot be read (permissions, a symbolic-link loop, an I/O
+    error) or is another KB. Every caller that looks at a partner goes through here."""
+    from pinakes.kb import MANIFEST_NAME
+    from pinakes.manifest import load_manifest
+
+    root = partner_root(kb_root, linked)
+    where = f"[[links.kb]] {linked.alias!r} ({linked.path})"
+    kept = "links already known from it are kept"
+    try:
+        os.stat(root / MANIFEST_NAME)
+    except (FileNotFoundError, NotADirectoryError):
+        raise PartnerError("unreachable", f"{where}: no KB at {root} on this machine",
+                           f"clone or move the partner there, or fix `path` in this KB's [[links.kb]] "
+                           f"{linked.alias!r}; {kept}") from None
+    except OSError as exc:
+        raise PartnerError("unreachable", f"{where}: cannot read {root} ({_os_reason(exc)})",
+                           f"check the permissions of {root} (or the symbolic link at `path`); {kept}") from None
+    try:
+        partner = load_manifest(root / MANIFEST_NAME)
+    except PinakesError as exc:
+        raise PartnerError("unreachable", f"{where}: its pinakes.toml does not load ({exc.message.splitlines()[0]})",
+                           f"fix the partner's manifest (`pnk doctor` in that KB); {kept}") from None
+    if partner.kb.id != linked.id:
+        raise PartnerError("unknown-id", f"{where}: the KB there has id {partner.kb.id}, but [[links.kb]] declares "
+                                         f"{linked.id}",
+                           "point `path` at the KB whose [kb] id is the declared one, or correct `id` if the "
+                           "partner is really this KB (its sidecars' links name its id)")
+    return root, partner
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
 
 
 def parse_stamp(value: str | None) -> datetime | None:
@@ -170,7 +230,7 @@ def remove_delisted(conn: sqlite3.Connection, manifest: Manifest) -> list[Partne
         with transaction(conn):
             removed = conn.execute("DELETE FROM links WHERE src_kb_id = ? AND origin = ?", (kb_id, ORIGIN)).rowcount
             conn.execute("DELETE FROM kb_refs WHERE kb_id = ?", (kb_id,))
-            conn.execute("DELETE FROM meta WHERE key = ?", (_KEY_META + kb_id,))
+            conn.executemany("DELETE FROM meta WHERE key = ?", [(_KEY_META + kb_id,), (_CURSOR_META + kb_id,)])
         alias = refs[kb_id][0] if kb_id in refs else kb_id
         outcomes.append(PartnerScan(alias=alias, kb_id=kb_id, status=REMOVED, inbound=0, discarded=removed))
     return outcomes
@@ -180,7 +240,14 @@ def scan_partner(conn: sqlite3.Connection, manifest: Manifest, kb_root: Path, li
                  force: bool, at: datetime | None = None) -> PartnerScan:
     """Scan one partner into this KB's index (call outside a transaction; see the module docstring)."""
     outcome = PartnerScan(alias=linked.alias, kb_id=linked.id, status=FAILED)
-    _scan(conn, manifest, kb_root, linked, outcome, force=force, at=at or now())
+    try:
+        _scan(conn, manifest, kb_root, linked, outcome, force=force, at=at or now())
+    except OSError as exc:  # a fault the steps above did not foresee is still this partner's alone
+        outcome.problems.append(LinkProblem(
+            "unreachable", f"[[links.kb]] {linked.alias!r}: reading it failed ({_os_reason(exc)}); nothing from "
+                           "this partner was updated",
+            "check the partner's files and permissions; links already known from it are kept, and the next "
+            "sync retries"))
     if outcome.status == FAILED:
         outcome.inbound = _inbound_count(conn, linked.id)  # the rows known before, kept
     return outcome
@@ -190,9 +257,10 @@ def _scan(conn: sqlite3.Connection, manifest: Manifest, kb_root: Path, linked: L
           force: bool, at: datetime) -> None:
     from pinakes.index.schema import transaction
 
-    root = partner_root(kb_root, linked)
-    partner = _partner_manifest(root, linked, outcome)
-    if partner is None:
+    try:
+        root, partner = open_partner(kb_root, linked)
+    except PartnerError as exc:
+        outcome.problems.append(exc.problem())
         return
     sidecars = _enumerate_sidecars(root, partner, outcome)
     if sidecars is None:
@@ -208,16 +276,28 @@ def _scan(conn: sqlite3.Connection, manifest: Manifest, kb_root: Path, linked: L
         outcome.inbound = _inbound_count(conn, linked.id)
         _report_missing_targets(conn, manifest.kb.id, linked, outcome)
         return
-    walked = _read_sidecars(root, sidecars, linked, manifest.kb.id, outcome)
+    cursor = conn.execute("SELECT value FROM meta WHERE key = ?", (_CURSOR_META + linked.id,)).fetchone()
+    walked = _read_sidecars(root, _from_cursor(sidecars, cursor[0] if cursor else None), linked,
+                            manifest.kb.id, outcome)
     if walked is None:
         return  # the old rows are still true; no stamp, so the next sync retries
     with transaction(conn):
-        conn.execute("DELETE FROM links WHERE src_kb_id = ? AND origin = ?", (linked.id, ORIGIN))
+        if walked.read_ids is None:
+            conn.execute("DELETE FROM links WHERE src_kb_id = ? AND origin = ?", (linked.id, ORIGIN))
+        else:  # a bounded walk replaces what it read, and keeps the rest as known before
+            conn.executemany("DELETE FROM links WHERE src_kb_id = ? AND origin = ? AND src_doc_id = ?",
+                             [(linked.id, ORIGIN, doc_id) for doc_id in walked.read_ids])
         conn.executemany(
             "INSERT INTO links (src_kb_id, src_doc_id, dst_kb_id, dst_doc_id, rel, origin) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             [(linked.id, src, manifest.kb.id, dst, rel, ORIGIN) for src, dst, rel in walked.rows])
-        _stamp(conn, linked, at, key)
+        # A bounded walk stores no key: the next due scan reads on rather than trusting a part.
+        _stamp(conn, linked, at, key if walked.read_ids is None else None)
+        if walked.stopped_after is None:
+            conn.execute("DELETE FROM meta WHERE key = ?", (_CURSOR_META + linked.id,))
+        else:
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
+                         "value = excluded.value", (_CURSOR_META + linked.id, walked.stopped_after))
     outcome.status = SCANNED
     outcome.sidecars_read = walked.sidecars_read
     outcome.discarded = walked.discarded
@@ -230,46 +310,54 @@ def fresh_outcome(conn: sqlite3.Connection, linked: LinkedKB) -> PartnerScan:
     return PartnerScan(alias=linked.alias, kb_id=linked.id, status=FRESH, inbound=_inbound_count(conn, linked.id))
 
 
-def _partner_manifest(root: Path, linked: LinkedKB, outcome: PartnerScan) -> Manifest | None:
-    from pinakes.kb import MANIFEST_NAME
-    from pinakes.manifest import load_manifest
-
-    where = f"[[links.kb]] {linked.alias!r} ({linked.path})"
-    if not (root / MANIFEST_NAME).is_file():
-        outcome.problems.append(LinkProblem(
-            "unreachable", f"{where}: no KB at {root} on this machine; its inbound links were not scanned",
-            f"clone or move the partner there, or fix `path` in this KB's [[links.kb]] {linked.alias!r}; "
-            "links already known from it are kept"))
-        return None
-    try:
-        partner = load_manifest(root / MANIFEST_NAME)
-    except PinakesError as exc:
-        outcome.problems.append(LinkProblem(
-            "unreachable", f"{where}: its pinakes.toml does not load ({exc.message.splitlines()[0]})",
-            "fix the partner's manifest (`pnk doctor` in that KB); links already known from it are kept"))
-        return None
-    if partner.kb.id != linked.id:
-        outcome.problems.append(LinkProblem(
-            "unknown-id", f"{where}: the KB there has id {partner.kb.id}, but [[links.kb]] declares {linked.id}; "
-                          "nothing was scanned",
-            "point `path` at the KB whose [kb] id is the declared one, or correct `id` if the partner is "
-            "really this KB (its sidecars' links name its id)"))
-        return None
-    return partner
-
-
 def _enumerate_sidecars(root: Path, partner: Manifest, outcome: PartnerScan) -> list[FileState] | None:
-    """Every sidecar beside a document under the partner's own [sources], with its stat."""
-    from pinakes.rules.walk import walk
+    """Every sidecar beside a document under the partner's own [sources], with its stat; None (and a
+    problem) when any folder could not be listed: a partial walk would read as deleted links."""
+    from pinakes.rules.walk import SKIP_EXCLUDED, SKIP_NO_EXTRACTOR, SKIP_SYMLINK, walk
 
+    where = f"[[links.kb]] {outcome.alias!r}"
+    remedy = (f"check the permissions of the partner's folders ({root}); the links already known from it are "
+              "kept, and the next sync retries")
     try:
+        _check_source_roots(root, partner)
         found = walk(root, partner.sources, {}, hash_contents=False)
     except OSError as exc:
         outcome.problems.append(LinkProblem(
-            "unreachable", f"[[links.kb]] {outcome.alias!r}: cannot list its sources ({exc})",
-            "check the partner's permissions; links already known from it are kept"))
+            "unreachable", f"{where}: cannot list its sources ({_os_path(exc, root)}: {_os_reason(exc)}); "
+                           "nothing from this partner was updated", remedy))
+        return None
+    # Any skip but a file passed over on purpose means something was not read (a folder that cannot
+    # be listed, or whatever else a walk learns to refuse): then the walk is not complete.
+    unlisted = [(path, why) for path, why in found.skipped if why not in (SKIP_EXCLUDED, SKIP_NO_EXTRACTOR,
+                                                                         SKIP_SYMLINK)]
+    if unlisted:
+        shown = "; ".join(f"{path or '.'}: {why}" for path, why in unlisted[:_SHOWN])
+        more = f" (+{len(unlisted) - _SHOWN} more)" if len(unlisted) > _SHOWN else ""
+        outcome.problems.append(LinkProblem(
+            "unreachable", f"{where}: {len(unlisted)} path(s) of its sources could not be read ({shown}{more}); "
+                           "nothing from this partner was updated", remedy))
         return None
     return sorted(found.sidecars.values(), key=lambda state: state.path)
+
+
+def _check_source_roots(root: Path, partner: Manifest) -> None:
+    """A source root that is not there is an empty one (as in the partner's own sync); one that is
+    there and cannot be looked at (permissions, a symbolic-link loop, I/O) fails the walk, which
+    would otherwise pass it over as absent."""
+    for source_root in partner.sources.roots:
+        try:
+            os.stat(root / source_root)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+
+
+def _os_path(exc: OSError, root: Path) -> str:
+    if not exc.filename:
+        return str(root)
+    try:
+        return Path(os.fsdecode(exc.filename)).relative_to(root).as_posix() or "."
+    except ValueError:
+        return os.fsdecode(exc.filename)
 
 
 def _sidecars_key(sidecars: Iterable[FileState]) -> str:
@@ -285,22 +373,35 @@ def _sidecars_key(sidecars: Iterable[FileState]) -> str:
 
 def _read_sidecars(root: Path, sidecars: list[FileState], linked: LinkedKB, own_id: str,
                    outcome: PartnerScan) -> _Walked | None:
-    """Read every sidecar with the partner's id as owner; None (and a problem) if any one fails."""
+    """Read the sidecars with the partner's id as owner, in path order, until one of the scan's
+    bounds is reached; None (and a problem) if any one read fails."""
+    from pinakes.errors import FilesystemError
     from pinakes.sidecar import read_sidecar
 
     rows: list[tuple[str, str, str]] = []
-    discarded = 0
+    read_ids: list[str] = []
+    links_read = bytes_read = discarded = 0
+    last_read = ""
     for state in sidecars:
-        relative = state.path
+        if links_read >= MAX_LINKS_READ or bytes_read + state.size > MAX_SIDECAR_BYTES_READ:
+            outcome.problems.append(_capped(linked, len(read_ids), len(sidecars), links_read, bytes_read))
+            return _Walked(rows=rows, sidecars_read=len(read_ids), discarded=discarded, read_ids=read_ids,
+                           stopped_after=last_read)
+        relative = last_read = state.path
         try:
             sidecar = read_sidecar(root / relative, kb_id=linked.id)
         except PinakesError as exc:
+            unreadable = isinstance(exc, FilesystemError)
             outcome.problems.append(LinkProblem(
-                "unparseable", f"[[links.kb]] {linked.alias!r}: {relative} does not parse "
-                               f"({exc.message.splitlines()[0]}); nothing from this partner was updated",
+                "unreachable" if unreadable else "unparseable",
+                f"[[links.kb]] {linked.alias!r}: {relative} {'cannot be read' if unreadable else 'does not parse'} "
+                f"({exc.message.splitlines()[0]}); nothing from this partner was updated",
                 f"fix that sidecar in the partner KB ({root}); the inbound links known before are kept "
                 "and the next sync retries"))
             return None
+        read_ids.append(sidecar.id)
+        links_read += len(sidecar.links)
+        bytes_read += state.size
         for link in sidecar.links:
             if link.kb_id == own_id:
                 rows.append((sidecar.id, link.doc_id, link.rel))
@@ -309,12 +410,34 @@ def _read_sidecars(root: Path, sidecars: list[FileState], linked: LinkedKB, own_
     return _Walked(rows=rows, sidecars_read=len(sidecars), discarded=discarded)
 
 
-def _stamp(conn: sqlite3.Connection, linked: LinkedKB, at: datetime, key: str) -> None:
+def _from_cursor(sidecars: list[FileState], cursor: str | None) -> list[FileState]:
+    """The sidecars in path order, starting after `cursor` (where a bounded scan stopped) and wrapping."""
+    if cursor is None:
+        return sidecars
+    after = next((index for index, state in enumerate(sidecars) if state.path > cursor), len(sidecars))
+    return sidecars[after:] + sidecars[:after]
+
+
+def _capped(linked: LinkedKB, read: int, total: int, links_read: int, bytes_read: int) -> LinkProblem:
+    return LinkProblem(
+        "capped",
+        f"[[links.kb]] {linked.alias!r}: this scan read {read} of its {total} sidecars ({links_read} links, "
+        f"{bytes_read / 2**20:.1f} MiB) and stopped at the reverse scan's bound ({MAX_LINKS_READ} links or "
+        f"{MAX_SIDECAR_BYTES_READ // 2**20} MiB of sidecars per partner per scan); the inbound links known from "
+        "the sidecars it did not read are kept as they were, and the next due scan reads on from there",
+        "ask the partner's authors to slim the sidecars that carry thousands of links (`pnk unlink` there); "
+        "`pnk doctor` in that KB lists its largest")
+
+
+def _stamp(conn: sqlite3.Connection, linked: LinkedKB, at: datetime, key: str | None) -> None:
     conn.execute(
         "INSERT INTO kb_refs (kb_id, alias, path, last_scan) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (kb_id) DO UPDATE SET alias = excluded.alias, path = excluded.path, "
         "last_scan = excluded.last_scan",
         (linked.id, linked.alias, linked.path, at.isoformat(timespec="microseconds")))
+    if key is None:
+        conn.execute("DELETE FROM meta WHERE key = ?", (_KEY_META + linked.id,))
+        return
     conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (_KEY_META + linked.id, key))
 
@@ -324,19 +447,25 @@ def _inbound_count(conn: sqlite3.Connection, kb_id: str) -> int:
 
 
 def _report_missing_targets(conn: sqlite3.Connection, own_id: str, linked: LinkedKB, outcome: PartnerScan) -> None:
-    """Inbound rows whose target is no active document here: kept as edges, reported with a remedy."""
-    rows = conn.execute(
-        "SELECT l.src_doc_id, l.dst_doc_id, l.rel FROM links l "
-        "LEFT JOIN documents d ON d.id = l.dst_doc_id AND d.state = 'active' "
-        "WHERE l.src_kb_id = ? AND l.origin = ? AND l.dst_kb_id = ? AND d.id IS NULL "
-        "ORDER BY l.src_doc_id, l.dst_doc_id, l.rel", (linked.id, ORIGIN, own_id)).fetchall()
-    for src, dst, rel in rows:
+    """Inbound rows whose target is no active document here: kept as edges, reported with a remedy
+    (the first few by name, the rest counted in one more problem: a partner can hold thousands)."""
+    where = ("FROM links l LEFT JOIN documents d ON d.id = l.dst_doc_id AND d.state = 'active' "
+             "WHERE l.src_kb_id = ? AND l.origin = ? AND l.dst_kb_id = ? AND d.id IS NULL")
+    params = (linked.id, ORIGIN, own_id)
+    rows = conn.execute(f"SELECT l.src_doc_id, l.dst_doc_id, l.rel {where} "
+                        f"ORDER BY l.src_doc_id, l.dst_doc_id, l.rel LIMIT {_SHOWN + 1}", params).fetchall()
+    remedy = ("restore the document (or its sidecar, which holds the id) here, or ask the partner to fix the link "
+              "(`pnk unlink` there)")
+    for src, dst, rel in rows[:_SHOWN]:
         outcome.problems.append(LinkProblem(
             "missing-target",
             f"[[links.kb]] {linked.alias!r}: its document {src} links ({rel}) to {dst}, which is not an active "
-            "document in this KB; the link is kept as unresolved",
-            "restore the document (or its sidecar, which holds the id) here, or ask the partner to fix the link "
-            "(`pnk unlink` there)"))
+            "document in this KB; the link is kept as unresolved", remedy))
+    if len(rows) > _SHOWN:
+        more = conn.execute(f"SELECT COUNT(*) {where}", params).fetchone()[0] - _SHOWN
+        outcome.problems.append(LinkProblem(
+            "missing-target", f"[[links.kb]] {linked.alias!r}: {more} more of its links point at no active "
+                              "document in this KB; they are kept as unresolved (`pnk doctor` counts them)", remedy))
 
 
 def unresolved_reason(kb_alias: str, doc_id: str) -> str:

@@ -16,8 +16,13 @@ applies in this order: `terminal` (in another KB, which this KB cannot vouch bey
 tokens a narrower request, terminal none (to go on in another KB, start a traversal there).
 
 Ranking: a neighbour's score is the number of authored links joining it to the document it was
-found from (each weighs AUTHORED_WEIGHT, the `authored` weight of spec §3.2), divided by its hop;
-ties go to this KB's documents, then to the document id. A neighbour in a KB that the caller cannot
+found from (each weighs AUTHORED_WEIGHT, the `authored` weight of spec §3.2), divided by its hop.
+Within one KB, neighbours go by score, then document id. Across KBs they take turns, this KB first,
+then the others by their best score (then id): the best of each KB, then the second of each, and
+so on. So no KB's documents can fill the fan-out and row caps while another's wait behind them: with
+neighbours in k KBs, each KB holds at least min(its own count, adjacent_k // k) of the slots, however
+many links one partner makes. A neighbour lists at most MAX_EDGES_LISTED of its links (the rest are
+counted in `edges_omitted`), so one neighbour joined by thousands of relations stays one short row. A neighbour in a KB that the caller cannot
 read (not served, or not on this machine) is returned all the same, identified by its ids and marked
 unreachable: omitting it would hide a link that exists. Confidence is always `unknown`: the
 calibrated signal of §4.2 is a property of a retrieved passage in one KB, and a neighbour is not one.
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +47,7 @@ if TYPE_CHECKING:  # `pnk --help` builds the `pnk links` parser from this module
     from pinakes.manifest import Manifest
 
 AUTHORED_WEIGHT = 2.0
+MAX_EDGES_LISTED = 8  # a neighbour's links listed in full (`edges`); the rest are counted
 DIRECTIONS = ("both", "out", "in")
 REASONS = ("terminal", "depth", "fanout", "rows", "tokens")  # frontier reasons, in precedence order
 CHARS_PER_TOKEN = 4
@@ -225,7 +231,17 @@ class _Walk:
         for node in nodes.values():
             node.score = round(AUTHORED_WEIGHT * len(node.edges) / hop, 4)
             node.edges.sort(key=lambda edge: (edge["direction"], edge["rel"]))
-        return sorted(nodes.values(), key=lambda n: (-n.score, n.kb_id != self.kb_id, n.kb_id, n.doc_id))
+        return self._taking_turns(nodes.values())
+
+    def _taking_turns(self, nodes: Iterable[_Node]) -> list[_Node]:
+        """Each KB's neighbours by score, interleaved KB by KB (see the module docstring)."""
+        by_kb: dict[str, list[_Node]] = {}
+        for node in sorted(nodes, key=lambda n: (-n.score, n.doc_id)):
+            by_kb.setdefault(node.kb_id, []).append(node)
+        turns = sorted(by_kb.values(), key=lambda ranked: (ranked[0].kb_id != self.kb_id, -ranked[0].score,
+                                                           ranked[0].kb_id))
+        return [ranked[turn] for turn in range(max(map(len, turns), default=0))
+                for ranked in turns if turn < len(ranked)]
 
     def _edges(self, doc_id: str) -> list[tuple[str, str, str, str, str]]:
         edges: list[tuple[str, str, str, str, str]] = []
@@ -259,7 +275,8 @@ class _Walk:
             "kb": {"id": node.kb_id, "alias": view.alias, "this_kb": not cross_kb},
             "title": display_title(found[0], found[1]) if found else None, "path": found[1] if found else None,
             "rel": node.edges[0]["rel"], "direction": "both" if len(directions) > 1 else next(iter(directions)),
-            "edges": node.edges, "hop": node.hop, "via": node.via, "score": node.score,
+            "edges": node.edges[:MAX_EDGES_LISTED], "edges_omitted": max(0, len(node.edges) - MAX_EDGES_LISTED),
+            "hop": node.hop, "via": node.via, "score": node.score,
             "resolved": resolved, "reachable": view.reachable, "reason": reason,
             "terminal": cross_kb or resolved is not True,
         }
@@ -331,22 +348,17 @@ def machine_lookup(kb_root: Path, manifest: Manifest, stack: ExitStack) -> Looku
     with the declared id and an index (opened read-only, closed with `stack`); any other is
     identified and marked unreachable, with the reason."""
     from pinakes.index import schema
-    from pinakes.kb import MANIFEST_NAME, KBPaths
-    from pinakes.links.reverse import partner_root
-    from pinakes.manifest import load_manifest
+    from pinakes.kb import KBPaths
+    from pinakes.links.reverse import PartnerError, open_partner
 
     def lookup(kb_id: str) -> KBView:
         linked = next((item for item in manifest.links if item.id == kb_id), None)
         if linked is None:
             return KBView(kb_id, None, False, unreachable_reason=f"KB {kb_id} is not in this KB's [[links.kb]]")
-        root = partner_root(kb_root, linked)
         try:
-            found = load_manifest(root / MANIFEST_NAME).kb.id if (root / MANIFEST_NAME).is_file() else None
-        except PinakesError:
-            found = None
-        if found != kb_id:
-            return KBView(kb_id, linked.alias, False,
-                          unreachable_reason=f"KB {linked.alias!r} is not at {linked.path} on this machine")
+            root, _ = open_partner(kb_root, linked)
+        except PartnerError as exc:
+            return KBView(kb_id, linked.alias, False, unreachable_reason=exc.message)
         index_db = KBPaths(root).index_db
         try:
             conn = schema.open_reader(index_db)

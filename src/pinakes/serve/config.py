@@ -70,6 +70,11 @@ def load_kb(directory: Path | str, alias: str | None = None) -> ServedKB:
         # The generic remedy names -C; a served KB is named by --kb or the configuration file.
         exc.remedy = "name a KB directory (one holding pinakes.toml, or inside one) with --kb DIR or in --config"
         raise
+    except (OSError, RuntimeError) as exc:  # unreadable, or a symbolic-link loop (pathlib's RuntimeError)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot read the KB directory {directory} ({reason})",
+                         remedy="check its permissions (and any symbolic link on the way), or leave it out of "
+                                "--kb / --config") from None
     paths = KBPaths(root)
     manifest = load_manifest(paths.manifest)
     if alias is not None and not is_valid_alias(alias):
