@@ -27,7 +27,7 @@ from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.links.store import delete_authored_links, write_links
 from pinakes.sync.keys import BuildKeys
 
-from .walk import FileState, WalkResult, remember_files
+from .walk import FileState, WalkResult, remember_files, resolves_inside
 
 if TYPE_CHECKING:
     from pinakes.sidecar.model import Sidecar  # the sidecar package imports ruamel: types only here
@@ -344,6 +344,26 @@ def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: Bu
 MANY_SIDECARS = 200
 
 
+class _ContainedFolders:
+    """Whether a sidecar's folder still resolves inside the KB at the moment of writing: the walk
+    entered only real folders, but one may have been swapped for a symbolic link since. Each
+    folder is resolved once per run."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._inside: dict[Path, bool] = {}
+
+    def first_outside(self, *files: Path) -> Path | None:
+        for file in files:
+            folder = file.parent
+            inside = self._inside.get(folder)
+            if inside is None:
+                inside = self._inside[folder] = resolves_inside(self._root, folder)
+            if not inside:
+                return file
+        return None
+
+
 def apply_identity(ctx: SyncContext, plan: Plan) -> None:
     """Write sidecars, then moves, deletes and metadata refreshes, each its own transaction."""
     from pinakes.atomic import atomic_move
@@ -356,8 +376,15 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
     if len(plan.sidecar_writes) >= MANY_SIDECARS:  # two fsyncs each: seconds before any embedding
         ctx.progress.announce(f"writing {len(plan.sidecar_writes):,} sidecars (each new document's "
                               "permanent ID) before indexing")
+    contained = _ContainedFolders(root)
     for write in plan.sidecar_writes:
         doc_path = root / write.doc_path
+        outside = contained.first_outside(doc_path, *([root / write.from_path] if write.from_path else []))
+        if outside is not None:
+            report.fail(write.doc_path, "sidecar", f"the sidecar was not written: {outside.parent} resolves "
+                                                   "outside the KB (a symbolic link on the way)")
+            ctx.failed.add(write.doc_id)
+            continue
         try:
             if write.kind == "move" and write.from_path:
                 atomic_move(root / write.from_path, sidecar_path_for(doc_path))
@@ -418,11 +445,12 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
                 continue
         state = walk.docs[path]
         title = sidecar.title or _text_title(root / path, walk.source_types[path])
+        metadata = sidecar.metadata_json(front_matter_tags=_front_matter_tags(root / path, walk.source_types[path]))
         with transaction(conn):
             conn.execute(
                 "UPDATE documents SET path = ?, sidecar_hash = ?, title = ?, metadata = ?, mtime = ?, "
                 "indexed_at = ? WHERE id = ?",
-                (path, sidecar.raw_hash, title, sidecar.metadata_json(), state.mtime, now, doc_id))
+                (path, sidecar.raw_hash, title, metadata, state.mtime, now, doc_id))
             write_links(conn, ctx.kb_id, doc_id, sidecar.links)
         report.metadata_refreshed.append(path)
 
@@ -432,6 +460,13 @@ def _text_title(path: Path, source_type: str) -> str | None:
     from pinakes.extract.titles import document_title
 
     return document_title(None, source_type, path)
+
+
+def _front_matter_tags(path: Path, source_type: str) -> tuple[str, ...]:
+    """The tags a document's front matter declares (what `embed` stores beside the sidecar's)."""
+    from pinakes.extract.front_matter import document_front_matter
+
+    return document_front_matter(None, source_type, path).tags
 
 
 def _file_state(root: Path, path: Path, digest: str) -> FileState:

@@ -6,11 +6,17 @@ DVC do; only new or touched files are read. The change time is what catches an i
 restores the mtime afterwards (`rsync --inplace`, some editors and sync tools): nobody can set a
 ctime. And as in git's racy-clean rule, a file whose mtime or ctime falls within the filesystem's
 timestamp granularity of the last walk's start is hashed again, since it may have changed in the same
-tick as it was read. Symlinks are not followed: nothing outside the KB is read.
+tick as it was read.
+
+Nothing outside the KB is read, and so no sidecar is ever written outside it: a source root reached
+through a symbolic link (`docs -> ../other-kb/docs`) is refused (`SourceRootError`), since the documents
+it leads to belong to another folder, maybe another KB with its own IDs; below a root, symlinks are
+reported, never followed, so every folder the walk enters is a real folder inside the root.
 
 Every file under the roots is accounted for: a document, a sidecar, or a skipped path with its
 reason (no extractor for the type, excluded by `[sources]`, a symbolic link, an unreadable file or
-directory), so a sync can say what it did not index and why.
+directory), so a sync can say what it did not index and why; or the temp file of a write that was
+killed (`pinakes.atomic.is_temp_name`), which is never a document and which doctor lists.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import xxhash
 
-from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
+from pinakes.atomic import is_temp_name
+from pinakes.errors import ManifestError
+from pinakes.kb import MANIFEST_NAME, SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest import SourcesSection
 from pinakes.sync.settled import unsettle
 
@@ -43,6 +51,38 @@ SKIP_NO_EXTRACTOR = "no extractor for this file type"
 SKIP_EXCLUDED = "excluded by [sources] include/exclude"
 SKIP_SYMLINK = "symbolic link (not followed)"
 SKIP_UNLISTABLE = "directory cannot be listed"
+
+
+class SourceRootError(ManifestError):
+    """A `[sources] roots` entry is reached through a symbolic link: the walk does not follow it."""
+
+
+def resolves_inside(root: Path | str, path: Path | str) -> bool:
+    """Whether `path`, with every symbolic link on the way resolved, is `root` or inside it."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _source_root_start(root: str, source_root: str) -> str | None:
+    """The directory to walk for `source_root`, None when there is none; raises `SourceRootError`
+    when the root is reached through a symbolic link (the manifest has already refused `..`)."""
+    if source_root in ("", "."):
+        return root
+    start = os.path.join(root, source_root)
+    if not os.path.lexists(start):
+        return None
+    real = os.path.realpath(start)
+    if real != os.path.join(os.path.realpath(root), os.path.normpath(source_root)):
+        where = "outside this KB" if not resolves_inside(root, real) else "elsewhere in this KB"
+        raise SourceRootError(
+            f"the source root {source_root!r} is reached through a symbolic link (it leads to {real}, "
+            f"{where}); Pinakes does not follow it: the documents there are not this KB's, and the "
+            "sidecars a sync writes beside them would land in that folder",
+            remedy=f"make {source_root!r} a real folder inside the KB (move the documents in), or list "
+                   f"the folder it leads to in [sources] roots if that is inside the KB; then run `pnk sync`",
+            path=os.path.join(root, MANIFEST_NAME))
+    return start if os.path.isdir(start) else None
 
 
 class FileState(NamedTuple):
@@ -68,6 +108,7 @@ class WalkResult:
     orphan_sidecars: list[str] = field(default_factory=list)  # sidecar paths with no document
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why): never documents
     unreadable: dict[str, str] = field(default_factory=dict)  # document path -> OS error: held, failed
+    temp_files: list[str] = field(default_factory=list)  # left by a killed atomic write: never documents
     hashed: int = 0
     cache_updates: list[FileState] = field(default_factory=list)
     cache_removals: list[str] = field(default_factory=list)
@@ -137,8 +178,8 @@ def walk(root: Path, sources: SourcesSection, cache: dict[str, CacheRow], *,
 
     stack = []
     for source_root in sources.roots:
-        start = os.path.join(root_str, source_root) if source_root not in ("", ".") else root_str
-        if os.path.isdir(start):
+        start = _source_root_start(root_str, source_root)
+        if start is not None:
             stack.append(start)
     visited_dirs: set[str] = set()
     while stack:
@@ -156,7 +197,9 @@ def walk(root: Path, sources: SourcesSection, cache: dict[str, CacheRow], *,
             # and are False for a symlink, which is reported rather than followed.
             if entry.is_file(follow_symlinks=False):
                 rel = entry.path[prefix_len:] if posix else relative(entry.path)
-                if entry.name.endswith(SIDECAR_SUFFIX):
+                if entry.name[0] == "." and is_temp_name(entry.name):
+                    result.temp_files.append(rel)
+                elif entry.name.endswith(SIDECAR_SUFFIX):
                     sidecar = visit(rel, entry)
                     if sidecar is not None:
                         sidecar_files[rel[: -len(SIDECAR_SUFFIX)]] = sidecar
@@ -193,6 +236,7 @@ def walk(root: Path, sources: SourcesSection, cache: dict[str, CacheRow], *,
             result.orphan_sidecars.append(state.path)
     result.orphan_sidecars.sort()
     result.skipped.sort()
+    result.temp_files.sort()
     if only is None:
         result.cache_removals = [path for path in cache if path not in seen]
     return result

@@ -8,6 +8,11 @@ beside the target because a rename is only atomic within one filesystem.
 An fsync error is final. After a failed fsync the kernel may already have dropped the dirty pages,
 so a retry can "succeed" without the data ever reaching the disk (the PostgreSQL fsync lesson); the
 error surfaces as a `FilesystemError` naming the path and is never retried.
+
+Temp files have one name, `.<target name>.<8 hex>.pnk.tmp` (`temp_name_for`, `is_temp_name`), so
+the walk never takes one for a document and doctor can list them. A write holds an exclusive
+`flock` on its temp file until the rename is done, so a temp file nobody holds a lock on belongs to
+a writer that died (kill -9, power loss): the next write into that directory removes it.
 """
 
 from __future__ import annotations
@@ -15,13 +20,27 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
+import time
 from pathlib import Path
 
 from pinakes.errors import FilesystemError, filesystem_error
+from pinakes.faults import faultpoint
+
+try:
+    import fcntl as _flock
+except ImportError:  # Windows: no flock, so nothing is ever swept; doctor still lists leftovers
+    _flock = None  # type: ignore[assignment]
 
 _TEMP_ATTEMPTS = 16
+TEMP_SUFFIX = ".pnk.tmp"
+# This build's temp names, and those of earlier builds (`.<name>.<8 hex>.tmp`, without the lock).
+_TEMP_NAME = re.compile(r"\.(?P<target>.+)\.[0-9a-f]{8}(?:\.pnk)?\.tmp")
+# A temp file this young may belong to a writer between its create and its flock: never swept.
+_STALE_AFTER_SECONDS = 2.0
+_swept_directories: set[str] = set()  # swept once per process: a sync writes thousands of sidecars
 # Filesystems where a hard link (the create-only-if-absent primitive) is not supported.
 _LINK_UNSUPPORTED = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV}
 
@@ -42,13 +61,18 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, exclusive: bool = False
     """
     target = Path(path)
     directory = target.parent
+    sweep_stale_temps(directory)
     temp, fd = _create_temp(target)
     try:
-        _write_and_sync(fd, target, data)
-        if exclusive:
-            _link_into_place(temp, target)
-        else:
-            os.replace(temp, target)
+        try:
+            _write_and_sync(fd, target, data)
+            faultpoint("atomic.before-rename")  # a writer killed here leaves its temp file
+            if exclusive:
+                _link_into_place(temp, target)
+            else:
+                os.replace(temp, target)
+        finally:
+            os.close(fd)  # only now: the lock says "a live writer" until the temp name is gone
     except BaseException as exc:
         _remove_quietly(temp)
         if isinstance(exc, OSError) and not isinstance(exc, FileExistsError):
@@ -75,13 +99,68 @@ def atomic_move(source: Path | str, target: Path | str) -> None:
         raise _filesystem_error(target, exc, f"{source} was not moved") from exc
 
 
+def temp_name_for(target_name: str) -> str:
+    """A fresh temp file name for writing `target_name` (the one naming rule of every writer)."""
+    return f".{target_name}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether `name` is a temp file of an atomic write (this build's or an earlier one's)."""
+    return _TEMP_NAME.fullmatch(name) is not None
+
+
+def sweep_stale_temps(directory: Path | str) -> list[str]:
+    """Remove the temp files in `directory` that writers which died left behind (no lock held on
+    them, older than a couple of seconds); once per directory per process. Returns their names.
+    Best effort: a temp file that cannot be removed stays for doctor to report."""
+    key = os.path.abspath(directory)
+    if _flock is None or key in _swept_directories:
+        return []
+    _swept_directories.add(key)
+    removed: list[str] = []
+    try:
+        with os.scandir(key) as entries:
+            candidates = [entry.name for entry in entries
+                          if is_temp_name(entry.name) and entry.is_file(follow_symlinks=False)]
+    except OSError:
+        return removed
+    for name in candidates:
+        if _remove_if_abandoned(os.path.join(key, name)):
+            removed.append(name)
+    return removed
+
+
+def _remove_if_abandoned(path: str) -> bool:
+    assert _flock is not None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        held = os.fstat(fd)
+        if time.time() - held.st_mtime < _STALE_AFTER_SECONDS:
+            return False
+        try:
+            _flock.flock(fd, _flock.LOCK_EX | _flock.LOCK_NB)
+        except OSError:
+            return False  # a live writer holds it
+        if os.lstat(path).st_ino != held.st_ino:
+            return False
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _create_temp(target: Path) -> tuple[Path, int]:
-    """A new, empty, uniquely named file beside `target`, open for writing.
+    """A new, empty, uniquely named file beside `target`, open for writing and locked.
 
     O_EXCL means it is never an existing file or a planted symlink.
     """
     for _ in range(_TEMP_ATTEMPTS):
-        temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        temp = target.with_name(temp_name_for(target.name))
         try:
             # 0o666 is filtered by the umask, so a new file gets the mode open() would give it.
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
@@ -89,25 +168,25 @@ def _create_temp(target: Path) -> tuple[Path, int]:
             continue
         except OSError as exc:
             raise _filesystem_error(target, exc, "the file on disk was left as it was") from exc
+        if _flock is not None:
+            with contextlib.suppress(OSError):  # a filesystem without locks: the age rule still holds
+                _flock.flock(fd, _flock.LOCK_EX | _flock.LOCK_NB)
         return temp, fd
     raise FilesystemError(
         f"could not create a temporary file beside {target.name}",
-        remedy="remove stale .*.tmp files in that directory and retry",
+        remedy=f"remove stale .*{TEMP_SUFFIX} files in that directory and retry",
         path=target,
     )
 
 
 def _write_and_sync(fd: int, target: Path, data: bytes) -> None:
-    """Write all of `data` to `fd`, sync it and close it (closed on failure too)."""
-    try:
-        _keep_mode_of(target, fd)
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Write all of `data` to `fd` and sync it (the caller closes it, after the rename)."""
+    _keep_mode_of(target, fd)
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    os.fsync(fd)
 
 
 def _keep_mode_of(target: Path, fd: int) -> None:

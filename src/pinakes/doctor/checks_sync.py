@@ -34,15 +34,43 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
                         "if that sync is not running, the next `pnk sync` reclaims it (same host) or "
                         "run `pnk sync --force-unlock`")
     from pinakes.manifest import load_manifest
-    from pinakes.rules.walk import walk
+    from pinakes.rules.walk import SourceRootError, walk
 
     yield from _failures(paths)
     manifest = load_manifest(paths.manifest)
-    found: WalkResult = walk(ctx.kb_root, manifest.sources, {}, hash_contents=False)
-    yield from _coverage(paths, found)
-    yield from _drift(paths, found, verify=ctx.verify)
-    yield from _sidecars(ctx, SIDECAR_SUFFIX, manifest.kb.id, found)
+    try:
+        found: WalkResult = walk(ctx.kb_root, manifest.sources, {}, hash_contents=False)
+    except SourceRootError as exc:
+        yield Check("source roots", "FAIL", exc.message, exc.remedy)
+    else:
+        yield from _coverage(paths, found)
+        yield from _drift(paths, found, verify=ctx.verify)
+        yield from _sidecars(ctx, SIDECAR_SUFFIX, manifest.kb.id, found)
+        yield _temp_files(paths, found)
     yield from _hooks(ctx)
+
+
+def _temp_files(paths: KBPaths, found: WalkResult) -> Check:
+    """Temp files of atomic writes that were killed (under the sources, or beside the manifest):
+    harmless, never indexed, removed by the next write into their folder."""
+    import os
+
+    from pinakes.atomic import is_temp_name
+
+    try:
+        beside_manifest = sorted(name for name in os.listdir(paths.root) if is_temp_name(name))
+    except OSError:
+        beside_manifest = []
+    leftovers = sorted(set(found.temp_files) | set(beside_manifest))
+    if not leftovers:
+        return Check("temp files", "OK", "no temp file left by an interrupted write")
+    shown = ", ".join(printable(path) for path in leftovers[:5])
+    more = f" (+{len(leftovers) - 5} more)" if len(leftovers) > 5 else ""
+    return Check("temp files", "WARN",
+                 f"{len(leftovers)} temp file(s) left by a write that was killed: {shown}{more}; the files "
+                 "they were writing are whole (the old or the new version), and no sync indexes them",
+                 "the next `pnk` command that writes into the same folder removes them; or delete them "
+                 "(`rm` each path listed)")
 
 
 def _failures(paths: KBPaths) -> Iterator[Check]:
