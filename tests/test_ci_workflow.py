@@ -4,6 +4,7 @@ and by running its steps; the GitLab job in the guide; the exit-code and --json 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,13 +13,15 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+import pinakes.ci
 import pinakes.embed
 from pinakes import __version__
 from pinakes.ci import write_workflow
 from pinakes.ci.contract import CONTRACT, DOCTOR_KEYS, ERROR_KEYS, EVAL_RUN_KEYS, SYNC_KEYS, outcomes
 from pinakes.ci.gitlab import render_gitlab_job
-from pinakes.ci.steps import RUN_STEPS
+from pinakes.ci.steps import PDF_EXTRAS, RUN_STEPS
 from pinakes.cli import main
+from pinakes.distribution import Origin, origin_from_direct_url, requirement, requirement_problem
 from pinakes.errors import EXIT_CONFIG, EXIT_FAILURE
 from pinakes.hooks import FREE_EXTRACTOR_NOTE
 from pinakes.init import init_kb
@@ -49,19 +52,36 @@ def actionlint() -> str:
     return found
 
 
+def lint(workflow: Path) -> None:
+    linted = subprocess.run([actionlint(), "-no-color", str(workflow)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+GIT_ORIGIN = Origin("vcs", __version__, url="https://git.example.org/pinakes.git", vcs="git", commit=COMMIT)
+
+
+@pytest.fixture
+def installed_from_git(monkeypatch: pytest.MonkeyPatch) -> Origin:
+    """This Pinakes as a user would have it: installed from a git URL at a commit (the test run's own
+    install is an editable checkout, which a runner cannot reach, so `pnk ci init` would refuse)."""
+    monkeypatch.setattr(pinakes.ci, "installed_origin", lambda: GIT_ORIGIN)
+    return GIT_ORIGIN
+
+
 # --- the workflow ---------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("installed_from_git")
 def test_init_ci_writes_a_workflow_that_actionlint_accepts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = git_repo(tmp_path / "kb")
     assert main(["init", str(root), "--template", "research-papers", "--ci"]) == 0
     out = capsys.readouterr().out
     assert FREE_EXTRACTOR_NOTE.lstrip("# ") in out.splitlines()  # the one-line notice, at write time
-    workflow = root / ".github" / "workflows" / "pinakes.yml"
-    linted = subprocess.run([actionlint(), "-no-color", str(workflow)], capture_output=True, text=True)
-    assert linted.returncode == 0, linted.stdout + linted.stderr
+    lint(root / ".github" / "workflows" / "pinakes.yml")
 
 
+@pytest.mark.usefixtures("installed_from_git")
 def test_the_workflow_runs_the_shared_steps_in_order(tmp_path: Path) -> None:
     root = init_kb(git_repo(tmp_path / "kb"), name="kb").root
     result = write_workflow(root)
@@ -81,16 +101,124 @@ def test_the_workflow_runs_the_shared_steps_in_order(tmp_path: Path) -> None:
     assert "hashFiles('pinakes.toml')" in restore["with"]["key"] and "env.PINAKES_VERSION" in restore["with"]["key"]
     assert save["with"]["key"] == "${{ steps.cache.outputs.cache-primary-key }}"
     assert job["env"]["PINAKES_VERSION"] == __version__
-    assert job["env"]["PINAKES_INSTALL"] == f"pinakes[light,pdf]=={__version__}"  # the default KB reads PDFs
+    # the default KB reads PDFs; the install is this Pinakes from its git URL at its commit
+    assert job["env"]["PINAKES_INSTALL"] == f"pinakes-kb[light,pdf] @ git+https://git.example.org/pinakes.git@{COMMIT}"
     assert "daemon" in text and "schedule" not in text
 
 
+@pytest.mark.usefixtures("installed_from_git")
 def test_a_kb_without_pdfs_installs_the_light_extra_only(tmp_path: Path) -> None:
     root = init_kb(git_repo(tmp_path / "kb"), name="kb", template="notes").root
     job = load_yaml(write_workflow(root).path)["jobs"]["kb"]
-    assert job["env"]["PINAKES_INSTALL"] == f"pinakes[light]=={__version__}"
+    assert job["env"]["PINAKES_INSTALL"].startswith("pinakes-kb[light] @ git+https://")
 
 
+# PEP 610 records as pip writes them, and the requirement each must become.
+def vcs(url: str, **more: object) -> str:
+    return json.dumps({"url": url, "vcs_info": {"commit_id": COMMIT, "vcs": "git"}, **more})
+
+
+WHEEL = "pinakes_kb-0.1.0-py3-none-any.whl"
+REACHABLE = [
+    (vcs("https://git.example.org/pinakes.git"), f"pinakes-kb[light] @ git+https://git.example.org/pinakes.git@{COMMIT}"),
+    (vcs("https://git.example.org/mono.git", subdirectory="tools/pinakes"),
+     f"pinakes-kb[light] @ git+https://git.example.org/mono.git@{COMMIT}#subdirectory=tools/pinakes"),
+    (json.dumps({"url": f"https://files.example.org/{WHEEL}", "archive_info": {"hashes": {"sha256": "ab"}}}),
+     f"pinakes-kb[light] @ https://files.example.org/{WHEEL}"),
+    (None, "pinakes-kb[light]==0.1.0"),  # no record: resolved by name from an index
+]
+UNREACHABLE = [
+    (json.dumps({"url": "file:///home/me/pinakes", "dir_info": {"editable": True}}),
+     "an editable install of the directory /home/me/pinakes"),
+    (json.dumps({"url": "file:///home/me/pinakes", "dir_info": {}}), "the directory /home/me/pinakes"),
+    (json.dumps({"url": f"file:///tmp/{WHEEL}", "archive_info": {}}), f"the archive file:///tmp/{WHEEL}"),
+    (vcs("file:///srv/clone"), "git repository file:///srv/clone"),
+]
+
+
+@pytest.mark.parametrize(("record", "expected"), REACHABLE)
+def test_the_workflow_installs_exactly_the_pinakes_that_wrote_it_from_where_it_came(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: str | None, expected: str) -> None:
+    monkeypatch.setattr(pinakes.ci, "installed_origin", lambda: origin_from_direct_url(record, "0.1.0"))
+    root = init_kb(git_repo(tmp_path / "kb"), name="kb", template="notes").root
+    result = write_workflow(root)
+    assert load_yaml(result.path)["jobs"]["kb"]["env"]["PINAKES_INSTALL"] == expected
+    assert requirement_problem(expected) is None
+    lint(result.path)
+
+
+@pytest.mark.parametrize(("record", "described"), UNREACHABLE)
+def test_an_install_no_runner_can_reach_is_refused_naming_ci_install(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        record: str, described: str) -> None:
+    monkeypatch.setattr(pinakes.ci, "installed_origin", lambda: origin_from_direct_url(record, "0.1.0"))
+    root = init_kb(git_repo(tmp_path / "kb"), name="kb").root
+    assert main(["-C", str(root), "ci", "init"]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert described in err and "[ci] install = \"pinakes-kb[light,pdf] @ git+https://" in err, err
+    assert "Traceback" not in err
+    assert not (root / ".github").exists()
+    # `pnk init --ci` refuses before creating anything
+    assert main(["init", str(tmp_path / "new"), "--ci"]) == EXIT_CONFIG
+    assert "create the KB without --ci" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_the_refusal_suggests_the_checkouts_remote_at_its_head(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    checkout = git_repo(tmp_path / "checkout")
+    (checkout / "f").write_text("x")
+    git(checkout, "add", "f")
+    git(checkout, "commit", "-q", "-m", "x")
+    git(checkout, "remote", "add", "origin", "https://git.example.org/me/pinakes.git")
+    head = git(checkout, "rev-parse", "HEAD").strip()
+    editable = Origin("directory", "0.1.0", url=checkout.as_uri(), editable=True)
+    monkeypatch.setattr(pinakes.ci, "installed_origin", lambda: editable)
+    root = init_kb(git_repo(tmp_path / "kb"), name="kb", template="notes").root
+    assert main(["-C", str(root), "ci", "init"]) == EXIT_CONFIG
+    assert f'[ci] install = "pinakes-kb[light] @ git+https://git.example.org/me/pinakes.git@{head}"' in (
+        capsys.readouterr().err)
+
+
+def test_ci_install_in_the_manifest_is_what_the_workflow_installs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    editable = Origin("directory", "0.1.0", url="file:///home/me/pinakes", editable=True)
+    monkeypatch.setattr(pinakes.ci, "installed_origin", lambda: editable)  # would be refused without it
+    root = init_kb(git_repo(tmp_path / "kb"), name="kb").root
+    spec = "pinakes-kb[light,pdf] @ https://files.example.org/pinakes_kb-0.2.0-py3-none-any.whl"
+    manifest = root / "pinakes.toml"
+    manifest.write_text(manifest.read_text() + f'\n[ci]\ninstall = "{spec}"\n')
+    assert main(["-C", str(root), "ci", "init", "--json"]) == 0
+    workflow = Path(json.loads(capsys.readouterr().out)["workflow"])
+    assert load_yaml(workflow)["jobs"]["kb"]["env"]["PINAKES_INSTALL"] == spec
+    assert "# the manifest's [ci] install." in workflow.read_text()
+    lint(workflow)
+
+
+@pytest.mark.parametrize(("spec", "problem"), [
+    ("pinakes[light]==0.1.0", "another project"),  # the other project's name: never installed
+    ("Pinakes_KB[light]==0.1.0", None),  # names compare as the index compares them
+    ("requests==2.0", "it must install 'pinakes-kb'"),
+    ("pinakes-kb[light] >=0.1, <0.3", None),
+    ("pinakes-kb[light] @ git+https://git.example.org/p.git@v0.1.0", None),
+    ("pinakes-kb[light] ; rm -rf /", "neither a version spec"),
+    ("pinakes-kb\n==0.1", "spans lines"),
+    ("", "empty"),
+])
+def test_ci_install_is_validated_when_the_manifest_loads(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         spec: str, problem: str | None) -> None:
+    assert (requirement_problem(spec) is None) == (problem is None)
+    if problem is None:
+        return
+    root = init_kb(tmp_path / "kb", name="kb").root
+    manifest = root / "pinakes.toml"
+    manifest.write_text(manifest.read_text() + f"\n[ci]\ninstall = {json.dumps(spec)}\n")
+    assert main(["-C", str(root), "status"]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "ci.install" in err and problem in err and "pinakes-kb" in err, err
+
+
+@pytest.mark.usefixtures("installed_from_git")
 def test_a_kb_in_a_subdirectory_gets_its_own_workflow_at_the_repository_top(tmp_path: Path) -> None:
     top = git_repo(tmp_path / "repo")
     root = init_kb(top / "kbs" / "papers", name="papers").root
@@ -100,10 +228,10 @@ def test_a_kb_in_a_subdirectory_gets_its_own_workflow_at_the_repository_top(tmp_
     assert job["defaults"]["run"]["working-directory"] == "kbs/papers"
     assert job["steps"][2]["with"]["path"] == "kbs/papers/.pinakes\n~/.cache/huggingface\n"
     assert "hashFiles('kbs/papers/pinakes.toml')" in job["steps"][2]["with"]["key"]
-    linted = subprocess.run([actionlint(), "-no-color", str(result.path)], capture_output=True, text=True)
-    assert linted.returncode == 0, linted.stdout + linted.stderr
+    lint(result.path)
 
 
+@pytest.mark.usefixtures("installed_from_git")
 def test_ci_init_regenerates_its_own_file_and_refuses_a_foreign_one(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     root = init_kb(git_repo(tmp_path / "kb"), name="kb").root
@@ -121,7 +249,7 @@ def test_ci_init_regenerates_its_own_file_and_refuses_a_foreign_one(tmp_path: Pa
 
 def test_the_guide_documents_the_same_steps_for_gitlab() -> None:
     guide = (REPO_ROOT / "docs" / "GUIDE.md").read_text(encoding="utf-8")
-    job = render_gitlab_job(".", "X.Y.Z")
+    job = render_gitlab_job(".", "X.Y.Z", requirement(PDF_EXTRAS, " @ git+https://<host>/<repository>@<commit>"))
     assert f"```yaml\n{job}```" in guide, "docs/GUIDE.md's GitLab job differs from pinakes.ci.gitlab"
     script = YAML(typ="safe").load(job)["pinakes"]["script"]
     assert script == [step.command for step in RUN_STEPS]
@@ -288,20 +416,45 @@ class ActionsEmulator:
         entry.mkdir(parents=True, exist_ok=True)
 
 
+GIT_URL = "https://git.example.org/pinakes.git"
+
+
+def git_redirect(url: str, to: Path) -> dict[str, str]:
+    """Environment that makes git fetch `url` from the repository `to` (`url.<to>.insteadOf`): the
+    stand-in for the origin a real runner would clone over the network."""
+    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{to.as_uri()}.insteadOf", "GIT_CONFIG_VALUE_0": url}
+
+
 @pytest.mark.heavy
-def test_the_workflow_runs_in_a_fresh_venv_and_a_second_run_hits_the_cache(tmp_path: Path) -> None:
-    """The real [light] model, the real free PDF extractor, a fresh venv holding a wheel built from this
-    checkout (a real CI installs the pinned release from PyPI instead; tests never touch the network,
-    so the venv sees this environment's third-party packages through a .pth, as tests/test_wheel.py's
-    does, and pip runs with no index)."""
+def test_the_workflow_installs_the_pinakes_that_wrote_it_and_a_second_run_hits_the_cache(tmp_path: Path) -> None:
+    """End to end, offline: this checkout committed to a git repository that stands in for Pinakes'
+    origin, a user's Pinakes installed from it by its git URL, that Pinakes writing the workflow, and
+    the job run twice on fresh runners, its install step exactly as written (git redirected to the
+    stand-in; pip with no index and no build isolation, seeing this environment's packages) — the real
+    [light] model and free PDF extractor included."""
     pytest.importorskip("fastembed", reason="the workflow installs the [light] extra, which is not installed here")
     pytest.importorskip("pypdfium2", reason="the workflow installs the [pdf] extra, which is not installed here")
     from tests.test_extract_text import make_pdf
-    from tests.test_wheel import BUILD_INPUTS, JUNK, run
+    from tests.test_wheel import copy_build_inputs, fresh_venv, isolated_env, run
 
-    # The KB's repository, as a team keeps it: documents and their sidecars committed.
+    # Pinakes' origin: this checkout's build inputs at one commit.
+    upstream = git_repo(copy_build_inputs(tmp_path / "upstream"))
+    git(upstream, "add", "-A")
+    git(upstream, "commit", "-q", "-m", "pinakes")
+    commit = git(upstream, "rev-parse", "HEAD").strip()
+    offline = isolated_env(PIP_NO_BUILD_ISOLATION="0", PIP_DISABLE_PIP_VERSION_CHECK="1",
+                           **git_redirect(GIT_URL, upstream))
+
+    # The user's Pinakes, installed from the git URL at that commit; it writes the KB and its workflow.
+    users = fresh_venv(tmp_path / "users-venv")
+    run([users / "bin" / "python", "-m", "pip", "install", "--no-deps", f"pinakes-kb @ git+{GIT_URL}@{commit}"],
+        env=offline)
     origin = git_repo(tmp_path / "origin")
-    assert main(["init", str(origin), "--name", "lighthouse", "--ci"]) == 0
+    run([users / "bin" / "pnk", "init", origin, "--name", "lighthouse", "--ci"], env=offline, cwd=tmp_path)
+    workflow = origin / ".github" / "workflows" / "pinakes.yml"
+    expected = f"pinakes-kb[light,pdf] @ git+{GIT_URL}@{commit}"
+    assert load_yaml(workflow)["jobs"]["kb"]["env"]["PINAKES_INSTALL"] == expected
+    lint(workflow)
     (origin / "docs" / "storms.md").write_text("# Storms\n\nThe keeper logs every storm in the ledger.\n")
     (origin / "docs" / "lamps.md").write_text("# Lamps\n\nThe lamp is trimmed at dusk and dawn.\n")
     (origin / "docs" / "survey.pdf").write_bytes(make_pdf([["Tidal survey"], ["The tide gauge reads hourly."]]))
@@ -309,43 +462,18 @@ def test_the_workflow_runs_in_a_fresh_venv_and_a_second_run_hits_the_cache(tmp_p
     git(origin, "add", "-A")
     git(origin, "commit", "-q", "-m", "a KB with its workflow")
 
-    # A wheel of this checkout, and a fresh venv for the job to install it into.
-    source = tmp_path / "source"
-    source.mkdir()
-    for name in BUILD_INPUTS:
-        origin_path = REPO_ROOT / name
-        if origin_path.is_dir():
-            shutil.copytree(origin_path, source / name, ignore=JUNK)
-        elif origin_path.exists():
-            shutil.copy2(origin_path, source / name)
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
-         tmp_path / "dist", source])
-    (wheel,) = (tmp_path / "dist").glob("pinakes-*.whl")
-
-    def fresh_venv(venv: Path) -> Path:
-        """What setup-python gives a runner: a Python with no Pinakes installed."""
-        import sysconfig
-
-        run([sys.executable, "-m", "venv", "--without-pip", venv])
-        own_site = Path(run([venv / "bin" / "python", "-c",
-                             "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
-        parent_sites = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
-        (own_site / "zz_parent_environment.pth").write_text("".join(f"{site}\n" for site in parent_sites))
-        return venv
-
-    import os
-    base_env = {key: value for key, value in os.environ.items()
-                if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "HF_HOME", "XDG_CACHE_HOME")}
-    base_env.update(PYTHONNOUSERSITE="1", PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
-                    PATH=os.defpath)
-    workflow = origin / ".github" / "workflows" / "pinakes.yml"
+    base_env = {key: value for key, value in offline.items() if key not in ("HF_HOME", "XDG_CACHE_HOME")}
+    base_env["PATH"] = os.defpath
     emulator = ActionsEmulator(workflow, tmp_path / "actions-cache", base_env)
-    spec = emulator.job["env"]["PINAKES_INSTALL"]
-    install = {"PINAKES_INSTALL": f"{spec.split('==')[0]} @ {wheel.as_uri()}"}  # same extras, local wheel
 
     first = emulator.run(origin, tmp_path / "run1" / "ws", tmp_path / "run1" / "home",
-                         fresh_venv(tmp_path / "run1" / "venv"), 1, install)
-    assert "Successfully installed pinakes-" in first["Install Pinakes"]
+                         fresh_venv(tmp_path / "run1" / "venv"), 1, {})
+    assert "Successfully installed pinakes-kb-" in first["Install Pinakes"], first["Install Pinakes"]
+    runner_python = tmp_path / "run1" / "venv" / "bin" / "python"
+    installed = run([runner_python, "-c", "from pinakes.distribution import installed_origin as o\n"
+                     "import pinakes; print(o().commit, pinakes.__file__)"], env=base_env).split()
+    assert installed[0] == commit  # exactly the commit that wrote the workflow
+    assert Path(installed[1]).is_relative_to(tmp_path / "run1" / "venv")
     assert first["cache-hit"] == "miss"
     assert "added 3" in first["Sync the index"] and "failed 0" in first["Sync the index"]
     assert "eval skipped: no golden set" in first["Gate retrieval quality on the golden set"]
@@ -354,8 +482,8 @@ def test_the_workflow_runs_in_a_fresh_venv_and_a_second_run_hits_the_cache(tmp_p
 
     # A second run on a fresh runner: a new clone, a new home, the cache restored.
     second = emulator.run(origin, tmp_path / "run2" / "ws", tmp_path / "run2" / "home",
-                          fresh_venv(tmp_path / "run2" / "venv"), 2, install)
-    assert "Successfully installed pinakes-" in second["Install Pinakes"]
+                          fresh_venv(tmp_path / "run2" / "venv"), 2, {})
+    assert "Successfully installed pinakes-kb-" in second["Install Pinakes"]
     assert second["cache-hit"].startswith("restored pinakes-Linux-")  # the newest entry under the prefix
     sync = second["Sync the index"]
     assert "added 0, changed 0" in sync and "files: 0 indexed, 3 unchanged" in sync, sync

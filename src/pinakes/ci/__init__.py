@@ -6,20 +6,31 @@ The workflow goes to `.github/workflows/` at the top of the git working tree hol
 KB's own directory when it is not in one yet: a KB is normally its own repository). A file
 Pinakes wrote (it carries `github.MARKER`) is regenerated in place; any other file of that name is
 refused, never overwritten.
+
+The workflow installs exactly the Pinakes that wrote it, from where it came (`install_requirement`):
+the git URL and commit, the archive URL, or the release of `pinakes-kb` on the index, as PEP 610's
+record of the installed distribution says; or the manifest's `[ci] install`. An install a runner
+cannot reach (an editable checkout, a local file) is refused with the remedy naming `[ci] install`,
+rather than written as a workflow that would fail on its first run or install something else.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pinakes import __version__
 from pinakes.atomic import atomic_write_bytes
 from pinakes.ci.github import MARKER, render_workflow, workflow_name
 from pinakes.ci.steps import extras_for
+from pinakes.distribution import Origin, installed_origin, requirement
 from pinakes.errors import UsageError
+
+if TYPE_CHECKING:
+    from pinakes.manifest import Manifest
 
 WORKFLOWS_DIR = Path(".github") / "workflows"
 GOLDEN_SET_RELPATH = Path("eval") / "questions.yaml"
@@ -39,8 +50,61 @@ class WorkflowResult:
     has_golden_set: bool  # False: the eval step will print a skip until eval/questions.yaml exists
 
 
-def write_workflow(kb_root: Path, version: str = __version__) -> WorkflowResult:
-    """Write (or regenerate) the GitHub Actions workflow for the KB at `kb_root`."""
+@dataclass(frozen=True)
+class InstallRequirement:
+    requirement: str  # one pip requirement, the install step's only argument
+    source: str  # where it came from, in words, for the workflow's comment
+
+
+def install_requirement(manifest: Manifest | None, extras: tuple[str, ...],
+                        origin: Origin | None = None) -> InstallRequirement:
+    """What the workflow installs: the manifest's `[ci] install` when set, else exactly this Pinakes
+    with `extras`, from where it was installed. Raises UsageError when a runner could not install it."""
+    if manifest is not None and manifest.ci.install is not None:
+        return InstallRequirement(manifest.ci.install, "the manifest's [ci] install")
+    origin = origin if origin is not None else installed_origin()
+    resolved = origin.requirement(extras)
+    if resolved is None:
+        raise UsageError(
+            f"a CI runner could not install this Pinakes: it came from {origin.describe()}, which is "
+            "on this machine only; no workflow was written",
+            remedy=("create the KB without --ci, then " if manifest is None else "")
+                   + "name what CI should install in pinakes.toml: [ci] install = "
+                   + f"{json.dumps(_suggested_requirement(origin, extras))} (docs/MANIFEST.md), then run "
+                   "`pnk ci init`; or install Pinakes itself from a git URL or a release",
+            path=manifest.path if manifest is not None else None)
+    return InstallRequirement(resolved, f"the Pinakes that wrote this file, from {origin.describe()}")
+
+
+def _suggested_requirement(origin: Origin, extras: tuple[str, ...]) -> str:
+    """For the remedy: the checkout's remote at its HEAD when the origin is a git checkout with an
+    https remote (the user still has to push that commit), else a placeholder to fill in."""
+    from urllib.parse import unquote, urlsplit
+
+    placeholder = requirement(extras, " @ git+https://<host>/<repository>@<commit>")
+    if origin.kind != "directory" or origin.url is None or not origin.url.startswith("file://"):
+        return placeholder
+    checkout = Path(unquote(urlsplit(origin.url).path))
+    remote = _git(checkout, "remote", "get-url", "origin")
+    head = _git(checkout, "rev-parse", "HEAD")
+    if remote is None or head is None or not remote.startswith("https://"):
+        return placeholder
+    return requirement(extras, f" @ git+{remote}@{head}")
+
+
+def _git(cwd: Path, *argv: str) -> str | None:
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", *argv], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+
+def write_workflow(kb_root: Path, version: str = __version__, origin: Origin | None = None) -> WorkflowResult:
+    """Write (or regenerate) the GitHub Actions workflow for the KB at `kb_root`; `origin` (default:
+    where this Pinakes was installed from) decides what it installs unless the manifest says."""
     from pinakes.hooks import git_toplevel
     from pinakes.kb import KBPaths
     from pinakes.manifest import load_manifest
@@ -57,7 +121,9 @@ def write_workflow(kb_root: Path, version: str = __version__) -> WorkflowResult:
                          remedy="rename the KB's directory with letters, digits, '.', '_', '-', '@', '+'",
                          path=kb_root)
     path = repository / WORKFLOWS_DIR / workflow_name(kb_relative)
-    text = render_workflow(manifest.kb.name, kb_relative, version, extras_for(manifest))
+    extras = extras_for(manifest)
+    text = render_workflow(manifest.kb.name, kb_relative, version,
+                           install_requirement(manifest, extras, origin), extras)
     action: WorkflowAction = "created"
     if path.exists():
         existing = path.read_text(encoding="utf-8", errors="replace")

@@ -1,9 +1,10 @@
 """The GitHub Actions workflow `pnk ci init` (and `pnk init --ci`) writes (spec §6.3).
 
 One job, no daemon: check out, set up Python, restore `.pinakes/` and the model cache from the
-Actions cache, install the pinned Pinakes with the [light] extra ([light,pdf] when the KB's sources
-can hold PDFs, since the sync forces the free PDF extractor), run `steps.RUN_STEPS` (sync with
-the free extractor, then the eval gate), and save the cache. The text is rendered here line by line
+Actions cache, install Pinakes (the one that wrote the workflow, from where it came, or the
+manifest's `[ci] install`) with the [light] extra ([light,pdf] when the KB's sources can hold PDFs,
+since the sync forces the free PDF extractor), run `steps.RUN_STEPS` (sync with the free extractor,
+then the eval gate), and save the cache. The text is rendered here line by line
 rather than dumped from a mapping, so the comments that explain each step survive, and it is checked
 by actionlint in the tests.
 
@@ -18,8 +19,12 @@ work, never correctness.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from pinakes.ci.steps import INSTALL_VARIABLE, PDF_EXTRAS, RUN_STEPS, VERSION_VARIABLE, install_spec
+from pinakes.ci.steps import INSTALL_VARIABLE, PDF_EXTRAS, RUN_STEPS, VERSION_VARIABLE
+
+if TYPE_CHECKING:
+    from pinakes.ci import InstallRequirement
 
 MARKER = "# pinakes-ci: managed by `pnk ci init`"
 PYTHON_VERSION = "3.12"
@@ -45,9 +50,10 @@ def _in_kb(kb_relative: str, path: str) -> str:
     return path if kb_relative == "." else f"{kb_relative}/{path}"
 
 
-def render_workflow(kb_name: str, kb_relative: str, version: str, extras: tuple[str, ...] = PDF_EXTRAS) -> str:
+def render_workflow(kb_name: str, kb_relative: str, version: str, install: InstallRequirement,
+                    extras: tuple[str, ...] = PDF_EXTRAS) -> str:
     """The workflow for the KB called `kb_name` at `kb_relative` (from the repository's top, "." there),
-    installing Pinakes `version` with `extras`."""
+    written by Pinakes `version`, installing `install` (which carries `extras`)."""
     state = _in_kb(kb_relative, ".pinakes")
     manifest = _in_kb(kb_relative, "pinakes.toml").replace("'", "''")
     key_prefix = f"pinakes-${{{{ runner.os }}}}-${{{{ env.{VERSION_VARIABLE} }}}}-"
@@ -57,7 +63,7 @@ def render_workflow(kb_name: str, kb_relative: str, version: str, extras: tuple[
         f"{MARKER} (Pinakes {version}); re-run it to regenerate this file.",
         "#",
         "# Keeps the KB's index fresh and its retrieval quality gated on every push and pull request.",
-        f"# One job, no daemon: install the pinned Pinakes with the [{','.join(extras)}] extras, restore .pinakes/ and",
+        f"# One job, no daemon: install Pinakes with the [{','.join(extras)}] extras, restore .pinakes/ and",
         "# the model cache, sync, run the golden-set gate, save the cache. Exit codes: docs/CLI.md.",
         f"name: {json.dumps('pinakes: ' + kb_name, ensure_ascii=False)}",
         "",
@@ -80,9 +86,10 @@ def render_workflow(kb_name: str, kb_relative: str, version: str, extras: tuple[
         "    env:",
         "      # The Pinakes this KB is synced with: bump it deliberately (the cache key follows it).",
         f"      {VERSION_VARIABLE}: {json.dumps(version)}",
-        "      # What the install step installs: a real CI installs the pinned release from PyPI. (Pinakes'",
-        "      # own test of this workflow points it at a wheel built from its checkout instead.)",
-        f"      {INSTALL_VARIABLE}: {json.dumps(install_spec(version, extras))}",
+        "      # What the install step installs (one pip requirement):",
+        f"      # {install.source}.",
+        "      # Set [ci] install in pinakes.toml to choose another, then run `pnk ci init` again.",
+        f"      {INSTALL_VARIABLE}: {json.dumps(install.requirement)}",
         "    steps:",
         "      - name: Check out the KB",
         f"        uses: {ACTIONS['checkout']}",

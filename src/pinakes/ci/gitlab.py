@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import json
 
-from pinakes.ci.steps import INSTALL_VARIABLE, PDF_EXTRAS, RUN_STEPS, VERSION_VARIABLE, install_spec
+from pinakes.ci.steps import INSTALL_VARIABLE, RUN_STEPS, VERSION_VARIABLE
 
 PYTHON_IMAGE = "python:3.12"
 
 
-def render_gitlab_job(kb_relative: str, version: str, extras: tuple[str, ...] = PDF_EXTRAS) -> str:
-    """A `.gitlab-ci.yml` job for the KB at `kb_relative` (from the repository's top, "." there)."""
+def render_gitlab_job(kb_relative: str, version: str, install: str) -> str:
+    """A `.gitlab-ci.yml` job for the KB at `kb_relative` (from the repository's top, "." there) that
+    installs the pip requirement `install`."""
     inside = "" if kb_relative == "." else f"{kb_relative}/"
     lines = [
         "pinakes:",
         f"  image: {PYTHON_IMAGE}",
         "  variables:",
         f"    {VERSION_VARIABLE}: {json.dumps(version)}",
-        f"    {INSTALL_VARIABLE}: {json.dumps(install_spec(version, extras))}",
+        f"    {INSTALL_VARIABLE}: {json.dumps(install)}",
         '    HF_HOME: "$CI_PROJECT_DIR/.cache/huggingface"  # GitLab caches paths inside the project only',
         "  cache:",
         "    key:",

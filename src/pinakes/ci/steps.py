@@ -17,8 +17,8 @@ from pinakes.hooks import FREE_EXTRACTOR_NOTE
 if TYPE_CHECKING:
     from pinakes.manifest import Manifest
 
-# The environment variable the install step reads: a real CI installs the pinned release from PyPI;
-# Pinakes' own test of the workflow points it at the local checkout instead.
+# The environment variable the install step reads: the pip requirement `pnk ci init` resolved
+# (pinakes.ci.install_requirement); Pinakes' own test of the workflow points it at a local wheel.
 INSTALL_VARIABLE = "PINAKES_INSTALL"
 VERSION_VARIABLE = "PINAKES_VERSION"
 LIGHT_EXTRAS = ("light",)  # fastembed + the packaged int8 model: no torch, no model download
@@ -41,12 +41,6 @@ RUN_STEPS = (
             ("Exits 1 on a regression against eval/baseline.json; prints why it skipped (exit 0)",
              "when the KB has no golden set (eval/questions.yaml), as a new KB has none.")),
 )
-
-
-def install_spec(version: str, extras: tuple[str, ...] = PDF_EXTRAS) -> str:
-    """What a real CI installs: the pinned release with the [light] extra (and [pdf] when the KB's
-    sources can hold PDFs: the free extractor is pypdfium2)."""
-    return f"pinakes[{','.join(extras)}]=={version}"
 
 
 def extras_for(manifest: Manifest) -> tuple[str, ...]:

@@ -32,6 +32,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list_templates:
         return _list_templates(args.json)
+    if args.ci:  # refused before anything is created when a CI runner could not install this Pinakes
+        from pinakes.ci import install_requirement
+        from pinakes.ci.steps import PDF_EXTRAS
+
+        install_requirement(None, PDF_EXTRAS)
     created = init_kb(Path(args.dir), name=args.name, template=args.template)
     workflow = None
     if args.ci:

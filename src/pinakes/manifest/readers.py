@@ -36,6 +36,7 @@ from pinakes.manifest.sections import (
     VECTOR_TIERS,
     BudgetSection,
     ChunkingSection,
+    CISection,
     ConfidenceSection,
     DeepSection,
     EmbeddingSection,
@@ -88,13 +89,14 @@ def _read_manifest(data: Mapping[str, object], path: Path, problems: _Problems) 
     budget = _read_budget(tables["budget"])
     deep = _read_deep(tables["deep"])
     links = _read_links(tables["links"])
+    ci = _read_ci(tables["ci"])
     for table in tables.values():
         table.finish()
     if problems:
         return None
     return Manifest(path=path, kb=kb, sources=sources, embedding=embedding, extraction=extraction,
                     chunking=chunking, retrieval=retrieval, rerank=rerank, budget=budget, deep=deep,
-                    links=links)
+                    links=links, ci=ci)
 
 
 def _ulid(table: _Table, name: str) -> str:
@@ -293,6 +295,17 @@ def _is_timezone(name: str) -> bool:
 
 def _read_deep(table: _Table) -> DeepSection:
     return DeepSection(max_rounds=table.integer("max_rounds", 3, minimum=1))
+
+
+def _read_ci(table: _Table) -> CISection:
+    from pinakes.distribution import DISTRIBUTION, requirement_problem
+
+    example = f'"{DISTRIBUTION}[light,pdf] @ git+https://example.org/you/pinakes@<commit>"'
+    install = table.optional_string("install", example)
+    problem = requirement_problem(install) if install is not None else None
+    if problem is not None:
+        table.fail("install", problem, f"write one pip requirement for {DISTRIBUTION}, e.g. install = {example}")
+    return CISection(install=install)
 
 
 def _read_links(links: _Table) -> tuple[LinkedKB, ...]:

@@ -38,9 +38,10 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "deep": ("max_rounds",),
     "links": ("kb",),
     "links.kb": ("id", "alias", "path"),
+    "ci": ("install",),
 }
 TOP_LEVEL_SECTIONS = ("kb", "sources", "embedding", "extraction", "chunking", "retrieval", "rerank",
-                      "budget", "deep", "links")
+                      "budget", "deep", "links", "ci")
 REQUIRED_SECTIONS = ("kb", "sources", "embedding")
 
 EMBEDDING_PROVIDERS = ("sentence-transformers", "fastembed")
@@ -190,6 +191,14 @@ class DeepSection:
 
 
 @dataclass(frozen=True)
+class CISection:
+    """What the workflow `pnk ci init` writes installs. None: exactly this Pinakes, from where it was
+    installed (pinakes.distribution.installed_origin); a pip requirement naming pinakes-kb overrides it."""
+
+    install: str | None = None
+
+
+@dataclass(frozen=True)
 class LinkedKB:
     """One `[[links.kb]]`: the partner's permanent ULID plus a machine-local alias and path."""
 
@@ -211,6 +220,7 @@ class Manifest:
     budget: BudgetSection
     deep: DeepSection
     links: tuple[LinkedKB, ...] = ()
+    ci: CISection = CISection()
 
     @property
     def root(self) -> Path:
