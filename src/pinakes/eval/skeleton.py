@@ -169,12 +169,15 @@ def _from_heading(document: _Document) -> Draft | None:
 
 
 def _from_passage(document: _Document) -> Draft | None:
-    """The opening words of the document's longest passage."""
+    """The opening words of the first sentence of the document's longest passage (its heading,
+    table and code lines left out: a heading is drafted from already)."""
     longest = max(document.passages, key=len, default="")
-    words = [word for word in longest.split() if any(char.isalnum() for char in word)
-             and not word.startswith(("#", "|", "```"))][:PASSAGE_WORDS]
-    query = " ".join(word.strip("*_`[]()") for word in words).strip()
-    if len(words) < 3 or not query:
+    prose = " ".join(line for line in longest.splitlines()
+                     if not line.lstrip().startswith(("#", "|", "```", "    ")))
+    sentence = re.split(r"(?<=[.!?])\s", prose.strip(), maxsplit=1)[0]
+    words = [word.strip("*_`[]()") for word in sentence.split()][:PASSAGE_WORDS]
+    query = " ".join(word for word in words if word)
+    if len(query.split()) < 3:
         return None
     return Draft(document.path, query, "copied from a passage: ask what it answers instead")
 
@@ -202,10 +205,16 @@ def _no_answer(documents: list[_Document], wanted: int) -> list[Draft]:
     # of them (a word in most documents says little about any); then the words repeated most within
     # those documents, which are the KB's terms ("strongroom") rather than everyday words
     # ("everyone"), which occur about once wherever they occur.
+    # A small KB has few such words; then words of one document each come next (two of them from
+    # different documents never meet in one).
     floor = 2 if len(word_sets) >= 4 else 1
     ceiling = max(floor, len(word_sets) // 5)
-    eligible = [word for word, count in spread.items() if floor <= count <= ceiling]
-    terms = sorted(eligible, key=lambda word: (-occurrences[word] / spread[word], word))[:VOCABULARY_TERMS]
+
+    def ranked(low: int, high: int) -> list[str]:
+        eligible = [word for word, count in spread.items() if low <= count <= high]
+        return sorted(eligible, key=lambda word: (-occurrences[word] / spread[word], word))[:VOCABULARY_TERMS]
+
+    terms = ranked(floor, ceiling) + (ranked(1, 1) if floor > 1 else [])
     drafts: list[Draft] = []
     used: set[str] = set()
     for a, b in itertools.combinations(terms, 2):
