@@ -33,9 +33,15 @@ class _Layout:
     declares_version: bool = False
 
     @classmethod
-    def of(cls, source: _Source) -> _Layout:
+    def of(cls, source: _Source, key: str | None = None) -> _Layout:
+        """The source's layout, the indents guessed from the whole file or, given `key`, from that
+        top-level entry alone (the defaults when it shows none): a key rewritten on its own then
+        keeps its own indents rather than borrowing a nested key's."""
         defaults = cls()
-        mapping_indent, sequence = _guess_indents(source.root, source.text)
+        root = source.root
+        if key is not None:
+            root = MappingNode(root.tag, [(k, v) for k, v in root.value if isinstance(k, ScalarNode) and k.value == key])
+        mapping_indent, sequence = _guess_indents(root, source.text)
         sequence_indent, sequence_offset = sequence or (defaults.sequence_indent, defaults.sequence_offset)
         return cls(
             mapping_indent=mapping_indent or defaults.mapping_indent,

@@ -106,7 +106,7 @@ def update_sidecar(
 
     document = _round_trip_load(source)
     _apply_changes(document, current, changes)
-    new_data, updated = _only_changed_keys(source, _dump(document, _Layout.of(source)), current, changes, kb_id)
+    new_data, updated = _only_changed_keys(source, document, current, changes, kb_id)
     if new_data == data:
         return current
     atomic_write_bytes(path, new_data)
@@ -117,21 +117,27 @@ def update_sidecar(
 _CHANGED_KEY = {"title": "title", "tags": "tags", "links": "links", "extraction": "provenance"}
 
 
-def _only_changed_keys(source: _Source, dumped: bytes, current: Sidecar, changes: Mapping[str, Any],
+def _only_changed_keys(source: _Source, document: CommentedMap, current: Sidecar, changes: Mapping[str, Any],
                        kb_id: str) -> tuple[bytes, Sidecar]:
-    """The source's bytes with only the changed keys' text taken from the dump (`splice`), proven
-    by parsing it back; the whole dump when the two cannot be aligned, proven the same way."""
-    spliced = splice_keys(source, _load_source(dumped, source.path), {_CHANGED_KEY[name] for name in changes})
+    """The source's bytes with only the changed keys' text taken from a dump (`splice`), each key
+    dumped with the indents it shows itself; proven by parsing it back. When a key cannot be
+    aligned, the whole dump, proven the same way."""
+    spliced: _Source | None = source
+    for key in sorted({_CHANGED_KEY[name] for name in changes}):
+        dumped = _load_source(_dump(document, _Layout.of(source, key)), source.path)
+        data = splice_keys(spliced, dumped, [key]) if spliced is not None else None
+        spliced = _load_source(data, source.path) if data is not None else None
     if spliced is not None:
         try:
-            updated = parse_sidecar_bytes(spliced, path=source.path, kb_id=kb_id)
+            updated = parse_sidecar_bytes(spliced.data, path=source.path, kb_id=kb_id)
             _verify_update(current, updated, changes)
-            return spliced, updated
+            return spliced.data, updated
         except (SidecarError, RuntimeError):
-            pass  # the dump below is proven on its own
-    updated = parse_sidecar_bytes(dumped, path=source.path, kb_id=kb_id)
+            pass  # the whole dump below is proven on its own
+    dumped_data = _dump(document, _Layout.of(source))
+    updated = parse_sidecar_bytes(dumped_data, path=source.path, kb_id=kb_id)
     _verify_update(current, updated, changes)
-    return dumped, updated
+    return dumped_data, updated
 
 
 def _refuse_to_mint_over(path: Path) -> SidecarError:
