@@ -12,9 +12,9 @@ Every input is resolved before anything is written: aliases to ULIDs, paths to t
 sidecars hold, and the target checked to exist in its KB. A self-loop, an unknown alias (the known
 ones are listed), a target that is not there (named) and a source outside this KB are refused.
 
-`--add-kb ALIAS DIR` appends one `[[links.kb]]` table to this KB's pinakes.toml (the only write to a
-manifest outside `pnk upgrade --apply`): appended, so every existing byte stays; checked by loading
-the result before it replaces the file; rename-atomic.
+`--add-kb ALIAS DIR` appends one `[[links.kb]]` table to this KB's pinakes.toml (the one write to a
+manifest besides `pnk upgrade --apply` and `pnk eval --fit-confidence --write`): appended, so every
+existing byte stays; checked by loading the result before it replaces the file; rename-atomic.
 """
 
 from __future__ import annotations

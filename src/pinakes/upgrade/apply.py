@@ -1,4 +1,4 @@
-"""`pnk upgrade --apply`: the one place Pinakes rewrites a KB's pinakes.toml (spec §2.1).
+"""`pnk upgrade --apply`: the template's changes written into a KB's pinakes.toml (spec §2.1).
 
 Only what the report printed reaches the file, and only when all of it fits: any conflict refuses
 the whole upgrade and leaves the file byte-identical. A moved budget cap needs its own confirmation.
