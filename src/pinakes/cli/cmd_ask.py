@@ -41,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--transcript", metavar="PATH", type=Path,
                         help="with --deep: write every request and reply, verbatim, to PATH as JSON (it holds "
                              "the question and document text; nothing else ever does)")
+    parser.add_argument("--force", action="store_true",
+                        help="with --transcript: replace PATH if it exists (never a file of a KB's .pinakes/, "
+                             "a pinakes.toml or a sidecar)")
     parser.add_argument("--api-key-file", metavar="PATH", type=Path,
                         help="with --deep: read the API key from this file (default: PINAKES_ANTHROPIC_API_KEY)")
     parser.set_defaults(run=run)
@@ -60,6 +63,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.deep and (args.transcript is not None or args.api_key_file is not None):
         raise UsageError("--transcript and --api-key-file only apply to --deep",
                          remedy="add --deep to answer with Claude, or drop them")
+    if args.force and args.transcript is None:
+        raise UsageError("--force only applies to --transcript", remedy="drop --force")
+    if args.transcript is not None:  # refused before anything is spent, not after
+        from pinakes.outputs import checked_output_path
+
+        args.transcript = checked_output_path(args.transcript, flag="--transcript", force=args.force)
     filters = filters_from_args(args)
     kb_root = find_kb_root(getattr(args, "kb_dir", None))
     manifest = load_manifest(KBPaths(kb_root).manifest)

@@ -139,6 +139,8 @@ def _golden_run(args: argparse.Namespace) -> int:
 
     manifest_bytes = _manifest_path(args).read_bytes() if args.write else None
     paths, manifest = _load(args)
+    _check_outputs(args, outcomes=None if args.fit_confidence else paths.outcomes,
+                   baseline=paths.baseline if args.update_baseline else None)
     golden, skipped = harness.load_for_run(paths, manifest)
     if golden is None:
         if args.fit_confidence:
@@ -185,6 +187,19 @@ def _init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_outputs(args: argparse.Namespace, *, outcomes: Path | None, baseline: Path | None) -> None:
+    """The files this run will write are refused before it runs when they are Pinakes' own (the
+    manifest, a sidecar, anything in .pinakes/) or an existing file of another kind."""
+    from pinakes.eval.baseline import BASELINE_FORMAT
+    from pinakes.eval.outcomes import OUTCOMES_FORMAT
+    from pinakes.outputs import checked_output_path, has_format
+
+    if outcomes is not None:
+        checked_output_path(outcomes, flag="--outcomes", replaceable=has_format(OUTCOMES_FORMAT))
+    if baseline is not None:
+        checked_output_path(baseline, flag="--baseline", replaceable=has_format(BASELINE_FORMAT))
+
+
 def _rescore(args: argparse.Namespace) -> int:
     from pinakes.eval import harness
     from pinakes.eval.baseline import Baseline, read_baseline, write_baseline
@@ -197,6 +212,7 @@ def _rescore(args: argparse.Namespace) -> int:
     board = score(outcomes)
     if args.update_baseline:
         target = args.baseline or args.rescore.parent / "baseline.json"
+        _check_outputs(args, outcomes=None, baseline=target)
         write_baseline(target, Baseline(outcomes.header, board))
         _emit(args, {"ok": True, "scoreboard": board.to_dict(), "baseline_written": str(target)},
               _board_text(outcomes, board) + f"\nbaseline written: {target}")
