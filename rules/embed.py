@@ -22,6 +22,7 @@ import numpy as np
 from pinakes.chunking import Chunk
 from pinakes.embed.base import identity_meta
 from pinakes.errors import PinakesError
+from pinakes.extract.front_matter import document_front_matter
 from pinakes.faults import faultpoint
 from pinakes.index.schema import index_error, transaction, write_meta
 from pinakes.index.terms import record_term_frequencies
@@ -142,6 +143,16 @@ def _load_sidecar(ctx: SyncContext, item: DocWork) -> bool:
     return True
 
 
+def keyword_text_of(chunk: Chunk, declared_words: str) -> str:
+    """What the keyword index reads for a chunk (`chunks.fts_text` when it is not the chunk's text):
+    the first chunk also carries the words the document's front matter declares (title, aliases,
+    description: extract/front_matter.py), where an H1 title would stand. The chunk's text, its span
+    and every citation stay the document's own characters."""
+    if chunk.ordinal == 0 and declared_words:
+        return f"{declared_words}\n\n{chunk.text}"
+    return chunk.text
+
+
 def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -> None:
     """Everything the index says about one document, in one transaction.
 
@@ -158,6 +169,8 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
     # The extraction columns pin which characters the offsets address; only an extracted (paged)
     # source has them, a text source's offsets address the file itself.
     extracted_by = (extracted.backend, extracted.fingerprint) if extracted.pages is not None else (None, None)
+    front_matter = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
+    declared_words = front_matter.searchable_words()
     now = datetime.now(UTC).isoformat(timespec="seconds")
     try:
         with transaction(conn):
@@ -172,7 +185,8 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
                 "extraction_fingerprint = excluded.extraction_fingerprint, build_key = excluded.build_key, "
                 "indexed_at = excluded.indexed_at, pages_without_text = excluded.pages_without_text",
                 (item.doc_id, item.path, item.file.content_hash, item.sidecar_hash, item.file.mtime,
-                 item.source_type, sidecar.title or item.text_title, sidecar.metadata_json(), *extracted_by,
+                 item.source_type, sidecar.title or item.text_title,
+                 sidecar.metadata_json(front_matter_tags=front_matter.tags), *extracted_by,
                  item.key, now,
                  json.dumps(list(extracted.pages_without_text)) if extracted.pages_without_text else None),
             )
@@ -184,14 +198,16 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
                 for position, chunk in enumerate(part):
                     heading = (json.dumps(list(chunk.heading_path), ensure_ascii=False)
                                if chunk.heading_path else None)
+                    keyword_text = keyword_text_of(chunk, declared_words)
                     cursor = conn.execute(
                         "INSERT INTO chunks (doc_id, ordinal, text, char_start, char_end, token_count, "
                         "heading_path, page_start, page_end, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (item.doc_id, chunk.ordinal, chunk.text, chunk.char_start, chunk.char_end,
-                         chunk.token_count, heading, chunk.page_start, chunk.page_end, shadow(chunk.text)),
+                         chunk.token_count, heading, chunk.page_start, chunk.page_end,
+                         shadow(keyword_text) or (keyword_text if keyword_text != chunk.text else None)),
                     )
                     chunk_id = int(cursor.lastrowid or 0)
-                    written.append((chunk_id, chunk.text))
+                    written.append((chunk_id, keyword_text))
                     vector = np.ascontiguousarray(vectors[position], dtype=np.float32)
                     conn.execute("INSERT INTO embeddings (chunk_id, vector) VALUES (?, ?)",
                                  (chunk_id, vector.tobytes()))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from pinakes.faults import faultpoint
 from pinakes.index.schema import EDGE_KINDS, transaction
+from pinakes.search.filters import document_tags
 
 if TYPE_CHECKING:
     from pinakes.sync.context import SyncContext
@@ -67,8 +68,8 @@ def derive_graph(conn: sqlite3.Connection, kb_id: str) -> dict[str, int]:
     dir_members: dict[str, list[str]] = defaultdict(list)
     for doc_id, path, metadata in docs:
         node("doc", doc_id)
-        for tag in json.loads(metadata or "{}").get("tags") or ():
-            tag_members[str(tag)].append(doc_id)
+        for tag in document_tags(json.loads(metadata or "{}")):  # the sidecar's and the front matter's
+            tag_members[tag].append(doc_id)
         dir_members[path.rsplit("/", 1)[0] if "/" in path else "."].append(doc_id)
 
     by_doc: dict[str, list[tuple[int, tuple[str, ...]]]] = defaultdict(list)

@@ -16,8 +16,8 @@ The file name is *not* stored: it is the fallback where a title is shown (`displ
 sidecar or content title added later still wins and a rename needs no re-index.
 
 The front matter block itself is left out of the indexed passages (`pinakes.chunking`), so its raw
-YAML never becomes a search hit. Only its title is read: the sidecar stays the one place Pinakes
-takes tags and links from.
+YAML never becomes a search hit; what it declares (title, description, aliases, tags) is read by
+`pinakes.extract.front_matter`, which also reads Logseq's `title::` page property.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath
 
-# A title longer than this is not a title (and never reaches a one-line search hit whole).
-MAX_TITLE_CHARS = 300
-# Titles are declared at the top: never scan more than this of a document (the chunk step and the
-# metadata-refresh path, which reads the file, must agree).
-HEAD_CHARS = 65536
+# Titles are declared at the top (HEAD_CHARS) and are one line of at most MAX_TITLE_CHARS: the
+# front matter's rules, re-exported for the other formats' readers.
+from pinakes.extract.front_matter import HEAD_CHARS as HEAD_CHARS
+from pinakes.extract.front_matter import MAX_TITLE_CHARS as MAX_TITLE_CHARS
+from pinakes.extract.front_matter import clean_title, document_head, read_front_matter
+
 # PDF producers fill `Title` with these when the author gave none.
 _PLACEHOLDER_TITLES = frozenset({"untitled", "untitled document", "no title", "title"})
 
@@ -47,15 +48,15 @@ def document_title(text: str | None, source_type: str, path: Path | str) -> str 
     if source_type == "pdf":
         return pdf_metadata_title(Path(path))
     if source_type == "markdown":
-        head = _head(text, path)
-        return None if head is None else front_matter_title(head) or markdown_h1(head)
+        head = document_head(text, path)
+        return None if head is None else read_front_matter(head).title or markdown_h1(head)
     if source_type == "text":
         from pinakes.extract.source_types import markup_for
 
         markup = markup_for(path)
         if markup is None:
             return None
-        head = _head(text, path)
+        head = document_head(text, path)
         if head is None:
             return None
         return rst_title(head) if markup == "rst" else asciidoc_title(head)
@@ -69,46 +70,16 @@ def display_title(title: str | None, path: str) -> str:
     return PurePosixPath(path).name or path
 
 
-def _head(text: str | None, path: Path | str) -> str | None:
-    if text is not None:
-        return text[:HEAD_CHARS]
-    try:
-        # utf-8-sig: the indexed text has a leading BOM dropped, so the head must too.
-        with open(path, encoding="utf-8-sig", errors="replace") as handle:
-            return handle.read(HEAD_CHARS)
-    except OSError:
-        return None
-
-
-def _clean(title: object) -> str | None:
-    if not isinstance(title, str):
-        return None
-    title = " ".join(title.split())
-    return title[:MAX_TITLE_CHARS] or None
-
-
 def front_matter_title(text: str) -> str | None:
-    """The string `title` of the front matter, or None (none, not YAML, not a mapping, not a string)."""
-    from pinakes.chunking import front_matter_span
-
-    span = front_matter_span(text)
-    if span is None:
-        return None
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
-    try:
-        data = YAML(typ="safe", pure=True).load(text[span[0]:span[1]])
-    except (YAMLError, ValueError):
-        return None
-    return _clean(data.get("title") if isinstance(data, dict) else None)
+    """The title the front matter of a Markdown text declares, or None."""
+    return read_front_matter(text).title
 
 
 def markdown_h1(text: str) -> str | None:
     """The text of the first ATX level-1 heading (`# Title`) outside front matter and fenced code."""
     from pinakes.chunking import markdown_headings
 
-    return next((_clean(title) for level, title in markdown_headings(text) if level == 1 and _clean(title)),
+    return next((clean_title(title) for level, title in markdown_headings(text) if level == 1 and clean_title(title)),
                 None)
 
 
@@ -128,10 +99,10 @@ def rst_title(text: str) -> str | None:
         overline = _RST_ADORNMENT.match(above)
         if overline is not None and overline.group(1) == under.group(1) \
                 and len(above.rstrip()) == len(lines[index + 1].rstrip()):
-            return _clean(line)  # overlined: the text may be inset
+            return clean_title(line)  # overlined: the text may be inset
         if above.strip() or line[:1].isspace():
             continue  # the last line of a paragraph, a mismatched overline, or indented text
-        return _clean(line)
+        return clean_title(line)
     return None
 
 
@@ -142,7 +113,7 @@ def asciidoc_title(text: str) -> str | None:
             return None  # a section came first: the document has no title line
         match = _ASCIIDOC_TITLE.match(line)
         if match:
-            return _clean(match.group(1))
+            return clean_title(match.group(1))
     return None
 
 
@@ -173,7 +144,7 @@ def _read_pdf_title(path: Path) -> str | None:
     except (pdfium.PdfiumError, OSError):
         return None
     try:
-        title = _clean(document.get_metadata_value("Title"))
+        title = clean_title(document.get_metadata_value("Title"))
     except pdfium.PdfiumError:
         return None
     finally:

@@ -32,7 +32,7 @@ from pinakes.errors import EXIT_CONFIG, EXIT_DATA, PinakesError, StaleExtraction
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.titles import display_title
 from pinakes.kb import KBPaths
-from pinakes.search.filters import SearchFilters, document_where
+from pinakes.search.filters import SearchFilters, document_tags, document_where
 
 _DOCUMENT_COLUMNS = (
     "id, path, content_hash, source_type, title, metadata, extraction_backend, extraction_fingerprint"
@@ -95,7 +95,7 @@ class DocumentRow:
 
     @property
     def tags(self) -> list[str]:
-        return _tags(self.metadata)
+        return document_tags(self.metadata)
 
     @property
     def shown_title(self) -> str:
@@ -176,7 +176,7 @@ def list_documents(conn: sqlite3.Connection, paths: KBPaths,
         failure = failures.get(path)
         state = _state(os.path.join(root, *PurePosixPath(path).parts), size, mtime_ns, failure)
         documents.append(DocumentSummary(doc_id, path, display_title(title, path), source_type, int(chunks),
-                                         state, tuple(_tags(_metadata(metadata))), float(mtime),
+                                         state, tuple(document_tags(_metadata(metadata))), float(mtime),
                                          indexed_at, failure))
     return documents
 
@@ -199,12 +199,6 @@ def _metadata(value: str | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return metadata if isinstance(metadata, dict) else {}
-
-
-def _tags(metadata: dict[str, Any]) -> list[str]:
-    tags = metadata.get("tags") or []
-    tags = [tags] if isinstance(tags, str) else tags
-    return [str(tag) for tag in tags] if isinstance(tags, list) else []
 
 
 # -- reading the indexed text -----------------------------------------------------------------------

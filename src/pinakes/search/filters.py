@@ -9,10 +9,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from typing import Any
 
 from pinakes.errors import UsageError
 
 SOURCE_TYPES = ("markdown", "text", "code", "pdf")
+# The keys of documents.metadata that hold a document's tags: its sidecar's, then the ones its front
+# matter declares (docs/SIDECAR.md, "Tags in front matter"). A tag filter matches either.
+TAG_KEYS = ("tags", "front_matter_tags")
+
+
+def document_tags(metadata: dict[str, Any]) -> list[str]:
+    """A document's tags: the union of its sidecar's and its front matter's, each once, the
+    sidecar's first."""
+    tags: dict[str, None] = {}
+    for key in TAG_KEYS:
+        values = metadata.get(key) or []
+        values = [values] if isinstance(values, str) else values
+        if isinstance(values, list):
+            tags.update((str(tag), None) for tag in values)
+    return list(tags)
 
 
 @dataclass(frozen=True)
@@ -165,10 +181,9 @@ def document_where(filters: SearchFilters, alias: str = "d") -> tuple[str, list[
         marks = ", ".join("?" * len(filters.tags))
         # json_each over a malformed or tag-less metadata value yields no rows, so such a
         # document simply fails a tag filter instead of failing the query.
-        tag_rows = (
-            f"SELECT DISTINCT value FROM json_each(CASE WHEN json_valid({alias}.metadata) "
-            f"THEN {alias}.metadata ELSE '{{}}' END, '$.tags') WHERE value IN ({marks})"
-        )
+        metadata = f"CASE WHEN json_valid({alias}.metadata) THEN {alias}.metadata ELSE '{{}}' END"
+        tagged = " UNION ".join(f"SELECT value FROM json_each({metadata}, '$.{key}')" for key in TAG_KEYS)
+        tag_rows = f"SELECT value FROM ({tagged}) WHERE value IN ({marks})"
         if filters.all_tags:
             clauses.append(f"(SELECT count(*) FROM ({tag_rows})) = ?")
             params.extend([*filters.tags, len(filters.tags)])

@@ -57,16 +57,21 @@ class Sidecar:
         """`provenance.extraction`, present only after a paid extraction (spec §2.2)."""
         return self.provenance.get("extraction")
 
-    def metadata_json(self) -> str:
-        """The JSON the index stores in documents.metadata."""
+    def metadata_json(self, front_matter_tags: tuple[str, ...] = ()) -> str:
+        """The JSON the index stores in documents.metadata: this sidecar's keys, and the tags the
+        document's own front matter declares, kept apart so that they never flow back into a
+        sidecar (readers take the union: `pinakes.search.filters.document_tags`)."""
+        metadata: dict[str, JSONValue] = {
+            "title": self.title,
+            "tags": list(self.tags),
+            "links": [{"target": link.uri, "rel": link.rel} for link in self.links],
+            "provenance": self.provenance,
+            "extra": self.extra,
+        }
+        if front_matter_tags:
+            metadata["front_matter_tags"] = list(front_matter_tags)
         return json.dumps(
-            {
-                "title": self.title,
-                "tags": list(self.tags),
-                "links": [{"target": link.uri, "rel": link.rel} for link in self.links],
-                "provenance": self.provenance,
-                "extra": self.extra,
-            },
+            metadata,
             ensure_ascii=False,
             allow_nan=False,
             separators=(",", ":"),

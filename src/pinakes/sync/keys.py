@@ -1,8 +1,9 @@
 """The build key: what makes a document's stored chunks and vectors current.
 
 A document's key folds its content hash with everything else that shapes its chunks and vectors:
-the fingerprint of the extractor its source type uses, the chunker's version and settings, and the
-embedding model the manifest names. The index stores the key beside the chunks it describes,
+the fingerprint of the extractor its source type uses, the chunker's version and settings, the
+embedding model the manifest names, and for Markdown the version of what its front matter adds
+(`FRONT_MATTER_VERSION`). The index stores the key beside the chunks it describes,
 committed in the same transaction, so "up to date" means exactly "what is stored was built from
 these inputs" — and a change to any input (an edit, an extractor bump, `CHUNKER_VERSION`, a model
 switch) re-processes exactly the documents it touches.
@@ -18,6 +19,7 @@ import xxhash
 
 from pinakes.chunking import CHUNKER_VERSION
 from pinakes.embed.base import manifest_model_spec
+from pinakes.extract.front_matter import FRONT_MATTER_VERSION
 from pinakes.manifest import Manifest
 
 # Which extractor reads each source type; PDFs follow `[extraction] backend` or `--extract`.
@@ -34,9 +36,10 @@ class BuildKeys:
     model: str
 
     def key(self, content_hash: str, source_type: str) -> str:
-        payload = "|".join((content_hash, self.extractor_fingerprints.get(source_type, "?"),
-                            self.chunking, self.model))
-        return xxhash.xxh3_64_hexdigest(payload.encode())
+        parts = [content_hash, self.extractor_fingerprints.get(source_type, "?"), self.chunking, self.model]
+        if source_type == "markdown":  # what its front matter adds to the index (extract/front_matter.py)
+            parts.append(f"front-matter/{FRONT_MATTER_VERSION}")
+        return xxhash.xxh3_64_hexdigest("|".join(parts).encode())
 
 
 def build_keys(manifest: Manifest, extract_backend: str | None = None) -> BuildKeys:

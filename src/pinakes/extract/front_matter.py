@@ -1,0 +1,202 @@
+"""What a Markdown document declares about itself at its top: title, description, aliases, tags.
+
+Read in the shapes note apps and site generators write (issue #26):
+
+- a **YAML block** between `---` lines at the very top (Obsidian, Hugo, Jekyll, Zola's YAML form,
+  the notes template). The chunker leaves the block out of every chunk (`pinakes.chunking`), so the
+  words it declares are indexed from here;
+- **Logseq page properties**: `key:: value` lines at the top of a page (`title:: …`,
+  `tags:: a, [[b c]]`, `alias:: …`). They are lines of the text itself, so the chunks already hold
+  their words; only their title and tags are read here.
+
+TOML (`+++`) and JSON front matter are not read: the block stays in the text as written.
+
+Keys, each optional:
+
+| key | read as |
+|---|---|
+| `title` | the document's title (a number such as `title: 1984` is its text) |
+| `description`, `summary` | searchable words (Hugo, Jekyll) |
+| `aliases`, `alias` | searchable words; a list, or a comma-separated string (Obsidian, Logseq) |
+| `tags`, `tag`, `keywords` | the document's tags; a list, or a comma-separated string, else a space-separated one (Jekyll); a leading `#` and Logseq's `[[ ]]` are dropped |
+
+A block that is not YAML, or not a mapping, declares nothing: it never fails the document.
+
+How the index uses them: the title, aliases and description of a YAML block are added to the
+keyword index of the document's *first* chunk (`searchable_words`, rules/embed.py) — where an H1
+title would stand — and never to any chunk's text, so spans and citations are unchanged. The tags
+are stored beside the sidecar's (`documents.metadata.front_matter_tags`) and filter like them
+(docs/SIDECAR.md); they are never written into the sidecar.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+# Part of every Markdown document's build key (sync/keys.py): a change to what is read here, or to
+# how the index stores it, bumps this and re-indexes Markdown documents (and only them).
+FRONT_MATTER_VERSION = "1"
+
+# Front matter is a header: never scan more of a document than the title reader does.
+HEAD_CHARS = 65536
+MAX_TITLE_CHARS = 300
+MAX_DESCRIPTION_CHARS = 2000
+MAX_ALIASES = 32
+MAX_TAGS = 64
+MAX_TAG_CHARS = 128
+
+TITLE_KEYS = ("title",)
+DESCRIPTION_KEYS = ("description", "summary")
+ALIAS_KEYS = ("aliases", "alias")
+TAG_KEYS = ("tags", "tag", "keywords")
+
+_LOGSEQ_PROPERTY = re.compile(r"([A-Za-z][\w-]*)::[ \t]*(.*?)[ \t]*\r?$")
+_LOGSEQ_PAGE_REF = re.compile(r"^#?\[\[(.*)\]\]$")
+
+
+@dataclass(frozen=True)
+class FrontMatter:
+    """What a document's front matter declares. `in_text` is true where the declaration is itself
+    part of the indexed text (Logseq properties), so its words need no second home."""
+
+    title: str | None = None
+    description: str | None = None
+    aliases: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    in_text: bool = False
+
+    def searchable_words(self) -> str:
+        """The declared words the chunks do not hold: what the first chunk's keyword index adds."""
+        if self.in_text:
+            return ""
+        return "\n".join(part for part in (self.title, *self.aliases, self.description) if part)
+
+
+NO_FRONT_MATTER = FrontMatter()
+
+
+def document_front_matter(text: str | None, source_type: str, path: Path | str) -> FrontMatter:
+    """The front matter of a document: `text` is its indexed text (or its head); None reads the head
+    of the file at `path`. Only Markdown has front matter."""
+    if source_type != "markdown":
+        return NO_FRONT_MATTER
+    head = document_head(text, path)
+    return NO_FRONT_MATTER if head is None else read_front_matter(head)
+
+
+def document_head(text: str | None, path: Path | str) -> str | None:
+    """The first `HEAD_CHARS` characters of a document: of `text`, else read from `path`."""
+    if text is not None:
+        return text[:HEAD_CHARS]
+    try:
+        # utf-8-sig: the indexed text has a leading BOM dropped, so the head must too.
+        with open(path, encoding="utf-8-sig", errors="replace") as handle:
+            return handle.read(HEAD_CHARS)
+    except OSError:
+        return None
+
+
+def read_front_matter(text: str) -> FrontMatter:
+    """The front matter at the top of a Markdown text: a YAML block, else Logseq page properties."""
+    from pinakes.chunking import front_matter_span
+
+    head = text[:HEAD_CHARS]
+    span = front_matter_span(head)
+    if span is not None:
+        return _from_yaml_block(head[span[0]:span[1]])
+    return _from_logseq_properties(head)
+
+
+# The chunk step (the title) and the embed step (words and tags) both read a document's block, a
+# group of up to 256 documents apart; a YAML parse costs about a millisecond.
+@lru_cache(maxsize=512)
+def _from_yaml_block(block: str) -> FrontMatter:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        data = YAML(typ="safe", pure=True).load(block)
+    except (YAMLError, ValueError, RecursionError):
+        return NO_FRONT_MATTER  # not YAML (a `title: a: b` slip): the block declares nothing
+    if not isinstance(data, dict):
+        return NO_FRONT_MATTER
+    return FrontMatter(
+        title=clean_title(_first(data, TITLE_KEYS)),
+        description=_clean_text(_first(data, DESCRIPTION_KEYS), MAX_DESCRIPTION_CHARS),
+        aliases=_names(_first(data, ALIAS_KEYS), split_spaces=False, limit=MAX_ALIASES,
+                       max_chars=MAX_TITLE_CHARS),
+        tags=_tags(data, split_spaces=True),
+    )
+
+
+def _from_logseq_properties(head: str) -> FrontMatter:
+    properties: dict[str, str] = {}
+    for line in head.split("\n"):
+        match = _LOGSEQ_PROPERTY.fullmatch(line)
+        if match is None:
+            break
+        properties.setdefault(match.group(1).lower(), match.group(2))
+    if not properties:
+        return NO_FRONT_MATTER
+    return FrontMatter(
+        title=clean_title(_first(properties, TITLE_KEYS)),
+        aliases=_names(_first(properties, ALIAS_KEYS), split_spaces=False, limit=MAX_ALIASES,
+                       max_chars=MAX_TITLE_CHARS),
+        tags=_tags(properties, split_spaces=False),
+        in_text=True,
+    )
+
+
+def clean_title(value: object) -> str | None:
+    """A title as one line of at most MAX_TITLE_CHARS, or None when `value` is not one."""
+    return _clean_text(value, MAX_TITLE_CHARS)
+
+
+def _first(data: Mapping[Any, Any], keys: tuple[str, ...]) -> object:
+    return next((data[key] for key in keys if data.get(key) is not None), None)
+
+
+def _tags(data: Mapping[Any, Any], *, split_spaces: bool) -> tuple[str, ...]:
+    """The tags under every tag key (`tags` and `keywords` together), each once, in the order written."""
+    merged: dict[str, None] = {}
+    for key in TAG_KEYS:
+        for tag in _names(data.get(key), split_spaces=split_spaces, limit=MAX_TAGS, max_chars=MAX_TAG_CHARS):
+            merged.setdefault(tag, None)
+    return tuple(merged)[:MAX_TAGS]
+
+
+def _clean_text(value: object, max_chars: int) -> str | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)  # `title: 1984` is a title, not a number
+    if not isinstance(value, str):
+        return None
+    return " ".join(value.split())[:max_chars] or None
+
+
+def _names(value: object, *, split_spaces: bool, limit: int, max_chars: int) -> tuple[str, ...]:
+    """Names from a list (one name an item) or a separated string, cleaned, each once, in the order
+    written. A string holding a comma is split at commas; else, where `split_spaces`, at spaces."""
+    if isinstance(value, list):
+        parts = [text for item in value if (text := _clean_text(item, max_chars * 4)) is not None]
+    else:
+        text = _clean_text(value, max_chars * 4 * limit) or ""
+        parts = text.split(",") if "," in text else text.split() if split_spaces else [text]
+    names: dict[str, None] = {}
+    for part in parts:
+        name = _name(part)
+        if name and len(name) <= max_chars:
+            names.setdefault(name, None)
+    return tuple(names)[:limit]
+
+
+def _name(part: str) -> str:
+    part = part.strip()
+    page_ref = _LOGSEQ_PAGE_REF.match(part)
+    if page_ref:
+        part = page_ref.group(1)
+    return part.lstrip("#").strip()

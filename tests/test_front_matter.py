@@ -1,0 +1,199 @@
+"""Front matter as people write it (issue #26): Obsidian, Logseq, Hugo, Jekyll. Its title, aliases and
+description are searchable words, its tags (a YAML list, a comma or space separated string, the
+`keywords` alias) filter like the sidecar's; citations and spans stay the document's own characters.
+Every index here is built by the product's sync."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pinakes.extract.front_matter import FrontMatter, read_front_matter
+from pinakes.index.documents import list_documents
+from pinakes.kb import KBPaths
+from pinakes.search import Searcher, SearchSettings, make_filters
+from pinakes.sidecar import sidecar_path_for
+from tests.fakes import HashEmbedder
+from tests.kb_helpers import Doc, build_kb, sync
+
+OBSIDIAN = """---
+title: "Allotment: the spring plan"
+aliases:
+  - veg patch
+  - Plot 14
+tags: [garden, meetings]
+created: 2024-03-01
+---
+# Sowing
+
+Broad beans go in first, then the early potatoes.
+"""
+HUGO = """---
+title: Water butts
+description: Rainwater harvesting for the communal greenhouse
+keywords: [irrigation, "water supply"]
+date: 2024-05-02T10:00:00Z
+draft: false
+---
+The committee bought four barrels last year.
+"""
+JEKYLL = """---
+layout: post
+title: 'Compost rota'
+tags: compost volunteers
+---
+Turn the heap every second Saturday.
+"""
+COMMA_STRING = """---
+title: Seed swap
+tags: "garden, seed library, #events"
+tag: meetings
+---
+Bring labelled envelopes.
+"""
+LOGSEQ = """title:: Pond maintenance
+tags:: wildlife, [[pond care]], #garden
+alias:: frog pond
+
+- Clear the duckweed in August.
+"""
+PLAIN = "# Unrelated\n\nNothing declared here about beans or ponds.\n"
+
+DOCS = [Doc("docs/obsidian.md", OBSIDIAN), Doc("docs/hugo.md", HUGO), Doc("docs/jekyll.md", JEKYLL),
+        Doc("docs/comma.md", COMMA_STRING), Doc("docs/logseq.md", LOGSEQ), Doc("docs/plain.md", PLAIN),
+        Doc("docs/tagged.md", "---\ntags: [garden]\n---\nThe shed key hangs by the door.\n",
+            tags=["shed", "garden"])]
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_kb(tmp_path_factory.mktemp("front-matter") / "kb", DOCS, HashEmbedder())
+
+
+def search_paths(index: Path, query: str, **filters: Any) -> list[str]:
+    with Searcher(index, SearchSettings(rerank=False, final_k=20), embedder=HashEmbedder()) as searcher:
+        result = searcher.search(query, mode="bm25", filters=make_filters(**filters) if filters else None)
+    return [passage.path for passage in result.passages]
+
+
+@pytest.mark.parametrize(("query", "path"), [
+    ("allotment", "docs/obsidian.md"),  # the title; the body never says it
+    ("veg patch", "docs/obsidian.md"),  # an Obsidian alias
+    ("rainwater harvesting", "docs/hugo.md"),  # Hugo's description
+    ("compost rota", "docs/jekyll.md"),  # a quoted title
+    ("frog pond", "docs/logseq.md"),  # Logseq's alias property is a line of the page itself
+])
+def test_declared_words_find_the_document(index: Path, query: str, path: str) -> None:
+    assert search_paths(index, query)[:1] == [path]
+
+
+@pytest.mark.parametrize(("tag", "paths"), [
+    ("garden", {"docs/obsidian.md", "docs/comma.md", "docs/logseq.md", "docs/tagged.md"}),
+    ("meetings", {"docs/obsidian.md", "docs/comma.md"}),  # a list; the `tag` key
+    ("irrigation", {"docs/hugo.md"}),  # Hugo's `keywords`
+    ("water supply", {"docs/hugo.md"}),
+    ("volunteers", {"docs/jekyll.md"}),  # a space separated string
+    ("seed library", {"docs/comma.md"}),  # a comma separated string keeps the words of one tag together
+    ("events", {"docs/comma.md"}),  # `#events`: the hash is not part of the tag
+    ("pond care", {"docs/logseq.md"}),  # a Logseq [[page ref]]
+    ("shed", {"docs/tagged.md"}),  # the sidecar's own tag still filters
+])
+def test_front_matter_tags_filter_like_sidecar_tags(index: Path, tag: str, paths: set[str]) -> None:
+    broad = "beans potatoes barrels heap envelopes duckweed shed key committee turn bring clear"
+    assert set(search_paths(index, broad, tags=[tag])) == paths
+
+
+def test_all_tags_matches_across_the_sidecar_and_the_front_matter(index: Path) -> None:
+    assert search_paths(index, "shed key", tags=["shed", "garden"], all_tags=True) == ["docs/tagged.md"]
+
+
+def test_the_document_lists_the_union_and_the_sidecar_is_never_written(index: Path) -> None:
+    root = index.parent.parent
+    with sqlite3.connect(index) as conn:
+        documents = {doc.path: doc for doc in list_documents(conn, KBPaths(root))}
+    assert documents["docs/tagged.md"].tags == ("shed", "garden")  # the sidecar's first, each once
+    assert documents["docs/obsidian.md"].tags == ("garden", "meetings")
+    assert documents["docs/obsidian.md"].title == "Allotment: the spring plan"
+    assert documents["docs/logseq.md"].title == "Pond maintenance"
+    minted = sidecar_path_for(root / "docs/obsidian.md").read_text(encoding="utf-8")
+    assert "tags: []" in minted and "garden" not in minted and "title" not in minted  # the document keeps them
+
+
+def test_spans_and_citations_are_the_documents_own_characters(index: Path) -> None:
+    text = (index.parent.parent / "docs/obsidian.md").read_text(encoding="utf-8")
+    with sqlite3.connect(index) as conn:
+        rows = conn.execute("SELECT c.ordinal, c.text, c.char_start, c.char_end, c.fts_text FROM chunks c "
+                            "JOIN documents d ON d.id = c.doc_id WHERE d.path = 'docs/obsidian.md' "
+                            "ORDER BY c.ordinal").fetchall()
+    for ordinal, chunk_text, start, end, fts_text in rows:
+        assert chunk_text == text[start:end] and "aliases" not in chunk_text and "Allotment" not in chunk_text
+        assert (fts_text is not None) == (ordinal == 0)  # the words live in the first chunk's index only
+    assert "veg patch" in rows[0][4] and rows[0][4].endswith(rows[0][1])
+
+
+def test_the_graph_links_documents_sharing_a_front_matter_tag(index: Path) -> None:
+    with sqlite3.connect(index) as conn:
+        members = conn.execute("SELECT count(*) FROM edges e JOIN nodes n ON n.id = e.src "
+                               "WHERE n.kind = 'tag' AND n.key = 'garden' AND e.kind = 'shared-tag'").fetchone()
+    assert members == (4,)
+
+
+def test_an_edited_front_matter_is_re_read_and_a_sidecar_edit_keeps_its_tags(tmp_path: Path) -> None:
+    embedder = HashEmbedder()
+    index = build_kb(tmp_path / "kb", [Doc("docs/n.md", "---\ntags: [garden]\n---\nBeans.\n")], embedder)
+    root = tmp_path / "kb"
+    assert search_paths(index, "beans", tags=["garden"]) == ["docs/n.md"]
+    (root / "docs/n.md").write_text("---\ntags: [orchard]\ntitle: Fruit trees\n---\nBeans.\n", encoding="utf-8")
+    assert sync(root, embedder).changed == ["docs/n.md"]
+    assert search_paths(index, "beans", tags=["garden"]) == []
+    assert search_paths(index, "fruit", tags=["orchard"]) == ["docs/n.md"]
+    sidecar = sidecar_path_for(root / "docs/n.md")
+    sidecar.write_text(sidecar.read_text(encoding="utf-8").replace("tags: []", "tags: [pruning]"), encoding="utf-8")
+    assert sync(root, embedder).metadata_refreshed == ["docs/n.md"]  # the sidecar alone changed
+    assert search_paths(index, "fruit", tags=["orchard", "pruning"], all_tags=True) == ["docs/n.md"]
+    with sqlite3.connect(index) as conn:
+        (metadata,) = conn.execute("SELECT metadata FROM documents").fetchone()
+    assert json.loads(metadata)["tags"] == ["pruning"]  # the sidecar's own, apart from the front matter's
+
+
+def test_a_kb_indexed_before_front_matter_was_read_re_indexes_its_markdown_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pinakes.sync import keys
+
+    embedder = HashEmbedder()
+    root = tmp_path / "kb"
+    build_kb(root, [Doc("docs/n.md", OBSIDIAN), Doc("docs/t.txt", "Plain text.\n")], embedder)
+    monkeypatch.setattr(keys, "FRONT_MATTER_VERSION", "next")
+    report = sync(root, embedder)
+    assert report.reembedded == ["docs/n.md"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("---\ntitle: a: b\n---\nBody.\n", FrontMatter()),  # not YAML: declares nothing, fails nothing
+    ("---\n- a list\n---\nBody.\n", FrontMatter()),
+    ("---\ntitle: 1984\ntags: [2024, true, null, '', '#']\n---\n", FrontMatter(title="1984", tags=("2024",))),
+    ("---\ntags:\n  - community garden\n  - garden\n  - garden\n---\n",
+     FrontMatter(tags=("community garden", "garden"))),  # a list item is one tag, spaces and all
+    ("---\naliases: Plot 14, veg patch\nsummary: Short.\n---\n",
+     FrontMatter(aliases=("Plot 14", "veg patch"), description="Short.")),
+    ("Body first.\ntitle:: too late\n", FrontMatter()),  # Logseq properties only at the top
+    ("+++\ntitle = \"TOML\"\n+++\nBody.\n", FrontMatter()),  # TOML front matter is not read
+])
+def test_front_matter_shapes(text: str, expected: FrontMatter) -> None:
+    assert read_front_matter(text) == expected
+
+
+def test_hostile_front_matter_is_bounded() -> None:
+    tags = ", ".join(f"t{n}" for n in range(2_000))
+    declared = read_front_matter(f"---\ntags: \"{tags}\"\ntitle: {'x' * 5000}\n---\n")
+    assert len(declared.tags) == 64 and declared.title is not None and len(declared.title) == 300
+
+
+def test_a_search_hit_carries_the_documents_tags_from_both_places(index: Path) -> None:
+    with Searcher(index, SearchSettings(rerank=False, final_k=5), embedder=HashEmbedder()) as searcher:
+        passages = searcher.search("shed key", mode="bm25").passages
+    assert passages[0].path == "docs/tagged.md" and passages[0].tags == ("shed", "garden")
