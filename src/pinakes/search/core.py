@@ -36,7 +36,7 @@ from pinakes.kb import KBPaths
 from pinakes.search import bm25
 from pinakes.search.citations import citation
 from pinakes.search.confidence import LOW, UNKNOWN, Confidence, Thresholds, assess
-from pinakes.search.filters import SearchFilters, document_where
+from pinakes.search.filters import SearchFilters, document_tags, document_where
 from pinakes.search.fusion import (
     Candidate,
     add_graph_list,
@@ -573,8 +573,6 @@ def _json(value: str | None, fallback: Any) -> Any:
 def _passage(candidate: Candidate, row: dict[str, Any], stale: dict[str, str]) -> Passage:
     metadata = _json(row["metadata"], {})
     metadata = metadata if isinstance(metadata, dict) else {}
-    tags = metadata.get("tags") or []
-    tags = [tags] if isinstance(tags, str) else tags
     heading = _json(row["heading_path"], None)
     title = row["title"] or (metadata.get("title") if isinstance(metadata.get("title"), str) else None)
     title = display_title(title, row["path"])  # the file name when the document declares none
@@ -584,7 +582,7 @@ def _passage(candidate: Candidate, row: dict[str, Any], stale: dict[str, str]) -
         path=row["path"],
         doc_id=row["doc_id"],
         title=title,
-        tags=tuple(str(tag) for tag in tags) if isinstance(tags, list) else (),
+        tags=tuple(document_tags(metadata)),  # the sidecar's and the front matter's
         heading_path=tuple(str(part) for part in heading) if isinstance(heading, list) else None,
         page_start=row["page_start"],
         page_end=row["page_end"],
