@@ -144,6 +144,21 @@ def test_init_edit_fit_write_calibrates_a_fresh_kb_and_keeps_every_other_byte(
     assert manifest.read_bytes().count(b"\n[retrieval.confidence]\r\n") == 1
 
 
+def test_init_drafts_in_domain_no_answer_questions_from_words_no_document_shares(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = fresh_kb(tmp_path, capsys)
+    golden = (root / "eval" / "questions.yaml").read_text(encoding="utf-8")
+    assert "pnk eval --fit-confidence --write" in golden and "TODO" in golden  # says how, and what to check
+    documents = [f"{title} {heading} {text}".lower() for title, heading, text in TOPICS.values()]
+    pairs = re.findall(r"# TODO check: .*'(\w+)' and '(\w+)' never meet in one", golden)
+    assert len(pairs) >= 5
+    for first, second in pairs:
+        assert any(first.lower() in document for document in documents)  # the KB's own words
+        assert any(second.lower() in document for document in documents)
+        assert not any(first.lower() in document and second.lower() in document for document in documents)
+        assert f"{first}" in golden.split(f"'{first}' and '{second}'")[1].split("expect")[0]  # in its query
+
+
 def test_without_write_the_block_is_printed_and_write_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = fresh_kb(tmp_path, capsys)
     original = (root / "pinakes.toml").read_bytes()

@@ -124,3 +124,11 @@ def test_a_manifest_changed_since_it_was_read_is_refused(manifest: Path) -> None
     with pytest.raises(ManifestError, match="changed while the fit ran"):
         write_table(manifest, TABLE, BLOCK, expected=read_then, backup_label="confidence")
     assert manifest.read_bytes() == read_then + b"# edited meanwhile\n"
+
+
+def test_a_block_with_a_sub_table_replaces_the_table_and_its_old_sub_table() -> None:
+    block = BLOCK + '\n[retrieval.confidence.model]\nweights = [0.5, 1.5]\nbias = -2.0\n'
+    before = "[retrieval]\nfinal_k = 8\n\n"
+    old = '[retrieval.confidence]\nhigh = 0.9\nlow = 0.1\nfitted_for = "a"\n[retrieval.confidence.model]\nweights = [9]\n'
+    text, placement = replaced(before + old + "\n[deep]\nmax_rounds = 3\n", block)
+    assert (placement, text) == ("replaced", before + block + "\n[deep]\nmax_rounds = 3\n")
