@@ -6,7 +6,10 @@ scoreboard is a function of the rows alone, so the file is re-scorable offline w
 
 Rows carry the five fields the spec names (id, kind, hit, hit_rank, confidence) plus what rerank
 precision and threshold fitting need: `signal` (the number the confidence level was decided on),
-and `relevant_returned` / `returned` (relevant passages among those returned). The file holds no
+`relevant_returned` / `returned` (relevant passages among those returned), and `features` (the
+search's evidence features, search/signals.py: what `--fit-confidence` fits its model on, so a fit
+from a committed file needs no re-run; a multi-hop question has `hop_features`, one set per hop,
+because the hop it stops at depends on the model being fitted). The file holds no
 timestamp, so re-running an unchanged configuration rewrites it byte for byte and a diff shows
 exactly which questions moved.
 """
@@ -37,10 +40,15 @@ class Outcome:
     relevant_returned: int = 0  # passages from expected documents among those returned
     returned: int = 0  # passages returned (summed over hops)
     hop_ranks: tuple[int | None, ...] | None = None  # per hop, multi-hop only
+    features: Mapping[str, float] | None = None  # None for multi-hop: see hop_features
+    hop_features: tuple[Mapping[str, float] | None, ...] | None = None  # per hop, multi-hop only
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["hop_ranks"] = list(self.hop_ranks) if self.hop_ranks is not None else None
+        data["features"] = dict(self.features) if self.features is not None else None
+        data["hop_features"] = ([dict(hop) if hop is not None else None for hop in self.hop_features]
+                                if self.hop_features is not None else None)
         return data
 
     @classmethod
@@ -57,6 +65,8 @@ class Outcome:
                 relevant_returned=int(data.get("relevant_returned", 0)),
                 returned=int(data.get("returned", 0)),
                 hop_ranks=tuple(_optional(rank, int) for rank in hop_ranks) if hop_ranks is not None else None,
+                features=_features(data.get("features")),
+                hop_features=_hop_features(data.get("hop_features")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise OutcomesError(f"{where} is not an outcome row ({exc!r})",
@@ -139,6 +149,22 @@ def read_json_object(path: Path, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise OutcomesError(f"not {what} (the top level is not an object)", remedy="check the path", path=path)
     return data
+
+
+def _features(value: Any) -> dict[str, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError(f"features must be an object of numbers, got {value!r}")
+    return {str(name): float(number) for name, number in value.items()}
+
+
+def _hop_features(value: Any) -> tuple[dict[str, float] | None, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise TypeError(f"hop_features must be a list, got {value!r}")
+    return tuple(_features(hop) for hop in value)
 
 
 def _optional(value: Any, kind: type) -> Any:

@@ -146,14 +146,18 @@ def answer(searcher: Searcher, question: Question) -> Outcome:
             sum(_relevant_count(result.passages, hop.expect) for result, hop in zip(hops, question.hops, strict=True)),
             sum(len(result.passages) for result in hops),
             ranks,
+            hop_features=tuple(dict(result.confidence.features) if result.confidence.features is not None else None
+                               for result in hops),
         )
     result = _search(searcher, question.query, filters)
     confidence = result.confidence
+    features = dict(confidence.features) if confidence.features is not None else None
     if not question.answerable:
-        return Outcome(question.id, question.kind, None, None, confidence.level, confidence.signal)
+        return Outcome(question.id, question.kind, None, None, confidence.level, confidence.signal,
+                       features=features)
     rank = first_relevant_rank(result.passages, question.expect)
     return Outcome(question.id, question.kind, rank is not None, rank, confidence.level, confidence.signal,
-                   _relevant_count(result.passages, question.expect), len(result.passages))
+                   _relevant_count(result.passages, question.expect), len(result.passages), features=features)
 
 
 def weakest_confidence(results: Sequence[SearchResult]) -> tuple[str, float | None]:

@@ -9,6 +9,7 @@ refused too (spec §3.1): a setting the code ignores is not a setting.
 from __future__ import annotations
 
 import difflib
+import math
 import posixpath
 import re
 from collections.abc import Mapping
@@ -231,12 +232,22 @@ def _read_retrieval(table: _Table) -> RetrievalSection:
 
 
 def _read_confidence(table: _Table | None) -> ConfidenceSection | None:
+    from pinakes.search.confidence import MODEL, SIGNALS
+    from pinakes.search.signals import FEATURES
+
     if table is None:
         return None
+    signal = table.choice("signal", "top-score", SIGNALS)
+    model = signal == MODEL
+    features = table.string_list("features", None if model else (), '["cosine", "keyword_share"]')
     confidence = ConfidenceSection(
         high=table.required_float("high", "0.7"),
         low=table.required_float("low", "0.3"),
         fitted_for=table.optional_string("fitted_for", '"<embedding> + <reranker>, <golden set>"') or "",
+        signal=signal,
+        features=features,
+        weights=_numbers(table, "weights", required=model),
+        bias=table.required_float("bias", "-2.5") if model else _absent_number(table, "bias"),
     )
     if not confidence.fitted_for and table.ok("fitted_for"):
         table.fail("fitted_for", "is required whenever thresholds are present: thresholds are only "
@@ -246,8 +257,46 @@ def _read_confidence(table: _Table | None) -> ConfidenceSection | None:
         table.fail("low", f"low ({confidence.low}) is above high ({confidence.high}); thresholds "
                           "must be ordered low <= high",
                    "swap them, or re-fit with `pnk eval --fit-confidence`")
+    unknown = [name for name in confidence.features if name not in FEATURES]
+    if unknown and table.ok("features"):
+        table.fail("features", f"names no evidence feature this build computes: {', '.join(unknown)}",
+                   f"use features from: {', '.join(FEATURES)}, or re-fit with `pnk eval --fit-confidence`")
+    if model and table.ok("features", "weights") and len(confidence.weights) != len(confidence.features):
+        table.fail("weights", f"has {len(confidence.weights)} numbers for {len(confidence.features)} features",
+                   "give one weight per feature, or re-fit with `pnk eval --fit-confidence`")
+    if not model and (confidence.features or confidence.weights) and table.ok("signal"):
+        table.fail("signal", f'is "{signal}", which takes no features or weights',
+                   'set signal = "model", or delete features, weights and bias')
     table.finish()
     return confidence
+
+
+def _numbers(table: _Table, name: str, *, required: bool) -> tuple[float, ...]:
+    """An array of finite numbers (the model's weights)."""
+    example = "[1.5, -0.25]"
+    value = table._raw(name, (list,), "an array of numbers", example)
+    if value is None:
+        if required:
+            table._missing(name, example)
+        return ()
+    if not isinstance(value, list):
+        return ()
+    numbers: list[float] = []
+    for index, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
+            table.fail(name, f"item {index} must be a finite number, got {item!r}",
+                       f"write numbers, e.g. {name} = {example}")
+        else:
+            numbers.append(float(item))
+    return tuple(numbers)
+
+
+def _absent_number(table: _Table, name: str) -> float:
+    """A key only the model signal takes: read (so it is known), refused when present."""
+    value = table._raw(name, (int, float), "a number", "0.0")
+    if value is not None and table.ok(name):
+        table.fail(name, 'is only read with signal = "model"', f'set signal = "model", or delete {name}')
+    return 0.0
 
 
 def _read_rerank(table: _Table, *, default_provider: str) -> RerankSection:

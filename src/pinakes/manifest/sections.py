@@ -29,7 +29,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
         "candidates_per_source", "fusion_top_k", "final_k", "rrf_k", "rerank", "vector_tier",
         "adjacent_k", "graph_channel", "confidence",
     ),
-    "retrieval.confidence": ("high", "low", "fitted_for"),
+    "retrieval.confidence": ("signal", "features", "weights", "bias", "high", "low", "fitted_for"),
     "rerank": ("provider", "model", "revision", "batch_size"),
     "budget": (
         "confirm_above_eur", "per_operation_eur", "daily_eur", "monthly_eur", "timezone",
@@ -144,9 +144,18 @@ class ChunkingSection:
 
 @dataclass(frozen=True)
 class ConfidenceSection:
+    """What `pnk eval --fit-confidence` fitted (search/confidence.py reads it). `signal` "model" is a
+    logistic model: `bias` + sum of `weights` × `features` (search/signals.py names them) gives the
+    log-odds that the KB holds an answer; "top-score" (the default) compares the top rerank score
+    or best cosine directly. `high` and `low` are thresholds on that signal."""
+
     high: float
     low: float
     fitted_for: str
+    signal: str = "top-score"
+    features: tuple[str, ...] = ()
+    weights: tuple[float, ...] = ()
+    bias: float = 0.0
 
 
 @dataclass(frozen=True)

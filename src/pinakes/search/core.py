@@ -368,7 +368,8 @@ class _Run:
                 self._lap("rerank")
             final = final[: self.final_k]
             passages = tuple(_passage(candidate, rows[candidate.chunk_id], stale) for candidate in final)
-            confidence = self._confidence(passages, reranker, embedder)
+            confidence = self._confidence(generation, passages, reranker, embedder,
+                                          (plan, keyword, vector, [c.chunk_id for c in final]))
             suggestion = None
             if confidence.level in (LOW, UNKNOWN):
                 suggestion = suggest_next(
@@ -533,8 +534,18 @@ class _Run:
             hits = sum(1 for unit in content if all(term in present for term in unit.terms))
             candidate.coverage = round(hits / len(content), 4)
 
-    def _confidence(self, passages: tuple[Passage, ...], reranker: Reranker | None,
-                    embedder: Embedder | None) -> Confidence:
+    def _confidence(self, generation: _Generation, passages: tuple[Passage, ...], reranker: Reranker | None,
+                    embedder: Embedder | None, evidence: tuple[Any, list[tuple[int, float]],
+                                                              list[tuple[int, float]], list[int]]) -> Confidence:
+        """The level from [retrieval.confidence] (search/confidence.py), over the evidence features
+        of this search (search/signals.py): the keyword plan, both retrievers' lists and the
+        returned chunks. Features need the vector list; a keyword-only search has none."""
+        from pinakes.search.signals import search_features
+
+        plan, keyword, vector, chunk_ids = evidence
+        features = None
+        if vector and passages:
+            features = search_features(generation.conn, plan, keyword, vector, chunk_ids, self.settings.keyword.k1)
         rerank_top = passages[0].scores.rerank if passages and reranker is not None else None
         cosines = [p.scores.cosine for p in passages if p.scores.cosine is not None]
         return assess(
@@ -544,6 +555,7 @@ class _Run:
             thresholds=self.settings.confidence,
             reranker_model=getattr(reranker, "model", None),
             embedding_model=embedder.identity.model if embedder is not None else None,
+            features=features,
         )
 
 

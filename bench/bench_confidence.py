@@ -1,0 +1,376 @@
+"""The confidence calibration harness (issue #25): can a signal tell an answerable question from one
+whose answer is not in the KB, on questions it was not fitted on?
+
+    nice -n 10 python bench/bench_confidence.py                      # every corpus, 5 seeds
+    python bench/bench_confidence.py --corpus cranfield --seeds 3 --json out.json
+
+For each development corpus (built once by bench/tune_retrieval.py's `build_corpus`, i.e. `pnk init` +
+`pnk sync` through the product, cached under --cache) and each seed:
+
+ 1. In-domain no-answer questions: in a seeded order each question draws no-answer with probability
+    --share (40%); a no-answer question's evidence documents are all deleted from a copy of the KB
+    and an incremental `run_sync` drops them (deleting re-embeds nothing); no answerable question
+    loses any of its evidence, so a question whose evidence would be partly removed is dropped
+    (counted in the output; many on tldr, whose questions share the common utilities' pages).
+ 2. Every question is searched once through the KB's own `Searcher` (hybrid, the template's
+    settings), and its evidence features (search/signals.py) recorded as an `eval` outcome row.
+ 3. The rows are split into two halves (stratified by class); every candidate signal is fitted on
+    one half with `pnk eval --fit-confidence`'s own code (eval/fitting.py) and scored on the other,
+    both ways round.
+
+Reported per corpus and signal: held-out false-abstain and false-confidence, summed over seeds and
+folds with numerator, denominator and a Wilson 95% interval (the folds re-use questions, so the
+interval is narrower than the evidence: read the per-fold spread beside it), the trade-off curve
+(the fit's false-confidence ceiling swept, each point scored held-out), and a paired comparison of
+each signal against the old one (best cosine) across folds: the fold-by-fold balanced error
+(false-abstain rate + false-confidence rate) / 2, with the sign test.
+
+The corpora (bench/tune_retrieval.py): cranfield (1 400 abstracts, 225 questions), tldr (504 NL2Bash
+questions over a seeded 2 000-page sample of the 7 425 tldr pages: every page a question names plus
+random others; evidence = relevant, primary and also-acceptable pages), pydocs (120 library pages of
+the Python 3.11 docs, one synopsis question each, the synopsis removed from the page).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "src"))
+
+import tune_retrieval  # noqa: E402  (the corpora and their builds)
+
+from pinakes.eval.fitting import (  # noqa: E402
+    MODEL_FEATURES,
+    ConfidenceFit,
+    FitError,
+    fit_confidence,
+    fit_model,
+    fit_thresholds,
+    score_fit,
+)
+from pinakes.eval.outcomes import Outcome  # noqa: E402
+from pinakes.eval.paired import sign_test  # noqa: E402
+from pinakes.search.confidence import MODEL, TOP_SCORE  # noqa: E402
+from pinakes.search.signals import FEATURES  # noqa: E402
+
+CACHE = Path("/work/cache/pnk-conf")
+CORPORA = ("cranfield", "tldr", "pydocs")
+SHARE = 0.4
+SEEDS = 5
+FALSE_CONFIDENCE_CEILINGS = (0.0, 0.05, 0.10, 0.20, 0.30, 0.50)
+Z95 = 1.959964
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    signal: str
+    features: tuple[str, ...] = ()
+
+
+CANDIDATES = (
+    Candidate("best cosine (old)", TOP_SCORE),
+    *(Candidate(f"{feature} alone", MODEL, (feature,)) for feature in FEATURES),
+    Candidate("model: cosine + keyword_share", MODEL, ("cosine", "keyword_share")),
+    Candidate("model: cosine + keyword_share + agreement", MODEL, ("cosine", "keyword_share", "agreement")),
+    Candidate("model: all features", MODEL, FEATURES),
+    Candidate("model: shipped", MODEL, MODEL_FEATURES),
+)
+
+
+# -- no-answer questions, by removing evidence ------------------------------------------------------
+
+
+def evidence_of(corpus: str) -> dict[str, set[str]]:
+    """Each question's evidence documents (KB-root-relative)."""
+    if corpus == "tldr":
+        rows = tune_retrieval._jsonl(tune_retrieval.SHARED / "tldr-nl2bash-dev" / "questions.jsonl")
+        return {str(row["id"]): {f"docs/{p}" for key in ("relevant", "primary_relevant", "also_acceptable")
+                                 for p in row.get(key) or ()} for row in rows}
+    build = tune_retrieval.build_corpus(corpus, CACHE, quiet=True)
+    return {question.id: set(question.relevant) | set(question.primary) for question in build.questions}
+
+
+def choose_no_answer(evidence: dict[str, set[str]], share: float, seed: int) -> tuple[set[str], set[str]]:
+    """(no-answer ids, dropped ids). Questions in a seeded order each draw their class (no-answer with
+    probability `share`); a question takes the other class when its draw would break a rule, and
+    is dropped when both would: a no-answer question's evidence documents are all removed, and no
+    answerable question loses one. So a dropped question is one whose evidence is partly removed
+    (neither cleanly answerable nor cleanly unanswerable), and is left out of the run."""
+    rng = random.Random(seed)
+    order = sorted(evidence)
+    rng.shuffle(order)
+    removed: set[str] = set()
+    kept: set[str] = set()
+    no_answer: set[str] = set()
+    dropped: set[str] = set()
+    for qid in order:
+        docs = evidence[qid]
+        can_remove = not docs & kept
+        can_keep = not docs & removed
+        if can_remove and (rng.random() < share or not can_keep):
+            no_answer.add(qid)
+            removed |= docs
+        elif can_keep:
+            kept |= docs
+        else:
+            dropped.add(qid)
+    return no_answer, dropped
+
+
+def seed_kb(corpus: str, base: Path, removed_docs: set[str], seed: int, work: Path) -> Path:
+    kb = work / f"{corpus}-{seed}"
+    if kb.exists():
+        shutil.rmtree(kb)
+    shutil.copytree(base, kb, ignore=shutil.ignore_patterns(".built"))
+    for relative in removed_docs:
+        for path in (kb / relative, kb / (relative + ".pnk.yaml")):
+            path.unlink(missing_ok=True)
+    from pinakes.sync.context import SyncOptions
+    from pinakes.sync.engine import run_sync
+
+    run_sync(kb, SyncOptions(quiet=True, offline=True))
+    return kb
+
+
+def outcome_rows(kb: Path, corpus: str, evidence: dict[str, set[str]], no_answer: set[str]) -> list[Outcome]:
+    """Every question through the KB's own Searcher, as eval outcome rows with their features."""
+    from pinakes.eval.runner import first_relevant_rank
+    from pinakes.search.core import Searcher
+
+    build = tune_retrieval.build_corpus(corpus, CACHE, quiet=True)
+    rows = []
+    with Searcher.for_kb(kb, offline=True) as searcher:
+        for question in build.questions:
+            if question.id not in evidence:
+                continue
+            result = searcher.search(question.query, mode="hybrid")
+            confidence = result.confidence
+            features = dict(confidence.features) if confidence.features is not None else None
+            if question.id in no_answer:
+                rows.append(Outcome(question.id, "no-answer", None, None, confidence.level, confidence.signal,
+                                    features=features))
+                continue
+            rank = first_relevant_rank(result.passages, sorted(evidence[question.id]))
+            rows.append(Outcome(question.id, "simple-lookup", rank is not None, rank, confidence.level,
+                                confidence.signal, 0, len(result.passages), features=features))
+    return rows
+
+
+def collect(corpus: str, seed: int, share: float, work: Path) -> list[Outcome]:
+    """The seed's outcome rows, cached beside the KBs (a re-analysis needs no re-run)."""
+    cached = work / f"{corpus}-{seed}-{share}.json"
+    if cached.exists():
+        return [Outcome.from_dict(row, f"{cached} row") for row in json.loads(cached.read_text())]
+    evidence = evidence_of(corpus)
+    no_answer, dropped = choose_no_answer(evidence, share, seed)
+    evidence = {qid: docs for qid, docs in evidence.items() if qid not in dropped}
+    removed = set().union(*(evidence[qid] for qid in no_answer))
+    build = tune_retrieval.build_corpus(corpus, CACHE, quiet=True)
+    started = time.perf_counter()
+    kb = seed_kb(corpus, build.root, removed, seed, work)
+    synced = time.perf_counter() - started
+    rows = outcome_rows(kb, corpus, evidence, no_answer)
+    print(f"  {corpus} seed {seed}: {len(no_answer)} no-answer / {len(rows)} questions ({len(dropped)} dropped), "
+          f"{len(removed)} documents "
+          f"removed, sync {synced:.0f} s, searches {time.perf_counter() - started - synced:.0f} s", flush=True)
+    cached.write_text(json.dumps([row.to_dict() for row in rows]))
+    shutil.rmtree(kb)
+    return rows
+
+
+# -- fitting on one half, scoring on the other ------------------------------------------------------
+
+
+def halves(rows: Sequence[Outcome], seed: int) -> tuple[list[Outcome], list[Outcome]]:
+    rng = random.Random(seed * 7919 + 1)
+    first: list[Outcome] = []
+    second: list[Outcome] = []
+    for kind in ("no-answer", "simple-lookup"):
+        group = sorted((row for row in rows if row.kind == kind), key=lambda row: row.id)
+        rng.shuffle(group)
+        middle = len(group) // 2
+        first += group[:middle]
+        second += group[middle:]
+    return first, second
+
+
+def fit_candidate(candidate: Candidate, rows: Sequence[Outcome], ceiling: float) -> ConfidenceFit:
+    if candidate.signal == TOP_SCORE:
+        return fit_thresholds(rows, candidate.name, max_false_confidence=ceiling)
+    return fit_confidence(rows, candidate.name, features=candidate.features, max_false_confidence=ceiling)
+
+
+@dataclass
+class Tally:
+    false_abstain: int = 0
+    answerable: int = 0
+    false_confident: int = 0
+    no_answer: int = 0
+
+    def add(self, fit: ConfidenceFit, held_out: Sequence[Outcome]) -> tuple[float, float]:
+        fa, fc = score_fit(fit, held_out)
+        self.false_abstain += int(fa.numerator)
+        self.answerable += fa.denominator
+        self.false_confident += int(fc.numerator)
+        self.no_answer += fc.denominator
+        return fa.numerator / fa.denominator, fc.numerator / fc.denominator
+
+
+def wilson(successes: int, trials: int) -> tuple[float, float]:
+    if trials == 0:
+        return (math.nan, math.nan)
+    p = successes / trials
+    centre = (p + Z95**2 / (2 * trials)) / (1 + Z95**2 / trials)
+    half = Z95 * math.sqrt(p * (1 - p) / trials + Z95**2 / (4 * trials**2)) / (1 + Z95**2 / trials)
+    return (round(max(0.0, centre - half), 3), round(min(1.0, centre + half), 3))
+
+
+def rate(numerator: int, denominator: int) -> dict[str, object]:
+    return {"value": round(numerator / denominator, 3) if denominator else None, "numerator": numerator,
+            "denominator": denominator, "wilson95": wilson(numerator, denominator)}
+
+
+def auc(rows: Sequence[Outcome], fit: ConfidenceFit) -> float:
+    """How often an answerable question outscores a no-answer one (ties half): the signal's
+    separation on held-out rows, whatever the threshold."""
+    signals = [(fit.row_signal(row), row.kind != "no-answer") for row in rows]
+    positive = [s if s is not None else -math.inf for s, answerable in signals if answerable]
+    negative = [s if s is not None else -math.inf for s, answerable in signals if not answerable]
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in positive for n in negative)
+    return wins / (len(positive) * len(negative))
+
+
+def evaluate(corpus: str, runs: dict[int, list[Outcome]], ceiling: float) -> dict[str, object]:
+    report: dict[str, object] = {}
+    per_fold: dict[str, list[float]] = {}
+    for candidate in CANDIDATES:
+        tally = Tally()
+        balanced: list[float] = []
+        areas: list[float] = []
+        curve = {c: Tally() for c in FALSE_CONFIDENCE_CEILINGS}
+        for seed, rows in sorted(runs.items()):
+            first, second = halves(rows, seed)
+            for fit_on, score_on in ((first, second), (second, first)):
+                try:
+                    fit = fit_candidate(candidate, fit_on, ceiling)
+                except FitError:
+                    continue
+                fa, fc = tally.add(fit, score_on)
+                balanced.append((fa + fc) / 2)
+                areas.append(auc(score_on, fit))
+                for point, point_tally in curve.items():
+                    point_tally.add(fit_candidate(candidate, fit_on, point), score_on)
+        per_fold[candidate.name] = balanced
+        report[candidate.name] = {
+            "false_abstain": rate(tally.false_abstain, tally.answerable),
+            "false_confidence": rate(tally.false_confident, tally.no_answer),
+            "balanced_error_mean": round(statistics.fmean(balanced), 4) if balanced else None,
+            "balanced_error_range": [round(min(balanced), 3), round(max(balanced), 3)] if balanced else None,
+            "auc_mean": round(statistics.fmean(areas), 4) if areas else None,
+            "curve": [{"fit_ceiling": point, "false_abstain": rate(t.false_abstain, t.answerable),
+                       "false_confidence": rate(t.false_confident, t.no_answer)} for point, t in curve.items()],
+            "folds": len(balanced),
+        }
+    old = per_fold[CANDIDATES[0].name]
+    for candidate in CANDIDATES[1:]:
+        new = per_fold[candidate.name]
+        if len(new) != len(old):
+            continue
+        better = sum(1 for a, b in zip(new, old, strict=True) if a < b)
+        worse = sum(1 for a, b in zip(new, old, strict=True) if a > b)
+        entry = report[candidate.name]
+        assert isinstance(entry, dict)
+        entry["vs_old"] = {"better_folds": better, "worse_folds": worse,
+                           "mean_difference": round(statistics.fmean(a - b for a, b in zip(new, old, strict=True)), 4),
+                           "sign_test_p": round(sign_test(better, worse), 4)}
+    return report
+
+
+def prior_weights(runs: dict[str, dict[int, list[Outcome]]]) -> dict[str, object]:
+    """The shipped model fitted on every corpus's rows at once: the development prior, for the
+    record (each KB's own fit decides its weights and thresholds)."""
+    rows = [row for corpus_runs in runs.values() for seed_rows in corpus_runs.values() for row in seed_rows]
+    model = fit_model(rows, MODEL_FEATURES)
+    return {"features": list(model.features), "weights": list(model.weights), "bias": model.bias}
+
+
+def render(corpus: str, report: dict[str, object]) -> str:
+    lines = [f"== {corpus}", f"{'signal':45} {'false-abstain':>26} {'false-confidence':>26} {'bal.err':>8} "
+             f"{'AUC':>6}  vs old (better/worse, p)"]
+    for name, entry in report.items():
+        assert isinstance(entry, dict)
+        fa, fc = entry["false_abstain"], entry["false_confidence"]
+        versus = entry.get("vs_old")
+        lines.append(
+            f"{name:45} {_cell(fa):>26} {_cell(fc):>26} {entry['balanced_error_mean']!s:>8} "
+            f"{entry['auc_mean']!s:>6}  "
+            + (f"{versus['better_folds']}/{versus['worse_folds']}, p={versus['sign_test_p']}, "
+               f"d={versus['mean_difference']}" if versus else ""))
+    shipped = report["model: shipped"]
+    assert isinstance(shipped, dict)
+    lines.append("trade-off curve of the shipped signal (fit's false-confidence ceiling -> held-out):")
+    for point in shipped["curve"]:
+        lines.append(f"  ceiling {point['fit_ceiling']:.2f}: false-abstain {_cell(point['false_abstain'])}, "
+                     f"false-confidence {_cell(point['false_confidence'])}")
+    old = report[CANDIDATES[0].name]
+    assert isinstance(old, dict)
+    lines.append("trade-off curve of the old signal (best cosine):")
+    for point in old["curve"]:
+        lines.append(f"  ceiling {point['fit_ceiling']:.2f}: false-abstain {_cell(point['false_abstain'])}, "
+                     f"false-confidence {_cell(point['false_confidence'])}")
+    return "\n".join(lines)
+
+
+def _cell(entry: dict) -> str:
+    low, high = entry["wilson95"]
+    return f"{entry['value']} ({entry['numerator']}/{entry['denominator']}) [{low}, {high}]"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    global CACHE
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--corpus", choices=CORPORA, action="append")
+    parser.add_argument("--seeds", type=int, default=SEEDS)
+    parser.add_argument("--share", type=float, default=SHARE, help="share of questions made no-answer")
+    parser.add_argument("--ceiling", type=float, default=None,
+                        help="the fit's false-confidence ceiling (default: the product's)")
+    parser.add_argument("--cache", type=Path, default=None, help="where the built KBs and per-seed rows live (/work/cache/pnk-conf)")
+    parser.add_argument("--json", type=Path, help="write the whole report here")
+    args = parser.parse_args(argv)
+    CACHE = args.cache or CACHE
+    from pinakes.eval.fitting import MAX_FALSE_CONFIDENCE
+
+    ceiling = MAX_FALSE_CONFIDENCE if args.ceiling is None else args.ceiling
+    work = CACHE / "seeds"
+    work.mkdir(parents=True, exist_ok=True)
+    corpora = args.corpus or list(CORPORA)
+    runs: dict[str, dict[int, list[Outcome]]] = {}
+    for corpus in corpora:
+        tune_retrieval.build_corpus(corpus, CACHE, quiet=True)
+        runs[corpus] = {seed: collect(corpus, seed, args.share, work) for seed in range(1, args.seeds + 1)}
+    reports = {corpus: evaluate(corpus, runs[corpus], ceiling) for corpus in corpora}
+    for corpus in corpora:
+        print(render(corpus, reports[corpus]))
+    prior = prior_weights(runs)
+    print(f"development prior (shipped features, every corpus's rows): {prior}")
+    if args.json:
+        args.json.write_text(json.dumps({"share": args.share, "seeds": args.seeds, "ceiling": ceiling,
+                                         "reports": reports, "prior": prior}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

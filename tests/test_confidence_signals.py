@@ -1,0 +1,247 @@
+"""The evidence features and the fitted confidence model (issue #25): each feature computed from a
+KB built through the sync where every number can be checked by hand, the model's fit, its level
+through the Searcher, `unknown` where it is no calibration, and the manifest keys it is written in."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pinakes.eval.fitting import FitError, SignalModel, fit_confidence, fit_model, fit_thresholds, score_fit
+from pinakes.eval.outcomes import Outcome
+from pinakes.manifest import InvalidManifestError, load_manifest
+from pinakes.search import Searcher, SearchSettings
+from pinakes.search.confidence import assess
+from pinakes.search.signals import FEATURES, agreement, vector_features
+from tests.fakes import VectorTableEmbedder
+from tests.kb_helpers import build_kb, searchable
+
+EMBEDDING = "test/vector-table"
+
+
+# -- the features, on a KB whose numbers are known ----------------------------------------------
+
+# Four one-chunk documents; the query points along the first axis, so the cosines are 1.0 (alpha),
+# 0.8 (zeta), 0.6 (gamma) and 0 (epsilon, dropped as no evidence).
+PLACED = {"alpha beta": [1.0, 0.0, 0.0], "zeta": [0.8, 0.6, 0.0], "gamma delta": [0.6, 0.8, 0.0],
+          "epsilon": [0.0, 0.0, 1.0]}
+QUERY = "alpha gamma zzzunheard"  # two words the index holds once each, one it never saw
+
+
+@pytest.fixture(scope="module")
+def placed_kb(tmp_path_factory):
+    embedder = VectorTableEmbedder(PLACED, query=[1.0, 0.0, 0.0])
+    index = build_kb(tmp_path_factory.mktemp("signals") / "kb",
+                     searchable({f"{text.split()[0]}.md": f"{text}\n" for text in PLACED}), embedder)
+    return index, embedder
+
+
+def lucene_idf(document_frequency: int, chunks: int) -> float:
+    return math.log(1.0 + (chunks - document_frequency + 0.5) / (document_frequency + 0.5))
+
+
+def test_each_feature_is_what_its_definition_says(placed_kb):
+    index, embedder = placed_kb
+    with Searcher(index, SearchSettings(rerank=False, final_k=10), embedder=embedder) as searcher:
+        result = searcher.search(QUERY)
+    features = result.confidence.features
+    assert features is not None and set(features) == set(FEATURES)
+    assert features["cosine"] == pytest.approx(1.0)
+    assert features["cosine_margin"] == pytest.approx(1.0 - 0.8, abs=1e-5)
+    assert features["cosine_spread"] == pytest.approx(1.0 - 0.6, abs=1e-5)  # fewer than 10: the last one
+    # Keyword list: alpha's and gamma's chunks; vector list: alpha, zeta, gamma -> 2 of 3 agree.
+    assert features["agreement"] == pytest.approx(2 / 3, abs=1e-5)
+    # Each held word weighs idf(df 1 of 4 chunks); the unheard word the highest idf (df 0), and no
+    # passage holds it: the best passage holds one held word.
+    held, unheard = lucene_idf(1, 4), lucene_idf(0, 4)
+    total = 2 * held + unheard
+    assert features["keyword_share"] == pytest.approx(held / total, abs=1e-5)
+    best_bm25 = max(p.scores.bm25_score for p in result.passages if p.scores.bm25_score is not None)
+    assert features["bm25_ratio"] == pytest.approx(best_bm25 / (total * (2.5 + 1.0)), abs=1e-5)
+
+
+def test_a_query_every_word_of_which_one_passage_holds_has_full_keyword_share(placed_kb):
+    index, embedder = placed_kb
+    with Searcher(index, SearchSettings(rerank=False), embedder=embedder) as searcher:
+        features = searcher.search("alpha beta").confidence.features
+    assert features is not None and features["keyword_share"] == pytest.approx(1.0)
+
+
+def test_keyword_only_search_has_no_features(placed_kb):
+    index, embedder = placed_kb
+    with Searcher(index, SearchSettings(rerank=False), embedder=embedder) as searcher:
+        assert searcher.search("alpha", mode="bm25").confidence.features is None
+
+
+def test_vector_features_and_agreement_on_lists():
+    assert vector_features([]) == {"cosine": 0.0, "cosine_margin": 0.0, "cosine_spread": 0.0}
+    # One passage: the missing second and tenth count as no evidence (0).
+    assert vector_features([(1, 0.5)]) == {"cosine": 0.5, "cosine_margin": 0.5, "cosine_spread": 0.5}
+    cosines = [(i, 1.0 - 0.05 * i) for i in range(20)]
+    assert vector_features(cosines)["cosine_spread"] == pytest.approx(0.05 * 9)  # against the 10th
+    assert agreement([(1, 9.0), (2, 8.0)], []) == 0.0
+    assert agreement([(i, 1.0) for i in range(5, 15)], [(i, 1.0) for i in range(10)]) == pytest.approx(0.5)
+
+
+# -- the model ----------------------------------------------------------------------------------
+
+
+def row(qid: str, answerable: bool, **features: float) -> Outcome:
+    kind = "simple-lookup" if answerable else "no-answer"
+    return Outcome(qid, kind, True if answerable else None, 1 if answerable else None, "unknown",
+                   features.get("cosine"), features=features)
+
+
+def separable_rows() -> list[Outcome]:
+    """Answerable questions hold more of their keywords; cosine says nothing (the same spread in
+    both classes)."""
+    rows = []
+    for i in range(20):
+        cosine = 0.3 + 0.02 * (i % 10)
+        rows.append(row(f"a{i}", True, cosine=cosine, keyword_share=0.6 + 0.02 * i))
+        rows.append(row(f"n{i}", False, cosine=cosine, keyword_share=0.1 + 0.02 * i))
+    return rows
+
+
+def test_the_model_weighs_the_feature_that_separates():
+    model = fit_model(separable_rows(), ("cosine", "keyword_share"))
+    assert dict(zip(model.features, model.weights, strict=True))["keyword_share"] > 0
+    fit = fit_confidence(separable_rows(), "fit", features=("cosine", "keyword_share"))
+    assert (fit.false_abstain.numerator, fit.false_confidence.numerator) == (0, 0)
+    # On rows it was not fitted on, the same rule holds.
+    held_out = [row("x1", True, cosine=0.9, keyword_share=0.95), row("x2", False, cosine=0.9, keyword_share=0.05)]
+    false_abstain, false_confidence = score_fit(fit, held_out)
+    assert (false_abstain.numerator, false_confidence.numerator) == (0, 0)
+
+
+def test_the_model_learns_a_feature_that_points_the_other_way():
+    # No-answer questions here find a near-duplicate of the topic: a higher cosine, not a lower one.
+    rows = [row(f"a{i}", True, cosine=0.3 + 0.01 * i, keyword_share=0.5) for i in range(15)]
+    rows += [row(f"n{i}", False, cosine=0.35 + 0.01 * i, keyword_share=0.5) for i in range(15)]
+    model = fit_model(rows, ("cosine", "keyword_share"))
+    assert model.weights[0] < 0
+    assert model.weights[1] == 0.0  # a constant feature carries no weight
+
+
+def test_the_threshold_keeps_false_confidence_under_the_ceiling_with_fewest_abstentions():
+    # Signals: answerable 0.1 .. 1.0, no-answer 0.05 .. 0.95 (overlapping): a ceiling of 0.10 on
+    # 10 no-answer questions allows one confident one.
+    rows = [Outcome(f"a{i}", "simple-lookup", True, 1, "unknown", 0.1 * i) for i in range(1, 11)]
+    rows += [Outcome(f"n{i}", "no-answer", None, None, "unknown", 0.1 * i - 0.05) for i in range(1, 11)]
+    fit = fit_thresholds(rows, "fit")
+    assert fit.false_confidence.numerator == 1  # only n10 (0.95) is above low
+    assert fit.low == pytest.approx(0.9, abs=0.05) and fit.false_abstain.numerator == 8
+    strict = fit_thresholds(rows, "fit", max_false_confidence=0.0)
+    assert strict.false_confidence.numerator == 0 and strict.false_abstain.numerator == 9
+
+
+def test_a_model_needs_features_on_both_classes():
+    rows = [Outcome("a", "simple-lookup", True, 1, "unknown", 0.5), Outcome("n", "no-answer", None, None, "unknown", 0.2)]
+    with pytest.raises(FitError, match="evidence features"):
+        fit_confidence(rows, "fit")
+
+
+# -- the level, through the Searcher ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelBlock:
+    high: float
+    low: float
+    fitted_for: str
+    signal: str = "model"
+    features: tuple[str, ...] = ("cosine", "keyword_share")
+    weights: tuple[float, ...] = (2.0, 4.0)
+    bias: float = -3.0
+    extra: dict = field(default_factory=dict)
+
+
+def probability(cosine: float, keyword_share: float, block: ModelBlock) -> float:
+    return 1.0 / (1.0 + math.exp(-(block.bias + block.weights[0] * cosine + block.weights[1] * keyword_share)))
+
+
+def test_the_searcher_compares_the_models_probability(placed_kb):
+    index, embedder = placed_kb
+    block = ModelBlock(high=0.9, low=0.6, fitted_for=f"{EMBEDDING} (evidence model, rerank off)")
+    with Searcher(index, SearchSettings(rerank=False, confidence=block), embedder=embedder) as searcher:
+        partial = searcher.search(QUERY).confidence
+        full = searcher.search("alpha beta").confidence
+    assert partial.features is not None and full.features is not None
+    expected_partial = probability(1.0, partial.features["keyword_share"], block)  # 1 / (1 + e^-(-1 + 4 × 0.256)) = 0.505
+    assert partial.signal == pytest.approx(expected_partial, abs=1e-5)
+    assert partial.level == "low" and partial.scorer == f"model:{EMBEDDING}"
+    assert full.signal == pytest.approx(probability(1.0, 1.0, block), abs=1e-5)  # e^3 / (1 + e^3) = 0.953
+    assert full.level == "high"
+
+
+def test_model_thresholds_are_unknown_where_they_are_no_calibration():
+    features = {"cosine": 0.9, "keyword_share": 1.0}
+    ours = ModelBlock(high=0.9, low=0.5, fitted_for=f"{EMBEDDING} (evidence model, rerank off)")
+
+    def level(**overrides: object) -> str:
+        arguments: dict = dict(passage_count=3, rerank_top=None, best_cosine=0.9, thresholds=ours,
+                               reranker_model=None, embedding_model=EMBEDDING, features=features)
+        arguments.update(overrides)
+        return assess(**arguments).level
+
+    assert level() == "high"
+    assert level(thresholds=None) == "unknown"  # nobody calibrated this KB
+    assert level(embedding_model="BAAI/bge-small-en-v1.5") == "unknown"  # fitted for another model
+    assert level(rerank_top=3.2, reranker_model="BAAI/bge-reranker-base") == "unknown"  # fitted without rerank
+    assert level(features=None) == "unknown"  # a keyword-only search has no evidence to weigh
+    assert level(passage_count=0, features=None) == "low"
+
+
+# -- the manifest -------------------------------------------------------------------------------
+
+MANIFEST = ('[kb]\nname = "archive"\nid = "01M8P05RX7E8691VQVZ35N5HS3"\n[sources]\nroots = ["docs"]\n'
+            '[embedding]\nprovider = "fastembed"\nmodel = "sentence-transformers/all-MiniLM-L6-v2"\ndim = 384\n')
+
+
+def load(tmp_path: Path, block: str):
+    path = tmp_path / "pinakes.toml"
+    path.write_text(MANIFEST + block, encoding="utf-8")
+    return load_manifest(path)
+
+
+def test_a_fitted_block_round_trips_through_the_manifest(tmp_path):
+    fit = fit_confidence(separable_rows(), "minilm (evidence model, rerank off), golden (40 questions)",
+                         features=("cosine", "keyword_share"))
+    confidence = load(tmp_path, fit.manifest_block()).retrieval.confidence
+    assert confidence is not None and fit.model is not None
+    assert confidence.signal == "model"
+    assert confidence.features == fit.model.features and confidence.weights == fit.model.weights
+    assert (confidence.bias, confidence.high, confidence.low) == (fit.model.bias, fit.high, fit.low)
+    # What the manifest holds scores a row exactly as the fit did.
+    reread = SignalModel(confidence.features, confidence.weights, confidence.bias)
+    assert [reread.probability(r.features) for r in separable_rows()] == \
+        [fit.model.probability(r.features) for r in separable_rows()]
+
+
+def test_an_old_block_without_a_signal_is_the_top_score(tmp_path):
+    confidence = load(tmp_path, '[retrieval.confidence]\nhigh = 0.6\nlow = 0.4\nfitted_for = "x"\n').retrieval.confidence
+    assert confidence is not None and (confidence.signal, confidence.features, confidence.weights) == ("top-score", (), ())
+
+
+@pytest.mark.parametrize(("block", "key", "fragment"), [
+    ('signal = "model"\nfeatures = ["cosine", "vibes"]\nweights = [1.0, 2.0]\nbias = 0.0\n', "features",
+     "vibes"),
+    ('signal = "model"\nfeatures = ["cosine"]\nweights = [1.0, 2.0]\nbias = 0.0\n', "weights",
+     "2 numbers for 1 features"),
+    ('signal = "model"\nfeatures = ["cosine"]\nbias = 0.0\n', "weights", "is required"),
+    ('signal = "model"\nfeatures = ["cosine"]\nweights = [1.0]\n', "bias", "is required"),
+    ('signal = "model"\nfeatures = ["cosine"]\nweights = ["heavy"]\nbias = 0.0\n', "weights", "finite number"),
+    ('signal = "cosine-ish"\n', "signal", "not one of"),
+    ('features = ["cosine"]\nweights = [1.0]\n', "signal", "takes no features"),
+    ('bias = 1.0\n', "bias", 'only read with signal = "model"'),
+    ('signal = "model"\nfeatures = ["cosine"]\nweights = [1.0]\nbias = 0.0\nweight = 2\n', "weight",
+     "unknown key"),
+])
+def test_the_manifest_refuses_a_malformed_model(tmp_path, block, key, fragment):
+    with pytest.raises(InvalidManifestError) as excinfo:
+        load(tmp_path, f'[retrieval.confidence]\nhigh = 0.6\nlow = 0.4\nfitted_for = "x"\n{block}')
+    messages = [f"{problem.key}: {problem.problem}" for problem in excinfo.value.problems]
+    assert any(f"retrieval.confidence.{key}" in message and fragment in message for message in messages), messages
