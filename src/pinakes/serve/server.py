@@ -6,7 +6,8 @@ parameter) and every call is validated by `PinakesTools`, which also refuses arg
 schema does not declare — a decorator-generated model would drop them silently.
 
 Stdio is the default transport and the server exits when stdin closes. `--http` serves streamable
-HTTP on 127.0.0.1 only, with the SDK's DNS-rebinding protection for loopback hosts. Tool bodies
+HTTP on 127.0.0.1 only, with the SDK's DNS-rebinding protection narrowed to the bound port and the
+Host header checked by parsing (`host_check.py`: the SDK's check is a prefix match). Tool bodies
 run on a worker thread so a model load or a long read never stalls the event loop.
 """
 
@@ -100,9 +101,18 @@ def run_stdio(tools: PinakesTools) -> None:
 
 def run_http(tools: PinakesTools, port: int) -> None:
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from pinakes.serve.host_check import LOOPBACK_NAMES, HostCheck
 
     server = build_server(tools)
-    app = server.streamable_http_app(host=LOOPBACK)
+    # The SDK's own check stays (it also checks Origin), narrowed to this port; HostCheck parses
+    # the Host header, which the SDK's `127.0.0.1:*` pattern only prefix-matches.
+    named = sorted(LOOPBACK_NAMES)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=[f"{name}:{port}" for name in named],
+        allowed_origins=[f"http://{name}:{port}" for name in named])
+    app = HostCheck(server.streamable_http_app(host=LOOPBACK, transport_security=security), port)
     config = uvicorn.Config(app, host=LOOPBACK, port=port, log_level="warning")
     anyio.run(uvicorn.Server(config).serve)
 
