@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +186,28 @@ def test_a_block_the_writer_cannot_place_is_refused_and_the_manifest_left_untouc
     assert code != 0 and "cannot place [retrieval.confidence]" in refused["message"]
     assert "pnk eval --fit-confidence" in refused["remedy"]
     assert manifest.read_text(encoding="utf-8") == inline and sorted(root.iterdir()) == listing
+
+
+def test_an_immutable_manifest_is_an_error_naming_it_and_nothing_is_left_behind(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = fresh_kb(tmp_path, capsys)
+    edit_drafts_as_a_user_would(root)
+    manifest = root / "pinakes.toml"
+    original = manifest.read_bytes()
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed: no immutable flag to make the fault with")
+    flagged = subprocess.run(["chattr", "+i", str(manifest)], capture_output=True, text=True)
+    if flagged.returncode != 0:
+        pytest.skip(f"this filesystem or user cannot set the immutable flag: {flagged.stderr.strip()}")
+    try:
+        listing = sorted(root.iterdir())
+        code = main(["-C", str(root), "eval", "--fit-confidence", "--write", "--no-sync"])
+        captured = capsys.readouterr()
+    finally:
+        subprocess.run(["chattr", "-i", str(manifest)], check=False, capture_output=True)
+    assert code != 0 and "Traceback" not in captured.err
+    assert "pnk: error:" in captured.err and "pinakes.toml" in captured.err
+    assert manifest.read_bytes() == original and sorted(root.iterdir()) == listing
 
 
 def test_write_needs_fit_confidence_and_a_golden_set_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -66,20 +66,33 @@ def write_table(path: Path, table: str, block: str, *, expected: bytes | None = 
 
 def replace_manifest(path: Path, original: bytes, new_text: str, backup_label: str) -> Path:
     """Back `original` up beside `path`, write `new_text` atomically, and put the backup's bytes back
-    if the result does not load. Returns the backup's path."""
+    if the result does not load; a write refused outright (a read-only or immutable file) leaves no
+    backup behind. Returns the backup's path."""
     from pinakes.atomic import atomic_write_bytes
     from pinakes.errors import PinakesError
     from pinakes.manifest import load_manifest
 
     backup = backup_path(path, backup_label)
     atomic_write_bytes(backup, original, exclusive=True)
-    atomic_write_bytes(path, new_text.encode("utf-8"))
+    try:
+        atomic_write_bytes(path, new_text.encode("utf-8"))
+    except BaseException:
+        if _holds(path, original):  # refused before the rename: a copy of an untouched file is clutter
+            backup.unlink(missing_ok=True)
+        raise
     try:
         load_manifest(path)
     except PinakesError:
         atomic_write_bytes(path, original)
         raise
     return backup
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    try:
+        return path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def backup_path(path: Path, label: str) -> Path:
