@@ -4,13 +4,14 @@ collisions, git hooks."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 from pinakes.display import printable
 from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.rules.walk import WalkResult
@@ -36,14 +37,14 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
     from pinakes.manifest import load_manifest
     from pinakes.rules.walk import SourceRootError, walk
 
-    yield from _failures(paths)
     manifest = load_manifest(paths.manifest)
+    failed = yield from _failures(paths, manifest.sources.exclude)
     try:
         found: WalkResult = walk(ctx.kb_root, manifest.sources, {}, hash_contents=False)
     except SourceRootError as exc:
         yield Check("source roots", "FAIL", exc.message, exc.remedy)
     else:
-        yield from _coverage(paths, found)
+        yield from _coverage(paths, found, failed)
         yield from _drift(paths, found, verify=ctx.verify)
         yield from _sidecars(ctx, SIDECAR_SUFFIX, manifest.kb.id, found)
         yield _temp_files(paths, found)
@@ -73,31 +74,43 @@ def _temp_files(paths: KBPaths, found: WalkResult) -> Check:
                  "(`rm` each path listed)")
 
 
-def _failures(paths: KBPaths) -> Iterator[Check]:
+def _failures(paths: KBPaths, exclude: tuple[str, ...]) -> Generator[Check, None, set[str]]:
+    """The failures the last sync recorded; returns their paths. A file whose extraction failed (a
+    binary named `.md`, a damaged PDF) fails every sync until it changes, so its remedy is the
+    `[sources] exclude` line that leaves it out, not another `pnk sync`."""
     from pinakes.index import schema
+    from pinakes.manifest.patterns import exclude_line, literal_pattern
 
     index_db = paths.index_db
     if not index_db.exists():
-        return
+        return set()
     try:
         conn = schema.open_reader(index_db)
     except PinakesError:
-        return  # the index checks report it
+        return set()  # the index checks report it
     try:
         rows = conn.execute("SELECT path, stage, error FROM failures ORDER BY path").fetchall()
     finally:
         conn.close()
     if not rows:
         yield Check("sync failures", "OK", "the last completed sync recorded no failures")
-        return
+        return set()
     listed = "; ".join(f"{path} [{stage}]: {error.splitlines()[0]}" for path, stage, error in rows[:5])
     more = f" (+{len(rows) - 5} more)" if len(rows) > 5 else ""
-    yield Check("sync failures", "FAIL", f"{len(rows)} document(s) failed the last sync: {listed}{more}",
-                "fix the files named and run `pnk sync`")
+    unextractable = [literal_pattern(path) for path, stage, _error in rows if stage == "extract"]
+    remedy = "fix the files named and run `pnk sync`"
+    if unextractable:
+        remedy += ("; a file that cannot be extracted fails every sync until it is fixed: to leave it out "
+                   f"instead, set under [sources] in pinakes.toml: {exclude_line(exclude, unextractable)}")
+    yield Check("sync failures", "FAIL",
+                f"{counted(len(rows), 'document')} failed the last sync: {listed}{more}", remedy)
+    return {path for path, _stage, _error in rows}
 
 
-def _coverage(paths: KBPaths, found: WalkResult) -> Iterator[Check]:
-    """The files on disk against the index: every document indexed, every skip with its reason."""
+def _coverage(paths: KBPaths, found: WalkResult, failed: set[str]) -> Iterator[Check]:
+    """The files on disk against the index: every document indexed, every skip with its reason.
+    A file the last sync failed on is reported, with its remedy, by the failures check: another
+    `pnk sync` is the remedy only for the others."""
     from pinakes.index import schema
 
     on_disk = set(found.docs) | set(found.unreadable)
@@ -131,8 +144,10 @@ def _coverage(paths: KBPaths, found: WalkResult) -> Iterator[Check]:
     if gone:
         problems.append(f"indexed but no longer on disk: {', '.join(printable(p) for p in gone[:5])}"
                         + (f" (+{len(gone) - 5} more)" if len(gone) > 5 else ""))
+    unsynced = [path for path in missing if path not in failed] or gone
     yield Check("coverage", "WARN", f"{summary}; " + "; ".join(problems),
-                "pnk sync (`pnk status` lists what it would do)")
+                "pnk sync (`pnk status` lists what it would do)" if unsynced
+                else "see the remedy of `sync failures`: each file not indexed failed the last sync")
 
 
 # Documents doctor re-hashes when not asked to --verify them all: enough to catch drift that touches

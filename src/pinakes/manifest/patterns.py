@@ -104,7 +104,8 @@ def _translate_glob(pattern: str) -> str:
             members = pattern[i + 1:end]
             if members.startswith("!"):
                 members = "^" + members[1:]
-            out.append("[" + members.replace("\\", "\\\\") + "]")
+            # A `[` inside the set is a literal (`[[]` matches "["), never the start of a nested set.
+            out.append("[" + members.replace("\\", "\\\\").replace("[", "\\[") + "]")
             i = end + 1
         else:
             out.append(re.escape(pattern[i]))
@@ -114,3 +115,20 @@ def _translate_glob(pattern: str) -> str:
 
 def _is_within(relpath: str, root: str) -> bool:
     return root == "." or relpath == root or relpath.startswith(root + "/")
+
+
+def literal_pattern(relpath: str) -> str:
+    """The pattern that matches exactly the file at `relpath` (KB-root-relative, POSIX): glob
+    characters bracketed so they match themselves, and a file at the KB root anchored with a
+    leading `/` (a pattern without `/` would match that name at any depth)."""
+    pattern = "".join(f"[{char}]" if char in "*?[" else char for char in relpath)
+    return pattern if "/" in pattern else f"/{pattern}"
+
+
+def exclude_line(exclude: Sequence[str], adding: Sequence[str]) -> str:
+    """The `[sources]` line that keeps the manifest's `exclude` patterns and adds `adding`, as TOML
+    (a JSON string is a TOML basic string)."""
+    import json
+
+    patterns = dict.fromkeys([*exclude, *adding])
+    return "exclude = [" + ", ".join(json.dumps(pattern, ensure_ascii=False) for pattern in patterns) + "]"

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from pinakes.display import printable
+from pinakes.manifest.patterns import exclude_line, literal_pattern
+from pinakes.wording import counted
 
 # Paths the text report names per skip reason before it says "and N more".
 SHOWN_PER_REASON = 5
@@ -51,6 +53,9 @@ class SyncReport:
     link_scans: list[dict[str, object]] = field(default_factory=list)  # reverse scan, one per partner
     graph_seconds: float | None = None
     paid: dict[str, object] | None = None  # paid extraction: plan, spend, completeness audits (sync/paid.py)
+    # The manifest's `[sources] exclude`, so that the remedy for a file no sync can index (it fails
+    # every sync until it changes) is the exact line that leaves it out.
+    source_exclude: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
 
@@ -70,6 +75,14 @@ class SyncReport:
     def fail(self, path: str, stage: str, error: str) -> None:
         self.failures.append(Failure(path, stage, error))
 
+    @property
+    def exclusion(self) -> str | None:
+        """The `[sources] exclude` line that leaves out the files whose extraction failed, or None:
+        such a file (a binary named `.md`, a damaged PDF) fails every later sync until it is fixed,
+        and "run pnk sync" is no remedy for it."""
+        unindexable = [literal_pattern(f.path) for f in self.failures if f.stage == "extract"]
+        return exclude_line(self.source_exclude, unindexable) if unindexable else None
+
     def account_walk(self, skipped: Sequence[tuple[str, str]], unreadable: Mapping[str, str]) -> None:
         """Record what the walk found that is not a document, and the documents it could not read."""
         self.skipped.extend(skipped)
@@ -84,6 +97,7 @@ class SyncReport:
         data["counts"] = {"indexed": self.indexed, "unchanged": self.unchanged,
                           "skipped": len(self.skipped), "failed": len(self.failures)}
         data["ok"] = self.ok
+        data["exclusion"] = self.exclusion
         data["noop"] = self.noop
         return data
 
@@ -120,10 +134,15 @@ class SyncReport:
             lines.append(f"graph: {census} ({(self.graph_seconds or 0) * 1000:.0f} ms)")
         lines.extend(self._render_link_scans())
         if self.failures:
-            lines.append(f"{len(self.failures)} document(s) failed:")
+            lines.append(f"{counted(len(self.failures), 'document')} failed:")
             for failure in self.failures:
                 error = "\n".join(printable(line) for line in failure.error.splitlines())
                 lines.append(f"  {printable(failure.path)} [{failure.stage}]: {error}")
+        exclusion = self.exclusion
+        if exclusion is not None:
+            lines.append("  a file that cannot be extracted fails every sync until it is fixed; to leave it "
+                         "out instead, set this under [sources] in pinakes.toml:")
+            lines.append(f"    {printable(exclusion)}")
         return "\n".join(lines)
 
     def _render_link_scans(self) -> list[str]:
@@ -134,7 +153,7 @@ class SyncReport:
             problems = scan.get("problems") or []
             assert isinstance(problems, list)
             lines.append(f"links from {printable(str(scan['alias']))}: {scan['status']}, {scan['inbound']} inbound"
-                         + (f", {len(problems)} problem(s)" if problems else ""))
+                         + (f", {counted(len(problems), 'problem')}" if problems else ""))
             for problem in problems[:SHOWN_PER_REASON]:
                 lines.append(f"  {printable(problem['message'])}; remedy: {printable(problem['remedy'])}")
             if len(problems) > SHOWN_PER_REASON:
@@ -147,7 +166,9 @@ class SyncReport:
         by_reason: dict[str, list[str]] = defaultdict(list)
         for path, reason in self.skipped:
             by_reason[reason].append(path)
-        lines = [f"skipped {len(self.skipped)} path(s) that are not documents (all listed by --json):"]
+        count = len(self.skipped)
+        lines = [f"skipped {counted(count, 'path')} that {'is not a document' if count == 1 else 'are not documents'} "
+                 "(all listed by --json):"]
         for reason, paths in sorted(by_reason.items()):
             shown = ", ".join(printable(path) for path in paths[:SHOWN_PER_REASON])
             more = f" and {len(paths) - SHOWN_PER_REASON} more" if len(paths) > SHOWN_PER_REASON else ""

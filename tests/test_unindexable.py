@@ -1,0 +1,85 @@
+"""A file no sync can index (issue #26): a binary named `.md` fails every sync until it changes, so
+"run pnk sync" is no remedy. Sync's report and doctor name the exact `[sources] exclude` line that
+leaves it out, and that line, pasted into the manifest, makes the next sync succeed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pinakes.doctor import DoctorContext, run_checks
+from pinakes.init import init_kb
+from pinakes.manifest import load_manifest
+from pinakes.manifest.patterns import exclude_line, literal_pattern
+from pinakes.sync.context import SyncOptions
+from pinakes.sync.engine import run_sync
+from tests.fakes import FakeEmbedder
+
+ZIP_NAMED_MD = b"PK\x03\x04" + b"\x00" * 64
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    root = tmp_path / "kb"
+    init_kb(root, name="unindexable")
+    (root / "docs/good.md").write_text("# Good\n\nA readable note.\n", encoding="utf-8")
+    (root / "docs/archive.md").write_bytes(ZIP_NAMED_MD)
+    (root / "docs/odd [draft]*.md").write_bytes(ZIP_NAMED_MD)  # glob characters in the name
+    return root
+
+
+def set_exclude(root: Path, line: str) -> None:
+    """Paste the remedy's line under [sources], as its reader would."""
+    manifest = root / "pinakes.toml"
+    text = manifest.read_text(encoding="utf-8")
+    text = re.sub(r"(?m)^# exclude = .*$", line, text, count=1)
+    assert line in text
+    manifest.write_text(text, encoding="utf-8")
+
+
+def test_the_report_names_the_exclusion_and_pasting_it_makes_the_next_sync_succeed(kb: Path) -> None:
+    first = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    assert not first.ok
+    again = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # the same failure, every sync
+    assert sorted(f.path for f in again.failures) == ["docs/archive.md", "docs/odd [draft]*.md"]
+    line = again.exclusion
+    assert line == 'exclude = ["docs/archive.md", "docs/odd [[]draft][*].md"]'
+    assert line in again.render_text() and again.to_dict()["exclusion"] == line
+    set_exclude(kb, line)
+    after = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    assert after.ok and after.exclusion is None
+    assert {path for path, _reason in after.skipped} == {"docs/archive.md", "docs/odd [draft]*.md"}
+
+
+def test_the_line_keeps_the_patterns_the_manifest_already_excludes(kb: Path) -> None:
+    set_exclude(kb, 'exclude = ["drafts/"]')
+    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    assert report.exclusion == 'exclude = ["drafts/", "docs/archive.md", "docs/odd [[]draft][*].md"]'
+
+
+def test_doctor_gives_the_exclusion_not_another_sync(kb: Path) -> None:
+    run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    checks = {check.name: check for check in run_checks(DoctorContext(kb))}
+    failures = checks["sync failures"]
+    assert failures.status == "FAIL"
+    assert 'exclude = ["docs/archive.md", "docs/odd [[]draft][*].md"]' in (failures.remedy or "")
+    coverage = checks["coverage"]
+    assert coverage.status == "WARN" and "pnk sync" not in (coverage.remedy or "")
+    assert "sync failures" in (coverage.remedy or "")
+
+
+@pytest.mark.parametrize("relpath", ["notes.md", "docs/a b.md", "docs/x?.md", "docs/[x].md", "docs/**.md",
+                                     "deep/er/name.md"])
+def test_a_literal_pattern_selects_exactly_its_file(tmp_path: Path, relpath: str) -> None:
+    """The pattern goes through the manifest's own glob rules: it leaves out that file and no other."""
+    root = tmp_path / "kb"
+    init_kb(root, name="patterns")
+    set_exclude(root, exclude_line((), [literal_pattern(relpath)]))
+    sources = load_manifest(root / "pinakes.toml").sources
+    sources = type(sources)(roots=(".",), include=sources.include, exclude=sources.exclude)
+    assert not sources.selects(relpath)
+    for neighbour in ("other.md", f"sub/{relpath}", relpath.replace(".md", "2.md"), "docs/ab.md", "docs/x.md"):
+        if neighbour != relpath:
+            assert sources.selects(neighbour), neighbour
