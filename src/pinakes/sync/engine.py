@@ -54,7 +54,7 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
         check_run(manifest, options)
     mode = ("sidecars-only" if options.sidecars_only else "rebuild" if options.rebuild
             else "index-only" if options.index_only else "sync")
-    report = SyncReport(str(paths.root), mode)
+    report = SyncReport(str(paths.root), mode, source_exclude=manifest.sources.exclude)
     if options.sidecars_only:
         from pinakes.sync.sidecars_only import run_sidecars_only
 
