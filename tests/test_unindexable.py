@@ -83,3 +83,12 @@ def test_a_literal_pattern_selects_exactly_its_file(tmp_path: Path, relpath: str
     for neighbour in ("other.md", f"sub/{relpath}", relpath.replace(".md", "2.md"), "docs/ab.md", "docs/x.md"):
         if neighbour != relpath:
             assert sources.selects(neighbour), neighbour
+
+
+def test_an_empty_pdf_is_called_empty(kb: Path) -> None:
+    pytest.importorskip("pypdfium2", reason="the [pdf] extra reads PDFs")
+    (kb / "docs/empty.pdf").write_bytes(b"")
+    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    (error,) = [f.error for f in report.failures if f.path == "docs/empty.pdf"]
+    assert "the file is empty (0 bytes)" in error and "Data format" not in error
+    assert '"docs/empty.pdf"' in (report.exclusion or "")

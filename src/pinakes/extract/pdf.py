@@ -134,4 +134,8 @@ def _check_size(path: Path) -> int:
     if size > MAX_PDF_BYTES:
         raise SourceError(f"the PDF is {size:,} bytes, over the {MAX_PDF_BYTES:,}-byte limit; not indexed",
                           remedy="split it, or exclude it in [sources]", path=path)
+    if size == 0:  # said before pdfium, whose word for it is "Data format error"
+        raise SourceError("the file is empty (0 bytes); not indexed",
+                          remedy="copy or download the PDF again (an empty file is usually one whose copy was "
+                                 "cut short), then run `pnk sync`; or exclude it in [sources]", path=path)
     return size
