@@ -160,9 +160,9 @@ def test_line_mode_eta_follows_bytes_not_documents() -> None:
     stream = io.StringIO()
     clock = Clock()
     progress = SyncProgress(stream, "line", interval=1.0, clock=clock)
-    progress.start(2, 100_000)
+    progress.start(4, 100_000)
     clock.now += 10
-    progress.advance(documents=1, bytes_done=1_000)  # half the documents, 1 % of the bytes
+    progress.advance(documents=3, bytes_done=1_000)  # three quarters of the documents, 1 % of the bytes
     assert "about 16m30s left" in stream.getvalue()
 
 

@@ -96,7 +96,7 @@ _OK, _RAISED, _MEMORY, _TOO_LARGE = b"o", b"r", b"m", b"t"
 _BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
               "from pinakes.extract.isolation import _child_main; _child_main()")
 _DEFAULT_REMEDY = ("if the file is valid (it opens in other software), report this as a Pinakes bug; "
-                   "otherwise repair or re-export it, or exclude it in [sources]")
+                   "otherwise repair or re-export it and run `pnk sync`, or exclude it in [sources]")
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,9 @@ from pinakes.extract.types import ExtractedText
 from pinakes.faults import faultpoint
 
 BACKEND = "pypdfium2"
+# A page pdfium cannot load (a broken or cyclic page tree): a viewer may repair it on opening.
+PAGE_UNREADABLE_REMEDY = ("if the PDF opens in a viewer, save or print it again as a new PDF and run `pnk sync`; "
+                          "otherwise exclude it in [sources] exclude")
 MAX_PDF_BYTES = 500 * 1024 * 1024
 
 
@@ -43,7 +46,7 @@ def extract(path: Path, source_type: str = "pdf") -> ExtractedText:
     limits = Limits.for_input(_check_size(path))
     return run_isolated(extract_in_process, path, source_type, limits=limits, what="the PDF parser", path=path,
                         remedy="if the PDF opens in a viewer, report this as a Pinakes bug; otherwise "
-                               "re-export it, or exclude it in [sources]")
+                               "re-export it and run `pnk sync`, or exclude it in [sources]")
 
 
 def extract_in_process(path: Path, source_type: str = "pdf") -> ExtractedText:
@@ -65,12 +68,14 @@ def extract_in_process(path: Path, source_type: str = "pdf") -> ExtractedText:
     except pdfium.PdfiumError as exc:
         reason = "encrypted (a password is required)" if "password" in str(exc).lower() else f"unreadable ({exc})"
         raise SourceError(f"the PDF is {reason}; not indexed",
-                          remedy="export an unencrypted, valid PDF, or exclude it in [sources]", path=path) from exc
+                          remedy="export an unencrypted, valid PDF and run `pnk sync`, or exclude it in [sources]",
+                          path=path) from exc
     floors = load_floors()
     try:
         read_pages = [_read_page(document, index) for index in range(len(document))]
     except pdfium.PdfiumError as exc:
-        raise SourceError(f"pdfium failed to read a page: {exc}; not indexed", path=path) from exc
+        raise SourceError(f"pdfium failed to read a page: {exc}; not indexed", remedy=PAGE_UNREADABLE_REMEDY,
+                          path=path) from exc
     finally:
         document.close()
     page_texts = layout_document([page.glyphs for page in read_pages],
@@ -130,7 +135,8 @@ def _check_size(path: Path) -> int:
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise SourceError(f"cannot read the file: {exc.strerror or exc}", path=path) from exc
+        raise SourceError(f"cannot read the file: {exc.strerror or exc}",
+                          remedy="fix its permissions, then run `pnk sync`", path=path) from exc
     if size > MAX_PDF_BYTES:
         raise SourceError(f"the PDF is {size:,} bytes, over the {MAX_PDF_BYTES:,}-byte limit; not indexed",
                           remedy="split it, or exclude it in [sources]", path=path)

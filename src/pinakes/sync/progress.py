@@ -7,6 +7,11 @@ A sync can run for minutes (embedding thousands of chunks); without a sign of li
   chunks embedded so far, their rate, an ETA and the file being worked on. The fill, the percentage
   and the ETA are driven by BYTES done / total bytes, since documents vary widely in size; the visible
   count is documents. `close()` clears the bar, leaving the terminal clean for the report.
+
+The ETA is shown only once there is work to extrapolate from (see `SyncProgress.eta`): at least
+`ETA_MIN_DOCUMENTS` documents or `ETA_MIN_FRACTION` of the total done, and no document in flight for
+longer than all the work measured so far. One slow document (a decompression bomb parsed up to its
+limits, a huge scan) says nothing about the rest: while it runs the ETA is "?", not hours.
 - "line" (not a terminal: CI logs, a pipe): a plain line, no `\\r` and no escape sequences, at most
   once every `interval` seconds, and a final summary line on `close()`. A sync that ends within
   `interval` seconds of `start()` prints nothing from here at all (announcements aside), so short
@@ -66,6 +71,11 @@ def _duration(seconds: float) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
+# Enough work measured for an ETA: this many finished documents, or this share of the total.
+ETA_MIN_DOCUMENTS = 3
+ETA_MIN_FRACTION = 0.10
+
+
 def _eta(elapsed: float, done: float, total: float) -> float | None:
     """Seconds left at the average rate so far, or None while there is nothing to go on."""
     if done <= 0 or total <= 0 or elapsed <= 0:
@@ -92,7 +102,7 @@ def _bar_class() -> Any:
             progress = self._progress
             elapsed = float(fields.get("elapsed") or 0.0)
             rate = progress.chunks / elapsed if elapsed > 0 else 0.0
-            left = _eta(elapsed, float(fields.get("n") or 0), float(fields.get("total") or 0))
+            left = progress.eta()
             extra = {
                 "documents": f"{progress.documents_done}/{progress.total_documents}",
                 "chunks": f"{progress.chunks:,}",
@@ -172,6 +182,7 @@ class SyncProgress:
         self._bar: Any = None
         self._started_at: float | None = None
         self._next_line_at = 0.0
+        self._last_work_at: float | None = None  # when an advance() last reported work done
         self._lines = 0  # periodic lines written in line mode
         self._broken = False
         self._closed = False
@@ -224,7 +235,24 @@ class SyncProgress:
             self.documents_done += documents
             self.bytes_done += bytes_done
             self.chunks += chunks
+            if documents or bytes_done or chunks:
+                self._last_work_at = self._clock()
             self._tick(bytes_done if self._by_bytes else documents)
+
+    def eta(self) -> float | None:
+        """Seconds left at the average rate so far; None until enough work is measured (see the
+        module docstring), or while one document has run longer than all the measured work."""
+        with self._lock:
+            if self._started_at is None or self._last_work_at is None:
+                return None
+            done, total = ((self.bytes_done, self.total_bytes) if self._by_bytes
+                           else (self.documents_done, self.total_documents))
+            if total <= 0 or (self.documents_done < ETA_MIN_DOCUMENTS and done < ETA_MIN_FRACTION * total):
+                return None
+            now = self._clock()
+            if now - self._last_work_at > self._last_work_at - self._started_at:
+                return None  # the document in flight already took longer than everything before it
+            return _eta(now - self._started_at, done, total)
 
     def announce(self, message: str) -> None:
         """A one-off line: above the bar in bar mode, its own line in line mode, nothing when off."""
@@ -311,10 +339,7 @@ class SyncProgress:
         parts = [f"sync: {self.documents_done}/{self.total_documents} documents", f"{self.chunks:,} chunks"]
         if elapsed > 0:
             parts.append(f"{self.chunks / elapsed:.1f} chunks/s")
-        if self._by_bytes:
-            left = _eta(elapsed, self.bytes_done, self.total_bytes)
-        else:
-            left = _eta(elapsed, self.documents_done, self.total_documents)
+        left = self.eta()
         if left is not None:
             parts.append(f"about {_duration(left)} left")
         line = ", ".join(parts)
