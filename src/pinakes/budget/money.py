@@ -13,9 +13,43 @@ under-counting is the one direction a budget may never be wrong in:
 
 from __future__ import annotations
 
+import re
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
 
 MONEY_QUANTUM = Decimal("0.000001")
+# What a user may type as an amount (a manifest cap, `--actual`): ASCII digits, at most one point,
+# no sign, exponent, separator or other script's digits, and no more places than the ledger keeps.
+# Twelve integer digits (under a trillion euros) keep every sum far inside the 40-digit context.
+_AMOUNT = re.compile(r"(?P<whole>[0-9]{1,12})(?:\.(?P<places>[0-9]{1,6}))?", re.ASCII)
+AMOUNT_EXAMPLE = "0.0312"
+
+
+class AmountError(ValueError):
+    """A typed amount is not one `parse_amount` accepts; the message says which rule it broke."""
+
+
+def parse_amount(text: str) -> Decimal:
+    """The one reader of an amount of money a user typed (manifest caps, `pnk budget --actual`):
+    plain ASCII decimal notation, non-negative, finite, at most six places (the ledger's micro-euro).
+    Raises AmountError naming the rule broken, never decimal's own exceptions."""
+    candidate = text.strip()
+    if _AMOUNT.fullmatch(candidate):
+        return Decimal(candidate)
+    if not candidate:
+        reason = "it is empty"
+    elif candidate[0] in "+-":
+        reason = "it must be >= 0, written without a sign"
+    elif candidate.lower() in ("nan", "snan", "inf", "infinity"):
+        reason = "it must be a finite amount"
+    elif not candidate.isascii():
+        reason = "only the ASCII digits 0-9 and one '.' are accepted"
+    elif re.fullmatch(r"[0-9]+\.[0-9]{7,}", candidate):
+        reason = f"the ledger keeps at most six decimal places (the micro-euro, {MONEY_QUANTUM})"
+    elif re.fullmatch(r"[0-9]{13,}(\.[0-9]*)?", candidate):
+        reason = "it is too large (at most twelve digits before the point)"
+    else:
+        reason = "write plain decimal notation: digits and at most one '.', no exponent, sign or separator"
+    raise AmountError(f"{text!r} is not an amount in EUR: {reason}")
 _CENT = Decimal("0.01")
 _PER_MILLION = Decimal(1_000_000)
 

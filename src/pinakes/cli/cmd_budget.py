@@ -67,15 +67,10 @@ def _resolve(accountant: Accountant, call_id: str, actual: Decimal, *, as_json: 
 
 
 def _amount(text: str) -> Decimal:
-    from decimal import InvalidOperation
-
+    from pinakes.budget.money import AMOUNT_EXAMPLE, AmountError, parse_amount
     from pinakes.errors import UsageError
 
     try:
-        amount = Decimal(text)
-    except InvalidOperation:
-        amount = None
-    if amount is None or not amount.is_finite() or amount < 0:
-        raise UsageError(f"--actual {text!r} is not an amount in EUR",
-                         remedy="write a plain decimal, e.g. --actual 0.0312")
-    return amount
+        return parse_amount(text)
+    except AmountError as exc:
+        raise UsageError(f"--actual {exc}", remedy=f"write a plain decimal in EUR, e.g. --actual {AMOUNT_EXAMPLE}") from None

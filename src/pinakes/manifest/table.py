@@ -12,7 +12,7 @@ import difflib
 import math
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, time
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from pinakes.manifest.problems import _Problems
 from pinakes.manifest.sections import SECTION_KEYS
@@ -151,25 +151,19 @@ class _Table:
         return float(value)
 
     def money(self, name: str, default: Decimal) -> Decimal:
-        """EUR as Decimal, from a TOML string or number via its text: never float arithmetic."""
+        """EUR as Decimal, from a TOML string or number via its text (`parse_amount`, the one reader
+        of a typed amount): never float arithmetic."""
+        from pinakes.budget.money import AmountError, parse_amount
+
         example = f'"{default}"'
         value = self._raw(name, (str, int, float), "an amount in EUR", example)
-        if value is None:
-            return default
-        if isinstance(value, _Invalid):
+        if value is None or isinstance(value, _Invalid):
             return default
         try:
-            amount = Decimal(str(value).strip())
-        except InvalidOperation:
-            self.fail(name, f"{value!r} is not an amount", f'write a decimal amount, e.g. {name} = {example}')
+            return parse_amount(str(value))
+        except AmountError as exc:
+            self.fail(name, str(exc), f"write a plain decimal amount, e.g. {name} = {example}")
             return default
-        if not amount.is_finite():
-            self.fail(name, f"must be a finite amount, got {value!r}", f"write e.g. {name} = {example}")
-            return default
-        if amount < 0:
-            self.fail(name, f"must be >= 0, got {amount}", f"write a cap of 0 or more, e.g. {name} = {example}")
-            return default
-        return amount
 
     def string_list(self, name: str, default: tuple[str, ...] | None, example: str) -> tuple[str, ...]:
         value = self._raw(name, (list,), "an array of strings", example)
