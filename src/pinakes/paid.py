@@ -11,12 +11,16 @@ each has its own client module on `.paid-path-allowlist`. What they must do iden
 2. **The SDK's own retries are off** (`max_retries=0`): every attempt is its own reservation, so a
    retry the SDK made silently would be a spend the ledger never saw. The caller retries, and
    only what provably did not bill (`PaidCallError.retry_after_s`).
-3. **A failed call is classified by whether it billed** (`classify_failure`): an error status
-   from the API, or a request that never left (the connection was never made), is *void*; no
-   answer at all (a timeout, a dropped connection, a body that is not the Messages shape) is an
-   *unknown outcome*, counted at its reserved amount until `pnk budget --resolve`.
+3. **A failed call is classified by whether it billed, from where it failed** (`classify_failure`):
+   an error status from the API is *void*, and so is a request that never left this process (raised
+   before the client handed it to its HTTP transport, refused by the HTTP library itself — a key
+   holding a newline is an illegal header — or no connection made); no answer at all after it left
+   (a timeout, a dropped connection, a body that is not the Messages shape) is an *unknown outcome*,
+   counted at its reserved amount until `pnk budget --resolve`.
 4. **A reconciliation is computed from the response's own usage** (`billed_tokens`), never from
-   the request or an estimate.
+   the request or an estimate. A reconciliation the ledger will not take (unwritable, disk full)
+   raises the accountant's UnrecordedOutcomeError carrying the answer: the call was made and paid
+   for, so its result is the caller's to keep, and the error names `pnk budget --resolve`.
 
 `paid_call` applies all four around one request inside the accountant's reservation, and sends
 `max_tokens` equal to the reserved output bound, so the worst case reserved is a bound on what the
@@ -29,13 +33,16 @@ like any other: each function is handed the caller's already-imported `anthropic
 from __future__ import annotations
 
 import os
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pinakes.budget.errors import UnrecordedOutcomeError
 from pinakes.errors import ApiKeyError, PaidCallError
 
 if TYPE_CHECKING:
@@ -92,7 +99,7 @@ def read_api_key(key_file: Path | str | None = None, environ: Mapping[str, str] 
         value = text.strip().splitlines()[0].strip() if text.strip() else ""
         if not value:
             raise ApiKeyError("the API key file is empty", remedy="put the key on its first line", path=key_file)
-        return ApiKey(value)
+        return _one_token(value, f"the first line of {key_file}")
     env = environ if environ is not None else os.environ
     value = env.get(API_KEY_ENV, "").strip()
     if not value:
@@ -100,6 +107,16 @@ def read_api_key(key_file: Path | str | None = None, environ: Mapping[str, str] 
                    "tools never enables spending here" if env.get(GENERIC_KEY_ENV, "").strip() else "")
         raise ApiKeyError(f"a paid call needs an Anthropic API key and {API_KEY_ENV} is not set{generic}",
                           remedy=f"export {API_KEY_ENV}=... in this shell, or pass {KEY_FILE_FLAG} PATH")
+    return _one_token(value, API_KEY_ENV)
+
+
+def _one_token(value: str, source: str) -> ApiKey:
+    """An API key is one token of printable ASCII: anything else (a newline pasted with it, a
+    space) cannot travel in an HTTP header, so it is refused here, before anything is planned."""
+    if not (value.isascii() and value.isprintable()) or " " in value:
+        raise ApiKeyError(f"the API key in {source} holds a space, a control character (a pasted newline?) "
+                          "or a non-ASCII character, which an HTTP header cannot carry",
+                          remedy=f"set {API_KEY_ENV} (or the first line of the {KEY_FILE_FLAG} file) to the key alone")
     return ApiKey(value)
 
 
@@ -110,8 +127,46 @@ def make_client(sdk: Any, key: ApiKey, *, base_url: str | None = None,
                 timeout: float = REQUEST_TIMEOUT_S) -> Any:
     """`sdk.Anthropic` with the key passed explicitly (the SDK then reads no credential from the
     environment or a profile), its own retries off and a bounded timeout. `base_url` None leaves
-    the SDK's own default (`ANTHROPIC_BASE_URL`, else the vendor's endpoint)."""
-    return sdk.Anthropic(api_key=key.reveal(), base_url=base_url, max_retries=0, timeout=timeout)
+    the SDK's own default (`ANTHROPIC_BASE_URL`, else the vendor's endpoint).
+
+    Its HTTP client counts the requests handed to the transport (`_Handoffs`), so a failure raised
+    before the request was handed over is known to be one that never left this process."""
+    handoffs = _Handoffs()
+    http_client = None
+    if hasattr(sdk, "DefaultHttpxClient"):
+        http_client = sdk.DefaultHttpxClient(event_hooks={"request": [handoffs.saw], "response": []})
+    client = sdk.Anthropic(api_key=key.reveal(), base_url=base_url, max_retries=0, timeout=timeout,
+                           http_client=http_client)
+    if http_client is not None:
+        _HANDOFFS[client] = handoffs
+    return client
+
+
+class _Handoffs:
+    """How many requests a client's HTTP layer has been handed, per thread (the httpx request hook
+    runs after the SDK built the request and before the transport sends a byte)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def saw(self, request: object) -> None:
+        del request
+        self._local.count = self.count() + 1
+
+    def count(self) -> int:
+        return int(getattr(self._local, "count", 0))
+
+
+_HANDOFFS: weakref.WeakKeyDictionary[Any, _Handoffs] = weakref.WeakKeyDictionary()
+
+
+def _handoff_count(client: Any) -> int | None:
+    """The client's handoff count so far; None for a client `make_client` did not build (unknown)."""
+    try:
+        handoffs = _HANDOFFS.get(client)
+    except TypeError:  # an object that cannot be weakly referenced: never one of ours
+        return None
+    return handoffs.count() if handoffs is not None else None
 
 
 # --- rule 3: did a failed call bill? ---------------------------------------------------------------
@@ -125,6 +180,7 @@ class CallFailure:
     what: str  # "HTTP 429 (rate_limit_error)", "timed out", ...: for a message, never the key
     status: int | None = None
     retry_after_s: float | None = None  # set only when sending it again is safe (void and busy)
+    unsendable: bool = False  # refused inside this process: the request as built cannot be sent
 
     @property
     def happened(self) -> str:
@@ -132,24 +188,37 @@ class CallFailure:
         return f"was refused with {self.what}" if self.status is not None else self.what
 
 
-def classify_failure(sdk: Any, exc: BaseException) -> CallFailure | None:
-    """Whether the exception a request raised means it billed; None when it is no API failure at
-    all (a bug in the caller, which then leaves the reservation an unknown outcome)."""
+# Transport failures that happen before a request leaves this process, by the HTTP library's class
+# names (this module imports neither the SDK nor the transport beneath it): no connection was made,
+# or the library refused to write the request at all (an illegal header, such as a key holding a
+# newline; a URL it cannot send to). Nothing reached the API, so nothing can have billed.
+_NO_CONNECTION = ("ConnectError", "ConnectTimeout", "PoolTimeout")
+_UNSENDABLE = ("LocalProtocolError", "UnsupportedProtocol", "InvalidURL")
+
+
+def classify_failure(sdk: Any, exc: BaseException, *, handed_off: bool = True) -> CallFailure | None:
+    """Whether the exception a request raised means it billed, from where it happened; None when it
+    is no API failure at all (a bug in the caller). `handed_off` False: the HTTP layer was never
+    handed the request (`paid_call` knows this for a client `make_client` built)."""
     if isinstance(exc, sdk.APIStatusError):
         # The API answered with an error status: an error response is not billed.
         status = int(getattr(exc, "status_code", 0))
         kind = getattr(exc, "type", None) or "error"
         wait = _retry_after(exc) if status in RETRYABLE_STATUS else None
         return CallFailure("void", f"HTTP {status} ({kind})", status, wait)
+    if not isinstance(exc, sdk.APIError) and not isinstance(exc, ValueError):
+        return None
+    where = _transport_failure(exc, _NO_CONNECTION + _UNSENDABLE)
+    if where in _UNSENDABLE or (where is None and not handed_off):
+        return CallFailure("void", f"was refused inside this process before it was sent ({where or type(exc).__name__})",
+                           unsendable=True)
+    if where is not None:  # refused or unresolvable: the request never left this machine
+        return CallFailure("void", "could not connect" + (" (timed out)" if where != "ConnectError" else ""))
     if isinstance(exc, sdk.APITimeoutError):
         return CallFailure("unknown", "timed out")
     if isinstance(exc, sdk.APIConnectionError):
-        if _never_connected(exc):  # refused or unresolvable: the request never left this machine
-            return CallFailure("void", "could not connect", None, None)
         return CallFailure("unknown", "lost its connection")
-    if isinstance(exc, (sdk.APIError, ValueError)):  # a 2xx body that is not the Messages shape
-        return CallFailure("unknown", "came back unreadable")
-    return None
+    return CallFailure("unknown", "came back unreadable")  # a 2xx body that is not the Messages shape
 
 
 def failure_remedy(failure: CallFailure, call_id: str, *, retry: str) -> str:
@@ -157,6 +226,9 @@ def failure_remedy(failure: CallFailure, call_id: str, *, retry: str) -> str:
     if failure.outcome == "unknown":
         return (f"check the usage page of your Anthropic console, then `pnk budget --resolve {call_id} "
                 f"--actual EUR`; {retry}")
+    if failure.unsendable:
+        return (f"check that the API key ({API_KEY_ENV} or {KEY_FILE_FLAG}) is the key alone on one line, "
+                f"and ANTHROPIC_BASE_URL if set; {retry}")
     if failure.status in (401, 403):
         return f"check the API key ({API_KEY_ENV} or {KEY_FILE_FLAG}) and its workspace's permissions"
     if failure.status is None:
@@ -176,18 +248,18 @@ def _retry_after(exc: Any) -> float:
     return max(0.0, min(wait, MAX_RETRY_WAIT_S))
 
 
-def _never_connected(exc: BaseException) -> bool:
-    """True when the SDK's connection error wraps the HTTP library's connect failure (no TCP or TLS
-    session was made, so no request was sent). Read by class name: this module imports no client,
-    nor the transport beneath it."""
+def _transport_failure(exc: BaseException, names: tuple[str, ...]) -> str | None:
+    """The first of `names` that a class in `exc`'s cause chain is (or derives from), read by class
+    name: this module imports no client, nor the transport beneath it."""
     seen: set[int] = set()
-    cause: BaseException | None = exc.__cause__ or exc.__context__
+    cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
-        if any(klass.__name__ == "ConnectError" for klass in type(cause).__mro__):
-            return True
+        for klass in type(cause).__mro__:
+            if klass.__name__ in names:
+                return klass.__name__
         cause = cause.__cause__ or cause.__context__
-    return False
+    return None
 
 
 # --- rule 4: reconciliation from the response's usage ----------------------------------------------
@@ -226,18 +298,24 @@ def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapp
 
     `request` is the keyword arguments of `client.messages.create` without `max_tokens`, which is
     always the reserved output bound. Raises the accountant's BudgetExceededError (the call was
-    never made), or PaidCallError carrying the classification (void: closed at zero; unknown: left
-    open at its reservation). Any other exception leaves the reservation open too: unclassified is
-    counted as possibly billed.
+    never made), PaidCallError carrying the classification (void: closed at zero; unknown: left
+    open at its reservation), or UnrecordedOutcomeError when the ledger would not take the outcome
+    (its `answer` is this PaidAnswer when the call billed: keep what was paid for). Any other
+    exception leaves the reservation open too (unclassified is counted as possibly billed), unless
+    it was raised before the HTTP layer was handed the request: then nothing left, and it is voided.
     """
     if "max_tokens" in request:
         raise ValueError("max_tokens is the reservation's output bound; paid_call sets it")
     with plan.call(shape, unit=unit) as call:
+        handoffs_before = _handoff_count(client)
         try:
             message = client.messages.create(max_tokens=shape.max_output_tokens, **request)
         except Exception as exc:
-            failure = classify_failure(sdk, exc)
+            handed_off = handoffs_before is None or _handoff_count(client) != handoffs_before
+            failure = classify_failure(sdk, exc, handed_off=handed_off)
             if failure is None:
+                if not handed_off:
+                    call.void(f"raised before the request was handed over ({type(exc).__name__})")
                 raise
             if failure.outcome == "void":
                 call.void(failure.what)
@@ -248,7 +326,11 @@ def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapp
                                 billed=billed, outcome=failure.outcome, call_id=call.call_id, status=failure.status,
                                 retry_after_s=failure.retry_after_s,
                                 remedy=failure_remedy(failure, call.call_id, retry=retry)) from None
-        cost = reconcile(call, message)
+        try:
+            cost = reconcile(call, message)
+        except UnrecordedOutcomeError as exc:
+            exc.answer = PaidAnswer(message, call.call_id, exc.actual_eur)
+            raise
         return PaidAnswer(message, call.call_id, cost)
 
 

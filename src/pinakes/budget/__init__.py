@@ -82,6 +82,7 @@ from pinakes.budget.errors import (
     StalePricesError,
     UnknownCallError,
     UnpricedModelError,
+    UnrecordedOutcomeError,
 )
 from pinakes.budget.money import MONEY_QUANTUM, to_eur
 from pinakes.budget.prices import ModelPrice, PriceTable, load_prices
@@ -106,6 +107,7 @@ __all__ = [
     "StalePricesError",
     "UnknownCallError",
     "UnpricedModelError",
+    "UnrecordedOutcomeError",
     "load_prices",
     "to_eur",
 ]

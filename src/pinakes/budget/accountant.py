@@ -29,12 +29,13 @@ from pinakes.budget.errors import (
     StalePricesError,
     UnknownCallError,
     UnpricedModelError,
+    UnrecordedOutcomeError,
 )
 from pinakes.budget.ledger import OPERATIONS, Ledger, LedgerRecord
 from pinakes.budget.money import ceil_cents, eur_to_usd, format_eur, to_eur
 from pinakes.budget.prices import ModelPrice, PriceTable, load_prices
 from pinakes.budget.windows import CallRecord, Totals, budget_timezone, fold, month_key
-from pinakes.errors import PinakesError, UsageError
+from pinakes.errors import FilesystemError, PinakesError, UsageError
 from pinakes.kb import KBPaths
 from pinakes.manifest import BudgetSection
 
@@ -149,10 +150,10 @@ class Accountant:
     def resolve(self, call_id: str, actual_eur: Decimal) -> LedgerRecord:
         """Close an unknown outcome at what the provider's console says it cost: appends a
         resolution record at the reservation's own rate; never edits a line."""
-        if not actual_eur.is_finite() or actual_eur < 0:
+        if not actual_eur.is_finite() or actual_eur < 0 or actual_eur.is_signed():
             raise UsageError(f"--actual must be a non-negative amount in EUR, not {actual_eur}",
                              remedy="write the amount the provider billed, e.g. --actual 0.0312")
-        with self.ledger.exclusive():
+        with self.ledger.exclusive(consequence="nothing was resolved"):
             call = fold(self.ledger.records).get(call_id)
             if call is None or call.reservation is None:
                 raise UnknownCallError(
@@ -206,8 +207,11 @@ class Accountant:
         record = _outcome(reservation, kind, self._now(), input_tokens, output_tokens, cost_usd,
                           usd_per_eur=self.prices.usd_per_eur, prices_as_of=self.prices.as_of,
                           rate_as_of=self.prices.rate_as_of)
-        with self.ledger.exclusive():
-            self.ledger.append(record)
+        try:
+            with self.ledger.exclusive(consequence=""):
+                self.ledger.append(record)
+        except FilesystemError as exc:
+            raise _unrecorded(reservation, record, exc) from None
         return record
 
     # -- checks ----------------------------------------------------------------------------------
@@ -462,6 +466,20 @@ def _outcome(reservation: LedgerRecord, kind: str, now: datetime, input_tokens: 
         prices_as_of=prices_as_of or reservation.prices_as_of,
         rate_as_of=rate_as_of or reservation.rate_as_of, kb_id=reservation.kb_id,
     )
+
+
+def _unrecorded(reservation: LedgerRecord, record: LedgerRecord, exc: FilesystemError) -> UnrecordedOutcomeError:
+    """The error for an outcome the ledger would not take: the call WAS made, and says how to close it."""
+    call_id, actual = reservation.call_id, record.eur()
+    if record.kind == "void":
+        made = f"call {call_id} billed nothing"
+    else:
+        made = f"call {call_id} was made and billed {format_eur(actual)} by its usage"
+    return UnrecordedOutcomeError(
+        f"{made}, but {exc.message}: until it is resolved the call counts as an unknown outcome at its "
+        f"reserved {format_eur(reservation.eur())}",
+        call_id=call_id, actual_eur=actual, path=exc.path,
+        remedy=f"{exc.remedy}; then record what it cost: `pnk budget --resolve {call_id} --actual {actual}`")
 
 
 def _ask_on_terminal(question: str) -> bool:

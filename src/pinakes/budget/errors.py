@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from pinakes.errors import EXIT_CONFIG, EXIT_DATA, EXIT_FAILURE, EXIT_UNAVAILABLE, PinakesError
+from pinakes.errors import EXIT_CONFIG, EXIT_DATA, EXIT_FAILURE, EXIT_IO, EXIT_UNAVAILABLE, PinakesError
 
 # The three caps, in the order they are named (spec §5).
 WINDOWS = ("per_operation_eur", "daily_eur", "monthly_eur")
@@ -111,3 +111,22 @@ class UnknownCallError(BudgetError):
     """`pnk budget --resolve` named a call_id the ledger has no open reservation for."""
 
     exit_code = EXIT_CONFIG
+
+
+class UnrecordedOutcomeError(BudgetError):
+    """A call was made, but its outcome (a reconciliation or a void) could not be written to the
+    ledger: the reservation stays an unknown outcome until `pnk budget --resolve`. Whatever the call
+    returned is still the caller's to keep (`answer`, set by `pinakes.paid.paid_call`): it was paid
+    for. A stop, never a per-document failure: no further call can be reserved on that ledger."""
+
+    exit_code = EXIT_IO
+
+    def __init__(self, message: str, *, call_id: str, actual_eur: Decimal, remedy: str,
+                 path: Path | str | None = None):
+        super().__init__(message, remedy=remedy, path=path)
+        self.call_id = call_id
+        self.actual_eur = actual_eur  # what the response's usage says it cost (0 for a void)
+        self.answer: object | None = None
+
+    def to_dict(self) -> dict[str, object]:  # type: ignore[override]
+        return {**super().to_dict(), "call_id": self.call_id, "actual_eur": str(self.actual_eur)}

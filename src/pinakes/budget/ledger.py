@@ -193,13 +193,15 @@ class Ledger:
                                       "in-progress write; never summed)") if partial else None)
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[Ledger]:
-        """Hold the ledger's lock, with every record appended by anyone up to now read in."""
+    def exclusive(self, consequence: str = "no call was made") -> Iterator[Ledger]:
+        """Hold the ledger's lock, with every record appended by anyone up to now read in.
+        `consequence` is what a failure to take it means for the caller ("no call was made" before
+        a reservation; a call being closed was made already)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise filesystem_error(self.lock_path, exc, "open the ledger's lock", "no call was made") from exc
+            raise filesystem_error(self.lock_path, exc, "open the ledger's lock", consequence) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._locked = True
@@ -214,12 +216,14 @@ class Ledger:
         """Append `record` durably (one write, then fsync); only inside `exclusive()`."""
         assert self._locked, "Ledger.append outside Ledger.exclusive()"
         line = record.encode()
-        self._write(line, "append to the spending ledger")
+        # Only a reservation precedes its call; any other record closes a call already made.
+        consequence = "no call was made" if record.kind == "reservation" else ""
+        self._write(line, "append to the spending ledger", consequence)
         self.records.append(record)
         self._lines += 1
         self._offset += len(line)
 
-    def _write(self, data: bytes, doing: str) -> None:
+    def _write(self, data: bytes, doing: str, consequence: str = "nothing was written") -> None:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -230,7 +234,7 @@ class Ledger:
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise filesystem_error(self.path, exc, doing, "no call was made after it") from exc
+            raise filesystem_error(self.path, exc, doing, consequence) from exc
 
     def _seal_torn_tail(self) -> None:
         """Under the lock: an unterminated last line is either a complete record missing only its

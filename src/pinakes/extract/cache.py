@@ -106,12 +106,21 @@ class ExtractCache:
         try:
             _atomic_write(path, data)
         except OSError as exc:
-            raise FilesystemError(
-                f"cannot write the extraction cache: {exc.strerror or exc}",
-                remedy="free disk space or fix permissions; the cache is safe to delete",
-                path=path,
-            ) from exc
+            raise _refused(exc, path, "write the extraction cache") from exc
         return path
+
+    def check_writable(self) -> None:
+        """Raise FilesystemError unless an entry can be written here now (a probe file, removed at
+        once): a paid run asks before its first call, so nothing is paid for that it cannot keep."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=self.directory, prefix=_TEMPORARY_PREFIX)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            error = _refused(exc, self.directory, "write the extraction cache")
+            error.message += "; a paid run keeps every extraction it pays for there, so nothing was paid for"
+            raise error from exc
 
     def sweep(self, active_hashes: Collection[str]) -> SweepResult:
         """Delete free entries whose content_hash is not active; report paid and unreadable ones.
@@ -245,6 +254,17 @@ def _atomic_write(path: Path, data: bytes) -> None:
             os.fsync(directory_fd)
         finally:
             os.close(directory_fd)
+
+
+def _refused(exc: OSError, path: Path, doing: str) -> FilesystemError:
+    """The error for a write the cache's directory refused. Its remedy never says to delete the
+    cache: it may hold paid extractions (spec §6.3), which only money brings back."""
+    reason = exc.strerror or str(exc)
+    return FilesystemError(
+        f"cannot {doing} ({reason})", path=path,
+        remedy="free disk space, or make the directory writable again (its permissions, a read-only mount, "
+               "or an immutable flag), then run `pnk sync`; keep the directory: it holds paid extractions, "
+               "which only a new paid run could bring back")
 
 
 def _size(path: Path) -> int:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pinakes import paid
+from pinakes.budget.errors import UnrecordedOutcomeError
 from pinakes.errors import (
     MissingExtraError,
     PaidCallError,
@@ -242,6 +243,9 @@ class PaidExtraction:
     extracted: ExtractedText
     call_ids: tuple[str, ...]
     page_texts: tuple[str, ...]
+    # The last call billed but the ledger would not take its reconciliation: the text is whole and
+    # paid for (keep it), and the caller stops before the next paid call.
+    unrecorded: UnrecordedOutcomeError | None = None
 
 
 @dataclass(frozen=True)
@@ -256,25 +260,39 @@ def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str =
     """Extract every page of `path`, one budgeted call per slice; all or nothing.
 
     Raises PaidExtractionFailedError for a document failure, and lets the accountant's
-    BudgetExceededError through untouched: the caller decides between abort and partial.
+    BudgetExceededError through untouched: the caller decides between abort and partial. A
+    reconciliation the ledger would not take on the last slice still returns the whole document
+    (`unrecorded` set); on an earlier slice the UnrecordedOutcomeError is raised (no further call
+    can be reserved on that ledger, and a document is never indexed in part).
     """
     total = page_count(path)
     texts: list[str] = []
     call_ids: list[str] = []
-    for number, pages in enumerate(slices(total)):
+    cut = slices(total)
+    unrecorded: UnrecordedOutcomeError | None = None
+    for number, pages in enumerate(cut):
         images = render_pages(path, pages)
         request = build_request(images, pages.start + 1, total, model=model)
         del images
-        answer, ids = _call_with_retries(client, plan, request, pages, unit=f"{unit}#slice-{number}",
-                                         model=model, sleep=sleep, path=path)
+        answer, ids, unrecorded = _call_with_retries(client, plan, request, pages, unit=f"{unit}#slice-{number}",
+                                                     model=model, sleep=sleep, path=path)
         call_ids.extend(ids)
         texts.extend(answer.texts)
+        if unrecorded is not None and number < len(cut) - 1:
+            unrecorded.answer = None
+            unrecorded.details.append(
+                f"{path}: pages 1-{pages.stop} of {total} came back, but the rest cannot be paid for while the "
+                "ledger refuses writes, and a document is never indexed in part; it is not indexed")
+            raise unrecorded
     extracted = ExtractedText.from_pages(texts, PAGE_SEPARATOR, backend=BACKEND, fingerprint=_SPEC.fingerprint())
-    return PaidExtraction(extracted, tuple(call_ids), tuple(texts))
+    return PaidExtraction(extracted, tuple(call_ids), tuple(texts), unrecorded)
 
 
 def _call_with_retries(client: Any, plan: Plan, request: dict[str, Any], pages: range, *, unit: str,
-                       model: str, sleep: Callable[[float], None], path: Path) -> tuple[SliceAnswer, list[str]]:
+                       model: str, sleep: Callable[[float], None],
+                       path: Path) -> tuple[SliceAnswer, list[str], UnrecordedOutcomeError | None]:
+    """The slice's answer, its attempts' call_ids, and the ledger's refusal of its reconciliation
+    when the call billed but could not be recorded (the answer is paid for, so it is still read)."""
     shape = call_shape(len(pages), unit=unit, model=model)
     where = f"pages {pages.start + 1}-{pages.stop}"
     try:
@@ -284,7 +302,16 @@ def _call_with_retries(client: Any, plan: Plan, request: dict[str, Any], pages: 
         attempts = f" after {exc.attempts} attempts" if exc.attempts > 1 else ""
         raise PaidExtractionFailedError(f"the request for {where} {exc.happened}{attempts}; {exc.billed}",
                                         remedy=exc.remedy, path=path) from None
-    return _answer(answer.message, pages, where, path), list(call_ids)
+    except UnrecordedOutcomeError as exc:
+        if not isinstance(exc.answer, paid.PaidAnswer):
+            raise
+        try:
+            return _answer(exc.answer.message, pages, where, path), [exc.call_id], exc
+        except PaidExtractionFailedError as failure:  # nothing to keep; the ledger's fault still stops the run
+            exc.answer = None
+            exc.details.append(failure.render())
+            raise exc from None
+    return _answer(answer.message, pages, where, path), list(call_ids), None
 
 
 def _answer(message: Any, pages: range, where: str, path: Path) -> SliceAnswer:

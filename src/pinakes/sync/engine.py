@@ -82,10 +82,11 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
 def _stopped(error: PinakesError, report: SyncReport) -> PinakesError:
     """`error` stopped the sync: it carries what the run had done and which documents had failed."""
     if report.failures or report.indexed:
-        error.details = [f"the sync stopped after indexing {report.indexed} document(s); "
-                         f"{len(report.failures)} had failed:" if report.failures else
-                         f"the sync stopped after indexing {report.indexed} document(s) (they are kept)"]
-        error.details += [f"  {f.path} [{f.stage}]: {f.error.splitlines()[0]}" for f in report.failures]
+        done = [f"the sync stopped after indexing {report.indexed} document(s); "
+                f"{len(report.failures)} had failed:" if report.failures else
+                f"the sync stopped after indexing {report.indexed} document(s) (they are kept)"]
+        done += [f"  {f.path} [{f.stage}]: {f.error.splitlines()[0]}" for f in report.failures]
+        error.details = done + error.details  # what the error itself says it left (e.g. paid text kept) stays
     return error
 
 

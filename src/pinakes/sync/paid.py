@@ -12,6 +12,13 @@ abort); the API key is read only then, so a run with nothing to pay for needs no
 nothing: its text goes to the cache with the operation_id and call_ids that join it to the ledger,
 its completeness audit beside it, and `provenance.extraction` into its sidecar.
 
+A paid result is never thrown away once paid for. A fault of a store that holds paid text or its
+cost — the extraction cache refusing the entry (disk full, an unwritable or immutable directory),
+the ledger refusing the reconciliation — is a stop, not a document failure: the document that was
+paid for is still indexed from the text in hand (the index is where the next run finds it, without
+paying), no further paid call is made in this run, and the sync ends with that fault's error
+(`finish`). Before call 0, `prepare` checks the cache takes a write at all.
+
 `protect` (the free branch, PDFs only) applies §6.4's rows for a document whose sidecar records a
 paid extraction: never re-extracted for free while the file is unchanged (the index row or the
 cache supplies the text); a changed file is a failure pointing at the paid run; an unchanged file
@@ -24,6 +31,7 @@ when a paid backend is in effect, and it imports the SDK only when it makes a ca
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import sys
 from dataclasses import dataclass, field
@@ -32,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinakes.errors import (
+    FilesystemError,
     PaidExtractionFailedError,
     PaidExtractionUnavailableError,
     PinakesError,
@@ -76,6 +85,11 @@ class PaidState:
     discarded: list[str] = field(default_factory=list)  # --force + free --extract overrode these
     audits: list[tuple[str, DocumentAudit]] = field(default_factory=list)
     discard_pending: set[str] = field(default_factory=set)  # doc_ids whose paid record goes on success
+    # A store of paid text or its cost refused a write: no further paid call in this run (module docstring).
+    store_fault: PinakesError | None = None
+    paid_here: dict[str, ExtractedText] = field(default_factory=dict)  # content hash -> text paid for in this run
+    kept_uncached: list[str] = field(default_factory=list)  # paid for, indexed, but not in the cache
+    held_back: list[str] = field(default_factory=list)  # not paid for because of the store fault
 
 
 def state_of(ctx: SyncContext) -> PaidState:
@@ -174,6 +188,7 @@ def prepare(ctx: SyncContext) -> None:
         paying[item.file.content_hash] = item
     if not to_pay:
         return
+    cache.check_writable()  # every extraction paid for is kept there: refuse before paying, not after
 
     from pinakes.budget import Accountant
     from pinakes.paid import read_api_key
@@ -205,7 +220,8 @@ def _native(ctx: SyncContext, cache: ExtractCache, item: DocWork) -> ExtractedTe
     from pinakes.extract.pdf import extract
 
     extracted = extract(ctx.paths.root / item.path, "pdf")
-    cache.put(item.file.content_hash, extracted, paid=False)
+    with contextlib.suppress(FilesystemError):  # free text, re-extracted next time: no reason to stop
+        cache.put(item.file.content_hash, extracted, paid=False)
     return extracted
 
 
@@ -239,6 +255,9 @@ def extract_paid_document(ctx: SyncContext, item: DocWork) -> ExtractedText | No
         return _native(ctx, cache, item)
     if decision.kind == "same-bytes":
         return _same_bytes(ctx, state, item, cache, fingerprint, decision.message)
+    if state.store_fault is not None:
+        state.held_back.append(item.path)
+        return None
     if decision.kind == "not-admitted" or state.stopped is not None:
         state.not_reached.append(item.path)
         return None
@@ -248,8 +267,14 @@ def extract_paid_document(ctx: SyncContext, item: DocWork) -> ExtractedText | No
 def _same_bytes(ctx: SyncContext, state: PaidState, item: DocWork, cache: ExtractCache, fingerprint: str,
                 payer: str) -> ExtractedText | None:
     """What `payer` (earlier in this run, the same bytes) was extracted to: never paid for twice."""
-    hit = cache.get(item.file.content_hash, fingerprint)
-    if hit is None:
+    extracted = state.paid_here.get(item.file.content_hash)
+    hit = cache.get(item.file.content_hash, fingerprint) if extracted is None else None
+    if extracted is None and hit is not None:
+        extracted = hit.extracted
+    if extracted is None:
+        if state.store_fault is not None:
+            state.held_back.append(item.path)
+            return None
         if state.stopped is not None:
             state.not_reached.append(item.path)
             return None
@@ -257,38 +282,82 @@ def _same_bytes(ctx: SyncContext, state: PaidState, item: DocWork, cache: Extrac
             f"this file has the same bytes as {payer}, whose paid extraction did not complete in this run; "
             "it is not paid for twice", remedy="see the failure reported for that file, then run `pnk sync` again")
     _record_provenance(ctx, item, state.backend, fingerprint, only_if_missing=False)
-    return hit.extracted
+    return extracted
 
 
 def _pay(ctx: SyncContext, state: PaidState, item: DocWork, cache: ExtractCache,
          fingerprint: str) -> ExtractedText | None:
-    from pinakes.budget import BudgetExceededError
+    """Pay for `item` and keep what was paid for: in the cache, else (a store fault, which stops the
+    paying) indexed from the text in hand."""
+    from pinakes.budget import BudgetExceededError, UnrecordedOutcomeError
     from pinakes.extract import claude_vision
-    from pinakes.extract.audit import audit_pages
-    from pinakes.extract.floors import load_floors
 
     assert state.plan is not None
+    calls_before = len(state.plan.call_ids)
     try:
         result = claude_vision.extract_paid(ctx.paths.root / item.path, client=state.client,
                                             plan=state.plan, unit=item.path)
     except BudgetExceededError as exc:
-        if ctx.manifest.budget.on_exceed == "abort":
-            exc.details = [f"the budget stopped the run at {item.path}; documents extracted before it "
-                           "are kept in the extraction cache and the ledger"]
-            ctx.fatal = exc
-            return None
-        state.stopped = exc
-        raise PaidExtractionFailedError(
-            "the budget stopped the run part-way through this document (on_exceed = partial keeps "
-            f"whole documents only); it is not indexed in part: {exc.message}", remedy=exc.remedy) from None
-    native = _native(ctx, cache, item)
-    native_pages = [native.text[start:end] for start, end in native.pages or ()]
-    audit = audit_pages(native_pages, result.page_texts, text_yield_floor=load_floors().text_yield_floor)
-    cache.put(item.file.content_hash, result.extracted, paid=True, operation_id=state.plan.operation_id,
-              call_ids=result.call_ids, audit=audit.to_dict())
-    state.audits.append((item.path, audit))
+        return _budget_stopped(ctx, state, item, exc, calls_made=len(state.plan.call_ids) - calls_before)
+    except UnrecordedOutcomeError as exc:  # nothing whole came back to keep; the fault still stops the run
+        _stop_paying(state, exc)
+        raise PaidExtractionFailedError(f"not indexed: the ledger refused the outcome of call {exc.call_id} "
+                                        "(the run stops before its next paid call; its error follows)",
+                                        remedy=exc.remedy) from None
+    state.paid_here[item.file.content_hash] = result.extracted
+    if result.unrecorded is not None:
+        _stop_paying(state, result.unrecorded)
+    audit = _audit(ctx, cache, item, result.page_texts)
+    try:
+        cache.put(item.file.content_hash, result.extracted, paid=True, operation_id=state.plan.operation_id,
+                  call_ids=result.call_ids, audit=audit.to_dict() if audit is not None else None)
+    except FilesystemError as exc:
+        state.kept_uncached.append(item.path)
+        exc.message = (f"{exc.message}; the run stopped before its next paid call, so nothing more is paid "
+                       "for that could not be kept")
+        _stop_paying(state, exc)
+    if audit is not None:
+        state.audits.append((item.path, audit))
     _record_provenance(ctx, item, state.backend, fingerprint, only_if_missing=False)
     return result.extracted
+
+
+def _audit(ctx: SyncContext, cache: ExtractCache, item: DocWork, page_texts: tuple[str, ...]) -> DocumentAudit | None:
+    """The completeness audit of a paid extraction against the free text layer, or None when the
+    free layer cannot be read now: an audit is a report, never a reason to lose paid text."""
+    from pinakes.extract.audit import audit_pages
+    from pinakes.extract.floors import load_floors
+
+    try:
+        native = _native(ctx, cache, item)
+    except PinakesError:
+        return None
+    native_pages = [native.text[start:end] for start, end in native.pages or ()]
+    return audit_pages(native_pages, list(page_texts), text_yield_floor=load_floors().text_yield_floor)
+
+
+def _stop_paying(state: PaidState, fault: PinakesError) -> None:
+    """No paid call after this one in this run (the first fault is the one reported)."""
+    if state.store_fault is None:
+        state.store_fault = fault
+
+
+def _budget_stopped(ctx: SyncContext, state: PaidState, item: DocWork, exc: PinakesError, *,
+                    calls_made: int) -> ExtractedText | None:
+    """The budget refused a call of `item` (`calls_made` of its calls were made before it)."""
+    if ctx.manifest.budget.on_exceed == "abort":
+        exc.details = [f"the budget stopped the run at {item.path}; documents extracted before it "
+                       "are kept in the extraction cache and the ledger"]
+        ctx.fatal = exc
+        return None
+    state.stopped = exc
+    if calls_made == 0:  # nothing of it was paid for: not reached, like every document after it
+        state.not_reached.append(item.path)
+        return None
+    raise PaidExtractionFailedError(
+        f"the budget stopped the run part-way through this document, after {calls_made} paid call(s) for it "
+        f"(on_exceed = partial keeps whole documents only); it is not indexed in part: {exc.message}",
+        remedy=exc.remedy) from None
 
 
 def _record_provenance(ctx: SyncContext, item: DocWork, backend: str, fingerprint: str, *,
@@ -538,6 +607,8 @@ def finish(ctx: SyncContext) -> None:
     if state.not_reached:
         report.notes.append(f"{len(state.not_reached)} PDF(s) were not extracted within the budget "
                             f"(on_exceed = partial; the next run picks them up): {_names(state.not_reached)}")
+    if state.store_fault is not None:
+        _stop_the_run(ctx, state, state.store_fault)
     paid: dict[str, object] = {"backend": state.backend}
     if state.plan is not None:
         paid.update(state.plan.to_dict())
@@ -553,6 +624,22 @@ def finish(ctx: SyncContext) -> None:
         paid.update(audits=audits, protected=state.protected, discarded=state.discarded,
                     healthy_free_layer=state.healthy, not_reached=state.not_reached)
         report.paid = paid
+
+
+def _stop_the_run(ctx: SyncContext, state: PaidState, fault: PinakesError) -> None:
+    """End the sync with the store fault, saying what the paid documents became (once the pipeline
+    has committed what it held: the paid text in hand is indexed by then)."""
+    if state.kept_uncached:
+        fault.details.append(f"{len(state.kept_uncached)} PDF(s) paid for in this run are indexed although "
+                             "the extraction cache could not keep them; the next run reuses them from the "
+                             f"index without paying: {_names(state.kept_uncached)}")
+    if state.held_back:
+        fault.details.append(f"{len(state.held_back)} PDF(s) were not paid for after the fault (the next run "
+                             f"picks them up): {_names(state.held_back)}")
+    if ctx.fatal is None:
+        ctx.fatal = fault
+    elif ctx.fatal is not fault:
+        ctx.fatal.details.append(fault.render())
 
 
 def _spent_eur(ctx: SyncContext, call_ids: list[str]) -> object | None:
