@@ -248,10 +248,10 @@ def test_a_version_never_archived_cannot_be_compared(kb: Path, templates: Path, 
     manifest = kb / "pinakes.toml"
     edit(manifest, f'"{RECORDED}"', f'"{NEXT}"')  # a version whose content is unknown
     before = manifest.read_bytes()
-    assert main(["-C", str(kb), "upgrade"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith(f"cannot compare: {NEXT} was never archived")
-    assert "final_k" not in out  # nothing is diffed from a reconstruction
+    assert main(["-C", str(kb), "upgrade"]) == EXIT_UNAVAILABLE  # no diff is no report (issue #26)
+    err = capsys.readouterr().err
+    assert f"cannot compare: {NEXT} was never archived" in err and "remedy:" in err
+    assert "final_k" not in err  # nothing is diffed from a reconstruction
     assert main(["-C", str(kb), "upgrade", "--apply"]) == EXIT_UNAVAILABLE
     assert manifest.read_bytes() == before
 
@@ -263,8 +263,8 @@ def test_a_version_never_archived_cannot_be_compared(kb: Path, templates: Path, 
 def test_other_references_cannot_be_compared(kb: Path, recorded: str, fragment: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     edit(kb / "pinakes.toml", f'"{RECORDED}"', f'"{recorded}"')
-    assert main(["-C", str(kb), "upgrade"]) == 0
-    assert fragment in capsys.readouterr().out
+    assert main(["-C", str(kb), "upgrade"]) == EXIT_UNAVAILABLE
+    assert fragment in capsys.readouterr().err
 
 
 def test_crlf_line_endings_survive_an_apply(kb: Path, v2: TemplateCatalog) -> None:

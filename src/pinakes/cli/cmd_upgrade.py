@@ -26,11 +26,14 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     from pinakes.errors import UsageError
     from pinakes.upgrade import apply_upgrade, plan_upgrade
+    from pinakes.upgrade.apply import cannot_compare_error
     from pinakes.upgrade.report import render_plan
 
     if args.yes and not args.apply:
         raise UsageError("--yes only applies with --apply", remedy="run `pnk upgrade --apply --yes`")
     plan = plan_upgrade(getattr(args, "kb_dir", None))
+    if plan.status == "cannot-compare":  # no diff is no report: exit 69 with the remedy (docs/CLI.md)
+        raise cannot_compare_error(plan)
     if not args.json:
         print(render_plan(plan))  # the whole change, before anything is written
     if not args.apply:

@@ -23,15 +23,21 @@ class AppliedUpgrade:
     recorded: str | None  # the version the manifest records now
 
 
+def cannot_compare_error(plan: UpgradePlan) -> TemplateNotArchivedError:
+    """There is nothing to diff (the recorded version was never archived, is newer than the installed
+    one, or names a template not installed): an error with its remedy, for the report and --apply."""
+    return TemplateNotArchivedError(f"cannot compare: {plan.reason}; nothing was changed",
+                                    remedy="keep the manifest as it is, or compare it by hand with "
+                                           "`pnk init --template NAME` in a scratch directory",
+                                    path=plan.manifest_path)
+
+
 def apply_upgrade(plan: UpgradePlan, *, budget_confirmed: bool) -> AppliedUpgrade:
     """Write `plan`'s result, or raise without touching the file."""
     if plan.status in ("no-template", "current"):
         return AppliedUpgrade(plan.manifest_path, None, plan.recorded)
     if plan.status == "cannot-compare":
-        raise TemplateNotArchivedError(f"cannot compare: {plan.reason}; nothing was changed",
-                                       remedy="keep the manifest as it is, or compare it by hand with "
-                                              "`pnk init --template NAME` in a scratch directory",
-                                       path=plan.manifest_path)
+        raise cannot_compare_error(plan)
     if plan.conflicts:
         error = UpgradeRefusedError(
             f"{len(plan.conflicts)} of the template's changes do not apply to your manifest; nothing was "
