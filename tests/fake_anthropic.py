@@ -16,6 +16,15 @@ Every request is recorded (path, headers, parsed body) so a test can assert what
 that needs something to happen while a request is in flight (another process spending through the
 same ledger, a second sync meeting the lock) sets `on_request`: it runs in the server's thread after
 the request is recorded and before it is answered, so the client is still waiting on its answer.
+
+Run as a script, it is a rehearsal server for a person (docs/GUIDE.md, "Rehearsing a paid run"):
+
+    python tests/fake_anthropic.py [--host 127.0.0.1] [--port 8765]
+
+serves on loopback only until Ctrl-C, prints the two variables to export in the shell that runs
+`pnk`, logs one line per request on stderr, and also answers `pnk ask --deep`'s two requests by
+their schema (one new query; an answer citing the first passage shown). Standard library only, so any
+Python 3.11 runs it.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sys
 import threading
 import time
 import zlib
@@ -62,21 +72,21 @@ class Recorded:
 class FakeAnthropic:
     """The server; use as a context manager (it stops its thread on exit)."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.page_texts: dict[int, str] = {}
         self.script: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self.output_tokens_per_page = 40
         self.on_request: Callable[[Recorded], None] | None = None  # see the module docstring
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-anthropic", daemon=True)
 
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://[{host!s}]:{port}" if ":" in str(host) else f"http://{host!s}:{port}"
 
     def __enter__(self) -> FakeAnthropic:
         self._thread.start()
@@ -254,3 +264,112 @@ def scanned_pdf(pages: int, native_text: dict[int, str] | None = None, size: int
     pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
     pdf += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref_at)
     return pdf
+
+
+# --- the rehearsal server: `python tests/fake_anthropic.py` ----------------------------------------
+
+REHEARSAL_KEY = "rehearsal-not-a-key"  # the server reads no key; Pinakes refuses to run without one
+REHEARSAL_ANSWER = "A rehearsal answer from the local test server: it cites the first passage shown [1]."
+
+
+class RehearsalServer(FakeAnthropic):
+    """The default answers, plus `pnk ask --deep`'s structured requests answered by their schema, and
+    a line per request on stderr (what a person rehearsing a run wants to see go by)."""
+
+    def answer(self, path: str, body: dict[str, Any] | None) -> tuple[int, dict[str, str], bytes, float]:
+        answered = self._structured(path, body) or super().answer(path, body)
+        images = sum(1 for block in _content_blocks(body) if block.get("type") == "image") if body else 0
+        print(f"{time.strftime('%H:%M:%S')} POST {path} -> {answered[0]}"
+              + (f" ({images} page image{'s' * (images != 1)})" if images else ""), file=sys.stderr, flush=True)
+        return answered
+
+    def _structured(self, path: str, body: dict[str, Any] | None) -> tuple[int, dict[str, str], bytes, float] | None:
+        schema = ((body or {}).get("output_config") or {}).get("format", {}).get("schema") or {}
+        properties = schema.get("properties") or {}
+        if path != "/v1/messages" or body is None:
+            return None
+        if "queries" in properties:  # one new query, so the loop goes on to an answer call
+            payload: dict[str, Any] = {"queries": [_rehearsal_query(body)]}
+        elif "answer" in properties and "citations" in properties:
+            payload = {"answer": REHEARSAL_ANSWER, "citations": [1]}
+        else:
+            return None
+        text = json.dumps(payload)
+        sent = len(json.dumps(body).encode("utf-8"))
+        message = {
+            "id": f"msg_rehearsal{len(self.requests):04d}", "type": "message", "role": "assistant",
+            "model": body.get("model", "unknown"), "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": sent // 4, "output_tokens": max(1, len(text) // 4),
+                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        }
+        return 200, {}, json.dumps(message).encode(), 0.0
+
+
+def _rehearsal_query(body: dict[str, Any]) -> str:
+    """A search the loop has not run yet: the question without its first word (its words still find
+    the passages the question would)."""
+    texts = [block.get("text", "") for block in _content_blocks(body) if block.get("type") == "text"]
+    texts += [m["content"] for m in body.get("messages") or [] if isinstance(m.get("content"), str)]
+    question = next((m.group(1) for m in map(re.compile(r"^Question: (.+)$", re.M).search, texts) if m), "")
+    words = question.split()
+    return " ".join(words[1:]) if len(words) > 1 else f"{question} overview"
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops it as Ctrl-C does: the port is released on the way out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(
+        prog="python tests/fake_anthropic.py",
+        description="A local stand-in for the Anthropic Messages API, to rehearse a paid Pinakes run "
+                    "(`pnk sync --extract=claude-vision`, `pnk ask --deep`) without a key or a bill.")
+    parser.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0 picks a free one)")
+    args = parser.parse_args(argv)
+    if not _is_loopback(args.host):
+        print(f"error: --host {args.host} is not a loopback address; the rehearsal server listens on "
+              "this machine only (use 127.0.0.1, ::1 or localhost)", file=sys.stderr)
+        return 2
+    try:
+        server = RehearsalServer(args.host, args.port)
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; "
+              "choose another --port (0 picks a free one)", file=sys.stderr)
+        return 1
+    url = server.url
+    signal.signal(signal.SIGTERM, _stop)
+    with server:
+        print(f"A local stand-in for the Anthropic Messages API is listening on {url} (loopback only).\n"
+              "It bills nothing, but Pinakes' ledger records what it reports as spend: rehearse on a copy "
+              "of the KB.\n"
+              "In the shell that runs pnk, set:\n"
+              f"export ANTHROPIC_BASE_URL={url}\n"
+              f"export PINAKES_ANTHROPIC_API_KEY={REHEARSAL_KEY}\n"
+              "then run e.g. `pnk sync --extract=claude-vision` or `pnk ask --deep \"...\"`. "
+              "Ctrl-C stops it.", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
