@@ -142,3 +142,18 @@ def test_adopt_refuses_a_document_reached_through_a_link_out_of_the_kb(tmp_path:
     with pytest.raises(UsageError, match="outside the KB"):
         adopt_sidecar(kb, "docs/gone.md.pnk.yaml", "docs/borrowed/new.md")
     assert files_under(other / "docs") == theirs and (kb / "docs/gone.md.pnk.yaml").exists()
+
+
+def test_a_partner_whose_source_root_is_a_link_is_a_partner_problem_not_a_failed_sync(
+        tmp_path: Path, mine: Path) -> None:
+    from pinakes.manifest import load_manifest
+
+    kb = make_kb(tmp_path / "kb", "linking", {"a.md": "# A\n"})
+    partner_id = load_manifest(mine / "pinakes.toml").kb.id
+    with (kb / "pinakes.toml").open("a", encoding="utf-8") as manifest:
+        manifest.write(f'\n[[links.kb]]\nalias = "mine"\nid = "{partner_id}"\npath = "{mine}"\n')
+    report = sync(kb, scan_links=True)
+    assert report.ok
+    [scan] = report.link_scans
+    assert [problem["kind"] for problem in scan["problems"]] == ["unreachable"]  # type: ignore[union-attr]
+    assert "symbolic link" in scan["problems"][0]["message"]  # type: ignore[index]

@@ -313,7 +313,7 @@ def fresh_outcome(conn: sqlite3.Connection, linked: LinkedKB) -> PartnerScan:
 def _enumerate_sidecars(root: Path, partner: Manifest, outcome: PartnerScan) -> list[FileState] | None:
     """Every sidecar beside a document under the partner's own [sources], with its stat; None (and a
     problem) when any folder could not be listed: a partial walk would read as deleted links."""
-    from pinakes.rules.walk import SKIP_EXCLUDED, SKIP_NO_EXTRACTOR, SKIP_SYMLINK, walk
+    from pinakes.rules.walk import SKIP_EXCLUDED, SKIP_NO_EXTRACTOR, SKIP_SYMLINK, SourceRootError, walk
 
     where = f"[[links.kb]] {outcome.alias!r}"
     remedy = (f"check the permissions of the partner's folders ({root}); the links already known from it are "
@@ -325,6 +325,11 @@ def _enumerate_sidecars(root: Path, partner: Manifest, outcome: PartnerScan) -> 
         outcome.problems.append(LinkProblem(
             "unreachable", f"{where}: cannot list its sources ({_os_path(exc, root)}: {_os_reason(exc)}); "
                            "nothing from this partner was updated", remedy))
+        return None
+    except SourceRootError as exc:  # refused by the partner's own sync too: never followed from here
+        outcome.problems.append(LinkProblem(
+            "unreachable", f"{where}: {exc.message}; nothing from this partner was updated",
+            f"in the partner ({root}): {exc.remedy}"))
         return None
     # Any skip but a file passed over on purpose means something was not read (a folder that cannot
     # be listed, or whatever else a walk learns to refuse): then the walk is not complete.
