@@ -30,7 +30,7 @@ def test_init_creates_a_kb_that_loads(tmp_path: Path) -> None:
     result = init_kb(root, name="Research notes")
 
     assert result.root == root.resolve()
-    assert sorted(snapshot(root)) == [".gitignore", "docs", "pinakes.toml"]
+    assert sorted(snapshot(root)) == [".gitignore", "README.md", "docs", "pinakes.toml"]
     assert (root / "docs").is_dir()
     assert GITIGNORE_LINE in (root / ".gitignore").read_text().splitlines()
     assert result.gitignore == "created"
@@ -145,11 +145,47 @@ def test_gitignore_is_appended_to_keeping_what_was_there(tmp_path: Path, existin
 def test_gitignore_already_covering_pinakes_is_left_byte_identical(tmp_path: Path, covering_line: str) -> None:
     root = tmp_path / "kb"
     root.mkdir()
-    original = f"node_modules/\n{covering_line}\n*.pyc".encode()
+    original = f"node_modules/\n{covering_line}\n/pinakes.toml.*.bak\n*.pyc".encode()
     (root / ".gitignore").write_bytes(original)
     result = init_kb(root, name="kb")
     assert result.gitignore == "unchanged"
     assert (root / ".gitignore").read_bytes() == original
+
+
+def test_gitignore_covering_pinakes_gains_only_the_backup_rule(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    original = b"node_modules/\n.pinakes/\n"
+    (root / ".gitignore").write_bytes(original)
+    assert init_kb(root, name="kb").gitignore == "appended"
+    content = (root / ".gitignore").read_bytes()
+    assert content.startswith(original + b"\n")
+    lines = content.decode().splitlines()
+    assert lines.count(".pinakes/") == 1 and lines.count("pinakes.toml.*.bak") == 1
+
+
+def test_the_gitignore_init_writes_keeps_manifest_backups_out_of_git(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    root = init_kb(tmp_path / "kb", name="kb").root
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed: cannot ask git what the .gitignore ignores")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for name in ("pinakes.toml.default@1.bak", "pinakes.toml.default@1.2.bak", ".pinakes/index.db"):
+        assert subprocess.run(["git", "-C", str(root), "check-ignore", "-q", name]).returncode == 0, name
+    assert subprocess.run(["git", "-C", str(root), "check-ignore", "-q", "pinakes.toml"]).returncode == 1
+
+
+def test_init_copies_the_templates_readme_and_keeps_one_already_there(tmp_path: Path) -> None:
+    fresh = init_kb(tmp_path / "fresh", name="fresh", template="notes")
+    assert fresh.readme == "created"
+    assert (fresh.root / "README.md").read_text(encoding="utf-8") == TemplateCatalog().readme("notes")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.md").write_bytes(b"# My repository\n")
+    assert init_kb(mine, name="mine").readme == "kept"
+    assert (mine / "README.md").read_bytes() == b"# My repository\n"
 
 
 def test_gitignore_with_other_encodings_keeps_its_bytes(tmp_path: Path) -> None:

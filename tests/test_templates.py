@@ -175,7 +175,8 @@ def test_init_with_a_template_records_name_at_version(name: str, tmp_path: Path,
     assert out["template"] == ref
     manifest = load_manifest(tmp_path / "kb" / "pinakes.toml")
     assert manifest.kb.template == ref
-    assert sorted(p.name for p in (tmp_path / "kb").iterdir()) == [".gitignore", "docs", "pinakes.toml"]
+    assert sorted(p.name for p in (tmp_path / "kb").iterdir()) == [".gitignore", "README.md", "docs", "pinakes.toml"]
+    assert (tmp_path / "kb" / "README.md").read_text(encoding="utf-8") == CATALOG.readme(name)
     assert list((tmp_path / "kb" / "docs").iterdir()) == []
 
 

@@ -103,7 +103,7 @@ def test_an_unchanged_kb_prints_no_change_and_touches_nothing(kb: Path, capsys: 
     assert out.startswith("no change")
     assert main(["-C", str(kb), "upgrade", "--apply"]) == 0
     assert (kb / "pinakes.toml").read_bytes() == before
-    assert sorted(p.name for p in kb.iterdir()) == [".gitignore", "docs", "pinakes.toml"]
+    assert sorted(p.name for p in kb.iterdir()) == [".gitignore", "README.md", "docs", "pinakes.toml"]
 
 
 def test_a_version_bump_prints_exactly_the_changed_keys(kb: Path, v2: TemplateCatalog,
@@ -182,7 +182,7 @@ def test_apply_refuses_a_hunk_that_does_not_fit_and_leaves_the_file_byte_identic
     err = capsys.readouterr().err
     assert "do not apply" in err and "[retrieval] final_k" in err and "Traceback" not in err
     assert manifest.read_bytes() == before
-    assert sorted(p.name for p in kb.iterdir()) == [".gitignore", "docs", "pinakes.toml"]  # no backup either
+    assert sorted(p.name for p in kb.iterdir()) == [".gitignore", "README.md", "docs", "pinakes.toml"]  # no backup
 
 
 @pytest.mark.parametrize("user_edit, reason", [
@@ -383,3 +383,22 @@ def test_a_multi_line_value_is_one_span() -> None:
     assert (span.start, span.end) == (1, 5)
     assert span.value == '[\n  "*.md",  # notes\n  "*.pdf",\n]' and span.suffix == "  # both\n"
     assert layout(text).keys[("sources", "exclude")].start == 5
+
+
+def test_a_kb_made_before_its_gitignore_named_the_backups_gets_the_rule_with_its_first_backup(
+        kb: Path, v2: TemplateCatalog) -> None:
+    """Issue #26: `pnk upgrade --apply` left `pinakes.toml.<template>.bak`, which git then offered to
+    commit. The KB's own .gitignore (here as `pnk init` wrote it before the rule) is given the rule."""
+    gitignore = kb / ".gitignore"
+    gitignore.write_text("*.log\n.pinakes/\n", encoding="utf-8")
+    assert main(["-C", str(kb), "upgrade", "--apply"]) == 0
+    assert (kb / f"pinakes.toml.{RECORDED}.bak").is_file()
+    text = gitignore.read_text(encoding="utf-8")
+    assert text.startswith("*.log\n.pinakes/\n") and text.splitlines().count("pinakes.toml.*.bak") == 1
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed: the rule is written, git's reading of it is not checked")
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(kb)], check=True)
+    ignored = subprocess.run(["git", "-C", str(kb), "check-ignore", "-q", f"pinakes.toml.{RECORDED}.bak"])
+    assert ignored.returncode == 0

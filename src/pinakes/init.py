@@ -1,6 +1,7 @@
 """`pnk init`: stamp a new KB out of a template (spec §2, §6.1; the templates: `template_catalog`).
 
-A KB is `pinakes.toml` + `docs/` + a `.gitignore` covering `.pinakes/`. The manifest records the
+A KB is `pinakes.toml` + `docs/` + a `.gitignore` covering `.pinakes/` and the manifest backups
+(`pinakes.toml.*.bak`) + the template's README, which says what the template tunes. The manifest records the
 template it was stamped from as `NAME@VERSION` (`[kb] template`), which is what `pnk upgrade` later
 compares against the installed version. Init refuses to touch a
 directory that already is a KB, or one inside another KB: a KB's identity is its permanent ULID,
@@ -23,16 +24,16 @@ from ulid import ULID
 
 from pinakes.atomic import atomic_write_bytes
 from pinakes.errors import FilesystemError, PinakesError, UsageError
-from pinakes.kb import MANIFEST_NAME, STATE_DIR_NAME
+from pinakes.kb import MANIFEST_NAME
 from pinakes.manifest import parse_manifest
 from pinakes.template_catalog import DEFAULT_TEMPLATE, RenderValues, TemplateCatalog, render
 
 TEMPLATE_NAME = DEFAULT_TEMPLATE
 DOCS_DIR_NAME = "docs"
-# Lines that already keep .pinakes/ out of git; any one of them means .gitignore needs nothing.
-_GITIGNORE_COVERING = {f"{STATE_DIR_NAME}", f"{STATE_DIR_NAME}/", f"/{STATE_DIR_NAME}", f"/{STATE_DIR_NAME}/"}
+README_NAME = "README.md"
 
 GitignoreAction = Literal["created", "appended", "unchanged"]
+ReadmeAction = Literal["created", "kept", "none"]  # kept: the directory had a README.md of its own
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class InitResult:
     embedding_provider: str = "sentence-transformers"
     embedding_provider_installed: bool = True
     gitignore: GitignoreAction = "created"
+    readme: ReadmeAction = "none"
 
 
 def default_embedding_provider() -> tuple[str, bool]:
@@ -88,12 +90,28 @@ def init_kb(directory: Path, name: str | None = None, template: str = TEMPLATE_N
         root.mkdir(parents=True, exist_ok=True)
         (root / DOCS_DIR_NAME).mkdir(exist_ok=True)
     gitignore = _ensure_gitignore(root / ".gitignore", catalog.gitignore_block(template))
+    readme = _copy_readme(root / README_NAME, catalog.readme(template))
     try:
         atomic_write_bytes(manifest_path, manifest_text.encode("utf-8"), exclusive=True)
     except FileExistsError:  # another init won the race since the check above
         raise _already_a_kb(root) from None
     return InitResult(root=root, kb_id=kb_id, name=kb_name, embedding_provider=provider,
-                      embedding_provider_installed=installed, gitignore=gitignore, template=info.ref)
+                      embedding_provider_installed=installed, gitignore=gitignore, readme=readme,
+                      template=info.ref)
+
+
+def keep_backups_out_of_git(root: Path) -> GitignoreAction | None:
+    """Add what a KB's `.gitignore` lacks of the rules `pnk init` writes (the manifest backups that
+    `pnk upgrade --apply` and `pnk eval --fit-confidence --write` keep, for a KB made before the rule
+    existed). Only a `.gitignore` that is there is touched, and a failure to write it is no failure
+    of the command that made the backup: None."""
+    path = root / ".gitignore"
+    if not path.is_file():
+        return None
+    try:
+        return _ensure_gitignore(path, TemplateCatalog().gitignore_block(DEFAULT_TEMPLATE))
+    except (PinakesError, OSError):
+        return None
 
 
 def _refuse_unsuitable(root: Path) -> None:
@@ -131,19 +149,55 @@ def _kb_name(root: Path, name: str | None) -> str:
 
 
 def _ensure_gitignore(path: Path, block: str) -> GitignoreAction:
+    """Create `.gitignore` from `block`, or append the stanzas of it (a rule with the comment lines
+    above it) whose rule the file does not already hold, keeping every byte that was there."""
     with _filesystem_errors(path):
         try:
             existing = path.read_bytes().decode("utf-8", errors="surrogateescape")
         except FileNotFoundError:
             atomic_write_bytes(path, block.encode("utf-8"))
             return "created"
-        if any(line.strip() in _GITIGNORE_COVERING for line in existing.splitlines()):
+        present = {line.strip() for line in existing.splitlines()}
+        missing = [stanza for rule, stanza in _stanzas(block) if not present & _spellings(rule)]
+        if not missing:
             return "unchanged"
         newline = "\r\n" if "\r\n" in existing else "\n"
         separator = "" if not existing else (newline if existing.endswith("\n") else newline * 2)
-        addition = block.replace("\n", newline)
+        addition = "".join(missing).replace("\n", newline)
         atomic_write_bytes(path, (existing + separator + addition).encode("utf-8", errors="surrogateescape"))
         return "appended"
+
+
+def _stanzas(block: str) -> list[tuple[str, str]]:
+    """(rule, its text: the comment lines directly above it and the rule line) for each rule."""
+    stanzas: list[tuple[str, str]] = []
+    pending: list[str] = []
+    for line in block.splitlines(keepends=True):
+        pending.append(line)
+        if line.strip() and not line.lstrip().startswith("#"):
+            stanzas.append((line.strip(), "".join(pending)))
+            pending = []
+    return stanzas
+
+
+def _spellings(rule: str) -> set[str]:
+    """The lines that ignore what `rule` does at the KB root: with or without the leading or the
+    trailing slash (`.pinakes`, `/.pinakes/`, ...)."""
+    bare = rule.strip("/")
+    return {bare, f"/{bare}", f"{bare}/", f"/{bare}/"}
+
+
+def _copy_readme(path: Path, text: str | None) -> ReadmeAction:
+    """The template's README (what it tunes and why) beside the manifest, unless the directory has
+    a README.md of its own."""
+    if text is None:
+        return "none"
+    with _filesystem_errors(path):
+        try:
+            atomic_write_bytes(path, text.encode("utf-8"), exclusive=True)
+        except FileExistsError:
+            return "kept"
+    return "created"
 
 
 @contextlib.contextmanager

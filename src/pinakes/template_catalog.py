@@ -144,6 +144,11 @@ class TemplateCatalog:
         chosen = own if own.is_file() else self.root / DEFAULT_TEMPLATE / GITIGNORE_BLOCK
         return chosen.read_text(encoding="utf-8")
 
+    def readme(self, name: str) -> str | None:
+        """The template's README (what it tunes and why), or None when it ships none."""
+        path = self.root / name / README
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
     def prompt(self, name: str, filename: str) -> str:
         """One of the template's synthesis prompts (`prompts/<filename>`)."""
         return (self.root / name / PROMPTS_DIR / filename).read_text(encoding="utf-8")

@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
             "embedding_provider": created.embedding_provider,
             "embedding_provider_installed": created.embedding_provider_installed,
             "gitignore": created.gitignore,
+            "readme": created.readme,
             "ci": result_dict(workflow) if workflow is not None else None,
         }, indent=2))
         return 0
@@ -62,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"  pinakes.toml  template {created.template}, embedding provider: {created.embedding_provider}")
     print("  docs/         put your documents here")
     print(f"  .gitignore    {created.gitignore} (.pinakes/ is derived state and stays out of git)")
+    if created.readme != "none":
+        print(f"  README.md     {created.readme} (what template {created.template} tunes, and why)")
     if not created.embedding_provider_installed:
         print(f'note: {created.embedding_provider} is not installed; `pnk sync` will need '
               f'`pip install "pinakes[{extra}]"`')

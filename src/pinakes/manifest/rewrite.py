@@ -3,9 +3,10 @@
 Two commands write a manifest a user owns: `pnk upgrade --apply` (key by key) and `pnk eval
 --fit-confidence --write` (one whole table, `[retrieval.confidence]`, with any `[retrieval.confidence.*]`
 sub-table). Both go through `replace_manifest`: a backup beside the file, a rename-atomic write, the
-result loaded again and the backup put back if it does not load. Neither takes the sync lock: a
-manifest is the user's file, which a sync only reads, and the rename means a reader sees the old
-file or the new one, never half of each.
+result loaded again and the backup put back if it does not load (the KB's .gitignore, where there is
+one, is given the rule that ignores the backups: `pinakes.init.keep_backups_out_of_git`). Neither
+takes the sync lock: a manifest is the user's file, which a sync only reads, and the rename means a
+reader sees the old file or the new one, never half of each.
 
 Where a table's block is (`replace_table`), decided on lines located by `pinakes.upgrade.lines` (the
 same reader `pnk upgrade` places keys with, so a multi-line value is never mistaken for a header):
@@ -85,6 +86,9 @@ def replace_manifest(path: Path, original: bytes, new_text: str, backup_label: s
     except PinakesError:
         atomic_write_bytes(path, original)
         raise
+    from pinakes.init import keep_backups_out_of_git
+
+    keep_backups_out_of_git(path.parent)  # a KB made before its .gitignore named the backups
     return backup
 
 
