@@ -3,6 +3,7 @@ whose answer is not in the KB, on questions it was not fitted on?
 
     nice -n 10 python bench/bench_confidence.py                      # every corpus, 5 seeds
     python bench/bench_confidence.py --corpus cranfield --seeds 3 --json out.json
+    python bench/bench_confidence.py --latency 10000              # what the features cost a search
 
 For each development corpus (built once by bench/tune_retrieval.py's `build_corpus`, i.e. `pnk init` +
 `pnk sync` through the product, cached under --cache) and each seed:
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import shutil
 import statistics
@@ -48,13 +50,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO))  # tests.fakes, for the latency run's hashed vectors
 
 import tune_retrieval  # noqa: E402  (the corpora and their builds)
 
 from pinakes.eval.fitting import (  # noqa: E402
+    L2_PENALTY,
+    MAX_FALSE_CONFIDENCE,
     MODEL_FEATURES,
     ConfidenceFit,
     FitError,
+    SignalModel,
     fit_confidence,
     fit_model,
     fit_thresholds,
@@ -66,6 +72,7 @@ from pinakes.search.confidence import MODEL, TOP_SCORE  # noqa: E402
 from pinakes.search.signals import FEATURES  # noqa: E402
 
 CACHE = Path("/work/cache/pnk-conf")
+SHIPPED_PRIOR = False  # whether the shipped fit shrinks towards the development prior
 CORPORA = ("cranfield", "tldr", "pydocs")
 SHARE = 0.4
 SEEDS = 5
@@ -78,6 +85,8 @@ class Candidate:
     name: str
     signal: str
     features: tuple[str, ...] = ()
+    penalty: float = 1.0
+    prior: bool = False  # shrink towards the model fitted on the other development corpora
 
 
 CANDIDATES = (
@@ -86,7 +95,13 @@ CANDIDATES = (
     Candidate("model: cosine + keyword_share", MODEL, ("cosine", "keyword_share")),
     Candidate("model: cosine + keyword_share + agreement", MODEL, ("cosine", "keyword_share", "agreement")),
     Candidate("model: all features", MODEL, FEATURES),
-    Candidate("model: shipped", MODEL, MODEL_FEATURES),
+    Candidate("model: 5 features", MODEL, ("cosine", "cosine_spread", "keyword_share", "bm25_ratio", "agreement")),
+    Candidate("model: 5 features, penalty 10", MODEL,
+              ("cosine", "cosine_spread", "keyword_share", "bm25_ratio", "agreement"), 10.0),
+    Candidate("model: 5 features, dev prior, penalty 10", MODEL,
+              ("cosine", "cosine_spread", "keyword_share", "bm25_ratio", "agreement"), 10.0, True),
+    Candidate("model: cosine + keyword_share, penalty 10", MODEL, ("cosine", "keyword_share"), 10.0),
+    Candidate("model: shipped", MODEL, MODEL_FEATURES, L2_PENALTY, SHIPPED_PRIOR),
 )
 
 
@@ -198,8 +213,8 @@ def halves(rows: Sequence[Outcome], seed: int) -> tuple[list[Outcome], list[Outc
     rng = random.Random(seed * 7919 + 1)
     first: list[Outcome] = []
     second: list[Outcome] = []
-    for kind in ("no-answer", "simple-lookup"):
-        group = sorted((row for row in rows if row.kind == kind), key=lambda row: row.id)
+    for answerable in (False, True):
+        group = sorted((row for row in rows if (row.kind != "no-answer") == answerable), key=lambda row: row.id)
         rng.shuffle(group)
         middle = len(group) // 2
         first += group[:middle]
@@ -207,10 +222,17 @@ def halves(rows: Sequence[Outcome], seed: int) -> tuple[list[Outcome], list[Outc
     return first, second
 
 
-def fit_candidate(candidate: Candidate, rows: Sequence[Outcome], ceiling: float) -> ConfidenceFit:
+PRIORS: dict[str, SignalModel] = {}  # corpus -> the model fitted on every other corpus's rows
+
+
+def fit_candidate(candidate: Candidate, rows: Sequence[Outcome], ceiling: float, corpus: str = "") -> ConfidenceFit:
     if candidate.signal == TOP_SCORE:
         return fit_thresholds(rows, candidate.name, max_false_confidence=ceiling)
-    return fit_confidence(rows, candidate.name, features=candidate.features, max_false_confidence=ceiling)
+    prior = PRIORS.get(corpus) if candidate.prior else None
+    if candidate.prior and prior is None:
+        raise FitError(f"no development prior for {corpus}")
+    return fit_confidence(rows, candidate.name, features=candidate.features, penalty=candidate.penalty,
+                          prior=prior, max_false_confidence=ceiling)
 
 
 @dataclass
@@ -265,14 +287,14 @@ def evaluate(corpus: str, runs: dict[int, list[Outcome]], ceiling: float) -> dic
             first, second = halves(rows, seed)
             for fit_on, score_on in ((first, second), (second, first)):
                 try:
-                    fit = fit_candidate(candidate, fit_on, ceiling)
+                    fit = fit_candidate(candidate, fit_on, ceiling, corpus)
                 except FitError:
                     continue
                 fa, fc = tally.add(fit, score_on)
                 balanced.append((fa + fc) / 2)
                 areas.append(auc(score_on, fit))
                 for point, point_tally in curve.items():
-                    point_tally.add(fit_candidate(candidate, fit_on, point), score_on)
+                    point_tally.add(fit_candidate(candidate, fit_on, point, corpus), score_on)
         per_fold[candidate.name] = balanced
         report[candidate.name] = {
             "false_abstain": rate(tally.false_abstain, tally.answerable),
@@ -299,12 +321,26 @@ def evaluate(corpus: str, runs: dict[int, list[Outcome]], ceiling: float) -> dic
     return report
 
 
-def prior_weights(runs: dict[str, dict[int, list[Outcome]]]) -> dict[str, object]:
-    """The shipped model fitted on every corpus's rows at once: the development prior, for the
-    record (each KB's own fit decides its weights and thresholds)."""
-    rows = [row for corpus_runs in runs.values() for seed_rows in corpus_runs.values() for row in seed_rows]
-    model = fit_model(rows, MODEL_FEATURES)
-    return {"features": list(model.features), "weights": list(model.weights), "bias": model.bias}
+def development_prior(runs: dict[str, dict[int, list[Outcome]]], leave_out: str | None = None) -> SignalModel:
+    """The shipped features' model fitted on every development corpus's rows (but `leave_out`'s),
+    each corpus weighing the same: the prior a KB's own fit is shrunk towards."""
+    rows = []
+    for corpus, corpus_runs in runs.items():
+        if corpus == leave_out:
+            continue
+        rows += [row for seed_rows in corpus_runs.values() for row in seed_rows]
+    return fit_model(rows, MODEL_FEATURES)
+
+
+def load_runs(corpora: Sequence[str], seeds: int, share: float, work: Path) -> dict[str, dict[int, list[Outcome]]]:
+    """The cached per-seed rows of every corpus that has them (for the priors)."""
+    runs: dict[str, dict[int, list[Outcome]]] = {}
+    for corpus in corpora:
+        found = {seed: work / f"{corpus}-{seed}-{share}.json" for seed in range(1, seeds + 1)}
+        if all(path.exists() for path in found.values()):
+            runs[corpus] = {seed: [Outcome.from_dict(row, str(path)) for row in json.loads(path.read_text())]
+                            for seed, path in found.items()}
+    return runs
 
 
 def render(corpus: str, report: dict[str, object]) -> str:
@@ -339,6 +375,94 @@ def _cell(entry: dict) -> str:
     return f"{entry['value']} ({entry['numerator']}/{entry['denominator']}) [{low}, {high}]"
 
 
+# -- what the features cost a search ----------------------------------------------------------------
+
+
+class _HashedVectors:
+    """tests/fakes.FakeEmbedder (hashed words, 384 dimensions) with what bench_search's builder
+    asks of an embedder: the latency of the features does not depend on what the vectors mean."""
+
+    def __init__(self) -> None:
+        from tests.fakes import FakeEmbedder
+
+        self._fake = FakeEmbedder()
+        self.identity = self._fake.identity
+        self.embedded = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._fake, name)
+
+    def save(self) -> None:
+        pass
+
+
+def latency(size: int, cache: Path, queries: int = 150, rounds: int = 3) -> dict[str, object]:
+    """Hybrid search at `size` chunks with the features and without them, paired per query and
+    interleaved (drift on a shared machine hits both arms alike); plus the feature computation
+    timed alone. The index is bench_search's (both corpora's documents, copied until it holds
+    `size` chunks, built by the sync) with hashed vectors."""
+    import bench_search
+
+    import pinakes.search.signals as signals
+    from pinakes.search.core import Searcher, SearchSettings
+
+    embedder = _HashedVectors()
+    index = bench_search.build_sized_kb(cache / f"latency-kb-{size}", size, embedder)  # type: ignore[arg-type]
+    asked = bench_search.questions()
+    chosen = asked[:: max(1, len(asked) // queries)][:queries]
+    real = signals.search_features
+    alone: list[float] = []
+
+    def timed(*args: object, **kwargs: object) -> dict[str, float]:
+        started = time.perf_counter()
+        result = real(*args, **kwargs)  # type: ignore[arg-type]
+        alone.append((time.perf_counter() - started) * 1000)
+        return result
+
+    def skipped(*_args: object, **_kwargs: object) -> dict[str, float]:
+        return {}
+
+    on: list[float] = []
+    off: list[float] = []
+    with Searcher(index, SearchSettings(rerank=False), embedder=embedder) as searcher:  # type: ignore[arg-type]
+        for query in chosen[:10]:
+            searcher.search(query)
+        for _ in range(rounds):
+            for number, query in enumerate(chosen):
+                arms = [("on", timed), ("off", skipped)]
+                if number % 2:
+                    arms.reverse()
+                for arm, function in arms:
+                    signals.search_features = function  # type: ignore[assignment]
+                    started = time.perf_counter()
+                    searcher.search(query)
+                    (on if arm == "on" else off).append((time.perf_counter() - started) * 1000)
+        chunks = searcher._generation.chunk_count if searcher._generation else None
+    signals.search_features = real
+    differences = sorted(a - b for a, b in zip(on, off, strict=True))
+    return {"chunks": chunks, "searches_per_arm": len(on),
+            "hybrid_p50_ms_with_features": round(statistics.median(on), 3),
+            "hybrid_p50_ms_without": round(statistics.median(off), 3),
+            "paired_difference_p50_ms": round(statistics.median(differences), 3),
+            "paired_difference_p90_ms": round(differences[int(0.9 * (len(differences) - 1))], 3),
+            "features_alone_p50_ms": round(statistics.median(alone), 3),
+            "features_alone_p95_ms": round(sorted(alone)[int(0.95 * (len(alone) - 1))], 3),
+            "load_average": [round(value, 2) for value in os.getloadavg()]}
+
+
+def cosine_signal(row: Outcome) -> Outcome:
+    """The row with the old signal (the best cosine; a chain's weakest hop's) as its `signal`,
+    whatever block the run that wrote it compared against."""
+    from dataclasses import replace
+
+    if row.hop_features is not None:
+        cosines = [hop.get("cosine") for hop in row.hop_features if hop is not None]
+        return replace(row, signal=min(c for c in cosines if c is not None) if cosines else row.signal)
+    if row.features is not None and "cosine" in row.features:
+        return replace(row, signal=row.features["cosine"])
+    return row
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     global CACHE
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
@@ -349,10 +473,32 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the fit's false-confidence ceiling (default: the product's)")
     parser.add_argument("--cache", type=Path, default=None, help="where the built KBs and per-seed rows live (/work/cache/pnk-conf)")
     parser.add_argument("--json", type=Path, help="write the whole report here")
+    parser.add_argument("--outcomes", type=Path, metavar="FILE",
+                        help="instead: the candidates on a golden set's eval/outcomes.json (no removal: its own "
+                             "no-answer questions), halves over --seeds seeds")
+    parser.add_argument("--latency", type=int, metavar="CHUNKS",
+                        help="instead: what the features add to a hybrid search at this many chunks (paired)")
     args = parser.parse_args(argv)
+    if args.latency:
+        result = latency(args.latency, args.cache or CACHE)
+        print(json.dumps(result, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+        return 0
     CACHE = args.cache or CACHE
-    from pinakes.eval.fitting import MAX_FALSE_CONFIDENCE
+    if args.outcomes:
+        from pinakes.eval.outcomes import read_outcomes
 
+        rows = [cosine_signal(row) for row in read_outcomes(args.outcomes).rows]
+        every = load_runs(CORPORA, SEEDS, SHARE, (args.cache or CACHE) / "seeds")
+        if every:
+            PRIORS[str(args.outcomes)] = development_prior(every)
+        report = evaluate(str(args.outcomes), {seed: rows for seed in range(1, args.seeds + 1)},
+                          MAX_FALSE_CONFIDENCE if args.ceiling is None else args.ceiling)
+        print(render(str(args.outcomes), report))
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2))
+        return 0
     ceiling = MAX_FALSE_CONFIDENCE if args.ceiling is None else args.ceiling
     work = CACHE / "seeds"
     work.mkdir(parents=True, exist_ok=True)
@@ -361,10 +507,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for corpus in corpora:
         tune_retrieval.build_corpus(corpus, CACHE, quiet=True)
         runs[corpus] = {seed: collect(corpus, seed, args.share, work) for seed in range(1, args.seeds + 1)}
+    every = {**load_runs(CORPORA, args.seeds, args.share, work), **runs}
+    for corpus in corpora:
+        if len(set(every) - {corpus}) >= 1:
+            PRIORS[corpus] = development_prior(every, leave_out=corpus)
     reports = {corpus: evaluate(corpus, runs[corpus], ceiling) for corpus in corpora}
     for corpus in corpora:
         print(render(corpus, reports[corpus]))
-    prior = prior_weights(runs)
+    model = development_prior(every)
+    prior = {"corpora": sorted(every), "features": list(model.features), "weights": list(model.weights),
+             "bias": model.bias}
     print(f"development prior (shipped features, every corpus's rows): {prior}")
     if args.json:
         args.json.write_text(json.dumps({"share": args.share, "seeds": args.seeds, "ceiling": ceiling,

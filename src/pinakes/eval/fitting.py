@@ -116,11 +116,12 @@ class _Point:
 
 
 def fit_confidence(rows: Sequence[Outcome], fitted_for: str, *, signal: str = MODEL,
-                   features: Sequence[str] = MODEL_FEATURES,
+                   features: Sequence[str] = MODEL_FEATURES, penalty: float = L2_PENALTY,
+                   prior: SignalModel | None = None,
                    max_false_confidence: float = MAX_FALSE_CONFIDENCE) -> ConfidenceFit:
     """Fit the block on `rows`: the model first (for the model signal), then the thresholds on the
     number it yields per row."""
-    model = fit_model(rows, features) if signal == MODEL else None
+    model = fit_model(rows, features, penalty, prior) if signal == MODEL else None
     return fit_thresholds(rows, fitted_for, model, max_false_confidence=max_false_confidence)
 
 
@@ -169,11 +170,13 @@ def fit_thresholds(rows: Sequence[Outcome], fitted_for: str, model: SignalModel 
 
 
 def fit_model(rows: Sequence[Outcome], features: Sequence[str] = MODEL_FEATURES,
-              penalty: float = L2_PENALTY) -> SignalModel:
+              penalty: float = L2_PENALTY, prior: SignalModel | None = None) -> SignalModel:
     """Balanced, L2-penalised logistic regression of "answerable" on the rows' features, by Newton
     steps on standardised features (the penalty then weighs every feature alike); the weights are
     returned on the raw scale, so the manifest holds no scaling. Rows without features (a search
-    that returned nothing) are left out: they are low whatever the model says."""
+    that returned nothing) are left out: they are low whatever the model says. With a `prior`, the
+    weights are shrunk towards its weights instead of towards zero: a small golden set then moves
+    them little, a large one decides them."""
     import numpy as np
 
     usable = [(row, evidence) for row in rows for evidence in _evidence(row)
@@ -191,10 +194,15 @@ def fit_model(rows: Sequence[Outcome], features: Sequence[str] = MODEL_FEATURES,
     sample = np.where(labels == 1, len(labels) / (2 * positives), len(labels) / (2 * negatives))
     ridge = np.eye(x.shape[1]) * penalty
     ridge[0, 0] = 0.0  # the intercept is not shrunk
-    beta = np.zeros(x.shape[1])
+    centre = np.zeros(x.shape[1])
+    if prior is not None:
+        prior_weights = dict(zip(prior.features, prior.weights, strict=True))
+        centre[1:] = [prior_weights.get(name, 0.0) for name in features]
+        centre[1:] *= scale  # the prior's raw-scale weights on the standardised features
+    beta = centre.copy()
     for _ in range(50):
         p = 1.0 / (1.0 + np.exp(-(x @ beta)))
-        gradient = x.T @ (sample * (labels - p)) - ridge @ beta
+        gradient = x.T @ (sample * (labels - p)) - ridge @ (beta - centre)
         hessian = (x.T * (sample * p * (1 - p))) @ x + ridge
         step = np.linalg.solve(hessian, gradient)
         beta = beta + step

@@ -101,11 +101,22 @@ def run_header(kb_root: Path, manifest: Manifest, golden: GoldenSet) -> dict[str
             "final_k": max(1, retrieval.final_k),
             "rrf_k": retrieval.rrf_k,
             "rerank": retrieval.rerank,
-            "confidence": ({"high": thresholds.high, "low": thresholds.low, "fitted_for": thresholds.fitted_for}
-                           if thresholds is not None else None),
+            "confidence": confidence_header(thresholds),
         },
         "pinakes": __version__,
     }
+
+
+def confidence_header(thresholds: Any) -> dict[str, Any] | None:
+    """The [retrieval.confidence] block a run compared against, model parameters included (two
+    fits with the same thresholds and other weights are different configurations)."""
+    if thresholds is None:
+        return None
+    header: dict[str, Any] = {"high": thresholds.high, "low": thresholds.low, "fitted_for": thresholds.fitted_for}
+    if getattr(thresholds, "signal", "top-score") != "top-score":
+        header.update(signal=thresholds.signal, features=list(thresholds.features), weights=list(thresholds.weights),
+                      bias=thresholds.bias)
+    return header
 
 
 def index_embedding(kb_root: Path) -> dict[str, Any]:

@@ -29,7 +29,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
         "candidates_per_source", "fusion_top_k", "final_k", "rrf_k", "rerank", "vector_tier",
         "adjacent_k", "graph_channel", "confidence",
     ),
-    "retrieval.confidence": ("signal", "features", "weights", "bias", "high", "low", "fitted_for"),
+    "retrieval.confidence": ("high", "low", "fitted_for", "signal", "features", "weights", "bias"),
     "rerank": ("provider", "model", "revision", "batch_size"),
     "budget": (
         "confirm_above_eur", "per_operation_eur", "daily_eur", "monthly_eur", "timezone",
