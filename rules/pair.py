@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, NamedTuple
 
 from pinakes.errors import PinakesError, SidecarError
@@ -25,6 +25,7 @@ from pinakes.faults import faultpoint
 from pinakes.index.schema import transaction
 from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.links.store import delete_authored_links, write_links
+from pinakes.sync.adopt import adopt_command
 from pinakes.sync.keys import BuildKeys
 
 from .walk import FileState, WalkResult, remember_files, resolves_inside
@@ -83,7 +84,9 @@ class Plan:
     sidecars: dict[str, Sidecar] = field(default_factory=dict)  # doc path -> parsed sidecar
     # doc_id -> the ID that replaced it at its path: a sidecar put back by hand (`pnk adopt`)
     superseded: dict[str, str] = field(default_factory=dict)
-    likely_moves: list[tuple[IndexedDoc, str, str]] = field(default_factory=list)  # (gone, new path, why)
+    # documents the index holds no identity for: to be minted, or carrying a sidecar ID it never had
+    arrivals: list[str] = field(default_factory=list)
+    likely_moves: list[LikelyMove] = field(default_factory=list)
     renamed: list[tuple[str, str]] = field(default_factory=list)
 
     @property
@@ -194,7 +197,6 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
     for path in without_sidecar:
         if path not in consumed and path not in active_by_path:
             candidates[walk.docs[path].content_hash].append(path)
-    minted_or_deleted: list[tuple[IndexedDoc, str]] = []
     for doc in gone:
         matches = [p for p in candidates.get(doc.content_hash, []) if p not in consumed]
         if len(matches) == 1 and may_write_sidecars:
@@ -213,7 +215,6 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
                 f"({', '.join(sorted(matches))}); not guessing which one it became: each gets a new ID "
                 f"and {doc.id} is soft-deleted. To keep the ID, move the sidecar with the right copy.")
         plan.deletes.append(doc)
-        minted_or_deleted.append((doc, doc.path))
 
     # Phase 2d: sidecars claiming IDs the index has no active document for: adopt (after the
     # uniqueness check above) or revive a soft-deleted one.
@@ -230,12 +231,15 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
                                   "sidecar")
             else:
                 plan.notes.append(f"{path}: revived soft-deleted document {doc_id} from its sidecar")
+        else:
+            plan.arrivals.append(path)  # e.g. minted by the pre-commit hook since the last sync
         plan.work.append(DocWork(doc_id, path, source_type, state, plan.sidecars.get(path),
                                  walk.sidecars[path].content_hash,
                                  keys.key(state.content_hash, source_type), "added"))
 
     # Phase 2e: what is left is new and has no sidecar: mint.
     new_paths = [p for p in without_sidecar if p not in consumed]
+    plan.arrivals.extend(new_paths)
     from pinakes.ids import new_ulid
 
     for path in sorted(new_paths):
@@ -254,15 +258,23 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
     # (the walk's directory order is the filesystem's; ranking ties fall back to chunk ids).
     plan.work.sort(key=lambda item: item.path)
 
-    # A soft delete beside a mint of the same file name is most likely a move without the sidecar
-    # (spec §9's most likely corruption): say so while the user can still fix it.
-    minted_names = defaultdict(list)
-    for path in new_paths:
-        minted_names[Path(path).name].append(path)
-    for doc, old_path in minted_or_deleted:
-        for new_path in minted_names.get(Path(old_path).name, []):
-            plan.likely_moves.append((doc, new_path, "the same file name"))
+    # The file-name half of the likely-move rule needs no reading; `find_likely_moves` adds the rest.
+    plan.likely_moves = likely_moves(retiring(plan), plan.arrivals, walk.orphan_sidecars)
     return plan
+
+
+class LikelyMove(NamedTuple):
+    """A document gone from the index, and the arrival it most likely became (spec §6.4: a move
+    without the sidecar). Never acted on: attaching an ID to the wrong file would redirect every
+    link to it, so the pair is named with the command that keeps the old ID."""
+
+    doc: IndexedDoc
+    new_path: str
+    why: str  # "the same file name" | "NN% of its lines"
+
+    @property
+    def adopt(self) -> str:
+        return adopt_command(self.doc.path, self.new_path)
 
 
 # A deleted document and a new one sharing at least this share of the deleted one's lines were most
@@ -271,31 +283,74 @@ LIKELY_MOVE_SHARE = 0.5
 # Comparing every deleted document with every new one is quadratic: beyond this many pairs, only the
 # file-name rule runs.
 LIKELY_MOVE_MAX_PAIRS = 20_000
+# Source types whose files can be compared line by line with their indexed text.
+_LINE_COMPARABLE = ("markdown", "text", "code")
+
+
+@dataclass(frozen=True)
+class MoveEvidence:
+    """What the line-share half of the rule reads: a gone document's indexed text, an arrival's file."""
+
+    conn: sqlite3.Connection  # the index the gone documents' chunks are in
+    root: Path
+    source_types: Mapping[str, str]  # doc path -> source type, from the walk
+
+    def comparable(self, path: str) -> bool:
+        return self.source_types.get(path) in _LINE_COMPARABLE
+
+    def indexed_lines(self, doc_id: str) -> set[str]:
+        return _significant_lines("\n".join(row[0] for row in self.conn.execute(
+            "SELECT text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,))))
+
+    def file_lines(self, path: str) -> set[str]:
+        return _significant_lines(_read_text(self.root / path))
+
+
+def retiring(plan: Plan) -> list[IndexedDoc]:
+    """The documents this plan soft-deletes for good (not those a hand-put-back sidecar takes over)."""
+    return [doc for doc in plan.deletes if doc.id not in plan.superseded]
+
+
+def likely_moves(gone: Sequence[IndexedDoc], arrivals: Sequence[str], orphan_sidecars: Collection[str],
+                 evidence: MoveEvidence | None = None) -> list[LikelyMove]:
+    """The one rule for "likely moved without its sidecar", used by sync, `pnk status` and the
+    pre-commit hook: a document leaving the index whose sidecar was left behind (so `pnk adopt` can put
+    it back) and an arrival with the same file name or, given `evidence`, holding at least
+    LIKELY_MOVE_SHARE of its lines (a move plus an edit loses the content-hash match)."""
+    orphaned = set(orphan_sidecars)
+    left_behind = [doc for doc in gone if doc.path + SIDECAR_SUFFIX in orphaned]
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for path in arrivals:
+        by_name[PurePosixPath(path).name].append(path)
+    found = [LikelyMove(doc, path, "the same file name")
+             for doc in left_behind for path in by_name.get(PurePosixPath(doc.path).name, [])]
+    if evidence is None:
+        return found
+    comparable = [path for path in arrivals if evidence.comparable(path)]
+    if not comparable or not left_behind or len(comparable) * len(left_behind) > LIKELY_MOVE_MAX_PAIRS:
+        return found
+    named = {(move.doc.id, move.new_path) for move in found}
+    new_lines = {path: evidence.file_lines(path) for path in comparable}
+    for doc in left_behind:
+        old_lines = evidence.indexed_lines(doc.id)
+        if not old_lines:
+            continue
+        best = max(comparable, key=lambda path: len(old_lines & new_lines[path]))
+        share = len(old_lines & new_lines[best]) / len(old_lines)
+        if share >= LIKELY_MOVE_SHARE and (doc.id, best) not in named:
+            found.append(LikelyMove(doc, best, f"{share:.0%} of its lines"))
+    return found
 
 
 def find_likely_moves(ctx: SyncContext, plan: Plan) -> None:
-    """Pair each soft-deleted document whose sidecar was left behind with a newly minted document
-    holding most of its lines (a move plus an edit loses the content-hash match). Never acted on:
-    the pair is reported with the command that keeps the old ID."""
-    walk = ctx.require_walk()
-    minted = [w.doc_path for w in plan.sidecar_writes if w.kind == "mint"
-              and walk.source_types.get(w.doc_path) in ("markdown", "text", "code")]
-    orphaned = set(walk.orphan_sidecars)
-    deleted = [doc for doc in plan.deletes if doc.id not in plan.superseded
-               and doc.path + SIDECAR_SUFFIX in orphaned]
-    named = {(doc.id, new_path) for doc, new_path, _why in plan.likely_moves}
-    if ctx.conn is None or not minted or not deleted or len(minted) * len(deleted) > LIKELY_MOVE_MAX_PAIRS:
+    """The whole likely-move rule for this plan, the line-share half included (it reads files and
+    the index, so the pure planner leaves it out)."""
+    indexed = ctx.previous if ctx.rebuilding else ctx.conn
+    if indexed is None:
         return
-    new_lines = {path: _significant_lines(_read_text(ctx.paths.root / path)) for path in minted}
-    for doc in deleted:
-        old_lines = _significant_lines("\n".join(row[0] for row in ctx.conn.execute(
-            "SELECT text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc.id,))))
-        if not old_lines:
-            continue
-        best = max(minted, key=lambda path: len(old_lines & new_lines[path]))
-        share = len(old_lines & new_lines[best]) / len(old_lines)
-        if share >= LIKELY_MOVE_SHARE and (doc.id, best) not in named:
-            plan.likely_moves.append((doc, best, f"{share:.0%} of its lines"))
+    walk = ctx.require_walk()
+    plan.likely_moves = likely_moves(retiring(plan), plan.arrivals, walk.orphan_sidecars,
+                                     MoveEvidence(indexed, ctx.paths.root, walk.source_types))
 
 
 def _significant_lines(text: str) -> set[str]:
@@ -310,10 +365,12 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-def likely_move_note(doc: IndexedDoc, new_path: str, why: str) -> str:
-    return (f"likely moved without its sidecar: {doc.path} -> {new_path} ({why}); {new_path} got a new "
-            f"ID and {doc.path}'s ID {doc.id} was soft-deleted, which breaks links to it. To keep the "
-            f"old ID: pnk adopt {doc.path}{SIDECAR_SUFFIX} {new_path} && pnk sync")
+def likely_move_note(move: LikelyMove) -> str:
+    """What a sync that has just soft-deleted the ID says about it."""
+    doc = move.doc
+    return (f"likely moved without its sidecar: {doc.path} -> {move.new_path} ({move.why}); {doc.path}'s "
+            f"ID {doc.id} was soft-deleted, which breaks links to it, and {move.new_path} does not carry "
+            f"it. To keep the old ID: {move.adopt} && pnk sync")
 
 
 def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: BuildKeys,
@@ -530,7 +587,7 @@ def run_pair(ctx: SyncContext) -> bool:
     if not ctx.read_only:
         find_likely_moves(ctx, plan)
     ctx.report.notes.extend(plan.notes)
-    ctx.report.notes.extend(likely_move_note(doc, new_path, why) for doc, new_path, why in plan.likely_moves)
+    ctx.report.notes.extend(likely_move_note(move) for move in plan.likely_moves)
     moved_from = {w.from_path for w in plan.sidecar_writes if w.from_path}
     ctx.report.orphaned_sidecars.extend(
         p for p in ctx.require_walk().orphan_sidecars if p not in moved_from)

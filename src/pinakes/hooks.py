@@ -1,7 +1,10 @@
 """`pnk install-hooks`: the three git hooks that keep a KB fresh (spec §6.3).
 
 pre-commit mints sidecars for staged new documents and stages them (so a document and its ID land in
-one commit); post-commit and post-merge update the index without touching the tree. Every hook forces
+one commit), and warns, one line each, about a document it minted for that is likely an indexed one
+moved without its sidecar, naming the `pnk adopt` command that keeps the old ID (sync/sidecars_only.py;
+a warning, never a blocked commit, `pinakes.strictHooks` or not); post-commit and post-merge update the
+index without touching the tree. Every hook forces
 the free extractor: a hook has no terminal to confirm a spend on, so paid extraction stays a
 deliberate human invocation. An existing user hook is kept (renamed to `<hook>.local`) and run first.
 

@@ -10,8 +10,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser = subparsers.add_parser(
         "status", parents=[common], help="what `pnk sync` would do now (writes nothing)",
         description="Walk the sources and pair them against the index exactly as `pnk sync` would, "
-                    "without writing anything: new, changed, moved and deleted documents, sidecars "
-                    "to mint, documents that would fail or failed last time, skipped paths with "
+                    "without writing anything: new, changed, moved and deleted documents (a deletion "
+                    "that is likely a move without its sidecar with the `pnk adopt` command that "
+                    "keeps its ID), sidecars to mint, documents that would fail or failed last time, skipped paths with "
                     "their reasons, and when the index was last built. Exits 0.",
     )
     parser.add_argument("--json", action="store_true", help="print the status as JSON (every path)")

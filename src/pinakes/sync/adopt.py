@@ -9,6 +9,7 @@ next sync continues the old ID there (reported as a move). Nothing else is writt
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,12 @@ class Adopted:
     document: str
     doc_id: str  # the ID the document carries from now on
     replaced_id: str | None  # the ID of the sidecar that was beside it, now retired
+
+
+def adopt_command(document_was: str, document_now: str) -> str:
+    """The `pnk adopt` line that keeps the ID of the document that was at `document_was` (KB-relative
+    paths, quoted for a shell): what sync, `pnk status` and the pre-commit hook print for a likely move."""
+    return f"pnk adopt {shlex.quote(document_was + SIDECAR_SUFFIX)} {shlex.quote(document_now)}"
 
 
 def adopt_sidecar(start: Path | str | None, sidecar: Path | str, document: Path | str) -> Adopted:
@@ -61,8 +68,9 @@ def adopt_sidecar(start: Path | str | None, sidecar: Path | str, document: Path 
 def _inside(root: Path, path: Path | str) -> Path:
     candidate = Path(path)
     resolved = (candidate if candidate.is_absolute() else Path.cwd() / candidate).resolve()
-    if not resolved.is_relative_to(root.resolve()):
-        resolved = (root / candidate).resolve()  # a KB-relative path given from elsewhere (-C)
+    if not candidate.is_absolute() and not (resolved.is_relative_to(root.resolve()) and resolved.exists()):
+        # a KB-relative path, as sync and `pnk status` print them, given from elsewhere (-C, a subfolder)
+        resolved = (root / candidate).resolve()
     if not resolved.is_relative_to(root.resolve()):
         raise UsageError(f"{path} is outside the KB at {root}", remedy="name files inside the KB")
     return resolved

@@ -1,20 +1,33 @@
-"""`pnk sync --sidecars-only [--stage]`: mint IDs for new documents, never opening the index.
+"""`pnk sync --sidecars-only [--stage]`: mint IDs for new documents, never writing the index.
 
 This is what the pre-commit hook runs, so a document and its ID land in the same commit. With
 --stage it considers only staged documents (so `git add -p` stays honest), `git add`s the sidecars
 it writes, and moves the sidecar of a staged rename along with its document so the ID survives.
+
+A rename git did not see (an edit too large for its rename detection, or the old path's deletion left
+unstaged) gets a fresh ID here, and the next sync soft-deletes the old one. So when it mints, it reads
+the index (read-only, when there is one) for indexed documents whose file is gone, and warns, one line
+each, about those the sync's own likely-move rule pairs with a document it just minted for, naming the
+`pnk adopt` command that keeps the old ID. A warning, never a refusal: the rule is a likelihood, the
+commit loses nothing, and the command works as well after the commit.
 """
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pinakes.errors import PinakesError, UsageError
 from pinakes.kb import SIDECAR_SUFFIX, KBPaths
 from pinakes.sync.context import SyncOptions
 from pinakes.sync.report import SyncReport
+
+if TYPE_CHECKING:
+    from pinakes.rules.pair import IndexedDoc, LikelyMove
 
 
 def _git(root: Path, *args: str) -> str:
@@ -64,6 +77,7 @@ def run_sidecars_only(paths: KBPaths, manifest: Any, options: SyncOptions, repor
         only, renames = _staged(paths)
     result = walk(paths.root, manifest.sources, {}, hash_contents=False, only=only)
     to_stage: list[str] = []
+    minted: list[str] = []
     for old, new in renames:
         old_sidecar = paths.root / (old + SIDECAR_SUFFIX)
         if new in result.docs and new not in result.sidecars and old_sidecar.exists():
@@ -82,6 +96,59 @@ def run_sidecars_only(paths: KBPaths, manifest: Any, options: SyncOptions, repor
         rel = written.relative_to(paths.root).as_posix() if written.is_absolute() else str(written)
         report.sidecars_written.append(rel)
         to_stage.append(rel)
+        minted.append(path)
     if options.stage and to_stage:
         _git(paths.root, "add", "--", *to_stage)
     report.orphaned_sidecars.extend(result.orphan_sidecars)
+    report.warnings.extend(likely_move_warning(move) for move in _likely_moves_to(paths, minted, result.source_types))
+
+
+def _likely_moves_to(paths: KBPaths, minted: Sequence[str], source_types: Mapping[str, str]) -> list[LikelyMove]:
+    """The sync's likely-move rule between the indexed documents whose file is gone and the
+    documents just minted for: what the next sync would soft-delete and index afresh."""
+    if not minted or not paths.index_db.exists():
+        return []
+    from pinakes.index.schema import open_reader
+    from pinakes.rules.pair import MoveEvidence, likely_moves, load_indexed
+
+    root = paths.root
+    try:
+        conn = open_reader(paths.index_db)
+    except PinakesError:
+        return []  # an index this build cannot read: the hint is not worth failing a commit over
+    try:
+        gone, left_behind = _gone_from_disk(root, [doc for doc in load_indexed(conn) if doc.state == "active"])
+        return likely_moves(gone, minted, left_behind, MoveEvidence(conn, root, source_types))
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+
+
+def _gone_from_disk(root: Path, indexed: Sequence[IndexedDoc]) -> tuple[list[IndexedDoc], list[str]]:
+    """The indexed documents whose file is gone, and the sidecars they left behind. Each folder is
+    listed once: a stat per document costs about a second per 100,000 documents in a commit."""
+    listings: dict[str, set[str]] = {}
+    gone: list[IndexedDoc] = []
+    left_behind: list[str] = []
+    for doc in indexed:
+        folder, _, name = doc.path.rpartition("/")
+        names = listings.get(folder)
+        if names is None:
+            try:
+                names = listings[folder] = set(os.listdir(root / folder))
+            except OSError:
+                names = listings[folder] = set()
+        if name not in names:
+            gone.append(doc)
+            if name + SIDECAR_SUFFIX in names:
+                left_behind.append(doc.path + SIDECAR_SUFFIX)
+    return gone, left_behind
+
+
+def likely_move_warning(move: LikelyMove) -> str:
+    """What the pre-commit hook says: the ID is not lost yet, and the command keeps it."""
+    doc = move.doc
+    return (f"likely moved without its sidecar: {doc.path} -> {move.new_path} ({move.why}); {move.new_path} "
+            f"got a new ID, and the next sync soft-deletes {doc.path}'s ID {doc.id}, which breaks links to "
+            f"it. To keep the old ID: {move.adopt} && pnk sync (then commit the sidecar)")

@@ -3,7 +3,9 @@
 It runs the sync's own walk and pair against a read-only view of the index (files whose stat changed
 are hashed, and nothing is saved), so what it reports is what the next sync decides, row for row:
 new, changed, re-keyed, moved, deleted, metadata-only refreshes, sidecars to mint, documents that
-would fail, skipped paths with their reasons, and what failed last time. It takes no lock: a status
+would fail, skipped paths with their reasons, and what failed last time. A deletion beside an arrival
+that the sync's own likely-move rule pairs (rules/pair.py `likely_moves`) is named with the `pnk
+adopt` command that keeps the ID, while running it still saves the links. It takes no lock: a status
 during a sync reads the last committed state.
 """
 
@@ -23,6 +25,21 @@ from pinakes.sync.report import Failure
 
 # Paths the text view names per list before it says "and N more" (--json lists them all).
 SHOWN_PER_LIST = 10
+
+
+@dataclass(frozen=True)
+class LikelyMoveHint:
+    """A likely move as status shows it (rules/pair.py `LikelyMove`, before the sync acts on it)."""
+
+    was: str
+    now: str
+    doc_id: str
+    why: str
+    adopt: str  # the command that keeps doc_id
+
+    @classmethod
+    def of(cls, move: pair.LikelyMove) -> LikelyMoveHint:
+        return cls(move.doc.path, move.new_path, move.doc.id, move.why, move.adopt)
 
 
 @dataclass
@@ -50,6 +67,8 @@ class KBStatus:
     # KB ids no longer in [[links.kb]] whose rows it removes
     link_scans_due: list[str] = field(default_factory=list)
     partners_to_forget: list[str] = field(default_factory=list)
+    # deleted documents most likely moved without their sidecar: the next sync soft-deletes their IDs
+    likely_moves: list[LikelyMoveHint] = field(default_factory=list)
 
     @property
     def up_to_date(self) -> bool:
@@ -61,6 +80,8 @@ class KBStatus:
         data = asdict(self)
         data["moved"] = [{"from": old, "to": new} for old, new in self.moved]
         data["skipped"] = [{"path": path, "reason": reason} for path, reason in self.skipped]
+        data["likely_moves"] = [{"from": move.was, "to": move.now, "id": move.doc_id, "why": move.why,
+                                 "adopt": move.adopt} for move in self.likely_moves]
         data["up_to_date"] = self.up_to_date
         return data
 
@@ -75,6 +96,8 @@ class KBStatus:
         sections: list[tuple[str, list[str]]] = [
             ("new", self.new), ("changed", self.changed), ("re-embedded (settings changed)", self.reembedded),
             ("moved", [f"{old} -> {new}" for old, new in self.moved]), ("deleted", self.deleted),
+            ("likely moved without their sidecar (a sync now soft-deletes the old ID, breaking links to it)",
+             [f"{move.was} -> {move.now} ({move.why}): {move.adopt}" for move in self.likely_moves]),
             ("metadata only", self.metadata_refresh), ("sidecars to write", self.sidecars_to_write),
             ("would fail", [f"{f.path}: {f.error.splitlines()[0]}" for f in self.would_fail]),
             ("failed last sync", [f"{f.path} [{f.stage}]: {f.error.splitlines()[0]}"
@@ -92,8 +115,12 @@ class KBStatus:
             lines.extend(f"  {printable(entry)}" for entry in entries[:SHOWN_PER_LIST])
             if len(entries) > SHOWN_PER_LIST:
                 lines.append(f"  … and {len(entries) - SHOWN_PER_LIST} more (--json lists all)")
-        lines.append("up to date: nothing for `pnk sync` to do" if self.up_to_date
-                     else "run `pnk sync` to apply this")
+        if self.up_to_date:
+            lines.append("up to date: nothing for `pnk sync` to do")
+        elif self.likely_moves:
+            lines.append("run the `pnk adopt` command(s) above to keep those IDs, then `pnk sync`")
+        else:
+            lines.append("run `pnk sync` to apply this")
         return "\n".join(lines)
 
 
@@ -124,6 +151,8 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
                           racy_after=walk.racy_after_ns(ctx.conn))
         ctx.walk = found
         plan = pair.compute_plan(ctx)
+        if not plan.collisions:
+            pair.find_likely_moves(ctx, plan)  # reads the gone documents' indexed text: before closing
     finally:
         if ctx.conn is not None:
             ctx.conn.close()
@@ -134,7 +163,8 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
     for item in plan.work:
         by_reason[item.reason].append(item.path)
     status.moved = list(plan.renamed)
-    status.deleted = [doc.path for doc in plan.deletes if doc.id not in plan.superseded]
+    status.deleted = [doc.path for doc in pair.retiring(plan)]
+    status.likely_moves = [LikelyMoveHint.of(move) for move in plan.likely_moves]
     moved_to = {new for _old, new in plan.renamed}
     status.metadata_refresh = [path for _doc_id, path in plan.refresh if path not in moved_to]
     status.sidecars_to_write = sorted(path + ".pnk.yaml" for path in minted)
