@@ -207,3 +207,26 @@ def test_an_io_error_mid_walk_is_a_partner_problem(kbs: tuple[Path, Path], monke
     scan = scan_of(report, "partner")
     assert scan["status"] == reverse.FAILED and "Input/output error" in str(scan["problems"])
     assert inbound(demo) == before and last_scan(demo, PARTNER_ID) == stamp
+
+
+def test_a_partner_folder_removed_mid_scan_is_a_partner_problem(kbs: tuple[Path, Path],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOENT mid-walk: the walk lists the partner's sidecars, then a folder goes before they are read."""
+    from pinakes.rules import walk as walk_module
+
+    demo, partner = kbs
+    before, stamp = inbound(demo), last_scan(demo, PARTNER_ID)
+    real_walk = walk_module.walk
+
+    def walk_then_remove(root: Path, *args: object, **kwargs: object) -> object:
+        found = real_walk(root, *args, **kwargs)  # type: ignore[arg-type]
+        if Path(root) == partner.resolve():
+            shutil.rmtree(partner / "docs/loans")
+        return found
+
+    with monkeypatch.context() as patched:
+        patched.setattr(walk_module, "walk", walk_then_remove)
+        report = sync(demo, scan_links=True)
+    scan = scan_of(report, "partner")
+    assert scan["status"] == reverse.FAILED and "cannot be read" in str(scan["problems"]), scan
+    assert inbound(demo) == before and last_scan(demo, PARTNER_ID) == stamp

@@ -396,7 +396,8 @@ def _read_sidecars(root: Path, sidecars: list[FileState], linked: LinkedKB, own_
         try:
             sidecar = read_sidecar(root / relative, kb_id=linked.id)
         except PinakesError as exc:
-            unreadable = isinstance(exc, FilesystemError)
+            # Unreadable, or gone since the walk listed it (the partner changed under the scan).
+            unreadable = isinstance(exc, FilesystemError) or not os.path.lexists(root / relative)
             outcome.problems.append(LinkProblem(
                 "unreachable" if unreadable else "unparseable",
                 f"[[links.kb]] {linked.alias!r}: {relative} {'cannot be read' if unreadable else 'does not parse'} "
