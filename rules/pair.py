@@ -258,8 +258,9 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
     # (the walk's directory order is the filesystem's; ranking ties fall back to chunk ids).
     plan.work.sort(key=lambda item: item.path)
 
-    # The file-name half of the likely-move rule needs no reading; `find_likely_moves` adds the rest.
-    plan.likely_moves = likely_moves(retiring(plan), plan.arrivals, walk.orphan_sidecars)
+    # The likely-move rule's content and file-name parts need no reading; `find_likely_moves` adds
+    # the line-share part.
+    plan.likely_moves = likely_moves(retiring(plan), _hashed(plan.arrivals, walk), walk.orphan_sidecars)
     return plan
 
 
@@ -270,7 +271,7 @@ class LikelyMove(NamedTuple):
 
     doc: IndexedDoc
     new_path: str
-    why: str  # "the same file name" | "NN% of its lines"
+    why: str  # "the same content" | "the same file name" | "NN% of its lines"
 
     @property
     def adopt(self) -> str:
@@ -311,25 +312,35 @@ def retiring(plan: Plan) -> list[IndexedDoc]:
     return [doc for doc in plan.deletes if doc.id not in plan.superseded]
 
 
-def likely_moves(gone: Sequence[IndexedDoc], arrivals: Sequence[str], orphan_sidecars: Collection[str],
+def likely_moves(gone: Sequence[IndexedDoc], arrivals: Mapping[str, str], orphan_sidecars: Collection[str],
                  evidence: MoveEvidence | None = None) -> list[LikelyMove]:
     """The one rule for "likely moved without its sidecar", used by sync, `pnk status` and the
     pre-commit hook: a document leaving the index whose sidecar was left behind (so `pnk adopt` can put
-    it back) and an arrival with the same file name or, given `evidence`, holding at least
-    LIKELY_MOVE_SHARE of its lines (a move plus an edit loses the content-hash match)."""
+    it back) and an arrival (path -> content hash, "" when not hashed) with its exact content (one that
+    already carries a new ID, e.g. minted by the hook, or several copies), its file name or, given
+    `evidence`, at least LIKELY_MOVE_SHARE of its lines (a move plus an edit loses the hash match)."""
     orphaned = set(orphan_sidecars)
     left_behind = [doc for doc in gone if doc.path + SIDECAR_SUFFIX in orphaned]
+    by_content: dict[str, list[str]] = defaultdict(list)
     by_name: dict[str, list[str]] = defaultdict(list)
-    for path in arrivals:
+    for path, content_hash in arrivals.items():
+        if content_hash:
+            by_content[content_hash].append(path)
         by_name[PurePosixPath(path).name].append(path)
-    found = [LikelyMove(doc, path, "the same file name")
-             for doc in left_behind for path in by_name.get(PurePosixPath(doc.path).name, [])]
+    found: list[LikelyMove] = []
+    named: set[tuple[str, str]] = set()
+    for doc in left_behind:
+        for why, paths in (("the same content", by_content.get(doc.content_hash, [])),
+                           ("the same file name", by_name.get(PurePosixPath(doc.path).name, []))):
+            for path in paths:
+                if (doc.id, path) not in named:
+                    named.add((doc.id, path))
+                    found.append(LikelyMove(doc, path, why))
     if evidence is None:
         return found
     comparable = [path for path in arrivals if evidence.comparable(path)]
     if not comparable or not left_behind or len(comparable) * len(left_behind) > LIKELY_MOVE_MAX_PAIRS:
         return found
-    named = {(move.doc.id, move.new_path) for move in found}
     new_lines = {path: evidence.file_lines(path) for path in comparable}
     for doc in left_behind:
         old_lines = evidence.indexed_lines(doc.id)
@@ -343,14 +354,18 @@ def likely_moves(gone: Sequence[IndexedDoc], arrivals: Sequence[str], orphan_sid
 
 
 def find_likely_moves(ctx: SyncContext, plan: Plan) -> None:
-    """The whole likely-move rule for this plan, the line-share half included (it reads files and
+    """The whole likely-move rule for this plan, the line-share part included (it reads files and
     the index, so the pure planner leaves it out)."""
     indexed = ctx.previous if ctx.rebuilding else ctx.conn
     if indexed is None:
         return
     walk = ctx.require_walk()
-    plan.likely_moves = likely_moves(retiring(plan), plan.arrivals, walk.orphan_sidecars,
+    plan.likely_moves = likely_moves(retiring(plan), _hashed(plan.arrivals, walk), walk.orphan_sidecars,
                                      MoveEvidence(indexed, ctx.paths.root, walk.source_types))
+
+
+def _hashed(paths: Sequence[str], walk: WalkResult) -> dict[str, str]:
+    return {path: walk.docs[path].content_hash for path in paths}
 
 
 def _significant_lines(text: str) -> set[str]:

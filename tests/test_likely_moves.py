@@ -195,3 +195,37 @@ def test_the_pre_commit_hook_warns_with_the_adopt_command_and_lets_the_commit_th
     sync(root)
     assert active_ids(root)[NEW] == old_id
     assert linked_from_index(root, capsys) == (old_id, NEW, True)
+
+
+def test_a_renamed_pdf_the_hook_minted_for_is_named_by_its_content(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A PDF renamed with only its new path staged: the hook's minting (run here without git) takes
+    away the plain sync's exact-content rename, so the rule names it by content, not by lines."""
+    from tests.paid_gate_harness import minimal_pdf
+
+    root = tmp_path / "kb"
+    init_kb(root, name="pdfs")
+    old, new = "docs/report.pdf", "docs/archive/harbour-2025.pdf"
+    (root / old).write_text(minimal_pdf("Quarterly report on the harbour dredging."), encoding="latin-1")
+    (root / "docs/index.md").write_text("# Index\n\nThe overview of every report.\n", encoding="utf-8")
+    sync(root)
+    assert main(["-C", str(root), "link", "docs/index.md", old, "--rel", "cites"]) == 0
+    sync(root)
+    old_id = active_ids(root)[old]
+    (root / new).parent.mkdir()
+    (root / old).rename(root / new)
+
+    minted = run_sync(root, SyncOptions(sidecars_only=True, quiet=True))
+    adopt = f"pnk adopt {old}.pnk.yaml {new}"
+    assert minted.sidecars_written == [f"{new}.pnk.yaml"]
+    assert [w for w in minted.warnings if "likely moved" in w] == [
+        f"likely moved without its sidecar: {old} -> {new} (the same content); {new} got a new ID, and the "
+        f"next sync soft-deletes {old}'s ID {old_id}, which breaks links to it. To keep the old ID: "
+        f"{adopt} && pnk sync (then commit the sidecar)"]
+    moves = json.loads(status(root, capsys, "--json"))["likely_moves"]
+    assert moves == [{"from": old, "to": new, "id": old_id, "why": "the same content", "adopt": adopt}]
+
+    assert main(["-C", str(root), *shlex.split(adopt)[1:]]) == 0
+    report = sync(root)
+    assert report.renamed == [(old, new)] and report.deleted == []
+    assert linked_from_index(root, capsys) == (old_id, new, True)

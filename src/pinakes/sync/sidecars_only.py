@@ -118,11 +118,23 @@ def _likely_moves_to(paths: KBPaths, minted: Sequence[str], source_types: Mappin
         return []  # an index this build cannot read: the hint is not worth failing a commit over
     try:
         gone, left_behind = _gone_from_disk(root, [doc for doc in load_indexed(conn) if doc.state == "active"])
-        return likely_moves(gone, minted, left_behind, MoveEvidence(conn, root, source_types))
+        if not left_behind:
+            return []
+        arrivals = {path: _content_hash(root / path) for path in minted}  # the walk here hashes nothing
+        return likely_moves(gone, arrivals, left_behind, MoveEvidence(conn, root, source_types))
     except sqlite3.Error:
         return []
     finally:
         conn.close()
+
+
+def _content_hash(path: Path) -> str:
+    from pinakes.rules.walk import hash_file
+
+    try:
+        return hash_file(path)
+    except OSError:
+        return ""  # compared by name and lines only
 
 
 def _gone_from_disk(root: Path, indexed: Sequence[IndexedDoc]) -> tuple[list[IndexedDoc], list[str]]:
