@@ -366,3 +366,95 @@ def test_a_single_slice_pdf_the_budget_stops_is_not_reached_never_stopped_part_w
     assert "1 PDF(s) were not extracted within the budget" in out.out and "docs/b.pdf" in out.out
     assert len(server.messages_requests()) == 1
     assert [indexed_chunks(kb, path) > 0 for path in PDFS[:2]] == [True, False]
+
+
+# --- a document stopped part-way keeps the pages paid for -----------------------------------------
+
+LONG = 10  # pages: two slices (8 + 2), two calls
+
+
+def spend_in_the_same_ledger(kb: Path, eur: Decimal) -> None:
+    """Another spender on the KB's ledger (as `pnk ask --deep` in another shell would), under its own
+    generous caps, reconciled at its worst case."""
+    from pinakes.budget import Accountant
+
+    tokens = int(eur * load_prices().usd_per_eur * 1_000_000) + 1  # haiku-4-5 input is $1 per million tokens
+    accountant = Accountant.open(kb, caps())
+    one = CallShape("claude-haiku-4-5", max_input_tokens=tokens, max_output_tokens=1)
+    plan = accountant.plan("ask", [one], interactive=False)
+    with plan.call(one) as call:
+        call.reconcile(input_tokens=tokens, output_tokens=1)
+
+
+def pages_asked(server: FakeAnthropic) -> list[list[int]]:
+    asked = []
+    for recorded in server.messages_requests():
+        found = re.search(r"pages (\d+) to (\d+)", json.dumps(recorded.body))
+        assert found is not None
+        asked.append(list(range(int(found.group(1)), int(found.group(2)) + 1)))
+    return asked
+
+
+def test_a_document_the_budget_stops_part_way_keeps_its_paid_pages_and_the_next_run_pays_only_the_rest(
+        kb: Path, server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for path in PDFS:
+        (kb / path).unlink()
+    (kb / "docs/long.pdf").write_bytes(scanned_pdf(LONG))
+    whole = worst_case_eur(LONG)
+    set_budget(kb, confirm_above_eur="2.00", daily_eur=f"{whole + Decimal('0.01')}", on_exceed="partial")
+    renders: list[int] = []
+    real_render = claude_vision.render_pages
+
+    def render_then_spend(path: Path, pages: Any) -> list[bytes]:
+        renders.append(1)
+        if len(renders) == 2:  # between the first slice's answer and the second's reservation
+            spend_in_the_same_ledger(kb, whole)
+        return real_render(path, pages)
+
+    monkeypatch.setattr(claude_vision, "render_pages", render_then_spend)
+    capsys.readouterr()
+
+    assert sync(kb, "--extract=claude-vision") == 1  # a document stopped part-way is a failure
+
+    out = capsys.readouterr()
+    assert "part-way through this document, after 1 paid call(s)" in out.out + out.err
+    assert "pages paid for are kept" in out.out + out.err
+    assert pages_asked(server) == [list(range(1, 9))]
+    assert indexed_chunks(kb, "docs/long.pdf") == 0  # never indexed in part
+
+    set_budget(kb, daily_eur="5.00", monthly_eur="50.00")
+    monkeypatch.setattr(claude_vision, "render_pages", real_render)
+    assert sync(kb, "--extract=claude-vision") == 0
+    assert pages_asked(server) == [list(range(1, 9)), [9, 10]]  # only the pages never paid for
+    assert indexed_chunks(kb, "docs/long.pdf") > 0
+    cache = ExtractCache(KBPaths(kb).extract_cache)
+    (entry,) = [entry for _, entry in cache.paid_entries()]  # the whole document; the partial one is gone
+    assert not entry.partial and len(entry.extracted.pages or ()) == LONG
+    assert entry.call_ids is not None and len(entry.call_ids) == 2  # both calls, joined to the ledger
+
+
+@pytest.mark.heavy
+def test_a_ledger_fault_on_an_early_slice_keeps_its_pages_for_the_next_run(
+        kb: Path, server: FakeAnthropic, capsys: pytest.CaptureFixture[str]) -> None:
+    for path in PDFS:
+        (kb / path).unlink()
+    (kb / "docs/long.pdf").write_bytes(scanned_pdf(LONG))
+    ledger = KBPaths(kb).ledger
+    with immutable_flags() as flagged:
+        on_first_message(server, lambda: make_immutable(ledger, flagged))
+        capsys.readouterr()
+
+        assert sync(kb, "--extract=claude-vision") == 74
+
+        err = capsys.readouterr().err
+        assert "pages 1-8 of 10 came back and are kept for the next run" in err
+        found = re.search(r"`pnk budget --resolve (\S+) --actual (\S+)`", err)
+        assert found is not None, err
+        assert pages_asked(server) == [list(range(1, 9))]
+
+    assert main(["-C", str(kb), "budget", "--resolve", found.group(1), "--actual", found.group(2)]) == 0
+    assert sync(kb, "--extract=claude-vision") == 0
+    assert pages_asked(server) == [list(range(1, 9)), [9, 10]]
+    assert indexed_chunks(kb, "docs/long.pdf") > 0
+    assert_each_call_once(kb, capsys, requests=2)

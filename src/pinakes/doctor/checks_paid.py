@@ -35,8 +35,8 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
     measured = exempt = total = 0
     for _file, entry in entries:
         path = names.get(entry.content_hash)
-        if path is None:
-            continue  # an orphan: the index checks report paid orphans
+        if path is None or entry.partial:
+            continue  # an orphan (the index checks report paid orphans), or pages kept to resume from
         audit = audit_from_dict(entry.audit)
         if audit is None:
             unaudited.append(path)

@@ -30,6 +30,15 @@ SCHEMA = "pinakes.extract-cache/1"
 _KEY_PART = re.compile(r"[0-9A-Za-z]+")
 _ENTRY_NAME = re.compile(r"([0-9A-Za-z]+)-([0-9A-Za-z]+)\.json")
 _TEMPORARY_PREFIX = ".tmp-"
+# Appended to the extractor fingerprint of an entry holding the leading pages of a paid extraction
+# that stopped part-way (`partial_fingerprint`): paid for, so kept and swept like any paid entry, and
+# never a hit for the whole document's key.
+_PARTIAL_MARK = "partial"
+
+
+def partial_fingerprint(fingerprint: str) -> str:
+    """The fingerprint under which the pages of an interrupted paid extraction are kept."""
+    return f"{fingerprint}{_PARTIAL_MARK}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +50,11 @@ class CachedExtraction:
     call_ids: tuple[str, ...] | None
     # A paid entry's completeness audit (pinakes.extract.audit), as stored; None for a free entry.
     audit: dict[str, object] | None = None
+
+    @property
+    def partial(self) -> bool:
+        """The leading pages of a paid extraction that stopped part-way (`partial_fingerprint`)."""
+        return self.extracted.fingerprint.endswith(_PARTIAL_MARK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +135,12 @@ class ExtractCache:
             error = _refused(exc, self.directory, "write the extraction cache")
             error.message += "; a paid run keeps every extraction it pays for there, so nothing was paid for"
             raise error from exc
+
+    def remove(self, content_hash: str, fingerprint: str) -> None:
+        """Delete one entry if present (a partial one its whole document superseded); a failure is
+        ignored: a leftover entry is never read as the whole document's."""
+        with contextlib.suppress(OSError):
+            self.path_for(content_hash, fingerprint).unlink()
 
     def sweep(self, active_hashes: Collection[str]) -> SweepResult:
         """Delete free entries whose content_hash is not active; report paid and unreadable ones.

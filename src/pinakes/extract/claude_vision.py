@@ -137,9 +137,21 @@ def call_shape(pages: int, *, unit: str, model: str = MODEL) -> CallShape:
                      max_output_tokens=OUTPUT_TOKENS_PER_PAGE * pages, unit=unit)
 
 
-def document_shapes(page_count: int, unit: str, model: str = MODEL) -> list[CallShape]:
-    """Every call one document needs, each labelled with the document (the accountant's whole unit)."""
-    return [call_shape(len(pages), unit=unit, model=model) for pages in slices(page_count)]
+def document_shapes(page_count: int, unit: str, model: str = MODEL, *, pages_done: int = 0) -> list[CallShape]:
+    """Every call one document still needs (past the first `pages_done` pages, already paid for),
+    each labelled with the document (the accountant's whole unit)."""
+    return [call_shape(len(pages), unit=unit, model=model) for pages in slices(page_count)
+            if pages.start >= pages_done]
+
+
+def resumable(page_texts: Sequence[str], page_count: int) -> tuple[str, ...]:
+    """The leading pages of an interrupted paid extraction that a new run may start from: whole
+    slices only, and fewer than the document holds (else nothing: the slicing is in the fingerprint,
+    so a mismatch means a damaged record, not another slicing)."""
+    done = len(page_texts)
+    if 0 < done < page_count and done % PAGES_PER_REQUEST == 0:
+        return tuple(page_texts)
+    return ()
 
 
 def page_count(path: Path) -> int:
@@ -255,22 +267,32 @@ class SliceAnswer:
     output_tokens: int
 
 
+# Called after each slice but the last with every page text and call_id paid for so far, so the
+# caller can keep them: a document stopped part-way (the budget, a failure of a later slice, a fault)
+# resumes from there instead of paying for those pages again.
+SliceKeeper = Callable[[Sequence[str], Sequence[str]], None]
+
+
 def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str = MODEL,
-                 sleep: Callable[[float], None] = time.sleep) -> PaidExtraction:
-    """Extract every page of `path`, one budgeted call per slice; all or nothing.
+                 sleep: Callable[[float], None] = time.sleep, resume: Sequence[str] = (),
+                 resume_call_ids: Sequence[str] = (), keep_slices: SliceKeeper | None = None) -> PaidExtraction:
+    """Extract every page of `path`, one budgeted call per slice; all or nothing. `resume`: the
+    texts of its first pages, paid for by an earlier run (`resumable`), which are not asked again.
 
     Raises PaidExtractionFailedError for a document failure, and lets the accountant's
     BudgetExceededError through untouched: the caller decides between abort and partial. A
     reconciliation the ledger would not take on the last slice still returns the whole document
-    (`unrecorded` set); on an earlier slice the UnrecordedOutcomeError is raised (no further call
-    can be reserved on that ledger, and a document is never indexed in part).
+    (`unrecorded` set); on an earlier slice the UnrecordedOutcomeError is raised once its pages are
+    kept (no further call can be reserved on that ledger, and a document is never indexed in part).
     """
     total = page_count(path)
-    texts: list[str] = []
-    call_ids: list[str] = []
+    texts: list[str] = list(resumable(resume, total))
+    call_ids: list[str] = list(resume_call_ids) if texts else []
     cut = slices(total)
     unrecorded: UnrecordedOutcomeError | None = None
     for number, pages in enumerate(cut):
+        if pages.start < len(texts):
+            continue  # paid for by an earlier run
         images = render_pages(path, pages)
         request = build_request(images, pages.start + 1, total, model=model)
         del images
@@ -278,14 +300,34 @@ def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str =
                                                      model=model, sleep=sleep, path=path)
         call_ids.extend(ids)
         texts.extend(answer.texts)
-        if unrecorded is not None and number < len(cut) - 1:
+        if number == len(cut) - 1:
+            break
+        kept = _keep(keep_slices, texts, call_ids, unrecorded)
+        if unrecorded is not None:
             unrecorded.answer = None
             unrecorded.details.append(
-                f"{path}: pages 1-{pages.stop} of {total} came back, but the rest cannot be paid for while the "
-                "ledger refuses writes, and a document is never indexed in part; it is not indexed")
+                f"{path}: pages 1-{pages.stop} of {total} came back{' and are kept for the next run' if kept else ''}, "
+                "but the rest cannot be paid for while the ledger refuses writes, and a document is never "
+                "indexed in part")
             raise unrecorded
     extracted = ExtractedText.from_pages(texts, PAGE_SEPARATOR, backend=BACKEND, fingerprint=_SPEC.fingerprint())
     return PaidExtraction(extracted, tuple(call_ids), tuple(texts), unrecorded)
+
+
+def _keep(keep_slices: SliceKeeper | None, texts: Sequence[str], call_ids: Sequence[str],
+          unrecorded: UnrecordedOutcomeError | None) -> bool:
+    """Hand the pages paid for so far to the caller's keeper; whether they were kept. The keeper's
+    own fault propagates, unless the ledger's (which names the call to resolve) is already stopping."""
+    if keep_slices is None:
+        return False
+    try:
+        keep_slices(texts, call_ids)
+    except PinakesError as fault:
+        if unrecorded is None:
+            raise
+        unrecorded.details.append(fault.render())
+        return False
+    return True
 
 
 def _call_with_retries(client: Any, plan: Plan, request: dict[str, Any], pages: range, *, unit: str,

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,6 +68,7 @@ class Decision:
     kind: str  # "cached" | "free-healthy" | "pay" | "same-bytes" | "not-admitted" | "failed"
     pages: int = 0
     message: str = ""  # "failed": why; "same-bytes": the path of the document that pays for them
+    pages_done: int = 0  # "pay": leading pages an earlier run paid for (kept in the cache), not asked again
 
 
 @dataclass
@@ -183,7 +185,8 @@ def prepare(ctx: SyncContext) -> None:
         if not pages:
             state.decisions[item.doc_id] = Decision("failed", message="the PDF has no pages; nothing to extract")
             continue
-        state.decisions[item.doc_id] = Decision("pay", pages)
+        resume, _ = _paid_before(cache, item, fingerprint, pages)
+        state.decisions[item.doc_id] = Decision("pay", pages, pages_done=len(resume))
         to_pay.append(item)
         paying[item.file.content_hash] = item
     if not to_pay:
@@ -195,8 +198,8 @@ def prepare(ctx: SyncContext) -> None:
 
     key = read_api_key(ctx.options.api_key_file)
     accountant = Accountant.open(ctx.paths.root, ctx.manifest.budget, kb_id=ctx.kb_id)
-    shapes = [shape for item in to_pay
-              for shape in claude_vision.document_shapes(state.decisions[item.doc_id].pages, item.path)]
+    shapes = [shape for item in to_pay for shape in claude_vision.document_shapes(
+        state.decisions[item.doc_id].pages, item.path, pages_done=state.decisions[item.doc_id].pages_done)]
     ctx.progress.close()  # a confirmation prompt must not share the line with a progress bar
     plan = accountant.plan(operation="extract", calls=shapes, interactive=sys.stdin.isatty(),
                            force=ctx.options.force)
@@ -291,35 +294,69 @@ def _pay(ctx: SyncContext, state: PaidState, item: DocWork, cache: ExtractCache,
     paying) indexed from the text in hand."""
     from pinakes.budget import BudgetExceededError, UnrecordedOutcomeError
     from pinakes.extract import claude_vision
+    from pinakes.extract.cache import partial_fingerprint
+    from pinakes.extract.types import ExtractedText
 
-    assert state.plan is not None
-    calls_before = len(state.plan.call_ids)
+    plan = state.plan
+    assert plan is not None
+    calls_before = len(plan.call_ids)
+    pages = state.decisions[item.doc_id].pages
+    resume, resume_call_ids = _paid_before(cache, item, fingerprint, pages)
+
+    def keep_slices(texts: Sequence[str], call_ids: Sequence[str]) -> None:
+        cache.put(item.file.content_hash, ExtractedText.from_pages(
+            texts, claude_vision.PAGE_SEPARATOR, backend=state.backend, fingerprint=partial_fingerprint(fingerprint)),
+            paid=True, operation_id=plan.operation_id, call_ids=call_ids)
+
     try:
-        result = claude_vision.extract_paid(ctx.paths.root / item.path, client=state.client,
-                                            plan=state.plan, unit=item.path)
+        result = claude_vision.extract_paid(ctx.paths.root / item.path, client=state.client, plan=plan,
+                                            unit=item.path, resume=resume, resume_call_ids=resume_call_ids,
+                                            keep_slices=keep_slices)
     except BudgetExceededError as exc:
-        return _budget_stopped(ctx, state, item, exc, calls_made=len(state.plan.call_ids) - calls_before)
+        return _budget_stopped(ctx, state, item, exc, calls_made=len(plan.call_ids) - calls_before)
     except UnrecordedOutcomeError as exc:  # nothing whole came back to keep; the fault still stops the run
         _stop_paying(state, exc)
         raise PaidExtractionFailedError(f"not indexed: the ledger refused the outcome of call {exc.call_id} "
                                         "(the run stops before its next paid call; its error follows)",
+                                        remedy=exc.remedy) from None
+    except FilesystemError as exc:  # the ledger or the cache refused a write part-way through the document
+        _stop_paying(state, exc)
+        raise PaidExtractionFailedError("not indexed: a store of paid text or its cost refused a write (the run "
+                                        "stops before its next paid call; its error follows)",
                                         remedy=exc.remedy) from None
     state.paid_here[item.file.content_hash] = result.extracted
     if result.unrecorded is not None:
         _stop_paying(state, result.unrecorded)
     audit = _audit(ctx, cache, item, result.page_texts)
     try:
-        cache.put(item.file.content_hash, result.extracted, paid=True, operation_id=state.plan.operation_id,
+        cache.put(item.file.content_hash, result.extracted, paid=True, operation_id=plan.operation_id,
                   call_ids=result.call_ids, audit=audit.to_dict() if audit is not None else None)
     except FilesystemError as exc:
         state.kept_uncached.append(item.path)
         exc.message = (f"{exc.message}; the run stopped before its next paid call, so nothing more is paid "
                        "for that could not be kept")
         _stop_paying(state, exc)
+    else:
+        cache.remove(item.file.content_hash, partial_fingerprint(fingerprint))  # superseded by the whole
     if audit is not None:
         state.audits.append((item.path, audit))
     _record_provenance(ctx, item, state.backend, fingerprint, only_if_missing=False)
     return result.extracted
+
+
+def _paid_before(cache: ExtractCache, item: DocWork, fingerprint: str,
+                 pages: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(page texts, call_ids) of the leading slices of `item` an earlier run paid for and kept,
+    when they can be resumed from; else two empty tuples."""
+    from pinakes.extract import claude_vision
+    from pinakes.extract.cache import partial_fingerprint
+
+    hit = cache.get(item.file.content_hash, partial_fingerprint(fingerprint))
+    if hit is None:
+        return (), ()
+    texts = claude_vision.resumable([hit.extracted.text[start:end] for start, end in hit.extracted.pages or ()],
+                                    pages)
+    return (texts, hit.call_ids or ()) if texts else ((), ())
 
 
 def _audit(ctx: SyncContext, cache: ExtractCache, item: DocWork, page_texts: tuple[str, ...]) -> DocumentAudit | None:
@@ -356,7 +393,8 @@ def _budget_stopped(ctx: SyncContext, state: PaidState, item: DocWork, exc: Pina
         return None
     raise PaidExtractionFailedError(
         f"the budget stopped the run part-way through this document, after {calls_made} paid call(s) for it "
-        f"(on_exceed = partial keeps whole documents only); it is not indexed in part: {exc.message}",
+        "(on_exceed = partial keeps whole documents only); it is not indexed in part, and the pages paid for "
+        f"are kept in the extraction cache, so the next run pays only for the rest: {exc.message}",
         remedy=exc.remedy) from None
 
 
