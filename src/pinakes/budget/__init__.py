@@ -47,6 +47,9 @@ How a caller spends
         # Leaving the block by an exception (a timeout that may have billed) without reconcile or
         # void records nothing more: the reservation stays an *unknown outcome*, counted at its
         # reserved amount until `pnk budget --resolve CALL_ID --actual EUR`. kill -9 does the same.
+        # A reconcile or void the ledger will not take (unwritable, disk full) raises
+        # UnrecordedOutcomeError: the call WAS made, the error names it and the amount to resolve it
+        # at, and the caller keeps what the call returned and makes no further call.
 
     call.call_id        # the join key an extraction-cache entry stores (`call_ids`)
     plan.operation_id   # one invocation: the unit per_operation_eur bounds
