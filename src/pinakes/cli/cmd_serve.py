@@ -13,7 +13,9 @@ import argparse
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "serve", parents=[common],
-        help="MCP server for agents: pinakes_search, pinakes_get, pinakes_list_kbs",
+        # every tool of pinakes.serve.specs.TOOL_SPECS, in its order (tests/test_tool_listings.py): the
+        # specs are not imported here, since every `pnk` invocation builds this parser
+        help="MCP server for agents: pinakes_search, pinakes_get, pinakes_links, pinakes_list_kbs",
         description="Serve KBs to an agent over MCP (stdio by default). Tools are read-only, take no "
                     "filesystem paths, and follow syncs and rebuilds as they happen.",
         epilog="examples:\n  pnk serve --kb ~/kb/notes\n  pnk serve --kb notes=~/kb/notes --kb work=~/kb/work\n"
