@@ -458,3 +458,36 @@ def test_a_ledger_fault_on_an_early_slice_keeps_its_pages_for_the_next_run(
     assert pages_asked(server) == [list(range(1, 9)), [9, 10]]
     assert indexed_chunks(kb, "docs/long.pdf") > 0
     assert_each_call_once(kb, capsys, requests=2)
+
+
+@pytest.mark.heavy
+def test_a_full_disk_under_the_extraction_cache_mid_request_stops_the_run_and_keeps_the_paid_text(
+        kb: Path, server: FakeAnthropic, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same promise on ENOSPC: a small tmpfs mounted at `.pinakes/cache/extract` alone (the index
+    beside it stays writable) is filled while the first request is in flight."""
+    from tests.test_faults_io import fill
+
+    cache_dir = KBPaths(kb).extract_cache
+    cache_dir.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(cache_dir)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        on_first_message(server, lambda: fill(cache_dir))
+        capsys.readouterr()
+
+        code = sync(kb, "--extract=claude-vision")
+
+        err = capsys.readouterr().err
+        assert code == 74, err
+        assert "No space left on device" in err and "stopped before its next paid call" in err
+        assert "safe to delete" not in err and "Traceback" not in err
+        assert len(server.messages_requests()) == 1
+        assert [indexed_chunks(kb, path) > 0 for path in PDFS] == [True, False, False, False]
+        (cache_dir / "filler.bin").unlink()
+        assert sync(kb, "--extract=claude-vision") == 0
+        assert len(server.messages_requests()) == 4  # a.pdf is never paid for again
+        assert_each_call_once(kb, capsys, requests=4)
+    finally:
+        subprocess.run(["umount", "-l", str(cache_dir)], check=False)
