@@ -93,7 +93,7 @@ def test_a_deleted_documents_sidecar_is_listed_and_yes_deletes_it_and_only_it(
     code, out, _err = pnk(capsys, kb, "--yes")
     assert code == 0
     assert f"docs/beta.md{SIDE}  {doc_id}  soft-deleted since" in out
-    assert f"deleted docs/beta.md{SIDE}" in out and "pruned 1 sidecar(s)" in out
+    assert f"deleted docs/beta.md{SIDE}" in out and "pruned 1 sidecar;" in out
     after = sorted(p.name for p in (kb / "docs").iterdir())
     assert sorted(set(before) - set(after)) == [f"beta.md{SIDE}"]
     # The index is left alone: the ID stays a soft-deleted tombstone, never reused.
@@ -166,7 +166,7 @@ def test_on_a_terminal_only_y_deletes(kb: Path, capsys: pytest.CaptureFixture[st
     assert (kb / f"docs/beta.md{SIDE}").exists()
     code, out, _err = pnk(capsys, kb)
     assert code == 0 and f"deleted docs/beta.md{SIDE}" in out
-    assert prompts == ["delete 1 sidecar(s)? [y/N] "] * 2
+    assert prompts == ["delete 1 sidecar? [y/N] "] * 2
     assert not (kb / f"docs/beta.md{SIDE}").exists()
 
 

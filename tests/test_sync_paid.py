@@ -297,7 +297,7 @@ def test_clear_cache_paid_prices_what_it_destroys_from_the_ledger(
     from pinakes.sync.clear_cache import clear_extract_cache
 
     clear_extract_cache(kb, include_paid=True, assume_yes=False, quiet=True)
-    assert len(prompts) == 1 and "1 paid extraction(s) that cost €0.0" in prompts[0]
+    assert len(prompts) == 1 and "1 paid extraction that cost €0.0" in prompts[0]
     assert list(cache.paid_entries()) == []
     assert ledger_records(kb)  # the ledger is never touched
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes.errors import EXIT_FAILURE
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.doctor import Check
@@ -119,12 +120,12 @@ def run_prune(args: argparse.Namespace) -> int:
     try:
         if not args.yes:
             if args.json:
-                raise UsageError(f"{count} orphaned sidecar(s) were listed and not deleted: --json never asks",
+                raise UsageError(f"{counted(count, 'orphaned sidecar')} listed and not deleted: --json never asks",
                                  remedy="add --yes to delete them")
             if not sys.stdin.isatty():
-                raise UsageError(f"{count} orphaned sidecar(s) were listed and not deleted: there is no "
+                raise UsageError(f"{counted(count, 'orphaned sidecar')} listed and not deleted: there is no "
                                  "terminal to confirm on", remedy="add --yes to delete them non-interactively")
-            if not ask_yes(f"delete {count} sidecar(s)? [y/N] "):
+            if not ask_yes(f"delete {counted(count, 'sidecar')}? [y/N] "):
                 raise UsageError("nothing was deleted", remedy="answer y to delete the sidecars listed")
         outcome = delete_orphans(plan.root, plan.orphans)
     except PinakesError as exc:
@@ -150,7 +151,7 @@ def print_prune_plan(plan: PrunePlan) -> None:
     from pinakes.display import printable
 
     if plan.orphans:
-        print(f"{len(plan.orphans)} orphaned sidecar(s): the document is gone and the index holds the ID "
+        print(f"{counted(len(plan.orphans), 'orphaned sidecar')}: the document is gone and the index holds the ID "
               "as active nowhere")
         for orphan in plan.orphans:
             state = (f"soft-deleted since {orphan.deleted_since}" if orphan.index_state == "deleted"
@@ -159,7 +160,8 @@ def print_prune_plan(plan: PrunePlan) -> None:
     else:
         print("nothing to prune: no orphaned sidecars")
     if plan.kept:
-        print(f"kept {len(plan.kept)} sidecar(s) with no document indexed beside them:")
+        print(f"kept {counted(len(plan.kept), 'sidecar')} with no document indexed beside "
+              f"{'it' if len(plan.kept) == 1 else 'them'}:")
         for kept in plan.kept:
             print(f"  {printable(kept.sidecar)}: {printable(kept.reason)}")
 
@@ -175,7 +177,7 @@ def print_prune_outcome(outcome: PruneOutcome) -> None:
         print(f"not deleted {printable(kept.sidecar)}: {printable(kept.reason)}")
     for path, error in outcome.failed:
         print(f"failed to delete {printable(path)}: {printable(error)}", file=sys.stderr)
-    print(f"pruned {len(outcome.deleted)} sidecar(s); their IDs stay soft-deleted in the index"
+    print(f"pruned {counted(len(outcome.deleted), 'sidecar')}; their IDs stay soft-deleted in the index"
           + (f"; {len(outcome.failed)} could not be deleted" if outcome.failed else ""))
 
 

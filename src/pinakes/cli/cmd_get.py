@@ -9,6 +9,8 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from pinakes.wording import counted
+
 if TYPE_CHECKING:
     import sqlite3
 
@@ -135,7 +137,7 @@ def _select(document: DocumentRow, indexed: IndexedText, char_range: tuple[int, 
                              remedy="select characters instead: --range START-END")
         count = len(indexed.pages)
         if page_range[0] > count:
-            raise UsageError(f"--pages starts at page {page_range[0]}, but {document.path} has {count} page(s)",
+            raise UsageError(f"--pages starts at page {page_range[0]}, but {document.path} has {counted(count, 'page')}",
                              remedy=f"pass pages between 1 and {count}" if count else "leave out --pages")
         return select_pages(indexed, page_range[0], page_range[1], unbounded)
     if char_range is not None:

@@ -7,6 +7,8 @@ import argparse
 import json
 from typing import Any
 
+from pinakes.wording import counted
+
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     from pinakes.links.traverse import DIRECTIONS, TraversalLimits
@@ -105,6 +107,6 @@ def render(result: dict[str, Any]) -> str:
                          f"(range {bound['min']}-{bound['max']})")
     if result["truncated"]:
         for cap, detail in result["truncated"].items():
-            lines.append(f"note: {detail['neighbours_cut']} neighbour(s) cut by the {cap} cap; raise --max-rows "
+            lines.append(f"note: {counted(int(detail['neighbours_cut']), 'neighbour')} cut by the {cap} cap; raise --max-rows "
                          "or narrow --direction")
     return "\n".join(lines)

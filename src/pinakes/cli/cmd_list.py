@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from pinakes.cli.cmd_search import add_filter_arguments, filters_from_args
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.index.documents import DocumentSummary
@@ -71,7 +72,7 @@ def render(documents: list[DocumentSummary], *, filtered: bool) -> str:
             line += f"  (last sync failed at {stage}: {printable(error)})"
         lines.append(line)
     chunks = sum(document.chunks for document in documents)
-    lines.append(f"{len(documents)} document{'s' if len(documents) != 1 else ''}, {chunks} chunks")
+    lines.append(f"{counted(len(documents), 'document')}, {counted(chunks, 'chunk')}")
     attention = [state for state in ("missing", "failed", "modified")
                  if any(document.state == state for document in documents)]
     if attention:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
+from pinakes.wording import counted
 
 VECTOR_TIER_WARN_CHUNKS = 50_000
 
@@ -38,8 +39,8 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
                 f"(build {meta.get('build_id', 'unknown')})")
     yield _last_sync(meta)
     yield from _leftovers(paths)
-    yield Check("index size", "OK", f"{active or 0} active documents ({deleted or 0} soft-deleted), "
-                f"{chunks} chunks")
+    yield Check("index size", "OK", f"{counted(active or 0, 'active document')} ({deleted or 0} soft-deleted), "
+                f"{counted(chunks, 'chunk')}")
     yield from extraction
     yield from _extract_cache(paths, active_hashes)
     if chunks > VECTOR_TIER_WARN_CHUNKS:
@@ -84,7 +85,8 @@ def _extraction_coherence(conn: object) -> Iterator[Check]:
     if stale:
         backends = ", ".join(sorted(set(stale.values())))
         yield Check("extraction coherence", "WARN",
-                    f"{len(stale)} document(s) were extracted by an older version of a paid backend "
+                    f"{counted(len(stale), 'document')} {'was' if len(stale) == 1 else 'were'} extracted by an "
+                    "older version of a paid backend "
                     f"({backends}); their passages are marked stale_extraction",
                     "re-extract deliberately with `pnk sync --extract=<backend>` when it is worth paying for")
     else:
@@ -96,8 +98,8 @@ def _extract_cache(paths: KBPaths, active_hashes: set[str]) -> Iterator[Check]:
 
     directory = paths.extract_cache
     stats = ExtractCache(directory).stats(active_hashes)
-    detail = (f"{stats.entries} entries, {stats.bytes:,} bytes, {stats.orphans} orphaned of "
-              f"{stats.entries}")
+    detail = (f"{counted(stats.entries, 'entry', 'entries')}, {counted(stats.bytes, 'byte')}, "
+              f"{stats.orphans} orphaned of {stats.entries}")
     if stats.paid_orphans:  # the budget checks name and price them ("paid orphans")
         detail += f", {stats.paid_orphans} of them paid (kept, never swept automatically)"
     yield Check("extraction cache", "OK", detail)

@@ -19,6 +19,7 @@ from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
 from pinakes.manifest import LinkedKB, Manifest
+from pinakes.wording import counted
 
 SHOWN = 5
 
@@ -32,7 +33,7 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
     manifest = load_manifest(paths.manifest)
     if not paths.index_db.exists():
         if manifest.links:
-            yield Check("links", "WARN", f"{len(manifest.links)} connected KB(s), but no index yet", "pnk sync")
+            yield Check("links", "WARN", f"{counted(len(manifest.links), 'connected KB')}, but no index yet", "pnk sync")
         return
     try:
         conn = schema.open_reader(paths.index_db)
@@ -60,7 +61,8 @@ def _partners(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest) -> It
     refs = known_refs(conn)
     if not manifest.links:
         yield Check("links", "OK", "no connected KBs ([[links.kb]] is empty); "
-                    f"{_linked_documents(conn, own, None)} of {total} documents carry a link")
+                    f"{_linked_documents(conn, own, None)} of {counted(total, 'document')} "
+                    f"{'carries' if total == 1 else 'carry'} a link")
         return
     at = now()
     for linked in manifest.links:
@@ -149,7 +151,8 @@ def _dangling(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest) -> It
         yield Check("dangling links", "OK", f"every link checked resolves{note}")
         return
     shown = "; ".join(problems[:SHOWN]) + (f" (+{len(problems) - SHOWN} more)" if len(problems) > SHOWN else "")
-    yield Check("dangling links", "WARN", f"{len(problems)} link(s) point at no document: {shown}{note}",
+    yield Check("dangling links", "WARN", f"{counted(len(problems), 'link')} "
+                f"{'points' if len(problems) == 1 else 'point'} at no document: {shown}{note}",
                 "fix the id in the linking sidecar (`pnk unlink` it), or restore the document it names "
                 "(with its sidecar, which holds the id)")
 

@@ -24,6 +24,7 @@ from pinakes.embed.hub import fastembed_cache_dir, hub_cache_dir, repo_cache_nam
 from pinakes.embed.packaged import PackagedModel, locate, package_dir, packaged_model, verified_files
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
+from pinakes.wording import counted
 
 MANIFEST_CACHE_KEY = "manifest"  # left there by checks_manifest
 PROVIDER_MODULES = {"sentence-transformers": ("sentence_transformers", "st"), "fastembed": ("fastembed", "light")}
@@ -61,8 +62,10 @@ def check_provider(provider: str) -> Generator[Check, None, bool]:
                     remedy=f"use one of: {', '.join(PROVIDER_MODULES)}")
         return False
     if package_dir(module) is None:
+        from pinakes.distribution import pip_install
+
         yield Check("model.provider", "FAIL", f"{provider} is not installed ({module} is not importable): "
-                    "this KB cannot sync or search", remedy=f'pip install "pinakes[{extra}]"')
+                    "this KB cannot sync or search", remedy=pip_install((extra,)))
         return False
     yield Check("model.provider", "OK", f"{provider} installed (the [{extra}] extra)")
     return True
@@ -166,9 +169,9 @@ def check_index(paths: KBPaths, embedding: Any, headings_mode: str) -> Iterator[
             (vectors,) = conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()
             if built:
                 yield Check("model.index", "OK", f"the index was built with {built} "
-                            f"({meta.get('embedding_provider')}): {vectors} vectors")
+                            f"({meta.get('embedding_provider')}): {counted(vectors, 'vector')}")
             elif vectors:
-                yield Check("model.index", "WARN", f"the index holds {vectors} vectors but does not record "
+                yield Check("model.index", "WARN", f"the index holds {counted(vectors, 'vector')} but does not record "
                             "the model that made them", "pnk sync --rebuild")
             else:
                 yield Check("model.index", "OK", "the index holds no embeddings yet")

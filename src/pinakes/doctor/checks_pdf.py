@@ -10,6 +10,7 @@ from pinakes.display import printable
 from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
+from pinakes.wording import counted
 
 SHOWN = 5
 
@@ -51,7 +52,8 @@ def _pages_without_text(paths: KBPaths) -> Iterator[Check]:
     more = f" (+{len(pages) - SHOWN} more documents)" if len(pages) > SHOWN else ""
     total = sum(len(numbers) for numbers in pages.values())
     yield Check("pdf text layers", "WARN",
-                f"{total} page(s) in {len(pages)} PDF(s) have no usable text layer and are not searchable: "
+                f"{counted(total, 'page')} in {counted(len(pages), 'PDF')} {'has' if total == 1 else 'have'} no "
+                f"usable text layer and {'is' if total == 1 else 'are'} not searchable: "
                 f"{listed}{more}",
                 "the free path has no OCR: export those PDFs with a text layer (OCR them), or extract them "
                 "with a paid backend (`pnk sync --extract=claude-vision`)")

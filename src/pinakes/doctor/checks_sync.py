@@ -11,7 +11,7 @@ from pinakes.display import printable
 from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
-from pinakes.wording import counted
+from pinakes.wording import counted, noun_for
 
 if TYPE_CHECKING:
     from pinakes.rules.walk import WalkResult
@@ -68,7 +68,7 @@ def _temp_files(paths: KBPaths, found: WalkResult) -> Check:
     shown = ", ".join(printable(path) for path in leftovers[:5])
     more = f" (+{len(leftovers) - 5} more)" if len(leftovers) > 5 else ""
     return Check("temp files", "WARN",
-                 f"{len(leftovers)} temp file(s) left by a write that was killed: {shown}{more}; the files "
+                 f"{counted(len(leftovers), 'temp file')} left by a write that was killed: {shown}{more}; the files "
                  "they were writing are whole (the old or the new version), and no sync indexes them",
                  "the next `pnk` command that writes into the same folder removes them; or delete them "
                  "(`rm` each path listed)")
@@ -120,7 +120,7 @@ def _coverage(paths: KBPaths, found: WalkResult, failed: set[str]) -> Iterator[C
     skips = "; ".join(f"{count} {reason}" for reason, count in sorted(skipped.items()))
     skip_note = f"; skipped (not documents): {skips}" if skips else ""
     if not paths.index_db.exists():
-        yield Check("coverage", "WARN", f"{len(on_disk)} documents on disk, none indexed yet{skip_note}",
+        yield Check("coverage", "WARN", f"{counted(len(on_disk), 'document')} on disk, none indexed yet{skip_note}",
                     "pnk sync")
         return
     try:
@@ -133,7 +133,8 @@ def _coverage(paths: KBPaths, found: WalkResult, failed: set[str]) -> Iterator[C
         conn.close()
     missing = sorted(on_disk - indexed)
     gone = sorted(indexed - on_disk)
-    summary = f"{len(on_disk & indexed)} of {len(on_disk)} documents on disk are indexed{skip_note}"
+    summary = (f"{len(on_disk & indexed)} of {counted(len(on_disk), 'document')} on disk "
+               f"{'is' if len(on_disk) == 1 else 'are'} indexed{skip_note}")
     if not missing and not gone:
         yield Check("coverage", "OK", summary)
         return
@@ -182,13 +183,14 @@ def _drift(paths: KBPaths, found: WalkResult, *, verify: bool) -> Iterator[Check
                 stale.append(path)
         except OSError:
             continue  # unreadable files are the coverage check's and sync's to report
+    documents = noun_for(len(candidates), "indexed document")
     scope = f"all {len(candidates)}" if verify else f"a sample of {len(candidates)}"
     if not stale:
-        yield Check("content drift", "OK", f"{scope} indexed documents re-hashed: the index matches the files"
+        yield Check("content drift", "OK", f"{scope} {documents} re-hashed: the index matches the files"
                     + ("" if verify else " (`pnk doctor --verify` checks every one)"))
         return
     shown = ", ".join(printable(p) for p in stale[:5]) + (f" (+{len(stale) - 5} more)" if len(stale) > 5 else "")
-    yield Check("content drift", "WARN", f"{len(stale)} of {scope} indexed documents changed on disk since "
+    yield Check("content drift", "WARN", f"{len(stale)} of {scope} {documents} changed on disk since "
                 f"they were indexed: {shown}", "pnk sync (a file edited in place is re-read by it)")
 
 
@@ -200,7 +202,8 @@ def _sidecars(ctx: DoctorContext, suffix: str, kb_id: str, result: WalkResult) -
     if result.orphan_sidecars:
         shown = ", ".join(result.orphan_sidecars[:5])
         yield Check("orphaned sidecars", "WARN",
-                    f"{len(result.orphan_sidecars)} sidecar(s) with no document beside them: {shown}",
+                    f"{counted(len(result.orphan_sidecars), 'sidecar')} with no document beside "
+                    f"{'it' if len(result.orphan_sidecars) == 1 else 'them'}: {shown}",
                     "move each next to its document (keeps the ID), or, if the document is gone, `pnk doctor --prune`")
     else:
         yield Check("orphaned sidecars", "OK", "every sidecar sits beside its document")
@@ -219,7 +222,7 @@ def _sidecars(ctx: DoctorContext, suffix: str, kb_id: str, result: WalkResult) -
         yield Check("ID collisions", "FAIL", listed,
                     "delete the copied sidecar so the copy gets its own ID on the next sync")
     else:
-        yield Check("ID collisions", "OK", f"{len(owners)} sidecars, every ID unique")
+        yield Check("ID collisions", "OK", f"{counted(len(owners), 'sidecar')}, every ID unique")
     if unreadable:
         yield Check("sidecars", "FAIL", "; ".join(unreadable[:5]), "fix the YAML at the line named")
 
@@ -249,7 +252,7 @@ def _hooks(ctx: DoctorContext) -> Iterator[Check]:
     detail = "; ".join(f"{name}: {state.detail}" for name, state in problems.items())
     if all(state.problem == "no-pnk" for state in problems.values()):
         remedy = ("activate the environment that has pinakes before committing (or put `pnk` on PATH, "
-                  "e.g. `pipx install pinakes`)")
+                  "e.g. `pipx install pinakes-kb`)")
     else:
         remedy = "pnk install-hooks (rewrites the hooks in place; a hook you wrote is kept as <hook>.local)"
     yield Check("git hooks", "FAIL" if failing else "WARN", detail, remedy)

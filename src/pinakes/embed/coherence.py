@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pinakes.embed.base import META_KEYS, ModelIdentity, identity_meta
 from pinakes.errors import ModelMismatchError, StaleExtractionError
 from pinakes.extract import registry
+from pinakes.wording import counted
 
 _FIELD_NAMES: dict[str, str] = dict(zip(META_KEYS, ("provider", "model", "revision", "weights sha256", "dim"), strict=True))
 # Paths named in a refusal before it says "and N more".
@@ -95,7 +96,8 @@ def check_extraction_coherence(conn: sqlite3.Connection) -> dict[str, str]:
         named = ", ".join(f"{path} ({backend})" for path, backend in stale_free[:MAX_NAMED_PATHS])
         more = len(stale_free) - MAX_NAMED_PATHS
         raise StaleExtractionError(
-            f"{len(stale_free)} document(s) were extracted by an older version of a free extractor "
+            f"{counted(len(stale_free), 'document')} {'was' if len(stale_free) == 1 else 'were'} extracted by "
+            "an older version of a free extractor "
             f"and their indexed text may be wrong: {named}" + (f" and {more} more" if more > 0 else ""),
             remedy="pnk sync",
         )

@@ -33,6 +33,7 @@ from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.titles import display_title
 from pinakes.kb import KBPaths
 from pinakes.search.filters import SearchFilters, document_tags, document_where
+from pinakes.wording import counted
 
 _DOCUMENT_COLUMNS = (
     "id, path, content_hash, source_type, title, metadata, extraction_backend, extraction_fingerprint"
@@ -349,7 +350,7 @@ def select_pages(indexed: IndexedText, page_start: int | None, page_end: int | N
     first = page_start if page_start is not None else 1
     last = min(page_end, count) if page_end is not None else count
     if first > count:
-        raise RangeError("page_start", f"is {first}, but the document has {count} page(s)",
+        raise RangeError("page_start", f"is {first}, but the document has {counted(count, 'page')}",
                          remedy=f"pass a page between 1 and {count}")
     if last < first:
         raise RangeError("page_end", f"({page_end}) is before page_start ({first})",

@@ -26,6 +26,7 @@ from typing import Any
 from pinakes.errors import KBNotFoundError, UsageError
 from pinakes.kb import KBPaths, find_kb_root
 from pinakes.manifest import Manifest, load_manifest
+from pinakes.wording import noun_for
 
 _ALIAS = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){0,62}")
 _CONFIG_KB_KEYS = ("path", "alias")
@@ -105,7 +106,7 @@ def load_config_file(path: Path | str) -> list[ServedKB]:
                          path=config) from exc
     unknown = sorted(set(data) - {"kb"})
     if unknown:
-        raise UsageError(f"unknown key(s) {', '.join(unknown)}", remedy="the file holds only [[kb]] tables",
+        raise UsageError(f"unknown {noun_for(len(unknown), 'key')} {', '.join(unknown)}", remedy="the file holds only [[kb]] tables",
                          path=config)
     entries = data.get("kb")
     if not isinstance(entries, list) or not entries:
@@ -122,7 +123,7 @@ def _config_entry(config: Path, number: int, entry: Any) -> ServedKB:
         raise UsageError(f"{where} must be a table", remedy='write it as [[kb]] path = "..."', path=config)
     unknown = sorted(set(entry) - set(_CONFIG_KB_KEYS))
     if unknown:
-        raise UsageError(f"{where}: unknown key(s) {', '.join(unknown)}",
+        raise UsageError(f"{where}: unknown {noun_for(len(unknown), 'key')} {', '.join(unknown)}",
                          remedy=f"a [[kb]] table takes {', '.join(_CONFIG_KB_KEYS)}", path=config)
     directory, alias = entry.get("path"), entry.get("alias")
     if not isinstance(directory, str) or not directory:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from pinakes.errors import PinakesError, UsageError
 from pinakes.kb import KBPaths, find_kb_root
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.extract.cache import ExtractCache
@@ -32,7 +33,7 @@ def clear_extract_cache(start: Path | str | None, *, include_paid: bool, assume_
         return 0, 0
     scope = ("every entry, paid extractions included" + _paid_price(paths, cache) if include_paid
              else "free entries (paid ones are kept)")
-    prompt = (f"the extraction cache holds {stats.entries} entries ({stats.bytes:,} bytes); remove "
+    prompt = (f"the extraction cache holds {counted(stats.entries, 'entry', 'entries')} ({stats.bytes:,} bytes); remove "
               f"{scope}?")
     if not assume_yes:
         if not sys.stdin.isatty():
@@ -44,7 +45,7 @@ def clear_extract_cache(start: Path | str | None, *, include_paid: bool, assume_
     removed = cache.clear(include_paid=include_paid)
     freed = stats.bytes - cache.stats().bytes
     if not quiet:
-        print(f"removed {removed} cache entries ({freed:,} bytes)")
+        print(f"removed {counted(removed, 'cache entry', 'cache entries')} ({freed:,} bytes)")
     return removed, freed
 
 
@@ -63,5 +64,5 @@ def _paid_price(paths: KBPaths, cache: ExtractCache) -> str:
         report = Accountant.for_report(paths.root, load_manifest(paths.manifest).budget).report()
         cost = format_eur(report.cost_of_calls(call_ids))
     except PinakesError as exc:
-        return f" ({len(paid)} paid extraction(s); the ledger cannot price them: {exc.message})"
-    return f" ({len(paid)} paid extraction(s) that cost {cost} by the ledger, paid again if re-extracted)"
+        return f" ({counted(len(paid), 'paid extraction')}; the ledger cannot price them: {exc.message})"
+    return f" ({counted(len(paid), 'paid extraction')} that cost {cost} by the ledger, paid again if re-extracted)"

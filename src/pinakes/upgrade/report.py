@@ -8,6 +8,7 @@ from typing import Any
 
 from pinakes.display import printable
 from pinakes.upgrade.plan import Hunk, UpgradePlan
+from pinakes.wording import counted
 
 NO_CHANGE = "no change"
 
@@ -25,7 +26,7 @@ def render_plan(plan: UpgradePlan) -> str:
     if not plan.hunks:
         lines.append("no key changed between the two versions (comments or prompts only)")
     else:
-        lines.append(f"{len(plan.hunks)} key(s) changed by the template"
+        lines.append(f"{counted(len(plan.hunks), 'key')} changed by the template"
                      + (f", {len(plan.hunks) - len(changed)} already as the installed version has them"
                         if len(changed) < len(plan.hunks) else ""))
     for hunk in plan.hunks:
@@ -38,7 +39,8 @@ def render_plan(plan: UpgradePlan) -> str:
                   *(f"+{_line(line)}" for line in plan.ref_hunk[1])]
     lines.append("")
     if plan.conflicts:
-        lines.append(f"{len(plan.conflicts)} change(s) do not apply to your manifest: --apply refuses until "
+        lines.append(f"{counted(len(plan.conflicts), 'change')} {'does' if len(plan.conflicts) == 1 else 'do'} "
+                     "not apply to your manifest: --apply refuses until "
                      "each key listed is set to the value you want")
     elif plan.result_problem:
         lines.append(f"--apply would refuse: {plan.result_problem}")
