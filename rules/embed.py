@@ -29,6 +29,7 @@ from pinakes.index.terms import record_term_frequencies
 from pinakes.links.store import write_links
 from pinakes.search.scripts import shadow
 from pinakes.sync.keys import key_is_current
+from pinakes.wording import counted
 
 from .pair import DocWork
 
@@ -47,7 +48,7 @@ def task_embed(ctx: SyncContext, number: int, group: list[DocWork]) -> dict[str,
     return {
         "basename": "embed",
         "name": group_task_name(number),
-        "doc": f"embed and commit {len(group)} document(s): {group[0].path}"
+        "doc": f"embed and commit {counted(len(group), 'document')}: {group[0].path}"
                + (" …" if len(group) > 1 else ""),
         "actions": [(run_embed, [ctx, group])],
         "task_dep": [f"chunk:{item.doc_id}" for item in group],

@@ -32,6 +32,7 @@ from pinakes.sync.keys import build_keys
 from pinakes.sync.lock import LockBusy, SyncLock
 from pinakes.sync.report import SyncReport
 from pinakes.sync.settled import is_settled, mark_settled, settled_digest, unsettle
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.sync.paid import CarryPlan
@@ -82,9 +83,9 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
 def _stopped(error: PinakesError, report: SyncReport) -> PinakesError:
     """`error` stopped the sync: it carries what the run had done and which documents had failed."""
     if report.failures or report.indexed:
-        done = [f"the sync stopped after indexing {report.indexed} document(s); "
+        done = [f"the sync stopped after indexing {counted(report.indexed, 'document')}; "
                 f"{len(report.failures)} had failed:" if report.failures else
-                f"the sync stopped after indexing {report.indexed} document(s) (they are kept)"]
+                f"the sync stopped after indexing {counted(report.indexed, 'document')} (they are kept)"]
         done += [f"  {f.path} [{f.stage}]: {f.error.splitlines()[0]}" for f in report.failures]
         error.details = done + error.details  # what the error itself says it left (e.g. paid text kept) stays
     return error
@@ -403,5 +404,6 @@ def _sweep_cache(paths: KBPaths, report: SyncReport) -> None:
     outcome = ExtractCache(paths.extract_cache).sweep(active)
     paid_orphans = getattr(outcome, "paid_orphans", None) or []
     if paid_orphans:
-        report.notes.append(f"{len(paid_orphans)} paid extraction(s) in the cache belong to no active "
+        report.notes.append(f"{counted(len(paid_orphans), 'paid extraction')} in the cache "
+                            f"{'belongs' if len(paid_orphans) == 1 else 'belong'} to no active "
                             "document; kept (never deleted automatically)")
