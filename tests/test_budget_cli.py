@@ -61,7 +61,7 @@ def test_budget_shows_unknown_outcomes_and_resolve_closes_them(kb: Path, capsys:
     call_id = spend(kb, "0.40", now_clock(), reconcile=False)
     assert main(["-C", str(kb), "budget"]) == 0
     out = capsys.readouterr().out
-    assert "UNKNOWN OUTCOMES: 1 call(s)" in out and call_id in out and "€0.4000" in out
+    assert "UNKNOWN OUTCOMES: 1 call counted at its reserved amount" in out and call_id in out and "€0.4000" in out
 
     before = (kb / ".pinakes" / "ledger.jsonl").read_bytes()
     assert main(["-C", str(kb), "budget", "--resolve", call_id, "--actual", "0.0312"]) == 0

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from pinakes.budget.ledger import DamagedLine
 from pinakes.budget.money import format_eur
 from pinakes.budget.windows import CallRecord, Totals, fold, month_key
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.budget.accountant import Accountant
@@ -128,13 +129,16 @@ class BudgetReport:
     def render_text(self) -> str:
         lines = [f"Spending ledger: {self.ledger} (days and months in {self.timezone})"]
         if self.damaged:
-            lines.append(f"DAMAGED LINES: {len(self.damaged)} line(s) fail their check and are not counted; "
+            lines.append(f"DAMAGED LINES: {counted(len(self.damaged), 'line')} "
+                         f"{'fails its' if len(self.damaged) == 1 else 'fail their'} check and "
+                         f"{'is' if len(self.damaged) == 1 else 'are'} not counted; "
                          "no paid call runs until they are repaired:")
             lines += [f"  {d.describe()}" for d in self.damaged]
         if self.torn_tail is not None:
             lines.append(f"note: {self.torn_tail.describe()}")
         if self.unknown:
-            lines.append(f"UNKNOWN OUTCOMES: {len(self.unknown)} call(s) counted at their reserved amount, "
+            lines.append(f"UNKNOWN OUTCOMES: {counted(len(self.unknown), 'call')} counted at "
+                         f"{'its' if len(self.unknown) == 1 else 'their'} reserved amount, "
                          f"{format_eur(self.unknown_eur)} in all (a timeout may or may not have billed):")
             for u in self.unknown:
                 lines.append(f"  {u.call_id}  {u.operation} {u.model}  reserved {format_eur(u.reserved_eur)} at "
@@ -157,14 +161,14 @@ class BudgetReport:
             lines += [f"  {month}  {format_eur(eur)}" for month, eur in self.months]
             lines.append("By operation:")
             for op in self.operations[:SHOWN_OPERATIONS]:
-                unknown = f", {op.unknown} unknown outcome(s)" if op.unknown else ""
+                unknown = f", {counted(op.unknown, 'unknown outcome')}" if op.unknown else ""
                 lines.append(f"  {op.operation_id}  {op.operation:<7} {op.started.isoformat(timespec='seconds')}  "
-                             f"{op.calls} call(s)  {format_eur(op.eur)}{unknown}")
+                             f"{counted(op.calls, 'call')}  {format_eur(op.eur)}{unknown}")
             if len(self.operations) > SHOWN_OPERATIONS:
                 lines.append(f"  (+{len(self.operations) - SHOWN_OPERATIONS} earlier: --json lists every one)")
         if self.prices is not None:
             stale = (" - STALE: paid runs refuse until the table is updated" if self.prices.stale else "")
-            lines.append(f"Prices: as of {self.prices.as_of} ({self.prices.age_days} days old; paid runs refuse "
+            lines.append(f"Prices: as of {self.prices.as_of} ({counted(self.prices.age_days, 'day')} old; paid runs refuse "
                          f"past {self.prices.max_age_days}), {self.prices.usd_per_eur} USD/EUR as of "
                          f"{self.prices.rate_as_of}{stale}")
         return "\n".join(lines)
