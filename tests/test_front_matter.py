@@ -187,6 +187,14 @@ def test_front_matter_shapes(text: str, expected: FrontMatter) -> None:
     assert read_front_matter(text) == expected
 
 
+def test_deeply_nested_front_matter_declares_nothing_and_costs_nothing() -> None:
+    import time
+
+    started = time.perf_counter()
+    declared = read_front_matter("---\ntitle: Kept?\ntags: " + "[" * 20_000 + "]" * 20_000 + "\n---\nBody.\n")
+    assert declared == FrontMatter() and time.perf_counter() - started < 1.0
+
+
 def test_hostile_front_matter_is_bounded() -> None:
     tags = ", ".join(f"t{n}" for n in range(2_000))
     declared = read_front_matter(f"---\ntags: \"{tags}\"\ntitle: {'x' * 5000}\n---\n")

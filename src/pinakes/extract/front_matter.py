@@ -49,6 +49,9 @@ MAX_DESCRIPTION_CHARS = 2000
 MAX_ALIASES = 32
 MAX_TAGS = 64
 MAX_TAG_CHARS = 128
+# Deeper flow nesting (`[[[[…`) is no front matter a person wrote, and the YAML parser's time grows
+# with it (seconds at a few thousand levels): such a block declares nothing.
+MAX_FLOW_NESTING = 64
 
 TITLE_KEYS = ("title",)
 DESCRIPTION_KEYS = ("description", "summary")
@@ -119,6 +122,8 @@ def _from_yaml_block(block: str) -> FrontMatter:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
+    if _flow_depth(block) > MAX_FLOW_NESTING:
+        return NO_FRONT_MATTER
     try:
         data = YAML(typ="safe", pure=True).load(block)
     except (YAMLError, ValueError, RecursionError):
@@ -132,6 +137,18 @@ def _from_yaml_block(block: str) -> FrontMatter:
                        max_chars=MAX_TITLE_CHARS),
         tags=_tags(data, split_spaces=True),
     )
+
+
+def _flow_depth(block: str) -> int:
+    """The deepest nesting of flow brackets (`[`, `{`) in `block`, quoted ones counted too."""
+    depth = deepest = 0
+    for char in block:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    return deepest
 
 
 def _from_logseq_properties(head: str) -> FrontMatter:
