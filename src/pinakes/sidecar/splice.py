@@ -3,20 +3,22 @@
 The round-trip dumper re-renders the whole document, and a re-render is not byte-faithful: it
 decodes `"Caf\\u00e9"` into `"Café"`, respaces `tags: [ a,  "b" ,c ]`, and applies one indentation
 to every key. So the reconciled document is dumped (which is what renders the changed keys well,
-with their comments and quoting), and then only those keys' text is taken from the dump and put
-into the original file in place of theirs (spec §2.2: a Pinakes edit changes only the keys it owns).
+with their comments and quoting), and the file is put together again key by key: a changed key's
+lines come from the dump, every other key's from the original file (spec §2.2: a Pinakes edit
+changes only the keys it owns).
 
-A top-level key's text runs from its key to the next top-level key (or the end of the document),
-so the comment lines after it travel with it, as the reconciliation arranged them. An inserted key
-is its own lines only, put after the key that precedes it in the dump; a deleted key loses its
-own lines only. Both keep the comment lines around them where they were, as the dump does.
-Everything is done on the decoded text (the byte-order mark and line ends are the source's), and
-`None` means the dump could not be aligned with the source (the caller then keeps the dump).
+Each top-level key has its own lines (from the key to the end of the line its value ends on) and
+the comment lines after them, up to the next key. The reconciliation moves comment lines between
+keys only when it inserts or deletes one (they stay above what followed), so an unchanged key keeps
+its original comment lines unless its neighbour in the dump is not its neighbour in the file; then
+they come from the dump, where the reconciliation put them. Everything is done on the decoded text
+(the byte-order mark and line ends are the source's), and `None` means the two cannot be aligned
+(the caller then keeps the whole dump).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Mapping
 
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -26,30 +28,40 @@ from pinakes.sidecar.reading import _DOCUMENT_END, _Source
 _Span = tuple[int, int]
 
 
-def splice_keys(source: _Source, dumped: _Source, keys: Iterable[str]) -> bytes | None:
-    """`source`'s bytes with each of `keys` (top-level) as `dumped` has it: replaced, inserted or
-    deleted; None when the two cannot be aligned (a key that is not a plain scalar, a mapping that
-    is not at the left margin)."""
-    old_entries, new_entries = _entries(source), _entries(dumped)
-    if old_entries is None or new_entries is None:
+def splice_keys(source: _Source, changed: Collection[str], dumps: Mapping[str, _Source],
+                structure: _Source) -> bytes | None:
+    """`source`'s bytes with each `changed` top-level key as the dump made for it (`dumps[key]`) has
+    it, and the comment lines around an inserted or deleted key as `structure` (the whole dump) has
+    them; None when they cannot be aligned (a key that is not a plain scalar at the left margin, or
+    unchanged keys in another order)."""
+    old = _entries(source)
+    new = _entries(structure)
+    rendered = {key: _entries(dump) for key, dump in dumps.items()}
+    if old is None or new is None or not new or any(entries is None for entries in rendered.values()):
         return None
-    edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in source.text
-    order = list(new_entries)
-    # Insertions at one point go in the dump's order: applied last-first, each lands before the previous.
-    for key in sorted(keys, key=lambda name: order.index(name) if name in order else -1):
-        old, new = old_entries.get(key), new_entries.get(key)
-        if old is not None and new is not None:
-            edits.append((*_with_trailing(source, old_entries, key), _slice(dumped, _with_trailing(dumped, new_entries, key))))
-        elif new is not None:
-            edits.append(_insertion(source, old_entries, dumped, new_entries, key))
-        elif old is not None:
-            start, end = _own_lines(source.text, old)
-            edits.append((start, end, ""))
-    text = source.text
-    for _, (start, end, replacement) in sorted(enumerate(edits), key=lambda edit: (*edit[1][:2], edit[0]),
-                                               reverse=True):
-        text = text[:start] + replacement + text[end:]
-    return (_UTF8_BOM if source.has_bom else b"") + text.encode("utf-8")
+    old_names, new_names = list(old), list(new)
+    if [name for name in old_names if name not in changed] != [name for name in new_names if name not in changed]:
+        return None
+    same_start = bool(old_names) and old_names[0] == new_names[0]
+    parts = [source.text[: old[old_names[0]][0].start_mark.index] if same_start
+             else structure.text[: new[new_names[0]][0].start_mark.index]]
+    for position, name in enumerate(new_names):
+        if name in changed:
+            dump, entries = dumps[name], rendered[name]
+            assert entries is not None
+            parts.append(_slice(dump, _own_lines(dump.text, entries[name])))
+            parts.append(_slice(dump, _after(dump, entries, name)))
+            continue
+        parts.append(_slice(source, _own_lines(source.text, old[name])))
+        following_new = new_names[position + 1] if position + 1 < len(new_names) else None
+        at = old_names.index(name)
+        following_old = old_names[at + 1] if at + 1 < len(old_names) else None
+        if following_new == following_old:
+            parts.append(_slice(source, _after(source, old, name)))
+        else:
+            parts.append(_slice(structure, _after(structure, new, name)))
+    parts.append(source.text[_body_end(source.text):])
+    return (_UTF8_BOM if source.has_bom else b"") + "".join(parts).encode("utf-8")
 
 
 def _entries(source: _Source) -> dict[str, tuple[Node, Node]] | None:
@@ -66,10 +78,11 @@ def _entries(source: _Source) -> dict[str, tuple[Node, Node]] | None:
     return entries
 
 
-def _with_trailing(source: _Source, entries: dict[str, tuple[Node, Node]], key: str) -> _Span:
-    """From the key to the next top-level key (or the end of the document's body)."""
+def _after(source: _Source, entries: dict[str, tuple[Node, Node]], key: str) -> _Span:
+    """The comment and blank lines after the key's own lines, up to the next key (or the end of the
+    document's body)."""
     names = list(entries)
-    start = entries[key][0].start_mark.index
+    start = _own_lines(source.text, entries[key])[1]
     following = names.index(key) + 1
     end = entries[names[following]][0].start_mark.index if following < len(names) else _body_end(source.text)
     return start, max(start, end)
@@ -78,22 +91,6 @@ def _with_trailing(source: _Source, entries: dict[str, tuple[Node, Node]], key: 
 def _own_lines(text: str, entry: tuple[Node, Node]) -> _Span:
     """From the key to the end of the line its last character is on (the line break included)."""
     return entry[0].start_mark.index, _line_end(text, _last_index(entry[1]))
-
-
-def _insertion(source: _Source, old_entries: dict[str, tuple[Node, Node]], dumped: _Source,
-               new_entries: dict[str, tuple[Node, Node]], key: str) -> tuple[int, int, str]:
-    names = list(new_entries)
-    earlier = [name for name in names[: names.index(key)] if name in old_entries]
-    text = _slice(dumped, _own_lines(dumped.text, new_entries[key]))
-    if earlier:
-        at = _own_lines(source.text, old_entries[earlier[-1]])[1]
-    elif old_entries:
-        at = next(iter(old_entries.values()))[0].start_mark.index
-    else:
-        at = _body_end(source.text)
-    if at and source.text[at - 1] not in "\n\r":
-        text = ("\r\n" if source.crlf else "\n") + text
-    return at, at, text
 
 
 def _slice(source: _Source, span: _Span) -> str:

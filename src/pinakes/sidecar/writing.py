@@ -120,24 +120,22 @@ _CHANGED_KEY = {"title": "title", "tags": "tags", "links": "links", "extraction"
 def _only_changed_keys(source: _Source, document: CommentedMap, current: Sidecar, changes: Mapping[str, Any],
                        kb_id: str) -> tuple[bytes, Sidecar]:
     """The source's bytes with only the changed keys' text taken from a dump (`splice`), each key
-    dumped with the indents it shows itself; proven by parsing it back. When a key cannot be
+    dumped with the indents it shows itself; proven by parsing it back. When the two cannot be
     aligned, the whole dump, proven the same way."""
-    spliced: _Source | None = source
-    for key in sorted({_CHANGED_KEY[name] for name in changes}):
-        dumped = _load_source(_dump(document, _Layout.of(source, key)), source.path)
-        data = splice_keys(spliced, dumped, [key]) if spliced is not None else None
-        spliced = _load_source(data, source.path) if data is not None else None
+    whole = _dump(document, _Layout.of(source))
+    keys = {_CHANGED_KEY[name] for name in changes}
+    dumps = {key: _load_source(_dump(document, _Layout.of(source, key)), source.path) for key in keys}
+    spliced = splice_keys(source, keys, dumps, _load_source(whole, source.path))
     if spliced is not None:
         try:
-            updated = parse_sidecar_bytes(spliced.data, path=source.path, kb_id=kb_id)
+            updated = parse_sidecar_bytes(spliced, path=source.path, kb_id=kb_id)
             _verify_update(current, updated, changes)
-            return spliced.data, updated
+            return spliced, updated
         except (SidecarError, RuntimeError):
             pass  # the whole dump below is proven on its own
-    dumped_data = _dump(document, _Layout.of(source))
-    updated = parse_sidecar_bytes(dumped_data, path=source.path, kb_id=kb_id)
+    updated = parse_sidecar_bytes(whole, path=source.path, kb_id=kb_id)
     _verify_update(current, updated, changes)
-    return dumped_data, updated
+    return whole, updated
 
 
 def _refuse_to_mint_over(path: Path) -> SidecarError:
