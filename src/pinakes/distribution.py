@@ -9,6 +9,7 @@ index) so a generated CI workflow can install exactly the Pinakes that wrote it,
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -40,9 +41,15 @@ def requirement(extras: tuple[str, ...] = (), reference: str = "") -> str:
     return (f"{DISTRIBUTION}[{','.join(extras)}]" if extras else DISTRIBUTION) + reference
 
 
-def pip_install(extras: tuple[str, ...] = ()) -> str:
-    """The command a remedy names to add `extras` to this installation."""
-    return f'pip install "{requirement(extras)}"'
+def pip_install(extras: tuple[str, ...] = (), option: str = "") -> str:
+    """The command a remedy names to install this Pinakes again, with `extras` (and a pip `option` such
+    as --force-reinstall), from where this one came: the same checkout, commit, archive or release."""
+    return " ".join(part for part in ("pip install", option, installed_origin().install_argument(extras)) if part)
+
+
+def pip_upgrade(floor: str | None = None) -> str:
+    """The command a remedy names to move to a newer Pinakes (from the package index, by our name)."""
+    return f'pip install -U "{requirement(reference=f">={floor}" if floor else "")}"'
 
 
 @dataclass(frozen=True)
@@ -70,14 +77,28 @@ class Origin:
     def requirement(self, extras: tuple[str, ...]) -> str | None:
         """The pip requirement for exactly this Pinakes with `extras`, or None when it has none another
         machine could resolve (see `reachable_elsewhere`)."""
-        if not self.reachable_elsewhere:
-            return None
-        if self.kind == "index":
-            return requirement(extras, f"=={self.version}")
-        if self.kind == "vcs":
+        return self._pinned(extras) if self.reachable_elsewhere else None
+
+    def _pinned(self, extras: tuple[str, ...]) -> str:
+        """The requirement for exactly this Pinakes, wherever its URL resolves; by name when unknown."""
+        if self.kind == "vcs" and self.url:
             fragment = f"#subdirectory={self.subdirectory}" if self.subdirectory else ""
             return requirement(extras, f" @ {self.vcs}+{self.url}@{self.commit}{fragment}")
-        return requirement(extras, f" @ {self.url}")
+        if self.kind == "archive" and self.url:
+            return requirement(extras, f" @ {self.url}")
+        if self.kind == "index":
+            return requirement(extras, f"=={self.version}")
+        return requirement(extras)
+
+    def install_argument(self, extras: tuple[str, ...]) -> str:
+        """What follows `pip install` to install this Pinakes again on this machine, with `extras`: a
+        checkout by its path (editable again when it was), else the same commit, archive or release
+        (a file: URL is fine here)."""
+        folder = _local_path(self.url) if self.kind == "directory" and self.url else None
+        if folder is not None:
+            named = f"{folder}[{','.join(extras)}]" if extras else folder
+            return f'{"-e " if self.editable else ""}"{named}"'
+        return f'"{self._pinned(extras)}"'
 
     def describe(self) -> str:
         """Where it came from, in words, for messages and the workflow's comment."""
@@ -88,13 +109,19 @@ class Origin:
         if self.kind == "archive":
             return f"the archive {self.url}"
         if self.kind == "directory":
-            from urllib.parse import unquote
-
-            folder = unquote(urlsplit(self.url or "").path) or self.url
+            folder = _local_path(self.url) or self.url
             return f"{'an editable install of ' if self.editable else ''}the directory {folder}"
         return f"a source tree on sys.path ({DISTRIBUTION} is not installed)"
 
 
+def _local_path(url: str | None) -> str | None:
+    from urllib.parse import unquote
+
+    parts = urlsplit(url or "")
+    return unquote(parts.path) if parts.scheme == "file" and parts.path else None
+
+
+@functools.cache
 def installed_origin() -> Origin:
     """Where the installed `pinakes-kb` came from, from its PEP 610 `direct_url.json`."""
     from importlib import metadata

@@ -175,10 +175,12 @@ class MissingExtraError(PinakesError):
     exit_code = EXIT_UNAVAILABLE
 
     def __init__(self, extra: str, purpose: str, *, missing_module: str | None = None):
+        from pinakes.distribution import pip_install
+
         detail = f" ({missing_module} is not importable)" if missing_module else ""
         super().__init__(
             f"{purpose} needs the [{extra}] extra{detail}",
-            remedy=f'pip install "pinakes[{extra}]"',
+            remedy=pip_install((extra,)),
         )
         self.extra = extra
 

@@ -62,7 +62,7 @@ class EvalResult:
 
 def missing_dependency() -> str | None:
     """Why this eval cannot run here, or None."""
-    for module, extra in (("pypdfium2", "pinakes[pdf]"), ("fpdf", "pinakes[dev] (fpdf2)")):
+    for module, extra in (("pypdfium2", "pinakes-kb[pdf]"), ("fpdf", "pinakes-kb[dev] (fpdf2)")):
         try:
             __import__(module)
         except ImportError:

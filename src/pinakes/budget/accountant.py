@@ -284,12 +284,14 @@ class Accountant:
         today = self._now().astimezone(self.tz).date()
         age = self.prices.age_days(today)
         if age > self.budget.max_price_age_days:
+            from pinakes.distribution import pip_upgrade
+
             raise StalePricesError(
                 f"the price table is {age} days old (prices as of {self.prices.as_of}, EUR rate as of "
                 f"{self.prices.rate_as_of}), past [budget] max_price_age_days = "
                 f"{self.budget.max_price_age_days}: a paid run refuses rather than price with numbers "
                 "that may no longer be true",
-                remedy="upgrade Pinakes for a current price table (pip install -U pinakes); or, having "
+                remedy=f"upgrade Pinakes for a current price table ({pip_upgrade()}); or, having "
                        "checked today's prices yourself, raise max_price_age_days in pinakes.toml",
                 path=self.paths.manifest,
             )

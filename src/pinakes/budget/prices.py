@@ -20,7 +20,10 @@ from pinakes.budget.errors import PriceTableError
 from pinakes.budget.money import quantise_usd, tokens_usd
 
 SCHEMA = "pinakes.prices/1"
-_REINSTALL = 'reinstall Pinakes (pip install --force-reinstall "pinakes"); the table ships with it'
+def _reinstall() -> str:
+    from pinakes.distribution import pip_install
+
+    return f"reinstall Pinakes ({pip_install(option='--force-reinstall')}); the table ships with it"
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def _packaged() -> PriceTable:
     try:
         data = resource.read_bytes()
     except OSError as exc:
-        raise PriceTableError(f"the packaged price table is missing ({exc})", remedy=_REINSTALL) from exc
+        raise PriceTableError(f"the packaged price table is missing ({exc})", remedy=_reinstall()) from exc
     return _parse(data, "pinakes/budget/prices.toml")
 
 
@@ -100,7 +103,7 @@ def _parse(data: bytes, where: str) -> PriceTable:
         )
     except (KeyError, TypeError, ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise PriceTableError(f"the price table is invalid: {detail}", remedy=_REINSTALL, path=where) from exc
+        raise PriceTableError(f"the price table is invalid: {detail}", remedy=_reinstall(), path=where) from exc
 
 
 def _model(name: str, entry: dict[str, object]) -> ModelPrice:

@@ -66,8 +66,10 @@ def run(args: argparse.Namespace) -> int:
     if created.readme != "none":
         print(f"  README.md     {created.readme} (what template {created.template} tunes, and why)")
     if not created.embedding_provider_installed:
-        print(f'note: {created.embedding_provider} is not installed; `pnk sync` will need '
-              f'`pip install "pinakes[{extra}]"`')
+        from pinakes.distribution import pip_install
+
+        print(f"note: {created.embedding_provider} is not installed; `pnk sync` will need "
+              f"`{pip_install((extra,))}`")
     if workflow is not None:
         from pinakes.cli.cmd_ci import print_result
 

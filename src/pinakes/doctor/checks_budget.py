@@ -59,6 +59,7 @@ def _paid_backend(manifest: Manifest) -> str | None:
 
 def _price_table(manifest: Manifest, paid_backend: str | None) -> Check:
     from pinakes.budget import load_prices
+    from pinakes.distribution import pip_upgrade
 
     try:
         table = load_prices()
@@ -74,7 +75,7 @@ def _price_table(manifest: Manifest, paid_backend: str | None) -> Check:
         return Check("price table", "OK", f"{detail}; stale, but nothing here spends by default "
                      "(the extraction backend is free; `pnk ask --deep` would refuse)")
     return Check("price table", "WARN", f"{detail}: stale, so {paid_backend} extraction refuses",
-                 "upgrade Pinakes for a current table (pip install -U pinakes), or, having checked "
+                 f"upgrade Pinakes for a current table ({pip_upgrade()}), or, having checked "
                  "today's prices yourself, raise [budget] max_price_age_days")
 
 

@@ -69,9 +69,11 @@ def check_core_dependencies() -> Check:
     missing = [name for name in CORE_MODULES if not is_importable(name)]
     if not missing:
         return Check("dependencies", "OK", "core dependencies present")
+    from pinakes.distribution import pip_install
+
     return Check(
         "dependencies", "FAIL", f"core dependencies missing: {', '.join(missing)}",
-        remedy='reinstall Pinakes with its dependencies: pip install --force-reinstall "pinakes"',
+        remedy=f"reinstall Pinakes with its dependencies: {pip_install(option='--force-reinstall')}",
     )
 
 
@@ -107,13 +109,15 @@ def check_load_extension() -> Check:
 def check_extras() -> Iterator[Check]:
     installed = {extra.name for extra in EXTRAS if all(is_importable(m) for m in extra.modules)}
     embedder = next((extra.name for extra in EXTRAS if extra.embeds and extra.name in installed), None)
+    from pinakes.distribution import pip_install
+
     for extra in EXTRAS:
         name = f"extra [{extra.name}]"
-        pip = f'pip install "pinakes[{extra.name}]"'
+        pip = pip_install((extra.name,))
         if extra.name in installed:
             if extra.name == "claude" and "pdf" not in installed:
                 yield Check(name, "WARN", "installed without [pdf]: the paid extractor cannot run its "
-                            "free pre-checks", remedy='pip install "pinakes[pdf]"')
+                            "free pre-checks", remedy=pip_install(("pdf",)))
             else:
                 yield Check(name, "OK", f"installed: {extra.provides}")
         elif extra.embeds and embedder is None:

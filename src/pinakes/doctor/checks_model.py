@@ -65,7 +65,7 @@ def check_provider(provider: str) -> Generator[Check, None, bool]:
         from pinakes.distribution import pip_install
 
         yield Check("model.provider", "FAIL", f"{provider} is not installed ({module} is not importable): "
-                    "this KB cannot sync or search", remedy=pip_install((extra,)))
+                    "this KB cannot sync or search", remedy=pip_install((extra,) if extra else ()))
         return False
     yield Check("model.provider", "OK", f"{provider} installed (the [{extra}] extra)")
     return True

@@ -40,7 +40,10 @@ def floors_path() -> Path:
 def load_floors(path: Path | None = None) -> Floors:
     """The shipped floors; FloorsMissingError (naming the file and the remedy) when absent or damaged."""
     path = path if path is not None else floors_path()
-    remedy = ("reinstall pinakes (the wheel ships extract/floors.toml); in a checkout, "
+    from pinakes.distribution import pip_install
+
+    reinstall = pip_install(option="--force-reinstall")
+    remedy = (f"reinstall Pinakes ({reinstall}: the wheel ships extract/floors.toml); in a checkout, "
               "re-fit it with `python tests/pdf-corpus/evaluate.py --fit --write-floors`")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

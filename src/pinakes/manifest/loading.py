@@ -81,10 +81,12 @@ def _floor_from_text(text: str) -> str | None:
 def _refuse_newer_floor(floor: str | None, path: Path) -> None:
     if floor is None or _version_tuple(floor) <= _version_tuple(__version__):
         return
+    from pinakes.distribution import pip_upgrade
+
     raise InvalidManifestError(path, [ManifestProblem(
         "kb.requires_pinakes",
         f"this KB requires Pinakes {floor} or newer; this is Pinakes {__version__}",
-        f"upgrade Pinakes to {floor} or newer (e.g. `pip install -U \"pinakes>={floor}\"`)")])
+        f"upgrade Pinakes to {floor} or newer (e.g. `{pip_upgrade(floor)}`)")])
 
 
 def _version_tuple(version: str) -> tuple[int, int, int]:
