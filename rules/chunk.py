@@ -46,6 +46,7 @@ def run_chunk(ctx: SyncContext, item: DocWork) -> bool:
     from pinakes.chunking import chunk_text
     from pinakes.extract.source_types import markup_for
 
+    ctx.progress.document(item.path, phase="chunking")
     chunking = ctx.manifest.chunking
     extracted = ctx.extracted[item.doc_id]
     if len(extracted.text) >= SLOW_DOCUMENT_CHARS:

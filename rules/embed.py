@@ -104,6 +104,7 @@ def _cross_document_batches(ctx: SyncContext, items: list[DocWork]) -> Iterator[
 
 def _embed_small_batch(ctx: SyncContext, batch: list[DocWork]) -> None:
     texts = [chunk.text for item in batch for chunk in ctx.chunks[item.doc_id]]
+    ctx.progress.document(batch[0].path, phase="embedding", others=len(batch) - 1)
     embedder = ctx.get_embedder()
     try:
         vectors = embedder.embed_documents(texts, batch_size=ctx.manifest.embedding.batch_size)
@@ -119,10 +120,12 @@ def _embed_small_batch(ctx: SyncContext, batch: list[DocWork]) -> None:
         count = len(ctx.chunks[item.doc_id])
         rows = vectors[offset:offset + count]
         offset += count
+        ctx.progress.document(item.path, phase="writing")
         write_document(ctx, item, lambda _chunks, start, rows=rows: rows[start:start + len(_chunks)])
 
 
 def _write_streaming(ctx: SyncContext, item: DocWork) -> None:
+    ctx.progress.document(item.path, phase="embedding")
     embedder = ctx.get_embedder()
     batch_size = ctx.manifest.embedding.batch_size
     write_document(ctx, item, lambda chunks, _start: embedder.embed_documents(

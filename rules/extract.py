@@ -44,7 +44,7 @@ def run_extract(ctx: SyncContext, item: DocWork) -> bool:
         return True
     from pinakes.extract.registry import EXTRACTORS
 
-    ctx.progress.document(item.path)
+    ctx.progress.document(item.path, phase="extracting")
     backend = ctx.keys.extractor_backends[item.source_type]
     spec = EXTRACTORS[backend]
     try:

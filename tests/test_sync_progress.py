@@ -6,17 +6,27 @@ import gc
 import io
 import os
 import re
+import shlex
+import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from pinakes.sync.progress import SyncProgress
+from pinakes.sync.context import SyncOptions
+from pinakes.sync.engine import run_sync
+from pinakes.sync.progress import MIN_BAR_COLUMNS, SyncProgress
 from tests.conftest import REPO_ROOT
+from tests.fakes import FakeEmbedder
 from tests.terminal import child_env, run_on_pty
+from tests.test_serve_helpers import make_kb, manifest_fake_embedder
 
 EVIL = "docs/evil\x1b[2J\x1b[31m\nforged line\r.md"
 ANNOUNCED = "big.txt: 20,512 chunks to embed; about 3 min"
@@ -90,13 +100,41 @@ def full_cycle(progress: SyncProgress, clock: Clock | None = None, *, step: floa
 # -- modes ---------------------------------------------------------------------------------------------
 
 
-def test_for_stream_picks_the_mode() -> None:
-    assert SyncProgress.for_stream(RecordingStream(tty=True), quiet=False).mode == "bar"
+class SizedTerminal(RecordingStream):
+    """A terminal on file descriptor 2, whose width the test sets through os.get_terminal_size."""
+
+    def __init__(self) -> None:
+        super().__init__(tty=True)
+
+    def fileno(self) -> int:
+        return 2
+
+
+def test_for_stream_picks_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((80, 25)))
+    assert SyncProgress.for_stream(SizedTerminal(), quiet=False).mode == "bar"
     assert SyncProgress.for_stream(RecordingStream(tty=False), quiet=False).mode == "line"
-    assert SyncProgress.for_stream(RecordingStream(tty=True), quiet=True).mode == "off"
+    assert SyncProgress.for_stream(SizedTerminal(), quiet=True).mode == "off"
     closed = io.StringIO()
     closed.close()  # isatty() raises ValueError on a closed stream
     assert SyncProgress.for_stream(closed, quiet=False).mode == "line"
+
+
+@pytest.mark.parametrize("columns", [0, MIN_BAR_COLUMNS - 1])
+def test_a_terminal_too_narrow_to_draw_in_gets_plain_lines(columns: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((columns, 25)))
+    assert SyncProgress.for_stream(SizedTerminal(), quiet=False).mode == "line"
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((MIN_BAR_COLUMNS, 25)))
+    assert SyncProgress.for_stream(SizedTerminal(), quiet=False).mode == "bar"
+
+
+def test_a_terminal_of_unknown_width_gets_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_size(fd: int | None = None) -> os.terminal_size:
+        raise OSError(25, "Inappropriate ioctl for device")
+
+    monkeypatch.setattr(os, "get_terminal_size", no_size)
+    assert SyncProgress.for_stream(SizedTerminal(), quiet=False).mode == "line"
+    assert SyncProgress.for_stream(RecordingStream(tty=True), quiet=False).mode == "line"  # no file descriptor
 
 
 def test_unknown_mode_is_refused() -> None:
@@ -309,7 +347,7 @@ def test_a_closed_stream_never_raises() -> None:
 
 CHILD = textwrap.dedent("""
     import io, sys, time
-    from pinakes.sync.progress import SyncProgress
+    from pinakes.sync.progress import MIN_BAR_COLUMNS, SyncProgress
 
     progress = SyncProgress.for_stream(sys.stderr, quiet=sys.argv[1] == "quiet")
     print(progress.mode, flush=True)
@@ -356,3 +394,157 @@ def test_a_pipe_gets_plain_lines() -> None:
                           env=child_env(), cwd=REPO_ROOT, timeout=60, check=True)
     assert proc.stdout.strip() == "line"
     assert proc.stderr == f"sync: {ANNOUNCED}\n"  # a 1.25 s sync: only the announcement
+
+
+# -- what is being worked on ---------------------------------------------------------------------------
+
+
+def test_the_current_field_names_the_phase_and_the_documents_worked_on_together() -> None:
+    stream = io.StringIO()
+    clock = Clock()
+    progress = SyncProgress(stream, "line", interval=1.0, clock=clock)
+    progress.start(5, 5000)
+    progress.document("docs/a.md", phase="embedding", others=3)
+    clock.now += 1
+    progress.advance(chunks=40)
+    progress.step("deriving the graph")
+    clock.now += 1
+    progress.advance(documents=4)
+    first, second = stream.getvalue().splitlines()
+    assert first.endswith("(embedding docs/a.md +3 more)")
+    assert second.endswith("(deriving the graph)")
+
+
+def test_the_bar_fits_a_long_name_between_its_phase_and_its_count() -> None:
+    progress = SyncProgress(io.StringIO(), "line")
+    progress.document("a/" * 40 + "the-file.md", phase="embedding", others=2)
+    field = progress.current_field(40)
+    assert len(field) == 40 and field.startswith("embedding a/") and field.endswith("/the-file.md +2 more")
+    assert "..." in field
+    assert progress.current_field(len("embedding  +2 more") + 7) == ""  # no room for a readable name
+
+
+def test_a_new_phase_is_drawn_at_once_a_new_document_within_one_waits_for_the_next_redraw() -> None:
+    stream = io.StringIO()
+    progress = SyncProgress(stream, "bar")
+    progress.start(3, 300)
+    progress.document("docs/one.md", phase="chunking")
+    progress.document("docs/one.md", phase="embedding", others=1)  # well within tqdm's mininterval
+    assert "ETA ?  embedding docs/one.md +1 more" in stream.getvalue().split("\r")[-1]
+    progress.document("docs/two.md", phase="embedding")  # throttled: no redraw for every small file
+    assert "docs/two.md" not in stream.getvalue()
+    progress.close()
+
+
+class SlowEmbedder(FakeEmbedder):
+    """The fake embedder, slow enough that a sync takes seconds, recording what progress shows during
+    each call (`showing` is set by the test to read the sync's progress)."""
+
+    def __init__(self, seconds: float = 0.0, **identity: Any) -> None:
+        super().__init__(**identity)
+        self.seconds = seconds
+        self.showing: Callable[[], str] = lambda: ""
+        self.seen: list[tuple[str, list[str]]] = []
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        self.seen.append((self.showing(), list(texts)))
+        time.sleep(self.seconds)
+        return super().embed_documents(texts, batch_size)
+
+
+def progress_kb(root: Path) -> Path:
+    """Small notes that share embedding calls, and one long enough to stream slice by slice."""
+    documents = {f"notes/note{i}.md": f"# Note {i}\n\n" + f"note{i}word " * 3000 for i in range(6)}  # ~13 chunks
+    documents["long.md"] = "# Long\n\n" + "".join(f"Paragraph {n} of the long document, about longword things "
+                                                  "here.\n\n" * 40 for n in range(60))  # ~110 chunks
+    return make_kb(root, "progress", documents)
+
+
+def test_while_chunks_are_embedded_the_field_names_their_document(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    kb = progress_kb(tmp_path / "kb")
+    made: list[SyncProgress] = []
+    real_for_stream = SyncProgress.for_stream.__func__  # type: ignore[attr-defined]
+
+    def recording(cls: type[SyncProgress], stream: Any, *, quiet: bool) -> SyncProgress:
+        made.append(real_for_stream(cls, stream, quiet=quiet))
+        return made[-1]
+
+    monkeypatch.setattr(SyncProgress, "for_stream", classmethod(recording))
+    embedder = manifest_fake_embedder(kb)
+    slow = SlowEmbedder(dim=embedder.identity.dim, model=embedder.identity.model, provider=embedder.identity.provider)
+    slow.showing = lambda: made[-1].current_display
+    report = run_sync(kb, SyncOptions(), embedder=slow, progress_stream=io.StringIO())  # type: ignore[arg-type]
+    assert report.ok and len(report.added) == 7
+    owner = {}  # each chunk's text -> its document, from what the sync indexed
+    conn = sqlite3.connect(kb / ".pinakes" / "index.db")
+    for text, path in conn.execute("SELECT c.text, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id"):
+        owner[text] = path
+    conn.close()
+    assert len(slow.seen) >= 3
+    for showing, texts in slow.seen:
+        embedded = sorted({owner[text] for text in texts})
+        match = re.fullmatch(r"embedding (\S+)(?: \+(\d+) more)?", showing)
+        assert match, (showing, embedded)
+        assert match[1] in embedded and len(embedded) == 1 + int(match[2] or 0), (showing, embedded)
+    streamed = [showing for showing, _texts in slow.seen if showing == "embedding docs/long.md"]
+    assert len(streamed) >= 2  # the long document, one call per slice, named throughout
+    assert any(showing.endswith("more") for showing, _texts in slow.seen)  # notes embedded together
+
+
+# -- a real sync on a real terminal --------------------------------------------------------------------
+
+SYNC_CHILD = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+
+    import pinakes.embed
+    import pinakes.sync.progress
+    from pinakes.cli import main
+    from tests.test_serve_helpers import manifest_fake_embedder
+    from tests.test_sync_progress import SlowEmbedder
+
+    kb = Path(sys.argv[1])
+    identity = manifest_fake_embedder(kb).identity
+    pinakes.embed.load_embedder = lambda *a, **k: SlowEmbedder(0.3, dim=identity.dim, model=identity.model,
+                                                               provider=identity.provider)
+    pinakes.sync.progress.LINE_INTERVAL = 0.5  # a line every half second, so a short sync shows several
+    sys.exit(main(["-C", str(kb), "sync"]))
+""")
+
+
+@posix_only
+def test_pnk_sync_on_a_terminal_of_0_columns_prints_plain_periodic_lines(tmp_path: Path) -> None:
+    kb = progress_kb(tmp_path / "kb")
+    report, screen = run_on_pty(SYNC_CHILD, str(kb), columns=0)
+    assert "added 7" in report
+    lines = screen.split("\r\n")
+    periodic = [line for line in lines if re.fullmatch(r"sync: \d/7 documents, [\d,]+ chunks, [\d.]+ chunks/s.*", line)]
+    assert len(periodic) >= 2, screen
+    assert any(re.search(r"\((embedding|writing) docs/", line) for line in periodic), screen
+    assert lines[-2].startswith("sync: indexed 7/7 documents, ") and lines[-1] == "", screen  # the summary
+    assert "\x1b" not in screen and "\r" not in screen.replace("\r\n", "") and "%|" not in screen  # no bar
+
+
+@posix_only
+def test_pnk_sync_on_a_wide_terminal_draws_the_bar_naming_the_document_embedded(tmp_path: Path) -> None:
+    kb = progress_kb(tmp_path / "kb")
+    report, screen = run_on_pty(SYNC_CHILD, str(kb), columns=100)
+    assert "added 7" in report
+    frames = re.split(r"[\r\n]", screen)
+    assert any(re.search(r"documents +\d+%\|.*  embedding docs/long\.md$", frame.rstrip()) for frame in frames), screen
+    assert not any(frame.startswith("sync: ") for frame in frames), screen
+
+
+@pytest.mark.heavy  # the same terminal as the test above, made by `script` as a CI step would
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux `script` to make a terminal of 0 columns")
+def test_pnk_sync_under_script_without_a_terminal_prints_plain_lines(tmp_path: Path) -> None:
+    """`script -qc 'pnk sync' /dev/null` from a CI step: script's terminal has no size (0 columns)."""
+    kb = progress_kb(tmp_path / "kb")
+    command = shlex.join([sys.executable, "-c", SYNC_CHILD, str(kb)])
+    done = subprocess.run(["script", "-qec", command, "/dev/null"], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, env=child_env(), cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "added 7" in done.stdout
+    assert re.search(r"^sync: \d/7 documents, ", done.stdout, re.MULTILINE), done.stdout
+    assert "sync: indexed 7/7 documents" in done.stdout and "%|" not in done.stdout

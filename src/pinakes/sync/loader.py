@@ -169,9 +169,11 @@ def run_pipeline(ctx: SyncContext) -> tuple[int, str]:
                                  "DOIT_CONFIG": doit_config(ctx, ["extract", "embed"])})
         if code or ctx.fatal is not None:
             return code, output
+    ctx.progress.step("deriving the graph")
     code, output = run_doit({"task_graph": task_graph, "DOIT_CONFIG": doit_config(ctx, ["graph"])})
     if code or ctx.fatal is not None or not (ctx.manifest.links or delisted(ctx.writer(), ctx.manifest)):
         return code, output  # no connected KB, and none to forget: reverse-scan has nothing to do
+    ctx.progress.step("reading connected KBs' links")
     return run_reverse_scan(ctx)
 
 

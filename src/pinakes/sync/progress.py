@@ -3,20 +3,29 @@
 A sync can run for minutes (embedding thousands of chunks); without a sign of life it looks hung.
 `SyncProgress` shows one, in one of three modes:
 
-- "bar" (the stream is a terminal): a tqdm bar redrawn in place, showing documents done/total, the
-  chunks embedded so far, their rate, an ETA and the file being worked on. The fill, the percentage
-  and the ETA are driven by BYTES done / total bytes, since documents vary widely in size; the visible
-  count is documents. `close()` clears the bar, leaving the terminal clean for the report.
+- "bar" (the stream is a terminal at least `MIN_BAR_COLUMNS` wide): a tqdm bar redrawn in place,
+  showing documents done/total, the chunks embedded so far, their rate, an ETA and what is being worked
+  on. The fill, the percentage and the ETA are driven by BYTES done / total bytes, since documents vary
+  widely in size; the visible count is documents. `close()` clears the bar, leaving the terminal clean
+  for the report.
 
 The ETA is shown only once there is work to extrapolate from (see `SyncProgress.eta`): at least
 `ETA_MIN_DOCUMENTS` documents or `ETA_MIN_FRACTION` of the total done, and no document in flight for
 longer than all the work measured so far. One slow document (a decompression bomb parsed up to its
 limits, a huge scan) says nothing about the rest: while it runs the ETA is "?", not hours.
-- "line" (not a terminal: CI logs, a pipe): a plain line, no `\\r` and no escape sequences, at most
+- "line" (not a terminal: CI logs, a pipe; or a terminal whose width is unknown, 0 or too narrow to
+  draw in, as a pseudo-terminal that reports 0 columns does under `script` and some CI runners, where
+  tqdm's bar has no width to be drawn in): a plain line, no `\\r` and no escape sequences, at most
   once every `interval` seconds, and a final summary line on `close()`. A sync that ends within
   `interval` seconds of `start()` prints nothing from here at all (announcements aside), so short
   syncs stay quiet.
 - "off" (`--quiet`): nothing, ever.
+
+What is being worked on is named with its phase (`document(path, phase=...)`: extracting, chunking,
+embedding, writing; `step(label)` for a step that is not one document's, such as the graph), so a long
+embedding names the document whose chunks are being embedded, not the last one extracted. A new
+phase is drawn at once; a new document within a phase waits for the bar's next redraw (at most one
+per `mininterval`), so thousands of small files do not flood the terminal.
 
 The sync runs its steps as doit tasks, and doit swaps `sys.stdout`/`sys.stderr` for capture objects
 while a task runs: so `SyncProgress` writes only to the stream it was given at construction (the real
@@ -32,6 +41,7 @@ embedding batch so a long document still shows life.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 from collections.abc import Callable, MutableMapping
@@ -42,11 +52,16 @@ from pinakes.display import printable
 
 Mode = Literal["bar", "line", "off"]
 
-__all__ = ["Mode", "SyncProgress"]
+__all__ = ["LINE_INTERVAL", "MIN_BAR_COLUMNS", "Mode", "SyncProgress", "terminal_columns"]
 
 _BAR_FORMAT = "{documents} documents {percentage:3.0f}%|{bar}| {chunks} chunks {chunk_rate}/s ETA {left}{current}"
 _MIN_BAR = 10  # columns kept for the bar itself when fitting the current file name
 _MIN_NAME = 8  # below this many columns the current file name is left out
+# Narrower than this, tqdm cuts the bar line before its counts (at 0 columns it has no width at all):
+# plain lines, which a narrow terminal wraps but shows whole, tell more.
+MIN_BAR_COLUMNS = 30
+# Seconds between two plain status lines.
+LINE_INTERVAL = 5.0
 
 
 def _shorten(text: str, width: int) -> str:
@@ -113,8 +128,8 @@ def _bar_class() -> Any:
             ncols = fields.get("ncols")
             fixed = len(_BAR_FORMAT.format(bar="", percentage=100, current="", **extra)) + _MIN_BAR
             room = (ncols - fixed if ncols else 40) - 2
-            name = progress.current_display
-            extra["current"] = f"  {_shorten(name, room)}" if name and room >= _MIN_NAME else ""
+            current = progress.current_field(room)
+            extra["current"] = f"  {current}" if current else ""
             fields.update(extra)
             return fields
 
@@ -169,14 +184,14 @@ class SyncProgress:
     `announce(message)` for one-off lines; `close()` at the end (also on failure; idempotent).
     """
 
-    def __init__(self, stream: TextIO, mode: Mode, *, interval: float = 5.0,
+    def __init__(self, stream: TextIO, mode: Mode, *, interval: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if mode not in ("bar", "line", "off"):
             raise ValueError(f"unknown progress mode {mode!r}")
         self.mode: Mode = mode
         self._stream = stream
         self._out = _GuardedStream(stream, self._stream_failed)
-        self._interval = interval
+        self._interval = LINE_INTERVAL if interval is None else interval
         self._clock = clock
         self._lock = threading.RLock()
         self._bar: Any = None
@@ -191,18 +206,22 @@ class SyncProgress:
         self.documents_done = 0
         self.bytes_done = 0
         self.chunks = 0
-        self.current_display = ""  # the current file, already made printable
+        self._phase = ""  # what is being done to the current document ("embedding"), or a whole step
+        self._current = ""  # the current document, already made printable
+        self._others = 0  # further documents worked on together with it (one embedding call)
 
     @classmethod
     def for_stream(cls, stream: TextIO, *, quiet: bool) -> SyncProgress:
-        """"off" when quiet, "bar" when `stream` is a terminal, "line" otherwise."""
+        """"off" when quiet, "bar" when `stream` is a terminal at least `MIN_BAR_COLUMNS` wide,
+        "line" otherwise (a terminal of unknown or 0 width included)."""
         if quiet:
             return cls(stream, "off")
         try:
             tty = bool(stream.isatty())
         except (AttributeError, OSError, ValueError):  # no isatty, or a closed stream
             tty = False
-        return cls(stream, "bar" if tty else "line")
+        columns = terminal_columns(stream) if tty else None
+        return cls(stream, "bar" if columns is not None and columns >= MIN_BAR_COLUMNS else "line")
 
     # -- the engine's API ------------------------------------------------------------------------------
 
@@ -219,13 +238,31 @@ class SyncProgress:
             if self.mode == "bar":
                 self._guard(self._start_bar)
 
-    def document(self, path: str) -> None:
-        """The file now being worked on."""
-        with self._lock:
-            if self._inactive:
-                return
-            self.current_display = printable(path)
-            self._tick(0)
+    def document(self, path: str, *, phase: str = "", others: int = 0) -> None:
+        """The file now being worked on, and what is being done to it (`phase`, e.g. "embedding");
+        `others`: how many more documents the same piece of work covers (one embedding call)."""
+        self._working_on(phase, printable(path), max(0, others))
+
+    def step(self, label: str) -> None:
+        """A step of the sync that is no one document's (deriving the graph)."""
+        self._working_on(label, "", 0)
+
+    @property
+    def current_display(self) -> str:
+        """What is being worked on, as shown: `embedding docs/a.md +3 more`; "" before any."""
+        return self.current_field(None)
+
+    def current_field(self, width: int | None) -> str:
+        """`current_display` fitted into `width` columns by shortening the file name in its middle
+        (None: no limit); "" when even a shortened name would not fit."""
+        prefix = f"{self._phase} " if self._phase and self._current else self._phase
+        suffix = f" +{self._others} more" if self._others else ""
+        if width is None or len(prefix) + len(self._current) + len(suffix) <= width:
+            return prefix + self._current + suffix
+        room = width - len(prefix) - len(suffix)
+        if not self._current or room < _MIN_NAME:
+            return ""
+        return prefix + _shorten(self._current, room) + suffix
 
     def advance(self, *, documents: int = 0, bytes_done: int = 0, chunks: int = 0) -> None:
         """Work finished since the last call: whole documents, their bytes, chunks embedded."""
@@ -295,6 +332,19 @@ class SyncProgress:
 
     # -- internals -------------------------------------------------------------------------------------
 
+    def _working_on(self, phase: str, name: str, others: int) -> None:
+        with self._lock:
+            if self._inactive:
+                return
+            new_phase = phase != self._phase
+            self._phase, self._current, self._others = phase, name, others
+            if new_phase and self.mode == "bar" and self._bar is not None:
+                # At once, not at the next throttled redraw: the work that follows (a model call, a
+                # large PDF) may be what the person waits on.
+                self._guard(self._bar.refresh)
+            else:
+                self._tick(0)
+
     @property
     def _inactive(self) -> bool:
         return self.mode == "off" or self._closed or self._broken
@@ -343,7 +393,8 @@ class SyncProgress:
         if left is not None:
             parts.append(f"about {_duration(left)} left")
         line = ", ".join(parts)
-        return f"{line} ({self.current_display})" if self.current_display else line
+        current = self.current_display
+        return f"{line} ({current})" if current else line
 
     def _write_line(self, line: str) -> None:
         self._out.write(line + "\n")
@@ -361,3 +412,12 @@ class SyncProgress:
         bar, self._bar = self._bar, None
         if bar is not None:
             bar.disable = True  # so that tqdm's own close()/__del__ does nothing more
+
+
+def terminal_columns(stream: TextIO) -> int | None:
+    """The width of the terminal `stream` writes to, None when it cannot be told (0 is returned as 0:
+    a pseudo-terminal whose size nobody set)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):  # no fileno (io.UnsupportedOperation), not a terminal
+        return None
