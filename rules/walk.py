@@ -85,6 +85,13 @@ def _source_root_start(root: str, source_root: str) -> str | None:
     return start if os.path.isdir(start) else None
 
 
+def check_source_roots(root: Path, sources: SourcesSection) -> None:
+    """Raise `SourceRootError` for a root the walk would refuse, without walking: a sync checks its
+    roots before it creates anything (the lock, the index), so a refused sync leaves no trace."""
+    for source_root in sources.roots:
+        _source_root_start(str(root), source_root)
+
+
 class FileState(NamedTuple):
     """One file as the walk saw it (a NamedTuple: the walk makes one per file on every sync)."""
 

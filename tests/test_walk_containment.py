@@ -60,10 +60,24 @@ def test_a_symlinked_source_root_is_refused_and_nothing_is_written_where_it_lead
     with pytest.raises(SourceRootError):
         sync(mine, sidecars_only=True)
     assert files_under(other / "docs") == theirs  # no sidecar minted for new.md, none rewritten
-    assert not (mine / ".pinakes" / "index.db").exists() or not _indexed(mine)
+    assert not (mine / ".pinakes" / "index.db").exists()
     checks = {c.name: (c.status, c.detail, c.remedy) for c in run_checks(DoctorContext(mine))}
     status, detail, remedy = checks["source roots"]
     assert status == "FAIL" and "symbolic link" in detail and remedy and "pnk sync" in remedy
+
+
+def test_a_refused_sync_creates_nothing_and_doctor_names_the_link_not_a_missing_sync(mine: Path) -> None:
+    """The roots are checked before the lock or the index is created (#24 item 5): an empty index
+    left by a refused sync made doctor report "no sync has completed" instead of the link."""
+    before = files_under(mine)
+    for options in ({}, {"rebuild": True}, {"index_only": True}):
+        with pytest.raises(SourceRootError):
+            sync(mine, **options)
+    assert not (mine / ".pinakes").exists()
+    assert files_under(mine) == before
+    checks = {c.name: (c.status, c.detail) for c in run_checks(DoctorContext(mine))}
+    assert checks["source roots"][0] == "FAIL"
+    assert not any("no sync has completed" in detail for _status, detail in checks.values()), checks
 
 
 def _indexed(kb: Path) -> list[str]:

@@ -49,6 +49,9 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
     paths = KBPaths(find_kb_root(start))
     manifest = load_manifest(paths.manifest)
     _check_options(options)
+    # Before the lock or the index exists: a refused sync must not leave an empty index behind, which
+    # doctor would report as a sync that never completed (the walk checks again, for a root swapped since).
+    walk.check_source_roots(paths.root, manifest.sources)
     if options.index_only:  # the one combination a paid backend cannot run under
         from pinakes.sync.paid import check_run
 
