@@ -19,8 +19,8 @@ Decisions this package makes (docs/SIDECAR.md explains each):
 
 The package is split so each part can be read on its own: `model` (the parsed values and where a
 sidecar lives), `dialect` (how ruamel is configured), `nodes` and `reading` (the strict reader),
-`writing` (minting and updating), `reconcile`, `comments` and `layout` (what keeps a rewrite
-faithful to the author's file). Import from `pinakes.sidecar`, not from the parts.
+`writing` (minting and updating), `reconcile`, `comments`, `layout` and `splice` (what keeps a
+rewrite faithful to the author's file: only the changed keys' lines are written back). Import from `pinakes.sidecar`, not from the parts.
 """
 
 from pinakes.sidecar.model import (
