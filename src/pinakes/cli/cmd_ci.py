@@ -13,8 +13,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser = subparsers.add_parser(
         "ci", parents=[common], help="write the CI workflow that syncs the KB and gates its quality",
         description="init: write .github/workflows/pinakes.yml (pinakes-<path>.yml for a KB in a "
-                    "subdirectory) at the top of the KB's git repository: install the pinned Pinakes with "
-                    "the [light] extra ([light,pdf] when the KB can hold PDFs), restore .pinakes/ and the model cache from the Actions cache, run "
+                    "subdirectory) at the top of the KB's git repository: install exactly this Pinakes, from "
+                    "where it came (or the manifest's [ci] install; refused when a runner cannot reach it), "
+                    "with the [light] extra ([light,pdf] when the KB can hold PDFs), restore .pinakes/ and "
+                    "the model cache from the Actions cache, run "
                     "`pnk sync --extract=pypdfium2` (the free extractor, as the hooks do), run `pnk eval` "
                     "as a quality gate (it prints a skip when the KB has no golden set), save the cache. "
                     "Re-running regenerates a workflow Pinakes wrote; any other file is left alone.",
