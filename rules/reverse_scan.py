@@ -8,9 +8,10 @@ window the task runs, keyed on the partner's committed sidecars: an unchanged se
 without reading one, a changed one is read whole and its rows replaced all or nothing.
 `pnk sync --scan-links` makes every partner's task run and read.
 
-No outcome fails the sync: each problem (a partner not on this machine, an id that does not match,
-a sidecar that does not parse, a target that is not here) is reported with its remedy in the sync
-report, because sync runs on git hooks and a missing partner must not block a commit.
+No outcome fails the sync: each problem (a partner not on this machine or not readable, an id that
+does not match, a folder that cannot be listed, a sidecar that does not parse, a target that is not
+here, a scan stopped at its per-partner bound) is reported with its remedy in the sync report,
+because sync runs on git hooks and a missing partner must not block a commit.
 """
 
 from __future__ import annotations

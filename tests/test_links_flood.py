@@ -121,6 +121,15 @@ def test_traversal_is_not_monopolised_and_stays_small(flooded: tuple) -> None:
     assert max(map(len, text.getvalue().splitlines())) < 1_000 and "this KB" in text.getvalue()
 
 
+def test_status_and_doctor_answer_over_the_flood(flooded: tuple) -> None:
+    demo = flooded[0]
+    for command in (["status"], ["doctor"]):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert main(["-C", str(demo), *command]) in (0, 1)
+        assert "Pinakes bug" not in out.getvalue() and len(out.getvalue()) < 20_000
+
+
 def test_a_bounded_scan_takes_seconds_not_the_whole_flood(flooded: tuple) -> None:
     *_, elapsed = flooded
     # reading all ~100k links took 31 s on a quiet machine (issue #24); the bound reads about a tenth
