@@ -17,3 +17,16 @@ def test_the_packaged_model_distributions_are_pinned_exactly_as_their_digests_ar
         name = pinned.split("==")[0]
         named = {r for r in requirements if r.split("=")[0].split(">")[0].split("<")[0].strip() == name}
         assert named == {pinned}, f"pyproject names {named or 'nothing'} for {name}; embed/packaged.py pins {pinned}"
+
+
+def test_the_readme_takes_torch_from_pytorchs_cpu_index() -> None:
+    """From PyPI alone, pip on Linux installs torch's multi-gigabyte CUDA build; README's test command
+    names PyTorch's CPU wheel index, as an extra index (PyPI stays in reach for everything else), and
+    takes only torch from it."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    torch_installs = [line for line in readme.splitlines() if '"torch==' in line]
+    assert torch_installs, "README's test command no longer installs torch first"
+    for line in torch_installs:
+        step = next(part for part in line.split("&&") if '"torch==' in part)
+        assert "--extra-index-url https://download.pytorch.org/whl/cpu" in step, step
+        assert "--no-deps" in step, step
