@@ -203,6 +203,7 @@ def test_ci_install_in_the_manifest_is_what_the_workflow_installs(tmp_path: Path
     ("pinakes-kb[light] @ git+https://git.example.org/p.git@v0.1.0", None),
     ("pinakes-kb[light] ; rm -rf /", "neither a version spec"),
     ("pinakes-kb\n==0.1", "spans lines"),
+    ("pinakes-kb @ https://x.example/${{ secrets.TOKEN }}.whl", "GitHub Actions expression"),
     ("", "empty"),
 ])
 def test_ci_install_is_validated_when_the_manifest_loads(tmp_path: Path, capsys: pytest.CaptureFixture[str],

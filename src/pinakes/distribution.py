@@ -160,6 +160,8 @@ def requirement_problem(spec: str) -> str | None:
     another distribution would install someone else's code as Pinakes."""
     if not spec.strip() or "\n" in spec:
         return "it is empty or spans lines; it must be one pip requirement"
+    if "${{" in spec:  # written into a workflow, it would be evaluated there
+        return "it holds a GitHub Actions expression (${{ ... }}); it must be a literal pip requirement"
     match = _REQUIREMENT.fullmatch(spec.strip())
     if match is None:
         return f"{spec!r} is not a pip requirement"
