@@ -443,6 +443,9 @@ def test_the_workflow_installs_the_pinakes_that_wrote_it_and_a_second_run_hits_t
     git(upstream, "add", "-A")
     git(upstream, "commit", "-q", "-m", "pinakes")
     commit = git(upstream, "rev-parse", "HEAD").strip()
+    # The runner would build the git checkout in an isolated environment fetched from the index; offline,
+    # pip builds it with this environment's setuptools. (pip sets an option's value from its variable,
+    # so PIP_NO_BUILD_ISOLATION=0 sets build_isolation to false: isolation off.)
     offline = isolated_env(PIP_NO_BUILD_ISOLATION="0", PIP_DISABLE_PIP_VERSION_CHECK="1",
                            **git_redirect(GIT_URL, upstream))
 
