@@ -179,7 +179,7 @@ def test_a_budget_that_admits_one_round_returns_a_labelled_partial_answer(demo: 
     assert len(fake.messages_requests()) == 2
     text = result.render_text()
     assert "bounded by the budget, not by the evidence" in text
-    assert "Bounded by the budget: 1 of 3 round(s) admitted." in text
+    assert "Bounded by the budget: 1 of 3 rounds admitted." in text
 
 
 def test_a_run_whose_worst_case_breaches_a_cap_makes_no_call_and_names_every_window(

@@ -160,8 +160,8 @@ def test_an_extraction_cache_made_immutable_mid_request_stops_the_run_and_nothin
         assert "Traceback" not in err and "pnk: error:" in err and "remedy:" in err
         assert "cannot write the extraction cache" in err and "stopped before its next paid call" in err
         assert "safe to delete" not in err and "holds paid extractions" in err
-        assert "1 PDF(s) paid for in this run are indexed" in err and "docs/a.pdf" in err
-        assert "3 PDF(s) were not paid for after the fault" in err
+        assert "1 PDF paid for in this run is indexed" in err and "docs/a.pdf" in err
+        assert "3 PDFs were not paid for after the fault" in err
         assert len(server.messages_requests()) == 1  # the run stopped before its next paid call
         assert [indexed_chunks(kb, path) > 0 for path in PDFS] == [True, False, False, False]
         assert [r["kind"] for r in ledger_records(kb)] == ["reservation", "reconciliation"]
@@ -363,7 +363,7 @@ def test_a_single_slice_pdf_the_budget_stops_is_not_reached_never_stopped_part_w
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "part-way" not in out.out + out.err
-    assert "1 PDF(s) were not extracted within the budget" in out.out and "docs/b.pdf" in out.out
+    assert "1 PDF was not extracted within the budget" in out.out and "docs/b.pdf" in out.out
     assert len(server.messages_requests()) == 1
     assert [indexed_chunks(kb, path) > 0 for path in PDFS[:2]] == [True, False]
 
@@ -418,7 +418,7 @@ def test_a_document_the_budget_stops_part_way_keeps_its_paid_pages_and_the_next_
     assert sync(kb, "--extract=claude-vision") == 1  # a document stopped part-way is a failure
 
     out = capsys.readouterr()
-    assert "part-way through this document, after 1 paid call(s)" in out.out + out.err
+    assert "part-way through this document, after 1 paid call for it" in out.out + out.err
     assert "pages paid for are kept" in out.out + out.err
     assert pages_asked(server) == [list(range(1, 9))]
     assert indexed_chunks(kb, "docs/long.pdf") == 0  # never indexed in part

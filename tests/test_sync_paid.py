@@ -164,7 +164,7 @@ def test_a_free_run_never_overwrites_a_paid_extraction(kb: Path, server: FakeAnt
     capsys.readouterr()
 
     assert sync(kb, "--index-only", "--extract=pypdfium2") == 0  # what the post-commit hook runs
-    assert "paid extraction(s) kept" in capsys.readouterr().out and "docs/scan.pdf" in capsys.readouterr().out + "docs/scan.pdf"
+    assert "paid extraction kept" in capsys.readouterr().out and "docs/scan.pdf" in capsys.readouterr().out + "docs/scan.pdf"
     assert chunks_of(kb, "docs/scan.pdf") == paid_chunks
     assert sync(kb, "--rebuild", "--extract=pypdfium2") == 0  # a rebuild reuses the paid text, for free
     assert chunks_of(kb, "docs/scan.pdf") == paid_chunks
@@ -213,7 +213,7 @@ def test_force_with_an_explicit_free_extract_replaces_the_paid_text_and_says_so(
     capsys.readouterr()
     assert sync(kb, "--force", "--extract=pypdfium2") == 0
     out = capsys.readouterr().out
-    assert "--force discarded 1 paid extraction(s)" in out and "docs/scan.pdf (claude-vision" in out
+    assert "--force discarded 1 paid extraction for the free" in out and "docs/scan.pdf (claude-vision" in out
     assert recorded_extraction(kb) is None
     assert all(PAGE_TEXTS[1] not in chunk[0] for chunk in chunks_of(kb, "docs/scan.pdf"))
 
@@ -223,7 +223,7 @@ def test_a_healthy_text_layer_is_not_paid_for_unless_forced(kb: Path, server: Fa
     (kb / "docs/scan.pdf").unlink()
     (kb / "docs/typed.pdf").write_bytes(minimal_pdf("A typed report with a perfectly good text layer.").encode("ascii"))
     assert sync(kb, "--extract=claude-vision") == 0
-    assert "healthy free text layer and were not paid for" in capsys.readouterr().out
+    assert "1 PDF has a healthy free text layer and was not paid for" in capsys.readouterr().out
     assert server.messages_requests() == []
     assert sync(kb, "--rebuild", "--force", "--extract=claude-vision") == 0
     assert len(server.messages_requests()) == 1
@@ -310,7 +310,7 @@ def test_the_completeness_audit_names_weak_pages_and_exempts_scans_in_the_report
     capsys.readouterr()
     assert sync(kb, "--extract=claude-vision") == 0  # a page below the text-yield floor: worth paying for
     out = capsys.readouterr().out
-    assert "completeness audit: docs/scan.pdf: word coverage median 0.70 over 2 measured page(s); exempt 1 of 3" in out
+    assert "completeness audit: docs/scan.pdf: word coverage median 0.70 over 2 measured pages; exempt 1 of 3" in out
     assert "below the median: docs/scan.pdf:2 (0.40)" in out
     requests = len(server.requests)
 

@@ -128,7 +128,7 @@ def test_partial_indexes_whole_documents_up_to_the_cap_and_reports_the_rest(
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "2 of 3 units admitted" in out.out
-    assert "1 PDF(s) were not extracted within the budget" in out.out and "docs/c.pdf" in out.out
+    assert "1 PDF was not extracted within the budget" in out.out and "docs/c.pdf" in out.out
     assert len(server.messages_requests()) == 2  # a whole document per call, and the third never sent
     assert [indexed_chunks(kb, path) > 0 for path in PDFS] == [True, True, False]
     assert ledger_kinds(kb) == ["reservation", "reconciliation"] * 2

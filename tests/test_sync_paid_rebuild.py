@@ -92,7 +92,7 @@ def test_clear_cache_and_rebuild_keep_a_paid_extraction_in_either_order(
     out = capsys.readouterr().out
 
     assert indexed(kb, "docs/scan.pdf") == before  # row, chunks and vectors, never re-extracted
-    assert "carried 1 paid extraction(s) across the rebuild" in out
+    assert "carried 1 paid extraction across the rebuild" in out
     assert failures(kb) == []
     assert len(server.messages_requests()) == 1  # nothing paid again
     assert indexed(kb, "docs/notes.md")[2] > 0  # the free document was rebuilt as usual

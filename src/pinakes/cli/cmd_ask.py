@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pinakes.wording import counted
+
 if TYPE_CHECKING:
     from pinakes.manifest import Manifest
     from pinakes.search.results import SearchResult
@@ -111,7 +113,7 @@ def _free(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question:
 
     print(render(result))
     what = ("one synthesis call" if branch == "synthesis" else
-            f"up to {manifest.deep.max_rounds} round(s) of two calls")
+            f"up to {counted(manifest.deep.max_rounds, 'round')} of two calls")
     print(f"\nNothing was spent: this is the free result. To have Claude answer it with citations "
           f"({what}, at most {format_eur(eur)} reserved under [budget]):\n  {printable(command)}")
     return 0

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from pinakes.wording import counted
+
 if TYPE_CHECKING:
     from pinakes.search.results import Passage
 
@@ -158,7 +160,7 @@ class DeepResult:
         if self.branch == "synthesis":
             lines.append(f"Free confidence {self.free_confidence.get('level')}: one synthesis call.")
         else:
-            lines.append(f"Free confidence {self.free_confidence.get('level')}: {len(self.rounds)} round(s) "
+            lines.append(f"Free confidence {self.free_confidence.get('level')}: {counted(len(self.rounds), 'round')} "
                          f"of at most {self.max_rounds}.")
             for record in self.rounds:
                 asked = ", ".join(f"{printable(query)!r} ({level})"
@@ -168,9 +170,9 @@ class DeepResult:
                 lines.append(f"  round {record.number}: {asked or 'no new query'} -> {done}")
         lines.append(f"Ended by {self.ended_by}: {ENDINGS[self.ended_by]}.")
         if self.bounded_by_budget:
-            lines.append(f"Bounded by the budget: {self.admitted_rounds} of {self.max_rounds} round(s) admitted.")
+            lines.append(f"Bounded by the budget: {self.admitted_rounds} of {counted(self.max_rounds, 'round')} admitted.")
         made = sum(len(call.call_ids) for call in self.calls)
-        lines.append(f"Cost: {format_eur(self.actual_eur)} actual over {made} call(s); "
+        lines.append(f"Cost: {format_eur(self.actual_eur)} actual over {counted(made, 'call')}; "
                      f"{format_eur(self.reserved_eur)} reserved at the worst case before the first call "
                      f"(operation {self.operation_id}).")
         lines.extend(f"note: {printable(note)}" for note in self.notes)

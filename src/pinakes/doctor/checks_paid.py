@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
+from pinakes.wording import counted, noun_for
 
 # Lines of per-document detail before "and N more".
 SHOWN_DOCUMENTS = 5
@@ -47,13 +48,15 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
         lines.extend(audit.lines(path))
     if lines:
         shown = lines[: SHOWN_DOCUMENTS * 2]
-        more = f"\n  … {len(lines) - len(shown)} more line(s)" if len(lines) > len(shown) else ""
+        more = f"\n  … {len(lines) - len(shown)} more {noun_for(len(lines) - len(shown), 'line')}" \
+            if len(lines) > len(shown) else ""
         yield Check("paid extraction audit", "OK",
-                    f"word coverage against the native layer: {measured} page(s) measured, exempt {exempt} "
+                    f"word coverage against the native layer: {counted(measured, 'page')} measured, exempt {exempt} "
                     f"of {total} (no native layer to measure against)\n  " + "\n  ".join(shown) + more)
     if unaudited:
         yield Check("paid extraction audit", "WARN",
-                    f"{len(unaudited)} paid extraction(s) carry no completeness audit: {', '.join(unaudited[:5])}",
+                    f"{counted(len(unaudited), 'paid extraction')} {'carries' if len(unaudited) == 1 else 'carry'} "
+                    f"no completeness audit: {', '.join(unaudited[:5])}",
                     "nothing to fix: they were written before the audit existed; the text is still used")
 
 

@@ -16,6 +16,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pinakes.wording import counted
+
 EXEMPT_NO_LAYER = "no native text layer"
 EXEMPT_NO_WORDS = "no significant words in the native layer"
 
@@ -73,7 +75,7 @@ class DocumentAudit:
                          f"(exempt {len(exempt)} of {total})")
             return parts
         low = self.below_median()
-        head = f"{path}: word coverage median {median:.2f} over {len(self.measured)} measured page(s)"
+        head = f"{path}: word coverage median {median:.2f} over {counted(len(self.measured), 'measured page')}"
         if exempt:
             head += f"; exempt {len(exempt)} of {total}"
         parts.append(head)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from pinakes.errors import PinakesError
 from pinakes.manifest import LinkedKB, Manifest
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.rules.walk import FileState
@@ -339,7 +340,7 @@ def _enumerate_sidecars(root: Path, partner: Manifest, outcome: PartnerScan) -> 
         shown = "; ".join(f"{path or '.'}: {why}" for path, why in unlisted[:_SHOWN])
         more = f" (+{len(unlisted) - _SHOWN} more)" if len(unlisted) > _SHOWN else ""
         outcome.problems.append(LinkProblem(
-            "unreachable", f"{where}: {len(unlisted)} path(s) of its sources could not be read ({shown}{more}); "
+            "unreachable", f"{where}: {counted(len(unlisted), 'path')} of its sources could not be read ({shown}{more}); "
                            "nothing from this partner was updated", remedy))
         return None
     return sorted(found.sidecars.values(), key=lambda state: state.path)

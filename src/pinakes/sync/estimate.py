@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from pinakes.errors import UsageError
 from pinakes.extract.registry import EXTRACTORS
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.budget import CallShape
@@ -50,9 +51,9 @@ class Estimate:
         if not self.documents:
             reasons = ", ".join(f"{count} {reason}" for reason, count in self.skipped.items()) or "no PDF to extract"
             return f"estimate ({self.backend}): nothing to pay for in the next sync ({reasons})"
-        lines = [f"estimate ({self.backend}, {self.model}): {self.documents} PDF(s), {self.pages} page(s), "
-                 f"{self.calls} request(s)",
-                 f"  measured: the first request of {self.measured_path} ({self.measured_pages} page(s)) "
+        lines = [f"estimate ({self.backend}, {self.model}): {counted(self.documents, 'PDF')}, "
+                 f"{counted(self.pages, 'page')}, {counted(self.calls, 'request')}",
+                 f"  measured: the first request of {self.measured_path} ({counted(self.measured_pages, 'page')}) "
                  f"counts {self.measured_input_tokens:,} input tokens",
                  f"  input: about {self.input_tokens:,} tokens in all (bound {self.input_tokens_bound:,})",
                  f"  output: at most {self.output_tokens_bound:,} tokens (not countable before it is generated)"]

@@ -49,6 +49,7 @@ from pinakes.errors import (
     UsageError,
 )
 from pinakes.extract.registry import EXTRACTORS
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.budget import Plan
@@ -392,7 +393,7 @@ def _budget_stopped(ctx: SyncContext, state: PaidState, item: DocWork, exc: Pina
         state.not_reached.append(item.path)
         return None
     raise PaidExtractionFailedError(
-        f"the budget stopped the run part-way through this document, after {calls_made} paid call(s) for it "
+        f"the budget stopped the run part-way through this document, after {counted(calls_made, 'paid call')} for it "
         "(on_exceed = partial keeps whole documents only); it is not indexed in part, and the pages paid for "
         f"are kept in the extraction cache, so the next run pays only for the rest: {exc.message}",
         remedy=exc.remedy) from None
@@ -558,7 +559,8 @@ def paid_rows_to_carry(previous: sqlite3.Connection | None, manifest: Manifest) 
     try:
         check_manifest_coherence(meta, manifest.embedding)
     except ModelMismatchError:
-        return CarryPlan(skipped=f"{len(rows)} paid extraction(s) were not carried across the rebuild: the "
+        return CarryPlan(skipped=f"{counted(len(rows), 'paid extraction')} {'was' if len(rows) == 1 else 'were'} "
+                                 "not carried across the rebuild: the "
                                  "embedding model changed, and their old vectors cannot be mixed with the "
                                  "new ones (they are re-embedded from the extraction cache where it has them)")
     return CarryPlan(tuple(row[0] for row in rows))
@@ -607,7 +609,7 @@ def carry_paid_rows(ctx: SyncContext, carry: CarryPlan, old_index: Path) -> None
             conn.execute("DROP TABLE temp.carry_moves")
     finally:
         conn.execute("DETACH DATABASE carried")
-    ctx.report.notes.append(f"carried {len(moves)} paid extraction(s) across the rebuild from the index it "
+    ctx.report.notes.append(f"carried {counted(len(moves), 'paid extraction')} across the rebuild from the index it "
                             "replaces (never re-extracted): " + _names([path for _doc_id, path in moves]))
 
 
@@ -634,16 +636,18 @@ def finish(ctx: SyncContext) -> None:
         return
     report = ctx.report
     if state.protected:
-        report.notes.append(f"{len(state.protected)} paid extraction(s) kept; a free run never re-extracts "
+        report.notes.append(f"{counted(len(state.protected), 'paid extraction')} kept; a free run never re-extracts "
                             f"them: {_names(state.protected)}")
     if state.discarded:
-        report.notes.append(f"--force discarded {len(state.discarded)} paid extraction(s) for the free "
+        report.notes.append(f"--force discarded {counted(len(state.discarded), 'paid extraction')} for the free "
                             f"text: {_names(state.discarded)}")
     if state.healthy:
-        report.notes.append(f"{len(state.healthy)} PDF(s) have a healthy free text layer and were not paid "
+        report.notes.append(f"{counted(len(state.healthy), 'PDF')} {'has' if len(state.healthy) == 1 else 'have'} "
+                            f"a healthy free text layer and {'was' if len(state.healthy) == 1 else 'were'} not paid "
                             f"for (pay anyway with --force): {_names(state.healthy)}")
     if state.not_reached:
-        report.notes.append(f"{len(state.not_reached)} PDF(s) were not extracted within the budget "
+        report.notes.append(f"{counted(len(state.not_reached), 'PDF')} {'was' if len(state.not_reached) == 1 else 'were'} "
+                            "not extracted within the budget "
                             f"(on_exceed = partial; the next run picks them up): {_names(state.not_reached)}")
     if state.store_fault is not None:
         _stop_the_run(ctx, state, state.store_fault)
@@ -653,7 +657,7 @@ def finish(ctx: SyncContext) -> None:
         spent = _spent_eur(ctx, state.plan.call_ids)
         if spent is not None:
             paid["spent_eur"] = str(spent)
-            report.notes.append(f"paid extraction spent €{spent} over {len(state.plan.call_ids)} call(s) "
+            report.notes.append(f"paid extraction spent €{spent} over {counted(len(state.plan.call_ids), 'call')} "
                                 f"(operation {state.plan.operation_id}; `pnk budget` has the detail)")
     audits = {path: audit.to_dict() for path, audit in state.audits}
     for path, audit in state.audits:
@@ -668,11 +672,13 @@ def _stop_the_run(ctx: SyncContext, state: PaidState, fault: PinakesError) -> No
     """End the sync with the store fault, saying what the paid documents became (once the pipeline
     has committed what it held: the paid text in hand is indexed by then)."""
     if state.kept_uncached:
-        fault.details.append(f"{len(state.kept_uncached)} PDF(s) paid for in this run are indexed although "
+        fault.details.append(f"{counted(len(state.kept_uncached), 'PDF')} paid for in this run "
+                             f"{'is' if len(state.kept_uncached) == 1 else 'are'} indexed although "
                              "the extraction cache could not keep them; the next run reuses them from the "
                              f"index without paying: {_names(state.kept_uncached)}")
     if state.held_back:
-        fault.details.append(f"{len(state.held_back)} PDF(s) were not paid for after the fault (the next run "
+        fault.details.append(f"{counted(len(state.held_back), 'PDF')} {'was' if len(state.held_back) == 1 else 'were'} "
+                             "not paid for after the fault (the next run "
                              f"picks them up): {_names(state.held_back)}")
     if ctx.fatal is None:
         ctx.fatal = fault
