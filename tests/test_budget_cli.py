@@ -142,7 +142,7 @@ def test_doctor_prices_paid_orphans_from_the_ledger(kb: Path) -> None:
     extracted = ExtractedText(text="scanned", pages=((0, 7),), backend="claude-vision", fingerprint="abc123")
     cache.put("0123456789abcdef", extracted, paid=True, operation_id="op", call_ids=call_ids)
     status, detail = budget_checks(kb)["paid orphans"]
-    assert status == "WARN" and "1 paid extraction(s)" in detail and "worth €0.1500" in detail
+    assert status == "WARN" and "1 paid extraction belongs to no active document" in detail and "worth €0.1500" in detail
     from pinakes.doctor import run_checks
 
     everything = list(run_checks(DoctorContext(kb)))

@@ -153,7 +153,7 @@ def test_partial_never_extracts_part_of_a_document(kb: Path, server: FakeAnthrop
     assert sync(kb, "--extract=claude-vision") == 1
 
     err = capsys.readouterr().err
-    assert "refused before the first call" in err and "2 call(s), 1 unit(s)" in err and "per_operation_eur" in err
+    assert "refused before the first call" in err and "2 calls, 1 unit" in err and "per_operation_eur" in err
     assert server.requests == [] and ledger_kinds(kb) == []
     assert indexed_chunks(kb, "docs/long.pdf") == 0
 

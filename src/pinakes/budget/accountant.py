@@ -38,6 +38,7 @@ from pinakes.budget.windows import CallRecord, Totals, budget_timezone, fold, mo
 from pinakes.errors import FilesystemError, PinakesError, UsageError
 from pinakes.kb import KBPaths
 from pinakes.manifest import BudgetSection
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.budget.report import BudgetReport
@@ -240,13 +241,13 @@ class Accountant:
 
     def _refusal(self, operation: str, total: Decimal, calls: int, units: int,
                  blocked: list[BlockedWindow], force: bool) -> BudgetRefusedError:
-        plural = "s" if len(blocked) > 1 else ""
         partial = ("" if self.budget.on_exceed == "partial" else
                    ' (on_exceed = "abort"; "partial" would admit the whole units that fit)')
         forced = f"; {_NO_FORCE}" if force else ""
         return BudgetRefusedError(
             f"refused before the first call: this {operation} run's worst case is {format_eur(total)} "
-            f"({calls} call(s), {units} unit(s)) and it would breach {len(blocked)} window{plural}{partial}:\n  "
+            f"({counted(calls, 'call')}, {counted(units, 'unit')}) and it would breach "
+            f"{counted(len(blocked), 'window')}{partial}:\n  "
             + "\n  ".join(window.describe() for window in blocked),
             blocked=blocked, path=self.paths.manifest,
             remedy="make every edit listed in pinakes.toml to admit the whole run, or run it on fewer "
@@ -262,7 +263,7 @@ class Accountant:
         day = totals.day_of(now)
         question = (
             f"This {plan.operation} run may cost up to {format_eur(plan.worst_case_eur)} "
-            f"({plan.admitted_calls} paid call(s){plan.partial_note()}), above confirm_above_eur "
+            f"({counted(plan.admitted_calls, 'paid call')}{plan.partial_note()}), above confirm_above_eur "
             f"({format_eur(threshold, 2)}). That is the worst case reserved; the bill is usually far "
             f"less. Today {format_eur(totals.day(day))} of {format_eur(self.budget.daily_eur, 2)}, this "
             f"month {format_eur(totals.month(day))} of {format_eur(self.budget.monthly_eur, 2)}. "
@@ -302,7 +303,8 @@ class Accountant:
         lines = [line.number for line in self.ledger.damaged]
         listed = "; ".join(line.describe() for line in self.ledger.damaged[:5])
         raise LedgerDamagedError(
-            f"{len(lines)} line(s) of the spending ledger cannot be trusted ({listed}); their amounts are "
+            f"{counted(len(lines), 'line')} of the spending ledger cannot be trusted ({listed}); "
+            f"{'its amount is' if len(lines) == 1 else 'their amounts are'} "
             "unknown, so no paid call is made until they are repaired",
             lines=lines, path=self.paths.ledger,
             remedy="restore the line(s) from a backup, or delete them by hand if you accept that whatever "
@@ -385,7 +387,7 @@ class Plan:
     def describe(self) -> str:
         """One line for a run's report."""
         text = (f"{self.operation} {self.operation_id}: worst case {format_eur(self.worst_case_eur)} for "
-                f"{self.admitted_calls} call(s)")
+                f"{counted(self.admitted_calls, 'call')}")
         if self.partial:
             text += (f", {self.admitted_units} of {self.total_units} units admitted (on_exceed = partial; "
                      f"cut by {', '.join(window.window for window in self.blocked)})")

@@ -18,6 +18,7 @@ from pinakes.budget.money import format_eur
 from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.budget import BudgetReport
@@ -83,8 +84,9 @@ def _ledger(paths: KBPaths, report: BudgetReport) -> Check:
     if report.damaged:
         listed = "; ".join(line.describe() for line in report.damaged[:5])
         return Check("spending ledger", "FAIL",
-                     f"{len(report.damaged)} line(s) of {paths.ledger.name} fail their check and are not "
-                     f"counted, so no paid call runs: {listed}",
+                     f"{counted(len(report.damaged), 'line')} of {paths.ledger.name} "
+                     f"{'fails its' if len(report.damaged) == 1 else 'fail their'} check and "
+                     f"{'is' if len(report.damaged) == 1 else 'are'} not counted, so no paid call runs: {listed}",
                      "restore the line(s) from a backup, or delete them by hand if you accept that what "
                      "they recorded is no longer counted (`pnk budget` lists them)")
     if not report.operations:
@@ -92,7 +94,8 @@ def _ledger(paths: KBPaths, report: BudgetReport) -> Check:
     month = report.windows[2]
     torn = "; an interrupted last write is set aside by the next paid call" if report.torn_tail else ""
     return Check("spending ledger", "OK",
-                 f"{len(report.call_eur)} paid call(s) in {len(report.operations)} operation(s), every line "
+                 f"{counted(len(report.call_eur), 'paid call')} in {counted(len(report.operations), 'operation')}, "
+                 "every line "
                  f"intact; this month {format_eur(month.spent)} of {format_eur(month.cap, 2)}{torn}")
 
 
@@ -106,7 +109,8 @@ def _unknown_outcomes(manifest: Manifest, report: BudgetReport) -> Iterator[Chec
         for window in report.windows[1:]  # daily and monthly: the windows a sequence of runs fills
         if window.unknown > window.cap * UNKNOWN_OUTCOME_SHARE
     ]
-    detail = (f"{len(report.unknown)} call(s) with no recorded outcome, counted at their reserved amount "
+    detail = (f"{counted(len(report.unknown), 'call')} with no recorded outcome, counted at "
+              f"{'its' if len(report.unknown) == 1 else 'their'} reserved amount "
               f"({format_eur(report.unknown_eur)})")
     if not breaches:
         yield Check("unknown outcomes", "OK", f"{detail}; under a quarter of every window")
@@ -149,7 +153,8 @@ def _paid_orphans(paths: KBPaths, report: BudgetReport) -> Iterator[Check]:
     if unpriced:
         priced += f"; {unpriced} carry no call_ids to price them by"
     yield Check("paid orphans", "WARN",
-                f"{len(orphans)} paid extraction(s) belong to no active document, {priced}; kept, never "
+                f"{counted(len(orphans), 'paid extraction')} {'belongs' if len(orphans) == 1 else 'belong'} "
+                f"to no active document, {priced}; kept, never "
                 "swept automatically",
                 "keep them if the documents may come back (a re-add is free); otherwise "
                 "`pnk sync --clear-cache=paid` removes them, after showing what they cost")
@@ -183,7 +188,8 @@ def _hook_split(paths: KBPaths, paid_backend: str | None) -> Iterator[Check]:
     unforced = [name for name in HOOK_COMMANDS if _runs_sync_without_free_flag(hooks_dir / name)]
     if unforced:
         yield Check("hooks and paid backend", "FAIL",
-                    f"the manifest names {paid_backend} and the {', '.join(unforced)} hook(s) run `pnk sync` "
+                    f"the manifest names {paid_backend} and the {', '.join(unforced)} "
+                    f"{'hook runs' if len(unforced) == 1 else 'hooks run'} `pnk sync` "
                     f"without {FREE_EXTRACT_FLAG}: a hook has no terminal to confirm a spend on, so every "
                     "commit's sync would abort (or, with a --yes, spend afresh)",
                     "pnk install-hooks (its hooks force the free extractor)")
@@ -198,7 +204,8 @@ def _hook_split(paths: KBPaths, paid_backend: str | None) -> Iterator[Check]:
         yield Check("hooks and paid backend", "OK", f"{detail}; no document is waiting for a paid run")
         return
     yield Check("hooks and paid backend", "WARN",
-                f"{detail}; {pending} PDF(s) indexed by a free extractor are stale until a paid run",
+                f"{detail}; {counted(pending, 'PDF')} indexed by a free extractor "
+                f"{'is' if pending == 1 else 'are'} stale until a paid run",
                 f"run `pnk sync` yourself, from a terminal, to extract them with {paid_backend} (it prices "
                 "the run first and asks above confirm_above_eur)")
 
