@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pinakes.wording import counted
+
 if TYPE_CHECKING:
     from pinakes.eval.fitting import ConfidenceFit
     from pinakes.eval.harness import EvalPaths, GateResult
@@ -258,7 +260,9 @@ def _corpus(args: argparse.Namespace) -> int:
         value = data[key]
         lines.append(f"  {key:<11} {'—' if value is None else f'{value:.4f}'}")
     if scores.missing_relevant:
-        lines.append(f"note: {scores.missing_relevant} relevant path(s) are not files in this KB and were left out")
+        missing = scores.missing_relevant
+        lines.append(f"note: {counted(missing, 'relevant path')} {'is not a file' if missing == 1 else 'are not files'} "
+                     f"in this KB and {'was' if missing == 1 else 'were'} left out")
     lines.append(f"note: one search of {data['passages_per_question']} passages per question, folded to "
                  f"documents (mean {data['mean_documents_ranked'] or 0:.1f} documents ranked); relevance is binary")
     _emit(args, {"ok": True, **data}, "\n".join(lines))
