@@ -205,3 +205,16 @@ def test_a_search_hit_carries_the_documents_tags_from_both_places(index: Path) -
     with Searcher(index, SearchSettings(rerank=False, final_k=5), embedder=HashEmbedder()) as searcher:
         passages = searcher.search("shed key", mode="bm25").passages
     assert passages[0].path == "docs/tagged.md" and passages[0].tags == ("shed", "garden")
+
+
+def test_the_commands_from_the_issue(index: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pnk search --mode bm25 allotment` and `--tag garden`, as issue #26 ran them."""
+    from pinakes.cli import main
+
+    root = str(index.parent.parent)
+    assert main(["-C", root, "search", "--mode", "bm25", "--json", "allotment"]) == 0
+    hits = json.loads(capsys.readouterr().out)["passages"]
+    assert [hit["path"] for hit in hits][:1] == ["docs/obsidian.md"]
+    assert hits[0]["tags"] == ["garden", "meetings"]
+    assert main(["-C", root, "search", "--mode", "bm25", "--json", "--tag", "garden", "beans"]) == 0
+    assert {hit["path"] for hit in json.loads(capsys.readouterr().out)["passages"]} == {"docs/obsidian.md"}
