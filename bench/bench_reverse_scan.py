@@ -11,7 +11,8 @@ every figure as a median over the rounds, beside the baseline measured in the sa
   hashing): the stat() cost any scan past the window pays;
 - cold: a full scan (`--scan-links`): enumerate, read and parse every sidecar, replace the rows;
 - past the window, nothing changed: enumerate and key the sidecars, read none, re-stamp;
-- within the window: the due check alone (`kb_refs`), which reads nothing of the partner.
+- within the window: the due check alone (`kb_refs`, and the partner's signal: two stat() calls),
+  which reads nothing of the partner.
 """
 
 from __future__ import annotations
@@ -118,8 +119,12 @@ def main() -> None:
         assert outcomes[-1].status == reverse.UNCHANGED and outcomes[-1].sidecars_read == 0, outcomes[-1]
         stamped = reverse.parse_stamp(reverse.known_refs(conn)[linked.id][2])
         assert stamped is not None
-        fresh = median_seconds(lambda: reverse.any_due(conn, manifest, force=False, at=stamped), args.rounds)
-        assert not reverse.any_due(conn, manifest, force=False, at=stamped)
+        fresh = median_seconds(lambda: reverse.any_due(conn, local, manifest, force=False, at=stamped), args.rounds)
+        assert not reverse.any_due(conn, local, manifest, force=False, at=stamped)
+        # the partner marks a change of its links (`pnk link` there, or its sync): due within the window
+        (partner / ".pinakes").mkdir(exist_ok=True)
+        reverse.mark_links_changed(partner / ".pinakes")
+        assert reverse.any_due(conn, local, manifest, force=False, at=stamped)
         inbound = outcomes[-1].inbound
         conn.close()
 

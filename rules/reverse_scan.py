@@ -60,7 +60,7 @@ def task_reverse_scan(ctx: SyncContext) -> Iterator[dict[str, object]]:
 def _is_due(ctx: SyncContext, linked: LinkedKB, at: datetime) -> bool:
     if ctx.conn is None:  # an inspection of a KB with no index yet: everything would be scanned
         return True
-    return reverse.is_due(ctx.conn, linked, force=ctx.options.scan_links, at=at)
+    return reverse.is_due(ctx.conn, ctx.paths.root, linked, force=ctx.options.scan_links, at=at)
 
 
 def run_partner_scan(ctx: SyncContext, linked: LinkedKB) -> bool:

@@ -97,7 +97,7 @@ def test_a_corrupt_partner_sidecar_keeps_the_old_rows_and_writes_no_stamp(kbs: t
     assert "docs/about.md.pnk.yaml" in problems[0]["message"] and problems[0]["remedy"]
     assert inbound(demo) == PARTNER_TO_DEMO  # the link the partner dropped is still known: no partial write
     assert last_scan(demo, PARTNER_ID) == stamp  # not stamped, so the next sync retries
-    assert reverse.any_due(_writer(demo), _manifest(demo), force=False, at=later)
+    assert reverse.any_due(_writer(demo), demo, _manifest(demo), force=False, at=later)
 
 
 def test_a_delisted_partners_rows_vanish(kbs: tuple[Path, Path]) -> None:

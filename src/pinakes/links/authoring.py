@@ -2,7 +2,8 @@
 
 A link is authored forward: only the source document's sidecar is written, in the KB the command
 acts on, never a file of the KB it points at (spec §2.2) — that KB learns of the link by its own
-reverse scan of this KB's committed sidecars (§6.2). The write goes through the sidecar round-trip
+reverse scan of this KB's committed sidecars (§6.2), at its next sync (the command marks the change
+in this KB's .pinakes/ so that scan is due: `reverse.mark_links_changed`). The write goes through the sidecar round-trip
 writer (`update_sidecar`): rename-atomic, and every byte outside `links` is kept (the one
 normalisation is the writer's by design: a `pnk://self/...` entry already in the list is written
 out with this KB's ULID). It takes no lock: a concurrent write to the same sidecar can lose one
@@ -79,6 +80,7 @@ def link(start: Path | str | None, source: str, target: str, rel: str) -> LinkCh
     change = LinkChange(src, dst, [relation], changed=wanted not in current.links, sidecar=str(src.sidecar_relative))
     if change.changed:
         update_sidecar(sidecar_path, kb_id=kb.kb_id, links=[*current.links, wanted])
+        _announce(kb, dst)
     else:
         change.notes.append(f"{src.path} already links to {dst.doc_id} as {relation!r}; nothing was written")
     change.notes.extend(_visibility_notes(kb, dst))
@@ -103,6 +105,7 @@ def unlink(start: Path | str | None, source: str, target: str, rel: str | None =
         raise UsageError(f"{src.path} has no link to {dst.kb_id}/{dst.doc_id}{wanted}; its links: {existing}",
                          remedy="name a link the sidecar holds (`pnk links ID --direction out` lists them)")
     update_sidecar(sidecar_path, kb_id=kb.kb_id, links=[item for item in current.links if item not in removed])
+    _announce(kb, dst)
     return LinkChange(src, dst, [item.rel for item in removed], changed=True, sidecar=str(src.sidecar_relative))
 
 
@@ -144,6 +147,16 @@ def add_kb(start: Path | str | None, alias: str, directory: str) -> AddedKB:
     parse_manifest(new_text, path=manifest_path)  # refuses (ManifestError) before anything is written
     atomic_write_bytes(manifest_path, new_text.encode("utf-8"))
     return AddedKB(alias, partner.kb.id, relative, partner.kb.name)
+
+
+def _announce(kb: Here, target: DocumentRef) -> None:
+    """A link into another KB: mark it, so that KB's next sync scans this one (not only when its
+    freshness window ends), whether or not this KB syncs first."""
+    if target.kb_id != kb.kb_id:
+        from pinakes.kb import KBPaths
+        from pinakes.links.reverse import mark_links_changed
+
+        mark_links_changed(KBPaths(kb.root).state_dir)
 
 
 def check_rel(rel: str) -> str:

@@ -23,10 +23,17 @@ runs on git hooks and a partner that is merely not on this machine must not bloc
 missing target is still recorded as an edge: dropping it would hide a claim the other KB makes.
 
 Cost is bounded by a freshness window, a code constant (how stale a cross-KB link may be is a
-question about this engine's cost, not about a KB). Within the window a partner is not read at all.
-Past it, the partner's sidecars are enumerated and their (path, size, mtime, ctime, inode) keyed;
-an unchanged key re-stamps the scan without reading a sidecar. `--scan-links` ignores both.
-Uncertainty always resolves to stale: no stamp, a stamp that does not parse, or one in the future.
+question about this engine's cost, not about a KB). Within the window a partner is not read at all,
+unless it says its links changed: its signal (`partner_signal`: what stat() says of its pinakes.toml
+and of its `.pinakes/links-changed`, which `pnk link`/`pnk unlink` and its own sync touch whenever
+its sidecars' cross-KB links change) differs from the one recorded at the last scan. That check is
+two stat() calls, so a link authored in a partner shows up at this KB's next sync, whichever of the
+two synced first, while an unchanged partner is never walked within the window. A sidecar edited by
+hand in a partner that has not synced since does not move the signal: the window bounds that delay.
+Past the window, the partner's sidecars are enumerated and their (path, size, mtime, ctime, inode)
+keyed; an unchanged key re-stamps the scan without reading a sidecar. `--scan-links` ignores all of
+it. Uncertainty always resolves to stale: no stamp, a stamp that does not parse, one in the future,
+or no signal recorded.
 """
 
 from __future__ import annotations
@@ -59,6 +66,10 @@ MAX_SIDECAR_BYTES_READ = 4 << 20
 ORIGIN = "reverse-scan"
 _KEY_META = "reverse_scan_key:"  # meta key prefix: the partner's sidecar key at its last full scan
 _CURSOR_META = "reverse_scan_cursor:"  # meta key prefix: the last sidecar a bounded scan read
+_SIGNAL_META = "reverse_scan_signal:"  # meta key prefix: the partner's signal when its last scan began
+# In a KB's .pinakes/ (never committed): touched whenever its sidecars' cross-KB links change, so a
+# connected KB knows to scan it without walking it (see the module docstring).
+LINKS_CHANGED_NAME = "links-changed"
 _SHOWN = 5  # problems of one kind listed in full; the rest are counted
 
 # What became of one partner in one sync.
@@ -97,11 +108,14 @@ class PartnerScan:
     sidecars_read: int = 0
     discarded: int = 0  # links to a third KB (or to the partner itself): read, not kept
     problems: list[LinkProblem] = field(default_factory=list)
+    last_scan: str | None = None  # FRESH only: when it was last scanned ...
+    next_scan: str | None = None  # ... and when the window ends (sooner if the partner's links change)
 
     def to_dict(self) -> dict[str, object]:
         return {"alias": self.alias, "kb_id": self.kb_id, "status": self.status, "inbound": self.inbound,
                 "sidecars_read": self.sidecars_read, "discarded": self.discarded,
-                "problems": [problem.to_dict() for problem in self.problems]}
+                "problems": [problem.to_dict() for problem in self.problems],
+                "last_scan": self.last_scan, "next_scan": self.next_scan}
 
 
 @dataclass(frozen=True)
@@ -194,15 +208,50 @@ def known_refs(conn: sqlite3.Connection) -> dict[str, tuple[str, str | None, str
             for kb_id, alias, path, last_scan in conn.execute("SELECT kb_id, alias, path, last_scan FROM kb_refs")}
 
 
-def is_due(conn: sqlite3.Connection, linked: LinkedKB, *, force: bool, at: datetime) -> bool:
-    """Whether `linked` must be looked at in this sync (forced, never scanned, stale, or moved)."""
+def is_due(conn: sqlite3.Connection, kb_root: Path, linked: LinkedKB, *, force: bool, at: datetime) -> bool:
+    """Whether `linked` must be looked at in this sync (forced, never scanned, stale, moved, or its
+    signal moved since the last scan: two stat() calls, nothing of the partner read)."""
     if force:
         return True
     ref = known_refs(conn).get(linked.id)
     if ref is None:
         return True
     alias, path, last_scan = ref
-    return (alias, path) != (linked.alias, linked.path) or not is_fresh(last_scan, at)
+    if (alias, path) != (linked.alias, linked.path) or not is_fresh(last_scan, at):
+        return True
+    recorded = conn.execute("SELECT value FROM meta WHERE key = ?", (_SIGNAL_META + linked.id,)).fetchone()
+    return recorded is None or recorded[0] != partner_signal(partner_root(kb_root, linked))
+
+
+def partner_signal(root: Path) -> str:
+    """What stat() says of a KB's pinakes.toml and its links-changed mark: it moves whenever the
+    KB's sources or its sidecars' cross-KB links may have changed (see the module docstring)."""
+    from pinakes.kb import MANIFEST_NAME, STATE_DIR_NAME
+
+    parts = []
+    for path in (root / MANIFEST_NAME, root / STATE_DIR_NAME / LINKS_CHANGED_NAME):
+        try:
+            state = os.stat(path)
+        except FileNotFoundError:
+            parts.append("absent")
+        except OSError as exc:
+            parts.append(f"unreadable {exc.errno}")
+        else:
+            parts.append(f"{state.st_size} {state.st_mtime_ns} {state.st_ctime_ns} {state.st_ino}")
+    return "|".join(parts)
+
+
+def mark_links_changed(state_dir: Path) -> None:
+    """Touch `state_dir`/links-changed (creating it; never the folder), so that connected KBs
+    scan this one at their next sync. Best effort: where it cannot be written, they learn of the
+    change when their window ends, which is what happened before this mark existed."""
+    mark = state_dir / LINKS_CHANGED_NAME
+    try:
+        with open(mark, "a", encoding="utf-8"):
+            pass
+        os.utime(mark)
+    except OSError:
+        pass
 
 
 def delisted(conn: sqlite3.Connection, manifest: Manifest) -> list[str]:
@@ -213,11 +262,13 @@ def delisted(conn: sqlite3.Connection, manifest: Manifest) -> list[str]:
     return sorted(set(known_refs(conn)) - listed)
 
 
-def any_due(conn: sqlite3.Connection, manifest: Manifest, *, force: bool, at: datetime | None = None) -> bool:
-    """Whether this sync has reverse-scan work at all (cheap: kb_refs only, no partner file read)."""
+def any_due(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest, *, force: bool,
+            at: datetime | None = None) -> bool:
+    """Whether this sync has reverse-scan work at all (cheap: kb_refs, and two stat() calls per
+    partner; no partner file read)."""
     at = at or now()
     return bool(delisted(conn, manifest)) or any(
-        is_due(conn, linked, force=force, at=at) for linked in manifest.links)
+        is_due(conn, kb_root, linked, force=force, at=at) for linked in manifest.links)
 
 
 def remove_delisted(conn: sqlite3.Connection, manifest: Manifest) -> list[PartnerScan]:
@@ -231,7 +282,8 @@ def remove_delisted(conn: sqlite3.Connection, manifest: Manifest) -> list[Partne
         with transaction(conn):
             removed = conn.execute("DELETE FROM links WHERE src_kb_id = ? AND origin = ?", (kb_id, ORIGIN)).rowcount
             conn.execute("DELETE FROM kb_refs WHERE kb_id = ?", (kb_id,))
-            conn.executemany("DELETE FROM meta WHERE key = ?", [(_KEY_META + kb_id,), (_CURSOR_META + kb_id,)])
+            conn.executemany("DELETE FROM meta WHERE key = ?", [(prefix + kb_id,) for prefix in
+                                                                (_KEY_META, _CURSOR_META, _SIGNAL_META)])
         alias = refs[kb_id][0] if kb_id in refs else kb_id
         outcomes.append(PartnerScan(alias=alias, kb_id=kb_id, status=REMOVED, inbound=0, discarded=removed))
     return outcomes
@@ -258,6 +310,8 @@ def _scan(conn: sqlite3.Connection, manifest: Manifest, kb_root: Path, linked: L
           force: bool, at: datetime) -> None:
     from pinakes.index.schema import transaction
 
+    # Before anything of the partner is read: a change made during this scan moves it past this value.
+    signal = partner_signal(partner_root(kb_root, linked))
     try:
         root, partner = open_partner(kb_root, linked)
     except PartnerError as exc:
@@ -272,7 +326,7 @@ def _scan(conn: sqlite3.Connection, manifest: Manifest, kb_root: Path, linked: L
     if not force and stored_key is not None and stored_key[0] == key and ref is not None \
             and (ref[0], ref[1]) == (linked.alias, linked.path):
         with transaction(conn):
-            _stamp(conn, linked, at, key)
+            _stamp(conn, linked, at, key, signal)
         outcome.status = UNCHANGED
         outcome.inbound = _inbound_count(conn, linked.id)
         _report_missing_targets(conn, manifest.kb.id, linked, outcome)
@@ -293,7 +347,7 @@ def _scan(conn: sqlite3.Connection, manifest: Manifest, kb_root: Path, linked: L
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             [(linked.id, src, manifest.kb.id, dst, rel, ORIGIN) for src, dst, rel in walked.rows])
         # A bounded walk stores no key: the next due scan reads on rather than trusting a part.
-        _stamp(conn, linked, at, key if walked.read_ids is None else None)
+        _stamp(conn, linked, at, key if walked.read_ids is None else None, signal)
         if walked.stopped_after is None:
             conn.execute("DELETE FROM meta WHERE key = ?", (_CURSOR_META + linked.id,))
         else:
@@ -307,8 +361,12 @@ def _scan(conn: sqlite3.Connection, manifest: Manifest, kb_root: Path, linked: L
 
 
 def fresh_outcome(conn: sqlite3.Connection, linked: LinkedKB) -> PartnerScan:
-    """A partner within its window: reported, never read."""
-    return PartnerScan(alias=linked.alias, kb_id=linked.id, status=FRESH, inbound=_inbound_count(conn, linked.id))
+    """A partner within its window: reported, never read, with when it is next due."""
+    ref = known_refs(conn).get(linked.id)
+    stamp = parse_stamp(ref[2] if ref else None)
+    return PartnerScan(alias=linked.alias, kb_id=linked.id, status=FRESH, inbound=_inbound_count(conn, linked.id),
+                       last_scan=stamp.isoformat(timespec="seconds") if stamp else None,
+                       next_scan=(stamp + FRESHNESS_WINDOW).isoformat(timespec="seconds") if stamp else None)
 
 
 def _enumerate_sidecars(root: Path, partner: Manifest, outcome: PartnerScan) -> list[FileState] | None:
@@ -436,12 +494,14 @@ def _capped(linked: LinkedKB, read: int, total: int, links_read: int, bytes_read
         "`pnk doctor` in that KB lists its largest")
 
 
-def _stamp(conn: sqlite3.Connection, linked: LinkedKB, at: datetime, key: str | None) -> None:
+def _stamp(conn: sqlite3.Connection, linked: LinkedKB, at: datetime, key: str | None, signal: str) -> None:
     conn.execute(
         "INSERT INTO kb_refs (kb_id, alias, path, last_scan) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (kb_id) DO UPDATE SET alias = excluded.alias, path = excluded.path, "
         "last_scan = excluded.last_scan",
         (linked.id, linked.alias, linked.path, at.isoformat(timespec="microseconds")))
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
+                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (_SIGNAL_META + linked.id, signal))
     if key is None:
         conn.execute("DELETE FROM meta WHERE key = ?", (_KEY_META + linked.id,))
         return

@@ -284,7 +284,7 @@ def _scan_links_if_due(ctx: SyncContext) -> None:
         return  # no partner listed and none to forget: the common case costs one indexed read
     from pinakes.links.reverse import any_due
 
-    if not any_due(ctx.writer(), ctx.manifest, force=ctx.options.scan_links):
+    if not any_due(ctx.writer(), ctx.paths.root, ctx.manifest, force=ctx.options.scan_links):
         return
     from pinakes.sync.loader import run_reverse_scan
 

@@ -153,7 +153,7 @@ class SyncReport:
             problems = scan.get("problems") or []
             assert isinstance(problems, list)
             lines.append(f"links from {printable(str(scan['alias']))}: {scan['status']}, {scan['inbound']} inbound"
-                         + (f", {counted(len(problems), 'problem')}" if problems else ""))
+                         + (f", {counted(len(problems), 'problem')}" if problems else "") + _not_due_yet(scan))
             for problem in problems[:SHOWN_PER_REASON]:
                 lines.append(f"  {printable(problem['message'])}; remedy: {printable(problem['remedy'])}")
             if len(problems) > SHOWN_PER_REASON:
@@ -174,6 +174,18 @@ class SyncReport:
             more = f" and {len(paths) - SHOWN_PER_REASON} more" if len(paths) > SHOWN_PER_REASON else ""
             lines.append(f"  {reason}: {len(paths)} ({shown}{more})")
         return lines
+
+
+def _not_due_yet(scan: dict[str, object]) -> str:
+    """For a partner not scanned in this sync and known to link here nowhere: when it next is, and
+    how to scan it now (0 inbound might otherwise read as a missing link)."""
+    from pinakes.links.reverse import FRESH, parse_stamp
+
+    due = parse_stamp(str(scan.get("next_scan") or ""))
+    if scan["status"] != FRESH or scan["inbound"] or due is None:
+        return ""
+    return (f" (not scanned now: the next sync scans it after {due:%H:%M} UTC, or as soon as its links change; "
+            "`pnk sync --scan-links` scans it now)")
 
 
 def _page_list(pages: Sequence[int]) -> str:

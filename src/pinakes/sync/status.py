@@ -143,7 +143,7 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
             status.pages_without_text = {path: json.loads(pages) for path, pages in ctx.conn.execute(
                 "SELECT path, pages_without_text FROM documents WHERE state = 'active' "
                 "AND pages_without_text IS NOT NULL ORDER BY path")}
-            _link_scans(ctx.conn, ctx.manifest, status)
+            _link_scans(ctx.conn, paths.root, ctx.manifest, status)
             if status.model_changed:
                 ctx.conn.close()
                 ctx.conn = None  # a rebuild pairs against an empty index: everything is rebuilt
@@ -177,12 +177,13 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
     return status
 
 
-def _link_scans(conn: sqlite3.Connection, manifest: Manifest, status: KBStatus) -> None:
-    """What the next sync's reverse-scan step does, decided as it decides it (kb_refs only)."""
+def _link_scans(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest, status: KBStatus) -> None:
+    """What the next sync's reverse-scan step does, decided as it decides it (kb_refs, and each
+    partner's signal: two stat() calls)."""
     if not manifest.links and conn.execute("SELECT 1 FROM kb_refs LIMIT 1").fetchone() is None:
         return
     from pinakes.links.reverse import delisted, is_due, now
 
     at = now()
-    status.link_scans_due = [linked.alias for linked in manifest.links if is_due(conn, linked, force=False, at=at)]
+    status.link_scans_due = [linked.alias for linked in manifest.links if is_due(conn, kb_root, linked, force=False, at=at)]
     status.partners_to_forget = delisted(conn, manifest)
