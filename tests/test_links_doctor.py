@@ -44,3 +44,18 @@ def test_a_missing_partner_a_stale_scan_and_dangling_links_are_warned(tmp_path: 
     shutil.rmtree(partner)
     status, detail = _by_name(demo)["links: partner"]
     assert status == "WARN" and "no KB at" in detail and "on this machine" in detail
+
+
+def test_links_that_could_not_be_checked_are_never_said_to_resolve(tmp_path: Path) -> None:
+    """Issue #26 item 10: doctor said "every link checked resolves (not checked ...)" about links it
+    had not checked. Now it counts what it checked and says apart what it could not."""
+    demo, partner = copy_kbs(tmp_path)
+    sync(demo)  # the partner has no index: demo's 4 links into it cannot be checked
+    status, detail = _by_name(demo)["dangling links"]
+    assert status == "OK" and "resolves" not in detail
+    assert detail.endswith("; 4 links not checked (4 to partner): that KB or its index is not on this machine")
+    checked = int(detail.split(" link")[0])
+    assert checked > 0 and detail.startswith(f"{checked} links checked: all resolve")
+    sync(partner)
+    status, detail = _by_name(demo)["dangling links"]
+    assert status == "OK" and detail == f"{checked + 4} links checked: all resolve"

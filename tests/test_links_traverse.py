@@ -181,7 +181,14 @@ def test_pnk_links_prints_and_clamps(kbs: tuple[Path, Path], capsys: pytest.Capt
     assert main(["-C", str(demo), "links", "docs/loans/outgoing.md", "--depth", "99"]) == 0
     out = capsys.readouterr().out
     assert "Borrowing documents from the record office" in out and "KB partner" in out
-    assert "depth 99 was clamped to 3" in out and "terminal" in out
+    assert "depth 99 was clamped to 3" in out
+    # the frontier in plain words (issue #26 item 10): no reason codes, and what to do about each
+    assert "terminal" not in out and "frontier" not in out
+    assert "1 in another KB (to go on, run `pnk links` on it in that KB)" in out
+    assert main(["-C", str(demo), "links", HUB, "--depth", "2", "--adjacent-k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "at the last hop (--depth 3 follows them)" in out
+    assert "beyond the neighbours followed per document (raise --adjacent-k)" in out
     assert main(["-C", str(demo), "links", DEMO_OUTGOING, "--json", "--direction", "in"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert {n["doc_id"] for n in result["neighbours"]} >= {PARTNER_BORROWING}

@@ -94,13 +94,7 @@ def render(result: dict[str, Any]) -> str:
         if item["reason"]:
             state = "unreachable" if not item["reachable"] else "unresolved"
             lines.append(f"{indent}   {state}: {printable(item['reason'])}")
-    counts: dict[str, int] = {}
-    for entry in result["frontier"]:
-        counts[entry["reason"]] = counts.get(entry["reason"], 0) + 1
-    for reason, count in result["frontier_omitted"].items():
-        counts[reason] = counts.get(reason, 0) + count
-    if counts:
-        lines.append("frontier (found, not expanded): " + ", ".join(f"{reason} {count}" for reason, count in counts.items()))
+    lines.extend(_not_followed(result))
     for name, bound in result["bounds"].items():
         if bound["clamped"]:
             lines.append(f"note: {name} {bound['requested']} was clamped to {bound['used']} "
@@ -110,3 +104,33 @@ def render(result: dict[str, Any]) -> str:
             lines.append(f"note: {counted(int(detail['neighbours_cut']), 'neighbour')} cut by the {cap} cap; raise --max-rows "
                          "or narrow --direction")
     return "\n".join(lines)
+
+
+# Why a listed document's own links were not followed (the `frontier` reasons of --json), in words.
+_NOT_FOLLOWED = {
+    "elsewhere": "in another KB (to go on, run `pnk links` on it in that KB)",
+    "unindexed": "not an indexed document here (nothing to follow)",
+    "terminal": "in another KB or not indexed here",  # counted only, so not told apart
+    "depth": "at the last hop (--depth {more} follows them)",
+    "fanout": "beyond the neighbours followed per document (raise --adjacent-k)",
+    "rows": "beyond --max-rows",
+    "tokens": "beyond the size budget",
+}
+
+
+def _not_followed(result: dict[str, Any]) -> list[str]:
+    """One line counting the documents found whose own links were not followed, and why."""
+    counts = dict.fromkeys(_NOT_FOLLOWED, 0)
+    own = result["start"]["kb"]["id"]
+    for entry in result["frontier"]:
+        reason = entry["reason"]
+        if reason == "terminal":
+            reason = "unindexed" if entry["kb_id"] == own else "elsewhere"
+        counts[reason] += 1
+    for reason, count in result["frontier_omitted"].items():
+        counts[reason] += count
+    more = int(result["bounds"]["depth"]["used"]) + 1
+    said = [f"{count} {_NOT_FOLLOWED[reason].format(more=more)}" for reason, count in counts.items() if count]
+    if not said:
+        return []
+    return [f"links not followed further from {counted(sum(counts.values()), 'document')}: " + "; ".join(said)]
