@@ -117,6 +117,24 @@ def test_the_model_weighs_the_feature_that_separates():
     assert (false_abstain.numerator, false_confidence.numerator) == (0, 0)
 
 
+def test_the_thresholds_are_chosen_on_scores_from_models_that_did_not_see_the_question():
+    # keyword_share separates; "noise" is a feature that fits this very set by accident (it
+    # alternates with the id), so a model judged on its own rows looks better than it is.
+    rows = []
+    for i in range(30):
+        rows.append(row(f"a{i}", True, keyword_share=0.45 + 0.01 * i, noise=float(i % 2)))
+        rows.append(row(f"n{i}", False, keyword_share=0.30 + 0.01 * i, noise=float((i + 1) % 2)))
+    fit = fit_confidence(rows, "fit", features=("keyword_share", "noise"))
+    assert fit.cross_validated is not None
+    forecast_abstain, forecast_confident = fit.cross_validated
+    assert (forecast_abstain.denominator, forecast_confident.denominator) == (30, 30)
+    # The rates scored on the fitted rows are those of the thresholds written, under the final model.
+    assert (fit.false_abstain.numerator, fit.false_confidence.numerator) == tuple(
+        int(rate.numerator) for rate in score_fit(fit, rows))
+    in_sample = fit_confidence(rows, "fit", features=("keyword_share", "noise"), cross_fit=False)
+    assert in_sample.cross_validated is None
+
+
 def test_the_model_learns_a_feature_that_points_the_other_way():
     # No-answer questions here find a near-duplicate of the topic: a higher cosine, not a lower one.
     rows = [row(f"a{i}", True, cosine=0.3 + 0.01 * i, keyword_share=0.5) for i in range(15)]

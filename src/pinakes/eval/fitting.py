@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pinakes.eval.outcomes import Outcome
 from pinakes.eval.scoreboard import Rate
@@ -36,8 +36,12 @@ MAX_FALSE_CONFIDENCE = 0.10
 # The shipped model's features and penalty (docs/QUALITY.md, "#25": decided on held-out halves of
 # the development corpora by bench/bench_confidence.py).
 MODEL_FEATURES = ("cosine", "cosine_spread", "keyword_share", "bm25_ratio", "agreement")
-L2_PENALTY = 1.0
+# The feature sets a fit chooses between, by their cross-fitted error on the KB's own golden set:
+# few parameters where the golden set is small, more where it can carry them.
+FEATURE_SETS = (("cosine", "keyword_share"), MODEL_FEATURES)
+L2_PENALTY = 10.0
 WEIGHT_DIGITS = 4
+CROSS_FIT_FOLDS = 5
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,10 @@ class ConfidenceFit:
     excluded: tuple[str, ...]  # ids with no signal to fit on
     trade_offs: tuple[tuple[float, int, int], ...] = ()  # (low, false abstains, false confidences)
     model: SignalModel | None = None  # None: the top-score signal
+    # Cross-fitted (model signal): each question scored by a model fitted without it, at the
+    # thresholds chosen on those scores — a forecast for new questions, where the rates above are
+    # scored on the questions the model was fitted on.
+    cross_validated: tuple[Rate, Rate] | None = None
 
     @property
     def signal(self) -> str:
@@ -99,6 +107,9 @@ class ConfidenceFit:
             "false_confidence": self.false_confidence.to_dict(),
             "no_answer_high": self.no_answer_high.to_dict(),
             "excluded": list(self.excluded),
+            "cross_validated": ({"false_abstain": self.cross_validated[0].to_dict(),
+                                 "false_confidence": self.cross_validated[1].to_dict(),
+                                 "folds": CROSS_FIT_FOLDS} if self.cross_validated else None),
             "trade_offs": [{"low": low, "false_abstain": fa, "false_confidence": fc}
                            for low, fa, fc in self.trade_offs],
             "manifest_block": self.manifest_block(),
@@ -116,13 +127,72 @@ class _Point:
 
 
 def fit_confidence(rows: Sequence[Outcome], fitted_for: str, *, signal: str = MODEL,
-                   features: Sequence[str] = MODEL_FEATURES, penalty: float = L2_PENALTY,
-                   prior: SignalModel | None = None,
+                   features: Sequence[str] | None = None, penalty: float = L2_PENALTY,
+                   prior: SignalModel | None = None, cross_fit: bool = True,
                    max_false_confidence: float = MAX_FALSE_CONFIDENCE) -> ConfidenceFit:
     """Fit the block on `rows`: the model first (for the model signal), then the thresholds on the
-    number it yields per row."""
-    model = fit_model(rows, features, penalty, prior) if signal == MODEL else None
-    return fit_thresholds(rows, fitted_for, model, max_false_confidence=max_false_confidence)
+    number it yields per row. A model's `low` is the stricter of the threshold chosen on its own
+    scores and the one chosen on cross-fitted scores (each question scored by a model fitted on the
+    other folds), so the model's fit to these very questions does not make the thresholds promise a
+    false-confidence rate new questions will not see. Without
+    `features`, each of FEATURE_SETS is fitted and the one with the lowest cross-fitted error
+    (false-abstain rate + false-confidence rate) is kept; ties go to fewer features."""
+    if signal != MODEL:
+        return fit_thresholds(rows, fitted_for, max_false_confidence=max_false_confidence)
+    if features is None:
+        fits = [fit_confidence(rows, fitted_for, features=choice, penalty=penalty, prior=prior, cross_fit=cross_fit,
+                               max_false_confidence=max_false_confidence) for choice in FEATURE_SETS]
+        return min(fits, key=_forecast_error)
+    model = fit_model(rows, features, penalty, prior)
+    in_sample = fit_thresholds(rows, fitted_for, model, max_false_confidence=max_false_confidence)
+    crossed = _cross_fitted(rows, features, penalty, prior) if cross_fit else None
+    if crossed is None:
+        return in_sample
+    try:
+        forecast = fit_thresholds(crossed, fitted_for, max_false_confidence=max_false_confidence)
+    except FitError:
+        return in_sample
+    # The stricter of the two: the ceiling then holds on these questions and in the forecast.
+    low = max(forecast.low, in_sample.low)
+    chosen = replace(in_sample, low=low, high=max(low, forecast.high, in_sample.high))
+    false_abstain, false_confidence = score_fit(chosen, rows)
+    no_answer_high = sum(1 for row in rows if row.kind == "no-answer"
+                         and (value := chosen.row_signal(row)) is not None and value >= chosen.high)
+    return replace(chosen, false_abstain=false_abstain, false_confidence=false_confidence,
+                   no_answer_high=Rate(no_answer_high, false_confidence.denominator),
+                   cross_validated=(forecast.false_abstain, forecast.false_confidence))
+
+
+def _forecast_error(fit: ConfidenceFit) -> tuple[float, int]:
+    rates = fit.cross_validated or (fit.false_abstain, fit.false_confidence)
+    values = [rate.value if rate.value is not None else 1.0 for rate in rates]
+    return sum(values), len(fit.model.features) if fit.model else 0
+
+
+def _cross_fitted(rows: Sequence[Outcome], features: Sequence[str], penalty: float,
+                  prior: SignalModel | None) -> list[Outcome] | None:
+    """Every row with, as its signal, the probability from a model fitted on the other folds
+    (folds stratified by class, assigned by a hash of the id: the same set always folds alike).
+    None when a fold leaves a class without questions."""
+    import zlib
+
+    folds: dict[int, list[Outcome]] = {}
+    for answerable in (False, True):
+        group = sorted((row for row in rows if (row.kind != "no-answer") == answerable),
+                       key=lambda row: (zlib.crc32(row.id.encode()), row.id))
+        if len(group) < CROSS_FIT_FOLDS:
+            return None
+        for position, row in enumerate(group):
+            folds.setdefault(position % CROSS_FIT_FOLDS, []).append(row)
+    crossed: list[Outcome] = []
+    for number, held_out in folds.items():
+        training = [row for other, fold in folds.items() if other != number for row in fold]
+        try:
+            model = fit_model(training, features, penalty, prior)
+        except FitError:
+            return None
+        crossed += [replace(row, signal=model.row_probability(row)) for row in held_out]
+    return crossed
 
 
 def fit_thresholds(rows: Sequence[Outcome], fitted_for: str, model: SignalModel | None = None, *,
