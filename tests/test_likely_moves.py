@@ -94,7 +94,7 @@ def test_status_names_the_likely_move_and_the_adopt_command_before_any_sync(
     text = status(kb, capsys)
     assert "likely moved without their sidecar" in text and "breaking links" in text
     assert f"  {OLD} -> {NEW} (" in text and text.count(ADOPT) == 1
-    assert "run the `pnk adopt` command(s) above to keep those IDs, then `pnk sync`" in text
+    assert "run the `pnk adopt` command above to keep that ID, then `pnk sync`" in text
     moves = json.loads(status(kb, capsys, "--json"))["likely_moves"]
     assert len(moves) == 1
     assert moves[0]["from"] == OLD and moves[0]["to"] == NEW and moves[0]["id"] == old_id

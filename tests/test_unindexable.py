@@ -4,6 +4,7 @@ leaves it out, and that line, pasted into the manifest, makes the next sync succ
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -92,3 +93,14 @@ def test_an_empty_pdf_is_called_empty(kb: Path) -> None:
     (error,) = [f.error for f in report.failures if f.path == "docs/empty.pdf"]
     assert "the file is empty (0 bytes)" in error and "Data format" not in error
     assert '"docs/empty.pdf"' in (report.exclusion or "")
+
+
+def test_status_names_the_exclusion_too(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pinakes.cli import main
+
+    run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    assert main(["-C", str(kb), "status"]) == 0
+    out = capsys.readouterr().out
+    assert 'exclude = ["docs/archive.md", "docs/odd [[]draft][*].md"]' in out
+    assert main(["-C", str(kb), "status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["exclusion"] == 'exclude = ["docs/archive.md", "docs/odd [[]draft][*].md"]'

@@ -77,11 +77,7 @@ class SyncReport:
 
     @property
     def exclusion(self) -> str | None:
-        """The `[sources] exclude` line that leaves out the files whose extraction failed, or None:
-        such a file (a binary named `.md`, a damaged PDF) fails every later sync until it is fixed,
-        and "run pnk sync" is no remedy for it."""
-        unindexable = [literal_pattern(f.path) for f in self.failures if f.stage == "extract"]
-        return exclude_line(self.source_exclude, unindexable) if unindexable else None
+        return exclusion_for(self.failures, self.source_exclude)
 
     def account_walk(self, skipped: Sequence[tuple[str, str]], unreadable: Mapping[str, str]) -> None:
         """Record what the walk found that is not a document, and the documents it could not read."""
@@ -138,11 +134,7 @@ class SyncReport:
             for failure in self.failures:
                 error = "\n".join(printable(line) for line in failure.error.splitlines())
                 lines.append(f"  {printable(failure.path)} [{failure.stage}]: {error}")
-        exclusion = self.exclusion
-        if exclusion is not None:
-            lines.append("  a file that cannot be extracted fails every sync until it is fixed; to leave it "
-                         "out instead, set this under [sources] in pinakes.toml:")
-            lines.append(f"    {printable(exclusion)}")
+        lines.extend(exclusion_lines(self.exclusion))
         return "\n".join(lines)
 
     def _render_link_scans(self) -> list[str]:
@@ -186,6 +178,22 @@ def _not_due_yet(scan: dict[str, object]) -> str:
         return ""
     return (f" (not scanned now: the next sync scans it after {due:%H:%M} UTC, or as soon as its links change; "
             "`pnk sync --scan-links` scans it now)")
+
+
+def exclusion_for(failures: Sequence[Failure], exclude: Sequence[str]) -> str | None:
+    """The `[sources] exclude` line that leaves out the files whose extraction failed (the
+    manifest's `exclude` patterns kept), or None: such a file (a binary named `.md`, a damaged PDF)
+    fails every later sync until it is fixed, and "run pnk sync" is no remedy for it."""
+    unindexable = [literal_pattern(f.path) for f in failures if f.stage == "extract"]
+    return exclude_line(exclude, unindexable) if unindexable else None
+
+
+def exclusion_lines(exclusion: str | None) -> list[str]:
+    """What the text views (sync's report, `pnk status`) print for `exclusion_for`'s line."""
+    if exclusion is None:
+        return []
+    return ["  a file that cannot be extracted fails every sync until it is fixed; to leave it out "
+            "instead, set this under [sources] in pinakes.toml:", f"    {printable(exclusion)}"]
 
 
 def _page_list(pages: Sequence[int]) -> str:

@@ -21,7 +21,8 @@ from pinakes.index import schema
 from pinakes.kb import KBPaths, find_kb_root
 from pinakes.manifest import Manifest
 from pinakes.rules import pair, walk
-from pinakes.sync.report import Failure
+from pinakes.sync.report import Failure, exclusion_for, exclusion_lines
+from pinakes.wording import counted, noun_for
 
 # Paths the text view names per list before it says "and N more" (--json lists them all).
 SHOWN_PER_LIST = 10
@@ -69,6 +70,8 @@ class KBStatus:
     partners_to_forget: list[str] = field(default_factory=list)
     # deleted documents most likely moved without their sidecar: the next sync soft-deletes their IDs
     likely_moves: list[LikelyMoveHint] = field(default_factory=list)
+    # the `[sources] exclude` line that leaves out the files whose extraction failed last time
+    exclusion: str | None = None
 
     @property
     def up_to_date(self) -> bool:
@@ -88,7 +91,7 @@ class KBStatus:
     def render_text(self) -> str:
         built = (f"last sync {self.last_sync_at}" if self.last_sync_at else "never synced") \
             if self.index_exists else "no index yet"
-        lines = [f"{self.documents_on_disk} documents on disk, {self.unchanged} indexed and unchanged; "
+        lines = [f"{counted(self.documents_on_disk, 'document')} on disk, {self.unchanged} indexed and unchanged; "
                  f"{built}"]
         if self.model_changed:
             lines.append("the embedding model changed since the index was built: the next sync "
@@ -115,10 +118,12 @@ class KBStatus:
             lines.extend(f"  {printable(entry)}" for entry in entries[:SHOWN_PER_LIST])
             if len(entries) > SHOWN_PER_LIST:
                 lines.append(f"  … and {len(entries) - SHOWN_PER_LIST} more (--json lists all)")
+        lines.extend(exclusion_lines(self.exclusion))
         if self.up_to_date:
             lines.append("up to date: nothing for `pnk sync` to do")
         elif self.likely_moves:
-            lines.append("run the `pnk adopt` command(s) above to keep those IDs, then `pnk sync`")
+            lines.append(f"run the `pnk adopt` {noun_for(len(self.likely_moves), 'command')} above to keep "
+                         f"{'that ID' if len(self.likely_moves) == 1 else 'those IDs'}, then `pnk sync`")
         else:
             lines.append("run `pnk sync` to apply this")
         return "\n".join(lines)
@@ -172,6 +177,8 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
     status.would_fail += [Failure(path, "read", f"cannot read the file ({reason})")
                           for path, reason in sorted(found.unreadable.items())]
     status.skipped = list(found.skipped)
+    status.exclusion = exclusion_for([f for f in status.failed_last_time if f.path in found.docs],
+                                     ctx.manifest.sources.exclude)
     status.documents_on_disk = len(found.docs) + len(found.unreadable)
     status.unchanged = len(found.docs) - len(plan.work)
     return status
