@@ -79,7 +79,7 @@ def _failures(paths: KBPaths, exclude: tuple[str, ...]) -> Generator[Check, None
     binary named `.md`, a damaged PDF) fails every sync until it changes, so its remedy is the
     `[sources] exclude` line that leaves it out, not another `pnk sync`."""
     from pinakes.index import schema
-    from pinakes.manifest.patterns import exclude_line, literal_pattern
+    from pinakes.sync.report import Failure, exclusion_for
 
     index_db = paths.index_db
     if not index_db.exists():
@@ -97,11 +97,11 @@ def _failures(paths: KBPaths, exclude: tuple[str, ...]) -> Generator[Check, None
         return set()
     listed = "; ".join(f"{path} [{stage}]: {error.splitlines()[0]}" for path, stage, error in rows[:5])
     more = f" (+{len(rows) - 5} more)" if len(rows) > 5 else ""
-    unextractable = [literal_pattern(path) for path, stage, _error in rows if stage == "extract"]
     remedy = "fix the files named and run `pnk sync`"
-    if unextractable:
+    exclusion = exclusion_for([Failure(*row) for row in rows], exclude)
+    if exclusion is not None:
         remedy += ("; a file that cannot be extracted fails every sync until it is fixed: to leave it out "
-                   f"instead, set under [sources] in pinakes.toml: {exclude_line(exclude, unextractable)}")
+                   f"instead, set under [sources] in pinakes.toml: {exclusion}")
     yield Check("sync failures", "FAIL",
                 f"{counted(len(rows), 'document')} failed the last sync: {listed}{more}", remedy)
     return {path for path, _stage, _error in rows}
