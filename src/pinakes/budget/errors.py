@@ -116,8 +116,9 @@ class UnknownCallError(BudgetError):
 class UnrecordedOutcomeError(BudgetError):
     """A call was made, but its outcome (a reconciliation or a void) could not be written to the
     ledger: the reservation stays an unknown outcome until `pnk budget --resolve`. Whatever the call
-    returned is still the caller's to keep (`answer`, set by `pinakes.paid.paid_call`): it was paid
-    for. A stop, never a per-document failure: no further call can be reserved on that ledger."""
+    returned is still the caller's to keep (`answer`: the PaidAnswer `pinakes.paid.paid_call` sets,
+    which `pnk ask --deep` replaces with the DeepResult holding it): it was paid for. A stop, never
+    a per-document failure: no further call can be reserved on that ledger."""
 
     exit_code = EXIT_IO
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
+    from pinakes.budget import UnrecordedOutcomeError
+    from pinakes.deep.result import DeepResult
     from pinakes.manifest import Manifest
     from pinakes.search.results import SearchResult
 
@@ -80,16 +82,38 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _deep(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question: str, filters: object) -> int:
+    from pinakes.budget import UnrecordedOutcomeError
     from pinakes.deep.loop import ask_deep
+    from pinakes.deep.result import DeepResult
 
-    result = ask_deep(kb_root, question, filters=filters, manifest=manifest,  # type: ignore[arg-type]
-                      api_key_file=args.api_key_file, interactive=sys.stdin.isatty(),
-                      transcript=args.transcript)
+    try:
+        result = ask_deep(kb_root, question, filters=filters, manifest=manifest,  # type: ignore[arg-type]
+                          api_key_file=args.api_key_file, interactive=sys.stdin.isatty(),
+                          transcript=args.transcript)
+    except UnrecordedOutcomeError as exc:
+        if not isinstance(exc.answer, DeepResult):
+            raise
+        return _kept_unrecorded(args, exc, exc.answer)
     if args.json:
         print(json.dumps({"ok": True, **result.to_dict()}, indent=2, ensure_ascii=False))
     else:
         print(result.render_text())
     return 0
+
+
+def _kept_unrecorded(args: argparse.Namespace, exc: UnrecordedOutcomeError, result: DeepResult) -> int:
+    """A call billed but the ledger would not record it: the run stopped there, and what it paid for
+    is shown with the error (which names the call and `pnk budget --resolve`), never thrown away."""
+    kept = "in this JSON's `result`" if args.json else "printed above"
+    if result.transcript:
+        kept += f" and written to {result.transcript}"
+    exc.details.append(f"the result of this run, the reply call {exc.call_id} paid for included, is kept: {kept}")
+    if args.json:
+        print(json.dumps({"ok": False, **exc.to_dict(), "details": exc.details, "result": result.to_dict()},
+                         indent=2, ensure_ascii=False))
+        return exc.exit_code
+    print(result.render_text())
+    raise exc
 
 
 def _free(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question: str, filters: object) -> int:

@@ -9,7 +9,10 @@ module hands it the SDK and decides what a reply means for the loop:
   attempt its own reservation, at most `pinakes.paid.MAX_ATTEMPTS` times; any other failure stops the run with
   `DeepAskFailedError`, naming the call to resolve when it may have billed;
 - a billed reply that is a refusal, a truncation (`max_tokens`) or not the schema's JSON is *no
-  result*: returned as such and never repaired, and the loop ends on it, saying which.
+  result*: returned as such and never repaired, and the loop ends on it, saying which;
+- a billed reply whose reconciliation the ledger would not take is still returned (it was paid for),
+  carrying that UnrecordedOutcomeError (`unrecorded`): the loop makes no further call and the run
+  ends raising it, with the result it kept.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinakes import paid
+from pinakes.budget.errors import UnrecordedOutcomeError
 from pinakes.errors import DeepAskFailedError, MissingExtraError, PaidCallError
 
 if TYPE_CHECKING:
@@ -44,6 +48,8 @@ class Reply:
     input_tokens: int
     output_tokens: int
     call_ids: tuple[str, ...]  # every attempt's reservation, the answered one last
+    # The call billed but the ledger refused its reconciliation: no further call can be reserved.
+    unrecorded: UnrecordedOutcomeError | None = None
 
 
 def read_key(key_file: Path | None) -> ApiKey:
@@ -65,9 +71,18 @@ def send(client: Any, plan: Plan, shape: CallShape, request: dict[str, Any], *, 
         attempts = f" after {exc.attempts} attempts" if exc.attempts > 1 else ""
         raise DeepAskFailedError(f"the {what} call: {exc.message}{attempts}", remedy=exc.remedy,
                                  call_ids=exc.call_ids) from None
+    except UnrecordedOutcomeError as exc:
+        if not isinstance(exc.answer, paid.PaidAnswer):
+            raise  # it billed nothing (a void the ledger refused): nothing to keep
+        return _reply(exc.answer, (exc.call_id,), unrecorded=exc)
+    return _reply(answer, call_ids)
+
+
+def _reply(answer: paid.PaidAnswer, call_ids: tuple[str, ...], *,
+           unrecorded: UnrecordedOutcomeError | None = None) -> Reply:
     input_tokens, output_tokens = paid.billed_tokens(answer.message)
     kind, data, raw = _classify(answer.message)
-    return Reply(kind, data, raw, answer.cost_eur, input_tokens, output_tokens, call_ids)
+    return Reply(kind, data, raw, answer.cost_eur, input_tokens, output_tokens, call_ids, unrecorded)
 
 
 def _classify(message: Any) -> tuple[str, dict[str, Any] | None, str]:

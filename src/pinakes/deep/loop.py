@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinakes.budget import BudgetExceededError
+from pinakes.budget import BudgetExceededError, UnrecordedOutcomeError
 from pinakes.deep import calls, prompts, shapes
 from pinakes.deep.grounding import Grounding, ground, renumber
 from pinakes.deep.memory import Carried, Memory
@@ -49,7 +49,10 @@ def ask_deep(kb_root: Path | str, question: str, *, filters: SearchFilters | Non
 
     Raises before any call: UsageError (the question), ApiKeyError, and the accountant's refusals
     (BudgetRefusedError naming every blocked window, SpendNotConfirmedError without a terminal).
-    During the run: BudgetExceededError under on_exceed = "abort", DeepAskFailedError at the API."""
+    During the run: BudgetExceededError under on_exceed = "abort", DeepAskFailedError at the API, and
+    UnrecordedOutcomeError when the ledger refused to record a call that billed: the run stops before
+    its next call, and the result it had (that call's reply included) is the error's `answer`, a
+    DeepResult, written to `transcript` first when one was asked for: paid for, so never discarded."""
     from pinakes.budget import Accountant
     from pinakes.kb import KBPaths
     from pinakes.manifest import load_manifest
@@ -75,6 +78,9 @@ def ask_deep(kb_root: Path | str, question: str, *, filters: SearchFilters | Non
         result = run.synthesis() if branch == "synthesis" else run.loop()
         if transcript is not None:
             result.transcript = str(_write_transcript(transcript, run.exchanges, result))
+        if run.unrecorded is not None:
+            run.unrecorded.answer = result
+            raise run.unrecorded
         return result
     finally:
         if own_searcher:
@@ -109,6 +115,8 @@ class _Run:
         self.answers: list[_Answer] = []
         self.exchanges: list[dict[str, object]] = []  # for the transcript, when asked for
         self.notes: list[str] = []
+        # A call billed but the ledger refused its outcome: no further call is made (calls.py).
+        self.unrecorded: UnrecordedOutcomeError | None = None
 
     # -- the two branches ---------------------------------------------------------------------
 
@@ -140,6 +148,8 @@ class _Run:
                 return self._budget_stop(exc)
             if reply.kind != "ok":
                 return self._result(reply.kind)
+            if self.unrecorded is not None:  # its queries were paid for, but answering them takes a call
+                return self._result("ledger")
             queries = memory.new_queries(_strings((reply.data or {}).get("queries")))
             if not queries:
                 return self._result("exhausted")
@@ -164,6 +174,8 @@ class _Run:
             if (self.branch == "decomposition" and answer.grounding.answered
                     and all(level == HIGH for level in record.levels)):
                 return self._result("sufficient")
+            if self.unrecorded is not None:
+                return self._result("ledger")
         return self._result("max_rounds")
 
     # -- steps --------------------------------------------------------------------------------
@@ -199,9 +211,11 @@ class _Run:
         # Every call of a run has the same shape (shapes.py), so the admitted worst case divides evenly.
         reserved = self.plan.worst_case_eur / self.plan.admitted_calls * len(reply.call_ids)
         self.calls.append(CallRecord(round_number, kind, reply.kind, reserved, reply.eur, reply.input_tokens,
-                                     reply.output_tokens, reply.call_ids))
+                                     reply.output_tokens, reply.call_ids, shape.model))
         self.exchanges.append({"round": round_number, "kind": kind, "request": request, "reply": reply.raw,
                                "outcome": reply.kind})
+        if reply.unrecorded is not None:
+            self.unrecorded = reply.unrecorded
         return reply
 
     def _grounded_answer(self, number: int, shown: list[Carried], data: dict[str, Any]) -> _Answer:

@@ -23,6 +23,8 @@ ENDINGS = {
     "refusal": "the model refused a call",
     "truncated": "a reply was cut off at its output ceiling (no result)",
     "malformed": "a reply was not the structured answer asked for (no result)",
+    "ledger": "the ledger refused to record what a call cost, so no further call could be reserved "
+              "(the reply that call paid for is kept)",
 }
 # Endings that are a cap (what `unknown` confidence runs to, spec §4.2).
 CAPS = ("max_rounds", "budget")
@@ -56,9 +58,10 @@ class CallRecord:
     input_tokens: int
     output_tokens: int
     call_ids: tuple[str, ...]
+    model: str = ""  # what it was sent to ([deep] model)
 
     def to_dict(self) -> dict[str, object]:
-        return {"round": self.round, "kind": self.kind, "outcome": self.outcome,
+        return {"round": self.round, "kind": self.kind, "outcome": self.outcome, "model": self.model,
                 "reserved_eur": str(self.reserved_eur), "actual_eur": str(self.actual_eur),
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "call_ids": list(self.call_ids)}
