@@ -160,6 +160,7 @@ def test_an_extraction_cache_made_immutable_mid_request_stops_the_run_and_nothin
         assert "Traceback" not in err and "pnk: error:" in err and "remedy:" in err
         assert "cannot write the extraction cache" in err and "stopped before its next paid call" in err
         assert "safe to delete" not in err and "holds paid extractions" in err
+        assert "then run `pnk sync --extract=claude-vision`" in err
         assert "1 PDF paid for in this run is indexed" in err and "docs/a.pdf" in err
         assert "3 PDFs were not paid for after the fault" in err
         assert len(server.messages_requests()) == 1  # the run stopped before its next paid call
@@ -189,6 +190,7 @@ def test_a_cache_that_cannot_take_a_write_refuses_a_paid_run_before_its_first_ca
         assert code == 74, err
         assert "cannot write the extraction cache" in err and "nothing was paid for" in err
         assert "safe to delete" not in err
+        assert "then run `pnk sync --extract=claude-vision`" in err  # what was asked, not a bare `pnk sync`
         assert server.requests == [] and ledger_records(kb) == []
 
 

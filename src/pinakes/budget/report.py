@@ -4,6 +4,7 @@ reserved amount until it is resolved (spec §5, "Visibility")."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,11 +50,16 @@ class OperationSpend:
     calls: int
     eur: Decimal
     unknown: int
+    models: tuple[tuple[str, int], ...] = ()  # (model, calls made to it), as its ledger lines record
 
     def to_dict(self) -> dict[str, object]:
         return {"operation_id": self.operation_id, "operation": self.operation,
                 "started": self.started.isoformat(), "calls": self.calls, "eur": str(self.eur),
-                "unknown_outcomes": self.unknown}
+                "unknown_outcomes": self.unknown,
+                "models": [{"model": model, "calls": calls} for model, calls in self.models]}
+
+    def describe_models(self) -> str:
+        return ", ".join(model if len(self.models) == 1 else f"{model} x{calls}" for model, calls in self.models)
 
 
 @dataclass(frozen=True)
@@ -163,7 +169,7 @@ class BudgetReport:
             for op in self.operations[:SHOWN_OPERATIONS]:
                 unknown = f", {counted(op.unknown, 'unknown outcome')}" if op.unknown else ""
                 lines.append(f"  {op.operation_id}  {op.operation:<7} {op.started.isoformat(timespec='seconds')}  "
-                             f"{counted(op.calls, 'call')}  {format_eur(op.eur)}{unknown}")
+                             f"{counted(op.calls, 'call')}  {format_eur(op.eur)}  {op.describe_models()}{unknown}")
             if len(self.operations) > SHOWN_OPERATIONS:
                 lines.append(f"  (+{len(self.operations) - SHOWN_OPERATIONS} earlier: --json lists every one)")
         if self.prices is not None:
@@ -226,6 +232,7 @@ def _operations(calls: Iterable[CallRecord], tz: object) -> tuple[OperationSpend
             started=min(c.ts for c in members).astimezone(tz),  # type: ignore[arg-type]
             calls=len(members), eur=sum((c.eur for c in members), Decimal(0)),
             unknown=sum(1 for c in members if c.status == "unknown outcome"),
+            models=tuple(sorted(Counter(c.first.model for c in members).items())),
         )
         for op_id, members in grouped.items()
     ]

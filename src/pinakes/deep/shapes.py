@@ -18,12 +18,14 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pinakes.deep import prompts
+from pinakes.manifest import DEFAULT_DEEP_MODEL
 from pinakes.search.confidence import HIGH, UNKNOWN
 
 if TYPE_CHECKING:
     from pinakes.budget import CallShape
 
-MODEL = "claude-opus-5-5"
+# What a run calls unless `[deep] model` names another priced model (checked at manifest load).
+MODEL = DEFAULT_DEEP_MODEL
 # The reply's ceiling. max_tokens truncates rather than bills, so this is the bound least safe to
 # lower: the widest of 22 reconciled deep calls the spec records produced 660 tokens (spec §5); this
 # is 6x that. A truncated reply is no result (the round ends, and says so).
@@ -43,8 +45,8 @@ def passage_max_bytes(max_tokens: int) -> int:
     return max_tokens * CHARS_PER_CHUNK_TOKEN
 
 
-def max_input_tokens(final_k: int, chunk_max_tokens: int) -> int:
-    """The most input tokens either call of a round can send."""
+def max_input_tokens(final_k: int, chunk_max_tokens: int, model: str = MODEL) -> int:
+    """The most input tokens either call of a round can send (to `model`, whose name is in the request)."""
     filler = "x"
     passage = prompts.Shown(text=filler * passage_max_bytes(chunk_max_tokens),
                             title=filler * prompts.LABEL_MAX_BYTES, heading=filler * prompts.LABEL_MAX_BYTES,
@@ -54,8 +56,8 @@ def max_input_tokens(final_k: int, chunk_max_tokens: int) -> int:
     asked = [filler * prompts.QUERY_MAX_BYTES] * prompts.ASKED_SHOWN
     carried = [passage] * MEMORY_PASSAGES
     shown = [passage] * (MEMORY_PASSAGES + final_k)
-    decompose = prompts.decompose_request(question, finding, asked, carried, model=MODEL)
-    answer = prompts.answer_request(question, finding, shown, model=MODEL)
+    decompose = prompts.decompose_request(question, finding, asked, carried, model=model)
+    answer = prompts.answer_request(question, finding, shown, model=model)
     # Markers grow by a digit past 9 and 99 passages: counted for the largest index there can be.
     marker_slack = 2 * (MEMORY_PASSAGES + final_k)
     text = max(prompts.request_bytes(decompose), prompts.request_bytes(answer)) + marker_slack
@@ -63,11 +65,13 @@ def max_input_tokens(final_k: int, chunk_max_tokens: int) -> int:
 
 
 def call_shape(manifest: Any, *, unit: str) -> CallShape:
-    """One call of this KB's deep run at its worst case, as the accountant prices it."""
+    """One call of this KB's deep run at its worst case, as the accountant prices it: to the model
+    `[deep] model` names, which every request of the run is then sent to (loop.py reads it here)."""
     from pinakes.budget import CallShape
 
-    return CallShape(MODEL, max_input_tokens=max_input_tokens(manifest.retrieval.final_k,
-                                                              manifest.chunking.max_tokens),
+    model = manifest.deep.model
+    return CallShape(model, max_input_tokens=max_input_tokens(manifest.retrieval.final_k,
+                                                              manifest.chunking.max_tokens, model),
                      max_output_tokens=OUTPUT_TOKENS, unit=unit)
 
 

@@ -80,7 +80,7 @@ def check_extraction_coherence(conn: sqlite3.Connection) -> dict[str, str]:
     stale_paid: dict[str, str] = {}
     for backend, fingerprint in pairs:
         spec = registry.EXTRACTORS.get(backend)
-        if spec is None or spec.fingerprint() == fingerprint:
+        if spec is None or spec.is_current(fingerprint):
             continue
         rows = conn.execute(
             "SELECT id, path FROM documents WHERE state = 'active' AND extraction_backend = ? "

@@ -74,8 +74,11 @@ class CacheStats:
 
 
 class ExtractCache:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, rerun: str = "pnk sync") -> None:
         self.directory = Path(directory)
+        # The command a write error's remedy says to run again once the directory takes writes: the
+        # one that was asked for (`pnk sync --extract=claude-vision` is not what a bare sync does).
+        self.rerun = rerun
 
     def path_for(self, content_hash: str, fingerprint: str) -> Path:
         for name, value in (("content_hash", content_hash), ("fingerprint", fingerprint)):
@@ -120,7 +123,7 @@ class ExtractCache:
         try:
             _atomic_write(path, data)
         except OSError as exc:
-            raise _refused(exc, path, "write the extraction cache") from exc
+            raise _refused(exc, path, "write the extraction cache", self.rerun) from exc
         return path
 
     def check_writable(self) -> None:
@@ -132,7 +135,7 @@ class ExtractCache:
             os.close(fd)
             os.unlink(probe)
         except OSError as exc:
-            error = _refused(exc, self.directory, "write the extraction cache")
+            error = _refused(exc, self.directory, "write the extraction cache", self.rerun)
             error.message += "; a paid run keeps every extraction it pays for there, so nothing was paid for"
             raise error from exc
 
@@ -276,14 +279,14 @@ def _atomic_write(path: Path, data: bytes) -> None:
             os.close(directory_fd)
 
 
-def _refused(exc: OSError, path: Path, doing: str) -> FilesystemError:
+def _refused(exc: OSError, path: Path, doing: str, rerun: str) -> FilesystemError:
     """The error for a write the cache's directory refused. Its remedy never says to delete the
     cache: it may hold paid extractions (spec §6.3), which only money brings back."""
     reason = exc.strerror or str(exc)
     return FilesystemError(
         f"cannot {doing} ({reason})", path=path,
         remedy="free disk space, or make the directory writable again (its permissions, a read-only mount, "
-               "or an immutable flag), then run `pnk sync`; keep the directory: it holds paid extractions, "
+               f"or an immutable flag), then run `{rerun}`; keep the directory: it holds paid extractions, "
                "which only a new paid run could bring back")
 
 

@@ -12,7 +12,9 @@ may or may not have billed). The rules shared with `pnk ask --deep` live in `pin
 
 Whatever shapes the text (slice size, model, image size, prompt, schema) is declared in the
 registry (`EXTRACTORS["claude-vision"].constants`), so it is part of the fingerprint: a change
-re-extracts, which on this backend means paying again, so change them deliberately.
+re-extracts, which on this backend means paying again, so change them deliberately. The model is
+also a setting (`[extraction] model`, a priced model; `MODEL` is the default): the caller passes it,
+and the fingerprint stamped on the text is the one with that model.
 
 A refusal (stop_reason "refusal"), a truncation ("max_tokens") and an answer that is not the pages
 asked for are document failures: the document is all or nothing (spec §5), and a half-extracted
@@ -273,7 +275,7 @@ class SliceAnswer:
 SliceKeeper = Callable[[Sequence[str], Sequence[str]], None]
 
 
-def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str = MODEL,
+def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str = MODEL, retry: str = _RETRY,
                  sleep: Callable[[float], None] = time.sleep, resume: Sequence[str] = (),
                  resume_call_ids: Sequence[str] = (), keep_slices: SliceKeeper | None = None) -> PaidExtraction:
     """Extract every page of `path`, one budgeted call per slice; all or nothing. `resume`: the
@@ -284,6 +286,8 @@ def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str =
     reconciliation the ledger would not take on the last slice still returns the whole document
     (`unrecorded` set); on an earlier slice the UnrecordedOutcomeError is raised once its pages are
     kept (no further call can be reserved on that ledger, and a document is never indexed in part).
+    `model`: the one `[extraction] model` names (it joins the fingerprint stamped on the text);
+    `retry`: the command a failure's remedy names to try again.
     """
     total = page_count(path)
     texts: list[str] = list(resumable(resume, total))
@@ -297,7 +301,7 @@ def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str =
         request = build_request(images, pages.start + 1, total, model=model)
         del images
         answer, ids, unrecorded = _call_with_retries(client, plan, request, pages, unit=f"{unit}#slice-{number}",
-                                                     model=model, sleep=sleep, path=path)
+                                                     model=model, retry=retry, sleep=sleep, path=path)
         call_ids.extend(ids)
         texts.extend(answer.texts)
         if number == len(cut) - 1:
@@ -310,7 +314,7 @@ def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str =
                 "but the rest cannot be paid for while the ledger refuses writes, and a document is never "
                 "indexed in part")
             raise unrecorded
-    extracted = ExtractedText.from_pages(texts, PAGE_SEPARATOR, backend=BACKEND, fingerprint=_SPEC.fingerprint())
+    extracted = ExtractedText.from_pages(texts, PAGE_SEPARATOR, backend=BACKEND, fingerprint=_SPEC.fingerprint(model))
     return PaidExtraction(extracted, tuple(call_ids), tuple(texts), unrecorded)
 
 
@@ -331,14 +335,14 @@ def _keep(keep_slices: SliceKeeper | None, texts: Sequence[str], call_ids: Seque
 
 
 def _call_with_retries(client: Any, plan: Plan, request: dict[str, Any], pages: range, *, unit: str,
-                       model: str, sleep: Callable[[float], None],
+                       model: str, retry: str, sleep: Callable[[float], None],
                        path: Path) -> tuple[SliceAnswer, list[str], UnrecordedOutcomeError | None]:
     """The slice's answer, its attempts' call_ids, and the ledger's refusal of its reconciliation
     when the call billed but could not be recorded (the answer is paid for, so it is still read)."""
     shape = call_shape(len(pages), unit=unit, model=model)
     where = f"pages {pages.start + 1}-{pages.stop}"
     try:
-        answer, call_ids = paid.paid_call_retrying(_sdk(), client, plan, shape, request, unit=unit, retry=_RETRY,
+        answer, call_ids = paid.paid_call_retrying(_sdk(), client, plan, shape, request, unit=unit, retry=retry,
                                                    sleep=sleep)
     except PaidCallError as exc:
         attempts = f" after {exc.attempts} attempts" if exc.attempts > 1 else ""
@@ -348,15 +352,15 @@ def _call_with_retries(client: Any, plan: Plan, request: dict[str, Any], pages: 
         if not isinstance(exc.answer, paid.PaidAnswer):
             raise
         try:
-            return _answer(exc.answer.message, pages, where, path), [exc.call_id], exc
+            return _answer(exc.answer.message, pages, where, path, retry), [exc.call_id], exc
         except PaidExtractionFailedError as failure:  # nothing to keep; the ledger's fault still stops the run
             exc.answer = None
             exc.details.append(failure.render())
             raise exc from None
-    return _answer(answer.message, pages, where, path), list(call_ids), None
+    return _answer(answer.message, pages, where, path, retry), list(call_ids), None
 
 
-def _answer(message: Any, pages: range, where: str, path: Path) -> SliceAnswer:
+def _answer(message: Any, pages: range, where: str, path: Path, retry: str = _RETRY) -> SliceAnswer:
     """The slice's page texts from a billed answer, or PaidExtractionFailedError naming why not."""
     stop = message.stop_reason
     if stop == "refusal":
@@ -377,12 +381,12 @@ def _answer(message: Any, pages: range, where: str, path: Path) -> SliceAnswer:
         texts = [entry["text"] for entry in entries]
     except (ValueError, KeyError, TypeError) as exc:
         raise PaidExtractionFailedError(f"the answer for {where} is not the structured page list asked for "
-                                   f"({type(exc).__name__})", remedy="run `pnk sync` again to retry the document",
+                                   f"({type(exc).__name__})", remedy=retry,
                                    path=path) from None
     expected = [index + 1 for index in pages]
     if numbers != expected or not all(isinstance(text, str) for text in texts):
         raise PaidExtractionFailedError(f"the answer for {where} holds pages {numbers}, not {expected}",
-                                   remedy="run `pnk sync` again to retry the document", path=path)
+                                   remedy=retry, path=path)
     return SliceAnswer([_normalise(text) for text in texts], int(message.usage.input_tokens),
                        int(message.usage.output_tokens))
 

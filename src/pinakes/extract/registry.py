@@ -26,14 +26,36 @@ class ExtractorSpec:
     # join the fingerprint, so a re-fit re-extracts, and a missing file fails here, at first use.
     fitted_floors: bool = False
 
-    def fingerprint(self) -> str:
+    def fingerprint(self, model: str | None = None) -> str:
+        """`model`: the model a paid backend is set to call (`[extraction] model`), which shapes its
+        text as much as its prompt does; None, or a backend that calls no model, uses the declared one.
+        The declared model's fingerprint is the one every KB that never set the key was extracted under."""
         constants = dict(self.constants)
+        if model is not None and "model" in constants:
+            constants["model"] = model
         if self.fitted_floors:
             from pinakes.extract.floors import load_floors
 
             constants["floors"] = load_floors().fingerprint_values()
         payload = json.dumps({"name": self.name, **constants}, sort_keys=True, default=str)
         return xxhash.xxh3_64_hexdigest(payload.encode())
+
+    def is_current(self, fingerprint: str) -> bool:
+        """Whether `fingerprint` is one this build stamps today (spec §4.4's coherence check). A paid
+        backend's model is a setting, not a version: an extraction made with any model the price table
+        prices (every one `[extraction] model` accepts) is current, never "extracted by an older version"."""
+        if fingerprint == self.fingerprint():
+            return True
+        if "model" not in self.constants:
+            return False
+        from pinakes.budget.errors import PriceTableError
+        from pinakes.budget.prices import load_prices
+
+        try:
+            models = load_prices().models
+        except PriceTableError:
+            return False
+        return any(fingerprint == self.fingerprint(model) for model in models)
 
 
 EXTRACTORS: dict[str, ExtractorSpec] = {

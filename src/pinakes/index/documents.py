@@ -293,7 +293,7 @@ def _stale_extraction(document: DocumentRow, backend: str, fingerprint: str) -> 
     """Spec §4.4: a free extractor that moved on refuses (its text may be wrong, and re-extracting is
     free); a paid one is served and marked, because that text was paid for and is merely older."""
     spec = EXTRACTORS.get(backend)
-    if spec is None or spec.fingerprint() == fingerprint:
+    if spec is None or spec.is_current(fingerprint):
         return None
     if spec.paid:
         return backend

@@ -24,6 +24,8 @@ from pinakes.manifest.problems import InvalidManifestError, ManifestProblem
 from pinakes.manifest.sections import (
     ALWAYS_EXCLUDED,
     CHUNKING_STRATEGIES,
+    DEFAULT_DEEP_MODEL,
+    DEFAULT_EXTRACTION_MODEL,
     DEFAULT_INCLUDE,
     DEFAULT_RERANK_MODEL,
     EMBEDDING_PROVIDERS,
@@ -54,6 +56,8 @@ from pinakes.manifest.sections import (
 __all__ = [
     "ALWAYS_EXCLUDED",
     "CHUNKING_STRATEGIES",
+    "DEFAULT_DEEP_MODEL",
+    "DEFAULT_EXTRACTION_MODEL",
     "DEFAULT_INCLUDE",
     "DEFAULT_RERANK_MODEL",
     "EMBEDDING_PROVIDERS",

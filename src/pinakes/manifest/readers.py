@@ -24,6 +24,8 @@ from pinakes.manifest.patterns import _GlobSet, _is_within
 from pinakes.manifest.problems import _Problems
 from pinakes.manifest.sections import (
     CHUNKING_STRATEGIES,
+    DEFAULT_DEEP_MODEL,
+    DEFAULT_EXTRACTION_MODEL,
     DEFAULT_INCLUDE,
     DEFAULT_RERANK_MODEL,
     EMBEDDING_PROVIDERS,
@@ -188,7 +190,34 @@ def _read_embedding(table: _Table) -> EmbeddingSection:
 
 
 def _read_extraction(table: _Table) -> ExtractionSection:
-    return ExtractionSection(backend=table.choice("backend", "pypdfium2", PDF_BACKENDS))
+    return ExtractionSection(backend=table.choice("backend", "pypdfium2", PDF_BACKENDS),
+                             model=_priced_model(table, DEFAULT_EXTRACTION_MODEL))
+
+
+def _priced_model(table: _Table, default: str) -> str:
+    """`model`: the Claude model a paid path calls, refused here unless the packaged price table
+    prices it (the accountant caps a call only at a price it knows, spec §5)."""
+    from pinakes.budget.errors import PriceTableError
+    from pinakes.budget.prices import load_prices
+
+    model = table.optional_string("model", f'"{default}"')
+    if model is None:
+        return default
+    try:
+        table_of_prices = load_prices()
+    except PriceTableError as exc:
+        table.fail("model", f"cannot be checked: {exc.message}", exc.remedy or "reinstall Pinakes")
+        return default
+    priced = sorted(table_of_prices.models)
+    if model not in priced:
+        close = difflib.get_close_matches(model, priced, n=3, cutoff=0.5)
+        hint = f"; did you mean {' or '.join(f'{name!r}' for name in close)}?" if close else ""
+        table.fail("model", f"{model!r} has no price in the packaged price table (as of "
+                            f"{table_of_prices.as_of}), and the budget cannot cap a call it cannot price{hint}",
+                   f"set model to a priced one ({', '.join(priced)}), or delete the line for the default "
+                   f'("{default}"); a model newer than the table needs a newer Pinakes')
+        return default
+    return model
 
 
 def _read_chunking(table: _Table) -> ChunkingSection:
@@ -343,7 +372,8 @@ def _is_timezone(name: str) -> bool:
 
 
 def _read_deep(table: _Table) -> DeepSection:
-    return DeepSection(max_rounds=table.integer("max_rounds", 3, minimum=1))
+    return DeepSection(max_rounds=table.integer("max_rounds", 3, minimum=1),
+                       model=_priced_model(table, DEFAULT_DEEP_MODEL))
 
 
 def _read_ci(table: _Table) -> CISection:

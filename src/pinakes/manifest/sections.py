@@ -13,6 +13,7 @@ from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
 
+from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.source_types import SUFFIX_TO_TYPE
 from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest.patterns import _GlobSet, _is_within
@@ -23,7 +24,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "kb": ("name", "id", "requires_pinakes", "template", "description"),
     "sources": ("roots", "include", "exclude"),
     "embedding": ("provider", "model", "dim", "revision", "batch_size"),
-    "extraction": ("backend",),
+    "extraction": ("backend", "model"),
     "chunking": ("strategy", "max_tokens", "overlap", "headings"),
     "retrieval": (
         "candidates_per_source", "fusion_top_k", "final_k", "rrf_k", "rerank", "vector_tier",
@@ -35,7 +36,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
         "confirm_above_eur", "per_operation_eur", "daily_eur", "monthly_eur", "timezone",
         "on_exceed", "max_price_age_days",
     ),
-    "deep": ("max_rounds",),
+    "deep": ("max_rounds", "model"),
     "links": ("kb",),
     "links.kb": ("id", "alias", "path"),
     "ci": ("install",),
@@ -62,6 +63,12 @@ DEFAULT_INCLUDE = tuple(f"*{suffix}" for suffix in SUFFIX_TO_TYPE)
 ALWAYS_EXCLUDED = (f"{STATE_DIR_NAME}/", f"*{SIDECAR_SUFFIX}")
 
 DEFAULT_RERANK_MODEL = "BAAI/bge-reranker-base"
+# The Claude model each paid path calls unless `[extraction] model` / `[deep] model` names another.
+# Either must have a price in the packaged table (pinakes/budget/prices.toml), checked at load: a
+# call the accountant cannot price is a call it cannot cap. The extractor's default is its declared
+# registry constant, so a KB that never sets the key keeps the fingerprint it was extracted under.
+DEFAULT_EXTRACTION_MODEL = str(EXTRACTORS["claude-vision"].constants["model"])
+DEFAULT_DEEP_MODEL = "claude-opus-5-5"
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,7 @@ class EmbeddingSection:
 @dataclass(frozen=True)
 class ExtractionSection:
     backend: str = "pypdfium2"
+    model: str = DEFAULT_EXTRACTION_MODEL  # what claude-vision calls (a priced model; part of its fingerprint)
 
 
 @dataclass(frozen=True)
@@ -197,6 +205,7 @@ class BudgetSection:
 @dataclass(frozen=True)
 class DeepSection:
     max_rounds: int = 3
+    model: str = DEFAULT_DEEP_MODEL  # what `pnk ask --deep` calls (a priced model)
 
 
 @dataclass(frozen=True)

@@ -98,9 +98,10 @@ def estimate_paid_run(start: Path | str | None = None, *, extract_backend: str |
     finally:
         if ctx.conn is not None:
             ctx.conn.close()
-    estimate = Estimate(backend, claude_vision.MODEL)
+    model = ctx.manifest.extraction.model
+    estimate = Estimate(backend, model)
     cache = ExtractCache(ctx.paths.extract_cache)
-    paid_fp, free_fp = EXTRACTORS[backend].fingerprint(), EXTRACTORS[FREE_PDF_BACKEND].fingerprint()
+    paid_fp, free_fp = EXTRACTORS[backend].fingerprint(model), EXTRACTORS[FREE_PDF_BACKEND].fingerprint()
     to_pay: list[tuple[str, int]] = []
     paying: set[str] = set()  # content hashes: a run pays once for the same bytes (sync/paid.py)
     for item in plan.work:
@@ -123,7 +124,7 @@ def estimate_paid_run(start: Path | str | None = None, *, extract_backend: str |
     to_pay = [(path, pages) for path, pages in to_pay if pages]
     if not to_pay:
         return estimate
-    shapes = [shape for path, pages in to_pay for shape in claude_vision.document_shapes(pages, path)]
+    shapes = [shape for path, pages in to_pay for shape in claude_vision.document_shapes(pages, path, model)]
     estimate.documents = len(to_pay)
     estimate.pages = sum(pages for _path, pages in to_pay)
     estimate.calls = len(shapes)
@@ -132,7 +133,7 @@ def estimate_paid_run(start: Path | str | None = None, *, extract_backend: str |
 
     client = claude_vision.make_client(read_api_key(api_key_file))
     first_path = to_pay[0][0]
-    counted, counted_pages = claude_vision.count_first_slice(ctx.paths.root / first_path, client=client)
+    counted, counted_pages = claude_vision.count_first_slice(ctx.paths.root / first_path, client=client, model=model)
     estimate.measured_path, estimate.measured_pages, estimate.measured_input_tokens = first_path, counted_pages, counted
     # Per request, the measured count is its overhead plus its pages: scale each request by its pages.
     per_page = Decimal(counted) / Decimal(counted_pages)

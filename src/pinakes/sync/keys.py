@@ -1,8 +1,9 @@
 """The build key: what makes a document's stored chunks and vectors current.
 
 A document's key folds its content hash with everything else that shapes its chunks and vectors:
-the fingerprint of the extractor its source type uses, the chunker's version and settings, the
-embedding model the manifest names, and for Markdown the version of what its front matter adds
+the fingerprint of the extractor its source type uses (a paid one's with the model `[extraction]
+model` names), the chunker's version and settings, the embedding model the manifest names, and for
+Markdown the version of what its front matter adds
 (`FRONT_MATTER_VERSION`). The index stores the key beside the chunks it describes,
 committed in the same transaction, so "up to date" means exactly "what is stored was built from
 these inputs" — and a change to any input (an edit, an extractor bump, `CHUNKER_VERSION`, a model
@@ -48,7 +49,7 @@ def build_keys(manifest: Manifest, extract_backend: str | None = None) -> BuildK
     pdf_backend = extract_backend or manifest.extraction.backend
     backends = {"markdown": TEXT_EXTRACTOR, "text": TEXT_EXTRACTOR, "code": TEXT_EXTRACTOR,
                 "pdf": pdf_backend}
-    fingerprints = {kind: EXTRACTORS[name].fingerprint() for kind, name in backends.items()
+    fingerprints = {kind: EXTRACTORS[name].fingerprint(manifest.extraction.model) for kind, name in backends.items()
                     if name in EXTRACTORS}
     chunking = manifest.chunking
     chunk_fp = json.dumps({"v": CHUNKER_VERSION, "max_tokens": chunking.max_tokens,

@@ -32,6 +32,7 @@ when a paid backend is in effect, and it imports the SDK only when it makes a ca
 from __future__ import annotations
 
 import contextlib
+import shlex
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -103,6 +104,31 @@ def state_of(ctx: SyncContext) -> PaidState:
     return ctx.paid
 
 
+def paid_fingerprint(ctx: SyncContext) -> str:
+    """The fingerprint this run's paid extractions are made, cached and indexed under: the backend's
+    with the model `[extraction] model` names (another model's text is another extraction)."""
+    return EXTRACTORS[state_of(ctx).backend].fingerprint(ctx.manifest.extraction.model)
+
+
+def rerun_command(ctx: SyncContext) -> str:
+    """The command that runs this sync again as it was asked for (a remedy names it: a paid backend
+    chosen by `--extract` is not the one a bare `pnk sync` would use)."""
+    command = "pnk sync"
+    if ctx.options.extract_backend is not None:
+        command += f" --extract={ctx.options.extract_backend}"
+    if ctx.options.force:
+        command += " --force"
+    if ctx.options.api_key_file is not None:
+        command += f" --api-key-file {shlex.quote(str(ctx.options.api_key_file))}"
+    return command
+
+
+def _cache(ctx: SyncContext) -> ExtractCache:
+    from pinakes.extract.cache import ExtractCache
+
+    return ExtractCache(ctx.paths.extract_cache, rerun=rerun_command(ctx))
+
+
 # --- before the pipeline ---------------------------------------------------------------------------
 
 
@@ -158,10 +184,9 @@ def prepare(ctx: SyncContext) -> None:
     if not pdfs:
         return
     from pinakes.extract import claude_vision
-    from pinakes.extract.cache import ExtractCache
 
-    cache = ExtractCache(ctx.paths.extract_cache)
-    fingerprint = EXTRACTORS[state.backend].fingerprint()
+    cache = _cache(ctx)
+    fingerprint = paid_fingerprint(ctx)
     to_pay: list[DocWork] = []
     paying: dict[str, DocWork] = {}  # content hash -> the document of this run that pays for those bytes
     for item in pdfs:
@@ -200,7 +225,8 @@ def prepare(ctx: SyncContext) -> None:
     key = read_api_key(ctx.options.api_key_file)
     accountant = Accountant.open(ctx.paths.root, ctx.manifest.budget, kb_id=ctx.kb_id)
     shapes = [shape for item in to_pay for shape in claude_vision.document_shapes(
-        state.decisions[item.doc_id].pages, item.path, pages_done=state.decisions[item.doc_id].pages_done)]
+        state.decisions[item.doc_id].pages, item.path, model=ctx.manifest.extraction.model,
+        pages_done=state.decisions[item.doc_id].pages_done)]
     ctx.progress.close()  # a confirmation prompt must not share the line with a progress bar
     plan = accountant.plan(operation="extract", calls=shapes, interactive=sys.stdin.isatty(),
                            force=ctx.options.force)
@@ -236,22 +262,19 @@ def extract_paid_document(ctx: SyncContext, item: DocWork) -> ExtractedText | No
     """The text `item` is indexed from on a paid backend, or None when there is nothing to index
     now (kept as indexed, or not reached within the budget). Raises PinakesError for a document
     failure; sets ctx.fatal (and returns None) when the budget stops the run under on_exceed=abort."""
-    from pinakes.extract.cache import ExtractCache
-
     state = state_of(ctx)
-    spec = EXTRACTORS[state.backend]
-    fingerprint = spec.fingerprint()
+    fingerprint = paid_fingerprint(ctx)
     if _keep_indexed_row(ctx, item, state.backend, fingerprint):
         return None
     decision = state.decisions.get(item.doc_id, Decision("failed", message="not planned (a Pinakes bug)"))
-    cache = ExtractCache(ctx.paths.extract_cache)
+    cache = _cache(ctx)
     if decision.kind == "failed":
         raise PinakesError(decision.message)
     if decision.kind == "cached":
         hit = cache.get(item.file.content_hash, fingerprint)
         if hit is None:
             raise PaidExtractionUnavailableError("the paid extraction this run planned to reuse left the "
-                                                 "cache during the run", remedy="run `pnk sync` again")
+                                                 "cache during the run", remedy=f"run `{rerun_command(ctx)}` again")
         _record_provenance(ctx, item, state.backend, fingerprint, only_if_missing=True)
         return hit.extracted
     if decision.kind == "free-healthy":
@@ -284,7 +307,7 @@ def _same_bytes(ctx: SyncContext, state: PaidState, item: DocWork, cache: Extrac
             return None
         raise PaidExtractionFailedError(
             f"this file has the same bytes as {payer}, whose paid extraction did not complete in this run; "
-            "it is not paid for twice", remedy="see the failure reported for that file, then run `pnk sync` again")
+            "it is not paid for twice", remedy=f"see the failure reported for that file, then run `{rerun_command(ctx)}` again")
     _record_provenance(ctx, item, state.backend, fingerprint, only_if_missing=False)
     return extracted
 
@@ -311,7 +334,9 @@ def _pay(ctx: SyncContext, state: PaidState, item: DocWork, cache: ExtractCache,
 
     try:
         result = claude_vision.extract_paid(ctx.paths.root / item.path, client=state.client, plan=plan,
-                                            unit=item.path, resume=resume, resume_call_ids=resume_call_ids,
+                                            unit=item.path, model=ctx.manifest.extraction.model,
+                                            retry=f"run `{rerun_command(ctx)}` again to retry the document",
+                                            resume=resume, resume_call_ids=resume_call_ids,
                                             keep_slices=keep_slices)
     except BudgetExceededError as exc:
         return _budget_stopped(ctx, state, item, exc, calls_made=len(plan.call_ids) - calls_before)
