@@ -84,6 +84,9 @@ def test_the_defaults_are_the_models_each_path_called_before_the_keys_existed(tm
     spec = EXTRACTORS["claude-vision"]
     assert spec.fingerprint(DEFAULT_EXTRACTION_MODEL) == spec.fingerprint()
     assert spec.fingerprint(EXTRACTION_MODEL) != spec.fingerprint()
+    # A priced model's extraction is current (a setting, not a version); any other fingerprint is not.
+    assert spec.is_current(spec.fingerprint(EXTRACTION_MODEL)) and spec.is_current(spec.fingerprint())
+    assert not spec.is_current(spec.fingerprint("claude-unpriced-1"))
 
 
 @pytest.mark.parametrize("section", ["extraction", "deep"])
@@ -159,6 +162,23 @@ def test_extraction_sends_reserves_and_records_the_model_the_manifest_names(
     capsys.readouterr()
     assert main(["-C", str(scan_kb), "budget"]) == 0
     assert re.search(rf"extract .* 1 call .*{EXTRACTION_MODEL}", capsys.readouterr().out)
+
+
+def test_the_estimate_counts_and_prices_the_request_the_chosen_model_would_get(
+        scan_kb: Path, server: FakeAnthropic, capsys: pytest.CaptureFixture[str]) -> None:
+    set_model(scan_kb, "extraction", EXTRACTION_MODEL)
+    capsys.readouterr()
+    assert sync(scan_kb, "--estimate-only", "--extract=claude-vision", "--json") == 0
+    estimate = json.loads(capsys.readouterr().out)
+    assert estimate["model"] == EXTRACTION_MODEL
+    assert [(r.path, (r.body or {}).get("model")) for r in server.requests] == [
+        ("/v1/messages/count_tokens", EXTRACTION_MODEL)]
+    prices = load_prices()
+    price = prices.price(EXTRACTION_MODEL)
+    assert price is not None
+    shape = claude_vision.call_shape(2, unit="docs/scan.pdf", model=EXTRACTION_MODEL)
+    worst = price.cost_usd(shape.max_input_tokens, shape.max_output_tokens) / prices.usd_per_eur
+    assert abs(Decimal(estimate["reserved_eur"]) - worst) < Decimal("0.000002")
 
 
 def test_another_model_is_another_extraction_and_switching_back_costs_nothing(
