@@ -34,7 +34,8 @@ EXPECTED_TOOLS = {
     "pinakes_search": {"query", "kb", "k", "mode", "tags", "all_tags", "path_prefix", "source_type", "since", "until"},
     "pinakes_get": {"doc_id", "kb", "char_start", "char_end", "page_start", "page_end"},
     "pinakes_list_kbs": set(),
-    "pinakes_links": {"doc_id", "kb", "depth", "direction", "adjacent_k", "max_rows", "max_tokens"},
+    "pinakes_links": {"doc_id", "kb", "depth", "direction", "adjacent_k", "max_rows", "max_tokens", "rel",
+                      "query"},
 }
 
 

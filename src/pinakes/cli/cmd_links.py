@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     "title, path, whether it resolves and why not, and whether its KB is readable here. "
                     "A neighbour in another KB is terminal: run `pnk links` there to go on. Bounds beyond "
                     "their range are clamped, and the output says so.",
-        epilog="examples: pnk links docs/loans/outgoing.md · pnk links 01J9ZX7K3M4N5P6Q7R8S9T0VWX --depth 2 --json",
+        epilog="examples: pnk links docs/loans/outgoing.md · pnk links 01J9ZX7K3M4N5P6Q7R8S9T0VWX --depth 2 --json · "
+               'pnk links docs/loans/outgoing.md --rel cites --query "insurance valuation"',
     )
     parser.add_argument("doc", metavar="DOC", help="the document to start from (ULID, path or pnk://self/ULID)")
     parser.add_argument("--depth", type=int, default=None,
@@ -34,6 +35,11 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                              f"at most {limits.max_adjacent_k})")
     parser.add_argument("--max-rows", type=int, default=None, dest="max_rows",
                         help=f"neighbours listed in all (default {limits.default_rows}, at most {limits.max_rows})")
+    parser.add_argument("--rel", action="append", default=None, metavar="REL",
+                        help="follow only links with this relation (repeatable: any of them)")
+    parser.add_argument("--query", default=None, metavar="TEXT",
+                        help="order the neighbours in this KB by relevance to TEXT, scored as `pnk search` "
+                             "scores (hybrid); which neighbours are found does not change")
     parser.add_argument("--json", action="store_true", help="print the traversal as JSON")
     parser.set_defaults(run=run)
 
@@ -45,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from pinakes.index import schema
     from pinakes.kb import KBPaths
     from pinakes.links.addresses import here, resolve
+    from pinakes.links.authoring import check_rel
     from pinakes.links.traverse import TraversalLimits, machine_lookup, traverse
 
     for name in ("depth", "adjacent_k", "max_rows"):
@@ -52,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, not {value}",
                              remedy=f"pass --{name.replace('_', '-')} 1 or more")
+    rels = [check_rel(rel) for rel in args.rel or ()]
+    query = _query(args.query)
     kb = here(getattr(args, "kb_dir", None))
     start = resolve(kb, args.doc, locate=False)
     if start.kb_id != kb.kb_id:
@@ -60,15 +69,31 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         conn = schema.open_reader(KBPaths(kb.root).index_db)
         stack.callback(conn.close)
+        ranking = None
+        if query is not None:
+            from pinakes.links.relevance import by_query
+            from pinakes.search.core import Searcher
+
+            ranking = by_query(stack.enter_context(Searcher.for_kb(kb.root, kb.manifest)), query)
         result = traverse(conn, kb.kb_id, "self", start.doc_id, lookup=machine_lookup(kb.root, kb.manifest, stack),
                           depth=args.depth, adjacent_k=args.adjacent_k, max_rows=args.max_rows,
                           direction=args.direction, default_adjacent_k=kb.manifest.retrieval.adjacent_k,
-                          limits=TraversalLimits(max_tokens=None))
+                          limits=TraversalLimits(max_tokens=None), rels=rels, ranking=ranking)
     if args.json:
         print(json.dumps({"ok": True, **result}, indent=2, ensure_ascii=False))
     else:
         print(render(result))
     return 0
+
+
+def _query(text: str | None) -> str | None:
+    from pinakes.errors import UsageError
+
+    if text is None:
+        return None
+    if not text.strip():
+        raise UsageError("--query is empty", remedy='pass the words to rank by: --query "loan insurance"')
+    return text.strip()
 
 
 def render(result: dict[str, Any]) -> str:
@@ -78,8 +103,15 @@ def render(result: dict[str, Any]) -> str:
     lines = [f"{printable(start['title'] or '(not indexed)')} — {printable(start['path'] or '-')} · {start['doc_id']}"]
     if not start["resolved"]:
         lines.append(f"  unresolved: {printable(start['reason'])}")
+    if result.get("rel"):
+        lines.append(f"  only links with relation {', '.join(printable(rel) for rel in result['rel'])}")
+    if result.get("query") is not None:
+        lines.append(f"  ranked by relevance to {printable(result['query'])!r} (this KB's neighbours, by their best "
+                     "passage; the others follow as found)")
     if not result["neighbours"]:
-        lines.append("  no linked documents" + (" in this direction" if result["direction"] != "both" else ""))
+        narrowed = [*(["in this direction"] if result["direction"] != "both" else []),
+                    *(["with that relation"] if result.get("rel") else [])]
+        lines.append("  no linked documents" + (" " + " and ".join(narrowed) if narrowed else ""))
     arrows = {"out": "->", "in": "<-", "both": "<->"}
     for item in result["neighbours"]:
         kb = "this KB" if item["kb"]["this_kb"] else f"KB {item['kb']['alias'] or item['kb']['id']}"
@@ -89,8 +121,9 @@ def render(result: dict[str, Any]) -> str:
         name = (f"{printable(item['title'])} — {printable(item['path'])}" if item["resolved"]
                 else item["doc_uri"])
         indent = "  " * item["hop"]
+        relevance = f", relevance #{item['relevance']['rank']}" if item.get("relevance") else ""
         lines.append(f"{indent}{arrows[item['direction']]} {printable(rels)}: {name} ({kb}, hop {item['hop']}, "
-                     f"score {item['score']:g})")
+                     f"score {item['score']:g}{relevance})")
         if item["reason"]:
             state = "unreachable" if not item["reachable"] else "unresolved"
             lines.append(f"{indent}   {state}: {printable(item['reason'])}")

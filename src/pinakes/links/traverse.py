@@ -26,13 +26,22 @@ counted in `edges_omitted`), so one neighbour joined by thousands of relations s
 read (not served, or not on this machine) is returned all the same, identified by its ids and marked
 unreachable: omitting it would hide a link that exists. Confidence is always `unknown`: the
 calibrated signal of §4.2 is a property of a retrieved passage in one KB, and a neighbour is not one.
+
+Two narrowings (issue #26): `rels` follows only links with one of those relations (the walk itself
+is narrowed, so depth and the frontier are those of the narrower graph); `ranking` orders the
+neighbours found in this KB by a query, with the search pipeline itself (`links.relevance`: the
+hybrid scorer restricted to those documents, one search per call, bounded by max_rows). Ranking
+never changes which neighbours are found, expanded or cut: the frontier is the one the walk
+without a query has. It only orders each hop's neighbours, those with a `relevance` (rank, score)
+first by rank, then the rest (neighbours in other KBs, and this KB's that no passage matched) as
+the walk found them.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +119,19 @@ class KBView:
 Lookup = Callable[[str], KBView]
 
 
+@dataclass(frozen=True)
+class QueryRanking:
+    """A query, and how to rank this KB's documents by it: doc ids -> {doc_id: (rank, score)} for
+    those the query matched (`links.relevance.by_query` builds it over a Searcher)."""
+
+    query: str
+    rank: Callable[[list[str]], dict[str, tuple[int, float]]]
+
+
+# What a neighbour's `relevance` adds at most, reserved while the walk sizes it against the token cap.
+_RELEVANCE_CHARS = len(json.dumps({"relevance": {"rank": 200, "score": -0.123456}})) + 2
+
+
 @dataclass
 class _Node:
     kb_id: str
@@ -123,8 +145,10 @@ class _Node:
 def traverse(conn: sqlite3.Connection, kb_id: str, kb_alias: str, doc_id: str, *, lookup: Lookup,
              depth: int | None = None, adjacent_k: int | None = None, max_rows: int | None = None,
              max_tokens: int | None = None, direction: str = "both", default_adjacent_k: int = 5,
-             limits: TraversalLimits | None = None) -> dict[str, Any]:
-    """The traversal from `doc_id` of KB `kb_id` over `conn` (its index), as a JSON-ready dict."""
+             limits: TraversalLimits | None = None, rels: Sequence[str] = (),
+             ranking: QueryRanking | None = None) -> dict[str, Any]:
+    """The traversal from `doc_id` of KB `kb_id` over `conn` (its index), as a JSON-ready dict;
+    over links with one of `rels` only, when given, and ordered by `ranking`'s query, when given."""
     from pinakes.index.documents import UnknownDocumentError
 
     limits = limits or TraversalLimits()
@@ -152,8 +176,11 @@ def traverse(conn: sqlite3.Connection, kb_id: str, kb_alias: str, doc_id: str, *
             views[of] = lookup(of)
         return views[of]
 
-    walker = _Walk(conn, kb_id, direction, view, bounds, frontier_cap=limits.max_rows)
+    walker = _Walk(conn, kb_id, direction, view, bounds, frontier_cap=limits.max_rows, rels=tuple(dict.fromkeys(rels)),
+                   ranked=ranking is not None)
     walker.run(doc_id)
+    if ranking is not None:
+        walker.rank_by(ranking)
     from pinakes.extract.titles import display_title
 
     start = {"doc_id": doc_id, "doc_uri": format_pnk_uri(kb_id, doc_id), "kb": {"id": kb_id, "alias": kb_alias},
@@ -161,7 +188,8 @@ def traverse(conn: sqlite3.Connection, kb_id: str, kb_alias: str, doc_id: str, *
              "resolved": start_row is not None,
              "reason": None if start_row else f"{doc_id} is not an active document of this KB; links name it"}
     response: dict[str, Any] = {
-        "start": start, "direction": direction,
+        "start": start, "direction": direction, "rel": list(walker.rels) or None,
+        "query": ranking.query if ranking is not None else None,
         "bounds": {name: limit.to_dict() for name, limit in bounds.items()},
         "neighbours": walker.rendered, "frontier": [], "frontier_omitted": {},
         "confidence": dict(CONFIDENCE), "truncated": None,
@@ -172,9 +200,11 @@ def traverse(conn: sqlite3.Connection, kb_id: str, kb_alias: str, doc_id: str, *
 
 class _Walk:
     def __init__(self, conn: sqlite3.Connection, kb_id: str, direction: str, view: Callable[[str], KBView],
-                 bounds: Mapping[str, Limit], *, frontier_cap: int):
+                 bounds: Mapping[str, Limit], *, frontier_cap: int, rels: tuple[str, ...] = (), ranked: bool = False):
         self.conn, self.kb_id, self.direction, self.view = conn, kb_id, direction, view
         self.frontier_cap = frontier_cap  # entries listed; the rest are counted in frontier_omitted
+        self.rels = rels
+        self.reserved_chars = _RELEVANCE_CHARS if ranked else 0
         self.depth = bounds["depth"].used
         self.adjacent_k = bounds["adjacent_k"].used
         self.max_rows = bounds["max_rows"].used
@@ -202,7 +232,7 @@ class _Walk:
                         self.cut["rows"] += 1
                         self._on_frontier(node, "rows", rendered)
                         continue
-                    size = _chars(rendered) + 2
+                    size = _chars(rendered) + 2 + self.reserved_chars
                     if self.budget_chars is not None and self.used_chars + size > self.budget_chars:
                         self.cut["tokens"] += 1
                         self._on_frontier(node, "tokens", rendered)
@@ -245,15 +275,27 @@ class _Walk:
 
     def _edges(self, doc_id: str) -> list[tuple[str, str, str, str, str]]:
         edges: list[tuple[str, str, str, str, str]] = []
+        only = f" AND rel IN ({', '.join('?' * len(self.rels))})" if self.rels else ""
         if self.direction in ("both", "out"):
             edges += [(kb, doc, rel, "out", origin) for kb, doc, rel, origin in self.conn.execute(
-                "SELECT dst_kb_id, dst_doc_id, rel, origin FROM links WHERE src_kb_id = ? AND src_doc_id = ? "
-                "ORDER BY dst_kb_id, dst_doc_id, rel", (self.kb_id, doc_id))]
+                f"SELECT dst_kb_id, dst_doc_id, rel, origin FROM links WHERE src_kb_id = ? AND src_doc_id = ?{only} "
+                "ORDER BY dst_kb_id, dst_doc_id, rel", (self.kb_id, doc_id, *self.rels))]
         if self.direction in ("both", "in"):
             edges += [(kb, doc, rel, "in", origin) for kb, doc, rel, origin in self.conn.execute(
-                "SELECT src_kb_id, src_doc_id, rel, origin FROM links WHERE dst_kb_id = ? AND dst_doc_id = ? "
-                "ORDER BY src_kb_id, src_doc_id, rel", (self.kb_id, doc_id))]
+                f"SELECT src_kb_id, src_doc_id, rel, origin FROM links WHERE dst_kb_id = ? AND dst_doc_id = ?{only} "
+                "ORDER BY src_kb_id, src_doc_id, rel", (self.kb_id, doc_id, *self.rels))]
         return edges
+
+    def rank_by(self, ranking: QueryRanking) -> None:
+        """Give this KB's resolved neighbours their `relevance` to the query (one ranking call) and
+        order each hop by it; who is listed, expanded or on the frontier does not change."""
+        here = [item["doc_id"] for item in self.rendered if item["kb"]["this_kb"] and item["resolved"]]
+        ranks = ranking.rank(here) if here else {}
+        for item in self.rendered:
+            found = ranks.get(item["doc_id"]) if item["kb"]["this_kb"] else None
+            item["relevance"] = {"rank": found[0], "score": round(found[1], 6)} if found else None
+        unranked = len(self.rendered) + 1
+        self.rendered.sort(key=lambda item: (item["hop"], item["relevance"]["rank"] if item["relevance"] else unranked))
 
     def _render(self, node: _Node) -> dict[str, Any]:
         from pinakes.extract.titles import display_title

@@ -46,12 +46,15 @@ class SearchFilters:
     since: float | None = None
     until: float | None = None
     source_types: tuple[str, ...] = ()
+    # Only these documents (ids, not a user-facing filter): `pnk links --query` ranks a document's
+    # neighbours with the one search pipeline by restricting it to them.
+    doc_ids: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
         return bool(
             self.tags or self.path_prefix or self.since is not None or self.until is not None
-            or self.source_types
+            or self.source_types or self.doc_ids
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -165,6 +168,9 @@ def document_where(filters: SearchFilters, alias: str = "d") -> tuple[str, list[
     """The SQL condition (over `documents AS alias`) selecting active documents that pass."""
     clauses = [f"{alias}.state = 'active'"]
     params: list[object] = []
+    if filters.doc_ids:
+        clauses.append(f"{alias}.id IN ({', '.join('?' * len(filters.doc_ids))})")
+        params.extend(filters.doc_ids)
     if filters.source_types:
         clauses.append(f"{alias}.source_type IN ({', '.join('?' * len(filters.source_types))})")
         params.extend(filters.source_types)

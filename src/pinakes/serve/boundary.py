@@ -24,11 +24,13 @@ from typing import Any
 from pinakes.errors import NotServedError as NotServedError
 from pinakes.errors import ToolArgumentError
 from pinakes.ids import is_ulid
+from pinakes.links.authoring import MAX_REL_CHARS as MAX_REL_CHARS  # what `pnk link` writes, at most
 
 MAX_QUERY_CHARS = 2_000
 MAX_IDENTIFIER_CHARS = 64
 MAX_FILTER_CHARS = 256
 MAX_TAGS = 32
+MAX_RELS = 16  # relations one pinakes_links call may name
 MAX_OFFSET = 1_000_000_000
 
 # Characters that render as (or normalise to) a slash, a backslash or a dot but are not one: a
@@ -92,6 +94,7 @@ _GOOD_VALUE = {
     "path_prefix": "a prefix relative to the KB root, such as docs/ or docs/api/",
     "tags": "the tag as written, such as garden or status:draft",
     "kb": "the name of a served KB, as pinakes_list_kbs lists it",
+    "rel": "a relation name as sidecars write it, such as cites or see-also",
 }
 
 
@@ -143,6 +146,21 @@ def check_tags(value: object) -> list[str]:
         tag = check_string("tags", item, max_chars=MAX_FILTER_CHARS).strip()
         tags.append(check_not_path_like("tags", tag, allow_slash=True, allow_colon=True))
     return tags
+
+
+def check_rels(value: object) -> list[str]:
+    """`pinakes_links` relations: a name or a list of names, each a short value matched against the
+    links table's `rel` (the limit `pnk link` writes to), never a path."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise refuse("rel", f"must be a relation name or a list of them, got {_json_type(value)}", 'pass "cites"')
+    if len(items) > MAX_RELS:
+        raise refuse("rel", f"has {len(items)} relations; the limit is {MAX_RELS}", "pass fewer relations")
+    rels = []
+    for item in items:
+        rel = check_string("rel", item, max_chars=MAX_REL_CHARS).strip()
+        rels.append(check_not_path_like("rel", rel, allow_slash=True, allow_colon=True))
+    return rels
 
 
 def check_date(argument: str, value: object) -> str:

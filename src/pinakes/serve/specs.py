@@ -24,7 +24,7 @@ LINKS_TOOL = "pinakes_links"
 FILTER_ARGUMENTS = ("tags", "all_tags", "path_prefix", "source_type", "since", "until")
 SEARCH_ARGUMENTS = ("query", "kb", "k", "mode", *FILTER_ARGUMENTS)
 GET_ARGUMENTS = ("doc_id", "kb", "char_start", "char_end", "page_start", "page_end")
-LINKS_ARGUMENTS = ("doc_id", "kb", "depth", "direction", "adjacent_k", "max_rows", "max_tokens")
+LINKS_ARGUMENTS = ("doc_id", "kb", "depth", "direction", "adjacent_k", "max_rows", "max_tokens", "rel", "query")
 _ULID_PATTERN = "^[0-9A-HJKMNP-TV-Z]{26}$"
 
 
@@ -137,6 +137,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "not expanded, each with one reason: terminal (nothing to retry), depth or fanout (retry with a "
             "larger depth / adjacent_k), rows or tokens (the response's caps: narrow with `direction`). "
             "Every bound is clamped to the server's range and `bounds` says what was used. "
+            "`rel` follows only links with those relations. `query` orders the neighbours in this KB by "
+            "relevance to it (each gets `relevance`: rank and score, scored as pinakes_search scores; null when "
+            "no passage of it matched or it is in another KB), without changing which neighbours are found. "
             "`confidence.level` is always unknown: link neighbours have no calibrated score."
         ),
         input_schema={
@@ -157,6 +160,13 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                 "max_tokens": {"type": "integer", "minimum": 1,
                                "description": "Estimated tokens of the whole response (default and most: the "
                                               "server's budget; at least 1000)."},
+                "rel": {"type": "array", "maxItems": boundary.MAX_RELS,
+                        "items": {"type": "string", "minLength": 1, "maxLength": boundary.MAX_REL_CHARS},
+                        "description": "Follow only links with any of these relations, such as [\"cites\"] (each "
+                                       f"at most {boundary.MAX_REL_CHARS} characters)."},
+                "query": {"type": "string", "minLength": 1, "maxLength": boundary.MAX_QUERY_CHARS,
+                          "description": "Order this KB's neighbours by relevance to these words (the "
+                                         "pinakes_search scorer); the neighbours found do not change."},
             },
             "required": ["doc_id"],
             "additionalProperties": False,

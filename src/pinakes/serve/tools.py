@@ -318,6 +318,7 @@ class PinakesTools:
         from contextlib import ExitStack
 
         from pinakes.index.documents import UnknownDocumentError
+        from pinakes.links.relevance import by_query
         from pinakes.links.traverse import DIRECTIONS, TraversalLimits, traverse
 
         boundary.check_argument_names(LINKS_TOOL, arguments, LINKS_ARGUMENTS)
@@ -328,12 +329,16 @@ class PinakesTools:
         direction = boundary.check_choice("direction", arguments.get("direction", "both"), DIRECTIONS)
         counts = {name: boundary.check_count(name, arguments[name]) if arguments.get(name) is not None else None
                   for name in ("depth", "adjacent_k", "max_rows", "max_tokens")}
+        rels = boundary.check_rels(arguments["rel"]) if arguments.get("rel") is not None else []
+        query = boundary.check_query(arguments["query"]) if arguments.get("query") is not None else None
+        ranking = by_query(self._searchers[kb.kb_id], query) if query is not None else None
         with ExitStack() as stack:
             conn = stack.enter_context(self._readers[kb.kb_id].snapshot())
             try:
                 result = traverse(conn, kb.kb_id, kb.alias, doc_id, lookup=self._link_lookup(kb, stack),
                                   direction=direction, default_adjacent_k=kb.manifest.retrieval.adjacent_k,
-                                  limits=TraversalLimits(max_tokens=self.bounds.token_budget), **counts)
+                                  limits=TraversalLimits(max_tokens=self.bounds.token_budget), rels=rels,
+                                  ranking=ranking, **counts)
             except UnknownDocumentError:
                 raise boundary.NotServedError(
                     f"no document {doc_id} in KB {kb.alias!r}, and no link names it",
