@@ -243,9 +243,14 @@ class Tally:
     answerable: int = 0
     false_confident: int = 0
     no_answer: int = 0
+    found_abstain: int = 0  # answerable questions whose evidence was in the top k, called low
+    found: int = 0
 
     def add(self, fit: ConfidenceFit, held_out: Sequence[Outcome]) -> tuple[float, float]:
         fa, fc = score_fit(fit, held_out)
+        found, _ = score_fit(fit, [row for row in held_out if row.kind == "no-answer" or row.hit])
+        self.found_abstain += int(found.numerator)
+        self.found += found.denominator
         self.false_abstain += int(fa.numerator)
         self.answerable += fa.denominator
         self.false_confident += int(fc.numerator)
@@ -301,6 +306,7 @@ def evaluate(corpus: str, runs: dict[int, list[Outcome]], ceiling: float) -> dic
         report[candidate.name] = {
             "false_abstain": rate(tally.false_abstain, tally.answerable),
             "false_confidence": rate(tally.false_confident, tally.no_answer),
+            "false_abstain_when_found": rate(tally.found_abstain, tally.found),
             "balanced_error_mean": round(statistics.fmean(balanced), 4) if balanced else None,
             "balanced_error_range": [round(min(balanced), 3), round(max(balanced), 3)] if balanced else None,
             "auc_mean": round(statistics.fmean(areas), 4) if areas else None,
@@ -359,6 +365,9 @@ def render(corpus: str, report: dict[str, object]) -> str:
                f"d={versus['mean_difference']}" if versus else ""))
     shipped = report[SHIPPED]
     assert isinstance(shipped, dict)
+    lines.append("false-abstain among answerable questions whose evidence was in the top 8: "
+                 + ", ".join(f"{name}: {_cell(report[name]['false_abstain_when_found'])}"  # type: ignore[index]
+                             for name in (CANDIDATES[0].name, SHIPPED)))
     lines.append("trade-off curve of the shipped signal (fit's false-confidence ceiling -> held-out):")
     for point in shipped["curve"]:
         lines.append(f"  ceiling {point['fit_ceiling']:.2f}: false-abstain {_cell(point['false_abstain'])}, "
