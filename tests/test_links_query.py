@@ -162,3 +162,17 @@ def test_rel_and_query_are_checked_at_the_boundary(tools: PinakesTools, kbs: tup
     with pytest.raises(boundary.ToolArgumentError, match=f"`{next(iter(value))}`") as refused:
         tools.call("pinakes_links", {"doc_id": DEMO_OUTGOING, **value})
     assert says in str(refused.value) and refused.value.remedy
+
+
+def test_a_ranked_response_stays_within_its_token_cap(tools: PinakesTools, kbs: tuple[Path, Path]) -> None:
+    """`relevance` is added after the walk sized each neighbour (it reserves room for it): the estimate still
+    fits the cap. (The envelope estimate leaves slack, so this checks the property, not the reserve alone.)"""
+    from pinakes.sidecar import read_sidecar
+    from tests.test_links_helpers import DEMO_ID
+
+    hub = read_sidecar(kbs[0] / f"{HUB}.pnk.yaml", kb_id=DEMO_ID).id
+    result = tools.call("pinakes_links", {"doc_id": hub, "query": QUERY, "max_tokens": 1000, "adjacent_k": 50,
+                                          "depth": 3})
+    assert result["usage"]["tokens_estimated"] <= result["usage"]["token_budget"] == 1000
+    assert result["truncated"] and "tokens" in result["truncated"]  # the cap did cut: the test means something
+    assert any(item["relevance"] for item in result["neighbours"])
