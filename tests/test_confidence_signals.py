@@ -162,6 +162,23 @@ def test_a_model_needs_features_on_both_classes():
         fit_confidence(rows, "fit")
 
 
+def test_a_chain_is_scored_at_its_weakest_hop_and_its_features_survive_the_outcomes_file(tmp_path):
+    from pinakes.eval.outcomes import OutcomesFile, read_outcomes, write_outcomes
+
+    model = SignalModel(("keyword_share",), (4.0,), -2.0)
+    chain = Outcome("mh-1", "multi-hop", True, 2, "unknown", None, hop_ranks=(1, 2),
+                    hop_features=({"keyword_share": 1.0}, {"keyword_share": 0.25}))
+    weakest = 1.0 / (1.0 + math.exp(-(-2.0 + 4.0 * 0.25)))
+    assert model.row_probability(chain) == pytest.approx(weakest)
+    broken = Outcome("mh-2", "multi-hop", False, None, "low", None, hop_ranks=(1, None),
+                     hop_features=({"keyword_share": 1.0}, None))
+    assert model.row_probability(broken) is None  # a hop without evidence: low whatever the model
+    header = {"retrieval": {"final_k": 8, "rerank": False}}
+    rows = (chain, broken, row("a1", True, cosine=0.5, keyword_share=0.75))
+    write_outcomes(tmp_path / "outcomes.json", OutcomesFile(header, rows))
+    assert read_outcomes(tmp_path / "outcomes.json").rows == rows
+
+
 # -- the level, through the Searcher ------------------------------------------------------------
 
 
