@@ -75,10 +75,10 @@ def run_extract(ctx: SyncContext, item: DocWork) -> bool:
 
             after_free_extraction(ctx, item)  # --force with a free --extract: drop the paid record
     except PinakesError as exc:
-        _fail(ctx, item, exc.render())
+        _fail(ctx, item, failure_stage(exc), exc.render())
         return True
     except Exception as exc:  # a crash inside one extractor must not end the run
-        _fail(ctx, item, f"{type(exc).__name__}: {exc}")
+        _fail(ctx, item, failure_stage(exc), f"{type(exc).__name__}: {exc}")
         return True
     ctx.extracted[item.doc_id] = extracted
     if extracted.pages_without_text:
@@ -86,8 +86,33 @@ def run_extract(ctx: SyncContext, item: DocWork) -> bool:
     return True
 
 
-def _fail(ctx: SyncContext, item: DocWork, message: str) -> None:
-    ctx.report.fail(item.path, "extract", message)
+def failure_stage(exc: Exception) -> str:
+    """The stage a failed extraction is recorded under: `UNEXTRACTABLE` when no sync can extract
+    the file while its bytes stay as they are, so its remedy is to leave it out; else "extract".
+
+    Permanent: the extractor refused the bytes (`SourceError`: binary, invalid UTF-8, over the size
+    cap, a PDF pdfium refuses) or the isolated parser hit a limit or crashed on them (the limits
+    scale with the file's size). Not permanent, whatever the file: an OS error reading it, a parser
+    killed from outside, timed out on a busy machine's wall clock or that could not start, a missing
+    extra, anything of the paid path (a budget stop, a ledger or cache fault, paid text not on this
+    machine), and a Pinakes bug."""
+    from pinakes.errors import IsolationError, SourceError
+    from pinakes.sync.report import UNEXTRACTABLE
+
+    if isinstance(exc, IsolationError):
+        return UNEXTRACTABLE if exc.kind in _PERMANENT_ISOLATION_KINDS else "extract"
+    if isinstance(exc, SourceError) and not isinstance(exc.__cause__, OSError):
+        return UNEXTRACTABLE
+    return "extract"
+
+
+# pinakes.extract.isolation.KINDS a rerun on the same bytes meets again: limits that scale with the
+# file's size, a fatal signal of the parser's own, a result over the output cap.
+_PERMANENT_ISOLATION_KINDS = frozenset({"memory", "cpu", "crash", "output"})
+
+
+def _fail(ctx: SyncContext, item: DocWork, stage: str, message: str) -> None:
+    ctx.report.fail(item.path, stage, message)
     ctx.failed.add(item.doc_id)
 
 

@@ -117,7 +117,7 @@ def test_list_states_follow_the_disk_and_the_last_sync(kb: Path, capsys) -> None
     report = run_sync(kb, SyncOptions(), embedder=manifest_fake_embedder(kb))  # type: ignore[arg-type]
     assert [failure.path for failure in report.failures] == ["docs/alpha.md"]
     alpha = next(d for d in listed(capsys, kb) if d["path"] == "docs/alpha.md")
-    assert alpha["state"] == "failed" and alpha["failure"]["stage"] == "extract"
+    assert alpha["state"] == "failed" and alpha["failure"]["stage"] == "unextractable"
     assert "UTF-8" in alpha["failure"]["error"]
 
 

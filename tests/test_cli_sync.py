@@ -39,7 +39,7 @@ def test_failed_documents_are_listed_and_exit_one(kb: Path, capsys: pytest.Captu
     (kb / "docs/bad.md").write_bytes(b"ok then \xc3\x28 broken")
     assert main(["-C", str(kb), "sync", "--quiet"]) == 1
     err = capsys.readouterr().err
-    assert "docs/bad.md [extract]" in err and "offset" in err
+    assert "docs/bad.md [unextractable]" in err and "offset" in err
 
 
 @pytest.mark.parametrize("argv, fragment", [

@@ -324,7 +324,7 @@ def test_sync_failures_are_reported_and_the_run_goes_on(tiny: Path, capsys: pyte
     code = main(["eval", str(tiny), "--json"])
     captured = capsys.readouterr()
     assert code == 0 and json.loads(captured.out)["scoreboard"]["classes"]["all"]["recall@k"]["value"] == 1.0
-    assert "warning: sync failed for docs/broken.md [extract]" in captured.err
+    assert "warning: sync failed for docs/broken.md [unextractable]" in captured.err
     assert "warning: sync: docs/new.md: not indexed yet, it has no sidecar" in captured.err
 
 

@@ -422,6 +422,9 @@ def test_a_document_the_budget_stops_part_way_keeps_its_paid_pages_and_the_next_
     out = capsys.readouterr()
     assert "part-way through this document, after 1 paid call for it" in out.out + out.err
     assert "pages paid for are kept" in out.out + out.err
+    assert "exclude =" not in out.out + out.err  # the next run finishes it: never offered for exclusion
+    assert main(["-C", str(kb), "status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["exclusion"] is None
     assert pages_asked(server) == [list(range(1, 9))]
     assert indexed_chunks(kb, "docs/long.pdf") == 0  # never indexed in part
 

@@ -160,9 +160,9 @@ def test_a_broken_document_fails_alone_and_is_listed(kb: Path) -> None:
     report = sync(kb)
     assert not report.ok
     (failure,) = report.failures
-    assert failure.path == "docs/broken.md" and failure.stage == "extract"
+    assert failure.path == "docs/broken.md" and failure.stage == "unextractable"
     assert len(doc_ids(kb)) == 3  # the others are indexed
-    assert rows(kb, "SELECT path, stage FROM failures") == [("docs/broken.md", "extract")]
+    assert rows(kb, "SELECT path, stage FROM failures") == [("docs/broken.md", "unextractable")]
     (kb / "docs/broken.md").write_text("# Fixed\n", encoding="utf-8")
     assert sync(kb).ok
     assert rows(kb, "SELECT COUNT(*) FROM failures") == [(0,)]

@@ -18,12 +18,25 @@ from pinakes.wording import counted
 # Paths the text report names per skip reason before it says "and N more".
 SHOWN_PER_REASON = 5
 
+# The stage of a failure no sync can get past while the file stays as it is: the extractor refused
+# its bytes for good (a binary named `.md`, invalid UTF-8, over the size cap, a PDF the parser
+# refuses). Only such a failure's remedy is the `[sources] exclude` line; every other failure (an
+# I/O error, a paid document the budget stopped part-way, a parser killed from outside) a later sync
+# can clear, so leaving its file out would lose a document. rules/extract.py decides which it is
+# (`failure_stage`); the stage is stored with the failure, so status and doctor read it back.
+UNEXTRACTABLE = "unextractable"
+
 
 @dataclass(frozen=True)
 class Failure:
     path: str
     stage: str
     error: str
+
+    @property
+    def permanent(self) -> bool:
+        """Whether every later sync fails the same way until the file changes."""
+        return self.stage == UNEXTRACTABLE
 
 
 @dataclass
@@ -90,6 +103,7 @@ class SyncReport:
         data = asdict(self)
         data["renamed"] = [{"from": old, "to": new} for old, new in self.renamed]
         data["skipped"] = [{"path": path, "reason": reason} for path, reason in self.skipped]
+        data["failures"] = [{**asdict(failure), "permanent": failure.permanent} for failure in self.failures]
         data["counts"] = {"indexed": self.indexed, "unchanged": self.unchanged,
                           "skipped": len(self.skipped), "failed": len(self.failures)}
         data["ok"] = self.ok
@@ -181,10 +195,11 @@ def _not_due_yet(scan: dict[str, object]) -> str:
 
 
 def exclusion_for(failures: Sequence[Failure], exclude: Sequence[str]) -> str | None:
-    """The `[sources] exclude` line that leaves out the files whose extraction failed (the
-    manifest's `exclude` patterns kept), or None: such a file (a binary named `.md`, a damaged PDF)
-    fails every later sync until it is fixed, and "run pnk sync" is no remedy for it."""
-    unindexable = [literal_pattern(f.path) for f in failures if f.stage == "extract"]
+    """The `[sources] exclude` line that leaves out the files no sync can extract (the manifest's
+    `exclude` patterns kept), or None: such a file (a binary named `.md`, a damaged PDF) fails every
+    later sync until it is fixed, and "run pnk sync" is no remedy for it. A failure a rerun can
+    clear (`Failure.permanent` false) is never offered for exclusion."""
+    unindexable = [literal_pattern(f.path) for f in failures if f.permanent]
     return exclude_line(exclude, unindexable) if unindexable else None
 
 
