@@ -87,15 +87,13 @@ def test_chunk_output_matches_the_digest_recorded_for_this_chunker_version() -> 
 
 
 def test_the_chunker_version_is_part_of_every_build_key(monkeypatch) -> None:
-    from pinakes.manifest import ChunkingSection
+    from pinakes.manifest import ChunkingSection, ExtractionSection
     from pinakes.sync import keys
 
     class _Manifest:
         embedding = default_section("fastembed")
         chunking = ChunkingSection()
-
-        class extraction:
-            backend = "pypdfium2"
+        extraction = ExtractionSection()
 
     before: BuildKeys = build_keys(_Manifest())  # type: ignore[arg-type]
     monkeypatch.setattr(keys, "CHUNKER_VERSION", CHUNKER_VERSION + "-next")
