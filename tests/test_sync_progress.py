@@ -239,6 +239,36 @@ def test_announce_prints_its_own_line_at_once() -> None:
     assert stream.getvalue() == f"sync: {ANNOUNCED}\n"
 
 
+def test_one_document_and_one_chunk_read_as_english(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ "1/1 document, 1 chunk", never "1 chunks": the periodic line, the closing line and the bar."""
+    stream = io.StringIO()
+    clock = Clock()
+    progress = SyncProgress(stream, "line", interval=1.0, clock=clock)
+    progress.start(1, 0)
+    clock.now += 2
+    progress.advance(chunks=1)
+    progress.advance(documents=1)
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("sync: 0/1 document, 1 chunk, 0.5 chunks/s"), lines
+    assert lines[-1] == "sync: indexed 1/1 document, 1 chunk in 2.0 s"
+
+    class Terminal81(io.StringIO):
+        def fileno(self) -> int:
+            return 2
+
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((81, 25)))
+    screen = Terminal81()
+    bar = SyncProgress(screen, "bar")
+    bar.start(1, 100)
+    bar.advance(chunks=1)
+    time.sleep(0.25)
+    bar.advance(documents=1, bytes_done=100)
+    bar.close()
+    last = [frame for frame in screen.getvalue().split("\r") if frame.strip()][-1]
+    assert last.startswith("1/1 document 100%|") and "| 1 chunk " in last, last
+
+
 def test_context_manager_closes_even_when_the_sync_fails() -> None:
     stream = io.StringIO()
     clock = Clock()

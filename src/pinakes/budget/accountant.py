@@ -38,7 +38,7 @@ from pinakes.budget.windows import CallRecord, Totals, budget_timezone, fold, mo
 from pinakes.errors import FilesystemError, PinakesError, UsageError
 from pinakes.kb import KBPaths
 from pinakes.manifest import BudgetSection
-from pinakes.wording import counted
+from pinakes.wording import counted, noun_for
 
 if TYPE_CHECKING:
     from pinakes.budget.report import BudgetReport
@@ -189,7 +189,8 @@ class Accountant:
                     f"the next call's worst case ({format_eur(requested)}) would breach {names}; the "
                     "call was not made:\n  " + "\n  ".join(window.describe() for window in blocked),
                     blocked=blocked, path=self.paths.ledger,
-                    remedy=f"raise the cap(s) named, or resolve unknown outcomes (`pnk budget`); {_NO_FORCE}")
+                    remedy=f"raise the {noun_for(len(blocked), 'cap')} named, or resolve unknown outcomes "
+                           f"(`pnk budget`); {_NO_FORCE}")
             record = LedgerRecord(
                 kind="reservation", ts=now, operation=plan.operation, operation_id=plan.operation_id,
                 call_id=_new_id(), model=shape.model, input_tokens=shape.max_input_tokens,
@@ -307,8 +308,9 @@ class Accountant:
             f"{'its amount is' if len(lines) == 1 else 'their amounts are'} "
             "unknown, so no paid call is made until they are repaired",
             lines=lines, path=self.paths.ledger,
-            remedy="restore the line(s) from a backup, or delete them by hand if you accept that whatever "
-                   "they recorded is no longer counted (Pinakes never edits the ledger)",
+            remedy=f"restore the {noun_for(len(lines), 'line')} from a backup, or delete "
+                   f"{'it' if len(lines) == 1 else 'them'} by hand if you accept that whatever "
+                   f"{'it' if len(lines) == 1 else 'they'} recorded is no longer counted (Pinakes never edits the ledger)",
         )
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -370,7 +372,7 @@ class Plan:
     def partial_note(self) -> str:
         if not self.partial:
             return ""
-        return f"; {self.admitted_units} of {self.total_units} units fit the caps"
+        return f"; {self.admitted_units} of {self.total_units} {noun_for(self.total_units, 'unit')} fit the caps"
 
     @contextlib.contextmanager
     def call(self, shape: CallShape, unit: str | None = None) -> Iterator[Call]:
@@ -389,7 +391,8 @@ class Plan:
         text = (f"{self.operation} {self.operation_id}: worst case {format_eur(self.worst_case_eur)} for "
                 f"{counted(self.admitted_calls, 'call')}")
         if self.partial:
-            text += (f", {self.admitted_units} of {self.total_units} units admitted (on_exceed = partial; "
+            text += (f", {self.admitted_units} of {self.total_units} {noun_for(self.total_units, 'unit')} admitted "
+                     "(on_exceed = partial; "
                      f"cut by {', '.join(window.window for window in self.blocked)})")
         return text
 

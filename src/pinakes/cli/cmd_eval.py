@@ -428,7 +428,7 @@ def _board_text(outcomes: OutcomesFile, board: Scoreboard) -> str:
     kb = (header.get("kb") or {}).get("name", "")
     thresholds = retrieval.get("confidence")
     lines = [
-        f"{kb}: {len(outcomes.rows)} questions ({golden.get('path', '?')})",
+        f"{kb}: {counted(len(outcomes.rows), 'question')} ({golden.get('path', '?')})",
         f"embedding {embedding.get('model')} ({embedding.get('revision')}); "
         + (f"rerank {reranker.get('model')}" if isinstance(reranker, dict) else "rerank off")
         + f"; final_k {retrieval['final_k']}, fusion_top_k {retrieval.get('fusion_top_k')}, "

@@ -18,7 +18,7 @@ from pinakes.budget.money import format_eur
 from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
-from pinakes.wording import counted
+from pinakes.wording import counted, noun_for
 
 if TYPE_CHECKING:
     from pinakes.budget import BudgetReport
@@ -83,12 +83,13 @@ def _price_table(manifest: Manifest, paid_backend: str | None) -> Check:
 def _ledger(paths: KBPaths, report: BudgetReport) -> Check:
     if report.damaged:
         listed = "; ".join(line.describe() for line in report.damaged[:5])
+        them, they = ("it", "it") if len(report.damaged) == 1 else ("them", "they")
         return Check("spending ledger", "FAIL",
                      f"{counted(len(report.damaged), 'line')} of {paths.ledger.name} "
                      f"{'fails its' if len(report.damaged) == 1 else 'fail their'} check and "
                      f"{'is' if len(report.damaged) == 1 else 'are'} not counted, so no paid call runs: {listed}",
-                     "restore the line(s) from a backup, or delete them by hand if you accept that what "
-                     "they recorded is no longer counted (`pnk budget` lists them)")
+                     f"restore the {noun_for(len(report.damaged), 'line')} from a backup, or delete {them} by hand "
+                     f"if you accept that what {they} recorded is no longer counted (`pnk budget` lists {them})")
     if not report.operations:
         return Check("spending ledger", "OK", "no paid calls recorded")
     month = report.windows[2]

@@ -19,7 +19,7 @@ from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
 from pinakes.manifest import LinkedKB, Manifest
-from pinakes.wording import counted
+from pinakes.wording import counted, noun_for
 
 SHOWN = 5
 
@@ -67,7 +67,7 @@ def _partners(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest) -> It
     at = now()
     for linked in manifest.links:
         name = f"links: {linked.alias}"
-        coverage = f"link coverage {_linked_documents(conn, own, linked.id)}/{total} documents"
+        coverage = f"link coverage {_linked_documents(conn, own, linked.id)}/{total} {noun_for(total, 'document')}"
         try:
             open_partner(kb_root, linked)
         except PartnerError as exc:

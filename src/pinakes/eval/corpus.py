@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinakes.eval.golden import GoldenProblem, GoldenSetError
+from pinakes.wording import noun_for
 
 if TYPE_CHECKING:
     from pinakes.search.core import Searcher
@@ -137,7 +138,8 @@ def load_corpus_questions(path: Path, kb_root: Path, roots: Sequence[str]) -> li
                                       'write one {"id", "query", "relevant"} object per line'))
     if not problems and all(not question.relevant for question in questions):
         problems.append(GoldenProblem(
-            None, f"no relevant path of any question is a file under the source root(s) {list(roots)}",
+            None, f"no relevant path of any question is a file under the {noun_for(len(roots), 'source root')} "
+                  f"{list(roots)}",
             "relevant paths are relative to the KB's [sources] root (e.g. 0184.txt for docs/0184.txt)"))
     if problems:
         raise GoldenSetError(path, problems)

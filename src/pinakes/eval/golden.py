@@ -212,7 +212,7 @@ def _read_question(item: object, position: int, kb_root: Path, sources: Any,
             fail("a no-answer question has no hops", "remove `hops`, or change its kind")
     elif kind in KINDS and expect == ():
         fail("an answerable question needs at least one expected document",
-             "list the KB-root-relative path(s) of the document(s) that answer it, or make it no-answer")
+             "list the KB-root-relative path of each document that answers it, or make it no-answer")
     if kind == MULTI_HOP:
         _check_hops(item, hops, expect, fail)
     elif kind in KINDS and "hops" in item:

@@ -49,12 +49,13 @@ from types import TracebackType
 from typing import Any, Literal, TextIO
 
 from pinakes.display import printable
+from pinakes.wording import noun_for
 
 Mode = Literal["bar", "line", "off"]
 
 __all__ = ["LINE_INTERVAL", "MIN_BAR_COLUMNS", "Mode", "SyncProgress", "terminal_columns"]
 
-_BAR_FORMAT = "{documents} documents {percentage:3.0f}%|{bar}| {chunks} chunks {chunk_rate}/s ETA {left}{current}"
+_BAR_FORMAT = "{documents} {percentage:3.0f}%|{bar}| {chunks} {chunk_rate}/s ETA {left}{current}"
 _MIN_BAR = 10  # columns kept for the bar itself when fitting the current file name
 _MIN_NAME = 8  # below this many columns the current file name is left out
 # Narrower than this, tqdm cuts the bar line before its counts (at 0 columns it has no width at all):
@@ -74,6 +75,11 @@ def _shorten(text: str, width: int) -> str:
     tail = min(width - 3, max(len(base), (width - 3) * 2 // 3))
     head = width - 3 - tail
     return text[:head] + "..." + text[len(text) - tail:]
+
+
+def _chunks(count: int) -> str:
+    """ "1 chunk", "12,345 chunks": the count with thousands separators, the noun in English."""
+    return f"{count:,} {noun_for(count, 'chunk')}"
 
 
 def _duration(seconds: float) -> str:
@@ -119,8 +125,8 @@ def _bar_class() -> Any:
             rate = progress.chunks / elapsed if elapsed > 0 else 0.0
             left = progress.eta()
             extra = {
-                "documents": f"{progress.documents_done}/{progress.total_documents}",
-                "chunks": f"{progress.chunks:,}",
+                "documents": progress.documents_fraction(),
+                "chunks": _chunks(progress.chunks),
                 "chunk_rate": f"{rate:.1f}" if rate < 100 else f"{rate:,.0f}",
                 "left": "?" if left is None else _duration(left),
             }
@@ -276,6 +282,10 @@ class SyncProgress:
                 self._last_work_at = self._clock()
             self._tick(bytes_done if self._by_bytes else documents)
 
+    def documents_fraction(self) -> str:
+        """ "3/5 documents", "1/1 document": the noun agrees with the total."""
+        return f"{self.documents_done}/{self.total_documents} {noun_for(self.total_documents, 'document')}"
+
     def eta(self) -> float | None:
         """Seconds left at the average rate so far; None until enough work is measured (see the
         module docstring), or while one document has run longer than all the measured work."""
@@ -320,8 +330,8 @@ class SyncProgress:
                 return
             elapsed = self._clock() - self._started_at
             if self._lines or elapsed >= self._interval:
-                self._write_line(f"sync: indexed {self.documents_done}/{self.total_documents} documents, "
-                                 f"{self.chunks:,} chunks in {elapsed:.1f} s")
+                self._write_line(f"sync: indexed {self.documents_fraction()}, {_chunks(self.chunks)} "
+                                 f"in {elapsed:.1f} s")
 
     def __enter__(self) -> SyncProgress:
         return self
@@ -386,7 +396,7 @@ class SyncProgress:
         self._write_line(self._status_line(now - self._started_at))
 
     def _status_line(self, elapsed: float) -> str:
-        parts = [f"sync: {self.documents_done}/{self.total_documents} documents", f"{self.chunks:,} chunks"]
+        parts = [f"sync: {self.documents_fraction()}", _chunks(self.chunks)]
         if elapsed > 0:
             parts.append(f"{self.chunks / elapsed:.1f} chunks/s")
         left = self.eta()
