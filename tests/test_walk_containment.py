@@ -80,6 +80,22 @@ def test_a_refused_sync_creates_nothing_and_doctor_names_the_link_not_a_missing_
     assert not any("no sync has completed" in detail for _status, detail in checks.values()), checks
 
 
+def test_doctor_never_calls_a_symlinked_root_fine_beside_the_check_that_refuses_it(mine: Path) -> None:
+    """One finding for the link: the manifest area no longer says "every [sources] root exists"
+    while the `source roots` check fails it; a missing root beside it is still its FAIL."""
+    results = run_checks(DoctorContext(mine))
+    about_sources = [(c.name, c.status) for c in results if c.name in ("manifest.sources", "source roots")]
+    assert about_sources == [("source roots", "FAIL")]
+    manifest = mine / "pinakes.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace('roots = ["docs"]', 'roots = ["docs", "papers"]'),
+                        encoding="utf-8")
+    results = run_checks(DoctorContext(mine))
+    about_sources = [(c.name, c.status, c.detail) for c in results if c.name in ("manifest.sources", "source roots")]
+    assert [(name, status) for name, status, _detail in about_sources] == [("manifest.sources", "FAIL"),
+                                                                          ("source roots", "FAIL")]
+    assert "'papers' is not a directory" in about_sources[0][2] and "'docs'" in about_sources[1][2]
+
+
 def _indexed(kb: Path) -> list[str]:
     import sqlite3
 

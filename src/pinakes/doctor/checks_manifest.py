@@ -70,13 +70,33 @@ def _is_absolute(path: str) -> bool:
 
 
 def check_roots(manifest: Manifest) -> Iterator[Check]:
-    missing = [root for root in manifest.sources.roots if not (manifest.root / root).is_dir()]
+    """A root that is not a directory is a FAIL here. A root reached through a symbolic link is the
+    `source roots` check's (doctor's sync area, in the walk's own words and remedy, as a sync refuses
+    it): one finding for it, and never "every root exists" beside it."""
+    linked = _linked_roots(manifest)
+    missing = [root for root in manifest.sources.roots
+               if root not in linked and not (manifest.root / root).is_dir()]
     for root in missing:
         yield Check(
             "manifest.sources", "FAIL",
             f"[sources] root {root!r} is not a directory in {manifest.root}",
             remedy=f"create {manifest.root / root}, or fix [sources] roots",
         )
-    if not missing:
+    if not missing and not linked:
         roots = ", ".join(manifest.sources.roots)
         yield Check("manifest.sources", "OK", f"every [sources] root exists ({roots})")
+
+
+def _linked_roots(manifest: Manifest) -> set[str]:
+    """The roots a sync refuses as reached through a symbolic link (the walk's one rule for it)."""
+    from dataclasses import replace
+
+    from pinakes.rules.walk import SourceRootError, check_source_roots
+
+    linked = set()
+    for root in manifest.sources.roots:
+        try:
+            check_source_roots(manifest.root, replace(manifest.sources, roots=(root,)))
+        except SourceRootError:
+            linked.add(root)
+    return linked
