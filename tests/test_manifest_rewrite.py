@@ -49,7 +49,7 @@ def test_a_sub_table_elsewhere_goes_with_the_table() -> None:
 
 
 def test_the_templates_commented_out_table_is_where_the_block_goes() -> None:
-    prose = "# Fit them with `pnk eval --fit-confidence`, then uncomment:\n"
+    prose = "# Fit them and write them here with `pnk eval --fit-confidence --write`:\n"
     placeholder = '# [retrieval.confidence]\n# high = <fitted>\n# low = <fitted>\n# fitted_for = "<model>"\n'
     before = "[retrieval]\nfinal_k = 8\n\n" + prose
     after = "\n[rerank]\nbatch_size = 16\n"

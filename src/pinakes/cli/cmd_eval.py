@@ -148,7 +148,7 @@ def _golden_run(args: argparse.Namespace) -> int:
         if args.fit_confidence:
             raise UsageError(f"nothing to fit on: {skipped}",
                              remedy="draft a golden set with `pnk eval --init`, edit it, then run "
-                                    "`pnk eval --fit-confidence` again")
+                                    "`pnk eval --fit-confidence --write` again")
         _emit(args, {"ok": True, "skipped": skipped}, f"eval skipped: {skipped}")
         return 0
     run = harness.evaluate(paths, manifest, golden, sync=not args.no_sync)

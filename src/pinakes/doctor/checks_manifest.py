@@ -46,7 +46,7 @@ def check_confidence(manifest: Manifest) -> Check:
         return Check(
             "manifest.confidence", "WARN",
             "no [retrieval.confidence] thresholds: search reports confidence \"unknown\"",
-            remedy="fit thresholds on this KB's golden set: `pnk eval --fit-confidence`",
+            remedy="fit thresholds on this KB's golden set and write them: `pnk eval --fit-confidence --write`",
         )
     return Check(
         "manifest.confidence", "OK",

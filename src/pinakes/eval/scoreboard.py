@@ -127,7 +127,7 @@ def _rerank_precision(answerable: Sequence[Outcome], reranked: bool) -> Rate:
 def _abstention(rows: Sequence[Outcome], outcomes: OutcomesFile, what: str, *, abstaining_is_wrong: bool) -> Rate:
     if outcomes.thresholds is None:
         return Rate(0, 0, "confidence is unknown: pinakes.toml has no [retrieval.confidence] thresholds "
-                          "(fit them with `pnk eval --fit-confidence`)")
+                          "(fit and write them with `pnk eval --fit-confidence --write`)")
     if not rows:
         return Rate(0, 0, f"no {what} questions in this class")
     calibrated = [row for row in rows if row.confidence in CALIBRATED]

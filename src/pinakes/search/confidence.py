@@ -119,7 +119,8 @@ def _assess(passage_count: int, rerank_top: float | None, best_cosine: float | N
     if thresholds is None:
         return Confidence(
             UNKNOWN, signal, scorer,
-            "no [retrieval.confidence] thresholds in pinakes.toml; fit them with `pnk eval --fit-confidence`",
+            "no [retrieval.confidence] thresholds in pinakes.toml; fit and write them with "
+            "`pnk eval --fit-confidence --write`",
         )
     fitted_for = thresholds.fitted_for or ""
     fitted_on_reranker = reranker_model is not None and model_named_in(reranker_model, fitted_for)
@@ -132,7 +133,7 @@ def _assess(passage_count: int, rerank_top: float | None, best_cosine: float | N
         return Confidence(
             UNKNOWN, signal, scorer,
             f"[retrieval.confidence] was fitted for {fitted_for!r}, not for this search's scorer "
-            f"({scorer}); re-fit with `pnk eval --fit-confidence`",
+            f"({scorer}); re-fit with `pnk eval --fit-confidence --write`",
         )
     if signal >= thresholds.high:
         level = HIGH
