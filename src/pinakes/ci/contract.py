@@ -39,7 +39,7 @@ CONTRACT = (
     Outcome("sync", 0, "skipped: another sync on this host holds the lock (hooks and CI need not retry)",
             "the report with `skipped_reason` set", SYNC_KEYS),
     Outcome("sync", EXIT_FAILURE, "the sync ran and some documents failed; the others are indexed",
-            "the report: `ok: false`, `failures` [{path, stage, error}]", SYNC_KEYS),
+            "the report: `ok: false`, `failures` [{path, stage, error, permanent}], `exclusion`", SYNC_KEYS),
     Outcome("sync", EXIT_CONFIG, "the manifest or a flag is wrong; nothing was synced", _ERROR_JSON, ERROR_KEYS),
     Outcome("sync", EXIT_DATA, "a sidecar or the index is wrong (e.g. an ID claimed by two sidecars)",
             _ERROR_JSON, ERROR_KEYS),
