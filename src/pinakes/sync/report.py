@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from pinakes.display import printable
 from pinakes.manifest.patterns import exclude_line, literal_pattern
-from pinakes.wording import counted
+from pinakes.wording import counted, noun_for
 
 # Paths the text report names per skip reason before it says "and N more".
 SHOWN_PER_REASON = 5
@@ -214,4 +214,4 @@ def exclusion_lines(exclusion: str | None) -> list[str]:
 def _page_list(pages: Sequence[int]) -> str:
     shown = ", ".join(str(page) for page in pages[:10])
     more = f" and {len(pages) - 10} more" if len(pages) > 10 else ""
-    return f"page{'s' if len(pages) > 1 else ''} {shown}{more}"
+    return f"{noun_for(len(pages), 'page')} {shown}{more}"
