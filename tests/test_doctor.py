@@ -133,9 +133,37 @@ def test_a_check_that_raises_is_a_fail_and_later_areas_still_run(
         ("import", "FAIL", "the import checks could not be loaded: ImportError: cannot import a thing"),
         ("dependency", "FAIL", "the dependency checks could not be loaded: ModuleNotFoundError: "
                                "No module named 'pinakes_no_such_dependency'"),
+        ("not_written", "FAIL", "the not_written checks could not be loaded: ModuleNotFoundError: "
+                                "No module named 'pinakes.doctor.checks_not_written'"),
         ("user_error", "FAIL", f"{tmp_path / 'pinakes.toml'}: kb.name is missing"),
         ("after", "OK", "still ran"),
     ]
+
+
+@pytest.mark.parametrize("module_source", [None, "raise RuntimeError('broken on import')\n"],
+                         ids=["missing from the install", "raises on import"])
+def test_a_listed_area_that_does_not_import_fails_doctor_loudly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    module_source: str | None,
+) -> None:
+    """`CHECK_MODULES` is the contract: a listed area whose module cannot be imported is never skipped."""
+    if module_source is not None:
+        planted = tmp_path / "planted"
+        planted.mkdir()
+        (planted / "checks_vanished.py").write_text(module_source)
+        monkeypatch.setattr(doctor, "__path__", [*doctor.__path__, str(planted)])
+    monkeypatch.setattr(doctor, "CHECK_MODULES", ("env", "vanished"))
+    monkeypatch.setattr(doctor, "ENVIRONMENT_AREAS", frozenset({"env", "vanished"}))
+    monkeypatch.chdir(tmp_path)
+
+    code, report = doctor_json(capsys)
+
+    vanished = by_name(report)["vanished"]
+    assert vanished["status"] == "FAIL" and vanished["remedy"]
+    assert vanished["detail"].startswith("the vanished checks could not be loaded: ")
+    assert ("checks_vanished" in vanished["detail"]) if module_source is None else (
+        "RuntimeError: broken on import" in vanished["detail"])
+    assert (report["ok"], code) == (False, EXIT_FAILURE)
 
 
 def test_a_raising_check_fails_doctor_without_a_traceback(

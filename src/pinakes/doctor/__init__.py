@@ -3,9 +3,10 @@
 Each capability owns one module of checks (`checks_<area>.py`) exposing `checks(ctx) -> Iterable[Check]`.
 A check never imports a paid client and never loads a model it only has to locate.
 
-`run_checks` is what makes doctor safe to run on a broken installation: an area whose module is not
-written yet is skipped, and a module that fails to import, or a `checks()` that raises part-way, is
-reported as a FAIL naming the error — never a crash of doctor itself. Areas other than the
+`CHECK_MODULES` is the contract: every area it lists has a module. `run_checks` is what makes doctor
+safe to run on a broken installation: a listed module that does not import (missing from the install,
+or raising on import), or a `checks()` that raises part-way, is reported as a FAIL naming the area and
+the error — never skipped, never a crash of doctor itself. Areas other than the
 environment only run when there is a KB, so their checks may rely on `ctx.kb_root` being set.
 """
 
@@ -49,15 +50,11 @@ def run_checks(ctx: DoctorContext) -> Iterator[Check]:
         module_name = f"{__name__}.checks_{area}"
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:  # not written yet; a missing dependency *inside* it is a FAIL
-                continue
-            yield crashed_check(area, "could not be loaded", exc)
-            continue
         except Exception as exc:
             yield crashed_check(area, "could not be loaded", exc)
             continue
-        yield from _guarded(area, module.checks, ctx)
+        area_checks: Callable[[DoctorContext], Iterable[Check]] = module.checks  # the area's contract
+        yield from _guarded(area, area_checks, ctx)
 
 
 def _guarded(
