@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -37,11 +37,12 @@ from pinakes.budget.prices import ModelPrice, PriceTable, load_prices
 from pinakes.budget.windows import CallRecord, Totals, budget_timezone, fold, month_key
 from pinakes.errors import FilesystemError, PinakesError, UsageError
 from pinakes.kb import KBPaths
-from pinakes.manifest import BudgetSection
 from pinakes.wording import counted, noun_for
 
 if TYPE_CHECKING:
+    # A type only: budget sits below manifest in the layers, so the section is never imported at run time.
     from pinakes.budget.report import BudgetReport
+    from pinakes.manifest import BudgetSection
 
 Clock = Callable[[], datetime]
 Prompt = Callable[[str], bool]
@@ -173,7 +174,8 @@ class Accountant:
 
     # -- calls -----------------------------------------------------------------------------------
 
-    def _reserve(self, plan: Plan, shape: CallShape) -> LedgerRecord:
+    def reserve_call(self, plan: Plan, shape: CallShape) -> LedgerRecord:
+        """Plan.call's step: append the worst case's reservation, or refuse it with the windows it breaches."""
         price = self._price(shape.model)
         assert self.prices is not None
         cost_usd = price.cost_usd(shape.max_input_tokens, shape.max_output_tokens)
@@ -200,7 +202,8 @@ class Accountant:
             self.ledger.append(record)
         return record
 
-    def _close(self, reservation: LedgerRecord, kind: str, input_tokens: int, output_tokens: int) -> LedgerRecord:
+    def close_call(self, reservation: LedgerRecord, kind: str, input_tokens: int, output_tokens: int) -> LedgerRecord:
+        """Call.reconcile's and Call.void's step: append the outcome that supersedes `reservation`."""
         if kind == "void":
             cost_usd = Decimal(0)
         else:
@@ -363,7 +366,7 @@ class Plan:
     blocked: tuple[BlockedWindow, ...] = ()  # what cut a partial plan short
     confirmed: bool = False  # the confirm_above_eur prompt was shown and answered yes
     stopped_by: tuple[BlockedWindow, ...] = ()  # set when a call's reservation was refused
-    call_ids: list[str] = field(default_factory=list)
+    call_ids: list[str] = field(default_factory=list[str])
 
     @property
     def partial(self) -> bool:
@@ -375,12 +378,12 @@ class Plan:
         return f"; {self.admitted_units} of {self.total_units} {noun_for(self.total_units, 'unit')} fit the caps"
 
     @contextlib.contextmanager
-    def call(self, shape: CallShape, unit: str | None = None) -> Iterator[Call]:
+    def call(self, shape: CallShape, unit: str | None = None) -> Generator[Call]:
         """Reserve `shape`'s worst case (on disk before the block runs); yield the Call.
 
         `unit` is a label for this process only (e.g. "docs/a.pdf#slice-0"), never written. Raises
         BudgetExceededError, before the block, when the reservation would breach a cap."""
-        record = self.accountant._reserve(self, shape)
+        record = self.accountant.reserve_call(self, shape)
         self.call_ids.append(record.call_id)
         yield Call(self, record, unit)
         # Left without reconcile() or void() (by an exception or not): nothing more is written, so
@@ -433,7 +436,7 @@ class Call:
         """Record what the response's usage says it cost (superseding the reservation); returns EUR.
         Usage above the reserved worst case is recorded as billed — a ledger never under-reports."""
         self._closing()
-        self.outcome = self.plan.accountant._close(self.reservation, "reconciliation", input_tokens, output_tokens)
+        self.outcome = self.plan.accountant.close_call(self.reservation, "reconciliation", input_tokens, output_tokens)
         return self.outcome.eur()
 
     def void(self, reason: str) -> None:
@@ -441,7 +444,7 @@ class Call:
         processing). `reason` is for the caller's own report; it is not written to the ledger."""
         del reason
         self._closing()
-        self.outcome = self.plan.accountant._close(self.reservation, "void", 0, 0)
+        self.outcome = self.plan.accountant.close_call(self.reservation, "void", 0, 0)
 
     def _closing(self) -> None:
         if self.outcome is not None:

@@ -26,12 +26,12 @@ import fcntl
 import json
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal, TypeGuard, cast
 
 from pinakes.errors import filesystem_error
 
@@ -111,11 +111,12 @@ class DamagedLine:
 def decode(line: bytes) -> LedgerRecord:
     """The record on one line (without its newline); ValueError saying why it cannot be trusted."""
     try:
-        payload = json.loads(line.decode("utf-8"))
+        parsed: object = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"not a JSON record ({exc})") from None
-    if not isinstance(payload, dict) or "crc" not in payload:
+    if not isinstance(parsed, dict) or "crc" not in parsed:
         raise ValueError("not a ledger record (no crc)")
+    payload = cast("dict[str, object]", parsed)  # JSON object keys are always strings
     crc = payload.pop("crc")
     if list(payload) != list(_FIELDS):
         raise ValueError("its keys are not a ledger record's")
@@ -125,13 +126,13 @@ def decode(line: bytes) -> LedgerRecord:
         raise ValueError(f"format version {payload['v']!r} is not {FORMAT_VERSION} (a newer Pinakes wrote it)")
     try:
         kind = payload["kind"]
-        if kind not in KINDS:
+        if not _is_kind(kind):
             raise ValueError(f"unknown kind {kind!r}")
         ts = datetime.fromisoformat(_str(payload["ts"]))
         if ts.tzinfo is None:
             raise ValueError("timestamp without a zone")
         return LedgerRecord(
-            kind=cast(Kind, kind),
+            kind=kind,
             ts=ts.astimezone(UTC),
             operation=_str(payload["operation"]),
             operation_id=_str(payload["operation_id"]),
@@ -193,7 +194,7 @@ class Ledger:
                                       "in-progress write; never summed)") if partial else None)
 
     @contextlib.contextmanager
-    def exclusive(self, consequence: str = "no call was made") -> Iterator[Ledger]:
+    def exclusive(self, consequence: str = "no call was made") -> Generator[Ledger]:
         """Hold the ledger's lock, with every record appended by anyone up to now read in.
         `consequence` is what a failure to take it means for the caller ("no call was made" before
         a reservation; a call being closed was made already)."""
@@ -263,6 +264,10 @@ class Ledger:
 
 def _canonical(fields: dict[str, object]) -> bytes:
     return json.dumps(fields, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def _is_kind(value: object) -> TypeGuard[Kind]:
+    return value in KINDS
 
 
 def _str(value: object) -> str:
