@@ -24,9 +24,8 @@ from tests.conftest import REPO_ROOT
 
 # `pip install ... pinakes` / `pinakes[x]` / "pinakes==..." with the bare name: someone else's code.
 FOREIGN_INSTALL = re.compile(r"\bpipx? install\b[^\n`]*?(?<![\w./-])pinakes(?![\w-])(?!/)")
-# What the project ships and says; STATUS.md and CHANGELOG.md are the lead's (STATUS's install row is
-# to be renamed there), and a warning such as "never `pip install pinakes`" is not an install.
-SKIPPED = {"STATUS.md", "CHANGELOG.md", "tests/test_distribution.py"}
+# What the project ships and says; this file's own examples are not installs.
+SKIPPED = {"tests/test_distribution.py"}
 SUFFIXES = {".md", ".py", ".toml", ".yaml", ".yml", ".txt", ".cfg", ""}
 
 

@@ -14,9 +14,8 @@ from pinakes.serve.specs import TOOL_SPECS
 from tests.conftest import REPO_ROOT
 
 TOOLS = [spec.name for spec in TOOL_SPECS]
-# Pages a person reads for what the server offers. (STATUS.md is the lead's to keep; add it here once
-# its MCP row names every tool.)
-PAGES = ["README.md", "docs/CLI.md", "docs/GUIDE.md", "docs/architecture.md"]
+# Pages a person reads for what the server offers.
+PAGES = ["README.md", "STATUS.md", "docs/CLI.md", "docs/GUIDE.md", "docs/architecture.md"]
 TOOL_NAME = re.compile(r"\bpinakes_[a-z_]+\b")
 
 
