@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pinakes.wording import counted
-
 if TYPE_CHECKING:
     from pinakes.budget import UnrecordedOutcomeError
     from pinakes.deep.result import DeepResult
@@ -119,26 +117,24 @@ def _kept_unrecorded(args: argparse.Namespace, exc: UnrecordedOutcomeError, resu
 def _free(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question: str, filters: object) -> int:
     from pinakes.budget.money import format_eur
     from pinakes.cli.cmd_search import ask_deep_command, render
-    from pinakes.deep.shapes import branch_for, worst_case
-    from pinakes.search import Searcher
+    from pinakes.deep.shapes import quote
+    from pinakes.search.core import Searcher
 
     with Searcher.for_kb(kb_root, manifest) as searcher:
         result: SearchResult = searcher.search(question, filters=filters)  # type: ignore[arg-type]
-    branch = branch_for(result.confidence.level)
-    eur, calls = worst_case(manifest, branch)
+    deep = quote(manifest, result.confidence.level)
     command = ask_deep_command(question, args)
     if args.json:
         print(json.dumps({"ok": True, "deep": False, "spent_eur": "0", "search": result.to_dict(),
-                          "deep_command": command, "deep_branch": branch,
-                          "deep_worst_case_eur": str(eur), "deep_worst_case_calls": calls},
+                          "deep_command": command, "deep_branch": deep.branch,
+                          "deep_worst_case_eur": str(deep.eur), "deep_worst_case_calls": deep.calls},
                          indent=2, ensure_ascii=False))
         return 0
     from pinakes.display import printable
 
     print(render(result))
-    what = ("one synthesis call" if branch == "synthesis" else
-            f"up to {counted(manifest.deep.max_rounds, 'round')} of two calls")
     print(f"\nNothing was spent: this is the free result. To have Claude answer it with citations "
-          f"({what}, at most {format_eur(eur)} reserved under [budget]):\n  {printable(command)}")
+          f"({deep.calls_in_words()}, at most {format_eur(deep.eur)} reserved under [budget]):\n  "
+          f"{printable(command)}")
     return 0
 

@@ -14,12 +14,14 @@ before reserving it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pinakes.deep import prompts
 from pinakes.manifest import DEFAULT_DEEP_MODEL
 from pinakes.search.confidence import HIGH, UNKNOWN
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.budget import CallShape
@@ -113,3 +115,25 @@ def worst_case(manifest: Any, branch: str) -> tuple[Decimal, int]:
             raise RuntimeError(f"{shape.model} is not in the packaged price table (a Pinakes bug)")
         total += to_eur(price.cost_usd(shape.max_input_tokens, shape.max_output_tokens), table.usd_per_eur)
     return total, len(run)
+
+
+@dataclass(frozen=True)
+class DeepQuote:
+    """What `pnk ask --deep` would do for a question the free search answered at some confidence, and
+    what it would reserve: the run's plan, decided here so every caller quotes the same one."""
+
+    branch: str  # "synthesis", "decomposition" or "unknown" (branch_for)
+    eur: Decimal  # the worst case reserved under [budget] before the first call
+    calls: int
+
+    def calls_in_words(self) -> str:
+        if self.branch == "synthesis":
+            return "one synthesis call"
+        return f"up to {counted(self.calls // 2, 'round')} of two calls"
+
+
+def quote(manifest: Any, confidence_level: str) -> DeepQuote:
+    """The deep run a free result at `confidence_level` leads to, priced; nothing is spent or written."""
+    branch = branch_for(confidence_level)
+    eur, calls = worst_case(manifest, branch)
+    return DeepQuote(branch, eur, calls)
