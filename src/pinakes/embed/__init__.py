@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from pinakes.embed.base import META_KEYS, Embedder, ModelIdentity, identity_meta
 
 if TYPE_CHECKING:
-    from pinakes.embed.loader import DEFAULT_BATCH_SIZE, PROVIDERS, check_max_tokens, load_embedder
+    from pinakes.embed.loader import PROVIDERS, check_max_tokens, load_embedder
 
-_FROM_LOADER = ("DEFAULT_BATCH_SIZE", "PROVIDERS", "check_max_tokens", "load_embedder")
+_FROM_LOADER = ("PROVIDERS", "check_max_tokens", "load_embedder")
 
 
 def __getattr__(name: str) -> Any:
@@ -26,7 +26,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
-    "DEFAULT_BATCH_SIZE",
     "META_KEYS",
     "PROVIDERS",
     "Embedder",

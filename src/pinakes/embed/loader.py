@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from pinakes.embed.base import Embedder
 from pinakes.embed.hub import prepare_hub_environment, resolve_offline
 from pinakes.embed.packaged import PackagedModel, packaged_model
 from pinakes.errors import ManifestError
 
+if TYPE_CHECKING:
+    from pinakes.manifest import EmbeddingSection
+
 PROVIDERS = ("sentence-transformers", "fastembed")
-# Chunks per model call; measured in bench/bench_embed.py (docs/perf/embedding.md).
-DEFAULT_BATCH_SIZE = 32
-
-
-class EmbeddingSection(Protocol):
-    """The fields of the manifest's [embedding] section this module needs (it also reads
-    `revision` and `batch_size` when present)."""
-
-    @property
-    def provider(self) -> str: ...
-
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def dim(self) -> int: ...
 
 
 def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,
@@ -44,8 +31,7 @@ def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,
     """
     provider = section.provider
     model = section.model
-    revision: str | None = getattr(section, "revision", None) or None
-    batch_size: int = getattr(section, "batch_size", None) or DEFAULT_BATCH_SIZE
+    revision = section.revision or None
     is_offline = resolve_offline(offline)
     packaged = _packaged_for(provider, model, revision)
 
@@ -60,11 +46,10 @@ def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,
             remedy=f"use one of: {', '.join(PROVIDERS)}",
         )
     embedder = implementation.load(model, None if packaged else revision, offline=is_offline,
-                                   batch_size=batch_size, packaged=packaged, threads=threads)
-    expected_dim = getattr(section, "dim", None)
-    if expected_dim is not None and embedder.identity.dim != expected_dim:
+                                   batch_size=section.batch_size, packaged=packaged, threads=threads)
+    if embedder.identity.dim != section.dim:
         raise ManifestError(
-            f"[embedding] dim = {expected_dim}, but {model} ({provider}) produces "
+            f"[embedding] dim = {section.dim}, but {model} ({provider}) produces "
             f"{embedder.identity.dim}-dimensional vectors",
             remedy=f"set [embedding] dim = {embedder.identity.dim}, or name the model you meant",
         )
