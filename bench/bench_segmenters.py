@@ -16,7 +16,7 @@ binary nDCG@10, and the paired sign test against the shipped arm.
 
 Each arm works on its own copy of the index. The shipped index is searched as built. Every other
 arm rewrites the shadow text (`chunks.fts_text`) of each chunk holding Han, kana or Hangul, as
-search/scripts.py does, except that each run of those scripts becomes the segmenter's words
+lexical/scripts.py does, except that each run of those scripts becomes the segmenter's words
 (`words`) or the words followed by the run's bigrams (`words + bigrams`: a two-character word is
 then also one of the bigrams, and counts twice, as it would in such a shadow); the triggers re-index
 FTS5, and `chunk_terms` (the per-chunk term counts the keyword side's BM25 reads) is refilled from
@@ -55,10 +55,13 @@ from bench_cjk import Question, build, mean, paired  # noqa: E402
 
 from pinakes.eval.corpus import document_ranking, ndcg  # noqa: E402
 from pinakes.eval.paired import rises_and_falls, sign_test  # noqa: E402
-from pinakes.search import core, query, scripts  # noqa: E402
+from pinakes.lexical import scripts  # noqa: E402
+from pinakes.lexical import tokenizer as lexical_tokenizer  # noqa: E402
+from pinakes.lexical.scripts import SEGMENTED_RUN, bigrams  # noqa: E402
+from pinakes.lexical.tokenizer import Tokenizer  # noqa: E402
+from pinakes.search import core, query  # noqa: E402
 from pinakes.search.core import Searcher, SearchSettings  # noqa: E402
-from pinakes.search.query import AnalyzedQuery, QueryUnit, Tokenizer  # noqa: E402
-from pinakes.search.scripts import SEGMENTED_RUN, bigrams  # noqa: E402
+from pinakes.search.query import AnalyzedQuery, QueryUnit  # noqa: E402
 
 LANGS = ("zh", "ja", "ko")
 # (start, end, word) in characters of one line; a word may be a normalised form, not the surface.
@@ -209,13 +212,14 @@ def same_terms(built: Path, refilled: Path) -> bool:
 @contextmanager
 def plain_words() -> Iterator[None]:
     """Query analysis that takes each space-separated word as one plain unit: no bigram shadow."""
-    saved = (query.segmented_parts, query.shadow_or_self)
+    saved = (query.segmented_parts, query.shadow_or_self, lexical_tokenizer.shadow_or_self)
     query.segmented_parts = lambda word: [(word, False)]  # type: ignore[assignment]
     query.shadow_or_self = lambda text: text  # type: ignore[assignment]
+    lexical_tokenizer.shadow_or_self = lambda text: text  # type: ignore[assignment]
     try:
         yield
     finally:
-        query.segmented_parts, query.shadow_or_self = saved
+        query.segmented_parts, query.shadow_or_self, lexical_tokenizer.shadow_or_self = saved
 
 
 PRODUCT, WORDS, CUT_PRODUCT = "product", "words", "cut-product"

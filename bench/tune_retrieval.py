@@ -222,8 +222,8 @@ class Candidates:
 
 def candidate_lists(kb: Path, questions: Sequence[Question], width: int) -> list[Candidates]:
     """Each question's keyword and vector lists, `width` deep, from the product's own retrievers."""
+    from pinakes.lexical.filters import SearchFilters
     from pinakes.search.core import Searcher, SearchSettings, _Run
-    from pinakes.search.filters import SearchFilters
 
     base = Searcher.for_kb(kb, offline=True)
     settings = SearchSettings(candidates_per_source=width, fusion_top_k=width, final_k=min(width, 100),

@@ -13,8 +13,8 @@ import pytest
 from pinakes.eval.fitting import FitError, SignalModel, fit_confidence, fit_model, fit_thresholds, score_fit
 from pinakes.eval.outcomes import Outcome
 from pinakes.manifest import InvalidManifestError, load_manifest
-from pinakes.search import Searcher, SearchSettings
 from pinakes.search.confidence import assess
+from pinakes.search.core import Searcher, SearchSettings
 from pinakes.search.signals import FEATURES, agreement, vector_features
 from tests.fakes import VectorTableEmbedder
 from tests.kb_helpers import build_kb, searchable

@@ -15,7 +15,8 @@ import pytest
 from pinakes.extract.front_matter import FrontMatter, read_front_matter
 from pinakes.index.documents import list_documents
 from pinakes.kb import KBPaths
-from pinakes.search import Searcher, SearchSettings, make_filters
+from pinakes.lexical.filters import make_filters
+from pinakes.search.core import Searcher, SearchSettings
 from pinakes.sidecar import sidecar_path_for
 from tests.fakes import HashEmbedder
 from tests.kb_helpers import Doc, build_kb, sync

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from pinakes.index import schema
-from pinakes.search import Searcher, SearchSettings
+from pinakes.lexical.tokenizer import Tokenizer, split_words
 from pinakes.search import bm25 as keyword
-from pinakes.search.query import MAX_QUERY_TERMS, Tokenizer, analyze, fts_quote, split_words
+from pinakes.search.core import Searcher, SearchSettings
+from pinakes.search.query import MAX_QUERY_TERMS, analyze, fts_quote
 from tests.fakes import HashEmbedder
 from tests.kb_helpers import Doc, build_search_kb, flat_kb
 
@@ -123,9 +124,9 @@ def test_presence_reports_exactly_the_asked_terms_each_text_holds(tokenizer):
 
 
 def test_presence_asks_for_more_terms_than_one_statement_may_bind(tokenizer, monkeypatch):
-    import pinakes.search.query as query_module
+    import pinakes.lexical.tokenizer as tokenizer_module
 
-    monkeypatch.setattr(query_module, "PRESENCE_BATCH", 3)
+    monkeypatch.setattr(tokenizer_module, "PRESENCE_BATCH", 3)
     wanted = {"kafka", "replic", "partit", "slot", "broker", "leader", "zzz"}
     found = tokenizer.presence(["Kafka brokers elect a leader", "replication slots"], wanted)
     assert found == [frozenset({"kafka", "broker", "leader"}), frozenset({"replic", "slot"})]

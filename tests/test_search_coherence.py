@@ -14,7 +14,7 @@ from pinakes.errors import IndexMissingError, IndexSchemaError, ModelMismatchErr
 from pinakes.index import schema
 from pinakes.kb import KBPaths
 from pinakes.manifest import EmbeddingSection
-from pinakes.search import Searcher, SearchSettings
+from pinakes.search.core import Searcher, SearchSettings
 from tests.fakes import HashEmbedder
 from tests.kb_helpers import (
     KAFKA_TEXT,

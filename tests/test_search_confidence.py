@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pinakes.search import Searcher, SearchSettings, make_filters
+from pinakes.lexical.filters import make_filters
 from pinakes.search.confidence import assess
+from pinakes.search.core import Searcher, SearchSettings
 from tests.fakes import HashEmbedder
 from tests.kb_helpers import build_kb, build_search_kb, searchable
 

@@ -7,8 +7,8 @@ from datetime import date, datetime, time
 import pytest
 
 from pinakes.errors import UsageError
-from pinakes.search import Searcher, SearchSettings, make_filters
-from pinakes.search.filters import parse_time_bound
+from pinakes.lexical.filters import make_filters, parse_time_bound
+from pinakes.search.core import Searcher, SearchSettings
 from tests.fakes import HashEmbedder
 from tests.kb_helpers import JAN_10_2026, Doc, build_kb, build_search_kb
 

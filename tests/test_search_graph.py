@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from pinakes.init import init_kb
+from pinakes.lexical.filters import SearchFilters
 from pinakes.links.authoring import link
 from pinakes.manifest import load_manifest
-from pinakes.search import Searcher, SearchSettings
-from pinakes.search.filters import SearchFilters
+from pinakes.search.core import Searcher, SearchSettings
 from pinakes.sync.context import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder

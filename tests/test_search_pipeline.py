@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from pinakes.errors import ModelUnavailableError, UsageError
-from pinakes.search import Searcher, SearchSettings
-from pinakes.search.citations import citation, with_heading
-from pinakes.search.core import MAX_FINAL_K
+from pinakes.index.citations import citation, with_heading
+from pinakes.search.core import MAX_FINAL_K, Searcher, SearchSettings
 from pinakes.search.fusion import Candidate, cut_with_ties, order_fused, reciprocal_rank_fusion
 from pinakes.search.rerank import load_reranker
 from pinakes.search.vectors import VectorMatrix, vector_search

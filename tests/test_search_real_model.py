@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pinakes.embed import load_embedder
-from pinakes.search import Searcher, SearchSettings
+from pinakes.search.core import Searcher, SearchSettings
 from tests.fakes import default_section
 from tests.kb_helpers import build_search_kb
 

@@ -10,16 +10,12 @@ import pytest
 
 from pinakes.index import schema
 from pinakes.init import init_kb
-from pinakes.search import Searcher, SearchSettings
+from pinakes.lexical.scripts import SEGMENTED_RUN, bigrams, segmented_parts, shadow
+from pinakes.lexical.tokenizer import Tokenizer
 from pinakes.search.bm25 import KeywordOptions, SegmentedPlan
-from pinakes.search.query import Tokenizer, analyze
-from pinakes.search.scripts import (
-    SEGMENTED_RUN,
-    bigrams,
-    segmented_parts,
-    shadow,
-    vectors_blind_to,
-)
+from pinakes.search.core import Searcher, SearchSettings
+from pinakes.search.query import analyze
+from pinakes.search.scripts import vectors_blind_to
 from pinakes.sync.context import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder

@@ -149,7 +149,7 @@ def _select(document: DocumentRow, indexed: IndexedText, char_range: tuple[int, 
 
 
 def _citation(document: DocumentRow, selection: Selection) -> str:
-    from pinakes.search.citations import citation
+    from pinakes.index.citations import citation
 
     return citation(document.path, selection.char_start, selection.char_end, selection.page_start,
                     selection.page_end)

@@ -15,7 +15,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pinakes.search.filters import SearchFilters
+    from pinakes.lexical.filters import SearchFilters
     from pinakes.search.results import Passage, SearchResult
 
 QUOTE_CHARS = 300
@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
-    """The document filters (`pinakes.search.filters`), as `pnk search` and `pnk list` spell them."""
+    """The document filters (`pinakes.lexical.filters`), as `pnk search` and `pnk list` spell them."""
     parser.add_argument("--tag", dest="tags", action="append", metavar="TAG",
                         help="only documents with this tag (repeatable: any of them)")
     parser.add_argument("--all-tags", action="store_true", help="require every --tag instead of any")
@@ -54,7 +54,7 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
 
 def filters_from_args(args: argparse.Namespace) -> SearchFilters:
     """The validated filters of `add_filter_arguments`' flags (a UsageError names a bad value)."""
-    from pinakes.search.filters import make_filters
+    from pinakes.lexical.filters import make_filters
 
     return make_filters(
         tags=args.tags, all_tags=args.all_tags, path_prefix=args.path_prefix,

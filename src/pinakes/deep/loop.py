@@ -34,9 +34,10 @@ from pinakes.search.confidence import HIGH
 
 if TYPE_CHECKING:
     from pinakes.budget import CallShape, Plan
+    from pinakes.lexical.filters import SearchFilters
     from pinakes.manifest import Manifest
-    from pinakes.search import Searcher, SearchFilters, SearchResult
-    from pinakes.search.results import Passage
+    from pinakes.search.core import Searcher
+    from pinakes.search.results import Passage, SearchResult
 
 Prompt = Callable[[str], bool]
 
@@ -55,8 +56,9 @@ def ask_deep(kb_root: Path | str, question: str, *, filters: SearchFilters | Non
     DeepResult, written to `transcript` first when one was asked for: paid for, so never discarded."""
     from pinakes.budget import Accountant
     from pinakes.kb import KBPaths
+    from pinakes.lexical.filters import SearchFilters
     from pinakes.manifest import load_manifest
-    from pinakes.search import Searcher, SearchFilters
+    from pinakes.search.core import Searcher
 
     root = Path(kb_root)
     question = prompts.check_question(question)

@@ -83,7 +83,7 @@ class Question:
 
     def search_filters(self) -> Any:
         """The question's filters as `SearchFilters` (the same validation `pnk search` applies)."""
-        from pinakes.search.filters import make_filters
+        from pinakes.lexical.filters import make_filters
 
         filters = dict(self.filters or {})
         source_type = filters.get("source_type")

@@ -184,7 +184,7 @@ def _from_passage(document: _Document) -> Draft | None:
 
 def _no_answer(documents: list[_Document], wanted: int) -> list[Draft]:
     """Pairs of widespread words that no document uses together, worded as questions."""
-    from pinakes.search.query import FUNCTION_WORDS
+    from pinakes.lexical.tokenizer import FUNCTION_WORDS
 
     word_sets: list[set[str]] = []
     occurrences: Counter[str] = Counter()

@@ -32,7 +32,7 @@ from pinakes.errors import EXIT_CONFIG, EXIT_DATA, PinakesError, StaleExtraction
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.titles import display_title
 from pinakes.kb import KBPaths
-from pinakes.search.filters import SearchFilters, document_tags, document_where
+from pinakes.lexical.filters import SearchFilters, document_tags, document_where
 from pinakes.wording import counted
 
 _DOCUMENT_COLUMNS = (
@@ -397,7 +397,7 @@ def _pages_spanned(pages: tuple[tuple[int, int], ...] | None, start: int, end: i
 def selection_fields(document: DocumentRow, indexed: IndexedText, selection: Selection) -> dict[str, Any]:
     """What `pnk get --json` and `pinakes_get` both say about a selection of a document (each adds
     its own: the CLI the text, the MCP tool its KB, evidence envelope and bounds)."""
-    from pinakes.search.citations import citation
+    from pinakes.index.citations import citation
 
     return {
         "doc_id": document.id,

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 
 from pinakes.index.schema import FTS_TOKENIZE
-from pinakes.search.query import Tokenizer
+from pinakes.lexical.tokenizer import Tokenizer
 
 _local = threading.local()
 

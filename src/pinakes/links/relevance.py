@@ -18,8 +18,8 @@ def by_query(searcher: Searcher, query: str) -> QueryRanking:
     from pinakes.links.traverse import QueryRanking
 
     def rank(doc_ids: list[str]) -> dict[str, tuple[int, float]]:
+        from pinakes.lexical.filters import SearchFilters
         from pinakes.search.core import MAX_FINAL_K
-        from pinakes.search.filters import SearchFilters
 
         result = searcher.search(query, filters=SearchFilters(doc_ids=tuple(doc_ids)), mode="hybrid",
                                  final_k=MAX_FINAL_K)

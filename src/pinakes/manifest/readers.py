@@ -29,10 +29,13 @@ from pinakes.manifest.sections import (
     DEFAULT_INCLUDE,
     DEFAULT_RERANK_MODEL,
     EMBEDDING_PROVIDERS,
+    FEATURES,
     GRAPH_CHANNELS,
     HEADING_GRAMMARS,
+    MODEL,
     ON_EXCEED,
     REQUIRED_SECTIONS,
+    SIGNALS,
     TOP_LEVEL_SECTIONS,
     UNBUILT_GRAPH_CHANNELS,
     UNBUILT_VECTOR_TIERS,
@@ -261,9 +264,6 @@ def _read_retrieval(table: _Table) -> RetrievalSection:
 
 
 def _read_confidence(table: _Table | None) -> ConfidenceSection | None:
-    from pinakes.search.confidence import MODEL, SIGNALS
-    from pinakes.search.signals import FEATURES
-
     if table is None:
         return None
     signal = table.choice("signal", "top-score", SIGNALS)

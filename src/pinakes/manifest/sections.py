@@ -150,6 +150,14 @@ class ChunkingSection:
     headings: str = "none"
 
 
+# The vocabulary of [retrieval.confidence]: the signals search/confidence.py reads, and the features
+# search/signals.py computes for the model signal. Their home is here, below search, because the
+# manifest's reader validates a file against them (manifest/readers.py).
+TOP_SCORE, MODEL = "top-score", "model"
+SIGNALS = (TOP_SCORE, MODEL)
+FEATURES = ("cosine", "cosine_margin", "cosine_spread", "keyword_share", "bm25_ratio", "agreement")
+
+
 @dataclass(frozen=True)
 class ConfidenceSection:
     """What `pnk eval --fit-confidence` fitted (search/confidence.py reads it). `signal` "model" is a
@@ -160,7 +168,7 @@ class ConfidenceSection:
     high: float
     low: float
     fitted_for: str
-    signal: str = "top-score"
+    signal: str = TOP_SCORE
     features: tuple[str, ...] = ()
     weights: tuple[float, ...] = ()
     bias: float = 0.0

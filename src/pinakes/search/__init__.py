@@ -12,8 +12,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pinakes.lexical.filters import SearchFilters, make_filters
     from pinakes.search.core import MODES, Searcher, SearchSettings, search
-    from pinakes.search.filters import SearchFilters, make_filters
     from pinakes.search.results import Passage, SearchResult, StageScores, SuggestedSearch
 
 _HOMES = {

@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pinakes.manifest.sections import MODEL, TOP_SCORE
+
 HIGH, MEDIUM, LOW, UNKNOWN = "high", "medium", "low", "unknown"
-TOP_SCORE, MODEL = "top-score", "model"
-SIGNALS = (TOP_SCORE, MODEL)
 
 
 class Thresholds(Protocol):

@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any
 from pinakes.errors import IndexMissingError, ModelUnavailableError, PinakesError, UsageError
 from pinakes.extract.titles import display_title
 from pinakes.index import schema
+from pinakes.index.citations import citation
 from pinakes.kb import KBPaths
+from pinakes.lexical.filters import SearchFilters, document_tags, document_where
+from pinakes.lexical.tokenizer import Tokenizer
 from pinakes.search import bm25
-from pinakes.search.citations import citation
 from pinakes.search.confidence import LOW, UNKNOWN, Confidence, Thresholds, assess
-from pinakes.search.filters import SearchFilters, document_tags, document_where
 from pinakes.search.fusion import (
     Candidate,
     add_graph_list,
@@ -45,7 +46,7 @@ from pinakes.search.fusion import (
     order_reranked,
     reciprocal_rank_fusion,
 )
-from pinakes.search.query import AnalyzedQuery, Tokenizer, analyze, tokenizer_of
+from pinakes.search.query import AnalyzedQuery, analyze, tokenizer_of
 from pinakes.search.results import Passage, SearchResult, StageScores
 from pinakes.search.scripts import vectors_blind_to
 from pinakes.search.suggest import suggest_next

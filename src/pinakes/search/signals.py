@@ -26,13 +26,13 @@ import math
 import sqlite3
 from collections.abc import Sequence
 
+from pinakes.manifest.sections import FEATURES
 from pinakes.search.bm25 import KeywordPlan
 
 AGREEMENT_DEPTH = 10
 MARGIN_DEPTH = 10
 FTS5_K1 = 1.2  # the k1 FTS5's own bm25() uses, when no other is configured
 
-FEATURES = ("cosine", "cosine_margin", "cosine_spread", "keyword_share", "bm25_ratio", "agreement")
 
 
 def top_idf(chunk_count: int) -> float:

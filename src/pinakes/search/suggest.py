@@ -9,10 +9,10 @@ retriever, and finally too little context (expand with the best passages' distin
 
 from __future__ import annotations
 
+from pinakes.lexical.filters import SearchFilters
+from pinakes.lexical.tokenizer import FUNCTION_WORDS, Tokenizer, split_words
 from pinakes.search.bm25 import DocumentFrequencies, KeywordPlan, shown_word
 from pinakes.search.confidence import LOW, UNKNOWN
-from pinakes.search.filters import SearchFilters
-from pinakes.search.query import FUNCTION_WORDS, Tokenizer, split_words
 from pinakes.search.results import SearchResult, SuggestedSearch
 
 EXPANSION_WORDS = 3

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pinakes.lexical.filters import SOURCE_TYPES
 from pinakes.search.core import MODES
-from pinakes.search.filters import SOURCE_TYPES
 from pinakes.serve import boundary
 
 SEARCH_TOOL = "pinakes_search"

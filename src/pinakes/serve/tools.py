@@ -15,10 +15,10 @@ from typing import Any
 
 from pinakes.errors import IndexUnreadableError, PinakesError
 from pinakes.ids import format_pnk_uri, is_ulid
+from pinakes.index.citations import citation
 from pinakes.index.documents import selection_fields
-from pinakes.search.citations import citation
+from pinakes.lexical.filters import SOURCE_TYPES, make_filters
 from pinakes.search.core import MODES, Searcher
-from pinakes.search.filters import SOURCE_TYPES, make_filters
 from pinakes.search.results import Passage, SearchResult
 from pinakes.serve import boundary
 from pinakes.serve.bounds import Bounds, cut

@@ -60,7 +60,7 @@ class Sidecar:
     def metadata_json(self, front_matter_tags: tuple[str, ...] = ()) -> str:
         """The JSON the index stores in documents.metadata: this sidecar's keys, and the tags the
         document's own front matter declares, kept apart so that they never flow back into a
-        sidecar (readers take the union: `pinakes.search.filters.document_tags`)."""
+        sidecar (readers take the union: `pinakes.lexical.filters.document_tags`)."""
         metadata: dict[str, JSONValue] = {
             "title": self.title,
             "tags": list(self.tags),
