@@ -15,6 +15,7 @@ import pinakes.embed
 from pinakes.cli import main
 from pinakes.errors import EXIT_CONFIG
 from pinakes.manifest import load_manifest, parse_manifest
+from pinakes.manifest.lines import layout
 from pinakes.template_catalog import (
     ARCHIVE_DIR,
     RenderValues,
@@ -24,7 +25,6 @@ from pinakes.template_catalog import (
     render,
 )
 from pinakes.upgrade.changes import flatten
-from pinakes.upgrade.lines import layout
 from tests.conftest import REPO_ROOT
 from tests.fakes import FakeEmbedder
 from tests.test_extract_text import make_pdf

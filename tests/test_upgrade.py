@@ -17,10 +17,10 @@ from pinakes.cli import main
 from pinakes.errors import EXIT_FAILURE, EXIT_UNAVAILABLE
 from pinakes.init import init_kb
 from pinakes.manifest import load_manifest
+from pinakes.manifest.lines import layout
 from pinakes.template_catalog import RenderValues, TemplateCatalog, freeze, render
 from pinakes.upgrade import plan_upgrade
 from pinakes.upgrade.changes import flatten
-from pinakes.upgrade.lines import layout
 from pinakes.upgrade.report import render_plan
 from tests.conftest import REPO_ROOT
 from tests.test_templates import SHIPPED, next_version
@@ -367,7 +367,7 @@ def test_upgrading_is_never_called_a_migration() -> None:
 
 
 def test_keys_under_a_header_the_reader_cannot_name_are_never_misfiled() -> None:
-    from pinakes.upgrade.lines import layout
+    from pinakes.manifest.lines import layout
 
     text = '[retrieval]\nfinal_k = 8\n["odd name"]\nfinal_k = 9\n[chunking]\noverlap = 25  # kept\n'
     keys = layout(text).keys
@@ -376,7 +376,7 @@ def test_keys_under_a_header_the_reader_cannot_name_are_never_misfiled() -> None
 
 
 def test_a_multi_line_value_is_one_span() -> None:
-    from pinakes.upgrade.lines import layout
+    from pinakes.manifest.lines import layout
 
     text = '[sources]\ninclude = [\n  "*.md",  # notes\n  "*.pdf",\n]  # both\nexclude = ["a/"]\n'
     span = layout(text).keys[("sources", "include")]

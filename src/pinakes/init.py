@@ -26,13 +26,13 @@ from pinakes.atomic import atomic_write_bytes
 from pinakes.errors import FilesystemError, PinakesError, UsageError
 from pinakes.kb import MANIFEST_NAME
 from pinakes.manifest import parse_manifest
+from pinakes.manifest.rewrite import GitignoreAction, ensure_gitignore
 from pinakes.template_catalog import DEFAULT_TEMPLATE, RenderValues, TemplateCatalog, render
 
 TEMPLATE_NAME = DEFAULT_TEMPLATE
 DOCS_DIR_NAME = "docs"
 README_NAME = "README.md"
 
-GitignoreAction = Literal["created", "appended", "unchanged"]
 ReadmeAction = Literal["created", "kept", "none"]  # kept: the directory had a README.md of its own
 
 
@@ -89,7 +89,8 @@ def init_kb(directory: Path, name: str | None = None, template: str = TEMPLATE_N
     with _filesystem_errors(root):
         root.mkdir(parents=True, exist_ok=True)
         (root / DOCS_DIR_NAME).mkdir(exist_ok=True)
-    gitignore = _ensure_gitignore(root / ".gitignore", catalog.gitignore_block(template))
+    with _filesystem_errors(root / ".gitignore"):
+        gitignore = ensure_gitignore(root / ".gitignore", catalog.gitignore_block(template))
     readme = _copy_readme(root / README_NAME, catalog.readme(template))
     try:
         atomic_write_bytes(manifest_path, manifest_text.encode("utf-8"), exclusive=True)
@@ -98,20 +99,6 @@ def init_kb(directory: Path, name: str | None = None, template: str = TEMPLATE_N
     return InitResult(root=root, kb_id=kb_id, name=kb_name, embedding_provider=provider,
                       embedding_provider_installed=installed, gitignore=gitignore, readme=readme,
                       template=info.ref)
-
-
-def keep_backups_out_of_git(root: Path) -> GitignoreAction | None:
-    """Add what a KB's `.gitignore` lacks of the rules `pnk init` writes (the manifest backups that
-    `pnk upgrade --apply` and `pnk eval --fit-confidence --write` keep, for a KB made before the rule
-    existed). Only a `.gitignore` that is there is touched, and a failure to write it is no failure
-    of the command that made the backup: None."""
-    path = root / ".gitignore"
-    if not path.is_file():
-        return None
-    try:
-        return _ensure_gitignore(path, TemplateCatalog().gitignore_block(DEFAULT_TEMPLATE))
-    except (PinakesError, OSError):
-        return None
 
 
 def _refuse_unsuitable(root: Path) -> None:
@@ -146,45 +133,6 @@ def _kb_name(root: Path, name: str | None) -> str:
         raise UsageError(f"the KB name {chosen!r} contains control characters",
                          remedy="pass --name with printable characters only")
     return chosen
-
-
-def _ensure_gitignore(path: Path, block: str) -> GitignoreAction:
-    """Create `.gitignore` from `block`, or append the stanzas of it (a rule with the comment lines
-    above it) whose rule the file does not already hold, keeping every byte that was there."""
-    with _filesystem_errors(path):
-        try:
-            existing = path.read_bytes().decode("utf-8", errors="surrogateescape")
-        except FileNotFoundError:
-            atomic_write_bytes(path, block.encode("utf-8"))
-            return "created"
-        present = {line.strip() for line in existing.splitlines()}
-        missing = [stanza for rule, stanza in _stanzas(block) if not present & _spellings(rule)]
-        if not missing:
-            return "unchanged"
-        newline = "\r\n" if "\r\n" in existing else "\n"
-        separator = "" if not existing else (newline if existing.endswith("\n") else newline * 2)
-        addition = "".join(missing).replace("\n", newline)
-        atomic_write_bytes(path, (existing + separator + addition).encode("utf-8", errors="surrogateescape"))
-        return "appended"
-
-
-def _stanzas(block: str) -> list[tuple[str, str]]:
-    """(rule, its text: the comment lines directly above it and the rule line) for each rule."""
-    stanzas: list[tuple[str, str]] = []
-    pending: list[str] = []
-    for line in block.splitlines(keepends=True):
-        pending.append(line)
-        if line.strip() and not line.lstrip().startswith("#"):
-            stanzas.append((line.strip(), "".join(pending)))
-            pending = []
-    return stanzas
-
-
-def _spellings(rule: str) -> set[str]:
-    """The lines that ignore what `rule` does at the KB root: with or without the leading or the
-    trailing slash (`.pinakes`, `/.pinakes/`, ...)."""
-    bare = rule.strip("/")
-    return {bare, f"/{bare}", f"{bare}/", f"/{bare}/"}
 
 
 def _copy_readme(path: Path, text: str | None) -> ReadmeAction:

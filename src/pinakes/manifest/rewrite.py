@@ -4,11 +4,12 @@ Two commands write a manifest a user owns: `pnk upgrade --apply` (key by key) an
 --fit-confidence --write` (one whole table, `[retrieval.confidence]`, with any `[retrieval.confidence.*]`
 sub-table). Both go through `replace_manifest`: a backup beside the file, a rename-atomic write, the
 result loaded again and the backup put back if it does not load (the KB's .gitignore, where there is
-one, is given the rule that ignores the backups: `pinakes.init.keep_backups_out_of_git`). Neither
+one, is given the rule that ignores the backups: `keep_backups_out_of_git`, through the same
+`ensure_gitignore` that `pnk init` writes a new KB's `.gitignore` with). Neither
 takes the sync lock: a manifest is the user's file, which a sync only reads, and the rename means a
 reader sees the old file or the new one, never half of each.
 
-Where a table's block is (`replace_table`), decided on lines located by `pinakes.upgrade.lines` (the
+Where a table's block is (`replace_table`), decided on lines located by `pinakes.manifest.lines` (the
 same reader `pnk upgrade` places keys with, so a multi-line value is never mistaken for a header):
 
   - a live table: from its header line to the last line before the next header that is not blank or
@@ -31,11 +32,14 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pinakes.errors import ManifestError
+from pinakes.errors import ManifestError, PinakesError
+from pinakes.manifest.lines import layout
 
 _COMMENTED_KEY = re.compile(r"\s*#\s*[A-Za-z0-9_-]+\s*=")
+
+GitignoreAction = Literal["created", "appended", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,6 @@ def replace_manifest(path: Path, original: bytes, new_text: str, backup_label: s
     if the result does not load; a write refused outright (a read-only or immutable file) leaves no
     backup behind. Returns the backup's path."""
     from pinakes.atomic import atomic_write_bytes
-    from pinakes.errors import PinakesError
     from pinakes.manifest import load_manifest
 
     backup = backup_path(path, backup_label)
@@ -86,10 +89,65 @@ def replace_manifest(path: Path, original: bytes, new_text: str, backup_label: s
     except PinakesError:
         atomic_write_bytes(path, original)
         raise
-    from pinakes.init import keep_backups_out_of_git
-
     keep_backups_out_of_git(path.parent)  # a KB made before its .gitignore named the backups
     return backup
+
+
+def keep_backups_out_of_git(root: Path) -> GitignoreAction | None:
+    """Add what a KB's `.gitignore` lacks of the rules `pnk init` writes (the manifest backups that
+    `pnk upgrade --apply` and `pnk eval --fit-confidence --write` keep, for a KB made before the rule
+    existed). Only a `.gitignore` that is there is touched, and a failure to write it is no failure
+    of the command that made the backup: None."""
+    path = root / ".gitignore"
+    if not path.is_file():
+        return None
+    from pinakes.template_catalog import DEFAULT_TEMPLATE, TemplateCatalog
+
+    try:
+        return ensure_gitignore(path, TemplateCatalog().gitignore_block(DEFAULT_TEMPLATE))
+    except (PinakesError, OSError):
+        return None
+
+
+def ensure_gitignore(path: Path, block: str) -> GitignoreAction:
+    """Create `.gitignore` from `block`, or append the stanzas of it (a rule with the comment lines
+    above it) whose rule the file does not already hold, keeping every byte that was there. An
+    OSError of the read is the caller's to word (init: a FilesystemError; a rewrite: no failure)."""
+    from pinakes.atomic import atomic_write_bytes
+
+    try:
+        existing = path.read_bytes().decode("utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        atomic_write_bytes(path, block.encode("utf-8"))
+        return "created"
+    present = {line.strip() for line in existing.splitlines()}
+    missing = [stanza for rule, stanza in _stanzas(block) if not present & _spellings(rule)]
+    if not missing:
+        return "unchanged"
+    newline = "\r\n" if "\r\n" in existing else "\n"
+    separator = "" if not existing else (newline if existing.endswith("\n") else newline * 2)
+    addition = "".join(missing).replace("\n", newline)
+    atomic_write_bytes(path, (existing + separator + addition).encode("utf-8", errors="surrogateescape"))
+    return "appended"
+
+
+def _stanzas(block: str) -> list[tuple[str, str]]:
+    """(rule, its text: the comment lines directly above it and the rule line) for each rule."""
+    stanzas: list[tuple[str, str]] = []
+    pending: list[str] = []
+    for line in block.splitlines(keepends=True):
+        pending.append(line)
+        if line.strip() and not line.lstrip().startswith("#"):
+            stanzas.append((line.strip(), "".join(pending)))
+            pending = []
+    return stanzas
+
+
+def _spellings(rule: str) -> set[str]:
+    """The lines that ignore what `rule` does at the KB root: with or without the leading or the
+    trailing slash (`.pinakes`, `/.pinakes/`, ...)."""
+    bare = rule.strip("/")
+    return {bare, f"/{bare}", f"{bare}/", f"/{bare}/"}
 
 
 def _holds(path: Path, data: bytes) -> bool:
@@ -157,8 +215,6 @@ class _Document:
     """The file's lines, which of them are table headers, and the ways a block can go in."""
 
     def __init__(self, text: str):
-        from pinakes.upgrade.lines import layout
-
         found = layout(text)
         self.lines = found.lines
         self.newline = found.newline

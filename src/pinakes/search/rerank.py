@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pinakes.embed.hub import fastembed_cache_dir, hf_home, prepare_hub_environment, resolve_offline
 from pinakes.errors import MissingExtraError, ModelUnavailableError, UsageError
+
+if TYPE_CHECKING:
+    from pinakes.manifest import RerankSection
 
 PROVIDERS = ("sentence-transformers", "fastembed")
 
@@ -96,16 +99,12 @@ def unavailable(model: str, provider: str, offline: bool, cause: BaseException) 
     )
 
 
-def load_reranker(section: Any, offline: bool | None = None) -> Reranker:
+def load_reranker(section: RerankSection, offline: bool | None = None) -> Reranker:
     """The reranker the manifest's [rerank] section names (provider, model, revision, batch_size)."""
-    provider = getattr(section, "provider", None) or "sentence-transformers"
-    model = getattr(section, "model", None) or "BAAI/bge-reranker-base"
-    revision = getattr(section, "revision", None)
-    batch_size = int(getattr(section, "batch_size", 16) or 16)
     local_only = resolve_offline(offline)
     prepare_hub_environment(local_only)
-    if provider == "sentence-transformers":
-        return SentenceTransformersReranker(model, revision, batch_size, local_only)
-    if provider == "fastembed":
-        return FastEmbedReranker(model, batch_size, local_only)
-    raise UsageError(f"unknown rerank provider {provider!r}", remedy=f"use one of: {', '.join(PROVIDERS)}")
+    if section.provider == "sentence-transformers":
+        return SentenceTransformersReranker(section.model, section.revision, section.batch_size, local_only)
+    if section.provider == "fastembed":
+        return FastEmbedReranker(section.model, section.batch_size, local_only)
+    raise UsageError(f"unknown rerank provider {section.provider!r}", remedy=f"use one of: {', '.join(PROVIDERS)}")

@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pinakes.upgrade.lines import layout
+from pinakes.manifest.lines import layout
 
 ChangeKind = Literal["changed", "added", "removed"]
 TEMPLATE_KEY = ("kb", "template")

@@ -22,9 +22,9 @@ from typing import Any, Literal
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths, find_kb_root
 from pinakes.manifest import load_manifest, parse_manifest
+from pinakes.manifest.lines import FileLayout, layout
 from pinakes.template_catalog import RenderValues, TemplateCatalog, parse_ref, render, version_key
 from pinakes.upgrade.changes import TEMPLATE_KEY, TemplateChange, flatten, same, template_changes
-from pinakes.upgrade.lines import FileLayout, layout
 
 PlanStatus = Literal["no-template", "current", "changes", "cannot-compare"]
 HunkStatus = Literal["applies", "already", "conflict"]

@@ -1,5 +1,6 @@
-"""Where each key of a TOML file is, line by line, so an upgrade can change one value and leave every
-other byte (comments, spacing, key order, the user's own lines) as it was.
+"""Where each key of a TOML file is, line by line, so an upgrade can change one value (and a rewrite
+replace one table, `rewrite.py`) and leave every other byte (comments, spacing, key order, the
+user's own lines) as it was.
 
 This reads the shapes a manifest is written in: `[table]` headers, `[[array]]` headers, and
 `key = value` lines whose value may run over several lines (an array). A key it cannot place (a

@@ -1,0 +1,118 @@
+"""The extract stage's core: turn one changed document into its indexed text.
+
+The run's extraction backend (`pinakes.pipeline.backends`) decides how: the registry's free
+extractor for the document's source type, or, for PDFs on a paid backend, claude-vision through the
+budget, with a paid extraction protected from a free run either way. The extractor is chosen by
+source type (PDFs by `[extraction] backend` or `--extract`) from the registry, which declares its
+fingerprint without importing it; its module is imported by that name only when it runs.
+
+A failure is recorded against the document and the run goes on: one broken file never blocks the
+corpus. Only an error the backend says ends the run (`RunStopped`) is raised. The text is held in
+`ctx.extracted` for the chunk stage, one group of documents at a time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Protocol, cast
+
+from pinakes.errors import PinakesError
+from pinakes.pipeline.backends import RunStopped, backend_of
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pinakes.extract.registry import ExtractorSpec
+    from pinakes.extract.types import ExtractedText
+    from pinakes.pipeline.pair import DocWork
+    from pinakes.pipeline.run import SyncContext
+
+
+class ExtractorModule(Protocol):
+    """What every module the extractor registry names provides (`ExtractorSpec.module`)."""
+
+    def extract(self, path: Path, source_type: str) -> ExtractedText: ...
+
+
+def extract(ctx: SyncContext, item: DocWork) -> ExtractedText | None:
+    """The text `item` is indexed from, also held in `ctx.extracted`; None when there is nothing to
+    index now (it failed, here or in an earlier run's step, or the backend kept what the index
+    holds). Raises the error of a `RunStopped`."""
+    if item.doc_id in ctx.failed:
+        return None
+    ctx.progress.document(item.path, phase="extracting")
+    try:
+        extracted = backend_of(ctx).extract(ctx, item)
+    except RunStopped as stop:
+        raise stop.error from None
+    except PinakesError as exc:
+        _fail(ctx, item, failure_stage(exc), exc.render())
+        return None
+    except Exception as exc:  # a crash inside one extractor must not end the run
+        _fail(ctx, item, failure_stage(exc), f"{type(exc).__name__}: {exc}")
+        return None
+    if extracted is None:
+        return None
+    ctx.extracted[item.doc_id] = extracted
+    if extracted.pages_without_text:
+        ctx.report.pages_without_text[item.path] = list(extracted.pages_without_text)
+    return extracted
+
+
+def run_extractor(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedText:
+    """`item` through the extractor `spec` declares (by its cached result, when it has one)."""
+    extracted = _cached(ctx, spec, item)
+    if extracted is None:
+        module = cast("ExtractorModule", importlib.import_module(spec.module))  # a name from the registry's data
+        extracted = module.extract(ctx.paths.root / item.path, item.source_type)
+        _store(ctx, spec, item, extracted)
+    return extracted
+
+
+def failure_stage(exc: Exception) -> str:
+    """The stage a failed extraction is recorded under: `UNEXTRACTABLE` when no sync can extract
+    the file while its bytes stay as they are, so its remedy is to leave it out; else "extract".
+
+    Permanent: the extractor refused the bytes (`SourceError`: binary, invalid UTF-8, over the size
+    cap, a PDF pdfium refuses) or the isolated parser hit a limit or crashed on them (the limits
+    scale with the file's size). Not permanent, whatever the file: an OS error reading it, a parser
+    killed from outside, timed out on a busy machine's wall clock or that could not start, a missing
+    extra, anything of the paid path (a budget stop, a ledger or cache fault, paid text not on this
+    machine), and a Pinakes bug."""
+    from pinakes.errors import IsolationError, SourceError
+    from pinakes.pipeline.report import UNEXTRACTABLE
+
+    if isinstance(exc, IsolationError):
+        return UNEXTRACTABLE if exc.kind in _PERMANENT_ISOLATION_KINDS else "extract"
+    if isinstance(exc, SourceError) and not isinstance(exc.__cause__, OSError):
+        return UNEXTRACTABLE
+    return "extract"
+
+
+# pinakes.extract.isolation.KINDS a rerun on the same bytes meets again: limits that scale with the
+# file's size, a fatal signal of the parser's own, a result over the output cap.
+_PERMANENT_ISOLATION_KINDS = frozenset({"memory", "cpu", "crash", "output"})
+
+
+def _fail(ctx: SyncContext, item: DocWork, stage: str, message: str) -> None:
+    ctx.report.fail(item.path, stage, message)
+    ctx.failed.add(item.doc_id)
+
+
+def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedText | None:
+    """Only extractors that declare themselves expensive (PDFs) go through the cache: re-decoding a
+    text file costs less than reading a cache entry for it."""
+    if "pdf" not in spec.source_types:
+        return None
+    from pinakes.extract.cache import ExtractCache
+
+    hit = ExtractCache(ctx.paths.extract_cache).get(item.file.content_hash, spec.fingerprint())
+    return hit.extracted if hit is not None else None
+
+
+def _store(ctx: SyncContext, spec: ExtractorSpec, item: DocWork, extracted: ExtractedText) -> None:
+    if "pdf" not in spec.source_types:
+        return
+    from pinakes.extract.cache import ExtractCache
+
+    ExtractCache(ctx.paths.extract_cache).put(item.file.content_hash, extracted, paid=spec.paid)
