@@ -32,7 +32,7 @@ def task_lint():
 
 
 def task_typecheck():
-    """pyright (basic) over src/, rules/ and dodo.py, as configured in pyproject.toml"""
+    """pyright (basic) over src/ and dodo.py, as configured in pyproject.toml"""
     return {"actions": [[PYTHON, "-m", "pyright"]], "verbosity": 2}
 
 

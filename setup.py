@@ -1,5 +1,4 @@
-"""Package list only: templates/ sits outside src/ and is mapped in by pyproject's package-dir; rules/
-is found under src/pinakes/rules, a symlink to it."""
+"""Package list only: templates/ sits outside src/ and is mapped in by pyproject's package-dir."""
 
 from setuptools import find_packages, setup
 

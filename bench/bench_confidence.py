@@ -155,7 +155,7 @@ def seed_kb(corpus: str, base: Path, removed_docs: set[str], seed: int, work: Pa
     for relative in removed_docs:
         for path in (kb / relative, kb / (relative + ".pnk.yaml")):
             path.unlink(missing_ok=True)
-    from pinakes.sync.context import SyncOptions
+    from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
     run_sync(kb, SyncOptions(quiet=True, offline=True))

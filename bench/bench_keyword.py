@@ -100,7 +100,7 @@ def build(name: str, cache: Path) -> tuple[Path, list[Question], float | None]:
     shutil.copytree(source / "docs", kb / "docs")
     from pinakes.embed import load_embedder
     from pinakes.manifest import load_manifest
-    from pinakes.sync.context import SyncOptions
+    from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
     embedder = ChunkingOnlyEmbedder(load_embedder(load_manifest(kb / "pinakes.toml").embedding, offline=True))

@@ -55,7 +55,7 @@ def make_partner(root: Path, count: int, local_kb: str, local_docs: list[str], i
 
 def make_local(root: Path, partner_root: Path, partner_id: str) -> None:
     from pinakes.init import init_kb
-    from pinakes.sync.context import SyncOptions
+    from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
     from tests.fakes import FakeEmbedder
 
@@ -88,7 +88,7 @@ def main() -> None:
     from pinakes.kb import KBPaths
     from pinakes.links import reverse
     from pinakes.manifest import load_manifest
-    from pinakes.rules.walk import walk
+    from pinakes.sources.walk import walk
 
     with tempfile.TemporaryDirectory() as scratch:
         local, partner = Path(scratch) / "local", Path(scratch) / "partner"

@@ -73,7 +73,7 @@ def build_kb(root: Path, chunks: int, rebuild: bool) -> dict[str, Any]:
     from pinakes.embed import load_embedder
     from pinakes.init import init_kb
     from pinakes.manifest import load_manifest
-    from pinakes.sync.context import SyncOptions
+    from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
     from tests.fakes import FakeEmbedder
 

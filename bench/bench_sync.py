@@ -118,7 +118,7 @@ def _import_pinakes() -> None:
 
 def build_with_fake_embedder(root: Path) -> float:
     _import_pinakes()
-    from pinakes.sync.context import SyncOptions
+    from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
     from tests.fakes import FakeEmbedder
 
@@ -189,7 +189,7 @@ def bench_noop_and_edit(docs: int, repeat: int) -> dict[str, object]:
     # The baseline's parts, in this process: the model loaded before the clock starts.
     from pinakes.index import schema
     from pinakes.manifest import load_manifest
-    from pinakes.rules.graph import derive_graph
+    from pinakes.pipeline.graph import derive_graph
 
     embedder, batch_size = load_real_embedder(root)
     texts = stored_chunk_texts(root, edited_rel)
@@ -224,7 +224,7 @@ def bench_noop_and_edit(docs: int, repeat: int) -> dict[str, object]:
 def bench_cold(cold_docs: int, repeat: int) -> dict[str, object]:
     """The in-process pipeline against the model's floor on the same chunks, same process."""
     _import_pinakes()
-    from pinakes.sync.context import SyncOptions
+    from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
     root = WORK / "kbcold"

@@ -39,7 +39,7 @@ GB = 1024 ** 3
 FAKE_SYNC = """
 import sys
 sys.path.append({repo!r})  # tests.fakes; pinakes itself from the snapshot on PYTHONPATH
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 report = run_sync(sys.argv[1], SyncOptions(), embedder=FakeEmbedder())

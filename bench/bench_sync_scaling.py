@@ -26,8 +26,8 @@ from bench_sync import REPO, WORK, corpus_files, freeze_source, make_kb
 
 def single(n: int) -> dict[str, object]:
     sys.path.append(str(REPO))  # tests.fakes; pinakes comes from the parent's snapshot (PYTHONPATH)
-    from pinakes.rules import pair
-    from pinakes.sync.context import SyncOptions
+    from pinakes.pipeline import pair
+    from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
     from tests.fakes import FakeEmbedder
 

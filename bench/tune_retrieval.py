@@ -168,7 +168,7 @@ def _strip_synopsis(_relative: str, text: str) -> str:
 def build_corpus(name: str, cache: Path = CACHE, *, quiet: bool = False) -> CorpusBuild:
     """The KB for `name`, built (once) by `init_kb` + `run_sync` exactly as `pnk init` + `pnk sync`."""
     from pinakes.init import init_kb
-    from pinakes.sync.context import SyncOptions
+    from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
     kb = cache / name

@@ -14,7 +14,7 @@ the prose around them is the author's and is never touched. The regions:
 | `exit contract` | CLI.md | `pinakes.ci.contract.CONTRACT`: the exit codes and `--json` of sync, eval, doctor |
 | `manifest SECTION` | MANIFEST.md | `SECTION_KEYS` and the section dataclasses: key, type, default |
 | `mcp tools` | GUIDE.md | `pinakes.serve.specs.TOOL_SPECS`: every tool and its arguments |
-| `errors` | architecture.md | every `PinakesError` subclass under src/ and rules/ (read with `ast`) |
+| `errors` | architecture.md | every `PinakesError` subclass under src/ (read with `ast`) |
 
 A command or manifest section the code has and the page lacks gets a section appended (a heading
 and its region), so nothing new can go undocumented; a region naming something the code no longer
@@ -430,13 +430,11 @@ def mcp_page(text: str, specs: Sequence[Any], problems: list[str]) -> str:
 
 
 def _python_files() -> list[Path]:
-    """Every module under src/pinakes and rules/, each once (src/pinakes/rules is a symlink to rules/,
-    and os.walk does not descend into a symlinked directory)."""
+    """Every module under src/pinakes."""
     files: list[Path] = []
-    for top in (ROOT / "src" / "pinakes", ROOT / "rules"):
-        for directory, subdirs, names in os.walk(top):
-            subdirs.sort()
-            files += [Path(directory) / name for name in sorted(names) if name.endswith(".py")]
+    for directory, subdirs, names in os.walk(ROOT / "src" / "pinakes"):
+        subdirs.sort()
+        files += [Path(directory) / name for name in sorted(names) if name.endswith(".py")]
     return files
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.conftest import REPO_ROOT
 from tests.fake_anthropic import FakeAnthropic, Reply

@@ -21,9 +21,9 @@ from pathlib import Path
 from pinakes.embed.base import ModelIdentity
 from pinakes.init import init_kb
 from pinakes.kb import KBPaths
-from pinakes.sync.context import SyncOptions
+from pinakes.pipeline.report import SyncReport
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
-from pinakes.sync.report import SyncReport
 
 
 @dataclass(frozen=True)

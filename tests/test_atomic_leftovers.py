@@ -16,7 +16,7 @@ import pytest
 
 from pinakes import atomic
 from pinakes.doctor import DoctorContext, run_checks
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.test_serve_helpers import make_kb, manifest_fake_embedder, offline_env, sync_kb
 

@@ -15,7 +15,7 @@ import re
 import xxhash
 
 from pinakes.chunking import CHUNKER_VERSION, chunk_text
-from pinakes.sync.keys import BuildKeys, build_keys
+from pinakes.pipeline.keys import BuildKeys, build_keys
 from tests.fakes import default_section
 
 # The current version's digest over the inputs below (when the inputs grow, so does this record:
@@ -88,7 +88,7 @@ def test_chunk_output_matches_the_digest_recorded_for_this_chunker_version() -> 
 
 def test_the_chunker_version_is_part_of_every_build_key(monkeypatch) -> None:
     from pinakes.manifest import ChunkingSection, ExtractionSection
-    from pinakes.sync import keys
+    from pinakes.pipeline import keys
 
     class _Manifest:
         embedding = default_section("fastembed")
@@ -103,8 +103,8 @@ def test_the_chunker_version_is_part_of_every_build_key(monkeypatch) -> None:
 
 def test_a_version_bump_rechunks_every_document_on_the_next_sync(tmp_path, monkeypatch) -> None:
     from pinakes.init import init_kb
-    from pinakes.sync import keys
-    from pinakes.sync.context import SyncOptions
+    from pinakes.pipeline import keys
+    from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
     from tests.fakes import FakeEmbedder
 

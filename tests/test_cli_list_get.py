@@ -13,7 +13,7 @@ from pinakes.cli import main
 from pinakes.errors import EXIT_CONFIG, EXIT_DATA, EXIT_UNAVAILABLE
 from pinakes.serve.config import load_kb
 from pinakes.serve.tools import PinakesTools
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.test_serve_helpers import add_indexed_pdf, doc_ids, make_kb, manifest_fake_embedder, sync_kb
 

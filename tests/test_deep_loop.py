@@ -20,7 +20,7 @@ from pinakes.deep import shapes
 from pinakes.deep.loop import ask_deep
 from pinakes.errors import DeepAskFailedError
 from pinakes.manifest import load_manifest
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.budget_helpers import set_budget
 from tests.deep_helpers import (

@@ -18,7 +18,7 @@ from pinakes.doctor.prune import delete_orphans, find_orphans
 from pinakes.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_UNAVAILABLE
 from pinakes.ids import new_ulid
 from pinakes.init import init_kb
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 

@@ -14,7 +14,7 @@ from pinakes.doctor import DoctorContext, run_checks
 from pinakes.errors import PinakesError
 from pinakes.hooks import install_hooks
 from pinakes.init import init_kb
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 

@@ -22,7 +22,7 @@ from pinakes.eval.harness import EvalPaths, evaluate, load_for_run
 from pinakes.eval.outcomes import read_outcomes
 from pinakes.init import init_kb
 from pinakes.manifest import load_manifest
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 

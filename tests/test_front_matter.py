@@ -163,7 +163,7 @@ def test_an_edited_front_matter_is_re_read_and_a_sidecar_edit_keeps_its_tags(tmp
 
 def test_a_kb_indexed_before_front_matter_was_read_re_indexes_its_markdown_only(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinakes.sync import keys
+    from pinakes.pipeline import keys
 
     embedder = HashEmbedder()
     root = tmp_path / "kb"

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from pinakes.index import schema
-from pinakes.rules.graph import derive_graph
+from pinakes.pipeline.graph import derive_graph
 
 KB = "01M8P05RX7E8691VQVZ35N5HS3"
 

@@ -12,7 +12,7 @@ from pinakes.index import schema
 from pinakes.init import init_kb
 from pinakes.search import bm25 as keyword
 from pinakes.search.core import Searcher, SearchSettings
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 

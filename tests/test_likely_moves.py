@@ -15,9 +15,9 @@ import pytest
 
 from pinakes.cli import main
 from pinakes.init import init_kb
-from pinakes.sync.context import SyncOptions
+from pinakes.pipeline.report import SyncReport
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
-from pinakes.sync.report import SyncReport
 from tests.fakes import FakeEmbedder
 from tests.test_sync_git import commit, git, with_pnk_on_path
 

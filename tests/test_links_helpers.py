@@ -9,9 +9,9 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from pinakes.sync.context import SyncOptions
+from pinakes.pipeline.report import SyncReport
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
-from pinakes.sync.report import SyncReport
 from tests.conftest import REPO_ROOT
 from tests.test_serve_helpers import manifest_fake_embedder
 

@@ -212,7 +212,7 @@ def test_an_io_error_mid_walk_is_a_partner_problem(kbs: tuple[Path, Path], monke
 def test_a_partner_folder_removed_mid_scan_is_a_partner_problem(kbs: tuple[Path, Path],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """ENOENT mid-walk: the walk lists the partner's sidecars, then a folder goes before they are read."""
-    from pinakes.rules import walk as walk_module
+    from pinakes.sources import walk as walk_module
 
     demo, partner = kbs
     before, stamp = inbound(demo), last_scan(demo, PARTNER_ID)

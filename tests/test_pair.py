@@ -8,8 +8,8 @@ import pytest
 
 from pinakes.errors import SidecarError
 from pinakes.ids import is_ulid
-from pinakes.rules.pair import BuildKeys, IndexedDoc, plan_changes
-from pinakes.rules.walk import FileState, WalkResult
+from pinakes.pipeline.pair import BuildKeys, IndexedDoc, plan_changes
+from pinakes.sources.walk import FileState, WalkResult
 
 KEYS = BuildKeys({"markdown": "fp"}, {"markdown": "text"}, "chunking", "model")
 ID_A, ID_B, ID_C = "01M8P0000000000000000000AA", "01M8P0000000000000000000BB", "01M8P0000000000000000000CC"

@@ -23,7 +23,7 @@ from pinakes.extract import floors as floors_module
 from pinakes.extract.layout import LayoutOptions
 from pinakes.extract.pdf import extract
 from pinakes.init import init_kb
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from pinakes.sync.status import kb_status
 from tests.fakes import FakeEmbedder

@@ -285,7 +285,7 @@ isolation.ADDRESS_SPACE_BASE = {address_space}
 isolation.CPU_SECONDS_BASE = {cpu}
 isolation.WALL_SECONDS_SLACK = 5
 from tests.fakes import FakeEmbedder
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 started = time.monotonic()
 report = run_sync({kb!r}, SyncOptions(), embedder=FakeEmbedder())

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from pinakes.cli import COMMANDS
-from pinakes.sync.context import SyncOptions
+from pinakes.pipeline.progress import SyncProgress
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
-from pinakes.sync.progress import SyncProgress
 from tests.fakes import FakeEmbedder
 from tests.test_pdf_isolation import page_tree_loop_pdf
 

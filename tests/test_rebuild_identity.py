@@ -13,9 +13,9 @@ import pytest
 from pinakes.errors import SidecarError
 from pinakes.ids import new_ulid
 from pinakes.init import init_kb
-from pinakes.sync.context import SyncOptions
+from pinakes.pipeline.report import SyncReport
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
-from pinakes.sync.report import SyncReport
 from tests.fakes import FakeEmbedder
 
 OTHER_MODEL = "org/other-model"

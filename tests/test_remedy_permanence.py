@@ -16,10 +16,10 @@ from pinakes.doctor import DoctorContext, run_checks
 from pinakes.errors import IsolationError, PaidExtractionFailedError, SourceError
 from pinakes.extract import text
 from pinakes.init import init_kb
+from pinakes.pipeline.report import UNEXTRACTABLE
 from pinakes.rules.extract import failure_stage
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
-from pinakes.sync.report import UNEXTRACTABLE
 from tests.fakes import FakeEmbedder
 from tests.kb_helpers import text_pdf
 

@@ -14,7 +14,7 @@ from pinakes.lexical.filters import SearchFilters
 from pinakes.links.authoring import link
 from pinakes.manifest import load_manifest
 from pinakes.search.core import Searcher, SearchSettings
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 

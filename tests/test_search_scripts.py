@@ -16,7 +16,7 @@ from pinakes.search.bm25 import KeywordOptions, SegmentedPlan
 from pinakes.search.core import Searcher, SearchSettings
 from pinakes.search.query import analyze
 from pinakes.search.scripts import vectors_blind_to
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.test_serve_helpers import live_server, make_kb, offline_env
 

@@ -23,7 +23,7 @@ from pinakes.extract.cache import ExtractCache
 from pinakes.extract.registry import current_fingerprint
 from pinakes.init import init_kb
 from pinakes.manifest import load_manifest
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 from tests.kb_helpers import older_extractor, text_pdf

@@ -13,7 +13,7 @@ import pytest
 from pinakes.errors import LockHeldError, SidecarError, UsageError
 from pinakes.index import schema
 from pinakes.init import init_kb
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 
@@ -64,7 +64,7 @@ def test_first_sync_mints_sidecars_and_indexes_everything(kb: Path) -> None:
 
 
 def test_a_second_sync_is_a_noop_that_hashes_nothing(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinakes.rules import walk
+    from pinakes.sources import walk
 
     monkeypatch.setattr(walk, "RACY_WINDOW_NS", 0)  # the files were written just now; see test_walk
     sync(kb)
@@ -367,7 +367,7 @@ def test_front_matter_names_the_document_and_is_never_indexed_as_text(kb: Path) 
 
 
 def test_a_move_plus_edit_without_its_sidecar_names_the_pair_and_adopt_keeps_the_id(kb: Path) -> None:
-    from pinakes.sync.adopt import adopt_sidecar
+    from pinakes.pipeline.adopt import adopt_sidecar
 
     body = "\n\n".join(f"Paragraph {n} about the harbour dredging schedule and its permits." for n in range(8))
     (kb / "docs/plan.md").write_text(f"# Plan\n\n{body}\n", encoding="utf-8")
@@ -391,7 +391,7 @@ def test_a_move_plus_edit_without_its_sidecar_names_the_pair_and_adopt_keeps_the
 
 def test_adopt_refuses_what_it_cannot_do_safely(kb: Path) -> None:
     from pinakes.errors import PinakesError
-    from pinakes.sync.adopt import adopt_sidecar
+    from pinakes.pipeline.adopt import adopt_sidecar
 
     sync(kb)
     with pytest.raises(PinakesError, match="not an orphaned sidecar"):

@@ -17,7 +17,7 @@ import pytest
 from pinakes.doctor import DoctorContext, run_checks
 from pinakes.errors import PinakesError
 from pinakes.init import init_kb
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.conftest import REPO_ROOT
 from tests.fakes import FakeEmbedder
@@ -26,7 +26,7 @@ SCRIPT = """
 import sys
 sys.path.insert(0, {repo!r})
 from tests.fakes import FakeEmbedder
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 sys.exit(0 if run_sync({kb!r}, SyncOptions(), embedder=FakeEmbedder()).ok else 1)
 """

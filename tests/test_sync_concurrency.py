@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pinakes.index import schema
 from pinakes.init import init_kb
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 

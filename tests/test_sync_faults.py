@@ -26,7 +26,7 @@ SCRIPT = """
 import sys
 sys.path.insert(0, {repo!r})
 from tests.fakes import FakeEmbedder
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 report = run_sync({kb!r}, SyncOptions(rebuild={rebuild}), embedder=FakeEmbedder())
 sys.exit(0 if report.ok else 1)

@@ -15,7 +15,7 @@ import pytest
 from pinakes.cli import main
 from pinakes.hooks import FORMAT_MARKER, HOOK_COMMANDS, MARKER, STRICT_CONFIG, install_hooks
 from pinakes.init import init_kb
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.hook_helpers import old_style_hook
 

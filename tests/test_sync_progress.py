@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pinakes.sync.context import SyncOptions
+from pinakes.pipeline.progress import MIN_BAR_COLUMNS, SyncProgress
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
-from pinakes.sync.progress import MIN_BAR_COLUMNS, SyncProgress
 from tests.conftest import REPO_ROOT
 from tests.fakes import FakeEmbedder
 from tests.terminal import child_env, run_on_pty
@@ -377,7 +377,7 @@ def test_a_closed_stream_never_raises() -> None:
 
 CHILD = textwrap.dedent("""
     import io, sys, time
-    from pinakes.sync.progress import MIN_BAR_COLUMNS, SyncProgress
+    from pinakes.pipeline.progress import MIN_BAR_COLUMNS, SyncProgress
 
     progress = SyncProgress.for_stream(sys.stderr, quiet=sys.argv[1] == "quiet")
     print(progress.mode, flush=True)
@@ -529,7 +529,7 @@ SYNC_CHILD = textwrap.dedent("""
     from pathlib import Path
 
     import pinakes.embed
-    import pinakes.sync.progress
+    import pinakes.pipeline.progress
     from pinakes.cli import main
     from tests.test_serve_helpers import manifest_fake_embedder
     from tests.test_sync_progress import SlowEmbedder
@@ -538,7 +538,7 @@ SYNC_CHILD = textwrap.dedent("""
     identity = manifest_fake_embedder(kb).identity
     pinakes.embed.load_embedder = lambda *a, **k: SlowEmbedder(0.3, dim=identity.dim, model=identity.model,
                                                                provider=identity.provider)
-    pinakes.sync.progress.LINE_INTERVAL = 0.5  # a line every half second, so a short sync shows several
+    pinakes.pipeline.progress.LINE_INTERVAL = 0.5  # a line every half second, so a short sync shows several
     sys.exit(main(["-C", str(kb), "sync"]))
 """)
 

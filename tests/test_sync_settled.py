@@ -1,4 +1,4 @@
-"""The settled mark (`pinakes.sync.settled`): a no-op sync of a settled index skips pairing, and
+"""The settled mark (`pinakes.pipeline.settled`): a no-op sync of a settled index skips pairing, and
 nothing that could make the mark false survives with it."""
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from pinakes.init import init_kb
-from pinakes.rules import pair, walk
-from pinakes.sync.context import SyncOptions
+from pinakes.pipeline import pair
+from pinakes.pipeline.report import SyncReport
+from pinakes.pipeline.settled import META_KEY
+from pinakes.sources import walk
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
-from pinakes.sync.report import SyncReport
-from pinakes.sync.settled import META_KEY
 from tests.conftest import REPO_ROOT
 from tests.fakes import FakeEmbedder
 
@@ -126,7 +127,7 @@ SYNC_SCRIPT = """
 import sys
 sys.path.insert(0, {repo!r})
 from tests.fakes import FakeEmbedder
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 run_sync({kb!r}, SyncOptions(), embedder=FakeEmbedder())
 """

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from pinakes.init import init_kb
+from pinakes.pipeline.pair import DocWork
+from pinakes.pipeline.report import SyncReport
+from pinakes.pipeline.run import SyncContext, SyncOptions
 from pinakes.rules import extract as extract_step
-from pinakes.rules import walk as walk_step
-from pinakes.rules.pair import DocWork
-from pinakes.rules.walk import FileState
+from pinakes.sources import walk as walk_step
+from pinakes.sources.walk import FileState
 from pinakes.sync import loader
-from pinakes.sync.context import SyncContext, SyncOptions
 from pinakes.sync.engine import run_sync
-from pinakes.sync.report import SyncReport
 from pinakes.sync.status import kb_status
 from tests.conftest import REPO_ROOT
 from tests.fakes import FakeEmbedder
@@ -135,7 +135,7 @@ sys.path.insert(0, {repo!r})
 from tests.fakes import FakeEmbedder
 from pinakes.sync import loader
 loader.GROUP_MAX_DOCUMENTS = 3
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 report = run_sync({kb!r}, SyncOptions(), embedder=FakeEmbedder())
 print(len(report.added))
@@ -264,7 +264,7 @@ SYNC_ON_TERMINAL = """
 import sys, time
 sys.path.insert(0, {repo!r})
 from tests.fakes import FakeEmbedder
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 
 
@@ -333,7 +333,7 @@ def test_minting_many_sidecars_is_announced_before_it_starts(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from pinakes.rules import pair as pair_step
+    from pinakes.pipeline import pair as pair_step
 
     root = make_kb(tmp_path / "kb", 3)
     monkeypatch.setattr(pair_step, "MANY_SIDECARS", 3)

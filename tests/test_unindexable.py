@@ -14,7 +14,7 @@ from pinakes.doctor import DoctorContext, run_checks
 from pinakes.init import init_kb
 from pinakes.manifest import load_manifest
 from pinakes.manifest.patterns import exclude_line, literal_pattern
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 

@@ -9,7 +9,7 @@ import pytest
 
 from pinakes.init import init_kb
 from pinakes.manifest import load_manifest
-from pinakes.rules.walk import walk
+from pinakes.sources.walk import walk
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ import pytest
 
 from pinakes.doctor import DoctorContext, run_checks
 from pinakes.errors import EXIT_CONFIG, UsageError
-from pinakes.rules import walk as walk_module
-from pinakes.rules.walk import SKIP_SYMLINK, SourceRootError
-from pinakes.sync.context import SyncOptions
+from pinakes.sources import walk as walk_module
+from pinakes.sources.walk import SKIP_SYMLINK, SourceRootError
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.test_serve_helpers import make_kb, manifest_fake_embedder, offline_env, sync_kb
 
@@ -162,7 +162,7 @@ def test_a_folder_swapped_for_a_link_after_the_walk_gets_no_sidecar(
 
 
 def test_adopt_refuses_a_document_reached_through_a_link_out_of_the_kb(tmp_path: Path, other: Path) -> None:
-    from pinakes.sync.adopt import adopt_sidecar
+    from pinakes.pipeline.adopt import adopt_sidecar
 
     kb = make_kb(tmp_path / "kb", "adopt", {"gone.md": "# Gone\n"})
     sync_kb(kb)

@@ -11,7 +11,7 @@ import pytest
 from pinakes.cli import main
 from pinakes.doctor import DoctorContext, run_checks
 from pinakes.init import init_kb
-from pinakes.sync.context import SyncOptions
+from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from pinakes.wording import counted, noun_for
 from tests.fakes import FakeEmbedder

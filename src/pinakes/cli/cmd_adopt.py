@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from pinakes.display import printable
-    from pinakes.sync.adopt import adopt_sidecar
+    from pinakes.pipeline.adopt import adopt_sidecar
 
     adopted = adopt_sidecar(getattr(args, "kb_dir", None), args.sidecar, args.document)
     if args.json:

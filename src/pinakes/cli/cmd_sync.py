@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 def run(args: argparse.Namespace) -> int:
     from pinakes.errors import EXIT_FAILURE
-    from pinakes.sync.context import SyncOptions
+    from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
     if args.estimate_only:

@@ -91,7 +91,7 @@ def _linked_roots(manifest: Manifest) -> set[str]:
     """The roots a sync refuses as reached through a symbolic link (the walk's one rule for it)."""
     from dataclasses import replace
 
-    from pinakes.rules.walk import SourceRootError, check_source_roots
+    from pinakes.sources.walk import SourceRootError, check_source_roots
 
     linked = set()
     for root in manifest.sources.roots:

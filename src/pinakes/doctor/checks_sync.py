@@ -14,7 +14,7 @@ from pinakes.kb import KBPaths
 from pinakes.wording import counted, noun_for
 
 if TYPE_CHECKING:
-    from pinakes.rules.walk import WalkResult
+    from pinakes.sources.walk import WalkResult
 
 
 def checks(ctx: DoctorContext) -> Iterator[Check]:
@@ -35,7 +35,7 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
                         "if that sync is not running, the next `pnk sync` reclaims it (same host) or "
                         "run `pnk sync --force-unlock`")
     from pinakes.manifest import load_manifest
-    from pinakes.rules.walk import SourceRootError, walk
+    from pinakes.sources.walk import SourceRootError, walk
 
     manifest = load_manifest(paths.manifest)
     failed = yield from _failures(paths, manifest.sources.exclude)
@@ -79,7 +79,7 @@ def _failures(paths: KBPaths, exclude: tuple[str, ...]) -> Generator[Check, None
     binary named `.md`, a damaged PDF) fails every sync until it changes, so its remedy is the
     `[sources] exclude` line that leaves it out, not another `pnk sync`."""
     from pinakes.index import schema
-    from pinakes.sync.report import Failure, exclusion_for
+    from pinakes.pipeline.report import Failure, exclusion_for
 
     index_db = paths.index_db
     if not index_db.exists():
@@ -160,7 +160,7 @@ def _drift(paths: KBPaths, found: WalkResult, *, verify: bool) -> Iterator[Check
     """Re-hash documents and compare with the hashes the index holds: content that changed without
     the walk noticing (or without a sync since) is stale in the index."""
     from pinakes.index import schema
-    from pinakes.rules.walk import hash_file
+    from pinakes.sources.walk import hash_file
 
     if not paths.index_db.exists():
         return

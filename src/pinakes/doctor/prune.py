@@ -90,7 +90,7 @@ class IndexedId(NamedTuple):
 def find_orphans(root: Path) -> PrunePlan:
     """Every sidecar under `root`'s sources that `pnk doctor --prune` may delete (see the module doc)."""
     from pinakes.manifest import load_manifest
-    from pinakes.rules.walk import walk
+    from pinakes.sources.walk import walk
 
     root = root.resolve()
     paths = KBPaths(root)

@@ -24,9 +24,9 @@ from pinakes.kb import KBPaths
 
 if TYPE_CHECKING:
     from pinakes.manifest import Manifest
+    from pinakes.pipeline.report import SyncReport
     from pinakes.search.core import Searcher
     from pinakes.search.results import Passage, SearchResult
-    from pinakes.sync.report import SyncReport
 
 SEARCH_MODE = "hybrid"  # what `pnk search` and pinakes_search run by default
 _LEVEL_ORDER = {"low": 0, "unknown": 1, "medium": 2, "high": 3}
@@ -44,7 +44,7 @@ def sync_before_eval(kb_root: Path, *, embedder: Any = None) -> SyncOutcome:
     """Bring the index up to date without writing into the source tree (a no-op when nothing
     changed). Failures and notes are reported, not fatal: a document that did not make it into the
     index shows up as the questions it can no longer answer."""
-    from pinakes.sync.context import SyncOptions
+    from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
     report = run_sync(kb_root, SyncOptions(index_only=True, quiet=True), embedder=embedder)

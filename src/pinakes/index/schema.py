@@ -161,7 +161,7 @@ CREATE INDEX edges_src ON edges (src, kind);
 CREATE INDEX edges_dst ON edges (dst, kind);
 
 -- Walk pre-filter: a file whose (size, mtime_ns, ctime_ns, inode) is unchanged is not re-hashed
--- (unless it is stamped within the racy window of meta.walk_started_ns: rules/walk.py).
+-- (unless it is stamped within the racy window of meta.walk_started_ns: sources/walk.py).
 CREATE TABLE walk_cache (
     path         TEXT PRIMARY KEY,
     size         INTEGER NOT NULL,
@@ -340,6 +340,15 @@ def write_meta(conn: sqlite3.Connection, values: Mapping[str, object]) -> None:
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, text),
         )
+
+
+# The settled mark's meta key (pinakes.pipeline.settled): every write that could make it false removes it.
+SETTLED_META_KEY = "settled"
+
+
+def unsettle(conn: sqlite3.Connection) -> None:
+    """Forget the settled mark (call inside the transaction that changes what it vouched for)."""
+    conn.execute("DELETE FROM meta WHERE key = ?", (SETTLED_META_KEY,))
 
 
 def index_signature(path: Path) -> tuple[tuple[int, int, int], ...]:

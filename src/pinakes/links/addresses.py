@@ -182,7 +182,7 @@ def find_by_id(root: Path, kb_id: str, doc_id: str) -> DocumentRef | None:
             found = None
         if found is not None and found.id == doc_id and (root / candidate).is_file():
             return DocumentRef(kb_id, doc_id, root, candidate, found.title)
-    from pinakes.rules.walk import walk
+    from pinakes.sources.walk import walk
 
     manifest = load_manifest(root / MANIFEST_NAME)
     for document, state in sorted(walk(root, manifest.sources, {}, hash_contents=False).sidecars.items()):

@@ -51,7 +51,7 @@ from pinakes.manifest import LinkedKB, Manifest
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
-    from pinakes.rules.walk import FileState
+    from pinakes.sources.walk import FileState
 # How long a partner's scan stays fresh. An hour: sync runs on every commit, and learning of an
 # inbound link sooner is not worth a partner's thousand sidecar reads on each of them.
 FRESHNESS_WINDOW = timedelta(hours=1)
@@ -372,7 +372,7 @@ def fresh_outcome(conn: sqlite3.Connection, linked: LinkedKB) -> PartnerScan:
 def _enumerate_sidecars(root: Path, partner: Manifest, outcome: PartnerScan) -> list[FileState] | None:
     """Every sidecar beside a document under the partner's own [sources], with its stat; None (and a
     problem) when any folder could not be listed: a partial walk would read as deleted links."""
-    from pinakes.rules.walk import SKIP_EXCLUDED, SKIP_NO_EXTRACTOR, SKIP_SYMLINK, SourceRootError, walk
+    from pinakes.sources.walk import SKIP_EXCLUDED, SKIP_NO_EXTRACTOR, SKIP_SYMLINK, SourceRootError, walk
 
     where = f"[[links.kb]] {outcome.alias!r}"
     remedy = (f"check the permissions of the partner's folders ({root}); the links already known from it are "

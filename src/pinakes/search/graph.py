@@ -145,7 +145,7 @@ def _chunk_ids(conn: sqlite3.Connection, keys: list[tuple[str, str]]) -> list[tu
     for key, kind in keys:
         doc, _, ordinal = key.rpartition(":")
         by_doc[doc].append((int(ordinal), kind))
-    out = []
+    out: list[tuple[int, str]] = []
     for doc, ordinals in by_doc.items():
         ids = dict(conn.execute("SELECT ordinal, id FROM chunks WHERE doc_id = ?", (doc,)).fetchall())
         out.extend((ids[ordinal], kind) for ordinal, kind in ordinals if ordinal in ids)

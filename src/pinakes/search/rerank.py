@@ -66,7 +66,8 @@ class SentenceTransformersReranker:
 class FastEmbedReranker:
     def __init__(self, model: str, batch_size: int, offline: bool):
         try:
-            from fastembed.rerank.cross_encoder import TextCrossEncoder
+            # fastembed ships no type stubs; the encoder is held as Any below.
+            from fastembed.rerank.cross_encoder import TextCrossEncoder  # pyright: ignore[reportMissingTypeStubs]
         except ImportError as exc:
             raise MissingExtraError("light", "reranking with fastembed", missing_module=exc.name) from exc
         self.model = model

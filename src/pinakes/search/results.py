@@ -95,7 +95,7 @@ class SearchResult:
     confidence: Confidence
     suggested_next: SuggestedSearch | None
     notes: tuple[str, ...]
-    timings: dict[str, float] = field(default_factory=dict)  # milliseconds per stage
+    timings: dict[str, float] = field(default_factory=dict[str, float])  # milliseconds per stage
     mode: str = "hybrid"
     reranked: bool = False
 

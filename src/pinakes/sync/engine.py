@@ -7,7 +7,7 @@
 A no-op sync stops after pair and never imports doit: the walk's stat pre-filter and a dict
 comparison decide that nothing changed, which keeps a hook-driven sync of a large KB cheap. When
 the walk found every file as cached and the index carries the settled mark for today's inputs
-(`pinakes.sync.settled`), even the pairing is skipped: its plan would be empty.
+(`pinakes.pipeline.settled`), even the pairing is skipped: its plan would be empty.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from pinakes.faults import faultpoint
 from pinakes.index import schema
 from pinakes.kb import KBPaths, find_kb_root
 from pinakes.manifest import Manifest
-from pinakes.rules import pair, walk
-from pinakes.sync.context import SyncContext, SyncOptions
-from pinakes.sync.keys import build_keys
+from pinakes.pipeline import pair
+from pinakes.pipeline.keys import build_keys
+from pinakes.pipeline.report import SyncReport
+from pinakes.pipeline.run import SyncContext, SyncOptions
+from pinakes.pipeline.settled import is_settled, mark_settled, settled_digest
+from pinakes.sources import walk
 from pinakes.sync.lock import LockBusy, SyncLock
-from pinakes.sync.report import SyncReport
-from pinakes.sync.settled import is_settled, mark_settled, settled_digest, unsettle
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def _check_options(options: SyncOptions) -> None:
 
 def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, report: SyncReport,
                  embedder: Embedder | None, progress_stream: TextIO) -> None:
-    from pinakes.sync.progress import SyncProgress
+    from pinakes.pipeline.progress import SyncProgress
 
     rebuild = options.rebuild
     if not rebuild and paths.index_db.exists():
@@ -205,7 +206,7 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         prepare_paid(ctx)  # a paid run is checked whole, before anything is written or called
         with schema.transaction(conn):  # doctor tells an interrupted sync from a finished one
             schema.write_meta(conn, {"sync_started_at": _now()})
-            unsettle(conn)
+            schema.unsettle(conn)
         ctx.progress.start(len(plan.work), sum(item.file.size for item in plan.work))
         try:
             code, output = run_pipeline(ctx)
@@ -253,7 +254,7 @@ def _finish_without_pipeline(ctx: SyncContext) -> None:
     conn = ctx.writer()
     unfinished = _unfinished_start(conn)
     if unfinished:
-        from pinakes.rules.graph import derive_graph
+        from pinakes.pipeline.graph import derive_graph
 
         ctx.report.graph_census = derive_graph(conn, ctx.kb_id)
     _scan_links_if_due(ctx)

@@ -70,8 +70,9 @@ def estimate_paid_run(start: Path | str | None = None, *, extract_backend: str |
                       force: bool = False, api_key_file: Path | None = None) -> Estimate:
     from pinakes.extract.registry import PDF_BACKENDS
     from pinakes.kb import find_kb_root
-    from pinakes.rules import pair, walk
-    from pinakes.sync.keys import build_keys
+    from pinakes.pipeline import pair
+    from pinakes.pipeline.keys import build_keys
+    from pinakes.sources import walk
     from pinakes.sync.loader import inspection_context
 
     if extract_backend is not None and extract_backend not in PDF_BACKENDS:

@@ -14,7 +14,7 @@ walk and pair, one per group, one for graph and one for reverse-scan (`run_pipel
 every Task it creates until its run ends (about 10 KB per document for the extract and chunk tasks),
 so one invocation for the whole corpus would make memory grow with it. The whole graph, with each group's extract tasks
 depending on the previous group's embed task, is what `doit list` shows. Each per-document task is
-keyed on the document's build key (`pinakes.sync.keys`), compared with the key the index stored
+keyed on the document's build key (`pinakes.pipeline.keys`), compared with the key the index stored
 beside its chunks.
 
 The same namespace backs `pnk doit list|info` and the `.pinakes/dodo.py` shim for plain
@@ -31,9 +31,9 @@ from pathlib import Path
 
 from pinakes.kb import KBPaths
 from pinakes.links.reverse import delisted
+from pinakes.pipeline.pair import DocWork, compute_plan
+from pinakes.pipeline.run import SyncContext
 from pinakes.rules import chunk, embed, extract, graph, pair, reverse_scan, walk
-from pinakes.rules.pair import DocWork
-from pinakes.sync.context import SyncContext
 
 # A group holds about this many tokens of source text (estimated from file sizes: an upper bound for a
 # PDF, whose text is smaller than the file), and at most GROUP_MAX_DOCUMENTS documents.
@@ -77,7 +77,7 @@ def ensure_plan(ctx: SyncContext) -> None:
     """Walk and pair if nobody has yet (doit `list`/`info` create delayed tasks without running)."""
     if ctx.walk is None:
         walk.run_walk(ctx)
-    plan = pair.compute_plan(ctx)
+    plan = compute_plan(ctx)
     if not ctx.groups and plan.work:
         ctx.groups = stream_groups(plan.work)
 
@@ -264,10 +264,10 @@ def inspection_context(kb_root: Path, mode: str = "inspect") -> SyncContext:
     """A read-only context: plans what a sync would do, never writes (doit list/info, pnk status)."""
     from pinakes.index.schema import open_reader
     from pinakes.manifest import load_manifest
-    from pinakes.sync.context import SyncOptions
-    from pinakes.sync.keys import build_keys
-    from pinakes.sync.progress import SyncProgress
-    from pinakes.sync.report import SyncReport
+    from pinakes.pipeline.keys import build_keys
+    from pinakes.pipeline.progress import SyncProgress
+    from pinakes.pipeline.report import SyncReport
+    from pinakes.sync import SyncOptions
 
     paths = KBPaths(kb_root)
     manifest = load_manifest(paths.manifest)

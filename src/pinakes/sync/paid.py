@@ -58,9 +58,9 @@ if TYPE_CHECKING:
     from pinakes.extract.cache import ExtractCache
     from pinakes.extract.types import ExtractedText
     from pinakes.manifest import Manifest
-    from pinakes.rules.pair import DocWork
+    from pinakes.pipeline.pair import DocWork
+    from pinakes.pipeline.run import SyncContext, SyncOptions
     from pinakes.sidecar import Sidecar
-    from pinakes.sync.context import SyncContext, SyncOptions
 
 FREE_PDF_BACKEND = "pypdfium2"
 
@@ -153,7 +153,7 @@ def force_into_plan(ctx: SyncContext) -> None:
     if not ctx.options.force or ctx.rebuilding or not (state.paid or explicit_free):
         return
     from pinakes.index.schema import transaction
-    from pinakes.rules.pair import DocWork
+    from pinakes.pipeline.pair import DocWork
 
     plan, walk, conn = ctx.require_plan(), ctx.require_walk(), ctx.writer()
     planned = {item.doc_id for item in plan.work}

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from pinakes.errors import PinakesError, UsageError
 from pinakes.kb import SIDECAR_SUFFIX, KBPaths
-from pinakes.sync.context import SyncOptions
-from pinakes.sync.report import SyncReport
+from pinakes.pipeline.report import SyncReport
+from pinakes.sync import SyncOptions
 
 if TYPE_CHECKING:
-    from pinakes.rules.pair import IndexedDoc, LikelyMove
+    from pinakes.pipeline.pair import IndexedDoc, LikelyMove
 
 
 def _git(root: Path, *args: str) -> str:
@@ -68,8 +68,8 @@ def _staged(paths: KBPaths) -> tuple[set[str], list[tuple[str, str]]]:
 
 def run_sidecars_only(paths: KBPaths, manifest: Any, options: SyncOptions, report: SyncReport) -> None:
     from pinakes.ids import new_ulid
-    from pinakes.rules.walk import walk
     from pinakes.sidecar import write_new_sidecar
+    from pinakes.sources.walk import walk
 
     only: set[str] | None = None
     renames: list[tuple[str, str]] = []
@@ -109,7 +109,7 @@ def _likely_moves_to(paths: KBPaths, minted: Sequence[str], source_types: Mappin
     if not minted or not paths.index_db.exists():
         return []
     from pinakes.index.schema import open_reader
-    from pinakes.rules.pair import MoveEvidence, likely_moves, load_indexed
+    from pinakes.pipeline.pair import MoveEvidence, likely_moves, load_indexed
 
     root = paths.root
     try:
@@ -129,7 +129,7 @@ def _likely_moves_to(paths: KBPaths, minted: Sequence[str], source_types: Mappin
 
 
 def _content_hash(path: Path) -> str:
-    from pinakes.rules.walk import hash_file
+    from pinakes.sources.walk import hash_file
 
     try:
         return hash_file(path)

@@ -20,8 +20,9 @@ from pinakes.display import printable
 from pinakes.index import schema
 from pinakes.kb import KBPaths, find_kb_root
 from pinakes.manifest import Manifest
-from pinakes.rules import pair, walk
-from pinakes.sync.report import Failure, exclusion_for, exclusion_lines
+from pinakes.pipeline import pair
+from pinakes.pipeline.report import Failure, exclusion_for, exclusion_lines
+from pinakes.sources import walk
 from pinakes.wording import counted, noun_for
 
 # Paths the text view names per list before it says "and N more" (--json lists them all).

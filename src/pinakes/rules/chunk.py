@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from pinakes.errors import PinakesError
-from pinakes.sync.keys import key_is_current
-
-from .pair import DocWork
+from pinakes.pipeline.keys import key_is_current
+from pinakes.pipeline.pair import DocWork
 
 if TYPE_CHECKING:
-    from pinakes.sync.context import SyncContext
+    from pinakes.pipeline.run import SyncContext
 
 # A document with at least this many chunks is announced before it is embedded (about a minute of
 # embedding on a 2-core CPU at the default model's measured rate).

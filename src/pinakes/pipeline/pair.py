@@ -25,14 +25,13 @@ from pinakes.faults import faultpoint
 from pinakes.index.schema import transaction
 from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.links.store import delete_authored_links, write_links
-from pinakes.sync.adopt import adopt_command
-from pinakes.sync.keys import BuildKeys
-
-from .walk import FileState, WalkResult, remember_files, resolves_inside
+from pinakes.pipeline.adopt import adopt_command
+from pinakes.pipeline.keys import BuildKeys
+from pinakes.sources.walk import FileState, WalkResult, remember_files, resolves_inside
 
 if TYPE_CHECKING:
+    from pinakes.pipeline.run import SyncContext
     from pinakes.sidecar.model import Sidecar  # the sidecar package imports ruamel: types only here
-    from pinakes.sync.context import SyncContext
 
 
 class IndexedDoc(NamedTuple):
@@ -551,20 +550,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-# --- the doit task -------------------------------------------------------------------------------
-
-
-def task_pair(ctx: SyncContext) -> dict[str, object]:
-    return {
-        "basename": "pair",
-        "doc": "pair documents with sidecars and index rows: skip, re-embed, rename, adopt, mint, delete",
-        "actions": [(run_pair, [ctx])],
-        "task_dep": ["walk"],
-        "uptodate": [False],
-        "verbosity": 0,
-    }
-
-
 def compute_plan(ctx: SyncContext) -> Plan:
     """The pure decision for this run (also what `pnk doit list` and `pnk status` show)."""
     if ctx.plan is None:
@@ -592,11 +577,9 @@ def collision_error(plan: Plan) -> SidecarError:
     )
 
 
-def run_pair(ctx: SyncContext) -> bool:
-    plan = compute_plan(ctx)
-    if plan.collisions:
-        ctx.fatal = collision_error(plan)
-        return False
+def apply(ctx: SyncContext, plan: Plan) -> None:
+    """Act on a plan without collisions: record its failures and notes, then (unless read-only) write
+    the sidecars and the identities it decided."""
     for path, error in plan.failures:
         ctx.report.fail(path, "pair", error)
     if not ctx.read_only:
@@ -608,4 +591,3 @@ def run_pair(ctx: SyncContext) -> bool:
         p for p in ctx.require_walk().orphan_sidecars if p not in moved_from)
     if not ctx.read_only:
         apply_identity(ctx, plan)
-    return True

@@ -24,7 +24,7 @@ from pinakes.links import reverse
 
 if TYPE_CHECKING:
     from pinakes.manifest import LinkedKB
-    from pinakes.sync.context import SyncContext
+    from pinakes.pipeline.run import SyncContext
 
 DELISTED_TASK = "delisted"
 
@@ -83,7 +83,7 @@ def run_remove_delisted(ctx: SyncContext) -> bool:
 
 def _refresh_census(ctx: SyncContext) -> None:
     """The graph step counted inbound cross-KB edges before this step replaced them."""
-    from pinakes.rules.graph import cross_kb_counts
+    from pinakes.pipeline.graph import cross_kb_counts
 
     if ctx.report.graph_census is not None:
         ctx.report.graph_census.update(cross_kb_counts(ctx.writer(), ctx.kb_id))

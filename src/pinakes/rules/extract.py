@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING
 from pinakes.errors import PinakesError
 from pinakes.extract.registry import ExtractorSpec
 from pinakes.extract.types import ExtractedText
-from pinakes.sync.keys import key_is_current
-
-from .pair import DocWork
+from pinakes.pipeline.keys import key_is_current
+from pinakes.pipeline.pair import DocWork
 
 if TYPE_CHECKING:
-    from pinakes.sync.context import SyncContext
+    from pinakes.pipeline.run import SyncContext
 
 
 def tasks_extract(ctx: SyncContext, group: list[DocWork],
@@ -97,7 +96,7 @@ def failure_stage(exc: Exception) -> str:
     extra, anything of the paid path (a budget stop, a ledger or cache fault, paid text not on this
     machine), and a Pinakes bug."""
     from pinakes.errors import IsolationError, SourceError
-    from pinakes.sync.report import UNEXTRACTABLE
+    from pinakes.pipeline.report import UNEXTRACTABLE
 
     if isinstance(exc, IsolationError):
         return UNEXTRACTABLE if exc.kind in _PERMANENT_ISOLATION_KINDS else "extract"

@@ -1,4 +1,4 @@
-"""graph: derive the structural graph (spec §3.2) in full over the active documents.
+"""The graph stage's core: derive the structural graph (spec §3.2) in full over the active documents.
 
 Derivation is never incremental: every hub's degree is a property of the whole corpus, so a
 per-document deriver would have to replay removals as well as additions. A hub (tag, directory,
@@ -12,39 +12,10 @@ from __future__ import annotations
 import itertools
 import json
 import sqlite3
-import time
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
-from pinakes.faults import faultpoint
 from pinakes.index.schema import EDGE_KINDS, transaction
 from pinakes.search.filters import document_tags
-
-if TYPE_CHECKING:
-    from pinakes.sync.context import SyncContext
-
-
-def task_graph(ctx: SyncContext) -> dict[str, object]:
-    return {
-        "basename": "graph",
-        "doc": "derive the structural graph (membership, sibling, parent-child, in-section, "
-               "co-located, shared-tag) over active documents",
-        "actions": [(run_graph, [ctx])],
-        "task_dep": ["pair", "embed"],
-        "uptodate": [False],
-        "verbosity": 0,
-    }
-
-
-def run_graph(ctx: SyncContext) -> bool:
-    if ctx.read_only:
-        return True
-    faultpoint("sync.before-graph")
-    started = time.perf_counter()
-    census = derive_graph(ctx.writer(), ctx.kb_id)
-    ctx.report.graph_census = census
-    ctx.report.graph_seconds = time.perf_counter() - started
-    return True
 
 
 def derive_graph(conn: sqlite3.Connection, kb_id: str) -> dict[str, int]:

@@ -24,12 +24,12 @@ if TYPE_CHECKING:  # annotations only: `pnk sync` imports this module on every (
     from pinakes.extract.types import ExtractedText
     from pinakes.kb import KBPaths
     from pinakes.manifest import Manifest
-    from pinakes.rules.pair import DocWork, Plan
-    from pinakes.rules.walk import WalkResult
-    from pinakes.sync.keys import BuildKeys
+    from pinakes.pipeline.keys import BuildKeys
+    from pinakes.pipeline.pair import DocWork, Plan
+    from pinakes.pipeline.progress import SyncProgress
+    from pinakes.pipeline.report import SyncReport
+    from pinakes.sources.walk import WalkResult
     from pinakes.sync.paid import PaidState
-    from pinakes.sync.progress import SyncProgress
-    from pinakes.sync.report import SyncReport
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""walk: find every source document and sidecar under the KB's roots, and hash what changed.
+"""The walk: find every source document and sidecar under the KB's roots, and hash what changed.
 
 The walk runs on every sync, so its cost is the floor of a no-op sync. It never re-hashes a file
 whose (size, mtime_ns, ctime_ns, inode) matches the `walk_cache` row from the last walk, as git and
@@ -25,18 +25,15 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import xxhash
 
 from pinakes.atomic import is_temp_name
 from pinakes.errors import ManifestError
+from pinakes.index.schema import unsettle
 from pinakes.kb import MANIFEST_NAME, SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest import SourcesSection
-from pinakes.sync.settled import unsettle
-
-if TYPE_CHECKING:
-    from pinakes.sync.context import SyncContext
 
 ALWAYS_EXCLUDED_DIRS = frozenset({STATE_DIR_NAME, ".git", ".hg", ".svn", "__pycache__"})
 HASH_CHUNK = 1 << 20
@@ -270,22 +267,3 @@ def remember_files(conn: sqlite3.Connection, states: list[FileState]) -> None:
         "ctime_ns = excluded.ctime_ns, inode = excluded.inode, content_hash = excluded.content_hash",
         [(s.path, s.size, s.mtime_ns, s.ctime_ns, s.inode, s.content_hash) for s in states],
     )
-
-
-def task_walk(ctx: SyncContext) -> dict[str, object]:
-    """The doit task: walk the sources (always runs; it is what detects change)."""
-    return {
-        "basename": "walk",
-        "doc": "walk the sources; hash only files whose (size, mtime_ns, ctime_ns, inode) changed",
-        "actions": [(run_walk, [ctx])],
-        "uptodate": [False],
-        "verbosity": 0,
-    }
-
-
-def run_walk(ctx: SyncContext) -> bool:
-    """Walk once per run; `pnk sync` may already have walked before deciding to start doit."""
-    if ctx.walk is None:
-        ctx.walk = walk(ctx.paths.root, ctx.manifest.sources, load_walk_cache(ctx.conn),
-                        racy_after=racy_after_ns(ctx.conn))
-    return True

@@ -27,14 +27,13 @@ from pinakes.faults import faultpoint
 from pinakes.index.schema import index_error, transaction, write_meta
 from pinakes.index.terms import record_term_frequencies
 from pinakes.links.store import write_links
+from pinakes.pipeline.keys import key_is_current
+from pinakes.pipeline.pair import DocWork
 from pinakes.search.scripts import shadow
-from pinakes.sync.keys import key_is_current
 from pinakes.wording import counted
 
-from .pair import DocWork
-
 if TYPE_CHECKING:
-    from pinakes.sync.context import SyncContext
+    from pinakes.pipeline.run import SyncContext
 
 # Chunks embedded per call for a document that streams, and the most chunks one cross-document call
 # takes: a few model batches, so progress moves every few seconds even on a slow CPU (at 256 the

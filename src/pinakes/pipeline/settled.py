@@ -22,9 +22,10 @@ from pathlib import Path
 import xxhash
 
 from pinakes import __version__
-from pinakes.sync.keys import BuildKeys
+from pinakes.index.schema import SETTLED_META_KEY
+from pinakes.pipeline.keys import BuildKeys
 
-META_KEY = "settled"
+META_KEY = SETTLED_META_KEY
 
 
 def settled_digest(manifest_path: Path, keys: BuildKeys) -> str:
@@ -45,8 +46,3 @@ def mark_settled(conn: sqlite3.Connection, digest: str) -> None:
     """Record that the index is settled for `digest` (call inside a transaction)."""
     conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (META_KEY, digest))
-
-
-def unsettle(conn: sqlite3.Connection) -> None:
-    """Forget the mark (call inside the transaction that changes what it vouched for)."""
-    conn.execute("DELETE FROM meta WHERE key = ?", (META_KEY,))
