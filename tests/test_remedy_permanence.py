@@ -1,7 +1,7 @@
 """Only a file no sync can ever extract is offered for exclusion (the `[sources] exclude` line):
 a failure a rerun can clear (an I/O error, a parser killed from outside, a paid document the budget
 stopped part-way) keeps its own remedy, or leaving the file out would lose a document. One place
-decides which (`rules/extract.py::failure_stage`); sync's report, `--json`, `pnk status` and doctor
+decides which (`pipeline/extract.py::failure_stage`); sync's report, `--json`, `pnk status` and doctor
 read it from the stage stored with the failure."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pinakes.doctor import DoctorContext, run_checks
 from pinakes.errors import IsolationError, PaidExtractionFailedError, SourceError
 from pinakes.extract import text
 from pinakes.init import init_kb
+from pinakes.pipeline.extract import failure_stage
 from pinakes.pipeline.report import UNEXTRACTABLE
-from pinakes.rules.extract import failure_stage
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder

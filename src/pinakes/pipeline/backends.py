@@ -37,9 +37,9 @@ from pinakes.extract.registry import EXTRACTORS
 if TYPE_CHECKING:
     from pinakes.extract.types import ExtractedText
     from pinakes.manifest import Manifest
+    from pinakes.pipeline.paid_extraction import CarryPlan
     from pinakes.pipeline.pair import DocWork
     from pinakes.pipeline.run import SyncContext, SyncOptions
-    from pinakes.sync.paid import CarryPlan
 
 
 class RunStopped(Exception):
@@ -105,12 +105,12 @@ class _KeepsPaidRows:
         return None
 
     def before_rebuild(self, previous: sqlite3.Connection | None) -> CarryPlan:
-        from pinakes.sync.paid import paid_rows_to_carry
+        from pinakes.pipeline.paid_extraction import paid_rows_to_carry
 
         return paid_rows_to_carry(previous, self.manifest)
 
     def after_pair(self, ctx: SyncContext, carry: CarryPlan | None) -> None:
-        from pinakes.sync.paid import carry_paid_rows, force_into_plan
+        from pinakes.pipeline.paid_extraction import carry_paid_rows, force_into_plan
 
         force_into_plan(ctx)  # a no-op without --force, and on a rebuild (everything is due there)
         if carry is not None:
@@ -120,17 +120,9 @@ class _KeepsPaidRows:
         return None
 
     def finish(self, ctx: SyncContext, stopped: BaseException | None = None) -> None:
-        from pinakes.sync.paid import finish
+        from pinakes.pipeline.paid_extraction import finish
 
-        finish(ctx)
-        fault = ctx.fatal
-        if fault is None or fault is stopped:
-            return
-        ctx.fatal = None
-        if stopped is None:
-            raise fault
-        if isinstance(stopped, PinakesError):
-            stopped.details.append(fault.render())
+        finish(ctx, stopped)
 
 
 @dataclass(frozen=True)
@@ -148,25 +140,21 @@ class PaidExtraction(_KeepsPaidRows):
     source type through its free extractor."""
 
     def check(self) -> None:
-        from pinakes.sync.paid import check_run
+        from pinakes.pipeline.paid_extraction import check_run
 
         check_run(self.manifest, self.options)
 
     def prepare(self, ctx: SyncContext) -> None:
-        from pinakes.sync.paid import prepare
+        from pinakes.pipeline.paid_extraction import prepare
 
         prepare(ctx)
 
     def extract(self, ctx: SyncContext, item: DocWork) -> ExtractedText | None:
         if not EXTRACTORS[ctx.keys.extractor_backends[item.source_type]].paid:
             return extract_free_document(ctx, item)
-        from pinakes.sync.paid import extract_paid_document
+        from pinakes.pipeline.paid_extraction import extract_paid_document
 
-        extracted = extract_paid_document(ctx, item)
-        if extracted is None and ctx.fatal is not None:  # the budget stopped the run (on_exceed = abort)
-            stop, ctx.fatal = ctx.fatal, None
-            raise RunStopped(stop)
-        return extracted
+        return extract_paid_document(ctx, item)
 
 
 def backend_for(manifest: Manifest, options: SyncOptions) -> ExtractionBackend:
@@ -190,7 +178,7 @@ def extract_free_document(ctx: SyncContext, item: DocWork) -> ExtractedText | No
     from pinakes.pipeline.extract import run_extractor
 
     if item.source_type == "pdf":  # a free run never re-extracts a paid extraction (spec §6.4)
-        from pinakes.sync.paid import protect
+        from pinakes.pipeline.paid_extraction import protect
 
         action, paid_text = protect(ctx, item)
         if action == "keep":
@@ -199,7 +187,7 @@ def extract_free_document(ctx: SyncContext, item: DocWork) -> ExtractedText | No
             return paid_text
     extracted = run_extractor(ctx, EXTRACTORS[ctx.keys.extractor_backends[item.source_type]], item)
     if item.source_type == "pdf":
-        from pinakes.sync.paid import after_free_extraction
+        from pinakes.pipeline.paid_extraction import after_free_extraction
 
         after_free_extraction(ctx, item)  # --force with a free --extract: drop the paid record
     return extracted

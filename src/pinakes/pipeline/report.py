@@ -65,7 +65,7 @@ class SyncReport:
     graph_census: dict[str, int] | None = None
     link_scans: list[dict[str, object]] = field(default_factory=list)  # reverse scan, one per partner
     graph_seconds: float | None = None
-    paid: dict[str, object] | None = None  # paid extraction: plan, spend, completeness audits (sync/paid.py)
+    paid: dict[str, object] | None = None  # paid extraction: plan, spend, completeness audits (pipeline/paid_extraction.py)
     # The manifest's `[sources] exclude`, so that the remedy for a file no sync can index (it fails
     # every sync until it changes) is the exact line that leaves it out.
     source_exclude: tuple[str, ...] = ()

@@ -25,11 +25,11 @@ if TYPE_CHECKING:  # annotations only: `pnk sync` imports this module on every (
     from pinakes.kb import KBPaths
     from pinakes.manifest import Manifest
     from pinakes.pipeline.keys import BuildKeys
+    from pinakes.pipeline.paid_extraction import PaidState
     from pinakes.pipeline.pair import DocWork, Plan
     from pinakes.pipeline.progress import SyncProgress
     from pinakes.pipeline.report import SyncReport
     from pinakes.sources.walk import WalkResult
-    from pinakes.sync.paid import PaidState
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class SyncContext:
     chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # doc_id -> chunks (current group)
     failed: set[str] = field(default_factory=set)  # doc_ids whose pipeline stopped
     fatal: PinakesError | None = None  # an error that must stop the run (raised after doit returns)
-    paid: PaidState | None = None  # paid extraction's decisions and plan (sync/paid.py)
+    paid: PaidState | None = None  # paid extraction's decisions and plan (pipeline/paid_extraction.py)
     model_recorded: bool = False  # the model's identity is in the index meta (with the first vectors)
 
     @property

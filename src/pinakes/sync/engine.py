@@ -36,7 +36,8 @@ from pinakes.sync.lock import LockBusy, SyncLock
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
-    from pinakes.sync.paid import CarryPlan
+    from pinakes.pipeline.backends import ExtractionBackend
+    from pinakes.pipeline.paid_extraction import CarryPlan
 
 
 def run_sync(start: Path | str | None = None, options: SyncOptions | None = None, *,
@@ -54,9 +55,9 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
     # doctor would report as a sync that never completed (the walk checks again, for a root swapped since).
     walk.check_source_roots(paths.root, manifest.sources)
     if options.index_only:  # the one combination a paid backend cannot run under
-        from pinakes.sync.paid import check_run
+        from pinakes.pipeline.backends import backend_for
 
-        check_run(manifest, options)
+        backend_for(manifest, options).check()
     mode = ("sidecars-only" if options.sidecars_only else "rebuild" if options.rebuild
             else "index-only" if options.index_only else "sync")
     report = SyncReport(str(paths.root), mode, source_exclude=manifest.sources.exclude)
@@ -116,8 +117,10 @@ def _check_options(options: SyncOptions) -> None:
 
 def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, report: SyncReport,
                  embedder: Embedder | None, progress_stream: TextIO) -> None:
+    from pinakes.pipeline.backends import backend_for
     from pinakes.pipeline.progress import SyncProgress
 
+    backend = backend_for(manifest, options)  # how documents become text, and the paid rows' hooks
     rebuild = options.rebuild
     if not rebuild and paths.index_db.exists():
         conn = schema.open_writer(paths.index_db)
@@ -134,10 +137,8 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         # would keep (a rename without its sidecar included); the walk re-hashes every file rather
         # than trusting the old walk cache.
         previous = _open_previous(paths.index_db)
-        from pinakes.sync.paid import paid_rows_to_carry
-
         # Read before the new database exists: the paid extractions it must not lose (spec §6.4).
-        carry = paid_rows_to_carry(previous, manifest)
+        carry = backend.before_rebuild(previous)
         _discard(paths.rebuild_db)
         conn = schema.create_index(paths.rebuild_db)
         faultpoint("sync.rebuild-created")
@@ -175,10 +176,6 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
             _finish_without_pipeline(ctx)
             return
         plan = pair.compute_plan(ctx)
-        if options.force:
-            from pinakes.sync.paid import force_into_plan
-
-            force_into_plan(ctx)  # --force reaches PDFs whose stored key is current
         report.timings["pair"] = time.perf_counter() - stage_started
         if plan.collisions:
             raise pair.collision_error(plan)
@@ -186,10 +183,7 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
             _carry_tombstones(previous, conn, plan)
             previous.close()
             previous = ctx.previous = None
-        if carry is not None:
-            from pinakes.sync.paid import carry_paid_rows
-
-            carry_paid_rows(ctx, carry, paths.index_db)
+        backend.after_pair(ctx, carry)  # --force's overrides join the plan; a rebuild's paid rows are carried in
         report.unchanged = len(ctx.walk.docs) - len(plan.work)
         if plan.is_empty and not rebuild:
             report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
@@ -199,20 +193,14 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
             _finish_without_pipeline(ctx)
             return
         stage_started = time.perf_counter()
-        from pinakes.sync.loader import run_pipeline, write_dodo_shim
-        from pinakes.sync.paid import finish as finish_paid
-        from pinakes.sync.paid import prepare as prepare_paid
+        from pinakes.sync.loader import write_dodo_shim
 
-        prepare_paid(ctx)  # a paid run is checked whole, before anything is written or called
+        backend.prepare(ctx)  # a paid run is checked whole, before anything is written or called
         with schema.transaction(conn):  # doctor tells an interrupted sync from a finished one
             schema.write_meta(conn, {"sync_started_at": _now()})
             schema.unsettle(conn)
         ctx.progress.start(len(plan.work), sum(item.file.size for item in plan.work))
-        try:
-            code, output = run_pipeline(ctx)
-        finally:
-            ctx.progress.close()
-            finish_paid(ctx)
+        code, output = _run_stages(ctx, backend)
         report.timings["pipeline"] = time.perf_counter() - stage_started
         if ctx.fatal is not None:
             raise ctx.fatal
@@ -243,6 +231,22 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         conn.close()
     if report.ok:
         _sweep_cache(paths, report)
+
+
+def _run_stages(ctx: SyncContext, backend: ExtractionBackend) -> tuple[int, str]:
+    """The pipeline, then the backend's closing hook, which runs also when the pipeline raised (and
+    raises a fault of a store of paid text that stopped the paying, or adds it to the error)."""
+    from pinakes.sync.loader import run_pipeline
+
+    try:
+        code, output = run_pipeline(ctx)
+    except BaseException as exc:
+        ctx.progress.close()
+        backend.finish(ctx, stopped=exc)
+        raise
+    ctx.progress.close()
+    backend.finish(ctx, stopped=ctx.fatal)
+    return code, output
 
 
 def _finish_without_pipeline(ctx: SyncContext) -> None:

@@ -8,8 +8,8 @@ for it anyway takes `--force`), needs none. Everything left is priced as one run
 before the first request (every blocked window named at once, the confirm prompt, no terminal =
 abort); the API key is read only then, so a run with nothing to pay for needs none.
 
-`extract_paid_document` (the paid branch of rules/extract.py) then extracts one document, all or
-nothing: its text goes to the cache with the operation_id and call_ids that join it to the ledger,
+`extract_paid_document` (the paid branch of `PaidExtraction.extract`, pinakes.pipeline.backends)
+then extracts one document, all or nothing: its text goes to the cache with the operation_id and call_ids that join it to the ledger,
 its completeness audit beside it, and `provenance.extraction` into its sidecar.
 
 A paid result is never thrown away once paid for. A fault of a store that holds paid text or its
@@ -17,7 +17,7 @@ cost — the extraction cache refusing the entry (disk full, an unwritable or im
 the ledger refusing the reconciliation — is a stop, not a document failure: the document that was
 paid for is still indexed from the text in hand (the index is where the next run finds it, without
 paying), no further paid call is made in this run, and the sync ends with that fault's error
-(`finish`). Before call 0, `prepare` checks the cache takes a write at all.
+(`finish` raises it). Before call 0, `prepare` checks the cache takes a write at all.
 
 `protect` (the free branch, PDFs only) applies §6.4's rows for a document whose sidecar records a
 paid extraction: never re-extracted for free while the file is unchanged (the index row or the
@@ -25,7 +25,9 @@ cache supplies the text); a changed file is a failure pointing at the paid run; 
 whose text is nowhere on this machine is PaidExtractionUnavailableError, never "changed". Only
 `--force` with an explicit free `--extract` overrides, and it names what it discarded.
 
-This module imports no paid client: `pinakes.extract.claude_vision` (allowlisted) is imported only
+The pipeline reaches all of this through its extraction backend (pinakes.pipeline.backends), never
+directly; `pinakes.paid` is another thing, the rules of one paid call. This module imports no paid
+client: `pinakes.extract.claude_vision` (allowlisted) is imported only
 when a paid backend is in effect, and it imports the SDK only when it makes a call.
 """
 
@@ -50,6 +52,7 @@ from pinakes.errors import (
     UsageError,
 )
 from pinakes.extract.registry import EXTRACTORS
+from pinakes.pipeline.backends import RunStopped
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
@@ -261,7 +264,7 @@ def _native(ctx: SyncContext, cache: ExtractCache, item: DocWork) -> ExtractedTe
 def extract_paid_document(ctx: SyncContext, item: DocWork) -> ExtractedText | None:
     """The text `item` is indexed from on a paid backend, or None when there is nothing to index
     now (kept as indexed, or not reached within the budget). Raises PinakesError for a document
-    failure; sets ctx.fatal (and returns None) when the budget stops the run under on_exceed=abort."""
+    failure, and RunStopped with the budget's error when it stops the run (on_exceed = abort)."""
     state = state_of(ctx)
     fingerprint = paid_fingerprint(ctx)
     if _keep_indexed_row(ctx, item, state.backend, fingerprint):
@@ -411,8 +414,7 @@ def _budget_stopped(ctx: SyncContext, state: PaidState, item: DocWork, exc: Pina
     if ctx.manifest.budget.on_exceed == "abort":
         exc.details = [f"the budget stopped the run at {item.path}; documents extracted before it "
                        "are kept in the extraction cache and the ledger"]
-        ctx.fatal = exc
-        return None
+        raise RunStopped(exc)
     state.stopped = exc
     if calls_made == 0:  # nothing of it was paid for: not reached, like every document after it
         state.not_reached.append(item.path)
@@ -653,9 +655,10 @@ def _qualified(alias: str, columns: str) -> str:
 # --- after the pipeline ----------------------------------------------------------------------------
 
 
-def finish(ctx: SyncContext) -> None:
+def finish(ctx: SyncContext, stopped: BaseException | None = None) -> None:
     """Say once what the paid rows did: protected, discarded, kept free, not reached, the audit and
-    what was spent."""
+    what was spent. Runs after the pipeline, also when it raised (`stopped`): a store fault that
+    stopped the paying then ends the sync (`_stop_the_run`)."""
     state = ctx.paid
     if state is None:
         return
@@ -674,8 +677,6 @@ def finish(ctx: SyncContext) -> None:
         report.notes.append(f"{counted(len(state.not_reached), 'PDF')} {'was' if len(state.not_reached) == 1 else 'were'} "
                             "not extracted within the budget "
                             f"(on_exceed = partial; the next run picks them up): {_names(state.not_reached)}")
-    if state.store_fault is not None:
-        _stop_the_run(ctx, state, state.store_fault)
     paid: dict[str, object] = {"backend": state.backend}
     if state.plan is not None:
         paid.update(state.plan.to_dict())
@@ -691,11 +692,14 @@ def finish(ctx: SyncContext) -> None:
         paid.update(audits=audits, protected=state.protected, discarded=state.discarded,
                     healthy_free_layer=state.healthy, not_reached=state.not_reached)
         report.paid = paid
+    if state.store_fault is not None:
+        _stop_the_run(state, state.store_fault, stopped)
 
 
-def _stop_the_run(ctx: SyncContext, state: PaidState, fault: PinakesError) -> None:
+def _stop_the_run(state: PaidState, fault: PinakesError, stopped: BaseException | None) -> None:
     """End the sync with the store fault, saying what the paid documents became (once the pipeline
-    has committed what it held: the paid text in hand is indexed by then)."""
+    has committed what it held: the paid text in hand is indexed by then). When another error
+    already ends it (`stopped`), that one stays the one reported and carries the fault."""
     if state.kept_uncached:
         fault.details.append(f"{counted(len(state.kept_uncached), 'PDF')} paid for in this run "
                              f"{'is' if len(state.kept_uncached) == 1 else 'are'} indexed although "
@@ -705,10 +709,10 @@ def _stop_the_run(ctx: SyncContext, state: PaidState, fault: PinakesError) -> No
         fault.details.append(f"{counted(len(state.held_back), 'PDF')} {'was' if len(state.held_back) == 1 else 'were'} "
                              "not paid for after the fault (the next run "
                              f"picks them up): {_names(state.held_back)}")
-    if ctx.fatal is None:
-        ctx.fatal = fault
-    elif ctx.fatal is not fault:
-        ctx.fatal.details.append(fault.render())
+    if stopped is None:
+        raise fault
+    if isinstance(stopped, PinakesError) and stopped is not fault:
+        stopped.details.append(fault.render())
 
 
 def _spent_eur(ctx: SyncContext, call_ids: list[str]) -> object | None:
