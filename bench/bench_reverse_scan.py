@@ -7,7 +7,7 @@ sidecar holding one link (every `--inbound-every`-th into this KB, the rest to t
 and a small local KB synced with the fake embedder (tests/fakes.py: the scan never embeds). Then,
 every figure as a median over the rounds, beside the baseline measured in the same run:
 
-- baseline: the bare sidecar enumeration (`rules.walk.walk` over the partner's [sources], no
+- baseline: the bare sidecar enumeration (`sources.walk.walk` over the partner's [sources], no
   hashing): the stat() cost any scan past the window pays;
 - cold: a full scan (`--scan-links`): enumerate, read and parse every sidecar, replace the rows;
 - past the window, nothing changed: enumerate and key the sidecars, read none, re-stamp;

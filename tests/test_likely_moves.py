@@ -1,7 +1,7 @@
 """A document moved and edited without its sidecar (spec §6.4's "likely moved without its sidecar"):
 `pnk status` names the pair and the `pnk adopt` command before the sync that would soft-delete the
 old ID, the pre-commit hook warns the same way, and the command as printed keeps the ID, so links to
-the document keep resolving. One rule (rules/pair.py `likely_moves`) for the three of them."""
+the document keep resolving. One rule (pipeline/pair.py `likely_moves`) for the three of them."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ It runs the sync's own walk and pair against a read-only view of the index (file
 are hashed, and nothing is saved), so what it reports is what the next sync decides, row for row:
 new, changed, re-keyed, moved, deleted, metadata-only refreshes, sidecars to mint, documents that
 would fail, skipped paths with their reasons, and what failed last time. A deletion beside an arrival
-that the sync's own likely-move rule pairs (rules/pair.py `likely_moves`) is named with the `pnk
+that the sync's own likely-move rule pairs (pipeline/pair.py `likely_moves`) is named with the `pnk
 adopt` command that keeps the ID, while running it still saves the links. It takes no lock: a status
 during a sync reads the last committed state.
 """
@@ -31,7 +31,7 @@ SHOWN_PER_LIST = 10
 
 @dataclass(frozen=True)
 class LikelyMoveHint:
-    """A likely move as status shows it (rules/pair.py `LikelyMove`, before the sync acts on it)."""
+    """A likely move as status shows it (pipeline/pair.py `LikelyMove`, before the sync acts on it)."""
 
     was: str
     now: str
