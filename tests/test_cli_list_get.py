@@ -218,12 +218,28 @@ def test_an_unknown_id_names_it_and_suggests_list(kb: Path, capsys) -> None:
     assert payload["ok"] is False and payload["error"] == "UnknownDocumentError" and "pnk list" in payload["remedy"]
 
 
-def test_a_path_is_not_an_id_but_the_error_names_its_id(kb: Path, capsys) -> None:
-    code, _, err = run(capsys, "-C", str(kb), "get", "docs/alpha.md")
-    assert code == EXIT_CONFIG and "is not a document ID" in err
-    assert f"pnk get {doc_ids(kb)['docs/alpha.md']}" in err
-    code, _, err = run(capsys, "-C", str(kb), "get", "nonsense")
-    assert code == EXIT_CONFIG and "pnk list" in err
+def test_get_names_a_document_every_way_pnk_link_does(
+    kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """One resolver (links/addresses.py): a path (from the working directory, or KB-relative with -C),
+    the ULID, a pnk:// URI and self:PATH all name the same document."""
+    doc_id = doc_ids(kb)["docs/alpha.md"]
+    monkeypatch.chdir(tmp_path)  # outside the KB: docs/alpha.md is KB-relative here
+    names = ["docs/alpha.md", doc_id, f"pnk://self/{doc_id}", "self:docs/alpha.md", str(kb / "docs" / "alpha.md")]
+    payloads = []
+    for name in names:
+        code, out, err = run(capsys, "-C", str(kb), "get", name, "--json")
+        assert code == 0, (name, err)
+        payloads.append(json.loads(out))
+    assert all(payload == payloads[0] for payload in payloads) and payloads[0]["text"] == ALPHA
+    monkeypatch.chdir(kb / "docs" / "sea")
+    code, out, _ = run(capsys, "get", "harbour.md", "--json")  # relative to the working directory
+    assert code == 0 and json.loads(out)["text"] == HARBOUR
+
+    code, _, err = run(capsys, "-C", str(kb), "get", "docs/nowhere.md")
+    assert code == EXIT_CONFIG and "no document at 'docs/nowhere.md'" in err
+    code, _, err = run(capsys, "-C", str(kb), "get", "elsewhere:docs/alpha.md")
+    assert code == EXIT_CONFIG and "'elsewhere' in 'elsewhere:docs/alpha.md' is not a known KB alias" in err
 
 
 def test_get_takes_a_pnk_uri_of_this_kb_and_a_lower_case_id(kb: Path, capsys) -> None:

@@ -1,4 +1,4 @@
-"""`pnk get ID`: a document's text, exactly as the index was built from it (the reader behind MCP
+"""`pnk get DOCUMENT`: a document's text, exactly as the index was built from it (the reader behind MCP
 `pinakes_get`); a character or page range of it with `--range` / `--pages`. Read-only."""
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ from typing import TYPE_CHECKING
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from pinakes.index.documents import DocumentRow, IndexedText, Selection
-    from pinakes.kb import KBPaths
 
 _RANGE = re.compile(r"(\d+)-(\d*)")
 _PAGES = re.compile(r"(\d+)(?:-(\d*))?")
@@ -24,16 +21,18 @@ _PAGES = re.compile(r"(\d+)(?:-(\d*))?")
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "get", parents=[common], help="print a document's indexed text, or a range of it",
-        description="Print the text of the document with this ID exactly as the index was built from it, so "
+        description="Print the text of a document exactly as the index was built from it, so "
                     "a citation's offsets address it: a text source is read from disk and refused if it "
                     "changed since the last sync; a PDF is read from the extraction cache, never "
                     "re-extracted. The same reader as the MCP tool pinakes_get, without its size bound. "
-                    "IDs come from `pnk list`, search results (--json) or a pnk:// link.",
-        epilog="examples: pnk get 01J9ZX7K3M4N5P6Q7R8S9T0VWX --range 120-480 · "
+                    "A document is named as pnk link names one: its ID (from `pnk list` or search results), "
+                    "a pnk:// link, its path, or self:PATH.",
+        epilog="examples: pnk get docs/guide.md · pnk get 01J9ZX7K3M4N5P6Q7R8S9T0VWX --range 120-480 · "
                "pnk get 01J9ZX7K3M4N5P6Q7R8S9T0VWX --pages 3-4",
     )
-    parser.add_argument("doc_id", metavar="ID",
-                        help="the document's ULID (or pnk://self/ULID, pnk://<kb-ulid>/ULID of this KB)")
+    parser.add_argument("doc_id", metavar="DOCUMENT",
+                        help="a document of this KB: its ULID, pnk://self/ULID (or pnk://<kb-ulid>/ULID), its "
+                             "path, or self:PATH")
     selection = parser.add_mutually_exclusive_group()
     selection.add_argument("--range", dest="char_range", metavar="START-END",
                            help="only characters START to END of the indexed text (END exclusive, as in a "
@@ -50,13 +49,14 @@ def run(args: argparse.Namespace) -> int:
     from pinakes.index import schema
     from pinakes.index.documents import find_document, read_indexed_text
     from pinakes.kb import KBPaths, find_kb_root
+    from pinakes.links.addresses import resolve_in_kb
 
     paths = KBPaths(find_kb_root(getattr(args, "kb_dir", None)))
     char_range = _parse_range(args.char_range) if args.char_range is not None else None
     page_range = _parse_pages(args.pages) if args.pages is not None else None
+    doc_id = resolve_in_kb(paths.root, args.doc_id)
     conn = schema.open_reader(paths.index_db)
     try:
-        doc_id = _document_id(conn, paths, args.doc_id)
         document = find_document(conn, doc_id)
     finally:
         conn.close()
@@ -67,33 +67,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(document, indexed, selection))
     return 0
-
-
-def _document_id(conn: sqlite3.Connection, paths: KBPaths, value: str) -> str:
-    """The ULID `value` names: a ULID (any case), or a pnk:// URI of this KB."""
-    from pinakes.errors import UsageError
-    from pinakes.ids import is_ulid
-
-    text = value.strip()
-    if text.startswith("pnk://"):
-        from pinakes.ids import parse_pnk_uri
-        from pinakes.manifest import load_manifest
-
-        own_id = load_manifest(paths.manifest).kb.id
-        kb_id, doc_id = parse_pnk_uri(text, self_kb_id=own_id)
-        if kb_id != own_id:
-            raise UsageError(f"{value} names a document in another KB ({kb_id}); this KB is {own_id}",
-                             remedy="run `pnk -C DIR get ...` with DIR inside that KB")
-        return doc_id
-    if is_ulid(text.upper()):
-        return text.upper()
-    remedy = "documents are named by their ID: `pnk list` shows each one's"
-    row = conn.execute(
-        "SELECT id FROM documents WHERE path = ? AND state = 'active'", (text.replace("\\", "/"),)).fetchone()
-    if row is not None:
-        remedy = f"documents are named by their ID; that path is `pnk get {row[0]}`"
-    raise UsageError(f"{value!r} is not a document ID (26 characters, e.g. 01J9ZX7K3M4N5P6Q7R8S9T0VWX)",
-                     remedy=remedy)
 
 
 def _parse_range(value: str) -> tuple[int, int | None]:

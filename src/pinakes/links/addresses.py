@@ -1,6 +1,6 @@
-"""What a person types to name a document on the command line, resolved to (KB ULID, document ULID).
+"""What a person types to name a document, resolved to (KB ULID, document ULID): the one grammar.
 
-`pnk link`, `pnk unlink` and `pnk links` accept, for a document:
+`pnk get`, `pnk link`, `pnk unlink` and `pnk links` accept, for a document:
 
 - a path to the document (or to its sidecar), relative to the working directory; the KB is the one
   containing it, which may be this KB or a connected one;
@@ -8,6 +8,11 @@
 - `ALIAS:PATH` or `ALIAS:ULID`: a document of the `[[links.kb]]` KB with that alias (`self:` is this
   KB), the path relative to that KB's root;
 - a `pnk://<kb-ulid|alias|self>/<doc-ulid>` URI.
+
+`name_form` says which of these a text is; a narrower grammar is a subset of its forms (MCP's
+`pinakes_get` / `pinakes_links` take a document ULID only, and then the filesystem is never looked
+at). `pnk get` takes any form naming a document of this KB (`resolve_in_kb`). A path is read where
+`typed_path` says it points, which is also how `pnk adopt` reads its two paths.
 
 Aliases are resolved to ULIDs here, before anything is written (spec §2.2): a link never depends on
 a name that exists on one machine only. A document's id is read from its sidecar, the committed
@@ -18,13 +23,18 @@ KB's index when it has one (checked against the sidecar on disk), else by readin
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pinakes.errors import PinakesError, UsageError
 from pinakes.ids import PNK_SCHEME, SELF_KB, is_ulid, parse_pnk_uri
 from pinakes.kb import MANIFEST_NAME, SIDECAR_SUFFIX, find_kb_root
 from pinakes.manifest import Manifest, load_manifest
+
+NameForm = Literal["ulid", "uri", "alias", "path"]
+EVERY_FORM: tuple[NameForm, ...] = ("ulid", "uri", "alias", "path")
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,50 @@ def here(start: Path | str | None) -> Here:
     return Here(root, load_manifest(root / MANIFEST_NAME))
 
 
+def name_form(text: str, *, accept: Sequence[NameForm] = EVERY_FORM) -> NameForm | None:
+    """Which way `text` names a document, or None when that form is not in `accept`. A text that is
+    also an existing file's path is that path; only a grammar that accepts paths looks."""
+    value = text.strip()
+    is_file = "path" in accept and os.path.exists(value)
+    form: NameForm
+    if value.startswith(PNK_SCHEME):
+        form = "uri"
+    elif is_ulid(value.upper()) and not is_file:
+        form = "ulid"
+    elif ":" in value and not is_file:
+        form = "alias"
+    else:
+        form = "path"
+    return form if form in accept else None
+
+
+def typed_path(kb_root: Path, text: str | Path) -> Path:
+    """Where a path typed on the command line points: from the working directory when that names
+    something inside the KB, else from the KB's root when that names something (a KB-relative path,
+    as sync and `pnk status` print them, given from elsewhere: -C, a subfolder), else from the working
+    directory when that names something (a connected KB's document), else from the KB's root."""
+    path = Path(text)
+    if path.is_absolute():
+        return path
+    from_cwd, from_root = Path.cwd() / path, kb_root / path
+    if from_cwd.exists() and from_cwd.resolve().is_relative_to(kb_root.resolve()):
+        return from_cwd
+    if from_root.exists() or not from_cwd.exists():
+        return from_root
+    return from_cwd
+
+
+def resolve_in_kb(kb_root: Path, text: str) -> str:
+    """The ULID of the document of the KB at `kb_root` that `text` names, in any form; an id is
+    taken as given (the caller's lookup says whether it is there), a path must have its sidecar."""
+    kb = here(kb_root)
+    ref = resolve(kb, text, locate=False)
+    if ref.kb_id != kb.kb_id:
+        raise UsageError(f"{text.strip()} names a document in another KB ({ref.kb_id}); this KB is {kb.kb_id}",
+                         remedy="run `pnk -C DIR ...` with DIR inside that KB")
+    return ref.doc_id
+
+
 def resolve(kb: Here, text: str, *, locate: bool = True) -> DocumentRef:
     """The document `text` names. With `locate`, it must exist: its KB on this machine, its sidecar
     holding the id (refusals name what is missing); without, an id-only form is taken as given.
@@ -107,13 +161,14 @@ def _resolve(kb: Here, text: str, *, locate: bool) -> DocumentRef:
     value = text.strip()
     if not value:
         raise UsageError("an empty document reference", remedy=_FORMS)
-    if value.startswith(PNK_SCHEME):
+    form = name_form(value)
+    if form == "uri":
         kb_id, doc_id = parse_pnk_uri(value, self_kb_id=kb.kb_id, aliases=kb.aliases)
         return _by_id(kb, kb_id, doc_id, value) if locate else DocumentRef(kb_id, doc_id)
-    if is_ulid(value.upper()) and not os.path.exists(value):
+    if form == "ulid":
         return _by_id(kb, kb.kb_id, value.upper(), value) if locate else DocumentRef(kb.kb_id, value.upper())
-    prefix, colon, rest = value.partition(":")
-    if colon and not os.path.exists(value):
+    if form == "alias":
+        prefix, _colon, rest = value.partition(":")
         if prefix != SELF_KB and prefix not in kb.aliases:
             raise UsageError(f"{prefix!r} in {value!r} is not a known KB alias",
                              remedy=f"use {kb.known_aliases()}, or a path or document ULID")
@@ -124,10 +179,7 @@ def _resolve(kb: Here, text: str, *, locate: bool) -> DocumentRef:
         if root is None:
             raise _not_on_this_machine(kb, kb_id, value)
         return _by_path(root, root / rest, value)
-    path = Path(value)
-    if not path.is_absolute() and not os.path.exists(path) and (kb.root / path).exists():
-        path = kb.root / path  # a KB-relative path given from elsewhere (-C)
-    return _by_path(None, path, value)
+    return _by_path(None, typed_path(kb.root, value), value)
 
 
 def _by_path(root: Path | None, path: Path, shown: str) -> DocumentRef:

@@ -66,11 +66,11 @@ def adopt_sidecar(start: Path | str | None, sidecar: Path | str, document: Path 
 
 
 def _inside(root: Path, path: Path | str) -> Path:
-    candidate = Path(path)
-    resolved = (candidate if candidate.is_absolute() else Path.cwd() / candidate).resolve()
-    if not candidate.is_absolute() and not (resolved.is_relative_to(root.resolve()) and resolved.exists()):
-        # a KB-relative path, as sync and `pnk status` print them, given from elsewhere (-C, a subfolder)
-        resolved = (root / candidate).resolve()
+    """Where the typed path points, as every command that names a document reads a path; it must
+    lie inside the KB (adopt moves a sidecar within one KB)."""
+    from pinakes.links.addresses import typed_path
+
+    resolved = typed_path(root, path).resolve()
     if not resolved.is_relative_to(root.resolve()):
         raise UsageError(f"{path} is outside the KB at {root}", remedy="name files inside the KB")
     return resolved

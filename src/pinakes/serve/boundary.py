@@ -24,6 +24,7 @@ from typing import Any
 from pinakes.errors import NotServedError as NotServedError
 from pinakes.errors import ToolArgumentError
 from pinakes.ids import is_ulid
+from pinakes.links.addresses import NameForm, name_form
 from pinakes.links.authoring import MAX_REL_CHARS as MAX_REL_CHARS  # what `pnk link` writes, at most
 
 MAX_QUERY_CHARS = 2_000
@@ -215,13 +216,18 @@ def check_count(argument: str, value: object) -> int:
     return value
 
 
+# The forms of the one document-name grammar (links/addresses.py) a tool argument may take: an id,
+# never a path, an alias or a URI, so no argument makes the server look at its filesystem.
+DOC_ID_FORMS: tuple[NameForm, ...] = ("ulid",)
+
+
 def check_doc_id(value: object) -> str:
     """A document is named by its canonical ULID, never by a path."""
     if not isinstance(value, str):
         raise refuse("doc_id", f"must be a document ULID string, got {_json_type(value)}",
                      "pass the doc_id of a pinakes_search passage")
     check_string("doc_id", value, max_chars=MAX_IDENTIFIER_CHARS)
-    if not is_ulid(value):
+    if name_form(value, accept=DOC_ID_FORMS) is None or not is_ulid(value):  # canonical case only
         raise refuse(
             "doc_id", f"is not a document ULID ({_shown(value)}); documents are addressed by id, never by path",
             "pass the doc_id of a pinakes_search passage: 26 upper-case Crockford base32 characters",
