@@ -15,7 +15,7 @@ import sqlite3
 from collections import defaultdict
 
 from pinakes.index.schema import EDGE_KINDS, transaction
-from pinakes.search.filters import document_tags
+from pinakes.lexical.filters import document_tags
 
 
 def derive_graph(conn: sqlite3.Connection, kb_id: str) -> dict[str, int]:
