@@ -21,7 +21,7 @@ _local = threading.local()
 
 def record_term_frequencies(conn: sqlite3.Connection, chunks: Sequence[tuple[int, str]]) -> None:
     """Write the term counts of these (chunk id, text) pairs; `text` is the chunk's text, which the
-    tokenizer shadows exactly as the chunks_fts triggers do (search/scripts.py)."""
+    tokenizer shadows exactly as the chunks_fts triggers do (lexical/scripts.py)."""
     if not chunks:
         return
     tokenizer: Tokenizer | None = getattr(_local, "tokenizer", None)

@@ -23,7 +23,7 @@ The plan, measured on the development corpora (docs/QUALITY.md):
 A query whose content words are all unknown is answered with nothing from this retriever: falling
 back to its function words would turn a visibly empty result into a confidently wrong one.
 
-A word of Han, kana or Hangul is a phrase of its character bigrams (search/scripts.py). It is
+A word of Han, kana or Hangul is a phrase of its character bigrams (lexical/scripts.py). It is
 searched as that phrase and, in the same OR, as each of its bigrams (`SegmentedPlan.PHRASE_AND_OR`):
 the phrase adds weight where the characters stand together as typed, the bigrams find the rows
 where they do not. Measured against the phrase alone, the bigrams alone, and the phrase with the
