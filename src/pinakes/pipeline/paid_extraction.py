@@ -82,21 +82,21 @@ class PaidState:
 
     backend: str
     paid: bool
-    decisions: dict[str, Decision] = field(default_factory=dict)  # doc_id -> what to do
+    decisions: dict[str, Decision] = field(default_factory=dict[str, Decision])  # doc_id -> what to do
     plan: Plan | None = None
     client: Any = None
     stopped: PinakesError | None = None  # on_exceed = partial: the breach that ended the paying
-    healthy: list[str] = field(default_factory=list)  # paid backend, free layer kept (no --force)
-    not_reached: list[str] = field(default_factory=list)  # never paid for: cut by the budget
-    protected: list[str] = field(default_factory=list)  # free run, paid extraction kept
-    discarded: list[str] = field(default_factory=list)  # --force + free --extract overrode these
-    audits: list[tuple[str, DocumentAudit]] = field(default_factory=list)
-    discard_pending: set[str] = field(default_factory=set)  # doc_ids whose paid record goes on success
+    healthy: list[str] = field(default_factory=list[str])  # paid backend, free layer kept (no --force)
+    not_reached: list[str] = field(default_factory=list[str])  # never paid for: cut by the budget
+    protected: list[str] = field(default_factory=list[str])  # free run, paid extraction kept
+    discarded: list[str] = field(default_factory=list[str])  # --force + free --extract overrode these
+    audits: list[tuple[str, DocumentAudit]] = field(default_factory=list["tuple[str, DocumentAudit]"])
+    discard_pending: set[str] = field(default_factory=set[str])  # doc_ids whose paid record goes on success
     # A store of paid text or its cost refused a write: no further paid call in this run (module docstring).
     store_fault: PinakesError | None = None
-    paid_here: dict[str, ExtractedText] = field(default_factory=dict)  # content hash -> text paid for in this run
-    kept_uncached: list[str] = field(default_factory=list)  # paid for, indexed, but not in the cache
-    held_back: list[str] = field(default_factory=list)  # not paid for because of the store fault
+    paid_here: dict[str, ExtractedText] = field(default_factory=dict[str, "ExtractedText"])  # content hash -> text paid for in this run
+    kept_uncached: list[str] = field(default_factory=list[str])  # paid for, indexed, but not in the cache
+    held_back: list[str] = field(default_factory=list[str])  # not paid for because of the store fault
 
 
 def state_of(ctx: SyncContext) -> PaidState:

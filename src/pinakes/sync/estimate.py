@@ -31,7 +31,7 @@ class Estimate:
     documents: int = 0  # PDFs a paid run would pay for
     pages: int = 0
     calls: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)  # reason -> documents needing no call
+    skipped: dict[str, int] = field(default_factory=dict[str, int])  # reason -> documents needing no call
     measured_path: str | None = None
     measured_pages: int = 0
     measured_input_tokens: int = 0
