@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Literal, get_args
 
 from pinakes.display import printable
 from pinakes.manifest.patterns import exclude_line, literal_pattern
@@ -25,6 +26,19 @@ SHOWN_PER_REASON = 5
 # can clear, so leaving its file out would lose a document. rules/extract.py decides which it is
 # (`failure_stage`); the stage is stored with the failure, so status and doctor read it back.
 UNEXTRACTABLE = "unextractable"
+
+# What a sync can do to a document, in report order: one vocabulary, the field names of `SyncReport`
+# (what a sync did) and of `sync.status.KBStatus` (what the next sync would do), so the two are
+# compared field by field. `pnk sync --json` uses these names as its keys (ci/contract.SYNC_KEYS);
+# `pnk status --json` keeps the keys it had before the names were shared (status.STATUS_JSON_KEYS).
+ChangeKind = Literal["added", "changed", "reembedded", "renamed", "deleted", "metadata_refreshed",
+                     "sidecars_written"]
+CHANGE_KINDS: tuple[ChangeKind, ...] = get_args(ChangeKind)
+
+
+def has_changes(record: object) -> bool:
+    """Whether a sync report or a status holds a change of any kind (its CHANGE_KINDS fields)."""
+    return any(getattr(record, kind) for kind in CHANGE_KINDS)
 
 
 @dataclass(frozen=True)
@@ -78,8 +92,7 @@ class SyncReport:
 
     @property
     def noop(self) -> bool:
-        return not (self.added or self.changed or self.reembedded or self.renamed or self.deleted
-                    or self.metadata_refreshed or self.sidecars_written or self.failures)
+        return not (has_changes(self) or self.failures)
 
     @property
     def indexed(self) -> int:

@@ -21,12 +21,19 @@ from pinakes.index import schema
 from pinakes.kb import KBPaths, find_kb_root
 from pinakes.manifest import Manifest
 from pinakes.pipeline import pair
-from pinakes.pipeline.report import Failure, exclusion_for, exclusion_lines
+from pinakes.pipeline.report import Failure, exclusion_for, exclusion_lines, has_changes
 from pinakes.sources import walk
 from pinakes.wording import counted, noun_for
 
 # Paths the text view names per list before it says "and N more" (--json lists them all).
 SHOWN_PER_LIST = 10
+
+# The `pnk status --json` key of each change kind whose field name (the vocabulary shared with the
+# sync report, pipeline/report.py ChangeKind) differs from it: the keys are a contract scripts read.
+STATUS_JSON_KEYS: dict[str, str] = {  # ChangeKind -> key
+    "added": "new", "renamed": "moved", "metadata_refreshed": "metadata_refresh",
+    "sidecars_written": "sidecars_to_write",
+}
 
 
 @dataclass(frozen=True)
@@ -46,18 +53,21 @@ class LikelyMoveHint:
 
 @dataclass
 class KBStatus:
+    """What a plain `pnk sync` would do now; each change-kind field holds what that sync's report
+    would list under the same name."""
+
     kb_root: str
     index_exists: bool
     last_sync_at: str | None = None
     built_at: str | None = None
     model_changed: bool = False  # the next sync rebuilds the whole index
-    new: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     reembedded: list[str] = field(default_factory=list)  # same content, new extractor/chunker/model key
-    moved: list[tuple[str, str]] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
-    metadata_refresh: list[str] = field(default_factory=list)
-    sidecars_to_write: list[str] = field(default_factory=list)
+    metadata_refreshed: list[str] = field(default_factory=list)
+    sidecars_written: list[str] = field(default_factory=list)  # the sidecars it would write
     would_fail: list[Failure] = field(default_factory=list)
     failed_last_time: list[Failure] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -74,20 +84,37 @@ class KBStatus:
     # the `[sources] exclude` line that leaves out the files whose extraction failed last time
     exclusion: str | None = None
 
+    # TRANSITIONAL (#27, WP-F): the old field names, read only by tests/test_sync_streaming.py until
+    # its lines move to the shared names; removed in the commit that moves them.
+    @property
+    def new(self) -> list[str]:
+        return self.added
+
+    @property
+    def moved(self) -> list[tuple[str, str]]:
+        return self.renamed
+
+    @property
+    def metadata_refresh(self) -> list[str]:
+        return self.metadata_refreshed
+
+    @property
+    def sidecars_to_write(self) -> list[str]:
+        return self.sidecars_written
+
     @property
     def up_to_date(self) -> bool:
-        return not (self.model_changed or self.new or self.changed or self.reembedded or self.moved
-                    or self.deleted or self.metadata_refresh or self.sidecars_to_write or self.would_fail
+        return not (self.model_changed or has_changes(self) or self.would_fail
                     or self.link_scans_due or self.partners_to_forget)
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
-        data["moved"] = [{"from": old, "to": new} for old, new in self.moved]
+        data["renamed"] = [{"from": old, "to": new} for old, new in self.renamed]
         data["skipped"] = [{"path": path, "reason": reason} for path, reason in self.skipped]
         data["likely_moves"] = [{"from": move.was, "to": move.now, "id": move.doc_id, "why": move.why,
                                  "adopt": move.adopt} for move in self.likely_moves]
         data["up_to_date"] = self.up_to_date
-        return data
+        return {STATUS_JSON_KEYS.get(name, name): value for name, value in data.items()}
 
     def render_text(self) -> str:
         built = (f"last sync {self.last_sync_at}" if self.last_sync_at else "never synced") \
@@ -98,11 +125,11 @@ class KBStatus:
             lines.append("the embedding model changed since the index was built: the next sync "
                          "rebuilds the whole index")
         sections: list[tuple[str, list[str]]] = [
-            ("new", self.new), ("changed", self.changed), ("re-embedded (settings changed)", self.reembedded),
-            ("moved", [f"{old} -> {new}" for old, new in self.moved]), ("deleted", self.deleted),
+            ("new", self.added), ("changed", self.changed), ("re-embedded (settings changed)", self.reembedded),
+            ("moved", [f"{old} -> {new}" for old, new in self.renamed]), ("deleted", self.deleted),
             ("likely moved without their sidecar (a sync now soft-deletes the old ID, breaking links to it)",
              [f"{move.was} -> {move.now} ({move.why}): {move.adopt}" for move in self.likely_moves]),
-            ("metadata only", self.metadata_refresh), ("sidecars to write", self.sidecars_to_write),
+            ("metadata only", self.metadata_refreshed), ("sidecars to write", self.sidecars_written),
             ("would fail", [f"{f.path}: {f.error.splitlines()[0]}" for f in self.would_fail]),
             ("failed last sync", [f"{f.path} [{f.stage}]: {f.error.splitlines()[0]}"
                                   for f in self.failed_last_time]),
@@ -165,15 +192,15 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
     if plan.collisions:
         raise pair.collision_error(plan)
     minted = {write.doc_path for write in plan.sidecar_writes}
-    by_reason = {"added": status.new, "changed": status.changed, "rekeyed": status.reembedded}
+    by_reason = {"added": status.added, "changed": status.changed, "rekeyed": status.reembedded}
     for item in plan.work:
         by_reason[item.reason].append(item.path)
-    status.moved = list(plan.renamed)
+    status.renamed = list(plan.renamed)
     status.deleted = [doc.path for doc in pair.retiring(plan)]
     status.likely_moves = [LikelyMoveHint.of(move) for move in plan.likely_moves]
     moved_to = {new for _old, new in plan.renamed}
-    status.metadata_refresh = [path for _doc_id, path in plan.refresh if path not in moved_to]
-    status.sidecars_to_write = sorted(path + ".pnk.yaml" for path in minted)
+    status.metadata_refreshed = [path for _doc_id, path in plan.refresh if path not in moved_to]
+    status.sidecars_written = sorted(path + ".pnk.yaml" for path in minted)
     status.would_fail = [Failure(path, "pair", error) for path, error in plan.failures]
     status.would_fail += [Failure(path, "read", f"cannot read the file ({reason})")
                           for path, reason in sorted(found.unreadable.items())]
