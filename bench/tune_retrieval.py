@@ -235,7 +235,7 @@ def candidate_lists(kb: Path, questions: Sequence[Question], width: int) -> list
         with searcher._lock:
             run = _Run(searcher, question.query, SearchFilters(), "hybrid", False, None)
             run.candidates_per_source = width
-            with searcher._snapshot() as generation:
+            with searcher.snapshot() as generation:
                 embedder = searcher.embedder()
                 run._prepare_vectors(generation)
                 _plan, keyword, vector = run._retrieve(generation, None, embedder, None)

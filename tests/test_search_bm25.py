@@ -145,7 +145,7 @@ def test_function_words_are_marked_by_the_word_as_typed(tokenizer):
 
 
 def _plan(searcher: Searcher, query: str) -> keyword.KeywordPlan:
-    with searcher._snapshot() as generation:
+    with searcher.snapshot() as generation:
         return keyword.plan_keywords(generation.conn, analyze(query, generation.tokenizer),
                                      keyword.KeywordOptions(), generation.chunk_count,
                                      generation.document_frequencies)
@@ -252,7 +252,7 @@ def test_the_quorum_strategy_keeps_weightless_terms(tmp_path):
         Doc("e.md", "reading room"),
     ])
     quorum = keyword.KeywordOptions(strategy=keyword.KeywordStrategy.QUORUM)
-    with Searcher(index, SearchSettings(rerank=False)) as searcher, searcher._snapshot() as generation:
+    with Searcher(index, SearchSettings(rerank=False)) as searcher, searcher.snapshot() as generation:
         plan = keyword.plan_keywords(generation.conn, analyze("archive tarball", generation.tokenizer), quorum,
                                      generation.chunk_count)
     # The quorum weighs terms by its own IDF, positive for every term: nothing is weightless there.

@@ -26,7 +26,7 @@ import sqlite3
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import cast
 
 from pinakes.errors import EXIT_CONFIG, EXIT_DATA, PinakesError, StaleExtractionError, UsageError
 from pinakes.extract.registry import EXTRACTORS
@@ -90,7 +90,7 @@ class DocumentRow:
     content_hash: str
     source_type: str
     title: str | None  # as stored: the sidecar's, else the content's; None when neither gives one
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     extraction_backend: str | None
     extraction_fingerprint: str | None
 
@@ -172,7 +172,7 @@ def list_documents(conn: sqlite3.Connection, paths: KBPaths,
     for path, stage, error in conn.execute("SELECT path, stage, error FROM failures ORDER BY id"):
         failures.setdefault(path, (stage, (error.splitlines() or [""])[0]))
     root = str(paths.root)
-    documents = []
+    documents: list[DocumentSummary] = []
     for doc_id, path, title, source_type, metadata, mtime, indexed_at, chunks, size, mtime_ns in rows:
         failure = failures.get(path)
         state = _state(os.path.join(root, *PurePosixPath(path).parts), size, mtime_ns, failure)
@@ -194,12 +194,12 @@ def _state(file: str, size: int | None, mtime_ns: int | None, failure: tuple[str
     return "indexed"
 
 
-def _metadata(value: str | None) -> dict[str, Any]:
+def _metadata(value: str | None) -> dict[str, object]:
     try:
-        metadata = json.loads(value) if value else {}
+        metadata: object = json.loads(value) if value else {}
     except ValueError:
         return {}
-    return metadata if isinstance(metadata, dict) else {}
+    return cast("dict[str, object]", metadata) if isinstance(metadata, dict) else {}  # JSON keys are strings
 
 
 # -- reading the indexed text -----------------------------------------------------------------------
@@ -329,7 +329,7 @@ def select_chars(indexed: IndexedText, char_start: int | None, char_end: int | N
     if end <= start and total > 0:
         raise RangeError("char_end", f"({char_end}) must be greater than char_start ({start})",
                          remedy="pass char_end > char_start, or leave it out to read to the end")
-    cut = None
+    cut: dict[str, object] | None = None
     continue_with = None
     if end - start > limit:
         cut = {"requested": {"char_start": start, "char_end": end}, "limit_chars": limit}
@@ -373,7 +373,7 @@ def select_pages(indexed: IndexedText, page_start: int | None, page_end: int | N
         blocks.append(marker + indexed.text[span_start:span_end])
         used += separator + len(marker) + (span_end - span_start)
         returned_last, char_end = number, span_end
-    cut = None
+    cut: dict[str, object] | None = None
     continue_with: dict[str, int] | None = None
     if partial_at is not None or returned_last < last:
         cut = {"requested": {"page_start": first, "page_end": last}, "limit_chars": limit}
@@ -394,7 +394,7 @@ def _pages_spanned(pages: tuple[tuple[int, int], ...] | None, start: int, end: i
     return touched[0], touched[-1]
 
 
-def selection_fields(document: DocumentRow, indexed: IndexedText, selection: Selection) -> dict[str, Any]:
+def selection_fields(document: DocumentRow, indexed: IndexedText, selection: Selection) -> dict[str, object]:
     """What `pnk get --json` and `pinakes_get` both say about a selection of a document (each adds
     its own: the CLI the text, the MCP tool its KB, evidence envelope and bounds)."""
     from pinakes.index.citations import citation

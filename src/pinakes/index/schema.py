@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -316,7 +316,7 @@ def _opened(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
 
 
 @contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def transaction(conn: sqlite3.Connection) -> Generator[sqlite3.Connection]:
     """One write transaction: BEGIN IMMEDIATE, COMMIT on success, ROLLBACK on any exception."""
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -355,7 +355,7 @@ def index_signature(path: Path) -> tuple[tuple[int, int, int], ...]:
     """(inode, mtime_ns, size) of index.db and its -wal: changes whenever a writer commits or a
     rebuild is installed. Readers compare it per request instead of trusting their own handle,
     which keeps seeing the generation it opened."""
-    parts = []
+    parts: list[tuple[int, int, int]] = []
     for candidate in (path, path.with_name(path.name + "-wal")):
         try:
             st = os.stat(candidate)

@@ -22,12 +22,12 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from pinakes.errors import IndexMissingError, ModelUnavailableError, PinakesError, UsageError
 from pinakes.extract.titles import display_title
@@ -36,6 +36,7 @@ from pinakes.index.citations import citation
 from pinakes.kb import KBPaths
 from pinakes.lexical.filters import SearchFilters, document_tags, document_where
 from pinakes.lexical.tokenizer import Tokenizer
+from pinakes.manifest.sections import RetrievalSection
 from pinakes.search import bm25
 from pinakes.search.confidence import LOW, UNKNOWN, Confidence, Thresholds, assess
 from pinakes.search.fusion import (
@@ -52,7 +53,12 @@ from pinakes.search.scripts import vectors_blind_to
 from pinakes.search.suggest import suggest_next
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from pinakes.embed.base import Embedder
+    from pinakes.manifest import EmbeddingSection, Manifest
+    from pinakes.search.bm25 import KeywordPlan
     from pinakes.search.graph import GraphView
     from pinakes.search.rerank import Reranker
     from pinakes.search.vectors import VectorMatrix
@@ -64,35 +70,38 @@ MAX_FINAL_K = 100  # a caller asking for more gets this many and a note saying s
 # hybrid p50 at 100k chunks fell from 52-60 to 33-35 ms).
 QUERY_MODEL_THREADS = 1
 SNAPSHOT_RETRIES = 3
+# The [retrieval] defaults live in the manifest's section (one home); SearchSettings takes them from it.
+_RETRIEVAL = RetrievalSection()
+
+Hits = list[tuple[int, float]]  # (chunk_id, score) best first, as each retriever returns them
 
 
 @dataclass(frozen=True)
 class SearchSettings:
     """The [retrieval] widths and switches a search runs with (defaults: spec §4.1)."""
 
-    candidates_per_source: int = 50
-    fusion_top_k: int = 20
-    final_k: int = 8
-    rrf_k: int = 60
-    rerank: bool = True
-    confidence: Thresholds | None = None
+    candidates_per_source: int = _RETRIEVAL.candidates_per_source
+    fusion_top_k: int = _RETRIEVAL.fusion_top_k
+    final_k: int = _RETRIEVAL.final_k
+    rrf_k: int = _RETRIEVAL.rrf_k
+    rerank: bool = _RETRIEVAL.rerank
+    confidence: Thresholds | None = _RETRIEVAL.confidence
     keyword: bm25.KeywordOptions = field(default_factory=bm25.KeywordOptions)
-    graph_channel: str = "off"
-    adjacent_k: int = 5
+    graph_channel: str = _RETRIEVAL.graph_channel
+    adjacent_k: int = _RETRIEVAL.adjacent_k
 
     @classmethod
-    def from_retrieval(cls, retrieval: Any) -> SearchSettings:
-        """From the manifest's [retrieval] section (or anything with the same attributes)."""
-        defaults = cls()
+    def from_retrieval(cls, retrieval: RetrievalSection) -> SearchSettings:
+        """From the manifest's [retrieval] section."""
         return cls(
-            candidates_per_source=getattr(retrieval, "candidates_per_source", defaults.candidates_per_source),
-            fusion_top_k=getattr(retrieval, "fusion_top_k", defaults.fusion_top_k),
-            final_k=getattr(retrieval, "final_k", defaults.final_k),
-            rrf_k=getattr(retrieval, "rrf_k", defaults.rrf_k),
-            rerank=bool(getattr(retrieval, "rerank", defaults.rerank)),
-            confidence=getattr(retrieval, "confidence", None),
-            graph_channel=getattr(retrieval, "graph_channel", defaults.graph_channel),
-            adjacent_k=getattr(retrieval, "adjacent_k", defaults.adjacent_k),
+            candidates_per_source=retrieval.candidates_per_source,
+            fusion_top_k=retrieval.fusion_top_k,
+            final_k=retrieval.final_k,
+            rrf_k=retrieval.rrf_k,
+            rerank=retrieval.rerank,
+            confidence=retrieval.confidence,
+            graph_channel=retrieval.graph_channel,
+            adjacent_k=retrieval.adjacent_k,
         )
 
 
@@ -135,7 +144,7 @@ class Searcher:
         embedder_loader: Callable[[], Embedder] | None = None,
         reranker: Reranker | None = None,
         reranker_loader: Callable[[], Reranker] | None = None,
-        embedding_section: Any = None,
+        embedding_section: EmbeddingSection | None = None,
     ):
         """`embedding_section` is the manifest's [embedding]: when given, every mode (bm25
         included) refuses an index built with another model, before any weights load."""
@@ -151,30 +160,32 @@ class Searcher:
         self._worker: futures.ThreadPoolExecutor | None = None
 
     @classmethod
-    def for_kb(cls, kb_root: Path | str, manifest: Any = None, *, offline: bool | None = None) -> Searcher:
+    def for_kb(cls, kb_root: Path | str, manifest: Manifest | None = None, *,
+               offline: bool | None = None) -> Searcher:
         """A Searcher configured from the KB's pinakes.toml; models load on first need."""
         paths = KBPaths(Path(kb_root))
         if manifest is None:
             from pinakes.manifest import load_manifest
 
             manifest = load_manifest(paths.manifest)
+        embedding, rerank = manifest.embedding, manifest.rerank
 
         def load_embedder() -> Embedder:
             from pinakes.embed import load_embedder as load
 
-            return load(manifest.embedding, offline=offline, threads=QUERY_MODEL_THREADS)
+            return load(embedding, offline=offline, threads=QUERY_MODEL_THREADS)
 
         def load_reranker() -> Reranker:
             from pinakes.search.rerank import load_reranker as load
 
-            return load(manifest.rerank, offline=offline)
+            return load(rerank, offline=offline)
 
         return cls(
             paths.index_db,
             SearchSettings.from_retrieval(manifest.retrieval),
             embedder_loader=load_embedder,
             reranker_loader=load_reranker,
-            embedding_section=manifest.embedding,
+            embedding_section=embedding,
         )
 
     def __enter__(self) -> Searcher:
@@ -192,7 +203,7 @@ class Searcher:
                 self._generation.close()
                 self._generation = None
 
-    def _background(self) -> futures.ThreadPoolExecutor:
+    def keyword_worker(self) -> futures.ThreadPoolExecutor:
         """One worker thread, for the keyword retriever of a hybrid search."""
         if self._worker is None:
             self._worker = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="pinakes-bm25")
@@ -211,7 +222,8 @@ class Searcher:
     ) -> SearchResult:
         """Cited passages for `query`. `rerank=None` follows [retrieval] rerank; `final_k=None`
         follows [retrieval] final_k (clamped to MAX_FINAL_K, with a note)."""
-        if not isinstance(query, str) or not query.strip():
+        # Typed as str, checked as anything: MCP and eval pass values parsed from JSON.
+        if not isinstance(query, str) or not query.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("the query is empty", remedy='pass the words to search for: pnk search "..."')
         if mode not in MODES:
             raise UsageError(f"unknown search mode {mode!r}", remedy=f"use one of: {', '.join(MODES)}")
@@ -222,7 +234,7 @@ class Searcher:
     # ----------------------------------------------------------------------------------------
 
     @contextmanager
-    def _snapshot(self) -> Iterator[_Generation]:
+    def snapshot(self) -> Generator[_Generation]:
         """A read transaction over a generation whose signature did not move while it began, so
         the SQL and the cached matrix describe the same committed state."""
         for _ in range(SNAPSHOT_RETRIES):
@@ -309,8 +321,8 @@ class _Run:
         self.mode = mode
         self.rerank = self.settings.rerank if rerank is None else rerank
         self.analyzed: AnalyzedQuery | None = None
-        self.query_vector: Any = None
-        self.mask: Any = None
+        self.query_vector: NDArray[np.float32] | None = None
+        self.mask: NDArray[np.bool_] | None = None
         self.notes: list[str] = []
         self.timings: dict[str, float] = {}
         self.final_k = self._final_k(final_k)
@@ -321,7 +333,9 @@ class _Run:
     def _final_k(self, requested: int | None) -> int:
         if requested is None:
             return max(1, self.settings.final_k)
-        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+        # Checked beyond its type: MCP passes k parsed from JSON, where true is an int.
+        if (isinstance(requested, bool) or not isinstance(requested, int)  # pyright: ignore[reportUnnecessaryIsInstance]
+                or requested < 1):
             raise UsageError(f"the number of results must be a positive integer, got {requested!r}",
                              remedy="pass -k 8")
         if requested > MAX_FINAL_K:
@@ -337,7 +351,7 @@ class _Run:
     def execute(self) -> SearchResult:
         started = time.perf_counter()
         searcher = self.searcher
-        with searcher._snapshot() as generation:
+        with searcher.snapshot() as generation:
             stale = self._check_index_coherence(generation)
             self._lap("coherence")
             # Models load after the cheap checks, so a mismatched index refuses before any weights load.
@@ -433,7 +447,8 @@ class _Run:
         return f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where}", params
 
     def _retrieve(self, generation: _Generation, scope: tuple[str, list[object]] | None,
-                  embedder: Embedder | None, mask: Any):
+                  embedder: Embedder | None,
+                  mask: NDArray[np.bool_] | None) -> tuple[KeywordPlan | None, Hits, Hits]:
         """Both retrievers; in hybrid mode concurrently (spec §4.1 "parallel"): SQLite, the model
         runtime and NumPy all release the GIL, so BM25 overlaps the query embedding and the
         matrix product. Everything else touching the connection ran before this point."""
@@ -443,7 +458,7 @@ class _Run:
             return plan, keyword, []
         if self.mode == "vector" or embedder is None:
             return None, [], self._vector(embedder, generation, mask)
-        job = self.searcher._background().submit(self._keyword, generation, scope)
+        job = self.searcher.keyword_worker().submit(self._keyword, generation, scope)
         try:
             vector = self._vector(embedder, generation, mask)
         finally:
@@ -467,7 +482,7 @@ class _Run:
         """The graph channel: the fused top passages' one-hop neighbours as a third list."""
         from pinakes.search import graph
 
-        assert generation.matrix is not None
+        assert generation.matrix is not None and self.query_vector is not None
         if generation.graph_view is None:
             generation.graph_view = graph.GraphView(generation.matrix)
         seeds = [candidate.chunk_id for candidate in ranked[: graph.SEEDS]]
@@ -477,7 +492,7 @@ class _Run:
         return add_graph_list(ranked, [(n.chunk_id, n.cosine) for n in neighbours], self.settings.rrf_k,
                               graph.GRAPH_WEIGHT)
 
-    def _keyword(self, generation: _Generation, scope: tuple[str, list[object]] | None):
+    def _keyword(self, generation: _Generation, scope: tuple[str, list[object]] | None) -> tuple[KeywordPlan, Hits]:
         started = time.perf_counter()
         analyzed = self._analyzed(generation)
         plan = bm25.plan_keywords(generation.conn, analyzed, self.settings.keyword, generation.chunk_count,
@@ -490,7 +505,7 @@ class _Run:
         self.timings["bm25_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
         return plan, hits
 
-    def _prepare_vectors(self, generation: _Generation) -> Any:
+    def _prepare_vectors(self, generation: _Generation) -> NDArray[np.bool_] | None:
         """Load the matrix (once per generation) and the filter's row mask: the vector stage's
         only uses of the connection, done before the retrievers run side by side."""
         from pinakes.search import vectors
@@ -507,7 +522,8 @@ class _Run:
         allowed = {row[0] for row in generation.conn.execute(f"SELECT d.id FROM documents d WHERE {where}", params)}
         return vectors.row_mask(generation.matrix, allowed)
 
-    def _vector(self, embedder: Embedder | None, generation: _Generation, mask: Any) -> list[tuple[int, float]]:
+    def _vector(self, embedder: Embedder | None, generation: _Generation,
+                mask: NDArray[np.bool_] | None) -> Hits:
         from pinakes.search import vectors
 
         assert embedder is not None and generation.matrix is not None
@@ -522,7 +538,7 @@ class _Run:
             self.analyzed = analyze(self.query, generation.tokenizer)
         return self.analyzed
 
-    def _coverage(self, generation: _Generation, pool: list[Candidate], rows: dict[int, dict[str, Any]]) -> None:
+    def _coverage(self, generation: _Generation, pool: list[Candidate], rows: dict[int, _ChunkRow]) -> None:
         """Share of the query's keywords (function words aside, unknown words included) each
         candidate contains. Used only to break exact ties, never to exclude."""
         units = self._analyzed(generation).units
@@ -536,8 +552,8 @@ class _Run:
             candidate.coverage = round(hits / len(content), 4)
 
     def _confidence(self, generation: _Generation, passages: tuple[Passage, ...], reranker: Reranker | None,
-                    embedder: Embedder | None, evidence: tuple[Any, list[tuple[int, float]],
-                                                              list[tuple[int, float]], list[int]]) -> Confidence:
+                    embedder: Embedder | None,
+                    evidence: tuple[KeywordPlan | None, Hits, Hits, list[int]]) -> Confidence:
         """The level from [retrieval.confidence] (search/confidence.py), over the evidence features
         of this search (search/signals.py): the keyword plan, both retrievers' lists and the
         returned chunks. Features need the vector list; a keyword-only search has none."""
@@ -554,13 +570,31 @@ class _Run:
             rerank_top=rerank_top,
             best_cosine=max(cosines) if cosines else None,
             thresholds=self.settings.confidence,
-            reranker_model=getattr(reranker, "model", None),
+            reranker_model=reranker.model if reranker is not None else None,
             embedding_model=embedder.identity.model if embedder is not None else None,
             features=features,
         )
 
 
-def _hydrate(conn: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, dict[str, Any]]:
+class _ChunkRow(TypedDict):
+    """One returned chunk and its document, as `_hydrate` selects them."""
+
+    id: int
+    doc_id: str
+    ordinal: int
+    text: str
+    char_start: int
+    char_end: int
+    heading_path: str | None  # JSON array
+    page_start: int | None
+    page_end: int | None
+    path: str
+    title: str | None
+    metadata: str | None  # JSON object
+    source_type: str
+
+
+def _hydrate(conn: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, _ChunkRow]:
     if not chunk_ids:
         return {}
     marks = ", ".join("?" * len(chunk_ids))
@@ -570,24 +604,29 @@ def _hydrate(conn: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, dict[s
         f"FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})",
         chunk_ids,
     )
-    names = [column[0] for column in cursor.description]
-    return {row[0]: dict(zip(names, row, strict=True)) for row in cursor}
+    names: list[str] = [column[0] for column in cursor.description]
+    rows: dict[int, _ChunkRow] = {}
+    for row in cursor:
+        rows[row[0]] = cast(_ChunkRow, dict(zip(names, row, strict=True)))
+    return rows
 
 
-def _json(value: str | None, fallback: Any) -> Any:
+def _json(value: str | None) -> object:
+    """The JSON text a column holds; None when it holds none or none that parses."""
     if not value:
-        return fallback
+        return None
     try:
         return json.loads(value)
     except ValueError:
-        return fallback
+        return None
 
 
-def _passage(candidate: Candidate, row: dict[str, Any], stale: dict[str, str]) -> Passage:
-    metadata = _json(row["metadata"], {})
-    metadata = metadata if isinstance(metadata, dict) else {}
-    heading = _json(row["heading_path"], None)
-    title = row["title"] or (metadata.get("title") if isinstance(metadata.get("title"), str) else None)
+def _passage(candidate: Candidate, row: _ChunkRow, stale: dict[str, str]) -> Passage:
+    parsed = _json(row["metadata"])
+    metadata = cast("dict[str, object]", parsed) if isinstance(parsed, dict) else {}  # JSON keys are strings
+    heading = _json(row["heading_path"])
+    declared = metadata.get("title")
+    title = row["title"] or (declared if isinstance(declared, str) else None)
     title = display_title(title, row["path"])  # the file name when the document declares none
     return Passage(
         text=row["text"],
@@ -596,7 +635,7 @@ def _passage(candidate: Candidate, row: dict[str, Any], stale: dict[str, str]) -
         doc_id=row["doc_id"],
         title=title,
         tags=tuple(document_tags(metadata)),  # the sidecar's and the front matter's
-        heading_path=tuple(str(part) for part in heading) if isinstance(heading, list) else None,
+        heading_path=tuple(str(part) for part in cast("list[object]", heading)) if isinstance(heading, list) else None,
         page_start=row["page_start"],
         page_end=row["page_end"],
         char_start=row["char_start"],
@@ -625,7 +664,7 @@ def search(
     kb_root: Path | str,
     query: str,
     *,
-    manifest: Any = None,
+    manifest: Manifest | None = None,
     filters: SearchFilters | None = None,
     mode: str = "hybrid",
     rerank: bool | None = None,

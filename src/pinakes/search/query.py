@@ -87,7 +87,7 @@ def analyze(text: str, tokenizer: Tokenizer) -> AnalyzedQuery:
     distinct_words = [part for part, _ in parts]
     term_lists = tokenizer.terms(distinct_words) if distinct_words else []
     units: dict[tuple[str, ...], QueryUnit] = {}
-    function_terms = tokenizer.function_terms if term_lists else frozenset()
+    function_terms = tokenizer.function_terms if term_lists else frozenset[tuple[str, ...]]()
     for (word, segmented), terms in zip(parts, term_lists, strict=True):
         if not terms:
             continue
