@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from pinakes.errors import IndexUnreadableError, PinakesError
 from pinakes.ids import format_pnk_uri, is_ulid
@@ -45,6 +46,9 @@ from pinakes.serve.specs import (
     SEARCH_TOOL,
 )
 
+if TYPE_CHECKING:
+    from pinakes.links.traverse import Lookup
+
 _CONFIDENCE_GUIDANCE = {
     "high": "the top passage very likely answers the query; read it and cite it",
     "medium": "the passages are relevant but may not answer fully; read them, then refine if needed",
@@ -54,6 +58,21 @@ _CONFIDENCE_GUIDANCE = {
 
 
 SearcherFactory = Callable[[ServedKB], Searcher]
+# A tool's arguments as the transport parsed them (JSON: nothing is trusted until boundary.py checks it),
+# and a tool's JSON-ready answer.
+Arguments = Mapping[str, object]
+Payload = dict[str, object]
+
+
+class FilterArguments(TypedDict, total=False):
+    """pinakes_search's filter arguments, each checked at the boundary."""
+
+    tags: list[str]
+    all_tags: bool
+    path_prefix: str
+    source_type: list[str]
+    since: str
+    until: str
 
 
 def default_searcher(kb: ServedKB) -> Searcher:
@@ -75,7 +94,7 @@ class PinakesTools:
             self._by_key[kb.kb_id] = kb
         self._searchers = {kb.kb_id: searcher_factory(kb) for kb in self.kbs}
         self._readers = {kb.kb_id: IndexReader(kb.paths.index_db) for kb in self.kbs}
-        self._handlers: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+        self._handlers: dict[str, Callable[[Arguments], Payload]] = {
             SEARCH_TOOL: self.search, GET_TOOL: self.get, LIST_KBS_TOOL: self.list_kbs, LINKS_TOOL: self.links,
         }
 
@@ -85,7 +104,7 @@ class PinakesTools:
         for reader in self._readers.values():
             reader.close()
 
-    def call(self, name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    def call(self, name: str, arguments: Arguments | None) -> Payload:
         handler = self._handlers.get(name)
         if handler is None:
             raise boundary.NotServedError(f"no tool named {name!r}",
@@ -99,7 +118,7 @@ class PinakesTools:
             raise IndexUnreadableError(f"the index could not be read ({exc})",
                                        remedy="retry; if it persists, run `pnk doctor` in the KB") from exc
 
-    def describe_error(self, error: PinakesError) -> dict[str, Any]:
+    def describe_error(self, error: PinakesError) -> Payload:
         """A refusal as the caller sees it: message and remedy, with no machine-local path in it."""
         message, remedy = error.message, error.remedy
         shown_path = None
@@ -124,12 +143,12 @@ class PinakesTools:
 
     # -- pinakes_list_kbs ------------------------------------------------------------------------
 
-    def list_kbs(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def list_kbs(self, arguments: Arguments) -> Payload:
         boundary.check_argument_names(LIST_KBS_TOOL, arguments, ())
         return {"kbs": [self._describe_kb(kb, default=index == 0) for index, kb in enumerate(self.kbs)]}
 
-    def _describe_kb(self, kb: ServedKB, *, default: bool) -> dict[str, Any]:
-        entry: dict[str, Any] = {
+    def _describe_kb(self, kb: ServedKB, *, default: bool) -> Payload:
+        entry: Payload = {
             "alias": kb.alias, "id": kb.kb_id, "name": kb.name, "description": kb.manifest.kb.description,
             "default": default,
         }
@@ -144,7 +163,7 @@ class PinakesTools:
 
     # -- pinakes_search --------------------------------------------------------------------------
 
-    def search(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def search(self, arguments: Arguments) -> Payload:
         boundary.check_argument_names(SEARCH_TOOL, arguments, SEARCH_ARGUMENTS)
         if "query" not in arguments:
             raise boundary.refuse("query", "is required", "pass the words to search for")
@@ -157,15 +176,15 @@ class PinakesTools:
                        else searcher.settings.final_k)
         k = min(requested_k, self.bounds.max_k)
         filters = make_filters(
-            tags=filter_arguments.get("tags"), all_tags=bool(filter_arguments.get("all_tags")),
+            tags=filter_arguments.get("tags"), all_tags=filter_arguments.get("all_tags", False),
             path_prefix=filter_arguments.get("path_prefix"), since=filter_arguments.get("since"),
             until=filter_arguments.get("until"), source_types=filter_arguments.get("source_type"),
         )
         result = searcher.search(query, filters=filters, mode=mode, final_k=k)
         return self._search_response(kb, result, filter_arguments, requested_k)
 
-    def _search_response(self, kb: ServedKB, result: SearchResult, filter_arguments: dict[str, Any],
-                         requested_k: int) -> dict[str, Any]:
+    def _search_response(self, kb: ServedKB, result: SearchResult, filter_arguments: FilterArguments,
+                         requested_k: int) -> Payload:
         bounds = self.bounds
         passages, chars_cut = [], 0
         for rank, passage in enumerate(result.passages, start=1):
@@ -174,7 +193,7 @@ class PinakesTools:
             chars_cut += was_cut
         confidence = result.confidence.to_dict()
         confidence["guidance"] = _CONFIDENCE_GUIDANCE.get(result.confidence.level, "")
-        response: dict[str, Any] = {
+        response: Payload = {
             "kb": _kb_reference(kb),
             "query": result.query,
             "mode": result.mode,
@@ -189,7 +208,7 @@ class PinakesTools:
         }
         kept, dropped, budget_cut = self._fit_passages(kb, response, passages, result.passages)
         response["passages"] = kept
-        truncated: dict[str, Any] = {}
+        truncated: Payload = {}
         if requested_k > bounds.max_k:
             truncated["rows"] = {"requested": requested_k, "returned": len(kept), "limit": bounds.max_k}
         if chars_cut:
@@ -201,11 +220,11 @@ class PinakesTools:
         _stamp_usage(response, bounds)
         return response
 
-    def _passage(self, kb: ServedKB, rank: int, passage: Passage, limit: int) -> tuple[dict[str, Any], bool]:
+    def _passage(self, kb: ServedKB, rank: int, passage: Passage, limit: int) -> tuple[Payload, bool]:
         rendered = passage.to_dict()
         text, was_cut = cut(str(rendered.pop("text")), limit)
         evidence, escaped = envelope(text, citation=passage.citation, doc_id=passage.doc_id)
-        entry: dict[str, Any] = {"rank": rank, **rendered, "doc_uri": format_pnk_uri(kb.kb_id, passage.doc_id),
+        entry: Payload = {"rank": rank, **rendered, "doc_uri": format_pnk_uri(kb.kb_id, passage.doc_id),
                                  "evidence": evidence}
         if was_cut:
             entry["evidence_cut"] = {"passage_chars": len(passage.text), "returned_chars": len(text)}
@@ -213,14 +232,14 @@ class PinakesTools:
             entry["delimiters_escaped"] = escaped
         return entry, was_cut
 
-    def _fit_passages(self, kb: ServedKB, response: dict[str, Any], passages: list[dict[str, Any]],
-                      originals: Sequence[Passage]) -> tuple[list[dict[str, Any]], int, bool]:
+    def _fit_passages(self, kb: ServedKB, response: Payload, passages: list[Payload],
+                      originals: Sequence[Passage]) -> tuple[list[Payload], int, bool]:
         """The passages that fit the token budget, in rank order: whole passages while they fit;
         if not even the first does, the first with its text shortened to fit."""
         bounds = self.bounds
         budget_chars = bounds.chars_for(bounds.token_budget)
         used = _json_chars(response) + 200  # the truncation report added afterwards
-        kept: list[dict[str, Any]] = []
+        kept: list[Payload] = []
         for passage in passages:
             size = _json_chars(passage) + 2
             if used + size > budget_chars:
@@ -243,7 +262,7 @@ class PinakesTools:
 
     # -- pinakes_get -----------------------------------------------------------------------------
 
-    def get(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def get(self, arguments: Arguments) -> Payload:
         boundary.check_argument_names(GET_TOOL, arguments, GET_ARGUMENTS)
         if "doc_id" not in arguments:
             raise boundary.refuse("doc_id", "is required", "pass the doc_id of a pinakes_search passage")
@@ -272,7 +291,7 @@ class PinakesTools:
         return self._get_response(kb, document, indexed, select)
 
     def _get_response(self, kb: ServedKB, document: DocumentRow, indexed: IndexedText,
-                      select: Callable[[int], Selection]) -> dict[str, Any]:
+                      select: Callable[[int], Selection]) -> Payload:
         bounds = self.bounds
         budget_chars = bounds.chars_for(bounds.token_budget)
         limit = bounds.get_chars
@@ -287,18 +306,18 @@ class PinakesTools:
         return response
 
     def _get_payload(self, kb: ServedKB, document: DocumentRow, indexed: IndexedText, selection: Selection,
-                     limit: int) -> dict[str, Any]:
+                     limit: int) -> Payload:
         bounds = self.bounds
         cited = citation(document.path, selection.char_start, selection.char_end, selection.page_start,
                          selection.page_end)
         evidence, escaped = envelope(selection.text, citation=cited, doc_id=document.id)
-        truncated: dict[str, Any] = {}
+        truncated: Payload = {}
         if selection.cut is not None:
             if limit < bounds.get_chars:
                 truncated["tokens"] = {"budget": bounds.token_budget, "used": 0, **selection.cut}
             else:
                 truncated["chars"] = selection.cut
-        response: dict[str, Any] = {
+        response: Payload = {
             "kb": _kb_reference(kb),
             **selection_fields(document, indexed, selection),
             "doc_uri": format_pnk_uri(kb.kb_id, document.id),
@@ -314,9 +333,7 @@ class PinakesTools:
 
     # -- pinakes_links ---------------------------------------------------------------------------
 
-    def links(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        from contextlib import ExitStack
-
+    def links(self, arguments: Arguments) -> Payload:
         from pinakes.index.documents import UnknownDocumentError
         from pinakes.links.relevance import by_query
         from pinakes.links.traverse import DIRECTIONS, TraversalLimits, traverse
@@ -346,7 +363,7 @@ class PinakesTools:
                 ) from None
         return {"kb": _kb_reference(kb), **result}
 
-    def _link_lookup(self, start: ServedKB, stack: Any) -> Callable[[str], Any]:
+    def _link_lookup(self, start: ServedKB, stack: ExitStack) -> Lookup:
         """A neighbour's KB as this server sees it: served (read through its own per-request reader)
         or not, and then identified by its id and the alias the start KB's [[links.kb]] gives it."""
         from pinakes.links.traverse import KBView, documents_of
@@ -384,9 +401,9 @@ class PinakesTools:
         return kb
 
 
-def _filter_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+def _filter_arguments(arguments: Arguments) -> FilterArguments:
     """The filter arguments, validated at the boundary (make_filters validates their meaning)."""
-    clean: dict[str, Any] = {}
+    clean: FilterArguments = {}
     if "tags" in arguments:
         clean["tags"] = boundary.check_tags(arguments["tags"])
     if "all_tags" in arguments:
@@ -397,13 +414,14 @@ def _filter_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
         clean["path_prefix"] = boundary.check_path_prefix(arguments["path_prefix"])
     if "source_type" in arguments:
         clean["source_type"] = boundary.check_choices("source_type", arguments["source_type"], SOURCE_TYPES)
-    for name in ("since", "until"):
-        if name in arguments:
-            clean[name] = boundary.check_date(name, arguments[name])
+    if "since" in arguments:
+        clean["since"] = boundary.check_date("since", arguments["since"])
+    if "until" in arguments:
+        clean["until"] = boundary.check_date("until", arguments["until"])
     return clean
 
 
-def _optional_int(arguments: Mapping[str, Any], name: str, minimum: int) -> int | None:
+def _optional_int(arguments: Arguments, name: str, minimum: int) -> int | None:
     value = arguments.get(name)
     return None if value is None else boundary.check_int(name, value, minimum=minimum)
 
@@ -412,12 +430,12 @@ def _kb_reference(kb: ServedKB) -> dict[str, str]:
     return {"alias": kb.alias, "id": kb.kb_id}
 
 
-def _suggested_next(kb: ServedKB, result: SearchResult, filter_arguments: dict[str, Any]) -> dict[str, Any] | None:
+def _suggested_next(kb: ServedKB, result: SearchResult, filter_arguments: FilterArguments) -> Payload | None:
     """The search's own suggestion, as the pinakes_search call that follows it."""
     suggestion = result.suggested_next
     if suggestion is None:
         return None
-    arguments: dict[str, Any] = {"query": suggestion.query, "kb": kb.alias}
+    arguments: Payload = {"query": suggestion.query, "kb": kb.alias}
     if suggestion.mode != "hybrid":
         arguments["mode"] = suggestion.mode
     if suggestion.filters is None:
@@ -428,7 +446,7 @@ def _suggested_next(kb: ServedKB, result: SearchResult, filter_arguments: dict[s
     return {"tool": SEARCH_TOOL, "arguments": arguments, "reason": suggestion.reason}
 
 
-def _index_summary(conn: sqlite3.Connection) -> dict[str, Any]:
+def _index_summary(conn: sqlite3.Connection) -> Payload:
     documents, last_indexed = conn.execute(
         "SELECT count(*), max(indexed_at) FROM documents WHERE state = 'active'").fetchone()
     chunks = conn.execute(
@@ -445,10 +463,12 @@ def _json_chars(payload: object) -> int:
     return len(json.dumps(payload, ensure_ascii=False))
 
 
-def _stamp_usage(response: dict[str, Any], bounds: Bounds) -> None:
+def _stamp_usage(response: Payload, bounds: Bounds) -> None:
     """Fill in the estimated tokens of the final response (the two numbers shift it by a few chars)."""
     estimate = bounds.tokens(response)
-    response["usage"]["tokens_estimated"] = estimate
-    tokens = (response.get("truncated") or {}).get("tokens")
+    # "usage" and "truncated" are the objects this module put there.
+    cast("dict[str, object]", response["usage"])["tokens_estimated"] = estimate
+    truncated = cast("dict[str, dict[str, object]] | None", response.get("truncated"))
+    tokens = (truncated or {}).get("tokens")
     if tokens is not None:
         tokens["used"] = estimate
