@@ -85,7 +85,7 @@ def test_coverage_compares_the_files_on_disk_with_the_index(kb: Path) -> None:
 
 def test_after_an_interrupted_sync_doctor_says_what_it_checked(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinakes.rules import embed as embed_step
+    from pinakes.pipeline import embed as embed_step
 
     root = tmp_path / "kb"
     init_kb(root, name="crash")

@@ -100,7 +100,7 @@ def test_a_group_is_committed_before_the_next_group_is_extracted(
 
 def test_a_large_document_streams_its_chunks_in_slices(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinakes.rules import embed as embed_step
+    from pinakes.pipeline import embed as embed_step
 
     root = make_kb(tmp_path / "kb", 1)
     monkeypatch.setattr(embed_step, "EMBED_SLICE_CHUNKS", 4)
@@ -302,7 +302,7 @@ def test_a_document_that_will_be_slow_is_announced_before_its_embedding(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from pinakes.rules import chunk as chunk_step
+    from pinakes.pipeline import chunk as chunk_step
 
     root = make_kb(tmp_path / "kb", 2)
     (root / "docs" / "big.md").write_text("\n\n".join(f"Para {n} " + "word " * 240 for n in range(6)),

@@ -68,7 +68,6 @@ class SyncContext:
     extracted: dict[str, ExtractedText] = field(default_factory=dict)  # doc_id -> text (current group)
     chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # doc_id -> chunks (current group)
     failed: set[str] = field(default_factory=set)  # doc_ids whose pipeline stopped
-    fatal: PinakesError | None = None  # an error that must stop the run (raised after doit returns)
     paid: PaidState | None = None  # paid extraction's decisions and plan (pipeline/paid_extraction.py)
     model_recorded: bool = False  # the model's identity is in the index meta (with the first vectors)
 

@@ -1,31 +1,23 @@
-"""pair: the doit task that pairs documents with sidecars and index rows (the pairing itself is
-`pinakes.pipeline.pair`)."""
+"""pair: the doit adapter of the pair stage (the pairing itself is `pinakes.pipeline.pair`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from pinakes.pipeline import pair
+from pinakes.rules import Scope, StageAdapter, never_uptodate, no_name, one_per_run
 
 if TYPE_CHECKING:
     from pinakes.pipeline.run import SyncContext
 
 
-def task_pair(ctx: SyncContext) -> dict[str, object]:
-    return {
-        "basename": "pair",
-        "doc": "pair documents with sidecars and index rows: skip, re-embed, rename, adopt, mint, delete",
-        "actions": [(run_pair, [ctx])],
-        "task_dep": ["walk"],
-        "uptodate": [False],
-        "verbosity": 0,
-    }
-
-
-def run_pair(ctx: SyncContext) -> bool:
+def run_pair(ctx: SyncContext, _scope: Scope) -> None:
     plan = pair.compute_plan(ctx)
     if plan.collisions:
-        ctx.fatal = pair.collision_error(plan)
-        return False
+        raise pair.collision_error(plan)
     pair.apply(ctx, plan)
-    return True
+
+
+ADAPTER = StageAdapter[Scope](
+    key="pair", doc="pair documents with sidecars and index rows: skip, re-embed, rename, adopt, mint, delete",
+    items=one_per_run, name=no_name, action=run_pair, uptodate=never_uptodate)

@@ -117,10 +117,34 @@ def _check_options(options: SyncOptions) -> None:
 
 def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, report: SyncReport,
                  embedder: Embedder | None, progress_stream: TextIO) -> None:
+    """The sync under the lock, in its phases: open the index (or a new one for a rebuild), plan
+    (walk and pair), run the stages, finish (install a rebuild, sweep the extraction cache)."""
     from pinakes.pipeline.backends import backend_for
-    from pinakes.pipeline.progress import SyncProgress
 
     backend = backend_for(manifest, options)  # how documents become text, and the paid rows' hooks
+    ctx, carry = _open_index(paths, manifest, options, report, backend, embedder, progress_stream)
+    try:
+        settled = _plan(ctx, backend, carry)
+        if settled is None:
+            return  # nothing to process: the sync finished without the pipeline
+        _run_stages(ctx, backend, settled)
+    except BaseException:
+        ctx.writer().close()
+        if ctx.previous is not None:
+            ctx.previous.close()
+        if ctx.rebuilding:
+            _discard(paths.rebuild_db)
+        raise
+    _finish(ctx)
+
+
+def _open_index(paths: KBPaths, manifest: Manifest, options: SyncOptions, report: SyncReport,
+                backend: ExtractionBackend, embedder: Embedder | None,
+                progress_stream: TextIO) -> tuple[SyncContext, CarryPlan | None]:
+    """The run's context over the index it writes: the live one, or a new one beside it for a
+    rebuild (asked for, or forced by a changed embedding model), with what the rebuild must carry."""
+    from pinakes.pipeline.progress import SyncProgress
+
     rebuild = options.rebuild
     if not rebuild and paths.index_db.exists():
         conn = schema.open_writer(paths.index_db)
@@ -149,79 +173,98 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
                                 "index was never touched)")
         conn = schema.open_writer(paths.index_db) if paths.index_db.exists() else \
             schema.create_index(paths.index_db)
-
     ctx = SyncContext(paths=paths, manifest=manifest, options=options, report=report, conn=conn,
                       keys=build_keys(manifest, options.extract_backend), embedder=embedder,
                       progress=SyncProgress.for_stream(progress_stream, quiet=options.quiet),
                       rebuilding=rebuild, previous=previous)
-    try:
-        stage_started = time.perf_counter()
-        walk_started_ns = time.time_ns()
-        ctx.walk = walk.walk(paths.root, manifest.sources, walk.load_walk_cache(conn),
-                             racy_after=walk.racy_after_ns(conn))
-        report.files_hashed = ctx.walk.hashed
-        report.account_walk(ctx.walk.skipped, ctx.walk.unreadable)
-        if ctx.walk.cache_updates or ctx.walk.cache_removals:
-            with schema.transaction(conn):
-                walk.save_walk_cache(conn, ctx.walk, walk_started_ns)
-        report.timings["walk"] = time.perf_counter() - stage_started
-        faultpoint("sync.after-walk")
+    return ctx, carry
 
-        stage_started = time.perf_counter()
-        settled = settled_digest(paths.manifest, ctx.keys)
-        if not (rebuild or options.force) and _walk_found_cache(ctx.walk) and is_settled(conn, settled):
-            report.unchanged = len(ctx.walk.docs)
-            report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
-            report.timings["pair"] = time.perf_counter() - stage_started
-            _finish_without_pipeline(ctx)
-            return
-        plan = pair.compute_plan(ctx)
+
+def _plan(ctx: SyncContext, backend: ExtractionBackend, carry: CarryPlan | None) -> str | None:
+    """Walk and pair. Returns the settled digest to mark once the stages have run, or None when
+    there is nothing for them to do (the sync is then finished here)."""
+    conn, report, options = ctx.writer(), ctx.report, ctx.options
+    found = _walk(ctx)
+    stage_started = time.perf_counter()
+    settled = settled_digest(ctx.paths.manifest, ctx.keys)
+    if not (ctx.rebuilding or options.force) and _walk_found_cache(found) and is_settled(conn, settled):
+        report.unchanged = len(found.docs)
+        report.orphaned_sidecars.extend(found.orphan_sidecars)
         report.timings["pair"] = time.perf_counter() - stage_started
-        if plan.collisions:
-            raise pair.collision_error(plan)
-        if previous is not None:
-            _carry_tombstones(previous, conn, plan)
-            previous.close()
-            previous = ctx.previous = None
-        backend.after_pair(ctx, carry)  # --force's overrides join the plan; a rebuild's paid rows are carried in
-        report.unchanged = len(ctx.walk.docs) - len(plan.work)
-        if plan.is_empty and not rebuild:
-            report.orphaned_sidecars.extend(ctx.walk.orphan_sidecars)
-            report.notes.extend(plan.notes)
-            _record_failures(conn, report)  # clears failures a previous run left, if fixed since
-            _settle(conn, report, options, settled)
-            _finish_without_pipeline(ctx)
-            return
-        stage_started = time.perf_counter()
-        from pinakes.sync.loader import write_dodo_shim
-
-        backend.prepare(ctx)  # a paid run is checked whole, before anything is written or called
-        with schema.transaction(conn):  # doctor tells an interrupted sync from a finished one
-            schema.write_meta(conn, {"sync_started_at": _now()})
-            schema.unsettle(conn)
-        ctx.progress.start(len(plan.work), sum(item.file.size for item in plan.work))
-        code, output = _run_stages(ctx, backend)
-        report.timings["pipeline"] = time.perf_counter() - stage_started
-        if ctx.fatal is not None:
-            raise ctx.fatal
-        if code != 0:
-            raise PinakesError(f"the sync pipeline stopped (doit exit {code}): "
-                               f"{(output.strip().splitlines() or ['no output'])[-1]}",
-                               remedy="run `pnk sync` again; what was committed is kept. If it recurs, "
-                                      "report it with this message")
-        _record_failures(conn, report)
-        _record_meta(conn, ctx, rebuild)
+        _finish_without_pipeline(ctx)
+        return None
+    plan = pair.compute_plan(ctx)
+    report.timings["pair"] = time.perf_counter() - stage_started
+    if plan.collisions:
+        raise pair.collision_error(plan)
+    if ctx.previous is not None:
+        _carry_tombstones(ctx.previous, conn, plan)
+        ctx.previous.close()
+        ctx.previous = None
+    backend.after_pair(ctx, carry)  # --force's overrides; a rebuild's paid rows
+    report.unchanged = len(found.docs) - len(plan.work)
+    if plan.is_empty and not ctx.rebuilding:
+        report.orphaned_sidecars.extend(found.orphan_sidecars)
+        report.notes.extend(plan.notes)
+        _record_failures(conn, report)  # clears failures a previous run left, if fixed since
         _settle(conn, report, options, settled)
-        with contextlib.suppress(OSError):  # a convenience for plain `doit`; never worth failing a sync
-            write_dodo_shim(paths)
-    except BaseException:
-        conn.close()
-        if previous is not None:
-            previous.close()
-        if rebuild:
-            _discard(paths.rebuild_db)
+        _finish_without_pipeline(ctx)
+        return None
+    return settled
+
+
+def _walk(ctx: SyncContext) -> walk.WalkResult:
+    conn = ctx.writer()
+    stage_started = time.perf_counter()
+    walk_started_ns = time.time_ns()
+    found = ctx.walk = walk.walk(ctx.paths.root, ctx.manifest.sources, walk.load_walk_cache(conn),
+                                 racy_after=walk.racy_after_ns(conn))
+    ctx.report.files_hashed = found.hashed
+    ctx.report.account_walk(found.skipped, found.unreadable)
+    if found.cache_updates or found.cache_removals:
+        with schema.transaction(conn):
+            walk.save_walk_cache(conn, found, walk_started_ns)
+    ctx.report.timings["walk"] = time.perf_counter() - stage_started
+    faultpoint("sync.after-walk")
+    return found
+
+
+def _run_stages(ctx: SyncContext, backend: ExtractionBackend, settled: str) -> None:
+    """The pipeline over the plan's work (`pinakes.sync.loader`), then what records its end."""
+    from pinakes.sync.loader import run_pipeline, write_dodo_shim
+
+    conn, report, plan = ctx.writer(), ctx.report, ctx.require_plan()
+    stage_started = time.perf_counter()
+    backend.prepare(ctx)  # a paid run is checked whole, before anything is written or called
+    with schema.transaction(conn):  # doctor tells an interrupted sync from a finished one
+        schema.write_meta(conn, {"sync_started_at": _now()})
+        schema.unsettle(conn)
+    ctx.progress.start(len(plan.work), sum(item.file.size for item in plan.work))
+    try:
+        code, output = run_pipeline(ctx)
+    except BaseException as exc:
+        ctx.progress.close()
+        backend.finish(ctx, stopped=exc)  # a store fault of the paid text joins the error's details
         raise
-    if rebuild:
+    ctx.progress.close()
+    backend.finish(ctx)  # raises a store fault of the paid text that stopped the paying
+    report.timings["pipeline"] = time.perf_counter() - stage_started
+    if code != 0:
+        raise PinakesError(f"the sync pipeline stopped (doit exit {code}): "
+                           f"{(output.strip().splitlines() or ['no output'])[-1]}",
+                           remedy="run `pnk sync` again; what was committed is kept. If it recurs, "
+                                  "report it with this message")
+    _record_failures(conn, report)
+    _record_meta(conn, ctx, ctx.rebuilding)
+    _settle(conn, report, ctx.options, settled)
+    with contextlib.suppress(OSError):  # a convenience for plain `doit`; never worth failing a sync
+        write_dodo_shim(ctx.paths)
+
+
+def _finish(ctx: SyncContext) -> None:
+    """After the stages: a rebuild's new index replaces the live one; a clean run sweeps the cache."""
+    conn, paths = ctx.writer(), ctx.paths
+    if ctx.rebuilding:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
         faultpoint("sync.before-swap")
@@ -229,24 +272,8 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         faultpoint("sync.after-swap")
     else:
         conn.close()
-    if report.ok:
-        _sweep_cache(paths, report)
-
-
-def _run_stages(ctx: SyncContext, backend: ExtractionBackend) -> tuple[int, str]:
-    """The pipeline, then the backend's closing hook, which runs also when the pipeline raised (and
-    raises a fault of a store of paid text that stopped the paying, or adds it to the error)."""
-    from pinakes.sync.loader import run_pipeline
-
-    try:
-        code, output = run_pipeline(ctx)
-    except BaseException as exc:
-        ctx.progress.close()
-        backend.finish(ctx, stopped=exc)
-        raise
-    ctx.progress.close()
-    backend.finish(ctx, stopped=ctx.fatal)
-    return code, output
+    if ctx.report.ok:
+        _sweep_cache(paths, ctx.report)
 
 
 def _finish_without_pipeline(ctx: SyncContext) -> None:
@@ -294,8 +321,6 @@ def _scan_links_if_due(ctx: SyncContext) -> None:
     from pinakes.sync.loader import run_reverse_scan
 
     code, output = run_reverse_scan(ctx)
-    if ctx.fatal is not None:
-        raise ctx.fatal
     if code != 0:
         raise PinakesError(f"the reverse scan stopped (doit exit {code}): "
                            f"{(output.strip().splitlines() or ['no output'])[-1]}",

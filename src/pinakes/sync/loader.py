@@ -1,21 +1,23 @@
-"""The doit side of sync: the pipeline as doit tasks, for running and for `doit list` / `info`.
+"""The doit side of sync: the declared pipeline (`pinakes.pipeline.stages`) as doit tasks, for
+running and for `doit list` / `info`, both generated from one sequence of invocations.
 
-walk and pair always run (they are what detect change); extract, chunk and embed are created by
-doit's delayed task creation once pair has decided the change set, so the DAG's size follows the
-change, not the corpus. The changed documents stream through in groups sized by estimated tokens:
+    walk → pair │ extract:<doc> … → chunk:<doc> … → embed:g00000 │ extract:<doc of group 1> … →
+      embed:g00001 │ … │ graph │ reverse-scan:<partner> …, reverse-scan:delisted
 
-    extract:<doc> … → chunk:<doc> … → embed:g00000 → extract:<doc of group 1> … → embed:g00001 → … → graph
-      → reverse-scan:<partner> …
+walk and pair always run (they are what detect change); the changed documents then stream through
+in groups sized by estimated tokens. A group is extracted, chunked, embedded and committed (one
+transaction per document) before the next group's text is read, so peak memory follows the group
+size and the model, not the corpus, and a crash loses at most the group in flight.
 
-A group is extracted, chunked, embedded and committed (one transaction per document) before the
-next group's text is read, so peak memory follows the group size and the model, not the corpus, and
-a crash loses at most the group in flight. `pnk sync` runs that graph as one doit invocation for
-walk and pair, one per group, one for graph and one for reverse-scan (`run_pipeline`): doit keeps
-every Task it creates until its run ends (about 10 KB per document for the extract and chunk tasks),
-so one invocation for the whole corpus would make memory grow with it. The whole graph, with each group's extract tasks
-depending on the previous group's embed task, is what `doit list` shows. Each per-document task is
-keyed on the document's build key (`pinakes.pipeline.keys`), compared with the key the index stored
-beside its chunks.
+`invocations()` yields what `pnk sync` runs as separate doit invocations (│ above): walk and pair,
+one per group, graph, reverse-scan. doit keeps every Task it creates until its run ends (about
+10 KB per document for the extract and chunk tasks), so one invocation for the whole corpus would
+make memory grow with it. `run_pipeline` runs each, with the dependencies on tasks of an earlier
+invocation dropped by one filter (`only_within`: those tasks ran before). `task_namespace` lists
+them all in one namespace, every dependency kept, each group's extract tasks depending on the
+previous group's embed task: what `doit list` shows is what runs, by construction. Each
+per-document task is keyed on the document's build key (`pinakes.pipeline.keys`), compared with
+the key the index stored beside its chunks.
 
 The same namespace backs `pnk doit list|info` and the `.pinakes/dodo.py` shim for plain
 `doit -f .pinakes/dodo.py list --all --status`.
@@ -24,24 +26,24 @@ The same namespace backs `pnk doit list|info` and the `.pinakes/dodo.py` shim fo
 from __future__ import annotations
 
 import io
-import sqlite3
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from pinakes import rules
 from pinakes.kb import KBPaths
 from pinakes.links.reverse import delisted
 from pinakes.pipeline.pair import DocWork, compute_plan
 from pinakes.pipeline.run import SyncContext
-from pinakes.rules import chunk, embed, extract, graph, pair, reverse_scan, walk
+from pinakes.pipeline.stages import STAGES, Stage, phases
+from pinakes.rules import Halt, Scope, TaskDict, task_name
 
 # A group holds about this many tokens of source text (estimated from file sizes: an upper bound for a
 # PDF, whose text is smaller than the file), and at most GROUP_MAX_DOCUMENTS documents.
 GROUP_TOKENS = 64 * 1024
 ESTIMATED_BYTES_PER_TOKEN = 4
 GROUP_MAX_DOCUMENTS = 256
-
-DEFAULT_TASKS = ["walk", "pair", "extract", "graph", "reverse-scan"]  # chunk, embed: extract's dependents
 
 DODO_SHIM = '''"""doit view of this KB's sync pipeline, written by `pnk sync`.
 
@@ -54,6 +56,9 @@ from pinakes.sync.loader import inspection_namespace
 
 globals().update(inspection_namespace(Path(__file__).resolve().parent.parent))
 '''
+
+# What the progress line says while an invocation that is no one document's runs.
+_STEPS = {"graph": "deriving the graph", "reverse-scan": "reading connected KBs' links"}
 
 
 def stream_groups(work: list[DocWork]) -> list[list[DocWork]]:
@@ -74,148 +79,132 @@ def stream_groups(work: list[DocWork]) -> list[list[DocWork]]:
 
 
 def ensure_plan(ctx: SyncContext) -> None:
-    """Walk and pair if nobody has yet (doit `list`/`info` create delayed tasks without running)."""
+    """Walk and pair if nobody has yet (an inspection plans without running doit), and cut the
+    plan's work into groups."""
     if ctx.walk is None:
-        walk.run_walk(ctx)
+        from pinakes.rules.walk import run_walk
+
+        run_walk(ctx, Scope())
     plan = compute_plan(ctx)
     if not ctx.groups and plan.work:
         ctx.groups = stream_groups(plan.work)
 
 
-def _group_tasks(ctx: SyncContext, number: int, group: list[DocWork],
-                 after: str | None) -> Iterator[dict[str, object]]:
-    for task in extract.tasks_extract(ctx, group, after=after):
-        yield guarded(ctx, task)
-    for task in chunk.tasks_chunk(ctx, group):
-        yield guarded(ctx, task)
-    yield guarded(ctx, embed.task_embed(ctx, number, group))
+@dataclass(frozen=True)
+class Invocation:
+    """One doit run of `pnk sync`: some of the declared stages over one scope."""
+
+    label: str  # "plan", "group 3", or the key of the one stage it runs
+    stages: tuple[Stage, ...]
+    scope: Scope
+    waits_for: tuple[str, ...] = ()  # tasks of an earlier invocation its first stage's tasks wait for
+
+    def tasks(self, ctx: SyncContext, halt: Halt) -> list[TaskDict]:
+        return [task for position, stage in enumerate(self.stages)
+                for task in rules.tasks(stage, ctx, self.scope, halt=halt,
+                                        within=self.waits_for if position == 0 else ())]
 
 
-def _group_docs() -> Iterator[dict[str, object]]:
-    yield {"basename": "chunk", "name": None,
-           "doc": "split each extracted document into passages, counted in model tokens"}
-    yield {"basename": "embed", "name": None,
-           "doc": "embed one group's passages and commit each document in its own transaction"}
+def invocations(ctx: SyncContext) -> Iterator[Invocation]:
+    """The doit invocations of a sync, in order, from the declaration (`pipeline.stages.phases`): the
+    stages that decide the change set, then the streamed stages once per group, each group waiting
+    for the one before, then each later stage alone. A generator: the groups are cut once the plan
+    exists, so a sync runs the first invocation before the next is made (an inspection plans
+    read-only when asked for the groups)."""
+    for phase in phases():
+        if not phase.streamed:
+            yield Invocation(phase.label, phase.stages, Scope())
+            continue
+        ensure_plan(ctx)
+        last = rules.adapters()[phase.stages[-1].key]
+        previous: Scope | None = None
+        for number, group in enumerate(ctx.groups):
+            scope = Scope(number, group)
+            waits_for = tuple(last.task_names(ctx, previous)) if previous is not None else ()
+            yield Invocation(f"{phase.label} {number}", phase.stages, scope, waits_for)
+            previous = scope
 
 
 def task_namespace(ctx: SyncContext) -> dict[str, object]:
-    """The whole pipeline as one doit namespace: what `doit list` / `info` show."""
-    from doit import create_after
+    """The whole pipeline as one doit namespace, what `doit list` / `info` show: every invocation's
+    tasks with every dependency, including those on a task of an earlier invocation."""
+    halt = Halt()  # listed, never run: an inspection's context cannot write
+    by_stage: dict[str, list[TaskDict]] = {stage.key: [] for stage in STAGES}
+    for invocation in invocations(ctx):
+        for task in invocation.tasks(ctx, halt):
+            if task.get("name", "") is not None or not by_stage[task["basename"]]:
+                by_stage[task["basename"]].append(task)  # a stage's own entry once, before its tasks
+    found = rules.adapters()
+    namespace: dict[str, object] = {
+        _creator(stage): _yielding(by_stage[stage.key] or [
+            {"basename": stage.key, "name": None, "doc": found[stage.key].doc}])  # no work: still listed
+        for stage in STAGES}
+    namespace["DOIT_CONFIG"] = doit_config([stage.key for stage in STAGES])
+    return namespace
 
-    def task_walk() -> dict[str, object]:
-        return guarded(ctx, walk.task_walk(ctx))
 
-    def task_pair() -> dict[str, object]:
-        return guarded(ctx, pair.task_pair(ctx))
-
-    @create_after(executed="pair")
-    def task_extract() -> Iterator[dict[str, object]]:
-        """turn each changed document into its indexed text"""
-        ensure_plan(ctx)
-        yield from _group_docs()
-        previous: str | None = None
-        for number, group in enumerate(ctx.groups):
-            yield from _group_tasks(ctx, number, group, previous)
-            previous = f"embed:{embed.group_task_name(number)}"
-
-    @create_after(executed="pair")
-    def task_graph() -> dict[str, object]:
-        return guarded(ctx, graph.task_graph(ctx))
-
-    @create_after(executed="graph")
-    def task_reverse_scan() -> Iterator[dict[str, object]]:
-        """read connected KBs' committed sidecars for links into this KB"""
-        for task in reverse_scan.task_reverse_scan(ctx):
-            yield guarded(ctx, task)
-
-    return {
-        "task_walk": task_walk,
-        "task_pair": task_pair,
-        "task_extract": task_extract,
-        "task_graph": task_graph,
-        "task_reverse_scan": task_reverse_scan,
-        "DOIT_CONFIG": doit_config(ctx, DEFAULT_TASKS),
-    }
+def only_within(tasks: list[TaskDict]) -> list[TaskDict]:
+    """`tasks` as one invocation runs them: a dependency on a task outside the invocation is
+    dropped, because that task ran in an earlier invocation (doit refuses a name it does not know)."""
+    names = {task["basename"] for task in tasks} | {task_name(task) for task in tasks}
+    for task in tasks:
+        task["task_dep"] = [dependency for dependency in task.get("task_dep", []) if dependency in names]
+    return tasks
 
 
 def run_pipeline(ctx: SyncContext) -> tuple[int, str]:
-    """Run the pipeline: walk and pair, then each group, then graph, each its own doit invocation
-    (see the module docstring); stops at the first invocation that fails or sets ctx.fatal."""
-
-    def task_walk() -> dict[str, object]:
-        return guarded(ctx, walk.task_walk(ctx))
-
-    def task_pair() -> dict[str, object]:
-        return guarded(ctx, pair.task_pair(ctx))
-
-    def task_graph() -> dict[str, object]:
-        task = graph.task_graph(ctx)
-        task["task_dep"] = []  # walk, pair and every group ran in the invocations before
-        return guarded(ctx, task)
-
-    code, output = run_doit({"task_walk": task_walk, "task_pair": task_pair,
-                             "DOIT_CONFIG": doit_config(ctx, ["walk", "pair"])})
-    if code or ctx.fatal is not None:
-        return code, output
-    ensure_plan(ctx)
-    for number, group in enumerate(ctx.groups):
-
-        def task_extract(number: int = number, group: list[DocWork] = group) -> Iterator[dict[str, object]]:
-            """turn each changed document into its indexed text"""
-            yield from _group_docs()
-            yield from _group_tasks(ctx, number, group, None)
-
-        code, output = run_doit({"task_extract": task_extract,
-                                 "DOIT_CONFIG": doit_config(ctx, ["extract", "embed"])})
-        if code or ctx.fatal is not None:
+    """Run the pipeline, one doit invocation after the other (see the module docstring); stops at
+    the first that fails. Raises the PinakesError that stopped a step."""
+    for invocation in invocations(ctx):
+        if invocation.label == "reverse-scan":
+            if not (ctx.manifest.links or delisted(ctx.writer(), ctx.manifest)):
+                break  # no connected KB, and none to forget: reverse-scan has nothing to do
+            ctx.progress.step(_STEPS[invocation.label])
+            return run_reverse_scan(ctx)  # the entry a sync that changed no document uses too
+        if invocation.label in _STEPS:
+            ctx.progress.step(_STEPS[invocation.label])
+        code, output = run_invocation(ctx, invocation)
+        if code:
             return code, output
-    ctx.progress.step("deriving the graph")
-    code, output = run_doit({"task_graph": task_graph, "DOIT_CONFIG": doit_config(ctx, ["graph"])})
-    if code or ctx.fatal is not None or not (ctx.manifest.links or delisted(ctx.writer(), ctx.manifest)):
-        return code, output  # no connected KB, and none to forget: reverse-scan has nothing to do
-    ctx.progress.step("reading connected KBs' links")
-    return run_reverse_scan(ctx)
+    return 0, ""
 
 
 def run_reverse_scan(ctx: SyncContext) -> tuple[int, str]:
-    """The reverse-scan step as its own doit invocation (after graph; or alone, when a sync that
+    """The reverse-scan stage as its own doit invocation (after graph; or alone, when a sync that
     changed no document finds a connected KB's scan due)."""
+    from pinakes.pipeline.stages import stage
 
-    def task_reverse_scan() -> Iterator[dict[str, object]]:
-        """read connected KBs' committed sidecars for links into this KB"""
-        for task in reverse_scan.task_reverse_scan(ctx):
-            task.pop("task_dep", None)  # graph ran in the invocation before (or had nothing to do)
-            yield guarded(ctx, task)
-
-    return run_doit({"task_reverse_scan": task_reverse_scan, "DOIT_CONFIG": doit_config(ctx, ["reverse-scan"])})
+    return run_invocation(ctx, Invocation("reverse-scan", (stage("reverse-scan"),), Scope()))
 
 
-def guarded(ctx: SyncContext, task: dict[str, object]) -> dict[str, object]:
-    """`task` with each action run through `_run_guarded`: a fault of the index or the filesystem
-    inside any step stops the run as one PinakesError (ctx.fatal), not as a traceback in doit's
-    report."""
-    actions = task.get("actions")
-    if isinstance(actions, list):
-        task["actions"] = [(_run_guarded, [ctx, action[0], list(action[1])]) for action in actions]
-    return task
+def run_invocation(ctx: SyncContext, invocation: Invocation) -> tuple[int, str]:
+    """`invocation` through doit: (exit code, what doit reported). Raises the PinakesError a step
+    stopped the run with (kept by the adapters' guard: doit itself would only print it)."""
+    halt = Halt()
+    tasks = only_within(invocation.tasks(ctx, halt))
+    namespace: dict[str, object] = {
+        _creator(stage): _yielding([task for task in tasks if task["basename"] == stage.key])
+        for stage in invocation.stages}
+    namespace["DOIT_CONFIG"] = doit_config([stage.key for stage in invocation.stages])
+    code, output = run_doit(namespace)
+    if halt.error is not None:
+        raise halt.error
+    return code, output
 
 
-def _run_guarded(ctx: SyncContext, action: Callable[..., bool], args: list[object]) -> bool:
-    from pinakes.errors import PinakesError, filesystem_error
-    from pinakes.index.schema import index_error
-
-    try:
-        return action(*args)
-    except PinakesError as exc:
-        ctx.fatal = exc
-    except sqlite3.Error as exc:
-        ctx.fatal = index_error(ctx.index_path, exc)
-    except OSError as exc:
-        ctx.fatal = filesystem_error(exc.filename or ctx.paths.state_dir, exc, "sync the KB")
-    return False
+def _creator(stage: Stage) -> str:
+    """The name doit finds a stage's task creator under."""
+    return "task_" + stage.key.replace("-", "_")
 
 
-def doit_config(ctx: SyncContext, default_tasks: list[str]) -> dict[str, object]:
+def _yielding(tasks: list[TaskDict]) -> Callable[[], Iterator[TaskDict]]:
+    def create() -> Iterator[TaskDict]:
+        yield from tasks
+
+    return create
+
+
+def doit_config(default_tasks: list[str]) -> dict[str, object]:
     return {
         # doit's own state holds no truth here: every task's up-to-date answer is computed from the
         # index (its build keys) before doit sees the task. So it lives in memory: a sync never
@@ -236,7 +225,7 @@ def run_doit(namespace: dict[str, object]) -> tuple[int, str]:
     output = io.StringIO()
     config = namespace["DOIT_CONFIG"]
     assert isinstance(config, dict)
-    namespace["DOIT_CONFIG"] = {**config, "outfile": output, "reporter": _reporter_class()}
+    namespace["DOIT_CONFIG"] = {**config, "outfile": output, "reporter": reporter_class()}
     stdout, stderr = sys.stdout, sys.stderr
     try:
         code = DoitMain(ModuleTaskLoader(namespace), config_filenames=()).run(["run"])
@@ -245,7 +234,8 @@ def run_doit(namespace: dict[str, object]) -> tuple[int, str]:
     return int(code or 0), output.getvalue()
 
 
-def _reporter_class() -> type:
+def reporter_class() -> type:
+    """doit's reporter for a sync (made on first use: doit is imported only when a sync runs it)."""
     from doit.reporter import ZeroReporter
 
     class FailureReporter(ZeroReporter):

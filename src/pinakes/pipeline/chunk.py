@@ -1,0 +1,60 @@
+"""The chunk stage's core: split one extracted document into passages.
+
+Token counts come from the embedding model's own tokenizer, so a chunk is never longer than the
+model can encode whole (spec §4.6); the chunker itself is `pinakes.chunking`. A document whose chunk
+count makes its embedding slow is announced before the embedding starts, so a long pause on one
+large file reads as work rather than a hang.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pinakes.errors import PinakesError
+
+if TYPE_CHECKING:
+    from pinakes.chunking import Chunk
+    from pinakes.extract.types import ExtractedText
+    from pinakes.pipeline.pair import DocWork
+    from pinakes.pipeline.run import SyncContext
+
+# A document with at least this many chunks is announced before it is embedded (about a minute of
+# embedding on a 2-core CPU at the default model's measured rate).
+SLOW_DOCUMENT_CHUNKS = 2000
+# A document this long is announced before its chunking too, which alone takes tens of seconds
+# (a 20 MB text: about 100 s of reading, chunking and token counting before any embedding).
+SLOW_DOCUMENT_CHARS = 2_000_000
+
+
+def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chunk] | None:
+    """`item`'s passages, also held in `ctx.chunks` for the embed stage; None when this document
+    failed (recorded, and the run goes on). Raises PinakesError for a configuration problem (e.g.
+    max_tokens too large for the model), which stops the whole run."""
+    from pinakes.chunking import chunk_text
+    from pinakes.extract.source_types import markup_for
+
+    ctx.progress.document(item.path, phase="chunking")
+    chunking = ctx.manifest.chunking
+    if len(extracted.text) >= SLOW_DOCUMENT_CHARS:
+        ctx.progress.announce(f"{item.path}: {len(extracted.text) / 1e6:.1f} million characters to "
+                              "chunk and count first; this document alone takes a while")
+    try:
+        embedder = ctx.get_embedder()
+        chunks = chunk_text(extracted.text, item.source_type, max_tokens=chunking.max_tokens,
+                            overlap=chunking.overlap, headings=chunking.headings,
+                            count_tokens=embedder.count_tokens, pages=extracted.pages,
+                            markup=markup_for(item.path) if item.source_type == "text" else None)
+    except PinakesError:
+        raise
+    except Exception as exc:
+        ctx.report.fail(item.path, "chunk", f"{type(exc).__name__}: {exc}")
+        ctx.failed.add(item.doc_id)
+        return None
+    from pinakes.extract.titles import document_title
+
+    item.text_title = document_title(extracted.text, item.source_type, ctx.paths.root / item.path)
+    if len(chunks) >= SLOW_DOCUMENT_CHUNKS:
+        ctx.progress.announce(f"{item.path}: {len(chunks):,} chunks to embed; this document alone "
+                              "takes a while")
+    ctx.chunks[item.doc_id] = chunks
+    return chunks

@@ -1,0 +1,211 @@
+"""The embed stage's core: vectors for one group's chunks, then one transaction per document.
+
+The model is the cost of a sync, so a group's chunks are embedded in calls that cross documents
+(the embedder caps each model batch by padded tokens, which bounds its memory). The keys stay per
+document: each document's row, chunks, vectors and key are committed together in its own
+transaction, so the index never half-describes a document and a crash loses at most the group in
+flight. A document larger than one embedding slice streams: its chunks are embedded slice by slice
+and written inside its still-open transaction, so one huge file never holds all its vectors at once
+and shows progress throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pinakes.chunking import Chunk
+from pinakes.embed.base import identity_meta
+from pinakes.errors import PinakesError
+from pinakes.extract.front_matter import document_front_matter
+from pinakes.faults import faultpoint
+from pinakes.index.schema import index_error, transaction, write_meta
+from pinakes.index.terms import record_term_frequencies
+from pinakes.lexical.scripts import shadow
+from pinakes.links.store import write_links
+
+if TYPE_CHECKING:
+    from pinakes.pipeline.pair import DocWork
+    from pinakes.pipeline.run import SyncContext
+
+# Chunks embedded per call for a document that streams, and the most chunks one cross-document call
+# takes: a few model batches, so progress moves every few seconds even on a slow CPU (at 256 the
+# measured gaps reached 35-65 s) while each call still fills the model's batches.
+EMBED_SLICE_CHUNKS = 64
+
+VectorSource = Callable[[Sequence[Chunk], int], np.ndarray]  # (chunks, offset in the document) -> rows
+
+
+def embed_group(ctx: SyncContext, group: Sequence[DocWork]) -> None:
+    """Embed one group's chunks and commit each document in its own transaction. Raises
+    PinakesError when the model cannot be loaded or refuses its configuration (the run stops); a
+    document that fails alone is recorded and the run goes on."""
+    try:
+        ready = [item for item in group if item.doc_id not in ctx.failed and item.doc_id in ctx.chunks]
+        small = [item for item in ready if len(ctx.chunks[item.doc_id]) <= EMBED_SLICE_CHUNKS]
+        large = [item for item in ready if len(ctx.chunks[item.doc_id]) > EMBED_SLICE_CHUNKS]
+        for batch in _cross_document_batches(ctx, small):
+            _embed_small_batch(ctx, batch)
+        for item in large:
+            _write_streaming(ctx, item)
+    finally:
+        for item in group:  # whatever happened, this group's text is no longer needed
+            ctx.extracted.pop(item.doc_id, None)
+            ctx.chunks.pop(item.doc_id, None)
+
+
+def _cross_document_batches(ctx: SyncContext, items: list[DocWork]) -> Iterator[list[DocWork]]:
+    """Consecutive documents whose chunks add up to at most EMBED_SLICE_CHUNKS (one call each)."""
+    batch: list[DocWork] = []
+    count = 0
+    for item in items:
+        size = len(ctx.chunks[item.doc_id])
+        if batch and count + size > EMBED_SLICE_CHUNKS:
+            yield batch
+            batch, count = [], 0
+        batch.append(item)
+        count += size
+    if batch:
+        yield batch
+
+
+def _embed_small_batch(ctx: SyncContext, batch: list[DocWork]) -> None:
+    texts = [chunk.text for item in batch for chunk in ctx.chunks[item.doc_id]]
+    ctx.progress.document(batch[0].path, phase="embedding", others=len(batch) - 1)
+    embedder = ctx.get_embedder()
+    try:
+        vectors = embedder.embed_documents(texts, batch_size=ctx.manifest.embedding.batch_size)
+    except PinakesError:
+        raise
+    except Exception as exc:  # one bad batch must not end the run: retry document by document
+        ctx.report.notes.append(f"a batch failed to embed ({type(exc).__name__}); retried per document")
+        for item in batch:
+            _write_streaming(ctx, item)
+        return
+    offset = 0
+    for item in batch:
+        count = len(ctx.chunks[item.doc_id])
+        rows = vectors[offset:offset + count]
+        offset += count
+        ctx.progress.document(item.path, phase="writing")
+        write_document(ctx, item, lambda _chunks, start, rows=rows: rows[start:start + len(_chunks)])
+
+
+def _write_streaming(ctx: SyncContext, item: DocWork) -> None:
+    ctx.progress.document(item.path, phase="embedding")
+    embedder = ctx.get_embedder()
+    batch_size = ctx.manifest.embedding.batch_size
+    write_document(ctx, item, lambda chunks, _start: embedder.embed_documents(
+        [chunk.text for chunk in chunks], batch_size=batch_size))
+
+
+def _load_sidecar(ctx: SyncContext, item: DocWork) -> bool:
+    """A changed document whose sidecar did not change was paired without parsing it; its metadata
+    is needed now, for the row written beside the new chunks."""
+    from pinakes.sidecar import read_sidecar, sidecar_path_for
+
+    try:
+        item.sidecar = read_sidecar(sidecar_path_for(ctx.paths.root / item.path), kb_id=ctx.kb_id)
+    except PinakesError as exc:
+        ctx.report.fail(item.path, "sidecar", exc.render())
+        ctx.failed.add(item.doc_id)
+        return False
+    item.sidecar_hash = item.sidecar.raw_hash
+    return True
+
+
+def keyword_text_of(chunk: Chunk, declared_words: str) -> str:
+    """What the keyword index reads for a chunk (`chunks.fts_text` when it is not the chunk's text):
+    the first chunk also carries the words the document's front matter declares (title, aliases,
+    description: extract/front_matter.py), where an H1 title would stand. The chunk's text, its span
+    and every citation stay the document's own characters."""
+    if chunk.ordinal == 0 and declared_words:
+        return f"{declared_words}\n\n{chunk.text}"
+    return chunk.text
+
+
+def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -> None:
+    """Everything the index says about one document, in one transaction.
+
+    `vectors_for(chunks, offset)` gives the vectors of a slice of the document's chunks; a failure
+    there rolls the whole document back and records it as failed.
+    """
+    if item.sidecar is None and not _load_sidecar(ctx, item):
+        return
+    sidecar = item.sidecar
+    assert sidecar is not None
+    conn = ctx.writer()
+    chunks = ctx.chunks[item.doc_id]
+    extracted = ctx.extracted[item.doc_id]
+    # The extraction columns pin which characters the offsets address; only an extracted (paged)
+    # source has them, a text source's offsets address the file itself.
+    extracted_by = (extracted.backend, extracted.fingerprint) if extracted.pages is not None else (None, None)
+    front_matter = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
+    declared_words = front_matter.searchable_words()
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    try:
+        with transaction(conn):
+            conn.execute(
+                "INSERT INTO documents (id, path, content_hash, sidecar_hash, mtime, source_type, title, "
+                "metadata, state, extraction_backend, extraction_fingerprint, build_key, indexed_at, "
+                "pages_without_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET path = excluded.path, content_hash = excluded.content_hash, "
+                "sidecar_hash = excluded.sidecar_hash, mtime = excluded.mtime, "
+                "source_type = excluded.source_type, title = excluded.title, metadata = excluded.metadata, "
+                "state = 'active', extraction_backend = excluded.extraction_backend, "
+                "extraction_fingerprint = excluded.extraction_fingerprint, build_key = excluded.build_key, "
+                "indexed_at = excluded.indexed_at, pages_without_text = excluded.pages_without_text",
+                (item.doc_id, item.path, item.file.content_hash, item.sidecar_hash, item.file.mtime,
+                 item.source_type, sidecar.title or item.text_title,
+                 sidecar.metadata_json(front_matter_tags=front_matter.tags), *extracted_by,
+                 item.key, now,
+                 json.dumps(list(extracted.pages_without_text)) if extracted.pages_without_text else None),
+            )
+            conn.execute("DELETE FROM chunks WHERE doc_id = ?", (item.doc_id,))
+            for start in range(0, len(chunks), EMBED_SLICE_CHUNKS):
+                part = chunks[start:start + EMBED_SLICE_CHUNKS]
+                vectors = vectors_for(part, start)
+                written: list[tuple[int, str]] = []
+                for position, chunk in enumerate(part):
+                    heading = (json.dumps(list(chunk.heading_path), ensure_ascii=False)
+                               if chunk.heading_path else None)
+                    keyword_text = keyword_text_of(chunk, declared_words)
+                    cursor = conn.execute(
+                        "INSERT INTO chunks (doc_id, ordinal, text, char_start, char_end, token_count, "
+                        "heading_path, page_start, page_end, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (item.doc_id, chunk.ordinal, chunk.text, chunk.char_start, chunk.char_end,
+                         chunk.token_count, heading, chunk.page_start, chunk.page_end,
+                         shadow(keyword_text) or (keyword_text if keyword_text != chunk.text else None)),
+                    )
+                    chunk_id = int(cursor.lastrowid or 0)
+                    written.append((chunk_id, keyword_text))
+                    vector = np.ascontiguousarray(vectors[position], dtype=np.float32)
+                    conn.execute("INSERT INTO embeddings (chunk_id, vector) VALUES (?, ?)",
+                                 (chunk_id, vector.tobytes()))
+                record_term_frequencies(conn, written)
+                ctx.progress.advance(chunks=len(part))
+            write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
+            if not ctx.model_recorded:
+                # With the first vectors, not at the end of the run: an interrupted sync leaves an
+                # index that still says which model its vectors came from.
+                write_meta(conn, identity_meta(ctx.get_embedder().identity))
+            faultpoint("sync.mid-document-write")
+    except PinakesError:
+        raise
+    except sqlite3.Error as exc:  # the index, not this document: the run cannot go on
+        raise index_error(ctx.index_path, exc) from exc
+    except Exception as exc:
+        ctx.report.fail(item.path, "embed", f"{type(exc).__name__}: {exc}")
+        ctx.failed.add(item.doc_id)
+        return
+    ctx.model_recorded = True
+    faultpoint("sync.after-document-write")
+    ctx.report.chunks_embedded += len(chunks)
+    {"added": ctx.report.added, "changed": ctx.report.changed,
+     "rekeyed": ctx.report.reembedded}[item.reason].append(item.path)
+    ctx.progress.advance(documents=1, bytes_done=item.file.size)
