@@ -7,9 +7,10 @@ them. Every filter is validated here, so a bad value is a `UsageError` and never
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import cast
 
 from pinakes.errors import UsageError
 
@@ -19,15 +20,18 @@ SOURCE_TYPES = ("markdown", "text", "code", "pdf")
 TAG_KEYS = ("tags", "front_matter_tags")
 
 
-def document_tags(metadata: dict[str, Any]) -> list[str]:
+def document_tags(metadata: Mapping[str, object]) -> list[str]:
     """A document's tags: the union of its sidecar's and its front matter's, each once, the
     sidecar's first."""
     tags: dict[str, None] = {}
     for key in TAG_KEYS:
-        values = metadata.get(key) or []
-        values = [values] if isinstance(values, str) else values
-        if isinstance(values, list):
-            tags.update((str(tag), None) for tag in values)
+        value = metadata.get(key)
+        if not value:
+            continue
+        if isinstance(value, str):
+            tags[value] = None
+        elif isinstance(value, list):
+            tags.update((str(tag), None) for tag in cast("list[object]", value))  # parsed JSON
     return list(tags)
 
 

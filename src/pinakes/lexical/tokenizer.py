@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 
 from pinakes.lexical.scripts import shadow_or_self
@@ -77,7 +77,7 @@ class Tokenizer:
         return self._function_terms
 
     @contextmanager
-    def _probed(self, texts: list[str]) -> Iterator[sqlite3.Connection]:
+    def _probed(self, texts: list[str]) -> Generator[sqlite3.Connection]:
         """The probe table holding `texts` (row i + 1 for text i, shadowed as the index holds it)
         for the duration of the block; it keeps nothing between calls."""
         conn = self._conn
@@ -97,7 +97,7 @@ class Tokenizer:
         result: list[list[str]] = [[] for _ in texts]
         with self._probed(texts) as conn:
             for doc, term in conn.execute("SELECT doc, term FROM probe_terms ORDER BY doc, offset"):
-                result[doc - 1].append(term)
+                result[int(doc) - 1].append(term)
         return [tuple(terms) for terms in result]
 
     def frequencies(self, texts: list[str]) -> list[dict[str, int]]:
@@ -122,7 +122,7 @@ class Tokenizer:
                 batch = wanted[start : start + PRESENCE_BATCH]
                 marks = ", ".join("?" * len(batch))
                 for doc, term in conn.execute(f"SELECT doc, term FROM probe_terms WHERE term IN ({marks})", batch):
-                    result[doc - 1].add(term)
+                    result[int(doc) - 1].add(term)
         return [frozenset(found) for found in result]
 
     def close(self) -> None:
