@@ -8,15 +8,18 @@ block and re-attach it to whatever now precedes it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeAlias
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import CommentMark
 from ruamel.yaml.scalarstring import FoldedScalarString, LiteralScalarString
 from ruamel.yaml.tokens import CommentToken
 
+Container: TypeAlias = CommentedMap | CommentedSeq
+Slot: TypeAlias = str | int  # a mapping's key or a sequence's index
 
-def _insert_entry(mapping: CommentedMap, position: int, key: str, value: Any) -> None:
+
+def _insert_entry(mapping: CommentedMap, position: int, key: str, value: object) -> None:
     """Insert so that comment lines after the previous entry stay above what followed it."""
     block = ""
     if position > 0:
@@ -55,7 +58,7 @@ def _give_header(mapping: CommentedMap, block: str) -> None:
     mapping.ca.comment[1].append(CommentToken(block, CommentMark(0), None))
 
 
-def _trailing_slot(container: Any, slot: Any) -> tuple[Any, Any]:
+def _trailing_slot(container: Container, slot: Slot) -> tuple[Container, Slot]:
     """Where the comment lines after `container[slot]` are stored: its deepest last leaf."""
     value = container[slot]
     if isinstance(value, (CommentedMap, CommentedSeq)) and len(value) and not value.fa.flow_style():
@@ -64,16 +67,16 @@ def _trailing_slot(container: Any, slot: Any) -> tuple[Any, Any]:
     return container, slot
 
 
-def _comment_index(container: Any) -> int:
+def _comment_index(container: Container) -> int:
     return 2 if isinstance(container, CommentedMap) else 0
 
 
-def _ends_its_own_line(container: Any, slot: Any) -> bool:
+def _ends_its_own_line(container: Container, slot: Slot) -> bool:
     """A block scalar ends with a line break, so the comment after it cannot be end-of-line."""
     return isinstance(container[slot], (LiteralScalarString, FoldedScalarString))
 
 
-def _take_block(container: Any, slot: Any) -> str:
+def _take_block(container: Container, slot: Slot) -> str:
     """Detach and return the whole comment lines after an entry, keeping its end-of-line comment."""
     comments = container.ca.items.get(slot)
     token = comments[_comment_index(container)] if comments else None
@@ -93,7 +96,7 @@ def _take_block(container: Any, slot: Any) -> str:
     return block
 
 
-def _give_block(container: Any, slot: Any, block: str) -> None:
+def _give_block(container: Container, slot: Slot, block: str) -> None:
     if not block:
         return
     comments = container.ca.items.setdefault(slot, [None, None, None, None])

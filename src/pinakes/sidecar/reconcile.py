@@ -6,7 +6,7 @@ keeps the quoting style the author chose, and an absent owned key is inserted in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TypedDict, TypeVar
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import ScalarString
@@ -15,8 +15,19 @@ from ruamel.yaml.tokens import CommentToken
 from pinakes.sidecar.comments import _delete_entry, _give_block, _insert_entry, _take_block, _trailing_slot
 from pinakes.sidecar.model import OWNED_KEYS, JSONValue, Link, Sidecar
 
+Item = TypeVar("Item")  # a list's values as read (a tag, a Link)
 
-def _apply_changes(document: CommentedMap, current: Sidecar, changes: Mapping[str, Any]) -> None:
+
+class SidecarChanges(TypedDict, total=False):
+    """The owned keys one update changes, each with its new value; a key absent is left alone."""
+
+    title: str | None
+    tags: list[str]
+    links: list[Link]
+    extraction: dict[str, str] | None
+
+
+def _apply_changes(document: CommentedMap, current: Sidecar, changes: SidecarChanges) -> None:
     if "title" in changes:
         if changes["title"] is None:
             _delete_entry(document, "title")
@@ -32,7 +43,7 @@ def _apply_changes(document: CommentedMap, current: Sidecar, changes: Mapping[st
         _set_extraction(document, current.extraction, changes["extraction"])
 
 
-def _insert_owned(document: CommentedMap, key: str, value: Any) -> None:
+def _insert_owned(document: CommentedMap, key: str, value: object) -> None:
     """Insert an absent owned key right after the nearest owned key that precedes it canonically."""
     predecessors = OWNED_KEYS[: OWNED_KEYS.index(key)]
     keys = list(document.keys())
@@ -43,10 +54,10 @@ def _insert_owned(document: CommentedMap, key: str, value: Any) -> None:
 def _set_sequence(
     document: CommentedMap,
     key: str,
-    old_values: list[Any],
-    new_values: list[Any],
+    old_values: list[Item],
+    new_values: list[Item],
     *,
-    make: Callable[[Any], Any],
+    make: Callable[[Item], object],
     flow: bool,
 ) -> None:
     """`flow` is the style for a list Pinakes creates, or one written `[]` (which has no style)."""
@@ -68,9 +79,9 @@ def _reconcile_sequence(
     document: CommentedMap,
     key: str,
     sequence: CommentedSeq,
-    old_values: list[Any],
-    new_values: list[Any],
-    make: Callable[[Any], Any],
+    old_values: list[Item],
+    new_values: list[Item],
+    make: Callable[[Item], object],
 ) -> None:
     """Replace a list's items, keeping the objects (quoting, comments) of the items that stay.
 
@@ -80,7 +91,7 @@ def _reconcile_sequence(
     """
     old_items = list(sequence)
     blocks = [""] * len(old_items)
-    eol_comments: dict[int, Any] = {}
+    eol_comments: dict[int, CommentToken | None] = {}
     if not sequence.fa.flow_style():
         for index in range(len(old_items)):
             blocks[index] = _take_block(*_trailing_slot(sequence, index))
@@ -90,8 +101,8 @@ def _reconcile_sequence(
             if index and before:  # lines kept before this item belong after the previous one
                 blocks[index - 1] += "".join(token.value for token in before)
     unused = list(range(len(old_items)))
-    new_items: list[Any] = []
-    new_comments: dict[int, Any] = {}
+    new_items: list[object] = []
+    new_comments: dict[int, list[CommentToken | None]] = {}
     for position, value in enumerate(new_values):
         match = next((index for index in unused if old_values[index] == value), None)
         if match is None:
@@ -120,7 +131,7 @@ def _reconcile_sequence(
     _give_block(document, key, leftover)
 
 
-def _refreshed(old_item: Any, new_item: Any) -> Any:
+def _refreshed(old_item: object, new_item: object) -> object:
     """An item that stays keeps its object; a link entry's fields take the canonical text
     (`pnk://self/...` is written out with the KB's ULID)."""
     if isinstance(old_item, CommentedMap) and isinstance(new_item, CommentedMap):
@@ -175,7 +186,7 @@ def _set_style(sequence: CommentedSeq, *, flow: bool) -> CommentedSeq:
     return sequence
 
 
-def _commented(value: Any) -> Any:
+def _commented(value: JSONValue) -> JSONValue:
     if isinstance(value, dict):
         return CommentedMap((key, _commented(item)) for key, item in value.items())
     if isinstance(value, list):
@@ -183,7 +194,7 @@ def _commented(value: Any) -> Any:
     return value
 
 
-def _in_same_style(old: Any, new: str) -> str:
+def _in_same_style(old: object, new: str) -> str:
     """A replacement string written in the quoting style the author chose for the old one."""
     if isinstance(old, ScalarString):
         return type(old)(new)

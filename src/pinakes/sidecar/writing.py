@@ -12,7 +12,6 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import EllipsisType
-from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
@@ -29,7 +28,7 @@ from pinakes.sidecar.reading import (
     parse_sidecar_bytes,
     read_sidecar,
 )
-from pinakes.sidecar.reconcile import _apply_changes, _commented, _link_entry, _set_style
+from pinakes.sidecar.reconcile import SidecarChanges, _apply_changes, _commented, _link_entry, _set_style
 from pinakes.sidecar.splice import splice_keys
 
 
@@ -86,9 +85,11 @@ def update_sidecar(
     data = _read_bytes(path)
     source = _load_source(data, path)
     current = _interpret(source, kb_id)
-    changes: dict[str, Any] = {}
-    if title is not ... and _checked_title(title) != current.title:
-        changes["title"] = title
+    changes: SidecarChanges = {}
+    if title is not ...:
+        wanted_title = _checked_title(title)
+        if wanted_title != current.title:
+            changes["title"] = wanted_title
     if tags is not ...:
         wanted_tags = _checked_tags(tags)
         if tuple(wanted_tags) != current.tags:
@@ -117,7 +118,7 @@ def update_sidecar(
 _CHANGED_KEY = {"title": "title", "tags": "tags", "links": "links", "extraction": "provenance"}
 
 
-def _only_changed_keys(source: _Source, document: CommentedMap, current: Sidecar, changes: Mapping[str, Any],
+def _only_changed_keys(source: _Source, document: CommentedMap, current: Sidecar, changes: SidecarChanges,
                        kb_id: str) -> tuple[bytes, Sidecar]:
     """The source's bytes with only the changed keys' text taken from a dump (`splice`), each key
     dumped with the indents it shows itself; proven by parsing it back. When the two cannot be
@@ -160,20 +161,20 @@ def _refuse_to_mint_over(path: Path) -> SidecarError:
 _ANY_OWNER = "0" * 26
 
 
-def _checked_title(title: Any) -> str | None:
+def _checked_title(title: object) -> str | None:
     if title is not None and not isinstance(title, str):
         raise TypeError(f"title must be a str or None, not {type(title).__name__}")
     return title
 
 
-def _checked_tags(tags: Any) -> list[str]:
+def _checked_tags(tags: Sequence[str]) -> list[str]:
     checked = [] if isinstance(tags, str) else list(tags)
     if isinstance(tags, str) or not all(isinstance(tag, str) and tag for tag in checked):
         raise TypeError(f"tags must be a sequence of non-empty strings, not {tags!r}")
     return checked
 
 
-def _checked_links(links: Any) -> list[Link]:
+def _checked_links(links: Sequence[Link]) -> list[Link]:
     checked = list(links)
     for link in checked:
         if not isinstance(link, Link) or not link.rel:
@@ -182,7 +183,7 @@ def _checked_links(links: Any) -> list[Link]:
     return checked
 
 
-def _checked_extraction(extraction: Any) -> dict[str, str] | None:
+def _checked_extraction(extraction: Mapping[str, str] | None) -> dict[str, str] | None:
     if extraction is None:
         return None
     wanted = dict(extraction)
@@ -194,14 +195,14 @@ def _checked_extraction(extraction: Any) -> dict[str, str] | None:
     return _checked_json(wanted, "provenance_extraction")
 
 
-def _checked_json(value: Any, what: str) -> Any:
+def _checked_json(value: object, what: str) -> JSONValue:
     try:
         return json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-encodable: {exc}") from exc
 
 
-def _verify_update(before: Sidecar, after: Sidecar, changes: Mapping[str, Any]) -> None:
+def _verify_update(before: Sidecar, after: Sidecar, changes: SidecarChanges) -> None:
     """Refuse to write a rewrite that lost anything: the file holds a permanent id."""
     expected_provenance = dict(before.provenance)
     if "extraction" in changes:
