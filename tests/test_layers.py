@@ -64,6 +64,7 @@ DYNAMIC_IMPORTERS = frozenset({
     "pinakes.doctor",  # the check modules of CHECK_MODULES
     "pinakes.extract.isolation",  # the extractor a child process runs, named by its parent
     "pinakes.pipeline.extract",  # the extractor module of the registry's spec
+    "pinakes.rules",  # each declared stage's adapter module, by the stage's key (pipeline/stages.py)
 })
 
 # Upward or forbidden edges whose cut is in flight in #27, each naming the work package that owns

@@ -15,10 +15,11 @@ may import numpy (embed), and a sync that changes nothing never builds a task.
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Required, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Required, TypedDict, TypeVar, cast
 
 from pinakes.errors import PinakesError
 
@@ -114,12 +115,23 @@ class Halt:
         self.error: PinakesError | None = None
 
 
-def adapters() -> Mapping[str, StageAdapter[Any]]:
-    """Every stage's adapter by key (imported here, on first use: see the module docstring)."""
-    from pinakes.rules import chunk, embed, extract, graph, pair, reverse_scan, walk
+class AdapterModule(Protocol):
+    """What the module of each declared stage, `pinakes.rules.<key>` (a dash as an underscore), defines."""
 
-    return {adapter.key: adapter for adapter in (walk.ADAPTER, pair.ADAPTER, extract.ADAPTER, chunk.ADAPTER,
-                                                  embed.ADAPTER, graph.ADAPTER, reverse_scan.ADAPTER)}
+    ADAPTER: StageAdapter[Any]
+
+
+def adapters() -> Mapping[str, StageAdapter[Any]]:
+    """Every declared stage's adapter by key, each imported on first use (see the module docstring)
+    from the module named after its key: adding a stage touches its declaration, its core and its
+    adapter module, nothing here."""
+    from pinakes.pipeline.stages import STAGES
+
+    found: dict[str, StageAdapter[Any]] = {}
+    for stage in STAGES:
+        module = cast("AdapterModule", importlib.import_module(f"{__name__}.{stage.key.replace('-', '_')}"))
+        found[stage.key] = module.ADAPTER
+    return found
 
 
 def tasks(stage: Stage, ctx: SyncContext, scope: Scope, *, halt: Halt,
