@@ -240,13 +240,13 @@ def test_status_predicts_what_the_next_sync_does(tmp_path: Path) -> None:
     assert {p: p.stat().st_mtime_ns for p in docs.rglob("*")} == before  # status wrote nothing
     assert not status.up_to_date
     report = sync(root)
-    assert status.new == report.added == ["docs/new.md"]
+    assert status.added == report.added == ["docs/new.md"]
     assert status.changed == report.changed == ["docs/doc00.md"]
-    assert status.moved == report.renamed == [("docs/doc01.md", "docs/moved.md")]
+    assert status.renamed == report.renamed == [("docs/doc01.md", "docs/moved.md")]
     assert status.deleted == report.deleted == ["docs/doc02.md"]
-    assert "docs/doc03.md" in status.metadata_refresh and "docs/doc03.md" in report.metadata_refreshed
+    assert "docs/doc03.md" in status.metadata_refreshed and "docs/doc03.md" in report.metadata_refreshed
     assert status.skipped == report.skipped == [("docs/skip.html", walk_step.SKIP_NO_EXTRACTOR)]
-    assert "docs/new.md.pnk.yaml" in status.sidecars_to_write
+    assert "docs/new.md.pnk.yaml" in status.sidecars_written
     after = kb_status(root)
     assert after.up_to_date and after.unchanged == 5 and after.last_sync_at is not None
     assert json.loads(json.dumps(after.to_dict()))["up_to_date"] is True
@@ -255,7 +255,7 @@ def test_status_predicts_what_the_next_sync_does(tmp_path: Path) -> None:
 def test_status_on_a_kb_never_synced(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", 2)
     status = kb_status(root)
-    assert not status.index_exists and status.new == ["docs/doc00.md", "docs/doc01.md"]
+    assert not status.index_exists and status.added == ["docs/doc00.md", "docs/doc01.md"]
     assert "no index yet" in status.render_text()
     assert not (root / ".pinakes" / "index.db").exists()
 

@@ -84,24 +84,6 @@ class KBStatus:
     # the `[sources] exclude` line that leaves out the files whose extraction failed last time
     exclusion: str | None = None
 
-    # TRANSITIONAL (#27, WP-F): the old field names, read only by tests/test_sync_streaming.py until
-    # its lines move to the shared names; removed in the commit that moves them.
-    @property
-    def new(self) -> list[str]:
-        return self.added
-
-    @property
-    def moved(self) -> list[tuple[str, str]]:
-        return self.renamed
-
-    @property
-    def metadata_refresh(self) -> list[str]:
-        return self.metadata_refreshed
-
-    @property
-    def sidecars_to_write(self) -> list[str]:
-        return self.sidecars_written
-
     @property
     def up_to_date(self) -> bool:
         return not (self.model_changed or has_changes(self) or self.would_fail
