@@ -55,6 +55,4 @@ def test_the_sync_writer_reads_the_text_layer_without_loading_search() -> None:
     modules = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                         check=True).stdout)
     assert {"pinakes.lexical.scripts", "pinakes.lexical.tokenizer"} <= set(modules)
-    # The one-line re-export shim the embed stage still reads until #27's move re-points it.
-    assert [name for name in modules if name.startswith("pinakes.search")] in (
-        [], ["pinakes.search", "pinakes.search.scripts"])
+    assert [name for name in modules if name.startswith("pinakes.search")] == []

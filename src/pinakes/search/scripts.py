@@ -8,7 +8,6 @@ list is noise.
 from __future__ import annotations
 
 from pinakes.lexical.scripts import has_segmented
-from pinakes.lexical.scripts import shadow as shadow  # shim until the embed stage imports lexical (#27)
 
 # Embedding models known to have been trained on English text only: their vectors for Han, kana or
 # Hangul text are noise (measured for the default model on the CJK development set,
