@@ -202,3 +202,47 @@ def _resolves(dotted: str) -> bool:
             target = getattr(target, part)
         return True
     return False
+
+
+def modules_missing_from(page: str, package_root: Path) -> list[str]:
+    """Modules under `package_root` (`src/pinakes`) that the page does not name: by path
+    (`src/pinakes/search/core.py`, or `search/core.py`; a top-level module's is its name, `kb.py`),
+    or as `core.py` in the row whose first column is its package's folder (`src/pinakes/search/`).
+    `__init__.py` and `__main__.py` are their package, named by its row."""
+    named = set(re.findall(r"`([^`\s]+)`", page))
+    rows: list[tuple[set[str], set[str]]] = []
+    for line in page.splitlines():
+        cells = line.split("|")
+        if line.startswith("|") and len(cells) > 2:
+            rows.append((set(re.findall(r"`([^`\s]+)`", cells[1])), set(re.findall(r"`([^`\s]+)`", line))))
+    prefix = f"src/{package_root.name}/"
+    missing = []
+    for path in sorted(package_root.rglob("*.py")):
+        if path.name in ("__init__.py", "__main__.py") or "__pycache__" in path.parts:
+            continue
+        relative = path.relative_to(package_root).as_posix()
+        folder = relative.rpartition("/")[0]
+        if {prefix + relative, relative} & named:
+            continue
+        if folder and any(prefix + folder + "/" in first and path.name in cells for first, cells in rows):
+            continue
+        missing.append(prefix + relative)
+    return missing
+
+
+def test_the_architecture_page_names_every_module() -> None:
+    page = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = modules_missing_from(page, REPO_ROOT / "src" / "pinakes")
+    assert missing == [], f"docs/architecture.md does not name these modules (add each to its package's row): {missing}"
+
+
+def test_a_module_the_architecture_page_lacks_is_named(tmp_path: Path) -> None:
+    root = tmp_path / "src" / "pinakes"
+    for name in ("__init__.py", "errors.py", "kb.py", "wording.py", "search/__init__.py", "search/core.py",
+                 "search/bm25.py", "index/schema.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).touch()
+    page = ("| Path | What |\n|---|---|\n| `src/pinakes/search/` | `core.py` (the searcher) |\n"
+            "| `src/pinakes/errors.py` | errors; the KB lives in `kb.py` |\n\n"
+            "`bm25.py` is named outside its package's row; `src/pinakes/index/schema.py` by path.\n")
+    assert modules_missing_from(page, root) == ["src/pinakes/search/bm25.py", "src/pinakes/wording.py"]
