@@ -72,7 +72,7 @@ def test_a_group_is_committed_before_the_next_group_is_extracted(
     def spying_extract(ctx: SyncContext, item: DocWork) -> bool:
         conn = ctx.writer()
         committed = conn.execute("SELECT COUNT(*) FROM documents WHERE state = 'active'").fetchone()[0]
-        events.append(("extract", item.path, committed, len(ctx.extracted)))
+        events.append(("extract", item.path, committed, len(ctx.group.extracted)))
         return real_extract(ctx, item)
 
     monkeypatch.setattr(extract_step, "run_extract", spying_extract)

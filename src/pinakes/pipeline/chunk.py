@@ -27,7 +27,7 @@ SLOW_DOCUMENT_CHARS = 2_000_000
 
 
 def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chunk] | None:
-    """`item`'s passages, also held in `ctx.chunks` for the embed stage; None when this document
+    """`item`'s passages, also held in `ctx.group.chunks` for the embed stage; None when this document
     failed (recorded, and the run goes on). Raises PinakesError for a configuration problem (e.g.
     max_tokens too large for the model), which stops the whole run."""
     from pinakes.chunking import chunk_text
@@ -56,5 +56,5 @@ def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chu
     if len(chunks) >= SLOW_DOCUMENT_CHUNKS:
         ctx.progress.announce(f"{item.path}: {len(chunks):,} chunks to embed; this document alone "
                               "takes a while")
-    ctx.chunks[item.doc_id] = chunks
+    ctx.group.chunks[item.doc_id] = chunks
     return chunks

@@ -46,17 +46,15 @@ def embed_group(ctx: SyncContext, group: Sequence[DocWork]) -> None:
     PinakesError when the model cannot be loaded or refuses its configuration (the run stops); a
     document that fails alone is recorded and the run goes on."""
     try:
-        ready = [item for item in group if item.doc_id not in ctx.failed and item.doc_id in ctx.chunks]
-        small = [item for item in ready if len(ctx.chunks[item.doc_id]) <= EMBED_SLICE_CHUNKS]
-        large = [item for item in ready if len(ctx.chunks[item.doc_id]) > EMBED_SLICE_CHUNKS]
+        ready = [item for item in group if item.doc_id not in ctx.failed and item.doc_id in ctx.group.chunks]
+        small = [item for item in ready if len(ctx.group.chunks[item.doc_id]) <= EMBED_SLICE_CHUNKS]
+        large = [item for item in ready if len(ctx.group.chunks[item.doc_id]) > EMBED_SLICE_CHUNKS]
         for batch in _cross_document_batches(ctx, small):
             _embed_small_batch(ctx, batch)
         for item in large:
             _write_streaming(ctx, item)
     finally:
-        for item in group:  # whatever happened, this group's text is no longer needed
-            ctx.extracted.pop(item.doc_id, None)
-            ctx.chunks.pop(item.doc_id, None)
+        ctx.group.release(group)  # whatever happened, this group's text is no longer needed
 
 
 def _cross_document_batches(ctx: SyncContext, items: list[DocWork]) -> Iterator[list[DocWork]]:
@@ -64,7 +62,7 @@ def _cross_document_batches(ctx: SyncContext, items: list[DocWork]) -> Iterator[
     batch: list[DocWork] = []
     count = 0
     for item in items:
-        size = len(ctx.chunks[item.doc_id])
+        size = len(ctx.group.chunks[item.doc_id])
         if batch and count + size > EMBED_SLICE_CHUNKS:
             yield batch
             batch, count = [], 0
@@ -75,7 +73,7 @@ def _cross_document_batches(ctx: SyncContext, items: list[DocWork]) -> Iterator[
 
 
 def _embed_small_batch(ctx: SyncContext, batch: list[DocWork]) -> None:
-    texts = [chunk.text for item in batch for chunk in ctx.chunks[item.doc_id]]
+    texts = [chunk.text for item in batch for chunk in ctx.group.chunks[item.doc_id]]
     ctx.progress.document(batch[0].path, phase="embedding", others=len(batch) - 1)
     embedder = ctx.get_embedder()
     try:
@@ -89,7 +87,7 @@ def _embed_small_batch(ctx: SyncContext, batch: list[DocWork]) -> None:
         return
     offset = 0
     for item in batch:
-        count = len(ctx.chunks[item.doc_id])
+        count = len(ctx.group.chunks[item.doc_id])
         rows = vectors[offset:offset + count]
         offset += count
         ctx.progress.document(item.path, phase="writing")
@@ -140,8 +138,8 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
     sidecar = item.sidecar
     assert sidecar is not None
     conn = ctx.writer()
-    chunks = ctx.chunks[item.doc_id]
-    extracted = ctx.extracted[item.doc_id]
+    chunks = ctx.group.chunks[item.doc_id]
+    extracted = ctx.group.extracted[item.doc_id]
     # The extraction columns pin which characters the offsets address; only an extracted (paged)
     # source has them, a text source's offsets address the file itself.
     extracted_by = (extracted.backend, extracted.fingerprint) if extracted.pages is not None else (None, None)

@@ -8,7 +8,7 @@ fingerprint without importing it; its module is imported by that name only when 
 
 A failure is recorded against the document and the run goes on: one broken file never blocks the
 corpus. Only an error the backend says ends the run (`RunStopped`) is raised. The text is held in
-`ctx.extracted` for the chunk stage, one group of documents at a time.
+`ctx.group.extracted` for the chunk stage, one group of documents at a time.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class ExtractorModule(Protocol):
 
 
 def extract(ctx: SyncContext, item: DocWork) -> ExtractedText | None:
-    """The text `item` is indexed from, also held in `ctx.extracted`; None when there is nothing to
+    """The text `item` is indexed from, also held in `ctx.group.extracted`; None when there is nothing to
     index now (it failed, here or in an earlier run's step, or the backend kept what the index
     holds). Raises the error of a `RunStopped`."""
     if item.doc_id in ctx.failed:
@@ -53,7 +53,7 @@ def extract(ctx: SyncContext, item: DocWork) -> ExtractedText | None:
         return None
     if extracted is None:
         return None
-    ctx.extracted[item.doc_id] = extracted
+    ctx.group.extracted[item.doc_id] = extracted
     if extracted.pages_without_text:
         ctx.report.pages_without_text[item.path] = list(extracted.pages_without_text)
     return extracted

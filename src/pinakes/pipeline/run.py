@@ -1,10 +1,10 @@
-"""The state one sync run shares between its steps (the doit tasks in `rules/`).
+"""The state one sync run shares between its stages (`pipeline/stages.py`; run as doit tasks by `rules/`).
 
 doit passes values between tasks through its own database, which suits hashes and counts but not
-text and vectors; the steps of one run therefore share this object in memory instead. It holds the
-text and chunks of one group of documents at a time (`rules/stream.py`): a group is extracted,
-chunked, embedded and committed before the next group's text is read, so memory follows the group
-size, never the corpus. Per-document keys live in the index (`documents.build_key`), committed in the
+text and vectors; the stages of one run therefore share this object in memory instead. It holds the
+text and chunks of one group of documents at a time (`GroupState`): a group is extracted, chunked,
+embedded and committed before the next group's text is read, so memory follows the group size,
+never the corpus. Per-document keys live in the index (`documents.build_key`), committed in the
 same transaction as the chunks and vectors they describe, so a crash never leaves a key claiming work
 that was not stored.
 """
@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from pinakes.errors import PinakesError
 
 if TYPE_CHECKING:  # annotations only: `pnk sync` imports this module on every (mostly no-op) run
+    from collections.abc import Iterable
+
     from pinakes.chunking import Chunk
     from pinakes.embed.base import Embedder
     from pinakes.extract.types import ExtractedText
@@ -50,6 +52,20 @@ class SyncOptions:
 
 
 @dataclass
+class GroupState:
+    """What the streamed stages hand each other about the group of documents in flight, by doc_id:
+    the extract stage's text, the chunk stage's passages. The embed stage releases its group's."""
+
+    extracted: dict[str, ExtractedText] = field(default_factory=dict[str, "ExtractedText"])
+    chunks: dict[str, list[Chunk]] = field(default_factory=dict[str, "list[Chunk]"])
+
+    def release(self, group: Iterable[DocWork]) -> None:
+        for item in group:
+            self.extracted.pop(item.doc_id, None)
+            self.chunks.pop(item.doc_id, None)
+
+
+@dataclass
 class SyncContext:
     paths: KBPaths
     manifest: Manifest
@@ -65,9 +81,8 @@ class SyncContext:
     walk: WalkResult | None = None
     plan: Plan | None = None
     groups: list[list[DocWork]] = field(default_factory=list)  # the plan's work, in streaming order
-    extracted: dict[str, ExtractedText] = field(default_factory=dict)  # doc_id -> text (current group)
-    chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # doc_id -> chunks (current group)
-    failed: set[str] = field(default_factory=set)  # doc_ids whose pipeline stopped
+    group: GroupState = field(default_factory=GroupState)  # the group in flight
+    failed: set[str] = field(default_factory=set[str])  # doc_ids whose pipeline stopped, in any stage
     paid: PaidState | None = None  # paid extraction's decisions and plan (pipeline/paid_extraction.py)
     model_recorded: bool = False  # the model's identity is in the index meta (with the first vectors)
 

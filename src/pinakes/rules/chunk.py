@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def run_chunk(ctx: SyncContext, item: DocWork) -> None:
-    extracted = ctx.extracted.get(item.doc_id)
+    extracted = ctx.group.extracted.get(item.doc_id)
     if item.doc_id not in ctx.failed and extracted is not None:  # else it failed or was kept as indexed
         chunk(ctx, item, extracted)
 
