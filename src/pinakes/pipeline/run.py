@@ -80,7 +80,7 @@ class SyncContext:
     embedder: Embedder | None = None  # injected (tests) or loaded on first use
     walk: WalkResult | None = None
     plan: Plan | None = None
-    groups: list[list[DocWork]] = field(default_factory=list)  # the plan's work, in streaming order
+    groups: list[list[DocWork]] = field(default_factory=list[list["DocWork"]])  # the plan's work, in streaming order
     group: GroupState = field(default_factory=GroupState)  # the group in flight
     failed: set[str] = field(default_factory=set[str])  # doc_ids whose pipeline stopped, in any stage
     paid: PaidState | None = None  # paid extraction's decisions and plan (pipeline/paid_extraction.py)

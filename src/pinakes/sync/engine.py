@@ -434,8 +434,7 @@ def _sweep_cache(paths: KBPaths, report: SyncReport) -> None:
             "SELECT content_hash FROM documents WHERE state = 'active'")}
     finally:
         conn.close()
-    outcome = ExtractCache(paths.extract_cache).sweep(active)
-    paid_orphans = getattr(outcome, "paid_orphans", None) or []
+    paid_orphans = ExtractCache(paths.extract_cache).sweep(active).paid_orphans
     if paid_orphans:
         report.notes.append(f"{counted(len(paid_orphans), 'paid extraction')} in the cache "
                             f"{'belongs' if len(paid_orphans) == 1 else 'belong'} to no active "
