@@ -15,17 +15,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes import __version__
 from pinakes.eval.golden import GoldenSet, Question
 from pinakes.eval.outcomes import Outcome, OutcomesFile
 from pinakes.kb import KBPaths
+from pinakes.manifest.sections import TOP_SCORE
 
 if TYPE_CHECKING:
-    from pinakes.manifest import Manifest
+    from pinakes.embed.base import Embedder
+    from pinakes.lexical.filters import SearchFilters
+    from pinakes.manifest import ConfidenceSection, Manifest
     from pinakes.pipeline.report import SyncReport
     from pinakes.search.core import Searcher
+    from pinakes.search.rerank import Reranker
     from pinakes.search.results import Passage, SearchResult
 
 SEARCH_MODE = "hybrid"  # what `pnk search` and pinakes_search run by default
@@ -40,7 +44,7 @@ class SyncOutcome:
     report: SyncReport | None
 
 
-def sync_before_eval(kb_root: Path, *, embedder: Any = None) -> SyncOutcome:
+def sync_before_eval(kb_root: Path, *, embedder: Embedder | None = None) -> SyncOutcome:
     """Bring the index up to date without writing into the source tree (a no-op when nothing
     changed). Failures and notes are reported, not fatal: a document that did not make it into the
     index shows up as the questions it can no longer answer."""
@@ -58,14 +62,14 @@ def sync_before_eval(kb_root: Path, *, embedder: Any = None) -> SyncOutcome:
     return SyncOutcome(tuple(warnings), report)
 
 
-def open_searcher(kb_root: Path, manifest: Manifest, *, embedder: Any = None) -> Searcher:
+def open_searcher(kb_root: Path, manifest: Manifest, *, embedder: Embedder | None = None) -> Searcher:
     """The Searcher `pnk search` would use; `embedder` replaces the manifest's model (tests)."""
     from pinakes.search.core import Searcher, SearchSettings
 
     if embedder is None:
         return Searcher.for_kb(kb_root, manifest)
 
-    def load_reranker() -> Any:
+    def load_reranker() -> Reranker:
         from pinakes.search.rerank import load_reranker as load
 
         return load(manifest.rerank, offline=None)
@@ -79,7 +83,7 @@ def open_searcher(kb_root: Path, manifest: Manifest, *, embedder: Any = None) ->
     )
 
 
-def run_header(kb_root: Path, manifest: Manifest, golden: GoldenSet) -> dict[str, Any]:
+def run_header(kb_root: Path, manifest: Manifest, golden: GoldenSet) -> dict[str, object]:
     """Names everything that produced a set of outcomes: models (embedding identity from the index's
     meta, so it says what the vectors actually are), chunking and retrieval settings, and the
     golden set."""
@@ -107,19 +111,19 @@ def run_header(kb_root: Path, manifest: Manifest, golden: GoldenSet) -> dict[str
     }
 
 
-def confidence_header(thresholds: Any) -> dict[str, Any] | None:
+def confidence_header(thresholds: ConfidenceSection | None) -> dict[str, object] | None:
     """The [retrieval.confidence] block a run compared against, model parameters included (two
     fits with the same thresholds and other weights are different configurations)."""
     if thresholds is None:
         return None
-    header: dict[str, Any] = {"high": thresholds.high, "low": thresholds.low, "fitted_for": thresholds.fitted_for}
-    if getattr(thresholds, "signal", "top-score") != "top-score":
+    header: dict[str, object] = {"high": thresholds.high, "low": thresholds.low, "fitted_for": thresholds.fitted_for}
+    if thresholds.signal != TOP_SCORE:
         header.update(signal=thresholds.signal, features=list(thresholds.features), weights=list(thresholds.weights),
                       bias=thresholds.bias)
     return header
 
 
-def index_embedding(kb_root: Path) -> dict[str, Any]:
+def index_embedding(kb_root: Path) -> dict[str, object]:
     """The embedding identity the index records in its meta (what its vectors were built with)."""
     from pinakes.index import schema
 
@@ -194,11 +198,11 @@ def _relevant_count(passages: Sequence[Passage], expect: Sequence[str]) -> int:
     return sum(1 for passage in passages if passage.path in wanted)
 
 
-def _search(searcher: Searcher, query: str, filters: Any) -> SearchResult:
+def _search(searcher: Searcher, query: str, filters: SearchFilters | None) -> SearchResult:
     return searcher.search(query, filters=filters, mode=SEARCH_MODE)
 
 
-def outcomes_for(kb_root: Path, manifest: Manifest, golden: GoldenSet, *, embedder: Any = None) -> OutcomesFile:
+def outcomes_for(kb_root: Path, manifest: Manifest, golden: GoldenSet, *, embedder: Embedder | None = None) -> OutcomesFile:
     """Every golden question through the KB's Searcher, under the run's header."""
     with open_searcher(kb_root, manifest, embedder=embedder) as searcher:
         rows = run_questions(searcher, golden.questions)

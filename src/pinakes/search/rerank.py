@@ -66,7 +66,7 @@ class SentenceTransformersReranker:
 class FastEmbedReranker:
     def __init__(self, model: str, batch_size: int, offline: bool):
         try:
-            # fastembed ships no type stubs; the encoder is held as Any below.
+            # fastembed ships no type stubs.
             from fastembed.rerank.cross_encoder import TextCrossEncoder  # pyright: ignore[reportMissingTypeStubs]
         except ImportError as exc:
             raise MissingExtraError("light", "reranking with fastembed", missing_module=exc.name) from exc

@@ -77,13 +77,13 @@ def build_server(tools: PinakesTools) -> Server[Any]:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def _error_result(error: dict[str, Any]) -> types.CallToolResult:
+def _error_result(error: dict[str, object]) -> types.CallToolResult:
     payload = {"ok": False, **error}
     return types.CallToolResult(content=[types.TextContent(type="text", text=_dumps(payload))],
                                 structured_content=payload, is_error=True)
 
 
-def _dumps(payload: dict[str, Any]) -> str:
+def _dumps(payload: dict[str, object]) -> str:
     return json.dumps(payload, ensure_ascii=False)
 
 
