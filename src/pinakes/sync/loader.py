@@ -30,6 +30,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pinakes import rules
 from pinakes.kb import KBPaths
@@ -38,6 +39,11 @@ from pinakes.pipeline.pair import DocWork, compute_plan
 from pinakes.pipeline.run import SyncContext
 from pinakes.pipeline.stages import STAGES, Stage, phases
 from pinakes.rules import Halt, Scope, TaskDict, task_name
+
+if TYPE_CHECKING:  # doit is imported only when a sync runs it
+    from doit.exceptions import BaseFail
+    from doit.reporter import ZeroReporter
+    from doit.task import Task
 
 # A group holds about this many tokens of source text (estimated from file sizes: an upper bound for a
 # PDF, whose text is smaller than the file), and at most GROUP_MAX_DOCUMENTS documents.
@@ -234,15 +240,15 @@ def run_doit(namespace: dict[str, object]) -> tuple[int, str]:
     return int(code or 0), output.getvalue()
 
 
-def reporter_class() -> type:
+def reporter_class() -> type[ZeroReporter]:
     """doit's reporter for a sync (made on first use: doit is imported only when a sync runs it)."""
     from doit.reporter import ZeroReporter
 
     class FailureReporter(ZeroReporter):
         """Silent, except that a task failure's traceback is kept for the error message."""
 
-        def add_failure(self, task: object, fail: object) -> None:
-            self.outstream.write(f"{getattr(task, 'name', task)}: {fail.get_msg()}\n")  # type: ignore[attr-defined]
+        def add_failure(self, task: Task, fail: BaseFail) -> None:
+            self.outstream.write(f"{task.name}: {fail.get_msg()}\n")
 
         def runtime_error(self, msg: str) -> None:
             self.outstream.write(msg + "\n")

@@ -1,0 +1,4 @@
+from collections.abc import Mapping
+
+class ModuleTaskLoader:
+    def __init__(self, mod_dict: Mapping[str, object]) -> None: ...

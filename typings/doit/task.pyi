@@ -1,0 +1,4 @@
+class Task:
+    name: str
+    task_dep: list[str]
+    has_subtask: bool
