@@ -16,12 +16,19 @@ from __future__ import annotations
 import difflib
 import hashlib
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pinakes.errors import EXIT_DATA, PinakesError, UsageError
+
+if TYPE_CHECKING:
+    from pinakes.lexical.filters import SearchFilters
+    from pinakes.manifest import SourcesSection
+
+# Records one problem (what is wrong, the remedy) of the question being read.
+Fail = Callable[[str, str], None]
 
 GOLDEN_SET_RELPATH = "eval/questions.yaml"
 KINDS = ("lexical", "simple-lookup", "paraphrase", "filter", "multi-hop", "no-answer")
@@ -81,7 +88,7 @@ class Question:
     def answerable(self) -> bool:
         return self.kind != NO_ANSWER
 
-    def search_filters(self) -> Any:
+    def search_filters(self) -> SearchFilters:
         """The question's filters as `SearchFilters` (the same validation `pnk search` applies)."""
         from pinakes.lexical.filters import make_filters
 
@@ -107,7 +114,7 @@ class GoldenSet:
         return len(self.questions)
 
 
-def load_golden_set(path: Path, kb_root: Path, *, sources: Any = None) -> GoldenSet:
+def load_golden_set(path: Path, kb_root: Path, *, sources: SourcesSection | None = None) -> GoldenSet:
     """Read and validate the golden set at `path`. Expected paths are KB-root-relative and must be
     files under `kb_root` (and, when the manifest's [sources] is given, selected by it)."""
     from ruamel.yaml import YAML
@@ -134,7 +141,7 @@ def load_golden_set(path: Path, kb_root: Path, *, sources: Any = None) -> Golden
     return GoldenSet(path, tuple(questions), hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
-def _read_questions(data: object, kb_root: Path, sources: Any, problems: list[GoldenProblem]) -> list[Question]:
+def _read_questions(data: object, kb_root: Path, sources: SourcesSection | None, problems: list[GoldenProblem]) -> list[Question]:
     if not isinstance(data, dict):
         problems.append(GoldenProblem(
             None, f"the file must be a mapping with a `questions` list, got {_kind_of(data)}",
@@ -173,7 +180,7 @@ def _read_questions(data: object, kb_root: Path, sources: Any, problems: list[Go
     return questions
 
 
-def _read_question(item: object, position: int, kb_root: Path, sources: Any,
+def _read_question(item: object, position: int, kb_root: Path, sources: SourcesSection | None,
                    problems: list[GoldenProblem]) -> Question | None:
     label = f"#{position}"
     if not isinstance(item, dict):
@@ -227,7 +234,7 @@ def _read_question(item: object, position: int, kb_root: Path, sources: Any,
 
 
 def _check_hops(item: Mapping[str, Any], hops: tuple[Hop, ...] | None, expect: tuple[str, ...] | None,
-                fail: Any) -> None:
+                fail: Fail) -> None:
     if "hops" not in item or hops is None:
         if "hops" not in item:
             fail("a multi-hop question needs `hops` (scored on every hop)",
@@ -242,7 +249,7 @@ def _check_hops(item: Mapping[str, Any], hops: tuple[Hop, ...] | None, expect: t
              "make `expect` list every hop's documents and nothing else")
 
 
-def _hops(value: object, kb_root: Path, sources: Any, fail: Any) -> tuple[Hop, ...] | None:
+def _hops(value: object, kb_root: Path, sources: SourcesSection | None, fail: Fail) -> tuple[Hop, ...] | None:
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -272,14 +279,14 @@ def _hops(value: object, kb_root: Path, sources: Any, fail: Any) -> tuple[Hop, .
     return tuple(hops) if ok else None
 
 
-def _text(value: object, name: str, fail: Any) -> str | None:
+def _text(value: object, name: str, fail: Fail) -> str | None:
     if not isinstance(value, str) or not value.strip():
         fail(f"`{name}` must be a non-empty string, got {value!r}", f"write the {name} as text")
         return None
     return value.strip()
 
 
-def _paths(value: object, name: str, kb_root: Path, sources: Any, fail: Any) -> tuple[str, ...] | None:
+def _paths(value: object, name: str, kb_root: Path, sources: SourcesSection | None, fail: Fail) -> tuple[str, ...] | None:
     if value is None:
         fail(f"no `{name}`", f"add `{name}: [path, ...]` (KB-root-relative; `[]` for a no-answer question)")
         return None
@@ -314,7 +321,7 @@ def _paths(value: object, name: str, kb_root: Path, sources: Any, fail: Any) -> 
     return tuple(paths) if valid else None
 
 
-def _check_filters(filters: object, fail: Any) -> None:
+def _check_filters(filters: object, fail: Fail) -> None:
     if not isinstance(filters, dict) or not filters:
         fail(f"`filters` must be a non-empty mapping, got {filters!r}",
              "write `filters: {tags: [...], path_prefix: ..., source_type: ...}`")
