@@ -147,3 +147,25 @@ def test_the_declaration_imports_neither_numpy_nor_doit() -> None:
              "print(sorted(m for m in ('numpy', 'doit') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_an_error_a_stage_raises_reaches_the_caller_as_itself(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The adapters' guard keeps the error that stopped a task and the runner raises it: the caller
+    sees the stage's own PinakesError (with what the run had committed), not doit's exit code."""
+    from pinakes.errors import PinakesError
+    from pinakes.pipeline import embed as embed_stage
+
+    written: list[str] = []
+    real_write_links = embed_stage.write_links
+
+    def refusing(conn: object, kb_id: str, doc_id: str, links: object) -> None:
+        if len(written) == GROUP_SIZE:  # the first document of the second group
+            raise PinakesError("the planted refusal", remedy="none")
+        written.append(doc_id)
+        real_write_links(conn, kb_id, doc_id, links)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(embed_stage, "write_links", refusing)
+    with pytest.raises(PinakesError, match="the planted refusal") as stopped:
+        run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    assert "doit exit" not in stopped.value.render()
+    assert stopped.value.details[0].startswith(f"the sync stopped after indexing {GROUP_SIZE} documents")
