@@ -175,7 +175,7 @@ def _input_deps(stage: Stage, ctx: SyncContext, scope: Scope, name: str | None,
             yield key
 
 
-def _guarded(ctx: SyncContext, halt: Halt, action: Callable[[SyncContext, Any], None], item: object) -> bool:
+def _guarded(ctx: SyncContext, halt: Halt, action: Callable[[SyncContext, Item], None], item: Item) -> bool:
     """One stage action as a doit action: a fault of the index or the filesystem, or any error a
     stage raises to stop the run, fails the task and is kept as one PinakesError, never shown as a
     traceback in doit's report. A failure of one document is no error here: the stage reports it
