@@ -103,7 +103,7 @@ def write_outcomes(path: Path, outcomes: OutcomesFile) -> None:
     write_json_object(path, outcomes.to_dict())
 
 
-def write_json_object(path: Path, data: dict[str, Any]) -> None:
+def write_json_object(path: Path, data: Mapping[str, object]) -> None:
     """The eval artifacts' one on-disk form: indented UTF-8 JSON, written atomically."""
     from pinakes.atomic import atomic_write_text
 
@@ -151,7 +151,7 @@ def read_json_object(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _features(value: Any) -> dict[str, float] | None:
+def _features(value: object) -> dict[str, float] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -159,7 +159,7 @@ def _features(value: Any) -> dict[str, float] | None:
     return {str(name): float(number) for name, number in value.items()}
 
 
-def _hop_features(value: Any) -> tuple[dict[str, float] | None, ...] | None:
+def _hop_features(value: object) -> tuple[dict[str, float] | None, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list):
