@@ -148,7 +148,7 @@ def _open_index(paths: KBPaths, manifest: Manifest, options: SyncOptions, report
     rebuild = options.rebuild
     if not rebuild and paths.index_db.exists():
         conn = schema.open_writer(paths.index_db)
-        if _model_changed(conn, manifest):
+        if index_model_changed(conn, manifest):
             conn.close()
             report.notes.append("the embedding model changed since the index was built: rebuilding "
                                 "the whole index (vectors from two models cannot be mixed)")
@@ -328,7 +328,7 @@ def _scan_links_if_due(ctx: SyncContext) -> None:
                                   "report it with this message")
 
 
-def _model_changed(conn: sqlite3.Connection, manifest: Manifest) -> bool:
+def index_model_changed(conn: sqlite3.Connection, manifest: Manifest) -> bool:
     """Whether the index's recorded model (its identity meta rows) disagrees with the manifest."""
     from pinakes.embed.coherence import check_manifest_coherence
 

@@ -61,26 +61,26 @@ class KBStatus:
     last_sync_at: str | None = None
     built_at: str | None = None
     model_changed: bool = False  # the next sync rebuilds the whole index
-    added: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    reembedded: list[str] = field(default_factory=list)  # same content, new extractor/chunker/model key
-    renamed: list[tuple[str, str]] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    metadata_refreshed: list[str] = field(default_factory=list)
-    sidecars_written: list[str] = field(default_factory=list)  # the sidecars it would write
-    would_fail: list[Failure] = field(default_factory=list)
-    failed_last_time: list[Failure] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
+    added: list[str] = field(default_factory=list[str])
+    changed: list[str] = field(default_factory=list[str])
+    reembedded: list[str] = field(default_factory=list[str])  # same content, new extractor/chunker/model key
+    renamed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    deleted: list[str] = field(default_factory=list[str])
+    metadata_refreshed: list[str] = field(default_factory=list[str])
+    sidecars_written: list[str] = field(default_factory=list[str])  # the sidecars it would write
+    would_fail: list[Failure] = field(default_factory=list[Failure])
+    failed_last_time: list[Failure] = field(default_factory=list[Failure])
+    skipped: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     unchanged: int = 0
     documents_on_disk: int = 0
     # indexed PDF path -> 1-based pages with no usable text layer (searchable for its other pages)
-    pages_without_text: dict[str, list[int]] = field(default_factory=dict)
+    pages_without_text: dict[str, list[int]] = field(default_factory=dict[str, list[int]])
     # connected KBs the next sync scans for inbound links (window passed, never scanned, moved), and
     # KB ids no longer in [[links.kb]] whose rows it removes
-    link_scans_due: list[str] = field(default_factory=list)
-    partners_to_forget: list[str] = field(default_factory=list)
+    link_scans_due: list[str] = field(default_factory=list[str])
+    partners_to_forget: list[str] = field(default_factory=list[str])
     # deleted documents most likely moved without their sidecar: the next sync soft-deletes their IDs
-    likely_moves: list[LikelyMoveHint] = field(default_factory=list)
+    likely_moves: list[LikelyMoveHint] = field(default_factory=list[LikelyMoveHint])
     # the `[sources] exclude` line that leaves out the files whose extraction failed last time
     exclusion: str | None = None
 
@@ -140,7 +140,7 @@ class KBStatus:
 
 
 def kb_status(start: Path | str | None = None) -> KBStatus:
-    from pinakes.sync.engine import _model_changed
+    from pinakes.sync.engine import index_model_changed
     from pinakes.sync.loader import inspection_context
 
     root = find_kb_root(start)
@@ -152,7 +152,7 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
             meta = schema.read_meta(ctx.conn)
             status.last_sync_at = meta.get("last_sync_at")
             status.built_at = meta.get("built_at")
-            status.model_changed = _model_changed(ctx.conn, ctx.manifest)
+            status.model_changed = index_model_changed(ctx.conn, ctx.manifest)
             status.failed_last_time = [Failure(path, stage, error) for path, stage, error in ctx.conn.execute(
                 "SELECT path, stage, error FROM failures ORDER BY path")]
             status.pages_without_text = {path: json.loads(pages) for path, pages in ctx.conn.execute(
