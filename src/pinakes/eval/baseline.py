@@ -10,6 +10,7 @@ measured); one that was null and became a number is not.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ class Baseline:
     scoreboard: Scoreboard
     path: Path | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"format": BASELINE_FORMAT, "header": self.header, "scoreboard": self.scoreboard.to_dict()}
 
 
@@ -105,7 +106,7 @@ def _metric_regression(name: str, metric: str, old: Rate, new: Rate | None, tole
     return None
 
 
-def header_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+def header_changes(before: Mapping[str, object], after: Mapping[str, object]) -> list[str]:
     """What differs between two run headers (models, settings, golden set), as `key: old -> new`."""
     flat_before, flat_after = _flatten(before), _flatten(after)
     changes: list[str] = []
@@ -116,10 +117,10 @@ def header_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     return changes
 
 
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+def _flatten(data: object, prefix: str = "") -> dict[str, object]:
     if not isinstance(data, dict):
         return {prefix: data}
-    flat: dict[str, Any] = {}
+    flat: dict[str, object] = {}
     for key, value in data.items():
         flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
     return flat

@@ -25,7 +25,7 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.eval.golden import GoldenProblem, GoldenSetError
 from pinakes.wording import noun_for
@@ -67,7 +67,7 @@ class CorpusScores:
     def _mean(self, total: float) -> float | None:
         return round(total / self.questions, 6) if self.questions else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "ndcg@10": self._mean(self.ndcg_sum),
             "recall@10": self._mean(self.recall_sums[10]),

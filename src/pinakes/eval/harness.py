@@ -8,9 +8,10 @@ regression, and a misspelt `questions` key is a load error, not "no golden set".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.eval.baseline import (
     BASELINE_RELPATH,
@@ -25,6 +26,7 @@ from pinakes.eval.outcomes import OUTCOMES_RELPATH, OutcomesFile
 from pinakes.eval.scoreboard import Scoreboard, score
 
 if TYPE_CHECKING:
+    from pinakes.embed.base import Embedder
     from pinakes.manifest import Manifest
 
 
@@ -77,7 +79,7 @@ def load_for_run(paths: EvalPaths, manifest: Manifest) -> tuple[GoldenSet | None
 
 
 def evaluate(paths: EvalPaths, manifest: Manifest, golden: GoldenSet, *, sync: bool = True,
-             embedder: Any = None) -> EvalRun:
+             embedder: Embedder | None = None) -> EvalRun:
     from pinakes.eval.runner import outcomes_for, sync_before_eval
 
     warnings: list[str] = []
@@ -87,7 +89,7 @@ def evaluate(paths: EvalPaths, manifest: Manifest, golden: GoldenSet, *, sync: b
     return EvalRun(golden, outcomes, score(outcomes), warnings)
 
 
-def gate(run_header: dict[str, Any], board: Scoreboard, baseline: Baseline | None,
+def gate(run_header: Mapping[str, object], board: Scoreboard, baseline: Baseline | None,
          tolerance: float = DEFAULT_TOLERANCE) -> GateResult:
     if baseline is None:
         return GateResult(None, (), (), tolerance)

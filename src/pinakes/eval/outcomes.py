@@ -43,7 +43,7 @@ class Outcome:
     features: Mapping[str, float] | None = None  # None for multi-hop: see hop_features
     hop_features: tuple[Mapping[str, float] | None, ...] | None = None  # per hop, multi-hop only
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["hop_ranks"] = list(self.hop_ranks) if self.hop_ranks is not None else None
         data["features"] = dict(self.features) if self.features is not None else None
@@ -95,7 +95,7 @@ class OutcomesFile:
     def thresholds(self) -> Mapping[str, Any] | None:
         return self.header["retrieval"].get("confidence")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"format": OUTCOMES_FORMAT, "header": self.header, "rows": [row.to_dict() for row in self.rows]}
 
 

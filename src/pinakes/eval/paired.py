@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import comb
-from typing import Any
 
 from pinakes.eval.baseline import header_changes
 from pinakes.eval.outcomes import Outcome, OutcomesFile
@@ -82,7 +81,7 @@ class PairedComparison:
     def best_possible_p(self) -> float:
         return sign_test(self.improvable_pool, 0)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "paired": self.paired,
             "improved": self.improved,

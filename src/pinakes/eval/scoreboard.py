@@ -45,9 +45,9 @@ class Rate:
             return None
         return round(self.numerator / self.denominator, DIGITS)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         numerator = self.numerator if isinstance(self.numerator, int) else round(self.numerator, DIGITS)
-        data: dict[str, Any] = {"value": self.value, "numerator": numerator, "denominator": self.denominator}
+        data: dict[str, object] = {"value": self.value, "numerator": numerator, "denominator": self.denominator}
         if self.value is None:
             data["reason"] = self.reason or "the denominator is zero"
         return data
@@ -70,7 +70,7 @@ class ClassScores:
     metrics: dict[str, Rate]
     confidence_unknown: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"questions": self.questions, "confidence_unknown": self.confidence_unknown,
                 **{name: rate.to_dict() for name, rate in self.metrics.items()}}
 
@@ -85,7 +85,7 @@ class Scoreboard:
     k: int
     classes: dict[str, ClassScores]  # every kind, then "all"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"k": self.k, "classes": {name: scores.to_dict() for name, scores in self.classes.items()}}
 
     @classmethod
