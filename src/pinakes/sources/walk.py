@@ -106,16 +106,16 @@ class FileState(NamedTuple):
 
 @dataclass
 class WalkResult:
-    docs: dict[str, FileState] = field(default_factory=dict)  # document path -> state
-    source_types: dict[str, str] = field(default_factory=dict)  # document path -> source type
-    sidecars: dict[str, FileState] = field(default_factory=dict)  # document path -> its sidecar
-    orphan_sidecars: list[str] = field(default_factory=list)  # sidecar paths with no document
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why): never documents
-    unreadable: dict[str, str] = field(default_factory=dict)  # document path -> OS error: held, failed
-    temp_files: list[str] = field(default_factory=list)  # left by a killed atomic write: never documents
+    docs: dict[str, FileState] = field(default_factory=dict[str, FileState])  # document path -> state
+    source_types: dict[str, str] = field(default_factory=dict[str, str])  # document path -> source type
+    sidecars: dict[str, FileState] = field(default_factory=dict[str, FileState])  # document path -> its sidecar
+    orphan_sidecars: list[str] = field(default_factory=list[str])  # sidecar paths with no document
+    skipped: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (path, why): never documents
+    unreadable: dict[str, str] = field(default_factory=dict[str, str])  # document path -> OS error: held, failed
+    temp_files: list[str] = field(default_factory=list[str])  # left by a killed atomic write: never documents
     hashed: int = 0
-    cache_updates: list[FileState] = field(default_factory=list)
-    cache_removals: list[str] = field(default_factory=list)
+    cache_updates: list[FileState] = field(default_factory=list[FileState])
+    cache_removals: list[str] = field(default_factory=list[str])
 
 
 def hash_file(path: str | Path) -> str:
@@ -180,7 +180,7 @@ def walk(root: Path, sources: SourcesSection, cache: dict[str, CacheRow], *,
         result.cache_updates.append(state)
         return state
 
-    stack = []
+    stack: list[str] = []
     for source_root in sources.roots:
         start = _source_root_start(root_str, source_root)
         if start is not None:
