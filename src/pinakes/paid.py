@@ -292,7 +292,7 @@ class PaidAnswer:
     cost_eur: Decimal
 
 
-def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapping[str, Any], *,
+def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapping[str, object], *,
               unit: str | None = None, retry: str = "run the command again") -> PaidAnswer:
     """One Messages request inside `plan`'s reservation for `shape`, closed by what came back.
 
@@ -339,7 +339,7 @@ def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapp
 MAX_ATTEMPTS = 3
 
 
-def paid_call_retrying(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapping[str, Any], *,
+def paid_call_retrying(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapping[str, object], *,
                        unit: str | None = None, retry: str = "run the command again",
                        sleep: Callable[[float], None] = time.sleep) -> tuple[PaidAnswer, tuple[str, ...]]:
     """`paid_call`, repeated while the API answers busy (void, with a retry-after), at most

@@ -85,7 +85,7 @@ PROMPT = (
     "separated by ' | '. Do not summarise, translate, correct or describe images. A page with no "
     "text gets an empty string. Answer with one entry per page, in page order, numbered as given."
 )
-OUTPUT_SCHEMA: dict[str, Any] = {
+OUTPUT_SCHEMA: dict[str, object] = {
     "type": "object",
     "properties": {
         "pages": {
@@ -234,10 +234,10 @@ def encode_png_gray(pixels: bytes, width: int, height: int) -> bytes:
 
 
 def build_request(images: Sequence[bytes], first_page: int, total_pages: int, *,
-                  model: str = MODEL) -> dict[str, Any]:
+                  model: str = MODEL) -> dict[str, object]:
     """The keyword arguments of one Messages request (1-based `first_page`), minus max_tokens."""
     last_page = first_page + len(images) - 1
-    content: list[dict[str, Any]] = [
+    content: list[dict[str, object]] = [
         {"type": "text", "text": f"These are pages {first_page} to {last_page} of a {total_pages}-page "
                                  "PDF, one image per page, in order."},
     ]
@@ -334,7 +334,7 @@ def _keep(keep_slices: SliceKeeper | None, texts: Sequence[str], call_ids: Seque
     return True
 
 
-def _call_with_retries(client: Any, plan: Plan, request: dict[str, Any], pages: range, *, unit: str,
+def _call_with_retries(client: Any, plan: Plan, request: dict[str, object], pages: range, *, unit: str,
                        model: str, retry: str, sleep: Callable[[float], None],
                        path: Path) -> tuple[SliceAnswer, list[str], UnrecordedOutcomeError | None]:
     """The slice's answer, its attempts' call_ids, and the ledger's refusal of its reconciliation
@@ -425,7 +425,7 @@ def count_first_slice(path: Path, *, client: Any, model: str = MODEL) -> tuple[i
 # --- helpers ---------------------------------------------------------------------------------------
 
 
-def _isolated(function: Callable[..., T], path: Path, *args: Any) -> T:
+def _isolated(function: Callable[..., T], path: Path, *args: object) -> T:
     if importlib.util.find_spec("pypdfium2") is None:  # said here: the child's error would say it less well
         raise MissingExtraError("claude", "paid PDF extraction", missing_module="pypdfium2")
     from pinakes.extract.isolation import Limits, run_isolated
