@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from pinakes.display import printable
 from pinakes.manifest.patterns import exclude_line, literal_pattern
@@ -58,32 +58,32 @@ class SyncReport:
     kb_root: str
     mode: str  # "sync" | "rebuild" | "index-only" | "sidecars-only"
     skipped_reason: str | None = None  # e.g. another sync holds the lock
-    added: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    reembedded: list[str] = field(default_factory=list)  # same content, new extractor/chunking/model key
-    renamed: list[tuple[str, str]] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    metadata_refreshed: list[str] = field(default_factory=list)
-    sidecars_written: list[str] = field(default_factory=list)
-    orphaned_sidecars: list[str] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): not documents
+    added: list[str] = field(default_factory=list[str])
+    changed: list[str] = field(default_factory=list[str])
+    reembedded: list[str] = field(default_factory=list[str])  # same content, new extractor/chunking/model key
+    renamed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    deleted: list[str] = field(default_factory=list[str])
+    metadata_refreshed: list[str] = field(default_factory=list[str])
+    sidecars_written: list[str] = field(default_factory=list[str])
+    orphaned_sidecars: list[str] = field(default_factory=list[str])
+    failures: list[Failure] = field(default_factory=list[Failure])
+    skipped: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (path, reason): not documents
     # PDF path -> 1-based pages with no usable text layer (a scan: the free path has no OCR); the
     # document is indexed for what its other pages hold.
-    pages_without_text: dict[str, list[int]] = field(default_factory=dict)
+    pages_without_text: dict[str, list[int]] = field(default_factory=dict[str, list[int]])
     unchanged: int = 0  # documents on disk the sync had nothing to do for
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list[str])
+    warnings: list[str] = field(default_factory=list[str])
     chunks_embedded: int = 0
     files_hashed: int = 0
     graph_census: dict[str, int] | None = None
-    link_scans: list[dict[str, object]] = field(default_factory=list)  # reverse scan, one per partner
+    link_scans: list[dict[str, object]] = field(default_factory=list[dict[str, object]])  # reverse scan, one per partner
     graph_seconds: float | None = None
     paid: dict[str, object] | None = None  # paid extraction: plan, spend, completeness audits (pipeline/paid_extraction.py)
     # The manifest's `[sources] exclude`, so that the remedy for a file no sync can index (it fails
     # every sync until it changes) is the exact line that leaves it out.
     source_exclude: tuple[str, ...] = ()
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict[str, float])
     wall_seconds: float = 0.0
 
     @property
@@ -167,10 +167,11 @@ class SyncReport:
     def _render_link_scans(self) -> list[str]:
         """One line per connected KB, then its problems (a few; --json lists them all): a partner
         never fails the sync, so this is the only place a problem with one is seen."""
-        lines = []
+        lines: list[str] = []
         for scan in self.link_scans:
-            problems = scan.get("problems") or []
-            assert isinstance(problems, list)
+            found: object = scan.get("problems") or []
+            assert isinstance(found, list)
+            problems = cast("list[dict[str, str]]", found)  # links/reverse.py LinkProblem.to_dict
             lines.append(f"links from {printable(str(scan['alias']))}: {scan['status']}, {scan['inbound']} inbound"
                          + (f", {counted(len(problems), 'problem')}" if problems else "") + _not_due_yet(scan))
             for problem in problems[:SHOWN_PER_REASON]:
