@@ -146,7 +146,7 @@ def traverse(conn: sqlite3.Connection, kb_id: str, kb_alias: str, doc_id: str, *
              depth: int | None = None, adjacent_k: int | None = None, max_rows: int | None = None,
              max_tokens: int | None = None, direction: str = "both", default_adjacent_k: int = 5,
              limits: TraversalLimits | None = None, rels: Sequence[str] = (),
-             ranking: QueryRanking | None = None) -> dict[str, Any]:
+             ranking: QueryRanking | None = None) -> dict[str, object]:
     """The traversal from `doc_id` of KB `kb_id` over `conn` (its index), as a JSON-ready dict;
     over links with one of `rels` only, when given, and ordered by `ranking`'s query, when given."""
     from pinakes.index.documents import UnknownDocumentError
@@ -187,7 +187,7 @@ def traverse(conn: sqlite3.Connection, kb_id: str, kb_alias: str, doc_id: str, *
              "title": display_title(*start_row) if start_row else None, "path": start_row[1] if start_row else None,
              "resolved": start_row is not None,
              "reason": None if start_row else f"{doc_id} is not an active document of this KB; links name it"}
-    response: dict[str, Any] = {
+    response: dict[str, object] = {
         "start": start, "direction": direction, "rel": list(walker.rels) or None,
         "query": ranking.query if ranking is not None else None,
         "bounds": {name: limit.to_dict() for name, limit in bounds.items()},
@@ -335,7 +335,7 @@ class _Walk:
         self.frontier.append({"doc_id": node.doc_id, "kb_id": node.kb_id, "hop": node.hop, "via": node.via,
                               "rel": node.edges[0]["rel"], "reason": reason})
 
-    def fit(self, response: dict[str, Any], token_capped: bool) -> None:
+    def fit(self, response: dict[str, object], token_capped: bool) -> None:
         """List the frontier (at most `frontier_cap` entries, within the token budget; the rest are
         counted by reason), and say what each of the response's caps cut."""
         listed: list[dict[str, Any]] = []
@@ -350,7 +350,7 @@ class _Walk:
                 omitted[entry["reason"]] = omitted.get(entry["reason"], 0) + 1
         response["frontier"] = listed
         response["frontier_omitted"] = omitted
-        truncated: dict[str, Any] = {}
+        truncated: dict[str, object] = {}
         if self.cut["rows"]:
             truncated["rows"] = {"limit": self.max_rows, "returned": len(self.rendered),
                                  "neighbours_cut": self.cut["rows"]}
