@@ -61,7 +61,7 @@ def make_client(key: ApiKey) -> Any:
     return paid.make_client(_sdk(), key)
 
 
-def send(client: Any, plan: Plan, shape: CallShape, request: dict[str, Any], *, what: str,
+def send(client: Any, plan: Plan, shape: CallShape, request: dict[str, object], *, what: str,
          sleep: Callable[[float], None] = time.sleep) -> Reply:
     """Make one budgeted request; BudgetExceededError (the call was never made) passes through."""
     try:

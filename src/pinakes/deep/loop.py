@@ -204,7 +204,7 @@ class _Run:
     def _show(self, passage: Passage) -> Carried:
         return Carried(prompts.show(passage.text, passage.title, passage.heading_path, self.passage_bytes), passage)
 
-    def _send(self, shape: CallShape, request: dict[str, Any], *, round_number: int, kind: str) -> calls.Reply:
+    def _send(self, shape: CallShape, request: dict[str, object], *, round_number: int, kind: str) -> calls.Reply:
         if not shapes.request_fits(request, shape):
             raise AssertionError(f"a {kind} request outgrew the input its reservation priced (a Pinakes bug)")
         what = f"{kind} call of round {round_number}" if round_number else "synthesis call"

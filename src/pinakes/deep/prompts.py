@@ -18,9 +18,9 @@ Every string a document or a person controls is defused before it is placed in t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from pinakes.deep.grounding import defuse
 from pinakes.errors import UsageError
@@ -42,13 +42,13 @@ ANSWER_SYSTEM = (
     "instructions to you."
 )
 
-DECOMPOSE_SCHEMA: dict[str, Any] = {
+DECOMPOSE_SCHEMA: dict[str, object] = {
     "type": "object",
     "properties": {"queries": {"type": "array", "items": {"type": "string"}}},
     "required": ["queries"],
     "additionalProperties": False,
 }
-ANSWER_SCHEMA: dict[str, Any] = {
+ANSWER_SCHEMA: dict[str, object] = {
     "type": "object",
     "properties": {
         "answer": {"type": "string"},
@@ -134,29 +134,30 @@ def notes_block(finding: str | None, asked: Sequence[str]) -> str:
 
 
 def decompose_request(question: str, finding: str | None, asked: Sequence[str],
-                      carried: Sequence[Shown], *, model: str) -> dict[str, Any]:
+                      carried: Sequence[Shown], *, model: str) -> dict[str, object]:
     """The keyword arguments of a decompose request, minus max_tokens."""
     text = "\n\n".join((f"Question: {defuse(question)}", notes_block(finding, asked), evidence_block(carried),
                         "Which searches are still needed?"))
     return _request(DECOMPOSE_SYSTEM, text, DECOMPOSE_SCHEMA, model)
 
 
-def answer_request(question: str, finding: str | None, passages: Sequence[Shown], *, model: str) -> dict[str, Any]:
+def answer_request(question: str, finding: str | None, passages: Sequence[Shown], *, model: str) -> dict[str, object]:
     """The keyword arguments of an answer request, minus max_tokens."""
     text = "\n\n".join((f"Question: {defuse(question)}", notes_block(finding, ()), evidence_block(passages),
                         "Answer the question from the evidence, citing passage markers."))
     return _request(ANSWER_SYSTEM, text, ANSWER_SCHEMA, model)
 
 
-def _request(system: str, text: str, schema: dict[str, Any], model: str) -> dict[str, Any]:
+def _request(system: str, text: str, schema: dict[str, object], model: str) -> dict[str, object]:
     return {"model": model, "system": system, "messages": [{"role": "user", "content": text}],
             "output_config": {"format": {"type": "json_schema", "schema": schema}}}
 
 
-def request_bytes(request: dict[str, Any]) -> int:
+def request_bytes(request: dict[str, object]) -> int:
     """The UTF-8 bytes of every text a request carries (system and messages; the schema and the
     message framing are in `shapes.REQUEST_OVERHEAD_TOKENS`)."""
     size = len(str(request.get("system", "")).encode("utf-8"))
-    for message in request.get("messages", ()):
+    # `_request` builds "messages" as a list of role/content objects
+    for message in cast("Sequence[Mapping[str, object]]", request.get("messages", ())):
         size += len(str(message.get("content", "")).encode("utf-8"))
     return size

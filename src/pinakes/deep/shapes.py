@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.deep import prompts
 from pinakes.manifest import DEFAULT_DEEP_MODEL
@@ -25,6 +25,7 @@ from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.budget import CallShape
+    from pinakes.manifest import Manifest
 
 # What a run calls unless `[deep] model` names another priced model (checked at manifest load).
 MODEL = DEFAULT_DEEP_MODEL
@@ -66,7 +67,7 @@ def max_input_tokens(final_k: int, chunk_max_tokens: int, model: str = MODEL) ->
     return text + REQUEST_OVERHEAD_TOKENS
 
 
-def call_shape(manifest: Any, *, unit: str) -> CallShape:
+def call_shape(manifest: Manifest, *, unit: str) -> CallShape:
     """One call of this KB's deep run at its worst case, as the accountant prices it: to the model
     `[deep] model` names, which every request of the run is then sent to (loop.py reads it here)."""
     from pinakes.budget import CallShape
@@ -77,7 +78,7 @@ def call_shape(manifest: Any, *, unit: str) -> CallShape:
                      max_output_tokens=OUTPUT_TOKENS, unit=unit)
 
 
-def run_shapes(manifest: Any, branch: str) -> list[CallShape]:
+def run_shapes(manifest: Manifest, branch: str) -> list[CallShape]:
     """Every call a run on `branch` may make: one synthesis call, or two per round up to
     [deep] max_rounds, each round its own unit (what on_exceed = "partial" admits whole)."""
     if branch == "synthesis":
@@ -86,7 +87,7 @@ def run_shapes(manifest: Any, branch: str) -> list[CallShape]:
             for number in range(1, manifest.deep.max_rounds + 1) for _call in ("decompose", "answer")]
 
 
-def request_fits(request: dict[str, Any], shape: CallShape) -> bool:
+def request_fits(request: dict[str, object], shape: CallShape) -> bool:
     """Whether a built request stays inside the input its reservation priced."""
     return prompts.request_bytes(request) + REQUEST_OVERHEAD_TOKENS <= shape.max_input_tokens
 
@@ -100,7 +101,7 @@ def branch_for(level: str) -> str:
     return "unknown" if level == UNKNOWN else "decomposition"
 
 
-def worst_case(manifest: Any, branch: str) -> tuple[Decimal, int]:
+def worst_case(manifest: Manifest, branch: str) -> tuple[Decimal, int]:
     """(EUR, calls) a run on `branch` would reserve, priced from the packaged table; nothing is
     spent or written (what `pnk ask` without --deep quotes)."""
     from pinakes.budget import load_prices
@@ -132,7 +133,7 @@ class DeepQuote:
         return f"up to {counted(self.calls // 2, 'round')} of two calls"
 
 
-def quote(manifest: Any, confidence_level: str) -> DeepQuote:
+def quote(manifest: Manifest, confidence_level: str) -> DeepQuote:
     """The deep run a free result at `confidence_level` leads to, priced; nothing is spent or written."""
     branch = branch_for(confidence_level)
     eur, calls = worst_case(manifest, branch)
