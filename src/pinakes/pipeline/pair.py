@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 from pinakes.errors import PinakesError, SidecarError
 from pinakes.faults import faultpoint
@@ -70,23 +70,31 @@ class SidecarWrite:
     metadata: str | None = None  # for "restore": the indexed metadata to write back
 
 
+class IndexedSidecarFields(TypedDict, total=False):
+    """The keys of a documents row's metadata JSON that a restored sidecar is written from."""
+
+    title: str
+    tags: list[str]
+    provenance: dict[str, object]
+
+
 @dataclass
 class Plan:
-    work: list[DocWork] = field(default_factory=list)
-    moves: list[tuple[str, str, str]] = field(default_factory=list)  # (doc_id, old path, new path)
-    refresh: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, path): metadata only
-    deletes: list[IndexedDoc] = field(default_factory=list)
-    sidecar_writes: list[SidecarWrite] = field(default_factory=list)
-    failures: list[tuple[str, str]] = field(default_factory=list)  # (path, error)
-    collisions: list[tuple[str, list[str]]] = field(default_factory=list)  # (id, paths)
-    notes: list[str] = field(default_factory=list)
-    sidecars: dict[str, Sidecar] = field(default_factory=dict)  # doc path -> parsed sidecar
+    work: list[DocWork] = field(default_factory=list[DocWork])
+    moves: list[tuple[str, str, str]] = field(default_factory=list[tuple[str, str, str]])  # (doc_id, old path, new path)
+    refresh: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (doc_id, path): metadata only
+    deletes: list[IndexedDoc] = field(default_factory=list[IndexedDoc])
+    sidecar_writes: list[SidecarWrite] = field(default_factory=list[SidecarWrite])
+    failures: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (path, error)
+    collisions: list[tuple[str, list[str]]] = field(default_factory=list[tuple[str, list[str]]])  # (id, paths)
+    notes: list[str] = field(default_factory=list[str])
+    sidecars: dict[str, Sidecar] = field(default_factory=dict[str, "Sidecar"])  # doc path -> parsed sidecar
     # doc_id -> the ID that replaced it at its path: a sidecar put back by hand (`pnk adopt`)
-    superseded: dict[str, str] = field(default_factory=dict)
+    superseded: dict[str, str] = field(default_factory=dict[str, str])
     # documents the index holds no identity for: to be minted, or carrying a sidecar ID it never had
-    arrivals: list[str] = field(default_factory=list)
-    likely_moves: list[LikelyMove] = field(default_factory=list)
-    renamed: list[tuple[str, str]] = field(default_factory=list)
+    arrivals: list[str] = field(default_factory=list[str])
+    likely_moves: list[LikelyMove] = field(default_factory=list["LikelyMove"])
+    renamed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
 
     @property
     def is_empty(self) -> bool:
@@ -460,7 +468,7 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
             if write.kind == "move" and write.from_path:
                 atomic_move(root / write.from_path, sidecar_path_for(doc_path))
             else:
-                meta = json.loads(write.metadata) if write.metadata else {}
+                meta: IndexedSidecarFields = json.loads(write.metadata) if write.metadata else {}
                 write_new_sidecar(doc_path, doc_id=write.doc_id, title=meta.get("title"),
                                   tags=tuple(meta.get("tags") or ()),
                                   links=(), provenance=meta.get("provenance") or None)
