@@ -31,7 +31,7 @@ from pinakes.sources.walk import FileState, WalkResult, remember_files, resolves
 
 if TYPE_CHECKING:
     from pinakes.pipeline.run import SyncContext
-    from pinakes.sidecar.model import Sidecar  # the sidecar package imports ruamel: types only here
+    from pinakes.sidecar.model import JSONValue, Sidecar  # the sidecar package imports ruamel: types only
 
 
 class IndexedDoc(NamedTuple):
@@ -75,7 +75,7 @@ class IndexedSidecarFields(TypedDict, total=False):
 
     title: str
     tags: list[str]
-    provenance: dict[str, object]
+    provenance: dict[str, JSONValue]
 
 
 @dataclass
