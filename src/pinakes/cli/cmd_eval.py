@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pinakes.eval.fitting import ConfidenceFit
     from pinakes.eval.harness import EvalPaths, GateResult
     from pinakes.eval.outcomes import OutcomesFile
-    from pinakes.eval.scoreboard import Scoreboard
+    from pinakes.eval.scoreboard import Rate, Scoreboard
     from pinakes.manifest import Manifest
 
 EXIT_REGRESSED = 1
@@ -278,7 +278,7 @@ def _fit(args: argparse.Namespace, outcomes: OutcomesFile, manifest_bytes: bytes
     fit = _fit_outcomes(outcomes)
     curve = _trade_off_curve(fit)
     written = _write_block(args, fit, manifest_bytes) if args.write else None
-    data: dict[str, Any] = {"ok": True, **fit.to_dict(), "trade_off_curve": curve, "written": written}
+    data: dict[str, object] = {"ok": True, **fit.to_dict(), "trade_off_curve": curve, "written": written}
     _emit(args, data, _fit_text(fit, curve, written))
     return 0
 
@@ -326,7 +326,7 @@ def _trade_off_curve(fit: ConfidenceFit) -> list[dict[str, Any]]:
             for low, fa, fc in points]
 
 
-def _write_block(args: argparse.Namespace, fit: ConfidenceFit, manifest_bytes: bytes | None) -> dict[str, Any]:
+def _write_block(args: argparse.Namespace, fit: ConfidenceFit, manifest_bytes: bytes | None) -> dict[str, object]:
     from pinakes.manifest.rewrite import write_table
 
     result = write_table(_manifest_path(args), CONFIDENCE_TABLE, fit.manifest_block(), expected=manifest_bytes,
@@ -379,7 +379,7 @@ def _count(rate: dict[str, Any]) -> str:
 
 def _report(args: argparse.Namespace, paths: EvalPaths | None, outcomes: OutcomesFile, board: Scoreboard,
             result: GateResult, *, updated: bool) -> None:
-    data: dict[str, Any] = {
+    data: dict[str, object] = {
         "ok": result.ok or updated,
         "header": outcomes.header,
         "scoreboard": board.to_dict(),
@@ -442,7 +442,7 @@ def _board_text(outcomes: OutcomesFile, board: Scoreboard) -> str:
     return "\n".join(lines)
 
 
-def _fraction(rate: Any) -> str:
+def _fraction(rate: Rate) -> str:
     value = rate.value
     shown = "null" if value is None else f"{value:.3f}"
     return f"{shown} ({rate.numerator}/{rate.denominator})"
@@ -454,7 +454,7 @@ def _tolerance(args: argparse.Namespace) -> float:
     return DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
 
 
-def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+def _emit(args: argparse.Namespace, data: dict[str, object], text: str) -> None:
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
