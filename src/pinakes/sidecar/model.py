@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from pinakes.ids import format_pnk_uri
+from pinakes.jsontypes import JSONValue
 from pinakes.kb import SIDECAR_SUFFIX
 
 # The keys Pinakes owns, in the order a minted sidecar writes them.
@@ -23,7 +24,6 @@ LINK_FIELDS = ("target", "rel")
 MAX_SIDECAR_BYTES = 1 << 20
 MAX_NESTING = 64
 
-JSONValue = Any  # str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ class Sidecar:
     @property
     def extraction(self) -> dict[str, JSONValue] | None:
         """`provenance.extraction`, present only after a paid extraction (spec §2.2)."""
-        return self.provenance.get("extraction")
+        # only `writing._checked_extraction` puts it there: a mapping of strings
+        return cast("dict[str, JSONValue] | None", self.provenance.get("extraction"))
 
     def metadata_json(self, front_matter_tags: tuple[str, ...] = ()) -> str:
         """The JSON the index stores in documents.metadata: this sidecar's keys, and the tags the

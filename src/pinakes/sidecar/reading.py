@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import xxhash
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -220,7 +221,7 @@ def _read_title(entry: tuple[Node, Node] | None, path: Path) -> str | None:
     value = _plain(node, path, depth=1)
     if value is not None and not (isinstance(node, ScalarNode) and _tag(node) in _STRING_TAGS):
         raise _at(path, node, f"`title` must be a string, not {_describe(value)}", 'quote it: title: "..."')
-    return value
+    return cast("str | None", value)  # checked above: null or a string-tagged scalar
 
 
 def _read_tags(entry: tuple[Node, Node] | None, path: Path) -> tuple[str, ...]:
@@ -266,7 +267,7 @@ def _read_links(entry: tuple[Node, Node] | None, path: Path, kb_id: str) -> tupl
                 _LINK_REMEDY,
             )
         try:
-            link_kb, link_doc = parse_pnk_uri(target, self_kb_id=kb_id)
+            link_kb, link_doc = parse_pnk_uri(cast("str", target), self_kb_id=kb_id)  # it refuses a non-string
         except PinakesError as exc:
             raise _at(path, target_node, exc.message, exc.remedy) from None
         links.append(Link(kb_id=link_kb, doc_id=link_doc, rel=rel))

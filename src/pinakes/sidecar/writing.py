@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import EllipsisType
+from typing import cast
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
@@ -192,7 +193,7 @@ def _checked_extraction(extraction: Mapping[str, str] | None) -> dict[str, str] 
     ]
     if missing:
         raise TypeError(f"provenance_extraction needs non-empty strings for {missing}")
-    return _checked_json(wanted, "provenance_extraction")
+    return cast("dict[str, str]", _checked_json(wanted, "provenance_extraction"))  # a round trip of str values
 
 
 def _checked_json(value: object, what: str) -> JSONValue:
@@ -204,7 +205,7 @@ def _checked_json(value: object, what: str) -> JSONValue:
 
 def _verify_update(before: Sidecar, after: Sidecar, changes: SidecarChanges) -> None:
     """Refuse to write a rewrite that lost anything: the file holds a permanent id."""
-    expected_provenance = dict(before.provenance)
+    expected_provenance: dict[str, object] = dict(before.provenance)
     if "extraction" in changes:
         expected_provenance.pop("extraction", None)
         if changes["extraction"] is not None:
