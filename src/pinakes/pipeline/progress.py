@@ -109,13 +109,14 @@ def _bar_class() -> Any:
     """The tqdm subclass drawing the bar (tqdm is imported only when a bar is drawn)."""
     from tqdm import tqdm
 
-    class _Bar(tqdm):
+    # tqdm is generic over what it iterates in its stubs only (this bar is never iterated)
+    class _Bar(tqdm):  # pyright: ignore[reportMissingTypeArgument]
         # No monitor thread: it would write to the stream from another thread, out of our error handling.
         monitor_interval = 0
 
         def __init__(self, *args: Any, progress: SyncProgress, **kwargs: Any) -> None:
             self._progress = progress
-            super().__init__(*args, **kwargs)
+            super().__init__(*args, **kwargs)  # pyright: ignore[reportUnknownMemberType] (stubs: untyped **kwargs)
 
         @property
         def format_dict(self) -> MutableMapping[str, Any]:  # the documented way to add fields to bar_format
