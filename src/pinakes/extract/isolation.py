@@ -65,7 +65,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from pinakes.errors import IsolationError
 
@@ -116,7 +116,7 @@ class Limits:
                    cpu_seconds=cpu, wall_seconds=float(WALL_SECONDS_FACTOR * cpu + WALL_SECONDS_SLACK))
 
 
-def run_isolated(function: Callable[..., T], *args: Any, limits: Limits, what: str,
+def run_isolated(function: Callable[..., T], *args: object, limits: Limits, what: str,
                  path: Path | str | None = None, remedy: str = _DEFAULT_REMEDY) -> T:
     """`function(*args)` in the worker process, under `limits`; see the module docstring."""
     global _worker
@@ -168,7 +168,7 @@ class _WorkerGone(Exception):
 
 
 class _Worker:
-    def __init__(self, process: subprocess.Popen[bytes], stderr: Any) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
         self.process = process
         self.stderr = stderr  # the child's error stream: a temporary file read back on failure
         # The child's peak RSS during the current call, sampled from /proc while the parent waits:
@@ -194,7 +194,7 @@ class _Worker:
     def alive(self) -> bool:
         return not self._reap(block=False)
 
-    def run(self, function: Callable[..., Any], args: tuple[Any, ...], call: _Call) -> tuple[bool, Any]:
+    def run(self, function: Callable[..., object], args: tuple[object, ...], call: _Call) -> tuple[bool, Any]:
         """(True, the result) or (False, the exception the function raised); a failure raises."""
         env = {name: os.environ.get(name) for name in _FORWARDED_ENV}
         setup = pickle.dumps((call.limits, env, list(sys.path)), pickle.HIGHEST_PROTOCOL)
@@ -202,6 +202,7 @@ class _Worker:
         self._clear_stderr()
         self._reset_peak()
         deadline = time.monotonic() + call.limits.wall_seconds
+        assert self.process.stdin is not None  # started with stdin=PIPE
         try:
             _write_frame(self.process.stdin, setup)
             _write_frame(self.process.stdin, payload)
@@ -365,12 +366,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_worker_in_forked_child)
 
 
-def _rebuild_exception(module: str, qualname: str, args: tuple[Any, ...], state: dict[str, Any],
+def _rebuild_exception(module: str, qualname: str, args: tuple[object, ...], state: dict[str, object],
                        child_traceback: str, *, call: _Call) -> BaseException:
     """The child's exception, rebuilt as its own class without calling its __init__ (whose
     signature need not match its args, as MissingExtraError's does not)."""
     try:
-        target: Any = importlib.import_module(module)
+        target: object = importlib.import_module(module)
         for part in qualname.split("."):
             target = getattr(target, part)
         if not (isinstance(target, type) and issubclass(target, BaseException)):
@@ -406,7 +407,7 @@ def _read_exactly(fd: int, length: int, deadline: float, tick: Callable[[], None
     return buffer
 
 
-def _write_frame(stream: Any, data: bytes) -> None:
+def _write_frame(stream: IO[bytes], data: bytes) -> None:
     stream.write(_HEADER.pack(len(data)))
     stream.write(data)
     stream.flush()
@@ -505,7 +506,7 @@ def _exception_detail(exc: BaseException) -> bytes:
         return pickle.dumps((cls.__module__, cls.__qualname__, tuple(str(arg) for arg in exc.args), {}, text))
 
 
-def _read_frame(stream: Any) -> bytes | None:
+def _read_frame(stream: IO[bytes]) -> bytes | None:
     header = stream.read(_HEADER.size)
     if len(header) < _HEADER.size:
         return None
