@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from pinakes.doctor import Check, DoctorContext
 from pinakes.embed.hub import fastembed_cache_dir, hub_cache_dir, repo_cache_name
@@ -25,6 +25,10 @@ from pinakes.embed.packaged import PackagedModel, locate, package_dir, packaged_
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
 from pinakes.wording import counted
+
+if TYPE_CHECKING:
+    from pinakes.manifest import Manifest
+    from pinakes.manifest.sections import EmbeddingSection
 
 MANIFEST_CACHE_KEY = "manifest"  # left there by checks_manifest
 PROVIDER_MODULES = {"sentence-transformers": ("sentence_transformers", "st"), "fastembed": ("fastembed", "light")}
@@ -43,10 +47,10 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
         yield from check_index(paths, embedding, chunking.headings)
 
 
-def _manifest(ctx: DoctorContext) -> Any:
+def _manifest(ctx: DoctorContext) -> Manifest | None:
     cached = ctx.cache.get(MANIFEST_CACHE_KEY)
     if cached is not None or ctx.kb_root is None:
-        return cached
+        return cast("Manifest | None", cached)  # what checks_manifest loaded
     try:
         from pinakes.manifest import load_manifest
 
@@ -71,7 +75,7 @@ def check_provider(provider: str) -> Generator[Check, None, bool]:
     return True
 
 
-def check_weights(embedding: Any, provider_ok: bool) -> Generator[Check, None, Path | None]:
+def check_weights(embedding: EmbeddingSection, provider_ok: bool) -> Generator[Check, None, Path | None]:
     """Where the configured model's weights are; returns a directory holding its tokenizer files."""
     packaged = packaged_model(embedding.provider, embedding.model)
     if packaged is not None and embedding.revision in (None, packaged.revision):
@@ -132,7 +136,7 @@ def _fastembed_cache_entry(model: str) -> Path | None:
     return None
 
 
-def check_token_limit(embedding: Any, max_tokens: int, model_dir: Path | None) -> Check:
+def check_token_limit(embedding: EmbeddingSection, max_tokens: int, model_dir: Path | None) -> Check:
     if model_dir is None:
         return Check("model.tokens", "WARN", f"cannot check [chunking] max_tokens = {max_tokens} against "
                      f"{embedding.model}'s input limit until the model is present locally",
@@ -150,7 +154,7 @@ def check_token_limit(embedding: Any, max_tokens: int, model_dir: Path | None) -
                  f"{limit}-token input")
 
 
-def check_index(paths: KBPaths, embedding: Any, headings_mode: str) -> Iterator[Check]:
+def check_index(paths: KBPaths, embedding: EmbeddingSection, headings_mode: str) -> Iterator[Check]:
     from pinakes.embed.coherence import check_manifest_coherence
     from pinakes.index.schema import open_reader, read_meta
 

@@ -36,7 +36,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 # Part of every Markdown document's build key (sync/keys.py): a change to what is read here, or to
 # how the index stores it, bumps this and re-indexes Markdown documents (and only them).
@@ -174,11 +173,11 @@ def clean_title(value: object) -> str | None:
     return _clean_text(value, MAX_TITLE_CHARS)
 
 
-def _first(data: Mapping[Any, Any], keys: tuple[str, ...]) -> object:
+def _first(data: Mapping[str, object], keys: tuple[str, ...]) -> object:
     return next((data[key] for key in keys if data.get(key) is not None), None)
 
 
-def _tags(data: Mapping[Any, Any], *, split_spaces: bool) -> tuple[str, ...]:
+def _tags(data: Mapping[str, object], *, split_spaces: bool) -> tuple[str, ...]:
     """The tags under every tag key (`tags` and `keywords` together), each once, in the order written."""
     merged: dict[str, None] = {}
     for key in TAG_KEYS:

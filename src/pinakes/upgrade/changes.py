@@ -10,8 +10,9 @@ is the version reference itself, moved by the upgrade rather than reported as a 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from pinakes.manifest.lines import layout
 
@@ -27,8 +28,8 @@ class TemplateChange:
     section: str
     key: str
     kind: ChangeKind
-    old: Any  # the recorded version's value (None when it did not set the key)
-    new: Any  # the installed version's value (None when it no longer sets the key)
+    old: object  # the recorded version's value (None when it did not set the key)
+    new: object  # the installed version's value (None when it no longer sets the key)
     new_value_text: str | None  # the value as the installed template writes it
     new_lines: tuple[str, ...]  # the installed template's line(s) for the key, as an added key is inserted
 
@@ -41,10 +42,10 @@ class TemplateChange:
         return self.section == "budget" and self.key in BUDGET_CAPS
 
 
-def flatten(data: dict[str, Any], section: str = "") -> dict[tuple[str, str], Any]:
+def flatten(data: Mapping[str, object], section: str = "") -> dict[tuple[str, str], object]:
     """{(section, key): value} for every scalar or array key; arrays of tables are left out (no
     template renders one, and an upgrade never addresses them)."""
-    flat: dict[tuple[str, str], Any] = {}
+    flat: dict[tuple[str, str], object] = {}
     for key, value in data.items():
         if isinstance(value, dict):
             flat.update(flatten(value, f"{section}.{key}" if section else key))
@@ -55,7 +56,7 @@ def flatten(data: dict[str, Any], section: str = "") -> dict[tuple[str, str], An
     return flat
 
 
-def same(a: Any, b: Any) -> bool:
+def same(a: object, b: object) -> bool:
     """Equal as TOML values: 8 and 8.0 differ, as do 1 and true."""
     return repr(a) == repr(b)
 

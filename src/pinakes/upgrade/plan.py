@@ -17,7 +17,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths, find_kb_root
@@ -34,7 +34,7 @@ HunkStatus = Literal["applies", "already", "conflict"]
 class Hunk:
     change: TemplateChange
     status: HunkStatus
-    user: Any  # the user's current value (None when the file does not set the key)
+    user: object  # the user's current value (None when the file does not set the key)
     before: tuple[str, ...]  # the user's lines this hunk replaces (none for an added key)
     after: tuple[str, ...]  # what they become (none for a removed key)
     reason: str = ""  # why it is "already" or a conflict
@@ -120,7 +120,7 @@ def plan_upgrade(kb_dir: Path | str | None = None, catalog: TemplateCatalog | No
                        new_text=new_text, result_problem=problem, original=original)
 
 
-def _hunk(change: TemplateChange, user_layout: FileLayout, user_values: dict[tuple[str, str], Any]) -> Hunk:
+def _hunk(change: TemplateChange, user_layout: FileLayout, user_values: dict[tuple[str, str], object]) -> Hunk:
     address = (change.section, change.key)
     present = address in user_values
     user = user_values.get(address)
@@ -163,7 +163,7 @@ def _ref_hunk(user_layout: FileLayout, ref: str) -> tuple[tuple[str, ...], tuple
     return tuple(user_layout.lines[span.start:span.end]), (f'{span.prefix}"{ref}"{span.suffix}',)
 
 
-def _result(text: str, user_layout: FileLayout, user_values: dict[tuple[str, str], Any], hunks: tuple[Hunk, ...],
+def _result(text: str, user_layout: FileLayout, user_values: dict[tuple[str, str], object], hunks: tuple[Hunk, ...],
             ref_hunk: tuple[tuple[str, ...], tuple[str, ...]] | None, ref: str, path: Path
             ) -> tuple[str | None, str | None]:
     """The manifest with every hunk applied, and why it would be refused (None: it would not be)."""

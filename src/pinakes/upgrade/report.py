@@ -4,7 +4,6 @@ under their own heading (printed exactly when a cap would move), and what `--app
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from pinakes.display import printable
 from pinakes.upgrade.plan import Hunk, UpgradePlan
@@ -66,5 +65,5 @@ def _line(line: str) -> str:
     return printable(line.rstrip("\r\n"))
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     return "(not set)" if value is None else printable(json.dumps(value, ensure_ascii=False, default=str))
