@@ -18,8 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pinakes.wording import counted
 
@@ -311,7 +312,20 @@ def _fit_outcomes(outcomes: OutcomesFile) -> ConfidenceFit:
                                   "with vectors or rerank on (`pnk eval --init` drafts both kinds)") from None
 
 
-def _trade_off_curve(fit: ConfidenceFit) -> list[dict[str, Any]]:
+class _CurvePoint(TypedDict):
+    low: float
+    false_abstain: dict[str, object]  # a Rate's to_dict()
+    false_confidence: dict[str, object]
+    chosen: bool
+
+
+class _Written(TypedDict):
+    path: str
+    placement: str  # the rewrite's placement
+    backup: str | None
+
+
+def _trade_off_curve(fit: ConfidenceFit) -> list[_CurvePoint]:
     """The fit's operating points (no other beats them on both errors), by rising threshold, with
     the one written marked: the point whose errors are the fit's own (added if the front lacks it)."""
     from pinakes.eval.scoreboard import Rate
@@ -326,7 +340,7 @@ def _trade_off_curve(fit: ConfidenceFit) -> list[dict[str, Any]]:
             for low, fa, fc in points]
 
 
-def _write_block(args: argparse.Namespace, fit: ConfidenceFit, manifest_bytes: bytes | None) -> dict[str, object]:
+def _write_block(args: argparse.Namespace, fit: ConfidenceFit, manifest_bytes: bytes | None) -> _Written:
     from pinakes.manifest.rewrite import write_table
 
     result = write_table(_manifest_path(args), CONFIDENCE_TABLE, fit.manifest_block(), expected=manifest_bytes,
@@ -335,7 +349,7 @@ def _write_block(args: argparse.Namespace, fit: ConfidenceFit, manifest_bytes: b
             "backup": str(result.backup) if result.backup else None}
 
 
-def _fit_text(fit: ConfidenceFit, curve: list[dict[str, Any]], written: dict[str, Any] | None) -> str:
+def _fit_text(fit: ConfidenceFit, curve: list[_CurvePoint], written: _Written | None) -> str:
     if written is None:
         lines = ["# Fitted on the golden set. `pnk eval --fit-confidence --write` writes this block into "
                  "pinakes.toml itself",
@@ -373,7 +387,7 @@ def _fit_text(fit: ConfidenceFit, curve: list[dict[str, Any]], written: dict[str
     return "\n".join(lines)
 
 
-def _count(rate: dict[str, Any]) -> str:
+def _count(rate: Mapping[str, object]) -> str:
     return f"{rate['numerator']}/{rate['denominator']}"
 
 

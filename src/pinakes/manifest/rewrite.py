@@ -32,7 +32,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, cast
 
 from pinakes.errors import ManifestError, PinakesError
 from pinakes.manifest.lines import layout
@@ -188,23 +188,23 @@ def replace_table(text: str, table: str, block: str, *, path: Path) -> tuple[str
                         path=path)
 
 
-def _expected(before: dict[str, Any], table: str, block: str) -> dict[str, Any]:
+def _expected(before: dict[str, object], table: str, block: str) -> dict[str, object]:
     """The document `before` with `table` set to the block's own table (and nothing else changed)."""
     parts = table.split(".")
-    block_data: Any = tomllib.loads(block)
+    block_data: object = tomllib.loads(block)
     for part in parts:
         if not isinstance(block_data, dict) or set(block_data) != {part}:
             raise ValueError(f"the block must hold exactly [{table}], got {block!r}")
         block_data = block_data[part]
     wanted = copy.deepcopy(before)
-    parent: Any = wanted
+    parent = wanted
     for part in parts[:-1]:
-        parent = parent.setdefault(part, {})
+        parent = cast("dict[str, object]", parent.setdefault(part, {}))  # a TOML table is a dict
     parent[parts[-1]] = block_data
     return wanted
 
 
-def _loads_or_none(text: str) -> dict[str, Any] | None:
+def _loads_or_none(text: str) -> dict[str, object] | None:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 # NotServedError is re-exported: serve/documents.py and the tests name it `boundary.NotServedError`.
 from pinakes.errors import NotServedError as NotServedError
@@ -50,7 +49,7 @@ def refuse(argument: str, problem: str, remedy: str) -> ToolArgumentError:
     return ToolArgumentError(f"argument `{argument}` {problem}", remedy=remedy)
 
 
-def check_argument_names(tool: str, arguments: Mapping[str, Any], allowed: Sequence[str]) -> None:
+def check_argument_names(tool: str, arguments: Mapping[str, object], allowed: Sequence[str]) -> None:
     unknown = sorted(set(arguments) - set(allowed))
     if unknown:
         takes = ", ".join(allowed) if allowed else "no arguments"

@@ -21,7 +21,6 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pinakes.errors import KBNotFoundError, UsageError
 from pinakes.kb import KBPaths, find_kb_root
@@ -117,7 +116,7 @@ def load_config_file(path: Path | str) -> list[ServedKB]:
     return served
 
 
-def _config_entry(config: Path, number: int, entry: Any) -> ServedKB:
+def _config_entry(config: Path, number: int, entry: object) -> ServedKB:
     where = f"kb[{number}]"
     if not isinstance(entry, dict):
         raise UsageError(f"{where} must be a table", remedy='write it as [[kb]] path = "..."', path=config)

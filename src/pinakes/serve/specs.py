@@ -10,7 +10,6 @@ written for the agent: what each tool returns, when to use which, and how to rea
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pinakes.lexical.filters import SOURCE_TYPES
 from pinakes.search.core import MODES
@@ -33,7 +32,7 @@ class ToolSpec:
     name: str
     title: str
     description: str
-    input_schema: dict[str, Any]
+    input_schema: dict[str, object]
     annotations: dict[str, bool] = field(default_factory=lambda: {
         "read_only_hint": True, "destructive_hint": False, "idempotent_hint": True, "open_world_hint": False,
     })
