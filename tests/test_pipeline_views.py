@@ -169,3 +169,36 @@ def test_an_error_a_stage_raises_reaches_the_caller_as_itself(kb: Path, monkeypa
         run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
     assert "doit exit" not in stopped.value.render()
     assert stopped.value.details[0].startswith(f"the sync stopped after indexing {GROUP_SIZE} documents")
+
+
+@pytest.mark.parametrize("connected", [True, False])
+def test_a_stage_declared_after_reverse_scan_still_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         connected: bool) -> None:
+    """The runner does not end at reverse-scan, whether it runs (a connected KB) or has nothing to
+    do: an invocation after it is run too (graph again, harmless: derived in full each sync)."""
+    from pinakes.pipeline.stages import stage
+
+    root = init_test_kb(tmp_path / "kb", FakeEmbedder().identity)
+    if connected:
+        with (root / "pinakes.toml").open("a", encoding="utf-8") as manifest:
+            manifest.write('\n[[links.kb]]\nalias = "elsewhere"\nid = "01J9ZX7K3M4N5P6Q7R8S9T0VWX"\n'
+                           'path = "../elsewhere"\n')
+    write_documents(root, [Doc("docs/a.md", "# A\n\nA paragraph.\n")])
+    declared = loader.invocations
+
+    def with_a_last_stage(ctx: object) -> Iterable[loader.Invocation]:
+        yield from declared(ctx)  # type: ignore[arg-type]
+        yield loader.Invocation("after reverse-scan", (stage("graph"),), loader.Scope())
+
+    ran: list[str] = []
+    real_run = loader.run_invocation
+
+    def recording(ctx: object, invocation: loader.Invocation) -> tuple[int, str]:
+        ran.append(invocation.label)
+        return real_run(ctx, invocation)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "invocations", with_a_last_stage)
+    monkeypatch.setattr(loader, "run_invocation", recording)
+    run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    assert ran[-1] == "after reverse-scan"
+    assert ("reverse-scan" in ran) == connected

@@ -162,14 +162,13 @@ def run_pipeline(ctx: SyncContext) -> tuple[int, str]:
     """Run the pipeline, one doit invocation after the other (see the module docstring); stops at
     the first that fails. Raises the PinakesError that stopped a step."""
     for invocation in invocations(ctx):
-        if invocation.label == "reverse-scan":
-            if not (ctx.manifest.links or delisted(ctx.writer(), ctx.manifest)):
-                break  # no connected KB, and none to forget: reverse-scan has nothing to do
-            ctx.progress.step(_STEPS[invocation.label])
-            return run_reverse_scan(ctx)  # the entry a sync that changed no document uses too
+        scanning = invocation.label == "reverse-scan"
+        if scanning and not (ctx.manifest.links or delisted(ctx.writer(), ctx.manifest)):
+            continue  # no connected KB, and none to forget: reverse-scan has nothing to do
         if invocation.label in _STEPS:
             ctx.progress.step(_STEPS[invocation.label])
-        code, output = run_invocation(ctx, invocation)
+        # reverse-scan through its own entry, the one a sync that changed no document uses too
+        code, output = run_reverse_scan(ctx) if scanning else run_invocation(ctx, invocation)
         if code:
             return code, output
     return 0, ""
