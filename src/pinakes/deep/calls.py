@@ -31,6 +31,7 @@ from pinakes.errors import DeepAskFailedError, MissingExtraError, PaidCallError
 
 if TYPE_CHECKING:
     from pinakes.budget import CallShape, Plan
+    from pinakes.jsontypes import JSONValue
     from pinakes.paid import ApiKey
 
 _RETRY = "ask the question again"
@@ -42,7 +43,7 @@ class Reply:
     "malformed" (no result)."""
 
     kind: str
-    data: dict[str, Any] | None
+    data: dict[str, JSONValue] | None
     raw: str
     eur: Decimal  # what its reconciliation recorded
     input_tokens: int
@@ -85,7 +86,7 @@ def _reply(answer: paid.PaidAnswer, call_ids: tuple[str, ...], *,
     return Reply(kind, data, raw, answer.cost_eur, input_tokens, output_tokens, call_ids, unrecorded)
 
 
-def _classify(message: Any) -> tuple[str, dict[str, Any] | None, str]:
+def _classify(message: Any) -> tuple[str, dict[str, JSONValue] | None, str]:
     raw = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
     if message.stop_reason == "refusal":
         return "refusal", None, raw

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pinakes.budget import BudgetExceededError, UnrecordedOutcomeError
 from pinakes.deep import calls, prompts, shapes
@@ -34,6 +34,7 @@ from pinakes.search.confidence import HIGH
 
 if TYPE_CHECKING:
     from pinakes.budget import CallShape, Plan
+    from pinakes.jsontypes import JSONValue
     from pinakes.lexical.filters import SearchFilters
     from pinakes.manifest import Manifest
     from pinakes.search.core import Searcher
@@ -220,10 +221,11 @@ class _Run:
             self.unrecorded = reply.unrecorded
         return reply
 
-    def _grounded_answer(self, number: int, shown: list[Carried], data: dict[str, Any]) -> _Answer:
+    def _grounded_answer(self, number: int, shown: list[Carried], data: Mapping[str, JSONValue]) -> _Answer:
         text = data.get("answer")
         text = text if isinstance(text, str) else ""
-        cited = [item for item in data.get("citations") or [] if isinstance(item, int) and not isinstance(item, bool)]
+        # the model's JSON, not checked for shape: a non-list fails here as it always did
+        cited = [item for item in cast("list[object]", data.get("citations") or []) if isinstance(item, int) and not isinstance(item, bool)]
         grounding = ground(text, cited, [item.shown.text for item in shown], self.question)
         answer = _Answer(number, shown, text, grounding)
         self.answers.append(answer)

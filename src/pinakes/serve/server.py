@@ -54,10 +54,10 @@ def build_server(tools: PinakesTools) -> Server[Any]:
         for spec in TOOL_SPECS
     ]
 
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(ctx: object, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tool_list)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = params.arguments
         try:
             payload = await anyio.to_thread.run_sync(tools.call, params.name, arguments)
