@@ -157,10 +157,10 @@ class _Handoffs:
         return int(getattr(self._local, "count", 0))
 
 
-_HANDOFFS: weakref.WeakKeyDictionary[Any, _Handoffs] = weakref.WeakKeyDictionary()
+_HANDOFFS: weakref.WeakKeyDictionary[object, _Handoffs] = weakref.WeakKeyDictionary()
 
 
-def _handoff_count(client: Any) -> int | None:
+def _handoff_count(client: object) -> int | None:
     """The client's handoff count so far; None for a client `make_client` did not build (unknown)."""
     try:
         handoffs = _HANDOFFS.get(client)
@@ -238,7 +238,7 @@ def failure_remedy(failure: CallFailure, call_id: str, *, retry: str) -> str:
     return f"{retry}; if it recurs, report it with this message"
 
 
-def _retry_after(exc: Any) -> float:
+def _retry_after(exc: BaseException) -> float:
     response = getattr(exc, "response", None)
     header = response.headers.get("retry-after") if response is not None else None
     try:

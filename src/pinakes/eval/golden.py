@@ -233,7 +233,7 @@ def _read_question(item: object, position: int, kb_root: Path, sources: SourcesS
     return Question(qid, kind, query, expect, dict(filters) if filters else None, hops)
 
 
-def _check_hops(item: Mapping[str, Any], hops: tuple[Hop, ...] | None, expect: tuple[str, ...] | None,
+def _check_hops(item: Mapping[str, object], hops: tuple[Hop, ...] | None, expect: tuple[str, ...] | None,
                 fail: Fail) -> None:
     if "hops" not in item or hops is None:
         if "hops" not in item:
