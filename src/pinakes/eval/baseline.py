@@ -13,7 +13,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pinakes.errors import OutcomesError
 from pinakes.eval.outcomes import read_json_object, write_json_object
@@ -26,7 +25,7 @@ DEFAULT_TOLERANCE = 0.02
 
 @dataclass(frozen=True)
 class Baseline:
-    header: dict[str, Any]
+    header: dict[str, object]
     scoreboard: Scoreboard
     path: Path | None = None
 
