@@ -372,7 +372,7 @@ def _without_lone_headings(text: str, lines: list[tuple[int, int]], sections: li
 
     A section holding nothing but its heading, directly above its own subsection (a chapter title
     over its first section), joins that subsection: its first chunk then starts at the chapter title,
-    so the title leads the text under it instead of being a chunk of its own. Any other heading-only
+    so the title leads the text under it instead of being a chunk of its own. Every other heading-only
     section joins the section before it (a dangling title at the end of a document), except where a
     heading line is itself the text (`clauses`: a numbered outline's "2.1 A day permit costs £8.").
     """

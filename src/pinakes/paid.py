@@ -300,7 +300,7 @@ def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapp
     always the reserved output bound. Raises the accountant's BudgetExceededError (the call was
     never made), PaidCallError carrying the classification (void: closed at zero; unknown: left
     open at its reservation), or UnrecordedOutcomeError when the ledger would not take the outcome
-    (its `answer` is this PaidAnswer when the call billed: keep what was paid for). Any other
+    (its `answer` is this PaidAnswer when the call billed: keep what was paid for). Every other
     exception leaves the reservation open too (unclassified is counted as possibly billed), unless
     it was raised before the HTTP layer was handed the request: then nothing left, and it is voided.
     """

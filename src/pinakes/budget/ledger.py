@@ -10,7 +10,7 @@ exceeding a cap together (the check and the append are one critical section).
 A record is committed by its terminating newline, which is part of the same write. A last line
 without one is therefore an interrupted write that never finished — its call was never sent,
 because the request follows the reservation's write — and the next writer, under the lock, moves
-its bytes to `ledger.torn` and truncates them away before appending. Any other damaged line (a bad
+its bytes to `ledger.torn` and truncates them away before appending. Every other damaged line (a bad
 CRC, bytes that do not parse) is someone else's edit or a disk fault: it is reported, never summed,
 and it stops paid calls until a person repairs it, because its amount is unknowable.
 

@@ -195,7 +195,7 @@ def sha256_file(path: Path) -> str:
 class _DigestRecord:
     """Digests already computed, keyed on the file's identity, in HF_HOME/pinakes/.
 
-    Any unreadable record is an empty one, and a record that cannot be written is not kept: it only
+    An unreadable record is an empty one, and a record that cannot be written is not kept: it only
     ever saves time, so it must never be the reason a model fails to load.
     """
 

@@ -390,7 +390,7 @@ def _enumerate_sidecars(root: Path, partner: Manifest, outcome: PartnerScan) -> 
             "unreachable", f"{where}: {exc.message}; nothing from this partner was updated",
             f"in the partner ({root}): {exc.remedy}"))
         return None
-    # Any skip but a file passed over on purpose means something was not read (a folder that cannot
+    # A skip other than a file passed over on purpose means something was not read (a folder that cannot
     # be listed, or whatever else a walk learns to refuse): then the walk is not complete.
     unlisted = [(path, why) for path, why in found.skipped if why not in (SKIP_EXCLUDED, SKIP_NO_EXTRACTOR,
                                                                          SKIP_SYMLINK)]
