@@ -43,7 +43,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pinakes.errors import PinakesError
 from pinakes.ids import format_pnk_uri
@@ -132,6 +132,15 @@ class QueryRanking:
 _RELEVANCE_CHARS = len(json.dumps({"relevance": {"rank": 200, "score": -0.123456}})) + 2
 
 
+class _FrontierEntry(TypedDict):
+    doc_id: str
+    kb_id: str
+    hop: int
+    via: str | None
+    rel: str
+    reason: str  # one of REASONS
+
+
 @dataclass
 class _Node:
     kb_id: str
@@ -212,7 +221,7 @@ class _Walk:
         self.budget_chars = None if token_limit is None else token_limit.used * CHARS_PER_TOKEN
         self.used_chars = _ENVELOPE_CHARS
         self.rendered: list[dict[str, Any]] = []
-        self.frontier: list[dict[str, Any]] = []
+        self.frontier: list[_FrontierEntry] = []
         self.cut = {"rows": 0, "tokens": 0}
 
     def run(self, start: str) -> None:
@@ -338,7 +347,7 @@ class _Walk:
     def fit(self, response: dict[str, object], token_capped: bool) -> None:
         """List the frontier (at most `frontier_cap` entries, within the token budget; the rest are
         counted by reason), and say what each of the response's caps cut."""
-        listed: list[dict[str, Any]] = []
+        listed: list[_FrontierEntry] = []
         omitted: dict[str, int] = {}
         for entry in sorted(self.frontier, key=lambda e: (REASONS.index(e["reason"]), e["hop"])):
             size = _chars(entry) + 2
