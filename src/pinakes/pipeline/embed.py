@@ -72,12 +72,22 @@ def _cross_document_batches(ctx: SyncContext, items: list[DocWork]) -> Iterator[
         yield batch
 
 
+def embedding_text_of(chunk: Chunk) -> str:
+    """The text the model embeds for a chunk (the one place that decides it)."""
+    return chunk.text
+
+
+def vectors_of(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
+    """One unit-length float32 row per text, in order (the one place the embed stage asks for
+    vectors)."""
+    return ctx.get_embedder().embed_documents(texts, batch_size=ctx.manifest.embedding.batch_size)
+
+
 def _embed_small_batch(ctx: SyncContext, batch: list[DocWork]) -> None:
-    texts = [chunk.text for item in batch for chunk in ctx.group.chunks[item.doc_id]]
+    texts = [embedding_text_of(chunk) for item in batch for chunk in ctx.group.chunks[item.doc_id]]
     ctx.progress.document(batch[0].path, phase="embedding", others=len(batch) - 1)
-    embedder = ctx.get_embedder()
     try:
-        vectors = embedder.embed_documents(texts, batch_size=ctx.manifest.embedding.batch_size)
+        vectors = vectors_of(ctx, texts)
     except PinakesError:
         raise
     except Exception as exc:  # one bad batch must not end the run: retry document by document
@@ -96,10 +106,7 @@ def _embed_small_batch(ctx: SyncContext, batch: list[DocWork]) -> None:
 
 def _write_streaming(ctx: SyncContext, item: DocWork) -> None:
     ctx.progress.document(item.path, phase="embedding")
-    embedder = ctx.get_embedder()
-    batch_size = ctx.manifest.embedding.batch_size
-    write_document(ctx, item, lambda chunks, _start: embedder.embed_documents(
-        [chunk.text for chunk in chunks], batch_size=batch_size))
+    write_document(ctx, item, lambda chunks, _start: vectors_of(ctx, [embedding_text_of(chunk) for chunk in chunks]))
 
 
 def _load_sidecar(ctx: SyncContext, item: DocWork) -> bool:
