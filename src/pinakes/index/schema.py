@@ -29,7 +29,9 @@ from pinakes.errors import (
 # 5: documents.pages_without_text (PDF pages with no usable text layer, for status and doctor);
 #    chunks.fts_text, the shadow text FTS5 indexes for Han, kana and Hangul (no whole-run tokens).
 # 6: chunk_terms, each chunk's term frequencies, which the keyword side's BM25 reads (index/terms.py).
-SCHEMA_VERSION = 6
+# 7: document context beside each chunk, searched as its own FTS5 column (#28); each vector's
+#    content key, so a vector is computed once per (model, embedded text) (#29).
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT_MS = 10_000
 
 # The FTS5 tokenizer is part of the schema: changing it changes every BM25 score. So is the shadow

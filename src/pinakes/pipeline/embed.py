@@ -80,6 +80,11 @@ def embedding_text_of(chunk: Chunk) -> str:
 def vectors_of(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
     """One unit-length float32 row per text, in order (the one place the embed stage asks for
     vectors)."""
+    return compute_vectors(ctx, texts)
+
+
+def compute_vectors(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
+    """Run the model over `texts` (where the embed stage's executor is chosen)."""
     return ctx.get_embedder().embed_documents(texts, batch_size=ctx.manifest.embedding.batch_size)
 
 
