@@ -1,4 +1,4 @@
-"""The index schema (version 6) and the only ways to open the index.
+"""The index schema (version 7) and the only ways to open the index.
 
 There are no migrations: an index written under another schema_version refuses to open and names
 `pnk sync --rebuild`. `.pinakes/` is derived state, so rebuilding is always free and always correct.
