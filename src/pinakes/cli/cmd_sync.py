@@ -39,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--api-key-file", metavar="PATH", type=Path,
                         help="read the paid backend's API key from this file (default: PINAKES_ANTHROPIC_API_KEY; "
                              "the generic ANTHROPIC_API_KEY is never read)")
+    parser.add_argument("--no-reuse", action="store_true",
+                        help="embed every chunk with the model, reusing no stored vector (with --rebuild: "
+                             "nothing is read from the index being replaced)")
     parser.add_argument("--force-unlock", action="store_true",
                         help="remove a sync lock left by another host or an unreadable lock, then sync")
     parser.add_argument("--clear-cache", nargs="?", const="free", choices=("free", "paid"), default=None,
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
                           sidecars_only=args.sidecars_only, stage=args.stage, quiet=args.quiet or args.json,
                           force_unlock=args.force_unlock, offline=True if args.offline else None,
                           extract_backend=args.extract_backend, scan_links=args.scan_links,
-                          force=args.force, api_key_file=args.api_key_file)
+                          force=args.force, api_key_file=args.api_key_file, no_reuse=args.no_reuse)
     report = run_sync(getattr(args, "kb_dir", None), options)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

@@ -117,8 +117,13 @@ CREATE TABLE chunk_terms (
 
 CREATE TABLE embeddings (
     chunk_id INTEGER PRIMARY KEY REFERENCES chunks (id) ON DELETE CASCADE,
-    vector   BLOB NOT NULL                            -- float32, unit length, meta.embedding_dim wide
+    vector   BLOB NOT NULL,                           -- float32, unit length, meta.embedding_dim wide
+    -- xxh3-128 of (model identity, the exact text embedded): a later sync reuses this vector for
+    -- any chunk with the same key instead of running the model (pipeline/vector_reuse.py). NULL for
+    -- a row carried from an index that predates the keys (never matched).
+    text_key BLOB
 );
+CREATE INDEX embeddings_text_key ON embeddings (text_key);
 
 CREATE TABLE links (
     src_kb_id  TEXT NOT NULL,

@@ -28,6 +28,7 @@ from pinakes.index.schema import index_error, transaction, write_meta
 from pinakes.index.terms import record_term_frequencies
 from pinakes.lexical.scripts import shadow
 from pinakes.links.store import write_links
+from pinakes.pipeline.vector_reuse import reuse_for
 
 if TYPE_CHECKING:
     from pinakes.pipeline.pair import DocWork
@@ -79,8 +80,13 @@ def embedding_text_of(chunk: Chunk) -> str:
 
 def vectors_of(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
     """One unit-length float32 row per text, in order (the one place the embed stage asks for
-    vectors)."""
-    return compute_vectors(ctx, texts)
+    vectors): a stored vector of the same (model, text) where the index has one, the model's for
+    the rest (pipeline/vector_reuse.py). The report and the progress count the model's work."""
+    vectors, embedded = reuse_for(ctx).vectors(texts, lambda misses: compute_vectors(ctx, misses))
+    ctx.report.chunks_embedded += embedded
+    ctx.report.chunks_reused += len(texts) - embedded
+    ctx.progress.advance(chunks=embedded, reused=len(texts) - embedded)
+    return vectors
 
 
 def compute_vectors(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
@@ -176,10 +182,13 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
                  item.key, now,
                  json.dumps(list(extracted.pages_without_text)) if extracted.pages_without_text else None),
             )
+            reuse = reuse_for(ctx)
+            reuse.keep_previous_version(item.doc_id)  # a streamed document looks its vectors up after the delete
             conn.execute("DELETE FROM chunks WHERE doc_id = ?", (item.doc_id,))
             for start in range(0, len(chunks), EMBED_SLICE_CHUNKS):
                 part = chunks[start:start + EMBED_SLICE_CHUNKS]
                 vectors = vectors_for(part, start)
+                keys = reuse.keys([embedding_text_of(chunk) for chunk in part])
                 written: list[tuple[int, str]] = []
                 for position, chunk in enumerate(part):
                     heading = (json.dumps(list(chunk.heading_path), ensure_ascii=False)
@@ -195,10 +204,9 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
                     chunk_id = int(cursor.lastrowid or 0)
                     written.append((chunk_id, keyword_text))
                     vector = np.ascontiguousarray(vectors[position], dtype=np.float32)
-                    conn.execute("INSERT INTO embeddings (chunk_id, vector) VALUES (?, ?)",
-                                 (chunk_id, vector.tobytes()))
+                    conn.execute("INSERT INTO embeddings (chunk_id, vector, text_key) VALUES (?, ?, ?)",
+                                 (chunk_id, vector.tobytes(), keys[position]))
                 record_term_frequencies(conn, written)
-                ctx.progress.advance(chunks=len(part))
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
             if not ctx.model_recorded:
                 # With the first vectors, not at the end of the run: an interrupted sync leaves an
@@ -215,7 +223,6 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
         return
     ctx.model_recorded = True
     faultpoint("sync.after-document-write")
-    ctx.report.chunks_embedded += len(chunks)
     {"added": ctx.report.added, "changed": ctx.report.changed,
      "rekeyed": ctx.report.reembedded}[item.reason].append(item.path)
     ctx.progress.advance(documents=1, bytes_done=item.file.size)

@@ -186,7 +186,8 @@ class SyncProgress:
     """Shows a sync's progress on `stream` (see the module docstring). Usable as a context manager.
 
     Call order: `start(total_documents, total_bytes)` once the work is known; then per document
-    `document(path)` when work on it begins, `advance(chunks=n)` per embedding batch, and
+    `document(path)` when work on it begins, `advance(chunks=n, reused=m)` per embedding batch
+    (n run through the model, m given a stored vector: the rate counts only the model's), and
     `advance(documents=1, bytes_done=size)` when it is done (bytes may also be reported in pieces);
     `announce(message)` for one-off lines; `close()` at the end (also on failure; idempotent).
     """
@@ -212,7 +213,8 @@ class SyncProgress:
         self.total_bytes = 0
         self.documents_done = 0
         self.bytes_done = 0
-        self.chunks = 0
+        self.chunks = 0  # embedded by the model: what the rate and the counts shown measure
+        self.reused = 0  # given a stored vector instead (pipeline/vector_reuse.py)
         self._phase = ""  # what is being done to the current document ("embedding"), or a whole step
         self._current = ""  # the current document, already made printable
         self._others = 0  # further documents worked on together with it (one embedding call)
@@ -271,15 +273,17 @@ class SyncProgress:
             return ""
         return prefix + _shorten(self._current, room) + suffix
 
-    def advance(self, *, documents: int = 0, bytes_done: int = 0, chunks: int = 0) -> None:
-        """Work finished since the last call: whole documents, their bytes, chunks embedded."""
+    def advance(self, *, documents: int = 0, bytes_done: int = 0, chunks: int = 0, reused: int = 0) -> None:
+        """Work finished since the last call: whole documents, their bytes, chunks embedded, chunks
+        whose stored vectors were reused."""
         with self._lock:
             if self._inactive:
                 return
             self.documents_done += documents
             self.bytes_done += bytes_done
             self.chunks += chunks
-            if documents or bytes_done or chunks:
+            self.reused += reused
+            if documents or bytes_done or chunks or reused:
                 self._last_work_at = self._clock()
             self._tick(bytes_done if self._by_bytes else documents)
 
@@ -398,6 +402,8 @@ class SyncProgress:
 
     def _status_line(self, elapsed: float) -> str:
         parts = [f"sync: {self.documents_fraction()}", _chunks(self.chunks)]
+        if self.reused:
+            parts.append(f"{self.reused:,} reused")
         if elapsed > 0:
             parts.append(f"{self.chunks / elapsed:.1f} chunks/s")
         left = self.eta()

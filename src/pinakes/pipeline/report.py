@@ -74,7 +74,9 @@ class SyncReport:
     unchanged: int = 0  # documents on disk the sync had nothing to do for
     notes: list[str] = field(default_factory=list[str])
     warnings: list[str] = field(default_factory=list[str])
-    chunks_embedded: int = 0
+    chunks_embedded: int = 0  # run through the model
+    chunks_reused: int = 0  # given a stored vector of the same (model, text) instead (pipeline/vector_reuse.py)
+    vector_reuse: str | None = None  # a rebuild's verdict on the old index's vectors, or --no-reuse
     files_hashed: int = 0
     graph_census: dict[str, int] | None = None
     link_scans: list[dict[str, object]] = field(default_factory=list[dict[str, object]])  # reverse scan, one per partner
@@ -138,6 +140,11 @@ class SyncReport:
         if self.mode != "sidecars-only":
             lines.append(f"files: {self.indexed} indexed, {self.unchanged} unchanged, "
                          f"{len(self.skipped)} skipped, {len(self.failures)} failed")
+        if self.chunks_embedded or self.chunks_reused:
+            lines.append(f"chunks: {self.chunks_embedded} embedded, {self.chunks_reused} reused "
+                         "(same model, same text: vector already stored)")
+        if self.vector_reuse:
+            lines.append(f"  vectors: {self.vector_reuse}")
         for old, new in self.renamed:
             lines.append(f"  renamed {printable(old)} -> {printable(new)}")
         for path in self.deleted:

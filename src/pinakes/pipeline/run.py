@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # annotations only: `pnk sync` imports this module on every (
     from pinakes.pipeline.pair import DocWork, Plan
     from pinakes.pipeline.progress import SyncProgress
     from pinakes.pipeline.report import SyncReport
+    from pinakes.pipeline.vector_reuse import VectorReuse
     from pinakes.sources.walk import WalkResult
 
 
@@ -49,6 +50,7 @@ class SyncOptions:
     force: bool = False
     api_key_file: Path | None = None  # --api-key-file: the paid backend's key, instead of the environment
     scan_links: bool = False  # --scan-links: read every connected KB now, ignoring the freshness window
+    no_reuse: bool = False  # --no-reuse: embed every chunk, reusing no stored vector (pipeline/vector_reuse.py)
 
 
 @dataclass
@@ -85,6 +87,7 @@ class SyncContext:
     failed: set[str] = field(default_factory=set[str])  # doc_ids whose pipeline stopped, in any stage
     paid: PaidState | None = None  # paid extraction's decisions and plan (pipeline/paid_extraction.py)
     model_recorded: bool = False  # the model's identity is in the index meta (with the first vectors)
+    vector_reuse: VectorReuse | None = None  # the content-addressed lookups, made on first use
 
     @property
     def kb_id(self) -> str:
@@ -103,9 +106,11 @@ class SyncContext:
 
     def get_embedder(self) -> Embedder:
         if self.embedder is None:
-            from pinakes.embed import check_max_tokens, load_embedder
+            from pinakes.embed import check_max_tokens
+            from pinakes.embed.deferred import embedder_for
 
-            self.embedder = load_embedder(self.manifest.embedding, offline=self.options.offline)
+            # The packaged model's weights wait for the first vector no stored one can stand for.
+            self.embedder = embedder_for(self.manifest.embedding, offline=self.options.offline)
             try:
                 check_max_tokens(self.manifest.chunking.max_tokens, self.embedder)
             except PinakesError as exc:

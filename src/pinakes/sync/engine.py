@@ -244,9 +244,11 @@ def _run_stages(ctx: SyncContext, backend: ExtractionBackend, settled: str) -> N
         code, output = run_pipeline(ctx)
     except BaseException as exc:
         ctx.progress.close()
+        _close_vector_reuse(ctx)
         backend.finish(ctx, stopped=exc)  # a store fault of the paid text joins the error's details
         raise
     ctx.progress.close()
+    _close_vector_reuse(ctx)
     backend.finish(ctx)  # raises a store fault of the paid text that stopped the paying
     report.timings["pipeline"] = time.perf_counter() - stage_started
     if code != 0:
@@ -259,6 +261,12 @@ def _run_stages(ctx: SyncContext, backend: ExtractionBackend, settled: str) -> N
     _settle(conn, report, ctx.options, settled)
     with contextlib.suppress(OSError):  # a convenience for plain `doit`; never worth failing a sync
         write_dodo_shim(ctx.paths)
+
+
+def _close_vector_reuse(ctx: SyncContext) -> None:
+    """The old index a rebuild read vectors from is closed before the new one replaces it."""
+    if ctx.vector_reuse is not None:
+        ctx.vector_reuse.close()
 
 
 def _finish(ctx: SyncContext) -> None:

@@ -1,0 +1,272 @@
+"""Vectors addressed by (model identity, embedded text) (issue #29, pipeline/vector_reuse.py):
+what a sync already holds a vector for is not embedded again, through the product's own sync."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pinakes.embed.base import Embedder
+from pinakes.embed.deferred import DeferredEmbedder
+from pinakes.kb import KBPaths
+from tests.conftest import REPO_ROOT
+from tests.fakes import HashEmbedder, VectorTableEmbedder
+from tests.kb_helpers import Doc, build_kb, older_extractor, sync, text_pdf, write_documents
+
+PARAGRAPHS = 120  # one chunk each at max_tokens=40: past EMBED_SLICE_CHUNKS, so the document streams
+
+
+def paragraph(number: int, edited: bool = False) -> str:
+    words = " ".join(f"w{number}x{k}" for k in range(25))
+    return f"Paragraph {number} {'was rewritten today' if edited else 'says'}: {words}."
+
+
+def long_document(edited: int | None = None) -> str:
+    body = "\n\n".join(paragraph(n, edited=n == edited) for n in range(PARAGRAPHS))
+    return f"# Manual\n\n{body}\n"
+
+
+def small_docs() -> list[Doc]:
+    return [Doc(f"docs/notes/n{k}.md", f"# Note {k}\n\nNote {k} is about topic t{k} and t{k + 1}.\n")
+            for k in range(6)]
+
+
+class Recording(VectorTableEmbedder):
+    """HashEmbedder vectors; remembers every text the sync asked the model for."""
+
+    def __init__(self) -> None:
+        super().__init__({"unused placeholder": [1.0] * 64}, model="test/hash-bow")
+
+
+def never_loaded(model: Embedder) -> DeferredEmbedder:
+    """`model`'s identity and tokenizer, with weights whose load fails the test: what the packaged
+    model hands a sync (embed/deferred.py), minus the weights."""
+
+    def load() -> Embedder:
+        raise AssertionError("the model's weights were loaded")
+
+    return DeferredEmbedder(model.identity, model.max_input_tokens, model.count_tokens,
+                            model.count_tokens_batch, load)
+
+
+def vector_rows(root: Path) -> list[tuple[str, int, str, bytes, bytes]]:
+    conn = sqlite3.connect(KBPaths(root).index_db)
+    try:
+        return sorted(conn.execute(
+            "SELECT d.path, c.ordinal, c.text, e.vector, e.text_key FROM embeddings e "
+            "JOIN chunks c ON c.id = e.chunk_id JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.state = 'active'").fetchall())
+    finally:
+        conn.close()
+
+
+def chunk_texts(root: Path, path: str) -> list[str]:
+    return [row[2] for row in vector_rows(root) if row[0] == path]
+
+
+def make_kb(root: Path, embedder: object) -> Path:
+    build_kb(root, [Doc("docs/manual.md", long_document()), *small_docs()], embedder, max_tokens=40,
+             overlap=0)
+    return root
+
+
+def test_a_kb_built_with_reuse_equals_one_built_without_byte_for_byte(tmp_path: Path) -> None:
+    built = {}
+    for name, no_reuse in (("with", False), ("without", True)):
+        root = make_kb(tmp_path / name, HashEmbedder())
+        (root / "docs/manual.md").write_text(long_document(edited=7), encoding="utf-8")
+        shutil.copytree(root / "docs/notes", root / "docs/copy", ignore=shutil.ignore_patterns("*.pnk.yaml"))
+        report = sync(root, HashEmbedder(), no_reuse=no_reuse)
+        assert (report.chunks_reused > 0) is not no_reuse
+        sync(root, HashEmbedder(), rebuild=True, no_reuse=no_reuse)
+        built[name] = [(path, ordinal, text, vector, key) for path, ordinal, text, vector, key in vector_rows(root)]
+    assert built["with"] == built["without"]
+    assert all(key is not None and len(key) == 16 for *_, key in built["with"])
+
+
+def test_one_edited_paragraph_embeds_only_the_chunks_whose_text_changed(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", HashEmbedder())
+    before = set(chunk_texts(root, "docs/manual.md"))
+    assert len(before) > 64
+    (root / "docs/manual.md").write_text(long_document(edited=50), encoding="utf-8")
+    model = Recording()
+    report = sync(root, model)
+    after = chunk_texts(root, "docs/manual.md")
+    changed = [text for text in after if text not in before]
+    assert report.changed == ["docs/manual.md"]
+    assert 1 <= len(changed) <= 2
+    # what the model was given is each changed chunk as embedded (embedding_text_of may add context)
+    assert len(model.embedded) == len(changed)
+    assert all(any(text in given for given in model.embedded) for text in changed)
+    assert report.chunks_embedded == len(changed)
+    assert report.chunks_reused == len(after) - len(changed)
+    assert "chunks: 1 embedded" in report.render_text() or "chunks: 2 embedded" in report.render_text()
+    assert report.to_dict()["chunks_reused"] == report.chunks_reused
+
+
+def test_a_duplicated_folder_embeds_nothing_new(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", HashEmbedder())
+    shutil.copytree(root / "docs/notes", root / "docs/copy", ignore=shutil.ignore_patterns("*.pnk.yaml"))
+    report = sync(root, never_loaded(HashEmbedder()))
+    assert len(report.added) == len(small_docs())
+    assert report.chunks_embedded == 0 and report.chunks_reused >= len(small_docs())
+    copies = [row for row in vector_rows(root) if row[0].startswith("docs/copy/")]
+    originals = {(row[0].replace("docs/notes/", ""), row[1]): row[3:] for row in vector_rows(root)
+                 if row[0].startswith("docs/notes/")}
+    assert copies and all(originals[(row[0].replace("docs/copy/", ""), row[1])] == row[3:] for row in copies)
+
+
+def test_a_rebuild_of_an_unchanged_kb_embeds_nothing_and_never_loads_the_weights(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", HashEmbedder())
+    before = vector_rows(root)
+    report = sync(root, never_loaded(HashEmbedder()), rebuild=True)
+    assert report.chunks_embedded == 0 and report.chunks_reused == len(before)
+    assert report.vector_reuse is not None and report.vector_reuse.startswith("reused vectors from the old index")
+    assert "vectors: reused vectors from the old index" in report.render_text()
+    assert vector_rows(root) == before
+
+
+def test_a_rebuild_with_no_reuse_embeds_every_chunk(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", HashEmbedder())
+    before = vector_rows(root)
+    model = Recording()
+    report = sync(root, model, rebuild=True, no_reuse=True)
+    assert report.chunks_embedded == len({row[2] for row in before}) and report.chunks_reused == len(before) - report.chunks_embedded
+    assert len(set(model.embedded)) == report.chunks_embedded
+    assert "--no-reuse" in (report.vector_reuse or "")
+    assert vector_rows(root) == before
+
+
+def _set_first_vector(index: Path, blob: bytes) -> None:
+    conn = sqlite3.connect(index)
+    with conn:
+        conn.execute("UPDATE embeddings SET vector = ? WHERE chunk_id = (SELECT min(chunk_id) FROM embeddings)",
+                     (blob,))
+    conn.close()
+
+
+def _flip_index_page(index: Path) -> None:
+    """Overwrite the middle of one page of the text-key index: a b-tree integrity_check reports,
+    while the documents table the rebuild's pairing reads stays whole."""
+    conn = sqlite3.connect(index)
+    (root_page,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'embeddings_text_key'").fetchone()
+    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with open(index, "r+b") as handle:
+        handle.seek((root_page - 1) * page_size + 8)
+        handle.write(b"\xff" * 64)
+
+
+@pytest.mark.parametrize("damage", ["nan", "wrong-dim", "not-unit", "flipped-bytes"])
+def test_a_damaged_old_index_is_not_reused_and_the_report_says_so(tmp_path: Path, damage: str) -> None:
+    root = make_kb(tmp_path / "kb", HashEmbedder())
+    before = vector_rows(root)
+    index = KBPaths(root).index_db
+    if damage == "flipped-bytes":
+        _flip_index_page(index)
+        conn = sqlite3.connect(index)
+        try:  # the damage is seen: integrity_check reports it, or the read itself refuses the page
+            assert conn.execute("PRAGMA integrity_check").fetchone() != ("ok",)
+        except sqlite3.DatabaseError:
+            pass
+        finally:
+            conn.close()
+    else:
+        vector = np.zeros(64, dtype=np.float32)
+        vector[0] = {"nan": np.nan, "wrong-dim": 1.0, "not-unit": 0.5}[damage]
+        _set_first_vector(index, vector[:32].tobytes() if damage == "wrong-dim" else vector.tobytes())
+    model = Recording()
+    report = sync(root, model, rebuild=True)
+    distinct = {row[2] for row in before}
+    assert report.chunks_embedded == len(distinct)  # every text embedded anew (each distinct text once)
+    assert report.vector_reuse is not None and report.vector_reuse.startswith("old index not reused")
+    assert "old index not reused" in report.render_text()
+    assert vector_rows(root) == before  # the rebuilt index holds the model's vectors, not the damaged row
+
+
+def test_switching_a_pdfs_extractor_with_unchanged_text_embeds_nothing(tmp_path: Path) -> None:
+    """The free extractor in its previous version, then today's: a new extractor fingerprint (a new
+    build key, the document re-extracted and re-chunked) that reads the same text."""
+    pytest.importorskip("pypdfium2", reason="the [pdf] extra (pypdfium2) is not installed: no PDF is read")
+    root = tmp_path / "kb"
+    pdf = Doc("docs/report.pdf", text_pdf([["Revenue grew in the third quarter.", "Costs stayed flat."],
+                                            ["The outlook is steady for next year."]]))
+    with older_extractor("pypdfium2"):
+        build_kb(root, [pdf, *small_docs()], HashEmbedder())
+    before = vector_rows(root)
+    report = sync(root, never_loaded(HashEmbedder()))
+    assert report.reembedded == ["docs/report.pdf"]
+    assert report.chunks_embedded == 0 and report.chunks_reused > 0
+    assert vector_rows(root) == before
+
+
+SCRIPT = """
+import sys
+sys.path.insert(0, {repo!r})
+from tests.fakes import HashEmbedder
+from pinakes.sync import SyncOptions
+from pinakes.sync.engine import run_sync
+report = run_sync({kb!r}, SyncOptions(), embedder=HashEmbedder())
+sys.exit(0 if report.ok else 1)
+"""
+
+
+def run_sync_process(kb: Path, fault: str | None) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "PNK_FAULT"}
+    if fault:
+        env["PNK_FAULT"] = fault
+    return subprocess.run([sys.executable, "-c", SCRIPT.format(repo=str(REPO_ROOT), kb=str(kb))], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.heavy  # two sync subprocesses
+def test_a_kill_mid_group_loses_at_most_that_group(tmp_path: Path) -> None:
+    roots = [make_kb(tmp_path / name, HashEmbedder()) for name in ("killed", "clean")]
+    for root in roots:
+        (root / "docs/manual.md").write_text(long_document(edited=3), encoding="utf-8")
+        for k in range(2):
+            write_documents(root, [Doc(f"docs/notes/n{k}.md", f"# Note {k}\n\nRewritten note {k}.\n")])
+    killed = run_sync_process(roots[0], "sync.mid-document-write")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    after_kill = vector_rows(roots[0])
+    assert len(after_kill) > 0  # what earlier transactions committed is still there, keys included
+    assert all(len(row[4]) == 16 for row in after_kill)
+    assert run_sync_process(roots[0], None).returncode == 0
+    sync(roots[1], HashEmbedder(), no_reuse=True)
+    assert vector_rows(roots[0]) == vector_rows(roots[1])
+
+
+@pytest.mark.heavy  # loads the packaged model once
+def test_the_packaged_model_rebuilds_an_unchanged_kb_without_loading_its_weights(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No injected embedder: the sync takes the manifest's packaged model (fastembed, the default),
+    and the real loader is made to fail once the KB is built."""
+    pytest.importorskip("fastembed", reason="the [light] extra (fastembed) is not installed: no packaged model")
+    from pinakes.embed import loader
+    from pinakes.init import init_kb
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+
+    root = tmp_path / "kb"
+    init_kb(root, name="packaged")
+    write_documents(root, small_docs())
+    first = run_sync(root, SyncOptions(quiet=True))
+    assert first.ok and first.chunks_embedded > 0
+    before = vector_rows(root)
+
+    def refuse(*_args: object, **_kwargs: object) -> Embedder:
+        raise AssertionError("the packaged model's weights were loaded")
+
+    monkeypatch.setattr(loader, "load_embedder", refuse)
+    report = run_sync(root, SyncOptions(rebuild=True, quiet=True))
+    assert report.ok and report.chunks_embedded == 0 and report.chunks_reused == len(before)
+    assert vector_rows(root) == before
