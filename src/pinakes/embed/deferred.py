@@ -72,13 +72,17 @@ class DeferredEmbedder:
         return self._loaded
 
 
-def embedder_for(section: EmbeddingSection, *, offline: bool | None = None) -> Embedder:
-    """The model `section` names: deferred when it is the packaged model, loaded otherwise."""
-    from pinakes.embed.loader import _packaged_for, load_embedder
+def embedder_for(section: EmbeddingSection, *, offline: bool | None, load: Callable[..., Embedder]) -> Embedder:
+    """The model `section` names, as `load` (`pinakes.embed.load_embedder`) gives it: deferred when
+    `load` is this build's loader and the section names the packaged model (its pinned files then
+    say exactly what the load will report), loaded at once otherwise, a substituted loader included."""
+    from pinakes.embed import loader
+    from pinakes.embed.packaged import packaged_model
 
-    packaged = _packaged_for(section.provider, section.model, section.revision or None)
-    if packaged is None or packaged.dim != section.dim:
-        return load_embedder(section, offline=offline)
+    packaged = packaged_model(section.provider, section.model)
+    if (load is not loader.load_embedder or packaged is None or packaged.dim != section.dim
+            or (section.revision or None) not in (None, packaged.revision)):
+        return load(section, offline=offline)
     from pinakes.embed.packaged import verified_files
     from pinakes.embed.tokens import TokenCounter, max_input_tokens_from_dir
 
@@ -86,9 +90,9 @@ def embedder_for(section: EmbeddingSection, *, offline: bool | None = None) -> E
     tokenizer = next(path for pinned, path in files.items() if pinned.relative.endswith("/tokenizer.json"))
     limit = max_input_tokens_from_dir(tokenizer.parent)
     if limit is None:  # the packaged files always say; should they not, the load decides
-        return load_embedder(section, offline=offline)
+        return load(section, offline=offline)
     counter = TokenCounter.from_file(tokenizer)
     identity = ModelIdentity(section.provider, section.model, packaged.revision, packaged.weights.sha256,
                              packaged.dim)
     return DeferredEmbedder(identity, limit, counter.count, counter.count_batch,
-                            lambda: load_embedder(section, offline=offline))
+                            lambda: load(section, offline=offline))

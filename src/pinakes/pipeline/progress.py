@@ -402,10 +402,10 @@ class SyncProgress:
 
     def _status_line(self, elapsed: float) -> str:
         parts = [f"sync: {self.documents_fraction()}", _chunks(self.chunks)]
-        if self.reused:
-            parts.append(f"{self.reused:,} reused")
         if elapsed > 0:
             parts.append(f"{self.chunks / elapsed:.1f} chunks/s")
+        if self.reused:
+            parts.append(f"{self.reused:,} reused")
         left = self.eta()
         if left is not None:
             parts.append(f"about {_duration(left)} left")

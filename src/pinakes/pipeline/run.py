@@ -106,11 +106,13 @@ class SyncContext:
 
     def get_embedder(self) -> Embedder:
         if self.embedder is None:
+            from pinakes import embed
             from pinakes.embed import check_max_tokens
             from pinakes.embed.deferred import embedder_for
 
             # The packaged model's weights wait for the first vector no stored one can stand for.
-            self.embedder = embedder_for(self.manifest.embedding, offline=self.options.offline)
+            self.embedder = embedder_for(self.manifest.embedding, offline=self.options.offline,
+                                         load=embed.load_embedder)
             try:
                 check_max_tokens(self.manifest.chunking.max_tokens, self.embedder)
             except PinakesError as exc:
