@@ -27,8 +27,9 @@ from pathlib import Path
 
 ALLOWLIST_NAME = ".paid-path-allowlist"
 
-# The SDKs that spend money when called. Today the [claude] extra's client is the only one.
-PAID_CLIENTS: tuple[str, ...] = ("anthropic",)
+# The SDKs that can spend money when called: the [claude] extra's client, and the [remote] extra's
+# (`openai`: a remote embedding endpoint, free or priced, embed/provider_openai.py).
+PAID_CLIENTS: tuple[str, ...] = ("anthropic", "openai")
 
 # Source folders that end up in the `pinakes` package, and the package name each maps to.
 SCANNED_ROOTS: tuple[tuple[str, str], ...] = (("src/pinakes", "pinakes"),)

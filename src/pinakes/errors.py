@@ -191,6 +191,14 @@ class ModelUnavailableError(PinakesError):
     exit_code = EXIT_UNAVAILABLE
 
 
+class EmbeddingEndpointError(PinakesError):
+    """A remote embedding endpoint failed: unreachable, still refusing after the bounded retries, or
+    answering with vectors that cannot be used (wrong count, dimension, NaN, a truncated input).
+    Search answers with keyword results instead; a sync stops with nothing of the batch written."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
 class FloorsMissingError(PinakesError):
     """The fitted PDF floors (package data `extract/floors.toml`) are missing or damaged."""
 

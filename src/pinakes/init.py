@@ -14,6 +14,7 @@ init leaves a directory that a re-run completes, and two concurrent inits cannot
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -72,17 +73,61 @@ def render_manifest(name: str, kb_id: str, embedding_provider: str, template: st
     return render(catalog.manifest_source(template), RenderValues(name, kb_id, embedding_provider), info.ref)
 
 
+@dataclass(frozen=True)
+class RemoteEmbeddingChoice:
+    """`pnk init --embedding openai-compatible`: the endpoint the new KB embeds through."""
+
+    base_url: str
+    model: str
+    dim: int
+    api_key_env: str | None = None
+
+
+def remote_embedding_block(choice: RemoteEmbeddingChoice) -> str:
+    """The [embedding] section for a remote endpoint (docs/GUIDE.md explains each key)."""
+    key = (f'api_key_env = "{choice.api_key_env}"       # the variable holding the key (never the key)'
+           if choice.api_key_env else '# api_key_env = "OPENAI_API_KEY"  # the variable holding a key, if the server wants one')
+    return "\n".join([
+        "[embedding]",
+        "# A remote OpenAI-compatible /v1/embeddings endpoint. The index is only as good as this",
+        "# server: sync and every vector search need it reachable (a search falls back to keywords).",
+        'provider = "openai-compatible"',
+        f"base_url = {json.dumps(choice.base_url)}",
+        f"model = {json.dumps(choice.model)}",
+        f"dim = {choice.dim}",
+        key,
+        "# batch_size = 32",
+        "# concurrency = 4                   # requests in flight during a sync",
+        "# timeout_s = 60",
+        "# max_input_tokens = 512            # the model's input limit, counted by `tokenizer`",
+        '# tokenizer = "tokenizer.json"      # the model\'s tokenizer file; without it UTF-8 bytes bound tokens',
+        '# input_usd_per_mtok = "0.02"       # a price: every request then goes through [budget]',
+        "",
+    ]) + "\n"
+
+
+def _with_embedding_block(manifest_text: str, block: str) -> str:
+    """`manifest_text` with its [embedding] section (up to the next section) replaced by `block`."""
+    start = manifest_text.index("\n[embedding]\n") + 1
+    end = manifest_text.index("\n[", start) + 1
+    return manifest_text[:start] + block + manifest_text[end:]
+
+
 def init_kb(directory: Path, name: str | None = None, template: str = TEMPLATE_NAME,
-            catalog: TemplateCatalog | None = None) -> InitResult:
-    """Create a KB in `directory` (created if needed) from `template`. Refuses an existing or nested KB."""
+            catalog: TemplateCatalog | None = None, remote: RemoteEmbeddingChoice | None = None) -> InitResult:
+    """Create a KB in `directory` (created if needed) from `template`. Refuses an existing or nested
+    KB. `remote`: embed through that endpoint instead of the local default model."""
     catalog = catalog or TemplateCatalog()
     info = catalog.get(template)  # an unknown name is refused before anything is touched
     root = Path(directory).expanduser().resolve()
     _refuse_unsuitable(root)
     kb_name = _kb_name(root, name)
     kb_id = str(ULID())
-    provider, installed = default_embedding_provider()
+    provider, installed = default_embedding_provider()  # [rerank] stays local whatever embeds
     manifest_text = render_manifest(kb_name, kb_id, provider, template, catalog)
+    if remote is not None:
+        manifest_text = _with_embedding_block(manifest_text, remote_embedding_block(remote))
+        provider, installed = "openai-compatible", find_spec("openai") is not None
     manifest_path = root / MANIFEST_NAME
     parse_manifest(manifest_text, path=manifest_path)  # a template that does not load is a bug here
 

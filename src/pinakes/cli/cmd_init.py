@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-_EXTRA_FOR_PROVIDER = {"sentence-transformers": "st", "fastembed": "light"}
+if TYPE_CHECKING:
+    from pinakes.init import RemoteEmbeddingChoice
+
+_EXTRA_FOR_PROVIDER = {"sentence-transformers": "st", "fastembed": "light", "openai-compatible": "remote"}
+_REMOTE_FLAGS = ("base_url", "model", "dim", "api_key_env")
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -23,6 +28,16 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="list the installed templates with their versions, and create nothing")
     parser.add_argument("--ci", action="store_true",
                         help="also write the GitHub Actions workflow (as `pnk ci init` does)")
+    parser.add_argument("--embedding", choices=("local", "openai-compatible"), default="local",
+                        help="where the KB's embedding model runs: in process (the default model) or behind "
+                             "an OpenAI-compatible /v1/embeddings endpoint (Ollama, vLLM, TEI, OpenAI...)")
+    parser.add_argument("--base-url", help="with --embedding openai-compatible: the endpoint's root, e.g. "
+                                           "http://127.0.0.1:11434/v1")
+    parser.add_argument("--model", help="with --embedding openai-compatible: the model name the server knows")
+    parser.add_argument("--dim", type=int, help="with --embedding openai-compatible: the vectors' dimension "
+                                               "(default: read from one request to the endpoint)")
+    parser.add_argument("--api-key-env", help="with --embedding openai-compatible: the NAME of the environment "
+                                              "variable holding the key (the key itself is never written)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(run=run)
 
@@ -37,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         from pinakes.ci.steps import PDF_EXTRAS
 
         install_requirement(None, PDF_EXTRAS)
-    created = init_kb(Path(args.dir), name=args.name, template=args.template)
+    created = init_kb(Path(args.dir), name=args.name, template=args.template, remote=_remote_choice(args))
     workflow = None
     if args.ci:
         from pinakes.ci import write_workflow
@@ -76,6 +91,31 @@ def run(args: argparse.Namespace) -> int:
         print_result(workflow)
     print("next: put documents under docs/ and run `pnk sync`")
     return 0
+
+
+def _remote_choice(args: argparse.Namespace) -> RemoteEmbeddingChoice | None:
+    """The endpoint --embedding openai-compatible names; the dimension asked of it when not given."""
+    from pinakes.errors import UsageError
+    from pinakes.init import RemoteEmbeddingChoice
+
+    if args.embedding != "openai-compatible":
+        given = [f"--{name.replace('_', '-')}" for name in _REMOTE_FLAGS if getattr(args, name) is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} only apply with --embedding openai-compatible",
+                             remedy="pnk init --embedding openai-compatible --base-url URL --model NAME")
+        return None
+    if not args.base_url or not args.model:
+        raise UsageError("--embedding openai-compatible needs --base-url and --model",
+                         remedy="pnk init --embedding openai-compatible --base-url http://127.0.0.1:11434/v1 "
+                                "--model nomic-embed-text")
+    dim = args.dim
+    if dim is None:
+        from pinakes.embed.provider_openai import read_dimension
+
+        dim = read_dimension(args.base_url, args.model, args.api_key_env)
+    elif dim < 1:
+        raise UsageError(f"--dim must be a positive integer, got {dim}", remedy="--dim 768")
+    return RemoteEmbeddingChoice(args.base_url, args.model, dim, args.api_key_env)
 
 
 def _list_templates(as_json: bool) -> int:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from pinakes.embed.base import META_KEYS, Embedder, ModelIdentity, identity_meta
 
 if TYPE_CHECKING:
-    from pinakes.embed.loader import PROVIDERS, check_max_tokens, load_embedder
+    from pinakes.embed.loader import PROVIDERS, check_max_tokens, load_embedder, load_for_kb
 
-_FROM_LOADER = ("PROVIDERS", "check_max_tokens", "load_embedder")
+_FROM_LOADER = ("PROVIDERS", "check_max_tokens", "load_embedder", "load_for_kb")
 
 
 def __getattr__(name: str) -> Any:
@@ -33,4 +33,5 @@ __all__ = [
     "check_max_tokens",
     "identity_meta",
     "load_embedder",
+    "load_for_kb",
 ]

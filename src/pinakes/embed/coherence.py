@@ -36,6 +36,19 @@ def check_model_coherence(meta: Mapping[str, str], identity: ModelIdentity) -> N
     _compare(meta, identity_meta(identity))
 
 
+def fingerprint_change(meta: Mapping[str, str], identity: ModelIdentity) -> str | None:
+    """Why a remote model is no longer the one the index was built with, or None: same endpoint
+    and model name, but the vectors it returns for the probe set moved (a swapped model)."""
+    recorded = meta.get("embedding_sha256")
+    if not recorded or recorded == identity.weights_sha256:
+        return None
+    if (meta.get("embedding_provider"), meta.get("embedding_model")) != (identity.provider, identity.model):
+        return None  # another model by name: the manifest check says so
+    return (f"the embedding endpoint now answers differently for {identity.model} (its probe fingerprint "
+            f"{recorded.removeprefix('probe:')[:12]} is now {identity.weights_sha256.removeprefix('probe:')[:12]}"
+            "): the model behind the same name was swapped")
+
+
 def check_manifest_coherence(meta: Mapping[str, str], section: object) -> None:
     """The cheap check, before loading weights: provider, model and dim from the manifest's
     [embedding] section, and revision when the manifest pins one."""

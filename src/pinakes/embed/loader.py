@@ -10,13 +10,17 @@ from pinakes.embed.packaged import PackagedModel, packaged_model
 from pinakes.errors import ManifestError
 
 if TYPE_CHECKING:
-    from pinakes.manifest import EmbeddingSection
+    from pathlib import Path
 
-PROVIDERS = ("sentence-transformers", "fastembed")
+    from pinakes.embed.spending import EmbeddingSpending
+    from pinakes.manifest import EmbeddingSection, Manifest
+
+PROVIDERS = ("sentence-transformers", "fastembed", "openai-compatible")
 
 
 def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,
-                  threads: int | None = None) -> Embedder:
+                  threads: int | None = None, kb_root: Path | None = None,
+                  spending: EmbeddingSpending | None = None) -> Embedder:
     """Load the model `section` names, refusing rather than hanging or guessing.
 
     The packaged offline default is used whenever the section names it (and no other revision);
@@ -28,7 +32,15 @@ def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,
     `threads` caps the model runtime's threads for this model (fastembed's ONNX Runtime session);
     None leaves the runtime's default, every core, which a sync's batches want. sentence-transformers
     runs on torch, whose thread count is the whole process's, so it is left alone there.
+
+    The remote provider (`openai-compatible`) is probed instead of loaded (embed/provider_openai.py):
+    `kb_root` resolves its KB-relative tokenizer, `spending` is the budget a priced endpoint's
+    requests go through (`spending_for`); offline mode does not apply to a server the user runs.
     """
+    if section.provider == "openai-compatible":
+        from pinakes.embed import provider_openai
+
+        return provider_openai.load(section, kb_root=kb_root, spending=spending)
     provider = section.provider
     model = section.model
     revision = section.revision or None
@@ -73,3 +85,21 @@ def check_max_tokens(max_tokens: int, embedder: Embedder) -> None:
             "longer chunks would be silently truncated",
             remedy=f"set [chunking] max_tokens to {embedder.max_input_tokens} or less",
         )
+
+
+def spending_for(kb_root: Path, manifest: Manifest) -> EmbeddingSpending | None:
+    """The budget a priced remote endpoint's requests go through; None for every free model."""
+    remote = manifest.embedding.remote
+    if remote is None or remote.input_usd_per_mtok is None:
+        return None
+    from pinakes.embed.spending import EmbeddingSpending
+
+    return EmbeddingSpending(kb_root, manifest.budget, manifest.kb.id, manifest.embedding.model,
+                             remote.input_usd_per_mtok)
+
+
+def load_for_kb(kb_root: Path, manifest: Manifest, *, offline: bool | None = None,
+                threads: int | None = None) -> Embedder:
+    """`load_embedder` for the KB at `kb_root`: its tokenizer paths and its budget resolved."""
+    return load_embedder(manifest.embedding, offline=offline, threads=threads, kb_root=kb_root,
+                         spending=spending_for(kb_root, manifest))

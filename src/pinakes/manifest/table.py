@@ -134,6 +134,16 @@ class _Table:
             return default if default is not None else minimum
         return value
 
+    def has(self, name: str) -> bool:
+        """Whether the table sets `name` (declared known, like any read)."""
+        assert name in SECTION_KEYS[self._section], f"undeclared key {self._section}.{name}"
+        return name in self._data
+
+    def raw_value(self, name: str) -> object:
+        """The value as written (None when absent), for a cross-key decision; its own reader still
+        checks and reports it."""
+        return self._data.get(name)
+
     def boolean(self, name: str, default: bool) -> bool:
         value = self._raw(name, (bool,), "a boolean", str(default).lower())
         return value if isinstance(value, bool) else default
@@ -150,13 +160,13 @@ class _Table:
             return 0.0
         return float(value)
 
-    def money(self, name: str, default: Decimal) -> Decimal:
-        """EUR as Decimal, from a TOML string or number via its text (`parse_amount`, the one reader
-        of a typed amount): never float arithmetic."""
+    def money(self, name: str, default: Decimal, unit: str = "EUR") -> Decimal:
+        """An amount (EUR unless `unit` says otherwise) as Decimal, from a TOML string or number via
+        its text (`parse_amount`, the one reader of a typed amount): never float arithmetic."""
         from pinakes.budget.money import AmountError, parse_amount
 
         example = f'"{default}"'
-        value = self._raw(name, (str, int, float), "an amount in EUR", example)
+        value = self._raw(name, (str, int, float), f"an amount in {unit}", example)
         if value is None or isinstance(value, _Invalid):
             return default
         try:

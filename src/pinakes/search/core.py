@@ -29,7 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, cast
 
-from pinakes.errors import IndexMissingError, ModelUnavailableError, PinakesError, UsageError
+from pinakes.budget.errors import BudgetError
+from pinakes.errors import (
+    EmbeddingEndpointError,
+    IndexMissingError,
+    ModelUnavailableError,
+    PinakesError,
+    UsageError,
+)
 from pinakes.extract.titles import display_title
 from pinakes.index import schema
 from pinakes.index.citations import citation
@@ -171,9 +178,9 @@ class Searcher:
         embedding, rerank = manifest.embedding, manifest.rerank
 
         def load_embedder() -> Embedder:
-            from pinakes.embed import load_embedder as load
+            from pinakes.embed import load_for_kb
 
-            return load(embedding, offline=offline, threads=QUERY_MODEL_THREADS)
+            return load_for_kb(paths.root, manifest, offline=offline, threads=QUERY_MODEL_THREADS)
 
         def load_reranker() -> Reranker:
             from pinakes.search.rerank import load_reranker as load
@@ -356,7 +363,7 @@ class _Run:
             self._lap("coherence")
             # Models load after the cheap checks, so a mismatched index refuses before any weights load.
             reranker = searcher.reranker() if self.rerank else None
-            embedder = searcher.embedder() if self.mode in ("hybrid", "vector") else None
+            embedder = self._embedder_or_keywords() if self.mode in ("hybrid", "vector") else None
             self._lap("load_models")
             if embedder is not None:
                 self._check_model_coherence(generation, embedder)
@@ -364,6 +371,7 @@ class _Run:
             mask = self.mask = self._prepare_vectors(generation) if embedder is not None else None
             self._lap("filters")
             plan, keyword, vector = self._retrieve(generation, scope, embedder, mask)
+            embedder = embedder if self.mode != "bm25" else None  # the endpoint failed mid-query
             vector = self._unless_blind(vector, embedder)
             ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k)
             if self.settings.graph_channel == "expand" and vector:
@@ -428,6 +436,21 @@ class _Run:
             exc.path = exc.path or self.searcher.index_path
             raise
 
+    def _embedder_or_keywords(self) -> Embedder | None:
+        """The embedding model; None (and the search downgraded to keywords, said in a note) when a
+        remote embedding endpoint cannot answer: an agent gets keyword results, not a traceback."""
+        try:
+            return self.searcher.embedder()
+        except EmbeddingEndpointError as exc:
+            self._downgrade(exc.message)
+        except BudgetError as exc:
+            self._downgrade(f"the budget admits no embedding request now ({exc.message.splitlines()[0]})")
+        return None
+
+    def _downgrade(self, why: str) -> None:
+        self.notes.append(f"keyword results only (mode bm25, asked for {self.mode}): {why}")
+        self.mode = "bm25"
+
     def _check_model_coherence(self, generation: _Generation, embedder: Embedder) -> None:
         from pinakes.embed.coherence import check_model_coherence
 
@@ -457,10 +480,17 @@ class _Run:
             self._lap("bm25")
             return plan, keyword, []
         if self.mode == "vector" or embedder is None:
-            return None, [], self._vector(embedder, generation, mask)
+            try:
+                return None, [], self._vector(embedder, generation, mask)
+            except (EmbeddingEndpointError, BudgetError) as exc:
+                self._downgrade(exc.message.splitlines()[0])
+                return self._retrieve(generation, scope, None, None)
         job = self.searcher.keyword_worker().submit(self._keyword, generation, scope)
         try:
             vector = self._vector(embedder, generation, mask)
+        except (EmbeddingEndpointError, BudgetError) as exc:
+            self._downgrade(exc.message.splitlines()[0])
+            vector = []
         finally:
             # Even when the vector side failed: the worker holds the connection until it is done.
             futures.wait([job])

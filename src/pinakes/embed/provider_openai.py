@@ -1,0 +1,369 @@
+"""The remote provider: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, vLLM, TEI,
+llama.cpp, LM Studio, OpenAI), through the official `openai` client (the `[remote]` extra).
+
+A remote model has no weights file to digest, and the server may swap the model behind the same
+name, truncate silently, return the wrong number of vectors, or be down. So:
+
+- identity: `weights_sha256` is the *fingerprint* of the vectors the endpoint returns for a fixed
+  probe set (rounded to `FINGERPRINT_DECIMALS`, hashed). It is taken on every load (a sync's
+  start, a searcher's first query), so a swapped model is a model change (embed/coherence.py);
+- every response is checked: one vector per input, in order, of the manifest's `dim`, finite, and
+  (with an exact tokenizer) usage that shows no truncation. Anything else fails the batch;
+- faults: 408/429/5xx and timeouts are retried with backoff, at most `MAX_ATTEMPTS` times, honouring
+  Retry-After (up to `paid.MAX_RETRY_WAIT_S`); an endpoint that refuses the connection is down, not
+  busy, and fails at once (a search then answers with keyword results, a sync stops before writing);
+- cost: with `input_usd_per_mtok`, every request is reserved and reconciled through the budget
+  (embed/spending.py); without it the endpoint is free, as the user asserts.
+
+The client's own retries are off: each attempt is its own request, reserved and closed on its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from concurrent import futures
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pinakes.embed.base import ModelIdentity
+from pinakes.embed.tokens import TokenCounter
+from pinakes.errors import EmbeddingEndpointError, ManifestError, MissingExtraError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pinakes.embed.spending import EmbeddingSpending
+    from pinakes.manifest.sections import EmbeddingSection, RemoteEmbedding
+
+PROVIDER = "openai-compatible"
+EXTRA = "remote"
+# Fixed forever: changing a probe changes every remote index's fingerprint (a rebuild for all).
+PROBE_TEXTS = (
+    "Pinakes embedding fingerprint probe.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Ἀρχὴ δὲ λέγεται ἥμισυ παντός: the beginning is half of the whole.",
+    "SELECT id FROM chunks WHERE doc_id = 42 ORDER BY ordinal;",
+)
+# Unit vectors rounded to 3 places: a server's float noise (another batch shape, another GPU kernel)
+# moves a component by ~1e-6, far below the rounding step, while another model moves nearly all.
+FINGERPRINT_DECIMALS = 3
+MAX_ATTEMPTS = 5  # one request and at most four retries
+FIRST_BACKOFF_S = 0.5
+MAX_BACKOFF_S = 8.0
+# A query waits for one retry at most: an agent would rather have keyword results now.
+QUERY_ATTEMPTS = 2
+
+
+class ByteBound:
+    """The documented conservative token bound when no tokenizer is named: a text's UTF-8 bytes.
+
+    Byte-level BPE (GPT, Llama, Qwen) and WordPiece/SentencePiece vocabularies alike never make
+    more tokens than bytes (each token covers at least one byte or one character), so a chunk
+    within `max_input_tokens` bytes fits any such model whole. It packs small chunks; a tokenizer
+    file packs them exactly."""
+
+    special_tokens = 0
+    exact = False
+
+    def count(self, text: str) -> int:
+        return len(text.encode("utf-8"))
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        return [len(text.encode("utf-8")) for text in texts]
+
+
+class _ExactCounter(TokenCounter):
+    exact = True
+
+
+class RemoteEmbedder:
+    """An `Embedder` whose model runs behind an OpenAI-compatible endpoint."""
+
+    def __init__(self, settings: RemoteEmbedding, model: str, dim: int, client: Any, sdk: Any,
+                 counter: ByteBound | _ExactCounter, batch_size: int,
+                 spending: EmbeddingSpending | None) -> None:
+        self.settings = settings
+        self.model = model
+        self.batch_size = batch_size
+        self.max_input_tokens = settings.max_input_tokens
+        self._client = client
+        self._sdk = sdk
+        self._counter = counter
+        self._spending = spending
+        self._pool: futures.ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        # Set by `load` once the probe has answered; a placeholder until then.
+        self.identity = ModelIdentity(PROVIDER, model, "", "", dim)
+
+    # -- the Embedder protocol ----------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        return self._counter.count(text)
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        return self._counter.count_batch(texts)
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        """Unit float32 vectors, one row per text, `concurrency` requests in flight. A text over
+        `max_input_tokens` is refused before anything is sent (the server would truncate it)."""
+        import numpy as np
+
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.identity.dim), dtype=np.float32)
+        counts = self.count_tokens_batch(texts)
+        too_long = [index for index, count in enumerate(counts) if count > self.max_input_tokens]
+        if too_long:
+            first = too_long[0]
+            raise ValueError(
+                f"{len(too_long)} of {len(texts)} texts exceed the model's {self.max_input_tokens}-token "
+                f"input (the first, #{first}, has {counts[first]}); chunk them first")
+        size = batch_size or self.batch_size
+        starts = range(0, len(texts), size)
+        jobs = [(texts[start:start + size], counts[start:start + size]) for start in starts]
+        if len(jobs) == 1:
+            return self._request(*jobs[0], attempts=MAX_ATTEMPTS)
+        pool = self._executor()
+        answers = [pool.submit(self._request, batch, batch_counts, attempts=MAX_ATTEMPTS)
+                   for batch, batch_counts in jobs]
+        try:
+            return np.concatenate([answer.result() for answer in answers])
+        finally:
+            for answer in answers:
+                answer.cancel()
+            futures.wait(answers)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One unit vector. A query past max_input_tokens is cut to its head *here*, visibly in the
+        code, rather than by the server."""
+        count = self._counter.count(text)
+        if count > self.max_input_tokens and not self._counter.exact:
+            text = text.encode("utf-8")[: self.max_input_tokens].decode("utf-8", errors="ignore")
+            count = self._counter.count(text)
+        return self._request([text], [count], attempts=QUERY_ATTEMPTS, query=True)[0]
+
+    def close(self) -> None:
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+    # -- one request ------------------------------------------------------------------------------
+
+    def _executor(self) -> futures.ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = futures.ThreadPoolExecutor(self.settings.concurrency,
+                                                        thread_name_prefix="pnk-remote-embed")
+            return self._pool
+
+    def _request(self, texts: list[str], counts: list[int], *, attempts: int,
+                 query: bool = False) -> np.ndarray:
+        """One batch's vectors: the request, retried while the failure is transient, each attempt
+        reserved and closed when the endpoint is priced."""
+        # What one request may bill, at worst: every counted token plus the model's own specials.
+        bound = sum(counts) + len(texts) * max(self._counter.special_tokens, 2)
+        for attempt in range(1, attempts + 1):
+            with self._reserved(bound, query) as call:
+                try:
+                    response = self._client.embeddings.create(input=texts, model=self.model,
+                                                              encoding_format="float")
+                except self._sdk.APIError as exc:
+                    wait = self._failed(exc, call, attempt, attempts)
+                    time.sleep(wait)
+                    continue
+                billed = _usage_tokens(response)
+                if call is not None:
+                    call.close(billed if billed is not None else bound)
+            return self._checked(response, texts, counts, billed)
+        raise AssertionError("unreachable: the last attempt raises")
+
+    def _reserved(self, bound: int, query: bool) -> Any:
+        import contextlib
+
+        if self._spending is None:
+            return contextlib.nullcontext(None)
+        return self._spending.request(self.model, bound, query=query)
+
+    def _failed(self, exc: BaseException, call: Any, attempt: int, attempts: int) -> float:
+        """Close the failed attempt's reservation; the wait before the next attempt, or raise."""
+        from pinakes.paid import classify_failure
+
+        failure = classify_failure(self._sdk, exc)
+        if call is not None:
+            call.fail(failure.outcome if failure is not None else "unknown")
+        refused = failure is not None and failure.status is None and failure.outcome == "void"
+        status = getattr(exc, "status_code", None)
+        transient = isinstance(exc, self._sdk.APITimeoutError) or (
+            isinstance(status, int) and (status in (408, 409, 429) or status >= 500))
+        what = failure.what if failure is not None else type(exc).__name__
+        if refused or not transient or attempt >= attempts:
+            tries = f" ({attempt} attempts)" if attempt > 1 else ""
+            raise self._endpoint_error(f"the request {what}{tries}", status) from None
+        wait = failure.retry_after_s if failure is not None and failure.retry_after_s else None
+        if wait is None:
+            wait = min(FIRST_BACKOFF_S * 2 ** (attempt - 1), MAX_BACKOFF_S) * (1 - 0.25 * random.random())
+        return wait
+
+    def _endpoint_error(self, what: str, status: object = None) -> EmbeddingEndpointError:
+        if status in (401, 403):
+            remedy = (f"check the key in ${self.settings.api_key_env}" if self.settings.api_key_env else
+                      "the endpoint wants a key: name its variable in [embedding] api_key_env")
+        elif status == 404:
+            remedy = (f"check [embedding] base_url (it should end where /embeddings is served, often /v1) "
+                      f"and that the server has model {self.model!r}")
+        else:
+            remedy = (f"start the embedding server at {self.settings.base_url}, or check [embedding] "
+                      "base_url; then run the command again")
+        return EmbeddingEndpointError(
+            f"the embedding endpoint {self.settings.base_url} (model {self.model}) failed: {what}",
+            remedy=remedy)
+
+    def _checked(self, response: Any, texts: list[str], counts: list[int], billed: int | None) -> np.ndarray:
+        """The response's vectors as unit float32 rows in input order, or the batch fails."""
+        import numpy as np
+
+        data = list(getattr(response, "data", None) or [])
+        if len(data) != len(texts):
+            raise self._endpoint_error(f"it returned {len(data)} vectors for {len(texts)} inputs")
+        ordered = sorted(data, key=lambda item: int(getattr(item, "index", 0)))
+        if [int(getattr(item, "index", position)) for position, item in enumerate(ordered)] != list(range(len(texts))):
+            raise self._endpoint_error("its vectors' indexes are not 0..n-1, one per input")
+        try:
+            matrix = np.asarray([item.embedding for item in ordered], dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise self._endpoint_error(f"its vectors are not lists of numbers of one length ({exc})") from None
+        if matrix.ndim != 2 or matrix.shape[1] != self.identity.dim:
+            got = matrix.shape[1] if matrix.ndim == 2 else "ragged"
+            raise EmbeddingEndpointError(
+                f"the embedding endpoint {self.settings.base_url} returned {got}-dimensional vectors "
+                f"from {self.model}, but [embedding] dim = {self.identity.dim}",
+                remedy=f"set [embedding] dim = {got} (then `pnk sync --rebuild`), or name the model you "
+                       "meant" if isinstance(got, int) else "check the server")
+        if not np.isfinite(matrix).all():
+            raise self._endpoint_error("it returned vectors holding NaN or infinity")
+        if self._counter.exact and billed and billed < sum(counts):
+            raise self._endpoint_error(
+                f"its usage counts {billed} input tokens for inputs of {sum(counts)}: the server "
+                "truncated them (check its own input limit against [embedding] max_input_tokens)")
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+
+    # -- identity -----------------------------------------------------------------------------
+
+    def fingerprint(self) -> str:
+        """The hash of the endpoint's vectors for `PROBE_TEXTS`, rounded: what a weights digest is
+        for a local model."""
+        import numpy as np
+
+        counts = self._counter.count_batch(list(PROBE_TEXTS))
+        vectors = self._request(list(PROBE_TEXTS), counts, attempts=QUERY_ATTEMPTS)
+        rounded = np.round(vectors.astype(np.float64), FINGERPRINT_DECIMALS) + 0.0  # +0.0: no "-0.0"
+        digest = hashlib.sha256(f"{FINGERPRINT_DECIMALS}:".encode())
+        for row in rounded:
+            digest.update((",".join(f"{value:.{FINGERPRINT_DECIMALS}f}" for value in row) + "\n").encode())
+        return "probe:" + digest.hexdigest()
+
+
+def _usage_tokens(response: Any) -> int | None:
+    usage = getattr(response, "usage", None)
+    tokens = getattr(usage, "prompt_tokens", None) if usage is not None else None
+    if tokens is None:
+        tokens = getattr(usage, "total_tokens", None) if usage is not None else None
+    return int(tokens) if isinstance(tokens, int) and tokens > 0 else None
+
+
+def load(section: EmbeddingSection, *, kb_root: Path | None = None,
+         spending: EmbeddingSpending | None = None) -> RemoteEmbedder:
+    """The remote model, probed: one request that both proves the endpoint answers (a clear error
+    when it does not, before a sync writes anything) and fingerprints the model behind it."""
+    settings = section.remote
+    if settings is None:
+        raise ManifestError(f'[embedding] provider = "{PROVIDER}" needs base_url',
+                            remedy='add base_url = "http://127.0.0.1:11434/v1" (your server\'s)')
+    try:
+        import openai
+    except ImportError as exc:
+        raise MissingExtraError(EXTRA, "the openai-compatible embedding provider",
+                                missing_module=exc.name or "openai") from exc
+    if settings.input_usd_per_mtok is not None and spending is None:
+        raise ManifestError(
+            f"[embedding] input_usd_per_mtok prices {section.model}, and this command has no budget to "
+            "spend it through",
+            remedy="run it as `pnk sync` or `pnk search` in the KB, where [budget] caps the spending")
+    client = openai.OpenAI(api_key=_api_key(settings), base_url=settings.base_url, max_retries=0,
+                           timeout=settings.timeout_s)
+    embedder = RemoteEmbedder(settings, section.model, section.dim, client, openai,
+                              _counter(settings, kb_root), section.batch_size, spending)
+    fingerprint = embedder.fingerprint()
+    # No revision: the endpoint's URL may move (another host, a port) while the model stays; the
+    # fingerprint is what says whether it did.
+    embedder.identity = ModelIdentity(PROVIDER, section.model, section.revision or "", fingerprint,
+                                      section.dim)
+    return embedder
+
+
+def _load_tokenizer(path: Path) -> Any:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(path))
+
+
+def _api_key(settings: RemoteEmbedding) -> str:
+    """The key from the variable the manifest names; a placeholder for servers that want none (the
+    client insists on some string). The key is passed to the client and kept nowhere else."""
+    if settings.api_key_env is None:
+        return "no-key"
+    value = os.environ.get(settings.api_key_env, "").strip()
+    if not value:
+        raise EmbeddingEndpointError(
+            f"[embedding] api_key_env names {settings.api_key_env}, which is not set in this environment",
+            remedy=f"export {settings.api_key_env}=<your key> in the shell that runs pnk, or delete "
+                   "api_key_env for a server that needs no key")
+    return value
+
+
+def _counter(settings: RemoteEmbedding, kb_root: Path | None) -> ByteBound | _ExactCounter:
+    if settings.tokenizer is None:
+        return ByteBound()
+    path = Path(settings.tokenizer).expanduser()
+    if not path.is_absolute() and kb_root is not None:
+        path = kb_root / path
+    if not path.is_file():
+        raise ManifestError(f"[embedding] tokenizer {settings.tokenizer!r} is not a file ({path})",
+                            remedy="point it at the model's tokenizer.json, or delete it to count UTF-8 "
+                                   "bytes (a conservative bound)")
+    try:
+        return _ExactCounter(_load_tokenizer(path))
+    except Exception as exc:  # the tokenizers library raises its own untyped exception
+        raise ManifestError(f"[embedding] tokenizer {path} cannot be read as a tokenizer.json ({exc})",
+                            remedy="point it at the model's tokenizer.json") from None
+
+
+
+def read_dimension(base_url: str, model: str, api_key_env: str | None, timeout_s: float = 30.0) -> int:
+    """The dimension of `model`'s vectors, from one request (what `pnk init` writes as `dim`)."""
+    from pinakes.manifest.sections import RemoteEmbedding
+
+    try:
+        import openai
+    except ImportError as exc:
+        raise MissingExtraError(EXTRA, "the openai-compatible embedding provider",
+                                missing_module=exc.name or "openai") from exc
+    settings = RemoteEmbedding(base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s)
+    client = openai.OpenAI(api_key=_api_key(settings), base_url=base_url, max_retries=0, timeout=timeout_s)
+    probe = RemoteEmbedder(settings, model, 0, client, openai, ByteBound(), 1, None)
+    try:
+        response = client.embeddings.create(input=[PROBE_TEXTS[0]], model=model, encoding_format="float")
+    except openai.APIError as exc:
+        probe._failed(exc, None, 1, 1)  # raises the endpoint's error, with its remedy
+        raise AssertionError("unreachable") from exc
+    data = list(getattr(response, "data", None) or [])
+    if len(data) != 1 or not data[0].embedding:
+        raise probe._endpoint_error(f"it returned {len(data)} vectors for 1 input")
+    return len(data[0].embedding)

@@ -1,0 +1,84 @@
+"""A priced remote embedding endpoint's requests, through the KB's budget (spec §5: the budget ships
+with anything that can spend).
+
+The manifest's `input_usd_per_mtok` becomes one more model in the price table the accountant
+prices with (the packaged table's exchange rate and dates unchanged), and every request is a call
+of an `embed` operation: reserved at its worst case (every input token it may carry) before it is
+sent, reconciled at the usage the response reports, voided when the endpoint refused it, and left
+as an unknown outcome when it may have billed without answering (a timeout). A sync is one
+operation (`per_operation_eur` bounds it); each query is its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pinakes.budget.accountant import Accountant, Call, CallShape, Plan
+from pinakes.budget.ledger import EMBED_OPERATION
+from pinakes.budget.prices import ModelPrice, load_prices
+
+if TYPE_CHECKING:
+    from pinakes.manifest import BudgetSection
+
+
+@dataclass
+class Reservation:
+    """One reserved request; `close` with the billed tokens, or `fail` with how it failed."""
+
+    call: Call
+    lock: threading.Lock
+
+    def close(self, input_tokens: int) -> None:
+        with self.lock:
+            self.call.reconcile(input_tokens=input_tokens, output_tokens=0)
+
+    def fail(self, outcome: str) -> None:
+        if outcome == "void":  # refused by the endpoint or never sent: it cannot have billed
+            with self.lock:
+                self.call.void("refused")
+        # "unknown": the reservation stays open at its worst case until `pnk budget --resolve`.
+
+
+class EmbeddingSpending:
+    """The budget of one process's remote embedding requests for one KB."""
+
+    def __init__(self, kb_root: Path, budget: BudgetSection, kb_id: str, model: str,
+                 input_usd_per_mtok: Decimal) -> None:
+        self.kb_root = kb_root
+        self.budget = budget
+        self.kb_id = kb_id
+        self.model = model
+        self.price = ModelPrice(model, input_usd_per_mtok, Decimal(0))
+        self._accountant: Accountant | None = None
+        self._documents: Plan | None = None
+        self._lock = threading.Lock()  # the accountant's ledger is read and appended one thread at a time
+
+    def _opened(self) -> Accountant:
+        if self._accountant is None:
+            table = load_prices()
+            prices = replace(table, models={**table.models, self.model: self.price})
+            self._accountant = Accountant.open(self.kb_root, self.budget, kb_id=self.kb_id, prices=prices)
+        return self._accountant
+
+    @contextlib.contextmanager
+    def request(self, model: str, max_input_tokens: int, *, query: bool) -> Iterator[Reservation]:
+        """Reserve one request's worst case (raises the accountant's BudgetError, before anything is
+        sent, when a cap would be breached); yield it to be closed."""
+        shape = CallShape(model, max_input_tokens=max_input_tokens, max_output_tokens=1)
+        with self._lock:
+            accountant = self._opened()
+            if query or self._documents is None:
+                plan = accountant.plan(EMBED_OPERATION, [shape], interactive=False)
+                if not query:
+                    self._documents = plan
+            else:
+                plan = self._documents
+            record = accountant.reserve_call(plan, shape)
+            plan.call_ids.append(record.call_id)
+        yield Reservation(Call(plan, record, None), self._lock)

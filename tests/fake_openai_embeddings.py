@@ -1,0 +1,200 @@
+"""A local stand-in for an OpenAI-compatible embeddings endpoint, for tests and the bench that run
+the real `openai` client against it.
+
+A real HTTP server in a thread of the test process (`http.server`, loopback only) speaking
+`POST /v1/embeddings` with spec-shaped JSON (`{"object": "list", "data": [{"object": "embedding",
+"index": i, "embedding": [...]}], "model": ..., "usage": {"prompt_tokens": n, "total_tokens": n}}`),
+the shape Ollama, vLLM, TEI and OpenAI answer with. Point a client at it with `base_url=server.url`.
+
+Vectors are deterministic: a hashed bag of words seeded by `model_seed`, so texts sharing words are
+close, and changing `model_seed` is the same model name serving other weights (a swapped model).
+Usage counts one token per word (`\\w+`) plus two per input, as a WordPiece model's [CLS]/[SEP]
+would (`word_tokenizer_json` writes a tokenizer file that counts the same way).
+
+A test scripts anything else by queueing `Reply` objects, consumed one per request in order: a
+status with headers (429 with Retry-After, 500), a delay longer than the client's timeout, vectors
+of the wrong dimension, fewer vectors than inputs, a NaN, usage that shows a truncation. Every
+request is recorded (path, headers, parsed body). `response_delay_s` delays every answer (the bench's
+stand-in for a model's compute time). Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import time
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+WORD = re.compile(r"\w+", re.UNICODE)
+SPECIAL_TOKENS = 2
+
+
+@dataclass
+class Reply:
+    """One scripted answer. `kind`: "ok", "status", "delay", "wrong-dim", "fewer", "nan", "truncated"."""
+
+    kind: str = "ok"
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+    at: float
+
+
+class FakeEmbeddings:
+    """The server; use as a context manager (it stops its thread on exit)."""
+
+    def __init__(self, dim: int = 64, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.dim = dim
+        self.model_seed = 0
+        self.response_delay_s = 0.0
+        self.script: deque[Reply] = deque()
+        self.requests: list[Recorded] = []
+        self.down = False
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer((host, port), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-embeddings", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def __enter__(self) -> FakeEmbeddings:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """The server goes down as a crashed one does: nothing listens, and a connection a client
+        kept alive is dropped at its next request, unanswered."""
+        if self.down:
+            return
+        self.down = True
+        self._server.shutdown()
+        self._server.server_close()
+
+    def queue(self, *replies: Reply) -> None:
+        with self._lock:
+            self.script.extend(replies)
+
+    def embedding_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path == "/v1/embeddings"]
+
+    def vector(self, text: str) -> list[float]:
+        values = [0.0] * self.dim
+        for word in WORD.findall(text.lower()):
+            values[zlib.crc32(f"{self.model_seed}:{word}".encode()) % self.dim] += 1.0
+        if not any(values):
+            values[0] = 1.0
+        norm = math.sqrt(sum(v * v for v in values))
+        return [v / norm for v in values]
+
+    # --- answering -----------------------------------------------------------------------------
+
+    def _next_reply(self) -> Reply:
+        with self._lock:
+            return self.script.popleft() if self.script else Reply()
+
+    def answer(self, path: str, body: dict[str, Any] | None) -> tuple[int, dict[str, str], bytes, float]:
+        if path != "/v1/embeddings":
+            return _error(404, f"no route {path}")
+        if body is None or "input" not in body or "model" not in body:
+            return _error(400, "the request body is not an embeddings request")
+        reply = self._next_reply()
+        delay = reply.delay_s + self.response_delay_s
+        if reply.kind == "status":
+            status, headers, data, _ = _error(reply.status, f"scripted {reply.status}")
+            return status, {**headers, **reply.headers}, data, delay
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        vectors = [self.vector(str(text)) for text in inputs]
+        if reply.kind == "wrong-dim":
+            vectors = [[*vector, 0.0] for vector in vectors]
+        elif reply.kind == "fewer":
+            vectors = vectors[:-1]
+        elif reply.kind == "nan":
+            vectors[0][0] = math.nan
+        tokens = sum(len(WORD.findall(str(text))) + SPECIAL_TOKENS for text in inputs)
+        if reply.kind == "truncated":
+            tokens = max(1, tokens // 2)
+        payload = {
+            "object": "list", "model": body["model"],
+            "data": [{"object": "embedding", "index": index, "embedding": vector}
+                     for index, vector in enumerate(vectors)],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+        # allow_nan: a NaN must reach the client as the bare token a broken server would send.
+        return 200, {}, json.dumps(payload, allow_nan=True).encode(), delay
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                if fake.down:
+                    self.close_connection = True
+                    return
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+                path = self.path.split("?", 1)[0]
+                recorded = Recorded(path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic())
+                with fake._lock:
+                    fake.requests.append(recorded)
+                status, headers, data, delay = fake.answer(path, body)
+                if delay:
+                    time.sleep(delay)
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
+                    pass
+
+            def log_message(self, format: str, *args: object) -> None:  # quiet: pytest shows stderr
+                return
+
+        return Handler
+
+
+def _error(status: int, message: str) -> tuple[int, dict[str, str], bytes, float]:
+    payload = {"error": {"message": message, "type": "server_error" if status >= 500 else "invalid_request_error",
+                         "code": status}}
+    return status, {}, json.dumps(payload).encode(), 0.0
+
+
+def word_tokenizer_json(path: Path) -> Path:
+    """A tokenizer.json that counts as the fake's usage does: one token per word, [CLS]/[SEP] added."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace()])
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
+    tokenizer.save(str(path))
+    return path
