@@ -39,6 +39,12 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--api-key-file", metavar="PATH", type=Path,
                         help="read the paid backend's API key from this file (default: PINAKES_ANTHROPIC_API_KEY; "
                              "the generic ANTHROPIC_API_KEY is never read)")
+    parser.add_argument("--executor", choices=("local", "ray"), default=None,
+                        help="where the model runs for this run (overrides [embedding] executor): "
+                             "local (this process) or ray (a Ray cluster's workers; needs the [ray] extra)")
+    parser.add_argument("--ray-address", metavar="ADDR", default=None,
+                        help="the Ray cluster to embed on (implies --executor ray; default: [embedding] "
+                             "ray_address, else RAY_ADDRESS, else \"auto\")")
     parser.add_argument("--no-reuse", action="store_true",
                         help="embed every chunk with the model, reusing no stored vector (with --rebuild: "
                              "nothing is read from the index being replaced)")
@@ -73,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
                           sidecars_only=args.sidecars_only, stage=args.stage, quiet=args.quiet or args.json,
                           force_unlock=args.force_unlock, offline=True if args.offline else None,
                           extract_backend=args.extract_backend, scan_links=args.scan_links,
-                          force=args.force, api_key_file=args.api_key_file, no_reuse=args.no_reuse)
+                          force=args.force, api_key_file=args.api_key_file, no_reuse=args.no_reuse,
+                          executor="ray" if args.ray_address and args.executor is None else args.executor,
+                          ray_address=args.ray_address)
     report = run_sync(getattr(args, "kb_dir", None), options)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

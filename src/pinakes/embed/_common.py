@@ -58,6 +58,11 @@ class ProviderEmbedder:
         self.max_batch_tokens = max_batch_tokens
         self._counter = counter
 
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The counter `count_tokens` uses (a Ray worker sends it to the driver, which chunks with it)."""
+        return self._counter
+
     def count_tokens(self, text: str) -> int:
         return self._counter.count(text)
 

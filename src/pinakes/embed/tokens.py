@@ -33,6 +33,16 @@ class TokenCounter:
 
         return cls(Tokenizer.from_file(str(tokenizer_json)))
 
+    @classmethod
+    def from_str(cls, serialized: str) -> TokenCounter:
+        """A counter from `to_str()`'s JSON: how a Ray worker's tokenizer reaches the driver."""
+        from tokenizers import Tokenizer
+
+        return cls(Tokenizer.from_str(serialized))
+
+    def to_str(self) -> str:
+        return self._tokenizer.to_str()
+
     def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 

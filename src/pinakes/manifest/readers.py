@@ -28,6 +28,7 @@ from pinakes.manifest.sections import (
     DEFAULT_EXTRACTION_MODEL,
     DEFAULT_INCLUDE,
     DEFAULT_RERANK_MODEL,
+    EMBEDDING_EXECUTORS,
     EMBEDDING_PROVIDERS,
     FEATURES,
     GRAPH_CHANNELS,
@@ -189,6 +190,8 @@ def _read_embedding(table: _Table) -> EmbeddingSection:
         dim=table.integer("dim", None, minimum=1),
         revision=table.optional_string("revision", '"<commit hash>"'),
         batch_size=table.integer("batch_size", 32, minimum=1),
+        executor=table.choice("executor", "local", EMBEDDING_EXECUTORS),
+        ray_address=table.optional_string("ray_address", '"auto"'),
     )
 
 

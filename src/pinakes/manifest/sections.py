@@ -23,7 +23,7 @@ from pinakes.manifest.patterns import _GlobSet, _is_within
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "kb": ("name", "id", "requires_pinakes", "template", "description"),
     "sources": ("roots", "include", "exclude"),
-    "embedding": ("provider", "model", "dim", "revision", "batch_size"),
+    "embedding": ("provider", "model", "dim", "revision", "batch_size", "executor", "ray_address"),
     "extraction": ("backend", "model"),
     "chunking": ("strategy", "max_tokens", "overlap", "headings"),
     "retrieval": (
@@ -46,6 +46,7 @@ TOP_LEVEL_SECTIONS = ("kb", "sources", "embedding", "extraction", "chunking", "r
 REQUIRED_SECTIONS = ("kb", "sources", "embedding")
 
 EMBEDDING_PROVIDERS = ("sentence-transformers", "fastembed")
+EMBEDDING_EXECUTORS = ("local", "ray")
 CHUNKING_STRATEGIES = ("structural",)
 HEADING_GRAMMARS = ("none", "numbered")
 ON_EXCEED = ("abort", "partial")
@@ -134,6 +135,10 @@ class EmbeddingSection:
     dim: int
     revision: str | None = None
     batch_size: int = 32
+    # Where the model runs during a sync: this process, or a Ray cluster's workers
+    # (embed/executor_ray.py). The vectors are the same either way, so neither enters a build key.
+    executor: str = "local"
+    ray_address: str | None = None  # None: Ray's own conventions (RAY_ADDRESS, else "auto")
 
 
 @dataclass(frozen=True)

@@ -49,13 +49,13 @@ from types import TracebackType
 from typing import Any, Literal, TextIO
 
 from pinakes.display import printable
-from pinakes.wording import noun_for
+from pinakes.wording import counted, noun_for
 
 Mode = Literal["bar", "line", "off"]
 
 __all__ = ["LINE_INTERVAL", "MIN_BAR_COLUMNS", "Mode", "SyncProgress", "terminal_columns"]
 
-_BAR_FORMAT = "{documents} {percentage:3.0f}%|{bar}| {chunks} {chunk_rate}/s ETA {left}{current}"
+_BAR_FORMAT = "{documents} {percentage:3.0f}%|{bar}| {chunks} {chunk_rate}/s{workers} ETA {left}{current}"
 _MIN_BAR = 10  # columns kept for the bar itself when fitting the current file name
 _MIN_NAME = 8  # below this many columns the current file name is left out
 # Narrower than this, tqdm cuts the bar line before its counts (at 0 columns it has no width at all):
@@ -129,6 +129,7 @@ def _bar_class() -> Any:
                 "documents": progress.documents_fraction(),
                 "chunks": _chunks(progress.chunks),
                 "chunk_rate": f"{rate:.1f}" if rate < 100 else f"{rate:,.0f}",
+                "workers": "" if progress.workers is None else f" {counted(progress.workers, 'worker')}",
                 "left": "?" if left is None else _duration(left),
             }
             # Fit the current file name into what the bar line leaves free (tqdm trims any overflow).
@@ -215,6 +216,7 @@ class SyncProgress:
         self.bytes_done = 0
         self.chunks = 0  # embedded by the model: what the rate and the counts shown measure
         self.reused = 0  # given a stored vector instead (pipeline/vector_reuse.py)
+        self.workers: int | None = None  # Ray workers alive (embed/executor_ray.py); None: embedding here
         self._phase = ""  # what is being done to the current document ("embedding"), or a whole step
         self._current = ""  # the current document, already made printable
         self._others = 0  # further documents worked on together with it (one embedding call)
@@ -286,6 +288,11 @@ class SyncProgress:
             if documents or bytes_done or chunks or reused:
                 self._last_work_at = self._clock()
             self._tick(bytes_done if self._by_bytes else documents)
+
+    def workers_alive(self, count: int) -> None:
+        """How many cluster workers embed for this run now (shown beside the rate)."""
+        with self._lock:
+            self.workers = count
 
     def documents_fraction(self) -> str:
         """ "3/5 documents", "1/1 document": the noun agrees with the total."""
@@ -406,6 +413,8 @@ class SyncProgress:
             parts.append(f"{self.chunks / elapsed:.1f} chunks/s")
         if self.reused:
             parts.append(f"{self.reused:,} reused")
+        if self.workers is not None:
+            parts.append(f"{counted(self.workers, 'worker')} alive")
         left = self.eta()
         if left is not None:
             parts.append(f"about {_duration(left)} left")

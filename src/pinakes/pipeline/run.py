@@ -50,6 +50,8 @@ class SyncOptions:
     force: bool = False
     api_key_file: Path | None = None  # --api-key-file: the paid backend's key, instead of the environment
     scan_links: bool = False  # --scan-links: read every connected KB now, ignoring the freshness window
+    executor: str | None = None  # --executor: where the model runs (overrides [embedding] executor)
+    ray_address: str | None = None  # --ray-address: the Ray cluster (overrides [embedding] ray_address)
     no_reuse: bool = False  # --no-reuse: embed every chunk, reusing no stored vector (pipeline/vector_reuse.py)
 
 
@@ -105,6 +107,8 @@ class SyncContext:
         return self.conn
 
     def get_embedder(self) -> Embedder:
+        if self.embedder is None and self.executor == "ray":
+            self.embedder = self._ray_embedder()
         if self.embedder is None:
             from pinakes import embed
             from pinakes.embed import check_max_tokens
@@ -119,6 +123,34 @@ class SyncContext:
                 exc.path = self.paths.manifest
                 raise
         return self.embedder
+
+    @property
+    def executor(self) -> str:
+        """Where the model runs this run: "local" (this process) or "ray" (embed/executor_ray.py)."""
+        return self.options.executor or ("ray" if self.options.ray_address else self.manifest.embedding.executor)
+
+    def _ray_embedder(self) -> Embedder:
+        """The model on the cluster's workers; this process loads only its tokenizer."""
+        from pinakes.embed import check_max_tokens
+        from pinakes.embed.executor_ray import cluster_address, connect_ray_embedder
+
+        address = cluster_address(self.options.ray_address, self.manifest.embedding.ray_address)
+        embedder = connect_ray_embedder(self.manifest.embedding, address=address, offline=self.options.offline,
+                                        on_workers=self.progress.workers_alive)
+        try:
+            check_max_tokens(self.manifest.chunking.max_tokens, embedder)
+        except PinakesError as exc:
+            embedder.close()
+            exc.path = self.paths.manifest
+            raise
+        return embedder
+
+    def release_embedder(self) -> None:
+        """End what the run's model holds beyond this process (a cluster's workers); the identity stays
+        readable for the index's meta rows."""
+        close = getattr(self.embedder, "close", None)
+        if callable(close):
+            close()
 
     def require_walk(self) -> WalkResult:
         if self.walk is None:

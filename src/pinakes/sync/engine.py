@@ -135,6 +135,8 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         if ctx.rebuilding:
             _discard(paths.rebuild_db)
         raise
+    finally:
+        ctx.release_embedder()  # a cluster's workers end with the run that started them
     _finish(ctx)
 
 

@@ -1,0 +1,339 @@
+"""The embed stage on a Ray cluster: workers hold the model, the sync's own process stays the writer.
+
+A sync's only step that outgrows one machine is the model (about 62 ms of CPU per chunk for the
+default int8 model), and it is a pure function of chunk text and a pinned model. So `pnk sync
+--executor ray` keeps everything else where it is (walk, pair, extract, chunk, and every commit, one
+transaction per document into the one SQLite index) and sends chunk *texts* to one actor per Ray node;
+no filesystem is shared. The driver never loads the weights: it counts tokens for the chunker with the
+workers' own tokenizer (sent back as JSON when they start) and holds no model in memory.
+
+What runs where (docs/GUIDE.md, "Embedding on a cluster"):
+- each worker loads the model with the same loader as a local sync (`load_embedder`) and reports its
+  `ModelIdentity`; any worker whose identity differs from the one the driver expects (the pinned
+  packaged model, a local model directory's weights, else the first worker's) refuses the whole run
+  before a vector is computed;
+- the workers run the driver's own `pinakes` code: it travels in the job's `runtime_env`
+  (`py_modules`), so a cluster needs only the model's dependencies installed (`pip install
+  "pinakes-kb[light,ray]"` in the cluster image), never the same checkout;
+- each embedding call is cut into the model batches a local run would make (`plan_batches`), so the
+  vectors are the ones a local run computes; the batches go out with at most
+  `IN_FLIGHT_PER_WORKER` per worker, come back in any order and are put back in the caller's order.
+
+Faults: a worker that dies mid-batch is dropped and its batch goes to another worker (a batch's
+vectors are only ever written once, by the driver, after they arrive); when no worker is left the run
+stops with a ClusterError, keeping every document already committed; Ctrl-C cancels the batches in
+flight. `ray` is imported here only: a local sync never imports it (tests/test_embed_ray_options.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pinakes.embed.base import ModelIdentity
+from pinakes.errors import EXIT_UNAVAILABLE, MissingExtraError, ModelMismatchError, PinakesError, UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pinakes.embed.base import Embedder
+    from pinakes.embed.tokens import TokenCounter
+    from pinakes.manifest import EmbeddingSection
+
+# Batches queued per worker beyond the one it runs: one, so a worker finds its next batch waiting
+# when it finishes one, while the driver holds at most 2 x workers batches of text and vectors.
+IN_FLIGHT_PER_WORKER = 2
+# How often a wait for results wakes up to notice Ctrl-C and lost workers.
+WAIT_SLICE_S = 1.0
+# A cluster that does not accept a TCP connection in this long is reported as unreachable (Ray's own
+# connect retries for minutes before failing).
+CONNECT_TIMEOUT_S = 5.0
+# The providers whose model runs in-process, which a worker can hold.
+LOCAL_MODEL_PROVIDERS = ("sentence-transformers", "fastembed")
+START_CLUSTER = "start one with `ray start --head` (and `ray start --address HEAD:6379` on each other machine)"
+
+
+class ClusterError(PinakesError):
+    """The Ray cluster cannot be reached, or has no worker left to embed on."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+def cluster_address(flag: str | None, manifest_address: str | None) -> str:
+    """Which cluster a sync embeds on, by Ray's conventions: --ray-address, else [embedding]
+    ray_address, else RAY_ADDRESS, else "auto" (the cluster started on this machine)."""
+    return flag or manifest_address or os.environ.get("RAY_ADDRESS") or "auto"
+
+
+class EmbedWorker:
+    """One per Ray node (a Ray actor): the model, loaded once, embedding the batches it is sent."""
+
+    def __init__(self, section: EmbeddingSection, offline: bool | None, threads: int | None) -> None:
+        self._section = section
+        self._offline = offline
+        self._threads = threads
+        self._embedder: Embedder | None = None
+
+    def start(self) -> dict[str, Any]:
+        """Load the model; what the driver needs to check it and to chunk (or the loader's refusal)."""
+        from pinakes.embed.loader import load_embedder
+
+        try:
+            embedder = load_embedder(self._section, offline=self._offline, threads=self._threads)
+        except PinakesError as exc:
+            return {"refused": exc.render()}
+        self._embedder = embedder
+        counter = getattr(embedder, "token_counter", None)
+        return {"identity": asdict(embedder.identity), "max_input_tokens": embedder.max_input_tokens,
+                "tokenizer": counter.to_str() if counter is not None else None,
+                "node": _node_name()}
+
+    def embed(self, texts: list[str], batch_size: int) -> np.ndarray:
+        assert self._embedder is not None, "start() loads the model first"
+        return self._embedder.embed_documents(texts, batch_size=batch_size)
+
+
+def _node_name() -> str:
+    import ray
+
+    return f"{ray.util.get_node_ip_address()} ({ray.get_runtime_context().get_node_id()[:8]})"
+
+
+def expected_identity(section: EmbeddingSection) -> ModelIdentity | None:
+    """The identity the workers must report, known on the driver without loading the weights: a
+    packaged model's pinned digest, or a local model directory's weights; None for a hub model (then
+    every worker must agree with the first)."""
+    from pinakes.embed.packaged import packaged_model
+    from pinakes.embed.snapshot import local_weights_identity
+
+    packaged = packaged_model(section.provider, section.model)
+    if packaged is not None and (section.revision or None) in (None, packaged.revision):  # as the loader picks it
+        return ModelIdentity(section.provider, section.model, packaged.revision, packaged.weights.sha256,
+                             packaged.dim)
+    if section.provider == "sentence-transformers" and Path(section.model).is_dir():
+        revision, digest = local_weights_identity(Path(section.model))
+        return ModelIdentity(section.provider, section.model, revision, digest, section.dim)
+    return None
+
+
+def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bool | None,
+                         on_workers: Callable[[int], None] | None = None) -> RayEmbedder:
+    """Connect to the cluster at `address`, start one worker per node and check every worker's
+    model: a RayEmbedder, or ClusterError / ModelMismatchError / the workers' loader refusal, all
+    raised before any vector exists."""
+    if section.provider not in LOCAL_MODEL_PROVIDERS:
+        raise UsageError(f"[embedding] provider {section.provider!r} already embeds outside this process; "
+                         "--executor ray runs a local model on a cluster",
+                         remedy="sync with `--executor local` (the default)")
+    ray = _import_ray()
+    _check_reachable(address)
+    initialised_here = not ray.is_initialized()
+    if initialised_here:
+        try:
+            ray.init(address=address, runtime_env=_runtime_env(), log_to_driver=False,
+                     logging_level="ERROR", configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise _unreachable(address, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+    workers: list[Any] = []
+    try:
+        workers.extend(_start_workers(ray, section, offline))
+        started = ray.get([worker.start.remote() for worker in workers])
+        identity, max_input_tokens, tokenizer = _check_workers(section, started)
+    except BaseException:
+        _shutdown(ray, workers, initialised_here)
+        raise
+    from pinakes.embed.tokens import TokenCounter
+
+    return RayEmbedder(ray, workers, identity=identity, max_input_tokens=max_input_tokens,
+                       counter=TokenCounter.from_str(tokenizer), batch_size=section.batch_size,
+                       address=address, owns_connection=initialised_here, on_workers=on_workers)
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingExtraError("ray", "embedding on a Ray cluster (--executor ray)", missing_module="ray") from exc
+    return ray
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse an address where nothing listens, at once: `ray.init` would retry for minutes."""
+    if address == "auto" or "://" in address:
+        return  # "auto" finds the local cluster through Ray's own files; ray:// is Ray Client
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except (OSError, ValueError) as exc:
+        raise _unreachable(address, getattr(exc, "strerror", None) or str(exc)) from exc
+
+
+def _unreachable(address: str, why: str) -> ClusterError:
+    return ClusterError(f"no Ray cluster answers at {address} ({why}); nothing was embedded or written",
+                        remedy=f"{START_CLUSTER}, then `pnk sync --executor ray --ray-address HOST:6379` "
+                               "(or set RAY_ADDRESS); `pnk sync --executor local` embeds here instead")
+
+
+def _runtime_env() -> dict[str, Any]:
+    """The driver's own pinakes code travels with the job, so workers run exactly this version."""
+    import pinakes
+
+    return {"py_modules": [str(Path(pinakes.__file__).parent)],
+            "env_vars": {key: value for key, value in os.environ.items()
+                         if key in ("PNK_OFFLINE", "HF_HUB_OFFLINE")}}
+
+
+def _start_workers(ray: Any, section: EmbeddingSection, offline: bool | None) -> list[Any]:
+    """One actor per alive node with CPUs, holding all of that node's CPUs (the model runtime
+    spreads one batch over them, which beats several single-threaded copies of the model)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [node for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) >= 1]
+    if not nodes:
+        raise ClusterError("the Ray cluster has no node with a CPU to embed on",
+                           remedy=f"{START_CLUSTER}; give each node CPUs (`ray start --num-cpus N`)")
+    remote = ray.remote(EmbedWorker)
+    workers: list[Any] = []
+    for node in nodes:
+        cpus = int(node["Resources"]["CPU"])
+        workers.append(remote.options(
+            num_cpus=cpus, max_restarts=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+        ).remote(section, offline, cpus))
+    return workers
+
+
+def _check_workers(section: EmbeddingSection,
+                   started: Sequence[dict[str, Any]]) -> tuple[ModelIdentity, int, str]:
+    """Every worker loaded the model the driver expects, the same one: else the run is refused."""
+    for report in started:
+        if "refused" in report:
+            raise PinakesError(f"a Ray worker could not load the model:\n{report['refused']}",
+                               remedy="install the model's packages on every node (docs/GUIDE.md, "
+                                      "\"Embedding on a cluster\"), then sync again")
+    reports = [(ModelIdentity(**report["identity"]), report) for report in started]
+    expected = expected_identity(section) or reports[0][0]
+    for identity, report in reports:
+        if identity != expected:
+            raise ModelMismatchError(
+                f"the Ray worker on {report['node']} loaded {identity.model} with weights sha256 "
+                f"{identity.weights_sha256} ({identity.revision}), but this sync expects "
+                f"{expected.weights_sha256} ({expected.revision}); refusing to mix two models' vectors "
+                "in one index (nothing was embedded or written)",
+                remedy="install the same model files on every node (the same pinakes-kb extras and "
+                       "[embedding] revision), then sync again")
+    first = reports[0][1]
+    if first["tokenizer"] is None:
+        raise PinakesError(f"{expected.model} ({expected.provider}) exposes no tokenizer to count with",
+                           remedy="use `pnk sync --executor local` for this model")
+    return expected, int(first["max_input_tokens"]), str(first["tokenizer"])
+
+
+class RayEmbedder:
+    """An `Embedder` whose model runs on the cluster's workers; token counts are the driver's own
+    (the workers' tokenizer, loaded here without the weights)."""
+
+    def __init__(self, ray: Any, workers: list[Any], *, identity: ModelIdentity, max_input_tokens: int,
+                 counter: TokenCounter, batch_size: int, address: str, owns_connection: bool,
+                 on_workers: Callable[[int], None] | None) -> None:
+        self._ray = ray
+        self._workers = workers
+        self.identity = identity
+        self.max_input_tokens = max_input_tokens
+        self._counter = counter
+        self.batch_size = batch_size
+        self.address = address
+        self._owns_connection = owns_connection
+        self._on_workers = on_workers or (lambda _alive: None)
+        self._on_workers(len(workers))
+
+    @property
+    def workers_alive(self) -> int:
+        return len(self._workers)
+
+    def count_tokens(self, text: str) -> int:
+        return self._counter.count(text)
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        return self._counter.count_batch(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        """One unit row per text, in order: the model batches a local run would make, spread over
+        the workers; a batch whose worker dies is sent to another."""
+        import numpy as np
+
+        from pinakes.embed._common import plan_batches
+
+        size = batch_size or self.batch_size
+        rows = np.empty((len(texts), self.identity.dim), dtype=np.float32)
+        if not texts:
+            return rows
+        batches = deque(plan_batches(self._counter.count_batch(texts), self._counter.special_tokens, size))
+        in_flight: dict[Any, tuple[list[int], Any]] = {}
+        try:
+            while batches or in_flight:
+                self._dispatch(texts, batches, in_flight, size)
+                done, _ = self._ray.wait(list(in_flight), num_returns=1, timeout=WAIT_SLICE_S)
+                for ref in done:
+                    indices, worker = in_flight.pop(ref)
+                    vectors = self._result(ref, worker)
+                    if vectors is None:
+                        batches.appendleft(indices)  # its worker died: another one embeds it
+                    else:
+                        rows[indices] = vectors
+        except BaseException:  # Ctrl-C or a lost cluster: nothing more is computed for this run
+            for ref in in_flight:
+                self._ray.cancel(ref, force=True)
+            raise
+        return rows
+
+    def _dispatch(self, texts: Sequence[str], batches: deque[list[int]],
+                  in_flight: dict[Any, tuple[list[int], Any]], size: int) -> None:
+        if not self._workers:
+            raise ClusterError(
+                f"every Ray worker of the cluster at {self.address} is gone; the documents committed "
+                "so far are kept", remedy="bring the cluster back (or `pnk sync --executor local`), "
+                                          "then sync again: it continues from there")
+        load = {id(worker): 0 for worker in self._workers}
+        for _indices, worker in in_flight.values():
+            load[id(worker)] = load.get(id(worker), 0) + 1
+        for worker in sorted(self._workers, key=lambda candidate: load[id(candidate)]):
+            while batches and load[id(worker)] < IN_FLIGHT_PER_WORKER:
+                indices = batches.popleft()
+                in_flight[worker.embed.remote([texts[index] for index in indices], size)] = (indices, worker)
+                load[id(worker)] += 1
+
+    def _result(self, ref: Any, worker: Any) -> np.ndarray | None:
+        """The batch's vectors, or None when its worker died (then the worker is dropped)."""
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+
+        try:
+            return self._ray.get(ref)
+        except (ActorDiedError, ActorUnavailableError, RayActorError):
+            if worker in self._workers:
+                self._workers.remove(worker)
+                self._on_workers(len(self._workers))
+            return None
+
+    def close(self) -> None:
+        """End the workers (their model memory goes with them) and this process's connection."""
+        _shutdown(self._ray, self._workers, self._owns_connection)
+        self._workers = []
+
+
+def _shutdown(ray: Any, workers: list[Any], disconnect: bool) -> None:
+    for worker in workers:
+        with contextlib.suppress(Exception):  # already gone with its node: nothing left to end
+            ray.kill(worker)
+    if disconnect and ray.is_initialized():
+        ray.shutdown()
