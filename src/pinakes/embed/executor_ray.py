@@ -54,6 +54,8 @@ WAIT_SLICE_S = 1.0
 # A cluster that does not accept a TCP connection in this long is reported as unreachable (Ray's own
 # connect retries for minutes before failing).
 CONNECT_TIMEOUT_S = 5.0
+# Where the workers are named (`ray list actors`): embed-<driver pid>-<node id>.
+WORKER_NAMESPACE = "pinakes"
 # The providers whose model runs in-process, which a worker can hold.
 LOCAL_MODEL_PROVIDERS = ("sentence-transformers", "fastembed")
 START_CLUSTER = "start one with `ray start --head` (and `ray start --address HEAD:6379` on each other machine)"
@@ -107,8 +109,8 @@ def _node_name() -> str:
 
 def expected_identity(section: EmbeddingSection) -> ModelIdentity | None:
     """The identity the workers must report, known on the driver without loading the weights: a
-    packaged model's pinned digest, or a local model directory's weights; None for a hub model (then
-    every worker must agree with the first)."""
+    packaged model's pinned digest, a local model directory's weights, or the snapshot of a hub model
+    this machine's cache holds; None otherwise (then every worker must agree with the first)."""
     from pinakes.embed.packaged import packaged_model
     from pinakes.embed.snapshot import local_weights_identity
 
@@ -116,10 +118,24 @@ def expected_identity(section: EmbeddingSection) -> ModelIdentity | None:
     if packaged is not None and (section.revision or None) in (None, packaged.revision):  # as the loader picks it
         return ModelIdentity(section.provider, section.model, packaged.revision, packaged.weights.sha256,
                              packaged.dim)
-    if section.provider == "sentence-transformers" and Path(section.model).is_dir():
+    if section.provider != "sentence-transformers":
+        return None  # fastembed names a hub model's weights only once loaded
+    if Path(section.model).is_dir():
         revision, digest = local_weights_identity(Path(section.model))
         return ModelIdentity(section.provider, section.model, revision, digest, section.dim)
-    return None
+    return _cached_snapshot_identity(section)
+
+
+def _cached_snapshot_identity(section: EmbeddingSection) -> ModelIdentity | None:
+    """The identity of the hub snapshot this machine's cache holds for `section`, if it holds one."""
+    from pinakes.embed.hub import hub_cache_dir, repo_cache_name
+    from pinakes.embed.snapshot import snapshot_identity
+
+    try:
+        revision, digest = snapshot_identity(hub_cache_dir() / repo_cache_name(section.model), section.revision)
+    except PinakesError:
+        return None  # not downloaded here: the workers must agree with the first one
+    return ModelIdentity(section.provider, section.model, revision, digest, section.dim)
 
 
 def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bool | None,
@@ -204,6 +220,7 @@ def _start_workers(ray: Any, section: EmbeddingSection, offline: bool | None) ->
     for node in nodes:
         cpus = int(node["Resources"]["CPU"])
         workers.append(remote.options(
+            name=f"embed-{os.getpid()}-{node['NodeID'][:12]}", namespace=WORKER_NAMESPACE,
             num_cpus=cpus, max_restarts=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
         ).remote(section, offline, cpus))
