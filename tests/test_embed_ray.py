@@ -1,0 +1,263 @@
+"""The embed stage on a real two-node Ray cluster on this machine (`ray.cluster_utils.Cluster`),
+pinned to loopback: the same KB synced locally and on Ray gives the same chunks and vectors, a worker
+killed mid-run loses and duplicates nothing, and workers holding other weights refuse the run before
+any vector is written. Every sync goes through `pnk sync` in its own process, as a user runs it: the
+workers get pinakes from the job's runtime_env (py_modules), the model from the node's environment.
+
+Heavy: a cluster start (~10-15 s) and several real model runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytestmark = [
+    pytest.mark.heavy,
+    pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                       reason="the [ray] extra is not installed (pip install -e '.[ray]'): no cluster to test on"),
+]
+
+# Every Ray process of these tests (the nodes, each `pnk sync` driver) resolves "this machine" to
+# the loopback address instead of the machine's own: nothing is reachable from outside.
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+WORDS = ("index", "vector", "model", "chunk", "cluster", "worker", "driver", "commit", "transaction",
+         "sqlite", "search", "token", "embedding", "batch", "node", "actor", "retry", "order", "memory",
+         "writer", "stage", "sync", "corpus", "query", "answer", "document", "paragraph", "heading")
+
+
+def _prose(seed: int, paragraphs: int) -> str:
+    rng = random.Random(seed)
+    parts = [f"# Document {seed}"]
+    for number in range(paragraphs):
+        parts.append(f"## Part {number}")
+        parts.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 160))) + ".")
+    return "\n\n".join(parts) + "\n"
+
+
+def _write_corpus(root: Path, documents: int, paragraphs: int) -> None:
+    for seed in range(documents):
+        path = root / "docs" / f"doc{seed:03d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_prose(seed, paragraphs), encoding="utf-8")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, **LOOPBACK_ENV, "RAY_ADDRESS": "", **extra}
+
+
+def pnk(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pinakes", "-C", str(root), *args], capture_output=True,
+                          text=True, env=env or _env(), timeout=900)
+
+
+def _new_kb(root: Path, documents: int, paragraphs: int, *, manifest_lines: str = "") -> Path:
+    from pinakes.init import init_kb
+
+    init_kb(root, name=root.name)
+    if manifest_lines:
+        manifest = root / "pinakes.toml"
+        text = manifest.read_text(encoding="utf-8")
+        manifest.write_text(text.replace("[embedding]\n", f"[embedding]\n{manifest_lines}\n", 1), encoding="utf-8")
+    _write_corpus(root, documents, paragraphs)
+    return root
+
+
+def _rows(root: Path) -> dict[tuple[str, int], tuple[str, int, int, np.ndarray]]:
+    """(path, ordinal) -> (text, start, end, vector), failing on a chunk with no or two vectors."""
+    with sqlite3.connect(root / ".pinakes" / "index.db") as conn:
+        chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        vectors = conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+        assert chunks == vectors, f"{chunks} chunks but {vectors} vectors"
+        rows = conn.execute(
+            "SELECT d.path, c.ordinal, c.text, c.char_start, c.char_end, e.vector FROM chunks c "
+            "JOIN documents d ON d.id = c.doc_id JOIN embeddings e ON e.chunk_id = c.id").fetchall()
+    found = {(path, ordinal): (text, start, end, np.frombuffer(blob, dtype=np.float32))
+             for path, ordinal, text, start, end, blob in rows}
+    assert len(found) == len(rows) == chunks, "a (document, ordinal) was written twice"
+    return found
+
+
+def _identity(root: Path) -> dict[str, str]:
+    from pinakes.index.schema import read_meta
+
+    with sqlite3.connect(root / ".pinakes" / "index.db") as conn:
+        return {key: value for key, value in read_meta(conn).items() if key.startswith("embedding_")}
+
+
+def _assert_same_index(ray_kb: Path, local_kb: Path) -> None:
+    ray_rows, local_rows = _rows(ray_kb), _rows(local_kb)
+    assert sorted(ray_rows) == sorted(local_rows)
+    for key, (text, start, end, vector) in local_rows.items():
+        other = ray_rows[key]
+        assert (other[0], other[1], other[2]) == (text, start, end), key
+        np.testing.assert_allclose(other[3], vector, atol=1e-5, err_msg=str(key))
+    assert _identity(ray_kb) == _identity(local_kb)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Two nodes with one CPU each (this machine has two, shared): one worker per node. Node 2's
+    hub cache differs from the head's (only the identity-mismatch test reads a hub model)."""
+    caches = tmp_path_factory.mktemp("hub-caches")
+    saved = {key: os.environ.get(key) for key in LOOPBACK_ENV}
+    os.environ.update(LOOPBACK_ENV)  # the nodes are this process's children (and Ray reads it on import)
+    from ray.cluster_utils import Cluster
+
+    started = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1",
+        "env_vars": {"HF_HUB_CACHE": str(caches / "head"), "HF_HUB_OFFLINE": "1"}})
+    try:
+        started.add_node(num_cpus=1, node_ip_address="127.0.0.1",
+                         env_vars={"HF_HUB_CACHE": str(caches / "node2"), "HF_HUB_OFFLINE": "1"})
+        started.wait_for_nodes()
+        import ray
+
+        # This process watches the cluster (and kills a worker), as a loopback driver too.
+        ray.init(address=started.address, _node_ip_address="127.0.0.1")
+        nodes = [node for node in ray.nodes() if node["Alive"]]
+        assert len(nodes) == 2
+        assert {node["NodeManagerAddress"] for node in nodes} == {"127.0.0.1"}, "a node left loopback"
+        started.hub_caches = caches  # pyright: ignore[reportAttributeAccessIssue]
+        yield started
+    finally:
+        import ray
+
+        ray.shutdown()
+        started.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def local_reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus the Ray runs must reproduce, synced by the local executor."""
+    root = _new_kb(tmp_path_factory.mktemp("local") / "kb", documents=24, paragraphs=6)
+    done = pnk(root, "sync", "--executor", "local")
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def test_ray_sync_equals_local_and_a_local_sync_after_it_is_a_no_op(cluster: Any, local_reference: Path,
+                                                                   tmp_path: Path) -> None:
+    root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6,
+                   manifest_lines=f'executor = "ray"\nray_address = "{cluster.address}"')
+    done = pnk(root, "sync")  # the manifest chooses Ray
+    assert done.returncode == 0, done.stderr
+    assert "2 workers alive" in done.stderr  # progress lines name the workers
+    _assert_same_index(root, local_reference)
+
+    again = pnk(root, "sync", "--executor", "local", "--json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["noop"] is True and report["chunks_embedded"] == 0, report
+
+    # The pipeline is the same stages whichever executor runs the model.
+    on_ray, on_local = pnk(root, "doit", "list"), pnk(local_reference, "doit", "list")
+    assert on_ray.returncode == 0, on_ray.stderr
+    assert on_ray.stdout == on_local.stdout and "embed" in on_ray.stdout
+
+
+def _embedding_count(root: Path) -> int:
+    index = root / ".pinakes" / "index.db"
+    if not index.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{index}?mode=ro", uri=True, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+    except sqlite3.Error:  # the schema is not there yet
+        return 0
+
+
+def _kill_one_worker(driver: subprocess.Popen[str], root: Path, deadline: float) -> str:
+    """Wait until the driver has committed some vectors, then kill one of its workers."""
+    import ray
+
+    while time.monotonic() < deadline and driver.poll() is None:
+        if _embedding_count(root) > 0:
+            names = [actor for actor in ray.util.list_named_actors(all_namespaces=True)
+                     if actor["namespace"] == "pinakes" and actor["name"].startswith(f"embed-{driver.pid}-")]
+            if len(names) == 2:
+                ray.kill(ray.get_actor(names[0]["name"], namespace="pinakes"), no_restart=True)
+                return names[0]["name"]
+        time.sleep(0.2)
+    raise AssertionError("the sync ended (or never committed) before a worker could be killed")
+
+
+def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster: Any, local_reference: Path,
+                                                             tmp_path: Path) -> None:
+    root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6)
+    driver = subprocess.Popen([sys.executable, "-m", "pinakes", "-C", str(root), "sync", "--ray-address",
+                               cluster.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=_env())
+    try:
+        killed = _kill_one_worker(driver, root, time.monotonic() + 300)
+        assert _embedding_count(root) < len(_rows(local_reference)), "killed too late to prove anything"
+        _out, err = driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 0, f"{killed} killed; the sync failed:\n{err}"
+    assert "1 worker alive" in err
+    _assert_same_index(root, local_reference)
+
+
+def _hub_snapshot(cache: Path, *, perturbed: bool) -> None:
+    """A hub-style cached snapshot of MiniLM (sentence-transformers), the weights optionally nudged."""
+    from pinakes.embed.packaged import PACKAGED_MODELS, verified_files
+
+    packaged = next(model for model in PACKAGED_MODELS if model.provider == "sentence-transformers")
+    commit = "0" * 39 + ("1" if perturbed else "0")
+    repo = cache / "models--pnk-test--minilm"
+    snapshot = repo / "snapshots" / commit
+    for pinned, path in verified_files(packaged).items():
+        target = snapshot / Path(pinned.relative).relative_to("model")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    if perturbed:
+        from safetensors.numpy import load_file, save_file
+
+        tensors = load_file(str(snapshot / "model.safetensors"))
+        first = sorted(tensors)[0]
+        tensors[first] = tensors[first] * np.float32(1.01)
+        save_file(tensors, str(snapshot / "model.safetensors"))
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(commit, encoding="utf-8")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
+                    reason="the [st] extra is not installed: the hub-model workers need sentence-transformers")
+def test_a_worker_with_other_weights_refuses_the_run_before_any_vector(cluster: Any, tmp_path: Path) -> None:
+    caches: Path = cluster.hub_caches
+    _hub_snapshot(caches / "head", perturbed=False)
+    _hub_snapshot(caches / "node2", perturbed=True)
+    root = _new_kb(tmp_path / "kb", documents=2, paragraphs=2)
+    manifest = root / "pinakes.toml"
+    text = manifest.read_text(encoding="utf-8")
+    text = text.replace('provider = "fastembed"', 'provider = "sentence-transformers"', 1)
+    text = text.replace('model = "sentence-transformers/all-MiniLM-L6-v2"', 'model = "pnk-test/minilm"', 1)
+    manifest.write_text(text, encoding="utf-8")
+    done = pnk(root, "sync", "--offline", "--ray-address", cluster.address,
+               env=_env(HF_HUB_CACHE=str(caches / "head"), HF_HUB_OFFLINE="1"))
+    assert done.returncode != 0, done.stdout
+    assert "refusing to mix two models' vectors" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    with sqlite3.connect(root / ".pinakes" / "index.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM embeddings").fetchone() == (0,)
+        assert conn.execute("SELECT COUNT(*) FROM documents").fetchone() == (0,)
