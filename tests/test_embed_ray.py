@@ -191,11 +191,13 @@ def _kill_one_worker(driver: subprocess.Popen[str], root: Path, deadline: float)
 
     while time.monotonic() < deadline and driver.poll() is None:
         if _embedding_count(root) > 0:
-            names = [actor for actor in ray.util.list_named_actors(all_namespaces=True)
+            # With all_namespaces, Ray lists {"name", "namespace"} dicts (its stubs say strings).
+            listed: list[dict[str, str]] = ray.util.list_named_actors(all_namespaces=True)  # pyright: ignore[reportAssignmentType]
+            names = [actor["name"] for actor in listed
                      if actor["namespace"] == "pinakes" and actor["name"].startswith(f"embed-{driver.pid}-")]
             if len(names) == 2:
-                ray.kill(ray.get_actor(names[0]["name"], namespace="pinakes"), no_restart=True)
-                return names[0]["name"]
+                ray.kill(ray.get_actor(names[0], namespace="pinakes"), no_restart=True)
+                return names[0]
         time.sleep(0.2)
     raise AssertionError("the sync ended (or never committed) before a worker could be killed")
 
