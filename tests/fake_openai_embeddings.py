@@ -20,9 +20,12 @@ stand-in for a model's compute time). Standard library only.
 
 from __future__ import annotations
 
+import array
+import base64
 import json
 import math
 import re
+import sys
 import threading
 import time
 import zlib
@@ -61,9 +64,14 @@ class FakeEmbeddings:
         self.dim = dim
         self.model_seed = 0
         self.response_delay_s = 0.0
+        # encoding_format = "base64": "answer" (OpenAI, vLLM, TEI), "ignore" (floats whatever is
+        # asked) or "refuse" (a 400, as a server that knows only floats may answer).
+        self.base64 = "answer"
         self.script: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self.down = False
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most requests answered at once
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
@@ -129,13 +137,17 @@ class FakeEmbeddings:
         elif reply.kind == "fewer":
             vectors = vectors[:-1]
         elif reply.kind == "nan":
-            vectors[0][0] = math.nan
+            vectors[0][0] = math.nan  # a NaN in JSON is the bare token; in base64, its float32 bits
         tokens = sum(len(WORD.findall(str(text))) + SPECIAL_TOKENS for text in inputs)
         if reply.kind == "truncated":
             tokens = max(1, tokens // 2)
+        if body.get("encoding_format") == "base64" and self.base64 == "refuse":
+            return _error(400, "encoding_format: only 'float' is supported")
+        encode = body.get("encoding_format") == "base64" and self.base64 == "answer"
         payload = {
             "object": "list", "model": body["model"],
-            "data": [{"object": "embedding", "index": index, "embedding": vector}
+            "data": [{"object": "embedding", "index": index,
+                      "embedding": _base64_float32(vector) if encode else vector}
                      for index, vector in enumerate(vectors)],
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
@@ -162,9 +174,16 @@ class FakeEmbeddings:
                 recorded = Recorded(path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic())
                 with fake._lock:
                     fake.requests.append(recorded)
-                status, headers, data, delay = fake.answer(path, body)
-                if delay:
-                    time.sleep(delay)
+                with fake._lock:
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                try:
+                    status, headers, data, delay = fake.answer(path, body)
+                    if delay:
+                        time.sleep(delay)
+                finally:
+                    with fake._lock:
+                        fake.in_flight -= 1
                 try:
                     self.send_response(status)
                     self.send_header("content-type", "application/json")
@@ -188,6 +207,14 @@ def _error(status: int, message: str) -> tuple[int, dict[str, str], bytes, float
     return status, {}, json.dumps(payload).encode(), 0.0
 
 
+def _base64_float32(vector: list[float]) -> str:
+    """Little-endian float32 bytes in base64, as the OpenAI API encodes them."""
+    values = array.array("f", vector)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return base64.b64encode(values.tobytes()).decode("ascii")
+
+
 def word_tokenizer_json(path: Path) -> Path:
     """A tokenizer.json that counts as the fake's usage does: one token per word, [CLS]/[SEP] added."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
@@ -198,3 +225,27 @@ def word_tokenizer_json(path: Path) -> Path:
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
     tokenizer.save(str(path))
     return path
+
+
+def main() -> None:
+    """Serve on loopback until killed (bench/bench_remote_embed.py runs the stub in its own process,
+    so the client's work and the server's never share a GIL): prints the base URL on one line."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--dim", type=int, default=768)
+    parser.add_argument("--delay-ms", type=float, default=0.0, help="added to every answer (the model's compute)")
+    args = parser.parse_args()
+    fake = FakeEmbeddings(dim=args.dim, port=args.port)
+    fake.response_delay_s = args.delay_ms / 1000.0
+    fake.__enter__()
+    print(fake.url, flush=True)
+    try:
+        fake._thread.join()
+    except KeyboardInterrupt:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -121,8 +121,8 @@ def test_a_kb_synced_through_the_endpoint_searches_with_citations(
 
 
 def test_documents_are_embedded_in_batches_with_requests_in_flight_together(server: FakeEmbeddings) -> None:
-    server.response_delay_s = 0.2
     embedder = load_embedder(section(server, concurrency=4))
+    server.response_delay_s = 0.5  # long enough that four requests overlap on a loaded machine
     texts = [f"document number {n} about ships" for n in range(16)]  # four batches of four
     probe_requests = len(server.requests)
     vectors = embedder.embed_documents(texts)
@@ -132,8 +132,26 @@ def test_documents_are_embedded_in_batches_with_requests_in_flight_together(serv
     assert np.allclose(vectors, expected, atol=1e-6)  # in input order, whatever order they came back in
     batches = server.requests[probe_requests:]
     assert [len((r.body or {})["input"]) for r in batches] == [4, 4, 4, 4]
-    starts = sorted(r.at for r in batches)
-    assert starts[-1] - starts[0] < 0.15, "the four requests were not in flight together"
+    assert server.max_in_flight == 4, "the four requests were not in flight together"
+
+
+@pytest.mark.parametrize("base64", ["ignore", "refuse"])
+def test_a_server_that_answers_only_floats_is_read_as_well(server: FakeEmbeddings, base64: str) -> None:
+    """base64 is asked for (a quarter of the bytes); a server that ignores the ask answers floats, and
+    one that refuses it with a 400 is asked for floats from then on."""
+    server.base64 = base64
+    embedder = load_embedder(section(server))
+    vectors = embedder.embed_documents(["lighthouse ship", "garden tomato"])
+    expected = np.asarray([server.vector("lighthouse ship"), server.vector("garden tomato")], dtype=np.float32)
+    assert np.allclose(vectors, expected, atol=1e-6)
+    asked = [(r.body or {}).get("encoding_format") for r in server.requests]
+    assert asked == (["base64"] * 2 if base64 == "ignore" else ["base64", "float", "float"])
+
+
+def test_the_fingerprint_is_the_same_whichever_encoding_the_server_answers(server: FakeEmbeddings) -> None:
+    answered = load_embedder(section(server)).identity.weights_sha256
+    server.base64 = "ignore"
+    assert load_embedder(section(server)).identity.weights_sha256 == answered
 
 
 # --- faults --------------------------------------------------------------------------------------
