@@ -31,7 +31,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from pinakes.embed.provider_openai import RemoteEmbedder
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # tests/ (the stub) and src/ when not installed
@@ -77,13 +81,16 @@ class BareClient:
         return [item["embedding"] for item in answer["data"]]
 
 
-def provider(url: str, dim: int, concurrency: int = 1):  # -> RemoteEmbedder
+def provider(url: str, dim: int, concurrency: int = 1) -> RemoteEmbedder:
     from pinakes.embed.loader import load_embedder
+    from pinakes.embed.provider_openai import RemoteEmbedder
     from pinakes.manifest.sections import EmbeddingSection
 
     section = EmbeddingSection(provider="openai-compatible", model=MODEL, dim=dim, batch_size=BATCH,
                                base_url=url, concurrency=concurrency, max_input_tokens=4096)
-    return load_embedder(section)  # the probe request happens here, outside every timing
+    embedder = load_embedder(section)  # the probe request happens here, outside every timing
+    assert isinstance(embedder, RemoteEmbedder)
+    return embedder
 
 
 def overhead(url: str, dim: int, rounds: int) -> dict[str, float]:
@@ -121,7 +128,7 @@ def throughput(url: str, dim: int, count: int, levels: list[int]) -> dict[int, f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--delay-ms", type=float, default=20.0)
