@@ -84,14 +84,15 @@ def embedder_for(section: EmbeddingSection, *, offline: bool | None, load: Calla
             or (section.revision or None) not in (None, packaged.revision)):
         return load(section, offline=offline)
     from pinakes.embed.packaged import verified_files
-    from pinakes.embed.tokens import TokenCounter, max_input_tokens_from_dir
+    from pinakes.embed.tokens import TokenCounter, max_seq_length_from_dir
 
     files = verified_files(packaged)  # the same check the load makes (a stat per file once hashed)
     tokenizer = next(path for pinned, path in files.items() if pinned.relative.endswith("/tokenizer.json"))
-    limit = max_input_tokens_from_dir(tokenizer.parent)
-    if limit is None:  # the packaged files always say; should they not, the load decides
+    max_seq_length = max_seq_length_from_dir(tokenizer.parent)
+    if max_seq_length is None:  # the packaged files always say; should they not, the load decides
         return load(section, offline=offline)
     counter = TokenCounter.from_file(tokenizer)
+    limit = max_seq_length - counter.special_tokens  # as tokens.max_input_tokens_from_dir counts it
     identity = ModelIdentity(section.provider, section.model, packaged.revision, packaged.weights.sha256,
                              packaged.dim)
     return DeferredEmbedder(identity, limit, counter.count, counter.count_batch,
