@@ -19,6 +19,16 @@ Every measurement is printed next to the baseline the issue names, measured in t
    separately), as in a fresh clone or before --rebuild. With --cold-repeat > 1 the index is
    deleted and the sync and the embedding are re-run, interleaved; medians are reported.
 
+4. vectors reused by content (#29), each operation measured with reuse and again with
+   `--no-reuse` on an identical copy of the KB, in this process, no embedder injected (the sync
+   takes the manifest's packaged model and loads its weights only on a miss; loads are counted):
+   one paragraph edited in a ~1,000-chunk Markdown document (Python "What's New" pages, --edit-bytes),
+   a PDF whose free extractor changed version but reads the same text, `--rebuild` of the demo KB
+   (tests/demo-kb) against its cold sync, and a duplicated folder of the demo KB. The starting
+   indexes of the first two are built with the packaged model's tokenizer and identity and
+   placeholder unit vectors (only what is measured runs the model). --skip-reuse leaves it out;
+   --only-reuse runs nothing else.
+
 The 10k-document index for (1) and (2) is built once with the test suite's fake embedder (vectors do
 not matter to a no-op; the edit re-embeds one document with the real model). Results go to
 bench/results/sync.json. Scaling and memory: bench/bench_sync_scaling.py, bench/bench_sync_memory.py.
@@ -251,7 +261,7 @@ def bench_cold(cold_docs: int, repeat: int) -> dict[str, object]:
         timings.append(dict(report.timings))
         texts = stored_chunk_texts(root)
         chunks = len(texts)
-        assert chunks == report.chunks_embedded, (chunks, report.chunks_embedded)
+        assert chunks == report.chunks_embedded + report.chunks_reused, (chunks, report.chunks_embedded)
         seconds, cpu_seconds = pure_embed(embedder, texts, batch_size)
         embed_wall.append(seconds)
         embed_cpu.append(cpu_seconds)
@@ -267,6 +277,282 @@ def bench_cold(cold_docs: int, repeat: int) -> dict[str, object]:
             "met_wall": sync_s / embed_s <= 1.15, "met_cpu": sync_c / embed_c <= 1.15}
 
 
+# -- 4. vectors reused by content ---------------------------------------------------------------------
+
+class _LoadCounter:
+    """Wraps the packaged loader (`pinakes.embed.loader.load_embedder`, which the sync's deferral
+    recognises by identity) and counts the weights loads; `seconds` is the time they took."""
+
+    def __init__(self) -> None:
+        from pinakes.embed import loader
+
+        self.loader, self.real = loader, loader.load_embedder
+        self.count, self.seconds = 0, 0.0
+
+        def load(*args: object, **kwargs: object) -> object:
+            started = time.perf_counter()
+            try:
+                return self.real(*args, **kwargs)  # type: ignore[arg-type]
+            finally:
+                self.count += 1
+                self.seconds += time.perf_counter() - started
+
+        loader.load_embedder = load  # type: ignore[assignment]
+
+
+def _timed_sync(root: Path, loads: _LoadCounter, **options: object) -> dict[str, object]:
+    """One in-process sync with no embedder injected: wall seconds, the report's counts, loads."""
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+
+    before, load_seconds = loads.count, loads.seconds
+    started = time.perf_counter()
+    report = run_sync(root, SyncOptions(quiet=True, **options))  # type: ignore[arg-type]
+    seconds = time.perf_counter() - started
+    assert report.ok, report.render_text()
+    return {"seconds": seconds, "chunks_embedded": report.chunks_embedded, "chunks_reused": report.chunks_reused,
+            "model_loads": loads.count - before, "model_load_seconds": loads.seconds - load_seconds,
+            "indexed": report.indexed, "vector_reuse": report.vector_reuse}
+
+
+def _placeholder_model(root: Path) -> object:
+    """The KB's packaged model as the sync sees it before a miss (identity and tokenizer, no weights),
+    giving placeholder unit vectors: a starting index whose keys are the real model's, cheaply."""
+    from pinakes.embed import loader
+    from pinakes.embed.deferred import embedder_for
+    from pinakes.manifest import load_manifest
+    from tests.fakes import FakeEmbedder
+
+    deferred = embedder_for(load_manifest(root / "pinakes.toml").embedding, offline=None, load=loader.load_embedder)
+    fake = FakeEmbedder(dim=deferred.identity.dim)
+    fake.identity, fake.max_input_tokens = deferred.identity, deferred.max_input_tokens
+    fake.count_tokens = deferred.count_tokens  # type: ignore[method-assign]
+    fake.count_tokens_batch = deferred.count_tokens_batch  # type: ignore[method-assign]
+    return fake
+
+
+def _pair(root: Path) -> tuple[Path, Path]:
+    """Two identical copies of the KB at `root` (index included): one synced with reuse, one without."""
+    copies = (root.with_name(root.name + "-reuse"), root.with_name(root.name + "-noreuse"))
+    for copy in copies:
+        if copy.exists():
+            shutil.rmtree(copy)
+        shutil.copytree(root, copy, symlinks=True)
+    return copies
+
+
+def _both(root: Path, loads: _LoadCounter, change: object, **options: object) -> dict[str, object]:
+    """`change(copy)` applied to both copies, then the sync with reuse and the sync without."""
+    with_reuse, without = _pair(root)
+    change(with_reuse)  # type: ignore[operator]
+    change(without)  # type: ignore[operator]
+    reused = _timed_sync(with_reuse, loads, **options)
+    baseline = _timed_sync(without, loads, no_reuse=True, **options)
+    return {"reuse": reused, "no_reuse": baseline,
+            "speedup": baseline["seconds"] / reused["seconds"]}  # type: ignore[operator]
+
+
+def _manual_text(limit: int) -> str:
+    parts, size = ["# Python: what's new, all releases\n"], 0
+    for page in sorted((SHARED / "python-3.11-docs-rst" / "docs" / "whatsnew").glob("*.rst.txt"), reverse=True):
+        text = page.read_text(encoding="utf-8")
+        parts.append(text)
+        size += len(text.encode())
+        if size >= limit:
+            break
+    return "\n\n".join(parts)
+
+
+def _edit_one_paragraph(path: Path) -> None:
+    """Append a sentence to the first long prose paragraph past the middle of the document."""
+    text = path.read_text(encoding="utf-8")
+    paragraphs = text.split("\n\n")
+    middle = len(paragraphs) // 2
+    target = next(n for n in range(middle, len(paragraphs))
+                  if len(paragraphs[n]) > 300 and not paragraphs[n].startswith((" ", ".."))
+                  and paragraphs[n][:1].isalpha())
+    paragraphs[target] += " This sentence was added by the reuse benchmark."
+    path.write_text("\n\n".join(paragraphs), encoding="utf-8")
+
+
+def bench_reuse_one_edit(loads: _LoadCounter, edit_bytes: int) -> dict[str, object]:
+    from pinakes.index import schema
+    from pinakes.manifest import load_manifest
+    from pinakes.pipeline.graph import derive_graph
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+
+    root = WORK / "reuse-edit"
+    make_kb(root, [])
+    (root / "docs" / "manual.md").write_text(_manual_text(edit_bytes), encoding="utf-8")
+    report = run_sync(root, SyncOptions(quiet=True), embedder=_placeholder_model(root))  # type: ignore[arg-type]
+    assert report.ok, report.render_text()
+    before = set(stored_chunk_texts(root, "docs/manual.md"))
+    result = _both(root, loads, lambda copy: _edit_one_paragraph(copy / "docs" / "manual.md"))
+    after = stored_chunk_texts(root.with_name(root.name + "-reuse"), "docs/manual.md")
+    changed = [text for text in after if text not in before]
+    # The target's terms (issue #29): no-op + model load (only if needed) + 2 x pure embed of the
+    # changed chunks + graph, each measured here.
+    noop = _timed_sync(root.with_name(root.name + "-reuse"), loads)["seconds"]
+    embedder, batch_size = load_real_embedder(root)
+    pure = statistics.median(pure_embed(embedder, changed, batch_size)[0] for _ in range(3))
+    conn = schema.open_writer(root.with_name(root.name + "-reuse") / ".pinakes" / "index.db")
+    started = time.perf_counter()
+    derive_graph(conn, load_manifest(root / "pinakes.toml").kb.id)
+    graph = time.perf_counter() - started
+    conn.close()
+    model_load = result["reuse"]["model_load_seconds"]  # type: ignore[index]
+    target = noop + model_load + 2 * pure + graph  # type: ignore[operator]
+    # The same edit once more as a user runs it: whole `pnk sync` processes (start-up, imports, the
+    # doit pipeline), against a no-op process; the model load term is the one measured above (the
+    # process's first load, imports included).
+    copy = root.with_name(root.name + "-reuse")
+    subprocess.run([*PNK, "-C", str(copy), "sync", "-q"], check=True, capture_output=True)
+    noop_process, _ = timed([*PNK, "-C", str(copy), "sync", "-q"], 3)
+    _edit_one_paragraph(copy / "docs" / "manual.md")
+    started = time.perf_counter()
+    out = subprocess.run([*PNK, "-C", str(copy), "sync", "--json"], check=True, capture_output=True, text=True)
+    edit_process = time.perf_counter() - started
+    process_report = json.loads(out.stdout)
+    target_process = noop_process + model_load + 2 * pure + graph  # type: ignore[operator]
+    result.update({"document_bytes": (root / "docs" / "manual.md").stat().st_size, "chunks": len(after),
+                   "chunks_changed": len(changed), "noop_seconds": noop, "pure_embed_changed_seconds": pure,
+                   "graph_seconds": graph, "target_seconds": target,
+                   "target_met": result["reuse"]["seconds"] <= target,  # type: ignore[index,operator]
+                   "process": {"edit_seconds": edit_process, "noop_seconds": noop_process,
+                               "chunks_embedded": process_report["chunks_embedded"],
+                               "chunks_reused": process_report["chunks_reused"],
+                               "target_seconds": target_process, "target_met": edit_process <= target_process}})
+    return result
+
+
+def bench_reuse_extractor_switch(loads: _LoadCounter) -> dict[str, object] | None:
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+    from tests.kb_helpers import older_extractor
+
+    pdf = SHARED / "r-manuals-pdf" / "docs" / "R-data.pdf"
+    if not pdf.exists():
+        return None
+    root = WORK / "reuse-pdf"
+    make_kb(root, [(pdf, "docs/R-data.pdf")])
+    with older_extractor("pypdfium2"):  # the PDF extracted by the free extractor's previous version
+        report = run_sync(root, SyncOptions(quiet=True), embedder=_placeholder_model(root))  # type: ignore[arg-type]
+    assert report.ok, report.render_text()
+    result = _both(root, loads, lambda copy: None)  # today's extractor: a new build key, the same text
+    result["chunks"] = len(stored_chunk_texts(root))
+    return result
+
+
+def bench_reuse_demo(loads: _LoadCounter) -> dict[str, object]:
+    root = WORK / "reuse-demo"
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(REPO / "tests" / "demo-kb", root, ignore=shutil.ignore_patterns(".pinakes"))
+    cold = _timed_sync(root, loads)
+    rebuild = _both(root, loads, lambda copy: None, rebuild=True)
+    rebuild["cold"] = cold
+    rebuild["cold_over_rebuild"] = cold["seconds"] / rebuild["reuse"]["seconds"]  # type: ignore[index,operator]
+    folder = max((p for p in (root / "docs").iterdir() if p.is_dir()),
+                 key=lambda p: sum(f.stat().st_size for f in p.rglob("*") if f.is_file()))
+
+    def duplicate(copy: Path) -> None:
+        shutil.copytree(copy / "docs" / folder.name, copy / "docs" / f"{folder.name}-copy",
+                        ignore=shutil.ignore_patterns("*.pnk.yaml"))
+
+    duplicated = _both(root, loads, duplicate)
+    duplicated["folder"] = f"docs/{folder.name}"
+    return {"rebuild": rebuild, "duplicated_folder": duplicated,
+            "chunks": len(stored_chunk_texts(root)), "index_bytes": (root / ".pinakes" / "index.db").stat().st_size}
+
+
+def key_bytes_per_chunk(root: Path) -> dict[str, float]:
+    """What the text key costs in the index: the column and its index, from SQLite's own page
+    accounting (dbstat) when compiled in, else from a VACUUM INTO copy without them."""
+    index = root / ".pinakes" / "index.db"
+    conn = sqlite3.connect(index)
+    chunks = conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+    try:
+        key_index = conn.execute("SELECT SUM(pgsize) FROM dbstat WHERE name = 'embeddings_text_key'").fetchone()[0]
+    except sqlite3.Error:
+        key_index = None
+    stripped = WORK / "stripped.db"
+    stripped.unlink(missing_ok=True)
+    conn.execute("VACUUM INTO ?", (str(stripped),))
+    conn.close()
+    full = stripped.stat().st_size
+    copy = sqlite3.connect(stripped)
+    copy.execute("DROP INDEX embeddings_text_key")
+    copy.execute("UPDATE embeddings SET text_key = NULL")
+    copy.commit()
+    copy.execute("VACUUM")
+    copy.close()
+    without = stripped.stat().st_size
+    stripped.unlink()
+    return {"chunks": chunks, "index_bytes": full, "index_bytes_without_key": without,
+            "bytes_per_chunk": (full - without) / chunks,
+            "key_index_bytes_per_chunk": (key_index / chunks) if key_index else None}
+
+
+def bench_reuse(edit_bytes: int, cases: set[str]) -> dict[str, object]:
+    _import_pinakes()
+    loads = _LoadCounter()
+    results: dict[str, object] = {}
+    try:
+        if "edit" in cases:
+            results["one_edit"] = bench_reuse_one_edit(loads, edit_bytes)
+        if "pdf" in cases:
+            results["extractor_switch"] = bench_reuse_extractor_switch(loads)
+        if "demo" in cases:
+            results["demo"] = bench_reuse_demo(loads)
+            results["key_size"] = key_bytes_per_chunk(WORK / "reuse-demo")
+    finally:
+        loads.loader.load_embedder = loads.real  # type: ignore[assignment]
+    return results
+
+
+def _line(name: str, result: dict[str, object]) -> str:
+    reuse, base = result["reuse"], result["no_reuse"]
+    return (f"{name}: with reuse {reuse['seconds']:.2f}s ({reuse['chunks_embedded']} embedded, "  # type: ignore[index]
+            f"{reuse['chunks_reused']} reused, model loaded {reuse['model_loads']}x) vs without "  # type: ignore[index]
+            f"{base['seconds']:.2f}s ({base['chunks_embedded']} embedded) = {result['speedup']:.1f}x")  # type: ignore[index]
+
+
+def print_reuse(reuse: dict[str, object]) -> None:
+    if "one_edit" in reuse:
+        _print_one_edit(reuse["one_edit"])  # type: ignore[arg-type]
+    if reuse.get("extractor_switch") is not None:
+        print(_line("PDF switched between extractors, same text", reuse["extractor_switch"]), flush=True)  # type: ignore[arg-type]
+    if "demo" in reuse:
+        _print_demo(reuse)
+
+
+def _print_one_edit(edit: dict[str, object]) -> None:
+    print(_line(f"one paragraph edited, {edit['document_bytes'] / 1e6:.2f} MB / {edit['chunks']} chunks "  # type: ignore[index]
+                f"({edit['chunks_changed']} changed)", edit) + " (target >= 20x)", flush=True)  # type: ignore[index,arg-type]
+    print(f"  one-edit target: {edit['reuse']['seconds']:.2f}s vs no-op {edit['noop_seconds']:.2f}s + model load "  # type: ignore[index]
+          f"{edit['reuse']['model_load_seconds']:.2f}s + 2 x pure embed {edit['pure_embed_changed_seconds']:.3f}s "  # type: ignore[index]
+          f"+ graph {edit['graph_seconds']:.3f}s = {edit['target_seconds']:.2f}s: "  # type: ignore[index]
+          f"{'met' if edit['target_met'] else 'NOT met'} (in this process)", flush=True)  # type: ignore[index]
+    process = edit["process"]  # type: ignore[index]
+    print(f"  as processes: `pnk sync` after one more edit {process['edit_seconds']:.2f}s "  # type: ignore[index]
+          f"({process['chunks_embedded']} embedded, {process['chunks_reused']} reused) vs no-op process "  # type: ignore[index]
+          f"{process['noop_seconds']:.2f}s + model load + 2 x pure embed + graph = {process['target_seconds']:.2f}s: "  # type: ignore[index]
+          f"{'met' if process['target_met'] else 'NOT met'}", flush=True)  # type: ignore[index]
+
+
+def _print_demo(reuse: dict[str, object]) -> None:
+    demo = reuse["demo"]
+    rebuild = demo["rebuild"]  # type: ignore[index]
+    print(_line("--rebuild of the demo KB, same model", rebuild) +  # type: ignore[arg-type]
+          f"; cold sync {rebuild['cold']['seconds']:.2f}s = {rebuild['cold_over_rebuild']:.1f}x the rebuild "  # type: ignore[index]
+          "(target >= 5x)", flush=True)
+    print(_line(f"duplicated folder {demo['duplicated_folder']['folder']}", demo["duplicated_folder"]), flush=True)  # type: ignore[index,arg-type]
+    size = reuse["key_size"]
+    print(f"text key: {size['bytes_per_chunk']:.1f} bytes per chunk in the index ({size['index_bytes']} bytes "  # type: ignore[index]
+          f"with, {size['index_bytes_without_key']} without, {size['chunks']} vectors)", flush=True)  # type: ignore[index]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=10_000)
@@ -275,12 +561,24 @@ def main() -> None:
     parser.add_argument("--cold-repeat", type=int, default=2)
     parser.add_argument("--skip-noop", action="store_true", help="only the cold benchmark")
     parser.add_argument("--skip-cold", action="store_true", help="only the no-op and edit benchmarks")
+    parser.add_argument("--skip-reuse", action="store_true", help="leave out the vector-reuse scenarios (4)")
+    parser.add_argument("--only-reuse", action="store_true", help="only the vector-reuse scenarios (4)")
+    parser.add_argument("--edit-bytes", type=int, default=620_000,
+                        help="size of the one-edit document of (4): ~1,000 chunks at the default chunking")
+    parser.add_argument("--reuse-cases", default="edit,pdf,demo",
+                        help="which scenarios of (4) to run, comma-separated: edit, pdf, demo")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     source = freeze_source()
     print(f"source: {source}", flush=True)
     results: dict[str, object] = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "source": source,
                                   "machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}"}
+    if not args.skip_reuse:
+        reuse = bench_reuse(args.edit_bytes, set(args.reuse_cases.split(",")))
+        results["reuse"] = reuse
+        print_reuse(reuse)
+    if args.only_reuse:
+        args.skip_cold = args.skip_noop = True
     if not args.skip_cold:
         cold = bench_cold(args.cold_docs, args.cold_repeat)
         results["cold"] = cold
