@@ -91,6 +91,7 @@ def test_progress_shows_the_workers_alive() -> None:
     progress.advance(documents=1, bytes_done=5)
     lines = stream.getvalue().splitlines()
     assert "2 workers alive" in lines[0] and "1 worker alive" in lines[-1]
+    assert "sync: a cluster worker was lost; its batches go to the 1 worker left" in lines
 
 
 def _closed_port() -> int:

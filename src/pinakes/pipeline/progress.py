@@ -290,9 +290,14 @@ class SyncProgress:
             self._tick(bytes_done if self._by_bytes else documents)
 
     def workers_alive(self, count: int) -> None:
-        """How many cluster workers embed for this run now (shown beside the rate)."""
+        """How many cluster workers embed for this run now (shown beside the rate); a loss is also
+        announced at once, since a slower rate alone would not say why."""
         with self._lock:
+            lost = self.workers is not None and count < self.workers
             self.workers = count
+        if lost:
+            self.announce(f"a cluster worker was lost; its batches go to the {counted(count, 'worker')} left"
+                          if count else "every cluster worker was lost")
 
     def documents_fraction(self) -> str:
         """ "3/5 documents", "1/1 document": the noun agrees with the total."""
