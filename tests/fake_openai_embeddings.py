@@ -159,6 +159,11 @@ class FakeEmbeddings:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # One write per answer, sent at once: with the status line, headers and body as separate
+            # writes under Nagle, the body would wait for the client's delayed ACK (~40 ms), which is
+            # no server's real behaviour and would swamp what the bench measures.
+            disable_nagle_algorithm = True
+            wbufsize = -1
 
             def do_POST(self) -> None:
                 if fake.down:
@@ -192,6 +197,7 @@ class FakeEmbeddings:
                         self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(data)
+                    self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
                     pass
 
