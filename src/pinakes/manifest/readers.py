@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from pinakes import __version__
 from pinakes.extract.registry import PDF_BACKENDS
@@ -33,8 +34,11 @@ from pinakes.manifest.sections import (
     FEATURES,
     GRAPH_CHANNELS,
     HEADING_GRAMMARS,
+    LOCAL_EMBEDDING_PROVIDERS,
     MODEL,
     ON_EXCEED,
+    REMOTE_EMBEDDING_KEYS,
+    REMOTE_EMBEDDING_PROVIDER,
     REQUIRED_SECTIONS,
     SIGNALS,
     TOP_LEVEL_SECTIONS,
@@ -92,7 +96,9 @@ def _read_manifest(data: Mapping[str, object], path: Path, problems: _Problems) 
     extraction = _read_extraction(tables["extraction"])
     chunking = _read_chunking(tables["chunking"])
     retrieval = _read_retrieval(tables["retrieval"])
-    rerank = _read_rerank(tables["rerank"], default_provider=embedding.provider)
+    # A remote embedding model's reranker still runs in process: the lighter local provider.
+    rerank = _read_rerank(tables["rerank"], default_provider=embedding.provider if embedding.provider in
+                          LOCAL_EMBEDDING_PROVIDERS else LOCAL_EMBEDDING_PROVIDERS[1])
     budget = _read_budget(tables["budget"])
     deep = _read_deep(tables["deep"])
     links = _read_links(tables["links"])
@@ -192,7 +198,37 @@ def _read_embedding(table: _Table) -> EmbeddingSection:
         batch_size=table.integer("batch_size", 32, minimum=1),
         executor=table.choice("executor", "local", EMBEDDING_EXECUTORS),
         ray_address=table.optional_string("ray_address", '"auto"'),
+        **_read_remote_embedding(table),
     )
+
+
+def _read_remote_embedding(table: _Table) -> dict[str, Any]:
+    """The remote provider's keys: required with `provider = "openai-compatible"`, refused without it
+    (a key the chosen provider ignores is not a setting)."""
+    if table.raw_value("provider") != REMOTE_EMBEDDING_PROVIDER:
+        for name in REMOTE_EMBEDDING_KEYS:
+            if table.has(name):
+                table.fail(name, f'only applies to provider = "{REMOTE_EMBEDDING_PROVIDER}"',
+                           "delete the line, or set the provider it belongs to")
+        return {}
+    base_url = table.required_string("base_url", '"http://127.0.0.1:11434/v1"')
+    if base_url and not base_url.startswith(("http://", "https://")):
+        table.fail("base_url", f"{base_url!r} is not an http:// or https:// URL",
+                   'write the endpoint\'s root, e.g. base_url = "http://127.0.0.1:11434/v1"')
+    api_key_env = table.optional_string("api_key_env", '"OPENAI_API_KEY"')
+    if api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
+        table.fail("api_key_env", f"{api_key_env!r} is not an environment variable's name (the key "
+                                  "itself never goes in the manifest)",
+                   'name the variable that holds the key, e.g. api_key_env = "OPENAI_API_KEY"')
+    return {
+        "base_url": base_url,
+        "api_key_env": api_key_env,
+        "concurrency": table.integer("concurrency", 4, minimum=1),
+        "timeout_s": table.integer("timeout_s", 60, minimum=1),
+        "max_input_tokens": table.integer("max_input_tokens", 512, minimum=1),
+        "tokenizer": table.optional_string("tokenizer", '"models/bge-m3/tokenizer.json"'),
+        "input_usd_per_mtok": table.money("input_usd_per_mtok", Decimal(0), unit="USD") or None,  # 0: free
+    }
 
 
 def _read_extraction(table: _Table) -> ExtractionSection:
@@ -333,7 +369,7 @@ def _absent_number(table: _Table, name: str) -> float:
 
 def _read_rerank(table: _Table, *, default_provider: str) -> RerankSection:
     return RerankSection(
-        provider=table.choice("provider", default_provider, EMBEDDING_PROVIDERS),
+        provider=table.choice("provider", default_provider, LOCAL_EMBEDDING_PROVIDERS),
         model=table.optional_string("model", f'"{DEFAULT_RERANK_MODEL}"') or DEFAULT_RERANK_MODEL,
         revision=table.optional_string("revision", '"<commit hash>"'),
         batch_size=table.integer("batch_size", 16, minimum=1),

@@ -18,12 +18,18 @@ from pinakes.extract.source_types import SUFFIX_TO_TYPE
 from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest.patterns import _GlobSet, _is_within
 
+# The [embedding] keys of the remote provider (`provider = "openai-compatible"`), refused with any other.
+REMOTE_EMBEDDING_PROVIDER = "openai-compatible"
+REMOTE_EMBEDDING_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "max_input_tokens",
+                         "tokenizer", "input_usd_per_mtok")
+
 # Every section and the keys it accepts. The readers may take only declared keys, and any
 # other key in the file is reported as unknown, so this table is the whole vocabulary.
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "kb": ("name", "id", "requires_pinakes", "template", "description"),
     "sources": ("roots", "include", "exclude"),
-    "embedding": ("provider", "model", "dim", "revision", "batch_size", "executor", "ray_address"),
+    "embedding": ("provider", "model", "dim", "revision", "batch_size", "executor", "ray_address",
+                  *REMOTE_EMBEDDING_KEYS),
     "extraction": ("backend", "model"),
     "chunking": ("strategy", "max_tokens", "overlap", "headings"),
     "retrieval": (
@@ -45,7 +51,8 @@ TOP_LEVEL_SECTIONS = ("kb", "sources", "embedding", "extraction", "chunking", "r
                       "budget", "deep", "links", "ci")
 REQUIRED_SECTIONS = ("kb", "sources", "embedding")
 
-EMBEDDING_PROVIDERS = ("sentence-transformers", "fastembed")
+EMBEDDING_PROVIDERS = ("sentence-transformers", "fastembed", REMOTE_EMBEDDING_PROVIDER)
+LOCAL_EMBEDDING_PROVIDERS = EMBEDDING_PROVIDERS[:2]  # the ones that also rerank, in process
 EMBEDDING_EXECUTORS = ("local", "ray")
 CHUNKING_STRATEGIES = ("structural",)
 HEADING_GRAMMARS = ("none", "numbered")
@@ -129,6 +136,24 @@ class SourcesSection:
 
 
 @dataclass(frozen=True)
+class RemoteEmbedding:
+    """Where and how an OpenAI-compatible `/v1/embeddings` endpoint is reached (embed/provider_openai.py).
+
+    `api_key_env` names the environment variable holding the key, never the key: a manifest is
+    committed. `max_input_tokens` is the model's input limit as `tokenizer` counts (a local
+    tokenizer.json, KB-relative or absolute); without a tokenizer, tokens are bounded by UTF-8 bytes.
+    `input_usd_per_mtok`: the price per million input tokens; None means the user asserts it is free."""
+
+    base_url: str
+    api_key_env: str | None = None
+    concurrency: int = 4
+    timeout_s: float = 60.0
+    max_input_tokens: int = 512
+    tokenizer: str | None = None
+    input_usd_per_mtok: Decimal | None = None
+
+
+@dataclass(frozen=True)
 class EmbeddingSection:
     provider: str
     model: str
@@ -139,6 +164,22 @@ class EmbeddingSection:
     # (embed/executor_ray.py). The vectors are the same either way, so neither enters a build key.
     executor: str = "local"
     ray_address: str | None = None  # None: Ray's own conventions (RAY_ADDRESS, else "auto")
+    # The remote provider's keys (RemoteEmbedding says what each means); None/defaults otherwise.
+    base_url: str | None = None
+    api_key_env: str | None = None
+    concurrency: int = 4
+    timeout_s: int = 60
+    max_input_tokens: int = 512
+    tokenizer: str | None = None
+    input_usd_per_mtok: Decimal | None = None
+
+    @property
+    def remote(self) -> RemoteEmbedding | None:
+        """The endpoint, when the provider is the remote one."""
+        if self.provider != REMOTE_EMBEDDING_PROVIDER or self.base_url is None:
+            return None
+        return RemoteEmbedding(self.base_url, self.api_key_env, self.concurrency, float(self.timeout_s),
+                               self.max_input_tokens, self.tokenizer, self.input_usd_per_mtok)
 
 
 @dataclass(frozen=True)

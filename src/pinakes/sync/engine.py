@@ -148,12 +148,17 @@ def _open_index(paths: KBPaths, manifest: Manifest, options: SyncOptions, report
     from pinakes.pipeline.progress import SyncProgress
 
     rebuild = options.rebuild
+    if embedder is None and manifest.embedding.remote is not None:
+        # Before anything is written: an endpoint that is down stops the sync here, and the probe
+        # fingerprints the model behind it (embed/provider_openai.py).
+        embedder = _probe_remote_model(paths, manifest)
     if not rebuild and paths.index_db.exists():
         conn = schema.open_writer(paths.index_db)
-        if index_model_changed(conn, manifest):
+        swapped = _remote_model_swapped(conn, embedder) if manifest.embedding.remote is not None else None
+        if swapped or index_model_changed(conn, manifest):
             conn.close()
-            report.notes.append("the embedding model changed since the index was built: rebuilding "
-                                "the whole index (vectors from two models cannot be mixed)")
+            report.notes.append(f"{swapped or 'the embedding model changed since the index was built'}: "
+                                "rebuilding the whole index (vectors from two models cannot be mixed)")
             report.mode = "rebuild"
             rebuild = True
     previous: sqlite3.Connection | None = None
@@ -347,6 +352,27 @@ def index_model_changed(conn: sqlite3.Connection, manifest: Manifest) -> bool:
     except ModelMismatchError:
         return conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
     return False
+
+
+def _probe_remote_model(paths: KBPaths, manifest: Manifest) -> Embedder:
+    from pinakes.embed import check_max_tokens, load_for_kb
+
+    embedder = load_for_kb(paths.root, manifest)
+    try:
+        check_max_tokens(manifest.chunking.max_tokens, embedder)
+    except PinakesError as exc:
+        exc.path = paths.manifest
+        raise
+    return embedder
+
+
+def _remote_model_swapped(conn: sqlite3.Connection, embedder: Embedder | None) -> str | None:
+    """Why the index's vectors no longer match the remote model (its fingerprint moved), or None."""
+    from pinakes.embed.coherence import fingerprint_change
+
+    if embedder is None or conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is None:
+        return None
+    return fingerprint_change(schema.read_meta(conn), embedder.identity)
 
 
 def _walk_found_cache(found: walk.WalkResult) -> bool:
