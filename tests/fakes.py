@@ -61,7 +61,8 @@ class HashEmbedder(FakeEmbedder):
 class VectorTableEmbedder(HashEmbedder):
     """Hand-placed vectors: a text in `table` embeds as its vector (normalised), any other text by
     its hashed words; every query embeds as `query` when given. For tests that reason about exact
-    cosines, built through a real sync: the chunk texts the sync embeds are the table's keys."""
+    cosines, built through a real sync: the chunk texts the sync embeds are the table's keys (the
+    sync embeds each chunk's context, a blank line, then its text: the context is set aside here)."""
 
     def __init__(self, table: Mapping[str, Sequence[float]], query: Sequence[float] | None = None,
                  model: str = "test/vector-table"):
@@ -74,14 +75,25 @@ class VectorTableEmbedder(HashEmbedder):
         self.embedded: list[str] = []  # every document text the sync asked for, in order
 
     def _vector(self, text: str) -> np.ndarray:
-        return self.table[text] if text in self.table else super()._vector(text)
+        chunk = _chunk_text(text)
+        return self.table[chunk] if chunk in self.table else super()._vector(text)
 
     def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         self.embedded.extend(texts)
         return super().embed_documents(texts, batch_size)
 
+    @property
+    def embedded_chunks(self) -> list[str]:
+        """The chunk texts of `embedded`, their contexts set aside."""
+        return [_chunk_text(text) for text in self.embedded]
+
     def embed_query(self, text: str) -> np.ndarray:
         return self.query if self.query is not None else super().embed_query(text)
+
+
+def _chunk_text(embedded: str) -> str:
+    """The chunk's own text in what the sync embeds (its context, a blank line, its text)."""
+    return embedded.split("\n\n", 1)[1] if "\n\n" in embedded else embedded
 
 
 def _unit(vector: Sequence[float]) -> np.ndarray:

@@ -101,7 +101,7 @@ def test_search_reports_the_rerank_level_and_suggests_only_when_weak(index, top,
     path, embedder = index
     settings = SearchSettings(rerank=True, confidence=RERANK_FIT)
     with Searcher(path, settings, embedder=embedder, reranker=ConstantReranker(top)) as searcher:
-        result = searcher.search("kafka replication")
+        result = searcher.search("replication copies")
     assert result.confidence.level == expected
     assert result.confidence.signal == pytest.approx(top)
     assert (result.suggested_next is None) == (expected in ("high", "medium"))
@@ -110,10 +110,10 @@ def test_search_reports_the_rerank_level_and_suggests_only_when_weak(index, top,
 def test_uncalibrated_search_is_unknown_and_suggests_a_next_search(index):
     path, embedder = index
     with Searcher(path, SearchSettings(rerank=False), embedder=embedder) as searcher:
-        result = searcher.search("kafka replication")
+        result = searcher.search("replication copies")
     assert result.confidence.level == "unknown"
     assert result.suggested_next is not None
-    assert result.suggested_next.query.startswith("kafka replication ")
+    assert result.suggested_next.query.startswith("replication copies ")
 
 
 def test_suggestion_drops_words_the_index_never_saw(index):

@@ -48,7 +48,7 @@ def test_vector_search_drops_non_positive_cosines_instead_of_padding(tmp_path):
               "opposite": [-1.0, 0.0, 0.0]}
     embedder = VectorTableEmbedder(placed, query=[1.0, 0.0, 0.0])
     index = build_kb(tmp_path / "kb", searchable({f"{word}.md": f"{word}\n" for word in placed}), embedder)
-    assert sorted(embedder.embedded) == sorted(placed)  # every chunk got its placed vector
+    assert sorted(embedder.embedded_chunks) == sorted(placed)  # every chunk got its placed vector
     with Searcher(index, SearchSettings(rerank=False, final_k=10), embedder=embedder) as searcher:
         result = searcher.search("anything", mode="vector")
     assert [(p.path, p.scores.cosine) for p in result.passages] == [("docs/same.md", 1.0), ("docs/close.md", 0.6)]

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pinakes.pipeline.context import embedding_input
 from pinakes.pipeline.progress import MIN_BAR_COLUMNS, SyncProgress
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
@@ -377,7 +378,8 @@ def test_a_closed_stream_never_raises() -> None:
 
 CHILD = textwrap.dedent("""
     import io, sys, time
-    from pinakes.pipeline.progress import MIN_BAR_COLUMNS, SyncProgress
+    from pinakes.pipeline.context import embedding_input
+from pinakes.pipeline.progress import MIN_BAR_COLUMNS, SyncProgress
 
     progress = SyncProgress.for_stream(sys.stderr, quiet=sys.argv[1] == "quiet")
     print(progress.mode, flush=True)
@@ -506,10 +508,11 @@ def test_while_chunks_are_embedded_the_field_names_their_document(tmp_path: Path
     slow.showing = lambda: made[-1].current_display
     report = run_sync(kb, SyncOptions(), embedder=slow, progress_stream=io.StringIO())  # type: ignore[arg-type]
     assert report.ok and len(report.added) == 7
-    owner = {}  # each chunk's text -> its document, from what the sync indexed
+    owner = {}  # each chunk's embedded text (its context, then its text) -> its document, from the index
     conn = sqlite3.connect(kb / ".pinakes" / "index.db")
-    for text, path in conn.execute("SELECT c.text, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id"):
-        owner[text] = path
+    for text, context, path in conn.execute(
+            "SELECT c.text, c.context, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id"):
+        owner[embedding_input(context or "", text)] = path
     conn.close()
     assert len(slow.seen) >= 3
     for showing, texts in slow.seen:

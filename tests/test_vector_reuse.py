@@ -139,7 +139,7 @@ def test_a_rebuild_with_no_reuse_embeds_every_chunk(tmp_path: Path) -> None:
     before = vector_rows(root)
     model = Recording()
     report = sync(root, model, rebuild=True, no_reuse=True)
-    assert report.chunks_embedded == len({row[2] for row in before}) and report.chunks_reused == len(before) - report.chunks_embedded
+    assert report.chunks_embedded == len({row[4] for row in before}) and report.chunks_reused == len(before) - report.chunks_embedded
     assert len(set(model.embedded)) == report.chunks_embedded
     assert "--no-reuse" in (report.vector_reuse or "")
     assert vector_rows(root) == before
@@ -186,7 +186,7 @@ def test_a_damaged_old_index_is_not_reused_and_the_report_says_so(tmp_path: Path
         _set_first_vector(index, vector[:32].tobytes() if damage == "wrong-dim" else vector.tobytes())
     model = Recording()
     report = sync(root, model, rebuild=True)
-    distinct = {row[2] for row in before}
+    distinct = {row[4] for row in before}
     assert report.chunks_embedded == len(distinct)  # every text embedded anew (each distinct text once)
     assert report.vector_reuse is not None and report.vector_reuse.startswith("old index not reused")
     assert "old index not reused" in report.render_text()

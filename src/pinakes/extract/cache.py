@@ -117,6 +117,7 @@ class ExtractCache:
             "text": extracted.text,
             "pages": [list(span) for span in extracted.pages] if extracted.pages is not None else None,
             "pages_without_text": list(extracted.pages_without_text),
+            "running_heads": list(extracted.running_heads),
             "audit": dict(audit) if audit is not None else None,
         }
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -250,8 +251,11 @@ def _parse_entry(payload: object) -> CachedExtraction | None:
     without_text = payload.get("pages_without_text", [])
     if not (isinstance(without_text, list) and all(type(number) is int for number in without_text)):
         return None
+    heads = payload.get("running_heads", [])  # added with layout 2; an older entry has none
+    if not (isinstance(heads, list) and all(isinstance(head, str) for head in heads)):
+        return None
     extracted = ExtractedText(text=text, pages=page_spans, backend=backend, fingerprint=fingerprint,
-                              pages_without_text=tuple(without_text))
+                              pages_without_text=tuple(without_text), running_heads=tuple(heads))
     audit = payload.get("audit")  # added after the schema's first release, like pages_without_text
     return CachedExtraction(content_hash, extracted, paid, operation_id,
                             tuple(call_ids) if call_ids is not None else None,

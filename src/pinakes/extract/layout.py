@@ -36,7 +36,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-LAYOUT_VERSION = "1"
+# 2: the stripped running heads are kept beside the text (`ExtractedText.running_heads`).
+LAYOUT_VERSION = "2"
 
 # (text, left, bottom, right, top) in PDF user space.
 Glyph = tuple[str, float, float, float, float]
@@ -58,6 +59,8 @@ HEAD_ZONE_LINES = 2
 HEAD_WINDOW = 4
 # Recurrence over fewer pages than this is too weak to call a line a head: nothing is stripped.
 MIN_HEAD_PAGES = 4
+# Distinct stripped heads kept per document, for its context (`layout_with_heads`).
+MAX_KEPT_HEADS = 12
 
 _HYPHEN_MARKERS = {"\x02": "-", "\u00ad": "-", "\u2010": "-", "\u2011": "-"}
 # C0/C1 controls, lone surrogates and the noncharacters pdfium uses for unmapped glyphs.
@@ -345,12 +348,36 @@ def render(lines: Sequence[tuple[str, bool]]) -> str:
 def layout_document(pages: Sequence[Sequence[Glyph]], *, head_threshold: float,
                     options: LayoutOptions = LayoutOptions()) -> list[str]:
     """Every page's glyphs -> every page's text, in reading order, heads stripped, words joined."""
+    return layout_with_heads(pages, head_threshold=head_threshold, options=options)[0]
+
+
+def layout_with_heads(pages: Sequence[Sequence[Glyph]], *, head_threshold: float,
+                      options: LayoutOptions = LayoutOptions()) -> tuple[list[str], tuple[str, ...]]:
+    """`layout_document`'s page texts, and the running heads and feet step 4 stripped from them:
+    each distinct line once (by its signature), in page order, at most MAX_KEPT_HEADS. Not body
+    text, but what names the document on every page (its document context, pipeline/context.py)."""
     segmented = [segments_from_words(words_from_glyphs(glyphs)) for glyphs in pages]
+    heads: tuple[str, ...] = ()
     if options.strip_running_heads:
-        segmented = strip_running_heads(segmented, head_threshold)
+        stripped = strip_running_heads(segmented, head_threshold)
+        heads = _distinct_heads(segmented, stripped)
+        segmented = stripped
     ordered = [reading_order(page) if options.reading_order else sorted(page, key=lambda s: (s.line, s.x0))
                for page in segmented]
     lines = [page_lines(page) for page in ordered]
     if options.join_hyphens:
         lines = join_hyphenated(lines)
-    return [render(page) for page in lines]
+    return [render(page) for page in lines], heads
+
+
+def _distinct_heads(before: Sequence[Sequence[Segment]], after: Sequence[Sequence[Segment]]) -> tuple[str, ...]:
+    kept = {id(segment) for page in after for segment in page}
+    heads: dict[str, str] = {}
+    for page in before:
+        for segment in page:
+            signature = head_signature(segment.text)
+            if id(segment) not in kept and signature.strip("# ") and signature not in heads:
+                heads[signature] = segment.text
+                if len(heads) == MAX_KEPT_HEADS:
+                    return tuple(heads.values())
+    return tuple(heads.values())

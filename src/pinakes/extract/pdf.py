@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pinakes.errors import MissingExtraError, SourceError
 from pinakes.extract.floors import load_floors
-from pinakes.extract.layout import Glyph, layout_document
+from pinakes.extract.layout import Glyph, layout_with_heads
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.types import ExtractedText
 from pinakes.faults import faultpoint
@@ -78,12 +78,12 @@ def extract_in_process(path: Path, source_type: str = "pdf") -> ExtractedText:
                           path=path) from exc
     finally:
         document.close()
-    page_texts = layout_document([page.glyphs for page in read_pages],
-                                 head_threshold=floors.running_head_threshold)
+    page_texts, heads = layout_with_heads([page.glyphs for page in read_pages],
+                                          head_threshold=floors.running_head_threshold)
     without_text = pages_without_text(read_pages, floors.text_yield_floor)
 
     return ExtractedText.from_pages(page_texts, separator, backend=BACKEND, fingerprint=spec.fingerprint(),
-                                    pages_without_text=without_text)
+                                    pages_without_text=without_text, running_heads=heads)
 
 
 @dataclass(frozen=True, slots=True)

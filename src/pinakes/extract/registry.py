@@ -77,7 +77,7 @@ EXTRACTORS: dict[str, ExtractorSpec] = {
             source_types=("pdf",),
             # pdf.py: glyph geometry through layout.py (reading order, running heads, hyphens, NFKC);
             # pages joined by page_separator. LAYOUT_VERSION is layout.py's; keep the two in step.
-            constants={"version": "2", "page_separator": "\n\n", "layout": "1"},
+            constants={"version": "2", "page_separator": "\n\n", "layout": "2"},
             fitted_floors=True,
         ),
         ExtractorSpec(

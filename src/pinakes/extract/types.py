@@ -26,6 +26,9 @@ class ExtractedText:
     backend: str
     fingerprint: str
     pages_without_text: tuple[int, ...] = ()
+    # The running heads and feet a PDF's layout stripped from `text` (extract/layout.py), kept as the
+    # document's context (pipeline/context.py): not body text, never part of a chunk.
+    running_heads: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.pages is None:
@@ -46,7 +49,7 @@ class ExtractedText:
 
     @classmethod
     def from_pages(cls, page_texts: Sequence[str], separator: str, *, backend: str, fingerprint: str,
-                   pages_without_text: tuple[int, ...] = ()) -> ExtractedText:
+                   pages_without_text: tuple[int, ...] = (), running_heads: tuple[str, ...] = ()) -> ExtractedText:
         """Join the pages' texts with `separator`, recording each page's span."""
         parts: list[str] = []
         spans: list[tuple[int, int]] = []
@@ -59,4 +62,4 @@ class ExtractedText:
             parts.append(page_text)
             position += len(page_text)
         return cls(text="".join(parts), pages=tuple(spans), backend=backend, fingerprint=fingerprint,
-                   pages_without_text=pages_without_text)
+                   pages_without_text=pages_without_text, running_heads=running_heads)

@@ -79,39 +79,46 @@ CREATE TABLE chunks (
     page_start   INTEGER,                             -- 1-indexed; NULL for a non-paged source
     page_end     INTEGER,
     fts_text     TEXT,                                -- what FTS5 indexes when not `text` (search/scripts.py)
+    context      TEXT,                                -- the document context + heading trail (pipeline/context.py)
     UNIQUE (doc_id, ordinal)
 );
 
 -- FTS5 indexes each chunk's shadow text (Han, kana and Hangul runs as character bigrams) where it
--- has one, its text otherwise; the view is the external content, so 'rebuild' and
--- 'integrity-check' read exactly what the triggers wrote.
-CREATE VIEW chunks_fts_source AS SELECT id, coalesce(fts_text, text) AS text FROM chunks;
+-- has one, its text otherwise, and its context as a second column with its own weight
+-- (search/bm25.py); the view is the external content, so 'rebuild' and 'integrity-check' read
+-- exactly what the triggers wrote.
+CREATE VIEW chunks_fts_source AS SELECT id, coalesce(fts_text, text) AS text, context FROM chunks;
 CREATE VIRTUAL TABLE chunks_fts USING fts5 (
     text,
+    context,
     content = 'chunks_fts_source',
     content_rowid = 'id',
     tokenize = '{FTS_TOKENIZE}'
 );
 CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts (rowid, text) VALUES (new.id, coalesce(new.fts_text, new.text));
+    INSERT INTO chunks_fts (rowid, text, context) VALUES (new.id, coalesce(new.fts_text, new.text), new.context);
 END;
 CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, coalesce(old.fts_text, old.text));
+    INSERT INTO chunks_fts (chunks_fts, rowid, text, context)
+        VALUES ('delete', old.id, coalesce(old.fts_text, old.text), old.context);
 END;
 -- The sync never rewrites a chunk's text (it replaces the chunk); should anything else, its term
 -- counts go, and the keyword side ranks the queries that meet it by FTS5's bm25() alone.
-CREATE TRIGGER chunks_fts_update AFTER UPDATE OF text, fts_text ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, coalesce(old.fts_text, old.text));
-    INSERT INTO chunks_fts (rowid, text) VALUES (new.id, coalesce(new.fts_text, new.text));
+CREATE TRIGGER chunks_fts_update AFTER UPDATE OF text, fts_text, context ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, text, context)
+        VALUES ('delete', old.id, coalesce(old.fts_text, old.text), old.context);
+    INSERT INTO chunks_fts (rowid, text, context) VALUES (new.id, coalesce(new.fts_text, new.text), new.context);
     DELETE FROM chunk_terms WHERE chunk_id = old.id;
 END;
 
--- Each chunk's terms as chunks_fts's tokenizer produced them, and how often (index/terms.py): the
--- keyword side scores BM25 with its own k1 and b from these, which FTS5's bm25() fixes.
+-- Each chunk's terms as chunks_fts's tokenizer produced them, and how often in its text and in its
+-- context (index/terms.py): the keyword side scores BM25 with its own k1 and b and the context's
+-- own weight from these, which FTS5's bm25() fixes.
 CREATE TABLE chunk_terms (
-    chunk_id  INTEGER NOT NULL REFERENCES chunks (id) ON DELETE CASCADE,
-    term      TEXT NOT NULL,
-    frequency INTEGER NOT NULL,
+    chunk_id          INTEGER NOT NULL REFERENCES chunks (id) ON DELETE CASCADE,
+    term              TEXT NOT NULL,
+    frequency         INTEGER NOT NULL,
+    context_frequency INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (chunk_id, term)
 ) WITHOUT ROWID;
 

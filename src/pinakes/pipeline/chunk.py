@@ -32,6 +32,7 @@ def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chu
     max_tokens too large for the model), which stops the whole run."""
     from pinakes.chunking import chunk_text
     from pinakes.extract.source_types import markup_for
+    from pinakes.pipeline.context import CONTEXT_TOKENS
 
     ctx.progress.document(item.path, phase="chunking")
     chunking = ctx.manifest.chunking
@@ -40,8 +41,10 @@ def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chu
                               "chunk and count first; this document alone takes a while")
     try:
         embedder = ctx.get_embedder()
-        chunks = chunk_text(extracted.text, item.source_type, max_tokens=chunking.max_tokens,
-                            overlap=chunking.overlap, headings=chunking.headings,
+        # Room for the chunk's context ahead of it in the model's input (pipeline/context.py).
+        max_tokens = max(1, min(chunking.max_tokens, embedder.max_input_tokens - CONTEXT_TOKENS))
+        chunks = chunk_text(extracted.text, item.source_type, max_tokens=max_tokens,
+                            overlap=min(chunking.overlap, max_tokens - 1), headings=chunking.headings,
                             count_tokens=embedder.count_tokens, pages=extracted.pages,
                             markup=markup_for(item.path) if item.source_type == "text" else None)
     except PinakesError:

@@ -28,6 +28,7 @@ from pinakes.index.schema import index_error, transaction, write_meta
 from pinakes.index.terms import record_term_frequencies
 from pinakes.lexical.scripts import shadow
 from pinakes.links.store import write_links
+from pinakes.pipeline.context import chunk_context, document_context, embedding_input, fit_context
 from pinakes.pipeline.vector_reuse import reuse_for
 
 if TYPE_CHECKING:
@@ -73,9 +74,27 @@ def _cross_document_batches(ctx: SyncContext, items: list[DocWork]) -> Iterator[
         yield batch
 
 
-def embedding_text_of(chunk: Chunk) -> str:
-    """The text the model embeds for a chunk (the one place that decides it)."""
-    return chunk.text
+def embedding_text_of(chunk: Chunk, context: str) -> str:
+    """The text the model embeds for a chunk (the one place that decides it): its context, already
+    fitted beside it in the model's input (`chunk_contexts`), then its text."""
+    return embedding_input(context, chunk.text)
+
+
+def chunk_contexts(ctx: SyncContext, item: DocWork) -> list[str] | None:
+    """Each of `item`'s chunks' context (pipeline/context.py), fitted beside the chunk within the
+    model's input; None when its sidecar cannot be read (recorded: the document failed)."""
+    if item.sidecar is None and not _load_sidecar(ctx, item):
+        return None
+    assert item.sidecar is not None
+    extracted = ctx.group.extracted[item.doc_id]
+    front_matter = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
+    document = document_context(item.sidecar.title or item.text_title, item.path,
+                                running_heads=extracted.running_heads,
+                                declared_words=front_matter.searchable_words())
+    embedder = ctx.get_embedder()
+    return [fit_context(chunk_context(document, chunk.heading_path), chunk.text, chunk.token_count,
+                        embedder.max_input_tokens, embedder.count_tokens)
+            for chunk in ctx.group.chunks[item.doc_id]]
 
 
 def vectors_of(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
@@ -95,7 +114,12 @@ def compute_vectors(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
 
 
 def _embed_small_batch(ctx: SyncContext, batch: list[DocWork]) -> None:
-    texts = [embedding_text_of(chunk) for item in batch for chunk in ctx.group.chunks[item.doc_id]]
+    contexts = {item.doc_id: chunk_contexts(ctx, item) for item in batch}
+    batch = [item for item in batch if contexts[item.doc_id] is not None]
+    if not batch:
+        return
+    texts = [embedding_text_of(chunk, context) for item in batch
+             for chunk, context in zip(ctx.group.chunks[item.doc_id], contexts[item.doc_id] or (), strict=True)]
     ctx.progress.document(batch[0].path, phase="embedding", others=len(batch) - 1)
     try:
         vectors = vectors_of(ctx, texts)
@@ -112,12 +136,18 @@ def _embed_small_batch(ctx: SyncContext, batch: list[DocWork]) -> None:
         rows = vectors[offset:offset + count]
         offset += count
         ctx.progress.document(item.path, phase="writing")
-        write_document(ctx, item, lambda _chunks, start, rows=rows: rows[start:start + len(_chunks)])
+        write_document(ctx, item, contexts[item.doc_id] or [],
+                       lambda _chunks, start, rows=rows: rows[start:start + len(_chunks)])
 
 
 def _write_streaming(ctx: SyncContext, item: DocWork) -> None:
     ctx.progress.document(item.path, phase="embedding")
-    write_document(ctx, item, lambda chunks, _start: vectors_of(ctx, [embedding_text_of(chunk) for chunk in chunks]))
+    contexts = chunk_contexts(ctx, item)
+    if contexts is None:
+        return
+    write_document(ctx, item, contexts, lambda chunks, start: vectors_of(
+        ctx, [embedding_text_of(chunk, context)
+              for chunk, context in zip(chunks, contexts[start:start + len(chunks)], strict=True)]))
 
 
 def _load_sidecar(ctx: SyncContext, item: DocWork) -> bool:
@@ -135,18 +165,11 @@ def _load_sidecar(ctx: SyncContext, item: DocWork) -> bool:
     return True
 
 
-def keyword_text_of(chunk: Chunk, declared_words: str) -> str:
-    """What the keyword index reads for a chunk (`chunks.fts_text` when it is not the chunk's text):
-    the first chunk also carries the words the document's front matter declares (title, aliases,
-    description: extract/front_matter.py), where an H1 title would stand. The chunk's text, its span
-    and every citation stay the document's own characters."""
-    if chunk.ordinal == 0 and declared_words:
-        return f"{declared_words}\n\n{chunk.text}"
-    return chunk.text
-
-
-def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -> None:
+def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vectors_for: VectorSource) -> None:
     """Everything the index says about one document, in one transaction.
+
+    `contexts` holds each chunk's context (`chunk_contexts`), stored beside it in `chunks.context`:
+    the keyword side's second field, never part of the chunk's text, span or citation.
 
     `vectors_for(chunks, offset)` gives the vectors of a slice of the document's chunks; a failure
     there rolls the whole document back and records it as failed.
@@ -162,7 +185,6 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
     # source has them, a text source's offsets address the file itself.
     extracted_by = (extracted.backend, extracted.fingerprint) if extracted.pages is not None else (None, None)
     front_matter = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
-    declared_words = front_matter.searchable_words()
     now = datetime.now(UTC).isoformat(timespec="seconds")
     try:
         with transaction(conn):
@@ -187,22 +209,24 @@ def write_document(ctx: SyncContext, item: DocWork, vectors_for: VectorSource) -
             conn.execute("DELETE FROM chunks WHERE doc_id = ?", (item.doc_id,))
             for start in range(0, len(chunks), EMBED_SLICE_CHUNKS):
                 part = chunks[start:start + EMBED_SLICE_CHUNKS]
+                part_contexts = contexts[start:start + EMBED_SLICE_CHUNKS]
                 vectors = vectors_for(part, start)
-                keys = reuse.keys([embedding_text_of(chunk) for chunk in part])
-                written: list[tuple[int, str]] = []
-                for position, chunk in enumerate(part):
+                keys = reuse.keys([embedding_text_of(chunk, context)
+                                   for chunk, context in zip(part, part_contexts, strict=True)])
+                written: list[tuple[int, str, str]] = []
+                for position, (chunk, context) in enumerate(zip(part, part_contexts, strict=True)):
                     heading = (json.dumps(list(chunk.heading_path), ensure_ascii=False)
                                if chunk.heading_path else None)
-                    keyword_text = keyword_text_of(chunk, declared_words)
                     cursor = conn.execute(
                         "INSERT INTO chunks (doc_id, ordinal, text, char_start, char_end, token_count, "
-                        "heading_path, page_start, page_end, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "heading_path, page_start, page_end, fts_text, context) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (item.doc_id, chunk.ordinal, chunk.text, chunk.char_start, chunk.char_end,
-                         chunk.token_count, heading, chunk.page_start, chunk.page_end,
-                         shadow(keyword_text) or (keyword_text if keyword_text != chunk.text else None)),
+                         chunk.token_count, heading, chunk.page_start, chunk.page_end, shadow(chunk.text),
+                         context or None),
                     )
                     chunk_id = int(cursor.lastrowid or 0)
-                    written.append((chunk_id, keyword_text))
+                    written.append((chunk_id, chunk.text, context))
                     vector = np.ascontiguousarray(vectors[position], dtype=np.float32)
                     conn.execute("INSERT INTO embeddings (chunk_id, vector, text_key) VALUES (?, ?, ?)",
                                  (chunk_id, vector.tobytes(), keys[position]))

@@ -2,7 +2,7 @@
 
 A document's key folds its content hash with everything else that shapes its chunks and vectors:
 the fingerprint of the extractor its source type uses (a paid one's with the model `[extraction]
-model` names), the chunker's version and settings, the embedding model the manifest names, and for
+model` names), the chunker's version and settings, the document context's version, the embedding model the manifest names, and for
 Markdown the version of what its front matter adds
 (`FRONT_MATTER_VERSION`). The index stores the key beside the chunks it describes,
 committed in the same transaction, so "up to date" means exactly "what is stored was built from
@@ -22,6 +22,7 @@ from pinakes.chunking import CHUNKER_VERSION
 from pinakes.embed.base import manifest_model_spec
 from pinakes.extract.front_matter import FRONT_MATTER_VERSION
 from pinakes.manifest import Manifest
+from pinakes.pipeline.context import CONTEXT_VERSION
 
 # Which extractor reads each source type; PDFs follow `[extraction] backend` or `--extract`.
 TEXT_EXTRACTOR = "text"
@@ -52,8 +53,11 @@ def build_keys(manifest: Manifest, extract_backend: str | None = None) -> BuildK
     fingerprints = {kind: EXTRACTORS[name].fingerprint(manifest.extraction.model) for kind, name in backends.items()
                     if name in EXTRACTORS}
     chunking = manifest.chunking
+    # The context each chunk is stored and embedded with (pipeline/context.py) and the room the
+    # chunker leaves it: a new CONTEXT_VERSION re-embeds every document once.
     chunk_fp = json.dumps({"v": CHUNKER_VERSION, "max_tokens": chunking.max_tokens,
-                           "overlap": chunking.overlap, "headings": chunking.headings}, sort_keys=True)
+                           "overlap": chunking.overlap, "headings": chunking.headings,
+                           "context": CONTEXT_VERSION}, sort_keys=True)
     return BuildKeys(fingerprints, backends, chunk_fp, manifest_model_spec(manifest.embedding))
 
 

@@ -49,6 +49,9 @@ VOCAB_TABLE = "temp.pnk_chunks_vocab"
 # BM25 with the keyword side's own k1 and b rescores this many times `limit` of the rows FTS5's
 # bm25() ranks first.
 RESCORE_POOL = 3
+# A context term's weight against a text term's (KeywordOptions.context_weight), measured in
+# docs/QUALITY.md "Document context as its own field".
+CONTEXT_WEIGHT = 1.0
 
 
 class KeywordStrategy(Enum):
@@ -84,6 +87,10 @@ class KeywordOptions:
     k1: float | None = 2.5
     b: float = 0.4
     segmented: SegmentedPlan = SegmentedPlan.PHRASE_AND_OR
+    # The weight of a term in a chunk's context (its document's title, file name, running heads,
+    # front matter and its heading trail: pipeline/context.py) against one in its text: BM25F's
+    # field weight, applied to the term frequency before saturation (docs/QUALITY.md).
+    context_weight: float = CONTEXT_WEIGHT
 
 
 @dataclass(frozen=True)
@@ -326,18 +333,21 @@ def _ranked(
         return []
     if (options.k1 is not None and options.strategy is KeywordStrategy.OR
             and all(len(unit.terms) == 1 for unit in units)):
-        return scored_from_term_counts(conn, plan, units, limit, scope_sql, scope_params, options.k1, options.b)
+        return scored_from_term_counts(conn, plan, units, limit, scope_sql, scope_params, options.k1, options.b,
+                                       options.context_weight)
     quorum = _quorum(plan, units, options.quorum_fraction) \
         if options.strategy is KeywordStrategy.QUORUM and len(units) > 1 else None
-    return _fts5_ranked(conn, match, limit, scope_sql, scope_params, quorum)
+    return _fts5_ranked(conn, match, limit, scope_sql, scope_params, quorum, options.context_weight)
 
 
 def _fts5_ranked(conn: sqlite3.Connection, match: str, limit: int, scope_sql: str | None,
                  scope_params: list[object] | None,
-                 quorum: tuple[str, list[object]] | None = None) -> list[tuple[int, float]]:
-    """(rowid, score) by FTS5's bm25(), negated so that higher is better."""
+                 quorum: tuple[str, list[object]] | None = None,
+                 context_weight: float = CONTEXT_WEIGHT) -> list[tuple[int, float]]:
+    """(rowid, score) by FTS5's bm25() (the text column weighing 1, the context `context_weight`),
+    negated so that higher is better."""
     where = ["chunks_fts MATCH ?"]
-    params: list[object] = [match]
+    params: list[object] = [context_weight, match]
     if scope_sql is not None:
         where.append(f"chunks_fts.rowid IN ({scope_sql})")
         params.extend(scope_params or [])
@@ -345,21 +355,24 @@ def _fts5_ranked(conn: sqlite3.Connection, match: str, limit: int, scope_sql: st
         where.append(f"chunks_fts.rowid IN ({quorum[0]})")
         params.extend(quorum[1])
     sql = (
-        "SELECT chunks_fts.rowid, bm25(chunks_fts) FROM chunks_fts "
-        f"WHERE {' AND '.join(where)} ORDER BY bm25(chunks_fts), chunks_fts.rowid LIMIT ?"
+        "SELECT chunks_fts.rowid, bm25(chunks_fts, 1.0, ?) FROM chunks_fts "
+        f"WHERE {' AND '.join(where)} ORDER BY bm25(chunks_fts, 1.0, ?), chunks_fts.rowid LIMIT ?"
     )
-    params.append(limit)
+    params.extend([context_weight, limit])
     return [(int(rowid), -float(score)) for rowid, score in conn.execute(sql, params)]
 
 
 def scored_from_term_counts(
     conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[QueryUnit, ...], limit: int,
     scope_sql: str | None, scope_params: list[object] | None, k1: float, b: float,
+    context_weight: float = CONTEXT_WEIGHT,
 ) -> list[tuple[int, float]]:
     """BM25 with the given k1 and b over the RESCORE_POOL × `limit` rows FTS5's bm25() ranks first:
     term frequencies from `chunk_terms` (index/terms.py, written with each chunk), row lengths from
     `chunks_fts_docsize`, the average from the FTS table's own averages record. The IDF is Lucene's,
-    log(1 + (N - df + 0.5) / (df + 0.5)), never negative.
+    log(1 + (N - df + 0.5) / (df + 0.5)), never negative. A term's frequency is BM25F's: its count
+    in the text plus `context_weight` × its count in the chunk's context; the length is the text's
+    alone (a document's context is on every one of its chunks, so it says nothing of their length).
 
     A row bm25() ranks that low is not one another k1 and b lift into the top `limit` (the pool was
     measured at 3, 5 and 10 × `limit` with identical rankings on both English development corpora).
@@ -371,7 +384,8 @@ def scored_from_term_counts(
     match = match_expression(units)
     if rows == 0 or match is None:
         return []
-    ranked = _fts5_ranked(conn, match, limit * RESCORE_POOL, scope_sql, scope_params)
+    ranked = _fts5_ranked(conn, match, limit * RESCORE_POOL, scope_sql, scope_params,
+                          context_weight=context_weight)
     if not ranked:
         return []
     pool = [rowid for rowid, _ in ranked]
@@ -380,10 +394,10 @@ def scored_from_term_counts(
     term_marks, pool_marks = ", ".join("?" * len(weights)), ", ".join("?" * len(pool))
     sizes = {rowid: _varint(size) for rowid, size in conn.execute(
         f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({pool_marks})", pool)}
-    sql = (f"SELECT chunk_id, term, frequency FROM chunk_terms WHERE chunk_id IN ({pool_marks}) "
-           f"AND term IN ({term_marks})")
+    sql = (f"SELECT chunk_id, term, frequency + ? * context_frequency FROM chunk_terms "
+           f"WHERE chunk_id IN ({pool_marks}) AND term IN ({term_marks})")
     scores: dict[int, float] = {}
-    for chunk_id, term, frequency in conn.execute(sql, [*pool, *weights]):
+    for chunk_id, term, frequency in conn.execute(sql, [context_weight, *pool, *weights]):
         norm = k1 * (1.0 - b + b * sizes[chunk_id] / average)
         scores[chunk_id] = scores.get(chunk_id, 0.0) + weights[term] * frequency * (k1 + 1.0) / (frequency + norm)
     if len(scores) < len(pool):
