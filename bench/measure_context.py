@@ -1,0 +1,121 @@
+"""Document context (issue #28), measured end to end: each arm is a KB built by the product's own
+`init_kb` + `run_sync` from the code on `sys.path` (today's tree, or the commit before the change
+unpacked elsewhere and put first with PYTHONPATH), searched through the product's `Searcher`
+(hybrid, no reranker), scored at document level (nDCG@10, the `pnk eval --questions` scorer's
+metric) and compared per question with the paired sign test.
+
+    # the arm "before" from the commit before the change, "after" from this tree
+    git archive <commit> src | tar -x -C /work/cache/pnk-ctx/base
+    PYTHONPATH=/work/cache/pnk-ctx/base/src python bench/measure_context.py rank --arm before --corpus pymodules
+    python bench/measure_context.py rank --arm after --corpus pymodules
+    python bench/measure_context.py compare --corpus pymodules before after
+
+Corpora: `pymodules` (bench/corpora/pymodules: the shape #28 is about), and tune_retrieval's
+`cranfield`, `tldr` (a smaller seeded sample, TLDR_SAMPLE pages, for two shared cores) and `pydocs`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import tune_retrieval as tune
+
+CACHE = Path(os.environ.get("PNK_CTX_CACHE", "/work/cache/pnk-ctx"))
+PYMODULES = Path(__file__).resolve().parent / "corpora" / "pymodules"
+PYDOCS = tune.SHARED / "python-3.11-docs-rst" / "docs"
+TLDR_SAMPLE = 800
+
+
+def pymodules_sources() -> tuple[list[tuple[Path, str]], list[tune.Question]]:
+    pages = (PYMODULES / "pages.txt").read_text(encoding="utf-8").split()
+    questions = [tune.Question(row["id"], row["query"], tuple(f"docs/{p}" for p in row["relevant"]),
+                               tuple(f"docs/{p}" for p in row["relevant"]))
+                 for row in tune._jsonl(PYMODULES / "questions.jsonl")]
+    return [(PYDOCS / page, page) for page in pages], questions
+
+
+def sources(name: str):  # -> (pairs, questions, rewrite, links)
+    if name == "pymodules":
+        return (*pymodules_sources(), None, {})
+    if name == "cranfield":
+        return (*tune.cranfield_sources(), None, {})
+    if name == "tldr":
+        return (*tune.tldr_sources(TLDR_SAMPLE), None, {})
+    if name == "pydocs":
+        pairs, questions, links = tune.pydocs_sources()
+        return pairs, questions, tune._strip_synopsis, links
+    raise SystemExit(f"unknown corpus {name!r}")
+
+
+def build(name: str, arm: str) -> tuple[Path, list[tune.Question]]:
+    from pinakes.init import init_kb
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+
+    pairs, questions, rewrite, links = sources(name)
+    kb = CACHE / arm / name
+    if (kb / ".built").exists():
+        return kb, questions
+    if not (kb / "pinakes.toml").exists():
+        kb.parent.mkdir(parents=True, exist_ok=True)
+        init_kb(kb)
+        tune._copy(pairs, kb, rewrite)
+    started = time.perf_counter()
+    run_sync(kb, SyncOptions(quiet=True, offline=True))
+    if links:
+        tune._author_links(kb, links)
+        run_sync(kb, SyncOptions(quiet=True, offline=True))
+    seconds = round(time.perf_counter() - started, 1)
+    (kb / ".built").write_text(json.dumps({"seconds": seconds, "documents": len(pairs)}))
+    print(f"{arm}/{name}: built in {seconds} s", file=sys.stderr, flush=True)
+    return kb, questions
+
+
+def rank(name: str, arm: str, label: str, overrides: dict[str, object]) -> Path:
+    kb, questions = build(name, arm)
+    rankings = tune.product_rankings(kb, questions, **overrides)
+    out = CACHE / f"{name}.{label}.json"
+    out.write_text(json.dumps({"questions": [q.id for q in questions], "rankings": rankings}))
+    return out
+
+
+def compare(name: str, before: str, after: str) -> dict[str, object]:
+    _pairs, questions, _rewrite, _links = sources(name)
+    rows = {}
+    for label in (before, after):
+        stored = json.loads((CACHE / f"{name}.{label}.json").read_text())
+        assert stored["questions"] == [q.id for q in questions], f"{label}: another question set"
+        rows[label] = [tune.score(ranking, q) for ranking, q in zip(stored["rankings"], questions, strict=True)]
+    return {"corpus": name, "questions": len(questions), before: tune.mean_scores(rows[before]),
+            after: tune.mean_scores(rows[after]), "paired_ndcg": tune.paired(rows[before], rows[after])}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["build", "rank", "compare"])
+    parser.add_argument("labels", nargs="*", help="compare: the two ranking labels")
+    parser.add_argument("--corpus", required=True, choices=["pymodules", "cranfield", "tldr", "pydocs"])
+    parser.add_argument("--arm", default="after", help="the KB's arm (its directory under the cache)")
+    parser.add_argument("--label", help="rank: the rankings' label (default: the arm)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
+                        help="rank: a SearchSettings field overridden (e.g. document_fusion=\"max\")")
+    args = parser.parse_args()
+    if args.command == "build":
+        build(args.corpus, args.arm)
+    elif args.command == "rank":
+        overrides = {key: json.loads(value) for key, value in (item.split("=", 1) for item in args.set)}
+        print(rank(args.corpus, args.arm, args.label or args.arm, overrides))
+    else:
+        print(json.dumps(compare(args.corpus, *args.labels), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
