@@ -10,7 +10,8 @@ The stub runs in its own process (its work and the client's never share a GIL), 
               in NumPy, token counting) against a bare request to the same stub (http.client on a
               kept-alive connection, the same JSON body, `json.loads` of the answer: the stub's
               response time as the cheapest client sees it). Interleaved rounds; medians; ratio =
-              provider / bare.
+              provider / bare (wall), and cpu_ratio = (bare wall + the provider's extra client CPU
+              per request) / bare wall, which other load on a shared machine disturbs far less.
   throughput  `--texts` texts (default 2,048: 32 requests of 64) through `embed_documents` with each
               `--concurrency`: texts/s, and the speed-up over one request in flight.
 
@@ -99,17 +100,23 @@ def overhead(url: str, dim: int, rounds: int) -> dict[str, float]:
     for _ in range(3):  # warm both connections and both code paths
         bare.embed(batch)
         remote.embed_documents(batch)
-    bare_s, provider_s = [], []
+    bare_s, provider_s, bare_cpu, provider_cpu = [], [], [], []
     for _ in range(rounds):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         bare.embed(batch)
         bare_s.append(time.perf_counter() - started)
-        started = time.perf_counter()
+        bare_cpu.append(time.process_time() - cpu)
+        started, cpu = time.perf_counter(), time.process_time()
         remote.embed_documents(batch)
         provider_s.append(time.perf_counter() - started)
+        provider_cpu.append(time.process_time() - cpu)
     bare_ms, provider_ms = statistics.median(bare_s) * 1000, statistics.median(provider_s) * 1000
+    extra_cpu_ms = (statistics.median(provider_cpu) - statistics.median(bare_cpu)) * 1000
     return {"bare_ms": round(bare_ms, 2), "provider_ms": round(provider_ms, 2),
-            "ratio": round(provider_ms / bare_ms, 4), "overhead_ms": round(provider_ms - bare_ms, 2)}
+            "ratio": round(provider_ms / bare_ms, 4), "overhead_ms": round(provider_ms - bare_ms, 2),
+            "bare_cpu_ms": round(statistics.median(bare_cpu) * 1000, 2),
+            "provider_cpu_ms": round(statistics.median(provider_cpu) * 1000, 2),
+            "cpu_ratio": round((bare_ms + extra_cpu_ms) / bare_ms, 4)}
 
 
 def throughput(url: str, dim: int, count: int, levels: list[int]) -> dict[int, float]:
@@ -150,6 +157,8 @@ def main() -> None:
           f"{os.cpu_count()} cpus, {platform.python_version()}")
     print(f"batch of {BATCH}: bare request {cost['bare_ms']} ms, provider {cost['provider_ms']} ms "
           f"(median of {args.rounds}): ratio {cost['ratio']:.3f} ({(cost['ratio'] - 1) * 100:+.1f}%)")
+    print(f"client CPU per request: bare {cost['bare_cpu_ms']} ms, provider {cost['provider_cpu_ms']} ms: "
+          f"the stub's response time plus the provider's extra CPU is {cost['cpu_ratio']:.3f}x it")
     base = rates[levels[0]]
     for level, rate in rates.items():
         print(f"concurrency {level}: {rate} texts/s ({rate / base:.2f}x concurrency {levels[0]})")
