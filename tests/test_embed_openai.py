@@ -400,3 +400,19 @@ def test_the_manifest_refuses_remote_keys_without_the_remote_provider_and_a_key_
     assert loaded.embedding.remote == RemoteEmbedding(base_url="http://127.0.0.1:11434/v1")
     assert loaded.rerank.provider == "fastembed"  # the reranker still runs in process
     assert replace(loaded.embedding, provider="fastembed").remote is None
+
+
+# --- doctor ----------------------------------------------------------------------------------------
+
+
+def test_doctor_reports_the_remote_model_without_calling_the_endpoint(
+        tmp_path: Path, server: FakeEmbeddings, capsys: pytest.CaptureFixture[str]) -> None:
+    kb = make_kb(tmp_path / "kb", server, "max_input_tokens = 100")
+    assert run(kb, capsys, "sync")[0] != 0  # [chunking] max_tokens = 250 does not fit 100: sync refuses
+    requests = len(server.requests)
+    _code, out, _err = run(kb, capsys, "doctor", "--json")
+    model = {check["name"]: check for check in json.loads(out)["checks"] if check["name"].startswith("model.")}
+    assert model["model.provider"]["status"] == "OK" and "[remote] extra" in model["model.provider"]["detail"]
+    assert model["model.weights"]["status"] == "OK" and server.url in model["model.weights"]["detail"]
+    assert model["model.tokens"]["status"] == "FAIL" and "max_tokens to 100 or less" in model["model.tokens"]["remedy"]
+    assert len(server.requests) == requests  # doctor spends nothing and needs no network

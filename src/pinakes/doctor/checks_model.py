@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from pinakes.manifest.sections import EmbeddingSection
 
 MANIFEST_CACHE_KEY = "manifest"  # left there by checks_manifest
-PROVIDER_MODULES = {"sentence-transformers": ("sentence_transformers", "st"), "fastembed": ("fastembed", "light")}
+PROVIDER_MODULES = {"sentence-transformers": ("sentence_transformers", "st"), "fastembed": ("fastembed", "light"),
+                    "openai-compatible": ("openai", "remote")}
 
 
 def checks(ctx: DoctorContext) -> Iterator[Check]:
@@ -40,8 +41,11 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
         return
     embedding, chunking = manifest.embedding, manifest.chunking
     provider_ok = yield from check_provider(embedding.provider)
-    model_dir = yield from check_weights(embedding, provider_ok)
-    yield check_token_limit(embedding, chunking.max_tokens, model_dir)
+    if embedding.remote is not None:
+        yield from check_remote(embedding, chunking.max_tokens)
+    else:
+        model_dir = yield from check_weights(embedding, provider_ok)
+        yield check_token_limit(embedding, chunking.max_tokens, model_dir)
     paths = KBPaths(ctx.kb_root) if ctx.kb_root is not None else None
     if paths is not None and paths.index_db.exists():
         yield from check_index(paths, embedding, chunking.headings)
@@ -73,6 +77,25 @@ def check_provider(provider: str) -> Generator[Check, None, bool]:
         return False
     yield Check("model.provider", "OK", f"{provider} installed (the [{extra}] extra)")
     return True
+
+
+def check_remote(embedding: EmbeddingSection, max_tokens: int) -> Iterator[Check]:
+    """A remote model's weights live on its server, which doctor does not call (it spends nothing and
+    needs no network): every sync and a searcher's first query check the endpoint and its model."""
+    remote = embedding.remote
+    assert remote is not None
+    price = (f"priced at ${remote.input_usd_per_mtok} per million input tokens, through [budget]"
+             if remote.input_usd_per_mtok is not None else "unpriced (free, as the manifest asserts)")
+    yield Check("model.weights", "OK", f"{embedding.model} is served at {remote.base_url}, {price}; sync and "
+                "search check the endpoint and the model's fingerprint when they run")
+    if max_tokens > remote.max_input_tokens:
+        yield Check("model.tokens", "FAIL", f"[chunking] max_tokens = {max_tokens}, but [embedding] "
+                    f"max_input_tokens = {remote.max_input_tokens}: sync refuses",
+                    remedy=f"set [chunking] max_tokens to {remote.max_input_tokens} or less")
+    else:
+        counted_by = f"the tokenizer {remote.tokenizer}" if remote.tokenizer else "UTF-8 bytes (no tokenizer named)"
+        yield Check("model.tokens", "OK", f"[chunking] max_tokens = {max_tokens} fits the "
+                    f"{remote.max_input_tokens}-token input, counted by {counted_by}")
 
 
 def check_weights(embedding: EmbeddingSection, provider_ok: bool) -> Generator[Check, None, Path | None]:
