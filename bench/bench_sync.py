@@ -306,11 +306,12 @@ def _timed_sync(root: Path, loads: _LoadCounter, **options: object) -> dict[str,
     from pinakes.sync.engine import run_sync
 
     before, load_seconds = loads.count, loads.seconds
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     report = run_sync(root, SyncOptions(quiet=True, **options))  # type: ignore[arg-type]
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
     assert report.ok, report.render_text()
-    return {"seconds": seconds, "chunks_embedded": report.chunks_embedded, "chunks_reused": report.chunks_reused,
+    return {"seconds": seconds, "cpu_seconds": cpu_seconds,
+            "chunks_embedded": report.chunks_embedded, "chunks_reused": report.chunks_reused,
             "model_loads": loads.count - before, "model_load_seconds": loads.seconds - load_seconds,
             "indexed": report.indexed, "vector_reuse": report.vector_reuse}
 
@@ -331,25 +332,34 @@ def _placeholder_model(root: Path) -> object:
     return fake
 
 
-def _pair(root: Path) -> tuple[Path, Path]:
-    """Two identical copies of the KB at `root` (index included): one synced with reuse, one without."""
-    copies = (root.with_name(root.name + "-reuse"), root.with_name(root.name + "-noreuse"))
-    for copy in copies:
-        if copy.exists():
-            shutil.rmtree(copy)
-        shutil.copytree(root, copy, symlinks=True)
-    return copies
+def _fresh_copy(root: Path, suffix: str) -> Path:
+    """A copy of the KB at `root`, index included."""
+    copy = root.with_name(root.name + suffix)
+    if copy.exists():
+        shutil.rmtree(copy)
+    shutil.copytree(root, copy, symlinks=True)
+    return copy
 
 
-def _both(root: Path, loads: _LoadCounter, change: object, **options: object) -> dict[str, object]:
-    """`change(copy)` applied to both copies, then the sync with reuse and the sync without."""
-    with_reuse, without = _pair(root)
-    change(with_reuse)  # type: ignore[operator]
+def _both(root: Path, loads: _LoadCounter, change: object, repeat: int = 3, **options: object) -> dict[str, object]:
+    """`change(copy)` applied to fresh copies of the KB, then the sync with reuse (`repeat` times,
+    each on its own fresh copy: the short side is the one the machine's load moves) and once the sync
+    without; medians of wall and process CPU (every thread of this process, the model's included)."""
+    samples = []
+    for _ in range(repeat):
+        copy = _fresh_copy(root, "-reuse")
+        change(copy)  # type: ignore[operator]
+        samples.append(_timed_sync(copy, loads, **options))
+    reused = dict(samples[-1])
+    reused["seconds"] = statistics.median(float(sample["seconds"]) for sample in samples)  # type: ignore[arg-type]
+    reused["cpu_seconds"] = statistics.median(float(sample["cpu_seconds"]) for sample in samples)  # type: ignore[arg-type]
+    reused["samples"] = [sample["seconds"] for sample in samples]
+    without = _fresh_copy(root, "-noreuse")
     change(without)  # type: ignore[operator]
-    reused = _timed_sync(with_reuse, loads, **options)
     baseline = _timed_sync(without, loads, no_reuse=True, **options)
     return {"reuse": reused, "no_reuse": baseline,
-            "speedup": baseline["seconds"] / reused["seconds"]}  # type: ignore[operator]
+            "speedup": baseline["seconds"] / reused["seconds"],  # type: ignore[operator]
+            "speedup_cpu": baseline["cpu_seconds"] / reused["cpu_seconds"]}  # type: ignore[operator]
 
 
 def _manual_text(limit: int) -> str:
@@ -515,7 +525,8 @@ def _line(name: str, result: dict[str, object]) -> str:
     reuse, base = result["reuse"], result["no_reuse"]
     return (f"{name}: with reuse {reuse['seconds']:.2f}s ({reuse['chunks_embedded']} embedded, "  # type: ignore[index]
             f"{reuse['chunks_reused']} reused, model loaded {reuse['model_loads']}x) vs without "  # type: ignore[index]
-            f"{base['seconds']:.2f}s ({base['chunks_embedded']} embedded) = {result['speedup']:.1f}x")  # type: ignore[index]
+            f"{base['seconds']:.2f}s ({base['chunks_embedded']} embedded) = {result['speedup']:.1f}x wall, "  # type: ignore[index]
+            f"{result['speedup_cpu']:.1f}x CPU ({reuse['cpu_seconds']:.2f}s vs {base['cpu_seconds']:.2f}s)")  # type: ignore[index]
 
 
 def print_reuse(reuse: dict[str, object]) -> None:
