@@ -15,9 +15,12 @@ What runs where (docs/GUIDE.md, "Embedding on a cluster"):
 - the workers run the driver's own `pinakes` code: it travels in the job's `runtime_env`
   (`py_modules`), so a cluster needs only the model's dependencies installed (`pip install
   "pinakes-kb[light,ray]"` in the cluster image), never the same checkout;
-- each embedding call is cut into the model batches a local run would make (`plan_batches`), so the
-  vectors are the ones a local run computes; the batches go out with at most
-  `IN_FLIGHT_PER_WORKER` per worker, come back in any order and are put back in the caller's order.
+- each embedding call (at most EMBED_SLICE_CHUNKS texts) is cut into model batches (`plan_batches`):
+  the ones a local run makes while there are no more workers than batches (then the vectors are
+  bit for bit a local run's), smaller ones to keep more workers busy. They go out with at most
+  `IN_FLIGHT_PER_WORKER` per worker and are put back in the caller's order. Calls are synchronous,
+  so one call's texts bound the workers a sync keeps busy (64 / MIN_BATCH_TEXTS = 8);
+  docs/perf/scale-out.md.
 
 Faults: a worker that dies mid-batch is dropped and its batch goes to another worker (a batch's
 vectors are only ever written once, by the driver, after they arrive); when no worker is left the run
@@ -49,6 +52,9 @@ if TYPE_CHECKING:
 # Batches queued per worker beyond the one it runs: one, so a worker finds its next batch waiting
 # when it finishes one, while the driver holds at most 2 x workers batches of text and vectors.
 IN_FLIGHT_PER_WORKER = 2
+# The smallest model batch a call is cut into to keep more workers busy: below it, the per-batch
+# round trip outweighs what another worker adds.
+MIN_BATCH_TEXTS = 8
 # How often a wait for results wakes up to notice Ctrl-C and lost workers.
 WAIT_SLICE_S = 1.0
 # A cluster that does not accept a TCP connection in this long is reported as unreachable (Ray's own
@@ -293,8 +299,13 @@ class RayEmbedder:
 
         size = batch_size or self.batch_size
         rows = np.empty((len(texts), self.identity.dim), dtype=np.float32)
-        if not texts:
+        if not texts or not self._workers:
+            self._dispatch(texts, deque(), {}, size)  # no worker left: the run stops here
             return rows
+        # A call's texts are spread over every worker: smaller model batches when there are more
+        # workers than the local run's batches (vectors then equal a local run's within float
+        # tolerance rather than bit for bit), never below MIN_BATCH_TEXTS.
+        size = max(MIN_BATCH_TEXTS, min(size, -(-len(texts) // len(self._workers))))
         batches = deque(plan_batches(self._counter.count_batch(texts), self._counter.special_tokens, size))
         in_flight: dict[Any, tuple[list[int], Any]] = {}
         try:

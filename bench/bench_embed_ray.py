@@ -1,0 +1,276 @@
+"""The embed stage on Ray against the local executor, and the single writer's ceiling, in one run.
+
+    nice -n 10 python bench/bench_embed_ray.py [--chunks 320] [--rounds 2] [--json out.json]
+    nice -n 10 python bench/bench_embed_ray.py --equivalence tldr [--json out.json]
+
+Throughput (default): chunk texts cut by the product chunker (the manifest defaults) from the
+first pages of the tldr-nl2bash-dev corpus, embedded in calls of EMBED_SLICE_CHUNKS texts as a sync
+makes them, by the packaged default model (fastembed int8 MiniLM):
+
+  local        the model in this process (every core: what `pnk sync` does by default)
+  ray-1        one worker on a one-node loopback Ray cluster holding both CPUs (the same threads)
+  ray-2        two workers on a two-node loopback cluster, one CPU each
+
+local and ray-1 alternate `--rounds` times on the same texts (paired: the ratio is the executor's
+per-chunk overhead); ray-2 and local then alternate on a fresh two-node cluster. Rates time the
+embedding calls only (model load, cluster start and warm-up excluded) and the best round is kept.
+Vectors are compared with the local ones (max abs difference).
+
+Single-writer ceiling: a cold `run_sync` of `--ceiling-pages` pages whose embedder returns vectors
+instantly (the real tokenizer still counts for the chunker): chunks/s of everything the driver does
+per chunk (extract, chunk, commit), the most any cluster can feed one index.
+
+--equivalence tldr: the done-when check of issue #30. The whole corpus (7,425 pages) is synced cold
+twice through `pnk sync`, once with `--executor local` and once on a two-node loopback cluster with
+`--executor ray`; both indexes answer the corpus's questions (nDCG@10 as `pnk eval --questions`
+scores it, and each question's top-10 documents), then a local sync of the Ray-built KB must be a
+no-op. Expensive on 2 shared cores: about 2 x 15 minutes.
+
+Every Ray process here binds to loopback (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 and node_ip_address).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when Ray is imported
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+import numpy as np
+
+CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+TLDR = CORPORA / "tldr-nl2bash-dev"
+
+
+def _pages(count: int | None) -> list[Path]:
+    pages = sorted((TLDR / "docs").rglob("*.md"))
+    return pages if count is None else pages[:count]
+
+
+def _section() -> Any:
+    from pinakes.manifest.sections import EmbeddingSection
+
+    return EmbeddingSection(provider="fastembed", model="sentence-transformers/all-MiniLM-L6-v2", dim=384)
+
+
+def _chunk_texts(embedder: Any, wanted: int) -> list[str]:
+    from pinakes.chunking import chunk_text
+    from pinakes.manifest.sections import ChunkingSection
+
+    chunking = ChunkingSection()
+    texts: list[str] = []
+    for page in _pages(None):
+        chunks = chunk_text(page.read_text(encoding="utf-8"), "markdown", max_tokens=chunking.max_tokens,
+                            overlap=chunking.overlap, headings=chunking.headings,
+                            count_tokens=embedder.count_tokens)
+        texts.extend(chunk.text for chunk in chunks)
+        if len(texts) >= wanted:
+            return texts[:wanted]
+    return texts
+
+
+def _rate(embedder: Any, texts: Sequence[str]) -> tuple[float, np.ndarray]:
+    from pinakes.pipeline.embed import EMBED_SLICE_CHUNKS
+
+    embedder.embed_documents(list(texts[:EMBED_SLICE_CHUNKS]), batch_size=32)  # warm-up
+    parts: list[np.ndarray] = []
+    started = time.perf_counter()
+    for start in range(0, len(texts), EMBED_SLICE_CHUNKS):
+        parts.append(embedder.embed_documents(list(texts[start:start + EMBED_SLICE_CHUNKS]), batch_size=32))
+    return len(texts) / (time.perf_counter() - started), np.vstack(parts)
+
+
+def _cluster(cpus_per_node: Sequence[int]) -> Any:
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": cpus_per_node[0], "include_dashboard": False, "node_ip_address": "127.0.0.1"})
+    for cpus in cpus_per_node[1:]:
+        cluster.add_node(num_cpus=cpus, node_ip_address="127.0.0.1")
+    cluster.wait_for_nodes()
+    return cluster
+
+
+def _ray_embedder(address: str) -> Any:
+    import ray
+
+    from pinakes.embed.executor_ray import connect_ray_embedder
+
+    ray.init(address=address, _node_ip_address="127.0.0.1", log_to_driver=False,
+             runtime_env={"py_modules": [str(Path(__import__("pinakes").__file__).parent)]})
+    nodes = {node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"]}
+    assert nodes == {"127.0.0.1"}, f"a node left loopback: {nodes}"
+    return connect_ray_embedder(_section(), address=address, offline=True)
+
+
+def _paired(local: Any, texts: Sequence[str], cpus_per_node: Sequence[int], rounds: int,
+            reference: np.ndarray) -> dict[str, Any]:
+    import ray
+
+    cluster = _cluster(cpus_per_node)
+    try:
+        remote = _ray_embedder(cluster.address)
+        local_rates, ray_rates = [], []
+        vectors = reference
+        for _ in range(rounds):
+            local_rates.append(_rate(local, texts)[0])
+            rate, vectors = _rate(remote, texts)
+            ray_rates.append(rate)
+        remote.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    return {"workers": len(cpus_per_node), "cpus_per_worker": list(cpus_per_node),
+            "local_chunks_per_s": max(local_rates), "ray_chunks_per_s": max(ray_rates),
+            "ray_over_local_time": max(local_rates) / max(ray_rates),
+            "max_abs_vector_difference": float(np.abs(vectors - reference).max())}
+
+
+class InstantEmbedder:
+    """The real model's identity and token counts, and a vector for every text at no cost."""
+
+    def __init__(self, real: Any) -> None:
+        self.identity = real.identity
+        self.max_input_tokens = real.max_input_tokens
+        self._real = real
+        vector = np.ones(real.identity.dim, dtype=np.float32)
+        self._vector = vector / np.linalg.norm(vector)
+
+    def count_tokens(self, text: str) -> int:
+        return self._real.count_tokens(text)
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        return self._real.count_tokens_batch(texts)
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        return np.tile(self._vector, (len(texts), 1))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._vector
+
+
+def _kb_with_pages(root: Path, pages: Sequence[Path]) -> Path:
+    from pinakes.init import init_kb
+
+    init_kb(root, name=root.name)
+    for page in pages:
+        target = root / "docs" / page.relative_to(TLDR / "docs")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(page, target)
+    return root
+
+
+def _ceiling(real: Any, pages: int, scratch: Path) -> dict[str, Any]:
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+
+    root = _kb_with_pages(scratch / "ceiling", _pages(pages))
+    report = run_sync(root, SyncOptions(quiet=True), embedder=InstantEmbedder(real))  # type: ignore[arg-type]
+    seconds = report.timings.get("pipeline") or report.wall_seconds
+    return {"pages": pages, "chunks": report.chunks_embedded, "pipeline_seconds": seconds,
+            "chunks_per_s": report.chunks_embedded / seconds}
+
+
+def throughput(args: argparse.Namespace) -> dict[str, Any]:
+    from pinakes.embed.loader import load_embedder
+
+    local = load_embedder(_section(), offline=True)
+    texts = _chunk_texts(local, args.chunks)
+    _rate_local, reference = _rate(local, texts)
+    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
+                               "chunks": len(texts),
+                               "mean_tokens": float(np.mean(local.count_tokens_batch(texts)))}
+    results["ray_1"] = _paired(local, texts, [os.cpu_count() or 1], args.rounds, reference)
+    results["ray_2"] = _paired(local, texts, [1, 1], args.rounds, reference)
+    with tempfile.TemporaryDirectory(prefix="pnk-bench-ray-") as scratch:
+        results["single_writer_ceiling"] = _ceiling(local, args.ceiling_pages, Path(scratch))
+    return results
+
+
+def _sync(root: Path, *args: str, env: dict[str, str]) -> tuple[dict[str, Any], float]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pinakes", "-C", str(root), "sync", "--json", *args],
+                          capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"pnk sync {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout), time.perf_counter() - started
+
+
+def _answers(root: Path) -> tuple[float, dict[str, list[str]]]:
+    from pinakes.eval.corpus import (
+        NDCG_DEPTH,
+        PASSAGES_PER_QUESTION,
+        document_ranking,
+        load_corpus_questions,
+        ndcg,
+    )
+    from pinakes.eval.runner import open_searcher
+    from pinakes.manifest import load_manifest
+
+    manifest = load_manifest(root / "pinakes.toml")
+    questions = load_corpus_questions(TLDR / "questions.jsonl", root, manifest.sources.roots)
+    scores: list[float] = []
+    tops: dict[str, list[str]] = {}
+    with open_searcher(root, manifest) as searcher:
+        for question in questions:
+            if not question.relevant:
+                continue
+            result = searcher.search(question.query, final_k=PASSAGES_PER_QUESTION)
+            ranking = document_ranking([passage.path for passage in result.passages])
+            scores.append(ndcg(ranking, question.relevant, NDCG_DEPTH))
+            tops[question.id] = ranking[:10]
+    return float(np.mean(scores)), tops
+
+
+def equivalence(args: argparse.Namespace) -> dict[str, Any]:
+    env = {**os.environ, "RAY_ADDRESS": ""}
+    with tempfile.TemporaryDirectory(prefix="pnk-bench-ray-eq-") as scratch:
+        pages = _pages(args.pages)
+        local_kb = _kb_with_pages(Path(scratch) / "local", pages)
+        ray_kb = _kb_with_pages(Path(scratch) / "ray", pages)
+        cluster = _cluster([1, 1])
+        try:
+            ray_report, ray_seconds = _sync(ray_kb, "--ray-address", cluster.address, env=env)
+        finally:
+            cluster.shutdown()
+        local_report, local_seconds = _sync(local_kb, "--executor", "local", env=env)
+        after, _ = _sync(ray_kb, "--executor", "local", env=env)
+        local_ndcg, local_tops = _answers(local_kb)
+        ray_ndcg, ray_tops = _answers(ray_kb)
+    differing = sorted(key for key in local_tops if local_tops[key] != ray_tops.get(key))
+    return {"date": time.strftime("%Y-%m-%d"), "pages": len(pages),
+            "chunks": {"local": local_report["chunks_embedded"], "ray": ray_report["chunks_embedded"]},
+            "cold_sync_seconds": {"local": local_seconds, "ray_2_workers": ray_seconds},
+            "ndcg@10": {"local": round(local_ndcg, 4), "ray": round(ray_ndcg, 4)},
+            "questions": len(local_tops), "top10_differ": differing,
+            "local_sync_after_ray_is_noop": bool(after.get("noop")) and after["chunks_embedded"] == 0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chunks", type=int, default=320, help="chunk texts per measured pass")
+    parser.add_argument("--rounds", type=int, default=2, help="paired rounds per cluster (best kept)")
+    parser.add_argument("--ceiling-pages", type=int, default=3000, help="pages the ceiling run syncs")
+    parser.add_argument("--equivalence", choices=("tldr",), help="run the done-when equivalence instead")
+    parser.add_argument("--pages", type=int, default=None, help="with --equivalence: only the first N pages")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    results = equivalence(args) if args.equivalence else throughput(args)
+    text = json.dumps(results, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
