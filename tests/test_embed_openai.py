@@ -276,6 +276,8 @@ def test_the_endpoint_down_at_search_time_gives_keyword_results_with_a_note_in_t
     assert result["mode"] == "bm25" and result["passages"][0]["path"] == "docs/harbour.md"
     assert any(note.startswith("keyword results only (mode bm25, asked for hybrid)") and "could not connect" in note
                for note in result["notes"])
+    # It does not suggest switching back to the search that just failed.
+    assert "combine both retrievers" not in json.dumps(result["suggested_next"])
     code, out, err = run(kb, capsys, "search", "lighthouse ship")
     assert code == 0 and "note: keyword results only" in out and "Traceback" not in out + err
 

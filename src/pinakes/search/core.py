@@ -325,7 +325,8 @@ class _Run:
         self.settings = searcher.settings
         self.query = query
         self.filters = filters
-        self.mode = mode
+        self.mode = mode  # downgraded to "bm25" when a remote embedding endpoint cannot answer
+        self.asked_mode = mode  # what the caller asked: a downgraded search never suggests its own mode back
         self.rerank = self.settings.rerank if rerank is None else rerank
         self.analyzed: AnalyzedQuery | None = None
         self.query_vector: NDArray[np.float32] | None = None
@@ -396,7 +397,7 @@ class _Run:
             suggestion = None
             if confidence.level in (LOW, UNKNOWN):
                 suggestion = suggest_next(
-                    self.query, plan=plan, filters=self.filters, mode=self.mode,
+                    self.query, plan=plan, filters=self.filters, mode=self.asked_mode,
                     passage_texts=[passage.text for passage in passages],
                     document_frequencies=generation.document_frequencies, tokenizer=generation.tokenizer,
                 )
