@@ -60,10 +60,12 @@ def test_the_rules_of_a_context() -> None:
     assert not is_identifier("Apple Inc. Form 10-Q") and not is_identifier("shutil")
     assert file_name_words("filings/apple-10q_2022-Q3.pdf") == "apple 10q 2022 Q3"
     assert file_name_words("library/shutil.rst.txt") == "shutil"
+    assert file_name_words("docs/0042.txt") == "" and file_name_words("0000320193-22-000070.pdf") == ""
     assert running_head_words(["Apple Inc. | Q3 2022 Form 10-Q | 2", "Apple Inc. | Q3 2022 Form 10-Q | 3", "17"]) \
         == ["Apple Inc. | Q3 2022 Form 10-Q"]
     lines = document_context("0000320193-22-000070", "apple-q3.pdf", running_heads=["ACME Corp | 4"])
     assert lines == ["apple q3", "ACME Corp"]  # an identifier title is no context
+    assert document_context(None, "docs/0042.txt") == []
     assert chunk_context(["Guide", "guide v2"], ("Guide", "Install", "Linux")) == "Guide\nInstall > Linux\nguide v2"
 
 

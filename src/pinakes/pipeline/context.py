@@ -56,9 +56,13 @@ def is_identifier(title: str) -> bool:
 
 
 def file_name_words(path: str) -> str:
-    """The words of a document's file name, without its extensions."""
+    """The words of a document's file name, without its extensions; nothing for a name that is an
+    identifier (`0042.txt`, an accession number, a hash)."""
     name = _EXTENSION.sub("", PurePosixPath(path).name) or PurePosixPath(path).name
-    return " ".join(word for word in _NAME_SPLIT.split(name) if word)
+    words = [word for word in _NAME_SPLIT.split(name) if word and not (len(word) >= 6 and is_identifier(word))]
+    if len(words) <= 1 and not any(_WORD_RUNS.search(word) for word in words):
+        return ""  # a bare number: a counter, not a name
+    return " ".join(words)
 
 
 def running_head_words(heads: Sequence[str]) -> list[str]:
