@@ -8,7 +8,8 @@ metric) and compared per question with the paired sign test.
     git archive <commit> src | tar -x -C /work/cache/pnk-ctx/base
     PYTHONPATH=/work/cache/pnk-ctx/base/src python bench/measure_context.py rank --arm before --corpus pymodules
     python bench/measure_context.py rank --arm after --corpus pymodules
-    python bench/measure_context.py compare --corpus pymodules before after
+    python bench/measure_context.py compare before after --corpus pymodules
+    python bench/measure_context.py fusion --arm after --corpus pymodules   # document-level fusion
 
 Corpora: `pymodules` (bench/corpora/pymodules: the shape #28 is about), and tune_retrieval's
 `cranfield`, `tldr` (a smaller seeded sample, TLDR_SAMPLE pages, for two shared cores) and `pydocs`.
@@ -97,9 +98,59 @@ def compare(name: str, before: str, after: str) -> dict[str, object]:
             after: tune.mean_scores(rows[after]), "paired_ndcg": tune.paired(rows[before], rows[after])}
 
 
+def fusion_levels(name: str, arm: str) -> dict[str, object]:
+    """Document-level fusion (a document's evidence maxed or summed across its chunks before the
+    ranking) against today's chunk-level fusion, on one arm's KB: tune_retrieval's fusion over the
+    product's own candidate lists, 200 deep, default weights."""
+    import dataclasses
+
+    kb, questions = build(name, arm)
+    lists = tune.candidate_lists(kb, questions, 200)
+    docs = tune.chunk_documents(kb)
+    rows = {level: [tune.score(tune.fuse_documents(candidates, dataclasses.replace(tune.DEFAULT, level=level), docs), q)
+                    for candidates, q in zip(lists, questions, strict=True)]
+            for level in ("chunk", "doc-max", "doc-sum")}
+    return {"corpus": name, "arm": arm, **{level: tune.mean_scores(r) for level, r in rows.items()},
+            "doc-max vs chunk": tune.paired(rows["chunk"], rows["doc-max"]),
+            "doc-sum vs chunk": tune.paired(rows["chunk"], rows["doc-sum"])}
+
+
+def dump_lists(name: str, arm: str) -> Path:
+    """One arm's keyword and vector candidate lists (200 deep) and its chunk -> document map, for
+    `sides` (run under the arm's own code)."""
+    kb, questions = build(name, arm)
+    lists = tune.candidate_lists(kb, questions, 200)
+    out = CACHE / f"{name}.{arm}.lists.json"
+    out.write_text(json.dumps({"k": [c.keyword for c in lists], "v": [c.vector for c in lists],
+                               "docs": tune.chunk_documents(kb)}))
+    return out
+
+
+def sides(name: str, before: str, after: str) -> dict[str, object]:
+    """Context on one side only: the keyword list of one arm fused with the vector list of the
+    other (chunk ids kept apart, documents shared), by the product's default fusion."""
+    _pairs, questions, _rewrite, _links = sources(name)
+    arms = {label: json.loads((CACHE / f"{name}.{label}.lists.json").read_text()) for label in (before, after)}
+    offset = 10_000_000  # the vector arm's chunk ids, apart from the keyword arm's
+
+    def rows(keyword_arm: str, vector_arm: str) -> list[dict[str, float]]:
+        k, v = arms[keyword_arm], arms[vector_arm]
+        docs = {int(c): d for c, d in k["docs"].items()} | {int(c) + offset: d for c, d in v["docs"].items()}
+        out = []
+        for index, question in enumerate(questions):
+            lists = tune.Candidates([(c, s) for c, s in k["k"][index]], [(c + offset, s) for c, s in v["v"][index]])
+            out.append(tune.score(tune.fuse_documents(lists, tune.DEFAULT, docs), question))
+        return out
+
+    base = rows(before, before)
+    variants = {"keyword side": rows(after, before), "vector side": rows(before, after), "both": rows(after, after)}
+    return {"corpus": name, "without": tune.mean_scores(base),
+            **{label: {**tune.mean_scores(r), "paired": tune.paired(base, r)} for label, r in variants.items()}}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["build", "rank", "compare"])
+    parser.add_argument("command", choices=["build", "rank", "compare", "fusion", "lists", "sides"])
     parser.add_argument("labels", nargs="*", help="compare: the two ranking labels")
     parser.add_argument("--corpus", required=True, choices=["pymodules", "cranfield", "tldr", "pydocs"])
     parser.add_argument("--arm", default="after", help="the KB's arm (its directory under the cache)")
@@ -112,6 +163,12 @@ def main() -> int:
     elif args.command == "rank":
         overrides = {key: json.loads(value) for key, value in (item.split("=", 1) for item in args.set)}
         print(rank(args.corpus, args.arm, args.label or args.arm, overrides))
+    elif args.command == "lists":
+        print(dump_lists(args.corpus, args.arm))
+    elif args.command == "sides":
+        print(json.dumps(sides(args.corpus, *args.labels), indent=1))
+    elif args.command == "fusion":
+        print(json.dumps(fusion_levels(args.corpus, args.arm), indent=1))
     else:
         print(json.dumps(compare(args.corpus, *args.labels), indent=1))
     return 0
