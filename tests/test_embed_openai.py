@@ -418,3 +418,15 @@ def test_doctor_reports_the_remote_model_without_calling_the_endpoint(
     assert model["model.weights"]["status"] == "OK" and server.url in model["model.weights"]["detail"]
     assert model["model.tokens"]["status"] == "FAIL" and "max_tokens to 100 or less" in model["model.tokens"]["remedy"]
     assert len(server.requests) == requests  # doctor spends nothing and needs no network
+
+
+def test_a_batch_that_fails_mid_sync_stops_it_clearly_and_the_next_sync_completes(
+        tmp_path: Path, server: FakeEmbeddings, capsys: pytest.CaptureFixture[str]) -> None:
+    kb = make_kb(tmp_path / "kb", server)
+    server.queue(Reply(), Reply("nan"))  # the probe answers; the documents' batch holds a NaN
+    code, out, err = run(kb, capsys, "sync")
+    assert code != 0 and "NaN" in out + err and "check its logs and the model it serves" in out + err
+    assert "Traceback" not in out + err
+    code, _out, err = run(kb, capsys, "sync")
+    assert code == 0, err
+    assert search_json(kb, capsys, "lighthouse ship")["passages"][0]["path"] == "docs/harbour.md"

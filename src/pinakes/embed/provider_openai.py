@@ -189,7 +189,7 @@ class RemoteEmbedder:
                 if call is not None:  # it answered 2xx: billed, at its usage or at worst the bound
                     call.close(billed if billed is not None else bound)
             if payload is None:
-                raise self._endpoint_error("its answer is not an embeddings JSON object")
+                raise self._endpoint_error("its answer is not an embeddings JSON object", answered=True)
             return self._checked(payload, texts, counts, billed)
         raise AssertionError("unreachable: the last attempt raises")
 
@@ -231,8 +231,13 @@ class RemoteEmbedder:
             wait = min(FIRST_BACKOFF_S * 2 ** (attempt - 1), MAX_BACKOFF_S) * (1 - 0.25 * random.random())
         return wait
 
-    def _endpoint_error(self, what: str, status: object = None) -> EmbeddingEndpointError:
-        if status in (401, 403):
+    def _endpoint_error(self, what: str, status: object = None, *, answered: bool = False) -> EmbeddingEndpointError:
+        """`answered`: the server did answer, with something that cannot be used (not a network fault)."""
+        if answered:
+            remedy = (f"the server answered, but not with vectors of {self.model} that can be indexed: check "
+                      "its logs and the model it serves; nothing of this batch was written; run the command "
+                      "again")
+        elif status in (401, 403):
             remedy = (f"check the key in ${self.settings.api_key_env}" if self.settings.api_key_env else
                       "the endpoint wants a key: name its variable in [embedding] api_key_env")
         elif status == 404:
@@ -253,14 +258,14 @@ class RemoteEmbedder:
         data = payload.get("data")
         data = [item for item in data if isinstance(item, dict)] if isinstance(data, list) else []
         if len(data) != len(texts):
-            raise self._endpoint_error(f"it returned {len(data)} vectors for {len(texts)} inputs")
+            raise self._endpoint_error(f"it returned {len(data)} vectors for {len(texts)} inputs", answered=True)
         try:
             ordered = sorted(data, key=lambda item: int(item.get("index", 0)))
             indexes = [int(item.get("index", position)) for position, item in enumerate(ordered)]
         except (TypeError, ValueError):
             indexes = []
         if indexes != list(range(len(texts))):
-            raise self._endpoint_error("its vectors' indexes are not 0..n-1, one per input")
+            raise self._endpoint_error("its vectors' indexes are not 0..n-1, one per input", answered=True)
         matrix = self._matrix([item.get("embedding") for item in ordered])
         if matrix.ndim != 2 or matrix.shape[1] != self.identity.dim:
             got = matrix.shape[1] if matrix.ndim == 2 else "ragged"
@@ -270,11 +275,12 @@ class RemoteEmbedder:
                 remedy=f"set [embedding] dim = {got} (then `pnk sync --rebuild`), or name the model you "
                        "meant" if isinstance(got, int) else "check the server")
         if not np.isfinite(matrix).all():
-            raise self._endpoint_error("it returned vectors holding NaN or infinity")
+            raise self._endpoint_error("it returned vectors holding NaN or infinity", answered=True)
         if self._counter.exact and billed and billed < sum(counts):
             raise self._endpoint_error(
                 f"its usage counts {billed} input tokens for inputs of {sum(counts)}: the server "
-                "truncated them (check its own input limit against [embedding] max_input_tokens)")
+                "truncated them (check its own input limit against [embedding] max_input_tokens)",
+                answered=True)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
 
@@ -294,7 +300,7 @@ class RemoteEmbedder:
             return np.asarray(rows, dtype=np.float32)
         except (TypeError, ValueError, binascii.Error) as exc:
             raise self._endpoint_error(f"its vectors are neither base64 float32 nor lists of numbers of "
-                                       f"one length ({exc})") from None
+                                       f"one length ({exc})", answered=True) from None
 
     # -- identity -----------------------------------------------------------------------------
 
