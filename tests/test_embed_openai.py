@@ -430,3 +430,13 @@ def test_a_batch_that_fails_mid_sync_stops_it_clearly_and_the_next_sync_complete
     code, _out, err = run(kb, capsys, "sync")
     assert code == 0, err
     assert search_json(kb, capsys, "lighthouse ship")["passages"][0]["path"] == "docs/harbour.md"
+
+
+def test_init_refuses_remote_flags_without_the_remote_provider_and_a_remote_provider_without_its_model(
+        tmp_path: Path, server: FakeEmbeddings, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init", str(tmp_path / "a"), "--base-url", server.url]) == 2
+    assert "--base-url only applies with --embedding openai-compatible" in capsys.readouterr().err
+    assert main(["init", str(tmp_path / "b"), "--embedding", "openai-compatible", "--base-url", server.url]) == 2
+    assert "needs --base-url and --model" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert server.requests == []

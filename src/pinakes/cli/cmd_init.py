@@ -101,7 +101,8 @@ def _remote_choice(args: argparse.Namespace) -> RemoteEmbeddingChoice | None:
     if args.embedding != "openai-compatible":
         given = [f"--{name.replace('_', '-')}" for name in _REMOTE_FLAGS if getattr(args, name) is not None]
         if given:
-            raise UsageError(f"{', '.join(given)} only apply with --embedding openai-compatible",
+            raise UsageError(f"{', '.join(given)} only {'applies' if len(given) == 1 else 'apply'} with "
+                             "--embedding openai-compatible",
                              remedy="pnk init --embedding openai-compatible --base-url URL --model NAME")
         return None
     if not args.base_url or not args.model:
