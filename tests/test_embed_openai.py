@@ -211,6 +211,17 @@ def test_usage_that_shows_a_truncation_fails_the_batch(tmp_path: Path, server: F
         embedder.embed_documents(["a whole sentence of words"])
 
 
+def test_a_query_past_the_input_limit_is_cut_to_its_head_before_it_is_sent(tmp_path: Path, server: FakeEmbeddings) -> None:
+    tokenizer = word_tokenizer_json(tmp_path / "tokenizer.json")
+    embedder = load_embedder(section(server, tokenizer=str(tokenizer), max_input_tokens=4))
+    vector = embedder.embed_query("lighthouse keeper logs ships entering harbour")  # six words
+    assert (server.requests[-1].body or {})["input"] == ["lighthouse keeper logs ships"]
+    assert np.allclose(vector, server.vector("lighthouse keeper logs ships"), atol=1e-6)
+    bytes_bound = load_embedder(section(server, max_input_tokens=10))
+    bytes_bound.embed_query("lighthouse keeper")
+    assert (server.requests[-1].body or {})["input"] == ["lighthouse"]
+
+
 def test_without_a_tokenizer_utf8_bytes_bound_the_tokens_and_a_longer_text_is_refused(server: FakeEmbeddings) -> None:
     embedder = load_embedder(section(server, max_input_tokens=16))
     assert embedder.count_tokens("αβγ") == 6  # two bytes a letter: never fewer tokens than a model makes

@@ -78,9 +78,18 @@ class ByteBound:
     def count_batch(self, texts: Sequence[str]) -> list[int]:
         return [len(text.encode("utf-8")) for text in texts]
 
+    def head(self, text: str, limit: int) -> str:
+        """The longest start of `text` within `limit` tokens."""
+        return text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
+
 
 class _ExactCounter(TokenCounter):
     exact = True
+
+    def head(self, text: str, limit: int) -> str:
+        """The longest start of `text` within `limit` tokens, cut where the tokenizer's token ends."""
+        offsets = self._tokenizer.encode(text, add_special_tokens=False).offsets
+        return text[: offsets[limit - 1][1]] if len(offsets) > limit else text
 
 
 class RemoteEmbedder:
@@ -150,8 +159,8 @@ class RemoteEmbedder:
         """One unit vector. A query past max_input_tokens is cut to its head *here*, visibly in the
         code, rather than by the server."""
         count = self._counter.count(text)
-        if count > self.max_input_tokens and not self._counter.exact:
-            text = text.encode("utf-8")[: self.max_input_tokens].decode("utf-8", errors="ignore")
+        if count > self.max_input_tokens:
+            text = self._counter.head(text, self.max_input_tokens)
             count = self._counter.count(text)
         return self._request([text], [count], attempts=QUERY_ATTEMPTS, query=True)[0]
 
