@@ -378,8 +378,7 @@ def test_a_closed_stream_never_raises() -> None:
 
 CHILD = textwrap.dedent("""
     import io, sys, time
-    from pinakes.pipeline.context import embedding_input
-from pinakes.pipeline.progress import MIN_BAR_COLUMNS, SyncProgress
+    from pinakes.pipeline.progress import MIN_BAR_COLUMNS, SyncProgress
 
     progress = SyncProgress.for_stream(sys.stderr, quiet=sys.argv[1] == "quiet")
     print(progress.mode, flush=True)

@@ -305,7 +305,8 @@ def test_a_document_that_will_be_slow_is_announced_before_its_embedding(
     from pinakes.pipeline import chunk as chunk_step
 
     root = make_kb(tmp_path / "kb", 2)
-    (root / "docs" / "big.md").write_text("\n\n".join(f"Para {n} " + "word " * 240 for n in range(6)),
+    # Each paragraph one chunk: within the model's input less the room kept for its context.
+    (root / "docs" / "big.md").write_text("\n\n".join(f"Para {n} " + "word " * 200 for n in range(6)),
                                           encoding="utf-8")
     monkeypatch.setattr(chunk_step, "SLOW_DOCUMENT_CHUNKS", 5)
     stream = io.StringIO()
