@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -241,6 +242,8 @@ def equivalence(args: argparse.Namespace) -> dict[str, Any]:
         cluster = _cluster([1, 1])
         try:
             ray_report, ray_seconds = _sync(ray_kb, "--ray-address", cluster.address, env=env)
+            # The only child waited for so far (the nodes are still running): the driver's peak.
+            driver_peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         finally:
             cluster.shutdown()
         local_report, local_seconds = _sync(local_kb, "--executor", "local", env=env)
@@ -251,6 +254,7 @@ def equivalence(args: argparse.Namespace) -> dict[str, Any]:
     return {"date": time.strftime("%Y-%m-%d"), "pages": len(pages),
             "chunks": {"local": local_report["chunks_embedded"], "ray": ray_report["chunks_embedded"]},
             "cold_sync_seconds": {"local": local_seconds, "ray_2_workers": ray_seconds},
+            "ray_driver_peak_rss_mb": round(driver_peak_mb),
             "ndcg@10": {"local": round(local_ndcg, 4), "ray": round(ray_ndcg, 4)},
             "questions": len(local_tops), "top10_differ": differing,
             "local_sync_after_ray_is_noop": bool(after.get("noop")) and after["chunks_embedded"] == 0}

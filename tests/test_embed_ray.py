@@ -263,3 +263,75 @@ def test_a_worker_with_other_weights_refuses_the_run_before_any_vector(cluster: 
     with sqlite3.connect(root / ".pinakes" / "index.db") as conn:
         assert conn.execute("SELECT COUNT(*) FROM embeddings").fetchone() == (0,)
         assert conn.execute("SELECT COUNT(*) FROM documents").fetchone() == (0,)
+
+
+def _driver(root: Path, address: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pinakes", "-C", str(root), "sync", "--ray-address", address],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+
+
+def _wait_for_vectors(driver: subprocess.Popen[str], root: Path) -> list[str]:
+    """The driver's worker names, once it has committed some vectors (and is still running)."""
+    import ray
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and driver.poll() is None:
+        if _embedding_count(root) > 0:
+            listed: list[dict[str, str]] = ray.util.list_named_actors(all_namespaces=True)  # pyright: ignore[reportAssignmentType]
+            return [actor["name"] for actor in listed
+                    if actor["namespace"] == "pinakes" and actor["name"].startswith(f"embed-{driver.pid}-")]
+        time.sleep(0.2)
+    raise AssertionError("the sync ended (or never committed) before the fault could be made")
+
+
+def test_every_worker_lost_stops_the_run_and_the_next_sync_continues(cluster: Any, local_reference: Path,
+                                                                    tmp_path: Path) -> None:
+    import ray
+
+    root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6)
+    driver = _driver(root, cluster.address)
+    try:
+        for name in _wait_for_vectors(driver, root):
+            ray.kill(ray.get_actor(name, namespace="pinakes"), no_restart=True)
+        _out, err = driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 69, err
+    assert "every Ray worker of the cluster at" in err and "Traceback" not in err
+    kept = _embedding_count(root)
+    assert 0 < kept < len(_rows(local_reference)), kept
+
+    resumed = pnk(root, "sync", "--executor", "local", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert 0 < json.loads(resumed.stdout)["chunks_embedded"] < len(_rows(local_reference))  # only the rest
+    _assert_same_index(root, local_reference)
+
+
+def test_ctrl_c_cancels_the_batches_in_flight_and_ends_the_workers(cluster: Any, tmp_path: Path) -> None:
+    import signal
+
+    import ray
+
+    root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6)
+    driver = _driver(root, cluster.address)
+    try:
+        names = _wait_for_vectors(driver, root)
+        assert len(names) == 2
+        driver.send_signal(signal.SIGINT)
+        _out, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode != 0 and "Traceback" not in err, err
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        listed: list[dict[str, str]] = ray.util.list_named_actors(all_namespaces=True)  # pyright: ignore[reportAssignmentType]
+        if not {actor["name"] for actor in listed} & set(names):
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"the workers outlived the interrupted sync: {names}")
+    # Nothing half-written: every committed chunk has its one vector, and the next sync finishes.
+    _rows(root)
+    assert pnk(root, "sync", "--executor", "local").returncode == 0
