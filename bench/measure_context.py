@@ -157,11 +157,16 @@ def main() -> int:
     parser.add_argument("--label", help="rank: the rankings' label (default: the arm)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
                         help="rank: a SearchSettings field overridden (e.g. document_fusion=\"max\")")
+    parser.add_argument("--context-weight", type=float, help="rank: the keyword side's context weight")
     args = parser.parse_args()
     if args.command == "build":
         build(args.corpus, args.arm)
     elif args.command == "rank":
         overrides = {key: json.loads(value) for key, value in (item.split("=", 1) for item in args.set)}
+        if args.context_weight is not None:
+            from pinakes.search.bm25 import KeywordOptions
+
+            overrides["keyword"] = KeywordOptions(context_weight=args.context_weight)
         print(rank(args.corpus, args.arm, args.label or args.arm, overrides))
     elif args.command == "lists":
         print(dump_lists(args.corpus, args.arm))
