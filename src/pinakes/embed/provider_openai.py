@@ -231,7 +231,7 @@ class RemoteEmbedder:
         refused = failure is not None and failure.status is None and failure.outcome == "void"
         transient = isinstance(exc, self._sdk.APITimeoutError) or (
             isinstance(status, int) and (status in (408, 409, 429) or status >= 500))
-        what = failure.what if failure is not None else type(exc).__name__
+        what = failure.happened if failure is not None else f"failed ({type(exc).__name__})"
         if refused or not transient or attempt >= attempts:
             tries = f" ({attempt} attempts)" if attempt > 1 else ""
             raise self._endpoint_error(f"the request {what}{tries}", status) from None
@@ -249,6 +249,9 @@ class RemoteEmbedder:
         elif status in (401, 403):
             remedy = (f"check the key in ${self.settings.api_key_env}" if self.settings.api_key_env else
                       "the endpoint wants a key: name its variable in [embedding] api_key_env")
+        elif isinstance(status, int) and (status == 429 or status >= 500):
+            remedy = (f"the server at {self.settings.base_url} is failing or rate-limiting (HTTP {status}): check "
+                      "its logs, or wait; then run the command again")
         elif status == 404:
             remedy = (f"check [embedding] base_url (it should end where /embeddings is served, often /v1) "
                       f"and that the server has model {self.model!r}")
