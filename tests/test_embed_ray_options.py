@@ -79,6 +79,17 @@ def test_the_cli_refuses_an_unknown_executor(tmp_path: Path) -> None:
     assert "--executor" in done.stderr and "'local'" in done.stderr
 
 
+def test_the_cli_refuses_a_cluster_address_with_the_local_executor(tmp_path: Path) -> None:
+    from pinakes.init import init_kb
+
+    init_kb(tmp_path, name="kb")
+    done = subprocess.run([sys.executable, "-m", "pinakes", "-C", str(tmp_path), "sync", "--executor", "local",
+                           "--ray-address", "127.0.0.1:6379"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr  # EXIT_CONFIG: an argument is wrong
+    assert "--ray-address" in done.stderr and "--executor local" in done.stderr
+    assert not (tmp_path / ".pinakes" / "index.db").exists()
+
+
 def test_progress_shows_the_workers_alive() -> None:
     from io import StringIO
 

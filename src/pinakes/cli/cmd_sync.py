@@ -75,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
 
         clear_extract_cache(getattr(args, "kb_dir", None), include_paid=args.clear_cache == "paid",
                             assume_yes=args.yes, quiet=args.quiet or args.json)
+    if args.executor == "local" and args.ray_address:
+        from pinakes.errors import UsageError
+
+        raise UsageError("--ray-address names a Ray cluster to embed on, but --executor local embeds in "
+                         "this process", remedy="drop --executor local, or drop --ray-address")
     options = SyncOptions(rebuild=args.rebuild, index_only=args.index_only,
                           sidecars_only=args.sidecars_only, stage=args.stage, quiet=args.quiet or args.json,
                           force_unlock=args.force_unlock, offline=True if args.offline else None,
