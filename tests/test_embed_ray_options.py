@@ -72,6 +72,16 @@ def test_an_unknown_executor_is_refused_with_the_choices(tmp_path: Path) -> None
     assert "executor" in rendered and '"local"' in rendered and '"ray"' in rendered
 
 
+def test_a_remote_provider_is_not_run_on_ray(tmp_path: Path) -> None:
+    manifest = _manifest_with(tmp_path, 'executor = "ray"')
+    text = manifest.read_text(encoding="utf-8")
+    text = text.replace('provider = "fastembed"', 'provider = "openai-compatible"\nbase_url = "http://127.0.0.1:9/v1"', 1)
+    manifest.write_text(text, encoding="utf-8")
+    with pytest.raises(ManifestError) as raised:
+        load_manifest(manifest)
+    assert "executor" in raised.value.render() and "openai-compatible" in raised.value.render()
+
+
 def test_the_cli_refuses_an_unknown_executor(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "pinakes", "sync", "--executor", "dask"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)

@@ -196,10 +196,19 @@ def _read_embedding(table: _Table) -> EmbeddingSection:
         dim=table.integer("dim", None, minimum=1),
         revision=table.optional_string("revision", '"<commit hash>"'),
         batch_size=table.integer("batch_size", 32, minimum=1),
-        executor=table.choice("executor", "local", EMBEDDING_EXECUTORS),
+        executor=_read_executor(table),
         ray_address=table.optional_string("ray_address", '"auto"'),
         **_read_remote_embedding(table),
     )
+
+
+def _read_executor(table: _Table) -> str:
+    """Where the model runs; a remote provider's model already runs elsewhere, so not on Ray."""
+    executor = table.choice("executor", "local", EMBEDDING_EXECUTORS)
+    if executor == "ray" and table.raw_value("provider") == REMOTE_EMBEDDING_PROVIDER:
+        table.fail("executor", f'"ray" runs a local model on a cluster; provider "{REMOTE_EMBEDDING_PROVIDER}" '
+                               "already embeds on its server", 'delete the line (or set executor = "local")')
+    return executor
 
 
 def _read_remote_embedding(table: _Table) -> dict[str, Any]:
