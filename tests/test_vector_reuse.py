@@ -270,3 +270,26 @@ def test_the_packaged_model_rebuilds_an_unchanged_kb_without_loading_its_weights
     report = run_sync(root, SyncOptions(rebuild=True, quiet=True))
     assert report.ok and report.chunks_embedded == 0 and report.chunks_reused == len(before)
     assert vector_rows(root) == before
+
+
+def test_a_rebuild_carries_a_paid_extractions_keys_with_its_vectors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paid rows a rebuild copies from the old index (never re-extracted) keep their keys, so
+    their vectors stay reusable afterwards."""
+    pytest.importorskip("anthropic", reason="the [claude] extra is not installed: the paid path cannot run")
+    pytest.importorskip("pypdfium2", reason="the [pdf] extra is not installed: nothing renders pages")
+    from tests.fake_anthropic import FakeAnthropic, scanned_pdf
+    from tests.paid_helpers import paid_kb
+    from tests.paid_helpers import sync as pnk_sync
+
+    def scan_rows(root: Path) -> list[tuple[str, int, str, bytes, bytes]]:
+        return [row for row in vector_rows(root) if row[0] == "docs/scan.pdf"]
+
+    with FakeAnthropic() as server:
+        server.page_texts = {1: "The harbour ledger of 1888.", 2: "Tonnage landed at the quay."}
+        root = paid_kb(tmp_path / "kb", monkeypatch, server, key="sk-ant-reuse-test-key", name="carry")
+        (root / "docs/scan.pdf").write_bytes(scanned_pdf(2))
+        assert pnk_sync(root, "--extract=claude-vision") == 0
+        before = scan_rows(root)
+        assert pnk_sync(root, "--rebuild") == 0
+    assert before and scan_rows(root) == before  # keys included: none carried as NULL

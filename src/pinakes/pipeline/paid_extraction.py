@@ -626,7 +626,8 @@ def carry_paid_rows(ctx: SyncContext, carry: CarryPlan, old_index: Path) -> None
             columns = _shared_columns(conn, "chunks", exclude=set())
             conn.execute(f"INSERT INTO main.chunks ({columns}) SELECT {_qualified('c', columns)} "
                          "FROM carried.chunks c JOIN carry_moves m ON m.id = c.doc_id")
-            conn.execute("INSERT INTO main.embeddings (chunk_id, vector) SELECT e.chunk_id, e.vector "
+            columns = _shared_columns(conn, "embeddings", exclude=set())  # text_key too, where it has one
+            conn.execute(f"INSERT INTO main.embeddings ({columns}) SELECT {_qualified('e', columns)} "
                          "FROM carried.embeddings e JOIN carried.chunks c ON c.id = e.chunk_id "
                          "JOIN carry_moves m ON m.id = c.doc_id")
             conn.execute("INSERT OR IGNORE INTO main.links (src_kb_id, src_doc_id, dst_kb_id, dst_doc_id, rel, "
