@@ -34,6 +34,7 @@ pytestmark = [
 # Every Ray process of these tests (the nodes, each `pnk sync` driver) resolves "this machine" to
 # the loopback address instead of the machine's own: nothing is reachable from outside.
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+MODEL_RUNTIMES = ("onnxruntime", "fastembed", "torch", "sentence_transformers")
 WORDS = ("index", "vector", "model", "chunk", "cluster", "worker", "driver", "commit", "transaction",
          "sqlite", "search", "token", "embedding", "batch", "node", "actor", "retry", "order", "memory",
          "writer", "stage", "sync", "corpus", "query", "answer", "document", "paragraph", "heading")
@@ -158,8 +159,14 @@ def test_ray_sync_equals_local_and_a_local_sync_after_it_is_a_no_op(cluster: Any
                                                                    tmp_path: Path) -> None:
     root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6,
                    manifest_lines=f'executor = "ray"\nray_address = "{cluster.address}"')
-    done = pnk(root, "sync")  # the manifest chooses Ray
+    # The manifest chooses Ray; the driver reports which model runtimes it imported (none: the
+    # workers hold the model, the driver only its tokenizer).
+    script = ("import sys; from pinakes.cli import main; code = main(sys.argv[1:]); "
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in MODEL_RUNTIMES)); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", f"MODEL_RUNTIMES = {MODEL_RUNTIMES!r}; {script}", "-C", str(root),
+                           "sync"], capture_output=True, text=True, env=_env(), timeout=900)
     assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
     assert "2 workers alive" in done.stderr  # progress lines name the workers
     _assert_same_index(root, local_reference)
 
