@@ -293,3 +293,29 @@ def test_a_rebuild_carries_a_paid_extractions_keys_with_its_vectors(
         before = scan_rows(root)
         assert pnk_sync(root, "--rebuild") == 0
     assert before and scan_rows(root) == before  # keys included: none carried as NULL
+
+
+def test_pnk_sync_reports_reuse_in_text_and_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import pinakes.embed
+    from pinakes.cli import main
+    from pinakes.init import init_kb
+    from tests.fakes import FakeEmbedder
+
+    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
+    root = tmp_path / "kb"
+    init_kb(root, name="cli")
+    write_documents(root, small_docs())
+    assert main(["-C", str(root), "sync", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["chunks_embedded"] > 0 and first["chunks_reused"] == 0
+    assert main(["-C", str(root), "sync", "--rebuild", "--json"]) == 0
+    rebuilt = json.loads(capsys.readouterr().out)
+    assert rebuilt["chunks_embedded"] == 0 and rebuilt["chunks_reused"] == first["chunks_embedded"]
+    assert rebuilt["vector_reuse"].startswith("reused vectors from the old index")
+    assert main(["-C", str(root), "sync", "--rebuild", "--no-reuse"]) == 0
+    text = capsys.readouterr().out
+    assert f"chunks: {first['chunks_embedded']} embedded, 0 reused" in text
+    assert "vectors: off (--no-reuse)" in text
