@@ -299,10 +299,11 @@ def doctor_lines(tmp_path: Path, provider: str, model: str = DEFAULT_MODEL, max_
 
     from pinakes.doctor import DoctorContext
     from pinakes.doctor.checks_model import checks
+    from pinakes.manifest.sections import ChunkingSection, EmbeddingSection
 
     manifest = SimpleNamespace(
-        embedding=SimpleNamespace(provider=provider, model=model, dim=384, revision=None, batch_size=32),
-        chunking=SimpleNamespace(max_tokens=max_tokens, overlap=25, headings="none"),
+        embedding=EmbeddingSection(provider=provider, model=model, dim=384),
+        chunking=ChunkingSection(max_tokens=max_tokens, overlap=25, headings="none"),
     )
     context = DoctorContext(kb_root=tmp_path, cache={"manifest": manifest})
     return {check.name: check for check in checks(context)}
