@@ -154,3 +154,13 @@ def test_an_index_built_with_the_old_context_re_embeds_once(tmp_path: Path, monk
     assert sorted(upgraded.reembedded) == ["docs/quokka-sync.md", "docs/wombat-mirror.md"]
     again = sync(root, HashEmbedder())
     assert not again.reembedded and not again.added and not again.changed
+
+
+def test_a_document_without_context_is_chunked_and_embedded_as_before(tmp_path: Path) -> None:
+    embedder = RecordingEmbedder()
+    body = " ".join(f"w{n}" for n in range(240))  # one chunk of 240 tokens: above the room a context takes
+    index = build_kb(tmp_path / "kb", [Doc("docs/0042.txt", body + "\n")], embedder)
+    with sqlite3.connect(index) as conn:
+        rows = conn.execute("SELECT text, context, token_count FROM chunks").fetchall()
+    assert [(context, tokens) for _, context, tokens in rows] == [(None, 240)]
+    assert embedder.texts == [rows[0][0]]  # the chunk's text alone: a stored vector of it is reused

@@ -32,7 +32,10 @@ def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chu
     max_tokens too large for the model), which stops the whole run."""
     from pinakes.chunking import chunk_text
     from pinakes.extract.source_types import markup_for
+    from pinakes.extract.titles import document_title
     from pinakes.pipeline.context import CONTEXT_TOKENS
+
+    item.text_title = document_title(extracted.text, item.source_type, ctx.paths.root / item.path)
 
     ctx.progress.document(item.path, phase="chunking")
     chunking = ctx.manifest.chunking
@@ -41,8 +44,10 @@ def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chu
                               "chunk and count first; this document alone takes a while")
     try:
         embedder = ctx.get_embedder()
-        # Room for the chunk's context ahead of it in the model's input (pipeline/context.py).
-        max_tokens = max(1, min(chunking.max_tokens, embedder.max_input_tokens - CONTEXT_TOKENS))
+        # Room for the chunk's context ahead of it in the model's input (pipeline/context.py), left
+        # only where there will be one: a document without context is chunked and embedded as before.
+        reserve = CONTEXT_TOKENS if _has_context(ctx, item, extracted) else 0
+        max_tokens = max(1, min(chunking.max_tokens, embedder.max_input_tokens - reserve))
         chunks = chunk_text(extracted.text, item.source_type, max_tokens=max_tokens,
                             overlap=min(chunking.overlap, max_tokens - 1), headings=chunking.headings,
                             count_tokens=embedder.count_tokens, pages=extracted.pages,
@@ -53,11 +58,23 @@ def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chu
         ctx.report.fail(item.path, "chunk", f"{type(exc).__name__}: {exc}")
         ctx.failed.add(item.doc_id)
         return None
-    from pinakes.extract.titles import document_title
-
-    item.text_title = document_title(extracted.text, item.source_type, ctx.paths.root / item.path)
     if len(chunks) >= SLOW_DOCUMENT_CHUNKS:
         ctx.progress.announce(f"{item.path}: {len(chunks):,} chunks to embed; this document alone "
                               "takes a while")
     ctx.group.chunks[item.doc_id] = chunks
     return chunks
+
+
+def _has_context(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> bool:
+    """Whether `item`'s chunks will carry a document context: a source with headings (Markdown,
+    reST, AsciiDoc) or a title, file-name words, running heads or front matter. A sidecar title is
+    not read here; where it alone gives the context, `fit_context` cuts it to the room left."""
+    from pinakes.extract.front_matter import document_front_matter
+    from pinakes.extract.source_types import markup_for
+    from pinakes.pipeline.context import document_context
+
+    if item.source_type == "markdown" or (item.source_type == "text" and markup_for(item.path) is not None):
+        return True
+    declared = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
+    return bool(document_context(item.text_title, item.path, running_heads=extracted.running_heads,
+                                 declared_words=declared.searchable_words()))
