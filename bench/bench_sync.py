@@ -329,6 +329,9 @@ def _placeholder_model(root: Path) -> object:
     fake.identity, fake.max_input_tokens = deferred.identity, deferred.max_input_tokens
     fake.count_tokens = deferred.count_tokens  # type: ignore[method-assign]
     fake.count_tokens_batch = deferred.count_tokens_batch  # type: ignore[method-assign]
+    # The tokenizer itself too, so the starting sync remembers its token counts as a real one does
+    # (pipeline/token_counts.py).
+    fake.token_counter = deferred.token_counter  # type: ignore[attr-defined]
     return fake
 
 

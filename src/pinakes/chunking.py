@@ -546,17 +546,38 @@ class _Atom:
     level: int = 0  # the split level its parts would come from (see _Packer.split)
 
 
+# A text this short is counted once per chunking run, however often it recurs: the overlap's
+# candidate words repeat by the thousand ("the", "of") in a large document. Longer texts (blocks,
+# chunks) seldom repeat, and remembering them would hold a second copy of the document.
+_REMEMBERED_CHARS = 64
+
+
 class _Counter:
     def __init__(self, count: CountTokens, count_batch: CountTokensBatch | None) -> None:
         self._count = count
         self._count_batch = count_batch
+        self._short: dict[str, int] = {}
 
     def one(self, text: str) -> int:
-        return self._count(text)
+        known = self._short.get(text)
+        if known is not None:
+            return known
+        tokens = self._count(text)
+        if len(text) <= _REMEMBERED_CHARS:
+            self._short[text] = tokens
+        return tokens
 
     def many(self, texts: Sequence[str]) -> list[int]:
-        if not texts:
-            return []
+        short = self._short
+        # Each distinct text not already known, counted once, in one batch.
+        unknown = list(dict.fromkeys(text for text in texts if text not in short))
+        if unknown:
+            counted = dict(zip(unknown, self._counted(unknown), strict=True))
+            short.update((text, tokens) for text, tokens in counted.items() if len(text) <= _REMEMBERED_CHARS)
+            return [short[text] if text in short else counted[text] for text in texts]
+        return [short[text] for text in texts]
+
+    def _counted(self, texts: list[str]) -> list[int]:
         if self._count_batch is not None:
             counts = list(self._count_batch(texts))
             if len(counts) != len(texts):

@@ -24,6 +24,7 @@ from pinakes.errors import ModelUnavailableError
 if TYPE_CHECKING:
     import numpy as np
 
+    from pinakes.embed.tokens import TokenCounter
     from pinakes.manifest import EmbeddingSection
 
 
@@ -33,13 +34,19 @@ class DeferredEmbedder:
     def __init__(self, identity: ModelIdentity, max_input_tokens: int,
                  count_tokens: Callable[[str], int],
                  count_tokens_batch: Callable[[Sequence[str]], list[int]],
-                 load: Callable[[], Embedder]) -> None:
+                 load: Callable[[], Embedder], token_counter: TokenCounter | None = None) -> None:
         self.identity = identity
         self.max_input_tokens = max_input_tokens
         self._count_tokens = count_tokens
         self._count_tokens_batch = count_tokens_batch
         self._load = load
         self._loaded: Embedder | None = None
+        self._token_counter = token_counter
+
+    @property
+    def token_counter(self) -> TokenCounter | None:
+        """The counter `count_tokens` uses, when it is one (the packaged model's tokenizer file)."""
+        return self._token_counter
 
     @property
     def weights_loaded(self) -> bool:
@@ -96,4 +103,4 @@ def embedder_for(section: EmbeddingSection, *, offline: bool | None, load: Calla
     identity = ModelIdentity(section.provider, section.model, packaged.revision, packaged.weights.sha256,
                              packaged.dim)
     return DeferredEmbedder(identity, limit, counter.count, counter.count_batch,
-                            lambda: load(section, offline=offline))
+                            lambda: load(section, offline=offline), token_counter=counter)

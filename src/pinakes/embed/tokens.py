@@ -26,6 +26,7 @@ class TokenCounter:
         self._tokenizer.no_padding()
         with_special = len(self._tokenizer.encode("", add_special_tokens=True).ids)
         self.special_tokens = with_special - len(self._tokenizer.encode("", add_special_tokens=False).ids)
+        self._fingerprint: str | None = None
 
     @classmethod
     def from_file(cls, tokenizer_json: Path) -> TokenCounter:
@@ -42,6 +43,18 @@ class TokenCounter:
 
     def to_str(self) -> str:
         return self._tokenizer.to_str()
+
+    @property
+    def fingerprint(self) -> str:
+        """This counter exactly: the tokenizer's whole serialized configuration and vocabulary (as
+        it counts: truncation and padding off) and the `tokenizers` version that runs it. Equal
+        fingerprints count every text alike (pipeline/token_counts.py keys remembered counts by it)."""
+        if self._fingerprint is None:
+            import tokenizers
+            import xxhash
+
+            self._fingerprint = xxhash.xxh3_128_hexdigest(f"{tokenizers.__version__}\0{self.to_str()}".encode())
+        return self._fingerprint
 
     def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)

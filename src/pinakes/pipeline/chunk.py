@@ -14,9 +14,11 @@ from pinakes.errors import PinakesError
 
 if TYPE_CHECKING:
     from pinakes.chunking import Chunk
+    from pinakes.embed.base import Embedder
     from pinakes.extract.types import ExtractedText
     from pinakes.pipeline.pair import DocWork
     from pinakes.pipeline.run import SyncContext
+    from pinakes.pipeline.token_counts import TokenCountStore
 
 # A document with at least this many chunks is announced before it is embedded (about a minute of
 # embedding on a 2-core CPU at the default model's measured rate).
@@ -48,10 +50,17 @@ def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chu
         # only where there will be one: a document without context is chunked and embedded as before.
         reserve = CONTEXT_TOKENS if _has_context(ctx, item, extracted) else 0
         max_tokens = max(1, min(chunking.max_tokens, embedder.max_input_tokens - reserve))
-        chunks = chunk_text(extracted.text, item.source_type, max_tokens=max_tokens,
-                            overlap=min(chunking.overlap, max_tokens - 1), headings=chunking.headings,
-                            count_tokens=embedder.count_tokens, pages=extracted.pages,
-                            markup=markup_for(item.path) if item.source_type == "text" else None)
+        store = _remembered_counts(ctx, embedder, len(extracted.text))
+        try:
+            chunks = chunk_text(extracted.text, item.source_type, max_tokens=max_tokens,
+                                overlap=min(chunking.overlap, max_tokens - 1), headings=chunking.headings,
+                                count_tokens=embedder.count_tokens,
+                                count_tokens_batch=store.count_batch if store else embedder.count_tokens_batch,
+                                pages=extracted.pages,
+                                markup=markup_for(item.path) if item.source_type == "text" else None)
+        finally:
+            if store is not None:
+                store.save()
     except PinakesError:
         raise
     except Exception as exc:
@@ -78,3 +87,15 @@ def _has_context(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> b
     declared = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
     return bool(document_context(item.text_title, item.path, running_heads=extracted.running_heads,
                                  declared_words=declared.searchable_words()))
+
+
+def _remembered_counts(ctx: SyncContext, embedder: Embedder, chars: int) -> TokenCountStore | None:
+    """The store of counts from earlier syncs (pipeline/token_counts.py) for a document this large
+    counted by a tokenizer known exactly; None: count everything."""
+    from pinakes.embed.tokens import TokenCounter
+    from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS, TokenCountStore
+
+    counter = getattr(embedder, "token_counter", None)
+    if chars < REMEMBERED_DOCUMENT_CHARS or not isinstance(counter, TokenCounter):
+        return None
+    return TokenCountStore.open(ctx.paths.cache_dir, counter.fingerprint, embedder.count_tokens_batch)
