@@ -86,7 +86,9 @@ def test_human_output_lists_ranked_cited_passages(kb, capsys):
     # The paid escalation names the user's own query, quoted so it pastes back as the same words.
     assert f"pnk -C {kb.root} ask --deep 'kafka replication'" in out
     assert "pnk eval --init" in out  # how to make confidence more than unknown
-    assert "next search to try: pnk search" in out
+    # A search that is not confident names a next one when it has one to name (here: both retrievers).
+    code, out, _ = run(capsys, "-C", str(kb.root), "search", "kafka", "replication", "--mode", "bm25")
+    assert code == 0 and "next search to try: pnk search" in out and "combine both retrievers" in out
 
 
 def test_the_escalation_hint_quotes_the_query_and_keeps_the_filters(kb, capsys):

@@ -101,5 +101,11 @@ def spending_for(kb_root: Path, manifest: Manifest) -> EmbeddingSpending | None:
 def load_for_kb(kb_root: Path, manifest: Manifest, *, offline: bool | None = None,
                 threads: int | None = None) -> Embedder:
     """`load_embedder` for the KB at `kb_root`: its tokenizer paths and its budget resolved."""
+    if manifest.embedding.remote is None:
+        # A local model needs neither; resolved through the package, as the sync resolves it, so a
+        # substituted `pinakes.embed.load_embedder` (a test's model) is the one both use.
+        from pinakes import embed
+
+        return embed.load_embedder(manifest.embedding, offline=offline, threads=threads)
     return load_embedder(manifest.embedding, offline=offline, threads=threads, kb_root=kb_root,
                          spending=spending_for(kb_root, manifest))
