@@ -95,28 +95,30 @@ def provider(url: str, dim: int, concurrency: int = 1) -> RemoteEmbedder:
 
 
 def overhead(url: str, dim: int, rounds: int) -> dict[str, float]:
+    """Paired rounds, each one bare request and one provider request, the order alternating from
+    round to round (neither always follows the other's cache or scheduler state)."""
     batch = texts(BATCH)
     bare, remote = BareClient(url), provider(url, dim)
     for _ in range(3):  # warm both connections and both code paths
         bare.embed(batch)
         remote.embed_documents(batch)
-    bare_s, provider_s, bare_cpu, provider_cpu = [], [], [], []
-    for _ in range(rounds):
-        started, cpu = time.perf_counter(), time.process_time()
-        bare.embed(batch)
-        bare_s.append(time.perf_counter() - started)
-        bare_cpu.append(time.process_time() - cpu)
-        started, cpu = time.perf_counter(), time.process_time()
-        remote.embed_documents(batch)
-        provider_s.append(time.perf_counter() - started)
-        provider_cpu.append(time.process_time() - cpu)
-    bare_ms, provider_ms = statistics.median(bare_s) * 1000, statistics.median(provider_s) * 1000
-    extra_cpu_ms = (statistics.median(provider_cpu) - statistics.median(bare_cpu)) * 1000
+    clients = {"bare": lambda: bare.embed(batch), "provider": lambda: remote.embed_documents(batch)}
+    wall: dict[str, list[float]] = {"bare": [], "provider": []}
+    cpu: dict[str, list[float]] = {"bare": [], "provider": []}
+    for round_ in range(rounds):
+        for name in (("bare", "provider") if round_ % 2 == 0 else ("provider", "bare")):
+            started, cpu_started = time.perf_counter(), time.process_time()
+            clients[name]()
+            wall[name].append(time.perf_counter() - started)
+            cpu[name].append(time.process_time() - cpu_started)
+    bare_ms, provider_ms = (statistics.median(wall[name]) * 1000 for name in ("bare", "provider"))
+    bare_cpu_ms, provider_cpu_ms = (statistics.median(cpu[name]) * 1000 for name in ("bare", "provider"))
+    pair_ratio = statistics.median(p / b for p, b in zip(wall["provider"], wall["bare"], strict=True))
     return {"bare_ms": round(bare_ms, 2), "provider_ms": round(provider_ms, 2),
-            "ratio": round(provider_ms / bare_ms, 4), "overhead_ms": round(provider_ms - bare_ms, 2),
-            "bare_cpu_ms": round(statistics.median(bare_cpu) * 1000, 2),
-            "provider_cpu_ms": round(statistics.median(provider_cpu) * 1000, 2),
-            "cpu_ratio": round((bare_ms + extra_cpu_ms) / bare_ms, 4)}
+            "ratio": round(provider_ms / bare_ms, 4), "pair_ratio": round(pair_ratio, 4),
+            "overhead_ms": round(provider_ms - bare_ms, 2),
+            "bare_cpu_ms": round(bare_cpu_ms, 2), "provider_cpu_ms": round(provider_cpu_ms, 2),
+            "cpu_ratio": round((bare_ms + provider_cpu_ms - bare_cpu_ms) / bare_ms, 4)}
 
 
 def throughput(url: str, dim: int, count: int, levels: list[int]) -> dict[int, float]:
@@ -136,13 +138,13 @@ def throughput(url: str, dim: int, count: int, levels: list[int]) -> dict[int, f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--texts", type=int, default=2048)
-    parser.add_argument("--concurrency", default="1,4,8")
+    parser.add_argument("--concurrency", default="1,4,8", help="'' (empty): the overhead alone")
     args = parser.parse_args()
-    levels = [int(level) for level in args.concurrency.split(",")]
+    levels = [int(level) for level in args.concurrency.split(",") if level]
 
     stub, url = start_stub(args.dim, args.delay_ms)
     try:
@@ -156,13 +158,14 @@ def main() -> None:
     print(f"stub: dim {args.dim}, +{args.delay_ms:g} ms per answer; openai {openai.__version__}; "
           f"{os.cpu_count()} cpus, {platform.python_version()}")
     print(f"batch of {BATCH}: bare request {cost['bare_ms']} ms, provider {cost['provider_ms']} ms "
-          f"(median of {args.rounds}): ratio {cost['ratio']:.3f} ({(cost['ratio'] - 1) * 100:+.1f}%)")
+          f"(medians of {args.rounds} paired rounds): ratio {cost['ratio']:.3f} ({(cost['ratio'] - 1) * 100:+.1f}%), "
+          f"median of the pairs' ratios {cost['pair_ratio']:.3f}")
     print(f"client CPU per request: bare {cost['bare_cpu_ms']} ms, provider {cost['provider_cpu_ms']} ms: "
           f"the stub's response time plus the provider's extra CPU is {cost['cpu_ratio']:.3f}x it")
-    base = rates[levels[0]]
     for level, rate in rates.items():
-        print(f"concurrency {level}: {rate} texts/s ({rate / base:.2f}x concurrency {levels[0]})")
-    print(json.dumps({"date": datetime.date.today().isoformat(), "dim": args.dim, "delay_ms": args.delay_ms,
+        print(f"concurrency {level}: {rate} texts/s ({rate / rates[levels[0]]:.2f}x concurrency {levels[0]})")
+    print(json.dumps({"date": datetime.date.today().isoformat(), "load_average": os.getloadavg()[0],
+                      "dim": args.dim, "delay_ms": args.delay_ms,
                       "batch": BATCH, "rounds": args.rounds, **cost,
                       "texts_per_s": {str(level): rate for level, rate in rates.items()}}))
 

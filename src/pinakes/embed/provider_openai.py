@@ -1,5 +1,6 @@
 """The remote provider: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, vLLM, TEI,
-llama.cpp, LM Studio, OpenAI), through the official `openai` client (the `[remote]` extra).
+llama.cpp, LM Studio, OpenAI), configured by the official `openai` client (the `[remote]` extra:
+its key, headers and error classes) and posted by embed/plain_http.py (why: its docstring).
 
 A remote model has no weights file to digest, and the server may swap the model behind the same
 name, truncate silently, return the wrong number of vectors, or be down. So:
@@ -73,10 +74,10 @@ class ByteBound:
     exact = False
 
     def count(self, text: str) -> int:
-        return len(text.encode("utf-8"))
+        return len(text) if text.isascii() else len(text.encode("utf-8"))  # isascii: a flag, no scan
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
-        return [len(text.encode("utf-8")) for text in texts]
+        return [len(text) if text.isascii() else len(text.encode("utf-8")) for text in texts]
 
     def head(self, text: str, limit: int) -> str:
         """The longest start of `text` within `limit` tokens."""
@@ -111,9 +112,6 @@ class RemoteEmbedder:
         # base64 float32: a quarter of the bytes of JSON numbers and no float parsing (the response
         # of 64 x 768 shrinks from ~1 MB); a server that refuses it is asked for floats from then on.
         self.encoding = "base64"
-        import httpx2  # the client's own HTTP library (a dependency of openai 3.x)
-
-        self._raw_response = httpx2.Response
         # Set by `load` once the probe has answered; a placeholder until then.
         self.identity = ModelIdentity(PROVIDER, model, "", "", dim)
 
@@ -203,12 +201,13 @@ class RemoteEmbedder:
         raise AssertionError("unreachable: the last attempt raises")
 
     def _post(self, texts: list[str]) -> Any:
-        """One POST /embeddings through the client (its auth, timeouts, error classes), answered as
-        the raw HTTP response and parsed here: the client's typed `embeddings.create` checks every
-        input string against its schema and builds one object per float returned (~40 ms for 64 x
-        768 on this project's machines, eight times the JSON itself; bench/bench_remote_embed.py)."""
+        """One POST /embeddings, answered as the raw HTTP response and parsed here: the client's
+        typed `embeddings.create` checks every input string against its schema and builds one
+        object per float returned (~40 ms for 64 x 768 on this project's machines, eight times the
+        JSON itself), and even its untyped `post` costs as much CPU as a local server's 5%
+        (embed/plain_http.py; bench/bench_remote_embed.py)."""
         body = {"input": texts, "model": self.model, "encoding_format": self.encoding}
-        return self._client.post("/embeddings", cast_to=self._raw_response, body=body)
+        return self._client.post("embeddings", body)
 
     def _reserved(self, bound: int, query: bool) -> Any:
         import contextlib
@@ -271,12 +270,8 @@ class RemoteEmbedder:
         data = [item for item in data if isinstance(item, dict)] if isinstance(data, list) else []
         if len(data) != len(texts):
             raise self._endpoint_error(f"it returned {len(data)} vectors for {len(texts)} inputs", answered=True)
-        try:
-            ordered = sorted(data, key=lambda item: int(item.get("index", 0)))
-            indexes = [int(item.get("index", position)) for position, item in enumerate(ordered)]
-        except (TypeError, ValueError):
-            indexes = []
-        if indexes != list(range(len(texts))):
+        ordered = _in_input_order(data)
+        if ordered is None:
             raise self._endpoint_error("its vectors' indexes are not 0..n-1, one per input", answered=True)
         matrix = self._matrix([item.get("embedding") for item in ordered])
         if matrix.ndim != 2 or matrix.shape[1] != self.identity.dim:
@@ -303,13 +298,19 @@ class RemoteEmbedder:
         import numpy as np
 
         try:
-            if all(isinstance(row, str) for row in rows):
-                decoded = [binascii.a2b_base64(str(row), strict_mode=True) for row in rows]
-                if len({len(row) for row in decoded}) != 1 or len(decoded[0]) % 4:
-                    return np.zeros(len(rows), dtype=np.float32)
-                matrix = np.frombuffer(b"".join(decoded), dtype="<f4").reshape(len(rows), -1)
-                return matrix.astype(np.float32, copy=False)  # a copy only on a big-endian machine
-            return np.asarray(rows, dtype=np.float32)
+            strings = [row for row in rows if isinstance(row, str)]
+            if len(strings) < len(rows):
+                return np.asarray(rows, dtype=np.float32)
+            if len({len(row) for row in strings}) != 1:
+                return np.zeros(len(rows), dtype=np.float32)
+            try:  # one call for the whole answer; padding inside it (a width not a multiple of 3) fails
+                decoded = binascii.a2b_base64("".join(strings), strict_mode=True)
+            except binascii.Error:
+                decoded = b"".join(binascii.a2b_base64(row, strict_mode=True) for row in strings)
+            if len(decoded) % (4 * len(rows)):
+                return np.zeros(len(rows), dtype=np.float32)
+            matrix = np.frombuffer(decoded, dtype="<f4").reshape(len(rows), -1)
+            return matrix.astype(np.float32, copy=False)  # a copy only on a big-endian machine
         except (TypeError, ValueError, binascii.Error) as exc:
             raise self._endpoint_error(f"its vectors are neither base64 float32 nor lists of numbers of "
                                        f"one length ({exc})", answered=True) from None
@@ -328,6 +329,22 @@ class RemoteEmbedder:
         for row in rounded:
             digest.update((",".join(f"{value:.{FINGERPRINT_DECIMALS}f}" for value in row) + "\n").encode())
         return "probe:" + digest.hexdigest()
+
+
+def _in_input_order(data: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The answer's items sorted by `index`, or None unless the indexes are 0..n-1 once each
+    (servers answer in order, so the usual case costs one comparison, not a sort)."""
+    expected = list(range(len(data)))
+    try:
+        indexes = [item.get("index") for item in data]
+        if indexes == expected:
+            return data
+        ordered = sorted(data, key=lambda item: int(item.get("index", 0)))
+        if [int(item.get("index", position)) for position, item in enumerate(ordered)] == expected:
+            return ordered
+    except (TypeError, ValueError):
+        pass
+    return None
 
 
 def _json_object(content: bytes) -> dict[str, Any] | None:
@@ -374,20 +391,31 @@ def load(section: EmbeddingSection, *, kb_root: Path | None = None,
     # fingerprint is what says whether it did.
     embedder.identity = ModelIdentity(PROVIDER, section.model, section.revision or "", fingerprint,
                                       section.dim)
+    _freeze_loaded_heap()
     return embedder
 
 
+def _freeze_loaded_heap() -> None:
+    """Take what the process holds by now (its imports, the client: ~100,000 objects) out of the
+    cyclic garbage collector's walks. Each request allocates thousands of short-lived objects in
+    the client and its HTTP stack, so the collector runs several times a request, and its full
+    passes walked that whole heap: ~0.7 ms of client CPU per request of 64 (bench/bench_remote_embed.py),
+    a third of the 5% the provider may add. Frozen objects are still freed by reference counting;
+    only a reference cycle that is garbage already at this moment is kept."""
+    import gc
+
+    gc.freeze()
+
+
 def _client(sdk: Any, settings: RemoteEmbedding) -> Any:
-    """The client: its own retries off (each attempt is ours, reserved on its own), the manifest's
-    timeout, and TCP_NODELAY: its HTTP library writes a request's headers and body separately, and
-    under Nagle the body waits for the server's delayed ACK of the headers (up to 40 ms a request)."""
-    import socket
+    """The endpoint: the openai client's configuration (key, headers, base URL, error classes)
+    with a lean request path (embed/plain_http.py says why and what); the manifest's timeout; no
+    retries but ours (each attempt is reserved on its own)."""
+    from pinakes.embed.plain_http import EmbeddingsEndpoint
 
-    import httpx2
-
-    transport = httpx2.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-    return sdk.OpenAI(api_key=_api_key(settings), base_url=settings.base_url, max_retries=0,
-                      timeout=settings.timeout_s, http_client=sdk.DefaultHttpxClient(transport=transport))
+    client = sdk.OpenAI(api_key=_api_key(settings), base_url=settings.base_url, max_retries=0,
+                        timeout=settings.timeout_s)
+    return EmbeddingsEndpoint(sdk, client, settings.timeout_s)
 
 
 def _load_tokenizer(path: Path) -> Any:
@@ -398,7 +426,8 @@ def _load_tokenizer(path: Path) -> Any:
 
 def _api_key(settings: RemoteEmbedding) -> str:
     """The key from the variable the manifest names; a placeholder for servers that want none (the
-    client insists on some string). The key is passed to the client and kept nowhere else."""
+    client insists on some string). The key is passed to the client and kept nowhere else (the
+    request headers are built from the client's, in memory)."""
     if settings.api_key_env is None:
         return "no-key"
     value = os.environ.get(settings.api_key_env, "").strip()
