@@ -29,7 +29,7 @@ from pinakes.index.terms import record_term_frequencies
 from pinakes.lexical.scripts import shadow
 from pinakes.links.store import write_links
 from pinakes.pipeline.context import chunk_context, document_context, embedding_input, fit_context
-from pinakes.pipeline.vector_reuse import reuse_for
+from pinakes.pipeline.vector_reuse import VectorReuse, reuse_for, usable_vector
 
 if TYPE_CHECKING:
     from pinakes.pipeline.pair import DocWork
@@ -165,6 +165,45 @@ def _load_sidecar(ctx: SyncContext, item: DocWork) -> bool:
     return True
 
 
+def _keep_unchanged_rows(conn: sqlite3.Connection, doc_id: str, chunks: Sequence[Chunk],
+                         contexts: Sequence[str], reuse: VectorReuse) -> list[int | None]:
+    """Per new chunk, the id of a row of the document's previous version it can keep, else None;
+    deletes every other previous row and parks the kept ones at negative ordinals (the caller
+    writes their new ordinal and offsets).
+
+    An edit of one paragraph leaves most of a large document's chunks as they were, only shifted:
+    a row is kept when everything stored with it but its position matches (text, shadow text,
+    context, heading path, pages, token count) and its vector's content key is this model's for the
+    same embedded text, so its FTS entry, term counts and vector are exactly what writing it again
+    would produce, without the cost (FTS and term counts are most of writing a row). Nothing is
+    kept under `--no-reuse`, which asks for every vector again."""
+    if not reuse.enabled:
+        conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+        return [None] * len(chunks)
+    keys = reuse.keys([embedding_text_of(chunk, context) for chunk, context in zip(chunks, contexts, strict=True)])
+    previous: dict[tuple[object, ...], list[int]] = {}
+    for chunk_id, *fields, vector in conn.execute(
+            "SELECT c.id, c.text, c.fts_text, c.context, c.heading_path, c.page_start, c.page_end, c.token_count, "
+            "e.text_key, e.vector FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
+            "WHERE c.doc_id = ? AND e.text_key IS NOT NULL", (doc_id,)):
+        if usable_vector(vector, reuse.dim) is not None:
+            previous.setdefault(tuple(fields), []).append(int(chunk_id))
+    kept: list[int | None] = []
+    for chunk, context, key in zip(chunks, contexts, keys, strict=True):
+        heading = json.dumps(list(chunk.heading_path), ensure_ascii=False) if chunk.heading_path else None
+        same = previous.get((chunk.text, shadow(chunk.text), context or None, heading, chunk.page_start,
+                             chunk.page_end, chunk.token_count, key))
+        kept.append(same.pop() if same else None)
+    kept_ids = [(chunk_id,) for chunk_id in kept if chunk_id is not None]
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS pnk_kept_chunks (id INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.pnk_kept_chunks")
+    conn.executemany("INSERT INTO temp.pnk_kept_chunks (id) VALUES (?)", kept_ids)
+    conn.execute("DELETE FROM chunks WHERE doc_id = ? AND id NOT IN (SELECT id FROM temp.pnk_kept_chunks)",
+                 (doc_id,))
+    conn.execute("UPDATE chunks SET ordinal = -1 - ordinal WHERE doc_id = ?", (doc_id,))
+    return kept
+
+
 def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vectors_for: VectorSource) -> None:
     """Everything the index says about one document, in one transaction.
 
@@ -206,7 +245,8 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
             )
             reuse = reuse_for(ctx)
             reuse.keep_previous_version(item.doc_id)  # a streamed document looks its vectors up after the delete
-            conn.execute("DELETE FROM chunks WHERE doc_id = ?", (item.doc_id,))
+            kept = _keep_unchanged_rows(conn, item.doc_id, chunks, contexts, reuse)
+            moved: list[tuple[int, int, int, int]] = []
             for start in range(0, len(chunks), EMBED_SLICE_CHUNKS):
                 part = chunks[start:start + EMBED_SLICE_CHUNKS]
                 part_contexts = contexts[start:start + EMBED_SLICE_CHUNKS]
@@ -215,6 +255,10 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
                                    for chunk, context in zip(part, part_contexts, strict=True)])
                 written: list[tuple[int, str, str]] = []
                 for position, (chunk, context) in enumerate(zip(part, part_contexts, strict=True)):
+                    kept_id = kept[start + position]
+                    if kept_id is not None:
+                        moved.append((chunk.ordinal, chunk.char_start, chunk.char_end, kept_id))
+                        continue
                     heading = (json.dumps(list(chunk.heading_path), ensure_ascii=False)
                                if chunk.heading_path else None)
                     cursor = conn.execute(
@@ -231,6 +275,7 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
                     conn.execute("INSERT INTO embeddings (chunk_id, vector, text_key) VALUES (?, ?, ?)",
                                  (chunk_id, vector.tobytes(), keys[position]))
                 record_term_frequencies(conn, written)
+            conn.executemany("UPDATE chunks SET ordinal = ?, char_start = ?, char_end = ? WHERE id = ?", moved)
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
             if not ctx.model_recorded:
                 # With the first vectors, not at the end of the run: an interrupted sync leaves an
