@@ -391,20 +391,7 @@ def load(section: EmbeddingSection, *, kb_root: Path | None = None,
     # fingerprint is what says whether it did.
     embedder.identity = ModelIdentity(PROVIDER, section.model, section.revision or "", fingerprint,
                                       section.dim)
-    _freeze_loaded_heap()
     return embedder
-
-
-def _freeze_loaded_heap() -> None:
-    """Take what the process holds by now (its imports, the client: ~100,000 objects) out of the
-    cyclic garbage collector's walks. Each request allocates thousands of short-lived objects in
-    the client and its HTTP stack, so the collector runs several times a request, and its full
-    passes walked that whole heap: ~0.7 ms of client CPU per request of 64 (bench/bench_remote_embed.py),
-    a third of the 5% the provider may add. Frozen objects are still freed by reference counting;
-    only a reference cycle that is garbage already at this moment is kept."""
-    import gc
-
-    gc.freeze()
 
 
 def _client(sdk: Any, settings: RemoteEmbedding) -> Any:
