@@ -766,8 +766,19 @@ class _Packer:
 
     def _overlap_words(self, previous: _Planned, limit: int) -> list[tuple[int, int]]:
         """The words of `previous` that could be repeated: at most the last `limit` (every word
-        is at least one token), never its first word, so a chunk never holds all of the previous."""
-        return [match.span() for match in _WORD.finditer(self.text, previous.start, previous.end)][1:][-limit:]
+        is at least one token), never its first word, so a chunk never holds all of the previous.
+
+        Only the chunk's tail is scanned (every chunk's, so a whole scan re-read the document): the
+        first word found in a window that starts inside the chunk may be cut, or be the chunk's
+        first word, so it is dropped; every later one is a whole word the full scan finds too. The
+        window widens until it holds `limit` words after that one or reaches the chunk's start."""
+        reach = (limit + 1) * 8
+        while True:
+            window = max(previous.start, previous.end - reach)
+            words = [match.span() for match in _WORD.finditer(self.text, window, previous.end)][1:]
+            if window == previous.start or len(words) >= limit:
+                return words[-limit:]
+            reach *= 4
 
     @staticmethod
     def _overlap_start(words: list[tuple[int, int]], counts: list[int], limit: int) -> int | None:
