@@ -357,6 +357,7 @@ def _both(root: Path, loads: _LoadCounter, change: object, repeat: int = 3, **op
     reused["seconds"] = statistics.median(float(sample["seconds"]) for sample in samples)  # type: ignore[arg-type]
     reused["cpu_seconds"] = statistics.median(float(sample["cpu_seconds"]) for sample in samples)  # type: ignore[arg-type]
     reused["samples"] = [sample["seconds"] for sample in samples]
+    reused["model_load_samples"] = [sample["model_load_seconds"] for sample in samples]
     without = _fresh_copy(root, "-noreuse")
     change(without)  # type: ignore[operator]
     baseline = _timed_sync(without, loads, no_reuse=True, **options)
@@ -407,18 +408,29 @@ def bench_reuse_one_edit(loads: _LoadCounter, edit_bytes: int) -> dict[str, obje
     # The target's terms (issue #29): no-op + model load (only if needed) + 2 x pure embed of the
     # changed chunks + graph, each measured here.
     noop = _timed_sync(root.with_name(root.name + "-reuse"), loads)["seconds"]
-    embedder, batch_size = load_real_embedder(root)
+    # Model load is what readying the model costs once, whatever the number of chunks: the weights
+    # (the loads the syncs above counted) and the first call's fixed cost (fastembed's session is
+    # rebuilt without ONNX Runtime's memory pattern, provider_fastembed.disable_memory_pattern, then
+    # runs once). The pure-embed term is timed on a warmed model, so that cost belongs here.
+    from pinakes.embed import load_embedder
+
+    batch_size = load_manifest(root / "pinakes.toml").embedding.batch_size
+    embedder = load_embedder(load_manifest(root / "pinakes.toml").embedding)
+    started = time.perf_counter()
+    embedder.embed_documents(["warm up the model"], batch_size=batch_size)
+    first_call = time.perf_counter() - started
     pure = statistics.median(pure_embed(embedder, changed, batch_size)[0] for _ in range(3))
     conn = schema.open_writer(root.with_name(root.name + "-reuse") / ".pinakes" / "index.db")
     started = time.perf_counter()
     derive_graph(conn, load_manifest(root / "pinakes.toml").kb.id)
     graph = time.perf_counter() - started
     conn.close()
-    model_load = result["reuse"]["model_load_seconds"]  # type: ignore[index]
-    target = noop + model_load + 2 * pure + graph  # type: ignore[operator]
+    load_samples = result["reuse"]["model_load_samples"]  # type: ignore[index]
+    model_load = statistics.median(load_samples) + first_call  # type: ignore[arg-type]
+    target = noop + model_load + 2 * pure + graph
     # The same edit once more as a user runs it: whole `pnk sync` processes (start-up, imports, the
-    # doit pipeline), against a no-op process; the model load term is the one measured above (the
-    # process's first load, imports included).
+    # doit pipeline), against a no-op process; its model load term is the first sample's (this
+    # process's first load, the runtime's imports included) plus the first call.
     copy = root.with_name(root.name + "-reuse")
     subprocess.run([*PNK, "-C", str(copy), "sync", "-q"], check=True, capture_output=True)
     noop_process, _ = timed([*PNK, "-C", str(copy), "sync", "-q"], 3)
@@ -427,14 +439,17 @@ def bench_reuse_one_edit(loads: _LoadCounter, edit_bytes: int) -> dict[str, obje
     out = subprocess.run([*PNK, "-C", str(copy), "sync", "--json"], check=True, capture_output=True, text=True)
     edit_process = time.perf_counter() - started
     process_report = json.loads(out.stdout)
-    target_process = noop_process + model_load + 2 * pure + graph  # type: ignore[operator]
+    model_load_process = float(load_samples[0]) + first_call  # type: ignore[index]
+    target_process = noop_process + model_load_process + 2 * pure + graph
     result.update({"document_bytes": (root / "docs" / "manual.md").stat().st_size, "chunks": len(after),
                    "chunks_changed": len(changed), "noop_seconds": noop, "pure_embed_changed_seconds": pure,
-                   "graph_seconds": graph, "target_seconds": target,
+                   "graph_seconds": graph, "model_load_seconds": model_load, "first_call_seconds": first_call,
+                   "target_seconds": target,
                    "target_met": result["reuse"]["seconds"] <= target,  # type: ignore[index,operator]
                    "process": {"edit_seconds": edit_process, "noop_seconds": noop_process,
                                "chunks_embedded": process_report["chunks_embedded"],
                                "chunks_reused": process_report["chunks_reused"],
+                               "model_load_seconds": model_load_process,
                                "target_seconds": target_process, "target_met": edit_process <= target_process}})
     return result
 
@@ -544,14 +559,18 @@ def print_reuse(reuse: dict[str, object]) -> None:
 def _print_one_edit(edit: dict[str, object]) -> None:
     print(_line(f"one paragraph edited, {edit['document_bytes'] / 1e6:.2f} MB / {edit['chunks']} chunks "  # type: ignore[index]
                 f"({edit['chunks_changed']} changed)", edit) + " (target >= 20x)", flush=True)  # type: ignore[index,arg-type]
-    print(f"  one-edit target: {edit['reuse']['seconds']:.2f}s vs no-op {edit['noop_seconds']:.2f}s + model load "  # type: ignore[index]
-          f"{edit['reuse']['model_load_seconds']:.2f}s + 2 x pure embed {edit['pure_embed_changed_seconds']:.3f}s "  # type: ignore[index]
+    print(f"  one-edit target: {edit['reuse']['seconds']:.2f}s (samples "  # type: ignore[index]
+          f"{', '.join(f'{x:.2f}' for x in edit['reuse']['samples'])}) vs no-op {edit['noop_seconds']:.2f}s "  # type: ignore[index]
+          f"+ model load {edit['model_load_seconds']:.2f}s (weights {edit['model_load_seconds'] - edit['first_call_seconds']:.2f}s "  # type: ignore[index,operator]
+          f"+ first call {edit['first_call_seconds']:.2f}s) + 2 x pure embed {edit['pure_embed_changed_seconds']:.3f}s "  # type: ignore[index]
           f"+ graph {edit['graph_seconds']:.3f}s = {edit['target_seconds']:.2f}s: "  # type: ignore[index]
+          f"{edit['reuse']['seconds'] / edit['target_seconds']:.2f}x the target, "  # type: ignore[index,operator]
           f"{'met' if edit['target_met'] else 'NOT met'} (in this process)", flush=True)  # type: ignore[index]
     process = edit["process"]  # type: ignore[index]
     print(f"  as processes: `pnk sync` after one more edit {process['edit_seconds']:.2f}s "  # type: ignore[index]
           f"({process['chunks_embedded']} embedded, {process['chunks_reused']} reused) vs no-op process "  # type: ignore[index]
-          f"{process['noop_seconds']:.2f}s + model load + 2 x pure embed + graph = {process['target_seconds']:.2f}s: "  # type: ignore[index]
+          f"{process['noop_seconds']:.2f}s + model load {process['model_load_seconds']:.2f}s + 2 x pure embed + graph "  # type: ignore[index]
+          f"= {process['target_seconds']:.2f}s: {process['edit_seconds'] / process['target_seconds']:.2f}x the target, "  # type: ignore[index,operator]
           f"{'met' if process['target_met'] else 'NOT met'}", flush=True)  # type: ignore[index]
 
 

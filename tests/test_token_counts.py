@@ -20,6 +20,7 @@ from tests.fakes import HashEmbedder
 from tests.kb_helpers import Doc, build_kb, sync
 
 PARAGRAPHS = 120
+BLOCKS_AND_CHUNKS = 64  # characters: longer than any word of the manual
 
 
 class Tokenized(HashEmbedder):
@@ -99,9 +100,9 @@ def test_an_edit_counts_only_the_changed_texts_and_chunks_exactly_as_without_the
     again = Tokenized()
     (remembered / "docs/manual.md").write_text(manual(edited=61), encoding="utf-8")
     sync(remembered, again)
-    long_texts = [text for text in again.counted if len(text) > token_counts.REMEMBERED_TEXT_CHARS]
+    long_texts = [text for text in again.counted if len(text) > BLOCKS_AND_CHUNKS]
     # Without the store every block and chunk is counted; with it, only those holding the edits.
-    assert len([text for text in model.counted if len(text) > token_counts.REMEMBERED_TEXT_CHARS]) > 200
+    assert len([text for text in model.counted if len(text) > BLOCKS_AND_CHUNKS]) > 200
     assert 1 <= len(long_texts) <= 12, long_texts
     # (a chunk after the edited paragraph holds that paragraph's last words as its overlap)
     assert all("60" in text or "61" in text for text in long_texts), long_texts

@@ -9,8 +9,9 @@ xxh3-128(tokenizer fingerprint, text) in `.pinakes/cache/token-counts.db` and lo
 tokenizer runs; the chunker sees the same numbers either way, so its output does not change.
 
 - Only documents of at least `REMEMBERED_DOCUMENT_CHARS` use it (a small document chunks in
-  milliseconds, less than opening the store), and only texts longer than `REMEMBERED_TEXT_CHARS`
-  (a word is counted faster than it is looked up; the chunker remembers words within one run).
+  milliseconds, less than opening the store). Every text they count is remembered, the overlap's
+  candidate words included: looked up they cost 0.10 s instead of 0.16 s on that document (the
+  store then holds 0.78 MB for it instead of 0.25 MB; words recur across documents).
 - The fingerprint is the tokenizer's whole serialized configuration and vocabulary plus the
   `tokenizers` version (`TokenCounter.fingerprint`): a model whose tokenizer is not known that
   exactly (a remote provider's count) gets no store.
@@ -28,8 +29,7 @@ from pathlib import Path
 from pinakes.pipeline.vector_reuse import LOOKUP_BATCH, text_key
 
 REMEMBERED_DOCUMENT_CHARS = 100_000
-REMEMBERED_TEXT_CHARS = 64
-# About 45 bytes a row on disk: at most ~45 MB, the counts of ~150k chunks' blocks, parts and texts.
+# About 53 bytes a row on disk: at most ~53 MB, the counts of ~85k chunks' texts, blocks, parts and words.
 MAX_ROWS = 1_000_000
 STORE_NAME = "token-counts.db"
 
@@ -45,7 +45,6 @@ class TokenCountStore:
         self._prefix = fingerprint.encode() + b"\0"
         self._count_batch = count_batch
         self._new: dict[bytes, int] = {}
-        self.looked_up = self.found = 0
 
     @classmethod
     def open(cls, cache_dir: Path, fingerprint: str, count_batch: CountBatch) -> TokenCountStore | None:
@@ -71,23 +70,15 @@ class TokenCountStore:
         return None
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
-        counts: list[int | None] = [None] * len(texts)
-        keys = {index: text_key(self._prefix, text) for index, text in enumerate(texts)
-                if len(text) > REMEMBERED_TEXT_CHARS}
-        known = self._lookup(set(keys.values()))
-        self.looked_up += len(keys)
-        for index, key in keys.items():
-            counts[index] = known.get(key)
-        missing = [index for index, count in enumerate(counts) if count is None]
-        self.found += len(keys) - sum(1 for index in missing if index in keys)
+        keys = [text_key(self._prefix, text) for text in texts]
+        known = self._lookup(set(keys))
+        missing = [index for index, key in enumerate(keys) if key not in known]
         counted = self._count_batch([texts[index] for index in missing]) if missing else []
         if len(counted) != len(missing):
             raise ValueError(f"count_tokens_batch returned {len(counted)} counts for {len(missing)} texts")
         for index, count in zip(missing, counted, strict=True):
-            counts[index] = count
-            if index in keys:
-                self._new[keys[index]] = count
-        return [count for count in counts if count is not None]  # every one is set by now
+            known[keys[index]] = self._new[keys[index]] = count
+        return [known[key] for key in keys]
 
     def _lookup(self, keys: set[bytes]) -> dict[bytes, int]:
         known = {key: self._new[key] for key in keys if key in self._new}
