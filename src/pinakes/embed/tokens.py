@@ -18,10 +18,12 @@ if TYPE_CHECKING:
 
 
 class TokenCounter:
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: Tokenizer, *, copy: bool = True) -> None:
+        """A counter over `tokenizer`: over a copy of it (a model's own tokenizer is left as it
+        was), or over it itself where the caller made it for this counter alone (`copy=False`)."""
         from tokenizers import Tokenizer
 
-        self._tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        self._tokenizer = Tokenizer.from_str(tokenizer.to_str()) if copy else tokenizer
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         with_special = len(self._tokenizer.encode("", add_special_tokens=True).ids)
@@ -32,14 +34,14 @@ class TokenCounter:
     def from_file(cls, tokenizer_json: Path) -> TokenCounter:
         from tokenizers import Tokenizer
 
-        return cls(Tokenizer.from_file(str(tokenizer_json)))
+        return cls(Tokenizer.from_file(str(tokenizer_json)), copy=False)
 
     @classmethod
     def from_str(cls, serialized: str) -> TokenCounter:
         """A counter from `to_str()`'s JSON: how a Ray worker's tokenizer reaches the driver."""
         from tokenizers import Tokenizer
 
-        return cls(Tokenizer.from_str(serialized))
+        return cls(Tokenizer.from_str(serialized), copy=False)
 
     def to_str(self) -> str:
         return self._tokenizer.to_str()
