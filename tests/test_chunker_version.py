@@ -98,7 +98,7 @@ def test_the_chunker_version_is_part_of_every_build_key(monkeypatch) -> None:
     before: BuildKeys = build_keys(_Manifest())  # type: ignore[arg-type]
     monkeypatch.setattr(keys, "CHUNKER_VERSION", CHUNKER_VERSION + "-next")
     after = build_keys(_Manifest())  # type: ignore[arg-type]
-    assert before.key("h", "markdown") != after.key("h", "markdown")
+    assert before.key("h", "markdown", "") != after.key("h", "markdown", "")
 
 
 def test_a_version_bump_rechunks_every_document_on_the_next_sync(tmp_path, monkeypatch) -> None:

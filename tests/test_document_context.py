@@ -164,3 +164,123 @@ def test_a_document_without_context_is_chunked_and_embedded_as_before(tmp_path: 
         rows = conn.execute("SELECT text, context, token_count FROM chunks").fetchall()
     assert [(context, tokens) for _, context, tokens in rows] == [(None, 240)]
     assert embedder.texts == [rows[0][0]]  # the chunk's text alone: a stored vector of it is reused
+
+
+# --- what the context reads besides the content: a rename or a retitle rebuilds it -----------------
+
+NOTES = "".join(SECTION.format(n=n) for n in ("first", "second", "third"))  # no heading, no title of its own
+
+
+def stored_contexts(index: Path, word: str) -> dict[str, int]:
+    """Where `word` is still held for a context: stored contexts, the FTS context column, the
+    context counts of chunk_terms, and the vectors (a chunk whose vector is not the one of its own
+    context + text)."""
+    embedder = HashEmbedder()
+    with sqlite3.connect(index) as conn:
+        rows = conn.execute("SELECT c.text, c.context, e.vector FROM chunks c "
+                            "JOIN embeddings e ON e.chunk_id = c.id").fetchall()
+        return {
+            "context": sum(word.casefold() in (context or "").casefold() for _, context, _ in rows),
+            "fts": conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
+                                (f"context : {word}",)).fetchone()[0],
+            "terms": conn.execute("SELECT count(*) FROM chunk_terms WHERE term = ? AND context_frequency > 0",
+                                  (word.casefold(),)).fetchone()[0],
+            "vectors": sum(not np.allclose(np.frombuffer(vector, dtype=np.float32),
+                                           embedder.embed_documents([embedding_input(context or "", text)])[0])
+                           for text, context, vector in rows),
+        }
+
+
+def doc_id_of(index: Path, path: str) -> str:
+    with sqlite3.connect(index) as conn:
+        return conn.execute("SELECT id FROM documents WHERE path = ? AND state = 'active'", (path,)).fetchone()[0]
+
+
+def test_a_rename_rebuilds_the_context_and_keeps_the_id(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    index = build_kb(root, [Doc("docs/quokka-notes.md", NOTES), Doc("docs/other.md", "Unrelated gardens.\n")],
+                     HashEmbedder())
+    doc_id = doc_id_of(index, "docs/quokka-notes.md")
+    assert search_paths(index, "quokka")[:1] == ["docs/quokka-notes.md"]
+    (root / "docs/quokka-notes.md").rename(root / "docs/numbat-ledger.md")  # its sidecar left behind
+
+    embedder = RecordingEmbedder()
+    report = sync(root, embedder)
+    assert report.renamed == [("docs/quokka-notes.md", "docs/numbat-ledger.md")]
+    assert report.reembedded == ["docs/numbat-ledger.md"] and not report.changed and not report.metadata_refreshed
+    assert doc_id_of(index, "docs/numbat-ledger.md") == doc_id  # the same document: its ID and links stay
+    assert (root / "docs/numbat-ledger.md.pnk.yaml").exists() and not (root / "docs/quokka-notes.md.pnk.yaml").exists()
+    assert embedder.texts and all(text.startswith("numbat ledger") for text in embedder.texts)
+    assert stored_contexts(index, "quokka") == {"context": 0, "fts": 0, "terms": 0, "vectors": 0}
+    assert stored_contexts(index, "numbat")["fts"] >= 1
+    for mode in ("bm25", "hybrid"):
+        assert search_paths(index, "numbat ledger", mode)[:1] == ["docs/numbat-ledger.md"], mode
+    assert "docs/numbat-ledger.md" not in search_paths(index, "quokka")
+    assert sync(root, RecordingEmbedder()).noop  # the key it stored is the one the next sync computes
+
+
+def test_a_move_that_keeps_the_file_names_words_stays_a_metadata_refresh(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    index = build_kb(root, [Doc("docs/drafts/quokka-notes.md", NOTES)], HashEmbedder())
+    with sqlite3.connect(index) as conn:
+        before = conn.execute("SELECT id, context FROM chunks ORDER BY id").fetchall()
+    (root / "docs/final").mkdir()
+    (root / "docs/drafts/quokka-notes.md").rename(root / "docs/final/quokka_notes.md")  # same words
+
+    embedder = RecordingEmbedder()
+    report = sync(root, embedder)
+    assert report.renamed == [("docs/drafts/quokka-notes.md", "docs/final/quokka_notes.md")]
+    assert report.metadata_refreshed == ["docs/final/quokka_notes.md"] and not report.reembedded
+    assert embedder.texts == []  # nothing chunked or embedded again
+    with sqlite3.connect(index) as conn:
+        assert conn.execute("SELECT id, context FROM chunks ORDER BY id").fetchall() == before
+
+
+def test_a_retitle_in_the_sidecar_rebuilds_the_context(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    index = build_kb(root, [Doc("docs/0042.md", NOTES, title="Quokka field guide"),
+                            Doc("docs/other.md", "Unrelated gardens.\n")], HashEmbedder())
+    assert search_paths(index, "quokka guide")[:1] == ["docs/0042.md"]
+    sidecar = root / "docs/0042.md.pnk.yaml"
+    sidecar.write_text(sidecar.read_text(encoding="utf-8").replace("Quokka field guide", "Numbat ledger"),
+                       encoding="utf-8")
+
+    embedder = RecordingEmbedder()
+    report = sync(root, embedder)
+    assert report.reembedded == ["docs/0042.md"] and not report.metadata_refreshed and not report.changed
+    assert embedder.texts and all(text.startswith("Numbat ledger") for text in embedder.texts)
+    assert stored_contexts(index, "quokka") == {"context": 0, "fts": 0, "terms": 0, "vectors": 0}
+    assert search_paths(index, "numbat ledger")[:1] == ["docs/0042.md"]
+    # A sidecar edit that leaves the title alone is still a metadata refresh.
+    sidecar.write_text(sidecar.read_text(encoding="utf-8") + "tags: [fauna]\n", encoding="utf-8")
+    tagged = sync(root, RecordingEmbedder())
+    assert tagged.metadata_refreshed == ["docs/0042.md"] and not tagged.reembedded
+
+
+# --- Han, kana and Hangul in the context: indexed as the text is, through the bigram shadow ----------
+
+def test_a_cjk_title_or_file_name_is_found_by_a_part_of_it(tmp_path: Path) -> None:
+    from pinakes.index.schema import FTS_TOKENIZE
+    from pinakes.lexical.scripts import shadow
+    from pinakes.lexical.tokenizer import Tokenizer
+
+    root = tmp_path / "kb"
+    index = build_kb(root, [Doc("docs/minutes.md", NOTES, title="東京支店の営業会議"),
+                            Doc("docs/年度予算計画.md", NOTES),
+                            Doc("docs/other.md", NOTES.replace("source", "origin"))], HashEmbedder())
+    assert search_paths(index, "営業会議")[:1] == ["docs/minutes.md"]  # a part of the title only
+    assert search_paths(index, "予算")[:1] == ["docs/年度予算計画.md"]  # a word inside the file name
+    assert search_paths(index, "支店 skipped file")[:1] == ["docs/minutes.md"]
+    with sqlite3.connect(index) as conn:
+        rows = conn.execute("SELECT id, context, fts_context FROM chunks WHERE context LIKE '%営業%'").fetchall()
+        assert rows and all(fts_context == shadow(context) for _, context, fts_context in rows)
+        # chunk_terms counts the context exactly as FTS5 indexes it.
+        chunk_id, context, _ = rows[0]
+        counted = dict(conn.execute("SELECT term, context_frequency FROM chunk_terms "
+                                    "WHERE chunk_id = ? AND context_frequency > 0", (chunk_id,)).fetchall())
+        assert counted == Tokenizer(FTS_TOKENIZE).frequencies([context])[0]
+        assert "営業" in counted and "東京支店の営業会議" not in counted
+        assert conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
+                            ('context : "営業 業会 会議"',)).fetchone()[0] == len(rows)
+        # The FTS index agrees with its content view (what a rebuild of it would read).
+        conn.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")

@@ -32,20 +32,26 @@ def sync(root: Path) -> None:
     assert not report.failures, report.failures
 
 
-def counts_from_fts5(index: Path) -> set[tuple[int, str, int]]:
-    """What FTS5 itself holds: every posting walked through fts5vocab 'instance'."""
+def counts_from_fts5(index: Path) -> set[tuple[int, str, str, int]]:
+    """What FTS5 itself holds, per column (the text, the document context): every posting walked
+    through fts5vocab 'instance'."""
     conn = sqlite3.connect(index)
     try:
         conn.execute("CREATE VIRTUAL TABLE temp.instances USING fts5vocab (main, chunks_fts, 'instance')")
-        return set(conn.execute("SELECT doc, term, count(*) FROM temp.instances GROUP BY doc, term"))
+        return set(conn.execute("SELECT doc, term, col, count(*) FROM temp.instances GROUP BY doc, term, col"))
     finally:
         conn.close()
 
 
-def counts_recorded(index: Path) -> set[tuple[int, str, int]]:
+def counts_recorded(index: Path) -> set[tuple[int, str, str, int]]:
+    """chunk_terms as (chunk, term, column, count): `frequency` counts the text, `context_frequency`
+    the context."""
     conn = sqlite3.connect(index)
     try:
-        return set(conn.execute("SELECT chunk_id, term, frequency FROM chunk_terms"))
+        return set(conn.execute(
+            "SELECT chunk_id, term, 'text', frequency FROM chunk_terms WHERE frequency > 0 "
+            "UNION ALL SELECT chunk_id, term, 'context', context_frequency FROM chunk_terms "
+            "WHERE context_frequency > 0"))
     finally:
         conn.close()
 
@@ -54,13 +60,15 @@ def test_the_sync_records_exactly_the_counts_fts5_holds(tmp_path):
     """Porter stems, folded case and diacritics, and a CJK run's bigrams (the shadow text) alike."""
     index = make_kb(tmp_path / "kb", {
         "a.md": "# Running\n\nRunners ran; the runner runs. Café CAFE cafe.\n",
-        "b.md": "# 压缩\n\n使用 gzip 压缩文件。压缩很快。\n",
+        "b.md": "# 压缩工具\n\n使用 gzip 压缩文件。压缩很快。\n",
         "c/d.md": "# Kafka\n\n" + "Kafka brokers replicate partitions. " * 40 + "\n\n## More\n\n" + "Zookeeper. " * 30,
     })
     recorded = counts_recorded(index)
     assert recorded == counts_from_fts5(index)
-    assert any(term == "压缩" and frequency >= 3 for _, term, frequency in recorded)
-    assert any(term == "cafe" and frequency == 3 for _, term, frequency in recorded)
+    assert any(term == "压缩" and column == "text" and frequency >= 3 for _, term, column, frequency in recorded)
+    assert any(term == "cafe" and frequency == 3 for _, term, _, frequency in recorded)
+    # b.md's title is in its context: counted there as FTS5 holds it, as bigrams (no whole run).
+    assert any(term == "压缩" and column == "context" for _, term, column, _ in recorded)
 
 
 def test_counts_follow_edits_and_deletions(tmp_path):
@@ -71,7 +79,8 @@ def test_counts_follow_edits_and_deletions(tmp_path):
     sync(root)
     recorded = counts_recorded(index)
     assert recorded == counts_from_fts5(index)
-    assert {(term, frequency) for _, term, frequency in recorded} == {("alpha", 2), ("delta", 1)}
+    assert {(term, frequency) for _, term, column, frequency in recorded if column == "text"} == {
+        ("alpha", 2), ("delta", 1)}
 
 
 def test_its_own_k1_and_b_outrank_fts5s(tmp_path):
@@ -79,16 +88,16 @@ def test_its_own_k1_and_b_outrank_fts5s(tmp_path):
     frequency later and normalise length less, so the chunk saying it six times wins (by hand:
     1.443 vs 1.333 under bm25(), 1.273 vs 1.826 under k1 2.5, b 0.4 with Lucene's IDF)."""
     index = make_kb(tmp_path / "kb", {
-        "short.md": "kafka\n",
-        "long.md": "kafka kafka kafka kafka kafka kafka lorem ipsum dolor sit amet consectetur adipiscing elit sed do\n",
+        "1.md": "kafka\n",  # numbered names: no document context, the text alone is scored
+        "2.md": "kafka kafka kafka kafka kafka kafka lorem ipsum dolor sit amet consectetur adipiscing elit sed do\n",
         "a.md": "room\n", "b.md": "courier\n", "c.md": "loans\n",
     })
     fixed = SearchSettings(rerank=False, keyword=keyword.KeywordOptions(k1=None))
     with Searcher(index, fixed) as by_fts5, Searcher(index, SearchSettings(rerank=False)) as by_default:
         first = by_fts5.search("kafka", mode="bm25")
         second = by_default.search("kafka", mode="bm25")
-    assert [p.path for p in first.passages] == ["docs/short.md", "docs/long.md"]
-    assert [p.path for p in second.passages] == ["docs/long.md", "docs/short.md"]
+    assert [p.path for p in first.passages] == ["docs/1.md", "docs/2.md"]
+    assert [p.path for p in second.passages] == ["docs/2.md", "docs/1.md"]
     long_score, short_score = (p.scores.bm25_score for p in second.passages)
     assert long_score is not None and short_score is not None
     assert long_score / short_score == pytest.approx(1.826 / 1.273, rel=0.05)
@@ -98,8 +107,8 @@ def test_a_row_without_counts_is_ranked_by_fts5_not_dropped(tmp_path):
     """A chunk rewritten in place (the sync never does; the update trigger then drops its counts)
     still comes back: the query falls back to FTS5's bm25() order."""
     index = make_kb(tmp_path / "kb", {
-        "short.md": "kafka\n",
-        "long.md": "kafka kafka kafka kafka kafka kafka lorem ipsum dolor sit amet consectetur adipiscing elit sed do\n",
+        "1.md": "kafka\n",  # numbered names: no document context, the text alone is scored
+        "2.md": "kafka kafka kafka kafka kafka kafka lorem ipsum dolor sit amet consectetur adipiscing elit sed do\n",
         "a.md": "room\n", "b.md": "courier\n", "c.md": "loans\n",
     })
     conn = sqlite3.connect(index)
@@ -109,7 +118,7 @@ def test_a_row_without_counts_is_ranked_by_fts5_not_dropped(tmp_path):
     conn.close()
     with Searcher(index, SearchSettings(rerank=False)) as searcher:
         result = searcher.search("kafka", mode="bm25")
-    assert [p.path for p in result.passages] == ["docs/short.md", "docs/long.md"]
+    assert [p.path for p in result.passages] == ["docs/1.md", "docs/2.md"]
 
 
 def test_an_index_without_term_counts_asks_for_a_rebuild(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 
 from pinakes.errors import SidecarError
 from pinakes.ids import is_ulid
+from pinakes.pipeline.context import context_naming
 from pinakes.pipeline.pair import BuildKeys, IndexedDoc, plan_changes
 from pinakes.sources.walk import FileState, WalkResult
 
@@ -17,7 +18,8 @@ ID_A, ID_B, ID_C = "01M8P0000000000000000000AA", "01M8P0000000000000000000BB", "
 
 def indexed(doc_id: str, path: str, content: str, *, sidecar: str | None = "s-" + "x",
             state: str = "active") -> IndexedDoc:
-    return IndexedDoc(doc_id, path, content, sidecar, KEYS.key(content, "markdown"), state, "{}")
+    return IndexedDoc(doc_id, path, content, sidecar, KEYS.key(content, "markdown", context_naming(None, path)),
+                      state, "{}")
 
 
 def disk(docs: dict[str, str], sidecars: dict[str, str] | None = None,
@@ -58,12 +60,22 @@ def test_changed_content_reembeds_keeping_the_id() -> None:
 
 
 def test_rename_on_a_unique_hash_match_keeps_the_id_and_moves_the_sidecar() -> None:
+    before = [indexed(ID_A, "notes/old.md", "h1", sidecar="s1")]
+    result = plan(before, disk({"archive/old.md": "h1"}, orphans=["notes/old.md.pnk.yaml"]))
+    assert result.renamed == [("notes/old.md", "archive/old.md")]
+    assert [(w.kind, w.doc_id, w.from_path) for w in result.sidecar_writes] == [
+        ("move", ID_A, "notes/old.md.pnk.yaml")]
+    # Same content, same file name's words: the context is unchanged, so nothing is re-embedded.
+    assert not result.deletes and not result.work and result.refresh == [(ID_A, "archive/old.md")]
+
+
+def test_a_rename_that_changes_the_file_names_words_rebuilds_keeping_the_id() -> None:
     before = [indexed(ID_A, "old.md", "h1", sidecar="s1")]
     result = plan(before, disk({"new.md": "h1"}, orphans=["old.md.pnk.yaml"]))
     assert result.renamed == [("old.md", "new.md")]
-    assert [(w.kind, w.doc_id, w.from_path) for w in result.sidecar_writes] == [
-        ("move", ID_A, "old.md.pnk.yaml")]
-    assert not result.deletes and not result.work  # same content: no re-embedding
+    assert [(w.kind, w.doc_id) for w in result.sidecar_writes] == [("move", ID_A)]
+    assert [(w.doc_id, w.path, w.reason) for w in result.work] == [(ID_A, "new.md", "rekeyed")]
+    assert not result.deletes and not result.refresh
 
 
 def test_duplicate_content_prefers_the_candidate_whose_sidecar_carries_the_old_id() -> None:

@@ -107,12 +107,21 @@ def test_a_rename_with_its_sidecar_keeps_the_id_without_reembedding(kb: Path) ->
     sync(kb)
     ids = doc_ids(kb)
     chunk_ids = rows(kb, "SELECT id FROM chunks WHERE doc_id = ?", ids["docs/alpha.md"])
-    (kb / "docs/alpha.md").rename(kb / "docs/notes/alpha-renamed.md")
-    (kb / "docs/alpha.md.pnk.yaml").rename(kb / "docs/notes/alpha-renamed.md.pnk.yaml")
+    (kb / "docs/alpha.md").rename(kb / "docs/notes/alpha.md")  # the same file name: the same context
+    (kb / "docs/alpha.md.pnk.yaml").rename(kb / "docs/notes/alpha.md.pnk.yaml")
     report = sync(kb)
-    assert report.renamed == [("docs/alpha.md", "docs/notes/alpha-renamed.md")]
-    assert doc_ids(kb)["docs/notes/alpha-renamed.md"] == ids["docs/alpha.md"]
+    assert report.renamed == [("docs/alpha.md", "docs/notes/alpha.md")] and not report.reembedded
+    assert doc_ids(kb)["docs/notes/alpha.md"] == ids["docs/alpha.md"]
     assert rows(kb, "SELECT id FROM chunks WHERE doc_id = ?", ids["docs/alpha.md"]) == chunk_ids
+    # A new file name's words are in every chunk's context: rebuilt, under the same ID.
+    (kb / "docs/notes/alpha.md").rename(kb / "docs/notes/alpha-renamed.md")
+    (kb / "docs/notes/alpha.md.pnk.yaml").rename(kb / "docs/notes/alpha-renamed.md.pnk.yaml")
+    report = sync(kb)
+    assert report.renamed == [("docs/notes/alpha.md", "docs/notes/alpha-renamed.md")]
+    assert report.reembedded == ["docs/notes/alpha-renamed.md"] and not report.changed
+    assert doc_ids(kb)["docs/notes/alpha-renamed.md"] == ids["docs/alpha.md"]
+    contexts = rows(kb, "SELECT context FROM chunks WHERE doc_id = ?", ids["docs/alpha.md"])
+    assert contexts and all("alpha renamed" in context for (context,) in contexts)
 
 
 def test_a_rename_without_its_sidecar_is_found_by_hash_and_the_sidecar_follows(kb: Path) -> None:
@@ -355,14 +364,15 @@ def test_front_matter_names_the_document_and_is_never_indexed_as_text(kb: Path) 
                                           "WHERE d.path = 'docs/fm.md'")]
     assert texts and not any("owner" in text or "---" in text for text in texts)
     assert rows(kb, "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'owner'")[0][0] == 0
-    # A sidecar title wins; removing it brings the front matter's back, without re-embedding.
+    # A sidecar title wins; removing it brings the front matter's back. The title is in every
+    # chunk's context, so each change rebuilds the document (under the same ID).
     sidecar = kb / "docs/fm.md.pnk.yaml"
     sidecar.write_text(sidecar.read_text(encoding="utf-8") + "title: From the sidecar\n", encoding="utf-8")
-    assert sync(kb).metadata_refreshed == ["docs/fm.md"]
+    assert sync(kb).reembedded == ["docs/fm.md"]
     assert rows(kb, "SELECT title FROM documents WHERE path = 'docs/fm.md'") == [("From the sidecar",)]
     sidecar.write_text(sidecar.read_text(encoding="utf-8").replace("title: From the sidecar\n", ""),
                        encoding="utf-8")
-    assert sync(kb).metadata_refreshed == ["docs/fm.md"]
+    assert sync(kb).reembedded == ["docs/fm.md"]
     assert rows(kb, "SELECT title FROM documents WHERE path = 'docs/fm.md'") == [("Harbour dredging plan",)]
 
 

@@ -1,4 +1,4 @@
-"""The index schema (version 7) and the only ways to open the index.
+"""The index schema (version 8) and the only ways to open the index.
 
 There are no migrations: an index written under another schema_version refuses to open and names
 `pnk sync --rebuild`. `.pinakes/` is derived state, so rebuilding is always free and always correct.
@@ -31,11 +31,13 @@ from pinakes.errors import (
 # 6: chunk_terms, each chunk's term frequencies, which the keyword side's BM25 reads (index/terms.py).
 # 7: document context beside each chunk, searched as its own FTS5 column (#28); each vector's
 #    content key, so a vector is computed once per (model, embedded text) (#29).
-SCHEMA_VERSION = 7
+# 8: chunks.fts_context, the context's shadow text: FTS5 reads a CJK title or file name as the
+#    bigrams a query is searched by, as it reads the chunk's text (#28).
+SCHEMA_VERSION = 8
 BUSY_TIMEOUT_MS = 10_000
 
 # The FTS5 tokenizer is part of the schema: changing it changes every BM25 score. So is the shadow
-# text it reads for Han, kana and Hangul (`chunks.fts_text`, search/scripts.py).
+# text it reads for Han, kana and Hangul (`chunks.fts_text`, `chunks.fts_context`, search/scripts.py).
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 DDL = f"""
@@ -80,14 +82,16 @@ CREATE TABLE chunks (
     page_end     INTEGER,
     fts_text     TEXT,                                -- what FTS5 indexes when not `text` (search/scripts.py)
     context      TEXT,                                -- the document context + heading trail (pipeline/context.py)
+    fts_context  TEXT,                                -- what FTS5 indexes when not `context` (its shadow, as fts_text)
     UNIQUE (doc_id, ordinal)
 );
 
 -- FTS5 indexes each chunk's shadow text (Han, kana and Hangul runs as character bigrams) where it
--- has one, its text otherwise, and its context as a second column with its own weight
--- (search/bm25.py); the view is the external content, so 'rebuild' and 'integrity-check' read
--- exactly what the triggers wrote.
-CREATE VIEW chunks_fts_source AS SELECT id, coalesce(fts_text, text) AS text, context FROM chunks;
+-- has one, its text otherwise, and its context (shadowed the same way) as a second column with its
+-- own weight (search/bm25.py); the view is the external content, so 'rebuild' and
+-- 'integrity-check' read exactly what the triggers wrote.
+CREATE VIEW chunks_fts_source AS
+    SELECT id, coalesce(fts_text, text) AS text, coalesce(fts_context, context) AS context FROM chunks;
 CREATE VIRTUAL TABLE chunks_fts USING fts5 (
     text,
     context,
@@ -96,18 +100,20 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5 (
     tokenize = '{FTS_TOKENIZE}'
 );
 CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts (rowid, text, context) VALUES (new.id, coalesce(new.fts_text, new.text), new.context);
+    INSERT INTO chunks_fts (rowid, text, context)
+        VALUES (new.id, coalesce(new.fts_text, new.text), coalesce(new.fts_context, new.context));
 END;
 CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
     INSERT INTO chunks_fts (chunks_fts, rowid, text, context)
-        VALUES ('delete', old.id, coalesce(old.fts_text, old.text), old.context);
+        VALUES ('delete', old.id, coalesce(old.fts_text, old.text), coalesce(old.fts_context, old.context));
 END;
 -- The sync never rewrites a chunk's text (it replaces the chunk); should anything else, its term
 -- counts go, and the keyword side ranks the queries that meet it by FTS5's bm25() alone.
-CREATE TRIGGER chunks_fts_update AFTER UPDATE OF text, fts_text, context ON chunks BEGIN
+CREATE TRIGGER chunks_fts_update AFTER UPDATE OF text, fts_text, context, fts_context ON chunks BEGIN
     INSERT INTO chunks_fts (chunks_fts, rowid, text, context)
-        VALUES ('delete', old.id, coalesce(old.fts_text, old.text), old.context);
-    INSERT INTO chunks_fts (rowid, text, context) VALUES (new.id, coalesce(new.fts_text, new.text), new.context);
+        VALUES ('delete', old.id, coalesce(old.fts_text, old.text), coalesce(old.fts_context, old.context));
+    INSERT INTO chunks_fts (rowid, text, context)
+        VALUES (new.id, coalesce(new.fts_text, new.text), coalesce(new.fts_context, new.context));
     DELETE FROM chunk_terms WHERE chunk_id = old.id;
 END;
 

@@ -21,6 +21,7 @@ which the chunker reserves CONTEXT_TOKENS.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
@@ -63,6 +64,21 @@ def file_name_words(path: str) -> str:
     if len(words) <= 1 and not any(_WORD_RUNS.search(word) for word in words):
         return ""  # a bare number: a counter, not a name
     return " ".join(words)
+
+
+def context_naming(sidecar_title: str | None, path: str) -> str:
+    """What a document's context reads besides its content: whether and what title the sidecar
+    gives (one that is set replaces the content's own, and an identifier leaves none), and the file
+    name's words. Part of the build key (pipeline/keys.py), so a retitle or a rename that changes
+    these rebuilds the document's chunks and vectors, while a move to another folder, or between
+    names with the same words, stays a metadata refresh."""
+    if not sidecar_title:
+        given = "content"  # the content's own title (front matter, first heading, PDF metadata)
+    elif is_identifier(sidecar_title):
+        given = "none"
+    else:
+        given = f"sidecar:{sidecar_title.strip()}"
+    return json.dumps([given, file_name_words(path)], ensure_ascii=False)
 
 
 def running_head_words(heads: Sequence[str]) -> list[str]:

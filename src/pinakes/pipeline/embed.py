@@ -263,11 +263,11 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
                                if chunk.heading_path else None)
                     cursor = conn.execute(
                         "INSERT INTO chunks (doc_id, ordinal, text, char_start, char_end, token_count, "
-                        "heading_path, page_start, page_end, fts_text, context) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "heading_path, page_start, page_end, fts_text, context, fts_context) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (item.doc_id, chunk.ordinal, chunk.text, chunk.char_start, chunk.char_end,
                          chunk.token_count, heading, chunk.page_start, chunk.page_end, shadow(chunk.text),
-                         context or None),
+                         context or None, shadow(context)),
                     )
                     chunk_id = int(cursor.lastrowid or 0)
                     written.append((chunk_id, chunk.text, context))

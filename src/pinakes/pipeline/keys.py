@@ -2,12 +2,14 @@
 
 A document's key folds its content hash with everything else that shapes its chunks and vectors:
 the fingerprint of the extractor its source type uses (a paid one's with the model `[extraction]
-model` names), the chunker's version and settings, the document context's version, the embedding model the manifest names, and for
-Markdown the version of what its front matter adds
-(`FRONT_MATTER_VERSION`). The index stores the key beside the chunks it describes,
+model` names), the chunker's version and settings, the document context's version and what the
+context reads besides the content (the sidecar's title and the file name's words:
+`context_naming`), the embedding model the manifest names, and for Markdown the version of what
+its front matter adds (`FRONT_MATTER_VERSION`). The index stores the key beside the chunks it describes,
 committed in the same transaction, so "up to date" means exactly "what is stored was built from
 these inputs" — and a change to any input (an edit, an extractor bump, `CHUNKER_VERSION`, a model
-switch) re-processes exactly the documents it touches.
+switch, a retitle, a rename that changes the file name's words) re-processes exactly the documents
+it touches.
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ class BuildKeys:
     chunking: str
     model: str
 
-    def key(self, content_hash: str, source_type: str) -> str:
-        parts = [content_hash, self.extractor_fingerprints.get(source_type, "?"), self.chunking, self.model]
+    def key(self, content_hash: str, source_type: str, naming: str) -> str:
+        """`naming` is `context_naming(sidecar title, path)`: a retitle or a rename that changes the
+        file name's words changes every chunk's context, so its chunks and vectors are rebuilt."""
+        parts = [content_hash, self.extractor_fingerprints.get(source_type, "?"), self.chunking, self.model,
+                 f"naming/{naming}"]
         if source_type == "markdown":  # what its front matter adds to the index (extract/front_matter.py)
             parts.append(f"front-matter/{FRONT_MATTER_VERSION}")
         return xxhash.xxh3_64_hexdigest("|".join(parts).encode())

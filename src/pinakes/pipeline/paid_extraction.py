@@ -156,24 +156,25 @@ def force_into_plan(ctx: SyncContext) -> None:
     if not ctx.options.force or ctx.rebuilding or not (state.paid or explicit_free):
         return
     from pinakes.index.schema import transaction
+    from pinakes.pipeline.context import context_naming
     from pinakes.pipeline.pair import DocWork
 
     plan, walk, conn = ctx.require_plan(), ctx.require_walk(), ctx.writer()
     planned = {item.doc_id for item in plan.work}
     paid_backends = [name for name, spec in EXTRACTORS.items() if spec.paid]
-    rows = conn.execute("SELECT id, path, extraction_backend FROM documents WHERE state = 'active' AND "
-                        "source_type = 'pdf'").fetchall()
-    due = [(doc_id, path) for doc_id, path, backend in rows
+    rows = conn.execute("SELECT id, path, extraction_backend, json_extract(metadata, '$.title') FROM documents "
+                        "WHERE state = 'active' AND source_type = 'pdf'").fetchall()
+    due = [(doc_id, path, title) for doc_id, path, backend, title in rows
            if doc_id not in planned and path in walk.docs and path in walk.sidecars
            and ((backend not in paid_backends) if state.paid else (backend in paid_backends))]
     if not due:
         return
     with transaction(conn):
-        conn.executemany("UPDATE documents SET build_key = NULL WHERE id = ?", [(doc_id,) for doc_id, _ in due])
-    for doc_id, path in due:
+        conn.executemany("UPDATE documents SET build_key = NULL WHERE id = ?", [(doc_id,) for doc_id, _, _ in due])
+    for doc_id, path, title in due:  # not in the plan: its sidecar is as indexed, title included
         file = walk.docs[path]
         plan.work.append(DocWork(doc_id, path, "pdf", file, None, walk.sidecars[path].content_hash,
-                                 ctx.keys.key(file.content_hash, "pdf"), "rekeyed"))
+                                 ctx.keys.key(file.content_hash, "pdf", context_naming(title, path)), "rekeyed"))
     plan.work.sort(key=lambda item: item.path)
 
 

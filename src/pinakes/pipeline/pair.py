@@ -26,6 +26,7 @@ from pinakes.index.schema import transaction
 from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.links.store import delete_authored_links, write_links
 from pinakes.pipeline.adopt import adopt_command
+from pinakes.pipeline.context import context_naming
 from pinakes.pipeline.keys import BuildKeys
 from pinakes.sources.walk import FileState, WalkResult, remember_files, resolves_inside
 
@@ -44,6 +45,7 @@ class IndexedDoc(NamedTuple):
     build_key: str | None
     state: str
     metadata: str
+    title: str | None = None  # the sidecar's title it was indexed with (part of its build key)
 
 
 @dataclass
@@ -106,7 +108,8 @@ def load_indexed(conn: sqlite3.Connection | None) -> list[IndexedDoc]:
     if conn is None:
         return []
     rows = conn.execute(
-        "SELECT id, path, content_hash, sidecar_hash, build_key, state, metadata FROM documents"
+        "SELECT id, path, content_hash, sidecar_hash, build_key, state, metadata, "
+        "CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.title') END FROM documents"
     )
     return [IndexedDoc(*row) for row in rows]
 
@@ -173,7 +176,7 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
             # an unchanged key leave nothing to do.
             state = walk.docs[doc.path]
             if not rebuild and state.content_hash == doc.content_hash and \
-                    keys.key(state.content_hash, walk.source_types[doc.path]) == doc.build_key:
+                    _key(keys, walk, doc.path, doc.title) == doc.build_key:
                 consumed.add(doc.path)
                 continue
         if doc.id in path_claiming:
@@ -240,9 +243,9 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
                 plan.notes.append(f"{path}: revived soft-deleted document {doc_id} from its sidecar")
         else:
             plan.arrivals.append(path)  # e.g. minted by the pre-commit hook since the last sync
-        plan.work.append(DocWork(doc_id, path, source_type, state, plan.sidecars.get(path),
-                                 walk.sidecars[path].content_hash,
-                                 keys.key(state.content_hash, source_type), "added"))
+        sidecar = plan.sidecars.get(path)
+        plan.work.append(DocWork(doc_id, path, source_type, state, sidecar, walk.sidecars[path].content_hash,
+                                 _key(keys, walk, path, sidecar.title if sidecar else None), "added"))
 
     # Phase 2e: what is left is new and has no sidecar: mint.
     new_paths = [p for p in without_sidecar if p not in consumed]
@@ -259,7 +262,7 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
         source_type = walk.source_types[path]
         plan.sidecar_writes.append(SidecarWrite(path, doc_id, "mint"))
         plan.work.append(DocWork(doc_id, path, source_type, state, None, None,
-                                 keys.key(state.content_hash, source_type), "added"))
+                                 _key(keys, walk, path, None), "added"))
 
     # Work in path order, so a fresh build assigns chunk ids in the same order on every machine
     # (the walk's directory order is the filesystem's; ranking ties fall back to chunk ids).
@@ -401,7 +404,8 @@ def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: Bu
     consumed.add(path)
     state = walk.docs[path]
     source_type = walk.source_types[path]
-    key = keys.key(state.content_hash, source_type)
+    sidecar = plan.sidecars.get(path)  # parsed when it changed; else it says what the index holds
+    key = _key(keys, walk, path, sidecar.title if sidecar else doc.title)
     sidecar_state = walk.sidecars.get(path)
     sidecar_hash = sidecar_state.content_hash if sidecar_state else None
     if path != doc.path:
@@ -409,11 +413,15 @@ def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: Bu
         plan.renamed.append((doc.path, path))
     if rebuild or state.content_hash != doc.content_hash or key != doc.build_key:
         reason = "changed" if state.content_hash != doc.content_hash else "rekeyed"
-        plan.work.append(DocWork(doc.id, path, source_type, state, plan.sidecars.get(path),
-                                 sidecar_hash, key, reason))
+        plan.work.append(DocWork(doc.id, path, source_type, state, sidecar, sidecar_hash, key, reason))
     elif sidecar_changed or path in plan.sidecars or path != doc.path \
             or sidecar_hash != doc.sidecar_hash:
         plan.refresh.append((doc.id, path))
+
+
+def _key(keys: BuildKeys, walk: WalkResult, path: str, sidecar_title: str | None) -> str:
+    """The build key of the document at `path` whose sidecar gives `sidecar_title`."""
+    return keys.key(walk.docs[path].content_hash, walk.source_types[path], context_naming(sidecar_title, path))
 
 
 # --- applying the identity decisions -------------------------------------------------------------
@@ -487,6 +495,10 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
         if item is not None:
             item.sidecar = sidecar
             item.sidecar_hash = sidecar.raw_hash
+            # The key names the title the chunks are built with: this sidecar's (a moved one may
+            # have been edited on the way).
+            item.key = ctx.keys.key(item.file.content_hash, item.source_type,
+                                    context_naming(sidecar.title, item.path))
 
     conn = ctx.writer()
     if written:  # we know these files' hashes: the next walk need not read them again
