@@ -122,7 +122,10 @@ class EmbeddingsEndpoint:
         self._base_url = str(client.base_url).rstrip("/") + "/"
         headers = {**client.default_headers, **client.auth_headers}
         # Parsed once: httpx2 would otherwise parse the URL and normalise every header per request.
-        self._headers = httpx2.Headers({name: value for name, value in headers.items() if isinstance(value, str)})
+        # Not the X-Stainless-* ones: they describe the SDK's own request path to OpenAI's servers,
+        # which this is not (and every one is parsed again by the server).
+        self._headers = httpx2.Headers({name: value for name, value in headers.items()
+                                        if isinstance(value, str) and not name.lower().startswith("x-stainless-")})
         self._urls: dict[str, httpx2.URL] = {}
         self._timeout = dict.fromkeys(("connect", "read", "write", "pool"), timeout_s)
         self._transport = PlainHTTPTransport()

@@ -281,15 +281,18 @@ class RemoteEmbedder:
                 f"from {self.model}, but [embedding] dim = {self.identity.dim}",
                 remedy=f"set [embedding] dim = {got} (then `pnk sync --rebuild`), or name the model you "
                        "meant" if isinstance(got, int) else "check the server")
-        if not np.isfinite(matrix).all():
+        # Each row's squared length, summed in float64 (no float32 overflow): finite exactly when
+        # every component is, so one pass both checks the vectors and normalises them.
+        squares = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
+        if not np.isfinite(squares).all():
             raise self._endpoint_error("it returned vectors holding NaN or infinity", answered=True)
         if self._counter.exact and billed and billed < sum(counts):
             raise self._endpoint_error(
                 f"its usage counts {billed} input tokens for inputs of {sum(counts)}: the server "
                 "truncated them (check its own input limit against [embedding] max_input_tokens)",
                 answered=True)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+        squares[squares == 0] = 1.0  # a zero row stays zero
+        return (matrix / np.sqrt(squares, dtype=np.float32)[:, None]).astype(np.float32, copy=False)
 
     def _matrix(self, rows: list[object]) -> np.ndarray:
         """float32 rows from base64 strings (little-endian float32, what `encoding_format = base64`
