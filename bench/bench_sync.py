@@ -344,7 +344,7 @@ def _placeholder_model(root: Path) -> object:
     fake.count_tokens_batch = deferred.count_tokens_batch  # type: ignore[method-assign]
     # The tokenizer itself too, so the starting sync remembers its token counts as a real one does
     # (pipeline/token_counts.py).
-    fake.token_counter = deferred.token_counter  # type: ignore[attr-defined]
+    fake.token_counter = getattr(deferred, "token_counter", None)  # type: ignore[attr-defined]  # (None: a snapshot before it)
     return fake
 
 
