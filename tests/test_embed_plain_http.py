@@ -1,0 +1,109 @@
+"""The remote provider's request path (embed/plain_http.py) against real loopback servers: it must
+answer and fail exactly as the openai client would, since the provider's retries and
+`pinakes.paid.classify_failure` read its exceptions."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+openai = pytest.importorskip("openai", reason="the [remote] extra (openai) is not installed: the remote "
+                                              "provider's request path cannot be exercised")
+
+from pinakes.embed.provider_openai import _client  # noqa: E402
+from pinakes.manifest.sections import RemoteEmbedding  # noqa: E402
+from pinakes.paid import classify_failure  # noqa: E402
+from tests.fake_openai_embeddings import FakeEmbeddings, Reply  # noqa: E402
+
+BODY = {"input": ["a harbour at night"], "model": "stub-embed", "encoding_format": "base64"}
+
+
+@pytest.fixture
+def server() -> Iterator[FakeEmbeddings]:
+    with FakeEmbeddings(dim=8) as fake:
+        yield fake
+
+
+def test_the_request_carries_the_key_and_the_clients_headers_but_not_its_runtime_ones(
+        server: FakeEmbeddings, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PNK_TEST_EMBED_KEY", "sk-test-123")
+    endpoint = _client(openai, RemoteEmbedding(base_url=server.url, api_key_env="PNK_TEST_EMBED_KEY"))
+    answer = endpoint.post("embeddings", BODY)
+    assert answer.status_code == 200 and len(answer.json()["data"]) == 1
+    headers = server.embedding_requests()[-1].headers
+    assert headers["authorization"] == "Bearer sk-test-123"
+    assert headers["content-type"] == "application/json"
+    assert not [name for name in headers if name.startswith("x-stainless-")]
+
+
+def test_a_rate_limit_is_the_clients_own_error_with_its_retry_after(server: FakeEmbeddings) -> None:
+    server.queue(Reply(kind="status", status=429, headers={"Retry-After": "3"}))
+    endpoint = _client(openai, RemoteEmbedding(base_url=server.url))
+    with pytest.raises(openai.RateLimitError) as raised:
+        endpoint.post("embeddings", BODY)
+    assert raised.value.status_code == 429 and "scripted 429" in str(raised.value)
+    failure = classify_failure(openai, raised.value)
+    assert failure is not None and (failure.status, failure.retry_after_s) == (429, 3.0)
+
+
+def test_nothing_listening_is_a_connection_that_never_left(server: FakeEmbeddings) -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago, now closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    endpoint = _client(openai, RemoteEmbedding(base_url=f"http://127.0.0.1:{port}/v1"))
+    with pytest.raises(openai.APIConnectionError) as raised:
+        endpoint.post("embeddings", BODY)
+    failure = classify_failure(openai, raised.value)
+    assert failure is not None and (failure.outcome, failure.status) == ("void", None)
+    assert failure.happened == "could not connect"
+
+
+def test_a_kept_alive_connection_the_server_closed_while_idle_is_replaced_not_failed() -> None:
+    """A server that closes every connection after one answer (no `Connection: close` said): the
+    next request must notice the closed idle connection and open another, not fail."""
+    answer = (b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 24\r\n\r\n'
+              b'{"object":"list","x":[]}')
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)  # accept() wakes to see `stop` (closing the socket does not wake it)
+    accepted: list[int] = []
+    closed, stop = threading.Event(), threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            connection.settimeout(5)
+            with connection:
+                accepted.append(1)
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += connection.recv(65536)
+                head, _, body = request.partition(b"\r\n\r\n")
+                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                                  if line.lower().startswith(b"content-length")))
+                while len(body) < length:
+                    body += connection.recv(65536)
+                connection.sendall(answer)
+            closed.set()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        port = listener.getsockname()[1]
+        endpoint = _client(openai, RemoteEmbedding(base_url=f"http://127.0.0.1:{port}/v1"))
+        first = endpoint.post("embeddings", BODY)
+        assert closed.wait(5)
+        time.sleep(0.05)  # the server's FIN crosses loopback: the connection now sits idle, closed
+        second = endpoint.post("embeddings", BODY)
+        assert first.json() == second.json() == {"object": "list", "x": []}
+        assert len(accepted) == 2
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        listener.close()
