@@ -49,7 +49,8 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import numpy as np
 
-CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+# The shared corpora beside the checkout (PNK_CORPORA overrides, e.g. for a copy of the tree elsewhere).
+CORPORA = Path(os.environ.get("PNK_CORPORA") or Path(__file__).resolve().parents[2] / "shared" / "corpora")
 TLDR = CORPORA / "tldr-nl2bash-dev"
 
 
