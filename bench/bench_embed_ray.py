@@ -56,6 +56,8 @@ TLDR = CORPORA / "tldr-nl2bash-dev"
 
 def _pages(count: int | None) -> list[Path]:
     pages = sorted((TLDR / "docs").rglob("*.md"))
+    if not pages:
+        raise SystemExit(f"no tldr pages under {TLDR / 'docs'}: set PNK_CORPORA to the corpora directory")
     return pages if count is None else pages[:count]
 
 
