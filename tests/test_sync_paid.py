@@ -173,6 +173,35 @@ def test_a_free_run_never_overwrites_a_paid_extraction(kb: Path, server: FakeAnt
     assert chunks_of(kb, "docs/scan.pdf") == paid_chunks
 
 
+def contexts_of(kb: Path, path: str) -> list[str]:
+    conn = sqlite3.connect(KBPaths(kb).index_db)
+    try:
+        return [context for (context,) in conn.execute(
+            "SELECT c.context FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = ? AND "
+            "d.state = 'active'", (path,))]
+    finally:
+        conn.close()
+
+
+def test_a_renamed_paid_pdf_is_chunked_again_under_its_new_name_from_the_paid_text(
+        kb: Path, server: FakeAnthropic) -> None:
+    assert sync(kb, "--extract=claude-vision") == 0
+    paid_chunks = chunks_of(kb, "docs/scan.pdf")
+    (kb / "docs/scan.pdf").rename(kb / "docs/lighthouse-minutes.pdf")  # its sidecar follows on the sync
+    assert sync(kb) == 0  # a free run
+    assert chunks_of(kb, "docs/lighthouse-minutes.pdf") == paid_chunks  # the paid text, as it was
+    contexts = contexts_of(kb, "docs/lighthouse-minutes.pdf")
+    assert contexts and all("lighthouse minutes" in context and "scan" not in context for context in contexts)
+
+    for name in ("docs/harbour-board.pdf", "docs/harbour-board.pdf.pnk.yaml"):  # moved together
+        (kb / name.replace("harbour-board", "lighthouse-minutes")).rename(kb / name)
+    assert sync(kb, "--extract=claude-vision") == 0  # a paid run
+    assert chunks_of(kb, "docs/harbour-board.pdf") == paid_chunks
+    contexts = contexts_of(kb, "docs/harbour-board.pdf")
+    assert contexts and all("harbour board" in context and "lighthouse" not in context for context in contexts)
+    assert len(server.messages_requests()) == 1  # neither paid again
+
+
 def test_a_changed_paid_pdf_is_a_failure_on_a_free_run_never_a_silent_overwrite(
         kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert sync(kb, "--extract=claude-vision") == 0

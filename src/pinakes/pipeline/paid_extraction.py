@@ -268,6 +268,9 @@ def extract_paid_document(ctx: SyncContext, item: DocWork) -> ExtractedText | No
     failure, and RunStopped with the budget's error when it stops the run (on_exceed = abort)."""
     state = state_of(ctx)
     fingerprint = paid_fingerprint(ctx)
+    renamed = _renamed_paid_text(ctx, item, fingerprint)
+    if renamed is not None:
+        return renamed
     if _keep_indexed_row(ctx, item, state.backend, fingerprint):
         return None
     decision = state.decisions.get(item.doc_id, Decision("failed", message="not planned (a Pinakes bug)"))
@@ -477,6 +480,10 @@ def protect(ctx: SyncContext, item: DocWork) -> tuple[str, ExtractedText | None]
             remedy=f"pay for the new version: `pnk sync --extract={spec.name}`; or replace it with the free "
                    f"text: `pnk sync --force --extract={FREE_PDF_BACKEND}`")
     fingerprint = str(recorded.get("fingerprint"))
+    renamed = _renamed_paid_text(ctx, item, fingerprint)
+    if renamed is not None:
+        state.protected.append(item.path)
+        return "use", renamed
     if _keep_indexed_row(ctx, item, spec.name, fingerprint):
         state.protected.append(item.path)
         return "keep", None
@@ -526,6 +533,16 @@ def _indexed_as(ctx: SyncContext, item: DocWork, backend: str, fingerprint: str)
     row = ctx.writer().execute("SELECT content_hash, extraction_backend, extraction_fingerprint FROM documents "
                                "WHERE id = ? AND state = 'active' AND path = ?", (item.doc_id, item.path)).fetchone()
     return row is not None and tuple(row) == (item.file.content_hash, backend, fingerprint)
+
+
+def _renamed_paid_text(ctx: SyncContext, item: DocWork, fingerprint: str) -> ExtractedText | None:
+    """The cached paid text of a document whose title or file name's words changed (its chunks'
+    context with them), so it is chunked again under its new context for free; None otherwise, or
+    when the cache no longer has it (then its indexed row is kept, context and all)."""
+    if not item.context_renamed or not fingerprint.isalnum():
+        return None
+    hit = _cache(ctx).get(item.file.content_hash, fingerprint)
+    return hit.extracted if hit is not None else None
 
 
 def _keep_indexed_row(ctx: SyncContext, item: DocWork, backend: str, fingerprint: str) -> bool:

@@ -61,6 +61,9 @@ class DocWork:
     key: str
     reason: str  # "added" | "changed" (content) | "rekeyed" (another key, or rebuilt as it was)
     text_title: str | None = None  # the title the document itself declares (extract/titles.py)
+    # Its sidecar title or file name's words changed (so did its chunks' context): a kept paid
+    # extraction is chunked again from its cached text rather than kept as indexed.
+    context_renamed: bool = False
 
 
 @dataclass(frozen=True)
@@ -413,15 +416,18 @@ def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: Bu
         plan.renamed.append((doc.path, path))
     if rebuild or state.content_hash != doc.content_hash or key != doc.build_key:
         reason = "changed" if state.content_hash != doc.content_hash else "rekeyed"
-        plan.work.append(DocWork(doc.id, path, source_type, state, sidecar, sidecar_hash, key, reason))
+        plan.work.append(DocWork(doc.id, path, source_type, state, sidecar, sidecar_hash, key, reason,
+                                 context_renamed=_key(keys, walk, path, doc.title, doc.path) != key))
     elif sidecar_changed or path in plan.sidecars or path != doc.path \
             or sidecar_hash != doc.sidecar_hash:
         plan.refresh.append((doc.id, path))
 
 
-def _key(keys: BuildKeys, walk: WalkResult, path: str, sidecar_title: str | None) -> str:
-    """The build key of the document at `path` whose sidecar gives `sidecar_title`."""
-    return keys.key(walk.docs[path].content_hash, walk.source_types[path], context_naming(sidecar_title, path))
+def _key(keys: BuildKeys, walk: WalkResult, path: str, sidecar_title: str | None, named_at: str | None = None) -> str:
+    """The build key of the document at `path` whose sidecar gives `sidecar_title` (as if it were
+    named `named_at`, when given)."""
+    return keys.key(walk.docs[path].content_hash, walk.source_types[path],
+                    context_naming(sidecar_title, named_at or path))
 
 
 # --- applying the identity decisions -------------------------------------------------------------
