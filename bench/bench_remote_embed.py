@@ -1,17 +1,19 @@
 """The remote embedding provider's own cost, against the stub endpoint (tests/fake_openai_embeddings.py).
 
-    python bench/bench_remote_embed.py [--rounds 40] [--dim 768] [--delay-ms 20] [--concurrency 1,4,8]
+    python bench/bench_remote_embed.py [--rounds 200] [--dim 768] [--delay-ms 20] [--concurrency 1,4,8]
 
 The stub runs in its own process (its work and the client's never share a GIL), answering
 `/v1/embeddings` after `--delay-ms` (a stand-in for the model's compute) with real JSON vectors.
 
   overhead    one batch of 64 texts (about 40 words each), as one request: the provider's
-              `embed_documents` (the openai client, base64 decoding, the response checks, unit rows
-              in NumPy, token counting) against a bare request to the same stub (http.client on a
-              kept-alive connection, the same JSON body, `json.loads` of the answer: the stub's
-              response time as the cheapest client sees it). Interleaved rounds; medians; ratio =
-              provider / bare (wall), and cpu_ratio = (bare wall + the provider's extra client CPU
-              per request) / bare wall, which other load on a shared machine disturbs far less.
+              `embed_documents` (its request path, embed/plain_http.py; base64 decoding, the
+              response checks, unit rows in NumPy, token counting) against a bare request to the
+              same stub (http.client on a kept-alive connection, the same JSON body, `json.loads` of
+              the answer: the stub's response time as the cheapest client sees it). Paired rounds,
+              the order alternating; medians. ratio = provider / bare (wall), pair ratio = the
+              median of each round's provider / bare, and cpu_ratio = (bare wall + the provider's
+              extra client CPU per request) / bare wall, which other load on a shared machine
+              disturbs far less.
   throughput  `--texts` texts (default 2,048: 32 requests of 64) through `embed_documents` with each
               `--concurrency`: texts/s, and the speed-up over one request in flight.
 
