@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import random
+import socket
 import statistics
 import subprocess
 import sys
@@ -76,6 +77,9 @@ class BareClient:
         parts = urlsplit(url)
         self.path = parts.path + "/embeddings"
         self.connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port)
+        self.connection.connect()  # with TCP_NODELAY, as the provider's: Nagle must not slow either
+        assert self.connection.sock is not None
+        self.connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def embed(self, batch: list[str]) -> list[str]:
         body = json.dumps({"input": batch, "model": MODEL, "encoding_format": "base64"})  # the provider's

@@ -9,8 +9,9 @@ what it is for (the key, organisation and project from the environment, its head
 its error classes), once; each request is then an httpx2 `Request` handed straight to a transport:
 
 - `PlainHTTPTransport`: `http://` (Ollama, vLLM, TEI, llama.cpp on this machine or the LAN) over
-  `http.client` kept-alive connections, one per request in flight, each request written in one
-  `send` (so Nagle never holds a body back). `https://` (OpenAI, hosted APIs, where TLS and the
+  `http.client` kept-alive connections, one per request in flight, with TCP_NODELAY (it writes
+  a request's headers and body in two sends: under Nagle the body would wait for the server's
+  delayed ACK of the headers, up to 40 ms). `https://` (OpenAI, hosted APIs, where TLS and the
   network dwarf this cost) goes through httpx2's own transport unchanged;
 - `EmbeddingsEndpoint.post` raises what the client raises in the same situation (`APITimeoutError`,
   `APIConnectionError` over the transport's `ConnectError`/`ReadTimeout`/..., `APIStatusError` and
@@ -54,7 +55,7 @@ class PlainHTTPTransport(httpx2.BaseTransport):
                                   skip_host=True, skip_accept_encoding=True)  # httpx2 set both
             for name, value in request.headers.raw:
                 connection.putheader(name, value)
-            connection.endheaders(body)  # headers and a bytes body leave in one send
+            connection.endheaders(body)
             connection.sock.settimeout(timeouts.get("read"))
             answer = connection.getresponse()
             content = answer.read()
