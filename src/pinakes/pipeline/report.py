@@ -60,7 +60,8 @@ class SyncReport:
     skipped_reason: str | None = None  # e.g. another sync holds the lock
     added: list[str] = field(default_factory=list[str])
     changed: list[str] = field(default_factory=list[str])
-    reembedded: list[str] = field(default_factory=list[str])  # same content, new extractor/chunking/model key
+    # same content, new key: extractor, chunking, model, or the title / file-name words its context carries
+    reembedded: list[str] = field(default_factory=list[str])
     renamed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     deleted: list[str] = field(default_factory=list[str])
     metadata_refreshed: list[str] = field(default_factory=list[str])
