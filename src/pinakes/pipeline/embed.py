@@ -11,16 +11,19 @@ and shows progress throughout.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pinakes.chunking import Chunk
-from pinakes.embed.base import identity_meta
+from pinakes.embed.base import DispatchAhead, identity_meta
 from pinakes.errors import PinakesError
 from pinakes.extract.front_matter import document_front_matter
 from pinakes.faults import faultpoint
@@ -29,7 +32,7 @@ from pinakes.index.terms import record_term_frequencies
 from pinakes.lexical.scripts import shadow
 from pinakes.links.store import write_links
 from pinakes.pipeline.context import chunk_context, document_context, embedding_input, fit_context
-from pinakes.pipeline.vector_reuse import VectorReuse, reuse_for, usable_vector
+from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, reuse_for, usable_vector
 
 if TYPE_CHECKING:
     from pinakes.pipeline.pair import DocWork
@@ -51,8 +54,12 @@ def embed_group(ctx: SyncContext, group: Sequence[DocWork]) -> None:
         ready = [item for item in group if item.doc_id not in ctx.failed and item.doc_id in ctx.group.chunks]
         small = [item for item in ready if len(ctx.group.chunks[item.doc_id]) <= EMBED_SLICE_CHUNKS]
         large = [item for item in ready if len(ctx.group.chunks[item.doc_id]) > EMBED_SLICE_CHUNKS]
-        for batch in _cross_document_batches(ctx, small):
-            _embed_small_batch(ctx, batch)
+        embedder = ctx.get_embedder()
+        if isinstance(embedder, DispatchAhead):
+            _embed_ahead(ctx, embedder, small)
+        else:
+            for batch in _cross_document_batches(ctx, small):
+                _embed_small_batch(ctx, batch)
         for item in large:
             _write_streaming(ctx, item)
     finally:
@@ -92,8 +99,10 @@ def chunk_contexts(ctx: SyncContext, item: DocWork) -> list[str] | None:
                                 running_heads=extracted.running_heads,
                                 declared_words=front_matter.searchable_words())
     embedder = ctx.get_embedder()
+    # Chunks under one heading share their context: each distinct text is counted once.
+    count_tokens = functools.cache(embedder.count_tokens)
     return [fit_context(chunk_context(document, chunk.heading_path), chunk.text, chunk.token_count,
-                        embedder.max_input_tokens, embedder.count_tokens)
+                        embedder.max_input_tokens, count_tokens)
             for chunk in ctx.group.chunks[item.doc_id]]
 
 
@@ -102,10 +111,14 @@ def vectors_of(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
     vectors): a stored vector of the same (model, text) where the index has one, the model's for
     the rest (pipeline/vector_reuse.py). The report and the progress count the model's work."""
     vectors, embedded = reuse_for(ctx).vectors(texts, lambda misses: compute_vectors(ctx, misses))
-    ctx.report.chunks_embedded += embedded
-    ctx.report.chunks_reused += len(texts) - embedded
-    ctx.progress.advance(chunks=embedded, reused=len(texts) - embedded)
+    _count_vectors(ctx, len(texts), embedded)
     return vectors
+
+
+def _count_vectors(ctx: SyncContext, total: int, embedded: int) -> None:
+    ctx.report.chunks_embedded += embedded
+    ctx.report.chunks_reused += total - embedded
+    ctx.progress.advance(chunks=embedded, reused=total - embedded)
 
 
 def compute_vectors(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
@@ -113,30 +126,102 @@ def compute_vectors(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
     return ctx.get_embedder().embed_documents(texts, batch_size=ctx.manifest.embedding.batch_size)
 
 
+def _batch_texts(ctx: SyncContext, batch: list[DocWork]) -> tuple[list[DocWork], dict[str, list[str]], list[str]]:
+    """The batch's documents whose sidecar could be read, their chunks' contexts, and the texts to embed."""
+    contexts = {item.doc_id: found for item in batch if (found := chunk_contexts(ctx, item)) is not None}
+    batch = [item for item in batch if item.doc_id in contexts]
+    texts = [embedding_text_of(chunk, context) for item in batch
+             for chunk, context in zip(ctx.group.chunks[item.doc_id], contexts[item.doc_id], strict=True)]
+    return batch, contexts, texts
+
+
 def _embed_small_batch(ctx: SyncContext, batch: list[DocWork]) -> None:
-    contexts = {item.doc_id: chunk_contexts(ctx, item) for item in batch}
-    batch = [item for item in batch if contexts[item.doc_id] is not None]
+    batch, contexts, texts = _batch_texts(ctx, batch)
     if not batch:
         return
-    texts = [embedding_text_of(chunk, context) for item in batch
-             for chunk, context in zip(ctx.group.chunks[item.doc_id], contexts[item.doc_id] or (), strict=True)]
     ctx.progress.document(batch[0].path, phase="embedding", others=len(batch) - 1)
     try:
         vectors = vectors_of(ctx, texts)
     except PinakesError:
         raise
     except Exception as exc:  # one bad batch must not end the run: retry document by document
-        ctx.report.notes.append(f"a batch failed to embed ({type(exc).__name__}); retried per document")
-        for item in batch:
-            _write_streaming(ctx, item)
+        _retry_per_document(ctx, batch, exc)
         return
+    _write_batch(ctx, batch, contexts, vectors)
+
+
+@dataclass
+class _Submitted:
+    """A cross-document batch whose misses were sent to the model and are not written yet."""
+
+    batch: list[DocWork]
+    contexts: dict[str, list[str]]
+    plan: ReusePlan
+    call: object | None  # None: every vector was found stored
+
+
+def _embed_ahead(ctx: SyncContext, embedder: DispatchAhead, items: list[DocWork]) -> None:
+    """The group's cross-document batches on an embedder that takes calls ahead (a Ray cluster):
+    up to `embedder.calls_ahead` batches are sent before the oldest is written, so the workers
+    embed while this process writes; batches are still written in order, each document in its own
+    transaction. A text an earlier unwritten batch of the group was sent is not sent again (it is
+    read back from the index once that batch is written). Whatever stops the group cancels the
+    calls not yet written."""
+    reuse = reuse_for(ctx)
+    pending: deque[_Submitted] = deque()
+    sent: set[bytes] = set()
+    try:
+        for batch in _cross_document_batches(ctx, items):
+            batch, contexts, texts = _batch_texts(ctx, batch)
+            if not batch:
+                continue
+            ctx.progress.document(batch[0].path, phase="embedding", others=len(batch) - 1)
+            plan = reuse.plan(texts, sent)
+            sent.update(plan.misses)
+            call = (embedder.embed_documents_async(list(plan.misses.values()),
+                                                   batch_size=ctx.manifest.embedding.batch_size)
+                    if plan.misses else None)
+            pending.append(_Submitted(batch, contexts, plan, call))
+            if len(pending) >= embedder.calls_ahead:
+                _write_submitted(ctx, embedder, pending.popleft())
+        while pending:
+            _write_submitted(ctx, embedder, pending.popleft())
+    except BaseException:  # Ctrl-C, a lost cluster, a broken index: nothing more is computed
+        embedder.cancel()
+        raise
+
+
+def _write_submitted(ctx: SyncContext, embedder: DispatchAhead, submitted: _Submitted) -> None:
+    reuse = reuse_for(ctx)
+    try:
+        computed = (embedder.collect(submitted.call) if submitted.call is not None
+                    else np.empty((0, reuse.dim), dtype=np.float32))
+        vectors, embedded = reuse.assemble(submitted.plan, computed, lambda misses: compute_vectors(ctx, misses))
+    except PinakesError:
+        raise
+    except Exception as exc:  # one bad batch must not end the run: retry document by document
+        _retry_per_document(ctx, submitted.batch, exc)
+        return
+    _count_vectors(ctx, len(submitted.plan.keys), embedded)
+    _write_batch(ctx, submitted.batch, submitted.contexts, vectors)
+
+
+def _retry_per_document(ctx: SyncContext, batch: list[DocWork], exc: Exception) -> None:
+    ctx.report.notes.append(f"a batch failed to embed ({type(exc).__name__}); retried per document")
+    for item in batch:
+        _write_streaming(ctx, item)
+
+
+def _write_batch(ctx: SyncContext, batch: list[DocWork], contexts: dict[str, list[str]],
+                 vectors: np.ndarray) -> None:
+    """Each document of a cross-document batch in its own transaction, its rows cut from `vectors`."""
     offset = 0
     for item in batch:
         count = len(ctx.group.chunks[item.doc_id])
         rows = vectors[offset:offset + count]
         offset += count
         ctx.progress.document(item.path, phase="writing")
-        write_document(ctx, item, contexts[item.doc_id] or [],
+        write_document(ctx, item, contexts[item.doc_id],
                        lambda _chunks, start, rows=rows: rows[start:start + len(_chunks)])
 
 
