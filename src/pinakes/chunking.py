@@ -237,14 +237,15 @@ def _blocks(
     for index in range(section.first_line, section.end_line):
         span = lines[index]
         inside_fence = fenced is not None and fenced[index]
-        if _is_blank(text, span) and not inside_fence:
+        blank = _is_blank(text, span)
+        if blank and not inside_fence:
             if block_start is not None:
                 blocks.append((block_start, block_end))
                 block_start = None
             continue
         if block_start is None:
             block_start = span[0]
-        if not _is_blank(text, span):
+        if not blank:
             block_end = _rstrip(text, span[0], span[1])
         if index == section.first_line + section.heading_lines - 1 and section.heading_path is not None:
             blocks.append((block_start, block_end))
