@@ -69,3 +69,23 @@ class Embedder(Protocol):
     def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray: ...
 
     def embed_query(self, text: str) -> np.ndarray: ...
+
+
+@runtime_checkable
+class DispatchAhead(Protocol):
+    """An embedder that can take more calls while earlier ones run (embed/executor_ray.py), so the
+    embed stage writes one call's vectors while the next calls are embedded. A local model has no
+    such interface: its calls run synchronously, in this process's own threads.
+
+    `calls_ahead` is how many calls the stage may have submitted and not yet collected; `collect`
+    gives a call's rows in order (calls are collected in the order they were submitted); `cancel`
+    ends every call not yet collected (Ctrl-C, or an error that stops the run)."""
+
+    @property
+    def calls_ahead(self) -> int: ...
+
+    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None) -> object: ...
+
+    def collect(self, call: object) -> np.ndarray: ...
+
+    def cancel(self) -> None: ...

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -69,6 +70,17 @@ def usable_vector(blob: bytes, dim: int) -> np.ndarray | None:
     return vector
 
 
+@dataclass
+class ReusePlan:
+    """`VectorReuse.plan`'s answer for some texts: their keys, the stored vectors found, the distinct
+    texts the model must embed, and the keys an earlier call of the group will have written."""
+
+    keys: list[bytes]
+    found: dict[bytes, np.ndarray]
+    misses: dict[bytes, str] = field(default_factory=dict[bytes, str])
+    waiting: dict[bytes, str] = field(default_factory=dict[bytes, str])
+
+
 class VectorReuse:
     """One run's lookups: the sources above, and what they saved."""
 
@@ -86,19 +98,42 @@ class VectorReuse:
 
     def vectors(self, texts: Sequence[str], compute: Callable[[Sequence[str]], np.ndarray]) -> tuple[np.ndarray, int]:
         """One row per text, in order, and how many texts the model embedded: the distinct misses."""
+        plan = self.plan(texts)
+        computed = compute(list(plan.misses.values())) if plan.misses else np.empty((0, self.dim), np.float32)
+        return self.assemble(plan, computed, compute)
+
+    def plan(self, texts: Sequence[str], sent: Container[bytes] = ()) -> ReusePlan:
+        """What the model must embed for `texts`: the distinct misses, less those in `sent` (keys an
+        earlier call of the same group was sent, not written yet: `assemble` finds them once it is)."""
         keys = self.keys(texts)
-        found = self._lookup(keys) if self.enabled else {}
-        missing: dict[bytes, str] = {}
+        plan = ReusePlan(keys, self._lookup(keys) if self.enabled else {})
         for key, text in zip(keys, texts, strict=True):
-            if key not in found:
-                missing.setdefault(key, text)
-        if missing:
-            computed = compute(list(missing.values()))
-            found.update(zip(missing, computed, strict=True))
-        rows = np.empty((len(texts), self.dim), dtype=np.float32)
-        for position, key in enumerate(keys):
+            if key in plan.found:
+                continue
+            if self.enabled and key in sent:
+                plan.waiting.setdefault(key, text)
+            else:
+                plan.misses.setdefault(key, text)
+        return plan
+
+    def assemble(self, plan: ReusePlan, computed: np.ndarray,
+                 compute: Callable[[Sequence[str]], np.ndarray]) -> tuple[np.ndarray, int]:
+        """The rows of `plan`'s texts, given the model's rows for its misses; a text an earlier call
+        was sent for is read from the index, where that call's document now is (or, if that
+        document failed, embedded now). With how many texts the model embedded."""
+        found = dict(plan.found)
+        found.update(zip(plan.misses, computed, strict=True))
+        embedded = len(plan.misses)
+        if plan.waiting:
+            found.update(self._lookup(sorted(plan.waiting)))
+            late = {key: text for key, text in plan.waiting.items() if key not in found}
+            if late:
+                found.update(zip(late, compute(list(late.values())), strict=True))
+                embedded += len(late)
+        rows = np.empty((len(plan.keys), self.dim), dtype=np.float32)
+        for position, key in enumerate(plan.keys):
             rows[position] = found[key]
-        return rows, len(missing)
+        return rows, embedded
 
     def keep_previous_version(self, doc_id: str) -> None:
         """Before a document's old chunks are deleted (inside its transaction): keep their vectors
