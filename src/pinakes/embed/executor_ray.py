@@ -18,9 +18,10 @@ What runs where (docs/GUIDE.md, "Embedding on a cluster"):
 - each embedding call (at most EMBED_SLICE_CHUNKS texts) is cut into model batches (`plan_batches`):
   the ones a local run makes while there are no more workers than batches (then the vectors are
   bit for bit a local run's), smaller ones to keep more workers busy. They go out with at most
-  `IN_FLIGHT_PER_WORKER` per worker and are put back in the caller's order. Calls are synchronous,
-  so one call's texts bound the workers a sync keeps busy (64 / MIN_BATCH_TEXTS = 8);
-  docs/perf/scale-out.md.
+  `IN_FLIGHT_PER_WORKER` per worker and are put back in the caller's order. The embed stage submits
+  up to `calls_ahead` calls before it collects the first (`DispatchAhead`, embed/base.py), so the
+  workers embed the next calls while the driver writes one, and a sync keeps more than the 8
+  workers one call's texts can feed busy; docs/perf/scale-out.md.
 
 Faults: a worker that dies mid-batch is dropped and its batch goes to another worker (a batch's
 vectors are only ever written once, by the driver, after they arrive); when no worker is left the run
@@ -35,7 +36,7 @@ import os
 import socket
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -259,6 +260,17 @@ def _check_workers(section: EmbeddingSection,
     return expected, int(first["max_input_tokens"]), str(first["tokenizer"])
 
 
+@dataclass
+class EmbedCall:
+    """One `embed_documents_async` call: its texts, the rows that have arrived, its batches still out."""
+
+    texts: list[str]
+    rows: np.ndarray
+    size: int  # texts per model batch
+    outstanding: int = 0
+    error: Exception | None = None  # a batch's failure, raised when the call is collected
+
+
 class RayEmbedder:
     """An `Embedder` whose model runs on the cluster's workers; token counts are the driver's own
     (the workers' tokenizer, loaded here without the weights)."""
@@ -276,6 +288,9 @@ class RayEmbedder:
         self._owns_connection = owns_connection
         self._on_workers = on_workers or (lambda _alive: None)
         self._on_workers(len(workers))
+        # Model batches of every call not yet collected: waiting for a worker, and on one.
+        self._queued: deque[tuple[EmbedCall, list[int]]] = deque()
+        self._in_flight: dict[Any, tuple[EmbedCall, list[int], Any]] = {}
 
     @property
     def workers_alive(self) -> int:
@@ -290,55 +305,101 @@ class RayEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
 
+    @property
+    def calls_ahead(self) -> int:
+        """How many calls the embed stage may submit ahead of the one it writes (embed/base.py
+        `DispatchAhead`): enough to keep every worker's IN_FLIGHT_PER_WORKER batches filled while
+        the driver writes, so the driver holds at most 2 x workers calls' texts and vectors."""
+        return max(2, IN_FLIGHT_PER_WORKER * len(self._workers))
+
     def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         """One unit row per text, in order: the model batches a local run would make, spread over
         the workers; a batch whose worker dies is sent to another."""
+        return self.collect(self.embed_documents_async(texts, batch_size))
+
+    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None) -> EmbedCall:
+        """Queue `texts`' model batches behind every call not yet collected and start what the
+        workers have room for; `collect` gives the rows."""
         import numpy as np
 
         from pinakes.embed._common import plan_batches
 
+        self._require_workers()
         size = batch_size or self.batch_size
-        rows = np.empty((len(texts), self.identity.dim), dtype=np.float32)
-        if not texts or not self._workers:
-            self._dispatch(texts, deque(), {}, size)  # no worker left: the run stops here
-            return rows
         # A call's texts are spread over every worker: smaller model batches when there are more
         # workers than the local run's batches (vectors then equal a local run's within float
         # tolerance rather than bit for bit), never below MIN_BATCH_TEXTS.
         size = max(MIN_BATCH_TEXTS, min(size, -(-len(texts) // len(self._workers))))
-        batches = deque(plan_batches(self._counter.count_batch(texts), self._counter.special_tokens, size))
-        in_flight: dict[Any, tuple[list[int], Any]] = {}
-        try:
-            while batches or in_flight:
-                self._dispatch(texts, batches, in_flight, size)
-                done, _ = self._ray.wait(list(in_flight), num_returns=1, timeout=WAIT_SLICE_S)
-                for ref in done:
-                    indices, worker = in_flight.pop(ref)
-                    vectors = self._result(ref, worker)
-                    if vectors is None:
-                        batches.appendleft(indices)  # its worker died: another one embeds it
-                    else:
-                        rows[indices] = vectors
-        except BaseException:  # Ctrl-C or a lost cluster: nothing more is computed for this run
-            for ref in in_flight:
-                self._ray.cancel(ref, force=True)
-            raise
-        return rows
+        call = EmbedCall(list(texts), np.empty((len(texts), self.identity.dim), dtype=np.float32), size)
+        if texts:
+            batches = plan_batches(self._counter.count_batch(call.texts), self._counter.special_tokens, size)
+            call.outstanding = len(batches)
+            self._queued.extend((call, indices) for indices in batches)
+            self._dispatch()
+        return call
 
-    def _dispatch(self, texts: Sequence[str], batches: deque[list[int]],
-                  in_flight: dict[Any, tuple[list[int], Any]], size: int) -> None:
+    def collect(self, call: object) -> np.ndarray:
+        """`call`'s rows once all of its batches are back (results of later calls that arrive
+        meanwhile are kept in their own call)."""
+        assert isinstance(call, EmbedCall)
+        try:
+            while call.outstanding:
+                self._dispatch()
+                if not self._in_flight:
+                    raise RuntimeError("this embedding call was cancelled")
+                done, _ = self._ray.wait(list(self._in_flight), num_returns=1, timeout=WAIT_SLICE_S)
+                for ref in done:
+                    self._receive(ref)
+        except BaseException:  # Ctrl-C or a lost cluster: nothing more is computed for this run
+            self.cancel()
+            raise
+        if call.error is not None:
+            raise call.error
+        return call.rows
+
+    def _receive(self, ref: Any) -> None:
+        owner, indices, worker = self._in_flight.pop(ref)
+        owner.outstanding -= 1
+        try:
+            vectors = self._result(ref, worker)
+        except PinakesError:
+            raise
+        except Exception as exc:  # the model refused this batch: its call fails alone, the others go on
+            owner.error = exc
+            return
+        if vectors is None:
+            owner.outstanding += 1
+            self._queued.appendleft((owner, indices))  # its worker died: another one embeds it
+        else:
+            owner.rows[indices] = vectors
+
+    def cancel(self) -> None:
+        """Drop every call not yet collected: the batches waiting, and those running on a worker."""
+        for ref in self._in_flight:
+            with contextlib.suppress(Exception):  # its worker is already gone: nothing left to cancel
+                self._ray.cancel(ref, force=True)
+        self._in_flight.clear()
+        self._queued.clear()
+
+    def _require_workers(self) -> None:
         if not self._workers:
             raise ClusterError(
                 f"every Ray worker of the cluster at {self.address} is gone; the documents committed "
                 "so far are kept", remedy="bring the cluster back (or `pnk sync --executor local`), "
                                           "then sync again: it continues from there")
+
+    def _dispatch(self) -> None:
+        """Send queued batches, oldest first, to the least loaded workers, up to
+        IN_FLIGHT_PER_WORKER each."""
+        self._require_workers()
         load = {id(worker): 0 for worker in self._workers}
-        for _indices, worker in in_flight.values():
+        for _call, _indices, worker in self._in_flight.values():
             load[id(worker)] = load.get(id(worker), 0) + 1
         for worker in sorted(self._workers, key=lambda candidate: load[id(candidate)]):
-            while batches and load[id(worker)] < IN_FLIGHT_PER_WORKER:
-                indices = batches.popleft()
-                in_flight[worker.embed.remote([texts[index] for index in indices], size)] = (indices, worker)
+            while self._queued and load[id(worker)] < IN_FLIGHT_PER_WORKER:
+                call, indices = self._queued.popleft()
+                ref = worker.embed.remote([call.texts[index] for index in indices], call.size)
+                self._in_flight[ref] = (call, indices, worker)
                 load[id(worker)] += 1
 
     def _result(self, ref: Any, worker: Any) -> np.ndarray | None:
@@ -355,6 +416,7 @@ class RayEmbedder:
 
     def close(self) -> None:
         """End the workers (their model memory goes with them) and this process's connection."""
+        self.cancel()
         _shutdown(self._ray, self._workers, self._owns_connection)
         self._workers = []
 
