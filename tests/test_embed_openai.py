@@ -251,6 +251,17 @@ def test_an_endpoint_down_at_sync_start_stops_it_before_anything_is_written(
     assert "Traceback" not in err and index.read_bytes() == before
 
 
+@pytest.mark.parametrize("flags", [("--executor", "ray"), ("--ray-address", "127.0.0.1:6379")])
+def test_a_ray_executor_asked_for_on_the_command_line_is_refused_not_ignored(
+        tmp_path: Path, server: FakeEmbeddings, capsys: pytest.CaptureFixture[str], flags: tuple[str, str]) -> None:
+    kb = make_kb(tmp_path / "kb", server)
+    asked_before = len(server.embedding_requests())  # init read the dimension from one request
+    code, _out, err = run(kb, capsys, "sync", *flags)
+    assert code == 2 and "--executor ray" in err and "already embeds on its server" in err
+    assert "drop --executor ray" in err and "Traceback" not in err
+    assert len(server.embedding_requests()) == asked_before and not KBPaths(kb).index_db.exists()
+
+
 # --- identity --------------------------------------------------------------------------------------
 
 

@@ -148,6 +148,11 @@ def _open_index(paths: KBPaths, manifest: Manifest, options: SyncOptions, report
     from pinakes.pipeline.progress import SyncProgress
 
     rebuild = options.rebuild
+    if manifest.embedding.remote is not None and (options.executor == "ray" or options.ray_address):
+        # The manifest refuses this pair; the flags must not be silently ignored either.
+        raise UsageError(f'--executor ray runs a local model on a cluster, but [embedding] provider = '
+                         f'"{manifest.embedding.provider}" already embeds on its server ({paths.manifest})',
+                         remedy="drop --executor ray / --ray-address")
     if embedder is None and manifest.embedding.remote is not None:
         # Before anything is written: an endpoint that is down stops the sync here, and the probe
         # fingerprints the model behind it (embed/provider_openai.py).
