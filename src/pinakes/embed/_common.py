@@ -24,6 +24,19 @@ if TYPE_CHECKING:
 MAX_BATCH_TOKENS = 8192
 
 
+def refuse_too_long(counts: list[int], max_input_tokens: int) -> list[int]:
+    """The texts' token counts, or ValueError naming how many exceed the model's input (a model
+    would silently truncate them)."""
+    too_long = [index for index, count in enumerate(counts) if count > max_input_tokens]
+    if too_long:
+        first = too_long[0]
+        raise ValueError(
+            f"{len(too_long)} of {len(counts)} texts exceed the model's {max_input_tokens}-token "
+            f"input (the first, #{first}, has {counts[first]}); chunk them first"
+        )
+    return counts
+
+
 def plan_batches(token_counts: Sequence[int], special_tokens: int, batch_size: int,
                  max_batch_tokens: int = MAX_BATCH_TOKENS) -> list[list[int]]:
     """The texts' indices in model calls: longest first (each call is padded to its longest row, so
@@ -81,14 +94,7 @@ class ProviderEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.identity.dim), dtype=np.float32)
-        counts = self.count_tokens_batch(texts)
-        too_long = [index for index, count in enumerate(counts) if count > self.max_input_tokens]
-        if too_long:
-            first = too_long[0]
-            raise ValueError(
-                f"{len(too_long)} of {len(texts)} texts exceed the model's {self.max_input_tokens}-token "
-                f"input (the first, #{first}, has {counts[first]}); chunk them first"
-            )
+        counts = refuse_too_long(self.count_tokens_batch(texts), self.max_input_tokens)
         size = batch_size or self.batch_size
         vectors = np.empty((len(texts), self.identity.dim), dtype=np.float32)
         for batch in plan_batches(counts, self._counter.special_tokens, size, self.max_batch_tokens):

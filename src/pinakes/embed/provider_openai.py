@@ -33,6 +33,7 @@ from concurrent import futures
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pinakes.embed._common import refuse_too_long
 from pinakes.embed.base import ModelIdentity
 from pinakes.embed.tokens import TokenCounter
 from pinakes.errors import EmbeddingEndpointError, ManifestError, MissingExtraError
@@ -131,13 +132,7 @@ class RemoteEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.identity.dim), dtype=np.float32)
-        counts = self.count_tokens_batch(texts)
-        too_long = [index for index, count in enumerate(counts) if count > self.max_input_tokens]
-        if too_long:
-            first = too_long[0]
-            raise ValueError(
-                f"{len(too_long)} of {len(texts)} texts exceed the model's {self.max_input_tokens}-token "
-                f"input (the first, #{first}, has {counts[first]}); chunk them first")
+        counts = refuse_too_long(self.count_tokens_batch(texts), self.max_input_tokens)
         size = batch_size or self.batch_size
         starts = range(0, len(texts), size)
         jobs = [(texts[start:start + size], counts[start:start + size]) for start in starts]
