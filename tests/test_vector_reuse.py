@@ -112,6 +112,28 @@ def test_one_edited_paragraph_embeds_only_the_chunks_whose_text_changed(tmp_path
     assert report.to_dict()["chunks_reused"] == report.chunks_reused
 
 
+def test_an_edit_looks_up_only_the_chunks_whose_rows_it_does_not_keep(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept row's vector stays where it is, so it is never looked up (the edit's cost follows the
+    change), yet the report still counts it as reused."""
+    from pinakes.pipeline.vector_reuse import VectorReuse
+
+    root = make_kb(tmp_path / "kb", HashEmbedder())
+    (root / "docs/manual.md").write_text(long_document(edited=50), encoding="utf-8")
+    looked_up: list[bytes] = []
+    lookup = VectorReuse._lookup  # pyright: ignore[reportPrivateUsage]
+
+    def recording(self: VectorReuse, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        looked_up.extend(keys)
+        return lookup(self, keys)
+
+    monkeypatch.setattr(VectorReuse, "_lookup", recording)
+    report = sync(root, HashEmbedder())
+    assert report.changed == ["docs/manual.md"]
+    assert 1 <= len(looked_up) == report.chunks_embedded <= 2
+    assert report.chunks_reused == len(chunk_texts(root, "docs/manual.md")) - report.chunks_embedded
+
+
 def test_a_duplicated_folder_embeds_nothing_new(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", HashEmbedder())
     shutil.copytree(root / "docs/notes", root / "docs/copy", ignore=shutil.ignore_patterns("*.pnk.yaml"))

@@ -32,7 +32,7 @@ from pinakes.index.terms import record_term_frequencies
 from pinakes.lexical.scripts import shadow
 from pinakes.links.store import write_links
 from pinakes.pipeline.context import chunk_context, document_context, embedding_input, fit_context
-from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, reuse_for, usable_vector
+from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, reuse_for, usable_vectors
 
 if TYPE_CHECKING:
     from pinakes.pipeline.pair import DocWork
@@ -43,7 +43,10 @@ if TYPE_CHECKING:
 # measured gaps reached 35-65 s) while each call still fills the model's batches.
 EMBED_SLICE_CHUNKS = 64
 
-VectorSource = Callable[[Sequence[Chunk], int], np.ndarray]  # (chunks, offset in the document) -> rows
+# The rows of a document's previous version that its new version keeps, while it is written.
+_KEPT = "temp.pnk_kept_chunks"
+
+VectorSource = Callable[[Sequence[Chunk], Sequence[int]], np.ndarray]  # (chunks, their positions in the document) -> rows
 
 
 def embed_group(ctx: SyncContext, group: Sequence[DocWork]) -> None:
@@ -221,8 +224,7 @@ def _write_batch(ctx: SyncContext, batch: list[DocWork], contexts: dict[str, lis
         rows = vectors[offset:offset + count]
         offset += count
         ctx.progress.document(item.path, phase="writing")
-        write_document(ctx, item, contexts[item.doc_id],
-                       lambda _chunks, start, rows=rows: rows[start:start + len(_chunks)])
+        write_document(ctx, item, contexts[item.doc_id], lambda _chunks, positions, rows=rows: rows[list(positions)])
 
 
 def _write_streaming(ctx: SyncContext, item: DocWork) -> None:
@@ -230,9 +232,10 @@ def _write_streaming(ctx: SyncContext, item: DocWork) -> None:
     contexts = chunk_contexts(ctx, item)
     if contexts is None:
         return
-    write_document(ctx, item, contexts, lambda chunks, start: vectors_of(
-        ctx, [embedding_text_of(chunk, context)
-              for chunk, context in zip(chunks, contexts[start:start + len(chunks)], strict=True)]))
+    kept = write_document(ctx, item, contexts, lambda chunks, positions: vectors_of(
+        ctx, [embedding_text_of(chunk, contexts[position]) for chunk, position in zip(chunks, positions, strict=True)]))
+    if kept:  # never looked up (their vectors stay where they are), yet reused all the same
+        _count_vectors(ctx, kept, 0)
 
 
 def _load_sidecar(ctx: SyncContext, item: DocWork) -> bool:
@@ -251,27 +254,30 @@ def _load_sidecar(ctx: SyncContext, item: DocWork) -> bool:
 
 
 def _keep_unchanged_rows(conn: sqlite3.Connection, doc_id: str, chunks: Sequence[Chunk],
-                         contexts: Sequence[str], reuse: VectorReuse) -> list[int | None]:
-    """Per new chunk, the id of a row of the document's previous version it can keep, else None;
-    deletes every other previous row and parks the kept ones at negative ordinals (the caller
+                         contexts: Sequence[str], reuse: VectorReuse) -> tuple[list[int | None], list[bytes]]:
+    """Per new chunk, the id of a row of the document's previous version it can keep (else None),
+    and its vector's content key; deletes every other previous row, after handing its vector to
+    the lookups (`keep_previous_version`), and parks the kept ones at negative ordinals (the caller
     writes their new ordinal and offsets).
 
     An edit of one paragraph leaves most of a large document's chunks as they were, only shifted:
     a row is kept when everything stored with it but its position matches (text, shadow text,
     context, heading path, pages, token count) and its vector's content key is this model's for the
     same embedded text, so its FTS entry, term counts and vector are exactly what writing it again
-    would produce, without the cost (FTS and term counts are most of writing a row). Nothing is
-    kept under `--no-reuse`, which asks for every vector again."""
+    would produce, without the cost (FTS and term counts are most of writing a row) and without a
+    lookup. Nothing is kept under `--no-reuse`, which asks for every vector again."""
+    keys = reuse.keys([embedding_text_of(chunk, context) for chunk, context in zip(chunks, contexts, strict=True)])
     if not reuse.enabled:
         conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
-        return [None] * len(chunks)
-    keys = reuse.keys([embedding_text_of(chunk, context) for chunk, context in zip(chunks, contexts, strict=True)])
+        return [None] * len(chunks), keys
+    rows = conn.execute(
+        "SELECT c.id, c.text, c.fts_text, c.context, c.heading_path, c.page_start, c.page_end, c.token_count, "
+        "e.text_key, e.vector FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
+        "WHERE c.doc_id = ? AND e.text_key IS NOT NULL", (doc_id,)).fetchall()
     previous: dict[tuple[object, ...], list[int]] = {}
-    for chunk_id, *fields, vector in conn.execute(
-            "SELECT c.id, c.text, c.fts_text, c.context, c.heading_path, c.page_start, c.page_end, c.token_count, "
-            "e.text_key, e.vector FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
-            "WHERE c.doc_id = ? AND e.text_key IS NOT NULL", (doc_id,)):
-        if usable_vector(vector, reuse.dim) is not None:
+    for (chunk_id, *fields, _vector), usable in zip(rows, usable_vectors([row[-1] for row in rows], reuse.dim),
+                                                    strict=True):
+        if usable:
             previous.setdefault(tuple(fields), []).append(int(chunk_id))
     kept: list[int | None] = []
     for chunk, context, key in zip(chunks, contexts, keys, strict=True):
@@ -279,27 +285,30 @@ def _keep_unchanged_rows(conn: sqlite3.Connection, doc_id: str, chunks: Sequence
         same = previous.get((chunk.text, shadow(chunk.text), context or None, heading, chunk.page_start,
                              chunk.page_end, chunk.token_count, key))
         kept.append(same.pop() if same else None)
-    kept_ids = [(chunk_id,) for chunk_id in kept if chunk_id is not None]
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS pnk_kept_chunks (id INTEGER PRIMARY KEY)")
-    conn.execute("DELETE FROM temp.pnk_kept_chunks")
-    conn.executemany("INSERT INTO temp.pnk_kept_chunks (id) VALUES (?)", kept_ids)
-    conn.execute("DELETE FROM chunks WHERE doc_id = ? AND id NOT IN (SELECT id FROM temp.pnk_kept_chunks)",
-                 (doc_id,))
+    conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_KEPT.split('.')[1]} (id INTEGER PRIMARY KEY)")
+    conn.execute(f"DELETE FROM {_KEPT}")
+    conn.executemany(f"INSERT INTO {_KEPT} (id) VALUES (?)", [(chunk_id,) for chunk_id in kept if chunk_id is not None])
+    # A row about to go may still hold the vector of a new chunk (the same text at other pages, or
+    # a streamed slice asking after the delete): the lookups keep it until the next document.
+    reuse.keep_previous_version(doc_id, except_in=_KEPT)
+    conn.execute(f"DELETE FROM chunks WHERE doc_id = ? AND id NOT IN (SELECT id FROM {_KEPT})", (doc_id,))
     conn.execute("UPDATE chunks SET ordinal = -1 - ordinal WHERE doc_id = ?", (doc_id,))
-    return kept
+    return kept, keys
 
 
-def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vectors_for: VectorSource) -> None:
-    """Everything the index says about one document, in one transaction.
+def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vectors_for: VectorSource) -> int:
+    """Everything the index says about one document, in one transaction; the number of its
+    previous version's rows kept as they were (0 when it was not written).
 
     `contexts` holds each chunk's context (`chunk_contexts`), stored beside it in `chunks.context`:
     the keyword side's second field, never part of the chunk's text, span or citation.
 
-    `vectors_for(chunks, offset)` gives the vectors of a slice of the document's chunks; a failure
-    there rolls the whole document back and records it as failed.
+    `vectors_for(chunks, positions)` gives the vectors of some of the document's chunks (a slice of
+    those whose rows are not kept); a failure there rolls the whole document back and records it
+    as failed.
     """
     if item.sidecar is None and not _load_sidecar(ctx, item):
-        return
+        return 0
     sidecar = item.sidecar
     assert sidecar is not None
     conn = ctx.writer()
@@ -329,21 +338,16 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
                  json.dumps(list(extracted.pages_without_text)) if extracted.pages_without_text else None),
             )
             reuse = reuse_for(ctx)
-            reuse.keep_previous_version(item.doc_id)  # a streamed document looks its vectors up after the delete
-            kept = _keep_unchanged_rows(conn, item.doc_id, chunks, contexts, reuse)
-            moved: list[tuple[int, int, int, int]] = []
-            for start in range(0, len(chunks), EMBED_SLICE_CHUNKS):
-                part = chunks[start:start + EMBED_SLICE_CHUNKS]
-                part_contexts = contexts[start:start + EMBED_SLICE_CHUNKS]
-                vectors = vectors_for(part, start)
-                keys = reuse.keys([embedding_text_of(chunk, context)
-                                   for chunk, context in zip(part, part_contexts, strict=True)])
+            kept, keys = _keep_unchanged_rows(conn, item.doc_id, chunks, contexts, reuse)
+            moved = [(chunk.ordinal, chunk.char_start, chunk.char_end, kept_id)
+                     for chunk, kept_id in zip(chunks, kept, strict=True) if kept_id is not None]
+            fresh = [position for position, kept_id in enumerate(kept) if kept_id is None]
+            for start in range(0, len(fresh), EMBED_SLICE_CHUNKS):
+                positions = fresh[start:start + EMBED_SLICE_CHUNKS]
+                vectors = vectors_for([chunks[position] for position in positions], positions)
                 written: list[tuple[int, str, str]] = []
-                for position, (chunk, context) in enumerate(zip(part, part_contexts, strict=True)):
-                    kept_id = kept[start + position]
-                    if kept_id is not None:
-                        moved.append((chunk.ordinal, chunk.char_start, chunk.char_end, kept_id))
-                        continue
+                for row, position in enumerate(positions):
+                    chunk, context = chunks[position], contexts[position]
                     heading = (json.dumps(list(chunk.heading_path), ensure_ascii=False)
                                if chunk.heading_path else None)
                     cursor = conn.execute(
@@ -356,7 +360,7 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
                     )
                     chunk_id = int(cursor.lastrowid or 0)
                     written.append((chunk_id, chunk.text, context))
-                    vector = np.ascontiguousarray(vectors[position], dtype=np.float32)
+                    vector = np.ascontiguousarray(vectors[row], dtype=np.float32)
                     conn.execute("INSERT INTO embeddings (chunk_id, vector, text_key) VALUES (?, ?, ?)",
                                  (chunk_id, vector.tobytes(), keys[position]))
                 record_term_frequencies(conn, written)
@@ -374,9 +378,10 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
     except Exception as exc:
         ctx.report.fail(item.path, "embed", f"{type(exc).__name__}: {exc}")
         ctx.failed.add(item.doc_id)
-        return
+        return 0
     ctx.model_recorded = True
     faultpoint("sync.after-document-write")
     {"added": ctx.report.added, "changed": ctx.report.changed,
      "rekeyed": ctx.report.reembedded}[item.reason].append(item.path)
     ctx.progress.advance(documents=1, bytes_done=item.file.size)
+    return len(moved)

@@ -70,6 +70,19 @@ def usable_vector(blob: bytes, dim: int) -> np.ndarray | None:
     return vector
 
 
+def usable_vectors(blobs: Sequence[bytes], dim: int) -> list[bool]:
+    """`usable_vector`'s verdict for many stored vectors at once (one array operation, not one per row)."""
+    verdicts = [len(blob) == dim * 4 for blob in blobs]
+    whole = [blob for blob, right_size in zip(blobs, verdicts, strict=True) if right_size]
+    if not whole:
+        return verdicts
+    matrix = np.frombuffer(b"".join(whole), dtype=np.float32).reshape(len(whole), dim)
+    with np.errstate(invalid="ignore", over="ignore"):
+        good = np.isfinite(matrix).all(axis=1) & (np.abs(np.linalg.norm(matrix, axis=1) - 1.0) <= UNIT_TOLERANCE)
+    checked = iter(good.tolist())
+    return [right_size and next(checked) for right_size in verdicts]
+
+
 @dataclass
 class ReusePlan:
     """`VectorReuse.plan`'s answer for some texts: their keys, the stored vectors found, the distinct
@@ -135,9 +148,10 @@ class VectorReuse:
             rows[position] = found[key]
         return rows, embedded
 
-    def keep_previous_version(self, doc_id: str) -> None:
+    def keep_previous_version(self, doc_id: str, except_in: str) -> None:
         """Before a document's old chunks are deleted (inside its transaction): keep their vectors
-        where its new chunks' lookups can still find them, until the next document replaces them."""
+        where its new chunks' lookups can still find them, until the next document replaces them.
+        Rows whose id is in the table `except_in` stay in the index (kept), so they are left out."""
         if not self.enabled:
             return
         if not self._previous_ready:
@@ -147,7 +161,8 @@ class VectorReuse:
         self.conn.execute(f"DELETE FROM {_PREVIOUS}")
         self.conn.execute(f"INSERT OR IGNORE INTO {_PREVIOUS} (text_key, vector) SELECT e.text_key, e.vector "
                           "FROM embeddings e JOIN chunks c ON c.id = e.chunk_id "
-                          "WHERE c.doc_id = ? AND e.text_key IS NOT NULL", (doc_id,))
+                          f"WHERE c.doc_id = ? AND e.text_key IS NOT NULL AND c.id NOT IN (SELECT id FROM {except_in})",
+                          (doc_id,))
 
     def close(self) -> None:
         if self.old_index is not None:
