@@ -169,6 +169,16 @@ def test_without_write_the_block_is_printed_and_write_named(tmp_path: Path, caps
     assert "`pnk eval --fit-confidence --write` writes this block into pinakes.toml" in out
     assert re.search(r"^  > \S+ +\d+/\d+ +\d+/\d+$", out, re.M)  # the fitted point, marked on the curve
     assert (root / "pinakes.toml").read_bytes() == original
+    # the cross-fitted forecast `--json` gives is in the text too, beside the in-sample floor
+    code, fitted = pnk(capsys, "-C", str(root), "eval", "--fit-confidence")
+    forecast = fitted["cross_validated"]
+    assert code == 0 and forecast is not None
+    shown = re.search(r"^forecast for new questions \((\d+)-fold cross-fitted.*\): false-abstain \S+ \((\d+)/(\d+)\), "
+                      r"false-confidence \S+ \((\d+)/(\d+)\)$", out, re.M)
+    assert shown is not None, out
+    assert [int(number) for number in shown.groups()] == [
+        forecast["folds"], forecast["false_abstain"]["numerator"], forecast["false_abstain"]["denominator"],
+        forecast["false_confidence"]["numerator"], forecast["false_confidence"]["denominator"]]
 
 
 def test_a_block_the_writer_cannot_place_is_refused_and_the_manifest_left_untouched(

@@ -370,6 +370,13 @@ def _fit_text(fit: ConfidenceFit, curve: list[_CurvePoint], written: _Written | 
         f"no-answer at high: {_fraction(fit.no_answer_high)}",
         "These are scored on the set they were fitted on: a floor, not a forecast.",
     ]
+    if fit.cross_validated is not None:
+        from pinakes.eval.fitting import CROSS_FIT_FOLDS
+
+        cv_abstain, cv_confidence = fit.cross_validated
+        lines.append(f"forecast for new questions ({CROSS_FIT_FOLDS}-fold cross-fitted, each question scored by a fit "
+                     f"made without it): false-abstain {_fraction(cv_abstain)}, false-confidence "
+                     f"{_fraction(cv_confidence)}")
     if fit.excluded:
         lines.append(f"excluded (no score to fit on): {', '.join(fit.excluded)}")
     if written is None:
