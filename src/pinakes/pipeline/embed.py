@@ -46,6 +46,8 @@ EMBED_SLICE_CHUNKS = 64
 # The rows of a document's previous version that its new version keeps, while it is written.
 _KEPT = "temp.pnk_kept_chunks"
 
+_Move = tuple[int, int, int, int]  # a kept row's (ordinal, char_start, char_end, id)
+
 VectorSource = Callable[[Sequence[Chunk], Sequence[int]], np.ndarray]  # (chunks, their positions in the document) -> rows
 
 
@@ -254,11 +256,12 @@ def _load_sidecar(ctx: SyncContext, item: DocWork) -> bool:
 
 
 def _keep_unchanged_rows(conn: sqlite3.Connection, doc_id: str, chunks: Sequence[Chunk],
-                         contexts: Sequence[str], reuse: VectorReuse) -> tuple[list[int | None], list[bytes]]:
-    """Per new chunk, the id of a row of the document's previous version it can keep (else None),
-    and its vector's content key; deletes every other previous row, after handing its vector to
-    the lookups (`keep_previous_version`), and parks the kept ones at negative ordinals (the caller
-    writes their new ordinal and offsets).
+                         contexts: Sequence[str], reuse: VectorReuse) -> tuple[list[int | None], list[bytes], list[_Move]]:
+    """Per new chunk, the id of a row of the document's previous version it can keep (else None)
+    and its vector's content key; and the kept rows whose position changed. Deletes every other
+    previous row, after handing its vector to the lookups (`keep_previous_version`), and parks the
+    kept rows that move at negative ordinals (the caller writes their new ordinal and offsets once
+    the new rows are in); a kept row already at its place is not written at all.
 
     An edit of one paragraph leaves most of a large document's chunks as they were, only shifted:
     a row is kept when everything stored with it but its position matches (text, shadow text,
@@ -269,22 +272,30 @@ def _keep_unchanged_rows(conn: sqlite3.Connection, doc_id: str, chunks: Sequence
     keys = reuse.keys([embedding_text_of(chunk, context) for chunk, context in zip(chunks, contexts, strict=True)])
     if not reuse.enabled:
         conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
-        return [None] * len(chunks), keys
+        return [None] * len(chunks), keys, []
     rows = conn.execute(
-        "SELECT c.id, c.text, c.fts_text, c.context, c.heading_path, c.page_start, c.page_end, c.token_count, "
-        "e.text_key, e.vector FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
-        "WHERE c.doc_id = ? AND e.text_key IS NOT NULL", (doc_id,)).fetchall()
-    previous: dict[tuple[object, ...], list[int]] = {}
-    for (chunk_id, *fields, _vector), usable in zip(rows, usable_vectors([row[-1] for row in rows], reuse.dim),
-                                                    strict=True):
+        "SELECT c.id, c.ordinal, c.char_start, c.char_end, c.text, c.fts_text, c.context, c.heading_path, "
+        "c.page_start, c.page_end, c.token_count, e.text_key, e.vector FROM chunks c "
+        "JOIN embeddings e ON e.chunk_id = c.id WHERE c.doc_id = ? AND e.text_key IS NOT NULL", (doc_id,)).fetchall()
+    previous: dict[tuple[object, ...], list[tuple[int, _Move]]] = {}
+    for (chunk_id, ordinal, start, end, *fields, _vector), usable in zip(
+            rows, usable_vectors([row[-1] for row in rows], reuse.dim), strict=True):
         if usable:
-            previous.setdefault(tuple(fields), []).append(int(chunk_id))
+            previous.setdefault(tuple(fields), []).append((int(chunk_id), (ordinal, start, end, int(chunk_id))))
     kept: list[int | None] = []
+    moves: list[_Move] = []
     for chunk, context, key in zip(chunks, contexts, keys, strict=True):
         heading = json.dumps(list(chunk.heading_path), ensure_ascii=False) if chunk.heading_path else None
         same = previous.get((chunk.text, shadow(chunk.text), context or None, heading, chunk.page_start,
                              chunk.page_end, chunk.token_count, key))
-        kept.append(same.pop() if same else None)
+        if not same:
+            kept.append(None)
+            continue
+        chunk_id, was = same.pop()
+        kept.append(chunk_id)
+        place = (chunk.ordinal, chunk.char_start, chunk.char_end, chunk_id)
+        if place != was:
+            moves.append(place)
     conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_KEPT.split('.')[1]} (id INTEGER PRIMARY KEY)")
     conn.execute(f"DELETE FROM {_KEPT}")
     conn.executemany(f"INSERT INTO {_KEPT} (id) VALUES (?)", [(chunk_id,) for chunk_id in kept if chunk_id is not None])
@@ -292,8 +303,9 @@ def _keep_unchanged_rows(conn: sqlite3.Connection, doc_id: str, chunks: Sequence
     # a streamed slice asking after the delete): the lookups keep it until the next document.
     reuse.keep_previous_version(doc_id, except_in=_KEPT)
     conn.execute(f"DELETE FROM chunks WHERE doc_id = ? AND id NOT IN (SELECT id FROM {_KEPT})", (doc_id,))
-    conn.execute("UPDATE chunks SET ordinal = -1 - ordinal WHERE doc_id = ?", (doc_id,))
-    return kept, keys
+    # Out of the way of the new rows' ordinals (unique per document) until they are in.
+    conn.executemany("UPDATE chunks SET ordinal = -1 - ordinal WHERE id = ?", [(move[3],) for move in moves])
+    return kept, keys, moves
 
 
 def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vectors_for: VectorSource) -> int:
@@ -338,9 +350,7 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
                  json.dumps(list(extracted.pages_without_text)) if extracted.pages_without_text else None),
             )
             reuse = reuse_for(ctx)
-            kept, keys = _keep_unchanged_rows(conn, item.doc_id, chunks, contexts, reuse)
-            moved = [(chunk.ordinal, chunk.char_start, chunk.char_end, kept_id)
-                     for chunk, kept_id in zip(chunks, kept, strict=True) if kept_id is not None]
+            kept, keys, moves = _keep_unchanged_rows(conn, item.doc_id, chunks, contexts, reuse)
             fresh = [position for position, kept_id in enumerate(kept) if kept_id is None]
             for start in range(0, len(fresh), EMBED_SLICE_CHUNKS):
                 positions = fresh[start:start + EMBED_SLICE_CHUNKS]
@@ -364,7 +374,7 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
                     conn.execute("INSERT INTO embeddings (chunk_id, vector, text_key) VALUES (?, ?, ?)",
                                  (chunk_id, vector.tobytes(), keys[position]))
                 record_term_frequencies(conn, written)
-            conn.executemany("UPDATE chunks SET ordinal = ?, char_start = ?, char_end = ? WHERE id = ?", moved)
+            conn.executemany("UPDATE chunks SET ordinal = ?, char_start = ?, char_end = ? WHERE id = ?", moves)
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
             if not ctx.model_recorded:
                 # With the first vectors, not at the end of the run: an interrupted sync leaves an
@@ -384,4 +394,4 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
     {"added": ctx.report.added, "changed": ctx.report.changed,
      "rekeyed": ctx.report.reembedded}[item.reason].append(item.path)
     ctx.progress.advance(documents=1, bytes_done=item.file.size)
-    return len(moved)
+    return sum(kept_id is not None for kept_id in kept)
