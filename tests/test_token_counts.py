@@ -143,3 +143,22 @@ def test_a_small_document_opens_no_store(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(token_counts, "REMEMBERED_DOCUMENT_CHARS", 100_000)
     root = edited_kb(tmp_path / "kb", Tokenized())
     assert not (KBPaths(root).cache_dir / token_counts.STORE_NAME).exists()
+
+
+def test_an_edits_few_new_counts_wait_until_they_are_worth_a_write(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "kb"
+    build_kb(root, [Doc("docs/manual.md", manual())], Tokenized(), max_tokens=40, overlap=5)
+    written = store_rows(root)
+    assert written >= token_counts.WORTH_WRITING  # the first chunking of the document is written
+    (root / "docs/manual.md").write_text(manual(edited=60), encoding="utf-8")
+    sync(root, Tokenized())
+    assert store_rows(root) == written  # a handful of new texts: no write
+    monkeypatch.setattr(token_counts, "WORTH_WRITING", 1)
+    both = manual(edited=60).replace("Paragraph 61 says", "Paragraph 61 was rewritten today")
+    (root / "docs/manual.md").write_text(both, encoding="utf-8")
+    again = Tokenized()
+    sync(root, again)
+    # the first edit's texts were counted again (never written), and now both edits' are
+    assert any("60" in text and "61" not in text for text in again.counted if len(text) > BLOCKS_AND_CHUNKS)
+    assert store_rows(root) > written
