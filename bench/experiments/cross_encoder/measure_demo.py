@@ -1,0 +1,148 @@
+"""The reader feature on the demo KB's golden set (never trained on), against the shipped model.
+
+    nice -n 10 python bench/experiments/cross_encoder/measure_demo.py --kb /tmp/ce-demo/demo-kb \
+        --json /work/cache/ce-minilm/demo-report.json
+
+--kb is a COPY of tests/demo-kb synced with `pnk -C <copy> sync` (the repo's own copy is never
+written). Every golden question runs through the KB's own Searcher exactly as `pnk eval` does
+(pinakes.eval.runner.answer), with one addition: each search's evidence features get
+`reader` (the cross-encoder's sigmoid score of the question and the top passage) and `reader3`
+(the maximum over the top 3 passages); a multi-hop question gets them per hop, like every feature.
+Then, with the product's fit code (pinakes.eval.fitting) and bench/bench_confidence.py's halves:
+
+  - in-sample (what the demo gate checks): each candidate fitted on all 85 questions and scored on
+    them, plus the fit's own 5-fold cross-fitted forecast;
+  - held-out halves over --seeds seeds (stratified by class, both ways round), paired fold by fold
+    against the shipped fit (the feature set chosen per KB), with the sign test; held-out AUC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+sys.path[:0] = [str(HERE), str(REPO / "bench"), str(REPO / "src"), str(REPO)]
+
+import bench_confidence as bench  # noqa: E402
+from reader import MODEL_DIR, Reader  # noqa: E402
+
+from pinakes.eval.fitting import L2_PENALTY, fit_confidence, fit_thresholds  # noqa: E402
+from pinakes.eval.outcomes import Outcome, OutcomesFile, read_outcomes, write_outcomes  # noqa: E402
+from pinakes.search.confidence import MODEL, TOP_SCORE  # noqa: E402
+
+CANDIDATES = (
+    bench.Candidate("shipped (feature set chosen per KB)", MODEL, (), L2_PENALTY),
+    bench.Candidate("best cosine (old)", TOP_SCORE),
+    bench.Candidate("reader (top 1) alone", MODEL, ("reader",), L2_PENALTY),
+    bench.Candidate("reader3 (max top 3) alone", MODEL, ("reader3",), L2_PENALTY),
+    bench.Candidate("cosine + keyword_share + reader", MODEL, ("cosine", "keyword_share", "reader"), L2_PENALTY),
+    bench.Candidate("cosine + keyword_share + reader3", MODEL, ("cosine", "keyword_share", "reader3"), L2_PENALTY),
+    bench.Candidate("cosine + keyword_share (the 2-feature model)", MODEL, ("cosine", "keyword_share"), L2_PENALTY),
+)
+
+
+class ReadingSearcher:
+    """The KB's Searcher, whose results' features also carry the reader's scores."""
+
+    def __init__(self, searcher: object, reader: Reader) -> None:
+        self._searcher = searcher
+        self._reader = reader
+
+    def search(self, query: str, **kwargs: object) -> object:
+        result = self._searcher.search(query, **kwargs)  # type: ignore[attr-defined]
+        confidence = result.confidence
+        if confidence.features is None or not result.passages:
+            return result
+        scores = self._reader.scores(query, [p.text for p in result.passages[:3]])
+        features = {**confidence.features, "reader": scores[0], "reader3": max(scores)}
+        return replace(result, confidence=replace(confidence, features=features))
+
+
+def collect(kb: Path, out: Path) -> OutcomesFile:
+    from pinakes.eval.golden import load_golden_set
+    from pinakes.eval.runner import answer, open_searcher, run_header
+    from pinakes.kb import KBPaths
+    from pinakes.manifest.loading import load_manifest
+
+    paths = KBPaths(kb)
+    manifest = load_manifest(paths.manifest)
+    golden = load_golden_set(kb / "eval" / "questions.yaml", kb, sources=manifest.sources)
+    reader = Reader(MODEL_DIR, threads=2)
+    with open_searcher(kb, manifest) as searcher:
+        reading = ReadingSearcher(searcher, reader)
+        rows = [answer(reading, question) for question in golden.questions]  # type: ignore[arg-type]
+    outcomes = OutcomesFile(run_header(kb, manifest, golden), tuple(rows))
+    write_outcomes(out, outcomes)
+    return outcomes
+
+
+def in_sample(rows: list[Outcome]) -> dict[str, object]:
+    report: dict[str, object] = {}
+    for candidate in CANDIDATES:
+        if candidate.signal == TOP_SCORE:
+            fit = fit_thresholds([bench.cosine_signal(r) for r in rows], candidate.name)
+        else:
+            fit = fit_confidence(rows, candidate.name, features=candidate.features or None, penalty=candidate.penalty)
+        fa, fc = fit.false_abstain, fit.false_confidence
+        scored = [bench.cosine_signal(r) for r in rows] if candidate.signal == TOP_SCORE else rows
+        entry = {"false_abstain": f"{int(fa.numerator)}/{fa.denominator}",
+                 "false_confidence": f"{int(fc.numerator)}/{fc.denominator}",
+                 "auc_in_sample": round(bench.auc(scored, fit), 4),
+                 "model": None if fit.model is None else {"features": fit.model.features,
+                                                          "weights": fit.model.weights, "bias": fit.model.bias},
+                 "low": fit.low, "high": fit.high,
+                 "by_class_false_abstain": by_class(fit, scored)}
+        if fit.cross_validated:
+            cfa, cfc = fit.cross_validated
+            entry["cross_fitted"] = f"{int(cfa.numerator)}/{cfa.denominator} at {int(cfc.numerator)}/{cfc.denominator}"
+        report[candidate.name] = entry
+    return report
+
+
+def by_class(fit: object, rows: list[Outcome]) -> dict[str, str]:
+    out = {}
+    for kind in sorted({r.kind for r in rows if r.kind != "no-answer"}):
+        group = [r for r in rows if r.kind == kind]
+        low = sum(1 for r in group if (s := fit.row_signal(r)) is None or s < fit.low)  # type: ignore[attr-defined]
+        out[kind] = f"{low}/{len(group)}"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--kb", type=Path, required=True)
+    parser.add_argument("--outcomes", type=Path, default=Path("/work/cache/ce-minilm/demo-outcomes.json"))
+    parser.add_argument("--reuse", action="store_true", help="re-analyse --outcomes without searching again")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    outcomes = read_outcomes(args.outcomes) if args.reuse else collect(args.kb, args.outcomes)
+    rows = list(outcomes.rows)
+    shipped = read_outcomes(args.kb / "eval" / "outcomes.json").rows
+    same = sum(1 for a, b in zip(rows, shipped, strict=False) if a.id == b.id and a.hit == b.hit and a.confidence == b.confidence)
+    print(f"{len(rows)} rows; {same}/{len(shipped)} agree with the KB's committed outcomes on hit and confidence level")
+    inside = in_sample(rows)
+    for name, entry in inside.items():
+        print(f"in-sample {name:48} FA {entry['false_abstain']:>6} FC {entry['false_confidence']:>5} "
+              f"AUC {entry['auc_in_sample']} cross-fitted {entry.get('cross_fitted')} {entry['by_class_false_abstain']}")
+    bench.CANDIDATES = CANDIDATES  # the paired comparison is against CANDIDATES[0], the shipped fit
+    cosine_rows = [bench.cosine_signal(r) for r in rows]
+    held = bench.evaluate("demo", {seed: cosine_rows for seed in range(1, args.seeds + 1)}, bench.MAX_FALSE_CONFIDENCE)
+    for name, entry in held.items():
+        assert isinstance(entry, dict)
+        versus = entry.get("vs_old")
+        print(f"held-out {name:48} FA {bench._cell(entry['false_abstain'])} FC {bench._cell(entry['false_confidence'])} "
+              f"AUC {entry['auc_mean']} bal.err {entry['balanced_error_mean']} "
+              + (f"vs shipped {versus['better_folds']}/{versus['worse_folds']} p={versus['sign_test_p']}" if versus else ""))
+    if args.json:
+        args.json.write_text(json.dumps({"in_sample": inside, "held_out": held}, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
