@@ -104,6 +104,32 @@ def in_sample(rows: list[Outcome]) -> dict[str, object]:
     return report
 
 
+def paired(runs: dict[int, list[Outcome]], new: bench.Candidate, old: bench.Candidate) -> str:
+    """`new` against `old` fold by fold (bench_confidence.py's halves, both ways round): folds where
+    the held-out balanced error fell / rose, and the one-sided sign test."""
+    from pinakes.eval.fitting import FitError, score_fit
+    from pinakes.eval.paired import sign_test
+
+    better = worse = 0
+    for seed, rows in sorted(runs.items()):
+        first, second = bench.halves(rows, seed)
+        for fit_on, score_on in ((first, second), (second, first)):
+            errors = []
+            for candidate in (new, old):
+                try:
+                    fa, fc = score_fit(bench.fit_candidate(candidate, fit_on, bench.MAX_FALSE_CONFIDENCE), score_on)
+                except FitError:
+                    break
+                errors.append((fa.numerator / fa.denominator + fc.numerator / fc.denominator) / 2)
+            if len(errors) == 2:
+                better += errors[0] < errors[1]
+                worse += errors[0] > errors[1]
+    return f"{better}/{worse} folds, p={sign_test(better, worse):.4f}"
+
+
+CONTROL = CANDIDATES[-1]  # the same model without the reader
+
+
 def by_class(fit: object, rows: list[Outcome]) -> dict[str, str]:
     out = {}
     for kind in sorted({r.kind for r in rows if r.kind != "no-answer"}):
@@ -139,8 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"held-out {name:48} FA {bench._cell(entry['false_abstain'])} FC {bench._cell(entry['false_confidence'])} "
               f"AUC {entry['auc_mean']} bal.err {entry['balanced_error_mean']} "
               + (f"vs shipped {versus['better_folds']}/{versus['worse_folds']} p={versus['sign_test_p']}" if versus else ""))
+    against_control = {c.name: paired({seed: cosine_rows for seed in range(1, args.seeds + 1)}, c, CONTROL)
+                       for c in CANDIDATES if "reader" in c.name}
+    for name, line in against_control.items():
+        print(f"held-out {name} vs {CONTROL.name}: {line}")
     if args.json:
-        args.json.write_text(json.dumps({"in_sample": inside, "held_out": held}, indent=2, default=str))
+        args.json.write_text(json.dumps({"in_sample": inside, "held_out": held, "vs_control": against_control}, indent=2, default=str))
     return 0
 
 

@@ -27,7 +27,7 @@ sys.path[:0] = [str(HERE), str(REPO / "bench"), str(REPO / "src"), str(REPO)]
 import bench_confidence as bench  # noqa: E402
 import build_data  # noqa: E402
 import tune_retrieval  # noqa: E402
-from measure_demo import CANDIDATES  # noqa: E402
+from measure_demo import CANDIDATES, CONTROL, paired  # noqa: E402
 from reader import MODEL_DIR, Reader  # noqa: E402
 
 from pinakes.eval.outcomes import Outcome  # noqa: E402
@@ -43,7 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--rows", type=Path, help="where the rows with reader scores are kept (re-used if present)")
     args = parser.parse_args(argv)
+    if args.rows and args.rows.exists():
+        saved = json.loads(args.rows.read_text())
+        runs = {int(seed): [Outcome.from_dict(r, "saved row") for r in rows] for seed, rows in saved["runs"].items()}
+        return report_on(runs, tuple(saved["fidelity"]), args.json)
     build = tune_retrieval.build_corpus("pydocs", build_data.CACHE, quiet=True)
     questions = {q.id: q for q in build.questions}
     conn = build_data.open_index(build.root)
@@ -78,6 +83,14 @@ def main(argv: list[str] | None = None) -> int:
         runs[seed] = out
         print(f"seed {seed}: {sum(r.kind == 'no-answer' for r in out)} no-answer / {len(out)}, "
               f"{len(removed)} documents removed", flush=True)
+    if args.rows:
+        args.rows.write_text(json.dumps({"fidelity": [agree, total],
+                                         "runs": {seed: [r.to_dict() for r in rows] for seed, rows in runs.items()}}))
+    return report_on(runs, (agree, total), args.json)
+
+
+def report_on(runs: dict[int, list[Outcome]], fidelity: tuple[int, int], json_path: Path | None) -> int:
+    agree, total = fidelity
     print(f"fidelity: the re-ranked top passage agrees with the product's (evidence at rank 1 or not) "
           f"on {agree}/{total} answerable questions found by the product")
     bench.CANDIDATES = CANDIDATES
@@ -89,8 +102,11 @@ def main(argv: list[str] | None = None) -> int:
               f"AUC {entry['auc_mean']} bal.err {entry['balanced_error_mean']} "
               + (f"vs shipped {versus['better_folds']}/{versus['worse_folds']} p={versus['sign_test_p']} "
                  f"d={versus['mean_difference']}" if versus else ""))
-    if args.json:
-        args.json.write_text(json.dumps({"fidelity": [agree, total], "held_out": report}, indent=2, default=str))
+    against_control = {c.name: paired(runs, c, CONTROL) for c in CANDIDATES if "reader" in c.name}
+    for name, line in against_control.items():
+        print(f"held-out {name} vs {CONTROL.name}: {line}")
+    if json_path:
+        json_path.write_text(json.dumps({"fidelity": [agree, total], "held_out": report, "vs_control": against_control}, indent=2, default=str))
     return 0
 
 
