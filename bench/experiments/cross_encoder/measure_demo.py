@@ -42,6 +42,7 @@ CANDIDATES = (
     bench.Candidate("reader3 (max top 3) alone", MODEL, ("reader3",), L2_PENALTY),
     bench.Candidate("cosine + keyword_share + reader", MODEL, ("cosine", "keyword_share", "reader"), L2_PENALTY),
     bench.Candidate("cosine + keyword_share + reader3", MODEL, ("cosine", "keyword_share", "reader3"), L2_PENALTY),
+    bench.Candidate("5 features + reader", MODEL, (*bench.FIVE, "reader"), L2_PENALTY),
     bench.Candidate("cosine + keyword_share (the 2-feature model)", MODEL, ("cosine", "keyword_share"), L2_PENALTY),
 )
 
