@@ -29,7 +29,7 @@ REPO = HERE.parents[2]
 sys.path[:0] = [str(HERE), str(REPO / "bench"), str(REPO / "src"), str(REPO)]
 
 import bench_confidence as bench  # noqa: E402
-from reader import MODEL_DIR, Reader  # noqa: E402
+from reader import DTYPE, MODEL_DIR, Reader  # noqa: E402
 
 from pinakes.eval.fitting import L2_PENALTY, fit_confidence, fit_thresholds  # noqa: E402
 from pinakes.eval.outcomes import Outcome, OutcomesFile, read_outcomes, write_outcomes  # noqa: E402
@@ -73,7 +73,7 @@ def collect(kb: Path, out: Path) -> OutcomesFile:
     paths = KBPaths(kb)
     manifest = load_manifest(paths.manifest)
     golden = load_golden_set(kb / "eval" / "questions.yaml", kb, sources=manifest.sources)
-    reader = Reader(MODEL_DIR, threads=2)
+    reader = Reader(MODEL_DIR, threads=2, dtype=DTYPE)
     with open_searcher(kb, manifest) as searcher:
         reading = ReadingSearcher(searcher, reader)
         rows = [answer(reading, question) for question in golden.questions]  # type: ignore[arg-type]
@@ -82,8 +82,8 @@ def collect(kb: Path, out: Path) -> OutcomesFile:
     return outcomes
 
 
-def in_sample(rows: list[Outcome]) -> dict[str, object]:
-    report: dict[str, object] = {}
+def in_sample(rows: list[Outcome]) -> dict[str, dict[str, object]]:
+    report: dict[str, dict[str, object]] = {}
     for candidate in CANDIDATES:
         if candidate.signal == TOP_SCORE:
             fit = fit_thresholds([bench.cosine_signal(r) for r in rows], candidate.name)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 # Which fine-tuned model the measuring scripts load (CE_MODEL=<dir> to compare runs).
 MODEL_DIR = Path(os.environ.get("CE_MODEL", "/work/cache/ce-minilm/model"))
+DTYPE = os.environ.get("CE_DTYPE", "fp32")  # or "int8" (dynamic quantisation of the Linear layers)
 MAX_LENGTH = 192
 
 
