@@ -276,10 +276,14 @@ def auc(rows: Sequence[Outcome], fit: ConfidenceFit) -> float:
     """How often an answerable question outscores a no-answer one (ties half): the signal's
     separation on held-out rows, whatever the threshold."""
     signals = [(fit.row_signal(row), row.kind != "no-answer") for row in rows]
-    positive = [s if s is not None else -math.inf for s, answerable in signals if answerable]
-    negative = [s if s is not None else -math.inf for s, answerable in signals if not answerable]
+    return pairwise_auc([s if s is not None else -math.inf for s, answerable in signals if answerable],
+                        [s if s is not None else -math.inf for s, answerable in signals if not answerable])
+
+
+def pairwise_auc(positive: Sequence[float], negative: Sequence[float]) -> float:
+    """The share of (positive, negative) pairs the positive outscores, ties counting half."""
     wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in positive for n in negative)
-    return wins / (len(positive) * len(negative))
+    return wins / max(1, len(positive) * len(negative))
 
 
 def evaluate(corpus: str, runs: dict[int, list[Outcome]], ceiling: float) -> dict[str, object]:

