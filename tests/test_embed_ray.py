@@ -209,9 +209,14 @@ def _kill_one_worker(driver: subprocess.Popen[str], root: Path, deadline: float)
     raise AssertionError("the sync ended (or never committed) before a worker could be killed")
 
 
-def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster: Any, local_reference: Path,
-                                                             tmp_path: Path) -> None:
-    root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6)
+def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster: Any, tmp_path: Path) -> None:
+    # Ten cross-document calls of 64 chunks, more than the driver sends ahead (2 per worker): calls
+    # are still being sent after the first commit, so the kill always lands mid-run (with 3 calls all
+    # were sent at once, and on a quiet machine the sync could end between two polls).
+    local_reference = _new_kb(tmp_path / "local" / "kb", documents=96, paragraphs=6)
+    done = pnk(local_reference, "sync", "--executor", "local")
+    assert done.returncode == 0, done.stderr
+    root = _new_kb(tmp_path / "kb", documents=96, paragraphs=6)
     driver = subprocess.Popen([sys.executable, "-m", "pinakes", "-C", str(root), "sync", "--ray-address",
                                cluster.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=_env())
