@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
               f"AUC {entry['auc_mean']} bal.err {entry['balanced_error_mean']} "
               + (f"vs shipped {versus['better_folds']}/{versus['worse_folds']} p={versus['sign_test_p']}" if versus else ""))
     against_control = {c.name: paired({seed: cosine_rows for seed in range(1, args.seeds + 1)}, c, CONTROL)
-                       for c in CANDIDATES if "reader" in c.name}
+                       for c in CANDIDATES if c not in (CANDIDATES[0], CANDIDATES[1], CONTROL)}
     for name, line in against_control.items():
         print(f"held-out {name} vs {CONTROL.name}: {line}")
     if args.json:
