@@ -24,7 +24,8 @@ from pinakes.cli import main
 from pinakes.distribution import Origin, origin_from_direct_url, requirement, requirement_problem
 from pinakes.errors import EXIT_CONFIG, EXIT_FAILURE
 from pinakes.hooks import FREE_EXTRACTOR_NOTE
-from pinakes.init import init_kb
+from pinakes.init import RemoteEmbeddingChoice, init_kb
+from pinakes.manifest import load_manifest
 from tests.conftest import REPO_ROOT
 from tests.fakes import FakeEmbedder
 
@@ -94,7 +95,7 @@ def test_the_workflow_runs_the_shared_steps_in_order(tmp_path: Path) -> None:
     assert [step["run"] for step in steps if "run" in step] == [step.command for step in RUN_STEPS]
     assert all("${{" not in step["run"] for step in steps if "run" in step)  # the shell sees env vars only
     sync = next(step for step in steps if step.get("name") == "Sync the index")
-    assert sync["run"] == "pnk sync --extract=pypdfium2"
+    assert sync["run"] == "pnk sync --extract=pypdfium2 --executor local"  # a runner reaches no Ray cluster
     assert f"        {FREE_EXTRACTOR_NOTE}\n" in text  # the same line the hooks carry, as a comment
     restore, save = steps[2], steps[-1]
     assert restore["with"]["path"] == save["with"]["path"] == ".pinakes\n~/.cache/huggingface\n"
@@ -111,6 +112,44 @@ def test_a_kb_without_pdfs_installs_the_light_extra_only(tmp_path: Path) -> None
     root = init_kb(git_repo(tmp_path / "kb"), name="kb", template="notes").root
     job = load_yaml(write_workflow(root).path)["jobs"]["kb"]
     assert job["env"]["PINAKES_INSTALL"].startswith("pinakes-kb[light] @ git+https://")
+
+
+def _set_manifest(root: Path, *replacements: tuple[str, str]) -> None:
+    manifest = root / "pinakes.toml"
+    text = manifest.read_text(encoding="utf-8")
+    for old, new in replacements:
+        assert old in text, old
+        text = text.replace(old, new)
+    manifest.write_text(text, encoding="utf-8")
+
+
+@pytest.mark.usefixtures("installed_from_git")
+@pytest.mark.parametrize(("template", "embedding", "rerank", "extras"), [
+    ("notes", "sentence-transformers", None, "st"),  # the manifest's model, not the default one
+    ("default", "sentence-transformers", None, "st,pdf"),
+    ("notes", "fastembed", "sentence-transformers", "light,st"),  # search reranks on the runner too
+    ("notes", "sentence-transformers", "sentence-transformers", "st"),
+])
+def test_the_workflow_installs_the_extras_the_manifest_needs(tmp_path: Path, template: str, embedding: str,
+                                                            rerank: str | None, extras: str) -> None:
+    root = init_kb(git_repo(tmp_path / "kb"), name="kb", template=template).root
+    provider = load_manifest(root / "pinakes.toml").embedding.provider
+    _set_manifest(root, (f'provider = "{provider}"', f'provider = "{embedding}"'))  # [embedding] and [rerank]
+    if rerank is not None:
+        _set_manifest(root, ("rerank = false", "rerank = true"),
+                      (f'Mirrors [embedding].\nprovider = "{embedding}"', f'Mirrors [embedding].\nprovider = "{rerank}"'))
+        assert load_manifest(root / "pinakes.toml").rerank.provider == rerank
+    job = load_yaml(write_workflow(root).path)["jobs"]["kb"]
+    assert job["env"]["PINAKES_INSTALL"] == f"pinakes-kb[{extras}] @ git+https://git.example.org/pinakes.git@{COMMIT}"
+
+
+@pytest.mark.usefixtures("installed_from_git")
+def test_a_remote_kb_installs_the_remote_extra_and_no_local_model(tmp_path: Path) -> None:
+    remote = RemoteEmbeddingChoice("http://127.0.0.1:9/v1", "nomic-embed-text", 768, "EMBED_KEY")
+    root = init_kb(git_repo(tmp_path / "kb"), name="kb", template="notes", remote=remote).root
+    assert load_manifest(root / "pinakes.toml").embedding.provider == "openai-compatible"
+    job = load_yaml(write_workflow(root).path)["jobs"]["kb"]
+    assert job["env"]["PINAKES_INSTALL"] == f"pinakes-kb[remote] @ git+https://git.example.org/pinakes.git@{COMMIT}"
 
 
 # PEP 610 records as pip writes them, and the requirement each must become.

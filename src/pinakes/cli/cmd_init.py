@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pinakes.init import RemoteEmbeddingChoice
 
-_EXTRA_FOR_PROVIDER = {"sentence-transformers": "st", "fastembed": "light", "openai-compatible": "remote"}
 _REMOTE_FLAGS = ("base_url", "model", "dim", "api_key_env")
 
 
@@ -58,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
         from pinakes.ci import write_workflow
 
         workflow = write_workflow(created.root)
-    extra = _EXTRA_FOR_PROVIDER.get(created.embedding_provider, "st")
+    from pinakes.embed.loader import PROVIDER_EXTRAS
+
+    extra = PROVIDER_EXTRAS.get(created.embedding_provider, "st")
     if args.json:
         import json
 

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from pinakes.manifest import EmbeddingSection, Manifest
 
 PROVIDERS = ("sentence-transformers", "fastembed", "openai-compatible")
+# The pip extra that installs each provider (what `pnk init` tells a user to install and what a
+# generated CI workflow installs); a reranker's provider needs the same extra as the embedder's.
+PROVIDER_EXTRAS = {"sentence-transformers": "st", "fastembed": "light", "openai-compatible": "remote"}
 
 
 def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,

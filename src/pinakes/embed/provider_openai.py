@@ -436,6 +436,9 @@ def _counter(settings: RemoteEmbedding, kb_root: Path | None) -> ByteBound | _Ex
                                    "bytes (a conservative bound)")
     try:
         return _ExactCounter(_load_tokenizer(path))
+    except ImportError as exc:
+        raise MissingExtraError(EXTRA, "counting tokens with [embedding] tokenizer",
+                                missing_module=exc.name or "tokenizers") from exc
     except Exception as exc:  # the tokenizers library raises its own untyped exception
         raise ManifestError(f"[embedding] tokenizer {path} cannot be read as a tokenizer.json ({exc})",
                             remedy="point it at the model's tokenizer.json") from None
