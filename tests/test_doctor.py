@@ -230,11 +230,13 @@ def test_missing_fts5_is_a_fail_with_a_remedy(
 
 @pytest.mark.parametrize(("present", "expected"), [
     ({"fastembed", "pypdfium2"},
-     {"light": "OK", "st": "OK", "pdf": "OK", "claude": "OK"}),
+     {"light": "OK", "st": "OK", "pdf": "OK", "claude": "OK", "remote": "OK", "ray": "OK"}),
     (set(),  # a core-only install: supported, but it cannot embed
-     {"light": "WARN", "st": "WARN", "pdf": "WARN", "claude": "OK"}),
+     {"light": "WARN", "st": "WARN", "pdf": "WARN", "claude": "OK", "remote": "OK", "ray": "OK"}),
     ({"sentence_transformers", "anthropic"},  # [claude] without the [pdf] it requires
-     {"light": "OK", "st": "OK", "pdf": "WARN", "claude": "WARN"}),
+     {"light": "OK", "st": "OK", "pdf": "WARN", "claude": "WARN", "remote": "OK", "ray": "OK"}),
+    ({"fastembed", "openai", "ray"},
+     {"light": "OK", "st": "OK", "pdf": "WARN", "claude": "OK", "remote": "OK", "ray": "OK"}),
 ])
 def test_extras_report_by_install_state(
     monkeypatch: pytest.MonkeyPatch, present: set[str], expected: dict[str, str]
@@ -249,6 +251,9 @@ def test_extras_report_by_install_state(
             assert check.remedy and check.remedy.startswith("pip install ")
         if name == "extra [claude]" and check.status == "OK" and "anthropic" not in present:
             assert pip_install(("claude",)) in check.detail
+    for extra, module in (("remote", "openai"), ("ray", "ray")):  # optional: named as installed or how to add
+        detail = results[f"extra [{extra}]"].detail
+        assert detail.startswith("installed") if module in present else pip_install((extra,)) in detail
 
 
 def test_is_importable_never_imports(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -304,6 +304,7 @@ def doctor_lines(tmp_path: Path, provider: str, model: str = DEFAULT_MODEL, max_
     manifest = SimpleNamespace(
         embedding=EmbeddingSection(provider=provider, model=model, dim=384),
         chunking=ChunkingSection(max_tokens=max_tokens, overlap=25, headings="none"),
+        retrieval=SimpleNamespace(rerank=False),
     )
     context = DoctorContext(kb_root=tmp_path, cache={"manifest": manifest})
     return {check.name: check for check in checks(context)}

@@ -40,6 +40,9 @@ EXTRAS = (
     Extra("st", ("sentence_transformers",), "the sentence-transformers embedding backend", embeds=True),
     Extra("pdf", ("pypdfium2",), "free PDF extraction (pypdfium2)"),
     Extra("claude", ("anthropic",), "the opt-in paid Claude-vision PDF extractor"),
+    Extra("remote", ("openai",), "embedding through an OpenAI-compatible server ([embedding] provider = "
+          '"openai-compatible")'),
+    Extra("ray", ("ray",), "the embed stage on a Ray cluster (pnk sync --executor ray)"),
 )
 
 

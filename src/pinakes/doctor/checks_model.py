@@ -7,9 +7,11 @@ token limit is read from the model's config files and tokenizer.json (the Rust t
 
 Lines: `model.provider` (the configured provider's extra), `model.weights` (present locally, and
 where), `model.tokens` ([chunking] max_tokens against the model's input limit: more is a FAIL),
-`model.index` (the index was built with the model the manifest names, spec §4.4) and
-`chunking.headings` (the share of chunks with a heading path per source type: a markdown or text
-corpus at 0% is a WARN, spec §4.6).
+`model.rerank` (when search reranks: the reranker's extra and whether its weights are local),
+`model.executor` (when the sync embeds on a Ray cluster: the [ray] extra, and whether anything
+answers at the cluster's address), `model.index` (the index was built with the model the manifest
+names, spec §4.4) and `chunking.headings` (the share of chunks with a heading path per source
+type: a markdown or text corpus at 0% is a WARN, spec §4.6).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, cast
 
 from pinakes.doctor import Check, DoctorContext
 from pinakes.embed.hub import fastembed_cache_dir, hub_cache_dir, repo_cache_name
+from pinakes.embed.loader import PROVIDER_EXTRAS
 from pinakes.embed.packaged import PackagedModel, locate, package_dir, packaged_model, verified_files
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
@@ -28,11 +31,13 @@ from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.manifest import Manifest
-    from pinakes.manifest.sections import EmbeddingSection
+    from pinakes.manifest.sections import EmbeddingSection, RerankSection
 
 MANIFEST_CACHE_KEY = "manifest"  # left there by checks_manifest
-PROVIDER_MODULES = {"sentence-transformers": ("sentence_transformers", "st"), "fastembed": ("fastembed", "light"),
-                    "openai-compatible": ("openai", "remote")}
+# The module each provider's extra installs (found with find_spec, never imported).
+PROVIDER_MODULES = {"sentence-transformers": "sentence_transformers", "fastembed": "fastembed",
+                    "openai-compatible": "openai"}
+RAY_PROBE_TIMEOUT_S = 2.0
 
 
 def checks(ctx: DoctorContext) -> Iterator[Check]:
@@ -46,6 +51,10 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
     else:
         model_dir = yield from check_weights(embedding, provider_ok)
         yield check_token_limit(embedding, chunking.max_tokens, model_dir)
+    if manifest.retrieval.rerank:
+        yield from check_rerank(manifest.rerank)
+    if embedding.executor == "ray":
+        yield from check_ray(embedding)
     paths = KBPaths(ctx.kb_root) if ctx.kb_root is not None else None
     if paths is not None and paths.index_db.exists():
         yield from check_index(paths, embedding, chunking.headings)
@@ -64,8 +73,8 @@ def _manifest(ctx: DoctorContext) -> Manifest | None:
 
 
 def check_provider(provider: str) -> Generator[Check, None, bool]:
-    module, extra = PROVIDER_MODULES.get(provider, (None, None))
-    if module is None:
+    module, extra = PROVIDER_MODULES.get(provider), PROVIDER_EXTRAS.get(provider)
+    if module is None or extra is None:
         yield Check("model.provider", "FAIL", f"unknown [embedding] provider {provider!r}",
                     remedy=f"use one of: {', '.join(PROVIDER_MODULES)}")
         return False
@@ -73,10 +82,63 @@ def check_provider(provider: str) -> Generator[Check, None, bool]:
         from pinakes.distribution import pip_install
 
         yield Check("model.provider", "FAIL", f"{provider} is not installed ({module} is not importable): "
-                    "this KB cannot sync or search", remedy=pip_install((extra,) if extra else ()))
+                    "this KB cannot sync or search", remedy=pip_install((extra,)))
         return False
     yield Check("model.provider", "OK", f"{provider} installed (the [{extra}] extra)")
     return True
+
+
+def check_rerank(rerank: RerankSection) -> Iterator[Check]:
+    """Search reranks ([retrieval] rerank = true): is the cross-encoder's provider installed, and
+    are its weights local? Without them a search downloads them, or refuses offline."""
+    from pinakes.distribution import pip_install
+
+    module, extra = PROVIDER_MODULES[rerank.provider], PROVIDER_EXTRAS[rerank.provider]
+    if package_dir(module) is None:
+        yield Check("model.rerank", "FAIL", f"search reranks with {rerank.provider}, which is not installed "
+                    f"({module} is not importable): every search refuses", remedy=pip_install((extra,)))
+        return
+    if rerank.provider == "sentence-transformers":
+        found = _hub_snapshot(rerank.model, rerank.revision)
+        where = f"the Hugging Face cache ({hub_cache_dir()})"
+    else:
+        found = _fastembed_cache_entry(rerank.model)
+        where = f"fastembed's cache under HF_HOME ({fastembed_cache_dir()})"
+    if found is None:
+        yield Check("model.rerank", "WARN", f"search reranks with {rerank.model}, which is not in {where}: "
+                    "the first search downloads it, and --offline / PNK_OFFLINE searches refuse until then",
+                    remedy="run one `pnk search` with network access, or set [retrieval] rerank = false")
+        return
+    yield Check("model.rerank", "OK", f"search reranks with {rerank.model} ({rerank.provider}), found in "
+                f"{where}: {found}")
+
+
+def check_ray(embedding: EmbeddingSection) -> Iterator[Check]:
+    """The sync embeds on a Ray cluster ([embedding] executor = "ray"): is Ray installed, and does
+    anything answer at the address a sync would use? Only a HOST:PORT is probed (one TCP
+    connection); nothing joins the cluster or starts one."""
+    from pinakes.distribution import pip_install
+    from pinakes.embed.executor_ray import START_CLUSTER, cluster_address, probed, unreachable_reason
+
+    if package_dir("ray") is None:
+        yield Check("model.executor", "FAIL", '[embedding] executor = "ray", but ray is not importable: every '
+                    "sync refuses", remedy=f"{pip_install(('ray',))}, or `pnk sync --executor local` to embed here")
+        return
+    address = cluster_address(None, embedding.ray_address)
+    source = "[embedding] ray_address" if embedding.ray_address else (
+        "RAY_ADDRESS" if address != "auto" else "Ray's default")
+    if not probed(address):
+        yield Check("model.executor", "OK", f"syncs embed on the Ray cluster at {address} ({source}); "
+                    "not probed: Ray resolves this address itself when a sync connects")
+        return
+    why = unreachable_reason(address, RAY_PROBE_TIMEOUT_S)
+    if why is not None:
+        yield Check("model.executor", "WARN", f"syncs embed on the Ray cluster at {address} ({source}), where "
+                    f"nothing answers ({why}): a sync refuses until a cluster runs there",
+                    remedy=f"{START_CLUSTER}; or `pnk sync --executor local` to embed here")
+        return
+    yield Check("model.executor", "OK", f"syncs embed on the Ray cluster at {address} ({source}): something "
+                "answers there; a sync checks that every worker runs the same model")
 
 
 def check_remote(embedding: EmbeddingSection, max_tokens: int) -> Iterator[Check]:

@@ -186,16 +186,29 @@ def _import_ray() -> Any:
     return ray
 
 
-def _check_reachable(address: str) -> None:
-    """Refuse an address where nothing listens, at once: `ray.init` would retry for minutes."""
-    if address == "auto" or "://" in address:
-        return  # "auto" finds the local cluster through Ray's own files; ray:// is Ray Client
+def probed(address: str) -> bool:
+    """Whether `unreachable_reason` can probe `address`: a HOST:PORT, not "auto" (found through
+    Ray's own files) or a ray:// Ray Client address."""
+    return address != "auto" and "://" not in address
+
+
+def unreachable_reason(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> str | None:
+    """Why nothing answers at the HOST:PORT `address` (one TCP connection), or None when something does."""
     host, _, port = address.rpartition(":")
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_TIMEOUT_S):
-            pass
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+            return None
     except (OSError, ValueError) as exc:
-        raise _unreachable(address, getattr(exc, "strerror", None) or str(exc)) from exc
+        return getattr(exc, "strerror", None) or str(exc)
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse an address where nothing listens, at once: `ray.init` would retry for minutes."""
+    if not probed(address):
+        return
+    why = unreachable_reason(address)
+    if why is not None:
+        raise _unreachable(address, why)
 
 
 def _unreachable(address: str, why: str) -> ClusterError:
