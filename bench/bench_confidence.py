@@ -43,9 +43,10 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -162,7 +163,13 @@ def seed_kb(corpus: str, base: Path, removed_docs: set[str], seed: int, work: Pa
     return kb
 
 
-def outcome_rows(kb: Path, corpus: str, evidence: dict[str, set[str]], no_answer: set[str]) -> list[Outcome]:
+# An experiment's extra evidence features (bench/experiments/): given the KB's Searcher, a function of
+# (query, the search's passages' texts) whose features join the product's in each row.
+ExtraFeatures = Callable[[Any, Path], Callable[[str, list[str]], dict[str, float]]]
+
+
+def outcome_rows(kb: Path, corpus: str, evidence: dict[str, set[str]], no_answer: set[str],
+                 extra_features: ExtraFeatures | None = None) -> list[Outcome]:
     """Every question through the KB's own Searcher, as eval outcome rows with their features."""
     from pinakes.eval.runner import first_relevant_rank
     from pinakes.search.core import Searcher
@@ -170,12 +177,15 @@ def outcome_rows(kb: Path, corpus: str, evidence: dict[str, set[str]], no_answer
     build = tune_retrieval.build_corpus(corpus, CACHE, quiet=True)
     rows = []
     with Searcher.for_kb(kb, offline=True) as searcher:
+        extra = extra_features(searcher, kb) if extra_features is not None else None
         for question in build.questions:
             if question.id not in evidence:
                 continue
             result = searcher.search(question.query, mode="hybrid")
             confidence = result.confidence
             features = dict(confidence.features) if confidence.features is not None else None
+            if extra is not None and features is not None and result.passages:
+                features.update(extra(question.query, [passage.text for passage in result.passages]))
             if question.id in no_answer:
                 rows.append(Outcome(question.id, "no-answer", None, None, confidence.level, confidence.signal,
                                     features=features))
@@ -186,7 +196,8 @@ def outcome_rows(kb: Path, corpus: str, evidence: dict[str, set[str]], no_answer
     return rows
 
 
-def collect(corpus: str, seed: int, share: float, work: Path) -> list[Outcome]:
+def collect(corpus: str, seed: int, share: float, work: Path,
+            extra_features: ExtraFeatures | None = None) -> list[Outcome]:
     """The seed's outcome rows, cached beside the KBs (a re-analysis needs no re-run)."""
     cached = work / f"{corpus}-{seed}-{share}.json"
     if cached.exists():
@@ -199,7 +210,7 @@ def collect(corpus: str, seed: int, share: float, work: Path) -> list[Outcome]:
     started = time.perf_counter()
     kb = seed_kb(corpus, build.root, removed, seed, work)
     synced = time.perf_counter() - started
-    rows = outcome_rows(kb, corpus, evidence, no_answer)
+    rows = outcome_rows(kb, corpus, evidence, no_answer, extra_features)
     print(f"  {corpus} seed {seed}: {len(no_answer)} no-answer / {len(rows)} questions ({len(dropped)} dropped), "
           f"{len(removed)} documents "
           f"removed, sync {synced:.0f} s, searches {time.perf_counter() - started - synced:.0f} s", flush=True)

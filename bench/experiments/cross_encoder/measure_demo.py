@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -47,39 +48,67 @@ CANDIDATES = (
 )
 
 
-class ReadingSearcher:
-    """The KB's Searcher, whose results' features also carry the reader's scores."""
+Features = Callable[[str, list[str]], dict[str, float]]  # (query, its passages' texts) -> extra features
 
-    def __init__(self, searcher: object, reader: Reader) -> None:
+
+class FeatureSearcher:
+    """The KB's Searcher, whose results' evidence features also carry `features` of each search
+    (the experiments' extra signals; every search that has features and passages gets them)."""
+
+    def __init__(self, searcher: object, features: Features) -> None:
         self._searcher = searcher
-        self._reader = reader
+        self._features = features
 
     def search(self, query: str, **kwargs: object) -> object:
         result = self._searcher.search(query, **kwargs)  # type: ignore[attr-defined]
         confidence = result.confidence
         if confidence.features is None or not result.passages:
             return result
-        scores = self._reader.scores(query, [p.text for p in result.passages[:3]])
-        features = {**confidence.features, "reader": scores[0], "reader3": max(scores)}
-        return replace(result, confidence=replace(confidence, features=features))
+        extra = self._features(query, [p.text for p in result.passages])
+        return replace(result, confidence=replace(confidence, features={**confidence.features, **extra}))
 
 
-def collect(kb: Path, out: Path) -> OutcomesFile:
+def collect_with(kb: Path, out: Path, make_features: Callable[[Path, object], Features]) -> OutcomesFile:
+    """The golden set through `pnk eval`'s own path (`pinakes.eval.runner.answer`), each search's
+    features plus `make_features(kb, manifest)`'s; written to `out`."""
     from pinakes.eval.golden import load_golden_set
     from pinakes.eval.runner import answer, open_searcher, run_header
     from pinakes.kb import KBPaths
     from pinakes.manifest.loading import load_manifest
 
-    paths = KBPaths(kb)
-    manifest = load_manifest(paths.manifest)
+    manifest = load_manifest(KBPaths(kb).manifest)
     golden = load_golden_set(kb / "eval" / "questions.yaml", kb, sources=manifest.sources)
-    reader = Reader(MODEL_DIR, threads=2, dtype=DTYPE)
+    features = make_features(kb, manifest)
     with open_searcher(kb, manifest) as searcher:
-        reading = ReadingSearcher(searcher, reader)
+        reading = FeatureSearcher(searcher, features)
         rows = [answer(reading, question) for question in golden.questions]  # type: ignore[arg-type]
     outcomes = OutcomesFile(run_header(kb, manifest, golden), tuple(rows))
     write_outcomes(out, outcomes)
     return outcomes
+
+
+def reader_features(_kb: Path, _manifest: object) -> Features:
+    """`reader`: the cross-encoder's score of the top passage; `reader3`: the best of the top 3."""
+    reader = Reader(MODEL_DIR, threads=2, dtype=DTYPE)
+
+    def features(query: str, passages: list[str]) -> dict[str, float]:
+        scores = reader.scores(query, passages[:3])
+        return {"reader": scores[0], "reader3": max(scores)}
+
+    return features
+
+
+def collect(kb: Path, out: Path) -> OutcomesFile:
+    return collect_with(kb, out, reader_features)
+
+
+def print_held_out(held: dict[str, object]) -> None:
+    for name, entry in held.items():
+        assert isinstance(entry, dict)
+        versus = entry.get("vs_old")
+        print(f"held-out {name:48} FA {bench._cell(entry['false_abstain'])} FC {bench._cell(entry['false_confidence'])} "
+              f"AUC {entry['auc_mean']} bal.err {entry['balanced_error_mean']} "
+              + (f"vs shipped {versus['better_folds']}/{versus['worse_folds']} p={versus['sign_test_p']}" if versus else ""))
 
 
 def in_sample(rows: list[Outcome]) -> dict[str, dict[str, object]]:
@@ -129,6 +158,7 @@ def paired(runs: dict[int, list[Outcome]], new: bench.Candidate, old: bench.Cand
 
 
 CONTROL = CANDIDATES[-1]  # the same model without the reader
+COLLECT = collect  # what main() searches with (the other experiments set their own)
 
 
 def by_class(fit: object, rows: list[Outcome]) -> dict[str, str]:
@@ -148,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    outcomes = read_outcomes(args.outcomes) if args.reuse else collect(args.kb, args.outcomes)
+    outcomes = read_outcomes(args.outcomes) if args.reuse else COLLECT(args.kb, args.outcomes)
     rows = list(outcomes.rows)
     shipped = read_outcomes(args.kb / "eval" / "outcomes.json").rows
     same = sum(1 for a, b in zip(rows, shipped, strict=False) if a.id == b.id and a.hit == b.hit and a.confidence == b.confidence)
@@ -160,12 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.CANDIDATES = CANDIDATES  # the paired comparison is against CANDIDATES[0], the shipped fit
     cosine_rows = [bench.cosine_signal(r) for r in rows]
     held = bench.evaluate("demo", {seed: cosine_rows for seed in range(1, args.seeds + 1)}, bench.MAX_FALSE_CONFIDENCE)
-    for name, entry in held.items():
-        assert isinstance(entry, dict)
-        versus = entry.get("vs_old")
-        print(f"held-out {name:48} FA {bench._cell(entry['false_abstain'])} FC {bench._cell(entry['false_confidence'])} "
-              f"AUC {entry['auc_mean']} bal.err {entry['balanced_error_mean']} "
-              + (f"vs shipped {versus['better_folds']}/{versus['worse_folds']} p={versus['sign_test_p']}" if versus else ""))
+    print_held_out(held)
     against_control = {c.name: paired({seed: cosine_rows for seed in range(1, args.seeds + 1)}, c, CONTROL)
                        for c in CANDIDATES if c not in (CANDIDATES[0], CANDIDATES[1], CONTROL)}
     for name, line in against_control.items():

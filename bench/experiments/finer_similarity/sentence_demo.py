@@ -10,10 +10,8 @@ best sentence cosine against the query becomes a feature: `sent1` (top passage),
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -35,53 +33,20 @@ def sentences(text: str) -> list[str]:
     return [p for p in parts if len(p.split()) >= 3] or [text]
 
 
-class SentenceReader:
-    def __init__(self, embedder: object) -> None:
-        self.embedder = embedder
-        self.calls = 0
+def sentence_features(kb: Path, manifest: object) -> ce.Features:
+    """`sent1` / `sent3` / `sent8`: the best cosine between the query and one sentence of the top
+    passage / the top 3 / every returned passage, each sentence embedded alone with the KB's model."""
+    from pinakes.embed.loader import load_for_kb
 
-    def features(self, query: str, passages: list[str]) -> dict[str, float]:
-        q = np.asarray(self.embedder.embed_query(query), dtype=np.float32)  # type: ignore[attr-defined]
-        best = []
-        for text in passages:
-            vectors = np.asarray(self.embedder.embed_documents(sentences(text)), dtype=np.float32)  # type: ignore[attr-defined]
-            best.append(float(np.max(vectors @ q)))
-        self.calls += 1
+    embedder = load_for_kb(kb, manifest)  # type: ignore[arg-type]
+
+    def features(query: str, passages: list[str]) -> dict[str, float]:
+        q = np.asarray(embedder.embed_query(query), dtype=np.float32)
+        best = [float(np.max(np.asarray(embedder.embed_documents(sentences(text)), dtype=np.float32) @ q))
+                for text in passages]
         return {"sent1": best[0], "sent3": max(best[:3]), "sent8": max(best)}
 
-
-class ReadingSearcher:
-    def __init__(self, searcher: object, reader: SentenceReader) -> None:
-        self._searcher = searcher
-        self._reader = reader
-
-    def search(self, query: str, **kwargs: object) -> object:
-        result = self._searcher.search(query, **kwargs)  # type: ignore[attr-defined]
-        confidence = result.confidence
-        if confidence.features is None or not result.passages:
-            return result
-        extra = self._reader.features(query, [p.text for p in result.passages])
-        return replace(result, confidence=replace(confidence, features={**confidence.features, **extra}))
-
-
-def collect(kb: Path, out: Path) -> object:
-    from pinakes.embed.loader import load_for_kb
-    from pinakes.eval.golden import load_golden_set
-    from pinakes.eval.outcomes import OutcomesFile, write_outcomes
-    from pinakes.eval.runner import answer, open_searcher, run_header
-    from pinakes.kb import KBPaths
-    from pinakes.manifest.loading import load_manifest
-
-    paths = KBPaths(kb)
-    manifest = load_manifest(paths.manifest)
-    golden = load_golden_set(kb / "eval" / "questions.yaml", kb, sources=manifest.sources)
-    reader = SentenceReader(load_for_kb(kb, manifest))
-    with open_searcher(kb, manifest) as searcher:
-        reading = ReadingSearcher(searcher, reader)
-        rows = [answer(reading, question) for question in golden.questions]  # type: ignore[arg-type]
-    outcomes = OutcomesFile(run_header(kb, manifest, golden), tuple(rows))
-    write_outcomes(out, outcomes)
-    return outcomes
+    return features
 
 
 ce.CANDIDATES = (
@@ -97,8 +62,7 @@ ce.CANDIDATES = (
     bench.Candidate("cosine + keyword_share (the 2-feature model)", MODEL, ("cosine", "keyword_share"), L2_PENALTY),
 )
 ce.CONTROL = ce.CANDIDATES[-1]
-ce.collect = collect
+ce.COLLECT = lambda kb, out: ce.collect_with(kb, out, sentence_features)
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
     raise SystemExit(ce.main(sys.argv[1:]))

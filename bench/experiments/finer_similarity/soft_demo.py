@@ -18,7 +18,6 @@ import re
 import sqlite3
 import sys
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -91,37 +90,11 @@ class SoftOverlap:
         return {"soft1": shares[0], "soft3": max(shares)}
 
 
-class ReadingSearcher:
-    def __init__(self, searcher: object, reader: SoftOverlap) -> None:
-        self._searcher = searcher
-        self._reader = reader
-
-    def search(self, query: str, **kwargs: object) -> object:
-        result = self._searcher.search(query, **kwargs)  # type: ignore[attr-defined]
-        confidence = result.confidence
-        if confidence.features is None or not result.passages:
-            return result
-        extra = self._reader.features(query, [p.text for p in result.passages])
-        return replace(result, confidence=replace(confidence, features={**confidence.features, **extra}))
-
-
-def collect(kb: Path, out: Path) -> object:
+def soft_features(kb: Path, manifest: object) -> ce.Features:
+    """`soft1` / `soft3` with the KB's own model (or SOFT_STATIC's table) and the KB's word counts."""
     from pinakes.embed.loader import load_for_kb
-    from pinakes.eval.golden import load_golden_set
-    from pinakes.eval.outcomes import OutcomesFile, write_outcomes
-    from pinakes.eval.runner import answer, open_searcher, run_header
-    from pinakes.kb import KBPaths
-    from pinakes.manifest.loading import load_manifest
 
-    manifest = load_manifest(KBPaths(kb).manifest)
-    golden = load_golden_set(kb / "eval" / "questions.yaml", kb, sources=manifest.sources)
-    reader = SoftOverlap(load_for_kb(kb, manifest), kb)
-    with open_searcher(kb, manifest) as searcher:
-        reading = ReadingSearcher(searcher, reader)
-        rows = [answer(reading, question) for question in golden.questions]  # type: ignore[arg-type]
-    outcomes = OutcomesFile(run_header(kb, manifest, golden), tuple(rows))
-    write_outcomes(out, outcomes)
-    return outcomes
+    return SoftOverlap(load_for_kb(kb, manifest), kb).features  # type: ignore[arg-type]
 
 
 ce.CANDIDATES = (
@@ -136,7 +109,7 @@ ce.CANDIDATES = (
     bench.Candidate("cosine + keyword_share (the 2-feature model)", MODEL, ("cosine", "keyword_share"), L2_PENALTY),
 )
 ce.CONTROL = ce.CANDIDATES[-1]
-ce.collect = collect
+ce.COLLECT = lambda kb, out: ce.collect_with(kb, out, soft_features)
 
 if __name__ == "__main__":
     raise SystemExit(ce.main(sys.argv[1:]))

@@ -98,12 +98,7 @@ def check_rerank(rerank: RerankSection) -> Iterator[Check]:
         yield Check("model.rerank", "FAIL", f"search reranks with {rerank.provider}, which is not installed "
                     f"({module} is not importable): every search refuses", remedy=pip_install((extra,)))
         return
-    if rerank.provider == "sentence-transformers":
-        found = _hub_snapshot(rerank.model, rerank.revision)
-        where = f"the Hugging Face cache ({hub_cache_dir()})"
-    else:
-        found = _fastembed_cache_entry(rerank.model)
-        where = f"fastembed's cache under HF_HOME ({fastembed_cache_dir()})"
+    found, where = _local_copy(rerank.provider, rerank.model, rerank.revision)
     if found is None:
         yield Check("model.rerank", "WARN", f"search reranks with {rerank.model}, which is not in {where}: "
                     "the first search downloads it, and --offline / PNK_OFFLINE searches refuse until then",
@@ -167,12 +162,7 @@ def check_weights(embedding: EmbeddingSection, provider_ok: bool) -> Generator[C
         return (yield from _check_packaged(packaged))
     if not provider_ok:
         return None
-    if embedding.provider == "sentence-transformers":
-        model_dir = _hub_snapshot(embedding.model, embedding.revision)
-        where = f"the Hugging Face cache ({hub_cache_dir()})"
-    else:
-        model_dir = _fastembed_cache_entry(embedding.model)
-        where = f"fastembed's cache under HF_HOME ({fastembed_cache_dir()})"
+    model_dir, where = _local_copy(embedding.provider, embedding.model, embedding.revision)
     if model_dir is None:
         yield Check("model.weights", "WARN", f"{embedding.model} is not in {where}: the first sync downloads "
                     "it, and --offline / PNK_OFFLINE runs refuse until then",
@@ -180,6 +170,14 @@ def check_weights(embedding: EmbeddingSection, provider_ok: bool) -> Generator[C
         return None
     yield Check("model.weights", "OK", f"{embedding.model} found in {where}: {model_dir}")
     return model_dir
+
+
+def _local_copy(provider: str, model: str, revision: str | None) -> tuple[Path | None, str]:
+    """A hub model's directory in the cache its provider downloads into (None when absent), and
+    that cache, in words."""
+    if provider == "sentence-transformers":
+        return _hub_snapshot(model, revision), f"the Hugging Face cache ({hub_cache_dir()})"
+    return _fastembed_cache_entry(model), f"fastembed's cache under HF_HOME ({fastembed_cache_dir()})"
 
 
 def _check_packaged(packaged: PackagedModel) -> Generator[Check, None, Path | None]:
