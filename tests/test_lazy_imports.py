@@ -56,3 +56,43 @@ def test_the_sync_writer_reads_the_text_layer_without_loading_search() -> None:
                                         check=True).stdout)
     assert {"pinakes.lexical.scripts", "pinakes.lexical.tokenizer"} <= set(modules)
     assert [name for name in modules if name.startswith("pinakes.search")] == []
+
+
+def test_a_no_op_sync_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """A no-op `pnk sync` is timed against a bare walk (bench/bench_sync.py, <= 3x), so its process
+    registers only the sync command and loads no module it never calls: no other command's module,
+    no link traversal, no budget accountant or ledger report (the manifest reads only the price
+    table), no installed-distribution lookup (built only for a remedy). Each of these cost a
+    10k-document no-op 5-35 ms (docs/perf/sync.md, section 3)."""
+    import json
+    import subprocess
+    import sys
+
+    from pinakes.init import init_kb
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+    from tests.fakes import FakeEmbedder
+
+    kb = tmp_path / "kb"
+    init_kb(kb, name="lazy")
+    (kb / "docs").mkdir(exist_ok=True)
+    (kb / "docs" / "alpha.md").write_text("# Alpha\n\nAeroplanes and wings.\n", encoding="utf-8")
+    run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+
+    code = ("import json, sys; from pinakes.cli import main; code = main(['-C', sys.argv[1], 'sync', '-q']); "
+            "print(json.dumps([code, sorted(sys.modules)]))")
+    done = subprocess.run([sys.executable, "-c", code, str(kb)], capture_output=True, text=True, check=True)
+    exit_code, modules = json.loads(done.stdout.splitlines()[-1])
+    bare = subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sorted(sys.modules)))"],
+                          capture_output=True, text=True, check=True)
+    added = set(modules) - set(json.loads(bare.stdout))  # what the sync imported, not the interpreter's start
+
+    assert exit_code == 0, done.stderr
+    assert "pinakes.sync.engine" in modules and "pinakes.cli.cmd_sync" in modules  # it did sync
+    commands = sorted(m for m in modules if m.startswith("pinakes.cli.cmd_"))
+    assert commands == ["pinakes.cli.cmd_sync"]
+    unused = {"pinakes.links.traverse", "pinakes.budget.accountant", "pinakes.budget.report",
+              "pinakes.budget.ledger", "pinakes.search.core",
+              "importlib.metadata",  # the installed distribution's origin, named only by a remedy
+              "secrets", "socket"}  # a temp name's random part, the lock's host name: os has both
+    assert sorted(unused & added) == []

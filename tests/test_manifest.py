@@ -394,11 +394,17 @@ def test_every_key_is_documented() -> None:
     (("*.md",), ("note-[0-9].md",), "docs/note-7.md", False),
     (("*.md",), ("note-[!0-9].md",), "docs/note-7.md", True),
     (("*.md",), ("note-?.md",), "docs/note-77.md", True),
+    (("Makefile", "*.md"), (), "docs/sub/Makefile", True),  # a name, not a suffix, in include
+    (("docs/sub/",), (), "docs/sub/deeper/a.txt", True),  # a whole directory included
+    (("docs/sub/",), (), "docs/other/a.txt", False),
 ])
 def test_selects_follows_gitignore_shaped_globs(include: tuple[str, ...], exclude: tuple[str, ...],
                                                 path: str, selected: bool) -> None:
     sources = SourcesSection(roots=("docs",), include=include, exclude=exclude)
     assert sources.selects(path) is selected
+    # The walk's form of the same question, asked of the file's directory once for all its files:
+    directory, _, name = path.rpartition("/")
+    assert SourcesSection(roots=("docs",), include=include, exclude=exclude).selector(directory)(path, name) is selected
 
 
 def test_prunes_excluded_directories_only() -> None:

@@ -57,7 +57,7 @@ def test_only_changed_files_are_hashed(kb: Path) -> None:
     sources = load_manifest(kb / "pinakes.toml").sources
     first = walk(kb, sources, {})
     assert first.hashed == 4  # two documents, two sidecars
-    cache = {s.path: (s.size, s.mtime_ns, s.ctime_ns, s.inode, s.content_hash) for s in first.cache_updates}
+    cache = {s.path: s for s in first.cache_updates}
     second = walk(kb, sources, cache)
     assert second.hashed == 0 and second.docs == first.docs
     (kb / "docs" / "a.md").write_text("changed", encoding="utf-8")
@@ -68,7 +68,7 @@ def test_only_changed_files_are_hashed(kb: Path) -> None:
 def test_an_in_place_edit_that_restores_the_mtime_is_hashed_again(kb: Path) -> None:
     sources = load_manifest(kb / "pinakes.toml").sources
     first = walk(kb, sources, {})
-    cache = {s.path: (s.size, s.mtime_ns, s.ctime_ns, s.inode, s.content_hash) for s in first.cache_updates}
+    cache = {s.path: s for s in first.cache_updates}
     target = kb / "docs" / "a.md"
     before = target.stat()
     with open(target, "r+b") as handle:  # same size, same inode
@@ -86,9 +86,56 @@ def test_an_in_place_edit_that_restores_the_mtime_is_hashed_again(kb: Path) -> N
 def test_a_file_stamped_close_to_the_last_walk_is_hashed_again(kb: Path) -> None:
     sources = load_manifest(kb / "pinakes.toml").sources
     first = walk(kb, sources, {})
-    cache = {s.path: (s.size, s.mtime_ns, s.ctime_ns, s.inode, s.content_hash) for s in first.cache_updates}
+    cache = {s.path: s for s in first.cache_updates}
     newest = max(max(s.mtime_ns, s.ctime_ns) for s in first.cache_updates)
     # The last walk started just after these files were written: they may have changed within the
     # same timestamp tick as they were read, so they are racily clean and read again.
     assert walk(kb, sources, cache, racy_after=newest).hashed >= 1
     assert walk(kb, sources, cache, racy_after=newest + 1).hashed == 0
+
+
+def test_the_cache_round_trips_through_the_index_and_reports_what_is_gone(kb: Path, tmp_path: Path) -> None:
+    """What `save_walk_cache` writes, `load_walk_cache` reads back as the walk's own states: an
+    unchanged file comes back as exactly its cached state, and a file no longer on disk is listed
+    for removal."""
+    from pinakes.index.schema import create_index, transaction
+    from pinakes.sources.walk import load_walk_cache, save_walk_cache
+
+    sources = load_manifest(kb / "pinakes.toml").sources
+    conn = create_index(tmp_path / "index.db")
+    first = walk(kb, sources, {})
+    with transaction(conn):
+        save_walk_cache(conn, first, started_ns=0)
+    cache = load_walk_cache(conn)
+    assert cache == {state.path: state for state in first.cache_updates}
+
+    (kb / "docs" / "sub" / "b.txt").unlink()
+    second = walk(kb, sources, cache)
+    assert second.hashed == 0 and second.docs == {"docs/a.md": first.docs["docs/a.md"]}
+    assert second.cache_removals == ["docs/sub/b.txt"]
+
+
+def test_the_walk_leaves_the_cyclic_collector_as_it_found_it(kb: Path, tmp_path: Path) -> None:
+    """The walk holds the collector while it builds its states; it must hand it back on every exit,
+    a refused root included, and leave it off for a caller that had turned it off."""
+    import gc
+
+    from pinakes.sources.walk import SourceRootError
+
+    sources = load_manifest(kb / "pinakes.toml").sources
+    assert gc.isenabled()
+    walk(kb, sources, {})
+    assert gc.isenabled()
+    (kb / "docs").rename(kb / "real-docs")
+    os.symlink(kb / "real-docs", kb / "docs")
+    with pytest.raises(SourceRootError):
+        walk(kb, sources, {})
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        (kb / "docs").unlink()
+        (kb / "real-docs").rename(kb / "docs")
+        walk(kb, sources, {})
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -73,7 +73,8 @@ two `as_of` dates and the KB id — nothing more (docs/BUDGET.md has the format)
 
 from __future__ import annotations
 
-from pinakes.budget.accountant import Accountant, Call, CallShape, Plan
+from typing import TYPE_CHECKING, Any
+
 from pinakes.budget.errors import (
     BlockedWindow,
     BudgetError,
@@ -89,7 +90,28 @@ from pinakes.budget.errors import (
 )
 from pinakes.budget.money import MONEY_QUANTUM, to_eur
 from pinakes.budget.prices import ModelPrice, PriceTable, load_prices
-from pinakes.budget.report import BudgetReport
+
+if TYPE_CHECKING:
+    from pinakes.budget.accountant import Accountant, Call, CallShape, Plan
+    from pinakes.budget.report import BudgetReport
+
+
+# Every sync reads the price table (the manifest's models are priced at load) but only a paid run
+# opens the ledger: the accountant and the report load on first use (~13 ms a no-op sync saves).
+def __getattr__(name: str) -> Any:
+    if name in ("Accountant", "Call", "CallShape", "Plan"):
+        from pinakes.budget import accountant
+
+        value = getattr(accountant, name)
+    elif name == "BudgetReport":
+        from pinakes.budget import report
+
+        value = report.BudgetReport
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MONEY_QUANTUM",

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from pinakes.budget.errors import PriceTableError
@@ -76,7 +75,7 @@ def load_prices(path: Path | None = None) -> PriceTable:
 
 @lru_cache(maxsize=1)
 def _packaged() -> PriceTable:
-    resource = resources.files("pinakes.budget").joinpath("prices.toml")
+    resource = Path(__file__).with_name("prices.toml")  # as the wheel installs it (package-data)
     try:
         data = resource.read_bytes()
     except OSError as exc:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from pinakes.errors import FloorsMissingError
@@ -33,31 +32,37 @@ class Floors:
 
 
 def floors_path() -> Path:
-    return Path(str(resources.files("pinakes.extract").joinpath(FLOORS_FILE)))
+    # Beside this module, as the wheel installs it (importlib.resources costs every sync ~4 ms).
+    return Path(__file__).with_name(FLOORS_FILE)
 
 
 @functools.lru_cache(maxsize=4)
 def load_floors(path: Path | None = None) -> Floors:
     """The shipped floors; FloorsMissingError (naming the file and the remedy) when absent or damaged."""
     path = path if path is not None else floors_path()
-    from pinakes.distribution import pip_install
-
-    reinstall = pip_install(option="--force-reinstall")
-    remedy = (f"reinstall Pinakes ({reinstall}: the wheel ships extract/floors.toml); in a checkout, "
-              "re-fit it with `python tests/pdf-corpus/evaluate.py --fit --write-floors`")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
-        raise FloorsMissingError("the fitted PDF floors are missing", remedy=remedy, path=path) from exc
+        raise FloorsMissingError("the fitted PDF floors are missing", remedy=_floors_remedy(), path=path) from exc
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise FloorsMissingError(f"the fitted PDF floors cannot be read ({exc})", remedy=remedy, path=path) from exc
+        raise FloorsMissingError(f"the fitted PDF floors cannot be read ({exc})", remedy=_floors_remedy(), path=path) from exc
     try:
         threshold = float(data["running_head"]["threshold"])
         floor = float(data["text_yield"]["floor"])
         fitted_on = str(data["fitted_on"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise FloorsMissingError(f"the fitted PDF floors lack a value ({exc})", remedy=remedy, path=path) from exc
+        raise FloorsMissingError(f"the fitted PDF floors lack a value ({exc})", remedy=_floors_remedy(), path=path) from exc
     if not (0.0 < threshold <= 1.0 and floor > 0.0):
         raise FloorsMissingError(f"the fitted PDF floors are out of range (T={threshold}, yield floor={floor})",
-                                 remedy=remedy, path=path)
+                                 remedy=_floors_remedy(), path=path)
     return Floors(threshold, floor, fitted_on)
+
+
+def _floors_remedy() -> str:
+    # Built only on failure: naming the install command reads the distribution's metadata, which
+    # every sync would otherwise pay for on its way past the floors.
+    from pinakes.distribution import pip_install
+
+    reinstall = pip_install(option="--force-reinstall")
+    return (f"reinstall Pinakes ({reinstall}: the wheel ships extract/floors.toml); in a checkout, "
+            "re-fit it with `python tests/pdf-corpus/evaluate.py --fit --write-floors`")

@@ -9,7 +9,7 @@ extension.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 _PLAIN_SUFFIX = re.compile(r"\*[^*?\[/]*")  # `*.md`: testable with str.endswith
@@ -50,6 +50,16 @@ class _GlobSet:
         if head and self._matches_directory(head):
             return True
         return self._matches_last(relpath, name, is_dir)
+
+    def file_matcher(self, reldir: str) -> Callable[[str, str], bool]:
+        """`matches(relpath, is_dir=False)` for the files directly in `reldir` ("" for the KB root),
+        as (relpath, name) -> bool, with the directory's part decided once."""
+        if reldir and self._matches_directory(reldir):
+            return lambda relpath, name: True
+        if self.names is None and self.paths is None:  # only `*.ext` patterns can match a file here
+            suffixes = self.suffixes
+            return lambda relpath, name: name.lower().endswith(suffixes)
+        return lambda relpath, name: self._matches_last(relpath, name, False)
 
     def _matches_directory(self, reldir: str) -> bool:
         # The walk asks about every file, and siblings share their directories: decide each

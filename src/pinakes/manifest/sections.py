@@ -8,6 +8,7 @@ Manifest is read once and then shared by every part of a run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
@@ -129,6 +130,17 @@ class SourcesSection:
             return False
         return (self._include_globs.matches(relpath, is_dir=False)
                 and not self._exclude_globs.matches(relpath, is_dir=False))
+
+    def selector(self, reldir: str) -> Callable[[str, str], bool]:
+        """`selects` for the files directly in the directory `reldir` ("" for the KB root), as
+        (relpath, name) -> bool: the walk asks about every file, and what their directory decides
+        is decided once for all of them."""
+        prefixes = self._root_prefixes
+        if prefixes is not None and not (reldir + "/").startswith(prefixes):
+            return lambda relpath, name: self.selects(relpath)
+        include = self._include_globs.file_matcher(reldir)
+        exclude = self._exclude_globs.file_matcher(reldir)
+        return lambda relpath, name: include(relpath, name) and not exclude(relpath, name)
 
     def prunes(self, reldir: str) -> bool:
         """Whether the walk may skip the directory at `reldir` without descending into it."""
