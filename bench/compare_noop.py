@@ -1,0 +1,77 @@
+"""The no-op sync of two versions of Pinakes side by side, against the same bare walk, in one run.
+
+    python bench/compare_noop.py --base ec8a764 [--repeat 11]
+
+bench_sync.py measures one version against its baseline; when that ratio moves, this says whether
+the code moved it: `--base REV`'s `src/pinakes` (git archive) and the working tree's are each
+byte-compiled into their own folder, and a no-op `pnk sync` of bench_sync.py's 10k-document KB
+(run `python bench/bench_sync.py --skip-cold --skip-reuse` once first) is timed under each,
+alternating with the bare walk+stat, so both versions and the baseline share the machine's moods.
+Prints each median and its ratio to the bare walk. The KB's index must suit both versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import io
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from bench_sync import BARE_WALK, REPO, WORK  # this script's folder is first on sys.path
+
+
+def snapshot(rev: str | None, into: Path) -> Path:
+    """`src/pinakes` at `rev` (the working tree when None), byte-compiled, under `into`."""
+    if into.exists():
+        shutil.rmtree(into)
+    into.mkdir(parents=True)
+    if rev is None:
+        shutil.copytree(REPO / "src" / "pinakes", into / "pinakes",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    else:
+        archive = subprocess.run(["git", "archive", rev, "src/pinakes"], cwd=REPO, check=True,
+                                 capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(into, filter="data")
+        (into / "src" / "pinakes").rename(into / "pinakes")
+    compileall.compile_dir(into / "pinakes", quiet=1)
+    return into
+
+
+def seconds(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--base", required=True, help="the git revision to compare the working tree with")
+    parser.add_argument("--repeat", type=int, default=11)
+    args = parser.parse_args(argv)
+    kb = WORK / "kb10k"
+    if not (kb / ".pinakes").is_dir():
+        parser.error(f"no benchmark KB at {kb}: run `python bench/bench_sync.py --skip-cold --skip-reuse` first")
+    versions = {args.base: snapshot(args.base, WORK / "compare-base"), "working tree": snapshot(None, WORK / "compare-head")}
+    samples: dict[str, list[float]] = {name: [] for name in [*versions, "bare walk+stat"]}
+    for _ in range(args.repeat):
+        for name, source in versions.items():
+            env = {**os.environ, "PYTHONPATH": str(source)}
+            samples[name].append(seconds([sys.executable, "-m", "pinakes", "-C", str(kb), "sync", "-q"], env))
+        samples["bare walk+stat"].append(seconds([sys.executable, "-c", BARE_WALK, str(kb / "docs")]))
+    bare = statistics.median(samples["bare walk+stat"])
+    for name, values in samples.items():
+        median = statistics.median(values)
+        print(f"{name:20} {median:.3f} s  {median / bare:.2f}x the bare walk  (fastest {min(values):.3f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
