@@ -61,6 +61,12 @@ def test_each_feature_is_what_its_definition_says(placed_kb):
     assert features["keyword_share"] == pytest.approx(held / total, abs=1e-5)
     best_bm25 = max(p.scores.bm25_score for p in result.passages if p.scores.bm25_score is not None)
     assert features["bm25_ratio"] == pytest.approx(best_bm25 / (total * (2.5 + 1.0)), abs=1e-5)
+    # The top passage (alpha) among the vector list's other candidates, zeta (cosine with alpha 0.8)
+    # and gamma (0.6): epsilon, no candidate, is not its neighbour, though the KB holds it.
+    assert result.passages[0].path == "docs/alpha.md"
+    assert features["crowding"] == pytest.approx((0.8 + 0.6) / 2, abs=1e-5)
+    # csls = 2 cos(q, alpha) - the query's mean candidate cosine - alpha's crowding.
+    assert features["csls"] == pytest.approx(2 * 1.0 - (1.0 + 0.8 + 0.6) / 3 - 0.7, abs=1e-5)
 
 
 def test_a_query_every_word_of_which_one_passage_holds_has_full_keyword_share(placed_kb):
@@ -280,3 +286,23 @@ def test_the_manifest_refuses_a_malformed_model(tmp_path, block, key, fragment):
         load(tmp_path, f'[retrieval.confidence]\nhigh = 0.6\nlow = 0.4\nfitted_for = "x"\n{block}')
     messages = [f"{problem.key}: {problem.problem}" for problem in excinfo.value.problems]
     assert any(f"retrieval.confidence.{key}" in message and fragment in message for message in messages), messages
+
+
+def test_crowding_needs_a_neighbour_among_the_candidates_and_the_top_passage_itself():
+    import numpy as np
+
+    from pinakes.search.signals import crowding_features
+    from pinakes.search.vectors import VectorMatrix
+
+    rows = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], dtype=np.float32)
+    matrix = VectorMatrix(rows, np.array([3, 5, 9], dtype=np.int64), np.zeros(3, dtype=np.int32), ("d",))
+    query = np.array([1.0, 0.0], dtype=np.float32)
+    # One candidate, the top passage alone: no neighbourhood to measure.
+    assert crowding_features(matrix, query, [(3, 1.0)], 3) == {"crowding": 0.0, "csls": 0.0}
+    # A top passage the matrix does not hold (a chunk indexed after the matrix was read).
+    assert crowding_features(matrix, query, [(3, 1.0), (5, 0.6)], 4) == {"crowding": 0.0, "csls": 0.0}
+    measured = crowding_features(matrix, query, [(3, 1.0), (5, 0.6)], 3)
+    assert measured["crowding"] == pytest.approx(0.6)
+    assert measured["csls"] == pytest.approx(2 * 1.0 - (1.0 + 0.6) / 2 - 0.6)
+    # The top passage need not lead the vector list (fusion may rank another first).
+    assert crowding_features(matrix, query, [(3, 1.0), (5, 0.6), (9, 0.1)], 5)["crowding"] == pytest.approx((0.6 + 0.8) / 2)

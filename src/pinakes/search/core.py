@@ -593,7 +593,9 @@ class _Run:
         plan, keyword, vector, chunk_ids = evidence
         features = None
         if vector and passages:
-            features = search_features(generation.conn, plan, keyword, vector, chunk_ids, self.settings.keyword.k1)
+            assert generation.matrix is not None and self.query_vector is not None  # a vector list was made
+            features = search_features(generation.conn, plan, keyword, vector, chunk_ids, self.settings.keyword.k1,
+                                       generation.matrix, self.query_vector)
         rerank_top = passages[0].scores.rerank if passages and reranker is not None else None
         cosines = [p.scores.cosine for p in passages if p.scores.cosine is not None]
         return assess(

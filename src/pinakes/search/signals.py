@@ -1,6 +1,7 @@
 """The evidence a confidence signal is made from (issue #25): cheap numbers about one search,
-computed from what the Searcher already holds — the two retrievers' lists, the keyword plan, and the
-index's per-chunk term counts — so they add no model call and no pass over the corpus.
+computed from what the Searcher already holds — the two retrievers' lists, the keyword plan, the
+index's per-chunk term counts and the candidates' vectors — so they add no model call and no pass
+over the corpus.
 
 Every feature is comparable across queries (a raw BM25 score is not: it grows with the number and
 rarity of the query's words), and every one is 0 when its retriever found nothing:
@@ -15,6 +16,12 @@ rarity of the query's words), and every one is 0 when its retriever found nothin
                   its saturated weight, idf × (k1 + 1), unknown words at the highest idf)
   agreement       the share of the vector list's top AGREEMENT_DEPTH the keyword list's top
                   AGREEMENT_DEPTH also holds: two retrievers pointing at the same passages
+  crowding        how crowded the top passage's neighbourhood is: its mean cosine with its
+                  CROWDING_DEPTH nearest passages among the vector list's candidates. A passage near
+                  everything (an overview, a hub) is where an unanswerable in-domain question lands
+  csls            the top passage's cosine corrected for crowding at both ends (cross-domain
+                  similarity local scaling, Lample et al. 2018): 2 cos(q, d) - r_q - crowding, r_q
+                  the mean of the query's CROWDING_DEPTH best cosines
 
 Which of them the shipped signal combines, and with what weights, is the KB's own fit
 ([retrieval.confidence], eval/fitting.py); docs/QUALITY.md §"#25" records what each one bought.
@@ -25,12 +32,21 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from pinakes.manifest.sections import FEATURES
 from pinakes.search.bm25 import KeywordPlan
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from pinakes.search.vectors import VectorMatrix
+
 AGREEMENT_DEPTH = 10
 MARGIN_DEPTH = 10
+CROWDING_DEPTH = 10
 FTS5_K1 = 1.2  # the k1 FTS5's own bm25() uses, when no other is configured
 
 
@@ -93,11 +109,38 @@ def _terms_held(conn: sqlite3.Connection, chunk_ids: Sequence[int], weights: dic
     return held
 
 
+def crowding_features(matrix: VectorMatrix, query: NDArray[np.float32], vector: Sequence[tuple[int, float]],
+                      top_chunk_id: int) -> dict[str, float]:
+    """`crowding` and `csls` of the top passage, from the rows the vector retriever already ranked:
+    the passage's neighbourhood is measured among the query's candidates, never by a pass over the
+    KB (at 100k chunks that pass costs ~16 ms a search; the candidates' is a few dozen dot products)."""
+    rows = _rows_of(matrix, [top_chunk_id, *(chunk_id for chunk_id, _ in vector if chunk_id != top_chunk_id)])
+    if not vector or rows.shape[0] < 2 or int(matrix.chunk_ids[rows[0]]) != top_chunk_id:
+        return {"crowding": 0.0, "csls": 0.0}
+    top = matrix.vectors[rows[0]]
+    near = matrix.vectors[rows[1:]] @ top
+    depth = min(CROWDING_DEPTH, near.shape[0])
+    crowding = float(np.partition(near, near.shape[0] - depth)[-depth:].mean())
+    query_crowding = sum(score for _, score in vector[:CROWDING_DEPTH]) / min(CROWDING_DEPTH, len(vector))
+    cosine = float(top @ np.asarray(query, dtype=np.float32).reshape(-1))
+    return {"crowding": crowding, "csls": 2.0 * cosine - query_crowding - crowding}
+
+
+def _rows_of(matrix: VectorMatrix, chunk_ids: Sequence[int]) -> NDArray[np.intp]:
+    """The matrix rows of `chunk_ids`, in their order (ids the matrix lacks are left out)."""
+    wanted = np.asarray(chunk_ids, dtype=np.int64)
+    rows = np.searchsorted(matrix.chunk_ids, wanted)
+    inside = rows < matrix.chunk_ids.shape[0]
+    rows, wanted = rows[inside], wanted[inside]
+    return rows[matrix.chunk_ids[rows] == wanted]
+
+
 def search_features(conn: sqlite3.Connection, plan: KeywordPlan | None, keyword: Sequence[tuple[int, float]],
                     vector: Sequence[tuple[int, float]], passage_chunk_ids: Sequence[int],
-                    k1: float | None) -> dict[str, float]:
+                    k1: float | None, matrix: VectorMatrix, query: NDArray[np.float32]) -> dict[str, float]:
     """Every feature of one search, rounded so an outcomes file stays stable byte for byte."""
     features = {**vector_features(vector),
                 **keyword_features(conn, plan, keyword, passage_chunk_ids, k1),
-                "agreement": agreement(keyword, vector)}
+                "agreement": agreement(keyword, vector),
+                **crowding_features(matrix, query, vector, passage_chunk_ids[0])}
     return {name: round(features[name], 6) for name in FEATURES}
