@@ -10,8 +10,6 @@ candidates are then compared held-out, paired against the shipped fit and the tw
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,6 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 sys.path[:0] = [str(HERE), str(REPO / "bench"), str(REPO / "src"), str(REPO)]
 
-import bench_confidence as bench  # noqa: E402
 import csls_demo as csls  # noqa: E402  (also sets the cross-encoder script's CANDIDATES)
 
 
@@ -29,26 +26,7 @@ def crowding_features(searcher: Any, kb: Path) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--corpus", required=True, choices=bench.CORPORA)
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--work", type=Path, default=Path("/work/cache/pnk-conf/csls-seeds"))
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
-    args.work.mkdir(parents=True, exist_ok=True)
-    runs = {seed: [bench.cosine_signal(r) for r in bench.collect(args.corpus, seed, bench.SHARE, args.work, crowding_features)]
-            for seed in range(1, args.seeds + 1)}
-    ce = csls.ce
-    bench.CANDIDATES = ce.CANDIDATES
-    held = bench.evaluate(args.corpus, runs, bench.MAX_FALSE_CONFIDENCE)
-    ce.print_held_out(held)
-    control = {c.name: ce.paired(runs, c, ce.CONTROL) for c in ce.CANDIDATES
-               if c not in (ce.CANDIDATES[0], ce.CANDIDATES[1], ce.CONTROL)}
-    for name, line in control.items():
-        print(f"held-out {name} vs {ce.CONTROL.name}: {line}")
-    if args.json:
-        args.json.write_text(json.dumps({"held_out": held, "vs_control": control}, indent=2, default=str))
-    return 0
+    return csls.ce.corpora_main(argv, (__doc__ or "").split("\n\n")[0], crowding_features, Path("/work/cache/pnk-conf/csls-seeds"))
 
 
 if __name__ == "__main__":

@@ -139,8 +139,7 @@ ce.CONTROL = ce.CANDIDATES[-1]
 # "shipped" here is the fit as it shipped before (f), choosing between two sets; (f) measured what
 # more sets buy. (The product's own `csls` / `crowding` since then are `csls_cand` /
 # `doc_crowding_cand` below; this experiment's `csls` is the whole-KB form and overrides it.)
-BEFORE = (("cosine", "keyword_share"), fitting.MODEL_FEATURES)
-fitting.FEATURE_SETS = BEFORE
+BEFORE = ce.FIT_BEFORE_F
 CHOICE = bench.Candidate("choice + crowding (per-KB choice among 4 sets)", MODEL, (), L2_PENALTY)
 CHOICE_CAND = bench.Candidate("choice + candidate crowding (among 4 sets)", MODEL, (), L2_PENALTY)
 SETS = {CHOICE.name: (*BEFORE, ("csls", "keyword_share"), ("cosine", "keyword_share", "doc_crowding")),
