@@ -44,7 +44,6 @@ HASH_CHUNK = 1 << 20
 # close to the last walk's start may have been written again within one tick: hash it again.
 RACY_WINDOW_NS = 2_000_000_000
 
-
 # Why a path under the roots is not a document (the report groups skipped paths by these).
 SKIP_NO_EXTRACTOR = "no extractor for this file type"
 SKIP_EXCLUDED = "excluded by [sources] include/exclude"
