@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from pinakes.eval.fitting import FitError, SignalModel, fit_confidence, fit_model, fit_thresholds, score_fit
+from pinakes.eval.fitting import (
+    FitError,
+    SignalModel,
+    allowed_false_confidences,
+    fit_confidence,
+    fit_model,
+    fit_thresholds,
+    no_answer_needed,
+    score_fit,
+)
 from pinakes.eval.outcomes import Outcome
 from pinakes.manifest import InvalidManifestError, load_manifest
 from pinakes.search.confidence import assess
@@ -150,16 +159,65 @@ def test_the_model_learns_a_feature_that_points_the_other_way():
     assert model.weights[1] == 0.0  # a constant feature carries no weight
 
 
-def test_the_threshold_keeps_false_confidence_under_the_ceiling_with_fewest_abstentions():
-    # Signals: answerable 0.1 .. 1.0, no-answer 0.05 .. 0.95 (overlapping): a ceiling of 0.10 on
-    # 10 no-answer questions allows one confident one.
-    rows = [Outcome(f"a{i}", "simple-lookup", True, 1, "unknown", 0.1 * i) for i in range(1, 11)]
-    rows += [Outcome(f"n{i}", "no-answer", None, None, "unknown", 0.1 * i - 0.05) for i in range(1, 11)]
+def test_the_threshold_keeps_false_confidence_under_the_ceiling_for_a_new_question_with_fewest_abstentions():
+    # Signals: answerable 0.05 .. 1.0, no-answer 0.025 .. 0.975 (overlapping), 20 of each.
+    rows = [Outcome(f"a{i}", "simple-lookup", True, 1, "unknown", 0.05 * i) for i in range(1, 21)]
+    rows += [Outcome(f"n{i}", "no-answer", None, None, "unknown", 0.05 * i - 0.025) for i in range(1, 21)]
+    # A ceiling of 0.10 on 20 no-answer questions allows one confident one: (1 + 1) / 21 <= 0.10.
     fit = fit_thresholds(rows, "fit")
-    assert fit.false_confidence.numerator == 1  # only n10 (0.95) is above low
-    assert fit.low == pytest.approx(0.9, abs=0.05) and fit.false_abstain.numerator == 8
+    assert fit.false_confidence.numerator == 1  # only n20 (0.975) is above low
+    assert fit.low == pytest.approx(0.95, abs=0.025) and fit.false_abstain.numerator == 18
+    # On 10 of them 1/10 is within the ceiling, but a new question would cross that threshold more
+    # often: (1 + 1) / 11 > 0.10, so none may be confident.
+    ten = [row for row in rows if row.kind != "no-answer" or int(row.id[1:]) > 10]
+    fit_on_ten = fit_thresholds(ten, "fit")
+    assert fit_on_ten.false_confidence.numerator == 0 and fit_on_ten.false_abstain.numerator == 19
     strict = fit_thresholds(rows, "fit", max_false_confidence=0.0)
-    assert strict.false_confidence.numerator == 0 and strict.false_abstain.numerator == 9
+    assert strict.false_confidence.numerator == 0 and strict.false_abstain.numerator == 19
+
+
+def test_allowed_false_confidences_follow_conformal_risk_control():
+    assert [allowed_false_confidences(n, 0.10) for n in (0, 5, 8, 9, 18, 19, 20, 29, 30, 100)] == \
+        [0, 0, 0, 0, 0, 1, 1, 2, 2, 9]
+    assert [no_answer_needed(c) for c in (0.10, 0.05, 0.20, 0.0)] == [9, 19, 4, None]
+    for ceiling in (0.05, 0.10, 0.20):  # at the needed count, leaving none confident just meets it
+        needed = no_answer_needed(ceiling)
+        assert needed is not None and 1 / (needed + 1) <= ceiling < 1 / needed
+
+
+def test_the_new_rule_keeps_its_promise_on_new_questions_where_the_plain_share_does_not():
+    """Thresholds fitted on 20 + 20 questions of known score distributions, scored exactly on the
+    no-answer distribution: averaged over many fits, the false-confidence a new question meets stays
+    within the ceiling; leaving k/n within it on the fitted questions (the rule before) exceeds it."""
+    import random
+
+    from pinakes.eval import fitting
+
+    rng = random.Random(25)
+    ceiling, trials = 0.10, 300
+
+    def fitted_rows() -> list[Outcome]:
+        # Answerable questions crowd the top, so the ceiling binds: every confident no-answer question
+        # it allows buys fewer abstentions.
+        rows = [Outcome(f"a{i}", "simple-lookup", True, 1, "unknown", rng.uniform(0.5, 1.0)) for i in range(20)]
+        return rows + [Outcome(f"n{i}", "no-answer", None, None, "unknown", rng.random()) for i in range(20)]
+
+    def new_question_false_confidence(low: float) -> float:
+        return min(1.0, max(0.0, 1.0 - low))  # the share of uniform [0, 1] no-answer scores at or above low
+
+    def plain_share(n: int, ceiling: float) -> int:
+        return int(ceiling * n + 1e-9)
+
+    samples = [fitted_rows() for _ in range(trials)]
+    shipped = [new_question_false_confidence(fit_thresholds(rows, "fit").low) for rows in samples]
+    original = fitting.allowed_false_confidences
+    fitting.allowed_false_confidences = plain_share
+    try:
+        plain = [new_question_false_confidence(fit_thresholds(rows, "fit").low) for rows in samples]
+    finally:
+        fitting.allowed_false_confidences = original
+    assert sum(shipped) / trials <= ceiling
+    assert sum(plain) / trials > ceiling
 
 
 def test_a_model_needs_features_on_both_classes():

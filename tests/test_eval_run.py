@@ -173,7 +173,9 @@ def test_fit_confidence_prints_a_block_whose_rates_the_next_run_reproduces(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, fit = run_json(capsys, str(demo), "--fit-confidence")
-    assert code == 0
+    assert code == 0 and fit["false_confidence"]["denominator"] >= fit["no_answer_needed"] == 9
+    assert main(["eval", str(demo), "--fit-confidence"]) == 0
+    assert "too few to promise" not in capsys.readouterr().out  # 11 no-answer questions are enough
     block = fit["manifest_block"]
     assert block.startswith("[retrieval.confidence]\n") and "sentence-transformers/all-MiniLM-L6-v2" in block
     manifest = demo / "pinakes.toml"
@@ -344,6 +346,8 @@ def test_init_then_fit_confidence_calibrates_a_fresh_kb(tmp_path: Path, capsys: 
     assert code == 2 and "pnk eval --init" in skipped["remedy"]
     code, written = run_json(capsys, str(root), "--init")
     assert code == 0 and written["drafted"] == 10 and written["no_answer"] >= 5  # a heading and a passage each
+    # Too few words for the 9 the fit needs: said, with what to do.
+    assert written["no_answer_needed"] == 9 and "add questions of your own" in written["short"]
     golden = (root / "eval" / "questions.yaml").read_text(encoding="utf-8")
     assert '"Dredging the harbour channel"' in golden and "kind: no-answer" in golden
     assert "rewrite" in golden.splitlines()[0] + golden  # marked as a draft to edit
@@ -353,3 +357,24 @@ def test_init_then_fit_confidence_calibrates_a_fresh_kb(tmp_path: Path, capsys: 
     assert code == 0, fitted
     block = fitted["manifest_block"]
     assert block.startswith("[retrieval.confidence]") and "high = " in block and "low = " in block
+
+
+def test_a_fit_on_too_few_no_answer_questions_says_its_ceiling_cannot_be_promised(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pinakes.init import init_kb
+
+    root = tmp_path / "few"
+    init_kb(root, name="few")
+    for name in ("harbour", "library", "bees", "bread", "trains"):
+        (root / "docs" / f"{name}.md").write_text(f"# {name.title()}\n\nNotes about {name}.\n", encoding="utf-8")
+    assert run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder()).ok
+    assert main(["eval", str(root), "--init"]) == 0
+    shown = capsys.readouterr().out
+    assert "note: only 2 no-answer questions could be drafted from this KB's words; the fit needs 9" in shown
+
+    code, few = run_json(capsys, str(root), "--fit-confidence")
+    assert code == 0 and few["no_answer_needed"] == 9 and few["max_false_confidence"] == 0.1
+    assert (few["false_confidence"]["numerator"], few["false_confidence"]["denominator"]) == (0, 2)
+    assert main(["eval", str(root), "--fit-confidence"]) == 0
+    assert "note: 2 no-answer questions are too few to promise false-confidence <= 0.1 on new questions " \
+           "(that needs 9); the fit leaves none of them confident" in capsys.readouterr().out

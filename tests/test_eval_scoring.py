@@ -217,8 +217,11 @@ def test_an_overlapping_set_abstains_least_within_the_false_confidence_ceiling()
     allowed = [t for t in [0.0, 0.25, 0.4, 0.525, 0.575, 0.65, 0.75, 1.0] if errors(t)[1] == 0]
     assert errors(fit.low) == min(errors(t) for t in allowed) == (2, 0)
     assert fit.false_abstain.numerator == sum(s < fit.low for s in answerable)
-    # A looser ceiling buys fewer abstentions with one confident no-answer question.
-    loose = fit_confidence(fit_rows(answerable, no_answer), "m", signal="top-score", max_false_confidence=0.5)
+    # A looser ceiling buys fewer abstentions with one confident no-answer question, once it holds
+    # for a new question: 1 of 2 is a half, but (1 + 1) / (2 + 1) is two thirds.
+    half = fit_confidence(fit_rows(answerable, no_answer), "m", signal="top-score", max_false_confidence=0.5)
+    assert errors(half.low) == (2, 0)
+    loose = fit_confidence(fit_rows(answerable, no_answer), "m", signal="top-score", max_false_confidence=0.7)
     assert errors(loose.low) == (1, 1)
     # `high` sits above every no-answer question.
     assert fit.high > max(no_answer) and fit.no_answer_high.numerator == 0

@@ -171,7 +171,7 @@ def _golden_run(args: argparse.Namespace) -> int:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from pinakes.eval.skeleton import draft_golden_set
+    from pinakes.eval.skeleton import MIN_NO_ANSWER, draft_golden_set
     from pinakes.index.schema import open_reader
     from pinakes.kb import KBPaths
 
@@ -183,10 +183,16 @@ def _init(args: argparse.Namespace) -> int:
         conn.close()
     next_steps = ("edit it (its comments say how: rewrite the answerable drafts as people would ask them, "
                   "check each TODO no-answer question), then `pnk eval --fit-confidence --write`")
+    short = None
+    if drafted.no_answer < MIN_NO_ANSWER:
+        short = (f"only {drafted.no_answer} no-answer questions could be drafted from this KB's words; the fit "
+                 f"needs {MIN_NO_ANSWER} to promise its false-confidence ceiling for new questions: add "
+                 "questions of your own about things your documents do not cover")
     _emit(args, {"ok": True, "written": str(drafted.path), "drafted": drafted.answerable,
-                 "no_answer": drafted.no_answer, "next": next_steps},
+                 "no_answer": drafted.no_answer, "no_answer_needed": MIN_NO_ANSWER, "short": short,
+                 "next": next_steps},
           f"wrote {drafted.path}: {drafted.answerable} answerable drafts and {drafted.no_answer} no-answer "
-          f"drafts to check\nnext: {next_steps}")
+          f"drafts to check\n" + (f"note: {short}\n" if short else "") + f"next: {next_steps}")
     return 0
 
 
@@ -377,6 +383,12 @@ def _fit_text(fit: ConfidenceFit, curve: list[_CurvePoint], written: _Written | 
         lines.append(f"forecast for new questions ({CROSS_FIT_FOLDS}-fold cross-fitted, each question scored by a fit "
                      f"made without it): false-abstain {_fraction(cv_abstain)}, false-confidence "
                      f"{_fraction(cv_confidence)}")
+    needed = fit.no_answer_needed
+    if needed is not None and fit.false_confidence.denominator < needed:
+        lines.append(f"note: {fit.false_confidence.denominator} no-answer questions are too few to promise "
+                     f"false-confidence <= {fit.max_false_confidence:g} on new questions (that needs {needed}); "
+                     "the fit leaves none of them confident. Add no-answer questions to the golden set "
+                     "(`pnk eval --init` drafts some) and fit again.")
     if fit.excluded:
         lines.append(f"excluded (no score to fit on): {', '.join(fit.excluded)}")
     if written is None:

@@ -29,13 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pinakes.errors import UsageError
+from pinakes.eval.fitting import MAX_FALSE_CONFIDENCE, no_answer_needed
 from pinakes.eval.golden import GOLDEN_SET_RELPATH, NO_ANSWER
 
 # Answerable drafts, at most: enough to fit on, few enough to rewrite by hand.
 MAX_DRAFTED = 30
-# No-answer drafts: a third of the answerable ones, within these bounds (the fit weighs both classes
-# alike, but a class of two cannot place a threshold).
-MIN_NO_ANSWER, MAX_NO_ANSWER = 5, 12
+# No-answer drafts: a third of the answerable ones, within these bounds: at least as many as the fit
+# needs to promise its false-confidence ceiling for new questions (eval/fitting.py), at most as many as
+# a person checks in minutes.
+MIN_NO_ANSWER, MAX_NO_ANSWER = no_answer_needed(MAX_FALSE_CONFIDENCE) or 1, 12
 # Documents whose words the no-answer drafts are built from (and checked against), at most.
 VOCABULARY_DOCUMENTS = 300
 VOCABULARY_TERMS = 40  # the most widespread words considered for pairing
