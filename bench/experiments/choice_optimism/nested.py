@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -36,11 +35,11 @@ import bench_confidence as bench  # noqa: E402
 
 from pinakes.eval import fitting  # noqa: E402
 from pinakes.eval.fitting import (  # noqa: E402
-    CROSS_FIT_FOLDS,
     L2_PENALTY,
     MAX_FALSE_CONFIDENCE,
     ConfidenceFit,
     FitError,
+    cross_fit_folds,
     fit_confidence,
     fit_model,
     score_fit,
@@ -65,22 +64,9 @@ def rule(allowed: Callable[[int, float], int]) -> Iterator[None]:
         fitting.allowed_false_confidences = CONFORMAL_RULE
 
 
-def folds_of(rows: Sequence[Outcome]) -> dict[int, list[Outcome]] | None:
-    """fitting._cross_fitted's folds: stratified by class, assigned by a hash of the id."""
-    folds: dict[int, list[Outcome]] = {}
-    for answerable in (False, True):
-        group = sorted((row for row in rows if (row.kind != "no-answer") == answerable),
-                       key=lambda row: (zlib.crc32(row.id.encode()), row.id))
-        if len(group) < CROSS_FIT_FOLDS:
-            return None
-        for position, row in enumerate(group):
-            folds.setdefault(position % CROSS_FIT_FOLDS, []).append(row)
-    return folds
-
-
 def nested_forecast(rows: Sequence[Outcome], ceiling: float) -> ConfidenceFit | None:
     """Thresholds chosen on scores from models whose feature set was chosen without the scored rows."""
-    folds = folds_of(rows)
+    folds = cross_fit_folds(rows)
     if folds is None:
         return None
     crossed: list[Outcome] = []

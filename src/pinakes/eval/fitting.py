@@ -190,11 +190,9 @@ def _forecast_error(fit: ConfidenceFit) -> tuple[float, int]:
     return sum(values), len(fit.model.features) if fit.model else 0
 
 
-def _cross_fitted(rows: Sequence[Outcome], features: Sequence[str], penalty: float,
-                  prior: SignalModel | None) -> list[Outcome] | None:
-    """Every row with, as its signal, the probability from a model fitted on the other folds
-    (folds stratified by class, assigned by a hash of the id: the same set always folds alike).
-    None when a fold leaves a class without questions."""
+def cross_fit_folds(rows: Sequence[Outcome]) -> dict[int, list[Outcome]] | None:
+    """The rows in CROSS_FIT_FOLDS folds, stratified by class and assigned by a hash of the id (the
+    same set always folds alike); None when a fold would leave a class without questions."""
     import zlib
 
     folds: dict[int, list[Outcome]] = {}
@@ -205,6 +203,16 @@ def _cross_fitted(rows: Sequence[Outcome], features: Sequence[str], penalty: flo
             return None
         for position, row in enumerate(group):
             folds.setdefault(position % CROSS_FIT_FOLDS, []).append(row)
+    return folds
+
+
+def _cross_fitted(rows: Sequence[Outcome], features: Sequence[str], penalty: float,
+                  prior: SignalModel | None) -> list[Outcome] | None:
+    """Every row with, as its signal, the probability from a model fitted on the other folds
+    (cross_fit_folds). None when a fold leaves a class without questions."""
+    folds = cross_fit_folds(rows)
+    if folds is None:
+        return None
     crossed: list[Outcome] = []
     for number, held_out in folds.items():
         training = [row for other, fold in folds.items() if other != number for row in fold]
