@@ -39,7 +39,8 @@ from pinakes.eval.fitting import (  # noqa: E402
     MAX_FALSE_CONFIDENCE,
     ConfidenceFit,
     FitError,
-    cross_fit_folds,
+    SignalModel,
+    cross_fitted,
     fit_confidence,
     fit_model,
     score_fit,
@@ -66,19 +67,14 @@ def rule(allowed: Callable[[int, float], int]) -> Iterator[None]:
 
 def nested_forecast(rows: Sequence[Outcome], ceiling: float) -> ConfidenceFit | None:
     """Thresholds chosen on scores from models whose feature set was chosen without the scored rows."""
-    folds = cross_fit_folds(rows)
-    if folds is None:
+    def chosen_without(training: list[Outcome]) -> SignalModel:
+        inner = fit_confidence(training, "inner", max_false_confidence=ceiling)
+        assert inner.model is not None
+        return fit_model(training, inner.model.features, L2_PENALTY)
+
+    crossed = cross_fitted(rows, chosen_without)
+    if crossed is None:
         return None
-    crossed: list[Outcome] = []
-    for number, held_out in folds.items():
-        training = [row for other, fold in folds.items() if other != number for row in fold]
-        try:
-            inner = fit_confidence(training, "inner", max_false_confidence=ceiling)
-            assert inner.model is not None
-            model = fit_model(training, inner.model.features, L2_PENALTY)
-        except FitError:
-            return None
-        crossed += [replace(row, signal=model.row_probability(row)) for row in held_out]
     try:
         return fitting.fit_thresholds(crossed, "nested", max_false_confidence=ceiling)
     except FitError:

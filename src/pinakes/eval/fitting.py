@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from pinakes.eval.outcomes import Outcome
@@ -166,7 +166,7 @@ def fit_confidence(rows: Sequence[Outcome], fitted_for: str, *, signal: str = MO
         return min(fits, key=_forecast_error)
     model = fit_model(rows, features, penalty, prior)
     in_sample = fit_thresholds(rows, fitted_for, model, max_false_confidence=max_false_confidence)
-    crossed = _cross_fitted(rows, features, penalty, prior) if cross_fit else None
+    crossed = cross_fitted(rows, lambda training: fit_model(training, features, penalty, prior)) if cross_fit else None
     if crossed is None:
         return in_sample
     try:
@@ -206,10 +206,9 @@ def cross_fit_folds(rows: Sequence[Outcome]) -> dict[int, list[Outcome]] | None:
     return folds
 
 
-def _cross_fitted(rows: Sequence[Outcome], features: Sequence[str], penalty: float,
-                  prior: SignalModel | None) -> list[Outcome] | None:
-    """Every row with, as its signal, the probability from a model fitted on the other folds
-    (cross_fit_folds). None when a fold leaves a class without questions."""
+def cross_fitted(rows: Sequence[Outcome], make_model: Callable[[list[Outcome]], SignalModel]) -> list[Outcome] | None:
+    """Every row with, as its signal, the probability from the model `make_model` fits on the other
+    folds (cross_fit_folds). None when a fold leaves a class without questions or a model cannot be fitted."""
     folds = cross_fit_folds(rows)
     if folds is None:
         return None
@@ -217,7 +216,7 @@ def _cross_fitted(rows: Sequence[Outcome], features: Sequence[str], penalty: flo
     for number, held_out in folds.items():
         training = [row for other, fold in folds.items() if other != number for row in fold]
         try:
-            model = fit_model(training, features, penalty, prior)
+            model = make_model(training)
         except FitError:
             return None
         crossed += [replace(row, signal=model.row_probability(row)) for row in held_out]
