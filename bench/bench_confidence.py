@@ -56,6 +56,7 @@ sys.path.insert(0, str(REPO))  # tests.fakes, for the latency run's hashed vecto
 import tune_retrieval  # noqa: E402  (the corpora and their builds)
 
 from pinakes.eval.fitting import (  # noqa: E402
+    FEATURE_SETS_BEFORE_RELATIONS,
     L2_PENALTY,
     MAX_FALSE_CONFIDENCE,
     MODEL_FEATURES,
@@ -89,9 +90,11 @@ class Candidate:
     penalty: float = 1.0
     prior: bool = False  # shrink towards the model fitted on the other development corpora
     cross_fit: bool = True  # thresholds chosen on cross-fitted scores (False: on the model's own fit)
+    feature_sets: tuple[tuple[str, ...], ...] | None = None  # what a chosen-per-KB fit chooses among (None: the product's)
 
 
 SHIPPED = "model: shipped (feature set chosen per KB)"
+BEFORE_RELATIONS = "model: feature set chosen per KB, without related_share (before (i))"
 FIVE = ("cosine", "cosine_spread", "keyword_share", "bm25_ratio", "agreement")
 CANDIDATES = (
     Candidate("best cosine (old)", TOP_SCORE),
@@ -104,6 +107,12 @@ CANDIDATES = (
     Candidate("model: 5 features, dev prior, penalty 10", MODEL, FIVE, 10.0, True),
     Candidate("model: cosine + keyword_share, penalty 1", MODEL, ("cosine", "keyword_share"), 1.0),
     Candidate("model: cosine + keyword_share, penalty 10", MODEL, ("cosine", "keyword_share"), 10.0),
+    Candidate(BEFORE_RELATIONS, MODEL, (), L2_PENALTY, SHIPPED_PRIOR, feature_sets=FEATURE_SETS_BEFORE_RELATIONS),
+    *(Candidate(f"model: chosen per KB, + {' + '.join(extra)}", MODEL, (), L2_PENALTY, SHIPPED_PRIOR,
+                feature_sets=(*FEATURE_SETS_BEFORE_RELATIONS, extra))
+      for extra in (("cosine", "keyword_share", "related_share"), ("csls", "keyword_share", "related_share"))),
+    Candidate("model: cosine + keyword_share + related_share", MODEL, ("cosine", "keyword_share", "related_share"), L2_PENALTY),
+    Candidate("model: cosine + related_share", MODEL, ("cosine", "related_share"), L2_PENALTY),
     Candidate("model: shipped (feature set chosen per KB)", MODEL, (), L2_PENALTY, SHIPPED_PRIOR),
 )
 
@@ -245,7 +254,8 @@ def fit_candidate(candidate: Candidate, rows: Sequence[Outcome], ceiling: float,
     if candidate.prior and prior is None:
         raise FitError(f"no development prior for {corpus}")
     return fit_confidence(rows, candidate.name, features=candidate.features or None, penalty=candidate.penalty,
-                          prior=prior, cross_fit=candidate.cross_fit, max_false_confidence=ceiling)
+                          prior=prior, cross_fit=candidate.cross_fit, max_false_confidence=ceiling,
+                          feature_sets=candidate.feature_sets)
 
 
 @dataclass
@@ -329,19 +339,26 @@ def evaluate(corpus: str, runs: dict[int, list[Outcome]], ceiling: float) -> dic
                        "false_confidence": rate(t.false_confident, t.no_answer)} for point, t in curve.items()],
             "folds": len(balanced),
         }
-    old = per_fold[CANDIDATES[0].name]
     for candidate in CANDIDATES[1:]:
-        new = per_fold[candidate.name]
-        if len(new) != len(old):
-            continue
-        better = sum(1 for a, b in zip(new, old, strict=True) if a < b)
-        worse = sum(1 for a, b in zip(new, old, strict=True) if a > b)
         entry = report[candidate.name]
         assert isinstance(entry, dict)
-        entry["vs_old"] = {"better_folds": better, "worse_folds": worse,
-                           "mean_difference": round(statistics.fmean(a - b for a, b in zip(new, old, strict=True)), 4),
-                           "sign_test_p": round(sign_test(better, worse), 4)}
+        entry["vs_old"] = _paired(per_fold[candidate.name], per_fold[CANDIDATES[0].name])
+    if SHIPPED in per_fold and BEFORE_RELATIONS in per_fold:
+        entry = report[SHIPPED]
+        assert isinstance(entry, dict)
+        entry["vs_before_relations"] = _paired(per_fold[SHIPPED], per_fold[BEFORE_RELATIONS])
     return report
+
+
+def _paired(new: list[float], old: list[float]) -> dict[str, object] | None:
+    """Fold by fold balanced errors: how many folds fell / rose, the mean difference, the sign test."""
+    if len(new) != len(old) or not new:
+        return None
+    better = sum(1 for a, b in zip(new, old, strict=True) if a < b)
+    worse = sum(1 for a, b in zip(new, old, strict=True) if a > b)
+    return {"better_folds": better, "worse_folds": worse,
+            "mean_difference": round(statistics.fmean(a - b for a, b in zip(new, old, strict=True)), 4),
+            "sign_test_p": round(sign_test(better, worse), 4)}
 
 
 def development_prior(runs: dict[str, dict[int, list[Outcome]]], leave_out: str | None = None) -> SignalModel:
@@ -380,6 +397,9 @@ def render(corpus: str, report: dict[str, object]) -> str:
                f"d={versus['mean_difference']}" if versus else ""))
     shipped = report[SHIPPED]
     assert isinstance(shipped, dict)
+    if (before := shipped.get("vs_before_relations")) is not None:
+        lines.append(f"shipped vs {BEFORE_RELATIONS}: {before['better_folds']}/{before['worse_folds']} folds, "
+                     f"p={before['sign_test_p']}, d={before['mean_difference']}")
     lines.append("false-abstain among answerable questions whose evidence was in the top 8: "
                  + ", ".join(f"{name}: {_cell(report[name]['false_abstain_when_found'])}"  # type: ignore[index]
                              for name in (CANDIDATES[0].name, SHIPPED)))
@@ -425,11 +445,13 @@ class _HashedVectors:
 def latency(size: int, cache: Path, queries: int = 150, rounds: int = 3) -> dict[str, object]:
     """Hybrid search at `size` chunks with the features and without them, paired per query and
     interleaved (drift on a shared machine hits both arms alike); plus the feature computation
-    timed alone. The index is bench_search's (both corpora's documents, copied until it holds
+    timed alone, WordNet's relatives of the query's words looked up afresh each time (no search
+    finds them cached from an earlier one). The index is bench_search's (both corpora's documents, copied until it holds
     `size` chunks, built by the sync) with hashed vectors."""
     import bench_search
 
     import pinakes.search.signals as signals
+    from pinakes.lexical.relations import packaged
     from pinakes.search.core import Searcher, SearchSettings
 
     embedder = _HashedVectors()
@@ -460,6 +482,7 @@ def latency(size: int, cache: Path, queries: int = 150, rounds: int = 3) -> dict
                     arms.reverse()
                 for arm, function in arms:
                     signals.search_features = function  # type: ignore[assignment]
+                    packaged().relatives.cache_clear()  # each search meets its words' relatives cold
                     started = time.perf_counter()
                     searcher.search(query)
                     (on if arm == "on" else off).append((time.perf_counter() - started) * 1000)

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from pinakes.eval.fitting import (
+    FEATURE_SETS,
+    FEATURE_SETS_BEFORE_RELATIONS,
     FitError,
     SignalModel,
     allowed_false_confidences,
@@ -68,6 +70,9 @@ def test_each_feature_is_what_its_definition_says(placed_kb):
     held, unheard = lucene_idf(1, 4), lucene_idf(0, 4)
     total = 2 * held + unheard
     assert features["keyword_share"] == pytest.approx(held / total, abs=1e-5)
+    # The top passage (alpha beta) holds alpha; WordNet relates gamma to letter, alphabet, unit...,
+    # none of which it holds, and knows nothing of the unheard word.
+    assert features["related_share"] == pytest.approx(held / total, abs=1e-5)
     best_bm25 = max(p.scores.bm25_score for p in result.passages if p.scores.bm25_score is not None)
     assert features["bm25_ratio"] == pytest.approx(best_bm25 / (total * (2.5 + 1.0)), abs=1e-5)
     # The top passage (alpha) among the vector list's other candidates, zeta (cosine with alpha 0.8)
@@ -148,6 +153,24 @@ def test_the_thresholds_are_chosen_on_scores_from_models_that_did_not_see_the_qu
         int(rate.numerator) for rate in score_fit(fit, rows))
     in_sample = fit_confidence(rows, "fit", features=("keyword_share", "noise"), cross_fit=False)
     assert in_sample.cross_validated is None
+
+
+def test_the_fit_chooses_the_wordnet_set_where_only_related_share_tells_the_classes_apart():
+    # Paraphrase-like rows: the cosine and the keyword share overlap across the classes (the same
+    # spread in both); related_share separates them. The choice among FEATURE_SETS takes the set
+    # that holds it; told to choose among the sets before (i), it cannot, and abstains more.
+    rows = []
+    for i in range(20):
+        spread = dict(cosine=0.3 + 0.01 * i, cosine_spread=0.1, keyword_share=0.2 + 0.01 * i, bm25_ratio=0.2,
+                      agreement=0.3, csls=0.01 * i, crowding=0.5)
+        rows.append(row(f"a{i}", True, related_share=0.55 + 0.01 * i, **spread))
+        rows.append(row(f"n{i}", False, related_share=0.25 + 0.01 * i, **spread))
+    chosen = fit_confidence(rows, "fit")
+    assert chosen.model is not None and "related_share" in chosen.model.features
+    assert chosen.model.features in [tuple(choice) for choice in FEATURE_SETS]
+    before = fit_confidence(rows, "fit", feature_sets=FEATURE_SETS_BEFORE_RELATIONS)
+    assert before.model is not None and "related_share" not in before.model.features
+    assert chosen.false_abstain.numerator < before.false_abstain.numerator
 
 
 def test_the_model_learns_a_feature_that_points_the_other_way():

@@ -35,8 +35,7 @@ from pinakes.eval import fitting  # noqa: E402
 from pinakes.eval.fitting import L2_PENALTY  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
 
-SHIPPED_SETS = fitting.FEATURE_SETS = (("cosine", "keyword_share"), fitting.MODEL_FEATURES,
-                                       ("csls", "keyword_share"), ("cosine", "keyword_share", "crowding"))
+SHIPPED_SETS = fitting.FEATURE_SETS = fitting.FEATURE_SETS_BEFORE_RELATIONS  # the choice as it shipped before (i)
 
 
 class Weakest(SoftOverlap):

@@ -47,11 +47,13 @@ MAX_FALSE_CONFIDENCE = 0.10
 # the development corpora by bench/bench_confidence.py).
 MODEL_FEATURES = ("cosine", "cosine_spread", "keyword_share", "bm25_ratio", "agreement")
 # The feature sets a fit chooses between, by their cross-fitted error on the KB's own golden set:
-# few parameters where the golden set is small, more where it can carry them, and the two that
+# few parameters where the golden set is small, more where it can carry them, the two that
 # correct for crowded neighbourhoods (each wins on some corpora and loses on others; the choice
-# among all four was ahead on every corpus measured: docs/QUALITY.md, "#25", (f)).
-FEATURE_SETS = (("cosine", "keyword_share"), MODEL_FEATURES, ("csls", "keyword_share"),
-                ("cosine", "keyword_share", "crowding"))
+# among all four was ahead on every corpus measured: docs/QUALITY.md, "#25", (f)), and one that
+# reads paraphrases through WordNet's relations ((i): chosen where a golden set asks in other words).
+FEATURE_SETS_BEFORE_RELATIONS = (("cosine", "keyword_share"), MODEL_FEATURES, ("csls", "keyword_share"),
+                                 ("cosine", "keyword_share", "crowding"))
+FEATURE_SETS = (*FEATURE_SETS_BEFORE_RELATIONS, ("cosine", "related_share"))
 L2_PENALTY = 10.0
 WEIGHT_DIGITS = 4
 CROSS_FIT_FOLDS = 5
@@ -150,19 +152,22 @@ class _Point:
 def fit_confidence(rows: Sequence[Outcome], fitted_for: str, *, signal: str = MODEL,
                    features: Sequence[str] | None = None, penalty: float = L2_PENALTY,
                    prior: SignalModel | None = None, cross_fit: bool = True,
-                   max_false_confidence: float = MAX_FALSE_CONFIDENCE) -> ConfidenceFit:
+                   max_false_confidence: float = MAX_FALSE_CONFIDENCE,
+                   feature_sets: Sequence[Sequence[str]] | None = None) -> ConfidenceFit:
     """Fit the block on `rows`: the model first (for the model signal), then the thresholds on the
     number it yields per row. A model's `low` is the stricter of the threshold chosen on its own
     scores and the one chosen on cross-fitted scores (each question scored by a model fitted on the
     other folds), so the model's fit to these very questions does not make the thresholds promise a
     false-confidence rate new questions will not see. Without
-    `features`, each of FEATURE_SETS is fitted and the one with the lowest cross-fitted error
-    (false-abstain rate + false-confidence rate) is kept; ties go to fewer features."""
+    `features`, each of `feature_sets` (FEATURE_SETS unless given) is fitted and the one with the
+    lowest cross-fitted error (false-abstain rate + false-confidence rate) is kept; ties go to fewer
+    features."""
     if signal != MODEL:
         return fit_thresholds(rows, fitted_for, max_false_confidence=max_false_confidence)
     if features is None:
         fits = [fit_confidence(rows, fitted_for, features=choice, penalty=penalty, prior=prior, cross_fit=cross_fit,
-                               max_false_confidence=max_false_confidence) for choice in FEATURE_SETS]
+                               max_false_confidence=max_false_confidence)
+                for choice in (FEATURE_SETS if feature_sets is None else feature_sets)]
         return min(fits, key=_forecast_error)
     model = fit_model(rows, features, penalty, prior)
     in_sample = fit_thresholds(rows, fitted_for, model, max_false_confidence=max_false_confidence)

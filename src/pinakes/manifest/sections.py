@@ -213,7 +213,8 @@ class ChunkingSection:
 # manifest's reader validates a file against them (manifest/readers.py).
 TOP_SCORE, MODEL = "top-score", "model"
 SIGNALS = (TOP_SCORE, MODEL)
-FEATURES = ("cosine", "cosine_margin", "cosine_spread", "keyword_share", "bm25_ratio", "agreement", "csls", "crowding")
+FEATURES = ("cosine", "cosine_margin", "cosine_spread", "keyword_share", "bm25_ratio", "agreement", "csls", "crowding",
+            "related_share")
 
 
 @dataclass(frozen=True)

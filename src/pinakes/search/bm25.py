@@ -100,6 +100,7 @@ class KeywordPlan:
     units: tuple[QueryUnit, ...]
     document_frequency: dict[tuple[str, ...], int]
     unknown_words: tuple[str, ...] = ()
+    unknown_units: tuple[QueryUnit, ...] = ()  # the units of the words the index has never seen
     weightless_words: tuple[str, ...] = ()
     function_words_only: bool = False
     capped_words: tuple[str, ...] = ()
@@ -243,8 +244,10 @@ def _pruned(
         rarer = [unit for unit in units if frequencies[unit.terms] <= ceiling]
         units = rarer if any(frequencies[unit.terms] > 0 for unit in rarer) else units
     unknown: list[str] = []
+    unknown_units: list[QueryUnit] = []
     if options.drop_unknown_terms:
-        unknown = [unit.word for unit in units if frequencies[unit.terms] == 0]
+        unknown_units = [unit for unit in units if frequencies[unit.terms] == 0]
+        unknown = [unit.word for unit in unknown_units]
         units = [unit for unit in units if frequencies[unit.terms] > 0]
     weightless_words: list[str] = []
     # Only the OR plan ranks by bm25(); the quorum weighs terms by its own, always positive, IDF.
@@ -263,6 +266,7 @@ def _pruned(
         units=tuple(units),
         document_frequency=frequencies,
         unknown_words=tuple(unknown),
+        unknown_units=tuple(unknown_units),
         weightless_words=tuple(weightless_words),
         function_words_only=function_words_only,
         capped_words=tuple(capped),

@@ -22,6 +22,11 @@ rarity of the query's words), and every one is 0 when its retriever found nothin
   csls            the top passage's cosine corrected for crowding at both ends (cross-domain
                   similarity local scaling, Lample et al. 2018): 2 cos(q, d) - r_q - crowding, r_q
                   the mean of the query's CROWDING_DEPTH best cosines
+  related_share   the IDF-weighted share of the query's keywords the top passage holds, a keyword
+                  counting as held when the passage holds it or a word WordNet relates to it
+                  (lexical/relations.py): a paraphrase's "mittens" is held by a passage on gloves.
+                  Words the index has never seen weigh the highest IDF, as in keyword_share, and
+                  count when a relative is held
 
 Which of them the shipped signal combines, and with what weights, is the KB's own fit
 ([retrieval.confidence], eval/fitting.py); docs/QUALITY.md §"#25" records what each one bought.
@@ -36,6 +41,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pinakes.lexical.relations import WordRelations, packaged
 from pinakes.manifest.sections import FEATURES
 from pinakes.search.bm25 import KeywordPlan
 
@@ -109,6 +115,22 @@ def _terms_held(conn: sqlite3.Connection, chunk_ids: Sequence[int], weights: dic
     return held
 
 
+def related_share(conn: sqlite3.Connection, plan: KeywordPlan | None, top_chunk_id: int,
+                  relations: WordRelations) -> float:
+    weights, unknown = query_weights(plan)
+    total = sum(weights.values()) + unknown
+    if plan is None or total <= 0.0:
+        return 0.0
+    rows = conn.execute("SELECT term FROM chunk_terms WHERE chunk_id = ? AND frequency > 0", (top_chunk_id,))
+    passage = {term for (term,) in rows}
+    unseen = top_idf(plan.chunk_count)
+    asked = [(unit, weights[unit.terms[0]]) for unit in plan.units if len(unit.terms) == 1]
+    asked += [(unit, unseen) for unit in plan.unknown_units if len(unit.terms) == 1]
+    held = sum(weight for unit, weight in asked
+               if unit.terms[0] in passage or not relations.relatives(unit.word).isdisjoint(passage))
+    return held / total
+
+
 def crowding_features(matrix: VectorMatrix, query: NDArray[np.float32], vector: Sequence[tuple[int, float]],
                       top_chunk_id: int) -> dict[str, float]:
     """`crowding` and `csls` of the top passage, from the rows the vector retriever already ranked:
@@ -142,5 +164,6 @@ def search_features(conn: sqlite3.Connection, plan: KeywordPlan | None, keyword:
     features = {**vector_features(vector),
                 **keyword_features(conn, plan, keyword, passage_chunk_ids, k1),
                 "agreement": agreement(keyword, vector),
-                **crowding_features(matrix, query, vector, passage_chunk_ids[0])}
+                **crowding_features(matrix, query, vector, passage_chunk_ids[0]),
+                "related_share": related_share(conn, plan, passage_chunk_ids[0], packaged())}
     return {name: round(features[name], 6) for name in FEATURES}
