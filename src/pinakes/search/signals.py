@@ -90,9 +90,11 @@ def query_weights(plan: KeywordPlan | None) -> tuple[dict[str, float], float]:
     return weights, unknown
 
 
-def keyword_features(conn: sqlite3.Connection, plan: KeywordPlan | None, keyword: Sequence[tuple[int, float]],
-                     passage_chunk_ids: Sequence[int], k1: float | None) -> dict[str, float]:
-    weights, unknown = query_weights(plan)
+def keyword_features(conn: sqlite3.Connection, asked: tuple[dict[str, float], float],
+                     keyword: Sequence[tuple[int, float]], passage_chunk_ids: Sequence[int],
+                     k1: float | None) -> dict[str, float]:
+    """`asked` is `query_weights(plan)`: the query's keywords and their weights."""
+    weights, unknown = asked
     total = sum(weights.values()) + unknown
     if total <= 0.0:
         return {"keyword_share": 0.0, "bm25_ratio": 0.0}
@@ -116,17 +118,18 @@ def _terms_held(conn: sqlite3.Connection, chunk_ids: Sequence[int], weights: dic
 
 
 def related_share(conn: sqlite3.Connection, plan: KeywordPlan | None, top_chunk_id: int,
-                  relations: WordRelations) -> float:
-    weights, unknown = query_weights(plan)
+                  relations: WordRelations, asked: tuple[dict[str, float], float]) -> float:
+    """`asked` is `query_weights(plan)`; the plan adds the words the index never saw, as typed."""
+    weights, unknown = asked
     total = sum(weights.values()) + unknown
     if plan is None or total <= 0.0:
         return 0.0
     rows = conn.execute("SELECT term FROM chunk_terms WHERE chunk_id = ? AND frequency > 0", (top_chunk_id,))
     passage = {term for (term,) in rows}
     unseen = top_idf(plan.chunk_count)
-    asked = [(unit, weights[unit.terms[0]]) for unit in plan.units if len(unit.terms) == 1]
-    asked += [(unit, unseen) for unit in plan.unknown_units if len(unit.terms) == 1]
-    held = sum(weight for unit, weight in asked
+    keywords = [(unit, weights[unit.terms[0]]) for unit in plan.units if len(unit.terms) == 1]
+    keywords += [(unit, unseen) for unit in plan.unknown_units if len(unit.terms) == 1]
+    held = sum(weight for unit, weight in keywords
                if unit.terms[0] in passage or not relations.relatives(unit.word).isdisjoint(passage))
     return held / total
 
@@ -161,9 +164,10 @@ def search_features(conn: sqlite3.Connection, plan: KeywordPlan | None, keyword:
                     vector: Sequence[tuple[int, float]], passage_chunk_ids: Sequence[int],
                     k1: float | None, matrix: VectorMatrix, query: NDArray[np.float32]) -> dict[str, float]:
     """Every feature of one search, rounded so an outcomes file stays stable byte for byte."""
+    asked = query_weights(plan)
     features = {**vector_features(vector),
-                **keyword_features(conn, plan, keyword, passage_chunk_ids, k1),
+                **keyword_features(conn, asked, keyword, passage_chunk_ids, k1),
                 "agreement": agreement(keyword, vector),
                 **crowding_features(matrix, query, vector, passage_chunk_ids[0]),
-                "related_share": related_share(conn, plan, passage_chunk_ids[0], packaged())}
+                "related_share": related_share(conn, plan, passage_chunk_ids[0], packaged(), asked)}
     return {name: round(features[name], 6) for name in FEATURES}
