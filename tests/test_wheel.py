@@ -106,8 +106,11 @@ def test_wheel_carries_rules_and_templates(wheel: Path) -> None:
         assert expected <= names, f"missing from the wheel: {sorted(expected - names)}"
     assert {"pinakes/rules/__init__.py", "pinakes/sources/walk.py"} <= names
     assert not any(name.startswith(("tests/", "src/")) for name in names)
-    # the offline model's tokenizer files, which the [light] backend reads from the package
-    shipped = {f"pinakes/data/minilm/{path.name}" for path in (REPO_ROOT / "src/pinakes/data/minilm").iterdir()}
+    # the offline model's tokenizer files, which the [light] backend reads from the package, and
+    # WordNet's relations table with its licence, which search's related_share reads
+    shipped = {f"pinakes/data/{folder}/{path.name}" for folder in ("minilm", "wordnet")
+               for path in (REPO_ROOT / "src/pinakes/data" / folder).iterdir()}
+    assert {"pinakes/data/wordnet/relations.npz", "pinakes/data/wordnet/NOTICE"} <= shipped
     assert shipped <= names, f"missing from the wheel: {sorted(shipped - names)}"
 
 
