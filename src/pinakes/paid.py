@@ -20,11 +20,14 @@ each has its own client module on `.paid-path-allowlist`. What they must do iden
 4. **A reconciliation is computed from the response's own usage** (`billed_tokens`), never from
    the request or an estimate. A reconciliation the ledger will not take (unwritable, disk full)
    raises the accountant's UnrecordedOutcomeError carrying the answer: the call was made and paid
-   for, so its result is the caller's to keep, and the error names `pnk budget --resolve`.
+   for, so its result is the caller's to keep, and the error names `pnk budget --resolve`. Usage
+   above what the request allowed (more output than `max_tokens`, more input than was sent) is an
+   overrun: recorded as reported, returned with the answer (`PaidAnswer.overrun`), and every later
+   reservation is refused until it is resolved (budget/overrun.py).
 
 `paid_call` applies all four around one request inside the accountant's reservation, and sends
 `max_tokens` equal to the reserved output bound, so the worst case reserved is a bound on what the
-call can bill.
+call can bill — unless its answer reports usage the request did not allow, which is an overrun.
 
 This module imports no paid client, so it is not on the allowlist and the paid-path gate scans it
 like any other: each function is handed the caller's already-imported `anthropic` module (`sdk`).
@@ -47,6 +50,7 @@ from pinakes.errors import ApiKeyError, PaidCallError
 
 if TYPE_CHECKING:
     from pinakes.budget import Call, CallShape, Plan
+    from pinakes.budget.overrun import Overrun
 
 API_KEY_ENV = "PINAKES_ANTHROPIC_API_KEY"
 GENERIC_KEY_ENV = "ANTHROPIC_API_KEY"  # named only to say it is not read
@@ -290,6 +294,8 @@ class PaidAnswer:
     message: Any  # the SDK's Message
     call_id: str
     cost_eur: Decimal
+    # Its usage overran the reservation: recorded as reported; keep the answer, make no further call.
+    overrun: Overrun | None = None
 
 
 def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapping[str, object], *,
@@ -331,7 +337,7 @@ def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapp
         except UnrecordedOutcomeError as exc:
             exc.answer = PaidAnswer(message, call.call_id, exc.actual_eur)
             raise
-        return PaidAnswer(message, call.call_id, cost)
+        return PaidAnswer(message, call.call_id, cost, call.overrun)
 
 
 # A busy or rate-limited API (429, 529, 5xx with retry-after) never billed: the same request is sent

@@ -41,6 +41,12 @@ How a caller spends
                 resp = client.messages.create(..., max_tokens=shape.max_output_tokens)
                 call.reconcile(input_tokens=resp.usage.input_tokens,
                                output_tokens=resp.usage.output_tokens)   # supersedes the reservation
+                # Usage above the reservation is recorded as reported and is an overrun
+                # (`call.overrun`, `plan.overruns`, budget/overrun.py): keep what the call returned
+                # and make no further call. Every later reservation, by this run or any other on the
+                # ledger, raises BudgetOverrunError (a BudgetExceededError) until
+                # `pnk budget --resolve CALL_ID --actual EUR` closes it; `plan.overrun_error()` is
+                # that error, for a run that stops itself.
                 # or: call.void("the request was never sent")          # closes it at zero
         except BudgetExceededError:
             break   # abort: the run is a failure; partial: keep whole documents already done
@@ -55,7 +61,7 @@ How a caller spends
     plan.operation_id   # one invocation: the unit per_operation_eur bounds
 
     acct.report()                      # what `pnk budget` prints (BudgetReport: .to_dict(), .render_text())
-    acct.resolve(call_id, Decimal("0.03"))   # appends a resolution; never edits a line
+    acct.resolve(call_id, Decimal("0.03"))   # closes an unknown outcome or an overrun; never edits a line
 
 `Accountant.for_report(kb_root, budget)` opens the ledger without the price-age refusal, for the
 read-only callers (`pnk budget`, `pnk doctor`, `--clear-cache=paid` pricing entries by call_id
@@ -79,6 +85,7 @@ from pinakes.budget.errors import (
     BlockedWindow,
     BudgetError,
     BudgetExceededError,
+    BudgetOverrunError,
     BudgetRefusedError,
     LedgerDamagedError,
     PriceTableError,
@@ -119,6 +126,7 @@ __all__ = [
     "BlockedWindow",
     "BudgetError",
     "BudgetExceededError",
+    "BudgetOverrunError",
     "BudgetRefusedError",
     "BudgetReport",
     "Call",

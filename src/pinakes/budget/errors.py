@@ -10,8 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pinakes.errors import EXIT_CONFIG, EXIT_DATA, EXIT_FAILURE, EXIT_IO, EXIT_UNAVAILABLE, PinakesError
+
+if TYPE_CHECKING:
+    from pinakes.budget.overrun import Overrun
 
 # The three caps, in the order they are named (spec §5).
 WINDOWS = ("per_operation_eur", "daily_eur", "monthly_eur")
@@ -82,6 +86,10 @@ class BudgetRefusedError(BudgetError):
 class BudgetExceededError(BudgetError):
     """The next call's reservation would breach a cap: it was never made."""
 
+    # A window's cap stops a run where it is reached (on_exceed = "partial" keeps the whole units
+    # done); an open overrun (BudgetOverrunError) stops every run, whatever on_exceed says.
+    stops_every_run = False
+
     def __init__(self, message: str, *, blocked: Sequence[BlockedWindow], remedy: str,
                  path: Path | str | None = None):
         super().__init__(message, remedy=remedy, path=path)
@@ -89,6 +97,29 @@ class BudgetExceededError(BudgetError):
 
     def to_dict(self) -> dict[str, object]:  # type: ignore[override]
         return {**super().to_dict(), "blocked": [window.to_dict() for window in self.blocked]}
+
+
+class BudgetOverrunError(BudgetExceededError):
+    """A call reported usage above its reservation and no resolution has closed it: no paid call is
+    made until one does (budget/overrun.py). `answer`: what a run that stopped after that call kept
+    (a `pnk ask --deep` DeepResult), paid for, so never discarded."""
+
+    exit_code = EXIT_DATA
+    stops_every_run = True
+
+    def __init__(self, message: str, *, overruns: Sequence[Overrun], remedy: str, path: Path | str | None = None):
+        super().__init__(message, blocked=(), remedy=remedy, path=path)
+        self.overruns = tuple(overruns)
+        self.answer: object | None = None
+
+    @property
+    def call_id(self) -> str:
+        """The first open overrun's call (the one a single-call message names)."""
+        return self.overruns[0].call_id
+
+    def to_dict(self) -> dict[str, object]:  # type: ignore[override]
+        return {**super().to_dict(), "call_id": self.call_id,
+                "overruns": [overrun.to_dict() for overrun in self.overruns]}
 
 
 class SpendNotConfirmedError(BudgetError):
@@ -108,7 +139,7 @@ class LedgerDamagedError(BudgetError):
 
 
 class UnknownCallError(BudgetError):
-    """`pnk budget --resolve` named a call_id the ledger has no open reservation for."""
+    """`pnk budget --resolve` named a call_id the ledger holds no open call for (an unknown outcome or an overrun)."""
 
     exit_code = EXIT_CONFIG
 

@@ -1,6 +1,7 @@
 """What `pnk budget` shows: spend by day, month and operation; each window with the rate and the
-price date behind its total; unknown outcomes first, because each one holds headroom at its
-reserved amount until it is resolved (spec §5, "Visibility")."""
+price date behind its total; unknown outcomes and overruns first, because each one needs a person:
+an unknown outcome holds headroom at its reserved amount, and an overrun (a call that reported usage
+above its reservation) stops every paid call, until it is resolved (spec §5, "Visibility")."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from pinakes.budget.ledger import DamagedLine
 from pinakes.budget.money import format_eur
+from pinakes.budget.overrun import Overrun, open_overruns
 from pinakes.budget.windows import CallRecord, Totals, fold, month_key
 from pinakes.wording import counted
 
@@ -104,6 +106,7 @@ class BudgetReport:
     months: tuple[tuple[str, Decimal], ...]
     operations: tuple[OperationSpend, ...]  # newest first
     unknown: tuple[UnknownOutcome, ...]
+    overruns: tuple[Overrun, ...]
     damaged: tuple[DamagedLine, ...]
     torn_tail: DamagedLine | None
     prices: PriceInfo | None
@@ -122,6 +125,7 @@ class BudgetReport:
             "ledger": self.ledger, "timezone": self.timezone, "generated_at": self.generated_at.isoformat(),
             "unknown_outcomes": [u.to_dict() for u in self.unknown],
             "unknown_outcome_eur": str(self.unknown_eur),
+            "overruns": [o.to_dict() for o in self.overruns],
             "damaged_lines": [{"line": d.number, "reason": d.reason} for d in self.damaged],
             "torn_tail": None if self.torn_tail is None else {"line": self.torn_tail.number,
                                                               "reason": self.torn_tail.reason},
@@ -150,6 +154,16 @@ class BudgetReport:
                 lines.append(f"  {u.call_id}  {u.operation} {u.model}  reserved {format_eur(u.reserved_eur)} at "
                              f"{u.reserved_at.isoformat(timespec='seconds')}")
             lines.append("  close each with what the provider billed: pnk budget --resolve CALL_ID --actual EUR")
+        if self.overruns:
+            lines.append(f"OVERRUNS: {counted(len(self.overruns), 'call')} reported usage above "
+                         f"{'its' if len(self.overruns) == 1 else 'their'} reservation, counted as reported; "
+                         "no paid call runs until each is resolved:")
+            for o in self.overruns:
+                beyond = "; ".join(o.beyond_request) or "usage priced above its reservation"
+                lines.append(f"  {o.call_id}  {o.operation} {o.model}  reserved {format_eur(o.reserved_eur)} at "
+                             f"{o.reserved_at.isoformat(timespec='seconds')}, recorded {format_eur(o.billed_eur)}: {beyond}")
+            lines.append("  close each with what the provider's console shows it billed: "
+                         "pnk budget --resolve CALL_ID --actual EUR")
         lines.append("Windows:")
         for w in self.windows:
             unknown = f", {format_eur(w.unknown)} of it unknown outcomes" if w.unknown else ""
@@ -217,7 +231,8 @@ def build_report(accountant: Accountant, now: datetime) -> BudgetReport:
         windows=windows,
         days=tuple((day.isoformat(), eur) for day, eur in sorted(totals.by_day.items(), reverse=True)),
         months=tuple(sorted(totals.by_month.items(), reverse=True)),
-        operations=operations, unknown=unknown, damaged=tuple(ledger.damaged), torn_tail=ledger.torn_tail,
+        operations=operations, unknown=unknown, overruns=open_overruns(calls.values()),
+        damaged=tuple(ledger.damaged), torn_tail=ledger.torn_tail,
         prices=prices, call_eur={call_id: c.eur for call_id, c in calls.items()},
     )
 

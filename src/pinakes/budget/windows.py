@@ -6,7 +6,8 @@ A reservation and its outcome are one call, attributed to the reservation's time
 first day, and attribution never moves afterwards. The outcome supersedes the reserved amount
 rather than adding to it; a reservation with no outcome is an *unknown outcome* and counts at its
 reserved amount; a void closes it at zero. An outcome whose reservation is missing (a hand-edited
-ledger) counts at its own amount and timestamp, since dropping it could only under-count.
+ledger) counts at its own amount and timestamp, since dropping it could only under-count. A
+reconciliation above its reservation (an *overrun*, budget/overrun.py) counts at what it reports.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from decimal import Decimal
 
 from pinakes.budget.ledger import CLOSING_KINDS, LedgerRecord
 
-Status = str  # "unknown outcome" | "reconciled" | "void" | "resolved" | "outcome without reservation"
+Status = str  # "unknown outcome" | "reconciled" | "overrun" | "void" | "resolved" | "outcome without reservation"
 _STATUS = {"reconciliation": "reconciled", "void": "void", "resolution": "resolved"}
 
 
@@ -56,7 +57,20 @@ class CallRecord:
             return "unknown outcome"
         if self.reservation is None:
             return "outcome without reservation"
-        return _STATUS[self.outcome.kind]
+        return "overrun" if self.overran else _STATUS[self.outcome.kind]
+
+    @property
+    def overran(self) -> bool:
+        """Reconciled above its reservation: more input or output tokens than the request allowed,
+        or more money than was reserved (an overrun until a resolution supersedes it)."""
+        reservation, outcome = self.reservation, self.outcome
+        if reservation is None or outcome is None or outcome.kind != "reconciliation":
+            return False
+        if outcome.input_tokens > reservation.input_tokens or outcome.output_tokens > reservation.output_tokens:
+            return True
+        if outcome.usd_per_eur == reservation.usd_per_eur:  # one rate: EUR follows USD, no division needed
+            return outcome.cost_usd > reservation.cost_usd
+        return outcome.eur() > reservation.eur()
 
     @property
     def reserved_eur(self) -> Decimal:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pinakes.budget import UnrecordedOutcomeError
+    from pinakes.budget import BudgetOverrunError, UnrecordedOutcomeError
     from pinakes.deep.result import DeepResult
     from pinakes.manifest import Manifest
     from pinakes.search.results import SearchResult
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _deep(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question: str, filters: object) -> int:
-    from pinakes.budget import UnrecordedOutcomeError
+    from pinakes.budget import BudgetOverrunError, UnrecordedOutcomeError
     from pinakes.deep.loop import ask_deep
     from pinakes.deep.result import DeepResult
 
@@ -88,7 +88,7 @@ def _deep(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question:
         result = ask_deep(kb_root, question, filters=filters, manifest=manifest,  # type: ignore[arg-type]
                           api_key_file=args.api_key_file, interactive=sys.stdin.isatty(),
                           transcript=args.transcript)
-    except UnrecordedOutcomeError as exc:
+    except (UnrecordedOutcomeError, BudgetOverrunError) as exc:
         if not isinstance(exc.answer, DeepResult):
             raise
         return _kept_unrecorded(args, exc, exc.answer)
@@ -99,13 +99,15 @@ def _deep(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question:
     return 0
 
 
-def _kept_unrecorded(args: argparse.Namespace, exc: UnrecordedOutcomeError, result: DeepResult) -> int:
-    """A call billed but the ledger would not record it: the run stopped there, and what it paid for
-    is shown with the error (which names the call and `pnk budget --resolve`), never thrown away."""
+def _kept_unrecorded(args: argparse.Namespace, exc: UnrecordedOutcomeError | BudgetOverrunError,
+                     result: DeepResult) -> int:
+    """A call billed but the ledger would not record it, or a call overran its reservation: the run
+    stopped there, and what it paid for is shown with the error (which names the call and
+    `pnk budget --resolve`), never thrown away."""
     kept = "in this JSON's `result`" if args.json else "printed above"
     if result.transcript:
         kept += f" and written to {result.transcript}"
-    exc.details.append(f"the result of this run, the reply call {exc.call_id} paid for included, is kept: {kept}")
+    exc.details.append(f"the result of this run, every reply it paid for included, is kept: {kept}")
     if args.json:
         print(json.dumps({"ok": False, **exc.to_dict(), "details": exc.details, "result": result.to_dict()},
                          indent=2, ensure_ascii=False))

@@ -1,5 +1,6 @@
 """`pnk budget [--json] [--resolve CALL_ID --actual EUR]`: what the paid paths have spent, and
-closing a call whose outcome is unknown (by appending to the ledger, never editing it)."""
+closing a call whose outcome is unknown or that overran its reservation (by appending to the ledger,
+never editing it)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,15 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "budget", parents=[common], help="what the paid paths have spent, by day, month and operation",
         description="Read .pinakes/ledger.jsonl and show spend by day, month and operation, each "
                     "[budget] window with its total, cap, and the exchange rate and price date behind "
-                    "it, and every unknown outcome (a reserved call with no recorded result, counted "
-                    "at its reserved amount). Writes nothing, except with --resolve. Exits 0; 1 when "
-                    "a ledger line fails its check.",
+                    "it, every unknown outcome (a reserved call with no recorded result, counted "
+                    "at its reserved amount) and every overrun (a call whose answer reported usage above "
+                    "its reservation, counted as reported; no paid call runs until it is resolved). "
+                    "Writes nothing, except with --resolve. Exits 0; 1 when a ledger line fails its check.",
     )
     parser.add_argument("--json", action="store_true", help="print the report (every day and operation) as JSON")
     parser.add_argument("--resolve", metavar="CALL_ID",
-                        help="close an unknown outcome at what the provider billed (needs --actual); "
-                             "appends a resolution record, never edits a line")
+                        help="close an unknown outcome or an overrun at what the provider billed (needs "
+                             "--actual); appends a resolution record, never edits a line")
     parser.add_argument("--actual", metavar="EUR", help="with --resolve: the amount billed for that call, in EUR")
     parser.set_defaults(run=run)
 

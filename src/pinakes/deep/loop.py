@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pinakes.budget import BudgetExceededError, UnrecordedOutcomeError
+from pinakes.budget import BudgetExceededError, BudgetOverrunError, UnrecordedOutcomeError
 from pinakes.deep import calls, prompts, shapes
 from pinakes.deep.grounding import Grounding, ground, renumber
 from pinakes.deep.memory import Carried, Memory
@@ -52,9 +52,11 @@ def ask_deep(kb_root: Path | str, question: str, *, filters: SearchFilters | Non
     Raises before any call: UsageError (the question), ApiKeyError, and the accountant's refusals
     (BudgetRefusedError naming every blocked window, SpendNotConfirmedError without a terminal).
     During the run: BudgetExceededError under on_exceed = "abort", DeepAskFailedError at the API, and
-    UnrecordedOutcomeError when the ledger refused to record a call that billed: the run stops before
-    its next call, and the result it had (that call's reply included) is the error's `answer`, a
-    DeepResult, written to `transcript` first when one was asked for: paid for, so never discarded."""
+    UnrecordedOutcomeError when the ledger refused to record a call that billed, and BudgetOverrunError
+    when a call's usage overran its reservation (or an open overrun refused the next call): the run
+    stops before its next call, and the result it had (that call's reply included) is the error's
+    `answer`, a DeepResult, written to `transcript` first when one was asked for: paid for, so never
+    discarded."""
     from pinakes.budget import Accountant
     from pinakes.kb import KBPaths
     from pinakes.lexical.filters import SearchFilters
@@ -81,9 +83,10 @@ def ask_deep(kb_root: Path | str, question: str, *, filters: SearchFilters | Non
         result = run.synthesis() if branch == "synthesis" else run.loop()
         if transcript is not None:
             result.transcript = str(_write_transcript(transcript, run.exchanges, result))
-        if run.unrecorded is not None:
-            run.unrecorded.answer = result
-            raise run.unrecorded
+        stop = run.unrecorded or run.overrun
+        if stop is not None:
+            stop.answer = result
+            raise stop
         return result
     finally:
         if own_searcher:
@@ -118,8 +121,10 @@ class _Run:
         self.answers: list[_Answer] = []
         self.exchanges: list[dict[str, object]] = []  # for the transcript, when asked for
         self.notes: list[str] = []
-        # A call billed but the ledger refused its outcome: no further call is made (calls.py).
+        # A call billed but the ledger refused its outcome, or overran its reservation: no further
+        # call is made (calls.py).
         self.unrecorded: UnrecordedOutcomeError | None = None
+        self.overrun: BudgetOverrunError | None = None
 
     # -- the two branches ---------------------------------------------------------------------
 
@@ -151,8 +156,8 @@ class _Run:
                 return self._budget_stop(exc)
             if reply.kind != "ok":
                 return self._result(reply.kind)
-            if self.unrecorded is not None:  # its queries were paid for, but answering them takes a call
-                return self._result("ledger")
+            if self._stopped():  # its queries were paid for, but answering them takes a call
+                return self._result(self._stopped())
             queries = memory.new_queries(_strings((reply.data or {}).get("queries")))
             if not queries:
                 return self._result("exhausted")
@@ -177,8 +182,8 @@ class _Run:
             if (self.branch == "decomposition" and answer.grounding.answered
                     and all(level == HIGH for level in record.levels)):
                 return self._result("sufficient")
-            if self.unrecorded is not None:
-                return self._result("ledger")
+            if self._stopped():
+                return self._result(self._stopped())
         return self._result("max_rounds")
 
     # -- steps --------------------------------------------------------------------------------
@@ -219,7 +224,13 @@ class _Run:
                                "outcome": reply.kind})
         if reply.unrecorded is not None:
             self.unrecorded = reply.unrecorded
+        if reply.overrun is not None:
+            self.overrun = reply.overrun
         return reply
+
+    def _stopped(self) -> str:
+        """Why no further call may be made ("ledger", "overrun"), or "" when calls may go on."""
+        return "ledger" if self.unrecorded is not None else "overrun" if self.overrun is not None else ""
 
     def _grounded_answer(self, number: int, shown: list[Carried], data: Mapping[str, JSONValue]) -> _Answer:
         text = data.get("answer")
@@ -233,7 +244,11 @@ class _Run:
 
     def _budget_stop(self, exc: BudgetExceededError) -> DeepResult:
         """A call's reservation was refused mid-run (another process spent meanwhile): under
-        "abort" the run is a failure; under "partial" it returns what completed rounds established."""
+        "abort" the run is a failure; under "partial" it returns what completed rounds established.
+        An open overrun stops it under either, keeping what it paid for (ask_deep raises it)."""
+        if isinstance(exc, BudgetOverrunError):
+            self.overrun = exc
+            return self._result("overrun")
         if self.manifest.budget.on_exceed != "partial":
             raise exc
         self.notes.append("a call's reservation was refused mid-run: "

@@ -1,5 +1,5 @@
 """Doctor: the budget — the price table's age, the ledger's integrity, unknown outcomes past a
-quarter of a window, paid orphans in the extraction cache priced from the ledger, and the split
+quarter of a window, overruns (calls whose answers reported usage above their reservations), paid orphans in the extraction cache priced from the ledger, and the split
 between hooks (which force the free extractor) and a manifest that names a paid one (spec §5, §6.3).
 
 Nothing here imports a paid client, and nothing writes: the ledger is read without its lock.
@@ -47,6 +47,7 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
     report = Accountant.for_report(ctx.kb_root, manifest.budget).report()
     yield _ledger(paths, report)
     yield from _unknown_outcomes(manifest, report)
+    yield from _overruns(report)
     yield from _paid_orphans(paths, report)
     yield from _hook_split(paths, paid_backend)
 
@@ -122,6 +123,23 @@ def _unknown_outcomes(manifest: Manifest, report: BudgetReport) -> Iterator[Chec
                 f"{format_eur(budget.monthly_eur, 2)})",
                 "check the provider's console and close each: pnk budget --resolve CALL_ID --actual EUR "
                 "(`pnk budget` lists the call_ids)")
+
+
+def _overruns(report: BudgetReport) -> Iterator[Check]:
+    """A call reported usage above its reservation: counted as reported, and every paid call stops
+    until a person resolves it (budget/overrun.py)."""
+    if not report.overruns:
+        if report.operations:
+            yield Check("overruns", "OK", "every reconciled call billed within its reservation")
+        return
+    listed = "; ".join(overrun.describe() for overrun in report.overruns[:3])
+    more = f"; and {len(report.overruns) - 3} more" if len(report.overruns) > 3 else ""
+    yield Check("overruns", "WARN",
+                f"{counted(len(report.overruns), 'call')} reported usage above "
+                f"{'its' if len(report.overruns) == 1 else 'their'} reservation, so no paid call runs until "
+                f"{'it is' if len(report.overruns) == 1 else 'each is'} resolved: {listed}{more}",
+                "look each call up on the provider's usage page and record what it billed: "
+                "pnk budget --resolve CALL_ID --actual EUR (`pnk budget` lists them under OVERRUNS)")
 
 
 def _paid_orphans(paths: KBPaths, report: BudgetReport) -> Iterator[Check]:

@@ -7,6 +7,12 @@ of an `embed` operation: reserved at its worst case (every input token it may ca
 sent, reconciled at the usage the response reports, voided when the endpoint refused it, and left
 as an unknown outcome when it may have billed without answering (a timeout). A sync is one
 operation (`per_operation_eur` bounds it); each query is its own.
+
+A request's reservation is the bound computed from what it sends (every counted input token plus
+the model's special tokens). An answer reporting more input tokens than that is an overrun
+(budget/overrun.py): recorded at the usage reported, and `close` then raises BudgetOverrunError, so
+the batch fails (a sync stops, a search falls back to keywords with a note) and no further request
+is sent, by this process or any other on the ledger, until it is resolved.
 """
 
 from __future__ import annotations
@@ -35,8 +41,13 @@ class Reservation:
     lock: threading.Lock
 
     def close(self, input_tokens: int) -> None:
+        """Reconcile at the input tokens the answer reports; BudgetOverrunError, once recorded, when
+        they are more than what was sent can amount to."""
         with self.lock:
             self.call.reconcile(input_tokens=input_tokens, output_tokens=0)
+        overrun = self.call.plan.overrun_error() if self.call.overrun is not None else None
+        if overrun is not None:
+            raise overrun
 
     def fail(self, outcome: str) -> None:
         if outcome == "void":  # refused by the endpoint or never sent: it cannot have billed

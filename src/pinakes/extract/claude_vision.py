@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pinakes import paid
-from pinakes.budget.errors import UnrecordedOutcomeError
+from pinakes.budget.errors import BudgetError, UnrecordedOutcomeError
 from pinakes.errors import (
     MissingExtraError,
     PaidCallError,
@@ -52,6 +52,7 @@ from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.types import ExtractedText
 from pinakes.faults import faultpoint
 from pinakes.paid import ApiKey
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.budget import CallShape, Plan
@@ -257,9 +258,10 @@ class PaidExtraction:
     extracted: ExtractedText
     call_ids: tuple[str, ...]
     page_texts: tuple[str, ...]
-    # The last call billed but the ledger would not take its reconciliation: the text is whole and
+    # The last call billed but the ledger would not take its reconciliation (UnrecordedOutcomeError),
+    # or its answer reported usage above its reservation (BudgetOverrunError): the text is whole and
     # paid for (keep it), and the caller stops before the next paid call.
-    unrecorded: UnrecordedOutcomeError | None = None
+    unrecorded: BudgetError | None = None
 
 
 @dataclass(frozen=True)
@@ -282,10 +284,12 @@ def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str =
     texts of its first pages, paid for by an earlier run (`resumable`), which are not asked again.
 
     Raises PaidExtractionFailedError for a document failure, and lets the accountant's
-    BudgetExceededError through untouched: the caller decides between abort and partial. A
-    reconciliation the ledger would not take on the last slice still returns the whole document
-    (`unrecorded` set); on an earlier slice the UnrecordedOutcomeError is raised once its pages are
-    kept (no further call can be reserved on that ledger, and a document is never indexed in part).
+    BudgetExceededError through untouched: the caller decides between abort and partial (a
+    BudgetOverrunError, raised by the next slice's reservation after a slice overran, stops every
+    run). A reconciliation the ledger would not take, or an overrun, on the last slice still returns
+    the whole document (`unrecorded` set); on an earlier slice the UnrecordedOutcomeError is raised
+    once its pages are kept (no further call can be reserved on that ledger, and a document is never
+    indexed in part).
     `model`: the one `[extraction] model` names (it joins the fingerprint stamped on the text);
     `retry`: the command a failure's remedy names to try again.
     """
@@ -315,7 +319,9 @@ def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str =
                 "indexed in part")
             raise unrecorded
     extracted = ExtractedText.from_pages(texts, PAGE_SEPARATOR, backend=BACKEND, fingerprint=_SPEC.fingerprint(model))
-    return PaidExtraction(extracted, tuple(call_ids), tuple(texts), unrecorded)
+    # An earlier slice's overrun was refused at the next slice's reservation; only the last one's is left.
+    stop = unrecorded if unrecorded is not None else plan.overrun_error()
+    return PaidExtraction(extracted, tuple(call_ids), tuple(texts), stop)
 
 
 def _keep(keep_slices: SliceKeeper | None, texts: Sequence[str], call_ids: Sequence[str],
@@ -369,10 +375,12 @@ def _answer(message: Any, pages: range, where: str, path: Path, retry: str = _RE
                                    remedy="use the free backend for this file (`pnk sync --extract=pypdfium2`), "
                                           "or exclude it in [sources]", path=path)
     if stop in ("max_tokens", "model_context_window_exceeded"):
-        raise PaidExtractionFailedError(f"the answer for {where} was cut off ({stop}) at "
-                                   f"{OUTPUT_TOKENS_PER_PAGE:,} output tokens per page; the document is "
-                                   "not indexed rather than indexed in part",
-                                   remedy="split the PDF, or use the free backend for this file", path=path)
+        short = stop == "max_tokens" and not _reached_max_tokens(stop, message, len(pages))  # not what it says
+        raise PaidExtractionFailedError(
+            f"the answer for {where} {_cut_off(stop, message, len(pages))}; the document is not indexed "
+            "rather than indexed in part", path=path,
+            remedy=f"{retry}; if it recurs, use the free backend for this file" if short else
+                   "split the PDF, or use the free backend for this file")
     raw = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
     try:
         document = json.loads(raw)
@@ -391,6 +399,23 @@ def _answer(message: Any, pages: range, where: str, path: Path, retry: str = _RE
                        int(message.usage.output_tokens))
 
 
+def _cut_off(stop: str, message: Any, pages: int) -> str:
+    """What ended a length-stopped answer, as the response says it: its own stop_reason and output
+    usage against the max_tokens the request allowed (never the allowance alone, as if reached)."""
+    allowed = OUTPUT_TOKENS_PER_PAGE * pages
+    used = int(message.usage.output_tokens)
+    if stop == "model_context_window_exceeded":
+        return (f"was cut off after {used:,} output tokens: the request reached the model's context window "
+                f"(stop_reason {stop})")
+    if _reached_max_tokens(stop, message, pages):
+        return (f"was cut off at its max_tokens (stop_reason max_tokens): {allowed:,} output tokens, "
+                f"{OUTPUT_TOKENS_PER_PAGE:,} per page for {counted(pages, 'page')}")
+    return (f"ended with stop_reason max_tokens after {used:,} output tokens, though its max_tokens allowed "
+            f"{allowed:,}: the API marks it incomplete")
+
+
+def _reached_max_tokens(stop: str, message: Any, pages: int) -> bool:
+    return stop == "max_tokens" and int(message.usage.output_tokens) >= OUTPUT_TOKENS_PER_PAGE * pages
 
 
 def _normalise(text: str) -> str:

@@ -445,11 +445,11 @@ class _Run:
         except EmbeddingEndpointError as exc:
             self._downgrade(exc.message)
         except BudgetError as exc:
-            self._downgrade(f"the budget admits no embedding request now ({exc.message.splitlines()[0]})")
+            self._downgrade(f"the budget admits no embedding request now ({exc.message})")
         return None
 
     def _downgrade(self, why: str) -> None:
-        self.notes.append(f"keyword results only (mode bm25, asked for {self.mode}): {why}")
+        self.notes.append(f"keyword results only (mode bm25, asked for {self.mode}): {' '.join(why.split())}")  # whole: never cut
         self.mode = "bm25"
 
     def _check_model_coherence(self, generation: _Generation, embedder: Embedder) -> None:
@@ -484,13 +484,13 @@ class _Run:
             try:
                 return None, [], self._vector(embedder, generation, mask)
             except (EmbeddingEndpointError, BudgetError) as exc:
-                self._downgrade(exc.message.splitlines()[0])
+                self._downgrade(exc.message)
                 return self._retrieve(generation, scope, None, None)
         job = self.searcher.keyword_worker().submit(self._keyword, generation, scope)
         try:
             vector = self._vector(embedder, generation, mask)
         except (EmbeddingEndpointError, BudgetError) as exc:
-            self._downgrade(exc.message.splitlines()[0])
+            self._downgrade(exc.message)
             vector = []
         finally:
             # Even when the vector side failed: the worker holds the connection until it is done.
