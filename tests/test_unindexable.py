@@ -5,6 +5,7 @@ leaves it out, and that line, pasted into the manifest, makes the next sync succ
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -132,3 +133,24 @@ def test_a_sidecar_the_run_did_not_mint_is_never_taken_back(kb: Path) -> None:
     report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
     assert "docs/archive.md" in {f.path for f in report.failures}
     assert (kb / "docs/archive.md.pnk.yaml").read_bytes() == kept
+
+
+def test_a_run_that_writes_no_sidecars_still_names_the_file_and_its_exclusion(kb: Path) -> None:
+    """Without its sidecar, an index-only run (the post-commit hook, `pnk eval`) does not try the file;
+    it keeps the failure the last sync recorded, so status and doctor still give the exclusion line,
+    until the file changes."""
+    run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    hooked = run_sync(kb, SyncOptions(index_only=True), embedder=FakeEmbedder())
+    assert sorted(f.path for f in hooked.failures) == ["docs/archive.md", "docs/odd [draft]*.md"]
+    assert {f.stage for f in hooked.failures} == {"unextractable"}
+    assert hooked.exclusion == 'exclude = ["docs/archive.md", "docs/odd [[]draft][*].md"]'
+    assert not any("not indexed yet" in note for note in hooked.notes)
+    checks = {check.name: check for check in run_checks(DoctorContext(kb))}
+    assert 'exclude = ["docs/archive.md", "docs/odd [[]draft][*].md"]' in (checks["sync failures"].remedy or "")
+    fixed_later = kb / "docs/archive.md"
+    fixed_later.write_text("# Archive\n\nNow a readable note.\n", encoding="utf-8")
+    later = fixed_later.stat().st_mtime + 5  # the failure is recorded to the second: an edit seconds later
+    os.utime(fixed_later, (later, later))
+    fixed = run_sync(kb, SyncOptions(index_only=True), embedder=FakeEmbedder())
+    assert [f.path for f in fixed.failures] == ["docs/odd [draft]*.md"]
+    assert any(note.startswith("docs/archive.md: not indexed yet") for note in fixed.notes)

@@ -7,10 +7,8 @@ source type (PDFs by `[extraction] backend` or `--extract`) from the registry, w
 fingerprint without importing it; its module is imported by that name only when it runs.
 
 A failure is recorded against the document and the run goes on: one broken file never blocks the
-corpus. A file no sync can extract (`UNEXTRACTABLE`) keeps no sidecar this run minted for it (issue
-#40): pairing mints a new document's ID on disk before any extraction (spec §6.4: the ID is on disk
-before the index refers to it), and nothing will ever refer to this one, so it is taken back,
-unless it changed since it was written (then it is a person's). Only an error the backend says ends the run (`RunStopped`) is raised. The text is held in
+corpus. A file no sync can extract (`UNEXTRACTABLE`) keeps no sidecar this run minted for it
+(`pinakes.pipeline.unextractable`). Only an error the backend says ends the run (`RunStopped`) is raised. The text is held in
 `ctx.group.extracted` for the chunk stage, one group of documents at a time.
 """
 
@@ -99,32 +97,12 @@ _PERMANENT_ISOLATION_KINDS = frozenset({"memory", "cpu", "crash", "output"})
 
 def _fail(ctx: SyncContext, item: DocWork, stage: str, message: str) -> None:
     from pinakes.pipeline.report import UNEXTRACTABLE
+    from pinakes.pipeline.unextractable import take_back_minted_sidecar
 
     ctx.report.fail(item.path, stage, message)
     ctx.failed.add(item.doc_id)
     if stage == UNEXTRACTABLE:
-        _take_back_minted_sidecar(ctx, item)
-
-
-def _take_back_minted_sidecar(ctx: SyncContext, item: DocWork) -> None:
-    """Remove the sidecar this run minted for `item` (a new document: `added`, and its sidecar among
-    those this run wrote), if its bytes are still the ones written."""
-    import xxhash
-
-    from pinakes.kb import SIDECAR_SUFFIX
-    from pinakes.sidecar import sidecar_path_for
-
-    written = item.path + SIDECAR_SUFFIX
-    if item.reason != "added" or written not in ctx.report.sidecars_written or item.sidecar_hash is None:
-        return
-    path = sidecar_path_for(ctx.paths.root / item.path)
-    try:
-        if xxhash.xxh3_128_hexdigest(path.read_bytes()) != item.sidecar_hash:
-            return  # edited since it was minted: it is a person's now
-        path.unlink()
-    except OSError:
-        return  # left where it is: a later sync pairs it like any sidecar
-    ctx.report.sidecars_written.remove(written)
+        take_back_minted_sidecar(ctx, item)
 
 
 def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedText | None:
