@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 
-
 USAGE = ("%(prog)s [-C DIR] [--json] SOURCE TARGET --rel REL\n"
          "       %(prog)s [-C DIR] [--json] --add-kb ALIAS DIR")
 
