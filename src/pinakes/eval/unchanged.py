@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 # Far above the runtime's noise (a few units of the 6th decimal the files are rounded to), far below
 # what any rate, score or fit reads from them.
@@ -37,9 +38,10 @@ def same_within(old: object, new: object, tolerance: float = FLOAT_TOLERANCE) ->
     if isinstance(old, (int, float)) and isinstance(new, (int, float)):
         return math.isclose(old, new, rel_tol=0.0, abs_tol=tolerance)
     if isinstance(old, dict) and isinstance(new, dict):
-        return (list(old) == list(new)  # pyright: ignore[reportUnknownArgumentType]
-                and all(same_within(old[key], new[key], tolerance) for key in old))  # pyright: ignore[reportUnknownVariableType]
+        before, after = cast("dict[str, object]", old), cast("dict[str, object]", new)  # JSON objects
+        return list(before) == list(after) and all(same_within(before[key], after[key], tolerance) for key in before)
     if isinstance(old, list) and isinstance(new, list):
-        return len(old) == len(new) and all(  # pyright: ignore[reportUnknownArgumentType]
-            same_within(a, b, tolerance) for a, b in zip(old, new, strict=True))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        before_items, after_items = cast("list[object]", old), cast("list[object]", new)
+        return len(before_items) == len(after_items) and all(
+            same_within(a, b, tolerance) for a, b in zip(before_items, after_items, strict=True))
     return type(old) is type(new) and old == new

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 import re
+from typing import cast
 
 EVIDENCE_TAG = "evidence"
 UNTRUSTED_NOTICE = (
@@ -56,9 +57,9 @@ def defused(value: object) -> object:
     if isinstance(value, str):
         return neutralise(value)[0]
     if isinstance(value, dict):
-        return {(neutralise(key)[0] if isinstance(key, str) else key):
-                (item if key in _SERVER_FIELDS else defused(item))
-                for key, item in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        fields = cast("dict[object, object]", value)
+        return {(neutralise(key)[0] if isinstance(key, str) else key): (item if key in _SERVER_FIELDS else defused(item))
+                for key, item in fields.items()}
     if isinstance(value, (list, tuple)):
-        return [defused(item) for item in value]  # pyright: ignore[reportUnknownVariableType]
+        return [defused(item) for item in cast("list[object] | tuple[object, ...]", value)]
     return value
