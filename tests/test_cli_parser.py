@@ -47,3 +47,19 @@ def test_a_mistyped_command_still_gets_the_whole_list(capsys: pytest.CaptureFixt
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'synk'" in err and "'sync'" in err and "'install-hooks'" in err
+
+
+def test_pnk_link_shows_rel_as_required_in_its_usage_and_its_docs(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #40: the usage showed `[--rel REL]` as optional; a link without a relation is refused."""
+    from pathlib import Path
+
+    with pytest.raises(SystemExit):
+        main(["link", "-h"])
+    usage = capsys.readouterr().out.split("\n\n", 1)[0]
+    assert usage == ("usage: pnk link [-C DIR] [--json] SOURCE TARGET --rel REL\n"
+                     "       pnk link [-C DIR] [--json] --add-kb ALIAS DIR")
+    assert "[--rel REL]" not in usage
+    cli_md = (Path(__file__).resolve().parents[1] / "docs" / "CLI.md").read_text(encoding="utf-8")
+    assert usage.removeprefix("usage: ") in cli_md
+    assert main(["link", "docs/a.md", "docs/b.md"]) == 2
+    assert "pnk link needs SOURCE, TARGET and --rel" in capsys.readouterr().err

@@ -5,15 +5,22 @@ directions: this KB's sidecars, and what the reverse scan learnt from connected 
 the structural graph (spec §3.2). Four bounds, each clamped and reported with what was asked:
 
 - `depth` counts logical hops (one authored link is one hop);
-- `adjacent_k` caps the fan-out of each expanded document, applied after ranking (below), so a cap
-  never selects by whatever order SQLite returned rows in;
+- `adjacent_k` caps the fan-out of the walk: of each document's neighbours, ranked (below), the first
+  `adjacent_k` are expanded (their own links followed at the next hop), so a cap never selects by
+  whatever order SQLite returned rows in. It never hides a neighbour: every neighbour found is listed,
+  up to the response's caps, and one not expanded because of it is on the frontier as `fanout`. So at
+  depth 1 (the default) every direct link of the document is listed (issue #40: a sixth link went
+  missing behind `adjacent_k` 5 with `truncated` null);
 - `max_rows` and `max_tokens` are the response's own caps, reported independently under
-  `truncated`, because "too many neighbours" and "too much text" have different remedies.
+  `truncated`, because "too many neighbours" and "too much text" have different remedies. A
+  neighbour that is not listed was cut by one of them, and `truncated` says so: `truncated` null
+  means every neighbour found is listed.
 
 A neighbour that was found and not expanded is on the `frontier` with one reason, the first that
 applies in this order: `terminal` (in another KB, which this KB cannot vouch beyond, or unresolved),
 `depth`, `fanout`, `rows`, `tokens`. Depth and fanout invite a retry with other bounds, rows and
-tokens a narrower request, terminal none (to go on in another KB, start a traversal there).
+tokens a narrower request, terminal none (to go on in another KB, start a traversal there). A listed
+neighbour with no links beyond those already walked is on no frontier: there is nothing to expand.
 
 Ranking: a neighbour's score is the number of authored links joining it to the document it was
 found from (each weighs AUTHORED_WEIGHT, the `authored` weight of spec §3.2), divided by its hop.
@@ -45,6 +52,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from pinakes.display import clipped
 from pinakes.errors import PinakesError
 from pinakes.ids import format_pnk_uri
 
@@ -233,14 +241,11 @@ class _Walk:
                 ranked = self._ranked(parent, hop, visited)
                 for rank, node in enumerate(ranked):
                     visited.add((node.kb_id, node.doc_id))
-                    if rank >= self.adjacent_k:
-                        self._on_frontier(node, "fanout")
-                        continue
-                    rendered = self._render(node)
                     if len(self.rendered) >= self.max_rows:
                         self.cut["rows"] += 1
-                        self._on_frontier(node, "rows", rendered)
+                        self._on_frontier(node, "rows")
                         continue
+                    rendered = self._render(node)
                     size = _chars(rendered) + 2 + self.reserved_chars
                     if self.budget_chars is not None and self.used_chars + size > self.budget_chars:
                         self.cut["tokens"] += 1
@@ -250,21 +255,24 @@ class _Walk:
                     self.rendered.append(rendered)
                     if rendered["terminal"]:
                         self._on_frontier(node, "terminal", rendered)
-                    elif hop == self.depth:
+                    elif hop == self.depth or rank >= self.adjacent_k:
                         if self._ranked(node.doc_id, hop + 1, visited, peek=True):
-                            self._on_frontier(node, "depth", rendered)
+                            self._on_frontier(node, "fanout", rendered)  # "depth" at the last hop
                     else:
                         next_level.append(node.doc_id)
             level = next_level
 
     def _ranked(self, parent: str, hop: int, visited: set[tuple[str, str]], *, peek: bool = False) -> list[_Node]:
+        from pinakes.links.authoring import MAX_REL_CHARS
+
         nodes: dict[tuple[str, str], _Node] = {}
         for other_kb, other_doc, rel, direction, origin in self._edges(parent):
             key = (other_kb, other_doc)
             if key in visited:
                 continue
             node = nodes.setdefault(key, _Node(other_kb, other_doc, hop, parent))
-            node.edges.append({"rel": rel, "direction": direction, "origin": origin})
+            # a sidecar's relation is the KB's text, unbounded there: shown as `pnk link` writes one at most
+            node.edges.append({"rel": clipped(rel, MAX_REL_CHARS), "direction": direction, "origin": origin})
             if peek:
                 return [node]
         for node in nodes.values():

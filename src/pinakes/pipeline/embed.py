@@ -71,6 +71,9 @@ def embed_group(ctx: SyncContext, group: Sequence[DocWork]) -> None:
         for item in large:
             _write_streaming(ctx, item)
     finally:
+        for item in group:  # nothing more is done on a failed document: its work counts as done
+            if item.doc_id in ctx.failed:
+                ctx.progress.advance(documents=1, bytes_done=item.file.size)
         ctx.group.release(group)  # whatever happened, this group's text is no longer needed
 
 
@@ -262,7 +265,7 @@ def _write_batch(ctx: SyncContext, batch: list[DocWork], contexts: dict[str, lis
 
 
 def _write_streaming(ctx: SyncContext, item: DocWork) -> None:
-    ctx.progress.document(item.path, phase="embedding")
+    ctx.progress.embedding(item.path, size=item.file.size, chunks=len(ctx.group.chunks[item.doc_id]))
     contexts = chunk_contexts(ctx, item)
     if contexts is None:
         return

@@ -130,7 +130,7 @@ class SyncReport:
     def render_text(self) -> str:
         if self.skipped_reason:
             return f"sync skipped: {self.skipped_reason}"
-        lines: list[str] = [f"warning: {w}" for w in self.warnings]
+        lines: list[str] = [f"warning: {printable(w)}" for w in self.warnings]  # warnings quote paths
         counts = (f"added {len(self.added)}, changed {len(self.changed)}, renamed {len(self.renamed)}, "
                   f"deleted {len(self.deleted)}, failed {len(self.failures)}")
         if self.reembedded:

@@ -55,7 +55,7 @@ from pinakes.search.fusion import (
     reciprocal_rank_fusion,
 )
 from pinakes.search.query import AnalyzedQuery, analyze, tokenizer_of
-from pinakes.search.results import Passage, SearchResult, StageScores
+from pinakes.search.results import Passage, SearchResult, StageScores, shown_headings
 from pinakes.search.scripts import vectors_blind_to
 from pinakes.search.suggest import suggest_next
 
@@ -668,7 +668,7 @@ def _passage(candidate: Candidate, row: _ChunkRow, stale: dict[str, str]) -> Pas
         doc_id=row["doc_id"],
         title=title,
         tags=tuple(document_tags(metadata)),  # the sidecar's and the front matter's
-        heading_path=tuple(str(part) for part in cast("list[object]", heading)) if isinstance(heading, list) else None,
+        heading_path=shown_headings(heading),
         page_start=row["page_start"],
         page_end=row["page_end"],
         char_start=row["char_start"],

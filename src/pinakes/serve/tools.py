@@ -33,7 +33,7 @@ from pinakes.serve.documents import (
     select_chars,
     select_pages,
 )
-from pinakes.serve.evidence import UNTRUSTED_NOTICE, envelope
+from pinakes.serve.evidence import UNTRUSTED_NOTICE, defused, envelope
 from pinakes.serve.reader import IndexReader
 from pinakes.serve.specs import (
     FILTER_ARGUMENTS,
@@ -112,7 +112,7 @@ class PinakesTools:
         if arguments is not None and not isinstance(arguments, Mapping):
             raise boundary.ToolArgumentError("tool arguments must be a JSON object", remedy="pass {...}")
         try:
-            return handler(dict(arguments or {}))
+            return cast(Payload, defused(handler(dict(arguments or {}))))  # the KB's text outside the blocks too
         except sqlite3.DatabaseError as exc:
             # Past the busy timeout, or a damaged file: the caller can retry; it is not a server bug.
             raise IndexUnreadableError(f"the index could not be read ({exc})",
@@ -129,7 +129,8 @@ class PinakesTools:
             message = message.replace(root + os.sep, "").replace(root, f"<kb {kb.alias}>")
             if remedy:
                 remedy = remedy.replace(root + os.sep, "").replace(root, f"<kb {kb.alias}>")
-        return {"error": type(error).__name__, "message": message, "remedy": remedy, "path": shown_path}
+        return cast(Payload, defused({"error": type(error).__name__, "message": message, "remedy": remedy,
+                                      "path": shown_path}))  # an error may name a file or quote a title
 
     def _kb_relative(self, path: str) -> str | None:
         if not os.path.isabs(path):  # already KB-relative (a source path from the index)
