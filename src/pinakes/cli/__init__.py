@@ -67,7 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args.run(args) or 0)
+        try:
+            return int(args.run(args) or 0)
+        except Exception as exc:
+            from pinakes.index.schema import damage_error
+
+            if (damaged := damage_error(exc)) is None:
+                raise
+            raise damaged from exc  # a damaged index met where no caller named it: never a traceback
     except PinakesError as exc:
         if getattr(args, "json", False):
             import json

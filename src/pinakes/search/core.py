@@ -235,7 +235,7 @@ class Searcher:
         if mode not in MODES:
             raise UsageError(f"unknown search mode {mode!r}", remedy=f"use one of: {', '.join(MODES)}")
         filters = filters or SearchFilters()
-        with self._lock:
+        with self._lock, schema.index_faults(self.index_path):  # a damaged file: the error names --rebuild
             return _Run(self, query.strip(), filters, mode, rerank, final_k).execute()
 
     # ----------------------------------------------------------------------------------------

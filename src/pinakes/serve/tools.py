@@ -18,6 +18,7 @@ from pinakes.errors import IndexUnreadableError, PinakesError
 from pinakes.ids import format_pnk_uri, is_ulid
 from pinakes.index.citations import citation
 from pinakes.index.documents import selection_fields
+from pinakes.index.schema import is_damage
 from pinakes.lexical.filters import SOURCE_TYPES, make_filters
 from pinakes.search.core import MODES, Searcher
 from pinakes.search.results import Passage, SearchResult
@@ -114,9 +115,10 @@ class PinakesTools:
         try:
             return cast(Payload, defused(handler(dict(arguments or {}))))  # the KB's text outside the blocks too
         except sqlite3.DatabaseError as exc:
-            # Past the busy timeout, or a damaged file: the caller can retry; it is not a server bug.
+            # A damaged file is repaired by a rebuild; past the busy timeout, a retry may pass. Not a server bug.
             raise IndexUnreadableError(f"the index could not be read ({exc})",
-                                       remedy="retry; if it persists, run `pnk doctor` in the KB") from exc
+                                       remedy="run `pnk sync --rebuild` in the KB" if is_damage(exc)
+                                       else "retry; if it persists, run `pnk doctor` in the KB") from exc
 
     def describe_error(self, error: PinakesError) -> Payload:
         """A refusal as the caller sees it: message and remedy, with no machine-local path in it."""

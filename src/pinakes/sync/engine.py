@@ -33,6 +33,7 @@ from pinakes.pipeline.run import SyncContext, SyncOptions
 from pinakes.pipeline.settled import is_settled, mark_settled, settled_digest
 from pinakes.sources import walk
 from pinakes.sync.lock import LockBusy, SyncLock
+from pinakes.sync.rebuild import discard, install_rebuild, open_previous, stopped_details
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
@@ -87,13 +88,22 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
 
 def _stopped(error: PinakesError, report: SyncReport) -> PinakesError:
     """`error` stopped the sync: it carries what the run had done and which documents had failed."""
-    if report.failures or report.indexed:
+    if report.mode == "rebuild" and report.installed is None:  # nothing of it is kept
+        error.details = [*stopped_details(report), *_failed_lines(report), *error.details]
+    elif report.failures or report.indexed:
         done = [f"the sync stopped after indexing {counted(report.indexed, 'document')}; "
                 f"{len(report.failures)} had failed:" if report.failures else
                 f"the sync stopped after indexing {counted(report.indexed, 'document')} (they are kept)"]
         done += [f"  {f.path} [{f.stage}]: {f.error.splitlines()[0]}" for f in report.failures]
         error.details = done + error.details  # what the error itself says it left (e.g. paid text kept) stays
     return error
+
+
+def _failed_lines(report: SyncReport) -> list[str]:
+    if not report.failures:
+        return []
+    return [f"{len(report.failures)} had failed:",
+            *(f"  {f.path} [{f.stage}]: {f.error.splitlines()[0]}" for f in report.failures)]
 
 
 def _check_options(options: SyncOptions) -> None:
@@ -133,7 +143,7 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
         if ctx.previous is not None:
             ctx.previous.close()
         if ctx.rebuilding:
-            _discard(paths.rebuild_db)
+            discard(paths.rebuild_db)
         raise
     finally:
         ctx.release_embedder()  # a cluster's workers end with the run that started them
@@ -172,15 +182,15 @@ def _open_index(paths: KBPaths, manifest: Manifest, options: SyncOptions, report
         # Pairing reads the index being replaced, so a rebuild keeps every identity a plain sync
         # would keep (a rename without its sidecar included); the walk re-hashes every file rather
         # than trusting the old walk cache.
-        previous = _open_previous(paths.index_db)
+        previous = open_previous(paths.index_db, report)
         # Read before the new database exists: the paid extractions it must not lose (spec §6.4).
         carry = backend.before_rebuild(previous)
-        _discard(paths.rebuild_db)
+        discard(paths.rebuild_db)
         conn = schema.create_index(paths.rebuild_db)
         faultpoint("sync.rebuild-created")
     else:
         if paths.rebuild_db.exists():  # we hold the lock, so no rebuild is running: an interrupted one
-            _discard(paths.rebuild_db)
+            discard(paths.rebuild_db)
             report.notes.append(f"removed {paths.rebuild_db.name} left by an interrupted rebuild (the live "
                                 "index was never touched)")
         conn = schema.open_writer(paths.index_db) if paths.index_db.exists() else \
@@ -279,16 +289,17 @@ def _close_vector_reuse(ctx: SyncContext) -> None:
     """The old index a rebuild read vectors from is closed before the new one replaces it."""
     if ctx.vector_reuse is not None:
         ctx.vector_reuse.close()
+        if note := ctx.vector_reuse.unreadable_note():
+            ctx.report.notes.append(note)
 
 
 def _finish(ctx: SyncContext) -> None:
     """After the stages: a rebuild's new index replaces the live one; a clean run sweeps the cache."""
     conn, paths = ctx.writer(), ctx.paths
     if ctx.rebuilding:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.close()
+        conn.close()  # the install checkpoints the new index on a connection of its own
         faultpoint("sync.before-swap")
-        schema.install_rebuilt(paths.rebuild_db, paths.index_db)
+        install_rebuild(paths.rebuild_db, paths.index_db, ctx.report)
         faultpoint("sync.after-swap")
     else:
         conn.close()
@@ -425,20 +436,6 @@ def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> N
     _record_completion(conn, values)
 
 
-def _open_previous(index_db: Path) -> sqlite3.Connection | None:
-    """The index a rebuild replaces, read-only; None when there is none or it cannot be read (then
-    identities come from the sidecars alone, as in a fresh clone)."""
-    if not index_db.exists():
-        return None
-    try:  # any schema version: pairing needs only the documents columns every version has
-        conn = sqlite3.connect(f"{index_db.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
-        conn.execute("SELECT id, path, content_hash, sidecar_hash, build_key, state, metadata "
-                     "FROM documents LIMIT 1").fetchall()
-    except sqlite3.Error:
-        return None
-    return conn
-
-
 def _carry_tombstones(previous: sqlite3.Connection, conn: sqlite3.Connection, plan: pair.Plan) -> None:
     """Soft-deleted documents keep their rows across a rebuild: a deleted row is the identity the
     next sync's pairing revives or renames from."""
@@ -456,11 +453,6 @@ def _carry_tombstones(previous: sqlite3.Connection, conn: sqlite3.Connection, pl
             "metadata, extraction_backend, extraction_fingerprint, indexed_at, state) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'deleted') ON CONFLICT (id) DO NOTHING",
             [row[:-1] for row in rows])
-
-
-def _discard(db_path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(db_path) + suffix).unlink(missing_ok=True)
 
 
 def _sweep_cache(paths: KBPaths, report: SyncReport) -> None:

@@ -106,8 +106,10 @@ class KBStatus:
         if self.model_changed:
             lines.append("the embedding model changed since the index was built: the next sync "
                          "rebuilds the whole index")
+        moved_to = {new for _old, new in self.renamed}  # indexed again for its file name's words: a move
         sections: list[tuple[str, list[str]]] = [
-            ("new", self.added), ("changed", self.changed), ("re-embedded (settings changed)", self.reembedded),
+            ("new", self.added), ("changed", self.changed),
+            ("re-indexed (settings changed)", [path for path in self.reembedded if path not in moved_to]),
             ("moved", [f"{old} -> {new}" for old, new in self.renamed]), ("deleted", self.deleted),
             ("likely moved without their sidecar (a sync now soft-deletes the old ID, breaking links to it)",
              [f"{move.was} -> {move.now} ({move.why}): {move.adopt}" for move in self.likely_moves]),
