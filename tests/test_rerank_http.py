@@ -276,6 +276,15 @@ def test_a_slow_answer_is_abandoned_at_the_deadline(
     assert time.monotonic() - started < 2.5
 
 
+def test_the_first_searchs_identity_probe_and_its_rerank_share_one_deadline(
+        tmp_path: Path, server: FakeReranker, embedder: HashEmbedder, capsys: pytest.CaptureFixture[str]) -> None:
+    kb = make_kb(tmp_path / "kb", server, embedder, "tei", timeout=1)
+    server.queue(Reply("delay", delay_s=0.7), Reply("delay", delay_s=0.7))  # each alone within timeout_s
+    started = time.monotonic()
+    not_reranked(search_json(kb, capsys), "no complete answer within timeout_s = 1 s")
+    assert time.monotonic() - started < 1.6
+
+
 def test_a_connection_cut_without_an_answer_is_sent_again(
         tmp_path: Path, server: FakeReranker, embedder: HashEmbedder, capsys: pytest.CaptureFixture[str]) -> None:
     kb = make_kb(tmp_path / "kb", server, embedder, "tei")

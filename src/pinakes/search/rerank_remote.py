@@ -13,8 +13,8 @@ with a search's bounds:
   its probe scores, the day); a later probe that differs beyond the tolerance means another model
   answers under the configured name, and the search is not reranked (its scores are not the ones
   any confidence fit of this KB saw) until the record is deleted;
-- deadline: `timeout_s` bounds one search's whole rerank (connecting, every byte, retries and their
-  waits); a Retry-After past the deadline is not waited for;
+- deadline: `timeout_s` bounds one search's whole rerank (the identity probe when one is due,
+  connecting, every byte, retries and their waits); a Retry-After past the deadline is not waited for;
 - retries: a 408/429/5xx answer or a connection cut mid-answer is sent again, at most MAX_ATTEMPTS
   times, after its Retry-After or a short backoff; a refused connection is down, not busy, and
   fails at once; after a failure the endpoint is not asked again for COOLDOWN_S (an agent's next
@@ -152,10 +152,11 @@ class HTTPReranker:
             if self._blocked is not None and now < self._blocked[0]:
                 raise RerankEndpointError(f"{self._blocked[1]} (not asked again for {self._blocked[0] - now:.0f} s)")
             verify = self.identity is None or self._blocked is not None or now - self._checked_at > RECHECK_S
+        deadline = time.monotonic() + self.endpoint.timeout_s  # the probe, when due, shares it
         try:
             if verify:
-                self._verify()
-            scores = self._rerank(query, list(texts))
+                self._verify(deadline)
+            scores = self._rerank(query, list(texts), deadline)
         except RerankEndpointError as exc:
             with self._lock:
                 pause = RECHECK_S if isinstance(exc, RerankerChangedError) else COOLDOWN_S
@@ -174,10 +175,10 @@ class HTTPReranker:
 
     # -- identity ----------------------------------------------------------------------------------
 
-    def _verify(self) -> None:
+    def _verify(self, deadline: float) -> None:
         """Probe the endpoint; compare with the recorded identity (or this process's last probe)."""
         probe = RerankIdentity(self.model, tuple(round(score, 6) for score in
-                                                 self._rerank(PROBE_QUERY, list(PROBE_TEXTS))))
+                                                 self._rerank(PROBE_QUERY, list(PROBE_TEXTS), deadline)))
         recorded = RecordedIdentity.read(self._record) if self._record is not None else None
         if recorded is not None and recorded.identity.model == self.model:
             expected, since = recorded.identity, f"when this KB first used it ({recorded.recorded})"
@@ -213,10 +214,9 @@ class HTTPReranker:
 
     # -- requests ----------------------------------------------------------------------------------
 
-    def _rerank(self, query: str, texts: list[str]) -> list[float]:
-        """The texts in batches of `batch_size`, up to `concurrency` in flight, within one deadline and
+    def _rerank(self, query: str, texts: list[str], deadline: float) -> list[float]:
+        """The texts in batches of `batch_size`, up to `concurrency` in flight, within `deadline` and
         (priced) one budget operation."""
-        deadline = time.monotonic() + self.endpoint.timeout_s
         batches = [texts[start:start + self.batch_size] for start in range(0, len(texts), self.batch_size)]
         plan = self._spending.plan([self._spending.bound(query, batch) for batch in batches]) \
             if self._spending is not None else None
