@@ -271,6 +271,7 @@ def cli_page(text: str, parser: argparse.ArgumentParser, problems: list[str]) ->
 # print, the words for it. Everything else comes from the dataclass field itself.
 _DEFAULT_WORDS = {
     ("rerank", "provider"): "the `[embedding]` provider",
+    ("rerank", "batch_size"): '`16`; `32` with provider `"http"`',
     ("sources", "include"): "every extension that has a source type (markdown, text, code, PDF)",
 }
 

@@ -199,6 +199,14 @@ class EmbeddingEndpointError(PinakesError):
     exit_code = EXIT_UNAVAILABLE
 
 
+class RerankEndpointError(PinakesError):
+    """A reranker behind an HTTP endpoint failed: unreachable, past its deadline, still refusing after
+    the bounded retries, answering with scores that cannot be used, or another model answering under
+    the configured name. Search answers without rerank and says so in a note."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
 class FloorsMissingError(PinakesError):
     """The fitted PDF floors (package data `extract/floors.toml`) are missing or damaged."""
 

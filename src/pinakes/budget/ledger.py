@@ -44,7 +44,8 @@ Kind = Literal["reservation", "reconciliation", "void", "resolution"]
 KINDS: tuple[Kind, ...] = ("reservation", "reconciliation", "void", "resolution")
 CLOSING_KINDS = frozenset({"reconciliation", "void", "resolution"})
 EMBED_OPERATION = "embed"  # a priced remote embedding endpoint's requests (embed/spending.py)
-OPERATIONS = ("extract", "ask", EMBED_OPERATION)
+RERANK_OPERATION = "rerank"  # a priced HTTP reranker's requests (search/rerank_spending.py)
+OPERATIONS = ("extract", "ask", EMBED_OPERATION, RERANK_OPERATION)
 
 # The order keys are written in; the CRC covers exactly these bytes.
 _FIELDS = ("v", "ts", "kind", "operation", "operation_id", "call_id", "model", "input_tokens",
@@ -55,7 +56,7 @@ _FIELDS = ("v", "ts", "kind", "operation", "operation_id", "call_id", "model", "
 class LedgerRecord:
     kind: Kind
     ts: datetime  # aware, UTC; a pair is attributed to its reservation's ts, forever
-    operation: str  # "extract" | "ask" | "embed"
+    operation: str  # "extract" | "ask" | "embed" | "rerank"
     operation_id: str  # one invocation: what per_operation_eur bounds
     call_id: str  # one API call: what a reservation and its outcome share
     model: str

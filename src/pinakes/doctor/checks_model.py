@@ -7,7 +7,9 @@ token limit is read from the model's config files and tokenizer.json (the Rust t
 
 Lines: `model.provider` (the configured provider's extra), `model.weights` (present locally, and
 where), `model.tokens` ([chunking] max_tokens against the model's input limit: more is a FAIL),
-`model.rerank` (when search reranks: the reranker's extra and whether its weights are local),
+`model.rerank` (when search reranks: the reranker's extra and whether its weights are local; for
+a reranker behind an HTTP endpoint, its key, its price, whether anything answers at its address (one
+TCP connection, no request: nothing is spent) and the identity its first search recorded),
 `model.executor` (when the sync embeds on a Ray cluster: the [ray] extra, and whether anything
 answers at the cluster's address), `model.index` (the index was built with the model the manifest
 names, spec §4.4) and `chunking.headings` (the share of chunks with a heading path per source
@@ -38,6 +40,7 @@ MANIFEST_CACHE_KEY = "manifest"  # left there by checks_manifest
 PROVIDER_MODULES = {"sentence-transformers": "sentence_transformers", "fastembed": "fastembed",
                     "openai-compatible": "openai"}
 RAY_PROBE_TIMEOUT_S = 2.0
+RERANK_PROBE_TIMEOUT_S = 2.0
 
 
 def checks(ctx: DoctorContext) -> Iterator[Check]:
@@ -51,7 +54,9 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
     else:
         model_dir = yield from check_weights(embedding, provider_ok)
         yield check_token_limit(embedding, chunking.max_tokens, model_dir)
-    if manifest.retrieval.rerank:
+    if manifest.retrieval.rerank and manifest.rerank.http is not None:
+        yield check_http_rerank(manifest.rerank, ctx.kb_root)
+    elif manifest.retrieval.rerank:
         yield from check_rerank(manifest.rerank)
     if embedding.executor == "ray":
         yield from check_ray(embedding)
@@ -106,6 +111,45 @@ def check_rerank(rerank: RerankSection) -> Iterator[Check]:
         return
     yield Check("model.rerank", "OK", f"search reranks with {rerank.model} ({rerank.provider}), found in "
                 f"{where}: {found}")
+
+
+def check_http_rerank(rerank: RerankSection, kb_root: Path | None) -> Check:
+    """Search reranks through an HTTP endpoint: its key's variable set, its price, something
+    listening at its address, and the identity recorded. No request is sent (a request may be
+    priced, and the probe's scores are the search's to take): one TCP connection, closed at once."""
+    import os
+    import socket
+    from urllib.parse import urlsplit
+
+    from pinakes.search.rerank_remote import IDENTITY_FILE, RecordedIdentity
+
+    endpoint = rerank.http
+    assert endpoint is not None
+    where = f"search reranks with {rerank.model} at {endpoint.base_url} (api {endpoint.api})"
+    if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env, "").strip():
+        return Check("model.rerank", "WARN", f"{where}, but ${endpoint.api_key_env} is not set here: searches "
+                     "answer without rerank, with a note", remedy=f"export {endpoint.api_key_env}=<your key>")
+    parts = urlsplit(endpoint.base_url)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=RERANK_PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        return Check("model.rerank", "WARN", f"{where}, where nothing answers ({host}:{port}: "
+                     f"{exc.strerror or type(exc).__name__}): searches answer without rerank, with a note, "
+                     "until it does", remedy=f"start the reranker at {endpoint.base_url}, or set [retrieval] "
+                                             "rerank = false")
+    if endpoint.usd_per_1k_search_units is not None:
+        price = f"priced at ${endpoint.usd_per_1k_search_units} per 1,000 search units, through [budget]"
+    elif endpoint.input_usd_per_mtok is not None:
+        price = f"priced at ${endpoint.input_usd_per_mtok} per million input tokens, through [budget]"
+    else:
+        price = "unpriced (free, as the manifest asserts)"
+    record = KBPaths(kb_root).state_dir / IDENTITY_FILE if kb_root is not None else None
+    recorded = RecordedIdentity.read(record) if record is not None else None
+    identity = (f"the identity of {rerank.model} recorded on {recorded.recorded} is checked by every "
+                "search process's first rerank" if recorded is not None and recorded.identity.model == rerank.model
+                else "the first search records the identity of the model that answers")
+    return Check("model.rerank", "OK", f"{where}, {price}: something listens at {host}:{port}; {identity}")
 
 
 def check_ray(embedding: EmbeddingSection) -> Iterator[Check]:

@@ -31,15 +31,19 @@ from pinakes.manifest.sections import (
     DEFAULT_RERANK_MODEL,
     EMBEDDING_EXECUTORS,
     EMBEDDING_PROVIDERS,
-    FEATURES,
+    FIT_FEATURES,
     GRAPH_CHANNELS,
     HEADING_GRAMMARS,
+    HTTP_RERANK_KEYS,
+    HTTP_RERANK_PROVIDER,
     LOCAL_EMBEDDING_PROVIDERS,
     MODEL,
     ON_EXCEED,
     REMOTE_EMBEDDING_KEYS,
     REMOTE_EMBEDDING_PROVIDER,
     REQUIRED_SECTIONS,
+    RERANK_APIS,
+    RERANK_PROVIDERS,
     SIGNALS,
     TOP_LEVEL_SECTIONS,
     UNBUILT_GRAPH_CHANNELS,
@@ -334,10 +338,10 @@ def _read_confidence(table: _Table | None) -> ConfidenceSection | None:
         table.fail("low", f"low ({confidence.low}) is above high ({confidence.high}); thresholds "
                           "must be ordered low <= high",
                    "swap them, or re-fit with `pnk eval --fit-confidence`")
-    unknown = [name for name in confidence.features if name not in FEATURES]
+    unknown = [name for name in confidence.features if name not in FIT_FEATURES]
     if unknown and table.ok("features"):
         table.fail("features", f"names no evidence feature this build computes: {', '.join(unknown)}",
-                   f"use features from: {', '.join(FEATURES)}, or re-fit with `pnk eval --fit-confidence`")
+                   f"use features from: {', '.join(FIT_FEATURES)}, or re-fit with `pnk eval --fit-confidence`")
     if model and table.ok("features", "weights") and len(confidence.weights) != len(confidence.features):
         table.fail("weights", f"has {len(confidence.weights)} numbers for {len(confidence.features)} features",
                    "give one weight per feature, or re-fit with `pnk eval --fit-confidence`")
@@ -377,12 +381,52 @@ def _absent_number(table: _Table, name: str) -> float:
 
 
 def _read_rerank(table: _Table, *, default_provider: str) -> RerankSection:
+    http = table.raw_value("provider") == HTTP_RERANK_PROVIDER
     return RerankSection(
-        provider=table.choice("provider", default_provider, LOCAL_EMBEDDING_PROVIDERS),
+        provider=table.choice("provider", default_provider, RERANK_PROVIDERS),
         model=table.optional_string("model", f'"{DEFAULT_RERANK_MODEL}"') or DEFAULT_RERANK_MODEL,
         revision=table.optional_string("revision", '"<commit hash>"'),
-        batch_size=table.integer("batch_size", 16, minimum=1),
+        # One request per search where the server allows it (TEI's default limit is 32 texts).
+        batch_size=table.integer("batch_size", 32 if http else 16, minimum=1),
+        **_read_http_rerank(table),
     )
+
+
+def _read_http_rerank(table: _Table) -> dict[str, Any]:
+    """The HTTP provider's keys: required with `provider = "http"`, refused without it."""
+    if table.raw_value("provider") != HTTP_RERANK_PROVIDER:
+        for name in HTTP_RERANK_KEYS:
+            if table.has(name):
+                table.fail(name, f'only applies to provider = "{HTTP_RERANK_PROVIDER}"',
+                           "delete the line, or set the provider it belongs to")
+        return {}
+    base_url = table.required_string("base_url", '"http://127.0.0.1:8080"')
+    if base_url and not base_url.startswith(("http://", "https://")):
+        table.fail("base_url", f"{base_url!r} is not an http:// or https:// URL",
+                   'write the endpoint\'s root, e.g. base_url = "http://127.0.0.1:8080"')
+    api = table.choice("api", None, RERANK_APIS)
+    if table.has("revision") and table.ok("revision"):
+        table.fail("revision", "names a local model's commit; an HTTP reranker's identity is the scores "
+                               "its endpoint gives (search/rerank_remote.py)", "delete the line")
+    api_key_env = table.optional_string("api_key_env", '"RERANK_API_KEY"')
+    if api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
+        table.fail("api_key_env", f"{api_key_env!r} is not an environment variable's name (the key "
+                                  "itself never goes in the manifest)",
+                   'name the variable that holds the key, e.g. api_key_env = "RERANK_API_KEY"')
+    per_token = table.money("input_usd_per_mtok", Decimal(0), unit="USD") or None  # 0: free
+    per_unit = table.money("usd_per_1k_search_units", Decimal(0), unit="USD") or None
+    if per_token is not None and per_unit is not None and table.ok("input_usd_per_mtok"):
+        table.fail("usd_per_1k_search_units", "and input_usd_per_mtok both price the reranker; a vendor bills "
+                                              "one way", "keep the one the vendor's price list uses")
+    return {
+        "base_url": base_url,
+        "api": api,
+        "api_key_env": api_key_env,
+        "timeout_s": table.integer("timeout_s", 10, minimum=1),
+        "concurrency": table.integer("concurrency", 4, minimum=1),
+        "input_usd_per_mtok": per_token,
+        "usd_per_1k_search_units": per_unit,
+    }
 
 
 def _read_budget(table: _Table) -> BudgetSection:

@@ -24,6 +24,13 @@ REMOTE_EMBEDDING_PROVIDER = "openai-compatible"
 REMOTE_EMBEDDING_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "max_input_tokens",
                          "tokenizer", "input_usd_per_mtok")
 
+# The [rerank] keys of the reranker behind an HTTP endpoint (`provider = "http"`, search/rerank_remote.py),
+# refused with a local provider. `api` names the endpoint's dialect (search/rerank_api.py).
+HTTP_RERANK_PROVIDER = "http"
+HTTP_RERANK_KEYS = ("base_url", "api", "api_key_env", "timeout_s", "concurrency", "input_usd_per_mtok",
+                    "usd_per_1k_search_units")
+RERANK_APIS = ("tei", "cohere")
+
 # Every section and the keys it accepts. The readers may take only declared keys, and any
 # other key in the file is reported as unknown, so this table is the whole vocabulary.
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
@@ -38,7 +45,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
         "adjacent_k", "graph_channel", "confidence",
     ),
     "retrieval.confidence": ("high", "low", "fitted_for", "signal", "features", "weights", "bias"),
-    "rerank": ("provider", "model", "revision", "batch_size"),
+    "rerank": ("provider", "model", "revision", "batch_size", *HTTP_RERANK_KEYS),
     "budget": (
         "confirm_above_eur", "per_operation_eur", "daily_eur", "monthly_eur", "timezone",
         "on_exceed", "max_price_age_days",
@@ -54,6 +61,7 @@ REQUIRED_SECTIONS = ("kb", "sources", "embedding")
 
 EMBEDDING_PROVIDERS = ("sentence-transformers", "fastembed", REMOTE_EMBEDDING_PROVIDER)
 LOCAL_EMBEDDING_PROVIDERS = EMBEDDING_PROVIDERS[:2]  # the ones that also rerank, in process
+RERANK_PROVIDERS = (*LOCAL_EMBEDDING_PROVIDERS, HTTP_RERANK_PROVIDER)
 EMBEDDING_EXECUTORS = ("local", "ray")
 CHUNKING_STRATEGIES = ("structural",)
 HEADING_GRAMMARS = ("none", "numbered")
@@ -215,6 +223,9 @@ TOP_SCORE, MODEL = "top-score", "model"
 SIGNALS = (TOP_SCORE, MODEL)
 FEATURES = ("cosine", "cosine_margin", "cosine_spread", "keyword_share", "bm25_ratio", "agreement", "csls", "crowding",
             "related_share")
+# A feature only a reranked search has, the top passage's rerank score; a fit may weigh it too.
+RERANK_FEATURE = "rerank"
+FIT_FEATURES = (*FEATURES, RERANK_FEATURE)
 
 
 @dataclass(frozen=True)
@@ -249,11 +260,46 @@ class RetrievalSection:
 
 
 @dataclass(frozen=True)
+class HTTPRerank:
+    """Where and how a reranker behind an HTTP endpoint is reached (search/rerank_remote.py).
+
+    `api` is the endpoint's dialect: "tei" (text-embeddings-inference's `POST /rerank`) or "cohere"
+    (the Cohere/Jina-compatible `POST /rerank` that vLLM and Infinity serve too). `timeout_s` bounds
+    one search's whole rerank, retries and waits included. `api_key_env` names the variable holding
+    the key, never the key. At most one price: `input_usd_per_mtok` (per million input tokens) or
+    `usd_per_1k_search_units` (Cohere's unit); neither means the user asserts it is free."""
+
+    base_url: str
+    api: str
+    api_key_env: str | None = None
+    timeout_s: float = 10.0
+    concurrency: int = 4
+    input_usd_per_mtok: Decimal | None = None
+    usd_per_1k_search_units: Decimal | None = None
+
+
+@dataclass(frozen=True)
 class RerankSection:
     provider: str
     model: str = DEFAULT_RERANK_MODEL
     revision: str | None = None
     batch_size: int = 16
+    # The HTTP provider's keys (HTTPRerank says what each means); None/defaults otherwise.
+    base_url: str | None = None
+    api: str | None = None
+    api_key_env: str | None = None
+    timeout_s: int = 10
+    concurrency: int = 4
+    input_usd_per_mtok: Decimal | None = None
+    usd_per_1k_search_units: Decimal | None = None
+
+    @property
+    def http(self) -> HTTPRerank | None:
+        """The endpoint, when the provider is the HTTP one."""
+        if self.provider != HTTP_RERANK_PROVIDER or self.base_url is None or self.api is None:
+            return None
+        return HTTPRerank(self.base_url, self.api, self.api_key_env, float(self.timeout_s), self.concurrency,
+                          self.input_usd_per_mtok, self.usd_per_1k_search_units)
 
 
 @dataclass(frozen=True)

@@ -102,9 +102,12 @@ def _assess(passage_count: int, rerank_top: float | None, best_cosine: float | N
         probability = model_probability(features or {}, getattr(thresholds, "features", ()),
                                         getattr(thresholds, "weights", ()), getattr(thresholds, "bias", 0.0))
         if probability is None:
+            missing = [name for name in getattr(thresholds, "features", ()) if name not in (features or {})]
             return Confidence(UNKNOWN, None, None,
                               "the [retrieval.confidence] model needs the vector search's evidence, and this "
-                              "search has none (keyword-only)")
+                              "search has none (keyword-only)" if features is None else
+                              f"the [retrieval.confidence] model needs {', '.join(missing)}, which this search "
+                              "lacks (the reranker did not score it)")
         signal, scorer = round(probability, 6), f"model:{embedding_model}"
     elif rerank_top is not None:
         signal, scorer = rerank_top, f"rerank:{reranker_model}"

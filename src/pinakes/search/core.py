@@ -51,10 +51,10 @@ from pinakes.search.fusion import (
     add_graph_list,
     cut_with_ties,
     order_fused,
-    order_reranked,
     reciprocal_rank_fusion,
 )
 from pinakes.search.query import AnalyzedQuery, analyze, tokenizer_of
+from pinakes.search.rerank import reranked_or_note, reranker_or_note
 from pinakes.search.results import Passage, SearchResult, StageScores, shown_headings
 from pinakes.search.scripts import vectors_blind_to
 from pinakes.search.suggest import suggest_next
@@ -185,7 +185,7 @@ class Searcher:
         def load_reranker() -> Reranker:
             from pinakes.search.rerank import load_reranker as load
 
-            return load(rerank, offline=offline)
+            return load(rerank, offline=offline, kb_root=paths.root, budget=manifest.budget, kb_id=manifest.kb.id)
 
         return cls(
             paths.index_db,
@@ -363,7 +363,7 @@ class _Run:
             stale = self._check_index_coherence(generation)
             self._lap("coherence")
             # Models load after the cheap checks, so a mismatched index refuses before any weights load.
-            reranker = searcher.reranker() if self.rerank else None
+            reranker = reranker_or_note(searcher.reranker, self.notes) if self.rerank else None
             embedder = self._embedder_or_keywords() if self.mode in ("hybrid", "vector") else None
             self._lap("load_models")
             if embedder is not None:
@@ -384,11 +384,10 @@ class _Run:
             fused = order_fused(pool)[: self.fusion_top_k]
             self._lap("fusion")
             final = fused
-            if reranker is not None and fused:
-                scores = reranker.score(self.query, [rows[c.chunk_id]["text"] for c in fused])
-                for candidate, score in zip(fused, scores, strict=True):
-                    candidate.rerank = float(score)
-                final = order_reranked(fused)
+            if reranker is not None and fused:  # an HTTP reranker that fails leaves fused order and a note
+                texts = [rows[c.chunk_id]["text"] for c in fused]
+                reranked = reranked_or_note(reranker, self.query, fused, texts, self.notes)
+                final, reranker = (reranked, reranker) if reranked is not None else (fused, None)
                 self._lap("rerank")
             final = final[: self.final_k]
             passages = tuple(_passage(candidate, rows[candidate.chunk_id], stale) for candidate in final)
@@ -592,11 +591,11 @@ class _Run:
 
         plan, keyword, vector, chunk_ids = evidence
         features = None
+        rerank_top = passages[0].scores.rerank if passages and reranker is not None else None
         if vector and passages:
             assert generation.matrix is not None and self.query_vector is not None  # a vector list was made
             features = search_features(generation.conn, plan, keyword, vector, chunk_ids, self.settings.keyword.k1,
-                                       generation.matrix, self.query_vector)
-        rerank_top = passages[0].scores.rerank if passages and reranker is not None else None
+                                       generation.matrix, self.query_vector, rerank_top)
         cosines = [p.scores.cosine for p in passages if p.scores.cosine is not None]
         return assess(
             passage_count=len(passages),
