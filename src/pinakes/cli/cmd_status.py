@@ -13,7 +13,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     "without writing anything: new, changed, moved and deleted documents (a deletion "
                     "that is likely a move without its sidecar with the `pnk adopt` command that "
                     "keeps its ID), sidecars to mint, documents that would fail or failed last time, skipped paths with "
-                    "their reasons, and when the index was last built. Exits 0.",
+                    "their reasons, and when the index was last built. With a remote embedding model it "
+                    "asks the endpoint for its probe (one small request, as a sync's start does) to say "
+                    "whether the model behind the same name was swapped. Exits 0.",
     )
     parser.add_argument("--json", action="store_true", help="print the status as JSON (every path)")
     parser.set_defaults(run=run)

@@ -238,6 +238,7 @@ def _read_remote_embedding(table: _Table) -> dict[str, Any]:
         "api_key_env": api_key_env,
         "concurrency": table.integer("concurrency", 4, minimum=1),
         "timeout_s": table.integer("timeout_s", 60, minimum=1),
+        "search_timeout_s": table.integer("search_timeout_s", 10, minimum=1),
         "max_input_tokens": table.integer("max_input_tokens", 512, minimum=1),
         "tokenizer": table.optional_string("tokenizer", '"models/bge-m3/tokenizer.json"'),
         "input_usd_per_mtok": table.money("input_usd_per_mtok", Decimal(0), unit="USD") or None,  # 0: free

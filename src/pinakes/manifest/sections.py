@@ -21,8 +21,8 @@ from pinakes.manifest.patterns import _GlobSet, _is_within
 
 # The [embedding] keys of the remote provider (`provider = "openai-compatible"`), refused with any other.
 REMOTE_EMBEDDING_PROVIDER = "openai-compatible"
-REMOTE_EMBEDDING_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "max_input_tokens",
-                         "tokenizer", "input_usd_per_mtok")
+REMOTE_EMBEDDING_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "search_timeout_s",
+                         "max_input_tokens", "tokenizer", "input_usd_per_mtok")
 
 # The [rerank] keys of the reranker behind an HTTP endpoint (`provider = "http"`, search/rerank_remote.py),
 # refused with a local provider. `api` names the endpoint's dialect (search/rerank_api.py).
@@ -162,7 +162,9 @@ class RemoteEmbedding:
     `api_key_env` names the environment variable holding the key, never the key: a manifest is
     committed. `max_input_tokens` is the model's input limit as `tokenizer` counts (a local
     tokenizer.json, KB-relative or absolute); without a tokenizer, tokens are bounded by UTF-8 bytes.
-    `input_usd_per_mtok`: the price per million input tokens; None means the user asserts it is free."""
+    `input_usd_per_mtok`: the price per million input tokens; None means the user asserts it is free.
+    `timeout_s` bounds one whole request (connect to last byte); `search_timeout_s` everything one
+    search waits on the endpoint (its requests, a retry, a Retry-After) before keyword results."""
 
     base_url: str
     api_key_env: str | None = None
@@ -171,6 +173,7 @@ class RemoteEmbedding:
     max_input_tokens: int = 512
     tokenizer: str | None = None
     input_usd_per_mtok: Decimal | None = None
+    search_timeout_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,7 @@ class EmbeddingSection:
     api_key_env: str | None = None
     concurrency: int = 4
     timeout_s: int = 60
+    search_timeout_s: int = 10
     max_input_tokens: int = 512
     tokenizer: str | None = None
     input_usd_per_mtok: Decimal | None = None
@@ -199,7 +203,8 @@ class EmbeddingSection:
         if self.provider != REMOTE_EMBEDDING_PROVIDER or self.base_url is None:
             return None
         return RemoteEmbedding(self.base_url, self.api_key_env, self.concurrency, float(self.timeout_s),
-                               self.max_input_tokens, self.tokenizer, self.input_usd_per_mtok)
+                               self.max_input_tokens, self.tokenizer, self.input_usd_per_mtok,
+                               float(self.search_timeout_s))
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,7 @@ class Searcher:
         def load_embedder() -> Embedder:
             from pinakes.embed import load_for_kb
 
-            return load_for_kb(paths.root, manifest, offline=offline, threads=QUERY_MODEL_THREADS)
+            return load_for_kb(paths.root, manifest, offline=offline, threads=QUERY_MODEL_THREADS, for_search=True)
 
         def load_reranker() -> Reranker:
             from pinakes.search.rerank import load_reranker as load
@@ -367,7 +367,7 @@ class _Run:
             embedder = self._embedder_or_keywords() if self.mode in ("hybrid", "vector") else None
             self._lap("load_models")
             if embedder is not None:
-                self._check_model_coherence(generation, embedder)
+                embedder = self._check_model_coherence(generation, embedder)
             scope = self._scope(generation)
             mask = self.mask = self._prepare_vectors(generation) if embedder is not None else None
             self._lap("filters")
@@ -451,9 +451,12 @@ class _Run:
         self.notes.append(f"keyword results only (mode bm25, asked for {self.mode}): {' '.join(why.split())}")  # whole: never cut
         self.mode = "bm25"
 
-    def _check_model_coherence(self, generation: _Generation, embedder: Embedder) -> None:
-        from pinakes.embed.coherence import check_model_coherence
+    def _check_model_coherence(self, generation: _Generation, embedder: Embedder) -> Embedder | None:
+        from pinakes.embed.coherence import check_model_coherence, remote_model_swap
 
+        if why_not := remote_model_swap(generation.meta, embedder):  # a remote model swapped or unreachable
+            self._downgrade(why_not)
+            return None
         if generation.model_checked_for != embedder.identity:
             try:
                 check_model_coherence(generation.meta, embedder.identity)
@@ -461,6 +464,7 @@ class _Run:
                 exc.path = exc.path or self.searcher.index_path
                 raise
             generation.model_checked_for = embedder.identity
+        return embedder
 
     def _scope(self, generation: _Generation) -> tuple[str, list[object]] | None:
         """The chunk-id subquery the filters allow, or None when every indexed chunk is allowed."""

@@ -379,16 +379,45 @@ def _probe_remote_model(paths: KBPaths, manifest: Manifest) -> Embedder:
     except PinakesError as exc:
         exc.path = paths.manifest
         raise
+    _adopt_recorded_identity(paths.index_db, embedder)
     return embedder
 
 
-def _remote_model_swapped(conn: sqlite3.Connection, embedder: Embedder | None) -> str | None:
-    """Why the index's vectors no longer match the remote model (its fingerprint moved), or None."""
+def _adopt_recorded_identity(index_db: Path, embedder: Embedder) -> None:
+    """The live index's fingerprint taken as the remote model's when its probe still answers as
+    recorded (embed/remote_identity.py): before anything reads the identity, so a plain sync keeps
+    every content key and a `--rebuild` reuses the old index's vectors, however the server's float
+    noise moved the probe. A swapped model is left as it answered (`_remote_model_swapped` says so)."""
     from pinakes.embed.coherence import fingerprint_change
+
+    if not index_db.exists():
+        return
+    try:
+        conn = sqlite3.connect(f"{index_db.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        try:
+            meta = schema.read_meta(conn)
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return  # an index that cannot be read: the sync's own checks say so
+    fingerprint_change(meta, embedder)
+
+
+def _remote_model_swapped(conn: sqlite3.Connection, embedder: Embedder | None) -> str | None:
+    """Why the index's vectors no longer match the remote model (its probe moved), or None. An
+    index from before probe vectors were recorded gets them here, once, when its fingerprint holds."""
+    from pinakes.embed.coherence import fingerprint_change
+    from pinakes.embed.remote_identity import probe_meta
 
     if embedder is None or conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is None:
         return None
-    return fingerprint_change(schema.read_meta(conn), embedder.identity)
+    meta = schema.read_meta(conn)
+    swapped = fingerprint_change(meta, embedder)
+    recorded = probe_meta(embedder)
+    if swapped is None and any(meta.get(key) != value for key, value in recorded.items()):
+        with schema.transaction(conn):
+            schema.write_meta(conn, recorded)
+    return swapped
 
 
 def _walk_found_cache(found: walk.WalkResult) -> bool:
@@ -431,8 +460,10 @@ def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> N
         values["built_at"] = now
     if ctx.embedder is not None:
         from pinakes.embed.base import identity_meta
+        from pinakes.embed.remote_identity import probe_meta
 
         values.update(identity_meta(ctx.embedder.identity))
+        values.update(probe_meta(ctx.embedder))  # a remote model's probe vectors (its identity's evidence)
     _record_completion(conn, values)
 
 
