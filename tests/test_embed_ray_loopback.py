@@ -12,9 +12,11 @@ import importlib.util
 import os
 import random
 import re
+import shutil
 import sqlite3
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,17 +50,20 @@ def test_the_guide_names_a_loopback_cluster_and_the_sync_that_uses_it() -> None:
 
 
 @pytest.fixture
-def lan_namespace() -> None:
+def work() -> Iterator[Path]:
+    """A short scratch path: Ray's unix sockets live under RAY_TMPDIR, and a socket path has ~107
+    characters (pytest's tmp_path is too deep)."""
     why = can_unshare()
     if why is not None:
         pytest.skip(why)
+    path = Path(tempfile.mkdtemp(prefix="pnkray-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
-def test_the_guides_one_machine_cluster_listens_on_loopback_only(lan_namespace: None) -> None:
+def test_the_guides_one_machine_cluster_listens_on_loopback_only(work: Path) -> None:
     from pinakes.init import init_kb
 
-    # Short paths: Ray's unix sockets live under RAY_TMPDIR, and a socket path has ~107 characters.
-    work = Path(tempfile.mkdtemp(prefix="pnkray-", dir="/tmp"))
     kb = work / "kb"
     init_kb(kb, name="kb")
     for seed in range(4):

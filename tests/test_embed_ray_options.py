@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -164,6 +165,16 @@ def test_a_missing_cluster_is_refused_by_address_and_nothing_is_written(tmp_path
                            capture_output=True, text=True, cwd=root, env=env, timeout=300)
     assert local.returncode == 0, local.stderr
     assert json.loads(local.stdout)["counts"]["indexed"] == 3
+    # With an index already there, a new document and still no cluster: refused before its sidecar
+    # is minted or the index records a sync start (doctor would call that a sync that never finished).
+    (root / "docs" / "new.md").write_text("# New\n\nwaiting for the cluster\n", encoding="utf-8")
+    again = subprocess.run([sys.executable, "-m", "pinakes", "sync", "--ray-address", address],
+                           capture_output=True, text=True, cwd=root, env=env, timeout=120)
+    assert again.returncode == 69 and "nothing was embedded or written" in again.stderr, again.stderr
+    assert not (root / "docs" / "new.md.pnk.yaml").exists()
+    with sqlite3.connect(root / ".pinakes" / "index.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM documents").fetchone() == (3,)
+        assert conn.execute("SELECT 1 FROM meta WHERE key = 'sync_started_at'").fetchone() is None
 
 
 @contextlib.contextmanager
