@@ -310,10 +310,11 @@ def test_every_worker_lost_stops_the_run_and_the_next_sync_continues(cluster: An
     root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6)
     driver = _driver(root, cluster.address)
     try:
-        workers = [ray.get_actor(name, namespace="pinakes") for name in _wait_for_vectors(driver, root)]
         # What a raylet's death sends every driver, on Ray's own error channel, in colour: a plain Ray
-        # driver prints it to stdout as "\x1b[33m(raylet)\x1b[0m ...".
+        # driver prints it to stdout as "\x1b[33m(raylet)\x1b[0m ...". Sent as soon as the driver's job
+        # exists, so a fast sync cannot finish between its first vectors and the workers' loss.
         _publish_to_driver(cluster.address, root, "The node died: \x1b[31mits raylet\x1b[0m exited")
+        workers = [ray.get_actor(name, namespace="pinakes") for name in _wait_for_vectors(driver, root)]
         for worker in workers:
             ray.kill(worker, no_restart=True)
         out, err = driver.communicate(timeout=600)
@@ -342,7 +343,11 @@ def _publish_to_driver(address: str, root: Path, message: str) -> None:
     from ray._private.utils import publish_error_to_driver
     from ray._raylet import GcsClient  # pyright: ignore[reportAttributeAccessIssue]  # compiled: no stub
 
-    jobs = [job for job in state.jobs() if not job["IsDead"] and str(root) in str(job.get("Entrypoint", ""))]
+    deadline = time.monotonic() + 300
+    jobs: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and not jobs:  # the driver's job appears once it has connected
+        jobs = [job for job in state.jobs() if not job["IsDead"] and str(root) in str(job.get("Entrypoint", ""))]
+        time.sleep(0.2)
     assert len(jobs) == 1, jobs
     publish_error_to_driver("raylet_died", message, gcs_client=GcsClient(address=address),
                             job_id=ray.JobID(bytes.fromhex(jobs[0]["JobID"])))

@@ -174,12 +174,12 @@ def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bo
             recorded = ray_connect.auto_address() if address == "auto" else None
             shown = f"auto ({recorded}, the cluster last started on this machine)" if recorded else address
             raise _unreachable(shown, why, answered=probed(address) or recorded is not None)
+        ray_connect.quiet_driver_messages()  # before init: its listener thread prints from the first message
         try:
             ray.init(address=address, runtime_env=_runtime_env(), log_to_driver=False,
                      logging_level="ERROR", configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise _unreachable(address, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
-        ray_connect.quiet_driver_messages()
     workers: list[Any] = []
     try:
         workers.extend(_start_workers(ray, section, offline))
