@@ -149,11 +149,10 @@ class SyncLock:
         record = json.dumps({"pid": os.getpid(), "hostname": _hostname(),
                              "started": datetime.now(UTC).isoformat(timespec="seconds")}).encode("utf-8")
         for _ in range(2):
-            if self._create(record):
+            if self._create(record) or self._reclaim_existing(record):
                 self._held = True
                 faultpoint("sync.lock-taken")
                 return
-            self._resolve_existing()
         raise LockHeldError("could not take the sync lock", remedy="retry the sync", path=self.path)
 
     def _create(self, record: bytes) -> bool:
@@ -203,14 +202,15 @@ class SyncLock:
         except LockHeldError:
             return None
 
-    def _resolve_existing(self) -> None:
+    def _reclaim_existing(self, record: bytes) -> bool:
         """Another lock is there: a live holder (LockBusy), another host's (refused), or a dead
-        holder's, removed under the directory guard so that a lock created meanwhile is never
-        mistaken for it."""
+        holder's, replaced by ours under the directory guard, so that a lock created meanwhile is
+        never mistaken for it and no other sync takes the place between the removal and our create.
+        False when the lock went away meanwhile (try again)."""
         with _directory_guard(self.path.parent):
             holder = read_holder(self.path)
             if holder is None:
-                return  # released between our create and our read: try again
+                return False  # released between our create and our read: try again
             if holder.hostname != _hostname():
                 raise LockHeldError(
                     f"another host holds the sync lock ({holder.describe()}); its liveness cannot be "
@@ -223,6 +223,7 @@ class SyncLock:
             faultpoint("sync.lock-reclaiming")
             self.warnings.append(f"reclaimed a stale sync lock ({holder.describe()}; that process is gone)")
             self.path.unlink(missing_ok=True)
+            return self._create(record)
 
     def release(self) -> None:
         if self._held:
