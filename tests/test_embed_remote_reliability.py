@@ -270,6 +270,24 @@ def test_a_long_retry_after_is_not_waited_by_a_search(
                for note in result["notes"])
 
 
+@pytest.mark.parametrize(("fault", "mode"), [("zeros", "hybrid"), ("zeros", "vector"), ("nan", "hybrid")])
+def test_a_query_vector_that_ranks_nothing_gives_keyword_results_and_a_note(
+        tmp_path: Path, server: FakeEmbeddings, capsys: pytest.CaptureFixture[str], fault: str, mode: str) -> None:
+    """The endpoint answers the query with an all-zero (or NaN) vector: as for a down endpoint, the
+    search answers with keyword results and says why, never empty vector results without a word."""
+    kb = make_kb(tmp_path / "kb", server)
+    sync_report(kb, capsys)
+    server.queue(Reply(), Reply(fault))  # the probe answers as recorded; the query's vector is the fault
+    code, out, err = run(kb, capsys, "search", "lighthouse ship", "--json", "--mode", mode)
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["mode"] == "bm25" and result["passages"][0]["path"] == "docs/harbour.md"
+    said = "it is all zeros" if fault == "zeros" else "NaN or infinity"
+    assert any(note.startswith(f"keyword results only (mode bm25, asked for {mode})") and said in note
+               for note in result["notes"]), result["notes"]
+    assert search_json(kb, capsys, "lighthouse ship")["mode"] == "hybrid"  # the next answer is a vector again
+
+
 def test_a_request_has_one_deadline_not_one_per_read(server: FakeEmbeddings, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(provider_openai, "MAX_ATTEMPTS", 2)
     embedder = load_embedder(section(server, timeout_s=1))
