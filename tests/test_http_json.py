@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import email.utils
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from pinakes.http_json import Dropped, JSONEndpoint, retry_after_s
 from pinakes.search import rerank_remote
 from tests.fake_rerank_server import FakeReranker
 from tests.fake_rerank_server import Reply as RerankReply
+from tests.raw_http_server import raw_server
 
 openai = pytest.importorskip("openai", reason="the [remote] extra (openai) is not installed")
 
@@ -151,43 +151,14 @@ def test_a_listener_that_never_answers_and_a_cut_mid_answer_get_their_own_remedi
     assert "rerank = false" in (caught.value.remedy or "")
 
 
-@pytest.fixture
-def short_body_server() -> Iterator[int]:
-    """Answers every request with a Content-Length of 100 and 10 bytes of body, then closes."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.1)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with connection:
-                connection.settimeout(5)
-                request = b""
-                while b"\r\n\r\n" not in request:
-                    request += connection.recv(65536)
-                connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n"
-                                   b'{"a": 1, "')
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-        listener.close()
-
-
-def test_an_answer_shorter_than_its_content_length_is_a_dropped_connection(short_body_server: int) -> None:
-    endpoint = JSONEndpoint(f"http://127.0.0.1:{short_body_server}", {})
-    with pytest.raises(Dropped):
-        endpoint.post("rerank", {"query": "q"}, deadline=time.monotonic() + 5, cap=1 << 20)
-    with pytest.raises(RerankEndpointError, match=r"connection broke.*\(3 attempts\)"):  # cut: sent again, then so
-        reranker(f"http://127.0.0.1:{short_body_server}").score("harbour", ["a harbour"])
+def test_an_answer_shorter_than_its_content_length_is_a_dropped_connection() -> None:
+    short = b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"a": 1, "'
+    with raw_server(short) as server:  # 10 bytes of a promised 100, then the connection closes
+        endpoint = JSONEndpoint(f"http://127.0.0.1:{server.port}", {})
+        with pytest.raises(Dropped):
+            endpoint.post("rerank", {"query": "q"}, deadline=time.monotonic() + 5, cap=1 << 20)
+        with pytest.raises(RerankEndpointError, match=r"connection broke.*\(3 attempts\)"):  # a cut: sent again
+            reranker(f"http://127.0.0.1:{server.port}").score("harbour", ["a harbour"])
 
 
 def test_retry_after_reads_seconds_and_dates_and_nothing_else() -> None:
