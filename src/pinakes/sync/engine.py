@@ -37,6 +37,7 @@ from pinakes.sync.rebuild import discard, install_rebuild, open_previous, stoppe
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
+    from pinakes.embed.executor_ray import RayEmbedder
     from pinakes.pipeline.backends import ExtractionBackend
     from pinakes.pipeline.paid_extraction import CarryPlan
 
@@ -132,11 +133,18 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
     from pinakes.pipeline.backends import backend_for
 
     backend = backend_for(manifest, options)  # how documents become text, and the paid rows' hooks
-    ctx, carry = _open_index(paths, manifest, options, report, backend, embedder, progress_stream)
+    cluster = _cluster_first(paths, manifest, options) if embedder is None else None
+    try:
+        ctx, carry = _open_index(paths, manifest, options, report, backend, embedder or cluster, progress_stream)
+    except BaseException:
+        if cluster is not None:
+            cluster.close()
+        raise
     try:
         settled = _plan(ctx, backend, carry)
         if settled is None:
             return  # nothing to process: the sync finished without the pipeline
+        ctx.connect_cluster()  # before the first sidecar or index row: a refusal leaves nothing
         _run_stages(ctx, backend, settled)
     except BaseException:
         ctx.writer().close()
@@ -148,6 +156,18 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
     finally:
         ctx.release_embedder()  # a cluster's workers end with the run that started them
     _finish(ctx)
+
+
+def _cluster_first(paths: KBPaths, manifest: Manifest, options: SyncOptions) -> RayEmbedder | None:
+    """A run that creates an index (a first sync, a rebuild) on a Ray cluster connects to it first,
+    so an unreachable cluster or a worker's refusal leaves no index file behind. None on a local run,
+    and for any other run, which connects once its plan has work (a no-op never contacts the cluster)."""
+    from pinakes.pipeline.run import cluster_embedder, run_executor
+
+    creates_index = options.rebuild or not paths.index_db.exists()
+    if not creates_index or run_executor(options, manifest) != "ray" or manifest.embedding.remote is not None:
+        return None  # (a remote provider on Ray is refused by _open_index)
+    return cluster_embedder(paths, manifest, options, rebuilding=options.rebuild)
 
 
 def _open_index(paths: KBPaths, manifest: Manifest, options: SyncOptions, report: SyncReport,
