@@ -13,7 +13,7 @@ would (`word_tokenizer_json` writes a tokenizer file that counts the same way).
 
 A test scripts anything else by queueing `Reply` objects, consumed one per request in order: a
 status with headers (429 with Retry-After, 500), a delay longer than the client's timeout, vectors
-of the wrong dimension, fewer vectors than inputs, a NaN, usage that shows a truncation; and faults
+of the wrong dimension, fewer vectors than inputs, a NaN, all zeros, usage that shows a truncation; and faults
 of the wire: the whole answer dripped a few bytes at a time ("drip"), a body of `body_bytes`
 streamed without end in sight ("huge", declared in Content-Length or chunked), the connection cut
 halfway through the body ("cut"). Every request is recorded (path, headers, parsed body), and the
@@ -49,7 +49,7 @@ SPECIAL_TOKENS = 2
 
 @dataclass
 class Reply:
-    """One scripted answer. `kind`: "ok", "status", "delay", "wrong-dim", "fewer", "nan", "truncated",
+    """One scripted answer. `kind`: "ok", "status", "delay", "wrong-dim", "fewer", "nan", "zeros", "truncated",
     or a fault of the wire: "drip" (the whole answer, status line included, `drip_bytes_per_s`),
     "huge" (`body_bytes` of body; `chunked` without a Content-Length), "cut" (half the body, then
     the connection closed)."""
@@ -179,6 +179,8 @@ class FakeEmbeddings:
             vectors = vectors[:-1]
         elif reply.kind == "nan":
             vectors[0][0] = math.nan  # a NaN in JSON is the bare token; in base64, its float32 bits
+        elif reply.kind == "zeros":
+            vectors = [[0.0] * len(vector) for vector in vectors]
         tokens = sum(len(WORD.findall(str(text))) + SPECIAL_TOKENS for text in inputs)
         if reply.kind == "truncated":
             tokens = max(1, tokens // 2)

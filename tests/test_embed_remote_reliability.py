@@ -13,7 +13,11 @@ remote minors), against a real HTTP server in the test process (tests/fake_opena
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -28,7 +32,13 @@ openai = pytest.importorskip("openai", reason="the [remote] extra (openai) is no
 
 from pinakes.embed import provider_openai  # noqa: E402
 from pinakes.embed.loader import load_embedder  # noqa: E402
-from pinakes.embed.remote_identity import MIN_PROBE_COSINE, PROBE_META_KEY, PROBE_TEXTS  # noqa: E402
+from pinakes.embed.remote_identity import (  # noqa: E402
+    MIN_PROBE_COSINE,
+    PROBE_META_KEY,
+    PROBE_TEXTS,
+    decode_probe,
+    probe_agreement,
+)
 from pinakes.errors import EmbeddingEndpointError  # noqa: E402
 from pinakes.kb import KBPaths  # noqa: E402
 from tests.fake_openai_embeddings import FakeEmbeddings, Reply, self_signed_tls  # noqa: E402
@@ -63,6 +73,14 @@ def ledger(kb: Path) -> list[dict[str, Any]]:
 def search_tool(tools: Any, query: str) -> dict[str, Any]:
     """`pinakes_search` through the MCP tools, as a long-running `pnk serve` answers it."""
     return cast(dict[str, Any], tools.call("pinakes_search", {"query": query}))
+
+
+def vector_rows(kb: Path) -> set[tuple[int, bytes]]:
+    conn = sqlite3.connect(KBPaths(kb).index_db)
+    try:
+        return {(int(chunk_id), bytes(vector)) for chunk_id, vector in conn.execute("SELECT chunk_id, vector FROM embeddings")}
+    finally:
+        conn.close()
 
 
 def probe_tokens() -> int:
@@ -125,6 +143,33 @@ def test_a_swap_under_the_same_noise_is_still_a_swap(
                for note in report["notes"])
     assert index_meta(kb)["embedding_sha256"] != recorded["embedding_sha256"]
     assert index_meta(kb)[PROBE_META_KEY] != recorded[PROBE_META_KEY]
+
+
+def test_a_first_sync_killed_after_its_first_document_leaves_the_probe_recorded(
+        tmp_path: Path, server: FakeEmbeddings, capsys: pytest.CaptureFixture[str]) -> None:
+    """kill -9 right after a first sync committed its first document: the index it leaves already
+    records the probe vectors beside the fingerprint (they are written with the first vectors), so
+    the next sync under noise compares by cosine, keeps that document's vectors, and rebuilds nothing."""
+    server.noise_sigma = NOISE
+    kb = make_kb(tmp_path / "kb", server)
+    env = {**os.environ, "PNK_FAULT": "sync.after-document-write"}
+    killed = subprocess.run([sys.executable, "-m", "pinakes", "-C", str(kb), "sync"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    meta = index_meta(kb)
+    assert meta["embedding_sha256"].startswith("probe:") and "last_sync_at" not in meta  # a first sync, cut short
+    recorded = decode_probe(meta.get(PROBE_META_KEY), DIM)
+    assert recorded is not None, "the interrupted index has the fingerprint but not the probe vectors"
+    expected = np.asarray([server.vector(text) for text in PROBE_TEXTS], dtype=np.float32)
+    assert probe_agreement(recorded, expected) > MIN_PROBE_COSINE
+    kept = vector_rows(kb)
+    assert kept
+
+    report = sync_report(kb, capsys)
+    assert report["mode"] != "rebuild", report["notes"]
+    assert not any("swapped" in note for note in report["notes"])
+    assert kept <= vector_rows(kb)  # the killed run's vectors stand as they were, noise or not
+    assert index_meta(kb)["embedding_sha256"] == meta["embedding_sha256"]
 
 
 def test_an_index_from_before_the_probe_was_recorded_gets_it_without_re_embedding(
@@ -223,6 +268,24 @@ def test_a_long_retry_after_is_not_waited_by_a_search(
     assert result["mode"] == "bm25"
     assert any("HTTP 429" in note and "would wait 60 s more" in note and "search_timeout_s" in note
                for note in result["notes"])
+
+
+@pytest.mark.parametrize(("fault", "mode"), [("zeros", "hybrid"), ("zeros", "vector"), ("nan", "hybrid")])
+def test_a_query_vector_that_ranks_nothing_gives_keyword_results_and_a_note(
+        tmp_path: Path, server: FakeEmbeddings, capsys: pytest.CaptureFixture[str], fault: str, mode: str) -> None:
+    """The endpoint answers the query with an all-zero (or NaN) vector: as for a down endpoint, the
+    search answers with keyword results and says why, never empty vector results without a word."""
+    kb = make_kb(tmp_path / "kb", server)
+    sync_report(kb, capsys)
+    server.queue(Reply(), Reply(fault))  # the probe answers as recorded; the query's vector is the fault
+    code, out, err = run(kb, capsys, "search", "lighthouse ship", "--json", "--mode", mode)
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["mode"] == "bm25" and result["passages"][0]["path"] == "docs/harbour.md"
+    said = "it is all zeros" if fault == "zeros" else "NaN or infinity"
+    assert any(note.startswith(f"keyword results only (mode bm25, asked for {mode})") and said in note
+               for note in result["notes"]), result["notes"]
+    assert search_json(kb, capsys, "lighthouse ship")["mode"] == "hybrid"  # the next answer is a vector again
 
 
 def test_a_request_has_one_deadline_not_one_per_read(server: FakeEmbeddings, monkeypatch: pytest.MonkeyPatch) -> None:

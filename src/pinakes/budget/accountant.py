@@ -38,7 +38,7 @@ from pinakes.budget.ledger import OPERATIONS, Ledger, LedgerRecord
 from pinakes.budget.money import ceil_cents, eur_to_usd, format_eur, to_eur
 from pinakes.budget.overrun import Overrun, open_overruns, overrun_error
 from pinakes.budget.prices import ModelPrice, PriceTable, load_prices
-from pinakes.budget.windows import CallRecord, Totals, budget_timezone, fold, month_key
+from pinakes.budget.windows import CallRecord, Tally, Totals, budget_timezone, month_key
 from pinakes.errors import FilesystemError, PinakesError, UsageError
 from pinakes.kb import KBPaths
 from pinakes.wording import counted, noun_for
@@ -83,6 +83,7 @@ class Accountant:
         self.ledger = Ledger(paths.ledger)
         self._clock = clock
         self._can_spend = can_spend
+        self._tally = Tally(self.tz)
         self.ledger.refresh()
 
     @classmethod
@@ -124,9 +125,7 @@ class Accountant:
         now = self._now()
         self.ledger.refresh()
         self._refuse_damaged_ledger()
-        recorded = self.calls()
-        self._refuse_overruns(recorded)
-        totals = Totals(recorded.values(), self.tz)
+        totals = self._totals()
         total = sum(costs, Decimal(0))
         blocked = self._blocked(totals, now, None, total)
         admitted_units, admitted_calls = len(units), len(calls)
@@ -162,7 +161,7 @@ class Accountant:
             raise UsageError(f"--actual must be a non-negative amount in EUR, not {actual_eur}",
                              remedy="write the amount the provider billed, e.g. --actual 0.0312")
         with self.ledger.exclusive(consequence="nothing was resolved"):
-            call = fold(self.ledger.records).get(call_id)
+            call = self.calls().get(call_id)
             if call is None or call.reservation is None:
                 raise UnknownCallError(
                     f"no reservation with call_id {call_id} in the ledger", path=self.paths.ledger,
@@ -189,10 +188,9 @@ class Accountant:
         requested = to_eur(cost_usd, self.prices.usd_per_eur)
         with self.ledger.exclusive():
             self._refuse_damaged_ledger()
-            recorded = self.calls()
-            self._refuse_overruns(recorded)
+            totals = self._totals()
             now = self._now()
-            blocked = self._blocked(Totals(recorded.values(), self.tz), now, plan.operation_id, requested)
+            blocked = self._blocked(totals, now, plan.operation_id, requested)
             if blocked:
                 plan.stopped_by = tuple(blocked)
                 names = ", ".join(window.window for window in blocked)
@@ -325,12 +323,17 @@ class Accountant:
                    f"{'it' if len(lines) == 1 else 'they'} recorded is no longer counted (Pinakes never edits the ledger)",
         )
 
-    def _refuse_overruns(self, calls: dict[str, CallRecord]) -> None:
-        """No paid call while a call's reported usage is above its reservation and unresolved: the
-        caps hold only for usage the requests allowed, so one that did not is a person's to settle."""
-        overruns = open_overruns(calls.values())
+    def _totals(self) -> Totals:
+        """Every window's total over the ledger as last read, brought up to date with the records
+        read since the last check (budget/windows.py `Tally`: not folded afresh each time).
+        Refuses while an overrun is open: no paid call while a call's reported usage is above its
+        reservation and unresolved: the caps hold only for usage the requests allowed, so one that
+        did not is a person's to settle."""
+        self._tally.catch_up(self.ledger.records, self.ledger.epoch)
+        overruns = open_overruns(self._tally.overran())
         if overruns:
             raise overrun_error(overruns, self.paths.ledger)
+        return self._tally.totals
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -354,8 +357,9 @@ class Accountant:
         return to_eur(self._worst_case_usd(shape), self.prices.usd_per_eur)
 
     def calls(self) -> dict[str, CallRecord]:
-        """Every call in the ledger as last read, by call_id."""
-        return fold(self.ledger.records)
+        """Every call in the ledger as last read, by call_id (kept up to date, not copied: read it)."""
+        self._tally.catch_up(self.ledger.records, self.ledger.epoch)
+        return self._tally.calls
 
     def _now(self) -> datetime:
         now = self._clock()

@@ -32,8 +32,6 @@ from __future__ import annotations
 import binascii
 import json
 import math
-import os
-import random
 import threading
 import time
 from collections.abc import Sequence
@@ -207,7 +205,7 @@ class RemoteEmbedder:
         """One batch's vectors: the request, retried while the failure is transient, each attempt
         reserved and closed when the endpoint is priced. `deadline` (monotonic): when every attempt
         and every wait between them must be over (a search's); each attempt has `timeout_s` too."""
-        from pinakes.embed.plain_http import AnswerTooLarge
+        from pinakes.http_json import TooLarge
 
         # What one request may bill, at worst: every counted token plus the model's own specials.
         bound = sum(counts) + len(texts) * max(self._counter.special_tokens, 2)
@@ -222,7 +220,7 @@ class RemoteEmbedder:
                     wait = self._failed(exc, call, attempt, attempts, deadline)
                     time.sleep(wait)
                     continue
-                except AnswerTooLarge as exc:
+                except TooLarge as exc:
                     self._recheck = True
                     if call is not None and 200 <= exc.status < 300:  # it may have billed: at worst the bound
                         call.close(bound)
@@ -257,7 +255,8 @@ class RemoteEmbedder:
     def _failed(self, exc: BaseException, call: Any, attempt: int, attempts: int,
                 deadline: float | None = None) -> float:
         """Close the failed attempt's reservation; the wait before the next attempt, or raise."""
-        from pinakes.paid import classify_failure
+        from pinakes.http_json import backoff_s, past, retry_after_s, transient
+        from pinakes.paid import MAX_RETRY_WAIT_S, classify_failure
 
         self._recheck = True
         failure = classify_failure(self._sdk, exc)
@@ -270,14 +269,14 @@ class RemoteEmbedder:
         refused = failure is not None and failure.status is None and failure.outcome == "void"
         timed_out = isinstance(exc, self._sdk.APITimeoutError)
         cut = isinstance(exc, self._sdk.APIConnectionError) and not timed_out and not refused  # mid-answer
-        transient = timed_out or cut or (isinstance(status, int) and (status in (408, 409, 429) or status >= 500))
-        wait = failure.retry_after_s if failure is not None and failure.retry_after_s else None
-        if wait is None:
-            wait = min(FIRST_BACKOFF_S * 2 ** (attempt - 1), MAX_BACKOFF_S) * (1 - 0.25 * random.random())
-        past_deadline = deadline is not None and time.monotonic() + wait >= deadline
-        if refused or not transient or attempt >= attempts or past_deadline:
+        retryable = timed_out or cut or (isinstance(status, int) and transient(status))
+        response = getattr(exc, "response", None)
+        asked = retry_after_s(response.headers.get("retry-after")) if response is not None else None
+        wait = (min(asked, MAX_RETRY_WAIT_S) if asked is not None
+                else backoff_s(attempt, FIRST_BACKOFF_S, MAX_BACKOFF_S))
+        if refused or not retryable or attempt >= attempts or past(deadline, wait):
             raise failure_error(self.settings, self.model, exc, failure, self._sdk, attempt=attempt,
-                                deadline=deadline, wait=wait if transient and attempt < attempts else None) from None
+                                deadline=deadline, wait=wait if retryable and attempt < attempts else None) from None
         return wait
 
     def _endpoint_error(self, what: str, *, answered: bool = False) -> EmbeddingEndpointError:
@@ -478,15 +477,11 @@ def _api_key(settings: RemoteEmbedding) -> str:
     """The key from the variable the manifest names; a placeholder for servers that want none (the
     client insists on some string). The key is passed to the client and kept nowhere else (the
     request headers are built from the client's, in memory)."""
+    from pinakes.http_json import key_from_environment
+
     if settings.api_key_env is None:
         return "no-key"
-    value = os.environ.get(settings.api_key_env, "").strip()
-    if not value:
-        raise EmbeddingEndpointError(
-            f"[embedding] api_key_env names {settings.api_key_env}, which is not set in this environment",
-            remedy=f"export {settings.api_key_env}=<your key> in the shell that runs pnk, or delete "
-                   "api_key_env for a server that needs no key")
-    return value
+    return key_from_environment(settings.api_key_env, "embedding", EmbeddingEndpointError)
 
 
 def _counter(settings: RemoteEmbedding, kb_root: Path | None) -> ByteBound | _ExactCounter:

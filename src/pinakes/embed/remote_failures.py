@@ -4,22 +4,21 @@ never finished, a connection cut mid-answer, a 400, a 413, a 429 and a missing k
 faults with different fixes; "start the embedding server" fits only the first.
 
 A search shows the message's first line in its keyword-fallback note, so the message says what
-happened in one line; the remedy is what a sync (or `pnk status`) prints beneath it.
+happened in one line; the remedy is what a sync (or `pnk status`) prints beneath it. The remedies
+every endpoint shares (a key, a busy server, nothing listening, nothing answering, a cut) are the
+shared transport's (pinakes/http_json.py `remedy`), worded once for this and the HTTP reranker.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from pinakes.errors import EmbeddingEndpointError
+from pinakes.http_json import CUT, NO_ANSWER, REFUSED, Endpoint, quoted, remedy, transient
 
 if TYPE_CHECKING:
     from pinakes.manifest.sections import RemoteEmbedding
     from pinakes.paid import CallFailure
-
-# The statuses whose body's message is worth quoting in the remedy (the server says what it refused).
-_QUOTED_DETAIL_CHARS = 160
 
 
 def failure_error(settings: RemoteEmbedding, model: str, exc: BaseException, failure: CallFailure | None,
@@ -55,39 +54,33 @@ def answered_error(settings: RemoteEmbedding, model: str, what: str) -> Embeddin
 
 def _remedy(settings: RemoteEmbedding, model: str, exc: BaseException, failure: CallFailure | None,
             sdk: Any, status: object, deadline: float | None) -> str:
+    """This endpoint's own remedies first (its path, its batch size, its model's input limit, its
+    deadlines); then those every endpoint shares (pinakes/http_json.py `remedy`)."""
     url = settings.base_url
-    if status in (401, 403):
-        return (f"check the key in ${settings.api_key_env}" if settings.api_key_env else
-                "the endpoint wants a key: name its variable in [embedding] api_key_env")
+    status = status if isinstance(status, int) else None
     if status == 404:
         return (f"check [embedding] base_url (it should end where /embeddings is served, often /v1) "
                 f"and that the server has model {model!r}")
     if status == 413:
         return ("the server refused a request this large: lower [embedding] batch_size (texts per request), "
                 "or raise the server's own request size limit; then run the command again")
-    if isinstance(status, int) and (status == 429 or status >= 500):
-        return (f"the server at {url} is failing or rate-limiting (HTTP {status}): check its logs, or wait; "
-                "then run the command again")
-    if isinstance(status, int):  # 400, 422 and the other refusals: the request itself was refused
-        detail = _detail(exc)
+    if status is not None and status not in (401, 403) and not transient(status):
+        detail = _detail(exc)  # 400, 422 and the other refusals: the request itself was refused
         return (f"the server refused the request (HTTP {status}{': ' + detail if detail else ''}): check that "
                 f"it serves {model!r} as an embedding model, and that its input limit is at least "
                 f"[embedding] max_input_tokens = {settings.max_input_tokens}; its logs say more")
     if failure is not None and failure.unsendable:
         key = f" and that ${settings.api_key_env} holds the key alone on one line" if settings.api_key_env else ""
         return f"the request could not be written: check [embedding] base_url{key}"
-    if failure is not None and failure.outcome == "void":  # no connection was made
-        if failure.happened.endswith("(timed out)"):
-            host = urlsplit(url).netloc or url
-            return (f"nothing answered at {host} in time: check that the machine is up and reachable from "
-                    "here (a firewall, a VPN, the port) and [embedding] base_url; then run the command again")
-        return f"start the embedding server at {url}, or check [embedding] base_url; then run the command again"
-    if isinstance(exc, sdk.APITimeoutError):
+    never_connected = failure is not None and failure.status is None and failure.outcome == "void"
+    if isinstance(exc, sdk.APITimeoutError) and not never_connected:
         return _slow_remedy(settings, searching=deadline is not None)
-    if isinstance(exc, sdk.APIConnectionError):
-        return (f"the server at {url} closed the connection in the middle of its answer: check its logs for "
-                "a crash or a restart, or a proxy in between that cuts long answers; then run the command again")
-    return f"check the server at {url} and its logs; then run the command again"
+    if never_connected:
+        kind = NO_ANSWER if failure is not None and failure.happened.endswith("(timed out)") else REFUSED
+    else:
+        kind = CUT if isinstance(exc, sdk.APIConnectionError) else ""
+    endpoint = Endpoint("the embedding server", "embedding", url, settings.api_key_env, "then run the command again")
+    return remedy(endpoint, kind, status) or f"check the server at {url} and its logs; then run the command again"
 
 
 def _slow_remedy(settings: RemoteEmbedding, *, searching: bool) -> str:
@@ -104,7 +97,4 @@ def _detail(exc: BaseException) -> str:
     """The message the server gave with its refusal, shortened (it is the server's text: one line)."""
     body = getattr(exc, "body", None)
     detail = body.get("message") if isinstance(body, dict) else body if isinstance(body, str) else None
-    if not isinstance(detail, str):
-        return ""
-    line = "".join(char if char.isprintable() else "?" for char in " ".join(detail.split()))
-    return line if len(line) <= _QUOTED_DETAIL_CHARS else line[: _QUOTED_DETAIL_CHARS - 1] + "…"
+    return quoted(detail) if isinstance(detail, str) else ""

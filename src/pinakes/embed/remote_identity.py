@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
-    from pinakes.embed.base import ModelIdentity
+    from pinakes.embed.base import Embedder, ModelIdentity
 
 # Fixed forever: changing a probe changes every remote index's fingerprint (a rebuild for all).
 PROBE_TEXTS = (
@@ -128,3 +128,13 @@ def probe_meta(embedder: object) -> dict[str, str]:
     """The index meta row recording a remote model's probe vectors; none for a local model."""
     vectors = getattr(probed(embedder), "probe_vectors", None)
     return {PROBE_META_KEY: encode_probe(vectors)} if vectors is not None else {}
+
+
+def model_meta(embedder: Embedder) -> dict[str, str]:
+    """Every meta row saying which model the index's vectors came from: the identity and, for a
+    remote model, the probe vectors that identity stands for. Written together wherever they are
+    written (with a sync's first vectors, and at its end), so an index is never left with the
+    fingerprint but without the evidence a later sync compares by cosine."""
+    from pinakes.embed.base import identity_meta
+
+    return {**identity_meta(embedder.identity), **probe_meta(embedder)}

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pinakes.chunking import Chunk
-from pinakes.embed.base import DispatchAhead, identity_meta
+from pinakes.embed.base import DispatchAhead
+from pinakes.embed.remote_identity import model_meta
 from pinakes.errors import PinakesError
 from pinakes.extract.front_matter import document_front_matter
 from pinakes.faults import faultpoint
@@ -417,7 +418,7 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
             if not ctx.model_recorded:
                 # With the first vectors, not at the end of the run: an interrupted sync leaves an
                 # index that still says which model its vectors came from.
-                write_meta(conn, identity_meta(ctx.get_embedder().identity))
+                write_meta(conn, model_meta(ctx.get_embedder()))
             faultpoint("sync.mid-document-write")
     except PinakesError:
         raise

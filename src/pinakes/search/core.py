@@ -561,7 +561,7 @@ class _Run:
         from pinakes.search import vectors
 
         assert embedder is not None and generation.matrix is not None
-        query_vector = self.query_vector = embedder.embed_query(self.query)
+        query_vector = self.query_vector = vectors.usable_query_vector(embedder, self.query)
         self._lap("embed_query")
         hits = vectors.vector_search(generation.matrix, query_vector, self.candidates_per_source, mask)
         self._lap("vectors")

@@ -32,10 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import email.utils
 import json
-import os
-import random
 import threading
 import time
 from collections.abc import Sequence
@@ -46,8 +43,26 @@ from typing import TYPE_CHECKING
 
 from pinakes import __version__
 from pinakes.errors import ManifestError, PinakesError, RerankEndpointError
+from pinakes.http_json import (
+    CUT,
+    NO_ANSWER,
+    REFUSED,
+    Answer,
+    Dropped,
+    Endpoint,
+    JSONEndpoint,
+    TimedOut,
+    TooLarge,
+    Unreachable,
+    backoff_s,
+    key_from_environment,
+    past,
+    quoted,
+    remedy,
+    retry_after_s,
+    transient,
+)
 from pinakes.kb import KBPaths
-from pinakes.search.http_json import Answer, Dropped, JSONEndpoint, TimedOut, TooLarge, Unreachable
 from pinakes.search.rerank_api import APIS, MalformedAnswer, RerankAPI
 
 if TYPE_CHECKING:
@@ -74,6 +89,7 @@ MAX_BACKOFF_S = 2.0
 COOLDOWN_S = 30.0
 RECHECK_S = 600.0
 RESPONSE_FLOOR_BYTES = 1 << 20  # every dialect's answer fits in this plus 4x what was sent (vLLM echoes texts)
+THEN = "searches answer without rerank meanwhile, or set [retrieval] rerank = false"  # a remedy's last words
 
 
 class RerankerChangedError(RerankEndpointError):
@@ -246,7 +262,8 @@ class HTTPReranker:
                     answer = self._transport.post(self.api.path, body, deadline=deadline, cap=cap)
                 except Unreachable as exc:
                     _close(call, "void")
-                    raise self._error(f"could not be reached ({exc})") from None
+                    raise self._error(f"could not be reached ({exc})", kind=NO_ANSWER if exc.timed_out
+                                      else REFUSED) from None
                 except TimedOut:
                     _close(call, "unknown")
                     raise self._error(f"gave no complete answer within timeout_s = {self.endpoint.timeout_s:g} s",
@@ -256,15 +273,15 @@ class HTTPReranker:
                     raise self._error(f"answered with more than it may ({exc})", answered=True) from None
                 except Dropped as exc:
                     _close(call, "unknown")
-                    if attempt >= MAX_ATTEMPTS or time.monotonic() >= deadline:
-                        raise self._error(f"{exc} ({attempt} attempts)") from None
-                    wait = _backoff(attempt)
+                    if attempt >= MAX_ATTEMPTS or past(deadline):
+                        raise self._error(f"{exc} ({attempt} attempts)", kind=CUT) from None
+                    wait = backoff_s(attempt, FIRST_BACKOFF_S, MAX_BACKOFF_S)
                 else:
                     if 200 <= answer.status < 300:
                         return self._scored(answer, texts, call, bound)
                     _close(call, "void")  # an error status: the endpoint refused it, nothing billed
                     wait = self._refused(answer, attempt, deadline)
-            if time.monotonic() + wait >= deadline:
+            if past(deadline, wait):
                 raise self._error(f"was still busy after {attempt} attempts and the next one would pass "
                                   f"timeout_s = {self.endpoint.timeout_s:g} s", slow=True)
             time.sleep(wait)
@@ -288,15 +305,14 @@ class HTTPReranker:
     def _refused(self, answer: Answer, attempt: int, deadline: float) -> float:
         """The wait before sending a refused request again, or the error that ends it."""
         status = answer.status
-        transient = status in (408, 429) or status >= 500
         what = f"was refused with HTTP {status}{_detail(answer.body)}"
-        if not transient or attempt >= MAX_ATTEMPTS:
+        if not transient(status) or attempt >= MAX_ATTEMPTS:
             raise self._error(what + (f" ({attempt} attempts)" if attempt > 1 else ""), status=status)
-        asked = _retry_after(answer.headers.get("retry-after"))
-        if asked is not None and time.monotonic() + asked >= deadline:
+        asked = retry_after_s(answer.headers.get("retry-after"))
+        if asked is not None and past(deadline, asked):
             raise self._error(f"{what}, asking to wait {asked:g} s, past timeout_s = {self.endpoint.timeout_s:g} s",
                               status=status)
-        return asked if asked is not None else _backoff(attempt)
+        return asked if asked is not None else backoff_s(attempt, FIRST_BACKOFF_S, MAX_BACKOFF_S)
 
     def _reserved(self, plan: Plan | None, bound: int) -> contextlib.AbstractContextManager[Reservation | None]:
         if self._spending is None or plan is None:
@@ -306,25 +322,25 @@ class HTTPReranker:
     def _where(self) -> str:
         return f"the reranker at {self.endpoint.base_url} ({self.model})"
 
-    def _error(self, what: str, *, status: int | None = None, answered: bool = False,
+    def _error(self, what: str, *, kind: str = "", status: int | None = None, answered: bool = False,
                slow: bool = False) -> RerankEndpointError:
+        """The failure, with this endpoint's own remedies first (its dialect, its path, its deadline);
+        then those every endpoint shares (pinakes/http_json.py `remedy`)."""
         endpoint = self.endpoint
         if answered:
-            remedy = (f'check that [rerank] api = "{endpoint.api}" is the dialect the server speaks '
-                      "(tei or cohere), and the server's logs")
-        elif status in (401, 403):
-            remedy = (f"check the key in ${endpoint.api_key_env}" if endpoint.api_key_env else
-                      "the endpoint wants a key: name its variable in [rerank] api_key_env")
+            fix = (f'check that [rerank] api = "{endpoint.api}" is the dialect the server speaks '
+                   "(tei or cohere), and the server's logs")
         elif status == 404:
-            remedy = (f"check [rerank] base_url: {self.api.path} is posted under it (TEI: the server's root; "
-                      "vLLM: ending in /v1; Cohere: https://api.cohere.com/v2) and that it serves "
-                      f"{self.model!r}")
-        elif status is not None or slow:
-            remedy = ("check the server's logs and load, or raise [rerank] timeout_s; searches answer "
-                      "without rerank meanwhile")
+            fix = (f"check [rerank] base_url: {self.api.path} is posted under it (TEI: the server's root; "
+                   "vLLM: ending in /v1; Cohere: https://api.cohere.com/v2) and that it serves "
+                   f"{self.model!r}")
+        elif slow:
+            fix = ("check the server's logs and load, or raise [rerank] timeout_s; searches answer "
+                   "without rerank meanwhile")
         else:
-            remedy = f"start the reranker at {endpoint.base_url}, or set [retrieval] rerank = false"
-        return RerankEndpointError(f"{self._where()} {what}", remedy=remedy)
+            fix = remedy(Endpoint("the reranker", "rerank", endpoint.base_url, endpoint.api_key_env, THEN), kind,
+                         status) or f"check the reranker at {endpoint.base_url} and its logs; {THEN}"
+        return RerankEndpointError(f"{self._where()} {what}", remedy=fix)
 
 
 def _close(call: Reservation | None, outcome: int | str) -> None:
@@ -337,27 +353,6 @@ def _close(call: Reservation | None, outcome: int | str) -> None:
         call.fail(outcome)
 
 
-def _backoff(attempt: int) -> float:
-    return min(FIRST_BACKOFF_S * 2 ** (attempt - 1), MAX_BACKOFF_S) * (1 - 0.25 * random.random())
-
-
-def _retry_after(header: str | None) -> float | None:
-    """Retry-After in seconds: a number, or an HTTP date; None when absent or unreadable."""
-    if not header:
-        return None
-    try:
-        return max(0.0, float(header))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(header)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
-
-
 def _detail(body: bytes) -> str:
     """The error message an answer carries (`error`, `message`, `detail`), short, for the note."""
     try:
@@ -367,7 +362,7 @@ def _detail(body: bytes) -> str:
     detail = data.get("error", data.get("message", data.get("detail"))) if isinstance(data, dict) else None
     if isinstance(detail, dict):
         detail = detail.get("message")
-    return f" ({' '.join(detail.split())[:160]})" if isinstance(detail, str) and detail.strip() else ""
+    return f" ({quoted(detail)})" if isinstance(detail, str) and detail.strip() else ""
 
 
 def load(section: RerankSection, *, kb_root: Path | None = None, budget: BudgetSection | None = None,
@@ -388,25 +383,8 @@ def load(section: RerankSection, *, kb_root: Path | None = None, budget: BudgetS
 
         spending = RerankSpending(kb_root, budget, kb_id, section.model, endpoint)
     headers = {"User-Agent": f"pinakes/{__version__}"}
-    key = _api_key(endpoint)
-    if key is not None:
-        headers["Authorization"] = f"Bearer {key}"
+    if endpoint.api_key_env is not None:
+        headers["Authorization"] = f"Bearer {key_from_environment(endpoint.api_key_env, 'rerank', RerankEndpointError)}"
     record = KBPaths(kb_root).state_dir / IDENTITY_FILE if kb_root is not None else None
     return HTTPReranker(section.model, endpoint, section.batch_size, JSONEndpoint(endpoint.base_url, headers),
                         spending, record)
-
-
-def _api_key(endpoint: HTTPRerank) -> str | None:
-    if endpoint.api_key_env is None:
-        return None
-    value = os.environ.get(endpoint.api_key_env, "").strip()
-    if not value:
-        raise RerankEndpointError(
-            f"[rerank] api_key_env names {endpoint.api_key_env}, which is not set in this environment",
-            remedy=f"export {endpoint.api_key_env}=<your key> in the shell that runs pnk, or delete "
-                   "api_key_env for a server that needs no key")
-    if not (value.isascii() and value.isprintable()) or " " in value:
-        raise RerankEndpointError(
-            f"the key in ${endpoint.api_key_env} holds a space, a control character or a non-ASCII "
-            "character, which an HTTP header cannot carry", remedy=f"set {endpoint.api_key_env} to the key alone")
-    return value

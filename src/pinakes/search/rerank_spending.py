@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 from collections.abc import Generator, Sequence
-from dataclasses import replace
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pinakes.budget.accountant import Accountant, Call, CallShape, Plan
+from pinakes.budget.accountant import CallShape, Plan
 from pinakes.budget.ledger import RERANK_OPERATION
-from pinakes.budget.prices import ModelPrice, load_prices
-from pinakes.embed.spending import Reservation
+from pinakes.budget.prices import ModelPrice
+from pinakes.embed.spending import PricedEndpoint, Reservation
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pinakes.manifest import BudgetSection
     from pinakes.manifest.sections import HTTPRerank
     from pinakes.search.rerank_api import Usage
@@ -44,24 +43,19 @@ SEARCH_UNIT_TOKENS = 500
 SEARCH_UNIT_DOCUMENTS = 100
 
 
-class RerankSpending:
+class RerankSpending(PricedEndpoint):
     """The budget of one process's priced rerank requests for one KB."""
 
     def __init__(self, kb_root: Path, budget: BudgetSection, kb_id: str, model: str, endpoint: HTTPRerank) -> None:
-        self.kb_root = kb_root
-        self.budget = budget
-        self.kb_id = kb_id
         self.by_search_unit = endpoint.usd_per_1k_search_units is not None
         if self.by_search_unit:
             assert endpoint.usd_per_1k_search_units is not None
-            self.model = f"{model} [search units]"
+            model = f"{model} [search units]"
             per_million = endpoint.usd_per_1k_search_units * 1000  # the table's unit is a million
         else:
             assert endpoint.input_usd_per_mtok is not None
-            self.model, per_million = model, endpoint.input_usd_per_mtok
-        self.price = ModelPrice(self.model, per_million, Decimal(0))
-        self._accountant: Accountant | None = None
-        self._lock = threading.Lock()  # the accountant's ledger is read and appended one thread at a time
+            per_million = endpoint.input_usd_per_mtok
+        super().__init__(kb_root, budget, kb_id, ModelPrice(model, per_million, Decimal(0)))
 
     def bound(self, query: str, texts: Sequence[str]) -> int:
         """What one request of `texts` can bill at worst, in the price's unit."""
@@ -86,15 +80,6 @@ class RerankSpending:
     def request(self, plan: Plan, bound: int) -> Generator[Reservation]:
         """Reserve one request's worst case inside `plan` (raises BudgetError when it no longer fits);
         yield it to be closed."""
-        shape = CallShape(self.model, max_input_tokens=bound, max_output_tokens=1)
         with self._lock:
-            record = self._opened().reserve_call(plan, shape)
-            plan.call_ids.append(record.call_id)
-        yield Reservation(Call(plan, record, None), self._lock)
-
-    def _opened(self) -> Accountant:
-        if self._accountant is None:
-            table = load_prices()
-            prices = replace(table, models={**table.models, self.model: self.price})
-            self._accountant = Accountant.open(self.kb_root, self.budget, kb_id=self.kb_id, prices=prices)
-        return self._accountant
+            reservation = self._reserved(plan, CallShape(self.model, max_input_tokens=bound, max_output_tokens=1))
+        yield reservation

@@ -479,11 +479,9 @@ def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> N
         values["build_id"] = new_ulid()
         values["built_at"] = now
     if ctx.embedder is not None:
-        from pinakes.embed.base import identity_meta
-        from pinakes.embed.remote_identity import probe_meta
+        from pinakes.embed.remote_identity import model_meta
 
-        values.update(identity_meta(ctx.embedder.identity))
-        values.update(probe_meta(ctx.embedder))  # a remote model's probe vectors (its identity's evidence)
+        values.update(model_meta(ctx.embedder))
     _record_completion(conn, values)
 
 
