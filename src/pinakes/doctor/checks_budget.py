@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pinakes.budget.money import format_eur
 from pinakes.doctor import Check, DoctorContext
+from pinakes.doctor.index_reading import readable_index
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
 from pinakes.wording import counted, noun_for
@@ -180,16 +181,10 @@ def _paid_orphans(paths: KBPaths, report: BudgetReport) -> Iterator[Check]:
 
 
 def _active_hashes(paths: KBPaths) -> set[str] | None:
-    from pinakes.index import schema
-
-    try:
-        conn = schema.open_reader(paths.index_db)
-    except PinakesError:
-        return None
-    try:
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return None
         return {row[0] for row in conn.execute("SELECT content_hash FROM documents WHERE state = 'active'")}
-    finally:
-        conn.close()
 
 
 def _hook_split(paths: KBPaths, paid_backend: str | None) -> Iterator[Check]:
@@ -241,20 +236,13 @@ def _runs_sync_without_free_flag(hook: Path) -> bool:
 
 def _pending_paid_documents(paths: KBPaths, paid_backend: str) -> int:
     from pinakes.extract.registry import EXTRACTORS
-    from pinakes.index import schema
 
-    if not paths.index_db.exists():
-        return 0
     pdf_backends = [name for name, spec in EXTRACTORS.items() if "pdf" in spec.source_types and not spec.paid]
-    try:
-        conn = schema.open_reader(paths.index_db)
-    except PinakesError:
-        return 0
-    try:
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return 0
         marks = ",".join("?" * len(pdf_backends))
         row = conn.execute(f"SELECT COUNT(*) FROM documents WHERE state = 'active' AND extraction_backend "
                            f"IN ({marks})", pdf_backends).fetchone()
-    finally:
-        conn.close()
     del paid_backend
     return int(row[0])
