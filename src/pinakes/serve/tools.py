@@ -12,7 +12,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, TypeVar, cast
 
 from pinakes.errors import IndexUnreadableError, PinakesError
 from pinakes.ids import format_pnk_uri, is_ulid
@@ -57,6 +57,8 @@ _CONFIDENCE_GUIDANCE = {
     "unknown": "no calibrated score for this KB or mode; judge the passages yourself before relying on them",
 }
 
+
+_Checked = TypeVar("_Checked")
 
 SearcherFactory = Callable[[ServedKB], Searcher]
 # A tool's arguments as the transport parsed them (JSON: nothing is trusted until boundary.py checks it),
@@ -167,11 +169,8 @@ class PinakesTools:
     # -- pinakes_search --------------------------------------------------------------------------
 
     def search(self, arguments: Arguments) -> Payload:
-        boundary.check_argument_names(SEARCH_TOOL, arguments, SEARCH_ARGUMENTS)
-        if "query" not in arguments:
-            raise boundary.refuse("query", "is required", "pass the words to search for")
-        query = boundary.check_query(arguments["query"])
-        kb = self._kb(arguments.get("kb"))
+        query, kb = self._request(SEARCH_TOOL, arguments, SEARCH_ARGUMENTS, "query", boundary.check_query,
+                                  "pass the words to search for")
         mode = boundary.check_choice("mode", arguments.get("mode", "hybrid"), MODES)
         searcher = self._searchers[kb.kb_id]
         filter_arguments = _filter_arguments(arguments)
@@ -266,11 +265,8 @@ class PinakesTools:
     # -- pinakes_get -----------------------------------------------------------------------------
 
     def get(self, arguments: Arguments) -> Payload:
-        boundary.check_argument_names(GET_TOOL, arguments, GET_ARGUMENTS)
-        if "doc_id" not in arguments:
-            raise boundary.refuse("doc_id", "is required", "pass the doc_id of a pinakes_search passage")
-        doc_id = boundary.check_doc_id(arguments["doc_id"])
-        kb = self._kb(arguments.get("kb"))
+        doc_id, kb = self._request(GET_TOOL, arguments, GET_ARGUMENTS, "doc_id", boundary.check_doc_id,
+                                   boundary.DOC_ID_REMEDY)
         char_start = _optional_int(arguments, "char_start", 0)
         char_end = _optional_int(arguments, "char_end", 1)
         page_start = _optional_int(arguments, "page_start", 1)
@@ -341,11 +337,8 @@ class PinakesTools:
         from pinakes.links.relevance import by_query
         from pinakes.links.traverse import DIRECTIONS, TraversalLimits, traverse
 
-        boundary.check_argument_names(LINKS_TOOL, arguments, LINKS_ARGUMENTS)
-        if "doc_id" not in arguments:
-            raise boundary.refuse("doc_id", "is required", "pass the doc_id of a pinakes_search passage")
-        doc_id = boundary.check_doc_id(arguments["doc_id"])
-        kb = self._kb(arguments.get("kb"))
+        doc_id, kb = self._request(LINKS_TOOL, arguments, LINKS_ARGUMENTS, "doc_id", boundary.check_doc_id,
+                                   boundary.DOC_ID_REMEDY)
         direction = boundary.check_choice("direction", arguments.get("direction", "both"), DIRECTIONS)
         counts = {name: boundary.check_count(name, arguments[name]) if arguments.get(name) is not None else None
                   for name in ("depth", "adjacent_k", "max_rows", "max_tokens")}
@@ -390,6 +383,15 @@ class PinakesTools:
         return lookup
 
     # -- shared ----------------------------------------------------------------------------------
+
+    def _request(self, tool: str, arguments: Arguments, takes: Sequence[str], required: str,
+                 check: Callable[[object], _Checked], remedy: str) -> tuple[_Checked, ServedKB]:
+        """What every tool does first: refuse an argument it does not take, refuse a call without its
+        `required` argument (`remedy` says what to pass), check that one, and find the KB named."""
+        boundary.check_argument_names(tool, arguments, takes)
+        if required not in arguments:
+            raise boundary.refuse(required, "is required", remedy)
+        return check(arguments[required]), self._kb(arguments.get("kb"))
 
     def _kb(self, value: object) -> ServedKB:
         if value is None:
