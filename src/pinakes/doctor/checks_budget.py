@@ -145,7 +145,7 @@ def _overruns(report: BudgetReport) -> Iterator[Check]:
 
 def _paid_orphans(paths: KBPaths, report: BudgetReport) -> Iterator[Check]:
     """Paid extractions whose document is no longer active, priced from the ledger by call_ids."""
-    from pinakes.extract.cache import ExtractCache
+    from pinakes.extract.cache import CachedExtraction, ExtractCache
 
     if not paths.index_db.exists():
         return  # without an index nothing is active, and calling every entry an orphan would be false
@@ -153,7 +153,7 @@ def _paid_orphans(paths: KBPaths, report: BudgetReport) -> Iterator[Check]:
     if active is None:
         return  # the index checks report an unreadable index
     cache = ExtractCache(paths.extract_cache)
-    orphans = []
+    orphans: list[CachedExtraction] = []
     for entry_path in sorted(paths.extract_cache.glob("*-*.json")):
         content_hash, _, fingerprint = entry_path.stem.partition("-")
         if content_hash in active:

@@ -327,7 +327,7 @@ def heading_coverage(conn: sqlite3.Connection, headings_mode: str) -> Check:
     silent = [source_type for source_type in ("markdown", "text") if shares.get(source_type) == 0]
     if not silent:
         return Check("chunking.headings", "OK", f"chunks with a heading path: {summary}")
-    remedies = []
+    remedies: list[str] = []
     if "markdown" in silent:
         remedies.append("markdown headings must be ATX lines (`# Title`); setext (underlined) ones are not read")
     if "text" in silent:

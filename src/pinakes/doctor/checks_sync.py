@@ -125,7 +125,7 @@ def _coverage(paths: KBPaths, found: WalkResult, failed: set[str]) -> Iterator[C
     if not missing and not gone:
         yield Check("coverage", "OK", summary)
         return
-    problems = []
+    problems: list[str] = []
     if missing:
         problems.append(f"not indexed: {', '.join(printable(p) for p in missing[:5])}"
                         + (f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""))
@@ -156,7 +156,7 @@ def _drift(paths: KBPaths, found: WalkResult, *, verify: bool) -> Iterator[Check
     if not verify and len(candidates) > DRIFT_SAMPLE:
         step = len(candidates) / DRIFT_SAMPLE
         candidates = [candidates[int(n * step)] for n in range(DRIFT_SAMPLE)]
-    stale = []
+    stale: list[str] = []
     for path in candidates:
         try:
             if hash_file(paths.root / path) != indexed[path]:
@@ -188,7 +188,7 @@ def _sidecars(ctx: DoctorContext, suffix: str, kb_id: str, result: WalkResult) -
     else:
         yield Check("orphaned sidecars", "OK", "every sidecar sits beside its document")
     owners: dict[str, list[str]] = defaultdict(list)
-    unreadable = []
+    unreadable: list[str] = []
     for doc_path in result.sidecars:
         try:
             sidecar = read_sidecar(ctx.kb_root / (doc_path + suffix), kb_id=kb_id)

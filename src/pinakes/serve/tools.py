@@ -107,15 +107,18 @@ class PinakesTools:
         for reader in self._readers.values():
             reader.close()
 
-    def call(self, name: str, arguments: Arguments | None) -> Payload:
+    def call(self, name: str, arguments: object) -> Payload:
+        """Run tool `name` on `arguments` as the transport passed them: nothing about them is trusted."""
         handler = self._handlers.get(name)
         if handler is None:
             raise boundary.NotServedError(f"no tool named {name!r}",
                                           remedy=f"use one of: {', '.join(self._handlers)}")
         if arguments is not None and not isinstance(arguments, Mapping):
             raise boundary.ToolArgumentError("tool arguments must be a JSON object", remedy="pass {...}")
+        # A JSON object's keys are strings; its values are checked by each tool at the boundary.
+        checked = dict(cast(Arguments, arguments or {}))
         try:
-            return cast(Payload, defused(handler(dict(arguments or {}))))  # the KB's text outside the blocks too
+            return cast(Payload, defused(handler(checked)))  # the KB's text outside the blocks too
         except sqlite3.DatabaseError as exc:
             # A damaged file is repaired by a rebuild; past the busy timeout, a retry may pass. Not a server bug.
             raise IndexUnreadableError(f"the index could not be read ({exc})",
@@ -188,7 +191,8 @@ class PinakesTools:
     def _search_response(self, kb: ServedKB, result: SearchResult, filter_arguments: FilterArguments,
                          requested_k: int) -> Payload:
         bounds = self.bounds
-        passages, chars_cut = [], 0
+        passages: list[Payload] = []
+        chars_cut = 0
         for rank, passage in enumerate(result.passages, start=1):
             rendered, was_cut = self._passage(kb, rank, passage, bounds.passage_chars)
             passages.append(rendered)
