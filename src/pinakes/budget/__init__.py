@@ -79,10 +79,11 @@ two `as_of` dates and the KB id — nothing more (docs/BUDGET.md has the format)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.budget.errors import (
     BlockedWindow,
+    BudgetCapError,
     BudgetError,
     BudgetExceededError,
     BudgetOverrunError,
@@ -105,7 +106,7 @@ if TYPE_CHECKING:
 
 # Every sync reads the price table (the manifest's models are priced at load) but only a paid run
 # opens the ledger: the accountant and the report load on first use (~13 ms a no-op sync saves).
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in ("Accountant", "Call", "CallShape", "Plan"):
         from pinakes.budget import accountant
 
@@ -124,6 +125,7 @@ __all__ = [
     "MONEY_QUANTUM",
     "Accountant",
     "BlockedWindow",
+    "BudgetCapError",
     "BudgetError",
     "BudgetExceededError",
     "BudgetOverrunError",

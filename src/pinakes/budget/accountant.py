@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pinakes.budget.errors import (
     BlockedWindow,
@@ -36,17 +35,14 @@ from pinakes.budget.errors import (
 )
 from pinakes.budget.ledger import OPERATIONS, Ledger, LedgerRecord
 from pinakes.budget.money import ceil_cents, eur_to_usd, format_eur, to_eur
-from pinakes.budget.overrun import Overrun, open_overruns, overrun_error
+from pinakes.budget.overrun import Overrun, open_overruns
 from pinakes.budget.prices import ModelPrice, PriceTable, load_prices
+from pinakes.budget.report import BudgetReport, build_report
+from pinakes.budget.settings import BudgetSection
 from pinakes.budget.windows import CallRecord, Tally, Totals, budget_timezone, month_key
 from pinakes.errors import FilesystemError, PinakesError, UsageError
 from pinakes.kb import KBPaths
 from pinakes.wording import counted, noun_for
-
-if TYPE_CHECKING:
-    # A type only: budget sits below manifest in the layers, so the section is never imported at run time.
-    from pinakes.budget.report import BudgetReport
-    from pinakes.manifest import BudgetSection
 
 Clock = Callable[[], datetime]
 Prompt = Callable[[str], bool]
@@ -149,10 +145,8 @@ class Accountant:
 
     def report(self) -> BudgetReport:
         """What `pnk budget` shows: spend by day, month and operation, the windows, unknown outcomes."""
-        from pinakes.budget.report import build_report
-
         self.ledger.refresh()
-        return build_report(self, self._now())
+        return build_report(self.ledger, self.budget, self.prices, self._now())
 
     def resolve(self, call_id: str, actual_eur: Decimal) -> LedgerRecord:
         """Close an unknown outcome, or an overrun, at what the provider's console says it cost:
@@ -332,7 +326,7 @@ class Accountant:
         self._tally.catch_up(self.ledger.records, self.ledger.epoch)
         overruns = open_overruns(self._tally.overran())
         if overruns:
-            raise overrun_error(overruns, self.paths.ledger)
+            raise BudgetOverrunError.of(overruns, self.paths.ledger)
         return self._tally.totals
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -388,7 +382,7 @@ class Plan:
 
     def overrun_error(self) -> BudgetOverrunError | None:
         """The error that stops this run after a call of it overran (None when none did)."""
-        return overrun_error(self.overruns, self.accountant.paths.ledger) if self.overruns else None
+        return BudgetOverrunError.of(self.overruns, self.accountant.paths.ledger) if self.overruns else None
 
     @property
     def partial(self) -> bool:

@@ -19,16 +19,18 @@ wrong. Either way it is never accepted silently:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pinakes.budget.errors import BudgetOverrunError
 from pinakes.budget.money import format_eur
-from pinakes.budget.windows import CallRecord
-from pinakes.wording import counted
+
+if TYPE_CHECKING:
+    # A type only: the budget's errors carry overruns and load with the package (every manifest
+    # does), which must not load the ledger's modules (tests/test_lazy_imports.py).
+    from pinakes.budget.windows import CallRecord
 
 RESOLVE = "pnk budget --resolve {call_id} --actual EUR"
 
@@ -94,22 +96,3 @@ class Overrun:
 def open_overruns(calls: Iterable[CallRecord]) -> tuple[Overrun, ...]:
     """Every overrun no resolution has closed yet, in ledger order."""
     return tuple(overrun for call in calls if call.overran and (overrun := Overrun.of(call)) is not None)
-
-
-def overrun_error(overruns: Sequence[Overrun], ledger: Path | str | None = None) -> BudgetOverrunError:
-    """The refusal every paid call meets while `overruns` are open: what each reported, and the
-    command that closes it."""
-    if len(overruns) == 1:
-        overrun = overruns[0]
-        message = (f"{overrun.describe()}; no paid call is made until it is resolved "
-                   f"(`{overrun.resolve_command}`)")
-        remedy = (f"look the call up on your provider's usage page and record what it billed: "
-                  f"`{overrun.resolve_command}` (`--actual {overrun.billed_eur}` accepts the amount it "
-                  "reported, which it counts at until then)")
-    else:
-        message = (f"{counted(len(overruns), 'call')} reported usage above their reservations; no paid call "
-                   "is made until each is resolved:\n  "
-                   + ";\n  ".join(overrun.describe() for overrun in overruns))
-        remedy = ("look each call up on your provider's usage page and record what it billed: "
-                  f"`{RESOLVE.format(call_id='CALL_ID')}` for each call `pnk budget` lists under OVERRUNS")
-    return BudgetOverrunError(message, overruns=overruns, remedy=remedy, path=ledger)

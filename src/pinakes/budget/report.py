@@ -8,18 +8,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, tzinfo
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
-from pinakes.budget.ledger import DamagedLine
+from pinakes.budget.ledger import DamagedLine, Ledger
 from pinakes.budget.money import format_eur
 from pinakes.budget.overrun import Overrun, open_overruns
-from pinakes.budget.windows import CallRecord, Totals, fold, month_key
+from pinakes.budget.prices import PriceTable
+from pinakes.budget.settings import BudgetSection
+from pinakes.budget.windows import CallRecord, Totals, budget_timezone, fold, month_key
 from pinakes.wording import counted
-
-if TYPE_CHECKING:
-    from pinakes.budget.accountant import Accountant
 
 SHOWN_DAYS = 14
 SHOWN_OPERATIONS = 10
@@ -194,8 +192,10 @@ class BudgetReport:
         return "\n".join(lines)
 
 
-def build_report(accountant: Accountant, now: datetime) -> BudgetReport:
-    ledger, budget, tz = accountant.ledger, accountant.budget, accountant.tz
+def build_report(ledger: Ledger, budget: BudgetSection, prices: PriceTable | None, now: datetime) -> BudgetReport:
+    """The report of the ledger as last read, its windows those of `budget`, at `now`; `prices` (None
+    when the table cannot be read) says how old the price table is."""
+    tz = budget_timezone(budget.timezone)
     calls = fold(ledger.records)
     totals = Totals(calls.values(), tz)
     today = totals.day_of(now)
@@ -221,11 +221,10 @@ def build_report(accountant: Accountant, now: datetime) -> BudgetReport:
         UnknownOutcome(c.call_id, c.first.operation_id, c.first.operation, c.first.model,
                        c.ts.astimezone(tz), c.eur)
         for c in calls.values() if c.status == "unknown outcome")
-    prices = None
-    if accountant.prices is not None:
-        table = accountant.prices
-        prices = PriceInfo(table.as_of.isoformat(), str(table.usd_per_eur), table.rate_as_of.isoformat(),
-                           table.age_days(local.date()), budget.max_price_age_days)
+    price_info = None
+    if prices is not None:
+        price_info = PriceInfo(prices.as_of.isoformat(), str(prices.usd_per_eur), prices.rate_as_of.isoformat(),
+                               prices.age_days(local.date()), budget.max_price_age_days)
     return BudgetReport(
         ledger=str(ledger.path), timezone=budget.timezone, generated_at=local,
         windows=windows,
@@ -233,18 +232,18 @@ def build_report(accountant: Accountant, now: datetime) -> BudgetReport:
         months=tuple(sorted(totals.by_month.items(), reverse=True)),
         operations=operations, unknown=unknown, overruns=open_overruns(calls.values()),
         damaged=tuple(ledger.damaged), torn_tail=ledger.torn_tail,
-        prices=prices, call_eur={call_id: c.eur for call_id, c in calls.items()},
+        prices=price_info, call_eur={call_id: c.eur for call_id, c in calls.items()},
     )
 
 
-def _operations(calls: Iterable[CallRecord], tz: object) -> tuple[OperationSpend, ...]:
+def _operations(calls: Iterable[CallRecord], tz: tzinfo) -> tuple[OperationSpend, ...]:
     grouped: dict[str, list[CallRecord]] = {}
     for call in calls:
         grouped.setdefault(call.first.operation_id, []).append(call)
     spends = [
         OperationSpend(
             operation_id=op_id, operation=members[0].first.operation,
-            started=min(c.ts for c in members).astimezone(tz),  # type: ignore[arg-type]
+            started=min(c.ts for c in members).astimezone(tz),
             calls=len(members), eur=sum((c.eur for c in members), Decimal(0)),
             unknown=sum(1 for c in members if c.status == "unknown outcome"),
             models=tuple(sorted(Counter(c.first.model for c in members).items())),

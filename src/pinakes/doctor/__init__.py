@@ -39,7 +39,7 @@ class DoctorContext:
     """What the checks share: the KB root when there is one (doctor also runs outside a KB)."""
 
     kb_root: Path | None
-    cache: dict[str, object] = field(default_factory=dict)
+    cache: dict[str, object] = field(default_factory=dict[str, object])
     verify: bool = False  # re-hash every document (`pnk doctor --verify`), not a sample
 
 

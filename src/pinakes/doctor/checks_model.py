@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from pinakes.doctor import Check, DoctorContext
+from pinakes.doctor.index_reading import readable_index
 from pinakes.embed.hub import fastembed_cache_dir, hub_cache_dir, repo_cache_name
 from pinakes.embed.loader import PROVIDER_EXTRAS
 from pinakes.embed.packaged import PackagedModel, locate, package_dir, packaged_model, verified_files
@@ -283,34 +284,31 @@ def check_token_limit(embedding: EmbeddingSection, max_tokens: int, model_dir: P
 
 def check_index(paths: KBPaths, embedding: EmbeddingSection, headings_mode: str) -> Iterator[Check]:
     from pinakes.embed.coherence import check_manifest_coherence
-    from pinakes.index.schema import open_reader, read_meta
+    from pinakes.index.schema import read_meta
 
-    try:
-        conn = open_reader(paths.index_db)
-    except PinakesError:
-        return  # checks_index reports an unreadable index
-    try:
-        meta = read_meta(conn)
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return
         try:
-            check_manifest_coherence(meta, embedding)
-        except PinakesError as exc:
-            yield Check("model.index", "FAIL", exc.message, exc.remedy)
-        else:
-            built = meta.get("embedding_model")
-            (vectors,) = conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()
-            if built:
-                yield Check("model.index", "OK", f"the index was built with {built} "
-                            f"({meta.get('embedding_provider')}): {counted(vectors, 'vector')}")
-            elif vectors:
-                yield Check("model.index", "WARN", f"the index holds {counted(vectors, 'vector')} but does not record "
-                            "the model that made them", "pnk sync --rebuild")
+            meta = read_meta(conn)
+            try:
+                check_manifest_coherence(meta, embedding)
+            except PinakesError as exc:
+                yield Check("model.index", "FAIL", exc.message, exc.remedy)
             else:
-                yield Check("model.index", "OK", "the index holds no embeddings yet")
-        yield heading_coverage(conn, headings_mode)
-    except sqlite3.DatabaseError as exc:
-        yield Check("model.index", "FAIL", f"the index cannot be read: {exc}", remedy="pnk sync --rebuild")
-    finally:
-        conn.close()
+                built = meta.get("embedding_model")
+                (vectors,) = conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()
+                if built:
+                    yield Check("model.index", "OK", f"the index was built with {built} "
+                                f"({meta.get('embedding_provider')}): {counted(vectors, 'vector')}")
+                elif vectors:
+                    yield Check("model.index", "WARN", f"the index holds {counted(vectors, 'vector')} but does "
+                                "not record the model that made them", "pnk sync --rebuild")
+                else:
+                    yield Check("model.index", "OK", "the index holds no embeddings yet")
+            yield heading_coverage(conn, headings_mode)
+        except sqlite3.DatabaseError as exc:
+            yield Check("model.index", "FAIL", f"the index cannot be read: {exc}", remedy="pnk sync --rebuild")
 
 
 def heading_coverage(conn: sqlite3.Connection, headings_mode: str) -> Check:
@@ -329,7 +327,7 @@ def heading_coverage(conn: sqlite3.Connection, headings_mode: str) -> Check:
     silent = [source_type for source_type in ("markdown", "text") if shares.get(source_type) == 0]
     if not silent:
         return Check("chunking.headings", "OK", f"chunks with a heading path: {summary}")
-    remedies = []
+    remedies: list[str] = []
     if "markdown" in silent:
         remedies.append("markdown headings must be ATX lines (`# Title`); setext (underlined) ones are not read")
     if "text" in silent:

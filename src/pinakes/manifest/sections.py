@@ -14,6 +14,7 @@ from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
 
+from pinakes.budget.settings import BudgetSection
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.source_types import SUFFIX_TO_TYPE
 from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
@@ -305,19 +306,6 @@ class RerankSection:
             return None
         return HTTPRerank(self.base_url, self.api, self.api_key_env, float(self.timeout_s), self.concurrency,
                           self.input_usd_per_mtok, self.usd_per_1k_search_units)
-
-
-@dataclass(frozen=True)
-class BudgetSection:
-    """Money is Decimal end to end: a cap compared against a float is not a cap (spec §5)."""
-
-    confirm_above_eur: Decimal = Decimal("0.50")
-    per_operation_eur: Decimal = Decimal("2.00")
-    daily_eur: Decimal = Decimal("5.00")
-    monthly_eur: Decimal = Decimal("20.00")
-    timezone: str = "UTC"
-    on_exceed: str = "abort"
-    max_price_age_days: int = 90
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, TypeVar, cast
 
 from pinakes.errors import IndexUnreadableError, PinakesError
 from pinakes.ids import format_pnk_uri, is_ulid
@@ -57,6 +57,8 @@ _CONFIDENCE_GUIDANCE = {
     "unknown": "no calibrated score for this KB or mode; judge the passages yourself before relying on them",
 }
 
+
+_Checked = TypeVar("_Checked")
 
 SearcherFactory = Callable[[ServedKB], Searcher]
 # A tool's arguments as the transport parsed them (JSON: nothing is trusted until boundary.py checks it),
@@ -105,15 +107,18 @@ class PinakesTools:
         for reader in self._readers.values():
             reader.close()
 
-    def call(self, name: str, arguments: Arguments | None) -> Payload:
+    def call(self, name: str, arguments: object) -> Payload:
+        """Run tool `name` on `arguments` as the transport passed them: nothing about them is trusted."""
         handler = self._handlers.get(name)
         if handler is None:
             raise boundary.NotServedError(f"no tool named {name!r}",
                                           remedy=f"use one of: {', '.join(self._handlers)}")
         if arguments is not None and not isinstance(arguments, Mapping):
             raise boundary.ToolArgumentError("tool arguments must be a JSON object", remedy="pass {...}")
+        # A JSON object's keys are strings; its values are checked by each tool at the boundary.
+        checked = dict(cast(Arguments, arguments or {}))
         try:
-            return cast(Payload, defused(handler(dict(arguments or {}))))  # the KB's text outside the blocks too
+            return cast(Payload, defused(handler(checked)))  # the KB's text outside the blocks too
         except sqlite3.DatabaseError as exc:
             # A damaged file is repaired by a rebuild; past the busy timeout, a retry may pass. Not a server bug.
             raise IndexUnreadableError(f"the index could not be read ({exc})",
@@ -167,11 +172,8 @@ class PinakesTools:
     # -- pinakes_search --------------------------------------------------------------------------
 
     def search(self, arguments: Arguments) -> Payload:
-        boundary.check_argument_names(SEARCH_TOOL, arguments, SEARCH_ARGUMENTS)
-        if "query" not in arguments:
-            raise boundary.refuse("query", "is required", "pass the words to search for")
-        query = boundary.check_query(arguments["query"])
-        kb = self._kb(arguments.get("kb"))
+        query, kb = self._request(SEARCH_TOOL, arguments, SEARCH_ARGUMENTS, "query", boundary.check_query,
+                                  "pass the words to search for")
         mode = boundary.check_choice("mode", arguments.get("mode", "hybrid"), MODES)
         searcher = self._searchers[kb.kb_id]
         filter_arguments = _filter_arguments(arguments)
@@ -189,7 +191,8 @@ class PinakesTools:
     def _search_response(self, kb: ServedKB, result: SearchResult, filter_arguments: FilterArguments,
                          requested_k: int) -> Payload:
         bounds = self.bounds
-        passages, chars_cut = [], 0
+        passages: list[Payload] = []
+        chars_cut = 0
         for rank, passage in enumerate(result.passages, start=1):
             rendered, was_cut = self._passage(kb, rank, passage, bounds.passage_chars)
             passages.append(rendered)
@@ -266,11 +269,8 @@ class PinakesTools:
     # -- pinakes_get -----------------------------------------------------------------------------
 
     def get(self, arguments: Arguments) -> Payload:
-        boundary.check_argument_names(GET_TOOL, arguments, GET_ARGUMENTS)
-        if "doc_id" not in arguments:
-            raise boundary.refuse("doc_id", "is required", "pass the doc_id of a pinakes_search passage")
-        doc_id = boundary.check_doc_id(arguments["doc_id"])
-        kb = self._kb(arguments.get("kb"))
+        doc_id, kb = self._request(GET_TOOL, arguments, GET_ARGUMENTS, "doc_id", boundary.check_doc_id,
+                                   boundary.DOC_ID_REMEDY)
         char_start = _optional_int(arguments, "char_start", 0)
         char_end = _optional_int(arguments, "char_end", 1)
         page_start = _optional_int(arguments, "page_start", 1)
@@ -341,11 +341,8 @@ class PinakesTools:
         from pinakes.links.relevance import by_query
         from pinakes.links.traverse import DIRECTIONS, TraversalLimits, traverse
 
-        boundary.check_argument_names(LINKS_TOOL, arguments, LINKS_ARGUMENTS)
-        if "doc_id" not in arguments:
-            raise boundary.refuse("doc_id", "is required", "pass the doc_id of a pinakes_search passage")
-        doc_id = boundary.check_doc_id(arguments["doc_id"])
-        kb = self._kb(arguments.get("kb"))
+        doc_id, kb = self._request(LINKS_TOOL, arguments, LINKS_ARGUMENTS, "doc_id", boundary.check_doc_id,
+                                   boundary.DOC_ID_REMEDY)
         direction = boundary.check_choice("direction", arguments.get("direction", "both"), DIRECTIONS)
         counts = {name: boundary.check_count(name, arguments[name]) if arguments.get(name) is not None else None
                   for name in ("depth", "adjacent_k", "max_rows", "max_tokens")}
@@ -390,6 +387,15 @@ class PinakesTools:
         return lookup
 
     # -- shared ----------------------------------------------------------------------------------
+
+    def _request(self, tool: str, arguments: Arguments, takes: Sequence[str], required: str,
+                 check: Callable[[object], _Checked], remedy: str) -> tuple[_Checked, ServedKB]:
+        """What every tool does first: refuse an argument it does not take, refuse a call without its
+        `required` argument (`remedy` says what to pass), check that one, and find the KB named."""
+        boundary.check_argument_names(tool, arguments, takes)
+        if required not in arguments:
+            raise boundary.refuse(required, "is required", remedy)
+        return check(arguments[required]), self._kb(arguments.get("kb"))
 
     def _kb(self, value: object) -> ServedKB:
         if value is None:
