@@ -5,12 +5,26 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 from pinakes.wording import counted
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class LinksArgs(CommandArgs):
+    doc: str
+    depth: int | None
+    direction: Literal["out", "in", "both"]
+    adjacent_k: int | None
+    max_rows: int | None
+    rel: list[str] | None
+    query: str | None
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     from pinakes.links.traverse import DIRECTIONS, TraversalLimits
 
     limits = TraversalLimits()
@@ -41,10 +55,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="order the neighbours in this KB by relevance to TEXT, scored as `pnk search` "
                              "scores (hybrid); which neighbours are found does not change")
     parser.add_argument("--json", action="store_true", help="print the traversal as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(LinksArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: LinksArgs) -> int:
     from contextlib import ExitStack
 
     from pinakes.errors import UsageError
@@ -54,14 +68,12 @@ def run(args: argparse.Namespace) -> int:
     from pinakes.links.authoring import check_rel
     from pinakes.links.traverse import TraversalLimits, machine_lookup, traverse
 
-    for name in ("depth", "adjacent_k", "max_rows"):
-        value = getattr(args, name)
+    for flag, value in (("--depth", args.depth), ("--adjacent-k", args.adjacent_k), ("--max-rows", args.max_rows)):
         if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, not {value}",
-                             remedy=f"pass --{name.replace('_', '-')} 1 or more")
+            raise UsageError(f"{flag} must be at least 1, not {value}", remedy=f"pass {flag} 1 or more")
     rels = [check_rel(rel) for rel in args.rel or ()]
     query = _query(args.query)
-    kb = here(getattr(args, "kb_dir", None))
+    kb = here(args.kb_dir)
     start = resolve(kb, args.doc, locate=False)
     if start.kb_id != kb.kb_id:
         raise UsageError(f"{args.doc!r} is a document of KB {start.kb_id}, not of this KB ({kb.kb_id})",
