@@ -55,6 +55,8 @@ from pinakes.paid import ApiKey
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
+    from pypdfium2 import PdfDocument
+
     from pinakes.budget import CallShape, Plan
 
 T = TypeVar("T")
@@ -163,8 +165,7 @@ def page_count(path: Path) -> int:
 
 
 def page_count_in_process(path: Path) -> int:
-    pdfium = _pdfium()
-    document = _open(pdfium, path)
+    document = _open(path)
     try:
         return len(document)
     finally:
@@ -190,10 +191,11 @@ def render_pages(path: Path, pages: Sequence[int]) -> list[bytes]:
 def render_pages_in_process(path: Path, pages: Sequence[int]) -> list[bytes]:
     """`render_pages` in the calling process: what the isolated child runs."""
     faultpoint("extract.claude_vision.render")  # a planted renderer crash, for the isolation test
-    pdfium = _pdfium()
-    document = _open(pdfium, path)
+    document = _open(path)
+    from pypdfium2 import PdfiumError  # `_open` has imported it
+
     try:
-        images = []
+        images: list[bytes] = []
         for index in pages:
             page = document[index]
             try:
@@ -210,7 +212,7 @@ def render_pages_in_process(path: Path, pages: Sequence[int]) -> list[bytes]:
             finally:
                 page.close()
         return images
-    except pdfium.PdfiumError as exc:
+    except PdfiumError as exc:
         raise SourceError(f"pdfium failed to render a page: {exc}; not indexed", path=path) from exc
     finally:
         document.close()
@@ -461,15 +463,11 @@ def _isolated(function: Callable[..., T], path: Path, *args: object) -> T:
                                "re-export it, or exclude it in [sources]")
 
 
-def _pdfium() -> Any:
+def _open(path: Path) -> PdfDocument:
     try:
         import pypdfium2 as pdfium
     except ImportError as exc:
         raise MissingExtraError("claude", "paid PDF extraction", missing_module="pypdfium2") from exc
-    return pdfium
-
-
-def _open(pdfium: Any, path: Path) -> Any:
     try:
         return pdfium.PdfDocument(str(path))
     except pdfium.PdfiumError as exc:

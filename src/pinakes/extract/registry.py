@@ -21,7 +21,7 @@ class ExtractorSpec:
     module: str  # imported only when extraction actually runs
     extra: str | None  # the pip extra that provides it; None = always available
     source_types: tuple[str, ...]
-    constants: Mapping[str, object] = field(default_factory=dict)
+    constants: Mapping[str, object] = field(default_factory=dict[str, object])
     # Its output also depends on the floors fitted from the PDF corpus (extract/floors.toml): they
     # join the fingerprint, so a re-fit re-extracts, and a missing file fails here, at first use.
     fitted_floors: bool = False
