@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pinakes.cli.command import Command, CommandArgs, Subcommands
 from pinakes.wording import counted
+
+if TYPE_CHECKING:
+    from pinakes.links.traverse import Traversal
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,17 +111,17 @@ def _query(text: str | None) -> str | None:
     return text.strip()
 
 
-def render(result: dict[str, Any]) -> str:
+def render(result: Traversal) -> str:
     from pinakes.display import printable
 
     start = result["start"]
     lines = [f"{printable(start['title'] or '(not indexed)')} — {printable(start['path'] or '-')} · {start['doc_id']}"]
-    if not start["resolved"]:
-        lines.append(f"  unresolved: {printable(start['reason'])}")
-    if result.get("rel"):
-        lines.append(f"  only links with relation {', '.join(printable(rel) for rel in result['rel'])}")
-    if result.get("query") is not None:
-        lines.append(f"  ranked by relevance to {printable(result['query'])!r} (this KB's neighbours, by their best "
+    if not start["resolved"] and (reason := start["reason"]) is not None:  # an unresolved start has one
+        lines.append(f"  unresolved: {printable(reason)}")
+    if only := result["rel"]:
+        lines.append(f"  only links with relation {', '.join(printable(rel) for rel in only)}")
+    if (query := result["query"]) is not None:
+        lines.append(f"  ranked by relevance to {printable(query)!r} (this KB's neighbours, by their best "
                      "passage; the others follow as found)")
     if not result["neighbours"]:
         narrowed = [*(["in this direction"] if result["direction"] != "both" else []),
@@ -130,15 +133,17 @@ def render(result: dict[str, Any]) -> str:
         rels = ", ".join(sorted({edge["rel"] for edge in item["edges"]}))
         if item.get("edges_omitted"):
             rels += f" (+{item['edges_omitted']} more)"
-        name = (f"{printable(item['title'])} — {printable(item['path'])}" if item["resolved"]
+        title, path = item["title"], item["path"]  # both set for a resolved neighbour
+        name = (f"{printable(title)} — {printable(path)}" if item["resolved"] and title is not None and path is not None
                 else item["doc_uri"])
         indent = "  " * item["hop"]
-        relevance = f", relevance #{item['relevance']['rank']}" if item.get("relevance") else ""
+        ranked = item.get("relevance")
+        relevance = f", relevance #{ranked['rank']}" if ranked else ""
         lines.append(f"{indent}{arrows[item['direction']]} {printable(rels)}: {name} ({kb}, hop {item['hop']}, "
                      f"score {item['score']:g}{relevance})")
-        if item["reason"]:
+        if reason := item["reason"]:
             state = "unreachable" if not item["reachable"] else "unresolved"
-            lines.append(f"{indent}   {state}: {printable(item['reason'])}")
+            lines.append(f"{indent}   {state}: {printable(reason)}")
     lines.extend(_not_followed(result))
     for name, bound in result["bounds"].items():
         if bound["clamped"]:
@@ -163,7 +168,7 @@ _NOT_FOLLOWED = {
 }
 
 
-def _not_followed(result: dict[str, Any]) -> list[str]:
+def _not_followed(result: Traversal) -> list[str]:
     """One line counting the documents found whose own links were not followed, and why."""
     counts = dict.fromkeys(_NOT_FOLLOWED, 0)
     own = result["start"]["kb"]["id"]
