@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pinakes import paid
 from pinakes.budget.errors import BudgetError, UnrecordedOutcomeError
@@ -111,14 +111,14 @@ _TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
 # --- the client ----------------------------------------------------------------------------------
 
 
-def make_client(key: ApiKey, *, base_url: str | None = None) -> Any:
+def make_client(key: ApiKey, *, base_url: str | None = None) -> paid.Client:
     """The SDK client under `pinakes.paid`'s rules (the key passed explicitly, the SDK's retries off,
     a bounded timeout). `base_url` defaults to the SDK's own (`ANTHROPIC_BASE_URL`, else the
     vendor's endpoint)."""
     return paid.make_client(_sdk(), key, base_url=base_url, timeout=REQUEST_TIMEOUT_S)
 
 
-def _sdk() -> Any:
+def _sdk() -> paid.SDK:
     try:
         import anthropic
     except ImportError as exc:
@@ -279,7 +279,7 @@ class SliceAnswer:
 SliceKeeper = Callable[[Sequence[str], Sequence[str]], None]
 
 
-def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str = MODEL, retry: str = _RETRY,
+def extract_paid(path: Path, *, client: paid.Client, plan: Plan, unit: str, model: str = MODEL, retry: str = _RETRY,
                  sleep: Callable[[float], None] = time.sleep, resume: Sequence[str] = (),
                  resume_call_ids: Sequence[str] = (), keep_slices: SliceKeeper | None = None) -> PaidExtraction:
     """Extract every page of `path`, one budgeted call per slice; all or nothing. `resume`: the
@@ -342,7 +342,7 @@ def _keep(keep_slices: SliceKeeper | None, texts: Sequence[str], call_ids: Seque
     return True
 
 
-def _call_with_retries(client: Any, plan: Plan, request: dict[str, object], pages: range, *, unit: str,
+def _call_with_retries(client: paid.Client, plan: Plan, request: dict[str, object], pages: range, *, unit: str,
                        model: str, retry: str, sleep: Callable[[float], None],
                        path: Path) -> tuple[SliceAnswer, list[str], UnrecordedOutcomeError | None]:
     """The slice's answer, its attempts' call_ids, and the ledger's refusal of its reconciliation
@@ -368,7 +368,7 @@ def _call_with_retries(client: Any, plan: Plan, request: dict[str, object], page
     return _answer(answer.message, pages, where, path, retry), list(call_ids), None
 
 
-def _answer(message: Any, pages: range, where: str, path: Path, retry: str = _RETRY) -> SliceAnswer:
+def _answer(message: paid.Message, pages: range, where: str, path: Path, retry: str = _RETRY) -> SliceAnswer:
     """The slice's page texts from a billed answer, or PaidExtractionFailedError naming why not."""
     stop = message.stop_reason
     if stop == "refusal":
@@ -401,7 +401,7 @@ def _answer(message: Any, pages: range, where: str, path: Path, retry: str = _RE
                        int(message.usage.output_tokens))
 
 
-def _cut_off(stop: str, message: Any, pages: int) -> str:
+def _cut_off(stop: str, message: paid.Message, pages: int) -> str:
     """What ended a length-stopped answer, as the response says it: its own stop_reason and output
     usage against the max_tokens the request allowed (never the allowance alone, as if reached)."""
     allowed = OUTPUT_TOKENS_PER_PAGE * pages
@@ -416,7 +416,7 @@ def _cut_off(stop: str, message: Any, pages: int) -> str:
             f"{allowed:,}: the API marks it incomplete")
 
 
-def _reached_max_tokens(stop: str, message: Any, pages: int) -> bool:
+def _reached_max_tokens(stop: str, message: paid.Message, pages: int) -> bool:
     return stop == "max_tokens" and int(message.usage.output_tokens) >= OUTPUT_TOKENS_PER_PAGE * pages
 
 
@@ -428,7 +428,7 @@ def _normalise(text: str) -> str:
 # --- token counting (pnk sync --estimate-only) -----------------------------------------------------
 
 
-def count_first_slice(path: Path, *, client: Any, model: str = MODEL) -> tuple[int, int]:
+def count_first_slice(path: Path, *, client: paid.Client, model: str = MODEL) -> tuple[int, int]:
     """(input tokens of the real first-slice request, pages in it), measured by the vendor's own
     counter. A network call that generates nothing and bills nothing."""
     sdk = _sdk()
