@@ -62,9 +62,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 BACKEND = "claude-vision"
 _SPEC = EXTRACTORS[BACKEND]
-PAGES_PER_REQUEST = int(str(_SPEC.constants["pages_per_request"]))
+PAGES_PER_REQUEST = int(_SPEC.constants["pages_per_request"])
 MODEL = str(_SPEC.constants["model"])
-MAX_EDGE_PX = int(str(_SPEC.constants["max_edge_px"]))
+MAX_EDGE_PX = int(_SPEC.constants["max_edge_px"])
 PAGE_SEPARATOR = "\n\n"  # as the free path: a page's text never runs into the next one's
 
 # The reservation's bounds (spec §5: every constant behind a reservation is a bound, not an estimate).
