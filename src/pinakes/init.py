@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -195,7 +195,7 @@ def _copy_readme(path: Path, text: str | None) -> ReadmeAction:
 
 
 @contextlib.contextmanager
-def _filesystem_errors(path: Path) -> Iterator[None]:
+def _filesystem_errors(path: Path) -> Generator[None]:
     """Turn an OSError from a step that `atomic` does not cover (mkdir, read) into a FilesystemError."""
     try:
         yield

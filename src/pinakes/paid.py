@@ -39,11 +39,11 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from pinakes.budget.errors import UnrecordedOutcomeError
 from pinakes.errors import ApiKeyError, PaidCallError
@@ -66,6 +66,70 @@ MAX_RETRY_WAIT_S = 60.0
 # A prompt-cache write bills at most twice the input rate (the one-hour TTL). Pinakes writes no
 # prompt cache, so the API should report none; if it ever does, it is counted at that ceiling.
 _CACHE_WRITE_INPUT_MULTIPLE = 2
+
+
+# --- what the paid paths use of the SDK ----------------------------------------------------------
+# Structural types, since this module imports no client: the `anthropic` module and what it returns
+# match them. A request's keyword arguments are the SDK's to validate (`Callable[..., ...]`).
+
+
+class Usage(Protocol):
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+
+
+class ContentBlock(Protocol):
+    @property
+    def type(self) -> str: ...  # "text", "tool_use", ...: a text block has `.text`
+
+
+class Message(Protocol):
+    """The SDK's Message: an answer, why it stopped, and what it billed."""
+
+    @property
+    def content(self) -> Sequence[ContentBlock]: ...
+    @property
+    def stop_reason(self) -> str | None: ...
+    @property
+    def usage(self) -> Usage: ...
+
+
+class TokenCount(Protocol):
+    @property
+    def input_tokens(self) -> int: ...
+
+
+class Messages(Protocol):
+    @property
+    def create(self) -> Callable[..., Message]: ...
+    @property
+    def count_tokens(self) -> Callable[..., TokenCount]: ...
+
+
+class Client(Protocol):
+    """The SDK's client (`make_client` builds it)."""
+
+    @property
+    def messages(self) -> Messages: ...
+
+
+class SDK(Protocol):
+    """The `anthropic` module, as the caller imported it."""
+
+    @property
+    def Anthropic(self) -> Callable[..., Client]: ...
+    @property
+    def DefaultHttpxClient(self) -> Callable[..., object]: ...  # older SDKs lack it: see make_client
+    @property
+    def APIError(self) -> type[Exception]: ...
+    @property
+    def APIStatusError(self) -> type[Exception]: ...
+    @property
+    def APITimeoutError(self) -> type[Exception]: ...
+    @property
+    def APIConnectionError(self) -> type[Exception]: ...
 
 
 # --- rule 1: the key -------------------------------------------------------------------------------
@@ -127,8 +191,8 @@ def _one_token(value: str, source: str) -> ApiKey:
 # --- rule 2: the client ----------------------------------------------------------------------------
 
 
-def make_client(sdk: Any, key: ApiKey, *, base_url: str | None = None,
-                timeout: float = REQUEST_TIMEOUT_S) -> Any:
+def make_client(sdk: SDK, key: ApiKey, *, base_url: str | None = None,
+                timeout: float = REQUEST_TIMEOUT_S) -> Client:
     """`sdk.Anthropic` with the key passed explicitly (the SDK then reads no credential from the
     environment or a profile), its own retries off and a bounded timeout. `base_url` None leaves
     the SDK's own default (`ANTHROPIC_BASE_URL`, else the vendor's endpoint).
@@ -200,7 +264,7 @@ _NO_CONNECTION = ("ConnectError", "ConnectTimeout", "PoolTimeout")
 _UNSENDABLE = ("LocalProtocolError", "UnsupportedProtocol", "InvalidURL")
 
 
-def classify_failure(sdk: Any, exc: BaseException, *, handed_off: bool = True) -> CallFailure | None:
+def classify_failure(sdk: SDK, exc: BaseException, *, handed_off: bool = True) -> CallFailure | None:
     """Whether the exception a request raised means it billed, from where it happened; None when it
     is no API failure at all (a bug in the caller). `handed_off` False: the HTTP layer was never
     handed the request (`paid_call` knows this for a client `make_client` built)."""
@@ -269,7 +333,7 @@ def _transport_failure(exc: BaseException, names: tuple[str, ...]) -> str | None
 # --- rule 4: reconciliation from the response's usage ----------------------------------------------
 
 
-def billed_tokens(message: Any) -> tuple[int, int]:
+def billed_tokens(message: Message) -> tuple[int, int]:
     """(input, output) tokens the response says it billed, from its own `usage`. Prompt-cache
     tokens (none are expected) are folded into input at or above what they can bill, so a
     reconciliation never under-reports."""
@@ -280,7 +344,7 @@ def billed_tokens(message: Any) -> tuple[int, int]:
     return input_tokens, int(usage.output_tokens)
 
 
-def reconcile(call: Call, message: Any) -> Decimal:
+def reconcile(call: Call, message: Message) -> Decimal:
     """Close `call` at what `message`'s usage says it cost; returns EUR."""
     input_tokens, output_tokens = billed_tokens(message)
     return call.reconcile(input_tokens=input_tokens, output_tokens=output_tokens)
@@ -291,14 +355,14 @@ def reconcile(call: Call, message: Any) -> Decimal:
 
 @dataclass(frozen=True)
 class PaidAnswer:
-    message: Any  # the SDK's Message
+    message: Message
     call_id: str
     cost_eur: Decimal
     # Its usage overran the reservation: recorded as reported; keep the answer, make no further call.
     overrun: Overrun | None = None
 
 
-def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapping[str, object], *,
+def paid_call(sdk: SDK, client: Client, plan: Plan, shape: CallShape, request: Mapping[str, object], *,
               unit: str | None = None, retry: str = "run the command again") -> PaidAnswer:
     """One Messages request inside `plan`'s reservation for `shape`, closed by what came back.
 
@@ -345,7 +409,7 @@ def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapp
 MAX_ATTEMPTS = 3
 
 
-def paid_call_retrying(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapping[str, object], *,
+def paid_call_retrying(sdk: SDK, client: Client, plan: Plan, shape: CallShape, request: Mapping[str, object], *,
                        unit: str | None = None, retry: str = "run the command again",
                        sleep: Callable[[float], None] = time.sleep) -> tuple[PaidAnswer, tuple[str, ...]]:
     """`paid_call`, repeated while the API answers busy (void, with a retry-after), at most

@@ -6,14 +6,24 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 if TYPE_CHECKING:
     from pinakes.budget import Accountant
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class BudgetArgs(CommandArgs):
+    json: bool
+    resolve: str | None
+    actual: str | None
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "budget", parents=[common], help="what the paid paths have spent, by day, month and operation",
         description="Read .pinakes/ledger.jsonl and show spend by day, month and operation, each "
@@ -28,10 +38,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="close an unknown outcome or an overrun at what the provider billed (needs "
                              "--actual); appends a resolution record, never edits a line")
     parser.add_argument("--actual", metavar="EUR", help="with --resolve: the amount billed for that call, in EUR")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(BudgetArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: BudgetArgs) -> int:
     from pinakes.budget import Accountant
     from pinakes.errors import EXIT_FAILURE, UsageError
     from pinakes.kb import find_kb_root
@@ -40,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
     if (args.resolve is None) != (args.actual is None):
         raise UsageError("--resolve and --actual go together",
                          remedy="pnk budget --resolve CALL_ID --actual EUR (the call_ids are in `pnk budget`)")
-    root = find_kb_root(getattr(args, "kb_dir", None))
+    root = find_kb_root(args.kb_dir)
     manifest = load_manifest(root / "pinakes.toml")
     accountant = Accountant.for_report(root, manifest.budget)
-    if args.resolve is not None:
+    if args.resolve is not None and args.actual is not None:  # both or neither, checked above
         return _resolve(accountant, args.resolve, _amount(args.actual), as_json=args.json)
     report = accountant.report()
     if args.json:

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class StatusArgs(CommandArgs):
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "status", parents=[common], help="what `pnk sync` would do now (writes nothing)",
         description="Walk the sources and pair them against the index exactly as `pnk sync` would, "
@@ -18,13 +26,13 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     "whether the model behind the same name was swapped. Exits 0.",
     )
     parser.add_argument("--json", action="store_true", help="print the status as JSON (every path)")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(StatusArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: StatusArgs) -> int:
     from pinakes.sync.status import kb_status
 
-    status = kb_status(getattr(args, "kb_dir", None))
+    status = kb_status(args.kb_dir)
     if args.json:
         print(json.dumps(status.to_dict(), indent=2))
     else:

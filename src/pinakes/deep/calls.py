@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes import paid
 from pinakes.budget.errors import BudgetOverrunError, UnrecordedOutcomeError
@@ -62,11 +62,11 @@ def read_key(key_file: Path | None) -> ApiKey:
     return paid.read_api_key(key_file)
 
 
-def make_client(key: ApiKey) -> Any:
+def make_client(key: ApiKey) -> paid.Client:
     return paid.make_client(_sdk(), key)
 
 
-def send(client: Any, plan: Plan, shape: CallShape, request: dict[str, object], *, what: str,
+def send(client: paid.Client, plan: Plan, shape: CallShape, request: dict[str, object], *, what: str,
          sleep: Callable[[float], None] = time.sleep) -> Reply:
     """Make one budgeted request; BudgetExceededError (the call was never made) passes through."""
     try:
@@ -90,20 +90,20 @@ def _reply(answer: paid.PaidAnswer, call_ids: tuple[str, ...], *, unrecorded: Un
     return Reply(kind, data, raw, answer.cost_eur, input_tokens, output_tokens, call_ids, unrecorded, overrun)
 
 
-def _classify(message: Any) -> tuple[str, dict[str, JSONValue] | None, str]:
+def _classify(message: paid.Message) -> tuple[str, dict[str, JSONValue] | None, str]:
     raw = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
     if message.stop_reason == "refusal":
         return "refusal", None, raw
     if message.stop_reason in ("max_tokens", "model_context_window_exceeded"):
         return "truncated", None, raw  # a length finish is no result, however much of it parses
     try:
-        data = json.loads(raw)
+        data: JSONValue = json.loads(raw)
     except ValueError:
         return "malformed", None, raw
     return ("ok", data, raw) if isinstance(data, dict) else ("malformed", None, raw)
 
 
-def _sdk() -> Any:
+def _sdk() -> paid.SDK:
     try:
         import anthropic
     except ImportError as exc:

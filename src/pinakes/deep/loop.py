@@ -23,16 +23,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 from pinakes.budget import BudgetExceededError, BudgetOverrunError, UnrecordedOutcomeError
 from pinakes.deep import calls, prompts, shapes
 from pinakes.deep.grounding import Grounding, ground, renumber
 from pinakes.deep.memory import Carried, Memory
 from pinakes.deep.result import CallRecord, Citation, DeepResult, RoundRecord
+from pinakes.jsontypes import is_list
 from pinakes.search.confidence import HIGH
 
 if TYPE_CHECKING:
+    from pinakes import paid
     from pinakes.budget import CallShape, Plan
     from pinakes.jsontypes import JSONValue
     from pinakes.lexical.filters import SearchFilters
@@ -44,7 +46,7 @@ Prompt = Callable[[str], bool]
 
 
 def ask_deep(kb_root: Path | str, question: str, *, filters: SearchFilters | None = None,
-             manifest: Manifest | None = None, searcher: Searcher | None = None, client: Any = None,
+             manifest: Manifest | None = None, searcher: Searcher | None = None, client: paid.Client | None = None,
              api_key_file: Path | None = None, interactive: bool = False, confirm: Prompt | None = None,
              transcript: Path | None = None, sleep: Callable[[float], None] = time.sleep) -> DeepResult:
     """Answer `question` over the KB at `kb_root`, spending through the accountant (`operation="ask"`).
@@ -104,7 +106,7 @@ class _Answer:
 
 
 class _Run:
-    def __init__(self, manifest: Manifest, searcher: Searcher, client: Any, plan: Plan, question: str,
+    def __init__(self, manifest: Manifest, searcher: Searcher, client: paid.Client, plan: Plan, question: str,
                  filters: SearchFilters, free: SearchResult, branch: str, sleep: Callable[[float], None]):
         self.manifest = manifest
         self.searcher = searcher
@@ -236,7 +238,7 @@ class _Run:
         text = data.get("answer")
         text = text if isinstance(text, str) else ""
         # the model's JSON, not checked for shape: a non-list fails here as it always did
-        cited = [item for item in cast("list[object]", data.get("citations") or []) if isinstance(item, int) and not isinstance(item, bool)]
+        cited = [item for item in _strings(data.get("citations")) if isinstance(item, int) and not isinstance(item, bool)]
         grounding = ground(text, cited, [item.shown.text for item in shown], self.question)
         answer = _Answer(number, shown, text, grounding)
         self.answers.append(answer)
@@ -288,7 +290,9 @@ class _Run:
 def _best(answers: Sequence[_Answer]) -> _Answer | None:
     """The answer a run returns: the latest that is an answer, else the latest whose citations
     resolved at all (a best effort, labelled), else the latest."""
-    for predicate in (lambda a: a.grounding.answered, lambda a: bool(a.grounding.resolved), lambda a: True):
+    predicates: tuple[Callable[[_Answer], bool], ...] = (
+        lambda a: a.grounding.answered, lambda a: bool(a.grounding.resolved), lambda a: True)
+    for predicate in predicates:
         for answer in reversed(answers):
             if predicate(answer):
                 return answer
@@ -296,7 +300,7 @@ def _best(answers: Sequence[_Answer]) -> _Answer | None:
 
 
 def _strings(value: object) -> list[object]:
-    return list(value) if isinstance(value, list) else []
+    return list(value) if is_list(value) else []
 
 
 def _write_transcript(path: Path, exchanges: list[dict[str, object]], result: DeepResult) -> Path:

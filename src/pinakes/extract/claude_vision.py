@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pinakes import paid
 from pinakes.budget.errors import BudgetError, UnrecordedOutcomeError
@@ -55,14 +55,16 @@ from pinakes.paid import ApiKey
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
+    from pypdfium2 import PdfDocument
+
     from pinakes.budget import CallShape, Plan
 
 T = TypeVar("T")
 BACKEND = "claude-vision"
 _SPEC = EXTRACTORS[BACKEND]
-PAGES_PER_REQUEST = int(str(_SPEC.constants["pages_per_request"]))
+PAGES_PER_REQUEST = int(_SPEC.constants["pages_per_request"])
 MODEL = str(_SPEC.constants["model"])
-MAX_EDGE_PX = int(str(_SPEC.constants["max_edge_px"]))
+MAX_EDGE_PX = int(_SPEC.constants["max_edge_px"])
 PAGE_SEPARATOR = "\n\n"  # as the free path: a page's text never runs into the next one's
 
 # The reservation's bounds (spec §5: every constant behind a reservation is a bound, not an estimate).
@@ -109,14 +111,14 @@ _TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
 # --- the client ----------------------------------------------------------------------------------
 
 
-def make_client(key: ApiKey, *, base_url: str | None = None) -> Any:
+def make_client(key: ApiKey, *, base_url: str | None = None) -> paid.Client:
     """The SDK client under `pinakes.paid`'s rules (the key passed explicitly, the SDK's retries off,
     a bounded timeout). `base_url` defaults to the SDK's own (`ANTHROPIC_BASE_URL`, else the
     vendor's endpoint)."""
     return paid.make_client(_sdk(), key, base_url=base_url, timeout=REQUEST_TIMEOUT_S)
 
 
-def _sdk() -> Any:
+def _sdk() -> paid.SDK:
     try:
         import anthropic
     except ImportError as exc:
@@ -163,8 +165,7 @@ def page_count(path: Path) -> int:
 
 
 def page_count_in_process(path: Path) -> int:
-    pdfium = _pdfium()
-    document = _open(pdfium, path)
+    document = _open(path)
     try:
         return len(document)
     finally:
@@ -190,10 +191,11 @@ def render_pages(path: Path, pages: Sequence[int]) -> list[bytes]:
 def render_pages_in_process(path: Path, pages: Sequence[int]) -> list[bytes]:
     """`render_pages` in the calling process: what the isolated child runs."""
     faultpoint("extract.claude_vision.render")  # a planted renderer crash, for the isolation test
-    pdfium = _pdfium()
-    document = _open(pdfium, path)
+    document = _open(path)
+    from pypdfium2 import PdfiumError  # `_open` has imported it
+
     try:
-        images = []
+        images: list[bytes] = []
         for index in pages:
             page = document[index]
             try:
@@ -210,7 +212,7 @@ def render_pages_in_process(path: Path, pages: Sequence[int]) -> list[bytes]:
             finally:
                 page.close()
         return images
-    except pdfium.PdfiumError as exc:
+    except PdfiumError as exc:
         raise SourceError(f"pdfium failed to render a page: {exc}; not indexed", path=path) from exc
     finally:
         document.close()
@@ -277,7 +279,7 @@ class SliceAnswer:
 SliceKeeper = Callable[[Sequence[str], Sequence[str]], None]
 
 
-def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str = MODEL, retry: str = _RETRY,
+def extract_paid(path: Path, *, client: paid.Client, plan: Plan, unit: str, model: str = MODEL, retry: str = _RETRY,
                  sleep: Callable[[float], None] = time.sleep, resume: Sequence[str] = (),
                  resume_call_ids: Sequence[str] = (), keep_slices: SliceKeeper | None = None) -> PaidExtraction:
     """Extract every page of `path`, one budgeted call per slice; all or nothing. `resume`: the
@@ -340,7 +342,7 @@ def _keep(keep_slices: SliceKeeper | None, texts: Sequence[str], call_ids: Seque
     return True
 
 
-def _call_with_retries(client: Any, plan: Plan, request: dict[str, object], pages: range, *, unit: str,
+def _call_with_retries(client: paid.Client, plan: Plan, request: dict[str, object], pages: range, *, unit: str,
                        model: str, retry: str, sleep: Callable[[float], None],
                        path: Path) -> tuple[SliceAnswer, list[str], UnrecordedOutcomeError | None]:
     """The slice's answer, its attempts' call_ids, and the ledger's refusal of its reconciliation
@@ -366,7 +368,7 @@ def _call_with_retries(client: Any, plan: Plan, request: dict[str, object], page
     return _answer(answer.message, pages, where, path, retry), list(call_ids), None
 
 
-def _answer(message: Any, pages: range, where: str, path: Path, retry: str = _RETRY) -> SliceAnswer:
+def _answer(message: paid.Message, pages: range, where: str, path: Path, retry: str = _RETRY) -> SliceAnswer:
     """The slice's page texts from a billed answer, or PaidExtractionFailedError naming why not."""
     stop = message.stop_reason
     if stop == "refusal":
@@ -399,7 +401,7 @@ def _answer(message: Any, pages: range, where: str, path: Path, retry: str = _RE
                        int(message.usage.output_tokens))
 
 
-def _cut_off(stop: str, message: Any, pages: int) -> str:
+def _cut_off(stop: str, message: paid.Message, pages: int) -> str:
     """What ended a length-stopped answer, as the response says it: its own stop_reason and output
     usage against the max_tokens the request allowed (never the allowance alone, as if reached)."""
     allowed = OUTPUT_TOKENS_PER_PAGE * pages
@@ -414,7 +416,7 @@ def _cut_off(stop: str, message: Any, pages: int) -> str:
             f"{allowed:,}: the API marks it incomplete")
 
 
-def _reached_max_tokens(stop: str, message: Any, pages: int) -> bool:
+def _reached_max_tokens(stop: str, message: paid.Message, pages: int) -> bool:
     return stop == "max_tokens" and int(message.usage.output_tokens) >= OUTPUT_TOKENS_PER_PAGE * pages
 
 
@@ -426,7 +428,7 @@ def _normalise(text: str) -> str:
 # --- token counting (pnk sync --estimate-only) -----------------------------------------------------
 
 
-def count_first_slice(path: Path, *, client: Any, model: str = MODEL) -> tuple[int, int]:
+def count_first_slice(path: Path, *, client: paid.Client, model: str = MODEL) -> tuple[int, int]:
     """(input tokens of the real first-slice request, pages in it), measured by the vendor's own
     counter. A network call that generates nothing and bills nothing."""
     sdk = _sdk()
@@ -461,15 +463,11 @@ def _isolated(function: Callable[..., T], path: Path, *args: object) -> T:
                                "re-export it, or exclude it in [sources]")
 
 
-def _pdfium() -> Any:
+def _open(path: Path) -> PdfDocument:
     try:
         import pypdfium2 as pdfium
     except ImportError as exc:
         raise MissingExtraError("claude", "paid PDF extraction", missing_module="pypdfium2") from exc
-    return pdfium
-
-
-def _open(pdfium: Any, path: Path) -> Any:
     try:
         return pdfium.PdfDocument(str(path))
     except pdfium.PdfiumError as exc:

@@ -41,6 +41,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeAlias
+
+from pinakes.jsontypes import is_dict, is_list
 
 # Part of every Markdown document's build key (sync/keys.py): a change to what is read here, or to
 # how the index stores it, bumps this and re-indexes Markdown documents (and only them).
@@ -135,6 +138,10 @@ def read_front_matter(text: str) -> FrontMatter:
     return _from_logseq_properties(head)
 
 
+# A YAML block's mapping (any keys) or Logseq's properties (named by strings).
+_Declared: TypeAlias = Mapping[object, object] | Mapping[str, str]
+
+
 # The chunk step (the title) and the embed step (words and tags) both read a document's block, a
 # group of up to 256 documents apart; a YAML parse costs about a millisecond.
 @lru_cache(maxsize=512)
@@ -148,7 +155,7 @@ def _from_yaml_block(block: str) -> FrontMatter:
         data = YAML(typ="safe", pure=True).load(block)
     except (YAMLError, ValueError, RecursionError) as exc:
         return _not_yaml(exc)  # a `title: a: b` slip: the block declares nothing
-    if not isinstance(data, dict):
+    if not is_dict(data):
         return NO_FRONT_MATTER
     return FrontMatter(
         title=clean_title(_first(data, TITLE_KEYS)),
@@ -206,11 +213,11 @@ def clean_title(value: object) -> str | None:
     return _clean_text(value, MAX_TITLE_CHARS)
 
 
-def _first(data: Mapping[str, object], keys: tuple[str, ...]) -> object:
+def _first(data: _Declared, keys: tuple[str, ...]) -> object:
     return next((data[key] for key in keys if data.get(key) is not None), None)
 
 
-def _tags(data: Mapping[str, object], *, split_spaces: bool) -> tuple[str, ...]:
+def _tags(data: _Declared, *, split_spaces: bool) -> tuple[str, ...]:
     """The tags under every tag key (`tags` and `keywords` together), each once, in the order written."""
     merged: dict[str, None] = {}
     for key in TAG_KEYS:
@@ -230,7 +237,7 @@ def _clean_text(value: object, max_chars: int) -> str | None:
 def _names(value: object, *, split_spaces: bool, limit: int, max_chars: int) -> tuple[str, ...]:
     """Names from a list (one name an item) or a separated string, cleaned, each once, in the order
     written. A string holding a comma is split at commas; else, where `split_spaces`, at spaces."""
-    if isinstance(value, list):
+    if is_list(value):
         parts = [text for item in value if (text := _clean_text(item, max_chars * 4)) is not None]
     else:
         text = _clean_text(value, max_chars * 4 * limit) or ""

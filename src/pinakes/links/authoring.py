@@ -46,7 +46,7 @@ class LinkChange:
     rels: list[str]
     changed: bool
     sidecar: str  # KB-relative path of the sidecar written (or left as it was)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list[str])
 
     def to_dict(self) -> dict[str, object]:
         return {"source": _ref_dict(self.source), "target": _ref_dict(self.target), "rels": self.rels,

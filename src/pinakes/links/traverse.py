@@ -50,7 +50,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from pinakes.display import clipped
 from pinakes.errors import PinakesError
@@ -70,7 +70,7 @@ REASONS = ("terminal", "depth", "fanout", "rows", "tokens")  # frontier reasons,
 CHARS_PER_TOKEN = 4
 _ENVELOPE_CHARS = 1_600  # the response's fixed part (start, bounds, truncation report), estimated
 
-CONFIDENCE = {"level": "unknown",
+CONFIDENCE: dict[str, str] = {"level": "unknown",
               "reason": "traversal neighbours are not retrieved passages: no calibrated score applies "
                         "(and a list spanning KBs has no single manifest whose thresholds would)"}
 
@@ -89,7 +89,7 @@ class Limit:
     def clamped(self) -> bool:
         return self.requested is not None and self.requested != self.used
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> Bound:
         return {"requested": self.requested, "used": self.used, "min": self.minimum, "max": self.maximum,
                 "clamped": self.clamped}
 
@@ -140,7 +140,62 @@ class QueryRanking:
 _RELEVANCE_CHARS = len(json.dumps({"relevance": {"rank": 200, "score": -0.123456}})) + 2
 
 
-class _FrontierEntry(TypedDict):
+# --- the traversal as `traverse` returns it (JSON-ready: `pnk links --json`, MCP `pinakes_links`) ----
+
+
+class Bound(TypedDict):
+    requested: int | None
+    used: int
+    min: int
+    max: int
+    clamped: bool
+
+
+class KBRef(TypedDict):
+    id: str
+    alias: str | None
+
+
+class NeighbourKB(KBRef):
+    this_kb: bool
+
+
+class Relevance(TypedDict):
+    rank: int
+    score: float
+
+
+class Start(TypedDict):
+    doc_id: str
+    doc_uri: str
+    kb: KBRef
+    title: str | None
+    path: str | None
+    resolved: bool
+    reason: str | None
+
+
+class Neighbour(TypedDict):
+    doc_id: str
+    doc_uri: str
+    kb: NeighbourKB
+    title: str | None
+    path: str | None
+    rel: str
+    direction: str  # out, in, or both
+    edges: list[dict[str, str]]  # {rel, direction, origin}
+    edges_omitted: int
+    hop: int
+    via: str | None
+    score: float
+    resolved: bool | None  # None: its KB cannot be read here
+    reachable: bool
+    reason: str | None
+    terminal: bool
+    relevance: NotRequired[Relevance | None]  # only when ranked by a query
+
+
+class FrontierEntry(TypedDict):
     doc_id: str
     kb_id: str
     hop: int
@@ -149,13 +204,36 @@ class _FrontierEntry(TypedDict):
     reason: str  # one of REASONS
 
 
+class Cut(TypedDict):
+    """What one cap cut: rows (`limit`, `returned`) or tokens (`budget`)."""
+
+    neighbours_cut: int
+    limit: NotRequired[int]
+    returned: NotRequired[int]
+    budget: NotRequired[int | None]
+
+
+class Traversal(TypedDict):
+    start: Start
+    direction: str
+    rel: list[str] | None
+    query: str | None
+    bounds: dict[str, Bound]
+    neighbours: list[Neighbour]
+    frontier: list[FrontierEntry]
+    frontier_omitted: dict[str, int]  # by reason
+    confidence: dict[str, str]
+    truncated: dict[str, Cut] | None  # by cap
+    usage: NotRequired[dict[str, int]]  # with a token cap
+
+
 @dataclass
 class _Node:
     kb_id: str
     doc_id: str
     hop: int
     via: str | None
-    edges: list[dict[str, str]] = field(default_factory=list)
+    edges: list[dict[str, str]] = field(default_factory=list[dict[str, str]])
     score: float = 0.0
 
 
@@ -163,7 +241,7 @@ def traverse(conn: sqlite3.Connection, kb_id: str, kb_alias: str, doc_id: str, *
              depth: int | None = None, adjacent_k: int | None = None, max_rows: int | None = None,
              max_tokens: int | None = None, direction: str = "both", default_adjacent_k: int = 5,
              limits: TraversalLimits | None = None, rels: Sequence[str] = (),
-             ranking: QueryRanking | None = None) -> dict[str, object]:
+             ranking: QueryRanking | None = None) -> Traversal:
     """The traversal from `doc_id` of KB `kb_id` over `conn` (its index), as a JSON-ready dict;
     over links with one of `rels` only, when given, and ordered by `ranking`'s query, when given."""
     from pinakes.index.documents import UnknownDocumentError
@@ -200,11 +278,11 @@ def traverse(conn: sqlite3.Connection, kb_id: str, kb_alias: str, doc_id: str, *
         walker.rank_by(ranking)
     from pinakes.extract.titles import display_title
 
-    start = {"doc_id": doc_id, "doc_uri": format_pnk_uri(kb_id, doc_id), "kb": {"id": kb_id, "alias": kb_alias},
+    start: Start = {"doc_id": doc_id, "doc_uri": format_pnk_uri(kb_id, doc_id), "kb": {"id": kb_id, "alias": kb_alias},
              "title": display_title(*start_row) if start_row else None, "path": start_row[1] if start_row else None,
              "resolved": start_row is not None,
              "reason": None if start_row else f"{doc_id} is not an active document of this KB; links name it"}
-    response: dict[str, object] = {
+    response: Traversal = {
         "start": start, "direction": direction, "rel": list(walker.rels) or None,
         "query": ranking.query if ranking is not None else None,
         "bounds": {name: limit.to_dict() for name, limit in bounds.items()},
@@ -228,8 +306,8 @@ class _Walk:
         token_limit = bounds.get("max_tokens")
         self.budget_chars = None if token_limit is None else token_limit.used * CHARS_PER_TOKEN
         self.used_chars = _ENVELOPE_CHARS
-        self.rendered: list[dict[str, Any]] = []
-        self.frontier: list[_FrontierEntry] = []
+        self.rendered: list[Neighbour] = []
+        self.frontier: list[FrontierEntry] = []
         self.cut = {"rows": 0, "tokens": 0}
 
     def run(self, start: str) -> None:
@@ -312,9 +390,14 @@ class _Walk:
             found = ranks.get(item["doc_id"]) if item["kb"]["this_kb"] else None
             item["relevance"] = {"rank": found[0], "score": round(found[1], 6)} if found else None
         unranked = len(self.rendered) + 1
-        self.rendered.sort(key=lambda item: (item["hop"], item["relevance"]["rank"] if item["relevance"] else unranked))
 
-    def _render(self, node: _Node) -> dict[str, Any]:
+        def order(item: Neighbour) -> tuple[int, int]:
+            relevance = item.get("relevance")
+            return item["hop"], relevance["rank"] if relevance else unranked
+
+        self.rendered.sort(key=order)
+
+    def _render(self, node: _Node) -> Neighbour:
         from pinakes.extract.titles import display_title
 
         view = self.view(node.kb_id)
@@ -340,7 +423,7 @@ class _Walk:
             "terminal": cross_kb or resolved is not True,
         }
 
-    def _on_frontier(self, node: _Node, cut_by: str, rendered: dict[str, Any] | None = None) -> None:
+    def _on_frontier(self, node: _Node, cut_by: str, rendered: Neighbour | None = None) -> None:
         """One frontier entry, with the first reason that applies in REASONS order: terminal (another
         KB, or unresolved), then depth (it sits at the last hop), then what cut it."""
         if rendered is not None:
@@ -352,10 +435,10 @@ class _Walk:
         self.frontier.append({"doc_id": node.doc_id, "kb_id": node.kb_id, "hop": node.hop, "via": node.via,
                               "rel": node.edges[0]["rel"], "reason": reason})
 
-    def fit(self, response: dict[str, object], token_capped: bool) -> None:
+    def fit(self, response: Traversal, token_capped: bool) -> None:
         """List the frontier (at most `frontier_cap` entries, within the token budget; the rest are
         counted by reason), and say what each of the response's caps cut."""
-        listed: list[_FrontierEntry] = []
+        listed: list[FrontierEntry] = []
         omitted: dict[str, int] = {}
         for entry in sorted(self.frontier, key=lambda e: (REASONS.index(e["reason"]), e["hop"])):
             size = _chars(entry) + 2
@@ -367,7 +450,7 @@ class _Walk:
                 omitted[entry["reason"]] = omitted.get(entry["reason"], 0) + 1
         response["frontier"] = listed
         response["frontier_omitted"] = omitted
-        truncated: dict[str, object] = {}
+        truncated: dict[str, Cut] = {}
         if self.cut["rows"]:
             truncated["rows"] = {"limit": self.max_rows, "returned": len(self.rendered),
                                  "neighbours_cut": self.cut["rows"]}

@@ -15,14 +15,14 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from pinakes import __version__
 from pinakes.extract.registry import PDF_BACKENDS
 from pinakes.ids import is_ulid
 from pinakes.kb import STATE_DIR_NAME
-from pinakes.manifest.patterns import _GlobSet, _is_within
-from pinakes.manifest.problems import _Problems
+from pinakes.manifest.patterns import GlobSet, is_within
+from pinakes.manifest.problems import Problems
 from pinakes.manifest.sections import (
     CHUNKING_STRATEGIES,
     DEFAULT_DEEP_MODEL,
@@ -63,13 +63,16 @@ from pinakes.manifest.sections import (
     RetrievalSection,
     SourcesSection,
 )
-from pinakes.manifest.table import _Table, _toml_type
+from pinakes.manifest.table import (
+    Table as _Table,  # the name the [retrieval.confidence] readers use (another branch's lines, for now)
+)
+from pinakes.manifest.table import TomlValue, toml_type
 
-_VERSION_FLOOR = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+VERSION_FLOOR = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _TEMPLATE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*@\d+(?:\.\d+)*")
 
 
-def _read_manifest(data: Mapping[str, object], path: Path, problems: _Problems) -> Manifest | None:
+def read_manifest(data: Mapping[str, TomlValue], path: Path, problems: Problems) -> Manifest | None:
     for name, value in data.items():
         if name not in TOP_LEVEL_SECTIONS:
             close = difflib.get_close_matches(name, TOP_LEVEL_SECTIONS, n=1)
@@ -79,7 +82,7 @@ def _read_manifest(data: Mapping[str, object], path: Path, problems: _Problems) 
                       "wrote this manifest, upgrade Pinakes")
             problems.add(name, f"unknown section [{name}]{hint}", remedy)
         elif not isinstance(value, dict):
-            problems.add(name, f"must be a table ([{name}]), got {_toml_type(value)}",
+            problems.add(name, f"must be a table ([{name}]), got {toml_type(value)}",
                          f"write it as a [{name}] section")
     tables: dict[str, _Table] = {}
     for name in TOP_LEVEL_SECTIONS:
@@ -92,7 +95,7 @@ def _read_manifest(data: Mapping[str, object], path: Path, problems: _Problems) 
                          f"add the [{name}] section (see MANIFEST.md)")
         # Absent (or already reported): read as all defaults. A missing required section's keys
         # would each be "required" too; that is one problem, already said, so they go unreported.
-        tables[name] = _Table({}, name, name, _Problems())
+        tables[name] = _Table({}, name, name, Problems())
 
     kb = _read_kb(tables["kb"])
     sources = _read_sources(tables["sources"])
@@ -133,7 +136,7 @@ def _read_kb(table: _Table) -> KBSection:
     name = table.required_string("name", '"my-research"')
     kb_id = _ulid(table, "id")
     floor = table.optional_string("requires_pinakes", f'"{__version__}"')
-    if floor is not None and not _VERSION_FLOOR.fullmatch(floor):
+    if floor is not None and not VERSION_FLOOR.fullmatch(floor):
         table.fail("requires_pinakes", f"{floor!r} is not a version X.Y.Z",
                    f'write the oldest Pinakes that can read this KB, e.g. "{__version__}"')
     template = table.optional_string("template", '"default@1"')
@@ -158,7 +161,7 @@ def _read_sources(table: _Table) -> SourcesSection:
     for name, patterns in (("include", include), ("exclude", exclude)):
         for pattern in patterns:
             try:
-                _GlobSet.compile([pattern])
+                GlobSet.compile([pattern])
             except re.error as exc:
                 table.fail(name, f"{pattern!r} is not a valid glob ({exc})", "fix the pattern")
     return SourcesSection(roots=roots, include=include, exclude=exclude)
@@ -184,7 +187,7 @@ def _normalise_roots(table: _Table, roots: tuple[str, ...]) -> tuple[str, ...]:
                        "name a directory holding your documents")
             continue
         for earlier in normalised:
-            if _is_within(clean, earlier) or _is_within(earlier, clean):
+            if is_within(clean, earlier) or is_within(earlier, clean):
                 table.fail("roots", f"{root!r} overlaps the root {earlier!r}: files would be found twice",
                            "keep only the outer directory")
                 break
@@ -215,7 +218,20 @@ def _read_executor(table: _Table) -> str:
     return executor
 
 
-def _read_remote_embedding(table: _Table) -> dict[str, Any]:
+class _RemoteEmbeddingKeys(TypedDict, total=False):
+    """The remote provider's keys of [embedding] (EmbeddingSection's fields of the same names)."""
+
+    base_url: str
+    api_key_env: str | None
+    concurrency: int
+    timeout_s: int
+    search_timeout_s: int
+    max_input_tokens: int
+    tokenizer: str | None
+    input_usd_per_mtok: Decimal | None
+
+
+def _read_remote_embedding(table: _Table) -> _RemoteEmbeddingKeys:
     """The remote provider's keys: required with `provider = "openai-compatible"`, refused without it
     (a key the chosen provider ignores is not a setting)."""
     if table.raw_value("provider") != REMOTE_EMBEDDING_PROVIDER:
@@ -393,7 +409,19 @@ def _read_rerank(table: _Table, *, default_provider: str) -> RerankSection:
     )
 
 
-def _read_http_rerank(table: _Table) -> dict[str, Any]:
+class _HTTPRerankKeys(TypedDict, total=False):
+    """The HTTP provider's keys of [rerank] (RerankSection's fields of the same names)."""
+
+    base_url: str
+    api: str
+    api_key_env: str | None
+    timeout_s: int
+    concurrency: int
+    input_usd_per_mtok: Decimal | None
+    usd_per_1k_search_units: Decimal | None
+
+
+def _read_http_rerank(table: _Table) -> _HTTPRerankKeys:
     """The HTTP provider's keys: required with `provider = "http"`, refused without it."""
     if table.raw_value("provider") != HTTP_RERANK_PROVIDER:
         for name in HTTP_RERANK_KEYS:

@@ -18,7 +18,7 @@ from pinakes.budget.settings import BudgetSection
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.source_types import SUFFIX_TO_TYPE
 from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
-from pinakes.manifest.patterns import _GlobSet, _is_within
+from pinakes.manifest.patterns import GlobSet, is_within
 
 # The [embedding] keys of the remote provider (`provider = "openai-compatible"`), refused with any other.
 REMOTE_EMBEDDING_PROVIDER = "openai-compatible"
@@ -118,17 +118,17 @@ class SourcesSection:
         return ALWAYS_EXCLUDED + self.exclude
 
     @cached_property
-    def _include_globs(self) -> _GlobSet:
-        return _GlobSet.compile(self.include)
+    def _include_globs(self) -> GlobSet:
+        return GlobSet.compile(self.include)
 
     @cached_property
-    def _exclude_globs(self) -> _GlobSet:
-        return _GlobSet.compile(self.effective_exclude)
+    def _exclude_globs(self) -> GlobSet:
+        return GlobSet.compile(self.effective_exclude)
 
     @cached_property
     def _root_prefixes(self) -> tuple[str, ...] | None:
         """`root/` for each root; None when a root is the KB itself (everything is within it)."""
-        if any(_is_within("", root) for root in self.roots):
+        if any(is_within("", root) for root in self.roots):
             return None
         return tuple(root + "/" for root in self.roots)
 
