@@ -5,7 +5,6 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-
 from pypdfium2 import raw as raw
 from pypdfium2.raw import FPDF_PAGE, FPDF_TEXTPAGE
 
