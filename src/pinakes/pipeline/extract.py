@@ -44,8 +44,11 @@ def extract(ctx: SyncContext, item: DocWork) -> ExtractedText | None:
     if item.doc_id in ctx.failed:
         return None
     ctx.progress.document(item.path, phase="extracting")
+    from pinakes.extract.ocr import listening
+
     try:
-        extracted = backend_of(ctx).extract(ctx, item)
+        with listening(ctx.progress.ocr_pages):  # a scan's pages/s and pages left, page by page
+            extracted = backend_of(ctx).extract(ctx, item)
     except RunStopped as stop:
         raise stop.error from None
     except PinakesError as exc:
@@ -76,6 +79,12 @@ def run_extractor(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> Extra
         module = cast("ExtractorModule", importlib.import_module(spec.module))  # a name from the registry's data
         extracted = module.extract(ctx.paths.root / item.path, item.source_type)
         _store(ctx, spec, item, extracted)
+    if spec.ocr is not None and extracted.pages_without_text:  # scanned pages: read by OCR when installed
+        from pinakes.extract.cache import ExtractCache
+        from pinakes.extract.ocr_pdf import complete_with_ocr
+
+        extracted = complete_with_ocr(extracted, ctx.paths.root / item.path, item.file.content_hash,
+                                      ExtractCache(ctx.paths.extract_cache), label=item.path)
     return extracted
 
 
@@ -114,10 +123,13 @@ def _fail(ctx: SyncContext, item: DocWork, stage: str, message: str) -> None:
         take_back_minted_sidecar(ctx, item)
 
 
+# The source types whose extraction is cached: re-decoding a text file costs less than reading a
+# cache entry for it; parsing a PDF or reading an image by OCR costs more.
+_CACHED_SOURCE_TYPES = frozenset({"pdf", "image"})
+
+
 def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedText | None:
-    """Only extractors that declare themselves expensive (PDFs) go through the cache: re-decoding a
-    text file costs less than reading a cache entry for it."""
-    if "pdf" not in spec.source_types:
+    if _CACHED_SOURCE_TYPES.isdisjoint(spec.source_types):
         return None
     from pinakes.extract.cache import ExtractCache
 
@@ -126,7 +138,7 @@ def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedTe
 
 
 def _store(ctx: SyncContext, spec: ExtractorSpec, item: DocWork, extracted: ExtractedText) -> None:
-    if "pdf" not in spec.source_types:
+    if _CACHED_SOURCE_TYPES.isdisjoint(spec.source_types):
         return
     from pinakes.extract.cache import ExtractCache
 
