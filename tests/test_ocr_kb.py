@@ -19,17 +19,17 @@ import pytest
 pytest.importorskip("pypdfium2", reason="PDF rendering needs the [pdf] extra (pypdfium2)")
 pytest.importorskip("fpdf", reason="the typeset PDF is drawn with fpdf2 (the [dev] extra)")
 
-from PIL import Image  # noqa: E402
+from PIL import Image
 
-from pinakes.cli import main  # noqa: E402
-from pinakes.extract import ocr_models, pdf  # noqa: E402
-from pinakes.extract import ocr as ocr_module  # noqa: E402
-from pinakes.extract.registry import EXTRACTORS  # noqa: E402
-from pinakes.sync import SyncOptions  # noqa: E402
-from pinakes.sync.engine import run_sync  # noqa: E402
-from tests.ocr_helpers import image_only_pdf, render_pages, text_image  # noqa: E402
-from tests.test_ocr import bomb_png  # noqa: E402
-from tests.test_serve_helpers import doc_ids, make_kb, manifest_fake_embedder  # noqa: E402
+from pinakes.cli import main
+from pinakes.extract import ocr as ocr_module
+from pinakes.extract import ocr_models, pdf
+from pinakes.extract.registry import EXTRACTORS
+from pinakes.sync import SyncOptions
+from pinakes.sync.engine import run_sync
+from tests.ocr_helpers import image_only_pdf, render_pages, text_image
+from tests.test_ocr import bomb_png
+from tests.test_serve_helpers import doc_ids, make_kb, manifest_fake_embedder
 
 pytestmark = [pytest.mark.heavy,
               pytest.mark.skipif(not ocr_models.ocr_installed(), reason="OCR needs the [ocr] extra (rapidocr)")]
@@ -76,12 +76,12 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def sync(root: Path, **options: object):  # noqa: ANN201 - a SyncReport
+def sync(root: Path, **options: object):
     return run_sync(root, SyncOptions(**options), embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
-def first_report(kb: Path):  # noqa: ANN201 - a SyncReport
+def first_report(kb: Path):
     return sync(kb)
 
 
@@ -139,11 +139,11 @@ def counted_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[ob
     reads: dict[str, list[object]] = {"text layer": [], "ocr": []}
     parse, read_pages = pdf.extract, ocr_module.read_pages
 
-    def counting_parse(path: Path, source_type: str = "pdf"):  # noqa: ANN202
+    def counting_parse(path: Path, source_type: str = "pdf"):
         reads["text layer"].append(path.name)
         return parse(path, source_type)
 
-    def counting_read(path: Path, calls, **kwargs):  # noqa: ANN001, ANN202
+    def counting_read(path: Path, calls, **kwargs):
         reads["ocr"].extend((path.name, args[-1]) for _, args in calls)
         return read_pages(path, calls, **kwargs)
 

@@ -40,7 +40,9 @@ failure that ends or taints it; a function that raises leaves it running. A fres
 call would cost a Python start-up and a pypdfium2 import per document; the reused worker costs a
 pipe round trip. Callers that want several cores name a `slot`: one such worker per slot. It
 ignores Ctrl-C (the parent decides), exits when its stdin closes, is told to
-stop at the parent's exit, and on Linux is killed by the kernel if the parent dies first. The
+stop at the parent's exit, and on Linux is killed by the kernel if the parent dies first — or the
+parent's *thread* that started it ends (the parent-death signal follows the thread), so a caller
+on threads of its own keeps them alive as long as their workers (extract/ocr.py does). The
 parent's `sys.path` and fault-injection variables (`pinakes.faults`) travel with each call, so the
 child imports and faults as the caller would.
 """

@@ -23,7 +23,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +73,7 @@ def estimate_seconds(pages: int, workers: int | None = None) -> float:
 
 
 @contextlib.contextmanager
-def listening(listener: Listener | None) -> Iterator[None]:
+def listening(listener: Listener | None) -> Generator[None]:
     """Report every page read inside the block to `listener` (None: to nobody)."""
     global _listener
     previous, _listener = _listener, listener
@@ -128,17 +128,31 @@ def read_pages(path: Path, calls: Sequence[PageCall], *, what: str, label: str |
         return page
 
     notify(0)
-    if workers == 1:
-        return [one(call) for call in calls]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pinakes-ocr") as pool:
-        futures: list[Future[OcrPage]] = [pool.submit(one, call) for call in calls]
-        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = next((future for future in futures if future in finished and future.exception() is not None), None)
-        if failed is not None:
-            for future in futures:
-                future.cancel()
-            raise failed.exception()  # type: ignore[misc]  # checked not None just above
-        return [future.result() for future in futures]
+    futures: list[Future[OcrPage]] = [_pool().submit(one, call) for call in calls]
+    finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+    for future in futures:
+        error = future.exception() if future in finished else None
+        if error is not None:
+            for other in futures:
+                other.cancel()
+            wait(futures)  # nothing of this document still runs when its failure is reported
+            raise error
+    return [future.result() for future in futures]
+
+
+_pool_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The threads that drive the OCR workers, kept for the life of the process: a worker dies with
+    the thread that started it (Linux's parent-death signal follows the thread, isolation.py), so
+    a pool that ended with each document would kill its workers under the next one."""
+    global _executor
+    with _pool_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=len(OCR_SLOTS), thread_name_prefix="pinakes-ocr")
+        return _executor
 
 
 def _size(path: Path) -> int:

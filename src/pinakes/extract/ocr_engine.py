@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from pinakes.errors import SourceError
 from pinakes.extract.registry import EXTRACTORS
@@ -70,18 +70,25 @@ class ImageInfo:
 
 
 class _Output(Protocol):
-    boxes: object
-    txts: object
-    scores: object
+    """What rapidocr returns for a page (RapidOCROutput; None everywhere when it found no text)."""
+
+    boxes: NDArray[np.float32] | None  # (lines, 4 corners, x y)
+    txts: tuple[str, ...] | None
+    scores: tuple[float, ...] | None
 
 
-_engine: object | None = None  # the loaded RapidOCR, kept for the worker's life
+class _Engine(Protocol):
+    def __call__(self, image: NDArray[np.uint8]) -> _Output: ...
+
+
+_engine: _Engine | None = None  # the loaded RapidOCR, kept for the worker's life
 
 
 def read_pdf_page(path: Path, index: int) -> OcrPage:
     """Render page `index` (0-based) of the PDF at the OCR's render dpi and read it."""
     import time
 
+    import numpy as np
     import pypdfium2 as pdfium
 
     started = time.monotonic()
@@ -97,14 +104,15 @@ def read_pdf_page(path: Path, index: int) -> OcrPage:
                 scale *= MAX_RENDER_SIDE / longest
             bitmap = page.render(scale=scale, grayscale=True)
             try:
-                image = bitmap.to_pil()
+                pixels = bitmap.to_numpy()
+                gray = pixels if pixels.ndim == 2 else pixels[..., 0]
             finally:
                 bitmap.close()
         finally:
             page.close()
     finally:
         document.close()
-    return _read(image, started)
+    return _read(np.stack([gray] * 3, axis=-1), started)
 
 
 def probe_image(path: Path) -> ImageInfo:
@@ -125,6 +133,7 @@ def read_image_frame(path: Path, frame: int) -> OcrPage:
     read it."""
     import time
 
+    import numpy as np
     from PIL import ImageOps
 
     started = time.monotonic()
@@ -133,7 +142,7 @@ def read_image_frame(path: Path, frame: int) -> OcrPage:
         _seek(image, path, frame)
         try:
             upright = ImageOps.exif_transpose(image)
-            pixels = upright.convert("RGB")
+            pixels: NDArray[np.uint8] = np.asarray(upright.convert("RGB"))
         except (OSError, ValueError, SyntaxError) as exc:  # a truncated or corrupt frame
             raise SourceError(f"frame {frame + 1} of the image cannot be decoded ({exc}); not indexed",
                               remedy="export the image again and run `pnk sync`, or exclude it in [sources]",
@@ -182,26 +191,23 @@ def _check_pixels(size: tuple[int, int], path: Path, frame: int = 0) -> None:
                           remedy=BOMB_REMEDY, path=path)
 
 
-def _read(image: Image, started: float) -> OcrPage:
+def _read(pixels: NDArray[np.uint8], started: float) -> OcrPage:
+    """Read an RGB page (height x width x 3) with the engine: its lines, boxes as axis-aligned bounds."""
     import time
 
-    import numpy as np
-
-    pixels: NDArray[np.uint8] = np.asarray(image.convert("RGB"))
     height, width = int(pixels.shape[0]), int(pixels.shape[1])
-    output: _Output = _load()(pixels)  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
+    output = _load()(pixels)
     lines: list[OcrLine] = []
-    boxes, texts, scores = output.boxes, output.txts, output.scores
-    if boxes is not None and texts is not None and scores is not None:
-        for box, text, score in zip(np.asarray(boxes).tolist(), list(texts), list(scores), strict=True):  # pyright: ignore[reportArgumentType]
+    if output.boxes is not None and output.txts is not None and output.scores is not None:
+        for box, text, score in zip(output.boxes.tolist(), output.txts, output.scores, strict=True):
             xs = [float(point[0]) for point in box]
             ys = [float(point[1]) for point in box]
-            if str(text).strip():
-                lines.append(OcrLine(str(text), min(xs), min(ys), max(xs), max(ys), float(score)))
+            if text.strip():
+                lines.append(OcrLine(text, min(xs), min(ys), max(xs), max(ys), float(score)))
     return OcrPage(width, height, tuple(lines), time.monotonic() - started)
 
 
-def _load() -> object:
+def _load() -> _Engine:
     """The engine, loaded on first use in this worker from the pinned, verified model files."""
     global _engine
     if _engine is None:
@@ -213,7 +219,7 @@ def _load() -> object:
         cv2.setNumThreads(1)  # one core per worker; the parent runs two workers (extract/ocr.py)
         constants = EXTRACTORS["rapidocr"].constants
         models = verified_model_paths()
-        _engine = RapidOCR(params={
+        _engine = cast("_Engine", RapidOCR(params={
             "Global.log_level": "error",
             "Global.use_cls": False,
             "Global.text_score": float(constants["text_score"]),
@@ -224,5 +230,5 @@ def _load() -> object:
             "Rec.model_path": str(models["rec"]),
             "EngineConfig.onnxruntime.intra_op_num_threads": 1,
             "EngineConfig.onnxruntime.inter_op_num_threads": 1,
-        })
+        }))
     return _engine

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pinakes.extract import ocr_models
 from pinakes.extract.cache import ExtractCache
 from pinakes.extract.floors import load_floors
 from pinakes.extract.layout import MAX_KEPT_HEADS
 from pinakes.extract.ocr import read_pages
 from pinakes.extract.ocr_engine import read_pdf_page
 from pinakes.extract.ocr_layout import layout_pages
-from pinakes.extract import ocr_models
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.types import ExtractedText
 

@@ -22,8 +22,8 @@ import xxhash
 
 from pinakes.chunking import CHUNKER_VERSION
 from pinakes.embed.base import manifest_model_spec
-from pinakes.extract.front_matter import FRONT_MATTER_VERSION
 from pinakes.extract import ocr_models
+from pinakes.extract.front_matter import FRONT_MATTER_VERSION
 from pinakes.manifest import Manifest
 from pinakes.pipeline.context import CONTEXT_VERSION
 
