@@ -39,9 +39,10 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _proc_peak(pid: int) -> int:
+def _proc_peak(pid: int, field: str = "VmHWM") -> int:
+    """A worker's peak resident memory (VmHWM) or address space (VmPeak), in bytes."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
     return 0
 
@@ -124,7 +125,8 @@ def main() -> int:
                 "recall": round(recall.value or 0, 4), "precision": round(precision.value or 0, 4),
                 "pages_without_text": unread, "worst_page": worst},
         "memory_mib": {"parent_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-                       "worker_peaks": [_proc_peak(pid) // (1 << 20) for pid in pids.values()]},
+                       "worker_peaks": [_proc_peak(pid) // (1 << 20) for pid in pids.values()],
+                       "worker_address_space_peaks": [_proc_peak(pid, "VmPeak") // (1 << 20) for pid in pids.values()]},
         "per_page": per_page,
     }
     summary = {key: value for key, value in result.items() if key != "per_page"}

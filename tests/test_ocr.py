@@ -160,3 +160,41 @@ def test_reading_a_page_fetches_nothing_and_writes_no_model(tmp_path: Path, monk
     page = ocr_engine.read_image_frame(path, 0)
     assert "Offline" in " ".join(found.text for found in page.lines)
     assert sorted(p.name for p in models.iterdir()) == before
+
+
+def test_the_partial_text_layer_rule_is_declared_in_the_fingerprint() -> None:
+    from pinakes.extract.pdf import IMAGE_PAGE_SHARE, PARTIAL_LAYER_CHARS
+
+    assert EXTRACTORS["pypdfium2"].constants["partial_text_layer"] == f"{IMAGE_PAGE_SHARE}/{PARTIAL_LAYER_CHARS}"
+
+
+def test_a_stamped_scan_is_a_page_without_text_and_an_ocrd_scan_is_not(tmp_path: Path) -> None:
+    """A scanned page with one stamped line of real text passes the text-yield floor, yet holds none
+    of the page's body: sent to OCR. The same scan with its text drawn invisibly over it (an OCR'd
+    PDF) keeps its text layer."""
+    pytest.importorskip("pypdfium2", reason="PDF extraction needs the [pdf] extra (pypdfium2)")
+    fpdf = pytest.importorskip("fpdf", reason="the PDFs are drawn with fpdf2 (the [dev] extra)")
+    from fpdf.enums import TextMode
+
+    from pinakes.extract.pdf import extract_in_process
+    from tests.ocr_helpers import text_image
+
+    body = ["The survey of the eastern harbour wall found three cracked blocks."] * 8
+    scan = text_image(body)
+    document = fpdf.FPDF(unit="pt", format="letter")
+    for invisible in (False, True):
+        document.add_page()
+        document.image(scan, x=0, y=0, w=612, h=792)
+        document.set_font("Helvetica", size=9)
+        if invisible:
+            document.text_mode = TextMode.INVISIBLE
+            document.set_xy(40, 40)
+            document.multi_cell(530, 11, " ".join(body))
+            document.text_mode = TextMode.FILL
+        else:
+            document.text(40, 30, "Scanned 2026-03-01, page 1 of 2")
+    path = tmp_path / "scans.pdf"
+    document.output(str(path))
+    extracted = extract_in_process(path)
+    assert extracted.pages_without_text == (1,)
+    assert "Scanned 2026-03-01" in extracted.text and "eastern harbour wall" in extracted.text

@@ -1,7 +1,8 @@
 """Reading pages by OCR, from the sync's side: isolated workers, two cores, progress.
 
 Every page is one call to an extraction worker (`isolation.run_isolated`) running a function of
-`ocr_engine.py`, under the limits a PDF parse of the same file gets (`Limits.for_input`): a page
+`ocr_engine.py`, under the limits a PDF parse of the same file gets (`Limits.for_input`, with
+room for the models: `ocr_limits`): a page
 that crashes the decoder, loops or blows up its memory fails its document with the reason, never
 the sync, and the worker is replaced. One call per page, not per document, so progress is shown
 page by page and a long scan never sits silent.
@@ -19,6 +20,7 @@ a run before it starts from `PAGE_SECONDS_GUESS`, or better from the rate measur
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue
 import threading
@@ -28,10 +30,15 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinakes.extract.isolation import Limits, run_isolated
+from pinakes.extract.isolation import GIB, Limits, run_isolated
 from pinakes.extract.ocr_engine import OcrPage
 
 OCR_SLOTS = (1, 2)
+# The address space an OCR call may use at the least: the models and their working memory. Measured
+# (bench/bench_ocr.py, docs/QUALITY.md "OCR") at a peak of 1.2 GiB resident and 1.5 GiB of address
+# space a worker on dense 150-dpi pages; the PDF parser's 2 GiB would leave no room for a larger
+# page. The CPU and wall-clock limits are the PDF parser's own (Limits.for_input), per page.
+OCR_ADDRESS_SPACE = 3 * GIB
 # Seconds one worker takes for a dense 150-dpi page on this project's reference machine (a shared
 # two-core VM; bench/bench_ocr.py): what an estimate assumes before this run has measured any.
 PAGE_SECONDS_GUESS = 3.0
@@ -98,7 +105,7 @@ def read_pages(path: Path, calls: Sequence[PageCall], *, what: str, label: str |
     total = len(calls)
     if not total:
         return []
-    limits = Limits.for_input(_size(path))
+    limits = ocr_limits(path)
     workers = min(ocr_workers(), total)
     slots: queue.SimpleQueue[int] = queue.SimpleQueue()
     for slot in OCR_SLOTS[:workers]:
@@ -153,6 +160,12 @@ def _pool() -> ThreadPoolExecutor:
         if _executor is None:
             _executor = ThreadPoolExecutor(max_workers=len(OCR_SLOTS), thread_name_prefix="pinakes-ocr")
         return _executor
+
+
+def ocr_limits(path: Path) -> Limits:
+    """The limits of a PDF parse of the same file, with room for the models (`OCR_ADDRESS_SPACE`)."""
+    limits = Limits.for_input(_size(path))
+    return dataclasses.replace(limits, address_space_bytes=max(limits.address_space_bytes, OCR_ADDRESS_SPACE))
 
 
 def _size(path: Path) -> int:

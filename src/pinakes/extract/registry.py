@@ -92,7 +92,8 @@ EXTRACTORS: dict[str, ExtractorSpec] = {
             source_types=("pdf",),
             # pdf.py: glyph geometry through layout.py (reading order, running heads, hyphens, NFKC);
             # pages joined by page_separator. LAYOUT_VERSION is layout.py's; keep the two in step.
-            constants={"version": "2", "page_separator": "\n\n", "layout": "2"},
+            # version 3: a page with a partial text layer (pdf.partial_text_layer) is a page without text.
+            constants={"version": "3", "page_separator": "\n\n", "layout": "2", "partial_text_layer": "0.5/200"},
             fitted_floors=True,
             ocr="rapidocr",
         ),

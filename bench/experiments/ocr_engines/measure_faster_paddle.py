@@ -9,7 +9,7 @@ ocr_layout.py, so only the engine differs. Pages go one at a time through one en
 with bench_ocr.py's worker CPU a page), wall pages/s, recall, precision, peak memory.
 
     pip install --target /tmp/fp faster-paddle==1.0.4   # not a dependency of Pinakes
-    PYTHONPATH=/tmp/fp:src python bench/experiments/ocr_engines/faster_paddle.py [--size tiny] [--threads 1]
+    PYTHONPATH=/tmp/fp:src python bench/experiments/ocr_engines/measure_faster_paddle.py [--size tiny] [--threads 1]
 """
 
 from __future__ import annotations
