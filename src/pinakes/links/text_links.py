@@ -276,8 +276,13 @@ def _inline_code_spans(text: str) -> list[tuple[int, int]]:
         length = end - start
         limit = paragraph_breaks[bisect.bisect_left(paragraph_breaks, end)] \
             if bisect.bisect_left(paragraph_breaks, end) < len(paragraph_breaks) else len(text)
-        closing = next((later for later in range(index + 1, len(runs))
-                        if runs[later][0] < limit and runs[later][1] - runs[later][0] == length), None)
+        closing = None
+        for later in range(index + 1, len(runs)):  # within the paragraph only: linear in its runs
+            if runs[later][0] >= limit:
+                break
+            if runs[later][1] - runs[later][0] == length:
+                closing = later
+                break
         if closing is None:
             index += 1
             continue
