@@ -198,3 +198,23 @@ def test_a_stamped_scan_is_a_page_without_text_and_an_ocrd_scan_is_not(tmp_path:
     extracted = extract_in_process(path)
     assert extracted.pages_without_text == (1,)
     assert "Scanned 2026-03-01" in extracted.text and "eastern harbour wall" in extracted.text
+
+
+def test_progress_shows_pages_per_second_and_pages_left_and_announces_a_large_run() -> None:
+    import io
+
+    from pinakes.extract.ocr import OcrProgress
+    from pinakes.pipeline.progress import LARGE_OCR_PAGES, SyncProgress
+
+    stream = io.StringIO()
+    progress = SyncProgress(stream, "line", interval=0.0, clock=lambda: 0.0)
+    progress.start(1, 1000)
+    progress.ocr_pages(OcrProgress("docs/scan.pdf", 0, LARGE_OCR_PAGES, 0.0, 2))
+    assert f"docs/scan.pdf: reading {LARGE_OCR_PAGES} pages by OCR, about " in stream.getvalue()
+    progress.ocr_pages(OcrProgress("docs/scan.pdf", 5, LARGE_OCR_PAGES, 10.0, 2))
+    assert progress.current_display == f"OCR 5/{LARGE_OCR_PAGES} pages, 0.50 pages/s, 30s left docs/scan.pdf"
+    small = io.StringIO()
+    quiet = SyncProgress(small, "line", interval=0.0, clock=lambda: 0.0)
+    quiet.start(1, 1000)
+    quiet.ocr_pages(OcrProgress("docs/one.png", 0, 1, 0.0, 2))
+    assert "by OCR, about" not in small.getvalue()  # a small run is not announced
