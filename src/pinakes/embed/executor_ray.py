@@ -48,14 +48,16 @@ from typing import TYPE_CHECKING, Any
 
 from pinakes.embed import ray_connect
 from pinakes.embed.base import ModelIdentity
+from pinakes.embed.loader import load_embedder, packaged_for, provider_spec
+from pinakes.embed.registry import EXECUTORS
 from pinakes.errors import EXIT_UNAVAILABLE, MissingExtraError, ModelMismatchError, PinakesError, UsageError
 
 if TYPE_CHECKING:
     import numpy as np
 
     from pinakes.embed.base import Embedder
+    from pinakes.embed.settings import EmbeddingSection
     from pinakes.embed.tokens import TokenCounter
-    from pinakes.manifest import EmbeddingSection
 
 # Batches queued per worker beyond the one it runs: one, so a worker finds its next batch waiting
 # when it finishes one, while the driver holds at most 2 x workers batches of text and vectors.
@@ -70,8 +72,6 @@ WAIT_SLICE_S = 1.0
 CONNECT_TIMEOUT_S = 5.0
 # Where the workers are named (`ray list actors`): embed-<driver pid>-<node id>.
 WORKER_NAMESPACE = "pinakes"
-# The providers whose model runs in-process, which a worker can hold.
-LOCAL_MODEL_PROVIDERS = ("sentence-transformers", "fastembed")
 START_CLUSTER = "start one with `ray start --head` (and `ray start --address HEAD:6379` on each other machine)"
 
 
@@ -98,8 +98,6 @@ class EmbedWorker:
 
     def start(self) -> dict[str, Any]:
         """Load the model; what the driver needs to check it and to chunk (or the loader's refusal)."""
-        from pinakes.embed.loader import load_embedder
-
         try:
             embedder = load_embedder(self._section, offline=self._offline, threads=self._threads)
         except PinakesError as exc:
@@ -125,15 +123,15 @@ def expected_identity(section: EmbeddingSection) -> ModelIdentity | None:
     """The identity the workers must report, known on the driver without loading the weights: a
     packaged model's pinned digest, a local model directory's weights, or the snapshot of a hub model
     this machine's cache holds; None otherwise (then every worker must agree with the first)."""
-    from pinakes.embed.packaged import packaged_model
     from pinakes.embed.snapshot import local_weights_identity
 
-    packaged = packaged_model(section.provider, section.model)
-    if packaged is not None and (section.revision or None) in (None, packaged.revision):  # as the loader picks it
+    spec = provider_spec(section.provider)
+    packaged = packaged_for(spec, section)  # as the loader picks it
+    if packaged is not None:
         return ModelIdentity(section.provider, section.model, packaged.revision, packaged.weights.sha256,
                              packaged.dim)
-    if section.provider != "sentence-transformers":
-        return None  # fastembed names a hub model's weights only once loaded
+    if spec.identity != "snapshot":
+        return None  # its weights are named only once loaded (fastembed's hub models)
     if Path(section.model).is_dir():
         revision, digest = local_weights_identity(Path(section.model))
         return ModelIdentity(section.provider, section.model, revision, digest, section.dim)
@@ -159,7 +157,7 @@ def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bo
     model: a RayEmbedder, or ClusterError / ModelMismatchError / the workers' loader refusal, all
     raised before any vector exists (a sync connects before it writes anything). `rebuilding`: the
     run writes a new index that replaces the live one only when it completes."""
-    if section.provider not in LOCAL_MODEL_PROVIDERS:
+    if EXECUTORS["ray"].refuses(provider_spec(section.provider)):
         raise UsageError(f"[embedding] provider {section.provider!r} already embeds outside this process; "
                          "--executor ray runs a local model on a cluster",
                          remedy="sync with `--executor local` (the default)")

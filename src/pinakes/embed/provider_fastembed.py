@@ -20,6 +20,8 @@ from pinakes.errors import MissingExtraError, ModelUnavailableError
 if TYPE_CHECKING:
     import numpy as np
 
+    from pinakes.embed.loader import LoadRequest
+
 PROVIDER = "fastembed"
 # ONNX Runtime keeps the arena its largest call needed, so the padded-token cap sets this provider's
 # memory floor: 4,096 tokens peaked at 616 MB where 8,192 (the shared default) peaked at 958 MB, at
@@ -101,8 +103,12 @@ def disable_memory_pattern(model: Any) -> None:
         provider_options=[provider_options.get(name, {}) for name in providers])
 
 
-def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
-         packaged: PackagedModel | None, threads: int | None = None) -> FastembedEmbedder:
+def load(request: LoadRequest) -> FastembedEmbedder:
+    """The model `request.section` names (the registry's `load` for "fastembed"), its ONNX Runtime
+    session capped at `request.threads`."""
+    model, packaged, offline, threads = (request.section.model, request.packaged, request.offline,
+                                         request.threads)
+    revision = None if packaged is not None else request.section.revision or None
     try:
         from fastembed import TextEmbedding
     except ImportError as exc:
@@ -127,7 +133,7 @@ def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
         identity_parts = _hub_identity(loaded)
     dim = int(loaded.embedding_size)
     identity = ModelIdentity(PROVIDER, model, identity_parts[0], identity_parts[1], dim)
-    return FastembedEmbedder(loaded, identity, batch_size)
+    return FastembedEmbedder(loaded, identity, request.section.batch_size)
 
 
 def _register_packaged(text_embedding: Any, packaged: PackagedModel) -> None:

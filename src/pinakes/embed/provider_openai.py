@@ -56,8 +56,9 @@ from pinakes.errors import EmbeddingEndpointError, ManifestError, MissingExtraEr
 if TYPE_CHECKING:
     import numpy as np
 
+    from pinakes.embed.loader import LoadRequest
+    from pinakes.embed.settings import RemoteEmbedding
     from pinakes.embed.spending import EmbeddingSpending
-    from pinakes.manifest.sections import EmbeddingSection, RemoteEmbedding
 
 PROVIDER = "openai-compatible"
 EXTRA = "remote"
@@ -424,11 +425,12 @@ def _usage_tokens(payload: dict[str, Any] | None) -> int | None:
     return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else None
 
 
-def load(section: EmbeddingSection, *, kb_root: Path | None = None,
-         spending: EmbeddingSpending | None = None, for_search: bool = False) -> RemoteEmbedder:
-    """The remote model, probed: one request that both proves the endpoint answers (a clear error
-    when it does not, before a sync writes anything) and fingerprints the model behind it.
-    `for_search`: the probe is the first request of a search, within its `search_timeout_s`."""
+def load(request: LoadRequest) -> RemoteEmbedder:
+    """The remote model, probed (the registry's `load` for "openai-compatible"): one request that both
+    proves the endpoint answers (a clear error when it does not, before a sync writes anything) and
+    fingerprints the model behind it. `request.for_search`: the probe is the first request of a
+    search, within its `search_timeout_s`."""
+    section, kb_root, spending = request.section, request.kb_root, request.spending
     settings = section.remote
     if settings is None:
         raise ManifestError(f'[embedding] provider = "{PROVIDER}" needs base_url',
@@ -449,7 +451,7 @@ def load(section: EmbeddingSection, *, kb_root: Path | None = None,
     # No revision: the endpoint's URL may move (another host, a port) while the model stays; the
     # probe is what says whether it did.
     embedder.identity = ModelIdentity(PROVIDER, section.model, section.revision or "", "", section.dim)
-    if for_search:
+    if request.for_search:
         embedder._search_deadline = time.monotonic() + settings.search_timeout_s
         embedder._loaded_for_search = True
     embedder.probe(embedder._search_deadline)  # None for a sync: each attempt within timeout_s
@@ -507,7 +509,7 @@ def _counter(settings: RemoteEmbedding, kb_root: Path | None) -> ByteBound | _Ex
 
 def read_dimension(base_url: str, model: str, api_key_env: str | None, timeout_s: float = 30.0) -> int:
     """The dimension of `model`'s vectors, from one request (what `pnk init` writes as `dim`)."""
-    from pinakes.manifest.sections import RemoteEmbedding
+    from pinakes.embed.settings import RemoteEmbedding
 
     try:
         import openai

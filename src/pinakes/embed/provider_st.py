@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Any
 from pinakes.embed._common import ProviderEmbedder
 from pinakes.embed.base import ModelIdentity
 from pinakes.embed.hub import hub_cache_dir, repo_cache_name
-from pinakes.embed.packaged import PackagedModel, sentence_transformers_dir
+from pinakes.embed.packaged import sentence_transformers_dir
 from pinakes.embed.snapshot import local_weights_identity, snapshot_identity
 from pinakes.embed.tokens import TokenCounter
 from pinakes.errors import MissingExtraError, ModelUnavailableError
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from pinakes.embed.loader import LoadRequest
 
 PROVIDER = "sentence-transformers"
 
@@ -44,9 +46,11 @@ class SentenceTransformersEmbedder(ProviderEmbedder):
         return encode([text], convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
 
 
-def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
-         packaged: PackagedModel | None, threads: int | None = None) -> SentenceTransformersEmbedder:
-    del threads  # torch's thread count belongs to the whole process: not this model's to set
+def load(request: LoadRequest) -> SentenceTransformersEmbedder:
+    """The model `request.section` names (the registry's `load` for "sentence-transformers"). The
+    request's thread cap is not applied: torch's thread count belongs to the whole process."""
+    model, packaged, offline = request.section.model, request.packaged, request.offline
+    revision = None if packaged is not None else request.section.revision or None
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
@@ -69,7 +73,7 @@ def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
     if dim is None:
         raise ModelUnavailableError(f"{model} does not report its embedding dimension")
     identity = ModelIdentity(PROVIDER, model, identity_parts[0], identity_parts[1], int(dim))
-    return SentenceTransformersEmbedder(loaded, identity, batch_size)
+    return SentenceTransformersEmbedder(loaded, identity, request.section.batch_size)
 
 
 def _cache_folder_argument() -> str | None:

@@ -17,7 +17,7 @@ from pinakes.errors import EmbeddingEndpointError
 from pinakes.http_json import CUT, NO_ANSWER, REFUSED, Endpoint, quoted, remedy, transient
 
 if TYPE_CHECKING:
-    from pinakes.manifest.sections import RemoteEmbedding
+    from pinakes.embed.settings import RemoteEmbedding
     from pinakes.paid import CallFailure
 
 

@@ -30,7 +30,7 @@ from pinakes.budget.ledger import EMBED_OPERATION
 from pinakes.budget.prices import ModelPrice, load_prices
 
 if TYPE_CHECKING:
-    from pinakes.manifest import BudgetSection
+    from pinakes.budget.settings import BudgetSection
 
 
 @dataclass
