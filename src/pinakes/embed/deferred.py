@@ -9,7 +9,7 @@ comes from the digests pinned in `packaged.py` (the load verifies the same files
 digests, so the identity it would report is this one), its token counts from the model's own
 tokenizer file, and the weights load on the first `embed_documents` / `embed_query`.
 
-Any other model (a hub snapshot, a local directory, a remote provider) is loaded at once as before:
+Every other model (a hub snapshot, a local directory, a remote provider) is loaded at once as before:
 its identity is only known from the files or the endpoint the load reads.
 """
 

@@ -25,6 +25,22 @@ if TYPE_CHECKING:
     from pinakes.embed.settings import EmbeddingSection
     from pinakes.embed.spending import EmbeddingSpending
 
+    class _KBIdentity(Protocol):
+        @property
+        def id(self) -> str: ...
+
+    class KBSettings(Protocol):
+        """What `load_for_kb` reads of a Manifest (the manifest sits above this package)."""
+
+        @property
+        def kb(self) -> _KBIdentity: ...
+
+        @property
+        def embedding(self) -> EmbeddingSection: ...
+
+        @property
+        def budget(self) -> BudgetSection: ...
+
 
 @dataclass(frozen=True)
 class LoadRequest:
@@ -40,24 +56,6 @@ class LoadRequest:
 
 
 LoadProvider = Callable[[LoadRequest], Embedder]
-
-
-class _KBIdentity(Protocol):
-    @property
-    def id(self) -> str: ...
-
-
-class KBSettings(Protocol):
-    """What `load_for_kb` reads of a Manifest (the manifest sits above this package)."""
-
-    @property
-    def kb(self) -> _KBIdentity: ...
-
-    @property
-    def embedding(self) -> EmbeddingSection: ...
-
-    @property
-    def budget(self) -> BudgetSection: ...
 
 
 def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,

@@ -30,6 +30,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from pinakes.embed.hub import pinakes_model_dir
 from pinakes.errors import MissingExtraError, ModelUnavailableError
@@ -210,11 +211,13 @@ class _DigestRecord:
     def load(cls) -> _DigestRecord:
         path = pinakes_model_dir() / "sha256-record.json"
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            entries = data["files"] if data.get("version") == cls.VERSION else {}
-        except (OSError, ValueError, KeyError, AttributeError, TypeError):
-            entries = {}
-        return cls(path, entries if isinstance(entries, dict) else {})
+            data: object = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        files = cast("dict[str, object]", data).get("files") if isinstance(data, dict) else None
+        current = isinstance(data, dict) and cast("dict[str, object]", data).get("version") == cls.VERSION
+        # A JSON object's keys are strings; each entry is checked where it is read (`sha256`).
+        return cls(path, cast("dict[str, dict[str, object]]", files) if current and isinstance(files, dict) else {})
 
     def sha256(self, path: Path) -> str:
         resolved = path.resolve()

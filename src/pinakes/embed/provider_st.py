@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.embed._common import ProviderEmbedder
 from pinakes.embed.base import ModelIdentity
@@ -18,12 +18,13 @@ if TYPE_CHECKING:
     import numpy as np
 
     from pinakes.embed.loader import LoadRequest
+    from pinakes.embed.untyped import SentenceTransformersModel
 
 PROVIDER = "sentence-transformers"
 
 
 class SentenceTransformersEmbedder(ProviderEmbedder):
-    def __init__(self, model: Any, identity: ModelIdentity, batch_size: int) -> None:
+    def __init__(self, model: SentenceTransformersModel, identity: ModelIdentity, batch_size: int) -> None:
         tokenizer = model.tokenizer
         backend = getattr(tokenizer, "backend_tokenizer", None)
         if backend is None:
@@ -58,6 +59,7 @@ def load(request: LoadRequest) -> SentenceTransformersEmbedder:
                                 missing_module=exc.name or "sentence_transformers") from exc
     _quiet_weight_loading()
 
+    loaded: SentenceTransformersModel
     if packaged is not None:
         model_dir = sentence_transformers_dir(packaged)
         loaded = SentenceTransformer(str(model_dir), local_files_only=True)
@@ -96,7 +98,8 @@ def _quiet_weight_loading() -> None:
     transformers_logging.disable_progress_bar()
 
 
-def _load_hub(factory: Any, model: str, revision: str | None, *, offline: bool) -> Any:
+def _load_hub(factory: type[SentenceTransformersModel], model: str, revision: str | None, *,
+              offline: bool) -> SentenceTransformersModel:
     try:
         return factory(model, revision=revision, cache_folder=_cache_folder_argument(),
                        local_files_only=offline)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.embed.hub import fastembed_cache_dir, hf_home
 from pinakes.errors import MissingExtraError, ModelUnavailableError
 
 if TYPE_CHECKING:
+    from pinakes.embed.untyped import FastembedModel, SentenceTransformersModel
     from pinakes.manifest import RerankSection
     from pinakes.search.rerank import RerankRequest
 
@@ -44,7 +45,7 @@ class SentenceTransformersReranker:
         self.model = model
         self.batch_size = batch_size
         try:
-            self._encoder: Any = CrossEncoder(model, revision=revision, device="cpu", local_files_only=offline)
+            self._encoder: SentenceTransformersModel = CrossEncoder(model, revision=revision, device="cpu", local_files_only=offline)
         except Exception as exc:  # the hub client raises many types for "not in the cache"
             raise unavailable(model, "sentence-transformers", offline, exc) from exc
 
@@ -71,7 +72,7 @@ class FastEmbedReranker:
         self.batch_size = batch_size
         try:
             # fastembed left alone caches under $TMPDIR; the shared HF cache survives reboots.
-            self._encoder: Any = TextCrossEncoder(
+            self._encoder: FastembedModel = TextCrossEncoder(
                 model_name=model, cache_dir=str(fastembed_cache_dir()), local_files_only=offline
             )
         except Exception as exc:
