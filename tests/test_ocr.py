@@ -218,3 +218,27 @@ def test_progress_shows_pages_per_second_and_pages_left_and_announces_a_large_ru
     quiet.start(1, 1000)
     quiet.ocr_pages(OcrProgress("docs/one.png", 0, 1, 0.0, 2))
     assert "by OCR, about" not in small.getvalue()  # a small run is not announced
+
+
+def test_a_run_with_many_images_to_read_is_estimated_before_it_starts_and_cached_ones_do_not_count(
+        tmp_path: Path) -> None:
+    import io
+
+    from pinakes.extract.cache import ExtractCache
+    from pinakes.extract.ocr import images_to_read
+    from pinakes.extract.types import ExtractedText
+    from pinakes.pipeline.progress import LARGE_OCR_PAGES, SyncProgress
+
+    cache = ExtractCache(tmp_path / "cache")
+    spec = EXTRACTORS["rapidocr"]
+    cache.put("aaaa", ExtractedText.from_pages(["read before"], "\n\n", backend="rapidocr",
+                                               fingerprint=spec.fingerprint()), paid=False)
+    hashes = ["aaaa", *(f"b{n}" for n in range(LARGE_OCR_PAGES))]
+    assert images_to_read(hashes, tmp_path / "cache") == LARGE_OCR_PAGES
+    stream = io.StringIO()
+    progress = SyncProgress(stream, "line", interval=0.0, clock=lambda: 0.0)
+    progress.start(len(hashes), 1000)
+    progress.ocr_run(LARGE_OCR_PAGES - 1)
+    assert "to read by OCR" not in stream.getvalue()
+    progress.ocr_run(LARGE_OCR_PAGES)
+    assert f"{LARGE_OCR_PAGES} images to read by OCR: about " in stream.getvalue()

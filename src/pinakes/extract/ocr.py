@@ -25,7 +25,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +77,16 @@ _listener: Listener | None = None
 def estimate_seconds(pages: int, workers: int | None = None) -> float:
     """What reading `pages` pages is expected to take before any has been measured."""
     return pages * PAGE_SECONDS_GUESS / max(1, workers or ocr_workers())
+
+
+def images_to_read(content_hashes: Iterable[str], cache_dir: Path) -> int:
+    """How many of these images (by content hash) OCR would read now: those the extraction cache
+    does not hold under the current OCR fingerprint. Each counts one page (a TIFF may hold more)."""
+    from pinakes.extract.cache import ExtractCache
+    from pinakes.extract.registry import EXTRACTORS
+
+    cache, fingerprint = ExtractCache(cache_dir), EXTRACTORS["rapidocr"].fingerprint()
+    return sum(1 for content_hash in content_hashes if not cache.path_for(content_hash, fingerprint).is_file())
 
 
 @contextlib.contextmanager

@@ -31,7 +31,8 @@ limits, a huge scan) says nothing about the rest: while it runs the ETA is "?", 
 
 A document read by OCR (a scan, an image: extract/ocr.py) reports each page: its phase reads
 `OCR 12/40 pages, 0.9 pages/s, 31s left`, and one of `LARGE_OCR_PAGES` pages or more is announced
-with its estimate before its first page is read.
+with its estimate before its first page is read; so is a run with that many images to read, before
+the pipeline starts (`ocr_run`).
 
 What is being worked on is named with its phase (`document(path, phase=...)`: extracting, chunking,
 embedding, writing; `step(label)` for a step that is not one document's, such as the graph), so a long
@@ -285,6 +286,16 @@ class SyncProgress:
         with self._lock:
             self._flight_size, self._flight_chunks, self._flight_vectors = max(0, size), max(0, chunks), 0
         self.document(path, phase="embedding")
+
+    def ocr_run(self, images: int) -> None:
+        """Before the pipeline: `images` images to read by OCR, announced with an estimate when there
+        are `LARGE_OCR_PAGES` or more (a PDF's scanned pages are found as it is read: announced then)."""
+        if images >= LARGE_OCR_PAGES:
+            from pinakes.extract.ocr import estimate_seconds, ocr_workers
+
+            workers = ocr_workers()
+            self.announce(f"{counted(images, 'image')} to read by OCR: about "
+                          f"{_duration(estimate_seconds(images, workers))} ({counted(workers, 'worker')})")
 
     def ocr_pages(self, report: OcrProgress) -> None:
         """A page of `report.path` read by OCR (or, with `done` 0, its reading about to start)."""
