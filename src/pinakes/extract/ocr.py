@@ -35,13 +35,16 @@ from pinakes.extract.ocr_engine import OcrPage
 
 OCR_SLOTS = (1, 2)
 # The address space an OCR call may use at the least: the models and their working memory. Measured
-# (bench/bench_ocr.py, docs/QUALITY.md "OCR") at a peak of 1.2 GiB resident and 1.5 GiB of address
-# space a worker on dense 150-dpi pages; the PDF parser's 2 GiB would leave no room for a larger
-# page. The CPU and wall-clock limits are the PDF parser's own (Limits.for_input), per page.
+# (bench/bench_ocr.py, docs/QUALITY.md "OCR") at a peak of 642 MiB resident and 1,343 MiB of address
+# space a worker on dense 150-dpi pages (1,031 and 1,768 MiB when lines were recognised six at a time);
+# the PDF parser's 2 GiB would leave a bomb-sized margin only, and a page that outgrew it would be
+# recorded as a document no sync can read. The CPU and wall-clock limits are the PDF parser's own
+# (Limits.for_input), per page.
 OCR_ADDRESS_SPACE = 3 * GIB
-# Seconds one worker takes for a dense 150-dpi page on this project's reference machine (a shared
-# two-core VM; bench/bench_ocr.py): what an estimate assumes before this run has measured any.
-PAGE_SECONDS_GUESS = 3.0
+# Seconds one worker takes for a dense 150-dpi page on this project's reference machine with a core
+# to itself (3.9 s of CPU a page, bench/bench_ocr.py): what an estimate assumes before this run has
+# measured any; a loaded machine is slower, and the measured rate takes over after the first pages.
+PAGE_SECONDS_GUESS = 4.0
 OCR_REMEDY = ("if the file opens in a viewer, report this as a Pinakes bug; otherwise re-export it and run "
               "`pnk sync`, or exclude it in [sources]")
 

@@ -11,10 +11,12 @@ for, nor downloads, a model of its own), loaded once per worker and kept. Its se
 `rapidocr` registry entry's constants, so every one of them is in the OCR fingerprint:
 
 - no direction classifier: on the typeset pages of the development corpus it turned correct lines
-  upside down more often than it fixed any (token recall 0.977 with it, 0.997 without, and 5% of
-  the time); an upside-down scan is read badly (a stated limit, docs/GUIDE.md);
+  upside down (token recall 0.977 with it, 0.997 without, and 10% less CPU); an upside-down scan is
+  read badly (a stated limit, docs/GUIDE.md);
 - detection on the page scaled so its longer side is at most `det_limit_side` pixels (1280: 10%
-  less CPU than the full 150-dpi page at the same recall, docs/QUALITY.md);
+  less CPU than the full 150-dpi page at about the same recall, docs/QUALITY.md);
+- lines recognised one at a time, not six: a batch pads every line to its widest, which cost 21-25%
+  more CPU and about 400 MiB more memory a worker on typeset pages (docs/QUALITY.md);
 - one ONNX Runtime thread per worker: two workers read two pages at once (extract/ocr.py), which
   measured faster on a shared two-core machine than one worker with two threads, whose thread pool
   waits on the slowest core.
@@ -37,10 +39,11 @@ if TYPE_CHECKING:
 # The most pixels a page or frame may decode to (a 600-dpi A3 scan is 70 M; a 48-megapixel photo
 # 48 M): above it the file is refused unread, as a decompression bomb, before anything is decoded.
 MAX_PIXELS = 100_000_000
-# Detection works on at most this many pixels a side anyway (rapidocr's own bound, 2000, scales the
-# page down first), so a PDF page is never rendered much larger than that.
+# rapidocr scales any page down to 2000 pixels a side before it reads it, so a PDF page (a poster,
+# a map) is never rendered larger than this.
 MAX_RENDER_SIDE = 4000
-BOMB_REMEDY = "if the image is genuine, scale it down (to under 100 megapixels) and run `pnk sync`; otherwise exclude it in [sources]"
+BOMB_REMEDY = ("if the image is genuine, scale it down (to under 100 megapixels) and run `pnk sync`; "
+               "otherwise exclude it in [sources]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +107,8 @@ def read_pdf_page(path: Path, index: int) -> OcrPage:
                 scale *= MAX_RENDER_SIDE / longest
             bitmap = page.render(scale=scale, grayscale=True)
             try:
-                pixels = bitmap.to_numpy()
-                gray = pixels if pixels.ndim == 2 else pixels[..., 0]
+                pixels = bitmap.to_numpy()  # a view of the bitmap's buffer: copied before it is closed
+                gray = (pixels if pixels.ndim == 2 else pixels[..., 0]).copy()
             finally:
                 bitmap.close()
         finally:
@@ -228,6 +231,7 @@ def _load() -> _Engine:
             "Det.limit_type": "max",
             "Det.limit_side_len": int(constants["det_limit_side"]),
             "Rec.model_path": str(models["rec"]),
+            "Rec.rec_batch_num": int(constants["rec_batch"]),
             "EngineConfig.onnxruntime.intra_op_num_threads": 1,
             "EngineConfig.onnxruntime.inter_op_num_threads": 1,
         }))

@@ -107,7 +107,7 @@ EXTRACTORS: dict[str, ExtractorSpec] = {
             # EXIF orientation applied), read by the pinned models with the settings below, the lines
             # laid out by layout.py (layout is its LAYOUT_VERSION); pages joined by page_separator.
             constants={"version": "1", "engine": OCR_DISTRIBUTION, "det_sha256": DETECTION.sha256,
-                       "rec_sha256": RECOGNITION.sha256, "render_dpi": 150, "det_limit_side": 1280,
+                       "rec_sha256": RECOGNITION.sha256, "render_dpi": 150, "det_limit_side": 1280, "rec_batch": 1,
                        "text_score": "0.5", "direction_classifier": "off", "page_separator": "\n\n",
                        "layout": "2"},
             fitted_floors=True,
