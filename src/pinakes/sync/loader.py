@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pinakes import rules
+import pinakes.rules as rules
 from pinakes.kb import KBPaths
 from pinakes.links.reverse import delisted
 from pinakes.pipeline.pair import DocWork, compute_plan
