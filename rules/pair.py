@@ -1,23 +1,30 @@
-"""pair: the doit adapter of the pair stage (the pairing itself is `pinakes.pipeline.pair`)."""
+"""pair: the doit adapter of the pair stage (the pairing itself is `pinakes.pipeline.pair`).
+
+Pairing decides in the task's up-to-date check (the plan, made once: `PipelineRun.decided`) and
+applies in its action; the task is up to date when the plan has nothing to apply, and then still
+reports what the plan says (its notes, the sidecars with no document).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pinakes.pipeline import pair
-from pinakes.rules import Scope, StageAdapter, never_uptodate, no_name, one_per_run
-
-if TYPE_CHECKING:
-    from pinakes.pipeline.run import SyncContext
+from pinakes.rules import PipelineRun, Scope, StageAdapter, no_name, one_per_run
 
 
-def run_pair(ctx: SyncContext, _scope: Scope) -> None:
-    plan = pair.compute_plan(ctx)
-    if plan.collisions:
-        raise pair.collision_error(plan)
-    pair.apply(ctx, plan)
+def run_pair(run: PipelineRun, _scope: Scope) -> None:
+    plan = run.decided()
+    assert plan is not None  # a settled index has nothing to apply: the task is up to date
+    run.failed |= pair.apply(run.ctx, plan, run.walked().found, run.indexed)
+
+
+def _uptodate(run: PipelineRun, _scope: Scope) -> bool:
+    return not run.has_work()
+
+
+def _report(run: PipelineRun, _scope: Scope) -> None:
+    pair.report_unchanged(run.ctx, run.walked().found, run.decided())
 
 
 ADAPTER = StageAdapter[Scope](
     key="pair", doc="pair documents with sidecars and index rows: skip, re-embed, rename, adopt, mint, delete",
-    items=one_per_run, name=no_name, action=run_pair, uptodate=never_uptodate)
+    items=one_per_run, name=no_name, action=run_pair, uptodate=_uptodate, on_uptodate=_report)
