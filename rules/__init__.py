@@ -28,7 +28,7 @@ import importlib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, Required, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, Required, TypedDict, TypeVar, cast
 
 from pinakes.errors import PinakesError
 
@@ -88,7 +88,6 @@ class PipelineRun:
     def _decide(self) -> Plan | None:
         import time
 
-        from pinakes.pipeline import pair
         from pinakes.pipeline.settled import is_settled, settled_digest
 
         ctx, walked = self.ctx, self.walked()
@@ -99,6 +98,8 @@ class PipelineRun:
             ctx.report.unchanged = len(walked.found.docs)
             ctx.report.timings["pair"] = time.perf_counter() - started
             return None
+        from pinakes.pipeline import pair  # only a sync that pairs imports it
+
         plan = pair.compute_plan(ctx, walked.found, self.indexed)
         if plan.collisions:
             raise pair.collision_error(plan)
@@ -150,8 +151,7 @@ class PipelineRun:
             self.chunked.pop(item.doc_id, None)
 
 
-@dataclass(frozen=True)
-class Scope:
+class Scope(NamedTuple):
     """What one doit invocation covers: the whole run, or one group of the plan's documents."""
 
     group: int | None = None  # the group's number, in streaming order

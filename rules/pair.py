@@ -2,16 +2,18 @@
 
 Pairing decides in the task's up-to-date check (the plan, made once: `PipelineRun.decided`) and
 applies in its action; the task is up to date when the plan has nothing to apply, and then still
-reports what the plan says (its notes, the sidecars with no document).
+reports what the plan says (its notes, the sidecars with no document). The pairing module is
+imported only by a sync that pairs: a settled index has no plan to make.
 """
 
 from __future__ import annotations
 
-from pinakes.pipeline import pair
 from pinakes.rules import PipelineRun, Scope, StageAdapter, no_name, one_per_run
 
 
 def run_pair(run: PipelineRun, _scope: Scope) -> None:
+    from pinakes.pipeline import pair
+
     plan = run.decided()
     assert plan is not None  # a settled index has nothing to apply: the task is up to date
     run.failed |= pair.apply(run.ctx, plan, run.walked().found, run.indexed)
@@ -22,7 +24,8 @@ def _uptodate(run: PipelineRun, _scope: Scope) -> bool:
 
 
 def _report(run: PipelineRun, _scope: Scope) -> None:
-    pair.report_unchanged(run.ctx, run.walked().found, run.decided())
+    plan = run.decided()
+    run.ctx.report.account_unpaired(run.walked().found.orphan_sidecars, plan.notes if plan is not None else ())
 
 
 ADAPTER = StageAdapter[Scope](

@@ -30,19 +30,18 @@ paid text that refused a write part-way, once the pipeline has committed what it
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from pinakes.extract.registry import EXTRACTORS
-from pinakes.pipeline.paid_state import PaidDoc, PaidState
-from pinakes.pipeline.types import Extracted
 
 if TYPE_CHECKING:
     from pinakes.manifest import Manifest
     from pinakes.pipeline.paid_carry import CarryPlan
+    from pinakes.pipeline.paid_state import PaidState
     from pinakes.pipeline.pair import Plan
     from pinakes.pipeline.run import SyncContext, SyncOptions
-    from pinakes.pipeline.types import DocWork
+    from pinakes.pipeline.types import DocWork, Extracted
     from pinakes.sources.walk import WalkResult
 
 
@@ -93,15 +92,24 @@ class ExtractionBackend(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass
 class _KeepsPaidRows:
     """The hooks both backends share: paid rows carried across a rebuild, `--force`'s overrides,
-    and the closing report. One per run: `paid` is what the run decides about its paid rows."""
+    and the closing report. One per run: `paid` is what the run decides about its paid rows (made
+    when first asked for: a sync that changes nothing never asks)."""
 
     manifest: Manifest
     options: SyncOptions
     pdf_backend: str
-    paid: PaidState
+    _paid: PaidState | None = field(default=None, repr=False)
+
+    @property
+    def paid(self) -> PaidState:
+        if self._paid is None:
+            from pinakes.pipeline.paid_state import PaidState
+
+            self._paid = PaidState.for_backend(self.pdf_backend)
+        return self._paid
 
     def check(self) -> None:
         return None
@@ -133,7 +141,7 @@ class _KeepsPaidRows:
         finish(ctx, self.paid, stopped)
 
 
-@dataclass(frozen=True)
+@dataclass
 class FreeExtraction(_KeepsPaidRows):
     """Every document through the registry's free extractor for its source type; a PDF whose
     sidecar records a paid extraction is kept as it was paid for (spec §6.4)."""
@@ -142,7 +150,7 @@ class FreeExtraction(_KeepsPaidRows):
         return extract_free_document(ctx, self.paid, item)
 
 
-@dataclass(frozen=True)
+@dataclass
 class PaidExtraction(_KeepsPaidRows):
     """PDFs through the paid backend, the whole run priced by the budget before call 0; every other
     source type through its free extractor."""
@@ -171,13 +179,15 @@ def backend_for(manifest: Manifest, options: SyncOptions) -> ExtractionBackend:
     pdf_backend = options.extract_backend or manifest.extraction.backend
     spec = EXTRACTORS.get(pdf_backend)
     backend = PaidExtraction if spec is not None and spec.paid else FreeExtraction
-    return backend(manifest, options, pdf_backend, PaidState.for_backend(pdf_backend))
+    return backend(manifest, options, pdf_backend)
 
 
 def extract_free_document(ctx: SyncContext, state: PaidState, item: DocWork) -> Extracted | None:
     """`item` through the free extractor of its source type; a PDF recorded as paid for is
     protected: kept (None), re-indexed from its paid text, or failed with the paid run's remedy."""
     from pinakes.pipeline.extract import run_extractor
+    from pinakes.pipeline.paid_state import PaidDoc
+    from pinakes.pipeline.types import Extracted
 
     doc = PaidDoc(ctx, item)
     if item.source_type == "pdf":  # a free run never re-extracts a paid extraction (spec §6.4)

@@ -483,11 +483,3 @@ def apply(ctx: SyncContext, plan: Plan, walk: WalkResult, indexed: sqlite3.Conne
     moved_from = {w.from_path for w in plan.sidecar_writes if w.from_path}
     ctx.report.orphaned_sidecars.extend(p for p in walk.orphan_sidecars if p not in moved_from)
     return set() if ctx.read_only else apply_identity(ctx, plan, walk)
-
-
-def report_unchanged(ctx: SyncContext, walk: WalkResult, plan: Plan | None) -> None:
-    """What a sync whose pairing has nothing to apply still says: its plan's notes (None: the index
-    is settled, so there is no plan) and the sidecars with no document beside them."""
-    ctx.report.orphaned_sidecars.extend(walk.orphan_sidecars)
-    if plan is not None:
-        ctx.report.notes.extend(plan.notes)

@@ -12,8 +12,7 @@ the settled mark (`pipeline.settled`) is what makes a no-op sync a no-op without
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from pinakes.faults import faultpoint
 from pinakes.index.schema import transaction
@@ -24,9 +23,9 @@ if TYPE_CHECKING:
     from pinakes.sources.walk import FileState, WalkResult
 
 
-@dataclass(frozen=True)
-class Walked:
-    """The walk of one sync: what it found, and which of its cache updates are changes."""
+class Walked(NamedTuple):
+    """The walk of one sync: what it found, and which of its cache updates are changes (a NamedTuple:
+    every sync, a no-op too, makes one)."""
 
     found: WalkResult
     started_ns: int  # when it started: the racy window of the next walk is measured from here

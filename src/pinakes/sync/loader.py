@@ -31,9 +31,8 @@ import functools
 import io
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pinakes.rules as rules
 from pinakes.kb import KBPaths
@@ -86,8 +85,7 @@ def stream_groups(work: list[DocWork]) -> list[list[DocWork]]:
     return groups
 
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(NamedTuple):
     """One doit run of `pnk sync`: some of the declared stages over one scope."""
 
     label: str  # "plan", "group 3", or the key of the one stage it runs
@@ -150,8 +148,7 @@ def only_within(tasks: list[TaskDict]) -> list[TaskDict]:
     return tasks
 
 
-@dataclass
-class Outcome:
+class Outcome(NamedTuple):
     """What `run_pipeline` did: how many invocations doit ran, and the exit code and report of the
     last (non-zero: the one that failed, and the run stopped there)."""
 
@@ -165,7 +162,7 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
     invocation whose every task is up to date is not handed to doit, so a sync with nothing to do
     never imports it. `before_doit` is called before each invocation that doit runs. Stops at the
     first that fails; raises the PinakesError that stopped a step."""
-    outcome = Outcome()
+    ran = 0
     for invocation in invocations(run):
         halt = Halt()
         tasks = invocation.tasks(run, halt)
@@ -175,11 +172,11 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
         step = rules.adapter(invocation.stages[0].key).step
         if step is not None:
             run.ctx.progress.step(step)
-        outcome.ran += 1
-        outcome.code, outcome.output = run_invocation(run, invocation, tasks, halt)
-        if outcome.code:
-            break
-    return outcome
+        ran += 1
+        code, output = run_invocation(run, invocation, tasks, halt)
+        if code:
+            return Outcome(ran, code, output)
+    return Outcome(ran)
 
 
 def run_invocation(run: PipelineRun, invocation: Invocation, tasks: list[TaskDict] | None = None,
