@@ -237,10 +237,10 @@ def check_doc_id(value: object) -> str:
 
 def check_objects(argument: str, value: object, *, most: int) -> list[Mapping[str, object]]:
     """A list of 1..`most` JSON objects (each one's members are the caller's to check)."""
-    if not isinstance(value, list) or not value:
+    items = cast("list[object]", value) if isinstance(value, list) else None  # parsed JSON: checked below
+    if not items:
         raise refuse(argument, f"must be a non-empty list of objects, got {_json_type(value)}",
                      f"pass a list of 1 to {most} objects")
-    items = cast("list[object]", value)  # parsed JSON: each item is checked below
     if len(items) > most:
         raise refuse(argument, f"has {len(items)} items; at most {most}", f"split it into calls of at most {most}")
     objects: list[Mapping[str, object]] = []
