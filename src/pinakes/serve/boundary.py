@@ -237,9 +237,10 @@ def check_doc_id(value: object) -> str:
 
 def check_objects(argument: str, value: object, *, most: int) -> list[Mapping[str, object]]:
     """A list of 1..`most` JSON objects (each one's members are the caller's to check)."""
+    kind = _json_type(value)
     items = cast("list[object]", value) if isinstance(value, list) else None  # parsed JSON: checked below
     if not items:
-        raise refuse(argument, f"must be a non-empty list of objects, got {_json_type(value)}",
+        raise refuse(argument, f"must be a non-empty list of objects, got {kind}",
                      f"pass a list of 1 to {most} objects")
     if len(items) > most:
         raise refuse(argument, f"has {len(items)} items; at most {most}", f"split it into calls of at most {most}")
