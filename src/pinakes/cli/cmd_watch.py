@@ -18,7 +18,7 @@ from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 @dataclass(frozen=True, kw_only=True)
 class WatchArgs(CommandArgs):
-    debounce: int
+    debounce: int | None
     index_only: bool
     offline: bool
     poll: bool
