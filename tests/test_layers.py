@@ -43,8 +43,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("links", "search"),
     ("sources",),  # the walk of the source roots
     ("index",),
-    ("embed",),
     ("manifest",),
+    ("embed",),  # below the manifest, whose validation reads its registry (embed/registry.py)
     ("extract",),
     ("paid",),
     ("budget",),
@@ -62,6 +62,7 @@ NEVER_IMPORT_SYNC = ("search", "serve", "lexical", "index")
 DYNAMIC_IMPORTERS = frozenset({
     "pinakes.cli",  # the command modules, by command name
     "pinakes.doctor",  # the check modules of CHECK_MODULES
+    "pinakes.embed.registry",  # a provider's or reranker's `load`, named by its registry entry
     "pinakes.extract.isolation",  # the extractor a child process runs, named by its parent
     "pinakes.pipeline.extract",  # the extractor module of the registry's spec
     "pinakes.rules",  # each declared stage's adapter module, by the stage's key (pipeline/stages.py)
