@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -143,23 +142,15 @@ def test_status_reports_an_authored_link_to_no_document_as_unresolved(tools: Pin
     assert ids["docs/alpha.md"] != ABSENT
 
 
-def test_status_reads_unresolved_text_links_where_the_index_has_them(tools: PinakesTools, kb: Path) -> None:
-    """The hook for links written in text (#44's text_links table): absent, skipped; present, read."""
-    assert tools.call("pinakes_status", {})["unresolved_links"]["text_links_indexed"] is False
-    ids = doc_ids(kb)
-    conn = sqlite3.connect(kb / ".pinakes" / "index.db")
-    try:
-        conn.execute("CREATE TABLE text_links (doc_id TEXT, target TEXT, line INTEGER, status TEXT)")
-        conn.execute("INSERT INTO text_links VALUES (?, 'Sourdough starter log', 7, 'unresolved')",
-                     (ids["docs/alpha.md"],))
-        conn.execute("INSERT INTO text_links VALUES (?, 'harbour', 2, 'resolved')", (ids["docs/alpha.md"],))
-        conn.commit()
-    finally:
-        conn.close()
+def test_status_lists_links_written_in_text_that_name_no_document_with_their_line(
+        tools: PinakesTools, kb: Path) -> None:
+    (kb / "docs" / "bread.md").write_text("# Bread\n\nFed daily.\nSee [[Sourdough starter log]] and "
+                                         "[the harbour](sea/harbour.md).\n", encoding="utf-8")
+    sync_kb(kb)
     unresolved = tools.call("pinakes_status", {})["unresolved_links"]
-    assert unresolved["text_links_indexed"] is True and unresolved["count"] == 1
-    assert unresolved["shown"] == [{"from": "docs/alpha.md:7", "origin": "text", "target": "Sourdough starter log",
-                                    "status": "unresolved"}]
+    assert unresolved["count"] == 1  # the Markdown link resolves; the wikilink names no document
+    assert unresolved["shown"] == [{"from": "docs/bread.md:4", "origin": "text",
+                                    "target": "Sourdough starter log", "status": "unresolved"}]
 
 
 def test_status_of_a_kb_never_synced_says_what_to_run(tmp_path: Path) -> None:

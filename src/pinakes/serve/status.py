@@ -6,10 +6,9 @@ last sync saved (`pinakes.sources.walk` without hashing: a file whose size, time
 reported as changed, as the next sync would then look at it). It takes no lock and writes nothing.
 Every list is cut at SHOWN entries; the counts beside them are whole.
 
-Unresolved links: authored links (sidecars) whose target is no active document of this KB, and,
-in an index that has the `text_links` table (links written in documents' text, #44), the ones its
-resolver left unresolved or ambiguous, with the line they are on. An index without that table has
-none to report: the query is skipped, not failed.
+Unresolved links: authored links (sidecars) whose target is no active document of this KB, and
+links written in documents' text (wikilinks, Markdown links, `pnk://`) that the last graph stage
+resolved to no document or to several, with the line they are on, as `pnk doctor` reads them.
 """
 
 from __future__ import annotations
@@ -97,33 +96,21 @@ def _stale_extractions(conn: sqlite3.Connection) -> Payload:
 
 
 def _unresolved_links(conn: sqlite3.Connection, kb_id: str) -> Payload:
+    """Authored links to no active document of this KB, then links written in documents' text that
+    resolved to none or to several (links/text_edges.py), each list cut at SHOWN."""
+    from pinakes.links.text_edges import text_link_problems
+
     authored = conn.execute(
         "SELECT s.path, l.dst_doc_id, l.rel FROM links l JOIN documents s ON s.id = l.src_doc_id "
         "AND s.state = 'active' LEFT JOIN documents d ON d.id = l.dst_doc_id AND d.state = 'active' "
         "WHERE l.src_kb_id = ? AND l.dst_kb_id = ? AND l.origin = 'sidecar' AND d.id IS NULL "
         "ORDER BY s.path", (kb_id, kb_id)).fetchall()
     shown: list[object] = [{"from": path, "origin": "sidecar", "target": target, "rel": rel}
-                              for path, target, rel in authored[:SHOWN]]
-    count = len(authored)
-    text = _unresolved_text_links(conn)
-    if text is not None:
-        count += text[0]
-        shown += text[1][: max(0, SHOWN - len(shown))]
-    return {"count": count, "shown": shown, "text_links_indexed": text is not None}
-
-
-def _unresolved_text_links(conn: sqlite3.Connection) -> tuple[int, list[object]] | None:
-    """Links written in documents' text that resolved to no document, or to several; None when the
-    index has no `text_links` table (an index from before links were read from text)."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'text_links'").fetchone() is None:
-        return None
-    where = "FROM text_links t JOIN documents d ON d.id = t.doc_id AND d.state = 'active' " \
-            "WHERE t.status IN ('unresolved', 'ambiguous')"
-    count = conn.execute(f"SELECT count(*) {where}").fetchone()[0]
-    rows = conn.execute(f"SELECT d.path, t.line, t.target, t.status {where} ORDER BY d.path, t.line "
-                        f"LIMIT {SHOWN}").fetchall()
-    return int(count), [{"from": f"{path}:{line}", "origin": "text", "target": target, "status": status}
-                        for path, line, target, status in rows]
+                           for path, target, rel in authored[:SHOWN]]
+    problems, counts = text_link_problems(conn, SHOWN)
+    shown += [{"from": problem.where, "origin": "text", "target": problem.target, "status": problem.status}
+              for problem in problems[: max(0, SHOWN - len(shown))]]
+    return {"count": len(authored) + sum(counts.values()), "shown": shown}
 
 
 def _iso_ns(value: str | None) -> int | None:
