@@ -342,3 +342,13 @@ def _process_state(pid: int) -> str:
     """The state letter of /proc/PID/stat (T: stopped)."""
     text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
     return text.rsplit(")", 1)[1].split()[0]
+
+
+def test_without_the_watch_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pinakes.errors import UsageError
+    from pinakes.sync.watch import notify_source
+
+    monkeypatch.setitem(sys.modules, "watchfiles._rust_notify", None)  # as if not installed
+    with pytest.raises(UsageError) as refused:
+        notify_source([str(tmp_path)], False)
+    assert "[watch]" in (refused.value.remedy or "") and "watchfiles" in refused.value.message
