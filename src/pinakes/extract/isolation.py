@@ -40,9 +40,11 @@ failure that ends or taints it; a function that raises leaves it running. A fres
 call would cost a Python start-up and a pypdfium2 import per document; the reused worker costs a
 pipe round trip. Callers that want several cores name a `slot`: one such worker per slot. It
 ignores Ctrl-C (the parent decides), exits when its stdin closes, is told to
-stop at the parent's exit, and on Linux is killed by the kernel if the parent dies first — or the
-parent's *thread* that started it ends (the parent-death signal follows the thread), so a caller
-on threads of its own keeps them alive as long as their workers (extract/ocr.py does). The
+stop at the parent's exit, and on Linux is killed by the kernel if the parent dies first. That
+signal follows the *thread* that started the child, not the process, so every worker is started by
+one daemon thread that lives as long as the process (`process_starter.py`): a caller on a short-lived
+thread (a sync run on a thread by `pnk watch`'s host, a server, a test) never takes its worker down
+with it, mid-call for another thread. The
 parent's `sys.path` and fault-injection variables (`pinakes.faults`) travel with each call, so the
 child imports and faults as the caller would.
 """
@@ -71,6 +73,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from pinakes.errors import IsolationError
+from pinakes.extract.process_starter import start_process
 
 T = TypeVar("T")
 
@@ -199,9 +202,9 @@ class _Worker:
         # The child starts on the parent's sys.path, so it imports this very copy of pinakes
         # (and the same modules) whatever put them on the parent's path.
         try:
-            process = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path)],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                       close_fds=True, start_new_session=True)
+            process = start_process(lambda: subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path)], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=stderr, close_fds=True, start_new_session=True))
         except OSError as exc:
             stderr.close()
             raise call.failure("start", f"{call.what} could not be started ({sys.executable!r}: "

@@ -165,9 +165,9 @@ _executor: ThreadPoolExecutor | None = None
 
 
 def _pool() -> ThreadPoolExecutor:
-    """The threads that drive the OCR workers, kept for the life of the process: a worker dies with
-    the thread that started it (Linux's parent-death signal follows the thread, isolation.py), so
-    a pool that ended with each document would kill its workers under the next one."""
+    """The threads that drive the OCR workers (one per slot), made once and kept for the life of the
+    process rather than per document. (The workers themselves outlive any thread: isolation.py
+    starts them from process_starter.py's thread.)"""
     global _executor
     with _pool_lock:
         if _executor is None:
