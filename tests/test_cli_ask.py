@@ -95,7 +95,7 @@ def test_deep_prints_the_cited_answer_rounds_ending_and_cost(
     lines = out.splitlines()
     assert lines[:2] == ["Answer:", "The main switchboard is 01632 960400 [1]."]
     assert "  [1] docs/governance/staff-directory.md:0-581 (Staff directory and responsibilities)" in lines
-    assert "Free confidence high: one synthesis call." in lines
+    assert "Free confidence high (fitted): one synthesis call." in lines
     assert any(line.startswith("Ended by synthesis: one synthesis call") for line in lines)
     assert any(line.startswith("Cost: €0.0") and "reserved at the worst case before the first call" in line
                for line in lines)

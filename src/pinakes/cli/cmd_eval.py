@@ -7,6 +7,7 @@
     pnk eval --init                     draft eval/questions.yaml from the KB's own headings, to edit
     pnk eval --fit-confidence           fit [retrieval.confidence] on the golden set and print the block
     pnk eval --fit-confidence --write   the same, written into pinakes.toml (backed up, re-validated)
+    pnk eval --self-calibrate           fit the confidence model on questions made from the KB's own documents
     pnk eval --questions FILE.jsonl     nDCG@10 / recall@10 / recall@100 / MRR over any KB
 
 Exit status: 0 when the run passes (or is skipped for want of a golden set), 1 on a regression
@@ -72,6 +73,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="paired comparison of two outcomes files (exact sign test)")
     action.add_argument("--questions", metavar="FILE", type=Path,
                         help="score a .jsonl of {id, query, relevant} (paths relative to the source root)")
+    action.add_argument("--self-calibrate", action="store_true",
+                        help="fit the confidence model on questions made from the KB's own documents (each asked "
+                             "as it is and with its document left out) and store it in .pinakes/; searches use it "
+                             "while pinakes.toml has no [retrieval.confidence]")
     parser.set_defaults(run=run)
 
 
@@ -98,8 +103,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--init drafts the questions the fit needs; they are edited before any fit",
                          remedy="run `pnk eval --init`, edit eval/questions.yaml, then "
                                 "`pnk eval --fit-confidence --write`")
+    if args.self_calibrate and (args.fit_confidence or args.update_baseline or args.write):
+        raise UsageError("--self-calibrate fits on the KB's own documents and stores the result in .pinakes/",
+                         remedy="run `pnk eval --self-calibrate` on its own")
     if args.init:
         return _init(args)
+    if args.self_calibrate:
+        return _self_calibrate(args)
     if args.compare:
         return _compare(args)
     if args.rescore:
@@ -193,6 +203,16 @@ def _init(args: argparse.Namespace) -> int:
                  "next": next_steps},
           f"wrote {drafted.path}: {drafted.answerable} answerable drafts and {drafted.no_answer} no-answer "
           f"drafts to check\n" + (f"note: {short}\n" if short else "") + f"next: {next_steps}")
+    return 0
+
+
+def _self_calibrate(args: argparse.Namespace) -> int:
+    from pinakes.eval.self_calibrated import render, run_self_calibration
+
+    run = run_self_calibration(_kb_root(args), sync=not args.no_sync)
+    for warning in run.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    _emit(args, {"ok": True, **run.to_dict()}, render(run))
     return 0
 
 

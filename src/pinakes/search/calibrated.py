@@ -1,0 +1,138 @@
+"""Where a search's confidence comes from (issue #41): the first of these that applies to the
+search's scorer (its embedding model, rerank on or off), in this order:
+
+  fitted           pinakes.toml's `[retrieval.confidence]`: fitted on the KB's golden set
+                   (`pnk eval --fit-confidence --write`), or written there by a person
+  self-calibrated  `.pinakes/self-calibration.json`: fitted on questions the KB made of its own
+                   documents (calibration/self_calibration.py; the first sync of a large enough KB
+                   writes it, `pnk eval --self-calibrate` rewrites it)
+  prior            the model fitted across the development corpora, shipped as package data
+                   (data/confidence/prior.json; bench/make_confidence_prior.py made it)
+  unknown          none applies, or `[retrieval.confidence] signal = "none"` turned the signal off
+
+A `[retrieval.confidence]` block that names another scorer is reported as such (re-fit it), never
+skipped for a lower source: the person who wrote it asked for it. What each source means in rates
+measured on questions it never saw: docs/QUALITY.md, "Confidence on a KB nobody fitted".
+
+Reading is cheap and done once per change: the stored self-calibration is re-read only when its
+file's modification time moves (a `stat` per search), so a server picks up the first sync's
+calibration without a restart.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pinakes.kb import KBPaths
+from pinakes.manifest.sections import FEATURES, MODEL, NONE_SIGNAL, ConfidenceSection
+
+FITTED, SELF_CALIBRATED, PRIOR, UNCALIBRATED = "fitted", "self-calibrated", "prior", "unknown"
+SOURCES = (FITTED, SELF_CALIBRATED, PRIOR, UNCALIBRATED)
+SELF_CALIBRATION_FORMAT = "pinakes-self-calibration/1"
+PRIOR_FORMAT = "pinakes-confidence-prior/1"
+SELF_CALIBRATION_NAME = "self-calibration.json"
+PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "confidence" / "prior.json"
+
+
+@dataclass(frozen=True)
+class CalibratedBlock:
+    """A confidence block that is not pinakes.toml's: shaped like ConfidenceSection (the Thresholds
+    protocol of search/confidence.py)."""
+
+    high: float
+    low: float
+    fitted_for: str
+    signal: str = MODEL
+    features: tuple[str, ...] = ()
+    weights: tuple[float, ...] = ()
+    bias: float = 0.0
+
+
+def self_calibration_path(paths: KBPaths) -> Path:
+    return paths.state_dir / SELF_CALIBRATION_NAME
+
+
+def read_block(path: Path, expected_format: str) -> CalibratedBlock | None:
+    """The `confidence` block of a stored calibration, or None when the file is missing, of another
+    format, or does not hold a usable model (a damaged derived file is as good as none)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != expected_format:
+        return None
+    return block_from(data.get("confidence"))
+
+
+def block_from(value: object) -> CalibratedBlock | None:
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        features = tuple(str(name) for name in value["features"])
+        weights = tuple(float(weight) for weight in value["weights"])
+        block = CalibratedBlock(high=float(value["high"]), low=float(value["low"]),
+                                fitted_for=str(value["fitted_for"]), signal=str(value.get("signal", MODEL)),
+                                features=features, weights=weights, bias=float(value["bias"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    usable = (block.signal == MODEL and features and len(features) == len(weights)
+              and all(name in FEATURES for name in features) and block.low <= block.high and block.fitted_for)
+    return block if usable else None
+
+
+@functools.cache
+def packaged_prior() -> CalibratedBlock | None:
+    """The prior that ships inside Pinakes, read once per process."""
+    return read_block(PRIOR_PATH, PRIOR_FORMAT)
+
+
+Candidate = tuple[ConfidenceSection | CalibratedBlock, str]
+
+
+class KBConfidence:
+    """The confidence blocks one KB's searches may use, in the order they are tried."""
+
+    def __init__(self, manifest_block: ConfidenceSection | None, stored: Path | None,
+                 prior: CalibratedBlock | None = None) -> None:
+        self.manifest_block = manifest_block
+        self.stored = stored
+        self.prior = prior
+        self._stored_stamp: tuple[int, int] | None = None
+        self._stored_block: CalibratedBlock | None = None
+
+    @classmethod
+    def for_kb(cls, paths: KBPaths, manifest_block: ConfidenceSection | None) -> KBConfidence:
+        return cls(manifest_block, self_calibration_path(paths), packaged_prior())
+
+    @property
+    def turned_off(self) -> bool:
+        return self.manifest_block is not None and self.manifest_block.signal == NONE_SIGNAL
+
+    def candidates(self) -> list[Candidate]:
+        if self.manifest_block is not None:
+            return [] if self.turned_off else [(self.manifest_block, FITTED)]
+        found: list[Candidate] = []
+        stored = self._self_calibration()
+        if stored is not None:
+            found.append((stored, SELF_CALIBRATED))
+        if self.prior is not None:
+            found.append((self.prior, PRIOR))
+        return found
+
+    def _self_calibration(self) -> CalibratedBlock | None:
+        if self.stored is None:
+            return None
+        try:
+            status = os.stat(self.stored)
+        except OSError:
+            self._stored_stamp = self._stored_block = None
+            return None
+        stamp = (status.st_mtime_ns, status.st_size)
+        if stamp != self._stored_stamp:
+            self._stored_stamp, self._stored_block = stamp, read_block(self.stored, SELF_CALIBRATION_FORMAT)
+        return self._stored_block
