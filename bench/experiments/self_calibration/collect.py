@@ -46,6 +46,9 @@ VARIANTS = {
     "rare4": QuestionRules(words=4, pick="rare"),
     "run6-p50": QuestionRules(words=6, pick="run", paraphrase=0.5),
     "rare6-p50": QuestionRules(words=6, pick="rare", paraphrase=0.5),
+    "lead6": QuestionRules(words=6, pick="lead"),
+    "lead6-p50": QuestionRules(words=6, pick="lead", paraphrase=0.5),
+    "lead8": QuestionRules(words=8, pick="lead"),
 }
 DEMO = REPO / "tests" / "demo-kb"
 

@@ -6,5 +6,6 @@ so that both can call it:
     questions.py         questions made from the KB's own documents by fixed rules
     self_calibration.py  those questions searched twice (as they are, and with their source left
                          out) and the model fitted on them; stored in .pinakes/ with its provenance
-    shrinkage.py         a small golden set's fit shrunk towards the KB's self-calibration or the prior
+    on_sync.py           self-calibration run by a sync (once, bounded in time)
+    shrinkage.py         a small golden set's fit shrunk towards the KB's self-calibration
 """

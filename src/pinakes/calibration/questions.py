@@ -48,13 +48,15 @@ class QuestionRules:
     """What varies between rule sets (bench/experiments/self_calibration measured them)."""
 
     words: int = 6  # content words per question
-    pick: str = "run"  # "run": a run of the sentence's content words; "rare": its rarest ones, in order
+    # "run": a run of the sentence's content words; "rare": its rarest ones, in order; "lead": a
+    # document's first question from its opening sentence (what it is about), the others as "run"
+    pick: str = "run"
     paraphrase: float = 0.0  # the chance each word with a WordNet relative is replaced by one
     max_questions: int = 200
     per_document: int = 4  # questions one document may give (a small KB asks each several)
 
     def describe(self) -> str:
-        how = "a run of" if self.pick == "run" else "the rarest"
+        how = {"run": "a run of", "rare": "the rarest", "lead": "the opening sentence's first, then a run of"}[self.pick]
         return f"rules {RULES_VERSION}: {how} {self.words} content words of a sentence, paraphrase {self.paraphrase:g}"
 
 
@@ -101,13 +103,15 @@ def make_questions(conn: sqlite3.Connection, rules: QuestionRules, relations: Wo
             if len(made) >= rules.max_questions:
                 return made
             if doc_id not in sentences_of:
-                sentences_of[doc_id] = _sentences_of(conn, doc_id)
+                sentences_of[doc_id] = _sentences_of(conn, doc_id, lead=rules.pick == "lead")
             if round_number >= len(sentences_of[doc_id]):
                 continue
             chunk_id, ordinal, words = sentences_of[doc_id][round_number]
             salt = f"{doc_id}#{round_number}"
             if rules.pick == "rare":
                 asked = frequencies.rarest(words, rules.words)
+            elif rules.pick == "lead" and round_number == 0:
+                asked = words[:rules.words]
             else:
                 start = _hashed("start", salt) % (len(words) - rules.words + 1) if len(words) > rules.words else 0
                 asked = words[start:start + rules.words]
@@ -123,17 +127,24 @@ def _documents_in_order(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
     yield from sorted(((str(doc_id), str(path)) for doc_id, path in rows), key=lambda row: (_hashed(row[0]), row[0]))
 
 
-def _sentences_of(conn: sqlite3.Connection, doc_id: str) -> list[tuple[int, int, list[str]]]:
+def _sentences_of(conn: sqlite3.Connection, doc_id: str, *, lead: bool = False) -> list[tuple[int, int, list[str]]]:
     """(chunk id, ordinal, content words) of the document's sentences that hold enough content
-    words, in hash order, one per passage before any passage gives a second."""
-    candidates: list[tuple[int, int, int, int, list[str]]] = []
+    words, in hash order, one per passage before any passage gives a second; with `lead`, the
+    document's first such sentence first."""
+    # (place among its passage's sentences, passage hash, chunk id, ordinal, sentence number, words)
+    candidates: list[tuple[int, int, int, int, int, list[str]]] = []
     for chunk_id, ordinal, text in conn.execute("SELECT id, ordinal, text FROM chunks WHERE doc_id = ?", (doc_id,)):
-        ranked = sorted((_hashed(doc_id, ordinal, number), words) for number, sentence in enumerate(sentences(str(text)))
+        ranked = sorted((_hashed(doc_id, ordinal, number), number, words)
+                        for number, sentence in enumerate(sentences(str(text)))
                         if len(words := content_words(sentence)) >= MIN_CONTENT_WORDS)
-        candidates += [(place, _hashed(doc_id, ordinal), int(chunk_id), int(ordinal), words)
-                       for place, (_, words) in enumerate(ranked)]
-    candidates.sort(key=lambda candidate: candidate[:4])
-    return [(chunk_id, ordinal, words) for _, _, chunk_id, ordinal, words in candidates]
+        candidates += [(place, _hashed(doc_id, ordinal), int(chunk_id), int(ordinal), number, words)
+                       for place, (_, number, words) in enumerate(ranked)]
+    candidates.sort(key=lambda candidate: candidate[:5])
+    if lead and candidates:
+        opening = min(candidates, key=lambda candidate: (candidate[3], candidate[4]))
+        candidates.remove(opening)
+        candidates.insert(0, opening)
+    return [(chunk_id, ordinal, words) for _, _, chunk_id, ordinal, _, words in candidates]
 
 
 class _Frequencies:

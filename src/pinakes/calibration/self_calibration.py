@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pinakes.calibration.fitting import ConfidenceFit, FitError, fit_confidence, score_fit
+from pinakes.calibration.fitting import ConfidenceFit, FitError, fit_confidence
 from pinakes.calibration.questions import MadeQuestion, QuestionRules, make_questions
 from pinakes.kb import KBPaths
 from pinakes.lexical.filters import SearchFilters
+from pinakes.manifest.sections import FEATURES
 from pinakes.search.calibrated import SELF_CALIBRATION_FORMAT, self_calibration_path
 from pinakes.search.core import Searcher
 
@@ -35,11 +36,11 @@ NO_ANSWER = "no-answer"
 # The false-confidence ceiling the fit keeps on the synthetic no-answer questions: lower than a golden
 # set's 0.10, because real unanswerable questions score above made-up ones (measured, leave one
 # corpus out: docs/QUALITY.md, "Self-calibration").
-SYNTHETIC_CEILING = 0.10
+SYNTHETIC_CEILING = 0.05
 MIN_DOCUMENTS = 20  # below this a sync does not self-calibrate: too few to leave one out of
 MIN_QUESTIONS = 30  # per class, or nothing is stored
 SYNC_SECONDS = 60.0  # what a sync may spend on it (questions stop being asked when it runs out)
-DEFAULT_RULES = QuestionRules()
+DEFAULT_RULES = QuestionRules(words=6, pick="lead")  # chosen among 10 rule sets: docs/QUALITY.md
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,10 @@ def store(kb_root: Path, calibration: SelfCalibration) -> Path:
         "stopped_early": calibration.stopped_early,
         "confidence": {"signal": fit.signal, "features": list(model.features), "weights": list(model.weights),
                        "bias": model.bias, "high": fit.high, "low": fit.low, "fitted_for": fit.fitted_for},
+        # The questions' features (FEATURES order, a search that found nothing as null): what a small
+        # golden set's fit is shrunk towards (calibration/shrinkage.py) without asking them again.
+        "rows": [[row.kind, [row.features.get(name) for name in FEATURES] if row.features is not None else None]
+                 for row in calibration.rows],
         "on_its_questions": {"false_abstain": fit.false_abstain.to_dict(),
                              "false_confidence": fit.false_confidence.to_dict(),
                              "ceiling": fit.max_false_confidence},
@@ -195,6 +200,33 @@ def store(kb_root: Path, calibration: SelfCalibration) -> Path:
     return target
 
 
-def synthetic_rates(fit: ConfidenceFit, rows: Sequence[CalibrationRow]) -> tuple[float | None, float | None]:
-    false_abstain, false_confidence = score_fit(fit, rows)
-    return false_abstain.value, false_confidence.value
+@dataclass(frozen=True)
+class StoredSelfCalibration:
+    fit: ConfidenceFit  # the stored block as a fit (its rates are not stored; they read 0/0)
+    rows: list[CalibrationRow]
+    path: Path
+
+
+def read_stored(kb_root: Path) -> StoredSelfCalibration | None:
+    """The KB's stored self-calibration with its questions, or None when there is none usable."""
+    from pinakes.calibration.fitting import Rate, SignalModel
+
+    path = self_calibration_path(KBPaths(kb_root))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != SELF_CALIBRATION_FORMAT:
+            return None
+        block = data["confidence"]
+        model = SignalModel(tuple(block["features"]), tuple(float(w) for w in block["weights"]), float(block["bias"]))
+        rows = [CalibrationRow(f"q{number}", str(kind),
+                               features=None if values is None else
+                               {name: float(value) for name, value in zip(FEATURES, values, strict=True)
+                                if value is not None})
+                for number, (kind, values) in enumerate(data["rows"])]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    empty = Rate(0, 0)
+    fit = ConfidenceFit(high=float(block["high"]), low=float(block["low"]), fitted_for=str(block["fitted_for"]),
+                        false_abstain=empty, false_confidence=empty, no_answer_high=empty, excluded=(), model=model,
+                        max_false_confidence=SYNTHETIC_CEILING)
+    return StoredSelfCalibration(fit, rows, path)

@@ -141,6 +141,9 @@ def render(result: SearchResult, deep_command: str | None = None) -> str:
     if not result.passages:
         lines.append("Retrieval only; nothing was spent. Nothing matched: try the next search below, other "
                      "words, or fewer filters.")
+    elif confidence.level == "unknown" and confidence.reason.startswith("[retrieval.confidence] signal"):
+        lines.append("Retrieval only; nothing was spent. Confidence is turned off in pinakes.toml "
+                     '([retrieval.confidence] signal = "none"); judge the passages yourself.')
     elif confidence.level == "unknown":
         lines.append("Retrieval only; nothing was spent. Confidence stays unknown until this KB is calibrated: "
                      "`pnk eval --self-calibrate` (from its own documents), or a golden set: `pnk eval --init`, "

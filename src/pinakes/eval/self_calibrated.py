@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pinakes.calibration.fitting import ConfidenceFit
-from pinakes.calibration.self_calibration import SelfCalibration, self_calibrate, store
+from pinakes.calibration.self_calibration import (
+    SelfCalibration,
+    StoredSelfCalibration,
+    read_stored,
+    self_calibrate,
+    store,
+)
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
 from pinakes.search.calibrated import FITTED, SELF_CALIBRATED, UNCALIBRATED
@@ -96,3 +102,24 @@ def _rate(rate: object) -> str:
     return f"{'null' if rate.value is None else f'{rate.value:.3f}'} ({int(rate.numerator)}/{rate.denominator})"
 
 
+
+
+def self_calibration_for_fit(kb_root: Path) -> tuple[StoredSelfCalibration | None, str | None]:
+    """The KB's stored self-calibration for its index's embedding model, made and stored now if
+    there is none (a small golden set's fit is shrunk towards it); else None and why."""
+    from pinakes.index import schema
+    from pinakes.search.confidence import model_named_in
+
+    conn = schema.open_reader(KBPaths(kb_root).index_db)
+    try:
+        model = schema.read_meta(conn).get("embedding_model") or ""
+    finally:
+        conn.close()
+    stored = read_stored(kb_root)
+    if stored is not None and model and model_named_in(model, stored.fit.fitted_for):
+        return stored, None
+    calibration = self_calibrate(kb_root)
+    if calibration.fit is None:
+        return None, calibration.why_not
+    store(kb_root, calibration)
+    return read_stored(kb_root), None

@@ -25,7 +25,7 @@ import functools
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pinakes.kb import KBPaths
@@ -33,8 +33,20 @@ from pinakes.manifest.sections import FEATURES, MODEL, NONE_SIGNAL, ConfidenceSe
 
 FITTED, SELF_CALIBRATED, PRIOR, UNCALIBRATED = "fitted", "self-calibrated", "prior", "unknown"
 SOURCES = (FITTED, SELF_CALIBRATED, PRIOR, UNCALIBRATED)
+# What each source means, in words an agent reads beside the level (MCP); the rates are measured on
+# questions the source never saw (docs/QUALITY.md, "Confidence on a KB nobody fitted").
+SOURCE_GUIDANCE = {
+    FITTED: "thresholds fitted on this KB's own golden set",
+    SELF_CALIBRATED: "calibrated on questions made from this KB's own documents, with no golden set: "
+                     "weaker than a fit to real questions; treat high as likely, not certain",
+    PRIOR: "calibrated on other KBs only (the shipped prior): a rough guide; treat high as likely, not certain",
+    UNCALIBRATED: "no calibration applies; judge the passages yourself",
+}
 SELF_CALIBRATION_FORMAT = "pinakes-self-calibration/1"
 PRIOR_FORMAT = "pinakes-confidence-prior/1"
+# A block over features that mean the same under every embedding model (shares of the query's
+# keywords): it applies whatever model embedded the KB.
+ANY_EMBEDDING = "any embedding model"
 SELF_CALIBRATION_NAME = "self-calibration.json"
 PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "confidence" / "prior.json"
 
@@ -51,6 +63,7 @@ class CalibratedBlock:
     features: tuple[str, ...] = ()
     weights: tuple[float, ...] = ()
     bias: float = 0.0
+    any_embedding: bool = False  # applies_to ANY_EMBEDDING: no embedding model need be named
 
 
 def self_calibration_path(paths: KBPaths) -> Path:
@@ -66,7 +79,10 @@ def read_block(path: Path, expected_format: str) -> CalibratedBlock | None:
         return None
     if not isinstance(data, dict) or data.get("format") != expected_format:
         return None
-    return block_from(data.get("confidence"))
+    block = block_from(data.get("confidence"))
+    if block is not None and data.get("applies_to") == ANY_EMBEDDING:
+        block = replace(block, any_embedding=True)
+    return block
 
 
 def block_from(value: object) -> CalibratedBlock | None:

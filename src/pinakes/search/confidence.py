@@ -176,7 +176,8 @@ class _Scoring:
         fitted_on_reranker = reranker_model is not None and model_named_in(reranker_model, fitted_for)
         reranked = self.rerank_top is not None
         scorer_model = reranker_model if reranked and signal_of(thresholds) == TOP_SCORE else embedding_model
-        scorer_named = scorer_model is None or model_named_in(scorer_model, fitted_for)
+        scorer_named = scorer_model is None or model_named_in(scorer_model, fitted_for) \
+            or (getattr(thresholds, "any_embedding", False) and scorer_model == embedding_model)
         # A fit on reranked passages is no fit for unreranked ones, nor the other way round.
         if not scorer_named or (reranked != fitted_on_reranker and signal_of(thresholds) == MODEL) \
                 or (not reranked and fitted_on_reranker):

@@ -19,6 +19,7 @@ from pinakes.ids import format_pnk_uri, is_ulid
 from pinakes.index.citations import citation
 from pinakes.index.documents import selection_fields
 from pinakes.lexical.filters import SOURCE_TYPES, make_filters
+from pinakes.search.calibrated import SOURCE_GUIDANCE
 from pinakes.search.core import MODES, Searcher
 from pinakes.search.results import Passage, SearchResult
 from pinakes.serve import boundary
@@ -193,6 +194,7 @@ class PinakesTools:
             chars_cut += was_cut
         confidence = result.confidence.to_dict()
         confidence["guidance"] = _CONFIDENCE_GUIDANCE.get(result.confidence.level, "")
+        confidence["source_guidance"] = SOURCE_GUIDANCE.get(result.confidence.source, "")
         response: Payload = {
             "kb": _kb_reference(kb),
             "query": result.query,
