@@ -163,6 +163,14 @@ def _usage_part(action: argparse.Action) -> str:
 
 
 def usage(prog: str, parser: argparse.ArgumentParser) -> str:
+    if parser.usage:  # a command whose forms argparse cannot say (`pnk link`) writes its own
+        lines = (parser.usage % {"prog": prog}).split("\n")
+        # ... and a flag it does not mention still shows: the usage cannot drift from the parser
+        unsaid = [_usage_part(a) for a in _documented(parser)
+                  if not re.search(rf"(?<![\w-]){re.escape(_usage_part(a).strip('[]').split()[0])}(?![\w-])",
+                                   parser.usage)]
+        lines[0] = " ".join([lines[0], *unsaid])
+        return "\n".join(lines)
     groups = {id(a): group for group in parser._mutually_exclusive_groups for a in group._group_actions}
     parts: list[str] = []
     done: set[int] = set()
@@ -263,6 +271,7 @@ def cli_page(text: str, parser: argparse.ArgumentParser, problems: list[str]) ->
 # print, the words for it. Everything else comes from the dataclass field itself.
 _DEFAULT_WORDS = {
     ("rerank", "provider"): "the `[embedding]` provider",
+    ("rerank", "batch_size"): '`16`; `32` with provider `"http"`',
     ("sources", "include"): "every extension that has a source type (markdown, text, code, PDF)",
 }
 

@@ -10,7 +10,9 @@ By default a Messages request is answered as the Claude-vision extractor expects
 request's own "pages A to B" line, the text from `page_texts` (or `"Text of page N."`). A test scripts
 anything else by queueing `Reply` objects, consumed one per request in order: a status with headers
 (429/529 with retry-after), a delay longer than the client's timeout, a body that is not JSON, a
-refusal (stop_reason "refusal") or a truncation (stop_reason "max_tokens").
+refusal (stop_reason "refusal") or a truncation (stop_reason "max_tokens", with the request's whole
+`max_tokens` of output, as the API reports one). `Reply.usage` overrides the usage reported (an
+answer claiming more tokens than the request allowed, or a truncation at fewer).
 
 Every request is recorded (path, headers, parsed body) so a test can assert what was sent. A test
 that needs something to happen while a request is in flight (another process spending through the
@@ -59,6 +61,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     body: dict[str, Any] | None = None
+    usage: dict[str, int] | None = None  # replaces those usage figures of the default answer
 
 
 @dataclass
@@ -143,6 +146,8 @@ class FakeAnthropic:
             text = json.dumps(document)
             if reply.kind == "truncated":
                 text = text[: len(text) // 2]
+                usage["output_tokens"] = int(body.get("max_tokens") or usage["output_tokens"])
+        usage.update(reply.usage or {})
         message = reply.body or {
             "id": f"msg_fake{len(self.requests):04d}", "type": "message", "role": "assistant",
             "model": body.get("model", "unknown"), "content": [{"type": "text", "text": text}],

@@ -13,9 +13,15 @@ would (`word_tokenizer_json` writes a tokenizer file that counts the same way).
 
 A test scripts anything else by queueing `Reply` objects, consumed one per request in order: a
 status with headers (429 with Retry-After, 500), a delay longer than the client's timeout, vectors
-of the wrong dimension, fewer vectors than inputs, a NaN, usage that shows a truncation. Every
-request is recorded (path, headers, parsed body). `response_delay_s` delays every answer (the bench's
-stand-in for a model's compute time). Standard library only.
+of the wrong dimension, fewer vectors than inputs, a NaN, all zeros, usage that shows a truncation; and faults
+of the wire: the whole answer dripped a few bytes at a time ("drip"), a body of `body_bytes`
+streamed without end in sight ("huge", declared in Content-Length or chunked), the connection cut
+halfway through the body ("cut"). Every request is recorded (path, headers, parsed body), and the
+bytes each answer put on the wire are counted (`bytes_sent`). `response_delay_s` delays every
+answer (the bench's stand-in for a model's compute time); `noise_sigma` adds Gaussian noise of that
+standard deviation to every component of every vector answered, fresh each request, as a server's
+float noise does (another batch shape, another GPU kernel), best with `dense` vectors (every
+component a different real number, as a model's). Standard library only.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ import array
 import base64
 import json
 import math
+import random
 import re
+import socket
 import sys
 import threading
 import time
@@ -41,12 +49,18 @@ SPECIAL_TOKENS = 2
 
 @dataclass
 class Reply:
-    """One scripted answer. `kind`: "ok", "status", "delay", "wrong-dim", "fewer", "nan", "truncated"."""
+    """One scripted answer. `kind`: "ok", "status", "delay", "wrong-dim", "fewer", "nan", "zeros", "truncated",
+    or a fault of the wire: "drip" (the whole answer, status line included, `drip_bytes_per_s`),
+    "huge" (`body_bytes` of body; `chunked` without a Content-Length), "cut" (half the body, then
+    the connection closed)."""
 
     kind: str = "ok"
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    drip_bytes_per_s: int = 256
+    body_bytes: int = 300 * 1024 * 1024
+    chunked: bool = False
 
 
 @dataclass
@@ -60,7 +74,9 @@ class Recorded:
 class FakeEmbeddings:
     """The server; use as a context manager (it stops its thread on exit)."""
 
-    def __init__(self, dim: int = 64, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, dim: int = 64, host: str = "127.0.0.1", port: int = 0,
+                 tls: tuple[Path, Path] | None = None) -> None:
+        """`tls`: (certificate, key) PEM files; the server then speaks https:// (`self_signed_tls`)."""
         self.dim = dim
         self.model_seed = 0
         self.response_delay_s = 0.0
@@ -70,17 +86,31 @@ class FakeEmbeddings:
         self.script: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self.down = False
+        self.noise_sigma = 0.0
+        # Bag-of-words vectors take a few round values (1/sqrt(n)), far from any rounding edge;
+        # `dense` adds a small text-seeded component to every axis, so they look like a model's.
+        self.dense = False
+        self._noise = random.Random(1)
+        self.bytes_sent: list[int] = []  # per answer, what went on the wire (a wire fault's: until cut off)
+        self._local = threading.local()  # the reply the handler thread is answering
         self.in_flight = 0
         self.max_in_flight = 0  # the most requests answered at once
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
+        self.scheme = "https" if tls else "http"
+        if tls:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-embeddings", daemon=True)
 
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"{self.scheme}://{host!s}:{port}/v1"
 
     def __enter__(self) -> FakeEmbeddings:
         self._thread.start()
@@ -109,6 +139,9 @@ class FakeEmbeddings:
         values = [0.0] * self.dim
         for word in WORD.findall(text.lower()):
             values[zlib.crc32(f"{self.model_seed}:{word}".encode()) % self.dim] += 1.0
+        if self.dense:  # every component a different real number, as a neural model's are
+            shade = random.Random(zlib.crc32(f"{self.model_seed}:{text}".encode()))
+            values = [value + 0.3 * shade.gauss(0.0, 1.0) for value in values]
         if not any(values):
             values[0] = 1.0
         norm = math.sqrt(sum(v * v for v in values))
@@ -118,7 +151,15 @@ class FakeEmbeddings:
 
     def _next_reply(self) -> Reply:
         with self._lock:
-            return self.script.popleft() if self.script else Reply()
+            reply = self.script.popleft() if self.script else Reply()
+        self._local.reply = reply
+        return reply
+
+    def _noisy(self, vectors: list[list[float]]) -> list[list[float]]:
+        if not self.noise_sigma:
+            return vectors
+        with self._lock:
+            return [[value + self._noise.gauss(0.0, self.noise_sigma) for value in vector] for vector in vectors]
 
     def answer(self, path: str, body: dict[str, Any] | None) -> tuple[int, dict[str, str], bytes, float]:
         if path != "/v1/embeddings":
@@ -131,13 +172,15 @@ class FakeEmbeddings:
             status, headers, data, _ = _error(reply.status, f"scripted {reply.status}")
             return status, {**headers, **reply.headers}, data, delay
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        vectors = [self.vector(str(text)) for text in inputs]
+        vectors = self._noisy([self.vector(str(text)) for text in inputs])
         if reply.kind == "wrong-dim":
             vectors = [[*vector, 0.0] for vector in vectors]
         elif reply.kind == "fewer":
             vectors = vectors[:-1]
         elif reply.kind == "nan":
             vectors[0][0] = math.nan  # a NaN in JSON is the bare token; in base64, its float32 bits
+        elif reply.kind == "zeros":
+            vectors = [[0.0] * len(vector) for vector in vectors]
         tokens = sum(len(WORD.findall(str(text))) + SPECIAL_TOKENS for text in inputs)
         if reply.kind == "truncated":
             tokens = max(1, tokens // 2)
@@ -182,6 +225,7 @@ class FakeEmbeddings:
                 with fake._lock:
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                fake._local.reply = None
                 try:
                     status, headers, data, delay = fake.answer(path, body)
                     if delay:
@@ -189,17 +233,60 @@ class FakeEmbeddings:
                 finally:
                     with fake._lock:
                         fake.in_flight -= 1
+                reply = fake._local.reply
+                head = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}", "content-type: application/json"]
+                if reply is not None and reply.kind == "huge" and reply.chunked:
+                    head.append("transfer-encoding: chunked")
+                else:
+                    size = reply.body_bytes if reply is not None and reply.kind == "huge" else len(data)
+                    head.append(f"content-length: {size}")
+                head.extend(f"{name}: {value}" for name, value in headers.items())
+                raw_head = ("\r\n".join(head) + "\r\n\r\n").encode()
+                sent = 0
                 try:
-                    self.send_response(status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(data)
+                    if reply is None or reply.kind not in ("drip", "huge", "cut"):
+                        self.wfile.write(raw_head + data)
+                        sent = len(raw_head) + len(data)
+                    elif reply.kind == "drip":
+                        sent = self._drip(raw_head + data, reply.drip_bytes_per_s)
+                    elif reply.kind == "cut":
+                        self.wfile.write(raw_head + data[: len(data) // 2])
+                        sent = len(raw_head) + len(data) // 2
+                        self.wfile.flush()
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    else:
+                        sent = self._huge(raw_head, reply)
                     self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
-                    pass
+                except (BrokenPipeError, ConnectionResetError, OSError):  # the client gave up (a timeout, a cap)
+                    self.close_connection = True
+                with fake._lock:
+                    fake.bytes_sent.append(sent)
+
+            def _drip(self, raw: bytes, per_second: int) -> int:
+                step = max(1, per_second // 16)
+                sent = 0
+                for start in range(0, len(raw), step):
+                    self.wfile.write(raw[start:start + step])
+                    self.wfile.flush()
+                    sent += len(raw[start:start + step])
+                    time.sleep(step / per_second)
+                return sent
+
+            def _huge(self, raw_head: bytes, reply: Reply) -> int:
+                """`body_bytes` of a JSON string's inside, a block at a time: never held in memory."""
+                def framed(part: bytes) -> bytes:
+                    return f"{len(part):x}\r\n".encode() + part + b"\r\n" if reply.chunked else part
+
+                start = framed(b'{"object": "list", "data": "')
+                self.wfile.write(raw_head + start)
+                sent = len(raw_head) + len(start)
+                block = framed(b"A" * 65536)
+                while sent < reply.body_bytes:
+                    self.wfile.write(block)
+                    sent += len(block)
+                self.close_connection = True
+                return sent
 
             def log_message(self, format: str, *args: object) -> None:  # quiet: pytest shows stderr
                 return
@@ -219,6 +306,34 @@ def _base64_float32(vector: list[float]) -> str:
     if sys.byteorder == "big":
         values.byteswap()
     return base64.b64encode(values.tobytes()).decode("ascii")
+
+
+def self_signed_tls(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, written under `directory` (PEM): the server's
+    `tls`, and the file a client trusts (SSL_CERT_FILE)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                  critical=False)
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                   .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
 
 
 def word_tokenizer_json(path: Path) -> Path:

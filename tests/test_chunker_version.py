@@ -5,7 +5,7 @@ only a bump re-chunks the KBs already built with the old output.
 The digest below is taken over fixed inputs covering every source type and heading mode, with a
 deterministic word counter standing in for the model's tokenizer (what is guarded is the chunker's
 logic, not a tokenizer's). When this test fails: if the output change is intended, bump
-CHUNKER_VERSION in src/pinakes/chunking.py and add the new digest under the new version here.
+CHUNKER_VERSION in src/pinakes/chunking/version.py and add the new digest under the new version here.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def digest() -> str:
 def test_chunk_output_matches_the_digest_recorded_for_this_chunker_version() -> None:
     assert CHUNKER_VERSION in GOLDEN, f"record GOLDEN[{CHUNKER_VERSION!r}] = {digest()!r}"
     assert digest() == GOLDEN[CHUNKER_VERSION], (
-        "chunk output changed without a CHUNKER_VERSION bump: bump it in src/pinakes/chunking.py and "
+        "chunk output changed without a CHUNKER_VERSION bump: bump it in src/pinakes/chunking/version.py and "
         f"record GOLDEN[<new version>] = {digest()!r}")
 
 

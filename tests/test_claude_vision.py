@@ -40,6 +40,7 @@ class RecordingCall:
     unit: str
     outcome: str = "unknown"  # until reconciled or voided, as the ledger would count it
     tokens: tuple[int, int] | None = None
+    overrun: None = None  # the accountant's Call says here whether the usage overran its reservation
 
     def reconcile(self, *, input_tokens: int, output_tokens: int) -> None:
         self.outcome, self.tokens = "reconciled", (input_tokens, output_tokens)
@@ -61,6 +62,9 @@ class RecordingPlan:
         call = RecordingCall(f"call-{len(self.calls)}", unit)
         self.calls.append(call)
         yield call
+
+    def overrun_error(self) -> None:
+        return None  # no call of a recording plan overruns (the accountant's own tests cover that)
 
 
 @pytest.fixture
@@ -186,7 +190,7 @@ def test_an_unreadable_body_leaves_the_call_an_unknown_outcome(tmp_path: Path, s
 
 @pytest.mark.parametrize("kind, fragment", [
     ("refusal", "refused pages 1-8"),
-    ("truncated", "cut off (max_tokens)"),
+    ("truncated", "cut off at its max_tokens (stop_reason max_tokens): 16,384 output tokens"),
     ("wrong-pages", "holds pages [1, 2, 3, 4, 5, 6, 7], not [1, 2, 3, 4, 5, 6, 7, 8]"),
 ])
 def test_a_billed_answer_without_the_pages_fails_the_whole_document(
@@ -198,6 +202,32 @@ def test_a_billed_answer_without_the_pages_fails_the_whole_document(
     assert fragment in caught.value.message
     assert [c.outcome for c in plan.calls] == ["reconciled"]  # billed, so it is in the ledger
     assert len(server.messages_requests()) == 1  # the rest of the document is never sent
+
+
+@pytest.mark.parametrize("stop, fragment, remedy", [
+    ("max_tokens", "ended with stop_reason max_tokens after 40 output tokens, though its max_tokens allowed "
+                   "16,384", "run `pnk sync` again"),
+    ("model_context_window_exceeded", "was cut off after 40 output tokens: the request reached the model's "
+                                      "context window", "split the PDF"),
+])
+def test_a_length_stop_says_what_the_answer_used_not_the_allowance_as_if_reached(
+        tmp_path: Path, server: FakeAnthropic, client: object, stop: str, fragment: str, remedy: str) -> None:
+    """The issue's "cut off at 2,048 output tokens" when the usage was 40 (issue #40, minor)."""
+    server.queue(Reply("truncated", usage={"output_tokens": 40}))
+    if stop != "max_tokens":
+        server.script[0].body = _answer_body(stop)
+    plan = RecordingPlan()
+    with pytest.raises(PaidExtractionFailedError) as caught:
+        extract(pdf(tmp_path, 12), client, plan)
+    assert fragment in caught.value.message and "2,048" not in caught.value.message
+    assert caught.value.remedy is not None and caught.value.remedy.startswith(remedy)
+
+
+def _answer_body(stop: str) -> dict[str, object]:
+    """A Messages answer cut short with `stop` after 40 output tokens (the page list half-written)."""
+    return {"id": "msg_cut", "type": "message", "role": "assistant", "model": cv.MODEL,
+            "content": [{"type": "text", "text": '{"pages": [{"page": 1, "te'}], "stop_reason": stop,
+            "stop_sequence": None, "usage": {"input_tokens": 10_000, "output_tokens": 40}}
 
 
 def test_slices_are_fixed_size_and_the_worst_case_is_per_slice() -> None:

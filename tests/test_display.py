@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pinakes.display import printable
+from pinakes.display import MAX_HEADING_CHARS, MAX_HEADING_LEVELS, clipped, heading_trail, printable
 
 BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
 SEPARATORS = [0x2028, 0x2029]
@@ -74,3 +74,25 @@ def test_output_never_holds_an_unsafe_character(text: str) -> None:
     assert not any(is_unsafe(c) for c in shown)
     if not any(is_unsafe(c) for c in text):
         assert shown == text
+
+
+def test_clipped_bounds_a_value_and_says_so_with_an_ellipsis() -> None:
+    assert clipped("see-also", 64) == "see-also"
+    assert clipped("x" * 64, 64) == "x" * 64
+    assert clipped("x" * 100_000, 64) == "x" * 63 + "…" and len(clipped("x" * 65, 64)) == 64
+    with pytest.raises(ValueError):
+        clipped("x", 0)
+
+
+def test_a_heading_trail_is_bounded_per_heading_and_in_depth() -> None:
+    from pinakes.extract.front_matter import MAX_TITLE_CHARS
+
+    assert MAX_HEADING_CHARS == MAX_TITLE_CHARS  # a heading is bounded as a title is
+    assert heading_trail(["Intro", "Setup"]) == ("Intro", "Setup")
+    (shown,) = heading_trail(["h" * 100_000])
+    assert shown == "h" * (MAX_HEADING_CHARS - 1) + "…"
+    deep = [f"level {n}" for n in range(1, 1001)]
+    trail = heading_trail(deep)
+    assert len(trail) == MAX_HEADING_LEVELS
+    assert trail[0] == "level 1" and trail[1] == "…" and trail[-1] == "level 1000"
+    assert heading_trail(deep[:MAX_HEADING_LEVELS]) == tuple(deep[:MAX_HEADING_LEVELS])

@@ -284,8 +284,12 @@ def test_a_model_swapped_behind_the_same_name_is_a_model_change(
     assert code == 0 and index_meta(kb)["embedding_sha256"] == recorded
 
     server.model_seed = 1  # other weights, same model name
-    code, _out, err = run(kb, capsys, "search", "lighthouse ship")
-    assert code == 65 and "another embedding model" in err and "pnk sync --rebuild" in err
+    # A search answers from keywords, saying why (never exit 65, never the new model's neighbours).
+    result = search_json(kb, capsys, "lighthouse ship")
+    assert result["mode"] == "bm25" and result["passages"][0]["path"] == "docs/harbour.md"
+    assert any(note.startswith("keyword results only (mode bm25, asked for hybrid)")
+               and "the model behind the same name was swapped" in note and "`pnk sync` rebuilds" in note
+               for note in result["notes"])
 
     code, out, err = run(kb, capsys, "sync", "--json")
     assert code == 0, err

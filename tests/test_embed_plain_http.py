@@ -5,7 +5,6 @@ answer and fail exactly as the openai client would, since the provider's retries
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -18,6 +17,7 @@ from pinakes.embed.provider_openai import _client  # noqa: E402
 from pinakes.manifest.sections import RemoteEmbedding  # noqa: E402
 from pinakes.paid import classify_failure  # noqa: E402
 from tests.fake_openai_embeddings import FakeEmbeddings, Reply  # noqa: E402
+from tests.raw_http_server import raw_server  # noqa: E402
 
 BODY = {"input": ["a harbour at night"], "model": "stub-embed", "encoding_format": "base64"}
 
@@ -67,43 +67,11 @@ def test_a_kept_alive_connection_the_server_closed_while_idle_is_replaced_not_fa
     next request must notice the closed idle connection and open another, not fail."""
     answer = (b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 24\r\n\r\n'
               b'{"object":"list","x":[]}')
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.1)  # accept() wakes to see `stop` (closing the socket does not wake it)
-    accepted: list[int] = []
-    closed, stop = threading.Event(), threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            connection.settimeout(5)
-            with connection:
-                accepted.append(1)
-                request = b""
-                while b"\r\n\r\n" not in request:
-                    request += connection.recv(65536)
-                head, _, body = request.partition(b"\r\n\r\n")
-                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                                  if line.lower().startswith(b"content-length")))
-                while len(body) < length:
-                    body += connection.recv(65536)
-                connection.sendall(answer)
-            closed.set()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        port = listener.getsockname()[1]
-        endpoint = _client(openai, RemoteEmbedding(base_url=f"http://127.0.0.1:{port}/v1"))
+    with raw_server(answer) as server:
+        endpoint = _client(openai, RemoteEmbedding(base_url=f"http://127.0.0.1:{server.port}/v1"))
         first = endpoint.post("embeddings", BODY)
-        assert closed.wait(5)
+        assert server.closed.wait(5)
         time.sleep(0.05)  # the server's FIN crosses loopback: the connection now sits idle, closed
         second = endpoint.post("embeddings", BODY)
         assert first.json() == second.json() == {"object": "list", "x": []}
-        assert len(accepted) == 2
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-        listener.close()
+        assert len(server.accepted) == 2

@@ -1,7 +1,9 @@
 """The embed stage on a real two-node Ray cluster on this machine (`ray.cluster_utils.Cluster`),
-pinned to loopback: the same KB synced locally and on Ray gives the same chunks and vectors, a worker
-killed mid-run loses and duplicates nothing, and workers holding other weights refuse the run before
-any vector is written. Every sync goes through `pnk sync` in its own process, as a user runs it: the
+pinned to loopback (every port the nodes listen on is checked): the same KB synced locally and on
+Ray gives the same chunks and vectors, a worker killed mid-run loses and duplicates nothing, workers
+holding other weights or unable to start refuse the run before anything is written, and the loss of
+every worker says what is true of a sync and of a rebuild, with Ray's own messages kept off the
+terminal. Every sync goes through `pnk sync` in its own process, as a user runs it: the
 workers get pinakes from the job's runtime_env (py_modules), the model from the node's environment.
 
 Heavy: a cluster start (~10-15 s) and several real model runs.
@@ -24,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from tests.ray_network import descendants, is_loopback, listening_sockets
 
 pytestmark = [
     pytest.mark.heavy,
@@ -132,6 +136,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         nodes = [node for node in ray.nodes() if node["Alive"]]
         assert len(nodes) == 2
         assert {node["NodeManagerAddress"] for node in nodes} == {"127.0.0.1"}, "a node left loopback"
+        # Ray has no authentication: no port of the test cluster may be reachable from elsewhere.
+        listening = listening_sockets(descendants(os.getpid()) | {os.getpid()})
+        assert any(port == int(str(started.address).rsplit(":", 1)[1]) for _address, port, _pid in listening)
+        assert [entry for entry in listening if not is_loopback(entry[0])] == [], listening
         started.hub_caches = caches  # pyright: ignore[reportAttributeAccessIssue]
         yield started
     finally:
@@ -181,8 +189,8 @@ def test_ray_sync_equals_local_and_a_local_sync_after_it_is_a_no_op(cluster: Any
     assert on_ray.stdout == on_local.stdout and "embed" in on_ray.stdout
 
 
-def _embedding_count(root: Path) -> int:
-    index = root / ".pinakes" / "index.db"
+def _embedding_count(root: Path, index_name: str = "index.db") -> int:
+    index = root / ".pinakes" / index_name
     if not index.exists():
         return 0
     try:
@@ -272,23 +280,22 @@ def test_a_worker_with_other_weights_refuses_the_run_before_any_vector(cluster: 
     assert done.returncode != 0, done.stdout
     assert "refusing to mix two models' vectors" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
-    with sqlite3.connect(root / ".pinakes" / "index.db") as conn:
-        assert conn.execute("SELECT COUNT(*) FROM embeddings").fetchone() == (0,)
-        assert conn.execute("SELECT COUNT(*) FROM documents").fetchone() == (0,)
+    assert not (root / ".pinakes" / "index.db").exists()  # refused before the index file was created
+    assert list(root.rglob("*.pnk.yaml")) == []  # and before any sidecar
 
 
-def _driver(root: Path, address: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "pinakes", "-C", str(root), "sync", "--ray-address", address],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+def _driver(root: Path, address: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pinakes", "-C", str(root), "sync", "--ray-address", address,
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
 
 
-def _wait_for_vectors(driver: subprocess.Popen[str], root: Path) -> list[str]:
+def _wait_for_vectors(driver: subprocess.Popen[str], root: Path, index_name: str = "index.db") -> list[str]:
     """The driver's worker names, once it has committed some vectors (and is still running)."""
     import ray
 
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and driver.poll() is None:
-        if _embedding_count(root) > 0:
+        if _embedding_count(root, index_name) > 0:
             listed: list[dict[str, str]] = ray.util.list_named_actors(all_namespaces=True)  # pyright: ignore[reportAssignmentType]
             return [actor["name"] for actor in listed
                     if actor["namespace"] == "pinakes" and actor["name"].startswith(f"embed-{driver.pid}-")]
@@ -303,14 +310,22 @@ def test_every_worker_lost_stops_the_run_and_the_next_sync_continues(cluster: An
     root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6)
     driver = _driver(root, cluster.address)
     try:
-        for name in _wait_for_vectors(driver, root):
-            ray.kill(ray.get_actor(name, namespace="pinakes"), no_restart=True)
-        _out, err = driver.communicate(timeout=600)
+        # What a raylet's death sends every driver, on Ray's own error channel, in colour: a plain Ray
+        # driver prints it to stdout as "\x1b[33m(raylet)\x1b[0m ...". Sent as soon as the driver's job
+        # exists, so a fast sync cannot finish between its first vectors and the workers' loss.
+        _publish_to_driver(cluster.address, root, "The node died: \x1b[31mits raylet\x1b[0m exited")
+        workers = [ray.get_actor(name, namespace="pinakes") for name in _wait_for_vectors(driver, root)]
+        for worker in workers:
+            ray.kill(worker, no_restart=True)
+        out, err = driver.communicate(timeout=600)
     finally:
         if driver.poll() is None:
             driver.kill()
     assert driver.returncode == 69, err
     assert "every Ray worker of the cluster at" in err and "Traceback" not in err
+    assert "the documents committed so far are kept" in err and "continues from there" in err
+    assert "(raylet)" not in out + err and "\x1b" not in out + err, (out, err)  # kept off the terminal,
+    assert "Ray's last message: The node died: its raylet exited" in err  # but said, plainly, with the error
     kept = _embedding_count(root)
     assert 0 < kept < len(_rows(local_reference)), kept
 
@@ -318,6 +333,76 @@ def test_every_worker_lost_stops_the_run_and_the_next_sync_continues(cluster: An
     assert resumed.returncode == 0, resumed.stderr
     assert 0 < json.loads(resumed.stdout)["chunks_embedded"] < len(_rows(local_reference))  # only the rest
     _assert_same_index(root, local_reference)
+
+
+def _publish_to_driver(address: str, root: Path, message: str) -> None:
+    """Send `message` to the `pnk sync` driver of `root` on Ray's error channel, as a raylet does,
+    and give its listener a moment to receive it."""
+    import ray
+    from ray._private import state
+    from ray._private.utils import publish_error_to_driver
+    from ray._raylet import GcsClient  # pyright: ignore[reportAttributeAccessIssue]  # compiled: no stub
+
+    deadline = time.monotonic() + 300
+    jobs: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and not jobs:  # the driver's job appears once it has connected
+        jobs = [job for job in state.jobs() if not job["IsDead"] and str(root) in str(job.get("Entrypoint", ""))]
+        time.sleep(0.2)
+    assert len(jobs) == 1, jobs
+    publish_error_to_driver("raylet_died", message, gcs_client=GcsClient(address=address),
+                            job_id=ray.JobID(bytes.fromhex(jobs[0]["JobID"])))
+    time.sleep(1.0)
+
+
+def test_every_worker_lost_in_a_rebuild_says_the_live_index_is_untouched(cluster: Any, tmp_path: Path) -> None:
+    import ray
+
+    root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6)
+    built = pnk(root, "sync", "--executor", "local")
+    assert built.returncode == 0, built.stderr
+    before = _rows(root)
+    driver = _driver(root, cluster.address, "--rebuild", "--no-reuse")  # every chunk embedded on the workers
+    try:
+        for name in _wait_for_vectors(driver, root, "index.db.new"):
+            ray.kill(ray.get_actor(name, namespace="pinakes"), no_restart=True)
+        _out, err = driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 69, err
+    # Not "committed so far are kept ... continues from there": a rebuild keeps nothing of itself.
+    assert "the rebuild stopped and its new index is discarded: the live index is as it was" in err, err
+    assert "run `pnk sync --rebuild` again" in err and "continues from there" not in err
+    assert not (root / ".pinakes" / "index.db.new").exists()
+    after = _rows(root)
+    assert sorted(after) == sorted(before)
+    assert all(np.array_equal(after[key][3], before[key][3]) for key in before)
+
+
+def test_workers_that_cannot_start_are_refused_in_bounded_time(cluster: Any, tmp_path: Path) -> None:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=1)
+    class Hog:  # another job holding one node's only CPU: a worker there cannot be scheduled
+        def ping(self) -> int:
+            return 1
+
+    node = next(node for node in ray.nodes() if node["Alive"])
+    hog = Hog.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote()
+    try:
+        assert ray.get(hog.ping.remote(), timeout=60) == 1
+        root = _new_kb(tmp_path / "kb", documents=2, paragraphs=2)
+        started = time.monotonic()
+        done = pnk(root, "sync", "--ray-address", cluster.address, env=_env(PNK_RAY_CONNECT_TIMEOUT="6"))
+        elapsed = time.monotonic() - started
+    finally:
+        ray.kill(hog)  # pyright: ignore[reportArgumentType]  # Ray's stubs type a handle as its class
+    assert done.returncode == 69, done.stderr
+    assert "the Ray workers did not all start within 30 s" in done.stderr and "ray status" in done.stderr
+    assert elapsed < 30 + 40, f"took {elapsed:.0f} s"  # the bound, and the connection and imports around it
+    assert "Traceback" not in done.stderr
+    assert not (root / ".pinakes" / "index.db").exists()
 
 
 def test_ctrl_c_cancels_the_batches_in_flight_and_ends_the_workers(cluster: Any, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ written. The cluster itself is exercised in tests/test_embed_ray.py (heavy)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -12,6 +13,9 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -121,29 +125,135 @@ def _closed_port() -> int:
         return probe.getsockname()[1]  # closed again when the block ends: nothing listens there
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                    reason="the [ray] extra is not installed: a missing cluster is reported only past the import")
-def test_a_missing_cluster_is_refused_by_address_and_nothing_is_written(tmp_path: Path) -> None:
+needs_ray = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="the [ray] extra is not installed: a missing cluster is reported only past the import")
+
+
+def _kb_with_documents(root: Path, count: int) -> Path:
     from pinakes.init import init_kb
 
-    root = tmp_path / "kb"
     init_kb(root, name="kb")
     (root / "docs").mkdir(exist_ok=True)
-    (root / "docs" / "a.md").write_text("# A\n\nsome text to embed\n", encoding="utf-8")
+    for number in range(count):
+        text = f"# D{number}\n\nsome text to embed {number}\n"
+        (root / "docs" / f"d{number}.md").write_text(text, encoding="utf-8")
+    return root
+
+
+def _assert_nothing_written(root: Path) -> None:
+    """No index file and no sidecar: the refused sync left the KB as it found it."""
+    from pinakes.kb import SIDECAR_SUFFIX
+
+    assert not (root / ".pinakes" / "index.db").exists()
+    assert sorted(path.name for path in root.rglob(f"*{SIDECAR_SUFFIX}")) == []
+
+
+@needs_ray
+def test_a_missing_cluster_is_refused_by_address_and_nothing_is_written(tmp_path: Path) -> None:
+    root = _kb_with_documents(tmp_path / "kb", 3)
     address = f"127.0.0.1:{_closed_port()}"
     env = {**os.environ, "RAY_ADDRESS": ""}
     done = subprocess.run([sys.executable, "-m", "pinakes", "sync", "--ray-address", address],
                           capture_output=True, text=True, cwd=root, env=env, timeout=120)
     assert done.returncode == 69, done.stderr
     assert address in done.stderr and "ray start --head" in done.stderr
-    assert "Traceback" not in done.stderr
-    index = root / ".pinakes" / "index.db"
-    if index.exists():
-        with sqlite3.connect(index) as conn:
-            assert conn.execute("SELECT COUNT(*) FROM documents").fetchone() == (0,)
-            assert conn.execute("SELECT COUNT(*) FROM embeddings").fetchone() == (0,)
+    assert "nothing was embedded or written" in done.stderr and "Traceback" not in done.stderr
+    _assert_nothing_written(root)  # the message is true: not even a sidecar or an empty index
     # The local executor then indexes the same KB (nothing the refused run left stands in the way).
     local = subprocess.run([sys.executable, "-m", "pinakes", "sync", "--executor", "local", "--json"],
                            capture_output=True, text=True, cwd=root, env=env, timeout=300)
     assert local.returncode == 0, local.stderr
-    assert json.loads(local.stdout)["counts"]["indexed"] >= 1
+    assert json.loads(local.stdout)["counts"]["indexed"] == 3
+    # With an index already there, a new document and still no cluster: refused before its sidecar
+    # is minted or the index records a sync start (doctor would call that a sync that never finished).
+    (root / "docs" / "new.md").write_text("# New\n\nwaiting for the cluster\n", encoding="utf-8")
+    again = subprocess.run([sys.executable, "-m", "pinakes", "sync", "--ray-address", address],
+                           capture_output=True, text=True, cwd=root, env=env, timeout=120)
+    assert again.returncode == 69 and "nothing was embedded or written" in again.stderr, again.stderr
+    assert not (root / "docs" / "new.md.pnk.yaml").exists()
+    with sqlite3.connect(root / ".pinakes" / "index.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM documents").fetchone() == (3,)
+        assert conn.execute("SELECT 1 FROM meta WHERE key = 'sync_started_at'").fetchone() is None
+
+
+@contextlib.contextmanager
+def _silent_listener() -> Iterator[str]:
+    """A loopback TCP listener that accepts connections and never answers: not a Ray cluster."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError, OSError):
+                accepted.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        for conn in accepted:
+            conn.close()
+        server.close()
+
+
+@needs_ray
+@pytest.mark.heavy
+def test_a_listener_that_is_not_ray_is_refused_within_the_connect_timeout(tmp_path: Path) -> None:
+    # `ray.init` alone retried such an address for over ten minutes, printing Ray's log lines.
+    root = _kb_with_documents(tmp_path / "kb", 2)
+    env = {**os.environ, "RAY_ADDRESS": "", "PNK_RAY_CONNECT_TIMEOUT": "8"}
+    with _silent_listener() as address:
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "pinakes", "sync", "--ray-address", address],
+                              capture_output=True, text=True, cwd=root, env=env, timeout=120)
+        elapsed = time.monotonic() - started
+    assert done.returncode == 69, done.stderr
+    assert elapsed < 8 + 20, f"took {elapsed:.0f} s"  # the timeout, and the imports and checks around it
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith(f"pnk: error: could not join a Ray cluster at {address}: it did not accept "
+                               "a connection within 8 s"), done.stderr
+    assert "remedy:" in lines[-1] and "PNK_RAY_CONNECT_TIMEOUT" in lines[-1]
+    assert len(lines) == 2, done.stderr  # the error and its remedy: none of Ray's own lines
+    assert "\x1b" not in done.stderr and done.stdout == ""
+    _assert_nothing_written(root)
+
+
+def test_ray_text_is_made_terminal_safe() -> None:
+    from pinakes.embed.ray_connect import plain
+
+    assert plain("\x1b[33m(raylet)\x1b[0m The node \x1b]0;title\x07died\r\x07") == "(raylet) The node died"
+
+
+def test_the_cluster_auto_joins_is_the_one_ray_recorded(tmp_path: Path) -> None:
+    from pinakes.embed.ray_connect import auto_address, is_loopback
+
+    environ = {"RAY_TMPDIR": str(tmp_path)}
+    assert auto_address(environ) is None  # no cluster started here
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text("127.0.0.1:6379\n", encoding="utf-8")
+    assert auto_address(environ) == "127.0.0.1:6379"
+    assert is_loopback("127.0.0.1:6379") and is_loopback("localhost:6379") and is_loopback("[::1]:6379")
+    assert not is_loopback("10.0.0.5:6379") and not is_loopback("auto")
+
+
+def test_the_connect_timeout_is_bounded_and_configurable() -> None:
+    from pinakes.embed.ray_connect import (
+        RAY_CONNECT_TIMEOUT_S,
+        START_FACTOR,
+        connect_timeout_s,
+        start_timeout_s,
+    )
+
+    assert connect_timeout_s({}) == RAY_CONNECT_TIMEOUT_S == 60
+    assert connect_timeout_s({"PNK_RAY_CONNECT_TIMEOUT": "8"}) == 8
+    for wrong in ("0", "-3", "soon"):  # never unbounded, never an error
+        assert connect_timeout_s({"PNK_RAY_CONNECT_TIMEOUT": wrong}) == RAY_CONNECT_TIMEOUT_S
+    assert start_timeout_s({"PNK_RAY_CONNECT_TIMEOUT": "8"}) == 8 * START_FACTOR

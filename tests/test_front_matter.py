@@ -1,5 +1,5 @@
-"""Front matter as people write it (issue #26): Obsidian, Logseq, Hugo, Jekyll. Its title, aliases and
-description are searchable words, its tags (a YAML list, a comma or space separated string, the
+"""Front matter as people write it (issue #26): Obsidian, Logseq, Hugo, Jekyll. Its title, aliases,
+description and tags are searchable words, its tags (a YAML list, a comma or space separated string, the
 `keywords` alias) filter like the sidecar's; citations and spans stay the document's own characters.
 Every index here is built by the product's sync."""
 
@@ -87,6 +87,9 @@ def search_paths(index: Path, query: str, **filters: Any) -> list[str]:
     ("rainwater harvesting", "docs/hugo.md"),  # Hugo's description
     ("compost rota", "docs/jekyll.md"),  # a quoted title
     ("frog pond", "docs/logseq.md"),  # Logseq's alias property is a line of the page itself
+    ("irrigation", "docs/hugo.md"),  # a tag (Hugo's `keywords`) is a word too (issue #40)
+    ("volunteers", "docs/jekyll.md"),  # one of a space separated string of tags
+    ("seed library", "docs/comma.md"),
 ])
 def test_declared_words_find_the_document(index: Path, query: str, path: str) -> None:
     assert search_paths(index, query)[:1] == [path]
@@ -174,7 +177,8 @@ def test_a_kb_indexed_before_front_matter_was_read_re_indexes_its_markdown_only(
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("---\ntitle: a: b\n---\nBody.\n", FrontMatter()),  # not YAML: declares nothing, fails nothing
+    ("---\ntitle: a: b\n---\nBody.\n",  # not YAML: declares nothing, fails nothing, says why and where
+     FrontMatter(problem="not valid YAML: mapping values are not allowed here", problem_line=2)),
     ("---\n- a list\n---\nBody.\n", FrontMatter()),
     ("---\ntitle: 1984\ntags: [2024, true, null, '', '#']\n---\n", FrontMatter(title="1984", tags=("2024",))),
     ("---\ntags:\n  - community garden\n  - garden\n  - garden\n---\n",
@@ -193,7 +197,8 @@ def test_deeply_nested_front_matter_declares_nothing_and_costs_nothing() -> None
 
     started = time.perf_counter()
     declared = read_front_matter("---\ntitle: Kept?\ntags: " + "[" * 20_000 + "]" * 20_000 + "\n---\nBody.\n")
-    assert declared == FrontMatter() and time.perf_counter() - started < 1.0
+    assert declared == FrontMatter(problem="brackets nested more than 64 deep")
+    assert time.perf_counter() - started < 1.0
 
 
 def test_hostile_front_matter_is_bounded() -> None:
@@ -219,3 +224,24 @@ def test_the_commands_from_the_issue(index: Path, capsys: pytest.CaptureFixture[
     assert hits[0]["tags"] == ["garden", "meetings"]
     assert main(["-C", root, "search", "--mode", "bm25", "--json", "--tag", "garden", "beans"]) == 0
     assert {hit["path"] for hit in json.loads(capsys.readouterr().out)["passages"]} == {"docs/obsidian.md"}
+
+
+BROKEN = "---\nauthor: Ann\ntitle: [broken\ntags: [garden]\n---\n\nThe rhubarb crowns need splitting.\n"
+
+
+def test_front_matter_that_is_not_yaml_is_warned_about_and_the_document_indexed(tmp_path: Path) -> None:
+    """Issue #40: `title: [broken` dropped the whole block without a word."""
+    embedder = HashEmbedder()
+    index = build_kb(tmp_path / "kb", [Doc("docs/ok.md", OBSIDIAN)], embedder)
+    root = tmp_path / "kb"
+    (root / "docs/broken.md").write_text(BROKEN, encoding="utf-8")
+    report = sync(root, embedder)
+    assert report.added == ["docs/broken.md"]
+    (warning,) = report.warnings
+    assert warning.startswith("docs/broken.md, line 3: the front matter is not read (not valid YAML:")
+    assert "the document is indexed without them" in warning
+    assert search_paths(index, "rhubarb crowns") == ["docs/broken.md"]  # indexed all the same
+    assert "warning: docs/broken.md, line 3: the front matter is not read" in report.render_text()
+    (root / "docs/broken.md").write_text(BROKEN.replace("[broken", "Rhubarb"), encoding="utf-8")
+    assert sync(root, embedder).warnings == []  # fixed: nothing to say
+    assert search_paths(index, "rhubarb", tags=["garden"]) == ["docs/broken.md"]

@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("budget",),
     ("sidecar", "chunking", "lexical"),
     ("", "errors", "kb", "ids", "atomic", "wording", "display", "faults", "distribution", "outputs",
-     "template_catalog", "hooks", "jsontypes"),
+     "template_catalog", "hooks", "jsontypes", "http_json"),
 )
 
 APPS = LAYERS[2]

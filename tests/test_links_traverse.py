@@ -108,9 +108,15 @@ def test_depth_is_clamped_and_a_longer_chain_ends_on_a_depth_frontier(both: Pina
 def test_adjacent_k_caps_fanout_after_ranking(both: PinakesTools, kbs: tuple[Path, Path]) -> None:
     result = both.call("pinakes_links", {"doc_id": _hub_id(kbs[0]), "depth": 2, "adjacent_k": 1, "direction": "out"})
     hop_one = [n for n in result["neighbours"] if n["hop"] == 1]
-    assert len(hop_one) == 1
+    # the cap bounds which neighbours are expanded, never which are listed (issue #40)
+    direct = both.call("pinakes_links", {"doc_id": _hub_id(kbs[0]), "direction": "out"})["neighbours"]
+    assert [n["doc_id"] for n in hop_one] == [n["doc_id"] for n in direct] and len(hop_one) == 14
+    hop_two = [n for n in result["neighbours"] if n["hop"] == 2]
+    assert hop_two and {n["via"] for n in hop_two} == {hop_one[0]["doc_id"]}  # only the best-ranked expanded
     reasons = {e["reason"] for e in result["frontier"] if e["hop"] == 1}
     assert "fanout" in reasons
+    assert all(e["via"] == hop_one[0]["via"] for e in result["frontier"] if e["reason"] == "fanout")
+    assert result["truncated"] is None  # nothing found was left unlisted
     # the partner neighbour cut by fan-out is terminal first: retrying with a larger adjacent_k would
     # return it, never expand it
     assert next(e for e in result["frontier"] if e["kb_id"] == PARTNER_ID)["reason"] == "terminal"
@@ -194,3 +200,39 @@ def test_pnk_links_prints_and_clamps(kbs: tuple[Path, Path], capsys: pytest.Capt
     assert {n["doc_id"] for n in result["neighbours"]} >= {PARTNER_BORROWING}
     assert all(n["direction"] in ("in", "both") for n in result["neighbours"])
     assert main(["-C", str(demo), "links", "partner:docs/about.md"]) == 2  # not a document of this KB
+
+
+def test_every_direct_link_is_listed_by_default_and_a_cut_is_said(kbs: tuple[Path, Path],
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #40: at depth 1 with `adjacent_k` 5, a document's sixth link was silently missing and
+    `truncated` was null. Every direct link is listed; a neighbour left out is one a row cap cut."""
+    demo, _ = kbs
+    out_links = 14  # the fixture's hub: next, 12 see-also and the partner document
+    assert main(["-C", str(demo), "links", HUB, "--direction", "out", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["bounds"]["adjacent_k"]["used"] == 5  # the KB's default: it bounds expansion only
+    assert len(result["neighbours"]) == out_links and result["truncated"] is None
+    assert main(["-C", str(demo), "links", HUB, "--direction", "out", "--max-rows", "4", "--json"]) == 0
+    cut = json.loads(capsys.readouterr().out)
+    assert len(cut["neighbours"]) == 4
+    assert cut["truncated"]["rows"] == {"limit": 4, "returned": 4, "neighbours_cut": out_links - 4}
+    assert main(["-C", str(demo), "links", HUB, "--direction", "out", "--max-rows", "4"]) == 0
+    assert f"note: {out_links - 4} neighbours cut by the rows cap" in capsys.readouterr().out
+
+
+def test_a_long_relation_is_shown_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #40: a sidecar's 100 kB relation and a 100 kB `--rel` were printed whole."""
+    demo, _partner = copy_kbs(tmp_path)
+    huge = "r" * 100_000
+    append_link(demo / "docs/loans/outgoing.md.pnk.yaml", f"pnk://self/{ABSENT_DOC}", huge)
+    sync(demo)
+    assert main(["-C", str(demo), "links", "docs/loans/outgoing.md", "--direction", "out", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    (gone,) = [n for n in result["neighbours"] if n["doc_id"] == ABSENT_DOC]
+    assert gone["rel"] == gone["edges"][0]["rel"] == "r" * (authoring.MAX_REL_CHARS - 1) + "…"
+    assert main(["-C", str(demo), "links", "docs/loans/outgoing.md", "--direction", "out"]) == 0
+    out = capsys.readouterr().out
+    assert "r" * (authoring.MAX_REL_CHARS - 1) + "…" in out and len(out) < 5_000
+    assert main(["-C", str(demo), "links", "docs/loans/outgoing.md", "--rel", huge]) == 2
+    err = capsys.readouterr().err
+    assert "is not a relation name" in err and len(err) < 1_000

@@ -1,4 +1,4 @@
-"""The index schema (v3) and the only ways to open it."""
+"""The index schema (v9) and the only ways to open it."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ def test_a_new_index_has_every_table_of_the_spec_in_wal_mode(tmp_path: Path) -> 
     conn = schema.create_index(tmp_path / "index.db")
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert tables >= SPEC_TABLES
-    assert schema.read_meta(conn)["schema_version"] == str(schema.SCHEMA_VERSION) == "8"
+    assert schema.read_meta(conn)["schema_version"] == str(schema.SCHEMA_VERSION) == "9"
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     conn.close()
 
 
-@pytest.mark.parametrize("version", ["4", "5", "6", "7", "9", None])
+@pytest.mark.parametrize("version", ["4", "5", "6", "7", "8", "10", None])
 def test_another_schema_version_refuses_to_open_naming_the_rebuild(tmp_path: Path, version: str | None) -> None:
     path = tmp_path / "index.db"
     conn = schema.create_index(path)
@@ -37,6 +37,13 @@ def test_another_schema_version_refuses_to_open_naming_the_rebuild(tmp_path: Pat
         with pytest.raises(IndexSchemaError) as raised:
             opener(path)
         assert raised.value.remedy == "pnk sync --rebuild" and "never migrates" in raised.value.message
+
+
+def test_every_vector_row_has_a_checksum_column_beside_its_key(tmp_path: Path) -> None:
+    conn = schema.create_index(tmp_path / "index.db")
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(embeddings)")]
+    conn.close()
+    assert columns == ["chunk_id", "vector", "text_key", "checksum"]
 
 
 def test_a_file_that_is_not_an_index_is_refused_the_same_way(tmp_path: Path) -> None:

@@ -257,3 +257,23 @@ def test_a_document_without_a_title_is_shown_by_its_file_name(tmp_path, monkeypa
     code, out, _ = run(capsys, "-C", str(paths.root), "search", "ferries", "--mode", "bm25", "--json")
     passage = json.loads(out)["passages"][0]
     assert (passage["title"], passage["citation"]) == ("travel.md", "docs/notes/travel.md:0-46")
+
+
+def test_a_huge_heading_is_shown_bounded_on_the_terminal_and_in_json(tmp_path, monkeypatch, capsys):
+    """Issue #40: a 100 kB heading line was printed whole in every hit's heading trail."""
+    from pinakes.display import MAX_HEADING_CHARS
+
+    embedder = HashEmbedder()
+    paths = KBPaths(tmp_path / "kb")
+    outer, inner = "Harbour " * 12_500, "pier " * 5_000  # 100 kB and 25 kB heading lines
+    build_search_kb(paths.root, embedder, manifest=manifest(), docs=[
+        Doc("docs/harbour.md", f"# {outer}\n\n## {inner}\n\nzebra crossings at the quay\n")])
+    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None, threads=None: embedder)
+    code, out, _ = run(capsys, "-C", str(paths.root), "search", "zebra", "crossings", "--mode", "bm25", "--json")
+    assert code == 0
+    passage = json.loads(out)["passages"][0]
+    assert passage["heading_path"] == [outer.strip()[:MAX_HEADING_CHARS - 1] + "…",
+                                       inner.strip()[:MAX_HEADING_CHARS - 1] + "…"]
+    code, out, _ = run(capsys, "-C", str(paths.root), "search", "zebra", "crossings", "--mode", "bm25")
+    assert code == 0 and "zebra crossings" in out
+    assert max(len(line) for line in out.splitlines()) < 3 * MAX_HEADING_CHARS + 200

@@ -216,6 +216,7 @@ def test_a_bom_and_crlf_line_ends_are_read(tmp_path: Path) -> None:
         (f"id: {DOC}\nx: -.inf\n", 2, 4, "not a finite number"),
         (f"id: {DOC}\na: &x 1\nb: *x\n", 2, 4, "anchors and aliases"),
         (f"id: {DOC}\nb: *x\n", 2, 4, "undefined alias"),
+        (f"id: {DOC}\nx: &a [1, *a]\n", 2, 4, "anchors and aliases (&a)"),  # it holds its own alias
         (f"id: {DOC}\n<<: {{a: 1}}\n", 2, 1, "merge keys"),
         (f"id: {DOC}\n1: x\n", 2, 1, "keys must be strings"),
         (f"id: {DOC}\nx: {{[a]: 1}}\n", 2, 5, "keys must be strings"),

@@ -580,3 +580,62 @@ def test_pnk_sync_under_script_without_a_terminal_prints_plain_lines(tmp_path: P
     assert "added 7" in done.stdout
     assert re.search(r"^sync: \d/7 documents, ", done.stdout, re.MULTILINE), done.stdout
     assert "sync: indexed 7/7 documents" in done.stdout and "%|" not in done.stdout
+
+
+def _recorded_sync(kb: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SyncProgress, SlowEmbedder, Any]:
+    """A real sync of `kb`, its progress kept, and each embedding call's view of it (the fill)."""
+    made: list[SyncProgress] = []
+    real_for_stream = SyncProgress.for_stream.__func__  # type: ignore[attr-defined]
+
+    def recording(cls: type[SyncProgress], stream: Any, *, quiet: bool) -> SyncProgress:
+        made.append(real_for_stream(cls, stream, quiet=quiet))
+        return made[-1]
+
+    monkeypatch.setattr(SyncProgress, "for_stream", classmethod(recording))
+    embedder = manifest_fake_embedder(kb)
+    slow = SlowEmbedder(dim=embedder.identity.dim, model=embedder.identity.model, provider=embedder.identity.provider)
+    slow.showing = lambda: f"{made[-1].current_display} {made[-1].fraction_done:.6f}"
+    report = run_sync(kb, SyncOptions(), embedder=slow, progress_stream=io.StringIO())  # type: ignore[arg-type]
+    return made[-1], slow, report
+
+
+def test_a_failed_document_counts_as_done_so_the_fill_ends_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #40: `28/29 documents 7% … ETA 3m47s` while the sync finished: the one document left had
+    failed, most of the bytes were its, and the ETA grew with the elapsed time."""
+    kb = progress_kb(tmp_path / "kb")
+    (kb / "docs/archive.md").write_bytes(b"PK\x03\x04" + b"\x00" * 2_000_000)  # a zip named .md: unextractable
+    progress, _slow, report = _recorded_sync(kb, monkeypatch)
+    assert [failure.path for failure in report.failures] == ["docs/archive.md"]
+    assert progress.documents_fraction() == "8/8 documents"
+    assert progress.fraction_done == 1.0 and progress.eta() == 0.0
+
+
+def test_a_document_embedded_in_slices_is_credited_as_its_slices_finish(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #40: only finished documents' bytes counted, so a corpus that is mostly one large file
+    read a few percent until that file was written."""
+    kb = progress_kb(tmp_path / "kb")
+    _progress, slow, report = _recorded_sync(kb, monkeypatch)
+    assert report.ok
+    fills = [float(showing.rsplit(" ", 1)[1]) for showing, _texts in slow.seen if "docs/long.md" in showing]
+    assert len(fills) >= 2 and fills == sorted(fills) and fills[-1] > fills[0]
+
+
+def test_the_fill_credits_the_document_in_flight_and_never_moves_back() -> None:
+    stream, clock = io.StringIO(), Clock()
+    progress = SyncProgress(stream, "line", interval=1.0, clock=clock)
+    progress.start(29, 100_000)
+    for _ in range(28):
+        clock.now += 1
+        progress.advance(documents=1, bytes_done=250)  # 7 % of the bytes in 28 documents
+    progress.embedding("docs/big.pdf", size=93_000, chunks=100)
+    clock.now += 1
+    progress.advance(chunks=90)
+    assert progress.fraction_done == pytest.approx((7_000 + 83_700) / 100_000)
+    assert progress.eta() == pytest.approx(29 * (100_000 - 90_700) / 90_700)
+    progress.embedding("docs/other.pdf", size=10, chunks=10)  # the big one failed unwritten: no step back
+    assert progress.fraction_done == pytest.approx(0.907)
+    progress.advance(documents=1, bytes_done=93_000)  # its failure is counted as done
+    assert progress.fraction_done == 1.0 and progress.documents_fraction() == "29/29 documents"
+    clock.now += 60  # the sync finishes (graph, links): nothing is left, and the ETA stays at 0
+    assert progress.eta() == 0.0

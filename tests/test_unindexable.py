@@ -5,6 +5,7 @@ leaves it out, and that line, pasted into the manifest, makes the next sync succ
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -104,3 +105,52 @@ def test_status_names_the_exclusion_too(kb: Path, capsys: pytest.CaptureFixture[
     assert 'exclude = ["docs/archive.md", "docs/odd [[]draft][*].md"]' in out
     assert main(["-C", str(kb), "status", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["exclusion"] == 'exclude = ["docs/archive.md", "docs/odd [[]draft][*].md"]'
+
+
+def test_a_file_no_sync_can_extract_keeps_no_sidecar(kb: Path) -> None:
+    """Issue #40: pairing minted a sidecar (a permanent ID) for each unextractable file, which no
+    index would ever refer to. The sidecar the run minted is taken back; the good document keeps its."""
+    for _ in range(2):  # and the next sync, which tries again, does the same
+        report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+        assert sorted(f.path for f in report.failures) == ["docs/archive.md", "docs/odd [draft]*.md"]
+        assert not (kb / "docs/archive.md.pnk.yaml").exists()
+        assert not (kb / "docs/odd [draft]*.md.pnk.yaml").exists()
+        assert "docs/archive.md.pnk.yaml" not in report.sidecars_written
+    assert (kb / "docs/good.md.pnk.yaml").exists()
+    set_exclude(kb, report.exclusion or "")
+    after = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    assert after.ok and after.orphaned_sidecars == []  # nothing left behind by the failed files
+
+
+def test_a_sidecar_the_run_did_not_mint_is_never_taken_back(kb: Path) -> None:
+    """A sidecar that was there before the sync (written by hand, or minted by the pre-commit hook)
+    holds an ID someone chose to keep: it stays, however the file fails."""
+    from pinakes.ids import new_ulid
+    from pinakes.sidecar import write_new_sidecar
+
+    write_new_sidecar(kb / "docs/archive.md", doc_id=new_ulid(), title="The archive")
+    kept = (kb / "docs/archive.md.pnk.yaml").read_bytes()
+    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    assert "docs/archive.md" in {f.path for f in report.failures}
+    assert (kb / "docs/archive.md.pnk.yaml").read_bytes() == kept
+
+
+def test_a_run_that_writes_no_sidecars_still_names_the_file_and_its_exclusion(kb: Path) -> None:
+    """Without its sidecar, an index-only run (the post-commit hook, `pnk eval`) does not try the file;
+    it keeps the failure the last sync recorded, so status and doctor still give the exclusion line,
+    until the file changes."""
+    run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
+    hooked = run_sync(kb, SyncOptions(index_only=True), embedder=FakeEmbedder())
+    assert sorted(f.path for f in hooked.failures) == ["docs/archive.md", "docs/odd [draft]*.md"]
+    assert {f.stage for f in hooked.failures} == {"unextractable"}
+    assert hooked.exclusion == 'exclude = ["docs/archive.md", "docs/odd [[]draft][*].md"]'
+    assert not any("not indexed yet" in note for note in hooked.notes)
+    checks = {check.name: check for check in run_checks(DoctorContext(kb))}
+    assert 'exclude = ["docs/archive.md", "docs/odd [[]draft][*].md"]' in (checks["sync failures"].remedy or "")
+    fixed_later = kb / "docs/archive.md"
+    fixed_later.write_text("# Archive\n\nNow a readable note.\n", encoding="utf-8")
+    later = fixed_later.stat().st_mtime + 5  # the failure is recorded to the second: an edit seconds later
+    os.utime(fixed_later, (later, later))
+    fixed = run_sync(kb, SyncOptions(index_only=True), embedder=FakeEmbedder())
+    assert [f.path for f in fixed.failures] == ["docs/odd [draft]*.md"]
+    assert any(note.startswith("docs/archive.md: not indexed yet") for note in fixed.notes)

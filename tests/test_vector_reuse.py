@@ -167,52 +167,102 @@ def test_a_rebuild_with_no_reuse_embeds_every_chunk(tmp_path: Path) -> None:
     assert vector_rows(root) == before
 
 
-def _set_first_vector(index: Path, blob: bytes) -> None:
+def _unique_row(index: Path) -> tuple[int, bytes, bytes]:
+    """(chunk_id, vector, text_key) of the first vector row whose text no other row shares: the one
+    place a rebuild can find that text's vector."""
+    conn = sqlite3.connect(index)
+    try:
+        return conn.execute("SELECT chunk_id, vector, text_key FROM embeddings WHERE text_key IN "
+                            "(SELECT text_key FROM embeddings GROUP BY text_key HAVING count(*) = 1) "
+                            "ORDER BY chunk_id LIMIT 1").fetchone()
+    finally:
+        conn.close()
+
+
+def damage_vector(index: Path, damage: str) -> int:
+    """Damage one stored vector with a plain sqlite3 UPDATE of its blob, as a flipped bit on disk or a
+    writer outside Pinakes would leave it; returns its chunk id. The checksum is left as it was,
+    except where `damage` says the row was written that way ("-stored": checksum of the bad bytes)."""
+    from pinakes.index.vector_rows import row_checksum
+
+    chunk_id, blob, key = _unique_row(index)
+    vector = np.frombuffer(blob, dtype=np.float32).copy()
+    component = int(np.flatnonzero(vector)[0])  # a component whose every bit means something
+    raw = bytearray(vector.tobytes())
+    if damage == "sign-bit":  # keeps the length exactly: no unit-length test can see it
+        raw[4 * component + 3] ^= 0x80
+    elif damage == "mantissa-bit":  # the lowest bit: the length moves by less than float32 rounding
+        raw[4 * component] ^= 0x01
+    elif damage == "exponent-bit":
+        raw[4 * component + 3] ^= 0x40
+    elif damage == "nan":
+        raw[4 * component:4 * component + 4] = np.float32(np.nan).tobytes()
+    elif damage == "wrong-dim":
+        raw = raw[:len(raw) // 2]
+    elif damage in ("zero-stored", "not-unit-stored"):
+        raw = bytearray((vector * 0.0 if damage == "zero-stored" else vector * 0.5).astype(np.float32).tobytes())
+    checksum_sql = ", checksum = ?" if damage.endswith("-stored") else ""
+    params = (bytes(raw), row_checksum(bytes(raw), key)) if checksum_sql else (bytes(raw),)
     conn = sqlite3.connect(index)
     with conn:
-        conn.execute("UPDATE embeddings SET vector = ? WHERE chunk_id = (SELECT min(chunk_id) FROM embeddings)",
-                     (blob,))
+        conn.execute(f"UPDATE embeddings SET vector = ?{checksum_sql} WHERE chunk_id = ?", (*params, chunk_id))
     conn.close()
+    return chunk_id
 
 
-def _flip_index_page(index: Path) -> None:
-    """Overwrite the middle of one page of the text-key index: a b-tree integrity_check reports,
-    while the documents table the rebuild's pairing reads stays whole."""
-    conn = sqlite3.connect(index)
-    (root_page,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'embeddings_text_key'").fetchone()
-    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
-    with open(index, "r+b") as handle:
-        handle.seek((root_page - 1) * page_size + 8)
-        handle.write(b"\xff" * 64)
+def doctor_vectors(root: Path) -> tuple[str, str, str | None]:
+    from pinakes.doctor import DoctorContext, run_checks
+
+    check = {c.name: c for c in run_checks(DoctorContext(root))}["index vectors"]
+    return check.status, check.detail, check.remedy
 
 
-@pytest.mark.parametrize("damage", ["nan", "wrong-dim", "not-unit", "flipped-bytes"])
-def test_a_damaged_old_index_is_not_reused_and_the_report_says_so(tmp_path: Path, damage: str) -> None:
+DAMAGES = ["sign-bit", "mantissa-bit", "exponent-bit", "nan", "wrong-dim", "zero-stored", "not-unit-stored"]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_vector_row_is_embedded_again_alone_and_the_report_says_so(tmp_path: Path, damage: str) -> None:
+    """Issue #40 item 6: a flipped sign or low mantissa bit passed the unit-length check and was
+    reused by `--rebuild` ("every vector row passed"). Each row now carries a checksum: any flip is
+    caught, that one text is embedded again, every other vector is reused, and the report says so."""
     root = make_kb(tmp_path / "kb", HashEmbedder())
     before = vector_rows(root)
     index = KBPaths(root).index_db
-    if damage == "flipped-bytes":
-        _flip_index_page(index)
-        conn = sqlite3.connect(index)
-        try:  # the damage is seen: integrity_check reports it, or the read itself refuses the page
-            assert conn.execute("PRAGMA integrity_check").fetchone() != ("ok",)
-        except sqlite3.DatabaseError:
-            pass
-        finally:
-            conn.close()
-    else:
-        vector = np.zeros(64, dtype=np.float32)
-        vector[0] = {"nan": np.nan, "wrong-dim": 1.0, "not-unit": 0.5}[damage]
-        _set_first_vector(index, vector[:32].tobytes() if damage == "wrong-dim" else vector.tobytes())
+    damage_vector(index, damage)
+    status, detail, remedy = doctor_vectors(root)
+    assert status == "FAIL" and "1 of" in detail and remedy is not None and "pnk sync --rebuild" in remedy
     model = Recording()
     report = sync(root, model, rebuild=True)
-    distinct = {row[4] for row in before}
-    assert report.chunks_embedded == len(distinct)  # every text embedded anew (each distinct text once)
-    assert report.vector_reuse is not None and report.vector_reuse.startswith("old index not reused")
-    assert "old index not reused" in report.render_text()
-    assert vector_rows(root) == before  # the rebuilt index holds the model's vectors, not the damaged row
+    assert report.chunks_embedded == 1 and len(model.embedded) == 1  # that text only
+    assert report.chunks_reused == len(before) - 1 and report.vectors_rejected == 1
+    text = report.render_text()
+    assert "1 stored vector failed its check" in text and "reused vectors from the old index" in text
+    assert vector_rows(root) == before  # the model's vector, not the damaged row
+    assert doctor_vectors(root)[0] == "OK"
+
+
+def test_a_flipped_bit_in_a_kept_row_is_not_kept_by_a_plain_sync(tmp_path: Path) -> None:
+    """An edit keeps the document's unchanged rows as they are (pipeline/embed.py): a row whose
+    vector fails its checksum is not one of them; its text is embedded again."""
+    root = make_kb(tmp_path / "kb", HashEmbedder())
+    index = KBPaths(root).index_db
+    conn = sqlite3.connect(index)
+    (chunk_id,) = conn.execute("SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                               "WHERE d.path = 'docs/manual.md' AND c.ordinal = 5").fetchone()
+    (blob,) = conn.execute("SELECT vector FROM embeddings WHERE chunk_id = ?", (chunk_id,)).fetchone()
+    flipped = bytearray(blob)
+    flipped[4 * int(np.flatnonzero(np.frombuffer(blob, dtype=np.float32))[0]) + 3] ^= 0x80
+    with conn:
+        conn.execute("UPDATE embeddings SET vector = ? WHERE chunk_id = ?", (bytes(flipped), chunk_id))
+    conn.close()
+    (root / "docs/manual.md").write_text(long_document(edited=40), encoding="utf-8")
+    model = Recording()
+    report = sync(root, model)
+    assert report.vectors_rejected == 1 and len(model.embedded) == 2  # the edited paragraph and the flipped one
+    clean = make_kb(tmp_path / "clean", HashEmbedder())
+    (clean / "docs/manual.md").write_text(long_document(edited=40), encoding="utf-8")
+    sync(clean, HashEmbedder(), no_reuse=True)
+    assert vector_rows(root) == vector_rows(clean)
 
 
 def test_switching_a_pdfs_extractor_with_unchanged_text_embeds_nothing(tmp_path: Path) -> None:
@@ -341,3 +391,60 @@ def test_pnk_sync_reports_reuse_in_text_and_json(tmp_path: Path, monkeypatch: py
     text = capsys.readouterr().out
     assert f"chunks: {first['chunks_embedded']} embedded, 0 reused" in text
     assert "vectors: off (--no-reuse)" in text
+
+
+def as_schema_8(index: Path) -> None:
+    """What Pinakes before #40 wrote: the same tables, no checksum column, schema_version 8."""
+    conn = sqlite3.connect(index)
+    with conn:
+        conn.execute("ALTER TABLE embeddings DROP COLUMN checksum")
+        conn.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+    conn.close()
+
+
+def test_an_index_of_schema_8_asks_for_a_rebuild_which_reuses_its_vectors(tmp_path: Path) -> None:
+    """The schema bump costs no embedding: `pnk sync` on an index of schema 8 refuses, naming
+    `--rebuild`, and the rebuild reuses every vector (each judged without a checksum, as the report
+    says) and writes a checksum for each."""
+    from pinakes.errors import IndexSchemaError
+    from pinakes.index.vector_rows import row_checksum
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+
+    root = make_kb(tmp_path / "kb", HashEmbedder())
+    before = vector_rows(root)
+    index = KBPaths(root).index_db
+    as_schema_8(index)
+    with pytest.raises(IndexSchemaError) as raised:
+        run_sync(root, SyncOptions(quiet=True), embedder=HashEmbedder())  # type: ignore[arg-type]
+    assert raised.value.remedy == "pnk sync --rebuild" and "schema_version 8" in raised.value.message
+    report = sync(root, never_loaded(HashEmbedder()), rebuild=True)
+    assert report.chunks_embedded == 0 and report.chunks_reused == len(before)
+    assert report.vector_reuse is not None and report.vector_reuse.startswith("reused vectors from the old index")
+    assert "schema 8" in report.vector_reuse and "cannot see a flipped sign bit" in report.vector_reuse
+    assert vector_rows(root) == before
+    conn = sqlite3.connect(index)
+    rows = conn.execute("SELECT vector, text_key, checksum FROM embeddings").fetchall()
+    conn.close()
+    assert rows and all(checksum == row_checksum(vector, key) for vector, key, checksum in rows)
+
+
+@pytest.mark.parametrize("bit", [30, 14])  # an exponent bit; a mantissa bit the old 1e-3 tolerance let through
+def test_a_schema_8_row_with_a_flipped_bit_that_moves_its_length_is_embedded_again(tmp_path: Path, bit: int) -> None:
+    root = make_kb(tmp_path / "kb", HashEmbedder())
+    before = vector_rows(root)
+    index = KBPaths(root).index_db
+    chunk_id, blob, _key = _unique_row(index)
+    values = np.frombuffer(blob, dtype=np.float32).copy()
+    component = int(np.argmax(np.abs(values)))
+    raw = values.view(np.uint32).copy()
+    raw[component] ^= np.uint32(1 << bit)
+    conn = sqlite3.connect(index)
+    with conn:
+        conn.execute("UPDATE embeddings SET vector = ? WHERE chunk_id = ?", (raw.tobytes(), chunk_id))
+    conn.close()
+    as_schema_8(index)
+    model = Recording()
+    report = sync(root, model, rebuild=True)
+    assert report.chunks_embedded == 1 and report.vectors_rejected == 1 and len(model.embedded) == 1
+    assert vector_rows(root) == before

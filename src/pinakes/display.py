@@ -21,11 +21,24 @@ through unchanged. A backslash already in the text is left as it is: `printable`
 terminal, not a reversible encoding, so a name that literally holds the four characters `\\x1b` looks
 the same as one holding ESC. Where exactness matters use JSON (`--json`): JSON output is deliberately
 NOT escaped this way, since JSON has its own escaping and a script must get the name as it is.
+
+`clipped` bounds a value the KB controls that has no bound of its own where it is written (a heading
+line, a link's relation in a sidecar): past its limit it is cut and ends in `…`, on the terminal and
+in `--json` alike, so one 100 kB line cannot flood either. `heading_trail` applies it to a passage's
+heading path: each heading as long as a title may be (MAX_HEADING_CHARS, the front matter's
+MAX_TITLE_CHARS), at most MAX_HEADING_LEVELS of them (the outermost and the innermost kept, `…` for
+the levels between).
 """
 
 from __future__ import annotations
 
-__all__ = ["printable"]
+from collections.abc import Sequence
+
+__all__ = ["ELLIPSIS", "MAX_HEADING_CHARS", "MAX_HEADING_LEVELS", "clipped", "heading_trail", "printable"]
+
+ELLIPSIS = "…"
+MAX_HEADING_CHARS = 300  # a heading is a section's title: bounded as a document's title is
+MAX_HEADING_LEVELS = 8  # Markdown has 6; a numbered outline may nest deeper
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -59,3 +72,25 @@ def printable(text: str) -> str:
     'café 中文 😀'
     """
     return text.translate(_TABLE)
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` if it has at most `limit` characters, else its first `limit - 1` and `…` (`limit` in all).
+
+    >>> clipped("see-also", 64)
+    'see-also'
+    >>> clipped("abcdef", 4)
+    'abc…'
+    """
+    if limit < 1:
+        raise ValueError("a clip limit is at least 1")
+    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
+
+
+def heading_trail(headings: Sequence[str]) -> tuple[str, ...]:
+    """A heading path as it is shown: each heading clipped to MAX_HEADING_CHARS, and at most
+    MAX_HEADING_LEVELS levels (the outermost, `…`, then the innermost ones)."""
+    shown = [clipped(heading, MAX_HEADING_CHARS) for heading in headings]
+    if len(shown) > MAX_HEADING_LEVELS:
+        shown = [shown[0], ELLIPSIS, *shown[len(shown) - MAX_HEADING_LEVELS + 2:]]
+    return tuple(shown)

@@ -193,8 +193,17 @@ class ModelUnavailableError(PinakesError):
 
 class EmbeddingEndpointError(PinakesError):
     """A remote embedding endpoint failed: unreachable, still refusing after the bounded retries, or
-    answering with vectors that cannot be used (wrong count, dimension, NaN, a truncated input).
+    answering with vectors that cannot be used (wrong count, dimension, NaN, a truncated input); or
+    any model gave a query a vector that ranks nothing (all zeros: search/vectors.py).
     Search answers with keyword results instead; a sync stops with nothing of the batch written."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class RerankEndpointError(PinakesError):
+    """A reranker behind an HTTP endpoint failed: unreachable, past its deadline, still refusing after
+    the bounded retries, answering with scores that cannot be used, or another model answering under
+    the configured name. Search answers without rerank and says so in a note."""
 
     exit_code = EXIT_UNAVAILABLE
 

@@ -198,7 +198,7 @@ def install_hooks(kb_root: Path) -> list[InstalledHook]:
     hooks_dir = git_hooks_dir(kb_root)
     kb_relative = kb_relative_path(kb_root)
     hooks_dir.mkdir(parents=True, exist_ok=True)
-    installed = []
+    installed: list[InstalledHook] = []
     for name in HOOK_COMMANDS:
         path = hooks_dir / name
         preserved = None

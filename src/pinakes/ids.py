@@ -51,7 +51,7 @@ def format_pnk_uri(kb_id: str, doc_id: str) -> str:
     return f"{PNK_SCHEME}{kb_id}/{doc_id}"
 
 
-def parse_pnk_uri(uri: str, *, self_kb_id: str, aliases: Mapping[str, str] = _NO_ALIASES) -> tuple[str, str]:
+def parse_pnk_uri(uri: object, *, self_kb_id: str, aliases: Mapping[str, str] = _NO_ALIASES) -> tuple[str, str]:
     """`(kb_id, doc_id)` for a `pnk://` URI.
 
     `self` expands to `self_kb_id`. `aliases` (alias -> KB ULID, from [[links.kb]]) is for

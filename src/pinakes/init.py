@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -98,7 +98,8 @@ def remote_embedding_block(choice: RemoteEmbeddingChoice) -> str:
         key,
         "# batch_size = 32",
         "# concurrency = 4                   # requests in flight during a sync",
-        "# timeout_s = 60",
+        "# timeout_s = 60                    # one whole request, connect to last byte",
+        "# search_timeout_s = 10             # all a search waits on the server before keyword results",
         "# max_input_tokens = 512            # the model's input limit, counted by `tokenizer`",
         '# tokenizer = "tokenizer.json"      # the model\'s tokenizer file; without it UTF-8 bytes bound tokens',
         '# input_usd_per_mtok = "0.02"       # a price: every request then goes through [budget]',
@@ -194,7 +195,7 @@ def _copy_readme(path: Path, text: str | None) -> ReadmeAction:
 
 
 @contextlib.contextmanager
-def _filesystem_errors(path: Path) -> Iterator[None]:
+def _filesystem_errors(path: Path) -> Generator[None]:
     """Turn an OSError from a step that `atomic` does not cover (mkdir, read) into a FilesystemError."""
     try:
         yield

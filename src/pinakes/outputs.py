@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pinakes.errors import UsageError
+from pinakes.jsontypes import JSONValue
 from pinakes.kb import MANIFEST_NAME, SIDECAR_SUFFIX, STATE_DIR_NAME
 
 
@@ -61,7 +62,7 @@ def has_format(expected: str) -> Callable[[Path], bool]:
 
         try:
             with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
+                data: JSONValue = json.load(handle)
         except (OSError, ValueError):
             return False
         return isinstance(data, dict) and data.get("format") == expected

@@ -20,11 +20,14 @@ each has its own client module on `.paid-path-allowlist`. What they must do iden
 4. **A reconciliation is computed from the response's own usage** (`billed_tokens`), never from
    the request or an estimate. A reconciliation the ledger will not take (unwritable, disk full)
    raises the accountant's UnrecordedOutcomeError carrying the answer: the call was made and paid
-   for, so its result is the caller's to keep, and the error names `pnk budget --resolve`.
+   for, so its result is the caller's to keep, and the error names `pnk budget --resolve`. Usage
+   above what the request allowed (more output than `max_tokens`, more input than was sent) is an
+   overrun: recorded as reported, returned with the answer (`PaidAnswer.overrun`), and every later
+   reservation is refused until it is resolved (budget/overrun.py).
 
 `paid_call` applies all four around one request inside the accountant's reservation, and sends
 `max_tokens` equal to the reserved output bound, so the worst case reserved is a bound on what the
-call can bill.
+call can bill — unless its answer reports usage the request did not allow, which is an overrun.
 
 This module imports no paid client, so it is not on the allowlist and the paid-path gate scans it
 like any other: each function is handed the caller's already-imported `anthropic` module (`sdk`).
@@ -36,17 +39,18 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from pinakes.budget.errors import UnrecordedOutcomeError
 from pinakes.errors import ApiKeyError, PaidCallError
 
 if TYPE_CHECKING:
     from pinakes.budget import Call, CallShape, Plan
+    from pinakes.budget.overrun import Overrun
 
 API_KEY_ENV = "PINAKES_ANTHROPIC_API_KEY"
 GENERIC_KEY_ENV = "ANTHROPIC_API_KEY"  # named only to say it is not read
@@ -62,6 +66,70 @@ MAX_RETRY_WAIT_S = 60.0
 # A prompt-cache write bills at most twice the input rate (the one-hour TTL). Pinakes writes no
 # prompt cache, so the API should report none; if it ever does, it is counted at that ceiling.
 _CACHE_WRITE_INPUT_MULTIPLE = 2
+
+
+# --- what the paid paths use of the SDK ----------------------------------------------------------
+# Structural types, since this module imports no client: the `anthropic` module and what it returns
+# match them. A request's keyword arguments are the SDK's to validate (`Callable[..., ...]`).
+
+
+class Usage(Protocol):
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+
+
+class ContentBlock(Protocol):
+    @property
+    def type(self) -> str: ...  # "text", "tool_use", ...: a text block has `.text`
+
+
+class Message(Protocol):
+    """The SDK's Message: an answer, why it stopped, and what it billed."""
+
+    @property
+    def content(self) -> Sequence[ContentBlock]: ...
+    @property
+    def stop_reason(self) -> str | None: ...
+    @property
+    def usage(self) -> Usage: ...
+
+
+class TokenCount(Protocol):
+    @property
+    def input_tokens(self) -> int: ...
+
+
+class Messages(Protocol):
+    @property
+    def create(self) -> Callable[..., Message]: ...
+    @property
+    def count_tokens(self) -> Callable[..., TokenCount]: ...
+
+
+class Client(Protocol):
+    """The SDK's client (`make_client` builds it)."""
+
+    @property
+    def messages(self) -> Messages: ...
+
+
+class SDK(Protocol):
+    """The `anthropic` module, as the caller imported it."""
+
+    @property
+    def Anthropic(self) -> Callable[..., Client]: ...
+    @property
+    def DefaultHttpxClient(self) -> Callable[..., object]: ...  # older SDKs lack it: see make_client
+    @property
+    def APIError(self) -> type[Exception]: ...
+    @property
+    def APIStatusError(self) -> type[Exception]: ...
+    @property
+    def APITimeoutError(self) -> type[Exception]: ...
+    @property
+    def APIConnectionError(self) -> type[Exception]: ...
 
 
 # --- rule 1: the key -------------------------------------------------------------------------------
@@ -123,8 +191,8 @@ def _one_token(value: str, source: str) -> ApiKey:
 # --- rule 2: the client ----------------------------------------------------------------------------
 
 
-def make_client(sdk: Any, key: ApiKey, *, base_url: str | None = None,
-                timeout: float = REQUEST_TIMEOUT_S) -> Any:
+def make_client(sdk: SDK, key: ApiKey, *, base_url: str | None = None,
+                timeout: float = REQUEST_TIMEOUT_S) -> Client:
     """`sdk.Anthropic` with the key passed explicitly (the SDK then reads no credential from the
     environment or a profile), its own retries off and a bounded timeout. `base_url` None leaves
     the SDK's own default (`ANTHROPIC_BASE_URL`, else the vendor's endpoint).
@@ -196,7 +264,7 @@ _NO_CONNECTION = ("ConnectError", "ConnectTimeout", "PoolTimeout")
 _UNSENDABLE = ("LocalProtocolError", "UnsupportedProtocol", "InvalidURL")
 
 
-def classify_failure(sdk: Any, exc: BaseException, *, handed_off: bool = True) -> CallFailure | None:
+def classify_failure(sdk: SDK, exc: BaseException, *, handed_off: bool = True) -> CallFailure | None:
     """Whether the exception a request raised means it billed, from where it happened; None when it
     is no API failure at all (a bug in the caller). `handed_off` False: the HTTP layer was never
     handed the request (`paid_call` knows this for a client `make_client` built)."""
@@ -265,7 +333,7 @@ def _transport_failure(exc: BaseException, names: tuple[str, ...]) -> str | None
 # --- rule 4: reconciliation from the response's usage ----------------------------------------------
 
 
-def billed_tokens(message: Any) -> tuple[int, int]:
+def billed_tokens(message: Message) -> tuple[int, int]:
     """(input, output) tokens the response says it billed, from its own `usage`. Prompt-cache
     tokens (none are expected) are folded into input at or above what they can bill, so a
     reconciliation never under-reports."""
@@ -276,7 +344,7 @@ def billed_tokens(message: Any) -> tuple[int, int]:
     return input_tokens, int(usage.output_tokens)
 
 
-def reconcile(call: Call, message: Any) -> Decimal:
+def reconcile(call: Call, message: Message) -> Decimal:
     """Close `call` at what `message`'s usage says it cost; returns EUR."""
     input_tokens, output_tokens = billed_tokens(message)
     return call.reconcile(input_tokens=input_tokens, output_tokens=output_tokens)
@@ -287,12 +355,14 @@ def reconcile(call: Call, message: Any) -> Decimal:
 
 @dataclass(frozen=True)
 class PaidAnswer:
-    message: Any  # the SDK's Message
+    message: Message
     call_id: str
     cost_eur: Decimal
+    # Its usage overran the reservation: recorded as reported; keep the answer, make no further call.
+    overrun: Overrun | None = None
 
 
-def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapping[str, object], *,
+def paid_call(sdk: SDK, client: Client, plan: Plan, shape: CallShape, request: Mapping[str, object], *,
               unit: str | None = None, retry: str = "run the command again") -> PaidAnswer:
     """One Messages request inside `plan`'s reservation for `shape`, closed by what came back.
 
@@ -331,7 +401,7 @@ def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapp
         except UnrecordedOutcomeError as exc:
             exc.answer = PaidAnswer(message, call.call_id, exc.actual_eur)
             raise
-        return PaidAnswer(message, call.call_id, cost)
+        return PaidAnswer(message, call.call_id, cost, call.overrun)
 
 
 # A busy or rate-limited API (429, 529, 5xx with retry-after) never billed: the same request is sent
@@ -339,7 +409,7 @@ def paid_call(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapp
 MAX_ATTEMPTS = 3
 
 
-def paid_call_retrying(sdk: Any, client: Any, plan: Plan, shape: CallShape, request: Mapping[str, object], *,
+def paid_call_retrying(sdk: SDK, client: Client, plan: Plan, shape: CallShape, request: Mapping[str, object], *,
                        unit: str | None = None, retry: str = "run the command again",
                        sleep: Callable[[float], None] = time.sleep) -> tuple[PaidAnswer, tuple[str, ...]]:
     """`paid_call`, repeated while the API answers busy (void, with a retry-after), at most

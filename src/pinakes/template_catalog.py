@@ -254,7 +254,7 @@ def freeze(root: Path, name: str) -> Path:
         raise UsageError(f"{info.ref} is already archived with other content; a released version is frozen",
                          remedy=f"bump `version` in {root / name / TEMPLATE_META}, then freeze again",
                          path=target)
-    lines = []
+    lines: list[str] = []
     for relpath, text in files.items():
         (target / relpath).parent.mkdir(parents=True, exist_ok=True)
         (target / relpath).write_text(text, encoding="utf-8")

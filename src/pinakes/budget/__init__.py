@@ -41,6 +41,12 @@ How a caller spends
                 resp = client.messages.create(..., max_tokens=shape.max_output_tokens)
                 call.reconcile(input_tokens=resp.usage.input_tokens,
                                output_tokens=resp.usage.output_tokens)   # supersedes the reservation
+                # Usage above the reservation is recorded as reported and is an overrun
+                # (`call.overrun`, `plan.overruns`, budget/overrun.py): keep what the call returned
+                # and make no further call. Every later reservation, by this run or any other on the
+                # ledger, raises BudgetOverrunError (a BudgetExceededError) until
+                # `pnk budget --resolve CALL_ID --actual EUR` closes it; `plan.overrun_error()` is
+                # that error, for a run that stops itself.
                 # or: call.void("the request was never sent")          # closes it at zero
         except BudgetExceededError:
             break   # abort: the run is a failure; partial: keep whole documents already done
@@ -55,7 +61,7 @@ How a caller spends
     plan.operation_id   # one invocation: the unit per_operation_eur bounds
 
     acct.report()                      # what `pnk budget` prints (BudgetReport: .to_dict(), .render_text())
-    acct.resolve(call_id, Decimal("0.03"))   # appends a resolution; never edits a line
+    acct.resolve(call_id, Decimal("0.03"))   # closes an unknown outcome or an overrun; never edits a line
 
 `Accountant.for_report(kb_root, budget)` opens the ledger without the price-age refusal, for the
 read-only callers (`pnk budget`, `pnk doctor`, `--clear-cache=paid` pricing entries by call_id
@@ -73,12 +79,14 @@ two `as_of` dates and the KB id — nothing more (docs/BUDGET.md has the format)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.budget.errors import (
     BlockedWindow,
+    BudgetCapError,
     BudgetError,
     BudgetExceededError,
+    BudgetOverrunError,
     BudgetRefusedError,
     LedgerDamagedError,
     PriceTableError,
@@ -98,7 +106,7 @@ if TYPE_CHECKING:
 
 # Every sync reads the price table (the manifest's models are priced at load) but only a paid run
 # opens the ledger: the accountant and the report load on first use (~13 ms a no-op sync saves).
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in ("Accountant", "Call", "CallShape", "Plan"):
         from pinakes.budget import accountant
 
@@ -117,8 +125,10 @@ __all__ = [
     "MONEY_QUANTUM",
     "Accountant",
     "BlockedWindow",
+    "BudgetCapError",
     "BudgetError",
     "BudgetExceededError",
+    "BudgetOverrunError",
     "BudgetRefusedError",
     "BudgetReport",
     "Call",

@@ -5,7 +5,9 @@ Three windows bound spending (spec §5): `per_operation_eur` (one invocation, al
 `daily_eur` and `monthly_eur` (sequences of invocations, in `[budget] timezone`). A window admits a
 total exactly equal to its cap. A reservation is the worst case — every input token the request
 may carry and the full `max_tokens` of output — because the real cost is only known from the
-response, and a ceiling that can be exceeded by the call it guards is not a ceiling.
+response, and a ceiling that can be exceeded by the call it guards is not a ceiling. A response
+reporting more than its reservation is an overrun (budget/overrun.py): recorded as reported, and no
+paid call is reserved until it is resolved.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pinakes.budget.errors import (
     BlockedWindow,
     BudgetError,
     BudgetExceededError,
+    BudgetOverrunError,
     BudgetRefusedError,
     LedgerDamagedError,
     SpendNotConfirmedError,
@@ -33,16 +35,14 @@ from pinakes.budget.errors import (
 )
 from pinakes.budget.ledger import OPERATIONS, Ledger, LedgerRecord
 from pinakes.budget.money import ceil_cents, eur_to_usd, format_eur, to_eur
+from pinakes.budget.overrun import Overrun, open_overruns
 from pinakes.budget.prices import ModelPrice, PriceTable, load_prices
-from pinakes.budget.windows import CallRecord, Totals, budget_timezone, fold, month_key
+from pinakes.budget.report import BudgetReport, build_report
+from pinakes.budget.settings import BudgetSection
+from pinakes.budget.windows import CallRecord, Tally, Totals, budget_timezone, month_key
 from pinakes.errors import FilesystemError, PinakesError, UsageError
 from pinakes.kb import KBPaths
 from pinakes.wording import counted, noun_for
-
-if TYPE_CHECKING:
-    # A type only: budget sits below manifest in the layers, so the section is never imported at run time.
-    from pinakes.budget.report import BudgetReport
-    from pinakes.manifest import BudgetSection
 
 Clock = Callable[[], datetime]
 Prompt = Callable[[str], bool]
@@ -79,6 +79,7 @@ class Accountant:
         self.ledger = Ledger(paths.ledger)
         self._clock = clock
         self._can_spend = can_spend
+        self._tally = Tally(self.tz)
         self.ledger.refresh()
 
     @classmethod
@@ -144,28 +145,27 @@ class Accountant:
 
     def report(self) -> BudgetReport:
         """What `pnk budget` shows: spend by day, month and operation, the windows, unknown outcomes."""
-        from pinakes.budget.report import build_report
-
         self.ledger.refresh()
-        return build_report(self, self._now())
+        return build_report(self.ledger, self.budget, self.prices, self._now())
 
     def resolve(self, call_id: str, actual_eur: Decimal) -> LedgerRecord:
-        """Close an unknown outcome at what the provider's console says it cost: appends a
-        resolution record at the reservation's own rate; never edits a line."""
+        """Close an unknown outcome, or an overrun, at what the provider's console says it cost:
+        appends a resolution record at the reservation's own rate; never edits a line."""
         if not actual_eur.is_finite() or actual_eur < 0 or actual_eur.is_signed():
             raise UsageError(f"--actual must be a non-negative amount in EUR, not {actual_eur}",
                              remedy="write the amount the provider billed, e.g. --actual 0.0312")
         with self.ledger.exclusive(consequence="nothing was resolved"):
-            call = fold(self.ledger.records).get(call_id)
+            call = self.calls().get(call_id)
             if call is None or call.reservation is None:
                 raise UnknownCallError(
                     f"no reservation with call_id {call_id} in the ledger", path=self.paths.ledger,
-                    remedy="copy a call_id from the unknown outcomes `pnk budget` lists")
-            if call.outcome is not None:
+                    remedy="copy a call_id from the unknown outcomes or overruns `pnk budget` lists")
+            if call.outcome is not None and not call.overran:
                 raise UnknownCallError(
                     f"call {call_id} is already closed ({call.status} at {format_eur(call.eur)} on "
                     f"{call.outcome.ts.isoformat(timespec='seconds')}); a closed call is never reopened",
-                    path=self.paths.ledger, remedy="nothing to resolve: `pnk budget` lists the open ones")
+                    path=self.paths.ledger,
+                    remedy="nothing to resolve: `pnk budget` lists the open ones (unknown outcomes and overruns)")
             reservation = call.reservation
             record = _outcome(reservation, "resolution", self._now(), 0, 0,
                               eur_to_usd(actual_eur, reservation.usd_per_eur))
@@ -182,14 +182,15 @@ class Accountant:
         requested = to_eur(cost_usd, self.prices.usd_per_eur)
         with self.ledger.exclusive():
             self._refuse_damaged_ledger()
+            totals = self._totals()
             now = self._now()
-            blocked = self._blocked(self._totals(), now, plan.operation_id, requested)
+            blocked = self._blocked(totals, now, plan.operation_id, requested)
             if blocked:
                 plan.stopped_by = tuple(blocked)
                 names = ", ".join(window.window for window in blocked)
                 raise BudgetExceededError(
                     f"the next call's worst case ({format_eur(requested)}) would breach {names}; the "
-                    "call was not made:\n  " + "\n  ".join(window.describe() for window in blocked),
+                    "call was not made:\n  " + ";\n  ".join(window.describe() for window in blocked),
                     blocked=blocked, path=self.paths.ledger,
                     remedy=f"raise the {noun_for(len(blocked), 'cap')} named, or resolve unknown outcomes "
                            f"(`pnk budget`); {_NO_FORCE}")
@@ -252,7 +253,7 @@ class Accountant:
             f"refused before the first call: this {operation} run's worst case is {format_eur(total)} "
             f"({counted(calls, 'call')}, {counted(units, 'unit')}) and it would breach "
             f"{counted(len(blocked), 'window')}{partial}:\n  "
-            + "\n  ".join(window.describe() for window in blocked),
+            + ";\n  ".join(window.describe() for window in blocked),
             blocked=blocked, path=self.paths.manifest,
             remedy="make every edit listed in pinakes.toml to admit the whole run, or run it on fewer "
                    f"documents; the worst case is a ceiling, usually far above the bill (docs/BUDGET.md){forced}",
@@ -316,6 +317,18 @@ class Accountant:
                    f"{'it' if len(lines) == 1 else 'they'} recorded is no longer counted (Pinakes never edits the ledger)",
         )
 
+    def _totals(self) -> Totals:
+        """Every window's total over the ledger as last read, brought up to date with the records
+        read since the last check (budget/windows.py `Tally`: not folded afresh each time).
+        Refuses while an overrun is open: no paid call while a call's reported usage is above its
+        reservation and unresolved: the caps hold only for usage the requests allowed, so one that
+        did not is a person's to settle."""
+        self._tally.catch_up(self.ledger.records, self.ledger.epoch)
+        overruns = open_overruns(self._tally.overran())
+        if overruns:
+            raise BudgetOverrunError.of(overruns, self.paths.ledger)
+        return self._tally.totals
+
     # -- helpers ---------------------------------------------------------------------------------
 
     def _price(self, model: str) -> ModelPrice:
@@ -337,12 +350,10 @@ class Accountant:
         assert self.prices is not None
         return to_eur(self._worst_case_usd(shape), self.prices.usd_per_eur)
 
-    def _totals(self) -> Totals:
-        return Totals(fold(self.ledger.records).values(), self.tz)
-
     def calls(self) -> dict[str, CallRecord]:
-        """Every call in the ledger as last read, by call_id."""
-        return fold(self.ledger.records)
+        """Every call in the ledger as last read, by call_id (kept up to date, not copied: read it)."""
+        self._tally.catch_up(self.ledger.records, self.ledger.epoch)
+        return self._tally.calls
 
     def _now(self) -> datetime:
         now = self._clock()
@@ -367,6 +378,11 @@ class Plan:
     confirmed: bool = False  # the confirm_above_eur prompt was shown and answered yes
     stopped_by: tuple[BlockedWindow, ...] = ()  # set when a call's reservation was refused
     call_ids: list[str] = field(default_factory=list[str])
+    overruns: list[Overrun] = field(default_factory=list[Overrun])  # this run's calls that overran
+
+    def overrun_error(self) -> BudgetOverrunError | None:
+        """The error that stops this run after a call of it overran (None when none did)."""
+        return BudgetOverrunError.of(self.overruns, self.accountant.paths.ledger) if self.overruns else None
 
     @property
     def partial(self) -> bool:
@@ -408,6 +424,7 @@ class Plan:
             "total_units": self.total_units, "partial": self.partial,
             "blocked": [window.to_dict() for window in self.blocked],
             "stopped_by": [window.to_dict() for window in self.stopped_by], "call_ids": list(self.call_ids),
+            "overruns": [overrun.to_dict() for overrun in self.overruns],
         }
 
 
@@ -419,6 +436,7 @@ class Call:
         self.reservation = reservation
         self.unit = unit
         self.outcome: LedgerRecord | None = None
+        self.overrun: Overrun | None = None  # set by reconcile() when the usage overran the reservation
 
     @property
     def call_id(self) -> str:
@@ -434,9 +452,14 @@ class Call:
 
     def reconcile(self, *, input_tokens: int, output_tokens: int) -> Decimal:
         """Record what the response's usage says it cost (superseding the reservation); returns EUR.
-        Usage above the reserved worst case is recorded as billed — a ledger never under-reports."""
+        Usage above the reserved worst case is recorded as reported — a ledger never under-reports —
+        and is an overrun (`self.overrun`, `plan.overruns`): the caller keeps what the call returned
+        and makes no further call (every later reservation is refused until it is resolved)."""
         self._closing()
         self.outcome = self.plan.accountant.close_call(self.reservation, "reconciliation", input_tokens, output_tokens)
+        self.overrun = Overrun.of(CallRecord(self.call_id, self.reservation, self.outcome))
+        if self.overrun is not None:
+            self.plan.overruns.append(self.overrun)
         return self.outcome.eur()
 
     def void(self, reason: str) -> None:

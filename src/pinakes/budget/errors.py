@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from pinakes.budget.money import format_eur
+from pinakes.budget.overrun import RESOLVE, Overrun
 from pinakes.errors import EXIT_CONFIG, EXIT_DATA, EXIT_FAILURE, EXIT_IO, EXIT_UNAVAILABLE, PinakesError
+from pinakes.wording import counted
 
 # The three caps, in the order they are named (spec §5).
 WINDOWS = ("per_operation_eur", "daily_eur", "monthly_eur")
@@ -33,8 +36,6 @@ class BlockedWindow:
         return f'[budget] {self.window} = "{self.needed}"'
 
     def describe(self) -> str:
-        from pinakes.budget.money import format_eur
-
         spent = f"{format_eur(self.spent)} already counted + " if self.spent else ""
         return (f"{self.window} ({self.period}): {spent}{format_eur(self.requested)} worst case "
                 f"> cap {format_eur(self.cap, 2)}; admit it with {self.edit} (was \"{self.cap}\")")
@@ -67,28 +68,70 @@ class UnpricedModelError(BudgetError):
     exit_code = EXIT_UNAVAILABLE
 
 
-class BudgetRefusedError(BudgetError):
+class BudgetCapError(BudgetError):
+    """Spending the caps refuse; `blocked` names every window it would breach, with the edit that admits it."""
+
+    def __init__(self, message: str, *, blocked: Sequence[BlockedWindow], remedy: str,
+                 path: Path | str | None = None):
+        super().__init__(message, remedy=remedy, path=path)
+        self.blocked = tuple(blocked)
+
+    def to_dict(self) -> dict[str, object]:  # type: ignore[override]
+        return {**super().to_dict(), "blocked": [window.to_dict() for window in self.blocked]}
+
+
+class BudgetRefusedError(BudgetCapError):
     """The whole run was refused before its first call; `blocked` names every window it would breach."""
 
-    def __init__(self, message: str, *, blocked: Sequence[BlockedWindow], remedy: str,
-                 path: Path | str | None = None):
-        super().__init__(message, remedy=remedy, path=path)
-        self.blocked = tuple(blocked)
 
-    def to_dict(self) -> dict[str, object]:  # type: ignore[override]
-        return {**super().to_dict(), "blocked": [window.to_dict() for window in self.blocked]}
-
-
-class BudgetExceededError(BudgetError):
+class BudgetExceededError(BudgetCapError):
     """The next call's reservation would breach a cap: it was never made."""
 
-    def __init__(self, message: str, *, blocked: Sequence[BlockedWindow], remedy: str,
-                 path: Path | str | None = None):
-        super().__init__(message, remedy=remedy, path=path)
-        self.blocked = tuple(blocked)
+    # A window's cap stops a run where it is reached (on_exceed = "partial" keeps the whole units
+    # done); an open overrun (BudgetOverrunError) stops every run, whatever on_exceed says.
+    stops_every_run = False
+
+
+class BudgetOverrunError(BudgetExceededError):
+    """A call reported usage above its reservation and no resolution has closed it: no paid call is
+    made until one does (budget/overrun.py). `answer`: what a run that stopped after that call kept
+    (a `pnk ask --deep` DeepResult), paid for, so never discarded."""
+
+    exit_code = EXIT_DATA
+    stops_every_run = True
+
+    def __init__(self, message: str, *, overruns: Sequence[Overrun], remedy: str, path: Path | str | None = None):
+        super().__init__(message, blocked=(), remedy=remedy, path=path)
+        self.overruns = tuple(overruns)
+        self.answer: object | None = None
+
+    @classmethod
+    def of(cls, overruns: Sequence[Overrun], ledger: Path | str | None = None) -> BudgetOverrunError:
+        """The refusal every paid call meets while `overruns` are open: what each reported, and the
+        command that closes it."""
+        if len(overruns) == 1:
+            overrun = overruns[0]
+            message = (f"{overrun.describe()}; no paid call is made until it is resolved "
+                       f"(`{overrun.resolve_command}`)")
+            remedy = (f"look the call up on your provider's usage page and record what it billed: "
+                      f"`{overrun.resolve_command}` (`--actual {overrun.billed_eur}` accepts the amount it "
+                      "reported, which it counts at until then)")
+        else:
+            message = (f"{counted(len(overruns), 'call')} reported usage above their reservations; no paid call "
+                       "is made until each is resolved:\n  "
+                       + ";\n  ".join(overrun.describe() for overrun in overruns))
+            remedy = ("look each call up on your provider's usage page and record what it billed: "
+                      f"`{RESOLVE.format(call_id='CALL_ID')}` for each call `pnk budget` lists under OVERRUNS")
+        return cls(message, overruns=overruns, remedy=remedy, path=ledger)
+
+    @property
+    def call_id(self) -> str:
+        """The first open overrun's call (the one a single-call message names)."""
+        return self.overruns[0].call_id
 
     def to_dict(self) -> dict[str, object]:  # type: ignore[override]
-        return {**super().to_dict(), "blocked": [window.to_dict() for window in self.blocked]}
+        return {**super().to_dict(), "call_id": self.call_id,
+                "overruns": [overrun.to_dict() for overrun in self.overruns]}
 
 
 class SpendNotConfirmedError(BudgetError):
@@ -108,7 +151,7 @@ class LedgerDamagedError(BudgetError):
 
 
 class UnknownCallError(BudgetError):
-    """`pnk budget --resolve` named a call_id the ledger has no open reservation for."""
+    """`pnk budget --resolve` named a call_id the ledger holds no open call for (an unknown outcome or an overrun)."""
 
     exit_code = EXIT_CONFIG
 

@@ -44,7 +44,8 @@ Kind = Literal["reservation", "reconciliation", "void", "resolution"]
 KINDS: tuple[Kind, ...] = ("reservation", "reconciliation", "void", "resolution")
 CLOSING_KINDS = frozenset({"reconciliation", "void", "resolution"})
 EMBED_OPERATION = "embed"  # a priced remote embedding endpoint's requests (embed/spending.py)
-OPERATIONS = ("extract", "ask", EMBED_OPERATION)
+RERANK_OPERATION = "rerank"  # a priced HTTP reranker's requests (search/rerank_spending.py)
+OPERATIONS = ("extract", "ask", EMBED_OPERATION, RERANK_OPERATION)
 
 # The order keys are written in; the CRC covers exactly these bytes.
 _FIELDS = ("v", "ts", "kind", "operation", "operation_id", "call_id", "model", "input_tokens",
@@ -55,7 +56,7 @@ _FIELDS = ("v", "ts", "kind", "operation", "operation_id", "call_id", "model", "
 class LedgerRecord:
     kind: Kind
     ts: datetime  # aware, UTC; a pair is attributed to its reservation's ts, forever
-    operation: str  # "extract" | "ask" | "embed"
+    operation: str  # "extract" | "ask" | "embed" | "rerank"
     operation_id: str  # one invocation: what per_operation_eur bounds
     call_id: str  # one API call: what a reservation and its outcome share
     model: str
@@ -121,7 +122,7 @@ def decode(line: bytes) -> LedgerRecord:
     crc = payload.pop("crc")
     if list(payload) != list(_FIELDS):
         raise ValueError("its keys are not a ledger record's")
-    if not isinstance(crc, str) or f"{zlib.crc32(_canonical(payload)):08x}" != crc:
+    if not isinstance(crc, str) or not _crc_holds(line, crc):
         raise ValueError("CRC mismatch: the line was edited or damaged")
     if payload["v"] != FORMAT_VERSION:
         raise ValueError(f"format version {payload['v']!r} is not {FORMAT_VERSION} (a newer Pinakes wrote it)")
@@ -164,6 +165,9 @@ class Ledger:
         self._offset = 0  # bytes consumed: the end of the last complete line read
         self._lines = 0
         self._locked = False
+        # Moves each time the file is read from its start again (it was replaced, truncated or
+        # removed by hand): whatever was derived from `records` so far must be derived afresh.
+        self.epoch = 0
 
     def refresh(self) -> None:
         """Read whatever was appended since the last read (everything, if the file shrank)."""
@@ -172,9 +176,12 @@ class Ledger:
                 size = os.fstat(handle.fileno()).st_size
                 if size < self._offset:  # replaced or truncated by hand: start again
                     self.records, self.damaged, self._offset, self._lines = [], [], 0, 0
+                    self.epoch += 1
                 handle.seek(self._offset)
                 data = handle.read()
         except FileNotFoundError:
+            if self._offset or self.records or self.damaged:
+                self.epoch += 1
             self.records, self.damaged, self._offset, self._lines, self.torn_tail = [], [], 0, 0, None
             return
         except OSError as exc:
@@ -261,6 +268,14 @@ class Ledger:
             self._write(b"\n", "terminate the ledger's last line")
         self.torn_tail = None
         self.refresh()
+
+
+def _crc_holds(line: bytes, crc: str) -> bool:
+    """Whether `crc`, the line's last key, is the CRC32 of the line's own bytes before it: those
+    bytes are the canonical record `encode` wrote (the check reads them as they are, rather than
+    encoding the parsed record again, which took half the time of reading a ledger)."""
+    tail = b',"crc":"' + crc.encode("utf-8", "replace") + b'"}'
+    return line.endswith(tail) and f"{zlib.crc32(line[: -len(tail)] + b'}'):08x}" == crc
 
 
 def _canonical(fields: dict[str, object]) -> bytes:

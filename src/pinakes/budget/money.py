@@ -84,14 +84,19 @@ def ceil_cents(amount: Decimal) -> Decimal:
 
 
 def format_eur(amount: Decimal, places: int = 4, *, headroom: bool = False) -> str:
-    """`€1.2346`: a spend is shown rounded up, so a displayed total is never below the one enforced;
-    headroom (what is left under a cap) is shown rounded down, for the same reason."""
-    quantum = Decimal(1).scaleb(-places)
-    if headroom:
-        with localcontext() as ctx:
-            ctx.prec = 40
-            return f"€{amount.quantize(quantum, rounding=ROUND_FLOOR)}"
-    return f"€{_ceil(amount, quantum)}"
+    """`€1.2346`, `€0.146756`, `€0.50`: the one way an amount of money is shown, anywhere.
+
+    Exact to the micro-euro (the ledger's quantum, and the most places a cap may have): at least
+    `places` decimals, and every further one the amount has, so two amounts a message compares
+    compare as shown (a cap of "0.1467" is never shown as €0.15 beside a worst case of €0.146756).
+    A spend is rounded up to the micro-euro, so a displayed total is never below the one enforced;
+    headroom (what is left under a cap) is rounded down, for the same reason."""
+    with localcontext() as ctx:
+        ctx.prec = 40
+        exact = amount.quantize(MONEY_QUANTUM, rounding=ROUND_FLOOR if headroom else ROUND_CEILING)
+    whole, _, fraction = f"{exact:f}".partition(".")
+    fraction = fraction.rstrip("0").ljust(places, "0")
+    return f"€{whole}.{fraction}" if fraction else f"€{whole}"
 
 
 def _ceil(amount: Decimal, quantum: Decimal) -> Decimal:

@@ -1,23 +1,23 @@
 """What `pnk budget` shows: spend by day, month and operation; each window with the rate and the
-price date behind its total; unknown outcomes first, because each one holds headroom at its
-reserved amount until it is resolved (spec §5, "Visibility")."""
+price date behind its total; unknown outcomes and overruns first, because each one needs a person:
+an unknown outcome holds headroom at its reserved amount, and an overrun (a call that reported usage
+above its reservation) stops every paid call, until it is resolved (spec §5, "Visibility")."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, tzinfo
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
-from pinakes.budget.ledger import DamagedLine
+from pinakes.budget.ledger import DamagedLine, Ledger
 from pinakes.budget.money import format_eur
-from pinakes.budget.windows import CallRecord, Totals, fold, month_key
+from pinakes.budget.overrun import Overrun, open_overruns
+from pinakes.budget.prices import PriceTable
+from pinakes.budget.settings import BudgetSection
+from pinakes.budget.windows import CallRecord, Totals, budget_timezone, fold, month_key
 from pinakes.wording import counted
-
-if TYPE_CHECKING:
-    from pinakes.budget.accountant import Accountant
 
 SHOWN_DAYS = 14
 SHOWN_OPERATIONS = 10
@@ -104,6 +104,7 @@ class BudgetReport:
     months: tuple[tuple[str, Decimal], ...]
     operations: tuple[OperationSpend, ...]  # newest first
     unknown: tuple[UnknownOutcome, ...]
+    overruns: tuple[Overrun, ...]
     damaged: tuple[DamagedLine, ...]
     torn_tail: DamagedLine | None
     prices: PriceInfo | None
@@ -122,6 +123,7 @@ class BudgetReport:
             "ledger": self.ledger, "timezone": self.timezone, "generated_at": self.generated_at.isoformat(),
             "unknown_outcomes": [u.to_dict() for u in self.unknown],
             "unknown_outcome_eur": str(self.unknown_eur),
+            "overruns": [o.to_dict() for o in self.overruns],
             "damaged_lines": [{"line": d.number, "reason": d.reason} for d in self.damaged],
             "torn_tail": None if self.torn_tail is None else {"line": self.torn_tail.number,
                                                               "reason": self.torn_tail.reason},
@@ -150,6 +152,16 @@ class BudgetReport:
                 lines.append(f"  {u.call_id}  {u.operation} {u.model}  reserved {format_eur(u.reserved_eur)} at "
                              f"{u.reserved_at.isoformat(timespec='seconds')}")
             lines.append("  close each with what the provider billed: pnk budget --resolve CALL_ID --actual EUR")
+        if self.overruns:
+            lines.append(f"OVERRUNS: {counted(len(self.overruns), 'call')} reported usage above "
+                         f"{'its' if len(self.overruns) == 1 else 'their'} reservation, counted as reported; "
+                         "no paid call runs until each is resolved:")
+            for o in self.overruns:
+                beyond = "; ".join(o.beyond_request) or "usage priced above its reservation"
+                lines.append(f"  {o.call_id}  {o.operation} {o.model}  reserved {format_eur(o.reserved_eur)} at "
+                             f"{o.reserved_at.isoformat(timespec='seconds')}, recorded {format_eur(o.billed_eur)}: {beyond}")
+            lines.append("  close each with what the provider's console shows it billed: "
+                         "pnk budget --resolve CALL_ID --actual EUR")
         lines.append("Windows:")
         for w in self.windows:
             unknown = f", {format_eur(w.unknown)} of it unknown outcomes" if w.unknown else ""
@@ -180,8 +192,10 @@ class BudgetReport:
         return "\n".join(lines)
 
 
-def build_report(accountant: Accountant, now: datetime) -> BudgetReport:
-    ledger, budget, tz = accountant.ledger, accountant.budget, accountant.tz
+def build_report(ledger: Ledger, budget: BudgetSection, prices: PriceTable | None, now: datetime) -> BudgetReport:
+    """The report of the ledger as last read, its windows those of `budget`, at `now`; `prices` (None
+    when the table cannot be read) says how old the price table is."""
+    tz = budget_timezone(budget.timezone)
     calls = fold(ledger.records)
     totals = Totals(calls.values(), tz)
     today = totals.day_of(now)
@@ -207,29 +221,29 @@ def build_report(accountant: Accountant, now: datetime) -> BudgetReport:
         UnknownOutcome(c.call_id, c.first.operation_id, c.first.operation, c.first.model,
                        c.ts.astimezone(tz), c.eur)
         for c in calls.values() if c.status == "unknown outcome")
-    prices = None
-    if accountant.prices is not None:
-        table = accountant.prices
-        prices = PriceInfo(table.as_of.isoformat(), str(table.usd_per_eur), table.rate_as_of.isoformat(),
-                           table.age_days(local.date()), budget.max_price_age_days)
+    price_info = None
+    if prices is not None:
+        price_info = PriceInfo(prices.as_of.isoformat(), str(prices.usd_per_eur), prices.rate_as_of.isoformat(),
+                               prices.age_days(local.date()), budget.max_price_age_days)
     return BudgetReport(
         ledger=str(ledger.path), timezone=budget.timezone, generated_at=local,
         windows=windows,
         days=tuple((day.isoformat(), eur) for day, eur in sorted(totals.by_day.items(), reverse=True)),
         months=tuple(sorted(totals.by_month.items(), reverse=True)),
-        operations=operations, unknown=unknown, damaged=tuple(ledger.damaged), torn_tail=ledger.torn_tail,
-        prices=prices, call_eur={call_id: c.eur for call_id, c in calls.items()},
+        operations=operations, unknown=unknown, overruns=open_overruns(calls.values()),
+        damaged=tuple(ledger.damaged), torn_tail=ledger.torn_tail,
+        prices=price_info, call_eur={call_id: c.eur for call_id, c in calls.items()},
     )
 
 
-def _operations(calls: Iterable[CallRecord], tz: object) -> tuple[OperationSpend, ...]:
+def _operations(calls: Iterable[CallRecord], tz: tzinfo) -> tuple[OperationSpend, ...]:
     grouped: dict[str, list[CallRecord]] = {}
     for call in calls:
         grouped.setdefault(call.first.operation_id, []).append(call)
     spends = [
         OperationSpend(
             operation_id=op_id, operation=members[0].first.operation,
-            started=min(c.ts for c in members).astimezone(tz),  # type: ignore[arg-type]
+            started=min(c.ts for c in members).astimezone(tz),
             calls=len(members), eur=sum((c.eur for c in members), Decimal(0)),
             unknown=sum(1 for c in members if c.status == "unknown outcome"),
             models=tuple(sorted(Counter(c.first.model for c in members).items())),

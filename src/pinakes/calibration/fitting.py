@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from pinakes.manifest.sections import RERANK_FEATURE
 from pinakes.search.confidence import MODEL, TOP_SCORE, model_probability
 
 ROUNDING_DIGITS = (3, 4, 6, 9)
@@ -56,7 +57,13 @@ MODEL_FEATURES = ("cosine", "cosine_spread", "keyword_share", "bm25_ratio", "agr
 # reads paraphrases through WordNet's relations ((i): chosen where a golden set asks in other words).
 FEATURE_SETS_BEFORE_RELATIONS = (("cosine", "keyword_share"), MODEL_FEATURES, ("csls", "keyword_share"),
                                  ("cosine", "keyword_share", "crowding"))
-FEATURE_SETS = (*FEATURE_SETS_BEFORE_RELATIONS, ("cosine", "related_share"))
+# With a reranker (issue #41): its top score alone (the spec's signal), and beside the two features it
+# helped most when a reader fine-tuned here was tried as a feature (docs/QUALITY.md, "#25", (d)).
+# Candidates only where every searched question carries it (a search the reranker did not serve has
+# no `rerank` feature). A further feature a fit may choose joins here: a set of its own, offered
+# where the rows carry it (`_carried`).
+RERANK_FEATURE_SETS = ((RERANK_FEATURE,), ("cosine", "keyword_share", RERANK_FEATURE))
+FEATURE_SETS = (*FEATURE_SETS_BEFORE_RELATIONS, ("cosine", "related_share"), *RERANK_FEATURE_SETS)
 L2_PENALTY = 10.0
 WEIGHT_DIGITS = 4
 CROSS_FIT_FOLDS = 5
@@ -229,7 +236,7 @@ def fit_confidence(rows: Sequence[FitRow], fitted_for: str, *, signal: str = MOD
     if features is None:
         fits = [fit_confidence(rows, fitted_for, features=choice, penalty=penalty, prior=prior, cross_fit=cross_fit,
                                max_false_confidence=max_false_confidence)
-                for choice in (FEATURE_SETS if feature_sets is None else feature_sets)]
+                for choice in (FEATURE_SETS if feature_sets is None else feature_sets) if _carried(rows, choice)]
         return min(fits, key=_forecast_error)
     model = fit_model(rows, features, penalty, prior)
     in_sample = fit_thresholds(rows, fitted_for, model, max_false_confidence=max_false_confidence)
@@ -392,6 +399,12 @@ def fit_model(rows: Sequence[FitRow], features: Sequence[str] = MODEL_FEATURES,
     bias = float(beta[0] - float((weights * mean).sum()))
     return SignalModel(tuple(features), tuple(round(float(w), WEIGHT_DIGITS) for w in weights),
                        round(bias, WEIGHT_DIGITS))
+
+
+def _carried(rows: Sequence[FitRow], features: Sequence[str]) -> bool:
+    """Whether every searched question's evidence holds `features` (a reranked feature set is no
+    candidate for rows the reranker did not score)."""
+    return all(name in evidence for row in rows for evidence in _evidence(row) for name in features)
 
 
 def _evidence(row: FitRow) -> list[Mapping[str, float]]:

@@ -51,7 +51,7 @@ def extras_for(manifest: Manifest) -> tuple[str, ...]:
     from pinakes.embed.loader import PROVIDER_EXTRAS
 
     wanted = [PROVIDER_EXTRAS[manifest.embedding.provider]]
-    if manifest.retrieval.rerank:
+    if manifest.retrieval.rerank and manifest.rerank.provider in PROVIDER_EXTRAS:  # an HTTP reranker needs none
         wanted.append(PROVIDER_EXTRAS[manifest.rerank.provider])
     reads_pdf = any(manifest.sources.selects(f"{root}/document.pdf" if root != "." else "document.pdf")
                     for root in manifest.sources.roots)

@@ -1,8 +1,9 @@
 """`pnk`: a thin command-line layer over the core API.
 
 Each command lives in its own module (`cmd_<name>.py`) exposing `register(subparsers, common)` and
-`run(args) -> int`. Command modules import the core lazily inside `run`, so `pnk --help` stays fast
-and never imports numpy, doit or a model backend.
+`run(args) -> int`, where `args` is the command's own frozen dataclass of what it parses, built from
+argparse's namespace in one place (`cli/command.py`). Command modules import the core lazily inside
+`run`, so `pnk --help` stays fast and never imports numpy, doit or a model backend.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from pinakes import __version__
+from pinakes.cli.command import runner_of
 from pinakes.errors import PinakesError
 
 # Order is the order `pnk --help` lists them.
@@ -63,13 +65,22 @@ def _command_named(argv: Sequence[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
+    run = runner_of(args)
+    if run is None:
         parser.print_help()
         return 0
     try:
-        return int(args.run(args) or 0)
+        try:
+            status = run(args)
+            return status if isinstance(status, int) else 0
+        except Exception as exc:
+            from pinakes.index.schema import damage_error
+
+            if (damaged := damage_error(exc)) is None:
+                raise
+            raise damaged from exc  # a damaged index met where no caller named it: never a traceback
     except PinakesError as exc:
-        if getattr(args, "json", False):
+        if vars(args).get("json"):
             import json
 
             print(json.dumps({"ok": False, **exc.to_dict()}, indent=2))

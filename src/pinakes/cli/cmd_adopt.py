@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class AdoptArgs(CommandArgs):
+    sidecar: str
+    document: str
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "adopt", parents=[common], help="give a moved document back its old ID (its left-behind sidecar)",
         description="Move SIDECAR, left behind by a document that was moved without it, beside "
@@ -17,16 +27,16 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("sidecar", metavar="SIDECAR", help="the orphaned sidecar, e.g. docs/plan.md.pnk.yaml")
     parser.add_argument("document", metavar="DOCUMENT", help="the document as it is now named")
     parser.add_argument("--json", action="store_true", help="print what was done as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(AdoptArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: AdoptArgs) -> int:
     from dataclasses import asdict
 
     from pinakes.display import printable
     from pinakes.pipeline.adopt import adopt_sidecar
 
-    adopted = adopt_sidecar(getattr(args, "kb_dir", None), args.sidecar, args.document)
+    adopted = adopt_sidecar(args.kb_dir, args.sidecar, args.document)
     if args.json:
         print(json.dumps(asdict(adopted), indent=2))
         return 0

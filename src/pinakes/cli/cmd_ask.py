@@ -11,17 +11,32 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pinakes.cli.command import Command, Subcommands
+from pinakes.cli.filter_args import FilterArgs
+
 if TYPE_CHECKING:
-    from pinakes.budget import UnrecordedOutcomeError
+    from pinakes.budget import BudgetOverrunError, UnrecordedOutcomeError
     from pinakes.deep.result import DeepResult
+    from pinakes.lexical.filters import SearchFilters
     from pinakes.manifest import Manifest
     from pinakes.search.results import SearchResult
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class AskArgs(FilterArgs):
+    question: list[str]
+    deep: bool
+    json: bool
+    transcript: Path | None
+    force: bool
+    api_key_file: Path | None
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     from pinakes.cli.cmd_search import add_filter_arguments
 
     parser = subparsers.add_parser(
@@ -48,14 +63,13 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                              "a pinakes.toml or a sidecar)")
     parser.add_argument("--api-key-file", metavar="PATH", type=Path,
                         help="with --deep: read the API key from this file (default: PINAKES_ANTHROPIC_API_KEY)")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(AskArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: AskArgs) -> int:
     from pinakes.search.threads import prefer_one_blas_thread
 
     prefer_one_blas_thread()  # before anything imports NumPy
-    from pinakes.cli.cmd_search import filters_from_args
     from pinakes.deep.prompts import check_question
     from pinakes.errors import UsageError
     from pinakes.kb import KBPaths, find_kb_root
@@ -68,27 +82,29 @@ def run(args: argparse.Namespace) -> int:
     if args.force and args.transcript is None:
         raise UsageError("--force only applies to --transcript", remedy="drop --force")
     if args.transcript is not None:  # refused before anything is spent, not after
+        from dataclasses import replace
+
         from pinakes.outputs import checked_output_path
 
-        args.transcript = checked_output_path(args.transcript, flag="--transcript", force=args.force)
-    filters = filters_from_args(args)
-    kb_root = find_kb_root(getattr(args, "kb_dir", None))
+        args = replace(args, transcript=checked_output_path(args.transcript, flag="--transcript", force=args.force))
+    filters = args.filters()
+    kb_root = find_kb_root(args.kb_dir)
     manifest = load_manifest(KBPaths(kb_root).manifest)
     if args.deep:
         return _deep(args, kb_root, manifest, question, filters)
     return _free(args, kb_root, manifest, question, filters)
 
 
-def _deep(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question: str, filters: object) -> int:
-    from pinakes.budget import UnrecordedOutcomeError
+def _deep(args: AskArgs, kb_root: Path, manifest: Manifest, question: str, filters: SearchFilters) -> int:
+    from pinakes.budget import BudgetOverrunError, UnrecordedOutcomeError
     from pinakes.deep.loop import ask_deep
     from pinakes.deep.result import DeepResult
 
     try:
-        result = ask_deep(kb_root, question, filters=filters, manifest=manifest,  # type: ignore[arg-type]
+        result = ask_deep(kb_root, question, filters=filters, manifest=manifest,
                           api_key_file=args.api_key_file, interactive=sys.stdin.isatty(),
                           transcript=args.transcript)
-    except UnrecordedOutcomeError as exc:
+    except (UnrecordedOutcomeError, BudgetOverrunError) as exc:
         if not isinstance(exc.answer, DeepResult):
             raise
         return _kept_unrecorded(args, exc, exc.answer)
@@ -99,13 +115,15 @@ def _deep(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question:
     return 0
 
 
-def _kept_unrecorded(args: argparse.Namespace, exc: UnrecordedOutcomeError, result: DeepResult) -> int:
-    """A call billed but the ledger would not record it: the run stopped there, and what it paid for
-    is shown with the error (which names the call and `pnk budget --resolve`), never thrown away."""
+def _kept_unrecorded(args: AskArgs, exc: UnrecordedOutcomeError | BudgetOverrunError,
+                     result: DeepResult) -> int:
+    """A call billed but the ledger would not record it, or a call overran its reservation: the run
+    stopped there, and what it paid for is shown with the error (which names the call and
+    `pnk budget --resolve`), never thrown away."""
     kept = "in this JSON's `result`" if args.json else "printed above"
     if result.transcript:
         kept += f" and written to {result.transcript}"
-    exc.details.append(f"the result of this run, the reply call {exc.call_id} paid for included, is kept: {kept}")
+    exc.details.append(f"the result of this run, every reply it paid for included, is kept: {kept}")
     if args.json:
         print(json.dumps({"ok": False, **exc.to_dict(), "details": exc.details, "result": result.to_dict()},
                          indent=2, ensure_ascii=False))
@@ -114,16 +132,17 @@ def _kept_unrecorded(args: argparse.Namespace, exc: UnrecordedOutcomeError, resu
     raise exc
 
 
-def _free(args: argparse.Namespace, kb_root: Path, manifest: Manifest, question: str, filters: object) -> int:
+def _free(args: AskArgs, kb_root: Path, manifest: Manifest, question: str, filters: SearchFilters) -> int:
     from pinakes.budget.money import format_eur
     from pinakes.cli.cmd_search import ask_deep_command, render
     from pinakes.deep.shapes import quote
     from pinakes.search.core import Searcher
 
     with Searcher.for_kb(kb_root, manifest) as searcher:
-        result: SearchResult = searcher.search(question, filters=filters)  # type: ignore[arg-type]
+        result: SearchResult = searcher.search(question, filters=filters)
     deep = quote(manifest, result.confidence.level)
-    command = ask_deep_command(question, args)
+    # cmd_search still reads its flags from a Namespace (it declares its arguments on another branch)
+    command = ask_deep_command(question, argparse.Namespace(**asdict(args)))
     if args.json:
         print(json.dumps({"ok": True, "deep": False, "spent_eur": "0", "search": result.to_dict(),
                           "deep_command": command, "deep_branch": deep.branch,

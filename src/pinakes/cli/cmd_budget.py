@@ -1,35 +1,47 @@
 """`pnk budget [--json] [--resolve CALL_ID --actual EUR]`: what the paid paths have spent, and
-closing a call whose outcome is unknown (by appending to the ledger, never editing it)."""
+closing a call whose outcome is unknown or that overran its reservation (by appending to the ledger,
+never editing it)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 if TYPE_CHECKING:
     from pinakes.budget import Accountant
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class BudgetArgs(CommandArgs):
+    json: bool
+    resolve: str | None
+    actual: str | None
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "budget", parents=[common], help="what the paid paths have spent, by day, month and operation",
         description="Read .pinakes/ledger.jsonl and show spend by day, month and operation, each "
                     "[budget] window with its total, cap, and the exchange rate and price date behind "
-                    "it, and every unknown outcome (a reserved call with no recorded result, counted "
-                    "at its reserved amount). Writes nothing, except with --resolve. Exits 0; 1 when "
-                    "a ledger line fails its check.",
+                    "it, every unknown outcome (a reserved call with no recorded result, counted "
+                    "at its reserved amount) and every overrun (a call whose answer reported usage above "
+                    "its reservation, counted as reported; no paid call runs until it is resolved). "
+                    "Writes nothing, except with --resolve. Exits 0; 1 when a ledger line fails its check.",
     )
     parser.add_argument("--json", action="store_true", help="print the report (every day and operation) as JSON")
     parser.add_argument("--resolve", metavar="CALL_ID",
-                        help="close an unknown outcome at what the provider billed (needs --actual); "
-                             "appends a resolution record, never edits a line")
+                        help="close an unknown outcome or an overrun at what the provider billed (needs "
+                             "--actual); appends a resolution record, never edits a line")
     parser.add_argument("--actual", metavar="EUR", help="with --resolve: the amount billed for that call, in EUR")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(BudgetArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: BudgetArgs) -> int:
     from pinakes.budget import Accountant
     from pinakes.errors import EXIT_FAILURE, UsageError
     from pinakes.kb import find_kb_root
@@ -38,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
     if (args.resolve is None) != (args.actual is None):
         raise UsageError("--resolve and --actual go together",
                          remedy="pnk budget --resolve CALL_ID --actual EUR (the call_ids are in `pnk budget`)")
-    root = find_kb_root(getattr(args, "kb_dir", None))
+    root = find_kb_root(args.kb_dir)
     manifest = load_manifest(root / "pinakes.toml")
     accountant = Accountant.for_report(root, manifest.budget)
-    if args.resolve is not None:
+    if args.resolve is not None and args.actual is not None:  # both or neither, checked above
         return _resolve(accountant, args.resolve, _amount(args.actual), as_json=args.json)
     report = accountant.report()
     if args.json:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 if TYPE_CHECKING:
     from pinakes.ci import WorkflowResult
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class CiArgs(CommandArgs):
+    action: Literal["init"]
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "ci", parents=[common], help="write the CI workflow that syncs the KB and gates its quality",
         description="init: write .github/workflows/pinakes.yml (pinakes-<path>.yml for a KB in a "
@@ -24,14 +33,14 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     )
     parser.add_argument("action", choices=("init",), help="what to do (init: write the workflow)")
     parser.add_argument("--json", action="store_true", help="print what was written as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(CiArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: CiArgs) -> int:
     from pinakes.ci import write_workflow
     from pinakes.kb import find_kb_root
 
-    result = write_workflow(find_kb_root(getattr(args, "kb_dir", None)))
+    result = write_workflow(find_kb_root(args.kb_dir))
     if args.json:
         import json
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 from pinakes.errors import EXIT_FAILURE
 from pinakes.wording import counted
 
@@ -22,7 +24,15 @@ if TYPE_CHECKING:
 NAME_WIDTH = 24
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class DoctorArgs(CommandArgs):
+    json: bool
+    verify: bool
+    prune: bool
+    yes: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "doctor", parents=[common], help="check the environment and the KB, with remedies",
         description="Check the environment (Python, SQLite with FTS5, installed extras) and, inside a "
@@ -40,10 +50,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                              "soft-deleted rows; with no sidecar left, no sync can revive those IDs")
     parser.add_argument("--yes", action="store_true",
                         help="with --prune: delete without asking (needed without a terminal, and with --json)")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(DoctorArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: DoctorArgs) -> int:
     from pinakes.doctor import DoctorContext, run_checks
     from pinakes.errors import UsageError
 
@@ -53,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--yes only applies with --prune", remedy="run `pnk doctor --prune --yes`")
     if args.prune:
         return run_prune(args)
-    kb_check, kb_root = locate_kb(getattr(args, "kb_dir", None))
+    kb_check, kb_root = locate_kb(args.kb_dir)
     results = [kb_check]
     if args.json:
         results.extend(run_checks(DoctorContext(kb_root, verify=args.verify)))
@@ -103,13 +113,13 @@ def print_json(results: list[Check], kb_root: Path | None) -> None:
     }, indent=2))
 
 
-def run_prune(args: argparse.Namespace) -> int:
+def run_prune(args: DoctorArgs) -> int:
     """List the orphaned sidecars, then delete exactly those after an explicit yes (spec §6.4)."""
     from pinakes.doctor.prune import delete_orphans, find_orphans
     from pinakes.errors import PinakesError, UsageError
     from pinakes.kb import find_kb_root
 
-    plan = find_orphans(find_kb_root(getattr(args, "kb_dir", None)))
+    plan = find_orphans(find_kb_root(args.kb_dir))
     if not args.json:
         print_prune_plan(plan)
     if not plan.orphans:

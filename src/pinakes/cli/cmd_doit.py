@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 from pinakes.errors import UsageError
 
 ALLOWED = ("list", "info", "help")
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class DoitArgs(CommandArgs):
+    doit_args: list[str]
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "doit", parents=[common], help="inspect the sync DAG with doit's list/info",
         description="Run doit's introspection commands over this KB's sync pipeline, e.g. "
@@ -17,10 +24,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     "changed; `pnk sync` runs the pipeline.",
     )
     parser.add_argument("doit_args", nargs=argparse.REMAINDER, help="doit command and its arguments")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(DoitArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: DoitArgs) -> int:
     from pinakes.kb import find_kb_root
 
     argv = list(args.doit_args) or ["list"]
@@ -32,5 +39,5 @@ def run(args: argparse.Namespace) -> int:
 
     from pinakes.sync.loader import inspection_namespace
 
-    namespace = inspection_namespace(find_kb_root(getattr(args, "kb_dir", None)))
+    namespace = inspection_namespace(find_kb_root(args.kb_dir))
     return int(DoitMain(ModuleTaskLoader(namespace), config_filenames=()).run(argv) or 0)

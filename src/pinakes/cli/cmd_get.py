@@ -7,8 +7,10 @@ import argparse
 import json
 import re
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
@@ -18,7 +20,15 @@ _RANGE = re.compile(r"(\d+)-(\d*)")
 _PAGES = re.compile(r"(\d+)(?:-(\d*))?")
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class GetArgs(CommandArgs):
+    doc_id: str
+    char_range: str | None
+    pages: str | None
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "get", parents=[common], help="print a document's indexed text, or a range of it",
         description="Print the text of a document exactly as the index was built from it, so "
@@ -42,16 +52,16 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                                 "`path:pN-M`; `N` is one page, `N-` reads to the last)")
     parser.add_argument("--json", action="store_true",
                         help="print the document's fields and the selected text as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(GetArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: GetArgs) -> int:
     from pinakes.index import schema
     from pinakes.index.documents import find_document, read_indexed_text
     from pinakes.kb import KBPaths, find_kb_root
     from pinakes.links.addresses import resolve_in_kb
 
-    paths = KBPaths(find_kb_root(getattr(args, "kb_dir", None)))
+    paths = KBPaths(find_kb_root(args.kb_dir))
     char_range = _parse_range(args.char_range) if args.char_range is not None else None
     page_range = _parse_pages(args.pages) if args.pages is not None else None
     doc_id = resolve_in_kb(paths.root, args.doc_id)

@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 if TYPE_CHECKING:
     from pinakes.init import RemoteEmbeddingChoice
 
-_REMOTE_FLAGS = ("base_url", "model", "dim", "api_key_env")
+
+@dataclass(frozen=True, kw_only=True)
+class InitArgs(CommandArgs):
+    dir: str
+    name: str | None
+    template: str
+    list_templates: bool
+    ci: bool
+    embedding: Literal["local", "openai-compatible"]
+    base_url: str | None
+    model: str | None
+    dim: int | None
+    api_key_env: str | None
+    json: bool
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "init", help="create a new KB in DIR (default: the current directory)",
         description="Create a new KB from a template: mint its ULID, write pinakes.toml (recording "
@@ -38,10 +54,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--api-key-env", help="with --embedding openai-compatible: the NAME of the environment "
                                               "variable holding the key (the key itself is never written)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(InitArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: InitArgs) -> int:
     from pinakes.init import init_kb
 
     if args.list_templates:
@@ -94,13 +110,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remote_choice(args: argparse.Namespace) -> RemoteEmbeddingChoice | None:
+def _remote_choice(args: InitArgs) -> RemoteEmbeddingChoice | None:
     """The endpoint --embedding openai-compatible names; the dimension asked of it when not given."""
     from pinakes.errors import UsageError
     from pinakes.init import RemoteEmbeddingChoice
 
     if args.embedding != "openai-compatible":
-        given = [f"--{name.replace('_', '-')}" for name in _REMOTE_FLAGS if getattr(args, name) is not None]
+        remote_flags = {"--base-url": args.base_url, "--model": args.model, "--dim": args.dim,
+                        "--api-key-env": args.api_key_env}
+        given = [flag for flag, value in remote_flags.items() if value is not None]
         if given:
             raise UsageError(f"{', '.join(given)} only {'applies' if len(given) == 1 else 'apply'} with "
                              "--embedding openai-compatible",

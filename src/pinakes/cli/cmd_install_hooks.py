@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class InstallHooksArgs(CommandArgs):
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "install-hooks", parents=[common], help="install the git hooks that keep the index fresh",
         description="pre-commit mints sidecars for staged new documents; post-commit and post-merge "
@@ -18,14 +26,14 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     "the commit through; `git config pinakes.strictHooks true` makes pre-commit block.",
     )
     parser.add_argument("--json", action="store_true", help="print what was installed as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(InstallHooksArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: InstallHooksArgs) -> int:
     from pinakes.hooks import FREE_EXTRACTOR_NOTE, install_hooks
     from pinakes.kb import find_kb_root
 
-    installed = install_hooks(find_kb_root(getattr(args, "kb_dir", None)))
+    installed = install_hooks(find_kb_root(args.kb_dir))
     if args.json:
         print(json.dumps([{"hook": h.name, "path": str(h.path), "upgraded": h.upgraded,
                            "preserved": str(h.preserved) if h.preserved else None} for h in installed],

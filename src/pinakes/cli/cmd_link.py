@@ -5,11 +5,29 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
+
+USAGE = ("%(prog)s [-C DIR] [--json] SOURCE TARGET --rel REL\n"
+         "       %(prog)s [-C DIR] [--json] --add-kb ALIAS DIR")
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class LinkArgs(CommandArgs):
+    source: str | None
+    target: str | None
+    rel: str | None
+    add_kb: list[str] | None  # [ALIAS, DIR]
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "link", parents=[common], help="link one document to another (writes only the source's sidecar)",
+        # Two forms, each with what it requires: argparse's own usage would show --rel as optional,
+        # which it is only in the --add-kb form (issue #40).
+        usage=USAGE,
         description="Add a link from SOURCE (a document of this KB) to TARGET (in this KB or a connected "
                     "one) to SOURCE's sidecar, as pnk://<kb-ulid>/<doc-ulid>: aliases are resolved to ULIDs "
                     "first, TARGET must exist, and no file of TARGET's KB is written (it learns of the link "
@@ -21,19 +39,20 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     )
     parser.add_argument("source", metavar="SOURCE", nargs="?", help="the document that links (in this KB)")
     parser.add_argument("target", metavar="TARGET", nargs="?", help="the document linked to")
-    parser.add_argument("--rel", metavar="REL", help="the relation, e.g. cites, extends, see-also")
+    parser.add_argument("--rel", metavar="REL",
+                        help="the relation, e.g. cites, extends, see-also (required with SOURCE and TARGET)")
     parser.add_argument("--add-kb", nargs=2, metavar=("ALIAS", "DIR"),
                         help="connect the KB at DIR under ALIAS (appends a [[links.kb]] to pinakes.toml)")
     parser.add_argument("--json", action="store_true", help="print what was done as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(LinkArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: LinkArgs) -> int:
     from pinakes.display import printable
     from pinakes.errors import UsageError
     from pinakes.links import authoring
 
-    start = getattr(args, "kb_dir", None)
+    start = args.kb_dir
     if args.add_kb is not None:
         if args.source is not None or args.rel is not None:
             raise UsageError("--add-kb takes no SOURCE, TARGET or --rel", remedy="run it on its own")

@@ -5,12 +5,29 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 from pinakes.wording import counted
 
+if TYPE_CHECKING:
+    from pinakes.links.traverse import Traversal
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+
+@dataclass(frozen=True, kw_only=True)
+class LinksArgs(CommandArgs):
+    doc: str
+    depth: int | None
+    direction: Literal["out", "in", "both"]
+    adjacent_k: int | None
+    max_rows: int | None
+    rel: list[str] | None
+    query: str | None
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     from pinakes.links.traverse import DIRECTIONS, TraversalLimits
 
     limits = TraversalLimits()
@@ -41,10 +58,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="order the neighbours in this KB by relevance to TEXT, scored as `pnk search` "
                              "scores (hybrid); which neighbours are found does not change")
     parser.add_argument("--json", action="store_true", help="print the traversal as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(LinksArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: LinksArgs) -> int:
     from contextlib import ExitStack
 
     from pinakes.errors import UsageError
@@ -54,14 +71,12 @@ def run(args: argparse.Namespace) -> int:
     from pinakes.links.authoring import check_rel
     from pinakes.links.traverse import TraversalLimits, machine_lookup, traverse
 
-    for name in ("depth", "adjacent_k", "max_rows"):
-        value = getattr(args, name)
+    for flag, value in (("--depth", args.depth), ("--adjacent-k", args.adjacent_k), ("--max-rows", args.max_rows)):
         if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, not {value}",
-                             remedy=f"pass --{name.replace('_', '-')} 1 or more")
+            raise UsageError(f"{flag} must be at least 1, not {value}", remedy=f"pass {flag} 1 or more")
     rels = [check_rel(rel) for rel in args.rel or ()]
     query = _query(args.query)
-    kb = here(getattr(args, "kb_dir", None))
+    kb = here(args.kb_dir)
     start = resolve(kb, args.doc, locate=False)
     if start.kb_id != kb.kb_id:
         raise UsageError(f"{args.doc!r} is a document of KB {start.kb_id}, not of this KB ({kb.kb_id})",
@@ -96,17 +111,17 @@ def _query(text: str | None) -> str | None:
     return text.strip()
 
 
-def render(result: dict[str, Any]) -> str:
+def render(result: Traversal) -> str:
     from pinakes.display import printable
 
     start = result["start"]
     lines = [f"{printable(start['title'] or '(not indexed)')} — {printable(start['path'] or '-')} · {start['doc_id']}"]
-    if not start["resolved"]:
-        lines.append(f"  unresolved: {printable(start['reason'])}")
-    if result.get("rel"):
-        lines.append(f"  only links with relation {', '.join(printable(rel) for rel in result['rel'])}")
-    if result.get("query") is not None:
-        lines.append(f"  ranked by relevance to {printable(result['query'])!r} (this KB's neighbours, by their best "
+    if not start["resolved"] and (reason := start["reason"]) is not None:  # an unresolved start has one
+        lines.append(f"  unresolved: {printable(reason)}")
+    if only := result["rel"]:
+        lines.append(f"  only links with relation {', '.join(printable(rel) for rel in only)}")
+    if (query := result["query"]) is not None:
+        lines.append(f"  ranked by relevance to {printable(query)!r} (this KB's neighbours, by their best "
                      "passage; the others follow as found)")
     if not result["neighbours"]:
         narrowed = [*(["in this direction"] if result["direction"] != "both" else []),
@@ -118,15 +133,17 @@ def render(result: dict[str, Any]) -> str:
         rels = ", ".join(sorted({edge["rel"] for edge in item["edges"]}))
         if item.get("edges_omitted"):
             rels += f" (+{item['edges_omitted']} more)"
-        name = (f"{printable(item['title'])} — {printable(item['path'])}" if item["resolved"]
+        title, path = item["title"], item["path"]  # both set for a resolved neighbour
+        name = (f"{printable(title)} — {printable(path)}" if item["resolved"] and title is not None and path is not None
                 else item["doc_uri"])
         indent = "  " * item["hop"]
-        relevance = f", relevance #{item['relevance']['rank']}" if item.get("relevance") else ""
+        ranked = item.get("relevance")
+        relevance = f", relevance #{ranked['rank']}" if ranked else ""
         lines.append(f"{indent}{arrows[item['direction']]} {printable(rels)}: {name} ({kb}, hop {item['hop']}, "
                      f"score {item['score']:g}{relevance})")
-        if item["reason"]:
+        if reason := item["reason"]:
             state = "unreachable" if not item["reachable"] else "unresolved"
-            lines.append(f"{indent}   {state}: {printable(item['reason'])}")
+            lines.append(f"{indent}   {state}: {printable(reason)}")
     lines.extend(_not_followed(result))
     for name, bound in result["bounds"].items():
         if bound["clamped"]:
@@ -151,7 +168,7 @@ _NOT_FOLLOWED = {
 }
 
 
-def _not_followed(result: dict[str, Any]) -> list[str]:
+def _not_followed(result: Traversal) -> list[str]:
     """One line counting the documents found whose own links were not followed, and why."""
     counts = dict.fromkeys(_NOT_FOLLOWED, 0)
     own = result["start"]["kb"]["id"]

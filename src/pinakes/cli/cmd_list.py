@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pinakes.cli.cmd_search import add_filter_arguments, filters_from_args
+from pinakes.cli.cmd_search import add_filter_arguments
+from pinakes.cli.command import Command, Subcommands
+from pinakes.cli.filter_args import FilterArgs
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
     from pinakes.index.documents import DocumentSummary
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class ListArgs(FilterArgs):
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "list", parents=[common], help="list the indexed documents with their IDs (writes nothing)",
         description="List the documents in the index, in path order: ID (what `pnk get` and links take), "
@@ -28,16 +36,16 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--json", action="store_true",
                         help="print the documents as JSON (id, path, title, source_type, chunks, state, tags, "
                              "mtime, indexed_at, failure)")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(ListArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: ListArgs) -> int:
     from pinakes.index import schema
     from pinakes.index.documents import list_documents
     from pinakes.kb import KBPaths, find_kb_root
 
-    filters = filters_from_args(args)
-    paths = KBPaths(find_kb_root(getattr(args, "kb_dir", None)))
+    filters = args.filters()
+    paths = KBPaths(find_kb_root(args.kb_dir))
     conn = schema.open_reader(paths.index_db)
     try:
         conn.execute("BEGIN")  # one snapshot: the rows and the failures of the same sync

@@ -8,9 +8,20 @@ before the server answers anything. Tools are read-only and never spend money.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class ServeArgs(CommandArgs):
+    kbs: list[str]
+    config: str | None
+    http: bool
+    port: int | None
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "serve", parents=[common],
         # every tool of pinakes.serve.specs.TOOL_SPECS, in its order (tests/test_tool_listings.py): the
@@ -30,10 +41,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="serve streamable HTTP on 127.0.0.1 instead of stdio")
     parser.add_argument("--port", type=int, metavar="PORT", default=None,
                         help="port for --http (default 8765)")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(ServeArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: ServeArgs) -> int:
     from pinakes.search.threads import prefer_one_blas_thread
 
     prefer_one_blas_thread()  # before anything imports NumPy
@@ -44,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--port applies to --http", remedy="add --http, or drop --port")
     if args.port is not None and not 0 < args.port < 65536:
         raise UsageError(f"--port must be between 1 and 65535, got {args.port}", remedy="pass --port 8765")
-    served = resolve_served_kbs(args.kbs, args.config, getattr(args, "kb_dir", None))
+    served = resolve_served_kbs(args.kbs, args.config, args.kb_dir)
 
     from pinakes.serve.server import DEFAULT_HTTP_PORT, LOOPBACK, announce, run_http, run_stdio
     from pinakes.serve.tools import PinakesTools

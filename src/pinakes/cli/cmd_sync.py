@@ -5,10 +5,36 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class SyncArgs(CommandArgs):
+    rebuild: bool
+    index_only: bool
+    sidecars_only: bool
+    stage: bool
+    extract_backend: str | None
+    offline: bool
+    scan_links: bool
+    force: bool
+    estimate_only: bool
+    api_key_file: Path | None
+    executor: Literal["local", "ray"] | None
+    ray_address: str | None
+    no_reuse: bool
+    force_unlock: bool
+    clear_cache: Literal["free", "paid"] | None
+    yes: bool
+    quiet: bool
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "sync", parents=[common], help="index what changed (walk, pair, extract, chunk, embed, graph)",
         description="Walk the KB's sources, pair documents with sidecars and index rows, and rebuild "
@@ -55,10 +81,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--yes", action="store_true", help="do not ask before --clear-cache")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing unless something failed")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(SyncArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: SyncArgs) -> int:
     from pinakes.errors import EXIT_FAILURE
     from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
@@ -66,14 +92,14 @@ def run(args: argparse.Namespace) -> int:
     if args.estimate_only:
         from pinakes.sync.estimate import estimate_paid_run
 
-        estimate = estimate_paid_run(getattr(args, "kb_dir", None), extract_backend=args.extract_backend,
+        estimate = estimate_paid_run(args.kb_dir, extract_backend=args.extract_backend,
                                      force=args.force, api_key_file=args.api_key_file)
         print(json.dumps(estimate.to_dict(), indent=2) if args.json else estimate.render_text())
         return 0
     if args.clear_cache:
         from pinakes.sync.clear_cache import clear_extract_cache
 
-        clear_extract_cache(getattr(args, "kb_dir", None), include_paid=args.clear_cache == "paid",
+        clear_extract_cache(args.kb_dir, include_paid=args.clear_cache == "paid",
                             assume_yes=args.yes, quiet=args.quiet or args.json)
     if args.executor == "local" and args.ray_address:
         from pinakes.errors import UsageError
@@ -87,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                           force=args.force, api_key_file=args.api_key_file, no_reuse=args.no_reuse,
                           executor="ray" if args.ray_address and args.executor is None else args.executor,
                           ray_address=args.ray_address)
-    report = run_sync(getattr(args, "kb_dir", None), options)
+    report = run_sync(args.kb_dir, options)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif not args.quiet or not report.ok:

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class UnlinkArgs(CommandArgs):
+    source: str
+    target: str
+    rel: str | None
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "unlink", parents=[common], help="remove a link (writes only the source's sidecar)",
         description="Remove SOURCE's links to TARGET from SOURCE's sidecar: every relation, or only --rel. "
@@ -17,14 +28,14 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("target", metavar="TARGET", help="the document linked to")
     parser.add_argument("--rel", metavar="REL", help="remove only the link with this relation")
     parser.add_argument("--json", action="store_true", help="print what was done as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(UnlinkArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: UnlinkArgs) -> int:
     from pinakes.display import printable
     from pinakes.links import authoring
 
-    change = authoring.unlink(getattr(args, "kb_dir", None), args.source, args.target, args.rel)
+    change = authoring.unlink(args.kb_dir, args.source, args.target, args.rel)
     if args.json:
         print(json.dumps({"ok": True, **change.to_dict()}, indent=2, ensure_ascii=False))
     else:

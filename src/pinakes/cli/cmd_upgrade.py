@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
+
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class UpgradeArgs(CommandArgs):
+    apply: bool
+    yes: bool
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "upgrade", parents=[common], help="show the template diff since the KB's recorded version",
         description="Compare the template version the KB records ([kb] template) with the installed one, "
@@ -20,10 +30,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--yes", action="store_true",
                         help="with --apply: confirm moving budget caps without asking")
     parser.add_argument("--json", action="store_true", help="print the diff (and what was applied) as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(UpgradeArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: UpgradeArgs) -> int:
     from pinakes.errors import UsageError
     from pinakes.upgrade import apply_upgrade, plan_upgrade
     from pinakes.upgrade.apply import cannot_compare_error
@@ -31,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.yes and not args.apply:
         raise UsageError("--yes only applies with --apply", remedy="run `pnk upgrade --apply --yes`")
-    plan = plan_upgrade(getattr(args, "kb_dir", None))
+    plan = plan_upgrade(args.kb_dir)
     if plan.status == "cannot-compare":  # no diff is no report: exit 69 with the remedy (docs/CLI.md)
         raise cannot_compare_error(plan)
     if not args.json:

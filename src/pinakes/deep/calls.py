@@ -12,7 +12,9 @@ module hands it the SDK and decides what a reply means for the loop:
   result*: returned as such and never repaired, and the loop ends on it, saying which;
 - a billed reply whose reconciliation the ledger would not take is still returned (it was paid for),
   carrying that UnrecordedOutcomeError (`unrecorded`): the loop makes no further call and the run
-  ends raising it, with the result it kept.
+  ends raising it, with the result it kept;
+- a billed reply whose usage overran its reservation (more output than `max_tokens`, more input than
+  was sent: budget/overrun.py) is returned likewise, carrying the BudgetOverrunError (`overrun`).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes import paid
-from pinakes.budget.errors import UnrecordedOutcomeError
+from pinakes.budget.errors import BudgetOverrunError, UnrecordedOutcomeError
 from pinakes.errors import DeepAskFailedError, MissingExtraError, PaidCallError
 
 if TYPE_CHECKING:
@@ -51,6 +53,8 @@ class Reply:
     call_ids: tuple[str, ...]  # every attempt's reservation, the answered one last
     # The call billed but the ledger refused its reconciliation: no further call can be reserved.
     unrecorded: UnrecordedOutcomeError | None = None
+    # Its usage overran the reservation (recorded as reported): no further call is reserved.
+    overrun: BudgetOverrunError | None = None
 
 
 def read_key(key_file: Path | None) -> ApiKey:
@@ -58,11 +62,11 @@ def read_key(key_file: Path | None) -> ApiKey:
     return paid.read_api_key(key_file)
 
 
-def make_client(key: ApiKey) -> Any:
+def make_client(key: ApiKey) -> paid.Client:
     return paid.make_client(_sdk(), key)
 
 
-def send(client: Any, plan: Plan, shape: CallShape, request: dict[str, object], *, what: str,
+def send(client: paid.Client, plan: Plan, shape: CallShape, request: dict[str, object], *, what: str,
          sleep: Callable[[float], None] = time.sleep) -> Reply:
     """Make one budgeted request; BudgetExceededError (the call was never made) passes through."""
     try:
@@ -76,30 +80,30 @@ def send(client: Any, plan: Plan, shape: CallShape, request: dict[str, object], 
         if not isinstance(exc.answer, paid.PaidAnswer):
             raise  # it billed nothing (a void the ledger refused): nothing to keep
         return _reply(exc.answer, (exc.call_id,), unrecorded=exc)
-    return _reply(answer, call_ids)
+    return _reply(answer, call_ids, overrun=plan.overrun_error() if answer.overrun is not None else None)
 
 
-def _reply(answer: paid.PaidAnswer, call_ids: tuple[str, ...], *,
-           unrecorded: UnrecordedOutcomeError | None = None) -> Reply:
+def _reply(answer: paid.PaidAnswer, call_ids: tuple[str, ...], *, unrecorded: UnrecordedOutcomeError | None = None,
+           overrun: BudgetOverrunError | None = None) -> Reply:
     input_tokens, output_tokens = paid.billed_tokens(answer.message)
     kind, data, raw = _classify(answer.message)
-    return Reply(kind, data, raw, answer.cost_eur, input_tokens, output_tokens, call_ids, unrecorded)
+    return Reply(kind, data, raw, answer.cost_eur, input_tokens, output_tokens, call_ids, unrecorded, overrun)
 
 
-def _classify(message: Any) -> tuple[str, dict[str, JSONValue] | None, str]:
+def _classify(message: paid.Message) -> tuple[str, dict[str, JSONValue] | None, str]:
     raw = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
     if message.stop_reason == "refusal":
         return "refusal", None, raw
     if message.stop_reason in ("max_tokens", "model_context_window_exceeded"):
         return "truncated", None, raw  # a length finish is no result, however much of it parses
     try:
-        data = json.loads(raw)
+        data: JSONValue = json.loads(raw)
     except ValueError:
         return "malformed", None, raw
     return ("ok", data, raw) if isinstance(data, dict) else ("malformed", None, raw)
 
 
-def _sdk() -> Any:
+def _sdk() -> paid.SDK:
     try:
         import anthropic
     except ImportError as exc:

@@ -23,16 +23,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
-from pinakes.budget import BudgetExceededError, UnrecordedOutcomeError
+from pinakes.budget import BudgetExceededError, BudgetOverrunError, UnrecordedOutcomeError
 from pinakes.deep import calls, prompts, shapes
 from pinakes.deep.grounding import Grounding, ground, renumber
 from pinakes.deep.memory import Carried, Memory
 from pinakes.deep.result import CallRecord, Citation, DeepResult, RoundRecord
+from pinakes.jsontypes import is_list
 from pinakes.search.confidence import HIGH
 
 if TYPE_CHECKING:
+    from pinakes import paid
     from pinakes.budget import CallShape, Plan
     from pinakes.jsontypes import JSONValue
     from pinakes.lexical.filters import SearchFilters
@@ -44,7 +46,7 @@ Prompt = Callable[[str], bool]
 
 
 def ask_deep(kb_root: Path | str, question: str, *, filters: SearchFilters | None = None,
-             manifest: Manifest | None = None, searcher: Searcher | None = None, client: Any = None,
+             manifest: Manifest | None = None, searcher: Searcher | None = None, client: paid.Client | None = None,
              api_key_file: Path | None = None, interactive: bool = False, confirm: Prompt | None = None,
              transcript: Path | None = None, sleep: Callable[[float], None] = time.sleep) -> DeepResult:
     """Answer `question` over the KB at `kb_root`, spending through the accountant (`operation="ask"`).
@@ -52,9 +54,11 @@ def ask_deep(kb_root: Path | str, question: str, *, filters: SearchFilters | Non
     Raises before any call: UsageError (the question), ApiKeyError, and the accountant's refusals
     (BudgetRefusedError naming every blocked window, SpendNotConfirmedError without a terminal).
     During the run: BudgetExceededError under on_exceed = "abort", DeepAskFailedError at the API, and
-    UnrecordedOutcomeError when the ledger refused to record a call that billed: the run stops before
-    its next call, and the result it had (that call's reply included) is the error's `answer`, a
-    DeepResult, written to `transcript` first when one was asked for: paid for, so never discarded."""
+    UnrecordedOutcomeError when the ledger refused to record a call that billed, and BudgetOverrunError
+    when a call's usage overran its reservation (or an open overrun refused the next call): the run
+    stops before its next call, and the result it had (that call's reply included) is the error's
+    `answer`, a DeepResult, written to `transcript` first when one was asked for: paid for, so never
+    discarded."""
     from pinakes.budget import Accountant
     from pinakes.kb import KBPaths
     from pinakes.lexical.filters import SearchFilters
@@ -81,9 +85,10 @@ def ask_deep(kb_root: Path | str, question: str, *, filters: SearchFilters | Non
         result = run.synthesis() if branch == "synthesis" else run.loop()
         if transcript is not None:
             result.transcript = str(_write_transcript(transcript, run.exchanges, result))
-        if run.unrecorded is not None:
-            run.unrecorded.answer = result
-            raise run.unrecorded
+        stop = run.unrecorded or run.overrun
+        if stop is not None:
+            stop.answer = result
+            raise stop
         return result
     finally:
         if own_searcher:
@@ -101,7 +106,7 @@ class _Answer:
 
 
 class _Run:
-    def __init__(self, manifest: Manifest, searcher: Searcher, client: Any, plan: Plan, question: str,
+    def __init__(self, manifest: Manifest, searcher: Searcher, client: paid.Client, plan: Plan, question: str,
                  filters: SearchFilters, free: SearchResult, branch: str, sleep: Callable[[float], None]):
         self.manifest = manifest
         self.searcher = searcher
@@ -118,8 +123,10 @@ class _Run:
         self.answers: list[_Answer] = []
         self.exchanges: list[dict[str, object]] = []  # for the transcript, when asked for
         self.notes: list[str] = []
-        # A call billed but the ledger refused its outcome: no further call is made (calls.py).
+        # A call billed but the ledger refused its outcome, or overran its reservation: no further
+        # call is made (calls.py).
         self.unrecorded: UnrecordedOutcomeError | None = None
+        self.overrun: BudgetOverrunError | None = None
 
     # -- the two branches ---------------------------------------------------------------------
 
@@ -151,8 +158,8 @@ class _Run:
                 return self._budget_stop(exc)
             if reply.kind != "ok":
                 return self._result(reply.kind)
-            if self.unrecorded is not None:  # its queries were paid for, but answering them takes a call
-                return self._result("ledger")
+            if self._stopped():  # its queries were paid for, but answering them takes a call
+                return self._result(self._stopped())
             queries = memory.new_queries(_strings((reply.data or {}).get("queries")))
             if not queries:
                 return self._result("exhausted")
@@ -177,8 +184,8 @@ class _Run:
             if (self.branch == "decomposition" and answer.grounding.answered
                     and all(level == HIGH for level in record.levels)):
                 return self._result("sufficient")
-            if self.unrecorded is not None:
-                return self._result("ledger")
+            if self._stopped():
+                return self._result(self._stopped())
         return self._result("max_rounds")
 
     # -- steps --------------------------------------------------------------------------------
@@ -219,13 +226,19 @@ class _Run:
                                "outcome": reply.kind})
         if reply.unrecorded is not None:
             self.unrecorded = reply.unrecorded
+        if reply.overrun is not None:
+            self.overrun = reply.overrun
         return reply
+
+    def _stopped(self) -> str:
+        """Why no further call may be made ("ledger", "overrun"), or "" when calls may go on."""
+        return "ledger" if self.unrecorded is not None else "overrun" if self.overrun is not None else ""
 
     def _grounded_answer(self, number: int, shown: list[Carried], data: Mapping[str, JSONValue]) -> _Answer:
         text = data.get("answer")
         text = text if isinstance(text, str) else ""
         # the model's JSON, not checked for shape: a non-list fails here as it always did
-        cited = [item for item in cast("list[object]", data.get("citations") or []) if isinstance(item, int) and not isinstance(item, bool)]
+        cited = [item for item in _strings(data.get("citations")) if isinstance(item, int) and not isinstance(item, bool)]
         grounding = ground(text, cited, [item.shown.text for item in shown], self.question)
         answer = _Answer(number, shown, text, grounding)
         self.answers.append(answer)
@@ -233,7 +246,11 @@ class _Run:
 
     def _budget_stop(self, exc: BudgetExceededError) -> DeepResult:
         """A call's reservation was refused mid-run (another process spent meanwhile): under
-        "abort" the run is a failure; under "partial" it returns what completed rounds established."""
+        "abort" the run is a failure; under "partial" it returns what completed rounds established.
+        An open overrun stops it under either, keeping what it paid for (ask_deep raises it)."""
+        if isinstance(exc, BudgetOverrunError):
+            self.overrun = exc
+            return self._result("overrun")
         if self.manifest.budget.on_exceed != "partial":
             raise exc
         self.notes.append("a call's reservation was refused mid-run: "
@@ -273,7 +290,9 @@ class _Run:
 def _best(answers: Sequence[_Answer]) -> _Answer | None:
     """The answer a run returns: the latest that is an answer, else the latest whose citations
     resolved at all (a best effort, labelled), else the latest."""
-    for predicate in (lambda a: a.grounding.answered, lambda a: bool(a.grounding.resolved), lambda a: True):
+    predicates: tuple[Callable[[_Answer], bool], ...] = (
+        lambda a: a.grounding.answered, lambda a: bool(a.grounding.resolved), lambda a: True)
+    for predicate in predicates:
         for answer in reversed(answers):
             if predicate(answer):
                 return answer
@@ -281,7 +300,7 @@ def _best(answers: Sequence[_Answer]) -> _Answer | None:
 
 
 def _strings(value: object) -> list[object]:
-    return list(value) if isinstance(value, list) else []
+    return list(value) if is_list(value) else []
 
 
 def _write_transcript(path: Path, exchanges: list[dict[str, object]], result: DeepResult) -> Path:

@@ -33,9 +33,9 @@ class Carried:
 
 @dataclass
 class Memory:
-    asked: list[str] = field(default_factory=list)  # the cursor: every query, in the order asked
+    asked: list[str] = field(default_factory=list[str])  # the cursor: every query, in the order asked
     finding: str | None = None  # the latest grounded answer, clipped, its markers removed
-    carried: list[Carried] = field(default_factory=list)
+    carried: list[Carried] = field(default_factory=list["Carried"])
 
     def new_queries(self, proposed: Sequence[object]) -> list[str]:
         """The proposed queries not asked before (nor twice in this list), clipped, at most

@@ -18,12 +18,12 @@ Every string a document or a person controls is defused before it is placed in t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
 
 from pinakes.deep.grounding import defuse
 from pinakes.errors import UsageError
+from pinakes.jsontypes import is_dict, is_list
 
 DECOMPOSE_SYSTEM = (
     "You plan searches over one knowledge base to answer a question. Reply with the search queries "
@@ -158,6 +158,8 @@ def request_bytes(request: dict[str, object]) -> int:
     message framing are in `shapes.REQUEST_OVERHEAD_TOKENS`)."""
     size = len(str(request.get("system", "")).encode("utf-8"))
     # `_request` builds "messages" as a list of role/content objects
-    for message in cast("Sequence[Mapping[str, object]]", request.get("messages", ())):
-        size += len(str(message.get("content", "")).encode("utf-8"))
+    messages = request.get("messages", ())
+    for message in messages if is_list(messages) else ():
+        if is_dict(message):
+            size += len(str(message.get("content", "")).encode("utf-8"))
     return size

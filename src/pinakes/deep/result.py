@@ -25,6 +25,8 @@ ENDINGS = {
     "malformed": "a reply was not the structured answer asked for (no result)",
     "ledger": "the ledger refused to record what a call cost, so no further call could be reserved "
               "(the reply that call paid for is kept)",
+    "overrun": "a call reported usage above its reservation (an overrun), so no further call is made until "
+               "it is resolved (the reply that call paid for is kept)",
 }
 # Endings that are a cap (what `unknown` confidence runs to, spec §4.2).
 CAPS = ("max_rounds", "budget")

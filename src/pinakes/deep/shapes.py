@@ -39,7 +39,7 @@ REQUEST_OVERHEAD_TOKENS = 1_000
 MEMORY_PASSAGES = 3
 # Queries a decomposition may add per round (more are dropped, in order).
 MAX_QUERIES_PER_ROUND = 3
-CHARS_PER_CHUNK_TOKEN = 16  # a chunk's character bound is max_tokens x 16 (chunking.py)
+CHARS_PER_CHUNK_TOKEN = 16  # a chunk's character bound is max_tokens x 16 (chunking/chunker.py)
 
 
 def passage_max_bytes(max_tokens: int) -> int:

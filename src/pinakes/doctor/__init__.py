@@ -39,7 +39,7 @@ class DoctorContext:
     """What the checks share: the KB root when there is one (doctor also runs outside a KB)."""
 
     kb_root: Path | None
-    cache: dict[str, object] = field(default_factory=dict)
+    cache: dict[str, object] = field(default_factory=dict[str, object])
     verify: bool = False  # re-hash every document (`pnk doctor --verify`), not a sample
 
 
@@ -70,7 +70,9 @@ def _guarded(
 def crashed_check(area: str, what: str, exc: Exception) -> Check:
     """The FAIL that stands in for checks that could not run."""
     from pinakes.errors import PinakesError
+    from pinakes.index.schema import damage_error
 
+    exc = damage_error(exc) or exc  # a damaged index is the index's fault, repaired by a rebuild
     if isinstance(exc, PinakesError):  # a user-fixable problem the checks ran into: say it as such
         where = f"{exc.path}: " if exc.path is not None else ""
         return Check(area, "FAIL", f"{where}{exc.message}", exc.remedy)

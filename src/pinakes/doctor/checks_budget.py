@@ -1,5 +1,5 @@
 """Doctor: the budget — the price table's age, the ledger's integrity, unknown outcomes past a
-quarter of a window, paid orphans in the extraction cache priced from the ledger, and the split
+quarter of a window, overruns (calls whose answers reported usage above their reservations), paid orphans in the extraction cache priced from the ledger, and the split
 between hooks (which force the free extractor) and a manifest that names a paid one (spec §5, §6.3).
 
 Nothing here imports a paid client, and nothing writes: the ledger is read without its lock.
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pinakes.budget.money import format_eur
 from pinakes.doctor import Check, DoctorContext
+from pinakes.doctor.index_reading import readable_index
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
 from pinakes.wording import counted, noun_for
@@ -47,6 +48,7 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
     report = Accountant.for_report(ctx.kb_root, manifest.budget).report()
     yield _ledger(paths, report)
     yield from _unknown_outcomes(manifest, report)
+    yield from _overruns(report)
     yield from _paid_orphans(paths, report)
     yield from _hook_split(paths, paid_backend)
 
@@ -124,9 +126,26 @@ def _unknown_outcomes(manifest: Manifest, report: BudgetReport) -> Iterator[Chec
                 "(`pnk budget` lists the call_ids)")
 
 
+def _overruns(report: BudgetReport) -> Iterator[Check]:
+    """A call reported usage above its reservation: counted as reported, and every paid call stops
+    until a person resolves it (budget/overrun.py)."""
+    if not report.overruns:
+        if report.operations:
+            yield Check("overruns", "OK", "every reconciled call billed within its reservation")
+        return
+    listed = "; ".join(overrun.describe() for overrun in report.overruns[:3])
+    more = f"; and {len(report.overruns) - 3} more" if len(report.overruns) > 3 else ""
+    yield Check("overruns", "WARN",
+                f"{counted(len(report.overruns), 'call')} reported usage above "
+                f"{'its' if len(report.overruns) == 1 else 'their'} reservation, so no paid call runs until "
+                f"{'it is' if len(report.overruns) == 1 else 'each is'} resolved: {listed}{more}",
+                "look each call up on the provider's usage page and record what it billed: "
+                "pnk budget --resolve CALL_ID --actual EUR (`pnk budget` lists them under OVERRUNS)")
+
+
 def _paid_orphans(paths: KBPaths, report: BudgetReport) -> Iterator[Check]:
     """Paid extractions whose document is no longer active, priced from the ledger by call_ids."""
-    from pinakes.extract.cache import ExtractCache
+    from pinakes.extract.cache import CachedExtraction, ExtractCache
 
     if not paths.index_db.exists():
         return  # without an index nothing is active, and calling every entry an orphan would be false
@@ -134,7 +153,7 @@ def _paid_orphans(paths: KBPaths, report: BudgetReport) -> Iterator[Check]:
     if active is None:
         return  # the index checks report an unreadable index
     cache = ExtractCache(paths.extract_cache)
-    orphans = []
+    orphans: list[CachedExtraction] = []
     for entry_path in sorted(paths.extract_cache.glob("*-*.json")):
         content_hash, _, fingerprint = entry_path.stem.partition("-")
         if content_hash in active:
@@ -162,16 +181,10 @@ def _paid_orphans(paths: KBPaths, report: BudgetReport) -> Iterator[Check]:
 
 
 def _active_hashes(paths: KBPaths) -> set[str] | None:
-    from pinakes.index import schema
-
-    try:
-        conn = schema.open_reader(paths.index_db)
-    except PinakesError:
-        return None
-    try:
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return None
         return {row[0] for row in conn.execute("SELECT content_hash FROM documents WHERE state = 'active'")}
-    finally:
-        conn.close()
 
 
 def _hook_split(paths: KBPaths, paid_backend: str | None) -> Iterator[Check]:
@@ -223,20 +236,13 @@ def _runs_sync_without_free_flag(hook: Path) -> bool:
 
 def _pending_paid_documents(paths: KBPaths, paid_backend: str) -> int:
     from pinakes.extract.registry import EXTRACTORS
-    from pinakes.index import schema
 
-    if not paths.index_db.exists():
-        return 0
     pdf_backends = [name for name, spec in EXTRACTORS.items() if "pdf" in spec.source_types and not spec.paid]
-    try:
-        conn = schema.open_reader(paths.index_db)
-    except PinakesError:
-        return 0
-    try:
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return 0
         marks = ",".join("?" * len(pdf_backends))
         row = conn.execute(f"SELECT COUNT(*) FROM documents WHERE state = 'active' AND extraction_backend "
                            f"IN ({marks})", pdf_backends).fetchone()
-    finally:
-        conn.close()
     del paid_backend
     return int(row[0])

@@ -1,7 +1,15 @@
-"""Doctor: the index itself (present, readable, the schema version this build reads, its size)."""
+"""Doctor: the index itself (present, readable, the schema version this build reads, whole, its
+vectors intact, its size).
+
+"Whole" is `PRAGMA quick_check` over every page (index/integrity.py: about 0.3 s at 12,000 chunks,
+docs/perf/index-integrity.md); "vectors intact" reads every vector row once and applies the rule
+a rebuild reuses them by (index/vector_rows.py: checksum, width, finite, unit length), about 0.06 s
+at 12,000 rows. A fault either finds is one `pnk sync --rebuild` repairs.
+"""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 
 from pinakes.doctor import Check, DoctorContext
@@ -10,10 +18,13 @@ from pinakes.kb import KBPaths
 from pinakes.wording import counted
 
 VECTOR_TIER_WARN_CHUNKS = 50_000
+# Vector rows read per step of the vector check (bounded memory).
+VECTOR_CHECK_BATCH = 4096
 
 
 def checks(ctx: DoctorContext) -> Iterator[Check]:
     from pinakes.index import schema
+    from pinakes.index.integrity import damage
 
     assert ctx.kb_root is not None
     paths = KBPaths(ctx.kb_root)
@@ -26,17 +37,25 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
         yield Check("index schema", "FAIL", exc.message, exc.remedy)
         return
     try:
-        meta = schema.read_meta(conn)
-        active, deleted = conn.execute(
-            "SELECT SUM(state = 'active'), SUM(state = 'deleted') FROM documents").fetchone()
-        chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-        active_hashes = {row[0] for row in conn.execute(
-            "SELECT content_hash FROM documents WHERE state = 'active'")}
-        extraction = list(_extraction_coherence(conn))
+        with schema.index_faults(paths.index_db):
+            meta = schema.read_meta(conn)
+            found = damage(conn)
+            if found is not None:
+                yield Check("index schema", "FAIL", f"schema_version {meta.get('schema_version')}, but PRAGMA "
+                            f"quick_check finds the file damaged: {found}", "pnk sync --rebuild")
+                return
+            active, deleted = conn.execute(
+                "SELECT SUM(state = 'active'), SUM(state = 'deleted') FROM documents").fetchone()
+            chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+            active_hashes = {row[0] for row in conn.execute(
+                "SELECT content_hash FROM documents WHERE state = 'active'")}
+            extraction = list(_extraction_coherence(conn))
+            vectors = _vectors(conn, meta)
     finally:
         conn.close()
-    yield Check("index schema", "OK", f"schema_version {meta.get('schema_version')} "
+    yield Check("index schema", "OK", f"schema_version {meta.get('schema_version')}, PRAGMA quick_check ok "
                 f"(build {meta.get('build_id', 'unknown')})")
+    yield vectors
     yield _last_sync(meta)
     yield from _leftovers(paths)
     yield Check("index size", "OK", f"{counted(active or 0, 'active document')} ({deleted or 0} soft-deleted), "
@@ -48,6 +67,34 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
                     f"{chunks} chunks: the NumPy tier holds every vector in memory "
                     f"(~{chunks * 384 * 4 / 1e6:.0f} MB at 384 dims)",
                     "the sqlite-vec tier that bounds memory is not built; consider splitting the KB")
+
+
+def _vectors(conn: sqlite3.Connection, meta: dict[str, str]) -> Check:
+    """Every vector row by the rule a rebuild reuses it by: a failing one is searched as it is now
+    (a flipped bit moves its scores, an all-zero row matches nothing) until a rebuild embeds it again."""
+    from pinakes.index.vector_rows import row_faults
+
+    dim_text = meta.get("embedding_dim", "")
+    if not dim_text.isdigit():
+        return Check("index vectors", "OK", "no embedding model recorded yet: no vector to check")
+    dim = int(dim_text)
+    rows = unchecked = 0
+    bad: list[tuple[int, str]] = []
+    cursor = conn.execute("SELECT chunk_id, vector, text_key, checksum FROM embeddings")
+    while batch := cursor.fetchmany(VECTOR_CHECK_BATCH):
+        rows += len(batch)
+        unchecked += sum(row[3] is None for row in batch)
+        faults = row_faults([(vector, key, checksum) for _id, vector, key, checksum in batch], dim)
+        bad += [(int(row[0]), fault) for row, fault in zip(batch, faults, strict=True) if fault is not None]
+    if bad:
+        chunk_id, fault = bad[0]
+        return Check("index vectors", "FAIL", f"{len(bad)} of {counted(rows, 'vector row')} cannot be trusted "
+                     f"(the first, chunk {chunk_id}: {fault}); search reads them as they are",
+                     "pnk sync --rebuild (it embeds those chunks again and reuses every other vector)")
+    legacy = (f"; {unchecked} carry no checksum (copied from an index older than schema 9), checked for "
+              "width, finite values and unit length only" if unchecked else "")
+    return Check("index vectors", "OK", f"{counted(rows, 'vector row')}: every checksum matches, every vector "
+                 f"is finite and of unit length{legacy}")
 
 
 def _last_sync(meta: dict[str, str]) -> Check:

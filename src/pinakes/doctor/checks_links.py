@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pinakes.display import printable
 from pinakes.doctor import Check, DoctorContext
-from pinakes.errors import PinakesError
+from pinakes.doctor.index_reading import readable_index
 from pinakes.kb import KBPaths
 from pinakes.manifest import LinkedKB, Manifest
 from pinakes.wording import counted, noun_for
@@ -25,7 +25,6 @@ SHOWN = 5
 
 
 def checks(ctx: DoctorContext) -> Iterator[Check]:
-    from pinakes.index import schema
     from pinakes.manifest import load_manifest
 
     assert ctx.kb_root is not None
@@ -35,15 +34,11 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
         if manifest.links:
             yield Check("links", "WARN", f"{counted(len(manifest.links), 'connected KB')}, but no index yet", "pnk sync")
         return
-    try:
-        conn = schema.open_reader(paths.index_db)
-    except PinakesError:
-        return  # the index checks report it
-    try:
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return
         yield from _partners(conn, ctx.kb_root, manifest)
         yield from _dangling(conn, ctx.kb_root, manifest)
-    finally:
-        conn.close()
 
 
 def _partners(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest) -> Iterator[Check]:
@@ -170,24 +165,18 @@ def _dangling(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest) -> It
 
 def _partner_documents(kb_root: Path, linked: LinkedKB, ids: list[str]) -> set[str] | None:
     """Which of `ids` are active documents in the partner's index; None when it cannot be read here."""
-    from pinakes.index import schema
     from pinakes.links.reverse import PartnerError, open_partner
 
     try:
         root, _ = open_partner(kb_root, linked)
     except PartnerError:
         return None
-    if not KBPaths(root).index_db.exists():
-        return None
-    try:
-        conn = schema.open_reader(KBPaths(root).index_db)
-    except PinakesError:
-        return None
-    try:
+    with readable_index(KBPaths(root).index_db) as conn:
+        if conn is None:
+            return None
         marks = ",".join("?" * len(ids))
-        return {row[0] for row in conn.execute(
-            f"SELECT id FROM documents WHERE state = 'active' AND id IN ({marks})", ids)}
-    except sqlite3.Error:
-        return None
-    finally:
-        conn.close()
+        try:
+            return {row[0] for row in conn.execute(
+                f"SELECT id FROM documents WHERE state = 'active' AND id IN ({marks})", ids)}
+        except sqlite3.Error:
+            return None

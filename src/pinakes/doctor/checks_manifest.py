@@ -93,7 +93,7 @@ def _linked_roots(manifest: Manifest) -> set[str]:
 
     from pinakes.sources.walk import SourceRootError, check_source_roots
 
-    linked = set()
+    linked: set[str] = set()
     for root in manifest.sources.roots:
         try:
             check_source_roots(manifest.root, replace(manifest.sources, roots=(root,)))

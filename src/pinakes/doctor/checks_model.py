@@ -7,7 +7,9 @@ token limit is read from the model's config files and tokenizer.json (the Rust t
 
 Lines: `model.provider` (the configured provider's extra), `model.weights` (present locally, and
 where), `model.tokens` ([chunking] max_tokens against the model's input limit: more is a FAIL),
-`model.rerank` (when search reranks: the reranker's extra and whether its weights are local),
+`model.rerank` (when search reranks: the reranker's extra and whether its weights are local; for
+a reranker behind an HTTP endpoint, its key, its price, whether anything answers at its address (one
+TCP connection, no request: nothing is spent) and the identity its first search recorded),
 `model.executor` (when the sync embeds on a Ray cluster: the [ray] extra, and whether anything
 answers at the cluster's address), `model.index` (the index was built with the model the manifest
 names, spec §4.4) and `chunking.headings` (the share of chunks with a heading path per source
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from pinakes.doctor import Check, DoctorContext
+from pinakes.doctor.index_reading import readable_index
 from pinakes.embed.hub import fastembed_cache_dir, hub_cache_dir, repo_cache_name
 from pinakes.embed.loader import PROVIDER_EXTRAS
 from pinakes.embed.packaged import PackagedModel, locate, package_dir, packaged_model, verified_files
@@ -38,6 +41,7 @@ MANIFEST_CACHE_KEY = "manifest"  # left there by checks_manifest
 PROVIDER_MODULES = {"sentence-transformers": "sentence_transformers", "fastembed": "fastembed",
                     "openai-compatible": "openai"}
 RAY_PROBE_TIMEOUT_S = 2.0
+RERANK_PROBE_TIMEOUT_S = 2.0
 
 
 def checks(ctx: DoctorContext) -> Iterator[Check]:
@@ -51,7 +55,9 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
     else:
         model_dir = yield from check_weights(embedding, provider_ok)
         yield check_token_limit(embedding, chunking.max_tokens, model_dir)
-    if manifest.retrieval.rerank:
+    if manifest.retrieval.rerank and manifest.rerank.http is not None:
+        yield check_http_rerank(manifest.rerank, ctx.kb_root)
+    elif manifest.retrieval.rerank:
         yield from check_rerank(manifest.rerank)
     if embedding.executor == "ray":
         yield from check_ray(embedding)
@@ -106,6 +112,45 @@ def check_rerank(rerank: RerankSection) -> Iterator[Check]:
         return
     yield Check("model.rerank", "OK", f"search reranks with {rerank.model} ({rerank.provider}), found in "
                 f"{where}: {found}")
+
+
+def check_http_rerank(rerank: RerankSection, kb_root: Path | None) -> Check:
+    """Search reranks through an HTTP endpoint: its key's variable set, its price, something
+    listening at its address, and the identity recorded. No request is sent (a request may be
+    priced, and the probe's scores are the search's to take): one TCP connection, closed at once."""
+    import os
+    import socket
+    from urllib.parse import urlsplit
+
+    from pinakes.search.rerank_remote import IDENTITY_FILE, RecordedIdentity
+
+    endpoint = rerank.http
+    assert endpoint is not None
+    where = f"search reranks with {rerank.model} at {endpoint.base_url} (api {endpoint.api})"
+    if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env, "").strip():
+        return Check("model.rerank", "WARN", f"{where}, but ${endpoint.api_key_env} is not set here: searches "
+                     "answer without rerank, with a note", remedy=f"export {endpoint.api_key_env}=<your key>")
+    parts = urlsplit(endpoint.base_url)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=RERANK_PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        return Check("model.rerank", "WARN", f"{where}, where nothing answers ({host}:{port}: "
+                     f"{exc.strerror or type(exc).__name__}): searches answer without rerank, with a note, "
+                     "until it does", remedy=f"start the reranker at {endpoint.base_url}, or set [retrieval] "
+                                             "rerank = false")
+    if endpoint.usd_per_1k_search_units is not None:
+        price = f"priced at ${endpoint.usd_per_1k_search_units} per 1,000 search units, through [budget]"
+    elif endpoint.input_usd_per_mtok is not None:
+        price = f"priced at ${endpoint.input_usd_per_mtok} per million input tokens, through [budget]"
+    else:
+        price = "unpriced (free, as the manifest asserts)"
+    record = KBPaths(kb_root).state_dir / IDENTITY_FILE if kb_root is not None else None
+    recorded = RecordedIdentity.read(record) if record is not None else None
+    identity = (f"the identity of {rerank.model} recorded on {recorded.recorded} is checked by every "
+                "search process's first rerank" if recorded is not None and recorded.identity.model == rerank.model
+                else "the first search records the identity of the model that answers")
+    return Check("model.rerank", "OK", f"{where}, {price}: something listens at {host}:{port}; {identity}")
 
 
 def check_ray(embedding: EmbeddingSection) -> Iterator[Check]:
@@ -239,34 +284,31 @@ def check_token_limit(embedding: EmbeddingSection, max_tokens: int, model_dir: P
 
 def check_index(paths: KBPaths, embedding: EmbeddingSection, headings_mode: str) -> Iterator[Check]:
     from pinakes.embed.coherence import check_manifest_coherence
-    from pinakes.index.schema import open_reader, read_meta
+    from pinakes.index.schema import read_meta
 
-    try:
-        conn = open_reader(paths.index_db)
-    except PinakesError:
-        return  # checks_index reports an unreadable index
-    try:
-        meta = read_meta(conn)
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return
         try:
-            check_manifest_coherence(meta, embedding)
-        except PinakesError as exc:
-            yield Check("model.index", "FAIL", exc.message, exc.remedy)
-        else:
-            built = meta.get("embedding_model")
-            (vectors,) = conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()
-            if built:
-                yield Check("model.index", "OK", f"the index was built with {built} "
-                            f"({meta.get('embedding_provider')}): {counted(vectors, 'vector')}")
-            elif vectors:
-                yield Check("model.index", "WARN", f"the index holds {counted(vectors, 'vector')} but does not record "
-                            "the model that made them", "pnk sync --rebuild")
+            meta = read_meta(conn)
+            try:
+                check_manifest_coherence(meta, embedding)
+            except PinakesError as exc:
+                yield Check("model.index", "FAIL", exc.message, exc.remedy)
             else:
-                yield Check("model.index", "OK", "the index holds no embeddings yet")
-        yield heading_coverage(conn, headings_mode)
-    except sqlite3.DatabaseError as exc:
-        yield Check("model.index", "FAIL", f"the index cannot be read: {exc}", remedy="pnk sync --rebuild")
-    finally:
-        conn.close()
+                built = meta.get("embedding_model")
+                (vectors,) = conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()
+                if built:
+                    yield Check("model.index", "OK", f"the index was built with {built} "
+                                f"({meta.get('embedding_provider')}): {counted(vectors, 'vector')}")
+                elif vectors:
+                    yield Check("model.index", "WARN", f"the index holds {counted(vectors, 'vector')} but does "
+                                "not record the model that made them", "pnk sync --rebuild")
+                else:
+                    yield Check("model.index", "OK", "the index holds no embeddings yet")
+            yield heading_coverage(conn, headings_mode)
+        except sqlite3.DatabaseError as exc:
+            yield Check("model.index", "FAIL", f"the index cannot be read: {exc}", remedy="pnk sync --rebuild")
 
 
 def heading_coverage(conn: sqlite3.Connection, headings_mode: str) -> Check:
@@ -285,7 +327,7 @@ def heading_coverage(conn: sqlite3.Connection, headings_mode: str) -> Check:
     silent = [source_type for source_type in ("markdown", "text") if shares.get(source_type) == 0]
     if not silent:
         return Check("chunking.headings", "OK", f"chunks with a heading path: {summary}")
-    remedies = []
+    remedies: list[str] = []
     if "markdown" in silent:
         remedies.append("markdown headings must be ATX lines (`# Title`); setext (underlined) ones are not read")
     if "text" in silent:

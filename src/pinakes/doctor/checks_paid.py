@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pinakes.doctor import Check, DoctorContext
-from pinakes.errors import PinakesError
+from pinakes.doctor.index_reading import readable_index
 from pinakes.kb import KBPaths
 from pinakes.wording import counted, noun_for
 
@@ -62,16 +62,8 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
 
 def _active_paths(paths: KBPaths) -> dict[str, str]:
     """content_hash -> path of the active documents (empty without a readable index)."""
-    from pinakes.index import schema
-
-    if not paths.index_db.exists():
-        return {}
-    try:
-        conn = schema.open_reader(paths.index_db)
-    except PinakesError:
-        return {}
-    try:
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return {}
         return {content_hash: path for content_hash, path in conn.execute(
             "SELECT content_hash, path FROM documents WHERE state = 'active'")}
-    finally:
-        conn.close()

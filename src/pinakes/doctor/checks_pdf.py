@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from pinakes.display import printable
 from pinakes.doctor import Check, DoctorContext
+from pinakes.doctor.index_reading import readable_index
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
 from pinakes.wording import counted
@@ -30,19 +31,11 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
 
 
 def _pages_without_text(paths: KBPaths) -> Iterator[Check]:
-    from pinakes.index import schema
-
-    if not paths.index_db.exists():
-        return
-    try:
-        conn = schema.open_reader(paths.index_db)
-    except PinakesError:
-        return  # the index checks report it
-    try:
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return
         rows = conn.execute("SELECT path, pages_without_text FROM documents WHERE state = 'active' "
                             "AND pages_without_text IS NOT NULL ORDER BY path").fetchall()
-    finally:
-        conn.close()
     if not rows:
         yield Check("pdf text layers", "OK", "every indexed PDF page has a usable text layer (or is blank)")
         return

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from pinakes.display import printable
 from pinakes.doctor import Check, DoctorContext
+from pinakes.doctor.index_reading import readable_index
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
 from pinakes.wording import counted, noun_for
@@ -78,20 +79,12 @@ def _failures(paths: KBPaths, exclude: tuple[str, ...]) -> Generator[Check, None
     """The failures the last sync recorded; returns their paths. A file whose extraction failed (a
     binary named `.md`, a damaged PDF) fails every sync until it changes, so its remedy is the
     `[sources] exclude` line that leaves it out, not another `pnk sync`."""
-    from pinakes.index import schema
     from pinakes.pipeline.report import Failure, exclusion_for
 
-    index_db = paths.index_db
-    if not index_db.exists():
-        return set()
-    try:
-        conn = schema.open_reader(index_db)
-    except PinakesError:
-        return set()  # the index checks report it
-    try:
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return set()
         rows = conn.execute("SELECT path, stage, error FROM failures ORDER BY path").fetchall()
-    finally:
-        conn.close()
     if not rows:
         yield Check("sync failures", "OK", "the last completed sync recorded no failures")
         return set()
@@ -111,8 +104,6 @@ def _coverage(paths: KBPaths, found: WalkResult, failed: set[str]) -> Iterator[C
     """The files on disk against the index: every document indexed, every skip with its reason.
     A file the last sync failed on is reported, with its remedy, by the failures check: another
     `pnk sync` is the remedy only for the others."""
-    from pinakes.index import schema
-
     on_disk = set(found.docs) | set(found.unreadable)
     skipped: dict[str, int] = defaultdict(int)
     for _path, reason in found.skipped:
@@ -123,14 +114,10 @@ def _coverage(paths: KBPaths, found: WalkResult, failed: set[str]) -> Iterator[C
         yield Check("coverage", "WARN", f"{counted(len(on_disk), 'document')} on disk, none indexed yet{skip_note}",
                     "pnk sync")
         return
-    try:
-        conn = schema.open_reader(paths.index_db)
-    except PinakesError:
-        return  # the index checks report it
-    try:
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return
         indexed = {row[0] for row in conn.execute("SELECT path FROM documents WHERE state = 'active'")}
-    finally:
-        conn.close()
     missing = sorted(on_disk - indexed)
     gone = sorted(indexed - on_disk)
     summary = (f"{len(on_disk & indexed)} of {counted(len(on_disk), 'document')} on disk "
@@ -138,7 +125,7 @@ def _coverage(paths: KBPaths, found: WalkResult, failed: set[str]) -> Iterator[C
     if not missing and not gone:
         yield Check("coverage", "OK", summary)
         return
-    problems = []
+    problems: list[str] = []
     if missing:
         problems.append(f"not indexed: {', '.join(printable(p) for p in missing[:5])}"
                         + (f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""))
@@ -159,24 +146,17 @@ DRIFT_SAMPLE = 32
 def _drift(paths: KBPaths, found: WalkResult, *, verify: bool) -> Iterator[Check]:
     """Re-hash documents and compare with the hashes the index holds: content that changed without
     the walk noticing (or without a sync since) is stale in the index."""
-    from pinakes.index import schema
     from pinakes.sources.walk import hash_file
 
-    if not paths.index_db.exists():
-        return
-    try:
-        conn = schema.open_reader(paths.index_db)
-    except PinakesError:
-        return
-    try:
+    with readable_index(paths.index_db) as conn:
+        if conn is None:
+            return
         indexed = dict(conn.execute("SELECT path, content_hash FROM documents WHERE state = 'active'"))
-    finally:
-        conn.close()
     candidates = sorted(path for path in found.docs if path in indexed)
     if not verify and len(candidates) > DRIFT_SAMPLE:
         step = len(candidates) / DRIFT_SAMPLE
         candidates = [candidates[int(n * step)] for n in range(DRIFT_SAMPLE)]
-    stale = []
+    stale: list[str] = []
     for path in candidates:
         try:
             if hash_file(paths.root / path) != indexed[path]:
@@ -208,7 +188,7 @@ def _sidecars(ctx: DoctorContext, suffix: str, kb_id: str, result: WalkResult) -
     else:
         yield Check("orphaned sidecars", "OK", "every sidecar sits beside its document")
     owners: dict[str, list[str]] = defaultdict(list)
-    unreadable = []
+    unreadable: list[str] = []
     for doc_path in result.sidecars:
         try:
             sidecar = read_sidecar(ctx.kb_root / (doc_path + suffix), kb_id=kb_id)

@@ -65,16 +65,16 @@ class Kept:
 @dataclass
 class PrunePlan:
     root: Path
-    orphans: list[Orphan] = field(default_factory=list)
-    kept: list[Kept] = field(default_factory=list)
+    orphans: list[Orphan] = field(default_factory=list[Orphan])
+    kept: list[Kept] = field(default_factory=list[Kept])
 
 
 @dataclass
 class PruneOutcome:
-    deleted: list[str] = field(default_factory=list)
-    skipped: list[Kept] = field(default_factory=list)  # listed, but no longer orphaned when re-checked
-    failed: list[tuple[str, str]] = field(default_factory=list)  # (sidecar, error): not deleted
-    warnings: list[str] = field(default_factory=list)  # e.g. a stale sync lock reclaimed
+    deleted: list[str] = field(default_factory=list[str])
+    skipped: list[Kept] = field(default_factory=list[Kept])  # listed, but no longer orphaned when re-checked
+    failed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (sidecar, error): not deleted
+    warnings: list[str] = field(default_factory=list[str])  # e.g. a stale sync lock reclaimed
 
     @property
     def ok(self) -> bool:

@@ -5,6 +5,12 @@ than the manifest names refuses every query and names `pnk sync --rebuild`. The 
 compares the manifest's [embedding] section with the index meta before any weights are loaded;
 the full check compares the loaded model's identity, weights digest included.
 
+A remote model (embed/remote_identity.py) is the manifest's model by name and the index's by its
+probe vectors: `fingerprint_change` compares them with the recorded ones (within the tolerance),
+adopting the index's fingerprint when they agree. A model swapped behind the same name makes the
+next sync rebuild; a search meets it as `remote_model_swap`'s reason and answers with keyword
+results and that note (as when the endpoint is down), never with another model's neighbours.
+
 Extraction coherence (decision 13): each distinct recorded (extraction_backend,
 extraction_fingerprint) pair is re-derived from the registry's declared constants, never by
 importing a backend. A free backend that drifted refuses the query, naming the stale paths (the
@@ -18,8 +24,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping
 
+from pinakes.budget.errors import BudgetError
 from pinakes.embed.base import META_KEYS, ModelIdentity, identity_meta
-from pinakes.errors import ModelMismatchError, StaleExtractionError
+from pinakes.embed.remote_identity import MIN_PROBE_COSINE, PROBE_META_KEY, decode_probe, probed
+from pinakes.errors import EmbeddingEndpointError, ModelMismatchError, StaleExtractionError
 from pinakes.extract import registry
 from pinakes.wording import counted
 
@@ -36,17 +44,59 @@ def check_model_coherence(meta: Mapping[str, str], identity: ModelIdentity) -> N
     _compare(meta, identity_meta(identity))
 
 
-def fingerprint_change(meta: Mapping[str, str], identity: ModelIdentity) -> str | None:
+def fingerprint_change(meta: Mapping[str, str], embedder: object) -> str | None:
     """Why a remote model is no longer the one the index was built with, or None: same endpoint
-    and model name, but the vectors it returns for the probe set moved (a swapped model)."""
-    recorded = meta.get("embedding_sha256")
-    if not recorded or recorded == identity.weights_sha256:
+    and model name, but its probe vectors are not the recorded ones (a swapped model). When they
+    agree, the model takes the index's fingerprint as its identity (noise never renames it)."""
+    model = probed(embedder)
+    recorded_fingerprint = meta.get("embedding_sha256")
+    if model is None or not recorded_fingerprint:
         return None
-    if (meta.get("embedding_provider"), meta.get("embedding_model")) != (identity.provider, identity.model):
-        return None  # another model by name: the manifest check says so
-    return (f"the embedding endpoint now answers differently for {identity.model} (its probe fingerprint "
-            f"{recorded.removeprefix('probe:')[:12]} is now {identity.weights_sha256.removeprefix('probe:')[:12]}"
-            "): the model behind the same name was swapped")
+    identity = model.identity
+    recorded_as = (meta.get("embedding_provider"), meta.get("embedding_model"), meta.get("embedding_dim"))
+    if recorded_as != (identity.provider, identity.model, str(identity.dim)):
+        return None  # another model by name or width: the manifest check says so
+    value = meta.get(PROBE_META_KEY)
+    recorded = decode_probe(value, identity.dim)
+    if recorded is None or value is None:  # recorded before the probe vectors were: the fingerprint alone
+        if recorded_fingerprint == identity.weights_sha256:
+            return None
+        return (f"the embedding endpoint now answers differently for {identity.model} (its probe fingerprint "
+                f"{recorded_fingerprint.removeprefix('probe:')[:12]} is now "
+                f"{identity.weights_sha256.removeprefix('probe:')[:12]}): the model behind the same name was swapped")
+    if model.agreed_with == value and identity.weights_sha256 == recorded_fingerprint:
+        return None
+    agreement = model.adopt(recorded_fingerprint, recorded, value)
+    if agreement >= MIN_PROBE_COSINE:
+        return None
+    return (f"the embedding endpoint now answers differently for {identity.model} (its probe vectors' least "
+            f"cosine with the ones the index recorded is {agreement:.2f}, below {MIN_PROBE_COSINE}): the model "
+            "behind the same name was swapped")
+
+
+def remote_model_swap(meta: Mapping[str, str], embedder: object) -> str | None:
+    """For a search: why a remote model's vectors cannot be searched against this index now (the
+    model behind the name was swapped, or asking the endpoint for its probe failed), or None. The
+    search then answers with keyword results and this note; `pnk sync` rebuilds for a swap.
+
+    Starts the search's deadline and asks for the probe when it is due (embed/provider_openai.py
+    `RECHECK_INTERVAL_S`, and after a failed request). An index whose recording this process has
+    not yet found different is worth one fresh probe before it is called swapped: a long-running
+    server may hold the probe of the model the index was built with before a rebuild."""
+    model = probed(embedder)
+    if model is None:
+        return None
+    try:
+        asked = model.begin_search()
+        change = fingerprint_change(meta, model)
+        value = meta.get(PROBE_META_KEY)
+        if change and not asked and model.disagreed_with != value:
+            model.reprobe()
+            change = fingerprint_change(meta, model)
+    except (EmbeddingEndpointError, BudgetError) as exc:
+        return exc.message.splitlines()[0]
+    model.disagreed_with = value if change else None
+    return f"{change}; `pnk sync` rebuilds the index with it" if change else None
 
 
 def check_manifest_coherence(meta: Mapping[str, str], section: object) -> None:

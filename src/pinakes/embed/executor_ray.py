@@ -23,10 +23,16 @@ What runs where (docs/GUIDE.md, "Embedding on a cluster"):
   workers embed the next calls while the driver writes one, and a sync keeps more than the 8
   workers one call's texts can feed busy; docs/perf/scale-out.md.
 
+Reaching the cluster is bounded (embed/ray_connect.py): a child process connects first and is killed
+after PNK_RAY_CONNECT_TIMEOUT (60 s), the workers get five times that to start, and Ray's own output
+never reaches the terminal. A sync connects before it writes anything (sync/engine.py), so every
+refusal here leaves the KB as it was.
+
 Faults: a worker that dies mid-batch is dropped and its batch goes to another worker (a batch's
 vectors are only ever written once, by the driver, after they arrive); when no worker is left the run
-stops with a ClusterError, keeping every document already committed; Ctrl-C cancels the batches in
-flight. `ray` is imported here only: a local sync never imports it (tests/test_embed_ray_options.py).
+stops with a ClusterError, keeping every document already committed (a rebuild's new index is
+discarded instead, the live one untouched); Ctrl-C cancels the batches in flight. `ray` is imported
+here and in ray_connect only: a local sync never imports it (tests/test_embed_ray_options.py).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pinakes.embed import ray_connect
 from pinakes.embed.base import ModelIdentity
 from pinakes.errors import EXIT_UNAVAILABLE, MissingExtraError, ModelMismatchError, PinakesError, UsageError
 
@@ -146,18 +153,28 @@ def _cached_snapshot_identity(section: EmbeddingSection) -> ModelIdentity | None
 
 
 def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bool | None,
-                         on_workers: Callable[[int], None] | None = None) -> RayEmbedder:
+                         on_workers: Callable[[int], None] | None = None,
+                         rebuilding: bool = False) -> RayEmbedder:
     """Connect to the cluster at `address`, start one worker per node and check every worker's
     model: a RayEmbedder, or ClusterError / ModelMismatchError / the workers' loader refusal, all
-    raised before any vector exists."""
+    raised before any vector exists (a sync connects before it writes anything). `rebuilding`: the
+    run writes a new index that replaces the live one only when it completes."""
     if section.provider not in LOCAL_MODEL_PROVIDERS:
         raise UsageError(f"[embedding] provider {section.provider!r} already embeds outside this process; "
                          "--executor ray runs a local model on a cluster",
                          remedy="sync with `--executor local` (the default)")
+    ray_connect.pin_loopback(address)  # before Ray is imported: it reads the switch once
     ray = _import_ray()
     _check_reachable(address)
     initialised_here = not ray.is_initialized()
     if initialised_here:
+        # A child connects first, within the timeout: `ray.init` itself waits for as long as it takes.
+        why = ray_connect.probe(address, ray_connect.connect_timeout_s())
+        if why is not None:
+            recorded = ray_connect.auto_address() if address == "auto" else None
+            shown = f"auto ({recorded}, the cluster last started on this machine)" if recorded else address
+            raise _unreachable(shown, why, answered=probed(address) or recorded is not None)
+        ray_connect.quiet_driver_messages()  # before init: its listener thread prints from the first message
         try:
             ray.init(address=address, runtime_env=_runtime_env(), log_to_driver=False,
                      logging_level="ERROR", configure_logging=False)
@@ -166,7 +183,7 @@ def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bo
     workers: list[Any] = []
     try:
         workers.extend(_start_workers(ray, section, offline))
-        started = ray.get([worker.start.remote() for worker in workers])
+        started = _wait_started(ray, workers, ray_connect.start_timeout_s())
         identity, max_input_tokens, tokenizer = _check_workers(section, started)
     except BaseException:
         _shutdown(ray, workers, initialised_here)
@@ -175,7 +192,8 @@ def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bo
 
     return RayEmbedder(ray, workers, identity=identity, max_input_tokens=max_input_tokens,
                        counter=TokenCounter.from_str(tokenizer), batch_size=section.batch_size,
-                       address=address, owns_connection=initialised_here, on_workers=on_workers)
+                       address=address, owns_connection=initialised_here, on_workers=on_workers,
+                       rebuilding=rebuilding)
 
 
 def _import_ray() -> Any:
@@ -211,10 +229,20 @@ def _check_reachable(address: str) -> None:
         raise _unreachable(address, why)
 
 
-def _unreachable(address: str, why: str) -> ClusterError:
-    return ClusterError(f"no Ray cluster answers at {address} ({why}); nothing was embedded or written",
-                        remedy=f"{START_CLUSTER}, then `pnk sync --executor ray --ray-address HOST:6379` "
-                               "(or set RAY_ADDRESS); `pnk sync --executor local` embeds here instead")
+def _unreachable(address: str, why: str, *, answered: bool = False) -> ClusterError:
+    """The cluster at `address` could not be joined (`answered`: something accepts connections at
+    that HOST:PORT, but no Ray cluster this machine can join)."""
+    if not answered:
+        return ClusterError(f"no Ray cluster answers at {address} ({why}); nothing was embedded or written",
+                            remedy=f"{START_CLUSTER}, then `pnk sync --executor ray --ray-address HOST:6379` "
+                                   "(or set RAY_ADDRESS); `pnk sync --executor local` embeds here instead")
+    return ClusterError(
+        f"could not join a Ray cluster at {address}: {why}; nothing was embedded or written",
+        remedy="check that it is the head node's address (`ray start --head` prints it; port 6379 by default) "
+               "and that the cluster advertises an address this machine reaches it at: a single-machine "
+               f"cluster needs {ray_connect.LOOPBACK_ENV}=0 for `ray start` and `pnk sync` alike "
+               f"(docs/GUIDE.md, \"Embedding on a cluster\"); {ray_connect.TIMEOUT_ENV}=SECONDS sets the "
+               "wait; `pnk sync --executor local` embeds here instead")
 
 
 def _runtime_env() -> dict[str, Any]:
@@ -245,6 +273,22 @@ def _start_workers(ray: Any, section: EmbeddingSection, offline: bool | None) ->
             scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
         ).remote(section, offline, cpus))
     return workers
+
+
+def _wait_started(ray: Any, workers: list[Any], timeout_s: float) -> list[dict[str, Any]]:
+    """Every worker's start() report; ClusterError when they are not all up within `timeout_s`
+    (an actor waits, silently and for ever, for CPUs another job holds)."""
+    from ray.exceptions import GetTimeoutError
+
+    try:
+        return ray.get([worker.start.remote() for worker in workers], timeout=timeout_s)
+    except GetTimeoutError as exc:
+        raise ClusterError(
+            f"the Ray workers did not all start within {timeout_s:g} s (each needs every CPU of its node, "
+            "and loads the model); nothing was embedded or written",
+            remedy=f"`ray status` shows what holds the cluster's CPUs: let it finish, then sync again; "
+                   f"{ray_connect.TIMEOUT_ENV}=SECONDS waits longer (workers get "
+                   f"{ray_connect.START_FACTOR}x it)") from exc
 
 
 def _check_workers(section: EmbeddingSection,
@@ -290,7 +334,7 @@ class RayEmbedder:
 
     def __init__(self, ray: Any, workers: list[Any], *, identity: ModelIdentity, max_input_tokens: int,
                  counter: TokenCounter, batch_size: int, address: str, owns_connection: bool,
-                 on_workers: Callable[[int], None] | None) -> None:
+                 on_workers: Callable[[int], None] | None, rebuilding: bool = False) -> None:
         self._ray = ray
         self._workers = workers
         self.identity = identity
@@ -299,8 +343,9 @@ class RayEmbedder:
         self.batch_size = batch_size
         self.address = address
         self._owns_connection = owns_connection
-        self._on_workers = on_workers or (lambda _alive: None)
-        self._on_workers(len(workers))
+        self._rebuilding = rebuilding
+        self._on_workers: Callable[[int], None] = lambda _alive: None
+        self.watch_workers(on_workers)
         # Model batches of every call not yet collected: waiting for a worker, and on one.
         self._queued: deque[tuple[EmbedCall, list[int]]] = deque()
         self._in_flight: dict[Any, tuple[EmbedCall, list[int], Any]] = {}
@@ -308,6 +353,12 @@ class RayEmbedder:
     @property
     def workers_alive(self) -> int:
         return len(self._workers)
+
+    def watch_workers(self, on_workers: Callable[[int], None] | None) -> None:
+        """Tell `on_workers` how many workers are alive, now and whenever one is lost."""
+        if on_workers is not None:
+            self._on_workers = on_workers
+            on_workers(len(self._workers))
 
     def count_tokens(self, text: str) -> int:
         return self._counter.count(text)
@@ -395,11 +446,23 @@ class RayEmbedder:
         self._queued.clear()
 
     def _require_workers(self) -> None:
-        if not self._workers:
-            raise ClusterError(
+        if self._workers:
+            return
+        if self._rebuilding:
+            error = ClusterError(
+                f"every Ray worker of the cluster at {self.address} is gone; the rebuild stopped and its "
+                "new index is discarded: the live index is as it was before the rebuild",
+                remedy="bring the cluster back, then run `pnk sync --rebuild` again (or "
+                       "`pnk sync --rebuild --executor local`)")
+        else:
+            error = ClusterError(
                 f"every Ray worker of the cluster at {self.address} is gone; the documents committed "
                 "so far are kept", remedy="bring the cluster back (or `pnk sync --executor local`), "
                                           "then sync again: it continues from there")
+        said = ray_connect.ray_said()
+        if said:
+            error.details.append(f"Ray's last message: {said[-1]}")
+        raise error
 
     def _dispatch(self) -> None:
         """Send queued batches, oldest first, to the least loaded workers, up to

@@ -23,7 +23,7 @@ PROVIDER_EXTRAS = {"sentence-transformers": "st", "fastembed": "light", "openai-
 
 def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,
                   threads: int | None = None, kb_root: Path | None = None,
-                  spending: EmbeddingSpending | None = None) -> Embedder:
+                  spending: EmbeddingSpending | None = None, for_search: bool = False) -> Embedder:
     """Load the model `section` names, refusing rather than hanging or guessing.
 
     The packaged offline default is used whenever the section names it (and no other revision);
@@ -38,12 +38,13 @@ def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,
 
     The remote provider (`openai-compatible`) is probed instead of loaded (embed/provider_openai.py):
     `kb_root` resolves its KB-relative tokenizer, `spending` is the budget a priced endpoint's
-    requests go through (`spending_for`); offline mode does not apply to a server the user runs.
+    requests go through (`spending_for`); offline mode does not apply to a server the user runs;
+    `for_search`: the probe is a search's first request, within its `search_timeout_s`.
     """
     if section.provider == "openai-compatible":
         from pinakes.embed import provider_openai
 
-        return provider_openai.load(section, kb_root=kb_root, spending=spending)
+        return provider_openai.load(section, kb_root=kb_root, spending=spending, for_search=for_search)
     provider = section.provider
     model = section.model
     revision = section.revision or None
@@ -102,7 +103,7 @@ def spending_for(kb_root: Path, manifest: Manifest) -> EmbeddingSpending | None:
 
 
 def load_for_kb(kb_root: Path, manifest: Manifest, *, offline: bool | None = None,
-                threads: int | None = None) -> Embedder:
+                threads: int | None = None, for_search: bool = False) -> Embedder:
     """`load_embedder` for the KB at `kb_root`: its tokenizer paths and its budget resolved."""
     if manifest.embedding.remote is None:
         # A local model needs neither; resolved through the package, as the sync resolves it, so a
@@ -111,4 +112,4 @@ def load_for_kb(kb_root: Path, manifest: Manifest, *, offline: bool | None = Non
 
         return embed.load_embedder(manifest.embedding, offline=offline, threads=threads)
     return load_embedder(manifest.embedding, offline=offline, threads=threads, kb_root=kb_root,
-                         spending=spending_for(kb_root, manifest))
+                         spending=spending_for(kb_root, manifest), for_search=for_search)

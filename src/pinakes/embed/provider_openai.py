@@ -5,14 +5,22 @@ its key, headers and error classes) and posted by embed/plain_http.py (why: its 
 A remote model has no weights file to digest, and the server may swap the model behind the same
 name, truncate silently, return the wrong number of vectors, or be down. So:
 
-- identity: `weights_sha256` is the *fingerprint* of the vectors the endpoint returns for a fixed
-  probe set (rounded to `FINGERPRINT_DECIMALS`, hashed). It is taken on every load (a sync's
-  start, a searcher's first query), so a swapped model is a model change (embed/coherence.py);
+- identity: the vectors the endpoint returns for a fixed probe set, compared by cosine with the
+  ones the index recorded, within a tolerance that noise stays inside and another model does not
+  (embed/remote_identity.py). They are asked for on every load (a sync's start, a searcher's first
+  query), again by a long-running searcher every `RECHECK_INTERVAL_S` and after any failed
+  request, so a swapped model is a model change (embed/coherence.py), never unrelated passages;
 - every response is checked: one vector per input, in order, of the manifest's `dim`, finite, and
   (with an exact tokenizer) usage that shows no truncation. Anything else fails the batch;
-- faults: 408/429/5xx and timeouts are retried with backoff, at most `MAX_ATTEMPTS` times, honouring
-  Retry-After (up to `paid.MAX_RETRY_WAIT_S`); an endpoint that refuses the connection is down, not
-  busy, and fails at once (a search then answers with keyword results, a sync stops before writing);
+- time and size: every request has one deadline, connect to last byte (`timeout_s`), and a
+  search one for all its requests and waits (`search_timeout_s`), never a timeout per read; an
+  answer larger than its request can bring back is refused unread (embed/plain_http.py);
+- faults: 408/429/5xx, timeouts and a connection cut mid-answer are retried with backoff, at most
+  `MAX_ATTEMPTS` times (a query: `QUERY_ATTEMPTS`), honouring Retry-After (up to
+  `paid.MAX_RETRY_WAIT_S`, and never past a search's deadline); an endpoint that refuses the
+  connection is down, not busy, and fails at once (a search then answers with keyword results, a
+  sync stops before writing). Each failure's remedy names what that failure needs
+  (embed/remote_failures.py);
 - cost: with `input_usd_per_mtok`, every request is reserved and reconciled through the budget
   (embed/spending.py); without it the endpoint is free, as the user asserts.
 
@@ -22,19 +30,26 @@ The client's own retries are off: each attempt is its own request, reserved and 
 from __future__ import annotations
 
 import binascii
-import hashlib
 import json
-import os
-import random
+import math
 import threading
 import time
 from collections.abc import Sequence
 from concurrent import futures
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinakes.embed._common import refuse_too_long
 from pinakes.embed.base import ModelIdentity
+from pinakes.embed.remote_failures import answered_error, deadline_error, failure_error
+from pinakes.embed.remote_identity import (
+    MIN_PROBE_COSINE,
+    PROBE_TEXTS,
+    fingerprint_of,
+    probe_agreement,
+    same_model,
+)
 from pinakes.embed.tokens import TokenCounter
 from pinakes.errors import EmbeddingEndpointError, ManifestError, MissingExtraError
 
@@ -46,21 +61,22 @@ if TYPE_CHECKING:
 
 PROVIDER = "openai-compatible"
 EXTRA = "remote"
-# Fixed forever: changing a probe changes every remote index's fingerprint (a rebuild for all).
-PROBE_TEXTS = (
-    "Pinakes embedding fingerprint probe.",
-    "The quick brown fox jumps over the lazy dog.",
-    "Ἀρχὴ δὲ λέγεται ἥμισυ παντός: the beginning is half of the whole.",
-    "SELECT id FROM chunks WHERE doc_id = 42 ORDER BY ordinal;",
-)
-# Unit vectors rounded to 3 places: a server's float noise (another batch shape, another GPU kernel)
-# moves a component by ~1e-6, far below the rounding step, while another model moves nearly all.
-FINGERPRINT_DECIMALS = 3
 MAX_ATTEMPTS = 5  # one request and at most four retries
 FIRST_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 8.0
 # A query waits for one retry at most: an agent would rather have keyword results now.
 QUERY_ATTEMPTS = 2
+# How often a long-running searcher (`pnk serve`) asks for the probe again, before the search that
+# comes due: one small request a minute at most, so a model swapped behind the same name answers
+# keyword results with a note within a minute (and at the first search after any failed request,
+# the usual sign of a server restarted with another model), never unrelated passages for long.
+RECHECK_INTERVAL_S = 60.0
+# An answer's size cap: every number of every vector it should hold at this many bytes (a JSON
+# float32 takes at most ~16, "-1.2345678e-05, "; base64 5.3), plus room for the rest of the JSON.
+# A batch of 32 x 1,024 may bring 2 MB back; a server sending 300 MB is refused, unread.
+ANSWER_BYTES_PER_NUMBER = 32
+ANSWER_SLACK_BYTES = 1 << 20
+DIMENSION_READ_NUMBERS = 16384  # the widest vector `pnk init` reads a dimension from
 
 
 class ByteBound:
@@ -115,6 +131,15 @@ class RemoteEmbedder:
         self.encoding = "base64"
         # Set by `load` once the probe has answered; a placeholder until then.
         self.identity = ModelIdentity(PROVIDER, model, "", "", dim)
+        # The probe vectors `identity` stands for: the ones first answered, or the index's recorded
+        # ones once adopted (embed/coherence.py); compared afresh with every later probe.
+        self.probe_vectors: np.ndarray | None = None
+        self.agreed_with: str | None = None  # the index's recorded probe value adopted last
+        self.disagreed_with: str | None = None  # the one a search last found this model differs from
+        self._probed_at = -math.inf
+        self._recheck = False  # a request failed: ask for the probe again before the next search
+        self._search_deadline: float | None = None
+        self._loaded_for_search = False
 
     # -- the Embedder protocol ----------------------------------------------------------------
 
@@ -155,7 +180,10 @@ class RemoteEmbedder:
         if count > self.max_input_tokens:
             text = self._counter.head(text, self.max_input_tokens)
             count = self._counter.count(text)
-        return self._request([text], [count], attempts=QUERY_ATTEMPTS, query=True)[0]
+        # The search's deadline (`begin_search`), spent here: a query outside a search gets its own.
+        deadline, self._search_deadline = self._search_deadline, None
+        deadline = deadline or time.monotonic() + self.settings.search_timeout_s
+        return self._request([text], [count], attempts=QUERY_ATTEMPTS, query=True, deadline=deadline)[0]
 
     def close(self) -> None:
         with self._pool_lock:
@@ -172,20 +200,33 @@ class RemoteEmbedder:
                                                         thread_name_prefix="pnk-remote-embed")
             return self._pool
 
-    def _request(self, texts: list[str], counts: list[int], *, attempts: int,
-                 query: bool = False) -> np.ndarray:
+    def _request(self, texts: list[str], counts: list[int], *, attempts: int, query: bool = False,
+                 deadline: float | None = None) -> np.ndarray:
         """One batch's vectors: the request, retried while the failure is transient, each attempt
-        reserved and closed when the endpoint is priced."""
+        reserved and closed when the endpoint is priced. `deadline` (monotonic): when every attempt
+        and every wait between them must be over (a search's); each attempt has `timeout_s` too."""
+        from pinakes.http_json import TooLarge
+
         # What one request may bill, at worst: every counted token plus the model's own specials.
         bound = sum(counts) + len(texts) * max(self._counter.special_tokens, 2)
+        limit = ANSWER_SLACK_BYTES + len(texts) * max(self.identity.dim, 1) * ANSWER_BYTES_PER_NUMBER
         for attempt in range(1, attempts + 1):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise deadline_error(self.settings, self.model)
             with self._reserved(bound, query) as call:
                 try:
-                    raw = self._post(texts)
+                    raw = self._post(texts, deadline, limit)
                 except self._sdk.APIError as exc:
-                    wait = self._failed(exc, call, attempt, attempts)
+                    wait = self._failed(exc, call, attempt, attempts, deadline)
                     time.sleep(wait)
                     continue
+                except TooLarge as exc:
+                    self._recheck = True
+                    if call is not None and 200 <= exc.status < 300:  # it may have billed: at worst the bound
+                        call.close(bound)
+                    elif call is not None:  # an error status is not billed
+                        call.fail("void")
+                    raise self._endpoint_error(str(exc), answered=True) from None
                 payload = _json_object(raw.content)
                 billed = _usage_tokens(payload)
                 if call is not None:  # it answered 2xx: billed, at its usage or at worst the bound
@@ -195,14 +236,14 @@ class RemoteEmbedder:
             return self._checked(payload, texts, counts, billed)
         raise AssertionError("unreachable: the last attempt raises")
 
-    def _post(self, texts: list[str]) -> Any:
+    def _post(self, texts: list[str], deadline: float | None = None, limit: int | None = None) -> Any:
         """One POST /embeddings, answered as the raw HTTP response and parsed here: the client's
         typed `embeddings.create` checks every input string against its schema and builds one
         object per float returned (~40 ms for 64 x 768 on this project's machines, eight times the
         JSON itself), and even its untyped `post` costs as much CPU as a local server's 5%
         (embed/plain_http.py; bench/bench_remote_embed.py)."""
         body = {"input": texts, "model": self.model, "encoding_format": self.encoding}
-        return self._client.post("embeddings", body)
+        return self._client.post("embeddings", body, deadline=deadline, max_bytes=limit)
 
     def _reserved(self, bound: int, query: bool) -> Any:
         import contextlib
@@ -211,10 +252,13 @@ class RemoteEmbedder:
             return contextlib.nullcontext(None)
         return self._spending.request(self.model, bound, query=query)
 
-    def _failed(self, exc: BaseException, call: Any, attempt: int, attempts: int) -> float:
+    def _failed(self, exc: BaseException, call: Any, attempt: int, attempts: int,
+                deadline: float | None = None) -> float:
         """Close the failed attempt's reservation; the wait before the next attempt, or raise."""
-        from pinakes.paid import classify_failure
+        from pinakes.http_json import backoff_s, past, retry_after_s, transient
+        from pinakes.paid import MAX_RETRY_WAIT_S, classify_failure
 
+        self._recheck = True
         failure = classify_failure(self._sdk, exc)
         if call is not None:
             call.fail(failure.outcome if failure is not None else "unknown")
@@ -223,38 +267,26 @@ class RemoteEmbedder:
             self.encoding = "float"  # an older server that knows only floats (llama.cpp, LM Studio builds)
             return 0.0
         refused = failure is not None and failure.status is None and failure.outcome == "void"
-        transient = isinstance(exc, self._sdk.APITimeoutError) or (
-            isinstance(status, int) and (status in (408, 409, 429) or status >= 500))
-        what = failure.happened if failure is not None else f"failed ({type(exc).__name__})"
-        if refused or not transient or attempt >= attempts:
-            tries = f" ({attempt} attempts)" if attempt > 1 else ""
-            raise self._endpoint_error(f"the request {what}{tries}", status) from None
-        wait = failure.retry_after_s if failure is not None and failure.retry_after_s else None
-        if wait is None:
-            wait = min(FIRST_BACKOFF_S * 2 ** (attempt - 1), MAX_BACKOFF_S) * (1 - 0.25 * random.random())
+        timed_out = isinstance(exc, self._sdk.APITimeoutError)
+        cut = isinstance(exc, self._sdk.APIConnectionError) and not timed_out and not refused  # mid-answer
+        retryable = timed_out or cut or (isinstance(status, int) and transient(status))
+        response = getattr(exc, "response", None)
+        asked = retry_after_s(response.headers.get("retry-after")) if response is not None else None
+        wait = (min(asked, MAX_RETRY_WAIT_S) if asked is not None
+                else backoff_s(attempt, FIRST_BACKOFF_S, MAX_BACKOFF_S))
+        if refused or not retryable or attempt >= attempts or past(deadline, wait):
+            raise failure_error(self.settings, self.model, exc, failure, self._sdk, attempt=attempt,
+                                deadline=deadline, wait=wait if retryable and attempt < attempts else None) from None
         return wait
 
-    def _endpoint_error(self, what: str, status: object = None, *, answered: bool = False) -> EmbeddingEndpointError:
+    def _endpoint_error(self, what: str, *, answered: bool = False) -> EmbeddingEndpointError:
         """`answered`: the server did answer, with something that cannot be used (not a network fault)."""
         if answered:
-            remedy = (f"the server answered, but not with vectors of {self.model} that can be indexed: check "
-                      "its logs and the model it serves; nothing of this batch was written; run the command "
-                      "again")
-        elif status in (401, 403):
-            remedy = (f"check the key in ${self.settings.api_key_env}" if self.settings.api_key_env else
-                      "the endpoint wants a key: name its variable in [embedding] api_key_env")
-        elif isinstance(status, int) and (status == 429 or status >= 500):
-            remedy = (f"the server at {self.settings.base_url} is failing or rate-limiting (HTTP {status}): check "
-                      "its logs, or wait; then run the command again")
-        elif status == 404:
-            remedy = (f"check [embedding] base_url (it should end where /embeddings is served, often /v1) "
-                      f"and that the server has model {self.model!r}")
-        else:
-            remedy = (f"start the embedding server at {self.settings.base_url}, or check [embedding] "
-                      "base_url; then run the command again")
+            return answered_error(self.settings, self.model, what)
         return EmbeddingEndpointError(
             f"the embedding endpoint {self.settings.base_url} (model {self.model}) failed: {what}",
-            remedy=remedy)
+            remedy=f"check that the server at {self.settings.base_url} is running and serves {self.model}; "
+                   "then run the command again")
 
     def _checked(self, payload: dict[str, Any], texts: list[str], counts: list[int],
                  billed: int | None) -> np.ndarray:
@@ -315,18 +347,47 @@ class RemoteEmbedder:
 
     # -- identity -----------------------------------------------------------------------------
 
-    def fingerprint(self) -> str:
-        """The hash of the endpoint's vectors for `PROBE_TEXTS`, rounded: what a weights digest is
-        for a local model."""
-        import numpy as np
-
+    def probe(self, deadline: float | None = None) -> np.ndarray:
+        """The endpoint's vectors for `PROBE_TEXTS` now, the reference `identity` stands for
+        replaced when they are another model's (a swap): the caller compares with the index.
+        `deadline`: a search's (its probe is then priced as its own operation, as a query is)."""
         counts = self._counter.count_batch(list(PROBE_TEXTS))
-        vectors = self._request(list(PROBE_TEXTS), counts, attempts=QUERY_ATTEMPTS)
-        rounded = np.round(vectors.astype(np.float64), FINGERPRINT_DECIMALS) + 0.0  # +0.0: no "-0.0"
-        digest = hashlib.sha256(f"{FINGERPRINT_DECIMALS}:".encode())
-        for row in rounded:
-            digest.update((",".join(f"{value:.{FINGERPRINT_DECIMALS}f}" for value in row) + "\n").encode())
-        return "probe:" + digest.hexdigest()
+        vectors = self._request(list(PROBE_TEXTS), counts, attempts=QUERY_ATTEMPTS, query=deadline is not None,
+                                deadline=deadline)
+        self._probed_at = time.monotonic()
+        self._recheck = False
+        if self.probe_vectors is None or not same_model(vectors, self.probe_vectors):
+            self.probe_vectors = vectors
+            self.identity = replace(self.identity, weights_sha256=fingerprint_of(vectors))
+            self.agreed_with = None
+        return vectors
+
+    def adopt(self, fingerprint: str, recorded: np.ndarray, recorded_value: str) -> float:
+        """Take the index's fingerprint and probe vectors as this model's when its own probe agrees
+        with them within the tolerance (noise is not another model). Returns the agreement."""
+        agreement = probe_agreement(self.probe_vectors, recorded) if self.probe_vectors is not None else -1.0
+        if agreement >= MIN_PROBE_COSINE:
+            self.probe_vectors = recorded
+            self.identity = replace(self.identity, weights_sha256=fingerprint)
+            self.agreed_with = recorded_value
+        return agreement
+
+    def begin_search(self) -> bool:
+        """Start one search's deadline (`search_timeout_s` for every request and wait it makes),
+        and ask for the probe again when it is due; whether it asked. A model loaded for this very
+        search keeps the deadline its load started: the load's probe was this search's first request."""
+        if self._loaded_for_search:
+            self._loaded_for_search = False
+            return True
+        self._search_deadline = time.monotonic() + self.settings.search_timeout_s
+        if self._recheck or time.monotonic() - self._probed_at >= RECHECK_INTERVAL_S:
+            self.probe(self._search_deadline)
+            return True
+        return False
+
+    def reprobe(self) -> None:
+        """Ask for the probe now, within the current search's deadline."""
+        self.probe(self._search_deadline)
 
 
 def _in_input_order(data: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
@@ -364,9 +425,10 @@ def _usage_tokens(payload: dict[str, Any] | None) -> int | None:
 
 
 def load(section: EmbeddingSection, *, kb_root: Path | None = None,
-         spending: EmbeddingSpending | None = None) -> RemoteEmbedder:
+         spending: EmbeddingSpending | None = None, for_search: bool = False) -> RemoteEmbedder:
     """The remote model, probed: one request that both proves the endpoint answers (a clear error
-    when it does not, before a sync writes anything) and fingerprints the model behind it."""
+    when it does not, before a sync writes anything) and fingerprints the model behind it.
+    `for_search`: the probe is the first request of a search, within its `search_timeout_s`."""
     settings = section.remote
     if settings is None:
         raise ManifestError(f'[embedding] provider = "{PROVIDER}" needs base_url',
@@ -384,11 +446,13 @@ def load(section: EmbeddingSection, *, kb_root: Path | None = None,
     client = _client(openai, settings)
     embedder = RemoteEmbedder(settings, section.model, section.dim, client, openai,
                               _counter(settings, kb_root), section.batch_size, spending)
-    fingerprint = embedder.fingerprint()
     # No revision: the endpoint's URL may move (another host, a port) while the model stays; the
-    # fingerprint is what says whether it did.
-    embedder.identity = ModelIdentity(PROVIDER, section.model, section.revision or "", fingerprint,
-                                      section.dim)
+    # probe is what says whether it did.
+    embedder.identity = ModelIdentity(PROVIDER, section.model, section.revision or "", "", section.dim)
+    if for_search:
+        embedder._search_deadline = time.monotonic() + settings.search_timeout_s
+        embedder._loaded_for_search = True
+    embedder.probe(embedder._search_deadline)  # None for a sync: each attempt within timeout_s
     return embedder
 
 
@@ -413,15 +477,11 @@ def _api_key(settings: RemoteEmbedding) -> str:
     """The key from the variable the manifest names; a placeholder for servers that want none (the
     client insists on some string). The key is passed to the client and kept nowhere else (the
     request headers are built from the client's, in memory)."""
+    from pinakes.http_json import key_from_environment
+
     if settings.api_key_env is None:
         return "no-key"
-    value = os.environ.get(settings.api_key_env, "").strip()
-    if not value:
-        raise EmbeddingEndpointError(
-            f"[embedding] api_key_env names {settings.api_key_env}, which is not set in this environment",
-            remedy=f"export {settings.api_key_env}=<your key> in the shell that runs pnk, or delete "
-                   "api_key_env for a server that needs no key")
-    return value
+    return key_from_environment(settings.api_key_env, "embedding", EmbeddingEndpointError)
 
 
 def _counter(settings: RemoteEmbedding, kb_root: Path | None) -> ByteBound | _ExactCounter:
@@ -458,9 +518,10 @@ def read_dimension(base_url: str, model: str, api_key_env: str | None, timeout_s
     client = _client(openai, settings)
     probe = RemoteEmbedder(settings, model, 0, client, openai, ByteBound(), 1, None)
     raw = None
+    limit = ANSWER_SLACK_BYTES + DIMENSION_READ_NUMBERS * ANSWER_BYTES_PER_NUMBER
     for attempt in (1, 2):  # the second only when the server refused base64 (then floats are asked)
         try:
-            raw = probe._post([PROBE_TEXTS[0]])
+            raw = probe._post([PROBE_TEXTS[0]], None, limit)
             break
         except openai.APIError as exc:
             time.sleep(probe._failed(exc, None, attempt, 2))  # raises the endpoint's error unless it may retry

@@ -7,6 +7,12 @@ of an `embed` operation: reserved at its worst case (every input token it may ca
 sent, reconciled at the usage the response reports, voided when the endpoint refused it, and left
 as an unknown outcome when it may have billed without answering (a timeout). A sync is one
 operation (`per_operation_eur` bounds it); each query is its own.
+
+A request's reservation is the bound computed from what it sends (every counted input token plus
+the model's special tokens). An answer reporting more input tokens than that is an overrun
+(budget/overrun.py): recorded at the usage reported, and `close` then raises BudgetOverrunError, so
+the batch fails (a sync stops, a search falls back to keywords with a note) and no further request
+is sent, by this process or any other on the ledger, until it is resolved.
 """
 
 from __future__ import annotations
@@ -35,8 +41,13 @@ class Reservation:
     lock: threading.Lock
 
     def close(self, input_tokens: int) -> None:
+        """Reconcile at the input tokens the answer reports; BudgetOverrunError, once recorded, when
+        they are more than what was sent can amount to."""
         with self.lock:
             self.call.reconcile(input_tokens=input_tokens, output_tokens=0)
+        overrun = self.call.plan.overrun_error() if self.call.overrun is not None else None
+        if overrun is not None:
+            raise overrun
 
     def fail(self, outcome: str) -> None:
         if outcome == "void":  # refused by the endpoint or never sent: it cannot have billed
@@ -45,26 +56,45 @@ class Reservation:
         # "unknown": the reservation stays open at its worst case until `pnk budget --resolve`.
 
 
-class EmbeddingSpending:
-    """The budget of one process's remote embedding requests for one KB."""
+class PricedEndpoint:
+    """The budget of one process's requests to one priced endpoint of one KB: the manifest's price
+    as one more model of the packaged table (its exchange rate and dates unchanged), one accountant
+    opened at the first request, its ledger read and appended one thread at a time. The remote
+    embedding provider and the HTTP reranker (search/rerank_spending.py) each plan their operations
+    through it."""
 
-    def __init__(self, kb_root: Path, budget: BudgetSection, kb_id: str, model: str,
-                 input_usd_per_mtok: Decimal) -> None:
+    def __init__(self, kb_root: Path, budget: BudgetSection, kb_id: str, price: ModelPrice) -> None:
         self.kb_root = kb_root
         self.budget = budget
         self.kb_id = kb_id
-        self.model = model
-        self.price = ModelPrice(model, input_usd_per_mtok, Decimal(0))
+        self.model = price.model
+        self.price = price
         self._accountant: Accountant | None = None
-        self._documents: Plan | None = None
-        self._lock = threading.Lock()  # the accountant's ledger is read and appended one thread at a time
+        self._lock = threading.Lock()
 
     def _opened(self) -> Accountant:
+        """Under `_lock`."""
         if self._accountant is None:
             table = load_prices()
             prices = replace(table, models={**table.models, self.model: self.price})
             self._accountant = Accountant.open(self.kb_root, self.budget, kb_id=self.kb_id, prices=prices)
         return self._accountant
+
+    def _reserved(self, plan: Plan, shape: CallShape) -> Reservation:
+        """Under `_lock`: one request of `plan` reserved at its worst case (the accountant's
+        BudgetError, before anything is sent, when a cap would be breached)."""
+        record = self._opened().reserve_call(plan, shape)
+        plan.call_ids.append(record.call_id)
+        return Reservation(Call(plan, record, None), self._lock)
+
+
+class EmbeddingSpending(PricedEndpoint):
+    """The budget of one process's remote embedding requests for one KB."""
+
+    def __init__(self, kb_root: Path, budget: BudgetSection, kb_id: str, model: str,
+                 input_usd_per_mtok: Decimal) -> None:
+        super().__init__(kb_root, budget, kb_id, ModelPrice(model, input_usd_per_mtok, Decimal(0)))
+        self._documents: Plan | None = None
 
     @contextlib.contextmanager
     def request(self, model: str, max_input_tokens: int, *, query: bool) -> Iterator[Reservation]:
@@ -72,13 +102,11 @@ class EmbeddingSpending:
         sent, when a cap would be breached); yield it to be closed."""
         shape = CallShape(model, max_input_tokens=max_input_tokens, max_output_tokens=1)
         with self._lock:
-            accountant = self._opened()
             if query or self._documents is None:
-                plan = accountant.plan(EMBED_OPERATION, [shape], interactive=False)
+                plan = self._opened().plan(EMBED_OPERATION, [shape], interactive=False)
                 if not query:
                     self._documents = plan
             else:
                 plan = self._documents
-            record = accountant.reserve_call(plan, shape)
-            plan.call_ids.append(record.call_id)
-        yield Reservation(Call(plan, record, None), self._lock)
+            reservation = self._reserved(plan, shape)
+        yield reservation

@@ -9,6 +9,7 @@ from pinakes.calibration.fitting import (
     L2_PENALTY,
     MAX_FALSE_CONFIDENCE,
     MODEL_FEATURES,
+    RERANK_FEATURE_SETS,
     ConfidenceFit,
     FitError,
     SignalModel,
@@ -24,6 +25,6 @@ from pinakes.calibration.fitting import (
 )
 
 __all__ = ["CROSS_FIT_FOLDS", "FEATURE_SETS", "FEATURE_SETS_BEFORE_RELATIONS", "L2_PENALTY", "MAX_FALSE_CONFIDENCE",
-           "MODEL_FEATURES", "ConfidenceFit", "FitError", "SignalModel", "allowed_false_confidences",
+           "MODEL_FEATURES", "RERANK_FEATURE_SETS", "ConfidenceFit", "FitError", "SignalModel", "allowed_false_confidences",
            "cross_fit_folds", "cross_fitted", "describe_fit", "fit_confidence", "fit_model", "fit_thresholds",
            "no_answer_needed", "score_fit"]

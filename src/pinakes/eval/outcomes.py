@@ -104,9 +104,13 @@ def write_outcomes(path: Path, outcomes: OutcomesFile) -> None:
 
 
 def write_json_object(path: Path, data: Mapping[str, object]) -> None:
-    """The eval artifacts' one on-disk form: indented UTF-8 JSON, written atomically."""
+    """The eval artifacts' one on-disk form: indented UTF-8 JSON, written atomically; a file that
+    already says the same up to number noise is left as it is (`eval/unchanged.py`)."""
     from pinakes.atomic import atomic_write_text
+    from pinakes.eval.unchanged import already_written
 
+    if already_written(path, data):
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 

@@ -72,7 +72,7 @@ def open_searcher(kb_root: Path, manifest: Manifest, *, embedder: Embedder | Non
     def load_reranker() -> Reranker:
         from pinakes.search.rerank import load_reranker as load
 
-        return load(manifest.rerank, offline=None)
+        return load(manifest.rerank, offline=None, kb_root=Path(kb_root), budget=manifest.budget, kb_id=manifest.kb.id)
 
     from pinakes.search.calibrated import KBConfidence
 

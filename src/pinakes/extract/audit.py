@@ -13,9 +13,10 @@ Pure and free: no network, no client, no extractor. Imported on the free path (d
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pinakes.jsontypes import is_dict, is_list
 from pinakes.wording import counted
 
 EXEMPT_NO_LAYER = "no native text layer"
@@ -69,7 +70,7 @@ class DocumentAudit:
         total = len(self.pages)
         exempt = self.exempt
         median = self.median
-        parts = []
+        parts: list[str] = []
         if median is None:
             parts.append(f"{path}: no page could be measured against a native text layer "
                          f"(exempt {len(exempt)} of {total})")
@@ -91,7 +92,7 @@ def audit_pages(native_pages: Sequence[str], paid_pages: Sequence[str], *,
     list have no native layer to measure against."""
     from pinakes.extract.quality import word_coverage
 
-    audits = []
+    audits: list[PageAudit] = []
     for index, paid in enumerate(paid_pages):
         native = native_pages[index] if index < len(native_pages) else ""
         if sum(1 for ch in native if not ch.isspace()) < text_yield_floor:
@@ -107,15 +108,26 @@ def audit_pages(native_pages: Sequence[str], paid_pages: Sequence[str], *,
 
 def audit_from_dict(payload: object) -> DocumentAudit | None:
     """An audit read back from a cache entry; None when absent or not recognisable."""
-    if not isinstance(payload, Mapping) or payload.get("metric") != "word_coverage":
+    if not is_dict(payload) or payload.get("metric") != "word_coverage":
         return None
     pages = payload.get("pages")
-    if not isinstance(pages, list):
+    if not is_list(pages):
         return None
-    try:
-        return DocumentAudit(tuple(
-            PageAudit(int(page["page"]), int(page["covered"]), int(page["significant"]),
-                      str(page["exempt"]) if page.get("exempt") is not None else None)
-            for page in pages))
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
+    audits: list[PageAudit] = []
+    for page in pages:
+        if not is_dict(page):
+            return None
+        try:
+            exempt = page.get("exempt")
+            audits.append(PageAudit(_whole(page["page"]), _whole(page["covered"]), _whole(page["significant"]),
+                                    str(exempt) if exempt is not None else None))
+        except (KeyError, TypeError, ValueError):
+            return None
+    return DocumentAudit(tuple(audits))
+
+
+def _whole(value: object) -> int:
+    """`int(value)` for what a JSON number or numeral can be; a TypeError for anything else."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"not a number: {value!r}")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pinakes.errors import FilesystemError
 from pinakes.extract.types import ExtractedText
+from pinakes.jsontypes import JSONValue, int_list, str_list
 
 SCHEMA = "pinakes.extract-cache/1"
 _KEY_PART = re.compile(r"[0-9A-Za-z]+")
@@ -222,44 +223,45 @@ class ExtractCache:
 
 def _read_entry(path: Path) -> CachedExtraction | None:
     try:
-        payload = json.loads(path.read_bytes().decode("utf-8"))
+        payload: JSONValue = json.loads(path.read_bytes().decode("utf-8"))
         return _parse_entry(payload)
     except (OSError, ValueError, TypeError, KeyError):
         return None
 
 
-def _parse_entry(payload: object) -> CachedExtraction | None:
+def _parse_entry(payload: JSONValue) -> CachedExtraction | None:
     if not isinstance(payload, dict) or payload.get("schema") != SCHEMA:
         return None
     text, pages, paid = payload["text"], payload["pages"], payload["paid"]
     backend, fingerprint, content_hash = payload["backend"], payload["fingerprint"], payload["content_hash"]
     operation_id, call_ids = payload["operation_id"], payload["call_ids"]
-    if not all(isinstance(value, str) for value in (text, backend, fingerprint, content_hash)):
+    if not (isinstance(text, str) and isinstance(backend, str) and isinstance(fingerprint, str)
+            and isinstance(content_hash, str)):
         return None
     if not isinstance(paid, bool) or not (operation_id is None or isinstance(operation_id, str)):
         return None
-    if call_ids is not None and not (isinstance(call_ids, list) and all(isinstance(c, str) for c in call_ids)):
+    call_id_list = str_list(call_ids)
+    if call_ids is not None and call_id_list is None:
         return None
     page_spans = None
     if pages is not None:
-        if not isinstance(pages, list) or not all(
-            isinstance(span, list) and len(span) == 2 and all(type(v) is int for v in span) for span in pages
-        ):
+        spans = [int_list(span) for span in pages] if isinstance(pages, list) else None
+        if spans is None or not all(span is not None and len(span) == 2 for span in spans):
             return None
-        page_spans = tuple((span[0], span[1]) for span in pages)
+        page_spans = tuple((span[0], span[1]) for span in spans if span is not None)
     # Added after the schema's first release: an entry without it simply has none.
-    without_text = payload.get("pages_without_text", [])
-    if not (isinstance(without_text, list) and all(type(number) is int for number in without_text)):
+    without_text = int_list(payload.get("pages_without_text", []))
+    if without_text is None:
         return None
-    heads = payload.get("running_heads", [])  # added with layout 2; an older entry has none
-    if not (isinstance(heads, list) and all(isinstance(head, str) for head in heads)):
+    heads = str_list(payload.get("running_heads", []))  # added with layout 2; an older entry has none
+    if heads is None:
         return None
     extracted = ExtractedText(text=text, pages=page_spans, backend=backend, fingerprint=fingerprint,
                               pages_without_text=tuple(without_text), running_heads=tuple(heads))
     audit = payload.get("audit")  # added after the schema's first release, like pages_without_text
     return CachedExtraction(content_hash, extracted, paid, operation_id,
-                            tuple(call_ids) if call_ids is not None else None,
-                            audit if isinstance(audit, dict) else None)
+                            tuple(call_id_list) if call_id_list is not None else None,
+                            dict(audit) if isinstance(audit, dict) else None)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

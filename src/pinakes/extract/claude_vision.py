@@ -37,10 +37,10 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pinakes import paid
-from pinakes.budget.errors import UnrecordedOutcomeError
+from pinakes.budget.errors import BudgetError, UnrecordedOutcomeError
 from pinakes.errors import (
     MissingExtraError,
     PaidCallError,
@@ -52,16 +52,19 @@ from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.types import ExtractedText
 from pinakes.faults import faultpoint
 from pinakes.paid import ApiKey
+from pinakes.wording import counted
 
 if TYPE_CHECKING:
+    from pypdfium2 import PdfDocument
+
     from pinakes.budget import CallShape, Plan
 
 T = TypeVar("T")
 BACKEND = "claude-vision"
 _SPEC = EXTRACTORS[BACKEND]
-PAGES_PER_REQUEST = int(str(_SPEC.constants["pages_per_request"]))
+PAGES_PER_REQUEST = int(_SPEC.constants["pages_per_request"])
 MODEL = str(_SPEC.constants["model"])
-MAX_EDGE_PX = int(str(_SPEC.constants["max_edge_px"]))
+MAX_EDGE_PX = int(_SPEC.constants["max_edge_px"])
 PAGE_SEPARATOR = "\n\n"  # as the free path: a page's text never runs into the next one's
 
 # The reservation's bounds (spec §5: every constant behind a reservation is a bound, not an estimate).
@@ -108,14 +111,14 @@ _TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
 # --- the client ----------------------------------------------------------------------------------
 
 
-def make_client(key: ApiKey, *, base_url: str | None = None) -> Any:
+def make_client(key: ApiKey, *, base_url: str | None = None) -> paid.Client:
     """The SDK client under `pinakes.paid`'s rules (the key passed explicitly, the SDK's retries off,
     a bounded timeout). `base_url` defaults to the SDK's own (`ANTHROPIC_BASE_URL`, else the
     vendor's endpoint)."""
     return paid.make_client(_sdk(), key, base_url=base_url, timeout=REQUEST_TIMEOUT_S)
 
 
-def _sdk() -> Any:
+def _sdk() -> paid.SDK:
     try:
         import anthropic
     except ImportError as exc:
@@ -162,8 +165,7 @@ def page_count(path: Path) -> int:
 
 
 def page_count_in_process(path: Path) -> int:
-    pdfium = _pdfium()
-    document = _open(pdfium, path)
+    document = _open(path)
     try:
         return len(document)
     finally:
@@ -189,10 +191,11 @@ def render_pages(path: Path, pages: Sequence[int]) -> list[bytes]:
 def render_pages_in_process(path: Path, pages: Sequence[int]) -> list[bytes]:
     """`render_pages` in the calling process: what the isolated child runs."""
     faultpoint("extract.claude_vision.render")  # a planted renderer crash, for the isolation test
-    pdfium = _pdfium()
-    document = _open(pdfium, path)
+    document = _open(path)
+    from pypdfium2 import PdfiumError  # `_open` has imported it
+
     try:
-        images = []
+        images: list[bytes] = []
         for index in pages:
             page = document[index]
             try:
@@ -209,7 +212,7 @@ def render_pages_in_process(path: Path, pages: Sequence[int]) -> list[bytes]:
             finally:
                 page.close()
         return images
-    except pdfium.PdfiumError as exc:
+    except PdfiumError as exc:
         raise SourceError(f"pdfium failed to render a page: {exc}; not indexed", path=path) from exc
     finally:
         document.close()
@@ -257,9 +260,10 @@ class PaidExtraction:
     extracted: ExtractedText
     call_ids: tuple[str, ...]
     page_texts: tuple[str, ...]
-    # The last call billed but the ledger would not take its reconciliation: the text is whole and
+    # The last call billed but the ledger would not take its reconciliation (UnrecordedOutcomeError),
+    # or its answer reported usage above its reservation (BudgetOverrunError): the text is whole and
     # paid for (keep it), and the caller stops before the next paid call.
-    unrecorded: UnrecordedOutcomeError | None = None
+    unrecorded: BudgetError | None = None
 
 
 @dataclass(frozen=True)
@@ -275,17 +279,19 @@ class SliceAnswer:
 SliceKeeper = Callable[[Sequence[str], Sequence[str]], None]
 
 
-def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str = MODEL, retry: str = _RETRY,
+def extract_paid(path: Path, *, client: paid.Client, plan: Plan, unit: str, model: str = MODEL, retry: str = _RETRY,
                  sleep: Callable[[float], None] = time.sleep, resume: Sequence[str] = (),
                  resume_call_ids: Sequence[str] = (), keep_slices: SliceKeeper | None = None) -> PaidExtraction:
     """Extract every page of `path`, one budgeted call per slice; all or nothing. `resume`: the
     texts of its first pages, paid for by an earlier run (`resumable`), which are not asked again.
 
     Raises PaidExtractionFailedError for a document failure, and lets the accountant's
-    BudgetExceededError through untouched: the caller decides between abort and partial. A
-    reconciliation the ledger would not take on the last slice still returns the whole document
-    (`unrecorded` set); on an earlier slice the UnrecordedOutcomeError is raised once its pages are
-    kept (no further call can be reserved on that ledger, and a document is never indexed in part).
+    BudgetExceededError through untouched: the caller decides between abort and partial (a
+    BudgetOverrunError, raised by the next slice's reservation after a slice overran, stops every
+    run). A reconciliation the ledger would not take, or an overrun, on the last slice still returns
+    the whole document (`unrecorded` set); on an earlier slice the UnrecordedOutcomeError is raised
+    once its pages are kept (no further call can be reserved on that ledger, and a document is never
+    indexed in part).
     `model`: the one `[extraction] model` names (it joins the fingerprint stamped on the text);
     `retry`: the command a failure's remedy names to try again.
     """
@@ -315,7 +321,9 @@ def extract_paid(path: Path, *, client: Any, plan: Plan, unit: str, model: str =
                 "indexed in part")
             raise unrecorded
     extracted = ExtractedText.from_pages(texts, PAGE_SEPARATOR, backend=BACKEND, fingerprint=_SPEC.fingerprint(model))
-    return PaidExtraction(extracted, tuple(call_ids), tuple(texts), unrecorded)
+    # An earlier slice's overrun was refused at the next slice's reservation; only the last one's is left.
+    stop = unrecorded if unrecorded is not None else plan.overrun_error()
+    return PaidExtraction(extracted, tuple(call_ids), tuple(texts), stop)
 
 
 def _keep(keep_slices: SliceKeeper | None, texts: Sequence[str], call_ids: Sequence[str],
@@ -334,7 +342,7 @@ def _keep(keep_slices: SliceKeeper | None, texts: Sequence[str], call_ids: Seque
     return True
 
 
-def _call_with_retries(client: Any, plan: Plan, request: dict[str, object], pages: range, *, unit: str,
+def _call_with_retries(client: paid.Client, plan: Plan, request: dict[str, object], pages: range, *, unit: str,
                        model: str, retry: str, sleep: Callable[[float], None],
                        path: Path) -> tuple[SliceAnswer, list[str], UnrecordedOutcomeError | None]:
     """The slice's answer, its attempts' call_ids, and the ledger's refusal of its reconciliation
@@ -360,7 +368,7 @@ def _call_with_retries(client: Any, plan: Plan, request: dict[str, object], page
     return _answer(answer.message, pages, where, path, retry), list(call_ids), None
 
 
-def _answer(message: Any, pages: range, where: str, path: Path, retry: str = _RETRY) -> SliceAnswer:
+def _answer(message: paid.Message, pages: range, where: str, path: Path, retry: str = _RETRY) -> SliceAnswer:
     """The slice's page texts from a billed answer, or PaidExtractionFailedError naming why not."""
     stop = message.stop_reason
     if stop == "refusal":
@@ -369,10 +377,12 @@ def _answer(message: Any, pages: range, where: str, path: Path, retry: str = _RE
                                    remedy="use the free backend for this file (`pnk sync --extract=pypdfium2`), "
                                           "or exclude it in [sources]", path=path)
     if stop in ("max_tokens", "model_context_window_exceeded"):
-        raise PaidExtractionFailedError(f"the answer for {where} was cut off ({stop}) at "
-                                   f"{OUTPUT_TOKENS_PER_PAGE:,} output tokens per page; the document is "
-                                   "not indexed rather than indexed in part",
-                                   remedy="split the PDF, or use the free backend for this file", path=path)
+        short = stop == "max_tokens" and not _reached_max_tokens(stop, message, len(pages))  # not what it says
+        raise PaidExtractionFailedError(
+            f"the answer for {where} {_cut_off(stop, message, len(pages))}; the document is not indexed "
+            "rather than indexed in part", path=path,
+            remedy=f"{retry}; if it recurs, use the free backend for this file" if short else
+                   "split the PDF, or use the free backend for this file")
     raw = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
     try:
         document = json.loads(raw)
@@ -391,6 +401,23 @@ def _answer(message: Any, pages: range, where: str, path: Path, retry: str = _RE
                        int(message.usage.output_tokens))
 
 
+def _cut_off(stop: str, message: paid.Message, pages: int) -> str:
+    """What ended a length-stopped answer, as the response says it: its own stop_reason and output
+    usage against the max_tokens the request allowed (never the allowance alone, as if reached)."""
+    allowed = OUTPUT_TOKENS_PER_PAGE * pages
+    used = int(message.usage.output_tokens)
+    if stop == "model_context_window_exceeded":
+        return (f"was cut off after {used:,} output tokens: the request reached the model's context window "
+                f"(stop_reason {stop})")
+    if _reached_max_tokens(stop, message, pages):
+        return (f"was cut off at its max_tokens (stop_reason max_tokens): {allowed:,} output tokens, "
+                f"{OUTPUT_TOKENS_PER_PAGE:,} per page for {counted(pages, 'page')}")
+    return (f"ended with stop_reason max_tokens after {used:,} output tokens, though its max_tokens allowed "
+            f"{allowed:,}: the API marks it incomplete")
+
+
+def _reached_max_tokens(stop: str, message: paid.Message, pages: int) -> bool:
+    return stop == "max_tokens" and int(message.usage.output_tokens) >= OUTPUT_TOKENS_PER_PAGE * pages
 
 
 def _normalise(text: str) -> str:
@@ -401,7 +428,7 @@ def _normalise(text: str) -> str:
 # --- token counting (pnk sync --estimate-only) -----------------------------------------------------
 
 
-def count_first_slice(path: Path, *, client: Any, model: str = MODEL) -> tuple[int, int]:
+def count_first_slice(path: Path, *, client: paid.Client, model: str = MODEL) -> tuple[int, int]:
     """(input tokens of the real first-slice request, pages in it), measured by the vendor's own
     counter. A network call that generates nothing and bills nothing."""
     sdk = _sdk()
@@ -436,15 +463,11 @@ def _isolated(function: Callable[..., T], path: Path, *args: object) -> T:
                                "re-export it, or exclude it in [sources]")
 
 
-def _pdfium() -> Any:
+def _open(path: Path) -> PdfDocument:
     try:
         import pypdfium2 as pdfium
     except ImportError as exc:
         raise MissingExtraError("claude", "paid PDF extraction", missing_module="pypdfium2") from exc
-    return pdfium
-
-
-def _open(pdfium: Any, path: Path) -> Any:
     try:
         return pdfium.PdfDocument(str(path))
     except pdfium.PdfiumError as exc:

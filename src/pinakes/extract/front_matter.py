@@ -20,26 +20,34 @@ Keys, each optional:
 | `aliases`, `alias` | searchable words; a list, or a comma-separated string (Obsidian, Logseq) |
 | `tags`, `tag`, `keywords` | the document's tags; a list, or a comma-separated string, else a space-separated one (Jekyll); a leading `#` and Logseq's `[[ ]]` are dropped |
 
-A block that is not YAML, or not a mapping, declares nothing: it never fails the document.
+A block that is not YAML, or not a mapping, declares nothing: it never fails the document, which is
+indexed all the same. A block that is not YAML (a slip such as `title: [broken`) or is nested too
+deeply to be one a person wrote says why in `problem`, with the document line it is on
+(`problem_line`): the sync reports it as a warning naming the file and the line (issue #40: it was
+dropped without a word).
 
-How the index uses them: the title, aliases and description of a YAML block are added to the
-keyword index of the document's *first* chunk (`searchable_words`, rules/embed.py) — where an H1
-title would stand — and never to any chunk's text, so spans and citations are unchanged. The tags
-are stored beside the sidecar's (`documents.metadata.front_matter_tags`) and filter like them
-(docs/SIDECAR.md); they are never written into the sidecar.
+How the index uses them: the title, aliases, description and tags of a YAML block are the
+document's declared words (`searchable_words`), added to its chunks' context (pipeline/context.py)
+and so to their keyword index — where an H1 title would stand — and never to any chunk's text, so
+spans and citations are unchanged (issue #40: tags filtered but were not searchable as words). The
+tags are also stored beside the sidecar's (`documents.metadata.front_matter_tags`) and filter like
+them (docs/SIDECAR.md); they are never written into the sidecar.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeAlias
+
+from pinakes.jsontypes import is_dict, is_list
 
 # Part of every Markdown document's build key (sync/keys.py): a change to what is read here, or to
 # how the index stores it, bumps this and re-indexes Markdown documents (and only them).
-FRONT_MATTER_VERSION = "1"
+FRONT_MATTER_VERSION = "2"  # 2: the tags are searchable words too
 
 # Front matter is a header: never scan more of a document than the title reader does.
 HEAD_CHARS = 65536
@@ -71,12 +79,25 @@ class FrontMatter:
     aliases: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     in_text: bool = False
+    problem: str | None = None  # why a YAML block declared nothing: not YAML, or nested too deeply
+    problem_line: int | None = None  # the document line (1-based) the problem is on
 
     def searchable_words(self) -> str:
-        """The declared words the chunks do not hold: what the first chunk's keyword index adds."""
+        """The declared words the chunks do not hold, one line each (the tags on one line): what the
+        chunks' context, and so their keyword index, adds."""
         if self.in_text:
             return ""
-        return "\n".join(part for part in (self.title, *self.aliases, self.description) if part)
+        return "\n".join(part for part in (self.title, *self.aliases, self.description, ", ".join(self.tags))
+                         if part)
+
+    def warning(self, path: str) -> str | None:
+        """What a sync says about a block that declared nothing for a reason, naming `path` and the line."""
+        if self.problem is None:
+            return None
+        where = f"{path}, line {self.problem_line}" if self.problem_line else path
+        return (f"{where}: the front matter is not read ({self.problem}): its title, tags, aliases and "
+                "description are ignored, and the document is indexed without them. Fix the YAML (quote a "
+                "value holding ':', '[' or '{') and sync again")
 
 
 NO_FRONT_MATTER = FrontMatter()
@@ -110,8 +131,15 @@ def read_front_matter(text: str) -> FrontMatter:
     head = text[:HEAD_CHARS]
     span = front_matter_span(head)
     if span is not None:
-        return _from_yaml_block(head[span[0]:span[1]])
+        declared = _from_yaml_block(head[span[0]:span[1]])
+        if declared.problem_line is not None:  # a line of the block: of the document, 1-based
+            declared = replace(declared, problem_line=head.count("\n", 0, span[0]) + declared.problem_line + 1)
+        return declared
     return _from_logseq_properties(head)
+
+
+# A YAML block's mapping (any keys) or Logseq's properties (named by strings).
+_Declared: TypeAlias = Mapping[object, object] | Mapping[str, str]
 
 
 # The chunk step (the title) and the embed step (words and tags) both read a document's block, a
@@ -122,12 +150,12 @@ def _from_yaml_block(block: str) -> FrontMatter:
     from ruamel.yaml.error import YAMLError
 
     if _flow_depth(block) > MAX_FLOW_NESTING:
-        return NO_FRONT_MATTER
+        return FrontMatter(problem=f"brackets nested more than {MAX_FLOW_NESTING} deep")
     try:
         data = YAML(typ="safe", pure=True).load(block)
-    except (YAMLError, ValueError, RecursionError):
-        return NO_FRONT_MATTER  # not YAML (a `title: a: b` slip): the block declares nothing
-    if not isinstance(data, dict):
+    except (YAMLError, ValueError, RecursionError) as exc:
+        return _not_yaml(exc)  # a `title: a: b` slip: the block declares nothing
+    if not is_dict(data):
         return NO_FRONT_MATTER
     return FrontMatter(
         title=clean_title(_first(data, TITLE_KEYS)),
@@ -136,6 +164,18 @@ def _from_yaml_block(block: str) -> FrontMatter:
                        max_chars=MAX_TITLE_CHARS),
         tags=_tags(data, split_spaces=True),
     )
+
+
+def _not_yaml(exc: Exception) -> FrontMatter:
+    """A block the YAML parser refused, with its reason and the block line (0-based) to look at: where
+    the construct it was parsing began (`[` of an unclosed list), else where it failed."""
+    problem = getattr(exc, "problem", None)
+    context = getattr(exc, "context", None)
+    mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+    line = getattr(mark, "line", None)
+    reason = ": ".join(str(part) for part in (context, problem) if part) or type(exc).__name__
+    return FrontMatter(problem=f"not valid YAML: {' '.join(reason.split())}",
+                       problem_line=line if isinstance(line, int) else None)
 
 
 def _flow_depth(block: str) -> int:
@@ -173,11 +213,11 @@ def clean_title(value: object) -> str | None:
     return _clean_text(value, MAX_TITLE_CHARS)
 
 
-def _first(data: Mapping[str, object], keys: tuple[str, ...]) -> object:
+def _first(data: _Declared, keys: tuple[str, ...]) -> object:
     return next((data[key] for key in keys if data.get(key) is not None), None)
 
 
-def _tags(data: Mapping[str, object], *, split_spaces: bool) -> tuple[str, ...]:
+def _tags(data: _Declared, *, split_spaces: bool) -> tuple[str, ...]:
     """The tags under every tag key (`tags` and `keywords` together), each once, in the order written."""
     merged: dict[str, None] = {}
     for key in TAG_KEYS:
@@ -197,7 +237,7 @@ def _clean_text(value: object, max_chars: int) -> str | None:
 def _names(value: object, *, split_spaces: bool, limit: int, max_chars: int) -> tuple[str, ...]:
     """Names from a list (one name an item) or a separated string, cleaned, each once, in the order
     written. A string holding a comma is split at commas; else, where `split_spaces`, at spaces."""
-    if isinstance(value, list):
+    if is_list(value):
         parts = [text for item in value if (text := _clean_text(item, max_chars * 4)) is not None]
     else:
         text = _clean_text(value, max_chars * 4 * limit) or ""

@@ -65,7 +65,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TypeVar
 
 from pinakes.errors import IsolationError
 
@@ -94,7 +94,7 @@ _FORWARDED_ENV = ("PNK_FAULT", "PNK_FAULT_TRACE")
 _HEADER = struct.Struct(">Q")
 _OK, _RAISED, _MEMORY, _TOO_LARGE = b"o", b"r", b"m", b"t"
 _BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-              "from pinakes.extract.isolation import _child_main; _child_main()")
+              "from pinakes.extract.isolation import child_main; child_main()")
 _DEFAULT_REMEDY = ("if the file is valid (it opens in other software), report this as a Pinakes bug; "
                    "otherwise repair or re-export it and run `pnk sync`, or exclude it in [sources]")
 
@@ -127,7 +127,7 @@ def run_isolated(function: Callable[..., T], *args: object, limits: Limits, what
                 _discard_worker()
                 _worker = _Worker.start(call)
             try:
-                returned, value = _worker.run(function, args, call)
+                outcome = _worker.run(function, args, call)
             except _WorkerGone:
                 _discard_worker()  # it died between calls (killed from outside): one fresh try
                 if attempt == 2:
@@ -137,9 +137,9 @@ def run_isolated(function: Callable[..., T], *args: object, limits: Limits, what
             except BaseException:
                 _discard_worker()  # a limit, a crash, Ctrl-C: never leave a parser running or tainted
                 raise
-            if returned:
-                return value
-            raise value  # what the function itself raised; the worker stays up for the next call
+            if isinstance(outcome, _Raised):
+                raise outcome.exception  # what the function itself raised; the worker stays up for the next call
+            return outcome
     raise AssertionError("unreachable")
 
 
@@ -161,6 +161,17 @@ class _Call:
 
     def failure(self, kind: str, message: str) -> IsolationError:
         return IsolationError(message, kind=kind, remedy=self.remedy, path=self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class _Raised:
+    """What the function raised in the worker (rebuilt here): raised again once the worker is put away."""
+
+    exception: BaseException
+
+
+def _unreadable(call: _Call, exc: Exception) -> IsolationError:
+    return call.failure("protocol", f"{call.what} sent a reply that cannot be read ({type(exc).__name__}: {exc})")
 
 
 class _WorkerGone(Exception):
@@ -194,8 +205,8 @@ class _Worker:
     def alive(self) -> bool:
         return not self._reap(block=False)
 
-    def run(self, function: Callable[..., object], args: tuple[object, ...], call: _Call) -> tuple[bool, Any]:
-        """(True, the result) or (False, the exception the function raised); a failure raises."""
+    def run(self, function: Callable[..., T], args: tuple[object, ...], call: _Call) -> T | _Raised:
+        """What the function returned, or what it raised (`_Raised`); a failure of the worker raises."""
         env = {name: os.environ.get(name) for name in _FORWARDED_ENV}
         setup = pickle.dumps((call.limits, env, list(sys.path)), pickle.HIGHEST_PROTOCOL)
         payload = pickle.dumps((function, args), pickle.HIGHEST_PROTOCOL)
@@ -221,18 +232,21 @@ class _Worker:
         body = _read_exactly(fd, length, deadline, self._sample_peak)
         if body is None:
             raise self._ended(call, deadline)
-        return self._reply(status, body, call)
+        if status == _OK:
+            try:
+                return pickle.loads(body)  # what the function returned (a T), as the child pickled it
+            except Exception as exc:  # any unpickling fault is a protocol failure
+                raise _unreadable(call, exc) from None
+        return _Raised(self._reply(status, body, call))
 
-    def _reply(self, status: bytes, body: bytearray, call: _Call) -> tuple[bool, Any]:
+    def _reply(self, status: bytes, body: bytearray, call: _Call) -> BaseException:
+        """What the function raised, from a reply that is not _OK; a failure of the worker raises."""
         try:
-            if status == _OK:
-                return True, pickle.loads(body)
             detail = pickle.loads(body)
         except Exception as exc:  # any unpickling fault is a protocol failure
-            raise call.failure("protocol", f"{call.what} sent a reply that cannot be read "
-                                           f"({type(exc).__name__}: {exc})") from None
+            raise _unreadable(call, exc) from None
         if status == _RAISED:
-            return False, _rebuild_exception(*detail, call=call)
+            return _rebuild_exception(*detail, call=call)
         if status == _MEMORY:
             raise call.failure("memory", f"{call.what} ran out of its {_size(call.limits.address_space_bytes)} "
                                          "memory limit (a decompression bomb, or a document too large to parse)")
@@ -430,8 +444,8 @@ def _signal_name(signum: int) -> str:
 # --- the child side --------------------------------------------------------------------------------
 
 
-def _child_main() -> None:
-    """The worker's loop: read a call, run it under its limits, reply; exit at EOF."""
+def child_main() -> None:
+    """The worker's loop: read a call, run it under its limits, reply; exit at EOF (what `_BOOTSTRAP` runs)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     requests = os.fdopen(os.dup(0), "rb")
     replies = os.dup(1)

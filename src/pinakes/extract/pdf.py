@@ -19,6 +19,7 @@ import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pinakes.errors import MissingExtraError, SourceError
 from pinakes.extract.floors import load_floors
@@ -26,6 +27,9 @@ from pinakes.extract.layout import Glyph, layout_with_heads
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.types import ExtractedText
 from pinakes.faults import faultpoint
+
+if TYPE_CHECKING:
+    from pypdfium2 import PdfDocument
 
 BACKEND = "pypdfium2"
 # A page pdfium cannot load (a broken or cyclic page tree): a viewer may repair it on opening.
@@ -100,12 +104,12 @@ def pages_without_text(pages: Sequence[_Page], yield_floor: float) -> tuple[int,
                  if page.native_chars < yield_floor and page.draws_something)
 
 
-def _read_page(document: object, index: int) -> _Page:
+def _read_page(document: PdfDocument, index: int) -> _Page:
     """One page's glyphs with their loose boxes (font ascent to descent, so a line's glyphs share
     a band), in pdfium's order, through the raw API: the helpers cost a Python object per glyph."""
     import pypdfium2.raw as pdfium_c
 
-    page = document[index]  # type: ignore[index]
+    page = document[index]
     try:
         draws = any(pdfium_c.FPDFPageObj_GetType(pdfium_c.FPDFPage_GetObject(page.raw, number))
                     != pdfium_c.FPDF_PAGEOBJ_TEXT for number in range(pdfium_c.FPDFPage_CountObjects(page.raw)))

@@ -21,7 +21,7 @@ class ExtractorSpec:
     module: str  # imported only when extraction actually runs
     extra: str | None  # the pip extra that provides it; None = always available
     source_types: tuple[str, ...]
-    constants: Mapping[str, object] = field(default_factory=dict)
+    constants: Mapping[str, str | int] = field(default_factory=dict[str, str | int])
     # Its output also depends on the floors fitted from the PDF corpus (extract/floors.toml): they
     # join the fingerprint, so a re-fit re-extracts, and a missing file fails here, at first use.
     fitted_floors: bool = False
@@ -30,7 +30,7 @@ class ExtractorSpec:
         """`model`: the model a paid backend is set to call (`[extraction] model`), which shapes its
         text as much as its prompt does; None, or a backend that calls no model, uses the declared one.
         The declared model's fingerprint is the one every KB that never set the key was extracted under."""
-        constants = dict(self.constants)
+        constants: dict[str, object] = dict(self.constants)
         if model is not None and "model" in constants:
             constants["model"] = model
         if self.fitted_floors:

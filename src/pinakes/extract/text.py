@@ -98,7 +98,7 @@ def decode_source(data: bytes, path: Path) -> str:
 
 
 def _refuse_binary(data: bytes, path: Path) -> None:
-    sniff_bytes = int(EXTRACTORS[BACKEND].constants["binary_sniff_bytes"])  # type: ignore[arg-type]
+    sniff_bytes = int(EXTRACTORS[BACKEND].constants["binary_sniff_bytes"])
     head = data[:sniff_bytes]
     if head.startswith(_UTF16_BOMS):
         raise SourceError(

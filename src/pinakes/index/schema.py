@@ -1,4 +1,4 @@
-"""The index schema (version 8) and the only ways to open the index.
+"""The index schema (version 9) and the only ways to open the index.
 
 There are no migrations: an index written under another schema_version refuses to open and names
 `pnk sync --rebuild`. `.pinakes/` is derived state, so rebuilding is always free and always correct.
@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Generator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 from pinakes.errors import (
@@ -33,7 +33,10 @@ from pinakes.errors import (
 #    content key, so a vector is computed once per (model, embedded text) (#29).
 # 8: chunks.fts_context, the context's shadow text: FTS5 reads a CJK title or file name as the
 #    bigrams a query is searched by, as it reads the chunk's text (#28).
-SCHEMA_VERSION = 8
+# 9: embeddings.checksum, so a flipped bit in a stored vector is seen before it is reused or
+#    searched (index/vector_rows.py, #40). A rebuild from an 8 still reuses its vectors, judged
+#    row by row without one.
+SCHEMA_VERSION = 9
 BUSY_TIMEOUT_MS = 10_000
 
 # The FTS5 tokenizer is part of the schema: changing it changes every BM25 score. So is the shadow
@@ -134,7 +137,10 @@ CREATE TABLE embeddings (
     -- xxh3-128 of (model identity, the exact text embedded): a later sync reuses this vector for
     -- any chunk with the same key instead of running the model (pipeline/vector_reuse.py). NULL for
     -- a row carried from an index that predates the keys (never matched).
-    text_key BLOB
+    text_key BLOB,
+    -- xxh3-64 of the vector's bytes then text_key (index/vector_rows.py): a row is reused only when
+    -- it matches. NULL for a row a rebuild copied from an index that predates checksums.
+    checksum BLOB
 );
 CREATE INDEX embeddings_text_key ON embeddings (text_key);
 
@@ -224,12 +230,41 @@ def index_error(path: Path, exc: sqlite3.Error | OSError) -> PinakesError:
     if "no such table" in text:
         return IndexSchemaError(f"the file is not a Pinakes index ({exc})", remedy="pnk sync --rebuild",
                                 path=path)
-    if "not a database" in text or "malformed" in text or "corrupt" in text:
+    if is_damage(exc):
         return IndexSchemaError(f"the index is damaged ({exc})", remedy="pnk sync --rebuild", path=path)
     if "locked" in text or "busy" in text:
         return FilesystemError(f"the index stayed locked by another process ({exc})",
                                remedy="retry when the other writer has finished", path=path)
     return IndexSchemaError(f"the index could not be used ({exc})", remedy="pnk sync --rebuild", path=path)
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused because the file's bytes are not what it wrote: SQLITE_CORRUPT (a
+    b-tree, a record, FTS5's own structures) or SQLITE_NOTADB (a header overwritten or cut)."""
+    text = str(exc).lower()
+    return "not a database" in text or "malformed" in text or "corrupt" in text
+
+
+def damage_error(exc: BaseException, path: Path | None = None) -> PinakesError | None:
+    """The error to show for `exc` when it says an index file is damaged, met where no caller named
+    the index (the CLI's and doctor's last resort, so a damaged file is never a traceback or "a
+    Pinakes bug"); None for any other exception."""
+    if isinstance(exc, sqlite3.DatabaseError) and is_damage(exc):
+        return IndexSchemaError(f"the index is damaged ({exc})", remedy="pnk sync --rebuild", path=path)
+    return None
+
+
+@contextmanager
+def index_faults(path: Path) -> Generator[None]:
+    """Within the block, any fault SQLite meets reading or writing the index at `path` is the
+    PinakesError `index_error` makes of it (a damaged file names `pnk sync --rebuild`), never a
+    raw sqlite3 traceback. A misuse of the sqlite3 API is a Pinakes bug and stays one."""
+    try:
+        yield
+    except (sqlite3.ProgrammingError, sqlite3.InterfaceError):
+        raise
+    except sqlite3.Error as exc:
+        raise index_error(path, exc) from exc
 
 
 def create_index(path: Path) -> sqlite3.Connection:
@@ -277,7 +312,7 @@ def _split_ddl(ddl: str) -> list[str]:
     return statements
 
 
-def _check_version(conn: sqlite3.Connection, path: Path) -> None:
+def check_version(conn: sqlite3.Connection, path: Path) -> None:
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.OperationalError as exc:
@@ -328,7 +363,7 @@ def _opened(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     """Configure a fresh connection and refuse another schema version (closing it first)."""
     _configure(conn)
     try:
-        _check_version(conn, path)
+        check_version(conn, path)
     except PinakesError:
         conn.close()
         raise
@@ -384,44 +419,3 @@ def index_signature(path: Path) -> tuple[tuple[int, int, int], ...]:
         else:
             parts.append((st.st_ino, st.st_mtime_ns, st.st_size))
     return tuple(parts)
-
-
-def install_rebuilt(new_path: Path, live_path: Path) -> None:
-    """Make the fully built index at `new_path` the live one, atomically for every reader.
-
-    Renaming a WAL database over a live one is unsafe: `-wal`/`-shm` belong to the path, so a
-    surviving old WAL can be paired with (and later checkpointed into) the new file. Instead the new
-    database is copied into the live one with SQLite's backup API under the live file's own write
-    lock: a reader mid-transaction keeps its snapshot, its next transaction and every fresh reader
-    see the new generation, and nothing ever pairs a file with another file's journal.
-    """
-    source = sqlite3.connect(new_path, isolation_level=None)
-    try:
-        _check_version(source, new_path)
-        source.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        if not live_path.exists():
-            source.close()
-            os.replace(new_path, live_path)
-            _fsync_dir(live_path.parent)
-            return
-        live = sqlite3.connect(live_path, isolation_level=None)
-        _configure(live)
-        try:
-            source.backup(live)
-            live.execute("PRAGMA journal_mode = WAL")
-            live.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        finally:
-            live.close()
-    finally:
-        source.close()
-    for suffix in ("", "-wal", "-shm"):
-        with suppress(FileNotFoundError):
-            os.unlink(str(new_path) + suffix)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pinakes.display import clipped
 from pinakes.errors import UsageError
 from pinakes.ids import is_ulid
 from pinakes.kb import MANIFEST_NAME, find_kb_root
@@ -45,7 +46,7 @@ class LinkChange:
     rels: list[str]
     changed: bool
     sidecar: str  # KB-relative path of the sidecar written (or left as it was)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list[str])
 
     def to_dict(self) -> dict[str, object]:
         return {"source": _ref_dict(self.source), "target": _ref_dict(self.target), "rels": self.rels,
@@ -162,7 +163,7 @@ def _announce(kb: Here, target: DocumentRef) -> None:
 def check_rel(rel: str) -> str:
     value = rel.strip()
     if not value or len(value) > MAX_REL_CHARS or any(not char.isprintable() for char in value):
-        raise UsageError(f"--rel {rel!r} is not a relation name",
+        raise UsageError(f"--rel {clipped(rel, MAX_REL_CHARS + 2)!r} is not a relation name",
                          remedy=f"pass a short word such as cites, extends or see-also (at most {MAX_REL_CHARS} "
                                 "printable characters)")
     return value

@@ -107,7 +107,7 @@ class PartnerScan:
     inbound: int = 0  # rows this KB now holds from the partner
     sidecars_read: int = 0
     discarded: int = 0  # links to a third KB (or to the partner itself): read, not kept
-    problems: list[LinkProblem] = field(default_factory=list)
+    problems: list[LinkProblem] = field(default_factory=list["LinkProblem"])
     last_scan: str | None = None  # FRESH only: when it was last scanned ...
     next_scan: str | None = None  # ... and when the window ends (sooner if the partner's links change)
 
@@ -228,7 +228,7 @@ def partner_signal(root: Path) -> str:
     KB's sources or its sidecars' cross-KB links may have changed (see the module docstring)."""
     from pinakes.kb import MANIFEST_NAME, STATE_DIR_NAME
 
-    parts = []
+    parts: list[str] = []
     for path in (root / MANIFEST_NAME, root / STATE_DIR_NAME / LINKS_CHANGED_NAME):
         try:
             state = os.stat(path)
@@ -276,7 +276,7 @@ def remove_delisted(conn: sqlite3.Connection, manifest: Manifest) -> list[Partne
     would, since only a listed partner is scanned (call outside a transaction)."""
     from pinakes.index.schema import transaction
 
-    outcomes = []
+    outcomes: list[PartnerScan] = []
     refs = known_refs(conn)
     for kb_id in delisted(conn, manifest):
         with transaction(conn):

@@ -5,15 +5,22 @@ directions: this KB's sidecars, and what the reverse scan learnt from connected 
 the structural graph (spec §3.2). Four bounds, each clamped and reported with what was asked:
 
 - `depth` counts logical hops (one authored link is one hop);
-- `adjacent_k` caps the fan-out of each expanded document, applied after ranking (below), so a cap
-  never selects by whatever order SQLite returned rows in;
+- `adjacent_k` caps the fan-out of the walk: of each document's neighbours, ranked (below), the first
+  `adjacent_k` are expanded (their own links followed at the next hop), so a cap never selects by
+  whatever order SQLite returned rows in. It never hides a neighbour: every neighbour found is listed,
+  up to the response's caps, and one not expanded because of it is on the frontier as `fanout`. So at
+  depth 1 (the default) every direct link of the document is listed (issue #40: a sixth link went
+  missing behind `adjacent_k` 5 with `truncated` null);
 - `max_rows` and `max_tokens` are the response's own caps, reported independently under
-  `truncated`, because "too many neighbours" and "too much text" have different remedies.
+  `truncated`, because "too many neighbours" and "too much text" have different remedies. A
+  neighbour that is not listed was cut by one of them, and `truncated` says so: `truncated` null
+  means every neighbour found is listed.
 
 A neighbour that was found and not expanded is on the `frontier` with one reason, the first that
 applies in this order: `terminal` (in another KB, which this KB cannot vouch beyond, or unresolved),
 `depth`, `fanout`, `rows`, `tokens`. Depth and fanout invite a retry with other bounds, rows and
-tokens a narrower request, terminal none (to go on in another KB, start a traversal there).
+tokens a narrower request, terminal none (to go on in another KB, start a traversal there). A listed
+neighbour with no links beyond those already walked is on no frontier: there is nothing to expand.
 
 Ranking: a neighbour's score is the number of authored links joining it to the document it was
 found from (each weighs AUTHORED_WEIGHT, the `authored` weight of spec §3.2), divided by its hop.
@@ -43,8 +50,9 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
+from pinakes.display import clipped
 from pinakes.errors import PinakesError
 from pinakes.ids import format_pnk_uri
 
@@ -62,7 +70,7 @@ REASONS = ("terminal", "depth", "fanout", "rows", "tokens")  # frontier reasons,
 CHARS_PER_TOKEN = 4
 _ENVELOPE_CHARS = 1_600  # the response's fixed part (start, bounds, truncation report), estimated
 
-CONFIDENCE = {"level": "unknown",
+CONFIDENCE: dict[str, str] = {"level": "unknown",
               "reason": "traversal neighbours are not retrieved passages: no calibrated score applies "
                         "(and a list spanning KBs has no single manifest whose thresholds would)"}
 
@@ -81,7 +89,7 @@ class Limit:
     def clamped(self) -> bool:
         return self.requested is not None and self.requested != self.used
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> Bound:
         return {"requested": self.requested, "used": self.used, "min": self.minimum, "max": self.maximum,
                 "clamped": self.clamped}
 
@@ -132,7 +140,62 @@ class QueryRanking:
 _RELEVANCE_CHARS = len(json.dumps({"relevance": {"rank": 200, "score": -0.123456}})) + 2
 
 
-class _FrontierEntry(TypedDict):
+# --- the traversal as `traverse` returns it (JSON-ready: `pnk links --json`, MCP `pinakes_links`) ----
+
+
+class Bound(TypedDict):
+    requested: int | None
+    used: int
+    min: int
+    max: int
+    clamped: bool
+
+
+class KBRef(TypedDict):
+    id: str
+    alias: str | None
+
+
+class NeighbourKB(KBRef):
+    this_kb: bool
+
+
+class Relevance(TypedDict):
+    rank: int
+    score: float
+
+
+class Start(TypedDict):
+    doc_id: str
+    doc_uri: str
+    kb: KBRef
+    title: str | None
+    path: str | None
+    resolved: bool
+    reason: str | None
+
+
+class Neighbour(TypedDict):
+    doc_id: str
+    doc_uri: str
+    kb: NeighbourKB
+    title: str | None
+    path: str | None
+    rel: str
+    direction: str  # out, in, or both
+    edges: list[dict[str, str]]  # {rel, direction, origin}
+    edges_omitted: int
+    hop: int
+    via: str | None
+    score: float
+    resolved: bool | None  # None: its KB cannot be read here
+    reachable: bool
+    reason: str | None
+    terminal: bool
+    relevance: NotRequired[Relevance | None]  # only when ranked by a query
+
+
+class FrontierEntry(TypedDict):
     doc_id: str
     kb_id: str
     hop: int
@@ -141,13 +204,36 @@ class _FrontierEntry(TypedDict):
     reason: str  # one of REASONS
 
 
+class Cut(TypedDict):
+    """What one cap cut: rows (`limit`, `returned`) or tokens (`budget`)."""
+
+    neighbours_cut: int
+    limit: NotRequired[int]
+    returned: NotRequired[int]
+    budget: NotRequired[int | None]
+
+
+class Traversal(TypedDict):
+    start: Start
+    direction: str
+    rel: list[str] | None
+    query: str | None
+    bounds: dict[str, Bound]
+    neighbours: list[Neighbour]
+    frontier: list[FrontierEntry]
+    frontier_omitted: dict[str, int]  # by reason
+    confidence: dict[str, str]
+    truncated: dict[str, Cut] | None  # by cap
+    usage: NotRequired[dict[str, int]]  # with a token cap
+
+
 @dataclass
 class _Node:
     kb_id: str
     doc_id: str
     hop: int
     via: str | None
-    edges: list[dict[str, str]] = field(default_factory=list)
+    edges: list[dict[str, str]] = field(default_factory=list[dict[str, str]])
     score: float = 0.0
 
 
@@ -155,7 +241,7 @@ def traverse(conn: sqlite3.Connection, kb_id: str, kb_alias: str, doc_id: str, *
              depth: int | None = None, adjacent_k: int | None = None, max_rows: int | None = None,
              max_tokens: int | None = None, direction: str = "both", default_adjacent_k: int = 5,
              limits: TraversalLimits | None = None, rels: Sequence[str] = (),
-             ranking: QueryRanking | None = None) -> dict[str, object]:
+             ranking: QueryRanking | None = None) -> Traversal:
     """The traversal from `doc_id` of KB `kb_id` over `conn` (its index), as a JSON-ready dict;
     over links with one of `rels` only, when given, and ordered by `ranking`'s query, when given."""
     from pinakes.index.documents import UnknownDocumentError
@@ -192,11 +278,11 @@ def traverse(conn: sqlite3.Connection, kb_id: str, kb_alias: str, doc_id: str, *
         walker.rank_by(ranking)
     from pinakes.extract.titles import display_title
 
-    start = {"doc_id": doc_id, "doc_uri": format_pnk_uri(kb_id, doc_id), "kb": {"id": kb_id, "alias": kb_alias},
+    start: Start = {"doc_id": doc_id, "doc_uri": format_pnk_uri(kb_id, doc_id), "kb": {"id": kb_id, "alias": kb_alias},
              "title": display_title(*start_row) if start_row else None, "path": start_row[1] if start_row else None,
              "resolved": start_row is not None,
              "reason": None if start_row else f"{doc_id} is not an active document of this KB; links name it"}
-    response: dict[str, object] = {
+    response: Traversal = {
         "start": start, "direction": direction, "rel": list(walker.rels) or None,
         "query": ranking.query if ranking is not None else None,
         "bounds": {name: limit.to_dict() for name, limit in bounds.items()},
@@ -220,8 +306,8 @@ class _Walk:
         token_limit = bounds.get("max_tokens")
         self.budget_chars = None if token_limit is None else token_limit.used * CHARS_PER_TOKEN
         self.used_chars = _ENVELOPE_CHARS
-        self.rendered: list[dict[str, Any]] = []
-        self.frontier: list[_FrontierEntry] = []
+        self.rendered: list[Neighbour] = []
+        self.frontier: list[FrontierEntry] = []
         self.cut = {"rows": 0, "tokens": 0}
 
     def run(self, start: str) -> None:
@@ -233,14 +319,11 @@ class _Walk:
                 ranked = self._ranked(parent, hop, visited)
                 for rank, node in enumerate(ranked):
                     visited.add((node.kb_id, node.doc_id))
-                    if rank >= self.adjacent_k:
-                        self._on_frontier(node, "fanout")
-                        continue
-                    rendered = self._render(node)
                     if len(self.rendered) >= self.max_rows:
                         self.cut["rows"] += 1
-                        self._on_frontier(node, "rows", rendered)
+                        self._on_frontier(node, "rows")
                         continue
+                    rendered = self._render(node)
                     size = _chars(rendered) + 2 + self.reserved_chars
                     if self.budget_chars is not None and self.used_chars + size > self.budget_chars:
                         self.cut["tokens"] += 1
@@ -250,21 +333,24 @@ class _Walk:
                     self.rendered.append(rendered)
                     if rendered["terminal"]:
                         self._on_frontier(node, "terminal", rendered)
-                    elif hop == self.depth:
+                    elif hop == self.depth or rank >= self.adjacent_k:
                         if self._ranked(node.doc_id, hop + 1, visited, peek=True):
-                            self._on_frontier(node, "depth", rendered)
+                            self._on_frontier(node, "fanout", rendered)  # "depth" at the last hop
                     else:
                         next_level.append(node.doc_id)
             level = next_level
 
     def _ranked(self, parent: str, hop: int, visited: set[tuple[str, str]], *, peek: bool = False) -> list[_Node]:
+        from pinakes.links.authoring import MAX_REL_CHARS
+
         nodes: dict[tuple[str, str], _Node] = {}
         for other_kb, other_doc, rel, direction, origin in self._edges(parent):
             key = (other_kb, other_doc)
             if key in visited:
                 continue
             node = nodes.setdefault(key, _Node(other_kb, other_doc, hop, parent))
-            node.edges.append({"rel": rel, "direction": direction, "origin": origin})
+            # a sidecar's relation is the KB's text, unbounded there: shown as `pnk link` writes one at most
+            node.edges.append({"rel": clipped(rel, MAX_REL_CHARS), "direction": direction, "origin": origin})
             if peek:
                 return [node]
         for node in nodes.values():
@@ -304,9 +390,14 @@ class _Walk:
             found = ranks.get(item["doc_id"]) if item["kb"]["this_kb"] else None
             item["relevance"] = {"rank": found[0], "score": round(found[1], 6)} if found else None
         unranked = len(self.rendered) + 1
-        self.rendered.sort(key=lambda item: (item["hop"], item["relevance"]["rank"] if item["relevance"] else unranked))
 
-    def _render(self, node: _Node) -> dict[str, Any]:
+        def order(item: Neighbour) -> tuple[int, int]:
+            relevance = item.get("relevance")
+            return item["hop"], relevance["rank"] if relevance else unranked
+
+        self.rendered.sort(key=order)
+
+    def _render(self, node: _Node) -> Neighbour:
         from pinakes.extract.titles import display_title
 
         view = self.view(node.kb_id)
@@ -332,7 +423,7 @@ class _Walk:
             "terminal": cross_kb or resolved is not True,
         }
 
-    def _on_frontier(self, node: _Node, cut_by: str, rendered: dict[str, Any] | None = None) -> None:
+    def _on_frontier(self, node: _Node, cut_by: str, rendered: Neighbour | None = None) -> None:
         """One frontier entry, with the first reason that applies in REASONS order: terminal (another
         KB, or unresolved), then depth (it sits at the last hop), then what cut it."""
         if rendered is not None:
@@ -344,10 +435,10 @@ class _Walk:
         self.frontier.append({"doc_id": node.doc_id, "kb_id": node.kb_id, "hop": node.hop, "via": node.via,
                               "rel": node.edges[0]["rel"], "reason": reason})
 
-    def fit(self, response: dict[str, object], token_capped: bool) -> None:
+    def fit(self, response: Traversal, token_capped: bool) -> None:
         """List the frontier (at most `frontier_cap` entries, within the token budget; the rest are
         counted by reason), and say what each of the response's caps cut."""
-        listed: list[_FrontierEntry] = []
+        listed: list[FrontierEntry] = []
         omitted: dict[str, int] = {}
         for entry in sorted(self.frontier, key=lambda e: (REASONS.index(e["reason"]), e["hop"])):
             size = _chars(entry) + 2
@@ -359,7 +450,7 @@ class _Walk:
                 omitted[entry["reason"]] = omitted.get(entry["reason"], 0) + 1
         response["frontier"] = listed
         response["frontier_omitted"] = omitted
-        truncated: dict[str, object] = {}
+        truncated: dict[str, Cut] = {}
         if self.cut["rows"]:
             truncated["rows"] = {"limit": self.max_rows, "returned": len(self.rendered),
                                  "neighbours_cut": self.cut["rows"]}

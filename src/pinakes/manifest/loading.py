@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pinakes import __version__
-from pinakes.manifest.problems import InvalidManifestError, ManifestProblem, _Problems
-from pinakes.manifest.readers import _VERSION_FLOOR, _read_manifest
+from pinakes.manifest.problems import InvalidManifestError, ManifestProblem, Problems
+from pinakes.manifest.readers import VERSION_FLOOR, read_manifest
 from pinakes.manifest.sections import Manifest
+from pinakes.manifest.table import TomlValue
 
 
 def load_manifest(path: Path) -> Manifest:
@@ -48,18 +49,18 @@ def parse_manifest(text: str, *, path: Path) -> Manifest:
         raise InvalidManifestError(path, [ManifestProblem(
             None, f"invalid TOML: {exc}", "fix the syntax at that line and column (TOML 1.0)")]) from None
     _pre_pass_requires_pinakes(data, path)
-    problems = _Problems()
-    manifest = _read_manifest(data, Path(path), problems)
+    problems = Problems()
+    manifest = read_manifest(data, Path(path), problems)
     if problems:
         raise InvalidManifestError(path, problems.items)
     assert manifest is not None
     return manifest
 
 
-def _pre_pass_requires_pinakes(data: Mapping[str, object], path: Path) -> None:
+def _pre_pass_requires_pinakes(data: Mapping[str, TomlValue], path: Path) -> None:
     kb = data.get("kb")
     floor = kb.get("requires_pinakes") if isinstance(kb, dict) else None
-    if isinstance(floor, str) and _VERSION_FLOOR.fullmatch(floor):
+    if isinstance(floor, str) and VERSION_FLOOR.fullmatch(floor):
         _refuse_newer_floor(floor, path)
 
 
@@ -90,7 +91,7 @@ def _refuse_newer_floor(floor: str | None, path: Path) -> None:
 
 
 def _version_tuple(version: str) -> tuple[int, int, int]:
-    match = _VERSION_FLOOR.match(version)
+    match = VERSION_FLOOR.match(version)
     if not match:
         return (0, 0, 0)
     major, minor, patch = match.groups()

@@ -16,7 +16,7 @@ _PLAIN_SUFFIX = re.compile(r"\*[^*?\[/]*")  # `*.md`: testable with str.endswith
 
 
 @dataclass(frozen=True)
-class _GlobSet:
+class GlobSet:
     """Patterns compiled by kind, so testing a path costs a few regex calls however many patterns
     there are (the default include has one per supported extension, and the walk tests every file)."""
 
@@ -25,10 +25,10 @@ class _GlobSet:
     dir_names: re.Pattern[str] | None  # unanchored with a trailing `/`: directory components only
     paths: re.Pattern[str] | None  # anchored patterns, tested on each path prefix
     dir_paths: re.Pattern[str] | None  # anchored with a trailing `/`: directory prefixes only
-    _directory_cache: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
+    _directory_cache: dict[str, bool] = field(default_factory=dict[str, bool], compare=False, repr=False)
 
     @classmethod
-    def compile(cls, patterns: Sequence[str]) -> _GlobSet:
+    def compile(cls, patterns: Sequence[str]) -> GlobSet:
         suffixes: list[str] = []
         kinds: dict[tuple[bool, bool], list[str]] = {}
         for pattern in patterns:
@@ -123,7 +123,7 @@ def _translate_glob(pattern: str) -> str:
     return "".join(out)
 
 
-def _is_within(relpath: str, root: str) -> bool:
+def is_within(relpath: str, root: str) -> bool:
     return root == "." or relpath == root or relpath.startswith(root + "/")
 
 

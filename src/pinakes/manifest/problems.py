@@ -37,7 +37,7 @@ class InvalidManifestError(ManifestError):
             super().__init__("\n".join(lines), remedy="fix each problem listed above", path=path)
 
 
-class _Problems:
+class Problems:
     def __init__(self) -> None:
         self.items: list[ManifestProblem] = []
 

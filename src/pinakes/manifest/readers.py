@@ -15,14 +15,14 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from pinakes import __version__
 from pinakes.extract.registry import PDF_BACKENDS
 from pinakes.ids import is_ulid
 from pinakes.kb import STATE_DIR_NAME
-from pinakes.manifest.patterns import _GlobSet, _is_within
-from pinakes.manifest.problems import _Problems
+from pinakes.manifest.patterns import GlobSet, is_within
+from pinakes.manifest.problems import Problems
 from pinakes.manifest.sections import (
     CHUNKING_STRATEGIES,
     DEFAULT_DEEP_MODEL,
@@ -31,9 +31,11 @@ from pinakes.manifest.sections import (
     DEFAULT_RERANK_MODEL,
     EMBEDDING_EXECUTORS,
     EMBEDDING_PROVIDERS,
-    FEATURES,
+    FIT_FEATURES,
     GRAPH_CHANNELS,
     HEADING_GRAMMARS,
+    HTTP_RERANK_KEYS,
+    HTTP_RERANK_PROVIDER,
     LOCAL_EMBEDDING_PROVIDERS,
     MODEL,
     NONE_SIGNAL,
@@ -41,6 +43,8 @@ from pinakes.manifest.sections import (
     REMOTE_EMBEDDING_KEYS,
     REMOTE_EMBEDDING_PROVIDER,
     REQUIRED_SECTIONS,
+    RERANK_APIS,
+    RERANK_PROVIDERS,
     SIGNALS,
     TOP_LEVEL_SECTIONS,
     UNBUILT_GRAPH_CHANNELS,
@@ -60,13 +64,16 @@ from pinakes.manifest.sections import (
     RetrievalSection,
     SourcesSection,
 )
-from pinakes.manifest.table import _Table, _toml_type
+from pinakes.manifest.table import (
+    Table as _Table,  # the name the [retrieval.confidence] readers use (another branch's lines, for now)
+)
+from pinakes.manifest.table import TomlValue, toml_type
 
-_VERSION_FLOOR = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+VERSION_FLOOR = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _TEMPLATE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*@\d+(?:\.\d+)*")
 
 
-def _read_manifest(data: Mapping[str, object], path: Path, problems: _Problems) -> Manifest | None:
+def read_manifest(data: Mapping[str, TomlValue], path: Path, problems: Problems) -> Manifest | None:
     for name, value in data.items():
         if name not in TOP_LEVEL_SECTIONS:
             close = difflib.get_close_matches(name, TOP_LEVEL_SECTIONS, n=1)
@@ -76,7 +83,7 @@ def _read_manifest(data: Mapping[str, object], path: Path, problems: _Problems) 
                       "wrote this manifest, upgrade Pinakes")
             problems.add(name, f"unknown section [{name}]{hint}", remedy)
         elif not isinstance(value, dict):
-            problems.add(name, f"must be a table ([{name}]), got {_toml_type(value)}",
+            problems.add(name, f"must be a table ([{name}]), got {toml_type(value)}",
                          f"write it as a [{name}] section")
     tables: dict[str, _Table] = {}
     for name in TOP_LEVEL_SECTIONS:
@@ -89,7 +96,7 @@ def _read_manifest(data: Mapping[str, object], path: Path, problems: _Problems) 
                          f"add the [{name}] section (see MANIFEST.md)")
         # Absent (or already reported): read as all defaults. A missing required section's keys
         # would each be "required" too; that is one problem, already said, so they go unreported.
-        tables[name] = _Table({}, name, name, _Problems())
+        tables[name] = _Table({}, name, name, Problems())
 
     kb = _read_kb(tables["kb"])
     sources = _read_sources(tables["sources"])
@@ -130,7 +137,7 @@ def _read_kb(table: _Table) -> KBSection:
     name = table.required_string("name", '"my-research"')
     kb_id = _ulid(table, "id")
     floor = table.optional_string("requires_pinakes", f'"{__version__}"')
-    if floor is not None and not _VERSION_FLOOR.fullmatch(floor):
+    if floor is not None and not VERSION_FLOOR.fullmatch(floor):
         table.fail("requires_pinakes", f"{floor!r} is not a version X.Y.Z",
                    f'write the oldest Pinakes that can read this KB, e.g. "{__version__}"')
     template = table.optional_string("template", '"default@1"')
@@ -155,7 +162,7 @@ def _read_sources(table: _Table) -> SourcesSection:
     for name, patterns in (("include", include), ("exclude", exclude)):
         for pattern in patterns:
             try:
-                _GlobSet.compile([pattern])
+                GlobSet.compile([pattern])
             except re.error as exc:
                 table.fail(name, f"{pattern!r} is not a valid glob ({exc})", "fix the pattern")
     return SourcesSection(roots=roots, include=include, exclude=exclude)
@@ -181,7 +188,7 @@ def _normalise_roots(table: _Table, roots: tuple[str, ...]) -> tuple[str, ...]:
                        "name a directory holding your documents")
             continue
         for earlier in normalised:
-            if _is_within(clean, earlier) or _is_within(earlier, clean):
+            if is_within(clean, earlier) or is_within(earlier, clean):
                 table.fail("roots", f"{root!r} overlaps the root {earlier!r}: files would be found twice",
                            "keep only the outer directory")
                 break
@@ -212,7 +219,20 @@ def _read_executor(table: _Table) -> str:
     return executor
 
 
-def _read_remote_embedding(table: _Table) -> dict[str, Any]:
+class _RemoteEmbeddingKeys(TypedDict, total=False):
+    """The remote provider's keys of [embedding] (EmbeddingSection's fields of the same names)."""
+
+    base_url: str
+    api_key_env: str | None
+    concurrency: int
+    timeout_s: int
+    search_timeout_s: int
+    max_input_tokens: int
+    tokenizer: str | None
+    input_usd_per_mtok: Decimal | None
+
+
+def _read_remote_embedding(table: _Table) -> _RemoteEmbeddingKeys:
     """The remote provider's keys: required with `provider = "openai-compatible"`, refused without it
     (a key the chosen provider ignores is not a setting)."""
     if table.raw_value("provider") != REMOTE_EMBEDDING_PROVIDER:
@@ -235,6 +255,7 @@ def _read_remote_embedding(table: _Table) -> dict[str, Any]:
         "api_key_env": api_key_env,
         "concurrency": table.integer("concurrency", 4, minimum=1),
         "timeout_s": table.integer("timeout_s", 60, minimum=1),
+        "search_timeout_s": table.integer("search_timeout_s", 10, minimum=1),
         "max_input_tokens": table.integer("max_input_tokens", 512, minimum=1),
         "tokenizer": table.optional_string("tokenizer", '"models/bge-m3/tokenizer.json"'),
         "input_usd_per_mtok": table.money("input_usd_per_mtok", Decimal(0), unit="USD") or None,  # 0: free
@@ -342,10 +363,10 @@ def _read_confidence(table: _Table | None) -> ConfidenceSection | None:
         table.fail("low", f"low ({confidence.low}) is above high ({confidence.high}); thresholds "
                           "must be ordered low <= high",
                    "swap them, or re-fit with `pnk eval --fit-confidence`")
-    unknown = [name for name in confidence.features if name not in FEATURES]
+    unknown = [name for name in confidence.features if name not in FIT_FEATURES]
     if unknown and table.ok("features"):
         table.fail("features", f"names no evidence feature this build computes: {', '.join(unknown)}",
-                   f"use features from: {', '.join(FEATURES)}, or re-fit with `pnk eval --fit-confidence`")
+                   f"use features from: {', '.join(FIT_FEATURES)}, or re-fit with `pnk eval --fit-confidence`")
     if model and table.ok("features", "weights") and len(confidence.weights) != len(confidence.features):
         table.fail("weights", f"has {len(confidence.weights)} numbers for {len(confidence.features)} features",
                    "give one weight per feature, or re-fit with `pnk eval --fit-confidence`")
@@ -385,12 +406,64 @@ def _absent_number(table: _Table, name: str) -> float:
 
 
 def _read_rerank(table: _Table, *, default_provider: str) -> RerankSection:
+    http = table.raw_value("provider") == HTTP_RERANK_PROVIDER
     return RerankSection(
-        provider=table.choice("provider", default_provider, LOCAL_EMBEDDING_PROVIDERS),
+        provider=table.choice("provider", default_provider, RERANK_PROVIDERS),
         model=table.optional_string("model", f'"{DEFAULT_RERANK_MODEL}"') or DEFAULT_RERANK_MODEL,
         revision=table.optional_string("revision", '"<commit hash>"'),
-        batch_size=table.integer("batch_size", 16, minimum=1),
+        # One request per search where the server allows it (TEI's default limit is 32 texts).
+        batch_size=table.integer("batch_size", 32 if http else 16, minimum=1),
+        **_read_http_rerank(table),
     )
+
+
+class _HTTPRerankKeys(TypedDict, total=False):
+    """The HTTP provider's keys of [rerank] (RerankSection's fields of the same names)."""
+
+    base_url: str
+    api: str
+    api_key_env: str | None
+    timeout_s: int
+    concurrency: int
+    input_usd_per_mtok: Decimal | None
+    usd_per_1k_search_units: Decimal | None
+
+
+def _read_http_rerank(table: _Table) -> _HTTPRerankKeys:
+    """The HTTP provider's keys: required with `provider = "http"`, refused without it."""
+    if table.raw_value("provider") != HTTP_RERANK_PROVIDER:
+        for name in HTTP_RERANK_KEYS:
+            if table.has(name):
+                table.fail(name, f'only applies to provider = "{HTTP_RERANK_PROVIDER}"',
+                           "delete the line, or set the provider it belongs to")
+        return {}
+    base_url = table.required_string("base_url", '"http://127.0.0.1:8080"')
+    if base_url and not base_url.startswith(("http://", "https://")):
+        table.fail("base_url", f"{base_url!r} is not an http:// or https:// URL",
+                   'write the endpoint\'s root, e.g. base_url = "http://127.0.0.1:8080"')
+    api = table.choice("api", None, RERANK_APIS)
+    if table.has("revision") and table.ok("revision"):
+        table.fail("revision", "names a local model's commit; an HTTP reranker's identity is the scores "
+                               "its endpoint gives (search/rerank_remote.py)", "delete the line")
+    api_key_env = table.optional_string("api_key_env", '"RERANK_API_KEY"')
+    if api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
+        table.fail("api_key_env", f"{api_key_env!r} is not an environment variable's name (the key "
+                                  "itself never goes in the manifest)",
+                   'name the variable that holds the key, e.g. api_key_env = "RERANK_API_KEY"')
+    per_token = table.money("input_usd_per_mtok", Decimal(0), unit="USD") or None  # 0: free
+    per_unit = table.money("usd_per_1k_search_units", Decimal(0), unit="USD") or None
+    if per_token is not None and per_unit is not None and table.ok("input_usd_per_mtok"):
+        table.fail("usd_per_1k_search_units", "and input_usd_per_mtok both price the reranker; a vendor bills "
+                                              "one way", "keep the one the vendor's price list uses")
+    return {
+        "base_url": base_url,
+        "api": api,
+        "api_key_env": api_key_env,
+        "timeout_s": table.integer("timeout_s", 10, minimum=1),
+        "concurrency": table.integer("concurrency", 4, minimum=1),
+        "input_usd_per_mtok": per_token,
+        "usd_per_1k_search_units": per_unit,
+    }
 
 
 def _read_budget(table: _Table) -> BudgetSection:

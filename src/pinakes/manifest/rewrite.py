@@ -32,10 +32,11 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from pinakes.errors import ManifestError, PinakesError
 from pinakes.manifest.lines import layout
+from pinakes.manifest.table import TomlValue
 
 _COMMENTED_KEY = re.compile(r"\s*#\s*[A-Za-z0-9_-]+\s*=")
 
@@ -188,10 +189,10 @@ def replace_table(text: str, table: str, block: str, *, path: Path) -> tuple[str
                         path=path)
 
 
-def _expected(before: dict[str, object], table: str, block: str) -> dict[str, object]:
+def _expected(before: dict[str, TomlValue], table: str, block: str) -> dict[str, TomlValue]:
     """The document `before` with `table` set to the block's own table (and nothing else changed)."""
     parts = table.split(".")
-    block_data: object = tomllib.loads(block)
+    block_data: TomlValue = tomllib.loads(block)
     for part in parts:
         if not isinstance(block_data, dict) or set(block_data) != {part}:
             raise ValueError(f"the block must hold exactly [{table}], got {block!r}")
@@ -199,12 +200,15 @@ def _expected(before: dict[str, object], table: str, block: str) -> dict[str, ob
     wanted = copy.deepcopy(before)
     parent = wanted
     for part in parts[:-1]:
-        parent = cast("dict[str, object]", parent.setdefault(part, {}))  # a TOML table is a dict
+        child = parent.setdefault(part, {})
+        if not isinstance(child, dict):  # `part = 1`: no table to set the block in
+            raise ValueError(f"[{table}] cannot be set: {part} is not a table")
+        parent = child
     parent[parts[-1]] = block_data
     return wanted
 
 
-def _loads_or_none(text: str) -> dict[str, object] | None:
+def _loads_or_none(text: str) -> dict[str, TomlValue] | None:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError:

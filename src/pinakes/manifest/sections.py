@@ -14,15 +14,23 @@ from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
 
+from pinakes.budget.settings import BudgetSection
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.source_types import SUFFIX_TO_TYPE
 from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
-from pinakes.manifest.patterns import _GlobSet, _is_within
+from pinakes.manifest.patterns import GlobSet, is_within
 
 # The [embedding] keys of the remote provider (`provider = "openai-compatible"`), refused with any other.
 REMOTE_EMBEDDING_PROVIDER = "openai-compatible"
-REMOTE_EMBEDDING_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "max_input_tokens",
-                         "tokenizer", "input_usd_per_mtok")
+REMOTE_EMBEDDING_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "search_timeout_s",
+                         "max_input_tokens", "tokenizer", "input_usd_per_mtok")
+
+# The [rerank] keys of the reranker behind an HTTP endpoint (`provider = "http"`, search/rerank_remote.py),
+# refused with a local provider. `api` names the endpoint's dialect (search/rerank_api.py).
+HTTP_RERANK_PROVIDER = "http"
+HTTP_RERANK_KEYS = ("base_url", "api", "api_key_env", "timeout_s", "concurrency", "input_usd_per_mtok",
+                    "usd_per_1k_search_units")
+RERANK_APIS = ("tei", "cohere")
 
 # Every section and the keys it accepts. The readers may take only declared keys, and any
 # other key in the file is reported as unknown, so this table is the whole vocabulary.
@@ -38,7 +46,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
         "adjacent_k", "graph_channel", "confidence",
     ),
     "retrieval.confidence": ("high", "low", "fitted_for", "signal", "features", "weights", "bias"),
-    "rerank": ("provider", "model", "revision", "batch_size"),
+    "rerank": ("provider", "model", "revision", "batch_size", *HTTP_RERANK_KEYS),
     "budget": (
         "confirm_above_eur", "per_operation_eur", "daily_eur", "monthly_eur", "timezone",
         "on_exceed", "max_price_age_days",
@@ -54,6 +62,7 @@ REQUIRED_SECTIONS = ("kb", "sources", "embedding")
 
 EMBEDDING_PROVIDERS = ("sentence-transformers", "fastembed", REMOTE_EMBEDDING_PROVIDER)
 LOCAL_EMBEDDING_PROVIDERS = EMBEDDING_PROVIDERS[:2]  # the ones that also rerank, in process
+RERANK_PROVIDERS = (*LOCAL_EMBEDDING_PROVIDERS, HTTP_RERANK_PROVIDER)
 EMBEDDING_EXECUTORS = ("local", "ray")
 CHUNKING_STRATEGIES = ("structural",)
 HEADING_GRAMMARS = ("none", "numbered")
@@ -109,17 +118,17 @@ class SourcesSection:
         return ALWAYS_EXCLUDED + self.exclude
 
     @cached_property
-    def _include_globs(self) -> _GlobSet:
-        return _GlobSet.compile(self.include)
+    def _include_globs(self) -> GlobSet:
+        return GlobSet.compile(self.include)
 
     @cached_property
-    def _exclude_globs(self) -> _GlobSet:
-        return _GlobSet.compile(self.effective_exclude)
+    def _exclude_globs(self) -> GlobSet:
+        return GlobSet.compile(self.effective_exclude)
 
     @cached_property
     def _root_prefixes(self) -> tuple[str, ...] | None:
         """`root/` for each root; None when a root is the KB itself (everything is within it)."""
-        if any(_is_within("", root) for root in self.roots):
+        if any(is_within("", root) for root in self.roots):
             return None
         return tuple(root + "/" for root in self.roots)
 
@@ -154,7 +163,9 @@ class RemoteEmbedding:
     `api_key_env` names the environment variable holding the key, never the key: a manifest is
     committed. `max_input_tokens` is the model's input limit as `tokenizer` counts (a local
     tokenizer.json, KB-relative or absolute); without a tokenizer, tokens are bounded by UTF-8 bytes.
-    `input_usd_per_mtok`: the price per million input tokens; None means the user asserts it is free."""
+    `input_usd_per_mtok`: the price per million input tokens; None means the user asserts it is free.
+    `timeout_s` bounds one whole request (connect to last byte); `search_timeout_s` everything one
+    search waits on the endpoint (its requests, a retry, a Retry-After) before keyword results."""
 
     base_url: str
     api_key_env: str | None = None
@@ -163,6 +174,7 @@ class RemoteEmbedding:
     max_input_tokens: int = 512
     tokenizer: str | None = None
     input_usd_per_mtok: Decimal | None = None
+    search_timeout_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -181,6 +193,7 @@ class EmbeddingSection:
     api_key_env: str | None = None
     concurrency: int = 4
     timeout_s: int = 60
+    search_timeout_s: int = 10
     max_input_tokens: int = 512
     tokenizer: str | None = None
     input_usd_per_mtok: Decimal | None = None
@@ -191,7 +204,8 @@ class EmbeddingSection:
         if self.provider != REMOTE_EMBEDDING_PROVIDER or self.base_url is None:
             return None
         return RemoteEmbedding(self.base_url, self.api_key_env, self.concurrency, float(self.timeout_s),
-                               self.max_input_tokens, self.tokenizer, self.input_usd_per_mtok)
+                               self.max_input_tokens, self.tokenizer, self.input_usd_per_mtok,
+                               float(self.search_timeout_s))
 
 
 @dataclass(frozen=True)
@@ -217,6 +231,9 @@ TOP_SCORE, MODEL, NONE_SIGNAL = "top-score", "model", "none"
 SIGNALS = (TOP_SCORE, MODEL, NONE_SIGNAL)
 FEATURES = ("cosine", "cosine_margin", "cosine_spread", "keyword_share", "bm25_ratio", "agreement", "csls", "crowding",
             "related_share")
+# A feature only a reranked search has, the top passage's rerank score; a fit may weigh it too.
+RERANK_FEATURE = "rerank"
+FIT_FEATURES = (*FEATURES, RERANK_FEATURE)
 
 
 @dataclass(frozen=True)
@@ -252,24 +269,46 @@ class RetrievalSection:
 
 
 @dataclass(frozen=True)
+class HTTPRerank:
+    """Where and how a reranker behind an HTTP endpoint is reached (search/rerank_remote.py).
+
+    `api` is the endpoint's dialect: "tei" (text-embeddings-inference's `POST /rerank`) or "cohere"
+    (the Cohere/Jina-compatible `POST /rerank` that vLLM and Infinity serve too). `timeout_s` bounds
+    one search's whole rerank, retries and waits included. `api_key_env` names the variable holding
+    the key, never the key. At most one price: `input_usd_per_mtok` (per million input tokens) or
+    `usd_per_1k_search_units` (Cohere's unit); neither means the user asserts it is free."""
+
+    base_url: str
+    api: str
+    api_key_env: str | None = None
+    timeout_s: float = 10.0
+    concurrency: int = 4
+    input_usd_per_mtok: Decimal | None = None
+    usd_per_1k_search_units: Decimal | None = None
+
+
+@dataclass(frozen=True)
 class RerankSection:
     provider: str
     model: str = DEFAULT_RERANK_MODEL
     revision: str | None = None
     batch_size: int = 16
+    # The HTTP provider's keys (HTTPRerank says what each means); None/defaults otherwise.
+    base_url: str | None = None
+    api: str | None = None
+    api_key_env: str | None = None
+    timeout_s: int = 10
+    concurrency: int = 4
+    input_usd_per_mtok: Decimal | None = None
+    usd_per_1k_search_units: Decimal | None = None
 
-
-@dataclass(frozen=True)
-class BudgetSection:
-    """Money is Decimal end to end: a cap compared against a float is not a cap (spec §5)."""
-
-    confirm_above_eur: Decimal = Decimal("0.50")
-    per_operation_eur: Decimal = Decimal("2.00")
-    daily_eur: Decimal = Decimal("5.00")
-    monthly_eur: Decimal = Decimal("20.00")
-    timezone: str = "UTC"
-    on_exceed: str = "abort"
-    max_price_age_days: int = 90
+    @property
+    def http(self) -> HTTPRerank | None:
+        """The endpoint, when the provider is the HTTP one."""
+        if self.provider != HTTP_RERANK_PROVIDER or self.base_url is None or self.api is None:
+            return None
+        return HTTPRerank(self.base_url, self.api, self.api_key_env, float(self.timeout_s), self.concurrency,
+                          self.input_usd_per_mtok, self.usd_per_1k_search_units)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,13 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
+from typing import TypeAlias
 
-from pinakes.manifest.problems import _Problems
+from pinakes.manifest.problems import Problems
 from pinakes.manifest.sections import SECTION_KEYS
+
+# A value as tomllib parses it.
+TomlValue: TypeAlias = "str | int | float | bool | datetime | date | time | list[TomlValue] | dict[str, TomlValue]"
 
 _TOML_TYPE_NAMES: tuple[tuple[type, str], ...] = (
     (bool, "a boolean"), (str, "a string"), (int, "an integer"), (float, "a float"),
@@ -24,7 +28,7 @@ _TOML_TYPE_NAMES: tuple[tuple[type, str], ...] = (
 )
 
 
-def _toml_type(value: object) -> str:
+def toml_type(value: object) -> str:
     for kind, label in _TOML_TYPE_NAMES:
         if isinstance(value, kind):
             return label
@@ -38,10 +42,10 @@ class _Invalid:
 _INVALID = _Invalid()
 
 
-class _Table:
+class Table:
     """One TOML table being read. Reading a key declares it known; `finish` reports the rest."""
 
-    def __init__(self, data: Mapping[str, object], section: str, key: str, problems: _Problems):
+    def __init__(self, data: Mapping[str, TomlValue], section: str, key: str, problems: Problems):
         self._data = data
         self._section = section  # the SECTION_KEYS entry (`links.kb`, never `links.kb[0]`)
         self.key = key  # the dotted prefix errors name (`links.kb[0]`)
@@ -60,7 +64,7 @@ class _Table:
         return not self.failed.intersection(names)
 
     def _raw(self, name: str, expected: tuple[type, ...], expected_label: str, example: str,
-             *, required: bool = False) -> object:
+             *, required: bool = False) -> TomlValue | _Invalid | None:
         """The value if present and of the expected type, None if absent, _INVALID after reporting."""
         assert name in SECTION_KEYS[self._section], f"undeclared key {self._section}.{name}"
         if name not in self._data:
@@ -69,7 +73,7 @@ class _Table:
         # bool is an int in Python and never a valid integer in a manifest.
         is_bool_for_number = isinstance(value, bool) and bool not in expected
         if is_bool_for_number or not isinstance(value, expected):
-            self.fail(name, f"must be {expected_label}, got {_toml_type(value)} ({value!r})",
+            self.fail(name, f"must be {expected_label}, got {toml_type(value)} ({value!r})",
                       f"write it as {expected_label}, e.g. {name} = {example}")
             return _INVALID
         if isinstance(value, str) and not value.strip():
@@ -139,7 +143,7 @@ class _Table:
         assert name in SECTION_KEYS[self._section], f"undeclared key {self._section}.{name}"
         return name in self._data
 
-    def raw_value(self, name: str) -> object:
+    def raw_value(self, name: str) -> TomlValue | None:
         """The value as written (None when absent), for a cross-key decision; its own reader still
         checks and reports it."""
         return self._data.get(name)
@@ -187,7 +191,7 @@ class _Table:
         items: list[str] = []
         for index, item in enumerate(value):
             if not isinstance(item, str):
-                self.fail(name, f"item {index} must be a string, got {_toml_type(item)} ({item!r})",
+                self.fail(name, f"item {index} must be a string, got {toml_type(item)} ({item!r})",
                           f"write every item as a quoted string, e.g. {name} = {example}")
             elif not item.strip():
                 self.fail(name, f"item {index} is an empty string", "remove it or give a value")
@@ -197,23 +201,23 @@ class _Table:
 
     # -- nesting --------------------------------------------------------------------------
 
-    def table(self, name: str) -> _Table | None:
+    def table(self, name: str) -> Table | None:
         value = self._raw(name, (dict,), "a table", "{ ... }")
         if not isinstance(value, dict):
             return None
-        return _Table(value, f"{self._section}.{name}", self.dotted(name), self._problems)
+        return Table(value, f"{self._section}.{name}", self.dotted(name), self._problems)
 
-    def array_of_tables(self, name: str, header: str) -> list[_Table]:
+    def array_of_tables(self, name: str, header: str) -> list[Table]:
         value = self._raw(name, (list,), f"an array of tables ({header})", f"(one {header} per item)")
         if not isinstance(value, list):
             return []
-        tables: list[_Table] = []
+        tables: list[Table] = []
         for index, item in enumerate(value):
             if isinstance(item, dict):
-                tables.append(_Table(item, f"{self._section}.{name}", f"{self.dotted(name)}[{index}]",
+                tables.append(Table(item, f"{self._section}.{name}", f"{self.dotted(name)}[{index}]",
                                      self._problems))
             else:
-                self.fail(name, f"item {index} must be a table ({header}), got {_toml_type(item)}",
+                self.fail(name, f"item {index} must be a table ({header}), got {toml_type(item)}",
                           f"write each item as its own {header} block")
         return tables
 

@@ -24,16 +24,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pinakes.chunking import Chunk
-from pinakes.embed.base import DispatchAhead, identity_meta
+from pinakes.embed.base import DispatchAhead
+from pinakes.embed.remote_identity import model_meta
 from pinakes.errors import PinakesError
 from pinakes.extract.front_matter import document_front_matter
 from pinakes.faults import faultpoint
 from pinakes.index.schema import index_error, transaction, write_meta
 from pinakes.index.terms import record_term_frequencies
+from pinakes.index.vector_rows import row_faults, stored_row
 from pinakes.lexical.scripts import shadow
 from pinakes.links.store import write_links
 from pinakes.pipeline.context import chunk_context, document_context, embedding_input, fit_context
-from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, reuse_for, usable_vectors
+from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, reuse_for
 
 if TYPE_CHECKING:
     from pinakes.pipeline.pair import DocWork
@@ -71,6 +73,9 @@ def embed_group(ctx: SyncContext, group: Sequence[DocWork]) -> None:
         for item in large:
             _write_streaming(ctx, item)
     finally:
+        for item in group:  # nothing more is done on a failed document: its work counts as done
+            if item.doc_id in ctx.failed:
+                ctx.progress.advance(documents=1, bytes_done=item.file.size)
         ctx.group.release(group)  # whatever happened, this group's text is no longer needed
 
 
@@ -135,6 +140,7 @@ def _count_vectors(ctx: SyncContext, total: int, embedded: int, shown: int = 0) 
     """Add a call's vectors to the report, and to the progress those of them `shown` is not yet."""
     ctx.report.chunks_embedded += embedded
     ctx.report.chunks_reused += total - embedded
+    ctx.report.vectors_rejected = len(reuse_for(ctx).rejected)
     ctx.progress.advance(chunks=embedded - shown, reused=total - embedded)
 
 
@@ -262,7 +268,7 @@ def _write_batch(ctx: SyncContext, batch: list[DocWork], contexts: dict[str, lis
 
 
 def _write_streaming(ctx: SyncContext, item: DocWork) -> None:
-    ctx.progress.document(item.path, phase="embedding")
+    ctx.progress.embedding(item.path, size=item.file.size, chunks=len(ctx.group.chunks[item.doc_id]))
     contexts = chunk_contexts(ctx, item)
     if contexts is None:
         return
@@ -307,12 +313,13 @@ def _keep_unchanged_rows(conn: sqlite3.Connection, doc_id: str, chunks: Sequence
         return [None] * len(chunks), keys, []
     rows = conn.execute(
         "SELECT c.id, c.ordinal, c.char_start, c.char_end, c.text, c.fts_text, c.context, c.heading_path, "
-        "c.page_start, c.page_end, c.token_count, e.text_key, e.vector FROM chunks c "
+        "c.page_start, c.page_end, c.token_count, e.text_key, e.vector, e.checksum FROM chunks c "
         "JOIN embeddings e ON e.chunk_id = c.id WHERE c.doc_id = ? AND e.text_key IS NOT NULL", (doc_id,)).fetchall()
     previous: dict[tuple[object, ...], list[tuple[int, _Move]]] = {}
-    for (chunk_id, ordinal, start, end, *fields, _vector), usable in zip(
-            rows, usable_vectors([row[-1] for row in rows], reuse.dim), strict=True):
-        if usable:
+    # A row whose vector fails its check is not kept: its text is looked up, and embedded again.
+    faults = row_faults([(vector, key, checksum) for *_row, key, vector, checksum in rows], reuse.dim)
+    for (chunk_id, ordinal, start, end, *fields, _vector, _checksum), fault in zip(rows, faults, strict=True):
+        if fault is None:
             previous.setdefault(tuple(fields), []).append((int(chunk_id), (ordinal, start, end, int(chunk_id))))
     kept: list[int | None] = []
     moves: list[_Move] = []
@@ -402,16 +409,16 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
                     )
                     chunk_id = int(cursor.lastrowid or 0)
                     written.append((chunk_id, chunk.text, context))
-                    vector = np.ascontiguousarray(vectors[row], dtype=np.float32)
-                    conn.execute("INSERT INTO embeddings (chunk_id, vector, text_key) VALUES (?, ?, ?)",
-                                 (chunk_id, vector.tobytes(), keys[position]))
+                    blob, checksum = stored_row(vectors[row], keys[position])
+                    conn.execute("INSERT INTO embeddings (chunk_id, vector, text_key, checksum) VALUES (?, ?, ?, ?)",
+                                 (chunk_id, blob, keys[position], checksum))
                 record_term_frequencies(conn, written)
             conn.executemany("UPDATE chunks SET ordinal = ?, char_start = ?, char_end = ? WHERE id = ?", moves)
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
             if not ctx.model_recorded:
                 # With the first vectors, not at the end of the run: an interrupted sync leaves an
                 # index that still says which model its vectors came from.
-                write_meta(conn, identity_meta(ctx.get_embedder().identity))
+                write_meta(conn, model_meta(ctx.get_embedder()))
             faultpoint("sync.mid-document-write")
     except PinakesError:
         raise

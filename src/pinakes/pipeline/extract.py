@@ -7,8 +7,11 @@ source type (PDFs by `[extraction] backend` or `--extract`) from the registry, w
 fingerprint without importing it; its module is imported by that name only when it runs.
 
 A failure is recorded against the document and the run goes on: one broken file never blocks the
-corpus. Only an error the backend says ends the run (`RunStopped`) is raised. The text is held in
-`ctx.group.extracted` for the chunk stage, one group of documents at a time.
+corpus. A file no sync can extract (`UNEXTRACTABLE`) keeps no sidecar this run minted for it
+(`pinakes.pipeline.unextractable`). Only an error the backend says ends the run (`RunStopped`) is
+raised. The text is held in `ctx.group.extracted` for the chunk stage, one group of documents at a
+time. A Markdown document whose front matter declares nothing because it is not YAML is indexed,
+and the run warns, naming the file and the line (`FrontMatter.warning`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,13 @@ def extract(ctx: SyncContext, item: DocWork) -> ExtractedText | None:
     if extracted is None:
         return None
     ctx.group.extracted[item.doc_id] = extracted
+    if item.source_type == "markdown":  # front matter that declares nothing for a reason is said, not dropped
+        from pinakes.extract.front_matter import document_front_matter
+
+        declared = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
+        warning = declared.warning(item.path)
+        if warning is not None:
+            ctx.report.warnings.append(warning)
     if extracted.pages_without_text:
         ctx.report.pages_without_text[item.path] = list(extracted.pages_without_text)
     return extracted
@@ -95,8 +105,13 @@ _PERMANENT_ISOLATION_KINDS = frozenset({"memory", "cpu", "crash", "output"})
 
 
 def _fail(ctx: SyncContext, item: DocWork, stage: str, message: str) -> None:
+    from pinakes.pipeline.report import UNEXTRACTABLE
+    from pinakes.pipeline.unextractable import take_back_minted_sidecar
+
     ctx.report.fail(item.path, stage, message)
     ctx.failed.add(item.doc_id)
+    if stage == UNEXTRACTABLE:
+        take_back_minted_sidecar(ctx, item)
 
 
 def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedText | None:

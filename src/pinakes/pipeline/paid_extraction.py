@@ -40,9 +40,11 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pinakes.budget.money import format_eur
 from pinakes.errors import (
     FilesystemError,
     PaidExtractionFailedError,
@@ -56,7 +58,7 @@ from pinakes.pipeline.backends import RunStopped
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
-    from pinakes.budget import Plan
+    from pinakes.budget import BudgetExceededError, Plan
     from pinakes.extract.audit import DocumentAudit
     from pinakes.extract.cache import ExtractCache
     from pinakes.extract.types import ExtractedText
@@ -412,10 +414,10 @@ def _stop_paying(state: PaidState, fault: PinakesError) -> None:
         state.store_fault = fault
 
 
-def _budget_stopped(ctx: SyncContext, state: PaidState, item: DocWork, exc: PinakesError, *,
+def _budget_stopped(ctx: SyncContext, state: PaidState, item: DocWork, exc: BudgetExceededError, *,
                     calls_made: int) -> ExtractedText | None:
     """The budget refused a call of `item` (`calls_made` of its calls were made before it)."""
-    if ctx.manifest.budget.on_exceed == "abort":
+    if ctx.manifest.budget.on_exceed == "abort" or exc.stops_every_run:  # an open overrun: partial too
         exc.details = [f"the budget stopped the run at {item.path}; documents extracted before it "
                        "are kept in the extraction cache and the ledger"]
         raise RunStopped(exc)
@@ -702,7 +704,7 @@ def finish(ctx: SyncContext, stopped: BaseException | None = None) -> None:
         spent = _spent_eur(ctx, state.plan.call_ids)
         if spent is not None:
             paid["spent_eur"] = str(spent)
-            report.notes.append(f"paid extraction spent €{spent} over {counted(len(state.plan.call_ids), 'call')} "
+            report.notes.append(f"paid extraction spent {format_eur(spent)} over {counted(len(state.plan.call_ids), 'call')} "
                                 f"(operation {state.plan.operation_id}; `pnk budget` has the detail)")
     audits = {path: audit.to_dict() for path, audit in state.audits}
     for path, audit in state.audits:
@@ -734,15 +736,13 @@ def _stop_the_run(state: PaidState, fault: PinakesError, stopped: BaseException 
         stopped.details.append(fault.render())
 
 
-def _spent_eur(ctx: SyncContext, call_ids: list[str]) -> object | None:
-    if not call_ids:
-        return None
-    try:
+def _spent_eur(ctx: SyncContext, call_ids: list[str]) -> Decimal | None:
+    try:  # a report is a courtesy; the ledger already holds it
         from pinakes.budget import Accountant
-
-        return Accountant.for_report(ctx.paths.root, ctx.manifest.budget).report().cost_of_calls(call_ids)
-    except (PinakesError, AttributeError):  # a report is a courtesy; the ledger already holds it
+        report = Accountant.for_report(ctx.paths.root, ctx.manifest.budget).report()
+    except (PinakesError, AttributeError):
         return None
+    return report.cost_of_calls(call_ids) if call_ids else None
 
 
 def _names(paths: list[str], shown: int = 5) -> str:

@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 from pinakes.errors import PinakesError, SidecarError
 from pinakes.faults import faultpoint
+from pinakes.ids import new_ulid
 from pinakes.index.schema import transaction
 from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.links.store import delete_authored_links, write_links
 from pinakes.pipeline.adopt import adopt_command
 from pinakes.pipeline.context import context_naming
 from pinakes.pipeline.keys import BuildKeys
+from pinakes.pipeline.unextractable import carry_forward
 from pinakes.sources.walk import FileState, WalkResult, remember_files, resolves_inside
 
 if TYPE_CHECKING:
@@ -253,8 +255,6 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
     # Phase 2e: what is left is new and has no sidecar: mint.
     new_paths = [p for p in without_sidecar if p not in consumed]
     plan.arrivals.extend(new_paths)
-    from pinakes.ids import new_ulid
-
     for path in sorted(new_paths):
         if not may_write_sidecars:
             plan.notes.append(f"{path}: not indexed yet, it has no sidecar (a plain `pnk sync` or the "
@@ -589,6 +589,7 @@ def compute_plan(ctx: SyncContext) -> Plan:
         before = load_indexed(ctx.previous if ctx.rebuilding else ctx.conn)
         ctx.plan = plan_changes(before, ctx.require_walk(), reader, ctx.keys,
                                 may_write_sidecars=not ctx.options.index_only, rebuild=ctx.rebuilding)
+        carry_forward(ctx, ctx.plan)  # a file the last sync found unextractable, untried here: still failing
     return ctx.plan
 
 
@@ -613,7 +614,6 @@ def apply(ctx: SyncContext, plan: Plan) -> None:
     ctx.report.notes.extend(plan.notes)
     ctx.report.notes.extend(likely_move_note(move) for move in plan.likely_moves)
     moved_from = {w.from_path for w in plan.sidecar_writes if w.from_path}
-    ctx.report.orphaned_sidecars.extend(
-        p for p in ctx.require_walk().orphan_sidecars if p not in moved_from)
+    ctx.report.orphaned_sidecars.extend(p for p in ctx.require_walk().orphan_sidecars if p not in moved_from)
     if not ctx.read_only:
         apply_identity(ctx, plan)

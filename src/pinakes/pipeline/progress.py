@@ -9,6 +9,14 @@ A sync can run for minutes (embedding thousands of chunks); without a sign of li
   widely in size; the visible count is documents. `close()` clears the bar, leaving the terminal clean
   for the report.
 
+Work is counted as it is done, not only when a document is written (issue #40: `28/29 documents 7%
+… ETA 3m47s`, done 2 s later). A document that failed counts as done (`advance(documents=1,
+bytes_done=size)` for it too: nothing more will be done on it), so the last failed document does not
+hold the fill below 100% and the ETA growing while the sync finishes its graph. A large document
+embedded in slices (`embedding(path, size=, chunks=)`) is credited its bytes in proportion to its
+chunks given a vector so far, so a corpus whose bytes are mostly one big file does not read 7% while
+that file's last slice runs. The fill never moves back.
+
 The ETA is shown only once there is work to extrapolate from (see `SyncProgress.eta`): at least
 `ETA_MIN_DOCUMENTS` documents or `ETA_MIN_FRACTION` of the total done, and no document in flight for
 longer than all the work measured so far. One slow document (a decompression bomb parsed up to its
@@ -187,9 +195,10 @@ class SyncProgress:
     """Shows a sync's progress on `stream` (see the module docstring). Usable as a context manager.
 
     Call order: `start(total_documents, total_bytes)` once the work is known; then per document
-    `document(path)` when work on it begins, `advance(chunks=n, reused=m)` per embedding batch
-    (n run through the model, m given a stored vector: the rate counts only the model's), and
-    `advance(documents=1, bytes_done=size)` when it is done (bytes may also be reported in pieces);
+    `document(path)` when work on it begins (`embedding(path, size=, chunks=)` for one embedded in
+    slices), `advance(chunks=n, reused=m)` per embedding batch (n run through the model, m given a
+    stored vector: the rate counts only the model's), and `advance(documents=1, bytes_done=size)` when
+    it is done, written or failed (bytes may also be reported in pieces);
     `announce(message)` for one-off lines; `close()` at the end (also on failure; idempotent).
     """
 
@@ -213,7 +222,13 @@ class SyncProgress:
         self.total_documents = 0
         self.total_bytes = 0
         self.documents_done = 0
-        self.bytes_done = 0
+        self.bytes_done = 0  # of documents finished (written, or failed)
+        # The one document being embedded in slices (`embedding`): its size, chunks, and chunks given a
+        # vector so far, which credit it part of its bytes before it is written.
+        self._flight_size = 0
+        self._flight_chunks = 0
+        self._flight_vectors = 0
+        self._shown = 0  # the work done as last shown (bytes, or documents without sizes): never less
         self.chunks = 0  # embedded by the model: what the rate and the counts shown measure
         self.reused = 0  # given a stored vector instead (pipeline/vector_reuse.py)
         self.workers: int | None = None  # Ray workers alive (embed/executor_ray.py); None: embedding here
@@ -254,6 +269,13 @@ class SyncProgress:
         `others`: how many more documents the same piece of work covers (one embedding call)."""
         self._working_on(phase, printable(path), max(0, others))
 
+    def embedding(self, path: str, *, size: int, chunks: int) -> None:
+        """`document(path, phase="embedding")` for a document whose `chunks` chunks are embedded in
+        slices: until it is written, its `size` bytes are credited as its chunks get vectors."""
+        with self._lock:
+            self._flight_size, self._flight_chunks, self._flight_vectors = max(0, size), max(0, chunks), 0
+        self.document(path, phase="embedding")
+
     def step(self, label: str) -> None:
         """A step of the sync that is no one document's (deriving the graph)."""
         self._working_on(label, "", 0)
@@ -285,9 +307,13 @@ class SyncProgress:
             self.bytes_done += bytes_done
             self.chunks += chunks
             self.reused += reused
+            if documents:  # the document in flight, if any, is written (or failed): its bytes are in
+                self._flight_size = self._flight_chunks = self._flight_vectors = 0
+            else:
+                self._flight_vectors += chunks + reused
             if documents or bytes_done or chunks or reused:
                 self._last_work_at = self._clock()
-            self._tick(bytes_done if self._by_bytes else documents)
+            self._tick(self._moved())
 
     def workers_alive(self, count: int) -> None:
         """How many cluster workers embed for this run now (shown beside the rate); a loss is also
@@ -299,6 +325,13 @@ class SyncProgress:
             self.announce(f"a cluster worker was lost; its batches go to the {counted(count, 'worker')} left"
                           if count else "every cluster worker was lost")
 
+    @property
+    def fraction_done(self) -> float:
+        """The share of the work done as the fill shows it (0.0 before `start`, or with no work)."""
+        with self._lock:
+            total = self.total_bytes if self._by_bytes else self.total_documents
+            return min(1.0, self._shown / total) if total > 0 else 0.0
+
     def documents_fraction(self) -> str:
         """ "3/5 documents", "1/1 document": the noun agrees with the total."""
         return f"{self.documents_done}/{self.total_documents} {noun_for(self.total_documents, 'document')}"
@@ -309,10 +342,11 @@ class SyncProgress:
         with self._lock:
             if self._started_at is None or self._last_work_at is None:
                 return None
-            done, total = ((self.bytes_done, self.total_bytes) if self._by_bytes
-                           else (self.documents_done, self.total_documents))
+            done, total = self._shown, (self.total_bytes if self._by_bytes else self.total_documents)
             if total <= 0 or (self.documents_done < ETA_MIN_DOCUMENTS and done < ETA_MIN_FRACTION * total):
                 return None
+            if done >= total:
+                return 0.0  # every document is done: what runs now (the graph, link scans) is the end
             now = self._clock()
             if now - self._last_work_at > self._last_work_at - self._started_at:
                 return None  # the document in flight already took longer than everything before it
@@ -376,6 +410,19 @@ class SyncProgress:
     def _inactive(self) -> bool:
         return self.mode == "off" or self._closed or self._broken
 
+    def _moved(self) -> int:
+        """How much further the work done has come since it was last shown (0 if not at all): finished
+        documents' bytes plus the credit of the one in flight, in documents when no sizes are known."""
+        if self._by_bytes:
+            credit = (self._flight_size * min(self._flight_vectors, self._flight_chunks) // self._flight_chunks
+                      if self._flight_chunks else 0)
+            done = self.bytes_done + credit
+        else:
+            done = self.documents_done
+        moved = max(0, done - self._shown)
+        self._shown += moved
+        return moved
+
     @property
     def _by_bytes(self) -> bool:
         """Whether the bar's fill and the ETA follow bytes (else documents: no byte sizes known)."""
@@ -383,7 +430,7 @@ class SyncProgress:
 
     def _start_bar(self) -> None:
         total = self.total_bytes if self._by_bytes else (self.total_documents or None)
-        done = self.bytes_done if self._by_bytes else self.documents_done
+        done = self._shown
         if self._bar is not None:
             self._bar.total = total
             self._bar.n = done

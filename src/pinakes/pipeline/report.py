@@ -77,7 +77,12 @@ class SyncReport:
     warnings: list[str] = field(default_factory=list[str])
     chunks_embedded: int = 0  # run through the model
     chunks_reused: int = 0  # given a stored vector of the same (model, text) instead (pipeline/vector_reuse.py)
+    # stored vectors found for a text that failed their check (checksum, width, finite, unit length):
+    # not reused; the text was embedded again (counted in chunks_embedded)
+    vectors_rejected: int = 0
     vector_reuse: str | None = None  # a rebuild's verdict on the old index's vectors, or --no-reuse
+    # a rebuild: how its new index took the live one's place (index/install.py); None until it has
+    installed: str | None = None
     files_hashed: int = 0
     graph_census: dict[str, int] | None = None
     link_scans: list[dict[str, object]] = field(default_factory=list[dict[str, object]])  # reverse scan, one per partner
@@ -130,24 +135,24 @@ class SyncReport:
     def render_text(self) -> str:
         if self.skipped_reason:
             return f"sync skipped: {self.skipped_reason}"
-        lines: list[str] = [f"warning: {w}" for w in self.warnings]
-        counts = (f"added {len(self.added)}, changed {len(self.changed)}, renamed {len(self.renamed)}, "
-                  f"deleted {len(self.deleted)}, failed {len(self.failures)}")
-        if self.reembedded:
-            counts += f", re-embedded {len(self.reembedded)}"
-        if self.metadata_refreshed:
-            counts += f", metadata refreshed {len(self.metadata_refreshed)}"
-        lines.append(f"{self.mode}: {counts} ({self.wall_seconds:.2f}s)")
+        lines: list[str] = [f"warning: {printable(w)}" for w in self.warnings]  # warnings quote paths
+        lines.append(f"{self.mode}: {self._render_counts()} ({self.wall_seconds:.2f}s)")
         if self.mode != "sidecars-only":
             lines.append(f"files: {self.indexed} indexed, {self.unchanged} unchanged, "
                          f"{len(self.skipped)} skipped, {len(self.failures)} failed")
         if self.chunks_embedded or self.chunks_reused:
             lines.append(f"chunks: {self.chunks_embedded} embedded, {self.chunks_reused} reused "
                          "(same model, same text: vector already stored)")
+        if self.vectors_rejected:
+            lines.append(f"  {counted(self.vectors_rejected, 'stored vector')} failed {'its' if self.vectors_rejected == 1 else 'their'} "
+                         "check (checksum, width, finite, unit length): embedded again, never reused")
         if self.vector_reuse:
             lines.append(f"  vectors: {self.vector_reuse}")
+        renamed_to = self.renamed_and_reindexed
         for old, new in self.renamed:
-            lines.append(f"  renamed {printable(old)} -> {printable(new)}")
+            lines.append(f"  renamed {printable(old)} -> {printable(new)}"
+                         + (" (re-indexed: its file name's words are part of its chunks' context)"
+                            if new in renamed_to else ""))
         for path in self.deleted:
             lines.append(f"  deleted {printable(path)} (soft: its ID is kept; the sidecar stays on disk)")
         for path in self.sidecars_written:
@@ -171,6 +176,25 @@ class SyncReport:
                 lines.append(f"  {printable(failure.path)} [{failure.stage}]: {error}")
         lines.extend(exclusion_lines(self.exclusion))
         return "\n".join(lines)
+
+    @property
+    def renamed_and_reindexed(self) -> set[str]:
+        """The rename targets also in `reembedded`: indexed again because the file name's words are
+        in their chunks' context, reported as the rename they are, not as a settings change."""
+        return {new for _old, new in self.renamed} & set(self.reembedded)
+
+    def _render_counts(self) -> str:
+        """added, changed, ..., then the documents indexed again with their content unchanged: in a
+        rebuild every one of them ("as they were"); in a sync, those whose settings changed (an
+        extractor, the chunking, the model, a title) apart from renames, counted as renames."""
+        counts = (f"added {len(self.added)}, changed {len(self.changed)}, renamed {len(self.renamed)}, "
+                  f"deleted {len(self.deleted)}, failed {len(self.failures)}")
+        if again := [path for path in self.reembedded if path not in self.renamed_and_reindexed]:
+            counts += (f", rebuilt as they were {len(again)}" if self.mode == "rebuild"
+                       else f", re-indexed (settings changed) {len(again)}")
+        if self.metadata_refreshed:
+            counts += f", metadata refreshed {len(self.metadata_refreshed)}"
+        return counts
 
     def _render_link_scans(self) -> list[str]:
         """One line per connected KB, then its problems (a few; --json lists them all): a partner

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 from pinakes.errors import PinakesError
 
 if TYPE_CHECKING:  # annotations only: `pnk sync` imports this module on every (mostly no-op) run
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from pinakes.chunking import Chunk
     from pinakes.embed.base import Embedder
+    from pinakes.embed.executor_ray import RayEmbedder
     from pinakes.extract.types import ExtractedText
     from pinakes.kb import KBPaths
     from pinakes.manifest import Manifest
@@ -127,23 +128,23 @@ class SyncContext:
     @property
     def executor(self) -> str:
         """Where the model runs this run: "local" (this process) or "ray" (embed/executor_ray.py)."""
-        return self.options.executor or ("ray" if self.options.ray_address else self.manifest.embedding.executor)
+        return run_executor(self.options, self.manifest)
+
+    def connect_cluster(self) -> None:
+        """On a Ray run, before the pipeline writes anything: the cluster answers, its workers start
+        and agree on the model (every refusal of the run comes from here), and progress shows them."""
+        if self.executor != "ray":
+            return
+        if self.embedder is None:
+            self.embedder = cluster_embedder(self.paths, self.manifest, self.options, rebuilding=self.rebuilding)
+        watch = getattr(self.embedder, "watch_workers", None)
+        if callable(watch):
+            watch(self.progress.workers_alive)
 
     def _ray_embedder(self) -> Embedder:
         """The model on the cluster's workers; this process loads only its tokenizer."""
-        from pinakes.embed import check_max_tokens
-        from pinakes.embed.executor_ray import cluster_address, connect_ray_embedder
-
-        address = cluster_address(self.options.ray_address, self.manifest.embedding.ray_address)
-        embedder = connect_ray_embedder(self.manifest.embedding, address=address, offline=self.options.offline,
-                                        on_workers=self.progress.workers_alive)
-        try:
-            check_max_tokens(self.manifest.chunking.max_tokens, embedder)
-        except PinakesError as exc:
-            embedder.close()
-            exc.path = self.paths.manifest
-            raise
-        return embedder
+        return cluster_embedder(self.paths, self.manifest, self.options, rebuilding=self.rebuilding,
+                                on_workers=self.progress.workers_alive)
 
     def release_embedder(self) -> None:
         """End what the run's model holds beyond this process (a cluster's workers); the identity stays
@@ -161,3 +162,28 @@ class SyncContext:
         if self.plan is None:
             raise RuntimeError("the pair step has not run")
         return self.plan
+
+
+def run_executor(options: SyncOptions, manifest: Manifest) -> str:
+    """Where a run's model runs: --executor, else "ray" when --ray-address names a cluster, else the
+    manifest's [embedding] executor."""
+    return options.executor or ("ray" if options.ray_address else manifest.embedding.executor)
+
+
+def cluster_embedder(paths: KBPaths, manifest: Manifest, options: SyncOptions, *, rebuilding: bool,
+                     on_workers: Callable[[int], None] | None = None) -> RayEmbedder:
+    """The model on the Ray cluster's workers (embed/executor_ray.py), its input limit checked
+    against the chunker's; this process loads only the tokenizer."""
+    from pinakes.embed import check_max_tokens
+    from pinakes.embed.executor_ray import cluster_address, connect_ray_embedder
+
+    address = cluster_address(options.ray_address, manifest.embedding.ray_address)
+    embedder = connect_ray_embedder(manifest.embedding, address=address, offline=options.offline,
+                                    on_workers=on_workers, rebuilding=rebuilding)
+    try:
+        check_max_tokens(manifest.chunking.max_tokens, embedder)
+    except PinakesError as exc:
+        embedder.close()
+        exc.path = paths.manifest
+        raise
+    return embedder

@@ -12,21 +12,29 @@ vector or not at all. Before a group is embedded each chunk's key is looked up, 
 2. the previous version of the document being written: its rows are copied into a temporary table
    just before its transaction deletes them (a streamed document asks for its vectors slice by
    slice inside that transaction, after the delete);
-3. during `--rebuild`, the index being replaced, if it passes `PRAGMA integrity_check` and every
-   vector row in it has the model's dimension, no NaN and unit length: a rebuild exists to recover
-   from a damaged index, so a damaged one is never read from.
+3. during `--rebuild`, the index being replaced, when it records the same model.
+
+Every row found is checked as it is read (index/vector_rows.py): its checksum must match its bytes
+(any flipped bit), its width must be the model's, its values finite, its length 1. A row that fails
+is a miss, embedded again and counted in the report (`vectors_rejected`). Because each row vouches
+for itself, a rebuild reads vectors even from an old index that is damaged (cut short, pages
+overwritten): whatever still reads back with a matching checksum is exactly what was written, and a
+read that fails is a miss too. An old index written before checksums (schema 8) is read only when
+it passes `PRAGMA quick_check`, each row judged by width, finite values and unit length alone, which
+cannot see a flipped sign: the report says so.
 
 Only the misses go to the model (each distinct text once), so the weights load only when there is
-at least one (`embed/deferred.py`). A reused row is checked again when read (width, finite, unit
-length); one that fails is a miss. The key covers the full identity, weights digest (or a remote
-provider's fingerprint) included: a vector is never reused across models.
+at least one (`embed/deferred.py`). What the model returns is checked before anything is stored: a
+row that is not finite and of unit length fails its batch (`InvalidVectorError`), naming the model.
+The key covers the full identity, weights digest (or a remote provider's fingerprint) included: a
+vector is never reused across models.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,19 +43,22 @@ import numpy as np
 import xxhash
 
 from pinakes.embed.base import ModelIdentity, identity_meta
+from pinakes.index.integrity import damage
+from pinakes.index.vector_rows import invalid_vectors, row_faults
 
 if TYPE_CHECKING:
     from pinakes.pipeline.run import SyncContext
 
 # Keys per lookup statement (well under SQLite's bound-parameter limit).
 LOOKUP_BATCH = 500
-# How far a stored vector's norm may stray from 1 and still count as the unit vector it was written as
-# (float32 rounding over 384-1024 components stays below 1e-6).
-UNIT_TOLERANCE = 1e-3
-# Old-index rows read per step of the rebuild's whole-table check (bounded memory).
-CHECK_BATCH = 4096
 
 _PREVIOUS = "temp.pnk_previous_vectors"
+
+
+class InvalidVectorError(ValueError):
+    """The model returned a vector that must never be stored (not finite, or not of unit length).
+    A ValueError, not a PinakesError: its batch is retried document by document, and each document
+    whose own chunks bring one fails alone, recorded with this message."""
 
 
 def identity_prefix(identity: ModelIdentity) -> bytes:
@@ -58,29 +69,6 @@ def identity_prefix(identity: ModelIdentity) -> bytes:
 
 def text_key(prefix: bytes, text: str) -> bytes:
     return xxhash.xxh3_128_digest(prefix + text.encode("utf-8", "surrogatepass"))
-
-
-def usable_vector(blob: bytes, dim: int) -> np.ndarray | None:
-    """The stored vector, or None when it is not one this model could have written."""
-    if len(blob) != dim * 4:
-        return None
-    vector = np.frombuffer(blob, dtype=np.float32)
-    if not np.isfinite(vector).all() or abs(float(np.linalg.norm(vector)) - 1.0) > UNIT_TOLERANCE:
-        return None
-    return vector
-
-
-def usable_vectors(blobs: Sequence[bytes], dim: int) -> list[bool]:
-    """`usable_vector`'s verdict for many stored vectors at once (one array operation, not one per row)."""
-    verdicts = [len(blob) == dim * 4 for blob in blobs]
-    whole = [blob for blob, right_size in zip(blobs, verdicts, strict=True) if right_size]
-    if not whole:
-        return verdicts
-    matrix = np.frombuffer(b"".join(whole), dtype=np.float32).reshape(len(whole), dim)
-    with np.errstate(invalid="ignore", over="ignore"):
-        good = np.isfinite(matrix).all(axis=1) & (np.abs(np.linalg.norm(matrix, axis=1) - 1.0) <= UNIT_TOLERANCE)
-    checked = iter(good.tolist())
-    return [right_size and next(checked) for right_size in verdicts]
 
 
 @dataclass
@@ -100,11 +88,17 @@ class VectorReuse:
     def __init__(self, conn: sqlite3.Connection, identity: ModelIdentity, *, enabled: bool,
                  old_index: sqlite3.Connection | None = None) -> None:
         self.conn = conn
+        self.identity = identity
         self.dim = identity.dim
         self.prefix = identity_prefix(identity)
         self.enabled = enabled
         self.old_index = old_index
+        self._old_checksum = "checksum" if old_index is not None and _has_checksums(old_index) else "NULL"
         self._previous_ready = False
+        # Keys whose stored rows all failed their check: the texts embedded again for that reason.
+        self.rejected: set[bytes] = set()
+        self.old_unreadable = 0  # keys whose lookup in the old index failed to read (a damaged file)
+        self.old_read_error: str | None = None
 
     def keys(self, texts: Sequence[str]) -> list[bytes]:
         return [text_key(self.prefix, text) for text in texts]
@@ -135,18 +129,36 @@ class VectorReuse:
         was sent for is read from the index, where that call's document now is (or, if that
         document failed, embedded now). With how many texts the model embedded."""
         found = dict(plan.found)
-        found.update(zip(plan.misses, computed, strict=True))
+        found.update(zip(plan.misses, self._checked(computed, list(plan.misses.values())), strict=True))
         embedded = len(plan.misses)
         if plan.waiting:
             found.update(self._lookup(sorted(plan.waiting)))
             late = {key: text for key, text in plan.waiting.items() if key not in found}
             if late:
-                found.update(zip(late, compute(list(late.values())), strict=True))
+                texts = list(late.values())
+                found.update(zip(late, self._checked(compute(texts), texts), strict=True))
                 embedded += len(late)
         rows = np.empty((len(plan.keys), self.dim), dtype=np.float32)
         for position, key in enumerate(plan.keys):
             rows[position] = found[key]
         return rows, embedded
+
+    def _checked(self, computed: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+        """The model's rows for `texts`, or InvalidVectorError naming the model and the first text
+        whose vector could not be a unit vector (index/vector_rows.py)."""
+        invalid = invalid_vectors(computed, self.dim) if len(texts) else []
+        if len(computed) != len(texts):
+            invalid = [(0, f"it returned {len(computed)} vectors for {len(texts)} texts")]
+        if not invalid:
+            return computed
+        row, why = invalid[0]
+        excerpt = " ".join(texts[row].split())[:60] if row < len(texts) else ""
+        raise InvalidVectorError(
+            f"the embedding model {self.identity.model} ({self.identity.provider}) returned a vector that "
+            f"cannot be stored: {why} (for the text beginning {excerpt!r}"
+            + (f", and {len(invalid) - 1} more in the same call" if len(invalid) > 1 else "")
+            + "); nothing of this document was stored, and no vector that matches nothing was written. "
+              "Check the model or the embedding server, then sync again")
 
     def keep_previous_version(self, doc_id: str, except_in: str) -> None:
         """Before a document's old chunks are deleted (inside its transaction): keep their vectors
@@ -154,12 +166,13 @@ class VectorReuse:
         Rows whose id is in the table `except_in` stay in the index (kept), so they are left out."""
         if not self.enabled:
             return
-        if not self._previous_ready:
-            self.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_PREVIOUS.split('.')[1]} "
-                              "(text_key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
-            self._previous_ready = True
+        # Every time: made inside a document's transaction, the table goes if that document fails.
+        self.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_PREVIOUS.split('.')[1]} "
+                          "(text_key BLOB PRIMARY KEY, vector BLOB NOT NULL, checksum BLOB) WITHOUT ROWID")
+        self._previous_ready = True
         self.conn.execute(f"DELETE FROM {_PREVIOUS}")
-        self.conn.execute(f"INSERT OR IGNORE INTO {_PREVIOUS} (text_key, vector) SELECT e.text_key, e.vector "
+        self.conn.execute(f"INSERT OR IGNORE INTO {_PREVIOUS} (text_key, vector, checksum) "
+                          "SELECT e.text_key, e.vector, e.checksum "
                           "FROM embeddings e JOIN chunks c ON c.id = e.chunk_id "
                           f"WHERE c.doc_id = ? AND e.text_key IS NOT NULL AND c.id NOT IN (SELECT id FROM {except_in})",
                           (doc_id,))
@@ -171,22 +184,46 @@ class VectorReuse:
 
     def _lookup(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         found: dict[bytes, np.ndarray] = {}
-        sources = [(self.conn, "main.embeddings")]
-        if self._previous_ready:
-            sources.append((self.conn, _PREVIOUS))
+        failed: set[bytes] = set()
+        sources = [(self.conn, "main.embeddings", "checksum")]
+        if self._previous_ready and self.conn.execute(
+                "SELECT 1 FROM temp.sqlite_master WHERE name = ?", (_PREVIOUS.split(".")[1],)).fetchone():
+            sources.append((self.conn, _PREVIOUS, "checksum"))
         if self.old_index is not None:
-            sources.append((self.old_index, "embeddings"))
-        for conn, table in sources:
+            sources.append((self.old_index, "embeddings", self._old_checksum))
+        for conn, table, checksum in sources:
             wanted = sorted({key for key in keys if key not in found})
             for start in range(0, len(wanted), LOOKUP_BATCH):
                 batch = wanted[start:start + LOOKUP_BATCH]
-                marks = ", ".join("?" * len(batch))
-                for key, blob in conn.execute(
-                        f"SELECT text_key, vector FROM {table} WHERE text_key IN ({marks})", batch):
-                    vector = usable_vector(blob, self.dim)
-                    if vector is not None:
-                        found.setdefault(key, vector)
+                rows = self._read(conn, f"SELECT text_key, vector, {checksum} FROM {table} "
+                                        f"WHERE text_key IN ({', '.join('?' * len(batch))})", batch)
+                for (key, blob, _sum), fault in zip(rows, row_faults([(b, k, c) for k, b, c in rows], self.dim),
+                                                    strict=True):
+                    if fault is None:
+                        found.setdefault(key, np.frombuffer(blob, dtype=np.float32))
+                    else:
+                        failed.add(key)
+        self.rejected |= failed - found.keys()
         return found
+
+    def _read(self, conn: sqlite3.Connection, sql: str, batch: list[bytes]) -> list[tuple[bytes, bytes, bytes | None]]:
+        """The rows of one lookup. In the old index a read that fails (a damaged page) is a miss for
+        the whole batch, counted; in the index being written it is the run's fault and stops it."""
+        if conn is not self.old_index:
+            return conn.execute(sql, batch).fetchall()
+        try:
+            return conn.execute(sql, batch).fetchall()
+        except sqlite3.DatabaseError as exc:
+            self.old_unreadable += len(batch)
+            self.old_read_error = self.old_read_error or str(exc)
+            return []
+
+    def unreadable_note(self) -> str | None:
+        """What the report says when lookups in the old index could not be read."""
+        if not self.old_unreadable:
+            return None
+        return (f"{self.old_unreadable} vector lookups in the old index could not be read ({self.old_read_error}): "
+                "those texts were embedded by the model")
 
 
 def reuse_for(ctx: SyncContext) -> VectorReuse:
@@ -206,47 +243,45 @@ def reuse_for(ctx: SyncContext) -> VectorReuse:
 
 
 def trusted_old_index(index_db: Path, identity: ModelIdentity) -> tuple[sqlite3.Connection | None, str]:
-    """The index a rebuild replaces, read-only, when its vectors may be reused; with the reason."""
+    """The index a rebuild replaces, read-only, when its vectors may be reused; with the reason.
+    Its rows are judged one by one as they are read (`VectorReuse._lookup`); the file as a whole
+    only when its rows carry no checksum to vouch for them (schema 8 and earlier)."""
     if not index_db.exists():
         return None, "no old index to reuse vectors from"
     try:
         conn = sqlite3.connect(f"{index_db.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
     except sqlite3.Error as exc:
-        return None, f"old index not reused: it cannot be opened ({exc})"
+        return None, f"old index not reused: it cannot be opened ({exc}); every chunk was embedded by the model"
     try:
-        refusal = _old_index_refusal(conn, identity)
+        refusal, verdict = _old_index_verdict(conn, identity)
     except sqlite3.Error as exc:
-        refusal = f"it cannot be read ({exc})"
+        refusal, verdict = f"it cannot be read ({exc})", ""
     if refusal is not None:
         conn.close()
         return None, f"old index not reused: {refusal}; every chunk was embedded by the model"
-    return conn, "reused vectors from the old index (integrity check and every vector row passed)"
+    return conn, verdict
 
 
-def _old_index_refusal(conn: sqlite3.Connection, identity: ModelIdentity) -> str | None:
+def _old_index_verdict(conn: sqlite3.Connection, identity: ModelIdentity) -> tuple[str | None, str]:
+    """(why the old index's vectors cannot be reused, or None; what the report says when they are)."""
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     recorded = {key: meta.get(key) for key in identity_meta(identity)}
     if recorded != identity_meta(identity):
-        return "it was built with another model (or records none)"
-    if "text_key" not in {row[1] for row in conn.execute("PRAGMA table_info(embeddings)")}:
-        return "it predates content keys (schema older than 7)"
-    problems = [row[0] for row in conn.execute("PRAGMA integrity_check")]
-    if problems != ["ok"]:
-        return f"PRAGMA integrity_check failed ({problems[0]})"
-    bad = _first_bad_vector(conn, identity.dim)
-    if bad is not None:
-        return f"vector row {bad} is not a unit {identity.dim}-dimensional vector without NaN"
-    return None
+        return "it was built with another model (or records none)", ""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(embeddings)")}
+    if "text_key" not in columns:
+        return "it predates content keys (schema older than 7)", ""
+    if _has_checksums(conn):
+        return None, ("reused vectors from the old index, each row only where its checksum matched its bytes "
+                      "and it is a finite unit vector of the model's width")
+    found = damage(conn)
+    if found is not None:
+        return f"its rows carry no checksum (schema {meta.get('schema_version', 'unknown')}) and PRAGMA quick_check " \
+               f"found it damaged ({found})", ""
+    return None, (f"reused vectors from the old index (schema {meta.get('schema_version', 'unknown')}: its rows "
+                  "carry no checksum, so each was checked for width, finite values and unit length only, which "
+                  "cannot see a flipped sign bit; `pnk sync --rebuild --no-reuse` embeds everything)")
 
 
-def _first_bad_vector(conn: sqlite3.Connection, dim: int) -> int | None:
-    for rows in _batches(conn.execute("SELECT chunk_id, vector FROM embeddings")):
-        for chunk_id, blob in rows:
-            if usable_vector(blob, dim) is None:
-                return int(chunk_id)
-    return None
-
-
-def _batches(cursor: sqlite3.Cursor) -> Iterator[list[tuple[int, bytes]]]:
-    while rows := cursor.fetchmany(CHECK_BATCH):
-        yield rows
+def _has_checksums(conn: sqlite3.Connection) -> bool:
+    return "checksum" in {row[1] for row in conn.execute("PRAGMA table_info(embeddings)")}

@@ -150,9 +150,12 @@ class _Scoring:
             probability = model_probability(self.features or {}, getattr(thresholds, "features", ()),
                                             getattr(thresholds, "weights", ()), getattr(thresholds, "bias", 0.0))
             if probability is None:
+                missing = [name for name in getattr(thresholds, "features", ()) if name not in (self.features or {})]
                 return Confidence(UNKNOWN, None, None,
                                   "the confidence model needs the vector search's evidence, and this "
-                                  "search has none (keyword-only)", source=UNCALIBRATED), True
+                                  "search has none (keyword-only)" if self.features is None else
+                                  f"the confidence model needs {', '.join(missing)}, which this search "
+                                  "lacks (the reranker did not score it)", source=UNCALIBRATED), True
             signal, scorer = round(probability, 6), f"model:{self.embedding_model}"
         elif self.rerank_top is not None:
             signal, scorer = self.rerank_top, f"rerank:{self.reranker_model}"

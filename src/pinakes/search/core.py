@@ -52,11 +52,11 @@ from pinakes.search.fusion import (
     add_graph_list,
     cut_with_ties,
     order_fused,
-    order_reranked,
     reciprocal_rank_fusion,
 )
 from pinakes.search.query import AnalyzedQuery, analyze, tokenizer_of
-from pinakes.search.results import Passage, SearchResult, StageScores
+from pinakes.search.rerank import reranked_or_note, reranker_or_note
+from pinakes.search.results import Passage, SearchResult, StageScores, shown_headings
 from pinakes.search.scripts import vectors_blind_to
 from pinakes.search.suggest import suggest_next
 
@@ -181,12 +181,12 @@ class Searcher:
         def load_embedder() -> Embedder:
             from pinakes.embed import load_for_kb
 
-            return load_for_kb(paths.root, manifest, offline=offline, threads=QUERY_MODEL_THREADS)
+            return load_for_kb(paths.root, manifest, offline=offline, threads=QUERY_MODEL_THREADS, for_search=True)
 
         def load_reranker() -> Reranker:
             from pinakes.search.rerank import load_reranker as load
 
-            return load(rerank, offline=offline)
+            return load(rerank, offline=offline, kb_root=paths.root, budget=manifest.budget, kb_id=manifest.kb.id)
 
         return cls(
             paths.index_db,
@@ -236,7 +236,7 @@ class Searcher:
         if mode not in MODES:
             raise UsageError(f"unknown search mode {mode!r}", remedy=f"use one of: {', '.join(MODES)}")
         filters = filters or SearchFilters()
-        with self._lock:
+        with self._lock, schema.index_faults(self.index_path):  # a damaged file: the error names --rebuild
             return _Run(self, query.strip(), filters, mode, rerank, final_k).execute()
 
     # ----------------------------------------------------------------------------------------
@@ -364,11 +364,11 @@ class _Run:
             stale = self._check_index_coherence(generation)
             self._lap("coherence")
             # Models load after the cheap checks, so a mismatched index refuses before any weights load.
-            reranker = searcher.reranker() if self.rerank else None
+            reranker = reranker_or_note(searcher.reranker, self.notes) if self.rerank else None
             embedder = self._embedder_or_keywords() if self.mode in ("hybrid", "vector") else None
             self._lap("load_models")
             if embedder is not None:
-                self._check_model_coherence(generation, embedder)
+                embedder = self._check_model_coherence(generation, embedder)
             scope = self._scope(generation)
             mask = self.mask = self._prepare_vectors(generation) if embedder is not None else None
             self._lap("filters")
@@ -385,11 +385,10 @@ class _Run:
             fused = order_fused(pool)[: self.fusion_top_k]
             self._lap("fusion")
             final = fused
-            if reranker is not None and fused:
-                scores = reranker.score(self.query, [rows[c.chunk_id]["text"] for c in fused])
-                for candidate, score in zip(fused, scores, strict=True):
-                    candidate.rerank = float(score)
-                final = order_reranked(fused)
+            if reranker is not None and fused:  # an HTTP reranker that fails leaves fused order and a note
+                texts = [rows[c.chunk_id]["text"] for c in fused]
+                reranked = reranked_or_note(reranker, self.query, fused, texts, self.notes)
+                final, reranker = (reranked, reranker) if reranked is not None else (fused, None)
                 self._lap("rerank")
             final = final[: self.final_k]
             passages = tuple(_passage(candidate, rows[candidate.chunk_id], stale) for candidate in final)
@@ -446,16 +445,19 @@ class _Run:
         except EmbeddingEndpointError as exc:
             self._downgrade(exc.message)
         except BudgetError as exc:
-            self._downgrade(f"the budget admits no embedding request now ({exc.message.splitlines()[0]})")
+            self._downgrade(f"the budget admits no embedding request now ({exc.message})")
         return None
 
     def _downgrade(self, why: str) -> None:
-        self.notes.append(f"keyword results only (mode bm25, asked for {self.mode}): {why}")
+        self.notes.append(f"keyword results only (mode bm25, asked for {self.mode}): {' '.join(why.split())}")  # whole: never cut
         self.mode = "bm25"
 
-    def _check_model_coherence(self, generation: _Generation, embedder: Embedder) -> None:
-        from pinakes.embed.coherence import check_model_coherence
+    def _check_model_coherence(self, generation: _Generation, embedder: Embedder) -> Embedder | None:
+        from pinakes.embed.coherence import check_model_coherence, remote_model_swap
 
+        if why_not := remote_model_swap(generation.meta, embedder):  # a remote model swapped or unreachable
+            self._downgrade(why_not)
+            return None
         if generation.model_checked_for != embedder.identity:
             try:
                 check_model_coherence(generation.meta, embedder.identity)
@@ -463,6 +465,7 @@ class _Run:
                 exc.path = exc.path or self.searcher.index_path
                 raise
             generation.model_checked_for = embedder.identity
+        return embedder
 
     def _scope(self, generation: _Generation) -> tuple[str, list[object]] | None:
         """The chunk-id subquery the filters allow, or None when every indexed chunk is allowed."""
@@ -485,13 +488,13 @@ class _Run:
             try:
                 return None, [], self._vector(embedder, generation, mask)
             except (EmbeddingEndpointError, BudgetError) as exc:
-                self._downgrade(exc.message.splitlines()[0])
+                self._downgrade(exc.message)
                 return self._retrieve(generation, scope, None, None)
         job = self.searcher.keyword_worker().submit(self._keyword, generation, scope)
         try:
             vector = self._vector(embedder, generation, mask)
         except (EmbeddingEndpointError, BudgetError) as exc:
-            self._downgrade(exc.message.splitlines()[0])
+            self._downgrade(exc.message)
             vector = []
         finally:
             # Even when the vector side failed: the worker holds the connection until it is done.
@@ -559,7 +562,7 @@ class _Run:
         from pinakes.search import vectors
 
         assert embedder is not None and generation.matrix is not None
-        query_vector = self.query_vector = embedder.embed_query(self.query)
+        query_vector = self.query_vector = vectors.usable_query_vector(embedder, self.query)
         self._lap("embed_query")
         hits = vectors.vector_search(generation.matrix, query_vector, self.candidates_per_source, mask)
         self._lap("vectors")
@@ -593,11 +596,11 @@ class _Run:
 
         plan, keyword, vector, chunk_ids = evidence
         features = None
+        rerank_top = passages[0].scores.rerank if passages and reranker is not None else None
         if vector and passages:
             assert generation.matrix is not None and self.query_vector is not None  # a vector list was made
             features = search_features(generation.conn, plan, keyword, vector, chunk_ids, self.settings.keyword.k1,
-                                       generation.matrix, self.query_vector)
-        rerank_top = passages[0].scores.rerank if passages and reranker is not None else None
+                                       generation.matrix, self.query_vector, rerank_top)
         cosines = [p.scores.cosine for p in passages if p.scores.cosine is not None]
         return assess(
             passage_count=len(passages),
@@ -669,7 +672,7 @@ def _passage(candidate: Candidate, row: _ChunkRow, stale: dict[str, str]) -> Pas
         doc_id=row["doc_id"],
         title=title,
         tags=tuple(document_tags(metadata)),  # the sidecar's and the front matter's
-        heading_path=tuple(str(part) for part in cast("list[object]", heading)) if isinstance(heading, list) else None,
+        heading_path=shown_headings(heading),
         page_start=row["page_start"],
         page_end=row["page_end"],
         char_start=row["char_start"],

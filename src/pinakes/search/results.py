@@ -7,8 +7,19 @@ needs â€” page range beside the rendered citation, the stale-extraction marker â
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
+from pinakes.display import heading_trail
 from pinakes.search.confidence import Confidence
+
+
+def shown_headings(stored: object) -> tuple[str, ...] | None:
+    """A chunk's stored heading path (a JSON array) as every surface shows it: bounded per heading
+    and in depth (`display.heading_trail`), so one 100 kB heading line cannot flood a terminal, a
+    `--json` answer or an agent's context; None when the chunk has none."""
+    if not isinstance(stored, list):
+        return None
+    return heading_trail([str(part) for part in cast("list[object]", stored)])
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,9 @@ rarity of the query's words), and every one is 0 when its retriever found nothin
                   (lexical/relations.py): a paraphrase's "mittens" is held by a passage on gloves.
                   Words the index has never seen weigh the highest IDF, as in keyword_share, and
                   count when a relative is held
+  rerank          only when the search was reranked: the top passage's rerank score (the reader's
+                  judgement of the pair, which no similarity feature gives: issue #41); a fit that
+                  chooses it has no signal for a search whose reranker did not run
 
 Which of them the shipped signal combines, and with what weights, is the KB's own fit
 ([retrieval.confidence], eval/fitting.py); docs/QUALITY.md §"#25" records what each one bought.
@@ -42,7 +45,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pinakes.lexical.relations import WordRelations, packaged
-from pinakes.manifest.sections import FEATURES
+from pinakes.manifest.sections import FEATURES, RERANK_FEATURE
 from pinakes.search.bm25 import KeywordPlan
 
 if TYPE_CHECKING:
@@ -162,12 +165,16 @@ def _rows_of(matrix: VectorMatrix, chunk_ids: Sequence[int]) -> NDArray[np.intp]
 
 def search_features(conn: sqlite3.Connection, plan: KeywordPlan | None, keyword: Sequence[tuple[int, float]],
                     vector: Sequence[tuple[int, float]], passage_chunk_ids: Sequence[int],
-                    k1: float | None, matrix: VectorMatrix, query: NDArray[np.float32]) -> dict[str, float]:
-    """Every feature of one search, rounded so an outcomes file stays stable byte for byte."""
+                    k1: float | None, matrix: VectorMatrix, query: NDArray[np.float32],
+                    rerank_top: float | None = None) -> dict[str, float]:
+    """Every feature of one search, rounded so an outcomes file stays stable byte for byte; `rerank`
+    only when `rerank_top` (the reranked top passage's score) is given."""
     asked = query_weights(plan)
     features = {**vector_features(vector),
                 **keyword_features(conn, asked, keyword, passage_chunk_ids, k1),
                 "agreement": agreement(keyword, vector),
                 **crowding_features(matrix, query, vector, passage_chunk_ids[0]),
                 "related_share": related_share(conn, plan, passage_chunk_ids[0], packaged(), asked)}
-    return {name: round(features[name], 6) for name in FEATURES}
+    if rerank_top is not None:
+        features[RERANK_FEATURE] = rerank_top
+    return {name: round(features[name], 6) for name in (*FEATURES, RERANK_FEATURE) if name in features}

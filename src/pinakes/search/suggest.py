@@ -4,7 +4,9 @@ the paid escalation is worth naming.
 On MCP the calling agent decides what to do with weak evidence; its reasoning is already paid
 for. A suggestion is a concrete free search, derived from what this search saw, in the order of
 what most often went wrong: words the KB does not know, filters that excluded too much, a single
-retriever, and finally too little context (expand with the best passages' distinctive words).
+retriever, and finally too little context (expand with the best passages' distinctive words). A
+suggested query reads as a phrase: words are taken out with the function words that joined them
+(`without_words`), never leaving "what is the for the base".
 """
 
 from __future__ import annotations
@@ -43,14 +45,14 @@ def suggest_next(
     tokenizer: Tokenizer,
 ) -> SuggestedSearch | None:
     if plan is not None and plan.unknown_words and plan.units:
-        unknown = {word.lower() for word in plan.unknown_words}
-        kept = [word for word in split_words(query) if word.lower() not in unknown]
-        return SuggestedSearch(
-            query=" ".join(kept),
-            reason=f"this KB's index has never seen: {', '.join(shown_word(w) for w in plan.unknown_words[:10])}; "
-                   "search without them",
-            mode=mode,
-        )
+        kept = without_words(query, {word.lower() for word in plan.unknown_words})
+        if kept:
+            return SuggestedSearch(
+                query=kept,
+                reason=f"this KB's index has never seen: {', '.join(shown_word(w) for w in plan.unknown_words[:10])}; "
+                       "search without them",
+                mode=mode,
+            )
     if filters.active:
         return SuggestedSearch(
             query=query, reason="the filters may exclude the answer; search the whole KB", mode=mode, filters={}
@@ -65,6 +67,31 @@ def suggest_next(
             mode=mode,
         )
     return None
+
+
+def without_words(query: str, dropped: set[str]) -> str:
+    """`query` without the words in `dropped` (lower-case), as a phrase a person would type (issue
+    #40: "what is the zorb for the base" became "what is the for the base"): each dropped word takes
+    the function words joining it to its neighbours with it ("the zorb for the"), and function words
+    left at either end go too ("what is"), so "base" is what is left; function words between two kept
+    words stay ("Tower of London"). "" when no content word is left."""
+    words = split_words(query)
+    keep = [word.lower() not in dropped for word in words]
+    function = [word.lower() in FUNCTION_WORDS for word in words]
+    for index, word in enumerate(words):
+        if word.lower() not in dropped:
+            continue
+        for step in (-1, 1):  # the run of function words on each side
+            other = index + step
+            while 0 <= other < len(words) and function[other] and words[other].lower() not in dropped:
+                keep[other] = False
+                other += step
+    kept = [word for word, wanted in zip(words, keep, strict=True) if wanted]
+    while kept and kept[0].lower() in FUNCTION_WORDS:
+        kept.pop(0)
+    while kept and kept[-1].lower() in FUNCTION_WORDS:
+        kept.pop()
+    return " ".join(kept)
 
 
 def _expansion_words(query: str, texts: list[str], document_frequencies: DocumentFrequencies,

@@ -4,6 +4,12 @@ The matrix holds every active chunk's unit vector, loaded once per index generat
 process; a search is one matrix-vector product. A filter restricts the candidate rows; it never
 re-ranks after the fact. Candidates with a non-positive cosine are dropped, never padded in: no
 shared direction is not weak evidence, it is none.
+
+The query's own vector is held to the rule a stored one is (index/vector_rows.py): a model or an
+endpoint that answers NaN, an infinity or all zeros (what a provider's normalisation makes of
+either) gives a vector that ranks nothing, and empty vector results would read as "nothing is
+similar". `usable_query_vector` refuses it as an endpoint failure, so the search answers with
+keyword results and a note, as it does when the endpoint is down.
 """
 
 from __future__ import annotations
@@ -14,10 +20,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pinakes.errors import ModelMismatchError
+from pinakes.errors import EmbeddingEndpointError, ModelMismatchError
+from pinakes.index.vector_rows import invalid_vectors
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
+
+    from pinakes.embed.base import Embedder
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,21 @@ def row_mask(matrix: VectorMatrix, allowed_doc_ids: set[str]) -> NDArray[np.bool
     allowed = np.fromiter((doc in allowed_doc_ids for doc in matrix.documents), dtype=bool,
                           count=len(matrix.documents))
     return allowed[matrix.doc_rows]
+
+
+def usable_query_vector(embedder: Embedder, query: str) -> NDArray[np.float32]:
+    """The model's unit vector for `query`; EmbeddingEndpointError when it cannot rank anything
+    (not finite, all zeros, not of unit length). Its width is vector_search's to check."""
+    vector = np.asarray(embedder.embed_query(query), dtype=np.float32).reshape(-1)
+    faults = invalid_vectors(vector.reshape(1, -1), vector.shape[0])
+    if faults:
+        identity = embedder.identity
+        raise EmbeddingEndpointError(
+            f"the embedding model {identity.model} ({identity.provider}) gave this query a vector that "
+            f"cannot rank passages: {faults[0][1]}",
+            remedy="check the model, or the embedding server's logs and the model it serves; keyword search "
+                   "answers meanwhile")
+    return vector
 
 
 def vector_search(

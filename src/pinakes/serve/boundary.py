@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 # NotServedError is re-exported: serve/documents.py and the tests name it `boundary.NotServedError`.
 from pinakes.errors import NotServedError as NotServedError
@@ -136,31 +137,31 @@ def check_path_prefix(value: object) -> str:
 
 
 def check_tags(value: object) -> list[str]:
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list):
+    items = _items(value)
+    if items is None:
         raise refuse("tags", f"must be a list of strings, got {_json_type(value)}", 'pass ["tag", ...]')
-    if len(items) > MAX_TAGS:
-        raise refuse("tags", f"has {len(items)} tags; the limit is {MAX_TAGS}", "pass fewer tags")
-    tags = []
-    for item in items:
-        tag = check_string("tags", item, max_chars=MAX_FILTER_CHARS).strip()
-        tags.append(check_not_path_like("tags", tag, allow_slash=True, allow_colon=True))
-    return tags
+    return _check_labels("tags", items, what="tags", most=MAX_TAGS, max_chars=MAX_FILTER_CHARS)
 
 
 def check_rels(value: object) -> list[str]:
     """`pinakes_links` relations: a name or a list of names, each a short value matched against the
     links table's `rel` (the limit `pnk link` writes to), never a path."""
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list) or not items:
+    items = _items(value)
+    if not items:
         raise refuse("rel", f"must be a relation name or a list of them, got {_json_type(value)}", 'pass "cites"')
-    if len(items) > MAX_RELS:
-        raise refuse("rel", f"has {len(items)} relations; the limit is {MAX_RELS}", "pass fewer relations")
-    rels = []
+    return _check_labels("rel", items, what="relations", most=MAX_RELS, max_chars=MAX_REL_CHARS)
+
+
+def _check_labels(argument: str, items: list[object], *, what: str, most: int, max_chars: int) -> list[str]:
+    """At most `most` labels (tags, relations), each a short string matched against index rows and
+    never a path: `status:draft` and `a/b` are labels, `file:` and `..` are not."""
+    if len(items) > most:
+        raise refuse(argument, f"has {len(items)} {what}; the limit is {most}", f"pass fewer {what}")
+    labels: list[str] = []
     for item in items:
-        rel = check_string("rel", item, max_chars=MAX_REL_CHARS).strip()
-        rels.append(check_not_path_like("rel", rel, allow_slash=True, allow_colon=True))
-    return rels
+        label = check_string(argument, item, max_chars=max_chars).strip()
+        labels.append(check_not_path_like(argument, label, allow_slash=True, allow_colon=True))
+    return labels
 
 
 def check_date(argument: str, value: object) -> str:
@@ -178,8 +179,8 @@ def check_choice(argument: str, value: object, choices: Sequence[str]) -> str:
 
 
 def check_choices(argument: str, value: object, choices: Sequence[str]) -> list[str]:
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list) or not items:
+    items = _items(value)
+    if not items:
         raise refuse(argument, f"must be one of {', '.join(choices)}", f"pass one of: {', '.join(choices)}")
     return [check_choice(argument, item, choices) for item in items]
 
@@ -218,18 +219,18 @@ def check_count(argument: str, value: object) -> int:
 # The forms of the one document-name grammar (links/addresses.py) a tool argument may take: an id,
 # never a path, an alias or a URI, so no argument makes the server look at its filesystem.
 DOC_ID_FORMS: tuple[NameForm, ...] = ("ulid",)
+DOC_ID_REMEDY = "pass the doc_id of a pinakes_search passage"
 
 
 def check_doc_id(value: object) -> str:
     """A document is named by its canonical ULID, never by a path."""
     if not isinstance(value, str):
-        raise refuse("doc_id", f"must be a document ULID string, got {_json_type(value)}",
-                     "pass the doc_id of a pinakes_search passage")
+        raise refuse("doc_id", f"must be a document ULID string, got {_json_type(value)}", DOC_ID_REMEDY)
     check_string("doc_id", value, max_chars=MAX_IDENTIFIER_CHARS)
     if name_form(value, accept=DOC_ID_FORMS) is None or not is_ulid(value):  # canonical case only
         raise refuse(
             "doc_id", f"is not a document ULID ({_shown(value)}); documents are addressed by id, never by path",
-            "pass the doc_id of a pinakes_search passage: 26 upper-case Crockford base32 characters",
+            f"{DOC_ID_REMEDY}: 26 upper-case Crockford base32 characters",
         )
     return value
 
@@ -238,6 +239,15 @@ def check_kb_name(value: object) -> str:
     """The shape of a `kb` argument; whether it names a served KB is the caller's lookup."""
     text = check_string("kb", value, max_chars=MAX_IDENTIFIER_CHARS)
     return check_not_path_like("kb", text, allow_slash=False)
+
+
+def _items(value: object) -> list[object] | None:
+    """A JSON list argument's items; a lone string is a list of one. None for anything else."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return cast("list[object]", value)  # parsed JSON: its items are checked one by one
+    return None
 
 
 def _json_type(value: object) -> str:

@@ -21,6 +21,7 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from pinakes.errors import KBNotFoundError, UsageError
 from pinakes.kb import KBPaths, find_kb_root
@@ -96,7 +97,7 @@ def parse_kb_argument(value: str) -> tuple[str | None, str]:
 def load_config_file(path: Path | str) -> list[ServedKB]:
     config = Path(path)
     try:
-        data = tomllib.loads(config.read_text(encoding="utf-8"))
+        data: dict[str, object] = tomllib.loads(config.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError("the serve configuration file does not exist", remedy="check --config",
                          path=config) from None
@@ -110,21 +111,19 @@ def load_config_file(path: Path | str) -> list[ServedKB]:
     entries = data.get("kb")
     if not isinstance(entries, list) or not entries:
         raise UsageError("no [[kb]] entries", remedy='add one: [[kb]] path = "/path/to/kb"', path=config)
-    served = []
-    for number, entry in enumerate(entries):
-        served.append(_config_entry(config, number, entry))
-    return served
+    return [_config_entry(config, number, entry) for number, entry in enumerate(cast("list[object]", entries))]
 
 
 def _config_entry(config: Path, number: int, entry: object) -> ServedKB:
     where = f"kb[{number}]"
     if not isinstance(entry, dict):
         raise UsageError(f"{where} must be a table", remedy='write it as [[kb]] path = "..."', path=config)
-    unknown = sorted(set(entry) - set(_CONFIG_KB_KEYS))
+    table = cast("dict[str, object]", entry)  # a TOML table: its keys are strings
+    unknown = sorted(set(table) - set(_CONFIG_KB_KEYS))
     if unknown:
         raise UsageError(f"{where}: unknown {noun_for(len(unknown), 'key')} {', '.join(unknown)}",
                          remedy=f"a [[kb]] table takes {', '.join(_CONFIG_KB_KEYS)}", path=config)
-    directory, alias = entry.get("path"), entry.get("alias")
+    directory, alias = table.get("path"), table.get("alias")
     if not isinstance(directory, str) or not directory:
         raise UsageError(f"{where}.path is required and must be a string", remedy='path = "/path/to/kb"',
                          path=config)

@@ -10,13 +10,11 @@ refused with 421 Misdirected Request before the application sees it.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+if TYPE_CHECKING:
+    # ASGI's own types, as the Starlette app the MCP SDK builds (and this wraps) declares them.
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
 _HOST_HEADER = re.compile(r"(?P<host>[A-Za-z0-9.\-]+)(?::(?P<port>[0-9]{1,5}))?")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,7 +31,7 @@ class IndexReader:
         self._lock = threading.Lock()
 
     @contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
+    def snapshot(self) -> Generator[sqlite3.Connection]:
         """A read transaction over the index as it is now; every query inside sees one commit."""
         with self._lock:
             conn = self._current()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -42,7 +41,7 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(tools: PinakesTools) -> Server[Any]:
+def build_server(tools: PinakesTools) -> Server:
     tool_list = [
         types.Tool(
             name=spec.name,

@@ -12,12 +12,13 @@ import os
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, TypeVar, cast
 
 from pinakes.errors import IndexUnreadableError, PinakesError
 from pinakes.ids import format_pnk_uri, is_ulid
 from pinakes.index.citations import citation
 from pinakes.index.documents import selection_fields
+from pinakes.index.schema import is_damage
 from pinakes.lexical.filters import SOURCE_TYPES, make_filters
 from pinakes.search.calibrated import SOURCE_GUIDANCE
 from pinakes.search.core import MODES, Searcher
@@ -34,7 +35,7 @@ from pinakes.serve.documents import (
     select_chars,
     select_pages,
 )
-from pinakes.serve.evidence import UNTRUSTED_NOTICE, envelope
+from pinakes.serve.evidence import UNTRUSTED_NOTICE, defused, envelope
 from pinakes.serve.reader import IndexReader
 from pinakes.serve.specs import (
     FILTER_ARGUMENTS,
@@ -57,6 +58,8 @@ _CONFIDENCE_GUIDANCE = {
     "unknown": "no calibrated score for this KB or mode; judge the passages yourself before relying on them",
 }
 
+
+_Checked = TypeVar("_Checked")
 
 SearcherFactory = Callable[[ServedKB], Searcher]
 # A tool's arguments as the transport parsed them (JSON: nothing is trusted until boundary.py checks it),
@@ -105,19 +108,23 @@ class PinakesTools:
         for reader in self._readers.values():
             reader.close()
 
-    def call(self, name: str, arguments: Arguments | None) -> Payload:
+    def call(self, name: str, arguments: object) -> Payload:
+        """Run tool `name` on `arguments` as the transport passed them: nothing about them is trusted."""
         handler = self._handlers.get(name)
         if handler is None:
             raise boundary.NotServedError(f"no tool named {name!r}",
                                           remedy=f"use one of: {', '.join(self._handlers)}")
         if arguments is not None and not isinstance(arguments, Mapping):
             raise boundary.ToolArgumentError("tool arguments must be a JSON object", remedy="pass {...}")
+        # A JSON object's keys are strings; its values are checked by each tool at the boundary.
+        checked = dict(cast(Arguments, arguments or {}))
         try:
-            return handler(dict(arguments or {}))
+            return cast(Payload, defused(handler(checked)))  # the KB's text outside the blocks too
         except sqlite3.DatabaseError as exc:
-            # Past the busy timeout, or a damaged file: the caller can retry; it is not a server bug.
+            # A damaged file is repaired by a rebuild; past the busy timeout, a retry may pass. Not a server bug.
             raise IndexUnreadableError(f"the index could not be read ({exc})",
-                                       remedy="retry; if it persists, run `pnk doctor` in the KB") from exc
+                                       remedy="run `pnk sync --rebuild` in the KB" if is_damage(exc)
+                                       else "retry; if it persists, run `pnk doctor` in the KB") from exc
 
     def describe_error(self, error: PinakesError) -> Payload:
         """A refusal as the caller sees it: message and remedy, with no machine-local path in it."""
@@ -130,7 +137,8 @@ class PinakesTools:
             message = message.replace(root + os.sep, "").replace(root, f"<kb {kb.alias}>")
             if remedy:
                 remedy = remedy.replace(root + os.sep, "").replace(root, f"<kb {kb.alias}>")
-        return {"error": type(error).__name__, "message": message, "remedy": remedy, "path": shown_path}
+        return cast(Payload, defused({"error": type(error).__name__, "message": message, "remedy": remedy,
+                                      "path": shown_path}))  # an error may name a file or quote a title
 
     def _kb_relative(self, path: str) -> str | None:
         if not os.path.isabs(path):  # already KB-relative (a source path from the index)
@@ -165,11 +173,8 @@ class PinakesTools:
     # -- pinakes_search --------------------------------------------------------------------------
 
     def search(self, arguments: Arguments) -> Payload:
-        boundary.check_argument_names(SEARCH_TOOL, arguments, SEARCH_ARGUMENTS)
-        if "query" not in arguments:
-            raise boundary.refuse("query", "is required", "pass the words to search for")
-        query = boundary.check_query(arguments["query"])
-        kb = self._kb(arguments.get("kb"))
+        query, kb = self._request(SEARCH_TOOL, arguments, SEARCH_ARGUMENTS, "query", boundary.check_query,
+                                  "pass the words to search for")
         mode = boundary.check_choice("mode", arguments.get("mode", "hybrid"), MODES)
         searcher = self._searchers[kb.kb_id]
         filter_arguments = _filter_arguments(arguments)
@@ -187,7 +192,8 @@ class PinakesTools:
     def _search_response(self, kb: ServedKB, result: SearchResult, filter_arguments: FilterArguments,
                          requested_k: int) -> Payload:
         bounds = self.bounds
-        passages, chars_cut = [], 0
+        passages: list[Payload] = []
+        chars_cut = 0
         for rank, passage in enumerate(result.passages, start=1):
             rendered, was_cut = self._passage(kb, rank, passage, bounds.passage_chars)
             passages.append(rendered)
@@ -265,11 +271,8 @@ class PinakesTools:
     # -- pinakes_get -----------------------------------------------------------------------------
 
     def get(self, arguments: Arguments) -> Payload:
-        boundary.check_argument_names(GET_TOOL, arguments, GET_ARGUMENTS)
-        if "doc_id" not in arguments:
-            raise boundary.refuse("doc_id", "is required", "pass the doc_id of a pinakes_search passage")
-        doc_id = boundary.check_doc_id(arguments["doc_id"])
-        kb = self._kb(arguments.get("kb"))
+        doc_id, kb = self._request(GET_TOOL, arguments, GET_ARGUMENTS, "doc_id", boundary.check_doc_id,
+                                   boundary.DOC_ID_REMEDY)
         char_start = _optional_int(arguments, "char_start", 0)
         char_end = _optional_int(arguments, "char_end", 1)
         page_start = _optional_int(arguments, "page_start", 1)
@@ -340,11 +343,8 @@ class PinakesTools:
         from pinakes.links.relevance import by_query
         from pinakes.links.traverse import DIRECTIONS, TraversalLimits, traverse
 
-        boundary.check_argument_names(LINKS_TOOL, arguments, LINKS_ARGUMENTS)
-        if "doc_id" not in arguments:
-            raise boundary.refuse("doc_id", "is required", "pass the doc_id of a pinakes_search passage")
-        doc_id = boundary.check_doc_id(arguments["doc_id"])
-        kb = self._kb(arguments.get("kb"))
+        doc_id, kb = self._request(LINKS_TOOL, arguments, LINKS_ARGUMENTS, "doc_id", boundary.check_doc_id,
+                                   boundary.DOC_ID_REMEDY)
         direction = boundary.check_choice("direction", arguments.get("direction", "both"), DIRECTIONS)
         counts = {name: boundary.check_count(name, arguments[name]) if arguments.get(name) is not None else None
                   for name in ("depth", "adjacent_k", "max_rows", "max_tokens")}
@@ -389,6 +389,15 @@ class PinakesTools:
         return lookup
 
     # -- shared ----------------------------------------------------------------------------------
+
+    def _request(self, tool: str, arguments: Arguments, takes: Sequence[str], required: str,
+                 check: Callable[[object], _Checked], remedy: str) -> tuple[_Checked, ServedKB]:
+        """What every tool does first: refuse an argument it does not take, refuse a call without its
+        `required` argument (`remedy` says what to pass), check that one, and find the KB named."""
+        boundary.check_argument_names(tool, arguments, takes)
+        if required not in arguments:
+            raise boundary.refuse(required, "is required", remedy)
+        return check(arguments[required]), self._kb(arguments.get("kb"))
 
     def _kb(self, value: object) -> ServedKB:
         if value is None:

@@ -18,9 +18,11 @@ Decisions this package makes (docs/SIDECAR.md explains each):
 - A `%YAML` directive other than 1.2 is refused, since it would switch the file back to 1.1 rules.
 
 The package is split so each part can be read on its own: `model` (the parsed values and where a
-sidecar lives), `dialect` (how ruamel is configured), `nodes` and `reading` (the strict reader),
-`writing` (minting and updating), `reconcile`, `comments`, `layout` and `splice` (what keeps a
-rewrite faithful to the author's file: only the changed keys' lines are written back). Import from `pinakes.sidecar`, not from the parts.
+sidecar lives), `dialect` (how ruamel is configured), `tree` (ruamel's composed tree as this
+package's own typed nodes), `nodes` and `reading` (the strict reader), `writing` (minting and
+updating), `reconcile`, `comments`, `layout` and `splice` (what keeps a rewrite faithful to the
+author's file: only the changed keys' lines are written back). Import from `pinakes.sidecar`, not
+from the parts.
 """
 
 from pinakes.sidecar.model import (

@@ -14,18 +14,14 @@ from ruamel.yaml.nodes import Node, ScalarNode
 from ruamel.yaml.representer import RoundTripRepresenter
 
 from pinakes.sidecar.model import MAX_NESTING
+from pinakes.sidecar.tree import tag_text
 
-_UTF8_BOM = b"\xef\xbb\xbf"
-_YAML_TAG = "tag:yaml.org,2002:"
-_STR, _NULL, _BOOL, _INT, _FLOAT, _TIMESTAMP, _SEQ, _MAP = (
-    _YAML_TAG + name for name in ("str", "null", "bool", "int", "float", "timestamp", "seq", "map")
+UTF8_BOM = b"\xef\xbb\xbf"
+YAML_TAG = "tag:yaml.org,2002:"
+STR, NULL, BOOL, INT, FLOAT, TIMESTAMP, SEQ, MAP = (
+    YAML_TAG + name for name in ("str", "null", "bool", "int", "float", "timestamp", "seq", "map")
 )
-_STRING_TAGS = (_STR, _TIMESTAMP)  # a timestamp is kept as the text written
-
-
-def _tag(node: Node) -> str:
-    tag = node.tag
-    return str(getattr(tag, "value", tag))  # a str in some ruamel versions, a Tag in others
+STRING_TAGS = (STR, TIMESTAMP)  # a timestamp is kept as the text written
 
 
 class _Verbatim:
@@ -48,7 +44,7 @@ class _SidecarRepresenter(RoundTripRepresenter):
 
 
 def _construct_verbatim(constructor: RoundTripConstructor, node: ScalarNode) -> _Verbatim:
-    return _Verbatim(_tag(node), node.value)
+    return _Verbatim(tag_text(node.tag), node.value)
 
 
 def _represent_verbatim(representer: RoundTripRepresenter, data: _Verbatim) -> Node:
@@ -56,12 +52,12 @@ def _represent_verbatim(representer: RoundTripRepresenter, data: _Verbatim) -> N
 
 
 # Registered on subclasses, so no other user of ruamel in the process is affected.
-for _verbatim_tag in (_NULL, _BOOL, _INT, _FLOAT, _TIMESTAMP):
+for _verbatim_tag in (NULL, BOOL, INT, FLOAT, TIMESTAMP):
     _SidecarConstructor.add_constructor(_verbatim_tag, _construct_verbatim)
 _SidecarRepresenter.add_representer(_Verbatim, _represent_verbatim)
 
 
-def _new_yaml() -> YAML:
+def new_yaml() -> YAML:
     # A fresh instance each time: ruamel keeps per-document state (such as a %YAML directive
     # seen while loading) on the instance and would carry it into the next dump.
     yaml = YAML(typ="rt")
@@ -72,5 +68,5 @@ def _new_yaml() -> YAML:
     yaml.allow_duplicate_keys = False
     # Newer ruamel stops composing past this depth; older versions hit RecursionError instead,
     # and _compose reports both the same way.
-    yaml.max_depth = MAX_NESTING  # type: ignore[attr-defined]
+    yaml.max_depth = MAX_NESTING
     return yaml

@@ -9,18 +9,18 @@ example of each kind, which keeps most of an edited file as it was.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from io import StringIO
 
 from ruamel.yaml.comments import CommentedMap
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from pinakes.sidecar.dialect import _UTF8_BOM, _new_yaml
-from pinakes.sidecar.reading import _Source
+from pinakes.sidecar.dialect import UTF8_BOM, new_yaml
+from pinakes.sidecar.reading import Source
+from pinakes.sidecar.tree import YamlMapping, YamlNode, YamlScalar, YamlSequence
 
 
 @dataclass(frozen=True)
-class _Layout:
+class Layout:
     """What the dumper should reproduce of the source's surface form."""
 
     mapping_indent: int = 2
@@ -33,14 +33,14 @@ class _Layout:
     declares_version: bool = False
 
     @classmethod
-    def of(cls, source: _Source, key: str | None = None) -> _Layout:
+    def of(cls, source: Source, key: str | None = None) -> Layout:
         """The source's layout, the indents guessed from the whole file or, given `key`, from that
         top-level entry alone (the defaults when it shows none): a key rewritten on its own then
         keeps its own indents rather than borrowing a nested key's."""
         defaults = cls()
         root = source.root
         if key is not None:
-            root = MappingNode(root.tag, [(k, v) for k, v in root.value if isinstance(k, ScalarNode) and k.value == key])
+            root = replace(root, entries=tuple((k, v) for k, v in root.entries if isinstance(k, YamlScalar) and k.text == key))
         mapping_indent, sequence = _guess_indents(root, source.text)
         sequence_indent, sequence_offset = sequence or (defaults.sequence_indent, defaults.sequence_offset)
         return cls(
@@ -55,7 +55,7 @@ class _Layout:
         )
 
 
-def _guess_indents(root: MappingNode, text: str) -> tuple[int | None, tuple[int, int] | None]:
+def _guess_indents(root: YamlMapping, text: str) -> tuple[int | None, tuple[int, int] | None]:
     """The first nested block mapping's (or block scalar's) indent and the first block
     sequence's (indent, offset), measured from the key that holds them. The dumper applies one
     setting to the whole file, so following the source's first example keeps most of an edited
@@ -64,17 +64,17 @@ def _guess_indents(root: MappingNode, text: str) -> tuple[int | None, tuple[int,
     mapping_indent: int | None = None
     sequence: tuple[int, int] | None = None
     for key_node, value_node in _block_entries(root):
-        key_column = key_node.start_mark.column
-        if mapping_indent is None and isinstance(value_node, MappingNode) and value_node.value:
-            mapping_indent = value_node.value[0][0].start_mark.column - key_column
-        if mapping_indent is None and isinstance(value_node, ScalarNode) and value_node.style in ("|", ">"):
-            content_line = value_node.start_mark.line + 1
+        key_column = key_node.start.column
+        if mapping_indent is None and isinstance(value_node, YamlMapping) and value_node.entries:
+            mapping_indent = value_node.entries[0][0].start.column - key_column
+        if mapping_indent is None and isinstance(value_node, YamlScalar) and value_node.style in ("|", ">"):
+            content_line = value_node.start.line + 1
             if content_line < len(lines) and lines[content_line].strip():
                 content = lines[content_line]
                 mapping_indent = len(content) - len(content.lstrip(" ")) - key_column
-        if sequence is None and isinstance(value_node, SequenceNode) and value_node.value:
-            offset = value_node.start_mark.column - key_column
-            indent = value_node.value[0].start_mark.column - key_column
+        if sequence is None and isinstance(value_node, YamlSequence) and value_node.items:
+            offset = value_node.start.column - key_column
+            indent = value_node.items[0].start.column - key_column
             if offset >= 0 and indent >= offset + 2:
                 sequence = (indent, offset)
         if mapping_indent is not None and sequence is not None:
@@ -84,28 +84,28 @@ def _guess_indents(root: MappingNode, text: str) -> tuple[int | None, tuple[int,
     return mapping_indent, sequence
 
 
-def _block_entries(node: Node) -> Iterator[tuple[Node, Node]]:
+def _block_entries(node: YamlNode) -> Iterator[tuple[YamlNode, YamlNode]]:
     """Every (key, value) pair of block-style mappings, outermost first, through sequences too."""
-    if isinstance(node, MappingNode) and not node.flow_style:
-        for key_node, value_node in node.value:
+    if isinstance(node, YamlMapping) and not node.flow:
+        for key_node, value_node in node.entries:
             yield key_node, value_node
-        for _, value_node in node.value:
+        for _, value_node in node.entries:
             yield from _block_entries(value_node)
-    elif isinstance(node, SequenceNode) and not node.flow_style:
-        for item in node.value:
+    elif isinstance(node, YamlSequence) and not node.flow:
+        for item in node.items:
             yield from _block_entries(item)
 
 
-def _round_trip_load(source: _Source) -> CommentedMap:
-    # Comment tokens keep a CR the scanner does not strip; _dump puts the line ends back.
+def round_trip_load(source: Source) -> CommentedMap:
+    # Comment tokens keep a CR the scanner does not strip; dump_bytes puts the line ends back.
     text = source.text.replace("\r\n", "\n") if source.crlf else source.text
-    document = _new_yaml().load(text)
-    assert isinstance(document, CommentedMap)  # _load_source already proved the top level a mapping
+    document = new_yaml().load(text)
+    assert isinstance(document, CommentedMap)  # load_source already proved the top level a mapping
     return document
 
 
-def _dump(document: CommentedMap, layout: _Layout) -> bytes:
-    yaml = _new_yaml()
+def dump_bytes(document: CommentedMap, layout: Layout) -> bytes:
+    yaml = new_yaml()
     yaml.indent(mapping=layout.mapping_indent, sequence=layout.sequence_indent, offset=layout.sequence_offset)
     yaml.explicit_start = layout.explicit_start
     yaml.explicit_end = layout.explicit_end
@@ -116,4 +116,4 @@ def _dump(document: CommentedMap, layout: _Layout) -> bytes:
     text = stream.getvalue()
     if layout.crlf:
         text = text.replace("\n", "\r\n")
-    return (_UTF8_BOM if layout.has_bom else b"") + text.encode("utf-8")
+    return (UTF8_BOM if layout.has_bom else b"") + text.encode("utf-8")

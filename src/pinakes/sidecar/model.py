@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from pinakes.ids import format_pnk_uri
 from pinakes.jsontypes import JSONValue
@@ -55,8 +54,9 @@ class Sidecar:
     @property
     def extraction(self) -> dict[str, JSONValue] | None:
         """`provenance.extraction`, present only after a paid extraction (spec §2.2)."""
-        # only `writing._checked_extraction` puts it there: a mapping of strings
-        return cast("dict[str, JSONValue] | None", self.provenance.get("extraction"))
+        # only `writing._checked_extraction` puts it there, and the reader holds it to a mapping of strings
+        extraction = self.provenance.get("extraction")
+        return extraction if isinstance(extraction, dict) else None
 
     def metadata_json(self, front_matter_tags: tuple[str, ...] = ()) -> str:
         """The JSON the index stores in documents.metadata: this sidecar's keys, and the tags the

@@ -3,7 +3,7 @@ column, because the file holds a permanent ULID and a typo must be reported wher
 guessed around.
 
 The bytes are capped before parsing, and a `%YAML` directive other than 1.2 is refused, since it
-would switch the file back to 1.1 rules (`NO` read as `false`). `_Source` keeps the file's surface
+would switch the file back to 1.1 rules (`NO` read as `false`). `Source` keeps the file's surface
 form (BOM, line ends, document markers) so that a rewrite can reproduce it.
 """
 
@@ -12,16 +12,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import xxhash
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
 from pinakes.errors import FilesystemError, PinakesError, SidecarError
 from pinakes.ids import is_ulid, parse_pnk_uri
-from pinakes.sidecar.dialect import _NULL, _SEQ, _STR, _STRING_TAGS, _UTF8_BOM, _new_yaml, _tag
+from pinakes.sidecar.dialect import NULL, SEQ, STR, STRING_TAGS, UTF8_BOM, new_yaml
 from pinakes.sidecar.model import (
     EXTRACTION_FIELDS,
     LINK_FIELDS,
@@ -33,43 +31,44 @@ from pinakes.sidecar.model import (
     Sidecar,
 )
 from pinakes.sidecar.nodes import (
-    _FIX_IT,
-    _FLATTEN,
-    _at,
-    _describe,
-    _located,
-    _mapping_entries,
-    _plain,
-    _refuse_anchor,
+    FIX_IT,
+    FLATTEN,
+    describe,
+    error_at,
+    error_located,
+    mapping_entries,
+    plain_value,
+    refuse_anchor,
 )
+from pinakes.sidecar.tree import YamlMapping, YamlNode, YamlScalar, YamlSequence, compose
 
 _DIRECTIVE = re.compile(r"^%YAML[ \t]+(\S+)", re.MULTILINE)
 # A `---` or `...` at column 0 is always a document marker, even inside a block scalar.
 _DOCUMENT_START = re.compile(r"^---(?:[ \t]|\r?$)", re.MULTILINE)
-_DOCUMENT_END = re.compile(r"^\.\.\.(?:[ \t]|\r?$)", re.MULTILINE)
+DOCUMENT_END = re.compile(r"^\.\.\.(?:[ \t]|\r?$)", re.MULTILINE)
 
 _SLIM = "a sidecar holds an id and a little metadata; move bulky content into a document"
 
 
 def read_sidecar(path: Path, *, kb_id: str) -> Sidecar:
     """Parse and validate a sidecar. `kb_id` is the owning KB: what `pnk://self/...` means."""
-    return parse_sidecar_bytes(_read_bytes(path), path=path, kb_id=kb_id)
+    return parse_sidecar_bytes(read_bytes(path), path=path, kb_id=kb_id)
 
 
 def parse_sidecar_bytes(data: bytes, *, path: Path, kb_id: str) -> Sidecar:
     """`read_sidecar` for bytes already in hand (a staged blob, a partner KB's file)."""
-    source = _load_source(data, path)
-    return _interpret(source, kb_id)
+    source = load_source(data, path)
+    return interpret(source, kb_id)
 
 
 @dataclass
-class _Source:
+class Source:
     """A sidecar's bytes, their decoded text and layout, and the composed (unconstructed) tree."""
 
     path: Path
     data: bytes
     text: str
-    root: MappingNode
+    root: YamlMapping
     has_bom: bool
     crlf: bool
     explicit_start: bool
@@ -77,7 +76,7 @@ class _Source:
     declares_version: bool
 
 
-def _read_bytes(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes:
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_SIDECAR_BYTES + 1)
@@ -89,24 +88,24 @@ def _read_bytes(path: Path) -> bytes:
             remedy="check the file's permissions",
             path=path,
         ) from exc
-    return data  # at most one byte over the cap, which _load_source refuses
+    return data  # at most one byte over the cap, which load_source refuses
 
 
-def _load_source(data: bytes, path: Path) -> _Source:
+def load_source(data: bytes, path: Path) -> Source:
     if len(data) > MAX_SIDECAR_BYTES:
         raise SidecarError(
             f"the sidecar is larger than {MAX_SIDECAR_BYTES // 1024} KiB", remedy=_SLIM, path=path
         )
-    has_bom = data.startswith(_UTF8_BOM)
-    body = data[len(_UTF8_BOM) :] if has_bom else data
+    has_bom = data.startswith(UTF8_BOM)
+    body = data[len(UTF8_BOM) :] if has_bom else data
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         line, column = _byte_location(body, exc.start)
-        raise _located(path, line, column, "not valid UTF-8", "save the file as UTF-8") from None
+        raise error_located(path, line, column, "not valid UTF-8", "save the file as UTF-8") from None
     _refuse_other_yaml_versions(text, path)
     root = _compose(text, path)
-    return _Source(
+    return Source(
         path=path,
         data=data,
         text=text,
@@ -114,7 +113,7 @@ def _load_source(data: bytes, path: Path) -> _Source:
         has_bom=has_bom,
         crlf="\r\n" in text and text.count("\r\n") == text.count("\n"),
         explicit_start=_DOCUMENT_START.search(text) is not None,
-        explicit_end=_DOCUMENT_END.search(text) is not None,
+        explicit_end=DOCUMENT_END.search(text) is not None,
         declares_version=_DIRECTIVE.search(text) is not None,  # only 1.2 gets this far
     )
 
@@ -123,7 +122,7 @@ def _refuse_other_yaml_versions(text: str, path: Path) -> None:
     for match in _DIRECTIVE.finditer(text):
         if match.group(1) != "1.2":
             line = text.count("\n", 0, match.start()) + 1
-            raise _located(
+            raise error_located(
                 path,
                 line,
                 1,
@@ -132,16 +131,16 @@ def _refuse_other_yaml_versions(text: str, path: Path) -> None:
             )
 
 
-def _compose(text: str, path: Path) -> MappingNode:
+def _compose(text: str, path: Path) -> YamlMapping:
     """The node tree, resolved under YAML 1.2. Composing builds no Python values, so an alias
-    bomb costs nothing here; `_interpret` refuses the first anchor it meets."""
-    yaml = _new_yaml()
+    bomb costs nothing here; `interpret` refuses the first anchor it meets."""
+    yaml = new_yaml()
     try:
-        root = yaml.compose(text)
+        root = compose(yaml, text)
     except MarkedYAMLError as exc:
         if type(exc).__name__ == "MaxDepthExceededError":  # its text suggests raising the limit
             raise SidecarError(
-                f"the sidecar is nested deeper than {MAX_NESTING} levels", remedy=_FLATTEN, path=path
+                f"the sidecar is nested deeper than {MAX_NESTING} levels", remedy=FLATTEN, path=path
             ) from None
         mark = exc.problem_mark or exc.context_mark
         problem = str(exc.problem or exc.context or "invalid YAML")
@@ -149,37 +148,37 @@ def _compose(text: str, path: Path) -> MappingNode:
             context = str(exc.context)
             problem = f"{problem} ({context})" if context.startswith("while") else f"{context}, {problem}"
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        raise _located(path, line, column, problem, _FIX_IT) from None
+        raise error_located(path, line, column, problem, FIX_IT) from None
     except ReaderError as exc:
         line, column = _text_location(text, exc.position)
         character = chr(exc.character) if isinstance(exc.character, int) else str(exc.character)
-        raise _located(
+        raise error_located(
             path,
             line,
             column,
             f"the character U+{ord(character[:1] or ' '):04X} is not allowed in YAML",
-            _FIX_IT,
+            FIX_IT,
         ) from None
     except YAMLError as exc:
-        raise SidecarError(f"invalid YAML: {exc}", remedy=_FIX_IT, path=path) from None
+        raise SidecarError(f"invalid YAML: {exc}", remedy=FIX_IT, path=path) from None
     except RecursionError:
         raise SidecarError(
-            f"the sidecar is nested deeper than {MAX_NESTING} levels", remedy=_FLATTEN, path=path
+            f"the sidecar is nested deeper than {MAX_NESTING} levels", remedy=FLATTEN, path=path
         ) from None
     if root is None:
-        raise _located(path, 1, 1, "the sidecar is empty", "it needs at least the document's `id`")
-    if not isinstance(root, MappingNode):
-        raise _at(path, root, "the top level of a sidecar must be a mapping (key: value lines)", _FIX_IT)
+        raise error_located(path, 1, 1, "the sidecar is empty", "it needs at least the document's `id`")
+    if not isinstance(root, YamlMapping):
+        raise error_at(path, root, "the top level of a sidecar must be a mapping (key: value lines)", FIX_IT)
     return root
 
 
-def _interpret(source: _Source, kb_id: str) -> Sidecar:
+def interpret(source: Source, kb_id: str) -> Sidecar:
     path = source.path
-    entries = _mapping_entries(source.root, path)
+    entries = mapping_entries(source.root, path)
     if "id" not in entries:
-        raise _located(
+        raise error_located(
             path,
-            source.root.start_mark.line + 1,
+            source.root.start.line + 1,
             1,
             "the sidecar has no `id`",
             "restore the document's id (e.g. from `git log -p` of this file); minting a new one "
@@ -193,19 +192,19 @@ def _interpret(source: _Source, kb_id: str) -> Sidecar:
         links=_read_links(entries.get("links"), path, kb_id),
         provenance=_read_provenance(entries.get("provenance"), path),
         extra={
-            key: _plain(node, path, depth=1) for key, (_, node) in entries.items() if key not in OWNED_KEYS
+            key: plain_value(node, path, depth=1) for key, (_, node) in entries.items() if key not in OWNED_KEYS
         },
         raw_hash=xxhash.xxh3_128_hexdigest(source.data),
     )
 
 
-def _read_id(entry: tuple[Node, Node], path: Path) -> str:
+def _read_id(entry: tuple[YamlNode, YamlNode], path: Path) -> str:
     _, node = entry
-    _refuse_anchor(node, path)
-    value = node.value if isinstance(node, ScalarNode) and _tag(node) == _STR else None
-    if not isinstance(value, str) or not is_ulid(value):
-        shown = node.value if isinstance(node, ScalarNode) else "a collection"
-        raise _at(
+    refuse_anchor(node, path)
+    value = node.text if isinstance(node, YamlScalar) and node.tag == STR else None
+    if value is None or not is_ulid(value):
+        shown = node.text if isinstance(node, YamlScalar) else "a collection"
+        raise error_at(
             path,
             node,
             f"`id` must be a ULID (26 upper-case Crockford base32 characters), not {shown!r}",
@@ -214,41 +213,43 @@ def _read_id(entry: tuple[Node, Node], path: Path) -> str:
     return value
 
 
-def _read_title(entry: tuple[Node, Node] | None, path: Path) -> str | None:
+def _read_title(entry: tuple[YamlNode, YamlNode] | None, path: Path) -> str | None:
     if entry is None:
         return None
     _, node = entry
-    value = _plain(node, path, depth=1)
-    if value is not None and not (isinstance(node, ScalarNode) and _tag(node) in _STRING_TAGS):
-        raise _at(path, node, f"`title` must be a string, not {_describe(value)}", 'quote it: title: "..."')
-    return cast("str | None", value)  # checked above: null or a string-tagged scalar
+    value = plain_value(node, path, depth=1)
+    if value is None:
+        return None
+    if not (isinstance(node, YamlScalar) and node.tag in STRING_TAGS):
+        raise error_at(path, node, f"`title` must be a string, not {describe(value)}", 'quote it: title: "..."')
+    return node.text  # what a string-tagged scalar's value is
 
 
-def _read_tags(entry: tuple[Node, Node] | None, path: Path) -> tuple[str, ...]:
+def _read_tags(entry: tuple[YamlNode, YamlNode] | None, path: Path) -> tuple[str, ...]:
     items = _sequence_items(entry, "tags", path)
-    tags = []
+    tags: list[str] = []
     for node in items:
-        value = _plain(node, path, depth=2)
-        if not (isinstance(node, ScalarNode) and _tag(node) in _STRING_TAGS) or not value:
-            raise _at(
+        value = plain_value(node, path, depth=2)
+        if not (isinstance(node, YamlScalar) and node.tag in STRING_TAGS) or not isinstance(value, str) or not value:
+            raise error_at(
                 path,
                 node,
-                f"every tag must be a non-empty string, not {_describe(value)}",
+                f"every tag must be a non-empty string, not {describe(value)}",
                 "quote a tag that YAML reads as a number or a boolean: tags: ['0755', 'true']",
             )
         tags.append(value)
     return tuple(tags)
 
 
-def _read_links(entry: tuple[Node, Node] | None, path: Path, kb_id: str) -> tuple[Link, ...]:
-    links = []
+def _read_links(entry: tuple[YamlNode, YamlNode] | None, path: Path, kb_id: str) -> tuple[Link, ...]:
+    links: list[Link] = []
     for node in _sequence_items(entry, "links", path):
-        if not isinstance(node, MappingNode):
-            raise _at(path, node, "a link must be a mapping with `target` and `rel`", _LINK_REMEDY)
-        fields = _mapping_entries(node, path)
+        if not isinstance(node, YamlMapping):
+            raise error_at(path, node, "a link must be a mapping with `target` and `rel`", _LINK_REMEDY)
+        fields = mapping_entries(node, path)
         unknown = [key for key in fields if key not in LINK_FIELDS]
         if unknown:
-            raise _at(
+            raise error_at(
                 path,
                 fields[unknown[0]][0],
                 f"a link has only `target` and `rel`, not {unknown[0]!r}",
@@ -256,20 +257,20 @@ def _read_links(entry: tuple[Node, Node] | None, path: Path, kb_id: str) -> tupl
             )
         missing = [key for key in LINK_FIELDS if key not in fields]
         if missing:
-            raise _at(path, node, f"this link has no `{missing[0]}`", _LINK_REMEDY)
+            raise error_at(path, node, f"this link has no `{missing[0]}`", _LINK_REMEDY)
         target_node, rel_node = fields["target"][1], fields["rel"][1]
-        target, rel = _plain(target_node, path, depth=3), _plain(rel_node, path, depth=3)
+        target, rel = plain_value(target_node, path, depth=3), plain_value(rel_node, path, depth=3)
         if not isinstance(rel, str) or not rel:
-            raise _at(
+            raise error_at(
                 path,
                 rel_node,
-                f"a link's `rel` must be a non-empty string, not {_describe(rel)}",
+                f"a link's `rel` must be a non-empty string, not {describe(rel)}",
                 _LINK_REMEDY,
             )
         try:
-            link_kb, link_doc = parse_pnk_uri(cast("str", target), self_kb_id=kb_id)  # it refuses a non-string
+            link_kb, link_doc = parse_pnk_uri(target, self_kb_id=kb_id)  # it refuses a non-string
         except PinakesError as exc:
-            raise _at(path, target_node, exc.message, exc.remedy) from None
+            raise error_at(path, target_node, exc.message, exc.remedy) from None
         links.append(Link(kb_id=link_kb, doc_id=link_doc, rel=rel))
     return tuple(links)
 
@@ -277,47 +278,47 @@ def _read_links(entry: tuple[Node, Node] | None, path: Path, kb_id: str) -> tupl
 _LINK_REMEDY = "write each link as `- target: pnk://<kb-ulid>/<doc-ulid>` with `rel: <relation>` below it"
 
 
-def _read_provenance(entry: tuple[Node, Node] | None, path: Path) -> dict[str, JSONValue]:
+def _read_provenance(entry: tuple[YamlNode, YamlNode] | None, path: Path) -> dict[str, JSONValue]:
     if entry is None:
         return {}
     _, node = entry
-    _refuse_anchor(node, path)
-    if isinstance(node, ScalarNode) and _tag(node) == _NULL:
+    refuse_anchor(node, path)
+    if isinstance(node, YamlScalar) and node.tag == NULL:
         return {}  # `provenance:` left empty
-    if not isinstance(node, MappingNode):
-        value = _plain(node, path, depth=1)
-        raise _at(path, node, f"`provenance` must be a mapping, not {_describe(value)}", _FIX_IT)
-    entries = _mapping_entries(node, path)
-    provenance = {key: _plain(value, path, depth=2) for key, (_, value) in entries.items()}
+    if not isinstance(node, YamlMapping):
+        value = plain_value(node, path, depth=1)
+        raise error_at(path, node, f"`provenance` must be a mapping, not {describe(value)}", FIX_IT)
+    entries = mapping_entries(node, path)
+    provenance = {key: plain_value(value, path, depth=2) for key, (_, value) in entries.items()}
     if "extraction" in provenance:
         _check_extraction(provenance["extraction"], entries["extraction"][1], path)
     return provenance
 
 
-def _check_extraction(extraction: JSONValue, node: Node, path: Path) -> None:
+def _check_extraction(extraction: JSONValue, node: YamlNode, path: Path) -> None:
     remedy = (
         "provenance.extraction is written by a paid extraction; restore it from git, "
         "or re-run `pnk sync --extract=<backend>` to record it afresh"
     )
     if not isinstance(extraction, dict):
-        raise _at(
-            path, node, f"`provenance.extraction` must be a mapping, not {_describe(extraction)}", remedy
+        raise error_at(
+            path, node, f"`provenance.extraction` must be a mapping, not {describe(extraction)}", remedy
         )
     for field in EXTRACTION_FIELDS:
         if not isinstance(extraction.get(field), str) or not extraction[field]:
-            raise _at(path, node, f"`provenance.extraction.{field}` must be a non-empty string", remedy)
+            raise error_at(path, node, f"`provenance.extraction.{field}` must be a non-empty string", remedy)
 
 
-def _sequence_items(entry: tuple[Node, Node] | None, key: str, path: Path) -> list[Node]:
+def _sequence_items(entry: tuple[YamlNode, YamlNode] | None, key: str, path: Path) -> list[YamlNode]:
     if entry is None:
         return []
     _, node = entry
-    _refuse_anchor(node, path)
-    if isinstance(node, ScalarNode) and _tag(node) == _NULL:
+    refuse_anchor(node, path)
+    if isinstance(node, YamlScalar) and node.tag == NULL:
         return []  # `tags:` left empty
-    if not isinstance(node, SequenceNode) or _tag(node) != _SEQ:
-        raise _at(path, node, f"`{key}` must be a list", f"write it as {key}: [...] or as `- ` lines")
-    return list(node.value)
+    if not isinstance(node, YamlSequence) or node.tag != SEQ:
+        raise error_at(path, node, f"`{key}` must be a list", f"write it as {key}: [...] or as `- ` lines")
+    return list(node.items)
 
 
 def _text_location(text: str, position: int) -> tuple[int, int]:

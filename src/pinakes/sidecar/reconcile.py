@@ -5,14 +5,24 @@ keeps the quoting style the author chose, and an absent owned key is inserted in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import TypedDict, TypeVar
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import ScalarString
 from ruamel.yaml.tokens import CommentToken
 
-from pinakes.sidecar.comments import _delete_entry, _give_block, _insert_entry, _take_block, _trailing_slot
+from pinakes.sidecar.comments import (
+    CommentSlots,
+    delete_entry,
+    give_block,
+    insert_entry,
+    keys_of,
+    take_block,
+    token_at,
+    tokens_before,
+    trailing_slot,
+)
 from pinakes.sidecar.model import OWNED_KEYS, JSONValue, Link, Sidecar
 
 Item = TypeVar("Item")  # a list's values as read (a tag, a Link)
@@ -27,10 +37,10 @@ class SidecarChanges(TypedDict, total=False):
     extraction: dict[str, str] | None
 
 
-def _apply_changes(document: CommentedMap, current: Sidecar, changes: SidecarChanges) -> None:
+def apply_changes(document: CommentedMap, current: Sidecar, changes: SidecarChanges) -> None:
     if "title" in changes:
         if changes["title"] is None:
-            _delete_entry(document, "title")
+            delete_entry(document, "title")
         elif "title" in document:
             document["title"] = _in_same_style(document["title"], changes["title"])
         else:
@@ -38,7 +48,7 @@ def _apply_changes(document: CommentedMap, current: Sidecar, changes: SidecarCha
     if "tags" in changes:
         _set_sequence(document, "tags", list(current.tags), changes["tags"], make=str, flow=True)
     if "links" in changes:
-        _set_sequence(document, "links", list(current.links), changes["links"], make=_link_entry, flow=False)
+        _set_sequence(document, "links", list(current.links), changes["links"], make=link_entry, flow=False)
     if "extraction" in changes:
         _set_extraction(document, current.extraction, changes["extraction"])
 
@@ -46,9 +56,9 @@ def _apply_changes(document: CommentedMap, current: Sidecar, changes: SidecarCha
 def _insert_owned(document: CommentedMap, key: str, value: object) -> None:
     """Insert an absent owned key right after the nearest owned key that precedes it canonically."""
     predecessors = OWNED_KEYS[: OWNED_KEYS.index(key)]
-    keys = list(document.keys())
+    keys = keys_of(document)
     present = [keys.index(name) for name in predecessors if name in document]
-    _insert_entry(document, max(present) + 1 if present else 0, key, value)
+    insert_entry(document, max(present) + 1 if present else 0, key, value)
 
 
 def _set_sequence(
@@ -64,15 +74,15 @@ def _set_sequence(
     existing = document.get(key)
     if isinstance(existing, CommentedSeq):
         if existing.fa.flow_style() is None:
-            _set_style(existing, flow=flow)
+            set_style(existing, flow=flow)
         _reconcile_sequence(document, key, existing, old_values, new_values, make)
     elif key in document:
         # `tags:` left empty: the value changes kind, and the comment lines after it stay after it.
-        block = _take_block(*_trailing_slot(document, key))
-        document[key] = _set_style(CommentedSeq(make(value) for value in new_values), flow=flow)
-        _give_block(*_trailing_slot(document, key), block)
+        block = take_block(*trailing_slot(document, key))
+        document[key] = set_style(CommentedSeq(make(value) for value in new_values), flow=flow)
+        give_block(*trailing_slot(document, key), block)
     else:
-        _insert_owned(document, key, _set_style(CommentedSeq(make(value) for value in new_values), flow=flow))
+        _insert_owned(document, key, set_style(CommentedSeq(make(value) for value in new_values), flow=flow))
 
 
 def _reconcile_sequence(
@@ -94,15 +104,15 @@ def _reconcile_sequence(
     eol_comments: dict[int, CommentToken | None] = {}
     if not sequence.fa.flow_style():
         for index in range(len(old_items)):
-            blocks[index] = _take_block(*_trailing_slot(sequence, index))
+            blocks[index] = take_block(*trailing_slot(sequence, index))
             comments = sequence.ca.items.get(index) or [None, None, None, None]
-            eol_comments[index] = comments[0]
-            before: list[CommentToken] = comments[1] or []
+            eol_comments[index] = token_at(comments, 0)
+            before = tokens_before(comments)
             if index and before:  # lines kept before this item belong after the previous one
                 blocks[index - 1] += "".join(token.value for token in before)
     unused = list(range(len(old_items)))
     new_items: list[object] = []
-    new_comments: dict[int, list[CommentToken | None]] = {}
+    new_comments: dict[Hashable, CommentSlots] = {}
     for position, value in enumerate(new_values):
         match = next((index for index in unused if old_values[index] == value), None)
         if match is None:
@@ -127,8 +137,8 @@ def _reconcile_sequence(
             continue
         last = index == len(blocks) - 1
         target = len(new_items) - 1 if last else min(index, len(new_items) - 1)
-        _give_block(*_trailing_slot(sequence, target), block)
-    _give_block(document, key, leftover)
+        give_block(*trailing_slot(sequence, target), block)
+    give_block(document, key, leftover)
 
 
 def _refreshed(old_item: object, new_item: object) -> object:
@@ -136,7 +146,7 @@ def _refreshed(old_item: object, new_item: object) -> object:
     (`pnk://self/...` is written out with the KB's ULID)."""
     if isinstance(old_item, CommentedMap) and isinstance(new_item, CommentedMap):
         for field, value in new_item.items():
-            if str(old_item.get(field)) != value:
+            if isinstance(value, str) and str(old_item.get(field)) != value:  # a link entry's fields are text
                 old_item[field] = _in_same_style(old_item.get(field), value)
     return old_item
 
@@ -147,38 +157,38 @@ def _set_extraction(
     provenance = document.get("provenance")
     if extraction is None:
         if isinstance(provenance, CommentedMap) and "extraction" in provenance:
-            _delete_entry(provenance, "extraction")
+            delete_entry(provenance, "extraction")
             if not provenance:
-                _delete_entry(document, "provenance")
+                delete_entry(document, "provenance")
         return
     if not isinstance(provenance, CommentedMap):
-        value = CommentedMap(extraction=_commented(dict(extraction)))
+        value = CommentedMap(extraction=commented(dict(extraction)))
         if "provenance" in document:  # `provenance:` left empty
-            block = _take_block(*_trailing_slot(document, "provenance"))
+            block = take_block(*trailing_slot(document, "provenance"))
             document["provenance"] = value
-            _give_block(*_trailing_slot(document, "provenance"), block)
+            give_block(*trailing_slot(document, "provenance"), block)
         else:
             _insert_owned(document, "provenance", value)
         return
     block_map = provenance.get("extraction")
     if current is None or not isinstance(block_map, CommentedMap):
-        _insert_entry(provenance, len(provenance), "extraction", _commented(dict(extraction)))
+        insert_entry(provenance, len(provenance), "extraction", commented(dict(extraction)))
         return
     # Field by field, so comments inside the block stay beside their fields.
-    for field in [field for field in block_map if field not in extraction]:
-        _delete_entry(block_map, field)
+    for field in [field for field in keys_of(block_map) if field not in extraction]:
+        delete_entry(block_map, field)
     for field, value in extraction.items():
         if field not in block_map:
-            _insert_entry(block_map, len(block_map), field, value)
+            insert_entry(block_map, len(block_map), field, value)
         elif current.get(field) != value:
             block_map[field] = _in_same_style(block_map[field], value)
 
 
-def _link_entry(link: Link) -> CommentedMap:
+def link_entry(link: Link) -> CommentedMap:
     return CommentedMap(target=link.uri, rel=link.rel)
 
 
-def _set_style(sequence: CommentedSeq, *, flow: bool) -> CommentedSeq:
+def set_style(sequence: CommentedSeq, *, flow: bool) -> CommentedSeq:
     if flow:
         sequence.fa.set_flow_style()
     else:
@@ -186,11 +196,12 @@ def _set_style(sequence: CommentedSeq, *, flow: bool) -> CommentedSeq:
     return sequence
 
 
-def _commented(value: JSONValue) -> JSONValue:
+def commented(value: JSONValue) -> object:
+    """A JSON value as the round-trip document holds it (mappings and lists that carry comments)."""
     if isinstance(value, dict):
-        return CommentedMap((key, _commented(item)) for key, item in value.items())
+        return CommentedMap((key, commented(item)) for key, item in value.items())
     if isinstance(value, list):
-        return CommentedSeq(_commented(item) for item in value)
+        return CommentedSeq(commented(item) for item in value)
     return value
 
 

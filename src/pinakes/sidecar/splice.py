@@ -20,16 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-
-from pinakes.sidecar.dialect import _UTF8_BOM
-from pinakes.sidecar.reading import _DOCUMENT_END, _Source
+from pinakes.sidecar.dialect import UTF8_BOM
+from pinakes.sidecar.reading import DOCUMENT_END, Source
+from pinakes.sidecar.tree import YamlMapping, YamlNode, YamlScalar, YamlSequence
 
 _Span = tuple[int, int]
 
 
-def splice_keys(source: _Source, changed: Collection[str], dumps: Mapping[str, _Source],
-                structure: _Source) -> bytes | None:
+def splice_keys(source: Source, changed: Collection[str], dumps: Mapping[str, Source],
+                structure: Source) -> bytes | None:
     """`source`'s bytes with each `changed` top-level key as the dump made for it (`dumps[key]`) has
     it, and the comment lines around an inserted or deleted key as `structure` (the whole dump) has
     them; None when they cannot be aligned (a key that is not a plain scalar at the left margin, or
@@ -43,8 +42,8 @@ def splice_keys(source: _Source, changed: Collection[str], dumps: Mapping[str, _
     if [name for name in old_names if name not in changed] != [name for name in new_names if name not in changed]:
         return None
     same_start = bool(old_names) and old_names[0] == new_names[0]
-    parts = [source.text[: old[old_names[0]][0].start_mark.index] if same_start
-             else structure.text[: new[new_names[0]][0].start_mark.index]]
+    parts = [source.text[: old[old_names[0]][0].start.index] if same_start
+             else structure.text[: new[new_names[0]][0].start.index]]
     for position, name in enumerate(new_names):
         if name in changed:
             dump, entries = dumps[name], rendered[name]
@@ -61,54 +60,55 @@ def splice_keys(source: _Source, changed: Collection[str], dumps: Mapping[str, _
         else:
             parts.append(_slice(structure, _after(structure, new, name)))
     parts.append(source.text[_body_end(source.text):])
-    return (_UTF8_BOM if source.has_bom else b"") + "".join(parts).encode("utf-8")
+    return (UTF8_BOM if source.has_bom else b"") + "".join(parts).encode("utf-8")
 
 
-def _entries(source: _Source) -> dict[str, tuple[Node, Node]] | None:
+def _entries(source: Source) -> dict[str, tuple[YamlNode, YamlNode]] | None:
     """Top-level key -> (key node, value node), in document order; None when a key is not a plain
     scalar at column 0 (then a key's line is not simply where its text starts)."""
     root = source.root
-    if not isinstance(root, MappingNode) or root.flow_style:
+    if root.flow:
         return None
-    entries: dict[str, tuple[Node, Node]] = {}
-    for key_node, value_node in root.value:
-        if not isinstance(key_node, ScalarNode) or key_node.start_mark.column != 0:
+    entries: dict[str, tuple[YamlNode, YamlNode]] = {}
+    for key_node, value_node in root.entries:
+        if not isinstance(key_node, YamlScalar) or key_node.start.column != 0:
             return None
-        entries[str(key_node.value)] = (key_node, value_node)
+        entries[key_node.text] = (key_node, value_node)
     return entries
 
 
-def _after(source: _Source, entries: dict[str, tuple[Node, Node]], key: str) -> _Span:
+def _after(source: Source, entries: dict[str, tuple[YamlNode, YamlNode]], key: str) -> _Span:
     """The comment and blank lines after the key's own lines, up to the next key (or the end of the
     document's body)."""
     names = list(entries)
     start = _own_lines(source.text, entries[key])[1]
     following = names.index(key) + 1
-    end = entries[names[following]][0].start_mark.index if following < len(names) else _body_end(source.text)
+    end = entries[names[following]][0].start.index if following < len(names) else _body_end(source.text)
     return start, max(start, end)
 
 
-def _own_lines(text: str, entry: tuple[Node, Node]) -> _Span:
+def _own_lines(text: str, entry: tuple[YamlNode, YamlNode]) -> _Span:
     """From the key to the end of the line its last character is on (the line break included)."""
-    return entry[0].start_mark.index, _line_end(text, _last_index(entry[1]))
+    return entry[0].start.index, _line_end(text, _last_index(entry[1]))
 
 
-def _slice(source: _Source, span: _Span) -> str:
+def _slice(source: Source, span: _Span) -> str:
     return source.text[span[0]: span[1]]
 
 
 def _body_end(text: str) -> int:
-    marker = _DOCUMENT_END.search(text)
+    marker = DOCUMENT_END.search(text)
     return marker.start() if marker else len(text)
 
 
-def _last_index(node: Node) -> int:
+def _last_index(node: YamlNode) -> int:
     """Where the node's last character ends (a block collection's own end mark lies at whatever
     token follows it, past any comment lines, so it is found through its last leaf)."""
-    if isinstance(node, (MappingNode, SequenceNode)) and not node.flow_style and node.value:
-        last = node.value[-1]
-        return _last_index(last[1] if isinstance(node, MappingNode) else last)
-    return node.end_mark.index
+    if isinstance(node, YamlMapping) and not node.flow and node.entries:
+        return _last_index(node.entries[-1][1])
+    if isinstance(node, YamlSequence) and not node.flow and node.items:
+        return _last_index(node.items[-1])
+    return node.end.index
 
 
 def _line_end(text: str, index: int) -> int:

@@ -19,17 +19,17 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from pinakes.atomic import atomic_write_bytes
 from pinakes.errors import SidecarError
 from pinakes.ids import format_pnk_uri, is_ulid
-from pinakes.sidecar.layout import _dump, _Layout, _round_trip_load
+from pinakes.sidecar.layout import Layout, dump_bytes, round_trip_load
 from pinakes.sidecar.model import EXTRACTION_FIELDS, JSONValue, Link, Sidecar, sidecar_path_for
 from pinakes.sidecar.reading import (
-    _interpret,
-    _load_source,
-    _read_bytes,
-    _Source,
+    Source,
+    interpret,
+    load_source,
     parse_sidecar_bytes,
+    read_bytes,
     read_sidecar,
 )
-from pinakes.sidecar.reconcile import SidecarChanges, _apply_changes, _commented, _link_entry, _set_style
+from pinakes.sidecar.reconcile import SidecarChanges, apply_changes, commented, link_entry, set_style
 from pinakes.sidecar.splice import splice_keys
 
 
@@ -51,11 +51,11 @@ def write_new_sidecar(
     document["id"] = doc_id
     if title is not None:
         document["title"] = _checked_title(title)
-    document["tags"] = _set_style(CommentedSeq(_checked_tags(tags)), flow=True)
-    document["links"] = CommentedSeq(_link_entry(link) for link in _checked_links(links))
+    document["tags"] = set_style(CommentedSeq(_checked_tags(tags)), flow=True)
+    document["links"] = CommentedSeq(link_entry(link) for link in _checked_links(links))
     if provenance:
-        document["provenance"] = _commented(_checked_json(dict(provenance), "provenance"))
-    data = _dump(document, _Layout())
+        document["provenance"] = commented(_checked_json(dict(provenance), "provenance"))
+    data = dump_bytes(document, Layout())
     # A minted sidecar never says `self`, so any owner id reads it the same way.
     parse_sidecar_bytes(data, path=path, kb_id=doc_id)
     if path.exists():
@@ -83,9 +83,9 @@ def update_sidecar(
     else in the file survives. If nothing changes, the file is not written at all: same bytes,
     same mtime. Returns the sidecar as it now is on disk (compare `raw_hash` to tell a rewrite).
     """
-    data = _read_bytes(path)
-    source = _load_source(data, path)
-    current = _interpret(source, kb_id)
+    data = read_bytes(path)
+    source = load_source(data, path)
+    current = interpret(source, kb_id)
     changes: SidecarChanges = {}
     if title is not ...:
         wanted_title = _checked_title(title)
@@ -106,8 +106,8 @@ def update_sidecar(
     if not changes:
         return current
 
-    document = _round_trip_load(source)
-    _apply_changes(document, current, changes)
+    document = round_trip_load(source)
+    apply_changes(document, current, changes)
     new_data, updated = _only_changed_keys(source, document, current, changes, kb_id)
     if new_data == data:
         return current
@@ -119,15 +119,15 @@ def update_sidecar(
 _CHANGED_KEY = {"title": "title", "tags": "tags", "links": "links", "extraction": "provenance"}
 
 
-def _only_changed_keys(source: _Source, document: CommentedMap, current: Sidecar, changes: SidecarChanges,
+def _only_changed_keys(source: Source, document: CommentedMap, current: Sidecar, changes: SidecarChanges,
                        kb_id: str) -> tuple[bytes, Sidecar]:
     """The source's bytes with only the changed keys' text taken from a dump (`splice`), each key
     dumped with the indents it shows itself; proven by parsing it back. When the two cannot be
     aligned, the whole dump, proven the same way."""
-    whole = _dump(document, _Layout.of(source))
+    whole = dump_bytes(document, Layout.of(source))
     keys = {_CHANGED_KEY[name] for name in changes}
-    dumps = {key: _load_source(_dump(document, _Layout.of(source, key)), source.path) for key in keys}
-    spliced = splice_keys(source, keys, dumps, _load_source(whole, source.path))
+    dumps = {key: load_source(dump_bytes(document, Layout.of(source, key)), source.path) for key in keys}
+    spliced = splice_keys(source, keys, dumps, load_source(whole, source.path))
     if spliced is not None:
         try:
             updated = parse_sidecar_bytes(spliced, path=source.path, kb_id=kb_id)
@@ -168,19 +168,22 @@ def _checked_title(title: object) -> str | None:
     return title
 
 
-def _checked_tags(tags: Sequence[str]) -> list[str]:
-    checked = [] if isinstance(tags, str) else list(tags)
-    if isinstance(tags, str) or not all(isinstance(tag, str) and tag for tag in checked):
+# The checks below are for callers the type checker does not see: hence `object`.
+def _checked_tags(tags: Sequence[object]) -> list[str]:
+    given = [] if isinstance(tags, str) else list(tags)
+    checked = [tag for tag in given if isinstance(tag, str) and tag]
+    if isinstance(tags, str) or len(checked) != len(given):
         raise TypeError(f"tags must be a sequence of non-empty strings, not {tags!r}")
     return checked
 
 
-def _checked_links(links: Sequence[Link]) -> list[Link]:
-    checked = list(links)
-    for link in checked:
+def _checked_links(links: Sequence[object]) -> list[Link]:
+    checked: list[Link] = []
+    for link in links:
         if not isinstance(link, Link) or not link.rel:
             raise TypeError(f"links must be Link values with a rel, not {link!r}")
         format_pnk_uri(link.kb_id, link.doc_id)  # raises on an id that is not a ULID
+        checked.append(link)
     return checked
 
 

@@ -33,9 +33,11 @@ from pinakes.pipeline.run import SyncContext, SyncOptions
 from pinakes.pipeline.settled import is_settled, mark_settled, settled_digest
 from pinakes.sources import walk
 from pinakes.sync.lock import LockBusy, SyncLock
+from pinakes.sync.rebuild import discard, install_rebuild, open_previous, stopped_details
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
+    from pinakes.embed.executor_ray import RayEmbedder
     from pinakes.pipeline.backends import ExtractionBackend
     from pinakes.pipeline.paid_extraction import CarryPlan
 
@@ -92,13 +94,22 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
 
 def _stopped(error: PinakesError, report: SyncReport) -> PinakesError:
     """`error` stopped the sync: it carries what the run had done and which documents had failed."""
-    if report.failures or report.indexed:
+    if report.mode == "rebuild" and report.installed is None:  # nothing of it is kept
+        error.details = [*stopped_details(report), *_failed_lines(report), *error.details]
+    elif report.failures or report.indexed:
         done = [f"the sync stopped after indexing {counted(report.indexed, 'document')}; "
                 f"{len(report.failures)} had failed:" if report.failures else
                 f"the sync stopped after indexing {counted(report.indexed, 'document')} (they are kept)"]
         done += [f"  {f.path} [{f.stage}]: {f.error.splitlines()[0]}" for f in report.failures]
         error.details = done + error.details  # what the error itself says it left (e.g. paid text kept) stays
     return error
+
+
+def _failed_lines(report: SyncReport) -> list[str]:
+    if not report.failures:
+        return []
+    return [f"{len(report.failures)} had failed:",
+            *(f"  {f.path} [{f.stage}]: {f.error.splitlines()[0]}" for f in report.failures)]
 
 
 def _check_options(options: SyncOptions) -> None:
@@ -127,22 +138,41 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
     from pinakes.pipeline.backends import backend_for
 
     backend = backend_for(manifest, options)  # how documents become text, and the paid rows' hooks
-    ctx, carry = _open_index(paths, manifest, options, report, backend, embedder, progress_stream)
+    cluster = _cluster_first(paths, manifest, options) if embedder is None else None
+    try:
+        ctx, carry = _open_index(paths, manifest, options, report, backend, embedder or cluster, progress_stream)
+    except BaseException:
+        if cluster is not None:
+            cluster.close()
+        raise
     try:
         settled = _plan(ctx, backend, carry)
         if settled is None:
             return  # nothing to process: the sync finished without the pipeline
+        ctx.connect_cluster()  # before the first sidecar or index row: a refusal leaves nothing
         _run_stages(ctx, backend, settled)
     except BaseException:
         ctx.writer().close()
         if ctx.previous is not None:
             ctx.previous.close()
         if ctx.rebuilding:
-            _discard(paths.rebuild_db)
+            discard(paths.rebuild_db)
         raise
     finally:
         ctx.release_embedder()  # a cluster's workers end with the run that started them
     _finish(ctx)
+
+
+def _cluster_first(paths: KBPaths, manifest: Manifest, options: SyncOptions) -> RayEmbedder | None:
+    """A run that creates an index (a first sync, a rebuild) on a Ray cluster connects to it first,
+    so an unreachable cluster or a worker's refusal leaves no index file behind. None on a local run,
+    and for any other run, which connects once its plan has work (a no-op never contacts the cluster)."""
+    from pinakes.pipeline.run import cluster_embedder, run_executor
+
+    creates_index = options.rebuild or not paths.index_db.exists()
+    if not creates_index or run_executor(options, manifest) != "ray" or manifest.embedding.remote is not None:
+        return None  # (a remote provider on Ray is refused by _open_index)
+    return cluster_embedder(paths, manifest, options, rebuilding=options.rebuild)
 
 
 def _open_index(paths: KBPaths, manifest: Manifest, options: SyncOptions, report: SyncReport,
@@ -177,15 +207,15 @@ def _open_index(paths: KBPaths, manifest: Manifest, options: SyncOptions, report
         # Pairing reads the index being replaced, so a rebuild keeps every identity a plain sync
         # would keep (a rename without its sidecar included); the walk re-hashes every file rather
         # than trusting the old walk cache.
-        previous = _open_previous(paths.index_db)
+        previous = open_previous(paths.index_db, report)
         # Read before the new database exists: the paid extractions it must not lose (spec §6.4).
         carry = backend.before_rebuild(previous)
-        _discard(paths.rebuild_db)
+        discard(paths.rebuild_db)
         conn = schema.create_index(paths.rebuild_db)
         faultpoint("sync.rebuild-created")
     else:
         if paths.rebuild_db.exists():  # we hold the lock, so no rebuild is running: an interrupted one
-            _discard(paths.rebuild_db)
+            discard(paths.rebuild_db)
             report.notes.append(f"removed {paths.rebuild_db.name} left by an interrupted rebuild (the live "
                                 "index was never touched)")
         conn = schema.open_writer(paths.index_db) if paths.index_db.exists() else \
@@ -284,16 +314,17 @@ def _close_vector_reuse(ctx: SyncContext) -> None:
     """The old index a rebuild read vectors from is closed before the new one replaces it."""
     if ctx.vector_reuse is not None:
         ctx.vector_reuse.close()
+        if note := ctx.vector_reuse.unreadable_note():
+            ctx.report.notes.append(note)
 
 
 def _finish(ctx: SyncContext) -> None:
     """After the stages: a rebuild's new index replaces the live one; a clean run sweeps the cache."""
     conn, paths = ctx.writer(), ctx.paths
     if ctx.rebuilding:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.close()
+        conn.close()  # the install checkpoints the new index on a connection of its own
         faultpoint("sync.before-swap")
-        schema.install_rebuilt(paths.rebuild_db, paths.index_db)
+        install_rebuild(paths.rebuild_db, paths.index_db, ctx.report)
         faultpoint("sync.after-swap")
     else:
         conn.close()
@@ -373,16 +404,45 @@ def _probe_remote_model(paths: KBPaths, manifest: Manifest) -> Embedder:
     except PinakesError as exc:
         exc.path = paths.manifest
         raise
+    _adopt_recorded_identity(paths.index_db, embedder)
     return embedder
 
 
-def _remote_model_swapped(conn: sqlite3.Connection, embedder: Embedder | None) -> str | None:
-    """Why the index's vectors no longer match the remote model (its fingerprint moved), or None."""
+def _adopt_recorded_identity(index_db: Path, embedder: Embedder) -> None:
+    """The live index's fingerprint taken as the remote model's when its probe still answers as
+    recorded (embed/remote_identity.py): before anything reads the identity, so a plain sync keeps
+    every content key and a `--rebuild` reuses the old index's vectors, however the server's float
+    noise moved the probe. A swapped model is left as it answered (`_remote_model_swapped` says so)."""
     from pinakes.embed.coherence import fingerprint_change
+
+    if not index_db.exists():
+        return
+    try:
+        conn = sqlite3.connect(f"{index_db.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        try:
+            meta = schema.read_meta(conn)
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return  # an index that cannot be read: the sync's own checks say so
+    fingerprint_change(meta, embedder)
+
+
+def _remote_model_swapped(conn: sqlite3.Connection, embedder: Embedder | None) -> str | None:
+    """Why the index's vectors no longer match the remote model (its probe moved), or None. An
+    index from before probe vectors were recorded gets them here, once, when its fingerprint holds."""
+    from pinakes.embed.coherence import fingerprint_change
+    from pinakes.embed.remote_identity import probe_meta
 
     if embedder is None or conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is None:
         return None
-    return fingerprint_change(schema.read_meta(conn), embedder.identity)
+    meta = schema.read_meta(conn)
+    swapped = fingerprint_change(meta, embedder)
+    recorded = probe_meta(embedder)
+    if swapped is None and any(meta.get(key) != value for key, value in recorded.items()):
+        with schema.transaction(conn):
+            schema.write_meta(conn, recorded)
+    return swapped
 
 
 def _walk_found_cache(found: walk.WalkResult) -> bool:
@@ -424,24 +484,10 @@ def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> N
         values["build_id"] = new_ulid()
         values["built_at"] = now
     if ctx.embedder is not None:
-        from pinakes.embed.base import identity_meta
+        from pinakes.embed.remote_identity import model_meta
 
-        values.update(identity_meta(ctx.embedder.identity))
+        values.update(model_meta(ctx.embedder))
     _record_completion(conn, values)
-
-
-def _open_previous(index_db: Path) -> sqlite3.Connection | None:
-    """The index a rebuild replaces, read-only; None when there is none or it cannot be read (then
-    identities come from the sidecars alone, as in a fresh clone)."""
-    if not index_db.exists():
-        return None
-    try:  # any schema version: pairing needs only the documents columns every version has
-        conn = sqlite3.connect(f"{index_db.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
-        conn.execute("SELECT id, path, content_hash, sidecar_hash, build_key, state, metadata "
-                     "FROM documents LIMIT 1").fetchall()
-    except sqlite3.Error:
-        return None
-    return conn
 
 
 def _carry_tombstones(previous: sqlite3.Connection, conn: sqlite3.Connection, plan: pair.Plan) -> None:
@@ -461,11 +507,6 @@ def _carry_tombstones(previous: sqlite3.Connection, conn: sqlite3.Connection, pl
             "metadata, extraction_backend, extraction_fingerprint, indexed_at, state) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'deleted') ON CONFLICT (id) DO NOTHING",
             [row[:-1] for row in rows])
-
-
-def _discard(db_path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(db_path) + suffix).unlink(missing_ok=True)
 
 
 def _sweep_cache(paths: KBPaths, report: SyncReport) -> None:

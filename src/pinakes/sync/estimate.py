@@ -16,6 +16,7 @@ from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pinakes.budget.money import format_eur
 from pinakes.errors import UsageError
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.wording import counted
@@ -58,8 +59,8 @@ class Estimate:
                  f"  input: about {self.input_tokens:,} tokens in all (bound {self.input_tokens_bound:,})",
                  f"  output: at most {self.output_tokens_bound:,} tokens (not countable before it is generated)"]
         if self.estimate_eur is not None and self.reserved_eur is not None:
-            lines.append(f"  cost: at most €{self.estimate_eur} with the measured input; the run reserves "
-                         f"€{self.reserved_eur} before its calls (every bound at its worst case)")
+            lines.append(f"  cost: at most {format_eur(self.estimate_eur)} with the measured input; the run reserves "
+                         f"{format_eur(self.reserved_eur)} before its calls (every bound at its worst case)")
         if self.skipped:
             lines.append("  no call needed: " + ", ".join(f"{count} {reason}" for reason, count in self.skipped.items()))
         lines.append("  nothing was generated or billed; `pnk sync` runs it (within [budget])")

@@ -6,7 +6,9 @@ new, changed, re-keyed, moved, deleted, metadata-only refreshes, sidecars to min
 would fail, skipped paths with their reasons, and what failed last time. A deletion beside an arrival
 that the sync's own likely-move rule pairs (pipeline/pair.py `likely_moves`) is named with the `pnk
 adopt` command that keeps the ID, while running it still saves the links. It takes no lock: a status
-during a sync reads the last committed state.
+during a sync reads the last committed state. With a remote embedding model it asks the endpoint for
+the probe, as a sync's start does (one small request, priced like any), since only the server can
+say whether the model behind the same name was swapped (then the next sync rebuilds everything).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class KBStatus:
     last_sync_at: str | None = None
     built_at: str | None = None
     model_changed: bool = False  # the next sync rebuilds the whole index
+    model_change: str | None = None  # why, when the remote model behind the same name was swapped
+    model_unchecked: str | None = None  # why the remote model could not be asked (then it is unknown)
     added: list[str] = field(default_factory=list[str])
     changed: list[str] = field(default_factory=list[str])
     reembedded: list[str] = field(default_factory=list[str])  # same content, new extractor/chunker/model key
@@ -104,10 +108,14 @@ class KBStatus:
         lines = [f"{counted(self.documents_on_disk, 'document')} on disk, {self.unchanged} indexed and unchanged; "
                  f"{built}"]
         if self.model_changed:
-            lines.append("the embedding model changed since the index was built: the next sync "
-                         "rebuilds the whole index")
+            lines.append(f"{self.model_change or 'the embedding model changed since the index was built'}: "
+                         "the next sync rebuilds the whole index")
+        if self.model_unchecked:
+            lines.append(f"whether the embedding model behind the endpoint changed is unknown: {self.model_unchecked}")
+        moved_to = {new for _old, new in self.renamed}  # indexed again for its file name's words: a move
         sections: list[tuple[str, list[str]]] = [
-            ("new", self.added), ("changed", self.changed), ("re-embedded (settings changed)", self.reembedded),
+            ("new", self.added), ("changed", self.changed),
+            ("re-indexed (settings changed)", [path for path in self.reembedded if path not in moved_to]),
             ("moved", [f"{old} -> {new}" for old, new in self.renamed]), ("deleted", self.deleted),
             ("likely moved without their sidecar (a sync now soft-deletes the old ID, breaking links to it)",
              [f"{move.was} -> {move.now} ({move.why}): {move.adopt}" for move in self.likely_moves]),
@@ -153,6 +161,8 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
             status.last_sync_at = meta.get("last_sync_at")
             status.built_at = meta.get("built_at")
             status.model_changed = index_model_changed(ctx.conn, ctx.manifest)
+            if not status.model_changed and ctx.manifest.embedding.remote is not None:
+                _check_remote_model(ctx.conn, paths.root, ctx.manifest, meta, status)
             status.failed_last_time = [Failure(path, stage, error) for path, stage, error in ctx.conn.execute(
                 "SELECT path, stage, error FROM failures ORDER BY path")]
             status.pages_without_text = {path: json.loads(pages) for path, pages in ctx.conn.execute(
@@ -192,6 +202,31 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
     status.documents_on_disk = len(found.docs) + len(found.unreadable)
     status.unchanged = len(found.docs) - len(plan.work)
     return status
+
+
+def _check_remote_model(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest, meta: dict[str, str],
+                        status: KBStatus) -> None:
+    """Whether the remote model behind the same name was swapped since the index was built: asked
+    of the endpoint as a sync's start asks (within `search_timeout_s`: a status is interactive)."""
+    from pinakes.budget.errors import BudgetError
+    from pinakes.embed import load_for_kb
+    from pinakes.embed.coherence import fingerprint_change
+    from pinakes.errors import EmbeddingEndpointError
+
+    if conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is None:
+        return  # nothing embedded: nothing to disagree with
+    try:
+        embedder = load_for_kb(kb_root, manifest, for_search=True)
+    except (EmbeddingEndpointError, BudgetError) as exc:
+        status.model_unchecked = exc.message.splitlines()[0]
+        return
+    try:
+        status.model_change = fingerprint_change(meta, embedder)
+    finally:
+        close = getattr(embedder, "close", None)
+        if close is not None:
+            close()
+    status.model_changed = status.model_change is not None
 
 
 def _link_scans(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest, status: KBStatus) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pinakes.manifest.lines import layout
+from pinakes.manifest.table import TomlValue
 
 ChangeKind = Literal["changed", "added", "removed"]
 TEMPLATE_KEY = ("kb", "template")
@@ -42,7 +43,7 @@ class TemplateChange:
         return self.section == "budget" and self.key in BUDGET_CAPS
 
 
-def flatten(data: Mapping[str, object], section: str = "") -> dict[tuple[str, str], object]:
+def flatten(data: Mapping[str, TomlValue], section: str = "") -> dict[tuple[str, str], object]:
     """{(section, key): value} for every scalar or array key; arrays of tables are left out (no
     template renders one, and an upgrade never addresses them)."""
     flat: dict[tuple[str, str], object] = {}
