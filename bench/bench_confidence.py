@@ -499,6 +499,69 @@ def latency(size: int, cache: Path, queries: int = 150, rounds: int = 3) -> dict
             "load_average": [round(value, 2) for value in os.getloadavg()]}
 
 
+def sources_latency(size: int, cache: Path, queries: int = 150, rounds: int = 3) -> dict[str, object]:
+    """What choosing the confidence source costs a hybrid search (issue #41): the same Searcher with
+    its block handed over as before (a fitted block, no file to look at) and with the KB's sources
+    (search/calibrated.py: a stored self-calibration, re-read only when its file changes, one `stat`
+    a search), paired per query and interleaved. The index is bench_search's, with hashed vectors."""
+    import dataclasses
+
+    import bench_search
+
+    from pinakes.kb import KBPaths
+    from pinakes.search.calibrated import KBConfidence, self_calibration_path
+    from pinakes.search.core import Searcher, SearchSettings
+
+    embedder = _HashedVectors()
+    index = bench_search.build_sized_kb(cache / f"latency-kb-{size}", size, embedder)  # type: ignore[arg-type]
+    paths = KBPaths(index.parent.parent)
+    block = {"signal": "model", "features": ["cosine", "related_share"], "weights": [2.3, 3.9], "bias": -3.2,
+             "high": 0.6, "low": 0.4, "fitted_for": f"{embedder.identity.model} (evidence model, rerank off), bench"}
+    stored = self_calibration_path(paths)
+    stored.write_text(json.dumps({"format": "pinakes-self-calibration/1", "confidence": block}))
+    from pinakes.search.calibrated import block_from
+
+    fitted = block_from(block)
+    sources = KBConfidence.for_kb(paths, None)
+    asked = bench_search.questions()
+    chosen = asked[:: max(1, len(asked) // queries)][:queries]
+    arms: dict[str, list[float]] = {"fitted block": [], "the KB's sources": []}
+    with Searcher(index, SearchSettings(rerank=False, confidence=fitted), embedder=embedder) as searcher:  # type: ignore[arg-type]
+        for query in chosen[:10]:
+            searcher.search(query)
+        for _ in range(rounds):
+            for number, query in enumerate(chosen):
+                order = [("fitted block", fitted), ("the KB's sources", sources)]
+                if number % 2:
+                    order.reverse()
+                for arm, confidence in order:
+                    searcher.settings = dataclasses.replace(searcher.settings, confidence=confidence)
+                    started = time.perf_counter()
+                    result = searcher.search(query)
+                    arms[arm].append((time.perf_counter() - started) * 1000)
+                    assert result.confidence.source in ("fitted", "self-calibrated")
+    # The part that changed, alone: assess() over the same features, the block handed over or chosen.
+    from pinakes.search.confidence import assess
+
+    features = dict(result.confidence.features or {})
+    alone: dict[str, float] = {}
+    for arm, confidence in (("fitted block", fitted), ("the KB's sources", sources)) * 2:
+        started = time.perf_counter()
+        for _ in range(20000):
+            assess(passage_count=8, rerank_top=None, best_cosine=0.5, thresholds=confidence, reranker_model=None,
+                   embedding_model=embedder.identity.model, features=features)
+        alone[arm] = (time.perf_counter() - started) / 20000 * 1e6
+    stored.unlink()
+    differences = sorted(b - a for a, b in zip(arms["fitted block"], arms["the KB's sources"], strict=True))
+    return {"chunks": size, "searches_per_arm": len(differences),
+            "hybrid_p50_ms_fitted_block": round(statistics.median(arms["fitted block"]), 3),
+            "hybrid_p50_ms_kb_sources": round(statistics.median(arms["the KB's sources"]), 3),
+            "paired_difference_p50_ms": round(statistics.median(differences), 4),
+            "paired_difference_p90_ms": round(differences[int(0.9 * (len(differences) - 1))], 4),
+            "assess_alone_us": {arm: round(value, 2) for arm, value in alone.items()},
+            "load_average": [round(value, 2) for value in os.getloadavg()]}
+
+
 def cosine_signal(row: Outcome) -> Outcome:
     """The row with the old signal (the best cosine; a chain's weakest hop's) as its `signal`,
     whatever block the run that wrote it compared against."""
@@ -527,7 +590,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "no-answer questions), halves over --seeds seeds")
     parser.add_argument("--latency", type=int, metavar="CHUNKS",
                         help="instead: what the features add to a hybrid search at this many chunks (paired)")
+    parser.add_argument("--sources-latency", type=int, metavar="CHUNKS",
+                        help="instead: what choosing the confidence source adds to a hybrid search (paired)")
     args = parser.parse_args(argv)
+    if args.sources_latency:
+        result = sources_latency(args.sources_latency, args.cache or CACHE)
+        print(json.dumps(result, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+        return 0
     if args.latency:
         result = latency(args.latency, args.cache or CACHE)
         print(json.dumps(result, indent=2))

@@ -128,7 +128,7 @@ def test_self_calibration_is_stored_with_its_provenance_and_used_by_searches(kb)
     root, embedder = kb
     self_calibration_path(KBPaths(root)).unlink()  # the build's sync made one (the last tests show how)
     with searcher_for(root, embedder) as searcher:
-        assert searcher.search("glacier ledger amber deliveries").confidence.source == UNCALIBRATED
+        assert searcher.search("glacier ledger amber deliveries").confidence.source == PRIOR  # none of its own yet
         calibration = self_calibrate(root, searcher=searcher)
         assert calibration.fit is not None and calibration.fit.model is not None, calibration.why_not
         assert len(calibration.rows) == 2 * calibration.questions

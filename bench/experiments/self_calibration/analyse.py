@@ -638,6 +638,7 @@ class _Both:
 # -- small golden sets shrunk towards the KB's self-calibration (what ships) --------------------------
 
 GOLDEN_CURVE = (0.0, 0.05, 0.10, 0.15, 0.20, 0.30)
+MODEL_FROM_GOLDEN = False  # also the variant that keeps #25's model and shrinks only its threshold
 GOLDEN_SIZES_ALL = ((30, 8), (50, 10), (80, 15), (100, 25))
 
 
@@ -657,13 +658,16 @@ def golden_shrunk(variant: str, corpora: Sequence[str], synthetic_ceiling: float
     report: dict[str, object] = {}
     for corpus in corpora:
         seeds = corpus_rows(corpus, variant)
-        for size in GOLDEN_SIZES_ALL:
-            names = ["#25", "self-calibration", *(f"shrunk m={m:g}" for m in pseudos)]
+        # the demo's 85 questions (11 no-answer): half of them, the other half held out
+        for size in ((42, 5),) if corpus == "demo" else GOLDEN_SIZES_ALL:
+            names = ["#25", "self-calibration", *(f"shrunk m={m:g}" for m in pseudos),
+                     *(f"gated m={m:g}" for m in pseudos),
+                     *((f"#25 model, shrunk threshold m={m:g}" for m in pseudos) if MODEL_FROM_GOLDEN else ())]
             curves = {name: {c: Tally() for c in GOLDEN_CURVE} for name in names}
             paired: dict[str, list[tuple[float, float]]] = {name: [] for name in names[1:]}
             for seed, (rows, made) in seeds.items():
                 base = fit_confidence(made, "base", max_false_confidence=synthetic_ceiling)
-                for draw in range(draws):
+                for draw in range(20 if corpus == "demo" else draws):  # the demo has one seed
                     golden, held_out = draw_golden(rows, size, seed * 100 + draw)
                     if sum(1 for r in held_out if r.kind == "no-answer") < 5 or \
                             sum(1 for r in golden if r.kind == "no-answer") < size[1]:
@@ -677,6 +681,15 @@ def golden_shrunk(variant: str, corpora: Sequence[str], synthetic_ceiling: float
                         for m in pseudos:
                             fits[f"shrunk m={m:g}"] = shrunk_fit(golden, base, made, "g", pseudo=m, ceiling=ceiling,
                                                                  synthetic_ceiling=synthetic_ceiling)
+                            from pinakes.calibration.shrinkage import MIN_LIKENESS, likeness
+
+                            like = likeness(golden, made)
+                            fits[f"gated m={m:g}"] = fits[f"shrunk m={m:g}"] if like is not None and \
+                                like >= MIN_LIKENESS else fits["#25"]
+                            if MODEL_FROM_GOLDEN:
+                                fits[f"#25 model, shrunk threshold m={m:g}"] = shrunk_fit(
+                                    golden, base, made, "g", pseudo=m, ceiling=ceiling,
+                                    synthetic_ceiling=synthetic_ceiling, model_from="golden")
                         for name, fit in fits.items():
                             curves[name][ceiling].add(fit, held_out)
                             if ceiling == CEILING:

@@ -237,6 +237,8 @@ def fit_confidence(rows: Sequence[FitRow], fitted_for: str, *, signal: str = MOD
         fits = [fit_confidence(rows, fitted_for, features=choice, penalty=penalty, prior=prior, cross_fit=cross_fit,
                                max_false_confidence=max_false_confidence)
                 for choice in (FEATURE_SETS if feature_sets is None else feature_sets) if _carried(rows, choice)]
+        if not fits:
+            raise FitError("no feature set is carried by every question's evidence")
         return min(fits, key=_forecast_error)
     model = fit_model(rows, features, penalty, prior)
     in_sample = fit_thresholds(rows, fitted_for, model, max_false_confidence=max_false_confidence)

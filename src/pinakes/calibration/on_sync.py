@@ -22,6 +22,7 @@ from pinakes.calibration.self_calibration import (
 )
 from pinakes.embed.base import Embedder
 from pinakes.errors import PinakesError
+from pinakes.jsontypes import is_dict
 from pinakes.kb import KBPaths
 from pinakes.manifest import Manifest
 from pinakes.pipeline.report import SyncReport
@@ -81,7 +82,8 @@ def _why_calibrate(paths: KBPaths) -> str | None:
     if stored is None:
         return "none yet"
     confidence = stored.get("confidence")
-    fitted_for = str(confidence.get("fitted_for", "")) if isinstance(confidence, dict) else ""
+    fitted_for = confidence.get("fitted_for") if is_dict(confidence) else None
+    fitted_for = fitted_for if isinstance(fitted_for, str) else ""
     if not model_named_in(model, fitted_for):
         return "the embedding model changed"
     if stored.get("rules") != DEFAULT_RULES.describe():
@@ -92,9 +94,9 @@ def _why_calibrate(paths: KBPaths) -> str | None:
     return None
 
 
-def _stored(path: Path) -> dict[str, object] | None:
+def _stored(path: Path) -> dict[object, object] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data: object = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("format") == SELF_CALIBRATION_FORMAT else None
+    return data if is_dict(data) and data.get("format") == SELF_CALIBRATION_FORMAT else None

@@ -24,10 +24,10 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pinakes.jsontypes import is_dict, is_list, str_list
 from pinakes.kb import KBPaths
 from pinakes.manifest.sections import FEATURES, MODEL, NONE_SIGNAL, ConfidenceSection
 
@@ -74,10 +74,10 @@ def read_block(path: Path, expected_format: str) -> CalibratedBlock | None:
     """The `confidence` block of a stored calibration, or None when the file is missing, of another
     format, or does not hold a usable model (a damaged derived file is as good as none)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data: object = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("format") != expected_format:
+    if not is_dict(data) or data.get("format") != expected_format:
         return None
     block = block_from(data.get("confidence"))
     if block is not None and data.get("applies_to") == ANY_EMBEDDING:
@@ -86,19 +86,26 @@ def read_block(path: Path, expected_format: str) -> CalibratedBlock | None:
 
 
 def block_from(value: object) -> CalibratedBlock | None:
-    if not isinstance(value, Mapping):
+    if not is_dict(value):
         return None
-    try:
-        features = tuple(str(name) for name in value["features"])
-        weights = tuple(float(weight) for weight in value["weights"])
-        block = CalibratedBlock(high=float(value["high"]), low=float(value["low"]),
-                                fitted_for=str(value["fitted_for"]), signal=str(value.get("signal", MODEL)),
-                                features=features, weights=weights, bias=float(value["bias"]))
-    except (KeyError, TypeError, ValueError):
+    features, weights = str_list(value.get("features")), value.get("weights")
+    if features is None or not is_list(weights):
         return None
-    usable = (block.signal == MODEL and features and len(features) == len(weights)
+    numbers = [_number(weight) for weight in weights]
+    high, low, bias = _number(value.get("high")), _number(value.get("low")), _number(value.get("bias"))
+    fitted_for, signal = value.get("fitted_for"), value.get("signal", MODEL)
+    if (high is None or low is None or bias is None or any(n is None for n in numbers)
+            or not isinstance(fitted_for, str) or not isinstance(signal, str)):
+        return None
+    block = CalibratedBlock(high=high, low=low, fitted_for=fitted_for, signal=signal, features=tuple(features),
+                            weights=tuple(n for n in numbers if n is not None), bias=bias)
+    usable = (block.signal == MODEL and features and len(features) == len(block.weights)
               and all(name in FEATURES for name in features) and block.low <= block.high and block.fitted_for)
     return block if usable else None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @functools.cache
