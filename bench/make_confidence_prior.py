@@ -93,7 +93,7 @@ def measure(rows: dict[str, list[FitRow]], features: tuple[str, ...] = FEATURES)
 
 def build() -> dict[str, object]:
     rows = corpus_rows()
-    model, low, high = made_from(rows)
+    model, low, _high = made_from(rows)
     return {
         "format": PRIOR_FORMAT,
         "made_by": "bench/make_confidence_prior.py",

@@ -13,6 +13,7 @@ corpus out): the prior alone, self-calibration alone, and combinations (module d
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import statistics
@@ -301,7 +302,7 @@ def shrunk_threshold(model: SignalModel, golden: Sequence[FitRow], synthetic_no_
     real_no_s = [s for s in real_no if s is not None]
     made_no_s = [s for s in made_no if s is not None]
     candidates = sorted({*real_no_s, *made_no_s, *(model.row_probability(r) or 0.0 for r in golden)})
-    candidates = [0.0] + [(a + b) / 2 for a, b in zip(candidates, candidates[1:], strict=False)] + [1.0]
+    candidates = [0.0] + [(a + b) / 2 for a, b in itertools.pairwise(candidates)] + [1.0]
     scale = ceiling / synthetic_ceiling if synthetic_ceiling > 0 else 1.0
     for t in candidates:
         made = sum(1 for s in made_no_s if s >= t) / max(1, len(made_no_s))
@@ -326,7 +327,7 @@ def interpolated(curve: Sequence[tuple[float, float]], at: float) -> float | Non
             envelope.append((fa, fc))
     if not envelope or at < envelope[0][1]:
         return None
-    for (fa1, fc1), (fa2, fc2) in zip(envelope, envelope[1:], strict=False):
+    for (fa1, fc1), (fa2, fc2) in itertools.pairwise(envelope):
         if fc1 <= at <= fc2:
             return fa1 if fc2 == fc1 else fa1 + (fa2 - fa1) * (at - fc1) / (fc2 - fc1)
     return envelope[-1][0]
@@ -504,7 +505,7 @@ def posterior_threshold(model: SignalModel, golden: Sequence[FitRow], prior_no_a
     n_golden = sum(1 for row in golden if row.kind == "no-answer")
     prior_no = sorted(s for row in prior_no_answer if (s := model.row_probability(row)) is not None)
     every = sorted({*golden_no, *prior_no, *(s for row in golden if (s := model.row_probability(row)) is not None)})
-    candidates = [0.0] + [(a + b) / 2 for a, b in zip(every, every[1:], strict=False)] + [1.0]
+    candidates = [0.0] + [(a + b) / 2 for a, b in itertools.pairwise(every)] + [1.0]
     import bisect
 
     for t in candidates:
@@ -651,8 +652,6 @@ def golden_shrunk(variant: str, corpora: Sequence[str], synthetic_ceiling: float
     questions' exceedance, doubled for their measured gap to real ones, worth `m` questions, beside the
     golden set's own — stays within the ceiling). Each as a curve over the ceiling; FA compared at the
     FC #25's shipped point reaches; paired per draw on the balanced error."""
-    from dataclasses import replace as _replace
-
     from pinakes.calibration.shrinkage import shrunk_fit
 
     report: dict[str, object] = {}

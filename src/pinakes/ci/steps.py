@@ -48,13 +48,13 @@ def extras_for(manifest: Manifest) -> tuple[str, ...]:
     """What a runner needs to sync and search this KB: the embedding provider's extra, the
     reranker's when search reranks, and [pdf] when any of the KB's roots can select a PDF (the
     sync forces the free extractor). The default KB's: [light,pdf]."""
-    from pinakes.embed.loader import PROVIDER_EXTRAS
+    from pinakes.embed.registry import PROVIDERS, RERANKERS
 
-    wanted = [PROVIDER_EXTRAS[manifest.embedding.provider]]
-    if manifest.retrieval.rerank and manifest.rerank.provider in PROVIDER_EXTRAS:  # an HTTP reranker needs none
-        wanted.append(PROVIDER_EXTRAS[manifest.rerank.provider])
+    wanted = [PROVIDERS[manifest.embedding.provider].extra]
+    if manifest.retrieval.rerank:
+        wanted.append(RERANKERS[manifest.rerank.provider].extra)  # None for an HTTP reranker: it needs none
     reads_pdf = any(manifest.sources.selects(f"{root}/document.pdf" if root != "." else "document.pdf")
                     for root in manifest.sources.roots)
     if reads_pdf:
         wanted.append("pdf")
-    return tuple(dict.fromkeys(wanted))
+    return tuple(dict.fromkeys(extra for extra in wanted if extra is not None))

@@ -4,7 +4,7 @@ It runs the sync's own walk and pair against a read-only view of the index (file
 are hashed, and nothing is saved), so what it reports is what the next sync decides, row for row:
 new, changed, re-keyed, moved, deleted, metadata-only refreshes, sidecars to mint, documents that
 would fail, skipped paths with their reasons, and what failed last time. A deletion beside an arrival
-that the sync's own likely-move rule pairs (pipeline/pair.py `likely_moves`) is named with the `pnk
+that the sync's own likely-move rule pairs (pipeline/likely_moves.py `likely_moves`) is named with the `pnk
 adopt` command that keeps the ID, while running it still saves the links. It takes no lock: a status
 during a sync reads the last committed state. With a remote embedding model it asks the endpoint for
 the probe, as a sync's start does (one small request, priced like any), since only the server can
@@ -21,14 +21,18 @@ from pathlib import Path
 from pinakes.display import printable
 from pinakes.index import schema
 from pinakes.kb import KBPaths, find_kb_root
+from pinakes.links.text_edges import TextLinkProblem, text_link_problems
 from pinakes.manifest import Manifest
 from pinakes.pipeline import pair
+from pinakes.pipeline.likely_moves import LikelyMove
 from pinakes.pipeline.report import Failure, exclusion_for, exclusion_lines, has_changes
 from pinakes.sources import walk
 from pinakes.wording import counted, noun_for
 
 # Paths the text view names per list before it says "and N more" (--json lists them all).
 SHOWN_PER_LIST = 10
+# Links from text that named no document or several, listed at most (`link_problem_counts` has all).
+MAX_LINK_PROBLEMS = 200
 
 # The `pnk status --json` key of each change kind whose field name (the vocabulary shared with the
 # sync report, pipeline/report.py ChangeKind) differs from it: the keys are a contract scripts read.
@@ -49,7 +53,7 @@ class LikelyMoveHint:
     adopt: str  # the command that keeps doc_id
 
     @classmethod
-    def of(cls, move: pair.LikelyMove) -> LikelyMoveHint:
+    def of(cls, move: LikelyMove) -> LikelyMoveHint:
         return cls(move.doc.path, move.new_path, move.doc.id, move.why, move.adopt)
 
 
@@ -87,6 +91,10 @@ class KBStatus:
     likely_moves: list[LikelyMoveHint] = field(default_factory=list[LikelyMoveHint])
     # the `[sources] exclude` line that leaves out the files whose extraction failed last time
     exclusion: str | None = None
+    # links in documents' text that named no document, or several, at the last sync (the first
+    # MAX_LINK_PROBLEMS; `link_problem_counts` counts them all): not work for the next sync
+    link_problems: list[TextLinkProblem] = field(default_factory=list[TextLinkProblem])
+    link_problem_counts: dict[str, int] = field(default_factory=dict[str, int])
 
     @property
     def up_to_date(self) -> bool:
@@ -129,6 +137,7 @@ class KBStatus:
             ("indexed without a usable text layer on some pages (scanned; no OCR on the free path)",
              [f"{path}: pages {', '.join(map(str, pages))}" for path, pages in self.pages_without_text.items()]),
         ]
+
         for title, entries in sections:
             if not entries:
                 continue
@@ -136,6 +145,7 @@ class KBStatus:
             lines.extend(f"  {printable(entry)}" for entry in entries[:SHOWN_PER_LIST])
             if len(entries) > SHOWN_PER_LIST:
                 lines.append(f"  … and {len(entries) - SHOWN_PER_LIST} more (--json lists all)")
+        lines.extend(self._link_problem_lines())
         lines.extend(exclusion_lines(self.exclusion))
         if self.up_to_date:
             lines.append("up to date: nothing for `pnk sync` to do")
@@ -145,6 +155,19 @@ class KBStatus:
         else:
             lines.append("run `pnk sync` to apply this")
         return "\n".join(lines)
+
+
+    def _link_problem_lines(self) -> list[str]:
+        counts = self.link_problem_counts
+        total = sum(counts.values())
+        if not total:
+            return []
+        lines = [f"links from text at the last sync: {counts.get('unresolved', 0)} name no document, "
+                 f"{counts.get('ambiguous', 0)} name several (the first taken)"]
+        lines.extend(f"  {printable(problem.describe())}" for problem in self.link_problems[:SHOWN_PER_LIST])
+        if total > SHOWN_PER_LIST:
+            lines.append(f"  … and {total - SHOWN_PER_LIST} more (--json lists {MAX_LINK_PROBLEMS})")
+        return lines
 
 
 def kb_status(start: Path | str | None = None) -> KBStatus:
@@ -169,15 +192,15 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
                 "SELECT path, pages_without_text FROM documents WHERE state = 'active' "
                 "AND pages_without_text IS NOT NULL ORDER BY path")}
             _link_scans(ctx.conn, paths.root, ctx.manifest, status)
+            status.link_problems, status.link_problem_counts = text_link_problems(ctx.conn, MAX_LINK_PROBLEMS)
             if status.model_changed:
                 ctx.conn.close()
                 ctx.conn = None  # a rebuild pairs against an empty index: everything is rebuilt
         found = walk.walk(paths.root, ctx.manifest.sources, walk.load_walk_cache(ctx.conn),
                           racy_after=walk.racy_after_ns(ctx.conn))
-        ctx.walk = found
-        plan = pair.compute_plan(ctx)
+        plan = pair.compute_plan(ctx, found, ctx.conn)
         if not plan.collisions:
-            pair.find_likely_moves(ctx, plan)  # reads the gone documents' indexed text: before closing
+            pair.find_likely_moves(ctx, plan, found, ctx.conn)  # reads the gone documents' indexed text: before closing
     finally:
         if ctx.conn is not None:
             ctx.conn.close()
