@@ -73,6 +73,8 @@ def test_ask_without_deep_spends_nothing_and_says_what_deep_would_reserve(
     command = out.rstrip().splitlines()[-1].strip()
     assert shlex.split(command) == ["pnk", "-C", str(demo), "ask", "--deep", HOP_QUESTION, "--tag", "loans"]
     assert fake.requests == [] and not (demo / ".pinakes" / "ledger.jsonl").exists()
+    # The free result says where its confidence came from: the demo's golden-set fit.
+    assert re.search(r"^confidence: (high|medium|low), fitted \(", out, flags=re.M), out
 
 
 def test_ask_without_deep_as_json(demo: Path, fake: DeepFake, capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,6 +84,7 @@ def test_ask_without_deep_as_json(demo: Path, fake: DeepFake, capsys: pytest.Cap
     assert code == 0 and document["deep"] is False and document["spent_eur"] == "0"
     assert document["deep_branch"] == "synthesis" and document["deep_worst_case_calls"] == 1
     assert document["search"]["confidence"]["level"] == "high" and document["search"]["passages"]
+    assert document["search"]["confidence"]["source"] == "fitted"
     assert fake.requests == []
 
 

@@ -31,7 +31,7 @@ from pinakes.search.calibrated import (
     self_calibration_path,
 )
 from pinakes.search.core import Searcher, SearchSettings
-from tests.fakes import HashEmbedder
+from tests.fakes import HashEmbedder, substitute_embedder
 from tests.kb_helpers import Doc, build_kb, sync
 
 TOPICS = ("glacier", "harbour", "orchard", "foundry", "lighthouse", "vineyard", "observatory", "tannery",
@@ -252,7 +252,7 @@ def test_pnk_eval_self_calibrate_stores_it_and_says_what_searches_use(kb, monkey
     from pinakes.cli import main
 
     root, embedder = kb
-    monkeypatch.setattr("pinakes.embed.load_embedder", lambda section, *args, **kwargs: embedder)
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: embedder)
     stored = self_calibration_path(KBPaths(root))
     stored.unlink(missing_ok=True)
     code = main(["-C", str(root), "eval", "--self-calibrate", "--no-sync", "--json"])
