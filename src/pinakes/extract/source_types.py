@@ -1,7 +1,7 @@
 """Which source type a file is, decided by its name alone.
 
 The source type dispatches extraction and chunking (spec §4.6): markdown gets ATX headings, text
-gets the opt-in numbered outline grammar, code and pdf take the plain-text path. A file whose
+gets the opt-in numbered outline grammar, code, pdf and image (read by OCR, the `[ocr]` extra) take the plain-text path. A file whose
 name matches nothing here is not a source and is never read.
 
 Only the last suffix decides, so `intro.rst.txt` is text and `notes.md.txt` is text too: the file
@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SOURCE_TYPES = ("markdown", "text", "code", "pdf")
+SOURCE_TYPES = ("markdown", "text", "code", "pdf", "image")
+# The types whose extensions the default `[sources] include` names. Images are opt-in (name them in
+# `include`): a KB that never listed them is not switched to reading them by an upgrade.
+DEFAULT_SOURCE_TYPES = ("markdown", "text", "code", "pdf")
 
 _MARKDOWN = (".md", ".markdown", ".mdown", ".mkd")
 _TEXT = (".txt", ".text", ".rst", ".rest", ".adoc", ".asciidoc")
 _PDF = (".pdf",)
+_IMAGE = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
 # Source code: chunked as plain text, never parsed. A language missing here is simply not indexed.
 _CODE = (
     ".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go", ".rs", ".java", ".c", ".h",
@@ -33,6 +37,7 @@ SUFFIX_TO_TYPE: dict[str, str] = {
     **dict.fromkeys(_TEXT, "text"),
     **dict.fromkeys(_CODE, "code"),
     **dict.fromkeys(_PDF, "pdf"),
+    **dict.fromkeys(_IMAGE, "image"),
 }
 
 
@@ -49,7 +54,7 @@ def markup_for(path: Path | str) -> str | None:
 
 
 def source_type_for(path: Path | str) -> str | None:
-    """The source type of `path` ("markdown", "text", "code", "pdf"), or None when it is not a source."""
+    """The source type of `path` ("markdown", "text", "code", "pdf", "image"), or None when it is not a source."""
     # String operations rather than Path(): the walk asks this of every file in the KB.
     name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
     dot = name.rfind(".")

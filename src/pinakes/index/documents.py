@@ -207,7 +207,7 @@ def _metadata(value: str | None) -> dict[str, object]:
 
 def read_indexed_text(paths: KBPaths, document: DocumentRow) -> IndexedText:
     """The text this document's chunk offsets address, exactly as the index was built from it."""
-    if document.source_type == "pdf":
+    if document.source_type in ("pdf", "image"):  # their text is an extraction, not the file's bytes
         return _from_extraction_cache(paths, document)
     return IndexedText(_from_source_file(paths, document), None, None)
 

@@ -1,4 +1,4 @@
-"""The index schema (version 10) and the only ways to open the index.
+"""The index schema (version 11) and the only ways to open the index.
 
 There are no migrations: an index written under another schema_version refuses to open and names
 `pnk sync --rebuild`. `.pinakes/` is derived state, so rebuilding is always free and always correct.
@@ -24,6 +24,7 @@ from pinakes.errors import (
     PinakesError,
     filesystem_error,
 )
+from pinakes.extract.source_types import SOURCE_TYPES
 
 # 4: walk_cache.ctime_ns (an in-place write that restores the mtime is still seen).
 # 5: documents.pages_without_text (PDF pages with no usable text layer, for status and doctor);
@@ -38,12 +39,16 @@ from pinakes.errors import (
 #    row by row without one.
 # 10: links from text (#44): `text_links`, each link a document's text makes, with its span and
 #    what it resolved to; `links.origin` 'text' for the edges they derive (links/text_edges.py).
-SCHEMA_VERSION = 10
+# 11: documents.source_type admits every type extract/source_types.py declares (images, read by OCR,
+#     #43), the list taken from there so that a new type is one edit.
+SCHEMA_VERSION = 11
 BUSY_TIMEOUT_MS = 10_000
 
 # The FTS5 tokenizer is part of the schema: changing it changes every BM25 score. So is the shadow
 # text it reads for Han, kana and Hangul (`chunks.fts_text`, `chunks.fts_context`, search/scripts.py).
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+_SOURCE_TYPES = ", ".join(f"'{kind}'" for kind in SOURCE_TYPES)
 
 DDL = f"""
 CREATE TABLE meta (
@@ -57,7 +62,7 @@ CREATE TABLE documents (
     content_hash           TEXT NOT NULL,             -- xxh3-128 hex of the file's bytes
     sidecar_hash           TEXT,                      -- xxh3-128 hex of the sidecar's bytes
     mtime                  REAL NOT NULL,             -- seconds since the epoch (the date filter)
-    source_type            TEXT NOT NULL CHECK (source_type IN ('markdown', 'text', 'code', 'pdf')),
+    source_type            TEXT NOT NULL CHECK (source_type IN ({_SOURCE_TYPES})),
     title                  TEXT,
     metadata               TEXT NOT NULL DEFAULT '{{}}',  -- JSON: tags and the sidecar's other keys
     state                  TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'deleted')),

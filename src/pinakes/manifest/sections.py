@@ -18,7 +18,7 @@ from pinakes.budget.settings import BudgetSection
 from pinakes.embed.registry import RERANKERS, provider_keys, reranker_keys
 from pinakes.embed.settings import EmbeddingSection
 from pinakes.extract.registry import EXTRACTORS
-from pinakes.extract.source_types import SUFFIX_TO_TYPE
+from pinakes.extract.source_types import DEFAULT_SOURCE_TYPES, SUFFIX_TO_TYPE
 from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest.patterns import GlobSet, is_within
 
@@ -64,9 +64,9 @@ UNBUILT_VECTOR_TIERS = ("sqlite-vec",)
 GRAPH_CHANNELS = ("off", "expand")
 UNBUILT_GRAPH_CHANNELS = ("ppr",)
 
-# Every extension that has a source type (markdown, text, code, pdf). A file must still have a source
-# type to be indexed; `include` only narrows which files the walk considers.
-DEFAULT_INCLUDE = tuple(f"*{suffix}" for suffix in SUFFIX_TO_TYPE)
+# Every extension of the default source types (markdown, text, code, pdf; images are opt-in). A file
+# must still have a source type to be indexed; `include` only narrows which files the walk considers.
+DEFAULT_INCLUDE = tuple(f"*{suffix}" for suffix, kind in SUFFIX_TO_TYPE.items() if kind in DEFAULT_SOURCE_TYPES)
 # Never sources, whatever `exclude` says: derived state, and the sidecars themselves.
 ALWAYS_EXCLUDED = (f"{STATE_DIR_NAME}/", f"*{SIDECAR_SUFFIX}")
 

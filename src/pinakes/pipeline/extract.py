@@ -45,8 +45,11 @@ def extract(ctx: SyncContext, item: DocWork, extract_with: ExtractWith) -> Extra
     failed (recorded); None when there is nothing to index now (the backend kept what the index
     holds, or the budget did not reach it). Raises the error of a `RunStopped`."""
     ctx.progress.document(item.path, phase="extracting")
+    from pinakes.extract.ocr import listening
+
     try:
-        extracted = extract_with(ctx, item)
+        with listening(ctx.progress.ocr_pages):  # a scan's pages/s and pages left, page by page
+            extracted = extract_with(ctx, item)
     except RunStopped as stop:
         raise stop.error from None
     except PinakesError as exc:
@@ -75,6 +78,12 @@ def run_extractor(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> Extra
         module = cast("ExtractorModule", importlib.import_module(spec.module))  # a name from the registry's data
         extracted = module.extract(ctx.paths.root / item.path, item.source_type)
         _store(ctx, spec, item, extracted)
+    if spec.ocr is not None and extracted.pages_without_text:  # scanned pages: read by OCR when installed
+        from pinakes.extract.cache import ExtractCache
+        from pinakes.extract.ocr_pdf import complete_with_ocr
+
+        extracted = complete_with_ocr(extracted, ctx.paths.root / item.path, item.file.content_hash,
+                                      ExtractCache(ctx.paths.extract_cache), label=item.path)
     return extracted
 
 
@@ -113,10 +122,13 @@ def _fail(ctx: SyncContext, item: DocWork, stage: str, message: str) -> Failed:
     return Failed(item)
 
 
+# The source types whose extraction is cached: re-decoding a text file costs less than reading a
+# cache entry for it; parsing a PDF or reading an image by OCR costs more.
+_CACHED_SOURCE_TYPES = frozenset({"pdf", "image"})
+
+
 def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedText | None:
-    """Only extractors that declare themselves expensive (PDFs) go through the cache: re-decoding a
-    text file costs less than reading a cache entry for it."""
-    if "pdf" not in spec.source_types:
+    if _CACHED_SOURCE_TYPES.isdisjoint(spec.source_types):
         return None
     from pinakes.extract.cache import ExtractCache
 
@@ -125,7 +137,7 @@ def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedTe
 
 
 def _store(ctx: SyncContext, spec: ExtractorSpec, item: DocWork, extracted: ExtractedText) -> None:
-    if "pdf" not in spec.source_types:
+    if _CACHED_SOURCE_TYPES.isdisjoint(spec.source_types):
         return
     from pinakes.extract.cache import ExtractCache
 
