@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
     ("serve", "eval", "doctor", "ci", "deep", "upgrade", "init"),  # the apps
     ("sync",),  # the driver: run_sync, the doit runner, status, estimate
+    ("calibration",),  # the evidence model's fit and self-calibration: eval and the sync both call it
     ("rules",),  # doit adapters of the stages
     ("pipeline",),  # the stage cores and their run context
     ("links", "search"),

@@ -88,6 +88,11 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
                     raise _stopped(exc, report) from None
         except LockBusy as busy:
             report.skipped_reason = f"another sync holds the lock ({busy.holder.describe()})"
+        else:
+            if not report.noop and manifest.retrieval.confidence is None:  # a no-op changes nothing it was made of
+                from pinakes.calibration.on_sync import after_sync
+
+                after_sync(paths, manifest, report, embedder)
     report.wall_seconds = time.perf_counter() - started
     return report
 
