@@ -13,11 +13,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SOURCE_TYPES = ("markdown", "text", "code", "pdf")
+SOURCE_TYPES = ("markdown", "text", "code", "pdf", "html", "epub", "docx", "odt")
+# The types a KB indexes when its manifest names none (`[sources] types`): those of every KB made
+# before the document formats existed, so an upgrade never starts indexing files it skipped.
+CLASSIC_TYPES = SOURCE_TYPES[:4]
+# The document formats (issue #43): their extractors write the document's structure as Markdown
+# (extract/blocks.py), which is chunked as a Markdown source is.
+MARKDOWN_WRITTEN = ("html", "epub", "docx", "odt")
 
 _MARKDOWN = (".md", ".markdown", ".mdown", ".mkd")
 _TEXT = (".txt", ".text", ".rst", ".rest", ".adoc", ".asciidoc")
 _PDF = (".pdf",)
+_HTML = (".html", ".htm", ".xhtml")
 # Source code: chunked as plain text, never parsed. A language missing here is simply not indexed.
 _CODE = (
     ".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go", ".rs", ".java", ".c", ".h",
@@ -33,6 +40,10 @@ SUFFIX_TO_TYPE: dict[str, str] = {
     **dict.fromkeys(_TEXT, "text"),
     **dict.fromkeys(_CODE, "code"),
     **dict.fromkeys(_PDF, "pdf"),
+    **dict.fromkeys(_HTML, "html"),
+    ".epub": "epub",
+    ".docx": "docx",
+    ".odt": "odt",
 }
 
 
@@ -48,8 +59,13 @@ def markup_for(path: Path | str) -> str | None:
     return None
 
 
+def chunked_as(source_type: str) -> str:
+    """The source type whose structure a document of `source_type` is chunked by."""
+    return "markdown" if source_type in MARKDOWN_WRITTEN else source_type
+
+
 def source_type_for(path: Path | str) -> str | None:
-    """The source type of `path` ("markdown", "text", "code", "pdf"), or None when it is not a source."""
+    """The source type of `path` (one of SOURCE_TYPES), or None when it is not a source."""
     # String operations rather than Path(): the walk asks this of every file in the KB.
     name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
     dot = name.rfind(".")

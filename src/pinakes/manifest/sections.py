@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pinakes.budget.settings import BudgetSection
 from pinakes.extract.registry import EXTRACTORS
-from pinakes.extract.source_types import SUFFIX_TO_TYPE
+from pinakes.extract.source_types import CLASSIC_TYPES, SUFFIX_TO_TYPE
 from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest.patterns import GlobSet, is_within
 
@@ -36,7 +36,7 @@ RERANK_APIS = ("tei", "cohere")
 # other key in the file is reported as unknown, so this table is the whole vocabulary.
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "kb": ("name", "id", "requires_pinakes", "template", "description"),
-    "sources": ("roots", "include", "exclude"),
+    "sources": ("roots", "include", "exclude", "types"),
     "embedding": ("provider", "model", "dim", "revision", "batch_size", "executor", "ray_address",
                   *REMOTE_EMBEDDING_KEYS),
     "extraction": ("backend", "model"),
@@ -112,6 +112,10 @@ class SourcesSection:
     roots: tuple[str, ...]
     include: tuple[str, ...] = DEFAULT_INCLUDE
     exclude: tuple[str, ...] = ()
+    # The source types indexed (`[sources] types`). Absent: the four every KB indexed before the
+    # document formats (CLASSIC_TYPES), so an upgrade never starts indexing files a KB skipped;
+    # `pnk init` writes the line with every type, and status and doctor name what it leaves out.
+    types: tuple[str, ...] = CLASSIC_TYPES
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:

@@ -115,9 +115,9 @@ def _fail(ctx: SyncContext, item: DocWork, stage: str, message: str) -> None:
 
 
 def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedText | None:
-    """Only extractors that declare themselves expensive (PDFs) go through the cache: re-decoding a
-    text file costs less than reading a cache entry for it."""
-    if "pdf" not in spec.source_types:
+    """Every extractor but the text one goes through the cache (`ExtractorSpec.cached`): re-decoding
+    a text file costs less than reading a cache entry for it, and the file is its own indexed text."""
+    if not spec.cached:
         return None
     from pinakes.extract.cache import ExtractCache
 
@@ -126,7 +126,7 @@ def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedTe
 
 
 def _store(ctx: SyncContext, spec: ExtractorSpec, item: DocWork, extracted: ExtractedText) -> None:
-    if "pdf" not in spec.source_types:
+    if not spec.cached:
         return
     from pinakes.extract.cache import ExtractCache
 
