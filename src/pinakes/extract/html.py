@@ -33,6 +33,7 @@ MAX_HTML_BYTES = 64 * 1024 * 1024
 MAX_NESTING = 5_000
 PRESCAN_BYTES = 4096
 DETECT_BYTES = 64 * 1024
+WESTERN_CHAOS_MARGIN = 0.1
 HEAD_BYTES = 256 * 1024  # what the title reader parses: a page's <title> and first <h1> are near its top
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 _TAG = re.compile(rb"<(/?)([A-Za-z][A-Za-z0-9-]*)|<!--|-->")
@@ -181,5 +182,14 @@ def _detected(head: bytes) -> str | None:
         from charset_normalizer import from_bytes
     except ImportError:
         return None
-    best = from_bytes(head).best()
-    return best.encoding if best is not None else None
+    matches = from_bytes(head)
+    best = matches.best()
+    if best is None:
+        return None
+    # On a short page detection cannot tell one Latin code page from another: where windows-1252 reads
+    # the bytes nearly as cleanly as the best guess (a page in another script reads as noise in it, or
+    # is no candidate at all), the web's default wins.
+    western = next((match for match in matches if match.encoding == "cp1252"), None)
+    if western is not None and western.chaos <= best.chaos + WESTERN_CHAOS_MARGIN:
+        return "cp1252"
+    return best.encoding
