@@ -53,7 +53,8 @@ def test_every_kind_is_derived_with_hubs_as_sources() -> None:
     kinds_keys = set(conn.execute("SELECT kind || ':' || key FROM nodes WHERE kind IN ('tag', 'dir', 'heading')"))
     assert kinds_keys == {("tag:t1",), ("dir:docs/x",), ("heading:A:H",)}
     assert census == {"membership": 5, "sibling": 2, "parent-child": 2, "in-section": 2, "co-located": 2,
-                      "shared-tag": 2, "authored": 0, "cross-kb-out": 0, "cross-kb-in": 0}
+                      "shared-tag": 2, "authored": 0, "cross-kb-out": 0, "cross-kb-in": 0, "links-to": 0,
+                      "links-to-cross-kb": 0, "links-to-unresolved": 0, "links-to-ambiguous": 0}
 
 
 def test_derivation_is_full_so_a_deleted_document_leaves_no_edges() -> None:

@@ -11,19 +11,19 @@ from pinakes.errors import IndexMissingError, IndexSchemaError
 from pinakes.index import schema
 
 SPEC_TABLES = {"documents", "chunks", "chunks_fts", "embeddings", "links", "kb_refs", "failures", "meta",
-               "nodes", "edges", "chunk_terms"}
+               "nodes", "edges", "chunk_terms", "text_links"}
 
 
 def test_a_new_index_has_every_table_of_the_spec_in_wal_mode(tmp_path: Path) -> None:
     conn = schema.create_index(tmp_path / "index.db")
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert tables >= SPEC_TABLES
-    assert schema.read_meta(conn)["schema_version"] == str(schema.SCHEMA_VERSION) == "9"
+    assert schema.read_meta(conn)["schema_version"] == str(schema.SCHEMA_VERSION) == "10"
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     conn.close()
 
 
-@pytest.mark.parametrize("version", ["4", "5", "6", "7", "8", "10", None])
+@pytest.mark.parametrize("version", ["4", "5", "6", "7", "8", "9", "11", None])
 def test_another_schema_version_refuses_to_open_naming_the_rebuild(tmp_path: Path, version: str | None) -> None:
     path = tmp_path / "index.db"
     conn = schema.create_index(path)

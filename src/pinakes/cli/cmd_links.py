@@ -1,4 +1,4 @@
-"""`pnk links DOC`: a document's neighbours over authored links, both directions, bounded (the same
+"""`pnk links DOC`: a document's neighbours over authored links and links from text, both directions, bounded (the same
 traversal as MCP `pinakes_links`: `pinakes.links.traverse`). Read-only."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pinakes.cli.command import Command, CommandArgs, Subcommands
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
-    from pinakes.links.traverse import Traversal
+    from pinakes.links.traverse import Edge, Traversal
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,9 +33,11 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     limits = TraversalLimits()
     parser = subparsers.add_parser(
         "links", parents=[common], help="list a document's linked documents, in this KB and connected ones",
-        description="Traverse authored links from DOC (a document of this KB: its ULID, path or pnk://self/ "
-                    "URI), outbound (its sidecar) and inbound (this KB's sidecars, and connected KBs' as the "
-                    "last reverse scan found them). Each neighbour comes with its relation, direction, KB, "
+        description="Traverse links from DOC (a document of this KB: its ULID, path or pnk://self/ "
+                    "URI), outbound (its sidecar, and the links its text makes) and inbound (this KB's sidecars "
+                    "and texts, and connected KBs' sidecars as the last reverse scan found them). A link is "
+                    "marked authored (a sidecar's) or from text (relation links-to, with the lines it is "
+                    "written on, as of the last sync). Each neighbour comes with its relation, direction, KB, "
                     "title, path, whether it resolves and why not, and whether its KB is readable here. "
                     "A neighbour in another KB is terminal: run `pnk links` there to go on. Bounds beyond "
                     "their range are clamped, and the output says so.",
@@ -130,7 +132,7 @@ def render(result: Traversal) -> str:
     arrows = {"out": "->", "in": "<-", "both": "<->"}
     for item in result["neighbours"]:
         kb = "this KB" if item["kb"]["this_kb"] else f"KB {item['kb']['alias'] or item['kb']['id']}"
-        rels = ", ".join(sorted({edge["rel"] for edge in item["edges"]}))
+        rels = ", ".join(dict.fromkeys(_edge_label(edge) for edge in item["edges"]))
         if item.get("edges_omitted"):
             rels += f" (+{item['edges_omitted']} more)"
         title, path = item["title"], item["path"]  # both set for a resolved neighbour
@@ -154,6 +156,18 @@ def render(result: Traversal) -> str:
             lines.append(f"note: {counted(int(detail['neighbours_cut']), 'neighbour')} cut by the {cap} cap; raise --max-rows "
                          "or narrow --direction")
     return "\n".join(lines)
+
+
+def _edge_label(edge: Edge) -> str:
+    """A link's relation, marked authored (a sidecar's, here or in a connected KB) or from text,
+    with the lines of the linking document it is written on."""
+    if edge["origin"] != "text":
+        return f"{edge['rel']} (authored)"
+    lines = list(dict.fromkeys(str(span["line"]) for span in edge.get("spans", [])))
+    if more := edge.get("spans_omitted"):
+        lines.append(f"+{more}")
+    where = f": {'line' if len(lines) == 1 else 'lines'} {', '.join(lines)}" if lines else ""
+    return f"{edge['rel']} (from text{where})"
 
 
 # Why a listed document's own links were not followed (the `frontier` reasons of --json), in words.

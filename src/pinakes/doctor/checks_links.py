@@ -39,6 +39,7 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
             return
         yield from _partners(conn, ctx.kb_root, manifest)
         yield from _dangling(conn, ctx.kb_root, manifest)
+        yield _text_links(conn, manifest.kb.id)
 
 
 def _partners(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest) -> Iterator[Check]:
@@ -86,6 +87,30 @@ def _partners(conn: sqlite3.Connection, kb_root: Path, manifest: Manifest) -> It
                         f"({_window()}); {coverage}", "pnk sync (or pnk sync --scan-links)")
         else:
             yield Check(name, "OK", f"found; last scanned {stamp}; {coverage}")
+
+
+def _text_links(conn: sqlite3.Connection, own: str) -> Check:
+    """Links written in documents' text, as the last sync resolved them: how many became edges, and
+    the first SHOWN that name no document or several (file:line)."""
+    from pinakes.links.text_edges import TEXT_ORIGIN, text_link_problems
+
+    written = conn.execute("SELECT COUNT(*) FROM text_links t JOIN documents d ON d.id = t.doc_id "
+                           "AND d.state = 'active'").fetchone()[0]
+    if not written:
+        return Check("links from text", "OK", "no document's text links to another (wikilinks, Markdown links, "
+                     "pnk:// addresses)")
+    edges = conn.execute("SELECT COUNT(*) FROM links WHERE src_kb_id = ? AND origin = ?", (own, TEXT_ORIGIN)).fetchone()[0]
+    problems, counts = text_link_problems(conn, SHOWN)
+    found = f"{counted(written, 'link')} in documents' text, {counted(edges, 'edge')} between documents"
+    total = sum(counts.values())
+    if not total:
+        return Check("links from text", "OK", found + "; each names one document or a file that is not one")
+    shown = "; ".join(printable(problem.describe()) for problem in problems)
+    more = f" (+{total - len(problems)} more: `pnk status --json` lists them)" if total > len(problems) else ""
+    return Check("links from text", "WARN",
+                 f"{found}; {counts['unresolved']} name no document, {counts['ambiguous']} name several: {shown}{more}",
+                 "fix the link or add the document it names; for a name several documents share, write its "
+                 "folder too ([[folder/Note]]); the next `pnk sync` resolves them again")
 
 
 def _window() -> str:

@@ -1,4 +1,4 @@
-"""The index schema (version 9) and the only ways to open the index.
+"""The index schema (version 10) and the only ways to open the index.
 
 There are no migrations: an index written under another schema_version refuses to open and names
 `pnk sync --rebuild`. `.pinakes/` is derived state, so rebuilding is always free and always correct.
@@ -36,7 +36,9 @@ from pinakes.errors import (
 # 9: embeddings.checksum, so a flipped bit in a stored vector is seen before it is reused or
 #    searched (index/vector_rows.py, #40). A rebuild from an 8 still reuses its vectors, judged
 #    row by row without one.
-SCHEMA_VERSION = 9
+# 10: links from text (#44): `text_links`, each link a document's text makes, with its span and
+#    what it resolved to; `links.origin` 'text' for the edges they derive (links/text_edges.py).
+SCHEMA_VERSION = 10
 BUSY_TIMEOUT_MS = 10_000
 
 # The FTS5 tokenizer is part of the schema: changing it changes every BM25 score. So is the shadow
@@ -150,10 +152,31 @@ CREATE TABLE links (
     dst_kb_id  TEXT NOT NULL,
     dst_doc_id TEXT NOT NULL,
     rel        TEXT NOT NULL,
-    origin     TEXT NOT NULL CHECK (origin IN ('sidecar', 'reverse-scan')),
-    UNIQUE (src_kb_id, src_doc_id, dst_kb_id, dst_doc_id, rel)
+    origin     TEXT NOT NULL CHECK (origin IN ('sidecar', 'reverse-scan', 'text')),
+    UNIQUE (src_kb_id, src_doc_id, dst_kb_id, dst_doc_id, rel, origin)
 );
 CREATE INDEX links_dst ON links (dst_kb_id, dst_doc_id);
+
+-- Each link a document's text makes (links/text_links.py), written with the document's chunks;
+-- the resolution columns are rewritten in full by every graph stage (links/text_edges.py), which
+-- derives the `links` rows of origin 'text' from them.
+CREATE TABLE text_links (
+    id         INTEGER PRIMARY KEY,
+    doc_id     TEXT NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
+    syntax     TEXT NOT NULL,                     -- wikilink, embed, markdown, image, reference, uri
+    target     TEXT NOT NULL,                     -- the path as written (decoded), or the pnk:// URI
+    subpath    TEXT,                              -- heading or ^block after '#'
+    char_start INTEGER NOT NULL,                  -- the link's span in the stored text, end exclusive
+    char_end   INTEGER NOT NULL,
+    line       INTEGER NOT NULL,                  -- 1-based
+    status     TEXT NOT NULL DEFAULT 'pending'
+               CHECK (status IN ('pending', 'resolved', 'ambiguous', 'unresolved', 'attachment')),
+    dst_kb_id  TEXT,
+    dst_doc_id TEXT,
+    candidates INTEGER NOT NULL DEFAULT 0         -- documents that matched by name
+);
+CREATE INDEX text_links_doc ON text_links (doc_id);
+CREATE INDEX text_links_dst ON text_links (dst_kb_id, dst_doc_id);
 
 CREATE TABLE kb_refs (
     kb_id     TEXT PRIMARY KEY,

@@ -64,6 +64,10 @@ class AddedKB:
         return {"alias": self.alias, "id": self.kb_id, "path": self.path, "name": self.name}
 
 
+# The index learns a sidecar's links when sync reads it; pnk link takes no lock, so it never writes there.
+SYNC_TO_SEE = "run `pnk sync` to see it in `pnk links`, MCP pinakes_links and search (the index reads sidecars then)"
+
+
 def link(start: Path | str | None, source: str, target: str, rel: str) -> LinkChange:
     """Add `source -> target` with `rel` to the source's sidecar (a no-op when it is there)."""
     from pinakes.sidecar import Link, read_sidecar, update_sidecar
@@ -82,6 +86,7 @@ def link(start: Path | str | None, source: str, target: str, rel: str) -> LinkCh
     if change.changed:
         update_sidecar(sidecar_path, kb_id=kb.kb_id, links=[*current.links, wanted])
         _announce(kb, dst)
+        change.notes.append(SYNC_TO_SEE)
     else:
         change.notes.append(f"{src.path} already links to {dst.doc_id} as {relation!r}; nothing was written")
     change.notes.extend(_visibility_notes(kb, dst))
@@ -107,7 +112,8 @@ def unlink(start: Path | str | None, source: str, target: str, rel: str | None =
                          remedy="name a link the sidecar holds (`pnk links ID --direction out` lists them)")
     update_sidecar(sidecar_path, kb_id=kb.kb_id, links=[item for item in current.links if item not in removed])
     _announce(kb, dst)
-    return LinkChange(src, dst, [item.rel for item in removed], changed=True, sidecar=str(src.sidecar_relative))
+    return LinkChange(src, dst, [item.rel for item in removed], changed=True, sidecar=str(src.sidecar_relative),
+                      notes=[SYNC_TO_SEE])
 
 
 def add_kb(start: Path | str | None, alias: str, directory: str) -> AddedKB:

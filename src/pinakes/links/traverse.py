@@ -1,8 +1,11 @@
-"""Bounded traversal of the authored link graph (spec §4, §8): what `pnk links` and `pinakes_links` answer.
+"""Bounded traversal of the link graph (spec §4, §8): what `pnk links` and `pinakes_links` answer.
 
-From one document of this KB, breadth first over the `links` table (authored links in both
-directions: this KB's sidecars, and what the reverse scan learnt from connected KBs). It never reads
-the structural graph (spec §3.2). Four bounds, each clamped and reported with what was asked:
+From one document of this KB, breadth first over the `links` table in both directions: authored
+links (this KB's sidecars, and what the reverse scan learnt from connected KBs) and the links this
+KB's documents make in their text (origin `text`, relation `links-to`, links/text_edges.py), each
+such edge citing where it is written (`spans`: line and character span in the linking document).
+It never reads the structural graph (spec §3.2). Four bounds, each clamped and reported with what
+was asked:
 
 - `depth` counts logical hops (one authored link is one hop);
 - `adjacent_k` caps the fan-out of the walk: of each document's neighbours, ranked (below), the first
@@ -55,6 +58,7 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict
 from pinakes.display import clipped
 from pinakes.errors import PinakesError
 from pinakes.ids import format_pnk_uri
+from pinakes.links.text_edges import TEXT_ORIGIN
 
 if TYPE_CHECKING:  # `pnk --help` builds the `pnk links` parser from this module's constants
     import sqlite3
@@ -65,6 +69,7 @@ if TYPE_CHECKING:  # `pnk --help` builds the `pnk links` parser from this module
 
 AUTHORED_WEIGHT = 2.0
 MAX_EDGES_LISTED = 8  # a neighbour's links listed in full (`edges`); the rest are counted
+MAX_SPANS_LISTED = 3  # a link from text cites this many places it is written; the rest are counted
 DIRECTIONS = ("both", "out", "in")
 REASONS = ("terminal", "depth", "fanout", "rows", "tokens")  # frontier reasons, in precedence order
 CHARS_PER_TOKEN = 4
@@ -165,6 +170,25 @@ class Relevance(TypedDict):
     score: float
 
 
+class EdgeSpan(TypedDict):
+    """Where a link from text is written: in the linking document (the start's text for an `out`
+    edge, the neighbour's for an `in` one), end exclusive, and the 1-based line."""
+
+    line: int
+    char_start: int
+    char_end: int
+    syntax: str  # wikilink, embed, markdown, image, reference, uri
+    target: str  # as written (decoded)
+
+
+class Edge(TypedDict):
+    rel: str
+    direction: str  # out or in
+    origin: str  # sidecar (authored here), reverse-scan (authored in a connected KB), text (from text)
+    spans: NotRequired[list[EdgeSpan]]  # origin text only: the first MAX_SPANS_LISTED
+    spans_omitted: NotRequired[int]
+
+
 class Start(TypedDict):
     doc_id: str
     doc_uri: str
@@ -183,7 +207,7 @@ class Neighbour(TypedDict):
     path: str | None
     rel: str
     direction: str  # out, in, or both
-    edges: list[dict[str, str]]  # {rel, direction, origin}
+    edges: list[Edge]
     edges_omitted: int
     hop: int
     via: str | None
@@ -233,7 +257,7 @@ class _Node:
     doc_id: str
     hop: int
     via: str | None
-    edges: list[dict[str, str]] = field(default_factory=list[dict[str, str]])
+    edges: list[Edge] = field(default_factory=list[Edge])
     score: float = 0.0
 
 
@@ -349,14 +373,27 @@ class _Walk:
             if key in visited:
                 continue
             node = nodes.setdefault(key, _Node(other_kb, other_doc, hop, parent))
-            # a sidecar's relation is the KB's text, unbounded there: shown as `pnk link` writes one at most
-            node.edges.append({"rel": clipped(rel, MAX_REL_CHARS), "direction": direction, "origin": origin})
             if peek:
                 return [node]
+            # a sidecar's relation is the KB's text, unbounded there: shown as `pnk link` writes one at most
+            edge: Edge = {"rel": clipped(rel, MAX_REL_CHARS), "direction": direction, "origin": origin}
+            if origin == TEXT_ORIGIN:
+                self._cite(edge, parent, other_kb, other_doc)
+            node.edges.append(edge)
         for node in nodes.values():
             node.score = round(AUTHORED_WEIGHT * len(node.edges) / hop, 4)
-            node.edges.sort(key=lambda edge: (edge["direction"], edge["rel"]))
+            node.edges.sort(key=lambda edge: (edge["direction"], edge["rel"], edge["origin"]))
         return self._taking_turns(nodes.values())
+
+    def _cite(self, edge: Edge, parent: str, other_kb: str, other_doc: str) -> None:
+        """The spans of a link from text: in `parent`'s text (out) or in the neighbour's (in)."""
+        from pinakes.links.text_edges import spans_between
+
+        src, dst_kb, dst = (parent, other_kb, other_doc) if edge["direction"] == "out" else (other_doc, self.kb_id, parent)
+        spans, total = spans_between(self.conn, src, dst_kb, dst, MAX_SPANS_LISTED)
+        edge["spans"] = [{"line": span.line, "char_start": span.char_start, "char_end": span.char_end,
+                          "syntax": span.syntax, "target": clipped(span.target, 200)} for span in spans]
+        edge["spans_omitted"] = total - len(spans)
 
     def _taking_turns(self, nodes: Iterable[_Node]) -> list[_Node]:
         """Each KB's neighbours by score, interleaved KB by KB (see the module docstring)."""

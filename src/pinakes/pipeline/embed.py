@@ -34,6 +34,8 @@ from pinakes.index.terms import record_term_frequencies
 from pinakes.index.vector_rows import row_faults, stored_row
 from pinakes.lexical.scripts import shadow
 from pinakes.links.store import write_links
+from pinakes.links.text_edges import write_text_links
+from pinakes.links.text_links import parse_text_links
 from pinakes.pipeline.context import chunk_context, document_context, embedding_input, fit_context
 from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, reuse_for
 
@@ -415,6 +417,7 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
                 record_term_frequencies(conn, written)
             conn.executemany("UPDATE chunks SET ordinal = ?, char_start = ?, char_end = ? WHERE id = ?", moves)
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
+            write_text_links(conn, item.doc_id, parse_text_links(extracted.text, item.source_type))
             if not ctx.model_recorded:
                 # With the first vectors, not at the end of the run: an interrupted sync leaves an
                 # index that still says which model its vectors came from.

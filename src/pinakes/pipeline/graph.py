@@ -4,7 +4,9 @@ Derivation is never incremental: every hub's degree is a property of the whole c
 per-document deriver would have to replay removals as well as additions. A hub (tag, directory,
 heading) with fewer than two members is never minted. The `authored` kind is not stored; it is read
 from `links` at query time, and is counted here only for the census, as are the links that cross into
-or out of another KB (`cross-kb-out`, `cross-kb-in`), which the graph never holds.
+or out of another KB (`cross-kb-out`, `cross-kb-in`), which the graph never holds. The links a
+document's text makes are resolved here too, in full (`links.text_edges`): `links-to` rows in `links`,
+read at query time as `authored` is, and the links that resolve to nothing or to several documents.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections import defaultdict
 
 from pinakes.index.schema import EDGE_KINDS, transaction
 from pinakes.lexical.filters import document_tags
+from pinakes.links.text_edges import derive_text_edges
 
 
 def derive_graph(conn: sqlite3.Connection, kb_id: str) -> dict[str, int]:
@@ -84,6 +87,7 @@ def derive_graph(conn: sqlite3.Connection, kb_id: str) -> dict[str, int]:
     census = {kind: 0 for kind in EDGE_KINDS}
     for _, _, kind in edges:
         census[kind] += 1
+    census.update(derive_text_edges(conn, kb_id))
     census["authored"] = conn.execute(
         "SELECT COUNT(*) FROM links l JOIN documents d ON d.id = l.src_doc_id "
         "WHERE l.src_kb_id = ? AND l.dst_kb_id = ? AND l.origin = 'sidecar' AND d.state = 'active'",

@@ -5,7 +5,8 @@ the fingerprint of the extractor its source type uses (a paid one's with the mod
 model` names), the chunker's version and settings, the document context's version and what the
 context reads besides the content (the sidecar's title and the file name's words:
 `context_naming`), the embedding model the manifest names, and for Markdown the version of what
-its front matter adds (`FRONT_MATTER_VERSION`). The index stores the key beside the chunks it describes,
+its front matter adds (`FRONT_MATTER_VERSION`), and for a type whose text is parsed for links the parser's
+version (`TEXT_LINKS_VERSION`). The index stores the key beside the chunks it describes,
 committed in the same transaction, so "up to date" means exactly "what is stored was built from
 these inputs" — and a change to any input (an edit, an extractor bump, `CHUNKER_VERSION`, a model
 switch, a retitle, a rename that changes the file name's words) re-processes exactly the documents
@@ -23,6 +24,7 @@ import xxhash
 from pinakes.chunking import CHUNKER_VERSION
 from pinakes.embed.base import manifest_model_spec
 from pinakes.extract.front_matter import FRONT_MATTER_VERSION
+from pinakes.links.text_links import TEXT_LINKS_VERSION, parses
 from pinakes.manifest import Manifest
 from pinakes.pipeline.context import CONTEXT_VERSION
 
@@ -46,6 +48,8 @@ class BuildKeys:
                  f"naming/{naming}"]
         if source_type == "markdown":  # what its front matter adds to the index (extract/front_matter.py)
             parts.append(f"front-matter/{FRONT_MATTER_VERSION}")
+        if parses(source_type):  # the links its text makes (links/text_links.py)
+            parts.append(f"text-links/{TEXT_LINKS_VERSION}")
         return xxhash.xxh3_64_hexdigest("|".join(parts).encode())
 
 

@@ -628,6 +628,7 @@ def carry_paid_rows(ctx: SyncContext, carry: CarryPlan, old_index: Path) -> None
     if not carry.doc_ids:
         return
     from pinakes.index.schema import transaction
+    from pinakes.links.text_edges import carry_text_links
 
     current = {item.doc_id: item.path for item in ctx.require_plan().work if item.source_type == "pdf"}
     moves = [(doc_id, current[doc_id]) for doc_id in carry.doc_ids if doc_id in current]
@@ -654,6 +655,7 @@ def carry_paid_rows(ctx: SyncContext, carry: CarryPlan, old_index: Path) -> None
                          "origin) SELECT l.src_kb_id, l.src_doc_id, l.dst_kb_id, l.dst_doc_id, l.rel, l.origin "
                          "FROM carried.links l JOIN carry_moves m ON m.id = l.src_doc_id "
                          "WHERE l.origin = 'sidecar'")
+            carry_text_links(conn)
             conn.execute("DROP TABLE temp.carry_moves")
     finally:
         conn.execute("DETACH DATABASE carried")

@@ -5,9 +5,10 @@ authored links of this KB, scored into fusion as a third ranked list:
 
     fused top SEEDS passages
      └─ chunk edges: sibling, parent-child, in-section (through the heading hub)
-     └─ document edges: authored links (either direction, this KB only), shared-tag, co-located
-        (through the tag / directory hub); a neighbour document is represented by its chunk closest
-        to the query
+     └─ document edges: authored links and links from text (`links-to`, links/text_edges.py;
+        either direction, this KB only), shared-tag, co-located (through the tag / directory hub);
+        a neighbour document is represented by its chunk closest to the query, and one reached by a
+        link from text carries the span where the link is written (`Neighbour.span`)
      └─ per seed, neighbours ranked by cosine with the query, then cut to `adjacent_k`
         (the cap applies after ranking, so it never selects by storage order)
      └─ the union, best cosine first: one more reciprocal-rank list, weighed by GRAPH_WEIGHT
@@ -36,8 +37,21 @@ CHANNELS = ("off", "expand")
 SEEDS = 5  # fused passages expanded
 GRAPH_WEIGHT = 1.0  # the graph list's weight in fusion, beside the keyword and vector lists' 1.0
 CHUNK_EDGES = ("sibling", "parent-child", "in-section")
-DOCUMENT_EDGES = ("authored", "shared-tag", "co-located")
+DOCUMENT_EDGES = ("authored", "links-to", "shared-tag", "co-located")
+# The `links` rows each link kind reads: authored ones from this KB's sidecars, links-to from its texts.
+_LINK_ORIGINS = {"authored": "sidecar", "links-to": "text"}
 EDGES = CHUNK_EDGES + DOCUMENT_EDGES  # what the channel follows
+
+
+@dataclass(frozen=True)
+class LinkSpan:
+    """Where the link from text that reached a neighbour is written: the linking document (the
+    seed's or the neighbour's), its character span (end exclusive) and 1-based line."""
+
+    doc_id: str
+    char_start: int
+    char_end: int
+    line: int
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,7 @@ class Neighbour:
     cosine: float
     seed: int  # the chunk id it was reached from
     edge: str
+    span: LinkSpan | None = None  # edge links-to: where the link is written
 
 
 class GraphView:
@@ -94,17 +109,18 @@ def expand(conn: sqlite3.Connection, view: GraphView, query_vector: NDArray[np.f
         if seed not in located:
             continue
         doc_id, ordinal = located[seed]
-        found: dict[int, str] = {}  # row -> edge kind (the first, most specific, edge that found it)
+        found: dict[int, tuple[str, str | None]] = {}  # row -> (edge kind, the document it leads to)
         for chunk_id, edge in _chunk_neighbours(conn, doc_id, ordinal, edges):
             row = view.row(chunk_id)
             if row is not None:
-                found.setdefault(row, edge)
+                found.setdefault(row, (edge, None))  # the first, most specific, edge that found it
         for other_doc, edge in _document_neighbours(conn, doc_id, edges):
             row = view.closest_row(other_doc, scores)
             if row is not None:
-                found.setdefault(row, edge)
-        ranked = [Neighbour(int(matrix.chunk_ids[row]), float(scores[row]), seed, edge)
-                  for row, edge in found.items() if scores[row] > 0.0]
+                found.setdefault(row, (edge, other_doc))
+        ranked = [Neighbour(int(matrix.chunk_ids[row]), float(scores[row]), seed, edge,
+                            _link_span(conn, doc_id, other) if edge == "links-to" and other else None)
+                  for row, (edge, other) in found.items() if scores[row] > 0.0]
         ranked = [n for n in ranked if n.chunk_id not in seeds]
         ranked.sort(key=lambda n: (-n.cosine, n.chunk_id))
         for neighbour in ranked[:adjacent_k]:  # the fan-out cap, after ranking
@@ -153,15 +169,16 @@ def _chunk_ids(conn: sqlite3.Connection, keys: list[tuple[str, str]]) -> list[tu
 
 
 def _document_neighbours(conn: sqlite3.Connection, doc_id: str, edges: tuple[str, ...]) -> list[tuple[str, str]]:
-    """Documents one authored link or one shared hub (tag, directory) away from `doc_id`. An
-    authored row (origin 'sidecar') was written from this KB's own sidecars, so it stays inside the
-    KB exactly when both ends carry the same KB id."""
+    """Documents one link (authored, or from text) or one shared hub (tag, directory) away from
+    `doc_id`. A row of origin 'sidecar' or 'text' was written from this KB's own sidecars or texts,
+    so it stays inside the KB exactly when both ends carry the same KB id."""
     out: list[tuple[str, str]] = []
-    if "authored" in edges:
-        out.extend((row[0], "authored") for row in conn.execute(
-            "SELECT dst_doc_id FROM links WHERE src_doc_id = ?1 AND dst_kb_id = src_kb_id "
-            "AND origin = 'sidecar' UNION SELECT src_doc_id FROM links WHERE dst_doc_id = ?1 "
-            "AND dst_kb_id = src_kb_id AND origin = 'sidecar'", (doc_id,)))
+    for kind, origin in _LINK_ORIGINS.items():
+        if kind in edges:
+            out.extend((row[0], kind) for row in conn.execute(
+                "SELECT dst_doc_id FROM links WHERE src_doc_id = ?1 AND dst_kb_id = src_kb_id "
+                "AND origin = ?2 UNION SELECT src_doc_id FROM links WHERE dst_doc_id = ?1 "
+                "AND dst_kb_id = src_kb_id AND origin = ?2", (doc_id, origin)))
     hubs = [kind for kind in ("shared-tag", "co-located") if kind in edges]
     if hubs:
         marks = ",".join("?" * len(hubs))
@@ -170,3 +187,13 @@ def _document_neighbours(conn: sqlite3.Connection, doc_id: str, edges: tuple[str
             f"JOIN edges e ON e.src = hub.src AND e.kind = hub.kind JOIN nodes n ON n.id = e.dst "
             f"WHERE d.kind = 'doc' AND d.key = ? AND n.key != ?", (*hubs, doc_id, doc_id)).fetchall())
     return [(other, kind) for other, kind in out if other != doc_id]
+
+
+def _link_span(conn: sqlite3.Connection, doc_id: str, other: str) -> LinkSpan | None:
+    """The first place (in text order) where `doc_id`'s text links to `other`, else `other`'s to it."""
+    for src, dst in ((doc_id, other), (other, doc_id)):
+        row = conn.execute("SELECT char_start, char_end, line FROM text_links WHERE doc_id = ? AND dst_doc_id = ? "
+                           "AND status IN ('resolved', 'ambiguous') ORDER BY char_start LIMIT 1", (src, dst)).fetchone()
+        if row is not None:
+            return LinkSpan(src, *row)
+    return None

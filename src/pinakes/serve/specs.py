@@ -126,8 +126,11 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         title="Follow a document's links, within a KB and into connected KBs",
         description=(
             "List the documents linked to one document (by its doc_id, a ULID from pinakes_search or "
-            "pinakes_get), over authored links in both directions: links its sidecar makes, and links other "
-            "documents make to it, including documents of connected KBs. Each neighbour comes with rel, "
+            "pinakes_get), over links in both directions: links its sidecar makes, and links other "
+            "documents make to it, including documents of connected KBs; and links written in the text of "
+            "this KB's documents (wikilinks, Markdown links, pnk:// addresses: edge origin `text`, rel "
+            "links-to, with `spans` giving the line and character span where each is written in the "
+            "linking document). Each neighbour comes with rel, "
             "direction (out / in / both), its KB (id, alias, this_kb), title, path within its KB, doc_uri, "
             "hop, score, resolved (false: the target is not there, see `reason`) and reachable (false: its "
             "KB is not served here; it is still listed, identified by kb.id and doc_id).\n\n"

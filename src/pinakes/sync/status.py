@@ -21,6 +21,7 @@ from pathlib import Path
 from pinakes.display import printable
 from pinakes.index import schema
 from pinakes.kb import KBPaths, find_kb_root
+from pinakes.links.text_edges import TextLinkProblem, text_link_problems
 from pinakes.manifest import Manifest
 from pinakes.pipeline import pair
 from pinakes.pipeline.report import Failure, exclusion_for, exclusion_lines, has_changes
@@ -30,6 +31,8 @@ from pinakes.wording import counted, noun_for
 
 # Paths the text view names per list before it says "and N more" (--json lists them all).
 SHOWN_PER_LIST = 10
+# Links from text that named no document or several, listed at most (`link_problem_counts` has all).
+MAX_LINK_PROBLEMS = 200
 
 # The `pnk status --json` key of each change kind whose field name (the vocabulary shared with the
 # sync report, pipeline/report.py ChangeKind) differs from it: the keys are a contract scripts read.
@@ -92,6 +95,10 @@ class KBStatus:
     # type -> count, and what to do about them
     types_left_out: dict[str, int] = field(default_factory=dict[str, int])
     types_notice: str | None = None
+    # links in documents' text that named no document, or several, at the last sync (the first
+    # MAX_LINK_PROBLEMS; `link_problem_counts` counts them all): not work for the next sync
+    link_problems: list[TextLinkProblem] = field(default_factory=list[TextLinkProblem])
+    link_problem_counts: dict[str, int] = field(default_factory=dict[str, int])
 
     @property
     def up_to_date(self) -> bool:
@@ -134,6 +141,7 @@ class KBStatus:
             ("indexed without a usable text layer on some pages (scanned; no OCR on the free path)",
              [f"{path}: pages {', '.join(map(str, pages))}" for path, pages in self.pages_without_text.items()]),
         ]
+
         for title, entries in sections:
             if not entries:
                 continue
@@ -141,6 +149,7 @@ class KBStatus:
             lines.extend(f"  {printable(entry)}" for entry in entries[:SHOWN_PER_LIST])
             if len(entries) > SHOWN_PER_LIST:
                 lines.append(f"  … and {len(entries) - SHOWN_PER_LIST} more (--json lists all)")
+        lines.extend(self._link_problem_lines())
         lines.extend(exclusion_lines(self.exclusion))
         if self.types_notice:
             lines.append(self.types_notice)
@@ -152,6 +161,19 @@ class KBStatus:
         else:
             lines.append("run `pnk sync` to apply this")
         return "\n".join(lines)
+
+
+    def _link_problem_lines(self) -> list[str]:
+        counts = self.link_problem_counts
+        total = sum(counts.values())
+        if not total:
+            return []
+        lines = [f"links from text at the last sync: {counts.get('unresolved', 0)} name no document, "
+                 f"{counts.get('ambiguous', 0)} name several (the first taken)"]
+        lines.extend(f"  {printable(problem.describe())}" for problem in self.link_problems[:SHOWN_PER_LIST])
+        if total > SHOWN_PER_LIST:
+            lines.append(f"  … and {total - SHOWN_PER_LIST} more (--json lists {MAX_LINK_PROBLEMS})")
+        return lines
 
 
 def kb_status(start: Path | str | None = None) -> KBStatus:
@@ -176,6 +198,7 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
                 "SELECT path, pages_without_text FROM documents WHERE state = 'active' "
                 "AND pages_without_text IS NOT NULL ORDER BY path")}
             _link_scans(ctx.conn, paths.root, ctx.manifest, status)
+            status.link_problems, status.link_problem_counts = text_link_problems(ctx.conn, MAX_LINK_PROBLEMS)
             if status.model_changed:
                 ctx.conn.close()
                 ctx.conn = None  # a rebuild pairs against an empty index: everything is rebuilt
