@@ -150,6 +150,7 @@ def test_a_container_of_something_else_is_refused_saying_so(tmp_path: Path, name
     assert reason in caught.value.message
 
 
+@pytest.mark.heavy
 def test_a_sync_over_hostile_files_fails_each_alone_and_indexes_the_rest(tmp_path: Path) -> None:
     root = tmp_path / "kb"
     embedder = FakeEmbedder()

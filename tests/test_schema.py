@@ -18,7 +18,7 @@ def test_a_new_index_has_every_table_of_the_spec_in_wal_mode(tmp_path: Path) -> 
     conn = schema.create_index(tmp_path / "index.db")
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert tables >= SPEC_TABLES
-    assert schema.read_meta(conn)["schema_version"] == str(schema.SCHEMA_VERSION) == "10"
+    assert schema.read_meta(conn)["schema_version"] == str(schema.SCHEMA_VERSION) == "11"
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     conn.close()
 

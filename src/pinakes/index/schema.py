@@ -1,4 +1,4 @@
-"""The index schema (version 10) and the only ways to open the index.
+"""The index schema (version 11) and the only ways to open the index.
 
 There are no migrations: an index written under another schema_version refuses to open and names
 `pnk sync --rebuild`. `.pinakes/` is derived state, so rebuilding is always free and always correct.
@@ -38,7 +38,9 @@ from pinakes.errors import (
 #    row by row without one.
 # 10: links from text (#44): `text_links`, each link a document's text makes, with its span and
 #    what it resolved to; `links.origin` 'text' for the edges they derive (links/text_edges.py).
-SCHEMA_VERSION = 10
+# 11: documents.source_type admits the document formats, html, epub, docx and odt (#43). The CHECK
+#    lists extract.source_types.SOURCE_TYPES (a test holds the two together): a new type is a bump.
+SCHEMA_VERSION = 11
 BUSY_TIMEOUT_MS = 10_000
 
 # The FTS5 tokenizer is part of the schema: changing it changes every BM25 score. So is the shadow
@@ -57,7 +59,8 @@ CREATE TABLE documents (
     content_hash           TEXT NOT NULL,             -- xxh3-128 hex of the file's bytes
     sidecar_hash           TEXT,                      -- xxh3-128 hex of the sidecar's bytes
     mtime                  REAL NOT NULL,             -- seconds since the epoch (the date filter)
-    source_type            TEXT NOT NULL CHECK (source_type IN ('markdown', 'text', 'code', 'pdf')),
+    source_type            TEXT NOT NULL CHECK (source_type IN ('markdown', 'text', 'code', 'pdf', 'html', 'epub',
+                                                                'docx', 'odt')),
     title                  TEXT,
     metadata               TEXT NOT NULL DEFAULT '{{}}',  -- JSON: tags and the sidecar's other keys
     state                  TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'deleted')),
