@@ -160,7 +160,7 @@ BILLION_LAUGHS = ('<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
 
 
 def billion_laughs_docx() -> bytes:
-    body = f'<w:p><w:r><w:t>&lol9;</w:t></w:r></w:p>'
+    body = '<w:p><w:r><w:t>&lol9;</w:t></w:r></w:p>'
     return docx_bytes(body, document_prefix=BILLION_LAUGHS)
 
 

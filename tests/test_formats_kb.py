@@ -86,13 +86,13 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def manifest_identity():  # noqa: ANN201 - the FakeEmbedder's identity
+def manifest_identity():  # the FakeEmbedder's identity
     from tests.fakes import FakeEmbedder
 
     return FakeEmbedder().identity
 
 
-def manifest_fake_embedder_for(root: Path):  # noqa: ANN201
+def manifest_fake_embedder_for(root: Path):
     return manifest_fake_embedder(root)
 
 

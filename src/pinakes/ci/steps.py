@@ -46,8 +46,10 @@ RUN_STEPS = (
 
 def extras_for(manifest: Manifest) -> tuple[str, ...]:
     """What a runner needs to sync and search this KB: the embedding provider's extra, the
-    reranker's when search reranks, and [pdf] when any of the KB's roots can select a PDF (the
-    sync forces the free extractor). The default KB's: [light,pdf]."""
+    reranker's when search reranks, [pdf] when any of the KB's roots can select a PDF (the
+    sync forces the free extractor), and [formats] when the KB indexes HTML, EPUB, DOCX or ODT
+    (`[sources] types`) and a root can select one. The default KB's: [light,pdf,formats]."""
+    from pinakes.extract.source_types import MARKDOWN_WRITTEN, SUFFIX_TO_TYPE
     from pinakes.embed.loader import PROVIDER_EXTRAS
 
     wanted = [PROVIDER_EXTRAS[manifest.embedding.provider]]
@@ -57,4 +59,9 @@ def extras_for(manifest: Manifest) -> tuple[str, ...]:
                     for root in manifest.sources.roots)
     if reads_pdf:
         wanted.append("pdf")
+    suffixes = [suffix for suffix, kind in SUFFIX_TO_TYPE.items()
+                if kind in MARKDOWN_WRITTEN and kind in manifest.sources.types]
+    if any(manifest.sources.selects(f"{root}/document{suffix}" if root != "." else f"document{suffix}")
+           for root in manifest.sources.roots for suffix in suffixes):
+        wanted.append("formats")
     return tuple(dict.fromkeys(wanted))

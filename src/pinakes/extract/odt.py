@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pinakes.errors import SourceError
 from pinakes.extract.archives import Container, local, require_defusedxml
 from pinakes.extract.blocks import BlockWriter
 from pinakes.extract.html import checked_size, require_parser
@@ -68,8 +69,7 @@ def extract_in_process(path: Path) -> ExtractedText:
     with Container(path, "ODT", REMEDY) as container:
         _check_kind(container)
         root = container.xml("content.xml")
-        styles = container.xml("styles.xml") if container.has("styles.xml") else None
-        reader = _Reader([root] + ([styles] if styles is not None else []))
+        reader = _Reader([root, *_styles(container)])
         text = reader.write(root)
     return ExtractedText(text=text, pages=None, backend=BACKEND, fingerprint=EXTRACTORS[BACKEND].fingerprint())
 
@@ -84,6 +84,19 @@ def declared(path: Path) -> tuple[str | None, tuple[str, ...]]:
     creators = [" ".join((node.text or "").split()) for tag in (f"{META}initial-creator", f"{DC}creator")
                 for node in meta.iter(tag)]
     return title or None, tuple(dict.fromkeys(creator for creator in creators if creator))
+
+
+def _styles(container: Container) -> list[Element]:
+    """`styles.xml`, which only tells code styles and list numbering apart: a document whose styles
+    part is damaged (some writers repeat a namespace declaration) is still read, as plain paragraphs."""
+    if not container.has("styles.xml"):
+        return []
+    try:
+        return [container.xml("styles.xml")]
+    except SourceError as exc:
+        if "declares XML entities" in exc.message:
+            raise  # hostile, not damaged: the document is refused
+        return []
 
 
 def _check_kind(container: Container) -> None:
