@@ -1,6 +1,7 @@
 """Hostile and broken files of the document formats (issue #43), each a real file on disk: a zip bomb,
 XML entity expansion (billion laughs), an external entity (XXE), markup nested 100,000 deep, a
-200 MB page, malformed XML, a DOCX that is a ZIP of photos, a file that is no ZIP at all. Each fails
+200 MB page, malformed XML, ODT lists and DOCX text boxes nested past Python's recursion limit, a DOCX
+that is a ZIP of photos, a file that is no ZIP at all. Each fails
 alone with a reason that names it; a sync over all of them indexes everything else."""
 
 from __future__ import annotations
@@ -200,3 +201,19 @@ def test_a_sync_over_hostile_files_fails_each_alone_and_indexes_the_rest(tmp_pat
     for words in ("breakwater shelters", "lighthouse keeper", "Gulls nest", "ferry leaves", "harbour master"):
         assert words in texts
     assert "TOP-SECRET-TOKEN" not in texts
+
+
+def test_lists_nested_past_the_recursion_limit_fail_with_a_reason(tmp_path: Path) -> None:
+    depth = 5000
+    body = "<text:list><text:list-item>" * depth + "<text:p>deep</text:p>" + "</text:list-item></text:list>" * depth
+    path = write(tmp_path, "deep.odt", odt_bytes(body))
+    with pytest.raises(SourceError, match="nested too deeply to read"):
+        odt.extract(path)
+
+
+def test_text_boxes_nested_past_the_recursion_limit_fail_with_a_reason(tmp_path: Path) -> None:
+    depth = 3000
+    body = "<w:p><w:r><w:txbxContent>" * depth + w_p("deep") + "</w:txbxContent></w:r></w:p>" * depth
+    path = write(tmp_path, "deep.docx", docx_bytes(body))
+    with pytest.raises(SourceError, match="nested too deeply to read"):
+        docx.extract(path)

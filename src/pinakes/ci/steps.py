@@ -49,8 +49,8 @@ def extras_for(manifest: Manifest) -> tuple[str, ...]:
     reranker's when search reranks, [pdf] when any of the KB's roots can select a PDF (the
     sync forces the free extractor), and [formats] when the KB indexes HTML, EPUB, DOCX or ODT
     (`[sources] types`) and a root can select one. The default KB's: [light,pdf,formats]."""
-    from pinakes.extract.source_types import MARKDOWN_WRITTEN, SUFFIX_TO_TYPE
     from pinakes.embed.loader import PROVIDER_EXTRAS
+    from pinakes.extract.source_types import MARKDOWN_WRITTEN, SUFFIX_TO_TYPE
 
     wanted = [PROVIDER_EXTRAS[manifest.embedding.provider]]
     if manifest.retrieval.rerank and manifest.rerank.provider in PROVIDER_EXTRAS:  # an HTTP reranker needs none

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -126,6 +127,17 @@ class Container:
     def refused(self, reason: str) -> SourceError:
         text = reason if reason.endswith("not indexed") else f"{reason}; not indexed"
         return SourceError(text, remedy=self.remedy, path=self.path)
+
+
+@contextmanager
+def nesting_refused(path: Path, remedy: str) -> Iterator[None]:
+    """A document nested past Python's recursion limit (lists in lists in sections ...) refused as one
+    file's failure with its reason, not a bare RecursionError."""
+    try:
+        yield
+    except RecursionError as exc:
+        raise SourceError("its structure is nested too deeply to read (a malformed or hostile file); not indexed",
+                          remedy=remedy, path=path) from exc
 
 
 def parse_xml(data: bytes, what: str, path: Path, remedy: str) -> Element:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pinakes.extract.archives import Container, local, require_defusedxml
+from pinakes.extract.archives import Container, local, nesting_refused, require_defusedxml
 from pinakes.extract.blocks import BlockWriter
 from pinakes.extract.html import checked_size, require_parser
 from pinakes.extract.registry import EXTRACTORS
@@ -69,7 +69,7 @@ def extract(path: Path, source_type: str = "docx") -> ExtractedText:
 
 def extract_in_process(path: Path) -> ExtractedText:
     checked_size(path, MAX_DOCX_BYTES, "DOCX")
-    with Container(path, "DOCX", REMEDY) as container:
+    with Container(path, "DOCX", REMEDY) as container, nesting_refused(path, REMEDY):
         container.require(MAIN_PART, "Word document")
         reader = _Reader(container)
         text = reader.write()

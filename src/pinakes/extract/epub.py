@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from pinakes.errors import SourceError
-from pinakes.extract.archives import Container, local, require_defusedxml
+from pinakes.extract.archives import Container, local, nesting_refused, require_defusedxml
 from pinakes.extract.blocks import BlockWriter
 from pinakes.extract.html import checked_size, require_parser
 from pinakes.extract.registry import EXTRACTORS
@@ -64,7 +64,7 @@ def extract_in_process(path: Path) -> ExtractedText:
 
     checked_size(path, MAX_EPUB_BYTES, "EPUB")
     writer = BlockWriter()
-    with Container(path, "EPUB", REMEDY) as container:
+    with Container(path, "EPUB", REMEDY) as container, nesting_refused(path, REMEDY):
         package = _Package.read(container)
         for href, title in package.chapters():
             chapter = BlockWriter()

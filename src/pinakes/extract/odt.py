@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes.errors import SourceError
-from pinakes.extract.archives import Container, local, require_defusedxml
+from pinakes.extract.archives import Container, local, nesting_refused, require_defusedxml
 from pinakes.extract.blocks import BlockWriter
 from pinakes.extract.html import checked_size, require_parser
 from pinakes.extract.registry import EXTRACTORS
@@ -66,7 +66,7 @@ def extract(path: Path, source_type: str = "odt") -> ExtractedText:
 
 def extract_in_process(path: Path) -> ExtractedText:
     checked_size(path, MAX_ODT_BYTES, "ODT")
-    with Container(path, "ODT", REMEDY) as container:
+    with Container(path, "ODT", REMEDY) as container, nesting_refused(path, REMEDY):
         _check_kind(container)
         root = container.xml("content.xml")
         reader = _Reader([root, *_styles(container)])
