@@ -99,14 +99,15 @@ class BareClient:
 
 def provider(url: str, api: str, kb_root: Path | None = None) -> HTTPReranker:
     from pinakes.manifest.sections import BudgetSection, RerankSection
+    from pinakes.search.rerank import RerankRequest
     from pinakes.search.rerank_remote import HTTPReranker, load
 
     section = RerankSection(provider="http", model=MODEL, base_url=url, api=api, batch_size=64, timeout_s=30,
                             input_usd_per_mtok=Decimal("0.02") if kb_root is not None else None)
     budget = BudgetSection(confirm_above_eur=Decimal("100"), per_operation_eur=Decimal("100"),
                            daily_eur=Decimal("1000"), monthly_eur=Decimal("1000"))
-    reranker = load(section, kb_root=kb_root, budget=budget if kb_root else None,
-                    kb_id="01J9Z8Y7X6W5V4T3S2R1Q0P9N8" if kb_root else None)
+    reranker = load(section, RerankRequest(kb_root=kb_root, budget=budget if kb_root else None,
+                                           kb_id="01J9Z8Y7X6W5V4T3S2R1Q0P9N8" if kb_root else None))
     assert isinstance(reranker, HTTPReranker)
     return reranker
 

@@ -65,7 +65,8 @@ print(n)
 
 
 def freeze_source() -> dict[str, object]:
-    """Run this benchmark against a snapshot of src/pinakes taken now, in this process and in every
+    """Run this benchmark against a snapshot of src/pinakes (with rules/, mapped in as the build maps
+    it) taken now, in this process and in every
     child (PYTHONPATH): others edit the tree while a long benchmark runs, and every case of one run
     must measure the same code. Returns what the snapshot was (commit, uncommitted files, digest)."""
     import hashlib
@@ -77,6 +78,9 @@ def freeze_source() -> dict[str, object]:
             shutil.rmtree(snapshot)
         shutil.copytree(REPO / "src" / "pinakes", snapshot / "pinakes",
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        if (REPO / "rules").is_dir():  # the doit adapters, mapped into the package by the build
+            shutil.copytree(REPO / "rules", snapshot / "pinakes" / "rules",
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     # Byte-compiled as pip compiles an installed package: otherwise, where the environment sets
     # PYTHONDONTWRITEBYTECODE, every timed process compiles every module it imports (~0.1 s of a
     # no-op sync, measured 2026-12-02) and the benchmark times the compiler.
@@ -90,7 +94,7 @@ def freeze_source() -> dict[str, object]:
     def git(*argv: str) -> str:
         return subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
-    return {"commit": git("log", "--oneline", "-1")[:100], "reused_snapshot": bool(reuse), "uncommitted_src": git("status", "--short", "src"),
+    return {"commit": git("log", "--oneline", "-1")[:100], "reused_snapshot": bool(reuse), "uncommitted_src": git("status", "--short", "src", "rules"),
             "snapshot": str(snapshot), "snapshot_sha256": digest.hexdigest()[:16]}
 
 

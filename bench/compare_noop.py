@@ -28,19 +28,27 @@ from bench_sync import BARE_WALK, REPO, WORK  # this script's folder is first on
 
 
 def snapshot(rev: str | None, into: Path) -> Path:
-    """`src/pinakes` at `rev` (the working tree when None), byte-compiled, under `into`."""
+    """`src/pinakes` at `rev` (the working tree when None), with `rules/` where the tree has it at the
+    top level (mapped into the package as the build maps it), byte-compiled, under `into`."""
     if into.exists():
         shutil.rmtree(into)
     into.mkdir(parents=True)
     if rev is None:
         shutil.copytree(REPO / "src" / "pinakes", into / "pinakes",
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        if (REPO / "rules").is_dir():
+            shutil.copytree(REPO / "rules", into / "pinakes" / "rules",
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     else:
-        archive = subprocess.run(["git", "archive", rev, "src/pinakes"], cwd=REPO, check=True,
-                                 capture_output=True).stdout
+        top_rules = subprocess.run(["git", "ls-tree", "--name-only", rev, "rules"], cwd=REPO, check=True,
+                                   capture_output=True, text=True).stdout.strip() == "rules"
+        archive = subprocess.run(["git", "archive", rev, "src/pinakes", *(["rules"] if top_rules else [])],
+                                 cwd=REPO, check=True, capture_output=True).stdout
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(into, filter="data")
         (into / "src" / "pinakes").rename(into / "pinakes")
+        if top_rules:
+            (into / "rules").rename(into / "pinakes" / "rules")
     compileall.compile_dir(into / "pinakes", quiet=1)
     return into
 

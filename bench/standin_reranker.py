@@ -66,7 +66,7 @@ def standin_dir(shape: str, cache: Path) -> Path:
 
 def standin_reranker(shape: str, cache: Path, batch_size: int = 16):
     """pinakes' own sentence-transformers reranker, loading the stand-in from its directory."""
-    from pinakes.search.rerank import SentenceTransformersReranker
+    from pinakes.search.rerank_local import SentenceTransformersReranker
 
     reranker = SentenceTransformersReranker(str(standin_dir(shape, cache)), None, batch_size, offline=True)
     reranker.model = f"stand-in:{shape}"

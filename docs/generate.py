@@ -12,7 +12,7 @@ the prose around them is the author's and is never touched. The regions:
 | `cli pnk` | CLI.md | the top-level parser: its usage, flags and the table of commands |
 | `cli pnk NAME` | CLI.md | each subcommand of `pinakes.cli.build_parser()`: usage and every flag |
 | `exit contract` | CLI.md | `pinakes.ci.contract.CONTRACT`: the exit codes and `--json` of sync, eval, doctor |
-| `manifest SECTION` | MANIFEST.md | `SECTION_KEYS` and the section dataclasses: key, type, default |
+| `manifest SECTION` | MANIFEST.md | `SECTION_KEYS` and the section dataclasses: key, type, default; the values of `provider` and `executor` from embed/registry.py |
 | `mcp tools` | GUIDE.md | `pinakes.serve.specs.TOOL_SPECS`: every tool and its arguments |
 | `errors` | architecture.md | every `PinakesError` subclass under src/ (read with `ast`) |
 
@@ -276,6 +276,29 @@ _DEFAULT_WORDS = {
 }
 
 
+def _registered_choices(section: str, key: str) -> str | None:
+    """The values a key backed by a registry accepts (embed/registry.py), in words: the names
+    registered today, so the reference lists a provider the moment it is registered."""
+    from pinakes.embed.registry import EXECUTORS, PROVIDERS, RERANKERS
+
+    registry = {("embedding", "provider"): PROVIDERS, ("embedding", "executor"): EXECUTORS,
+                ("rerank", "provider"): RERANKERS}.get((section, key))
+    if registry is None:
+        return None
+    names = [_code(f'"{name}"') for name in registry]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _validation(section: str, key: str, kept: str) -> str:
+    """The Validation cell: a registry-backed key's choices, then what the page adds after them
+    (its text past the first "; "); any other key's cell as the page has it."""
+    choices = _registered_choices(section, key)
+    if choices is None:
+        return kept
+    _, _, rest = kept.partition("; ")
+    return f"{choices}; {rest}" if rest else choices
+
+
 def manifest_sections() -> dict[str, type]:
     """Each manifest section that holds keys -> its dataclass, resolved through `Manifest`'s fields:
     `retrieval.confidence` is `RetrievalSection.confidence`; `links.kb` is the element of the array
@@ -347,7 +370,8 @@ def render_manifest_section(section: str, cls: type, old_body: str, problems: li
     rows = []
     for name, field in fields.items():
         validation, why = kept.get(name, ["", ""])
-        rows.append([_code(name), _type_words(hints[name]), _field_default(section, field), validation, why])
+        rows.append([_code(name), _type_words(hints[name]), _field_default(section, field),
+                     _validation(section, name, validation), why])
     return _table(["Key", "Type", "Default", "Validation", "Why"], rows)
 
 

@@ -26,7 +26,7 @@ from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.conftest import REPO_ROOT
 from tests.fake_anthropic import FakeAnthropic, Reply
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 
 DEMO_ROOT = REPO_ROOT / "tests" / "demo-kb"
 KEY = "sk-ant-test-CANARY-deep-0123456789"  # must never appear in output, ledger or transcript
@@ -193,7 +193,7 @@ def demo_copy(synced: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) ->
     """A fresh copy of the synced demo KB (its own ledger), searched with the fake embedder."""
     root = directory / "demo-kb"
     shutil.copytree(synced, root)
-    monkeypatch.setattr("pinakes.embed.load_embedder",
+    substitute_embedder(monkeypatch,
                         lambda section, *args, **kwargs: FakeEmbedder(provider=section.provider))
     return root
 

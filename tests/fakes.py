@@ -1,17 +1,27 @@
 """Test doubles. `FakeEmbedder` implements the Embedder interface deterministically and instantly
-(hashed bag of words), so sync and search logic can be tested without loading a model. Real
-models are exercised by the embedding tests and the end-to-end tests that are marked heavy."""
+(hashed bag of words), so sync and search logic can be tested without loading a model; a test makes
+every provider load one with `substitute_embedder`. Real models are exercised by the embedding tests
+and the end-to-end tests that are marked heavy."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xxhash
 
-from pinakes.embed.base import ModelIdentity
+from pinakes.embed.base import Embedder, ModelIdentity
+from pinakes.embed.registry import PROVIDERS
 from pinakes.manifest import EmbeddingSection
+
+if TYPE_CHECKING:
+    import pytest
+
+    from pinakes.embed.loader import LoadRequest
 
 WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -104,3 +114,31 @@ def _unit(vector: Sequence[float]) -> np.ndarray:
 def default_section(provider: str) -> EmbeddingSection:
     """The manifest's [embedding] for the packaged default model under `provider`."""
     return EmbeddingSection(provider=provider, model="sentence-transformers/all-MiniLM-L6-v2", dim=384)
+
+
+# What `load_substitute` gives: a function of the section (and the loader's offline and threads).
+_substitute: Callable[..., Embedder] | None = None
+
+
+def substitute_embedder(monkeypatch: pytest.MonkeyPatch | None, load: Callable[..., object]) -> None:
+    """Make every registered [embedding] provider load `load(section, offline=..., threads=...)`'s
+    model instead of its own: each is registered again with this module as its implementation
+    (embed/registry.py), so a sync, a search and a status all load it through the real loader. With
+    `monkeypatch`, undone after the test; with None (a child process's script), for the process."""
+    global _substitute
+    specs = {name: replace(spec, load=f"{__name__}:load_substitute", packaged=False)
+             for name, spec in PROVIDERS.items()}
+    if monkeypatch is None:
+        _substitute = load  # type: ignore[assignment]
+        PROVIDERS.update(specs)
+        return
+    monkeypatch.setattr(sys.modules[__name__], "_substitute", load)
+    for name, spec in specs.items():
+        monkeypatch.setitem(PROVIDERS, name, spec)
+
+
+def load_substitute(request: LoadRequest) -> Embedder:
+    """This module as a provider's implementation: the substitute's model."""
+    if _substitute is None:
+        raise RuntimeError("substitute_embedder names the model to load")
+    return _substitute(request.section, offline=request.offline, threads=request.threads)

@@ -4,7 +4,7 @@ socket patcher has no place in an installed wheel.
 
 Two proofs, both reading the one allowlist file so that tests, CI and scripts cannot drift apart:
 
-- `unlisted_paid_importers(repo_root)` scans src/pinakes with `ast`. It names the
+- `unlisted_paid_importers(repo_root)` scans src/pinakes (and rules/) with `ast`. It names the
   offending file early, but only knows the spellings it looks for.
 - `run_in_fresh_process(steps)` is the check that decides: it drives real `pnk` commands inside one
   fresh interpreter and reports what actually landed in `sys.modules`, however it got there.
@@ -32,7 +32,7 @@ ALLOWLIST_NAME = ".paid-path-allowlist"
 PAID_CLIENTS: tuple[str, ...] = ("anthropic", "openai")
 
 # Source folders that end up in the `pinakes` package, and the package name each maps to.
-SCANNED_ROOTS: tuple[tuple[str, str], ...] = (("src/pinakes", "pinakes"),)
+SCANNED_ROOTS: tuple[tuple[str, str], ...] = (("src/pinakes", "pinakes"), ("rules", "pinakes.rules"))
 
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _DYNAMIC_IMPORTERS = frozenset({"import_module", "__import__"})

@@ -6,17 +6,16 @@ from pathlib import Path
 
 import pytest
 
-import pinakes.embed
 from pinakes.cli import main
 from pinakes.init import init_kb
 from tests.fake_anthropic import FakeAnthropic
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 
 
 def paid_kb(root: Path, monkeypatch: pytest.MonkeyPatch, server: FakeAnthropic, *, key: str, name: str) -> Path:
     """A fresh KB at `root` whose syncs embed with the fake embedder and whose paid calls reach
     `server` with `key` (set where Pinakes reads it: PINAKES_ANTHROPIC_API_KEY)."""
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
     monkeypatch.setenv("PINAKES_ANTHROPIC_API_KEY", key)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
     init_kb(root, name=name)

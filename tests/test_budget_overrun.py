@@ -24,7 +24,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import pinakes.embed
 from pinakes.budget import BudgetOverrunError, BudgetRefusedError, CallShape, UnknownCallError
 from pinakes.budget.errors import BlockedWindow
 from pinakes.budget.money import format_eur
@@ -34,7 +33,7 @@ from pinakes.doctor.checks_budget import checks
 from pinakes.init import init_kb
 from pinakes.kb import KBPaths
 from tests.budget_helpers import TEST_MODEL, caps, eur_shape, open_accountant, spend
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 
 
 def ledger_lines(kb: Path) -> list[dict[str, Any]]:
@@ -153,7 +152,7 @@ def test_money_is_shown_to_the_micro_euro_spends_up_and_headroom_down() -> None:
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
     root = tmp_path / "kb"
     init_kb(root, name="overrun")
     return root

@@ -27,7 +27,7 @@ from pinakes.hooks import FREE_EXTRACTOR_NOTE
 from pinakes.init import RemoteEmbeddingChoice, init_kb
 from pinakes.manifest import load_manifest
 from tests.conftest import REPO_ROOT
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 
 
 def load_yaml(path: Path) -> dict:
@@ -300,7 +300,7 @@ def test_the_guide_documents_the_same_steps_for_gitlab() -> None:
 
 @pytest.fixture
 def synced_kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
     root = init_kb(tmp_path / "kb", name="contract").root
     (root / "docs" / "a.md").write_text("# A\n\nThe lighthouse keeper.\n", encoding="utf-8")
     return root

@@ -121,7 +121,7 @@ def test_deep_json_is_the_whole_result(demo: Path, fake: DeepFake, capsys: pytes
     assert document["transcript"] is None
 
 
-def test_a_transcript_is_written_only_when_asked_for(
+def test_a_transcript_is_written_where_asked_and_otherwise_only_kept_in_the_state_dir(
         demo: Path, fake: DeepFake, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fake.reply_with(answer_citing("The main switchboard is 01632 960400.", "01632 960400"),
                     answer_citing("The main switchboard is 01632 960400.", "01632 960400"))
@@ -129,8 +129,10 @@ def test_a_transcript_is_written_only_when_asked_for(
 
     assert run(capsys, "-C", str(demo), "ask", "--deep", CONFIDENT_QUESTION)[0] == 0
     written = sorted(path for path in tmp_path.rglob("*") if path.is_file())
-    # Only the state dir moved (the ledger, its lock, SQLite's WAL files): no transcript anywhere.
-    assert [path for path in written if path not in before and path.parent != demo / ".pinakes"] == []
+    # Only the state dir moved (the ledger, its lock, SQLite's WAL files, the kept transcript).
+    assert [path for path in written if path not in before
+            and path.parent not in (demo / ".pinakes", demo / ".pinakes" / "transcripts")] == []
+    assert len(list((demo / ".pinakes" / "transcripts").glob("*.json"))) == 1
 
     transcript = tmp_path / "run.json"
     assert run(capsys, "-C", str(demo), "ask", "--deep", CONFIDENT_QUESTION, "--transcript", str(transcript))[0] == 0

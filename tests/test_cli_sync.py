@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-import pinakes.embed
 from pinakes.cli import main
 from pinakes.init import init_kb
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
     root = tmp_path / "kb"
     init_kb(root, name="cli")
     (root / "docs/a.md").write_text("# A\n\nText.\n", encoding="utf-8")

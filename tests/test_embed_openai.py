@@ -25,10 +25,10 @@ pytest.importorskip("openai", reason="the [remote] extra (openai) is not install
 from pinakes.cli import main
 from pinakes.embed import provider_openai
 from pinakes.embed.loader import load_embedder
+from pinakes.embed.settings import EmbeddingSection, RemoteEmbedding
 from pinakes.errors import EmbeddingEndpointError, ManifestError, MissingExtraError
 from pinakes.kb import KBPaths
 from pinakes.manifest import load_manifest, parse_manifest
-from pinakes.manifest.sections import EmbeddingSection, RemoteEmbedding
 from tests.fake_openai_embeddings import FakeEmbeddings, Reply, word_tokenizer_json
 
 DIM = 64

@@ -14,7 +14,7 @@ openai = pytest.importorskip("openai", reason="the [remote] extra (openai) is no
                                               "provider's request path cannot be exercised")
 
 from pinakes.embed.provider_openai import _client  # noqa: E402
-from pinakes.manifest.sections import RemoteEmbedding  # noqa: E402
+from pinakes.embed.settings import RemoteEmbedding  # noqa: E402
 from pinakes.paid import classify_failure  # noqa: E402
 from tests.fake_openai_embeddings import FakeEmbeddings, Reply  # noqa: E402
 from tests.raw_http_server import raw_server  # noqa: E402

@@ -119,6 +119,19 @@ def test_progress_shows_the_workers_alive() -> None:
     assert "sync: a cluster worker was lost; its batches go to the 1 worker left" in lines
 
 
+def test_a_sync_quicker_than_one_progress_line_still_names_its_workers() -> None:
+    from io import StringIO
+
+    stream = StringIO()
+    progress = SyncProgress(stream, "line", interval=3600.0)  # no periodic line will come
+    progress.start(2, 10)
+    progress.workers_alive(2)
+    progress.workers_alive(2)  # the same count again is not news
+    progress.advance(documents=2, bytes_done=10)
+    progress.close()
+    assert stream.getvalue().splitlines() == ["sync: embedding on the cluster: 2 workers alive"]
+
+
 def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -24,7 +24,7 @@ from pinakes.eval.skeleton import MIN_NO_ANSWER
 from pinakes.manifest import load_manifest
 from tests.budget_helpers import set_budget
 from tests.deep_helpers import DeepFake, Turn, kind_of, serving
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 
 TOPICS = {
     "harbour": ("Harbour", "Dredging the harbour channel",
@@ -52,7 +52,7 @@ PLACEHOLDER = re.compile(r"# \[retrieval\.confidence\]\r\n(?:# [a-z_]+ = .*\r\n)
 @pytest.fixture(autouse=True)
 def fake_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every model load (sync, eval, search, serve, ask) gets the fake embedder."""
-    monkeypatch.setattr("pinakes.embed.load_embedder",
+    substitute_embedder(monkeypatch,
                         lambda section, *args, **kwargs: FakeEmbedder(provider=section.provider))
 
 

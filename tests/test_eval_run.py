@@ -24,7 +24,7 @@ from pinakes.init import init_kb
 from pinakes.manifest import load_manifest
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 
 DEMO_ROOT = Path(__file__).resolve().parent / "demo-kb"
 
@@ -32,7 +32,7 @@ DEMO_ROOT = Path(__file__).resolve().parent / "demo-kb"
 @pytest.fixture(autouse=True)
 def fake_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every model load in these tests (sync and search) gets the fake embedder."""
-    monkeypatch.setattr("pinakes.embed.load_embedder",
+    substitute_embedder(monkeypatch,
                         lambda section, *args, **kwargs: FakeEmbedder(provider=section.provider))
 
 

@@ -19,7 +19,7 @@ from pinakes.eval.unchanged import FLOAT_TOLERANCE, same_within
 from pinakes.init import init_kb
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 
 QUESTIONS = """\
 questions:
@@ -53,7 +53,7 @@ class NoisyEmbedder(FakeEmbedder):
 
 @pytest.fixture(autouse=True)
 def noisy_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pinakes.embed.load_embedder",
+    substitute_embedder(monkeypatch,
                         lambda section, *args, **kwargs: NoisyEmbedder(section.provider))
 
 

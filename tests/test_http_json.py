@@ -20,6 +20,7 @@ from pinakes import http_json
 from pinakes.errors import RerankEndpointError
 from pinakes.http_json import Dropped, JSONEndpoint, retry_after_s
 from pinakes.search import rerank_remote
+from pinakes.search.rerank import RerankRequest
 from tests.fake_rerank_server import FakeReranker
 from tests.fake_rerank_server import Reply as RerankReply
 from tests.raw_http_server import raw_server
@@ -63,7 +64,7 @@ def embedding_section(url: str, **keys: object) -> EmbeddingSection:
 
 def reranker(url: str, **keys: object) -> rerank_remote.HTTPReranker:
     return rerank_remote.load(RerankSection(provider="http", model="fake/reranker", base_url=url, api="tei",
-                                            batch_size=32, **keys))  # type: ignore[arg-type]
+                                            batch_size=32, **keys), RerankRequest())  # type: ignore[arg-type]
 
 
 def test_both_remote_providers_send_through_the_one_transport(

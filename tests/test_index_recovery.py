@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import pinakes.embed
 from pinakes.cli import main
 from pinakes.doctor import DoctorContext, run_checks
 from pinakes.embed._common import ProviderEmbedder
@@ -26,7 +25,7 @@ from pinakes.kb import KBPaths
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.conftest import REPO_ROOT
-from tests.fakes import WORD, HashEmbedder
+from tests.fakes import WORD, HashEmbedder, substitute_embedder
 from tests.kb_helpers import Doc, build_kb, write_documents
 
 DOCS = [Doc(f"docs/topic{k}/note{k}.md", f"# Note {k}\n\n" + "\n\n".join(
@@ -37,7 +36,7 @@ DOCS = [Doc(f"docs/topic{k}/note{k}.md", f"# Note {k}\n\n" + "\n\n".join(
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A KB of a few hundred chunks; every `pnk` command in the test gets the same fake model."""
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: HashEmbedder())
+    substitute_embedder(monkeypatch, lambda *a, **k: HashEmbedder())
     root = tmp_path / "kb"
     build_kb(root, DOCS, HashEmbedder(), max_tokens=40, overlap=0)
     return root

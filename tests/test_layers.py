@@ -1,7 +1,8 @@
 """The package layers of docs/architecture.md, enforced: every import points down.
 
-An AST scan of `src/pinakes` (stdlib only, like the paid-path gate's scanner in
-`tests/paid_gate_harness.py`, so CI needs no import-linter or grimp). It reads every
+An AST scan of `src/pinakes` and of `rules/`, which the build maps into the package as `pinakes.rules`
+(stdlib only, like the paid-path gate's scanner in `tests/paid_gate_harness.py`, so CI needs no
+import-linter or grimp). It reads every
 `import`/`from … import` statement, top-level and inside functions alike, because a function-level
 import is as much a dependency as a top-level one; it only runs later. Imports inside an
 `if TYPE_CHECKING:` block are left out: they never run, they only name types.
@@ -30,6 +31,9 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "pinakes"
+# Folders outside src/ that the build maps into the package (pyproject.toml `package-dir`), read here
+# as the packages they become. templates/ holds no code.
+MAPPED = {"pinakes.rules": SRC.parent.parent / "rules"}
 
 # Top layer first. A package may import its own layer (without a cycle) or any layer below.
 # "" is the package root, pinakes/__init__.py; a top-level module (errors.py) is a package of one.
@@ -43,8 +47,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("links", "search"),
     ("sources",),  # the walk of the source roots
     ("index",),
-    ("embed",),
     ("manifest",),
+    ("embed",),  # below the manifest, whose validation reads its registry (embed/registry.py)
     ("extract",),
     ("paid",),
     ("budget",),
@@ -62,6 +66,7 @@ NEVER_IMPORT_SYNC = ("search", "serve", "lexical", "index")
 DYNAMIC_IMPORTERS = frozenset({
     "pinakes.cli",  # the command modules, by command name
     "pinakes.doctor",  # the check modules of CHECK_MODULES
+    "pinakes.embed.registry",  # a provider's or reranker's `load`, named by its registry entry
     "pinakes.extract.isolation",  # the extractor a child process runs, named by its parent
     "pinakes.pipeline.extract",  # the extractor module of the registry's spec
     "pinakes.rules",  # each declared stage's adapter module, by the stage's key (pipeline/stages.py)
@@ -93,15 +98,18 @@ def package_of(module: str) -> str:
 
 
 def modules_under(src: Path) -> dict[str, Path]:
-    """Dotted name -> file for every module of the package rooted at `src`."""
+    """Dotted name -> file for every module of the package rooted at `src` (for the real one, with the
+    folders the build maps into it)."""
     found: dict[str, Path] = {}
-    for path in sorted(src.rglob("*.py")):
-        if "__pycache__" in path.parts:
-            continue
-        parts = [src.name, *path.relative_to(src).with_suffix("").parts]
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
+    roots = [(src.name, src), *(MAPPED.items() if src == SRC else ())]
+    for dotted, root in roots:
+        for path in sorted(root.rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            parts = [*dotted.split("."), *path.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
     return found
 
 
@@ -299,6 +307,13 @@ def test_the_layers_name_every_package_once() -> None:
     assert len(named) == len(set(named))
     on_disk = {package_of(module) for module in modules_under(SRC)}
     assert on_disk - set(named) == set(), "place these packages in LAYERS"
+
+
+def test_the_folders_the_build_maps_in_are_read_as_their_package() -> None:
+    modules = modules_under(SRC)
+    assert {"pinakes.rules", "pinakes.rules.walk", "pinakes.rules.reverse_scan"} <= set(modules)
+    assert modules["pinakes.rules"] == MAPPED["pinakes.rules"] / "__init__.py"
+    assert not (SRC / "rules").exists()  # one home: the adapters live only at the top level
 
 
 def test_the_layer_order_is_complete() -> None:

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import pinakes.embed
 from pinakes.cli import main
 from pinakes.links import reverse
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 from tests.test_links_helpers import DEMO_ID, PARTNER_ID, THIRD_KB, copy_kbs, inbound, rows
 
 GOVERNANCE = "docs/governance/about.md"  # demo: no links of its own
@@ -26,7 +25,7 @@ def kbs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     def fake(section: object, **_: object) -> FakeEmbedder:
         return FakeEmbedder(dim=section.dim, model=section.model, provider=section.provider)  # type: ignore[attr-defined]
 
-    monkeypatch.setattr(pinakes.embed, "load_embedder", fake)
+    substitute_embedder(monkeypatch, fake)
     demo, partner = copy_kbs(tmp_path)
     for root in (demo, partner):  # both indexed and scanned once: every later sync is inside the window
         _pnk(root, "sync", "--quiet")

@@ -40,9 +40,8 @@ pytestmark = pytest.mark.heavy  # subprocesses; CI runs them
 CLI = """
 import sys
 sys.path.insert(0, {repo!r})
-import pinakes.embed
-from tests.fakes import FakeEmbedder
-pinakes.embed.load_embedder = lambda section, offline=None, threads=None: FakeEmbedder()
+from tests.fakes import FakeEmbedder, substitute_embedder
+substitute_embedder(None, lambda section, offline=None, threads=None: FakeEmbedder())
 from pinakes.cli import main
 sys.exit(main(sys.argv[1:]))
 """

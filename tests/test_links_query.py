@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-import pinakes.embed
 from pinakes.cli import main
 from pinakes.links import authoring
 from pinakes.search.core import Searcher, SearchSettings
 from pinakes.serve import boundary
 from pinakes.serve.config import ServedKB, load_kb
 from pinakes.serve.tools import PinakesTools
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 from tests.test_links_helpers import copy_kbs, sync
 from tests.test_serve_helpers import manifest_fake_embedder
 
@@ -50,7 +49,7 @@ def fake_query_model(monkeypatch: pytest.MonkeyPatch) -> None:
     def fake(section: Any, **_: object) -> FakeEmbedder:
         return FakeEmbedder(dim=section.dim, model=section.model, provider=section.provider)
 
-    monkeypatch.setattr(pinakes.embed, "load_embedder", fake)
+    substitute_embedder(monkeypatch, fake)
 
 
 def _links(root: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import pytest
 import pinakes
 from pinakes.doctor import DoctorContext, checks_manifest
 from pinakes.errors import EXIT_CONFIG, ManifestError
+from pinakes.extract.source_types import CLASSIC_TYPES, SOURCE_TYPES
 from pinakes.init import render_manifest
 from pinakes.manifest import (
     ALWAYS_EXCLUDED,
@@ -343,7 +344,11 @@ def test_default_template_loads_and_round_trips_the_defaults(tmp_path: Path) -> 
     # no reranker weights ship offline yet.
     assert rendered.retrieval.rerank is False
     assert rendered.retrieval == _replace(defaults.retrieval, rerank=False)
-    for section in ("sources", "extraction", "chunking", "rerank", "budget", "deep", "links"):
+    # ... and [sources] types: `pnk init` writes every type, a manifest without the line keeps the
+    # four a KB indexed before the document formats (no type switched on by an upgrade).
+    assert defaults.sources.types == CLASSIC_TYPES
+    assert rendered.sources == _replace(defaults.sources, types=SOURCE_TYPES)
+    for section in ("extraction", "chunking", "rerank", "budget", "deep", "links"):
         assert getattr(rendered, section) == getattr(defaults, section), section
 
 

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import pinakes.embed
 from pinakes.budget.money import MONEY_QUANTUM, AmountError, parse_amount
 from pinakes.cli import main
 from pinakes.init import init_kb
 from pinakes.manifest import InvalidManifestError, load_manifest
 from tests.budget_helpers import caps, open_accountant, set_budget, spend
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 
 ACCEPTED = [("0", "0"), ("0.0312", "0.0312"), ("12", "12"), (" 2.50 ", "2.50"), ("0.000001", "0.000001"),
             ("999999999999.999999", "999999999999.999999")]
@@ -58,7 +57,7 @@ def test_every_other_form_is_refused_naming_the_rule(typed: str, reason: str) ->
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
     root = tmp_path / "kb"
     init_kb(root, name="money")
     return root

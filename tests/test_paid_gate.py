@@ -115,7 +115,7 @@ def test_static_scan_catches_every_spelling_outside_the_allowlist(tmp_path: Path
         "src/pinakes/leak_lazy.py": "def client():\n    import anthropic as sdk\n    return sdk\n",
         "src/pinakes/leak_dynamic.py": "import importlib\nimportlib.import_module('anthropic')\n",
         "src/pinakes/sub/__init__.py": "__import__('anthropic.resources')\n",
-        "src/pinakes/rules/leak_rule.py": "from anthropic import Anthropic\n",
+        "rules/leak_rule.py": "from anthropic import Anthropic\n",  # mapped into the package
         "src/pinakes/clean_lookalike.py": "import anthropic_tools\nfrom . import anthropic\n",
         "src/pinakes/clean_spec.py": "import importlib.util\nimportlib.util.find_spec('anthropic')\n",
     }

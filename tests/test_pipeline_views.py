@@ -7,6 +7,7 @@ reaches every listed task in an order that keeps every listed dependency."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -58,13 +59,13 @@ def expand(names: Iterable[str], tasks: Mapping[str, Task]) -> set[str]:
 
 
 def test_the_run_view_and_the_list_view_are_one_declaration(kb: Path) -> None:
-    ctx = loader.inspection_context(kb)
-    listed = real_tasks(loader.task_namespace(ctx))
-    invocations = list(loader.invocations(ctx))
+    run = loader.inspection_run(kb)
+    listed = real_tasks(loader.task_namespace(run))
+    invocations = list(loader.invocations(run))
     assert [invocation.label for invocation in invocations] == [
         "plan", "group 0", "group 1", "group 2", "group 3", "graph", "reverse-scan"]
-    run_view = [loader.only_within(invocation.tasks(ctx, Halt())) for invocation in invocations]
-    full_view = [invocation.tasks(ctx, Halt()) for invocation in invocations]
+    run_view = [loader.only_within(invocation.tasks(run, Halt())) for invocation in invocations]
+    full_view = [invocation.tasks(run, Halt()) for invocation in invocations]
 
     # Every task the invocations run is listed, with the dependencies the list shows, and nothing
     # else is listed but the stages' group tasks.
@@ -92,7 +93,7 @@ def test_a_sync_reaches_every_listed_task_in_dependency_order(
         kb: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["-C", str(kb), "doit", "list", "--all"]) == 0
     listing = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
-    listed = real_tasks(loader.task_namespace(loader.inspection_context(kb)))
+    listed = real_tasks(loader.task_namespace(loader.inspection_run(kb)))
     assert listing == set(listed)
     assert sum(name.startswith("embed:") for name in listing) == 4
 
@@ -186,19 +187,127 @@ def test_a_stage_declared_after_reverse_scan_still_runs(tmp_path: Path, monkeypa
     write_documents(root, [Doc("docs/a.md", "# A\n\nA paragraph.\n")])
     declared = loader.invocations
 
-    def with_a_last_stage(ctx: object) -> Iterable[loader.Invocation]:
-        yield from declared(ctx)  # type: ignore[arg-type]
+    def with_a_last_stage(run: object) -> Iterable[loader.Invocation]:
+        yield from declared(run)  # type: ignore[arg-type]
         yield loader.Invocation("after reverse-scan", (stage("graph"),), loader.Scope())
 
     ran: list[str] = []
     real_run = loader.run_invocation
 
-    def recording(ctx: object, invocation: loader.Invocation) -> tuple[int, str]:
+    def recording(run: object, invocation: loader.Invocation, *args: object) -> tuple[int, str]:
         ran.append(invocation.label)
-        return real_run(ctx, invocation)  # type: ignore[arg-type]
+        return real_run(run, invocation, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(loader, "invocations", with_a_last_stage)
     monkeypatch.setattr(loader, "run_invocation", recording)
     run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
     assert ran[-1] == "after reverse-scan"
     assert ("reverse-scan" in ran) == connected
+
+
+# --- the walk runs once, as the walk task; what doit lists as up to date is what a sync skips --------
+
+
+def test_a_sync_walks_once_and_in_the_walk_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The walk is the walk task's up-to-date check (it decides whether anything changed), made once
+    per sync; its action records the changes. A no-op sync walks once too, and starts no doit run:
+    every task `pnk doit list --status` shows is up to date."""
+    import traceback
+
+    from pinakes.sources import walk as source_walk
+
+    kb = init_test_kb(tmp_path / "kb", FakeEmbedder().identity)  # no partner: nothing stays due
+    write_documents(kb, [Doc(f"docs/doc{n}.md", f"# Doc {n}\n\nParagraph {n}.\n") for n in range(DOCUMENTS)])
+
+    walks: list[list[str]] = []
+    real_walk = source_walk.walk
+
+    def recording(*args: object, **kwargs: object) -> object:
+        walks.append([frame.filename for frame in traceback.extract_stack()])
+        return real_walk(*args, **kwargs)  # type: ignore[arg-type]
+
+    doit_runs: list[list[str]] = []
+    real_run_doit = loader.run_doit
+
+    def recording_doit(namespace: dict[str, object]) -> tuple[int, str]:
+        doit_runs.append(sorted(name for name in namespace if name.startswith("task_")))
+        return real_run_doit(namespace)
+
+    monkeypatch.setattr(source_walk, "walk", recording)
+    monkeypatch.setattr(loader, "run_doit", recording_doit)
+    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    assert report.ok and len(report.added) == DOCUMENTS
+    assert len(walks) == 1
+    assert any(name.endswith(str(Path("rules") / "walk.py")) for name in walks[0]), "walked outside the walk task"
+    assert doit_runs[0] == ["task_pair", "task_walk"]  # the first invocation doit runs holds the walk task
+    conn = sqlite3.connect(kb / ".pinakes" / "index.db")
+    try:  # the walk task's action recorded what the walk found
+        cached = {row[0] for row in conn.execute("SELECT path FROM walk_cache")}
+    finally:
+        conn.close()
+    assert {f"docs/doc{n}.md" for n in range(DOCUMENTS)} <= cached
+
+    walks.clear()
+    doit_runs.clear()
+    capsys.readouterr()
+    assert main(["-C", str(kb), "doit", "list", "--all", "--status"]) == 0
+    statuses = {line.split()[1]: line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    walks.clear()
+    again = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    assert again.ok and again.noop and again.unchanged == DOCUMENTS
+    assert len(walks) == 1 and doit_runs == []
+    assert {name for name, status in statuses.items() if status != "U" and ":" in name} == set(), statuses
+    assert statuses["walk"] == statuses["pair"] == statuses["graph"] == "U"
+
+
+def test_a_stage_is_added_through_its_declaration_alone(kb: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/architecture.md's worked example ("Adding a stage"), done: a declaration (one `Stage` in
+    STAGES), a core (a typed function) and an adapter module named after the key. Nothing in the
+    loader or the driver changes, and the stage is listed by `pnk doit list` and run by `pnk sync`,
+    after the stage it reads, only when its check says it is due."""
+    import types
+
+    from pinakes.pipeline import stages
+    from pinakes.rules import PipelineRun, Scope, StageAdapter, no_name, one_per_run
+
+    counted: list[int] = []
+
+    def count_active(conn: sqlite3.Connection) -> int:  # the core: a typed function over the index
+        return int(conn.execute("SELECT COUNT(*) FROM documents WHERE state = 'active'").fetchone()[0])
+
+    def run_census(run: PipelineRun, _scope: Scope) -> None:
+        counted.append(count_active(run.ctx.writer()))
+
+    adapter_module = types.ModuleType("pinakes.rules.census")
+    adapter_module.ADAPTER = StageAdapter[Scope](  # type: ignore[attr-defined]
+        key="census", doc="count the active documents", items=one_per_run, name=no_name, action=run_census,
+        uptodate=lambda run, _scope: not run.changed())
+    monkeypatch.setitem(sys.modules, "pinakes.rules.census", adapter_module)
+    monkeypatch.setattr(stages, "STAGES", (*stages.STAGES, stages.Stage("census", ("graph",), "run")))
+    stages.check_declaration(stages.STAGES)
+
+    capsys.readouterr()
+    assert main(["-C", str(kb), "doit", "list"]) == 0
+    assert "census" in {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    main(["-C", str(kb), "doit", "info", "census"])  # exits 1: the task would run
+    assert "task_dep   : \n - graph" in capsys.readouterr().out  # its input, as a task_dep
+
+    reached: list[str] = []
+    real_reporter = loader.reporter_class
+
+    def recording() -> type:
+        class Recording(real_reporter()):  # type: ignore[misc]
+            def execute_task(self, task: Task) -> None:
+                reached.append(task.name)
+                super().execute_task(task)
+
+        return Recording
+
+    monkeypatch.setattr(loader, "reporter_class", recording)
+    assert run_sync(kb, SyncOptions(), embedder=FakeEmbedder()).ok  # type: ignore[arg-type]
+    assert counted == [DOCUMENTS]
+    assert reached.index("census") > reached.index("graph")
+    assert run_sync(kb, SyncOptions(), embedder=FakeEmbedder()).noop  # type: ignore[arg-type]
+    assert counted == [DOCUMENTS]  # up to date: not run again

@@ -19,13 +19,12 @@ import pytest
 pytest.importorskip("anthropic", reason="the [claude] extra is not installed: the paid path cannot run")
 pytest.importorskip("pypdfium2", reason="the [pdf] extra is not installed: nothing renders pages")
 
-import pinakes.embed
 from pinakes.cli import main
 from pinakes.init import init_kb
 from tests.budget_helpers import set_budget
 from tests.conftest import REPO_ROOT
 from tests.fake_anthropic import REHEARSAL_ANSWER, REHEARSAL_KEY, scanned_pdf
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 
 SCRIPT = REPO_ROOT / "tests" / "fake_anthropic.py"
 EXPORT = re.compile(r"^export (?P<name>[A-Z_]+)=(?P<value>\S+)$")
@@ -71,7 +70,7 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rehearsal: Rehearsal) ->
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     for name, value in rehearsal.exports.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
     root = init_kb(tmp_path / "kb", name="rehearsal").root
     (root / "docs" / "scan.pdf").write_bytes(scanned_pdf(2))
     (root / "docs" / "notes.md").write_text("# Harbour\n\nThe harbour master keeps the tide tables.\n")

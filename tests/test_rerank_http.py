@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-import pinakes.embed
 from pinakes.cli import main
 from pinakes.errors import ManifestError, RerankEndpointError
 from pinakes.kb import KBPaths
@@ -27,7 +26,7 @@ from pinakes.manifest.sections import RerankSection
 from pinakes.search import rerank_remote
 from pinakes.search.rerank import load_reranker
 from tests.fake_rerank_server import FakeReranker, Reply
-from tests.fakes import HashEmbedder
+from tests.fakes import HashEmbedder, substitute_embedder
 from tests.kb_helpers import Doc, build_kb
 
 APIS = ("tei", "cohere")
@@ -84,7 +83,7 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
 def embedder(monkeypatch: pytest.MonkeyPatch) -> HashEmbedder:
     """The manifest's embedding model, swapped for the deterministic test embedder."""
     fake = HashEmbedder()
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None, threads=None, **kw: fake)
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None, **kw: fake)
     return fake
 
 

@@ -23,7 +23,7 @@ def test_a_new_index_has_every_table_of_the_spec_in_wal_mode(tmp_path: Path) -> 
     conn.close()
 
 
-@pytest.mark.parametrize("version", ["4", "5", "6", "7", "8", "9", "11", None])
+@pytest.mark.parametrize("version", ["4", "5", "6", "7", "8", "9", "10", "12", None])
 def test_another_schema_version_refuses_to_open_naming_the_rebuild(tmp_path: Path, version: str | None) -> None:
     path = tmp_path / "index.db"
     conn = schema.create_index(path)

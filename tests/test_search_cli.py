@@ -9,11 +9,10 @@ import shutil
 
 import pytest
 
-import pinakes.embed
 from pinakes.cli import main
 from pinakes.errors import EXIT_CONFIG, EXIT_DATA, EXIT_UNAVAILABLE
 from pinakes.kb import KBPaths
-from tests.fakes import HashEmbedder
+from tests.fakes import HashEmbedder, substitute_embedder
 from tests.kb_helpers import SEARCH_MAX_TOKENS, SEARCH_OVERLAP, SEARCH_ROOTS, Doc, build_search_kb
 
 MANIFEST = """\
@@ -65,7 +64,7 @@ def kb(synced_kb, tmp_path, monkeypatch):
     embedder = HashEmbedder()
     root = tmp_path / "kb"
     shutil.copytree(synced_kb, root)
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None, threads=None: embedder)
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: embedder)
     return KBPaths(root)
 
 
@@ -152,7 +151,7 @@ def test_no_results_says_so_and_names_no_paid_escalation(kb, capsys):
 @pytest.mark.parametrize(("argv", "fragment"), [
     (["search"], "the query is empty"),
     (["search", "   "], "the query is empty"),
-    (["search", "kafka", "--type", "docx"], "unknown source type"),
+    (["search", "kafka", "--type", "xlsx"], "unknown source type"),
     (["search", "kafka", "--since", "last tuesday"], "not an ISO date"),
     (["search", "kafka", "-k", "zero"], "-k must be a positive whole number"),
     (["search", "kafka", "-k", "0"], "-k must be a positive whole number"),
@@ -168,7 +167,7 @@ def test_bad_arguments_exit_with_a_usage_error(kb, capsys, argv, fragment):
 
 
 def test_errors_are_json_under_json(kb, capsys):
-    code, out, _ = run(capsys, "-C", str(kb.root), "search", "kafka", "--type", "docx", "--json")
+    code, out, _ = run(capsys, "-C", str(kb.root), "search", "kafka", "--type", "xlsx", "--json")
     payload = json.loads(out)
     assert code == EXIT_CONFIG
     assert payload["ok"] is False and payload["error"] == "UsageError"
@@ -229,7 +228,7 @@ def test_names_titles_and_text_from_the_kb_never_reach_the_terminal_raw(tmp_path
     evil = Doc("docs/evil\x1b[2J\nname.md", "zebra crossing \x1b[31mred\x1b[0m text about zebras\n",
                title="Title\x1b]0;pwned\x07", tags=("t\x1b[1m",))
     build_search_kb(paths.root, embedder, manifest=manifest(), docs=[evil])
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None, threads=None: embedder)
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: embedder)
     code, out, _ = run(capsys, "-C", str(paths.root), "search", "zebra")
     assert code == 0 and "zebra" in out
     assert "\x1b" not in out and "\x07" not in out
@@ -243,7 +242,7 @@ def test_a_document_without_a_title_is_shown_by_its_file_name(tmp_path, monkeypa
     paths = KBPaths(tmp_path / "kb")
     build_search_kb(paths.root, embedder, manifest=manifest(), docs=[
         Doc("docs/notes/travel.md", "trains to the coast and ferries to the islands\n")])
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None, threads=None: embedder)
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: embedder)
     code, out, _ = run(capsys, "-C", str(paths.root), "search", "ferries", "--mode", "bm25")
     assert code == 0
     assert out.splitlines()[0] == "1. travel.md — docs/notes/travel.md:0-46 · characters 0-46"
@@ -261,7 +260,7 @@ def test_a_huge_heading_is_shown_bounded_on_the_terminal_and_in_json(tmp_path, m
     outer, inner = "Harbour " * 12_500, "pier " * 5_000  # 100 kB and 25 kB heading lines
     build_search_kb(paths.root, embedder, manifest=manifest(), docs=[
         Doc("docs/harbour.md", f"# {outer}\n\n## {inner}\n\nzebra crossings at the quay\n")])
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda section, offline=None, threads=None: embedder)
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: embedder)
     code, out, _ = run(capsys, "-C", str(paths.root), "search", "zebra", "crossings", "--mode", "bm25", "--json")
     assert code == 0
     passage = json.loads(out)["passages"][0]

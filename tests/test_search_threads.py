@@ -48,21 +48,22 @@ def test_the_searching_commands_ask_first_thing(tmp_path: Path, argv: list[str])
 
 def test_a_kb_searcher_loads_its_query_model_with_one_runtime_thread(monkeypatch: pytest.MonkeyPatch,
                                                                      tmp_path: Path) -> None:
-    import pinakes.embed
+    from tests.fakes import FakeEmbedder, substitute_embedder
 
     seen: dict[str, Any] = {}
+    model = FakeEmbedder()
 
-    def fake_load(section: Any, **options: Any) -> str:
+    def fake_load(section: Any, **options: Any) -> FakeEmbedder:
         seen.update(options)
-        return "model"
+        return model
 
-    monkeypatch.setattr(pinakes.embed, "load_embedder", fake_load)
+    substitute_embedder(monkeypatch, fake_load)
     from pinakes.init import init_kb
 
     init_kb(tmp_path / "kb", name="threads")
     searcher = Searcher.for_kb(tmp_path / "kb")
     assert searcher._embedder_loader is not None
-    assert searcher._embedder_loader() == "model"
+    assert searcher._embedder_loader() is model
     assert seen["threads"] == QUERY_MODEL_THREADS == 1
 
 

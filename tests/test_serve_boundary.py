@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pinakes.errors import PinakesError
 from pinakes.serve import boundary
 from pinakes.serve.config import load_kb
-from pinakes.serve.specs import GET_ARGUMENTS, LINKS_ARGUMENTS, SEARCH_ARGUMENTS, TOOL_SPECS
+from pinakes.serve.specs import GET_ARGUMENTS, LINKS_ARGUMENTS, SEARCH_ARGUMENTS, STATUS_ARGUMENTS, TOOL_SPECS
 from pinakes.serve.tools import PinakesTools
 from tests.test_serve_helpers import (
     ABSENT_ULID,
@@ -143,23 +143,29 @@ def test_an_accepted_path_prefix_never_leaves_the_kb_root(candidate: str) -> Non
 
 def test_no_tool_declares_a_path_or_uri_parameter() -> None:
     names = {spec.name for spec in TOOL_SPECS}
-    assert names == {"pinakes_search", "pinakes_get", "pinakes_list_kbs", "pinakes_links"}
+    assert names == {"pinakes_search", "pinakes_get", "pinakes_list_kbs", "pinakes_links", "pinakes_status"}
     for spec in TOOL_SPECS:
-        schema = spec.input_schema
-        assert schema["additionalProperties"] is False, spec.name
-        for name, prop in schema["properties"].items():
-            assert prop.get("format") not in ("uri", "uri-reference", "iri", "path"), (spec.name, name)
-            assert name not in ("path", "file", "uri", "url", "dir", "directory", "root"), (spec.name, name)
+        schemas = [spec.input_schema]
+        while schemas:  # each object schema, the items of an array of objects included
+            schema = schemas.pop()
+            assert schema["additionalProperties"] is False, spec.name
+            for name, prop in schema["properties"].items():
+                assert prop.get("format") not in ("uri", "uri-reference", "iri", "path"), (spec.name, name)
+                assert name not in ("path", "file", "uri", "url", "dir", "directory", "root"), (spec.name, name)
+                if prop.get("items", {}).get("type") == "object":
+                    schemas.append(prop["items"])
         assert spec.annotations["read_only_hint"] is True
-    for tool in ("pinakes_get", "pinakes_links"):
-        get_schema = next(spec.input_schema for spec in TOOL_SPECS if spec.name == tool)
-        assert get_schema["required"] == ["doc_id"]
-        assert get_schema["properties"]["doc_id"]["pattern"] == "^[0-9A-HJKMNP-TV-Z]{26}$"
+    links = next(spec.input_schema for spec in TOOL_SPECS if spec.name == "pinakes_links")
+    get = next(spec.input_schema for spec in TOOL_SPECS if spec.name == "pinakes_get")
+    for schema in (links, get["properties"]["documents"]["items"]):
+        assert schema["required"] == ["doc_id"]
+        assert schema["properties"]["doc_id"]["pattern"] == "^[0-9A-HJKMNP-TV-Z]{26}$"
+    assert get["properties"]["doc_id"]["pattern"] == "^[0-9A-HJKMNP-TV-Z]{26}$"  # or one, by itself
 
 
 def test_each_schema_declares_exactly_the_arguments_its_tool_accepts() -> None:
     accepted = {"pinakes_search": SEARCH_ARGUMENTS, "pinakes_get": GET_ARGUMENTS, "pinakes_list_kbs": (),
-                "pinakes_links": LINKS_ARGUMENTS}
+                "pinakes_links": LINKS_ARGUMENTS, "pinakes_status": STATUS_ARGUMENTS}
     for spec in TOOL_SPECS:
         assert set(spec.input_schema["properties"]) == set(accepted[spec.name]), spec.name
 

@@ -32,8 +32,9 @@ PAGES = ["Revenue grew in the first quarter.", "Costs for the hangar rose sharpl
 
 EXPECTED_TOOLS = {
     "pinakes_search": {"query", "kb", "k", "mode", "tags", "all_tags", "path_prefix", "source_type", "since", "until"},
-    "pinakes_get": {"doc_id", "kb", "char_start", "char_end", "page_start", "page_end"},
+    "pinakes_get": {"doc_id", "kb", "char_start", "char_end", "page_start", "page_end", "documents"},
     "pinakes_list_kbs": set(),
+    "pinakes_status": {"kb"},
     "pinakes_links": {"doc_id", "kb", "depth", "direction", "adjacent_k", "max_rows", "max_tokens", "rel",
                       "query"},
 }
@@ -61,7 +62,7 @@ def body(evidence: str) -> str:
     return match.group(1)
 
 
-def test_the_tool_list_is_exactly_four_read_only_tools_with_no_path_parameter(server: LiveServer) -> None:
+def test_the_tool_list_is_exactly_five_read_only_tools_with_no_path_parameter(server: LiveServer) -> None:
     tools = {tool.name: tool for tool in server.list_tools()}
     assert {name: set(tool.input_schema["properties"]) for name, tool in tools.items()} == EXPECTED_TOOLS
     for name, tool in tools.items():
@@ -72,7 +73,8 @@ def test_the_tool_list_is_exactly_four_read_only_tools_with_no_path_parameter(se
         for parameter, spec in schema["properties"].items():
             assert spec.get("type") in ("string", "integer", "boolean", "array"), (name, parameter)
             assert "format" not in spec, (name, parameter)  # no uri / path formats
-    assert tools["pinakes_get"].input_schema["required"] == ["doc_id"]
+    assert "required" not in tools["pinakes_get"].input_schema  # doc_id, or several in `documents`
+    assert tools["pinakes_get"].input_schema["properties"]["documents"]["items"]["required"] == ["doc_id"]
     assert tools["pinakes_links"].input_schema["required"] == ["doc_id"]
     assert tools["pinakes_search"].input_schema["required"] == ["query"]
 

@@ -116,6 +116,8 @@ def offline_env(scratch: Path, **extra: str) -> dict[str, str]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(scratch), "HF_HOME": str(scratch / "hf"),
            "XDG_CACHE_HOME": str(scratch / "cache"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "PNK_OFFLINE": "1"}
+    if os.environ.get("PYTHONPATH"):  # a checkout run through PYTHONPATH: the server runs the same code
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update(extra)
     return env
 

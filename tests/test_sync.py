@@ -209,7 +209,8 @@ def test_the_graph_census_names_every_kind(kb: Path) -> None:
     assert report.graph_census is not None
     assert set(report.graph_census) == {"membership", "sibling", "parent-child", "in-section",
                                         "co-located", "shared-tag", "authored", "cross-kb-out",
-                                        "cross-kb-in"}
+                                        "cross-kb-in", "links-to", "links-to-cross-kb",
+                                        "links-to-unresolved", "links-to-ambiguous"}
     assert report.graph_census["membership"] == rows(kb, "SELECT COUNT(*) FROM chunks")[0][0]
 
 

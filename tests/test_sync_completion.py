@@ -104,10 +104,13 @@ def test_a_sync_killed_before_the_graph_is_finished_by_the_next_no_op_sync(kb: P
 
 def test_a_sync_stopped_in_the_reverse_scan_is_completed_by_the_next_sync(
         kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinakes.sync import loader
+    from pinakes.links import reverse
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("the partner's disk went away")
 
     # The reverse scan runs after every commit of the run; a failure there stops the sync.
-    monkeypatch.setattr(loader, "run_reverse_scan", lambda ctx: (2, "RuntimeError: the partner's disk went away"))
+    monkeypatch.setattr(reverse, "scan_partner", failing)
     with (kb / "pinakes.toml").open("a", encoding="utf-8") as manifest:
         manifest.write('\n[[links.kb]]\nalias = "elsewhere"\nid = "01J9ZX7K3M4N5P6Q7R8S9T0VWX"\n'
                        'path = "../elsewhere"\n')
@@ -115,7 +118,7 @@ def test_a_sync_stopped_in_the_reverse_scan_is_completed_by_the_next_sync(
     with pytest.raises(PinakesError, match="partner's disk went away"):
         run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
     assert last_sync_check(kb)[0] == "WARN"
-    with pytest.raises(PinakesError, match="reverse scan stopped"):  # still failing: still not complete
+    with pytest.raises(PinakesError, match=r"pipeline stopped.*partner's disk"):  # still failing: still not complete
         run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
     assert "sync_started_at" in meta(kb) and last_sync_check(kb)[0] == "WARN"
 

@@ -145,7 +145,7 @@ def test_without_the_carry_a_cleared_cache_would_have_lost_the_document(
         kb: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The control: with the carry disabled, the same rebuild fails the document as unavailable, so
     the tests above are measuring the carry and not the cache."""
-    from pinakes.pipeline import paid_extraction as paid
+    from pinakes.pipeline import paid_carry as paid
 
     monkeypatch.setattr(paid, "paid_rows_to_carry", lambda previous, manifest: paid.CarryPlan())
     clear_paid_cache(kb)
@@ -161,7 +161,7 @@ def test_after_an_embedding_model_change_nothing_is_carried_and_the_rebuild_says
     from dataclasses import replace
 
     from pinakes.manifest import load_manifest
-    from pinakes.pipeline.paid_extraction import paid_rows_to_carry
+    from pinakes.pipeline.paid_carry import paid_rows_to_carry
 
     manifest = load_manifest(kb / "pinakes.toml")
     previous = sqlite3.connect(f"{KBPaths(kb).index_db.resolve().as_uri()}?mode=ro", uri=True)

@@ -530,16 +530,16 @@ SYNC_CHILD = textwrap.dedent("""
     import sys
     from pathlib import Path
 
-    import pinakes.embed
     import pinakes.pipeline.progress
     from pinakes.cli import main
+    from tests.fakes import substitute_embedder
     from tests.test_serve_helpers import manifest_fake_embedder
     from tests.test_sync_progress import SlowEmbedder
 
     kb = Path(sys.argv[1])
     identity = manifest_fake_embedder(kb).identity
-    pinakes.embed.load_embedder = lambda *a, **k: SlowEmbedder(0.3, dim=identity.dim, model=identity.model,
-                                                               provider=identity.provider)
+    substitute_embedder(None, lambda *a, **k: SlowEmbedder(0.3, dim=identity.dim, model=identity.model,
+                                                           provider=identity.provider))
     pinakes.pipeline.progress.LINE_INTERVAL = 0.5  # a line every half second, so a short sync shows several
     sys.exit(main(["-C", str(kb), "sync"]))
 """)

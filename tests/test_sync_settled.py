@@ -56,7 +56,7 @@ def indexed_hash(root: Path, path: str) -> str:
 
 
 def forbid_pairing(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(ctx: object) -> object:
+    def refuse(*_args: object) -> object:
         raise AssertionError("pairing ran although the index is settled")
 
     monkeypatch.setattr(pair, "compute_plan", refuse)
@@ -102,7 +102,7 @@ def test_a_manifest_edit_voids_the_mark(kb: Path, monkeypatch: pytest.MonkeyPatc
                         encoding="utf-8")
     calls: list[object] = []
     real = pair.compute_plan
-    monkeypatch.setattr(pair, "compute_plan", lambda ctx: calls.append(ctx) or real(ctx))
+    monkeypatch.setattr(pair, "compute_plan", lambda *args: calls.append(args) or real(*args))
     assert sync(kb).ok
     assert calls
 
@@ -113,7 +113,7 @@ def test_a_pending_failure_keeps_the_index_unsettled(kb: Path, monkeypatch: pyte
     assert report.failures and settled_mark(kb) is None
     calls: list[object] = []
     real = pair.compute_plan
-    monkeypatch.setattr(pair, "compute_plan", lambda ctx: calls.append(ctx) or real(ctx))
+    monkeypatch.setattr(pair, "compute_plan", lambda *args: calls.append(args) or real(*args))
     assert sync(kb).failures  # retried, not skipped
     assert calls and settled_mark(kb) is None
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from pinakes.init import init_kb
-from pinakes.pipeline.pair import DocWork
 from pinakes.pipeline.report import SyncReport
-from pinakes.pipeline.run import SyncContext, SyncOptions
+from pinakes.pipeline.run import SyncOptions
+from pinakes.pipeline.types import DocWork
+from pinakes.rules import PipelineRun
 from pinakes.rules import extract as extract_step
 from pinakes.sources import walk as walk_step
 from pinakes.sources.walk import FileState
@@ -69,11 +70,11 @@ def test_a_group_is_committed_before_the_next_group_is_extracted(
     events: list[tuple[str, str, int, int]] = []
     real_extract = extract_step.run_extract
 
-    def spying_extract(ctx: SyncContext, item: DocWork) -> bool:
-        conn = ctx.writer()
+    def spying_extract(run: PipelineRun, item: DocWork) -> None:
+        conn = run.ctx.writer()
         committed = conn.execute("SELECT COUNT(*) FROM documents WHERE state = 'active'").fetchone()[0]
-        events.append(("extract", item.path, committed, len(ctx.group.extracted)))
-        return real_extract(ctx, item)
+        events.append(("extract", item.path, committed, len(run.extracted)))
+        real_extract(run, item)
 
     monkeypatch.setattr(extract_step, "run_extract", spying_extract)
     report = sync(root)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-import pinakes.embed
 from pinakes.cli import main
 from pinakes.errors import EXIT_CONFIG
 from pinakes.manifest import load_manifest, parse_manifest
@@ -26,7 +25,7 @@ from pinakes.template_catalog import (
 )
 from pinakes.upgrade.changes import flatten
 from tests.conftest import REPO_ROOT
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, substitute_embedder
 from tests.test_extract_text import make_pdf
 
 SHIPPED = ("code-docs", "default", "notes", "research-papers")
@@ -213,7 +212,7 @@ PDF_TEXT = ["1. Introduction", "The lighthouse keeper logs every storm in the le
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_kb_from_each_template_syncs_and_searches(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
     root = tmp_path / "kb"
     assert main(["init", str(root), "--template", name]) == 0
     for relpath, text in DOCUMENTS[name].items():

@@ -18,7 +18,7 @@ from pinakes.embed.base import Embedder
 from pinakes.embed.deferred import DeferredEmbedder
 from pinakes.kb import KBPaths
 from tests.conftest import REPO_ROOT
-from tests.fakes import HashEmbedder, VectorTableEmbedder
+from tests.fakes import HashEmbedder, VectorTableEmbedder, substitute_embedder
 from tests.kb_helpers import Doc, build_kb, older_extractor, sync, text_pdf, write_documents
 
 PARAGRAPHS = 120  # one chunk each at max_tokens=40: past EMBED_SLICE_CHUNKS, so the document streams
@@ -321,9 +321,9 @@ def test_a_kill_mid_group_loses_at_most_that_group(tmp_path: Path) -> None:
 def test_the_packaged_model_rebuilds_an_unchanged_kb_without_loading_its_weights(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No injected embedder: the sync takes the manifest's packaged model (fastembed, the default),
-    and the real loader is made to fail once the KB is built."""
+    and the local providers' loads are made to fail once the KB is built."""
     pytest.importorskip("fastembed", reason="the [light] extra (fastembed) is not installed: no packaged model")
-    from pinakes.embed import loader
+    from pinakes.embed import provider_fastembed, provider_st
     from pinakes.init import init_kb
     from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
@@ -338,7 +338,8 @@ def test_the_packaged_model_rebuilds_an_unchanged_kb_without_loading_its_weights
     def refuse(*_args: object, **_kwargs: object) -> Embedder:
         raise AssertionError("the packaged model's weights were loaded")
 
-    monkeypatch.setattr(loader, "load_embedder", refuse)
+    for provider in (provider_fastembed, provider_st):  # what the registry's entries load through
+        monkeypatch.setattr(provider, "load", refuse)
     report = run_sync(root, SyncOptions(rebuild=True, quiet=True))
     assert report.ok and report.chunks_embedded == 0 and report.chunks_reused == len(before)
     assert vector_rows(root) == before
@@ -371,12 +372,11 @@ def test_pnk_sync_reports_reuse_in_text_and_json(tmp_path: Path, monkeypatch: py
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    import pinakes.embed
     from pinakes.cli import main
     from pinakes.init import init_kb
     from tests.fakes import FakeEmbedder
 
-    monkeypatch.setattr(pinakes.embed, "load_embedder", lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
     root = tmp_path / "kb"
     init_kb(root, name="cli")
     write_documents(root, small_docs())

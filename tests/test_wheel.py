@@ -1,8 +1,8 @@
 """The built wheel is the product: it installs into a fresh venv and works without the checkout.
 
-templates/ sits outside src/ and reaches the package only through pyproject's package-dir mapping,
-so this is the test that notices when a build stops carrying it (or the packages under src/ the sync
-runs: its doit adapters and the walk).
+templates/ and rules/ (the sync's doit adapters) sit outside src/ and reach the package only through
+pyproject's package-dir mapping, so this is the test that notices when a build stops carrying either
+(or the packages under src/ the sync runs, such as the walk).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from tests.conftest import REPO_ROOT
 pytestmark = pytest.mark.heavy
 
 # Packaged folders in the repository, and where the wheel must put them.
-MAPPED_FOLDERS = {"templates": "pinakes/templates"}
+MAPPED_FOLDERS = {"templates": "pinakes/templates", "rules": "pinakes/rules"}
 # What the build needs from the tree; the rest (tests, .venv, .git) would only slow the copy.
-BUILD_INPUTS = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "src", "templates")
+BUILD_INPUTS = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "src", "templates", "rules")
 JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
 
 
@@ -104,8 +104,8 @@ def test_wheel_carries_rules_and_templates(wheel: Path) -> None:
         expected = {f"{packaged}/{name}" for name in packaged_files(REPO_ROOT / folder)}
         assert f"{packaged}/__init__.py" in expected
         assert expected <= names, f"missing from the wheel: {sorted(expected - names)}"
-    assert {"pinakes/rules/__init__.py", "pinakes/sources/walk.py"} <= names
-    assert not any(name.startswith(("tests/", "src/")) for name in names)
+    assert {"pinakes/rules/walk.py", "pinakes/rules/reverse_scan.py", "pinakes/sources/walk.py"} <= names
+    assert not any(name.startswith(("tests/", "src/", "rules/")) for name in names)
     # the offline model's tokenizer files, which the [light] backend reads from the package, and
     # WordNet's relations table with its licence, which search's related_share reads
     shipped = {f"pinakes/data/{folder}/{path.name}" for folder in ("minilm", "wordnet")

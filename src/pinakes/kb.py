@@ -54,6 +54,11 @@ class KBPaths:
     def extract_cache(self) -> Path:
         return self.cache_dir / "extract"
 
+    @property
+    def transcripts(self) -> Path:
+        """The transcripts of paid `pnk ask --deep` runs (deep/transcripts.py)."""
+        return self.state_dir / "transcripts"
+
 
     def relative(self, path: Path) -> str:
         """A KB-root-relative POSIX path, the form stored in the index."""

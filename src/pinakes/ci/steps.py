@@ -49,12 +49,12 @@ def extras_for(manifest: Manifest) -> tuple[str, ...]:
     reranker's when search reranks, [pdf] when any of the KB's roots can select a PDF (the
     sync forces the free extractor), and [formats] when the KB indexes HTML, EPUB, DOCX or ODT
     (`[sources] types`) and a root can select one. The default KB's: [light,pdf,formats]."""
-    from pinakes.embed.loader import PROVIDER_EXTRAS
+    from pinakes.embed.registry import PROVIDERS, RERANKERS
     from pinakes.extract.source_types import MARKDOWN_WRITTEN, SUFFIX_TO_TYPE
 
-    wanted = [PROVIDER_EXTRAS[manifest.embedding.provider]]
-    if manifest.retrieval.rerank and manifest.rerank.provider in PROVIDER_EXTRAS:  # an HTTP reranker needs none
-        wanted.append(PROVIDER_EXTRAS[manifest.rerank.provider])
+    wanted = [PROVIDERS[manifest.embedding.provider].extra]
+    if manifest.retrieval.rerank:
+        wanted.append(RERANKERS[manifest.rerank.provider].extra)  # None for an HTTP reranker: it needs none
     reads_pdf = any(manifest.sources.selects(f"{root}/document.pdf" if root != "." else "document.pdf")
                     for root in manifest.sources.roots)
     if reads_pdf:
@@ -64,4 +64,4 @@ def extras_for(manifest: Manifest) -> tuple[str, ...]:
     if any(manifest.sources.selects(f"{root}/document{suffix}" if root != "." else f"document{suffix}")
            for root in manifest.sources.roots for suffix in suffixes):
         wanted.append("formats")
-    return tuple(dict.fromkeys(wanted))
+    return tuple(dict.fromkeys(extra for extra in wanted if extra is not None))

@@ -18,8 +18,8 @@ from pinakes.cli.command import runner_of
 from pinakes.errors import PinakesError
 
 # Order is the order `pnk --help` lists them.
-COMMANDS = ("init", "sync", "status", "search", "ask", "list", "get", "links", "link", "unlink", "adopt", "doctor",
-            "budget", "serve", "eval", "install_hooks", "ci", "upgrade", "doit")
+COMMANDS = ("init", "sync", "watch", "status", "search", "ask", "list", "get", "links", "link", "unlink", "adopt", "doctor",
+            "budget", "serve", "mcp_config", "eval", "install_hooks", "ci", "upgrade", "doit")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -34,6 +34,7 @@ class AskArgs(FilterArgs):
     transcript: Path | None
     force: bool
     api_key_file: Path | None
+    yes: bool
 
 
 def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -45,7 +46,8 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
         description="Without --deep: the free search's passages and confidence, and what --deep would "
                     "reserve; nothing is spent. With --deep: a bounded loop (search, read, refine) driven "
                     "by Claude under [budget]: the whole run is priced at its worst case and refused, or "
-                    "confirmed above confirm_above_eur (no terminal: aborted), before the first call. A "
+                    "confirmed above confirm_above_eur (no terminal: aborted unless --yes), before the first "
+                    "call. Each paid run's transcript is kept in .pinakes/transcripts/ (the latest 50). A "
                     "confident question takes one synthesis call; otherwise rounds of two calls up to "
                     "[deep] max_rounds. Every citation is a passage of this KB that the model was shown.",
         epilog='example: pnk ask --deep "Who signs off the courier for a loan, and what is their extension?"',
@@ -63,6 +65,9 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
                              "a pinakes.toml or a sidecar)")
     parser.add_argument("--api-key-file", metavar="PATH", type=Path,
                         help="with --deep: read the API key from this file (default: PINAKES_ANTHROPIC_API_KEY)")
+    parser.add_argument("--yes", action="store_true",
+                        help="with --deep: confirm a worst case above confirm_above_eur without asking (cron); "
+                             "every cap still applies")
     parser.set_defaults(run=Command(AskArgs, run))
 
 
@@ -76,8 +81,8 @@ def run(args: AskArgs) -> int:
     from pinakes.manifest import load_manifest
 
     question = check_question(" ".join(args.question))
-    if not args.deep and (args.transcript is not None or args.api_key_file is not None):
-        raise UsageError("--transcript and --api-key-file only apply to --deep",
+    if not args.deep and (args.transcript is not None or args.api_key_file is not None or args.yes):
+        raise UsageError("--transcript, --api-key-file and --yes only apply to --deep",
                          remedy="add --deep to answer with Claude, or drop them")
     if args.force and args.transcript is None:
         raise UsageError("--force only applies to --transcript", remedy="drop --force")
@@ -96,14 +101,20 @@ def run(args: AskArgs) -> int:
 
 
 def _deep(args: AskArgs, kb_root: Path, manifest: Manifest, question: str, filters: SearchFilters) -> int:
-    from pinakes.budget import BudgetOverrunError, UnrecordedOutcomeError
+    from pinakes.budget import BudgetOverrunError, SpendNotConfirmedError, UnrecordedOutcomeError
     from pinakes.deep.loop import ask_deep
     from pinakes.deep.result import DeepResult
 
     try:
+        # --yes is the answer to the confirm_above_eur question, given in advance: the caps are checked
+        # before it is asked (budget/accountant.py), so it never admits a spend they refuse.
         result = ask_deep(kb_root, question, filters=filters, manifest=manifest,
-                          api_key_file=args.api_key_file, interactive=sys.stdin.isatty(),
-                          transcript=args.transcript)
+                          api_key_file=args.api_key_file, interactive=args.yes or sys.stdin.isatty(),
+                          confirm=_confirmed if args.yes else None, transcript=args.transcript)
+    except SpendNotConfirmedError as exc:
+        if not sys.stdin.isatty() and exc.remedy:
+            exc.remedy = f"{exc.remedy}; or add --yes to confirm it without a terminal (the caps still apply)"
+        raise
     except (UnrecordedOutcomeError, BudgetOverrunError) as exc:
         if not isinstance(exc.answer, DeepResult):
             raise
@@ -113,6 +124,11 @@ def _deep(args: AskArgs, kb_root: Path, manifest: Manifest, question: str, filte
     else:
         print(result.render_text())
     return 0
+
+
+def _confirmed(question: str) -> bool:
+    """The answer --yes gives to the confirm_above_eur question."""
+    return True
 
 
 def _kept_unrecorded(args: AskArgs, exc: UnrecordedOutcomeError | BudgetOverrunError,

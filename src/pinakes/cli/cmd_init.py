@@ -73,9 +73,9 @@ def run(args: InitArgs) -> int:
         from pinakes.ci import write_workflow
 
         workflow = write_workflow(created.root)
-    from pinakes.embed.loader import PROVIDER_EXTRAS
+    from pinakes.embed.registry import PROVIDERS
 
-    extra = PROVIDER_EXTRAS.get(created.embedding_provider, "st")
+    extra = PROVIDERS[created.embedding_provider].extra
     if args.json:
         import json
 
@@ -101,7 +101,7 @@ def run(args: InitArgs) -> int:
         from pinakes.distribution import pip_install
 
         print(f"note: {created.embedding_provider} is not installed; `pnk sync` will need "
-              f"`{pip_install((extra,))}`")
+              f"`{pip_install((extra,) if extra else ())}`")
     if workflow is not None:
         from pinakes.cli.cmd_ci import print_result
 

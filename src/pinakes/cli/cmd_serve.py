@@ -26,7 +26,7 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
         "serve", parents=[common],
         # every tool of pinakes.serve.specs.TOOL_SPECS, in its order (tests/test_tool_listings.py): the
         # specs are not imported here, since every `pnk` invocation builds this parser
-        help="MCP server for agents: pinakes_search, pinakes_get, pinakes_links, pinakes_list_kbs",
+        help="MCP server for agents: pinakes_search, pinakes_get, pinakes_links, pinakes_status, pinakes_list_kbs",
         description="Serve KBs to an agent over MCP (stdio by default). Tools are read-only, take no "
                     "filesystem paths, and follow syncs and rebuilds as they happen.",
         epilog="examples:\n  pnk serve --kb ~/kb/notes\n  pnk serve --kb notes=~/kb/notes --kb work=~/kb/work\n"

@@ -28,7 +28,7 @@ class SyncArgs(CommandArgs):
     ray_address: str | None
     no_reuse: bool
     force_unlock: bool
-    clear_cache: Literal["free", "paid"] | None
+    clear_cache: Literal["free", "paid", "transcripts"] | None
     yes: bool
     quiet: bool
     json: bool
@@ -76,8 +76,10 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
                              "nothing is read from the index being replaced)")
     parser.add_argument("--force-unlock", action="store_true",
                         help="remove a sync lock left by another host or an unreadable lock, then sync")
-    parser.add_argument("--clear-cache", nargs="?", const="free", choices=("free", "paid"), default=None,
-                        help="empty .pinakes/cache/extract first (asks; =paid also drops paid extractions)")
+    parser.add_argument("--clear-cache", nargs="?", const="free", choices=("free", "paid", "transcripts"),
+                        default=None,
+                        help="empty .pinakes/cache/extract first (asks; =paid also drops paid extractions; "
+                             "=transcripts empties .pinakes/transcripts/ instead: the kept `ask --deep` transcripts)")
     parser.add_argument("--yes", action="store_true", help="do not ask before --clear-cache")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing unless something failed")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -96,7 +98,11 @@ def run(args: SyncArgs) -> int:
                                      force=args.force, api_key_file=args.api_key_file)
         print(json.dumps(estimate.to_dict(), indent=2) if args.json else estimate.render_text())
         return 0
-    if args.clear_cache:
+    if args.clear_cache == "transcripts":
+        from pinakes.sync.clear_cache import clear_transcripts
+
+        clear_transcripts(args.kb_dir, assume_yes=args.yes, quiet=args.quiet or args.json)
+    elif args.clear_cache:
         from pinakes.sync.clear_cache import clear_extract_cache
 
         clear_extract_cache(args.kb_dir, include_paid=args.clear_cache == "paid",

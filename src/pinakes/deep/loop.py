@@ -18,7 +18,6 @@ loop on what earlier rounds established. Which of these ended it is always in th
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from pinakes.deep.grounding import Grounding, ground, renumber
 from pinakes.deep.memory import Carried, Memory
 from pinakes.deep.result import CallRecord, Citation, DeepResult, RoundRecord
 from pinakes.jsontypes import is_list
+from pinakes.kb import KBPaths
 from pinakes.search.confidence import HIGH
 
 if TYPE_CHECKING:
@@ -60,7 +60,6 @@ def ask_deep(kb_root: Path | str, question: str, *, filters: SearchFilters | Non
     `answer`, a DeepResult, written to `transcript` first when one was asked for: paid for, so never
     discarded."""
     from pinakes.budget import Accountant
-    from pinakes.kb import KBPaths
     from pinakes.lexical.filters import SearchFilters
     from pinakes.manifest import load_manifest
     from pinakes.search.core import Searcher
@@ -83,8 +82,7 @@ def ask_deep(kb_root: Path | str, question: str, *, filters: SearchFilters | Non
             client = calls.make_client(key)
         run = _Run(manifest, searcher, client, plan, question, filters, free, branch, sleep)
         result = run.synthesis() if branch == "synthesis" else run.loop()
-        if transcript is not None:
-            result.transcript = str(_write_transcript(transcript, run.exchanges, result))
+        _write_transcripts(KBPaths(root), transcript, run.exchanges, result)
         stop = run.unrecorded or run.overrun
         if stop is not None:
             stop.answer = result
@@ -303,11 +301,26 @@ def _strings(value: object) -> list[object]:
     return list(value) if is_list(value) else []
 
 
-def _write_transcript(path: Path, exchanges: list[dict[str, object]], result: DeepResult) -> Path:
-    """Every request and reply of the run, verbatim, beside the result: only when asked for (it
-    holds the question and document text, which the ledger never does)."""
-    from pinakes.atomic import atomic_write_text
+def _write_transcripts(paths: KBPaths, asked: Path | None, exchanges: list[dict[str, object]],
+                       result: DeepResult) -> None:
+    """Every request and reply of the run, verbatim, beside the result: to `--transcript` when asked
+    for, and kept under .pinakes/transcripts/ whenever the run made a paid call (deep/transcripts.py).
+    Only these hold the question and document text; the ledger never does."""
+    from pinakes.deep import transcripts
 
-    document = {"result": result.to_dict(), "exchanges": exchanges}
-    atomic_write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-    return path
+    kept = transcripts.kept_path(paths.transcripts, result.operation_id) if result.calls else None
+    result.kept_transcript = str(kept) if kept is not None else None
+    if asked is not None:
+        result.transcript = str(asked)
+    document: dict[str, object] = {"result": result.to_dict(), "exchanges": exchanges}
+    if asked is not None:
+        transcripts.write(asked, document)
+    if kept is None:
+        return
+    try:
+        transcripts.write(kept, document)
+        transcripts.prune(paths.transcripts)
+    except OSError as exc:  # the answer was paid for: a full disk must not cost it
+        result.kept_transcript = None
+        result.notes.append(f"the transcript could not be kept in {paths.transcripts} "
+                            f"({exc.strerror or exc}); the answer is whole")

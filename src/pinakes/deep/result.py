@@ -107,6 +107,7 @@ class DeepResult:
     answer_round: int | None  # which round's answer this is (0: the synthesis call)
     notes: list[str] = field(default_factory=list)
     transcript: str | None = None
+    kept_transcript: str | None = None  # the copy under .pinakes/transcripts/ (deep/transcripts.py)
 
     @property
     def actual_eur(self) -> Decimal:
@@ -131,7 +132,7 @@ class DeepResult:
                      "actual_eur": str(self.actual_eur), "admitted_rounds": self.admitted_rounds,
                      "blocked": list(self.blocked), "operation_id": self.operation_id,
                      "calls": [call.to_dict() for call in self.calls]},
-            "notes": list(self.notes), "transcript": self.transcript,
+            "notes": list(self.notes), "transcript": self.transcript, "kept_transcript": self.kept_transcript,
         }
 
     def render_text(self) -> str:
@@ -183,4 +184,6 @@ class DeepResult:
         lines.extend(f"note: {printable(note)}" for note in self.notes)
         if self.transcript:
             lines.append(f"transcript: {printable(self.transcript)}")
+        if self.kept_transcript:
+            lines.append(f"kept: {printable(self.kept_transcript)} (`pnk sync --clear-cache=transcripts` empties them)")
         return "\n".join(lines)

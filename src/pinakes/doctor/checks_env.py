@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pinakes
 from pinakes.doctor import Check, DoctorContext
+from pinakes.embed.registry import EXECUTORS, PROVIDERS, RERANKERS
 
 MIN_PYTHON = (3, 11)
 MIN_SQLITE = (3, 35, 0)  # the environment requirement of spec §3.1
@@ -35,15 +36,31 @@ class Extra:
     embeds: bool = False  # an embedding backend: at least one must be installed to sync
 
 
-EXTRAS = (
-    Extra("light", ("fastembed",), "the fastembed embedding backend (ONNX, no torch)", embeds=True),
-    Extra("st", ("sentence_transformers",), "the sentence-transformers embedding backend", embeds=True),
+# The extraction extras; the model layer's come from its registry (embed/registry.py).
+EXTRACTION_EXTRAS = (
     Extra("pdf", ("pypdfium2",), "free PDF extraction (pypdfium2)"),
     Extra("claude", ("anthropic",), "the opt-in paid Claude-vision PDF extractor"),
-    Extra("remote", ("openai",), "embedding through an OpenAI-compatible server ([embedding] provider = "
-          '"openai-compatible")'),
-    Extra("ray", ("ray",), "the embed stage on a Ray cluster (pnk sync --executor ray)"),
 )
+
+
+def _model_extras() -> tuple[list[Extra], list[Extra]]:
+    """The extras of the registered providers, executors and rerankers: those of a provider that
+    embeds in this process (a sync needs one of them), and the others."""
+    embedding = [Extra(spec.extra, (spec.requires,), spec.summary, embeds=True) for spec in PROVIDERS.values()
+                 if spec.runs_here and spec.extra and spec.requires]
+    specs = (*(spec for spec in PROVIDERS.values() if not spec.runs_here), *EXECUTORS.values(), *RERANKERS.values())
+    other = [Extra(spec.extra, (spec.requires,), spec.summary) for spec in specs if spec.extra and spec.requires]
+    return embedding, other
+
+
+def extras() -> tuple[Extra, ...]:
+    """Every extra doctor reports, once each (the first spec to name it describes it): the embedding
+    backends first."""
+    embedding, other = _model_extras()
+    first: dict[str, Extra] = {}
+    for extra in (*embedding, *EXTRACTION_EXTRAS, *other):
+        first.setdefault(extra.name, extra)
+    return tuple(first.values())
 
 
 def checks(ctx: DoctorContext) -> Iterator[Check]:
@@ -110,11 +127,12 @@ def check_load_extension() -> Check:
 
 
 def check_extras() -> Iterator[Check]:
-    installed = {extra.name for extra in EXTRAS if all(is_importable(m) for m in extra.modules)}
-    embedder = next((extra.name for extra in EXTRAS if extra.embeds and extra.name in installed), None)
+    every = extras()
+    installed = {extra.name for extra in every if all(is_importable(m) for m in extra.modules)}
+    embedder = next((extra.name for extra in every if extra.embeds and extra.name in installed), None)
     from pinakes.distribution import pip_install
 
-    for extra in EXTRAS:
+    for extra in every:
         name = f"extra [{extra.name}]"
         pip = pip_install((extra.name,))
         if extra.name in installed:

@@ -1,6 +1,9 @@
 """Model checks: is the configured embedding model usable here, and does the index agree with it.
 
-Nothing here loads a model. Provider packages are located with `find_spec`; the packaged offline
+Nothing here loads a model. Which checks apply, and what they look for, is read from the registry
+(embed/registry.py): each provider's, reranker's and executor's extra, the module that extra
+installs, where its weights are kept, and whether its model runs here, behind an endpoint or on a
+cluster. Provider packages are located with `find_spec`; the packaged offline
 model's files are located and checked against their pinned sha256 (a stat per file once the
 digest record knows them); a hub model is looked up in the Hugging Face cache by directory. The
 token limit is read from the model's config files and tokenizer.json (the Rust tokenizer, no torch).
@@ -25,9 +28,10 @@ from typing import TYPE_CHECKING, cast
 
 from pinakes.doctor import Check, DoctorContext
 from pinakes.doctor.index_reading import readable_index
-from pinakes.embed.hub import fastembed_cache_dir, hub_cache_dir, repo_cache_name
-from pinakes.embed.loader import PROVIDER_EXTRAS
-from pinakes.embed.packaged import PackagedModel, locate, package_dir, packaged_model, verified_files
+from pinakes.embed.hub import local_copy
+from pinakes.embed.loader import packaged_for
+from pinakes.embed.packaged import PackagedModel, locate, package_dir, verified_files
+from pinakes.embed.registry import EXECUTORS, PROVIDERS, RERANKERS, ExecutorSpec, ProviderSpec
 from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
 from pinakes.wording import counted
@@ -37,9 +41,6 @@ if TYPE_CHECKING:
     from pinakes.manifest.sections import EmbeddingSection, RerankSection
 
 MANIFEST_CACHE_KEY = "manifest"  # left there by checks_manifest
-# The module each provider's extra installs (found with find_spec, never imported).
-PROVIDER_MODULES = {"sentence-transformers": "sentence_transformers", "fastembed": "fastembed",
-                    "openai-compatible": "openai"}
 RAY_PROBE_TIMEOUT_S = 2.0
 RERANK_PROBE_TIMEOUT_S = 2.0
 
@@ -50,17 +51,19 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
         return
     embedding, chunking = manifest.embedding, manifest.chunking
     provider_ok = yield from check_provider(embedding.provider)
+    provider = PROVIDERS.get(embedding.provider)
     if embedding.remote is not None:
         yield from check_remote(embedding, chunking.max_tokens)
-    else:
-        model_dir = yield from check_weights(embedding, provider_ok)
+    elif provider is not None:
+        model_dir = yield from check_weights(embedding, provider, provider_ok)
         yield check_token_limit(embedding, chunking.max_tokens, model_dir)
-    if manifest.retrieval.rerank and manifest.rerank.http is not None:
+    if manifest.retrieval.rerank and RERANKERS[manifest.rerank.provider].runs == "endpoint":
         yield check_http_rerank(manifest.rerank, ctx.kb_root)
     elif manifest.retrieval.rerank:
         yield from check_rerank(manifest.rerank)
-    if embedding.executor == "ray":
-        yield from check_ray(embedding)
+    executor = EXECUTORS.get(embedding.executor)
+    if executor is not None and executor.runs == "cluster":
+        yield from check_ray(embedding, executor)
     paths = KBPaths(ctx.kb_root) if ctx.kb_root is not None else None
     if paths is not None and paths.index_db.exists():
         yield from check_index(paths, embedding, chunking.headings)
@@ -79,32 +82,43 @@ def _manifest(ctx: DoctorContext) -> Manifest | None:
 
 
 def check_provider(provider: str) -> Generator[Check, None, bool]:
-    module, extra = PROVIDER_MODULES.get(provider), PROVIDER_EXTRAS.get(provider)
-    if module is None or extra is None:
+    spec = PROVIDERS.get(provider)
+    if spec is None:
         yield Check("model.provider", "FAIL", f"unknown [embedding] provider {provider!r}",
-                    remedy=f"use one of: {', '.join(PROVIDER_MODULES)}")
+                    remedy=f"use one of: {', '.join(PROVIDERS)}")
         return False
-    if package_dir(module) is None:
-        from pinakes.distribution import pip_install
-
-        yield Check("model.provider", "FAIL", f"{provider} is not installed ({module} is not importable): "
-                    "this KB cannot sync or search", remedy=pip_install((extra,)))
+    missing = _missing_extra(spec.requires, spec.extra)
+    if missing is not None:
+        yield Check("model.provider", "FAIL", f"{provider} is not installed ({spec.requires} is not importable): "
+                    "this KB cannot sync or search", remedy=missing)
         return False
-    yield Check("model.provider", "OK", f"{provider} installed (the [{extra}] extra)")
+    yield Check("model.provider", "OK", f"{provider} installed (the [{spec.extra}] extra)" if spec.extra
+                else f"{provider} needs no extra")
     return True
+
+
+def _missing_extra(requires: str | None, extra: str | None) -> str | None:
+    """The install command, when the module an extra installs is not importable here; else None."""
+    if requires is None or package_dir(requires) is not None:
+        return None
+    from pinakes.distribution import pip_install
+
+    return pip_install((extra,) if extra else ())
 
 
 def check_rerank(rerank: RerankSection) -> Iterator[Check]:
     """Search reranks ([retrieval] rerank = true): is the cross-encoder's provider installed, and
     are its weights local? Without them a search downloads them, or refuses offline."""
-    from pinakes.distribution import pip_install
-
-    module, extra = PROVIDER_MODULES[rerank.provider], PROVIDER_EXTRAS[rerank.provider]
-    if package_dir(module) is None:
+    spec = RERANKERS[rerank.provider]
+    missing = _missing_extra(spec.requires, spec.extra)
+    if missing is not None:
         yield Check("model.rerank", "FAIL", f"search reranks with {rerank.provider}, which is not installed "
-                    f"({module} is not importable): every search refuses", remedy=pip_install((extra,)))
+                    f"({spec.requires} is not importable): every search refuses", remedy=missing)
         return
-    found, where = _local_copy(rerank.provider, rerank.model, rerank.revision)
+    if spec.cache is None:
+        yield Check("model.rerank", "OK", f"search reranks with {rerank.model} ({rerank.provider})")
+        return
+    found, where = local_copy(spec.cache, rerank.model, rerank.revision)
     if found is None:
         yield Check("model.rerank", "WARN", f"search reranks with {rerank.model}, which is not in {where}: "
                     "the first search downloads it, and --offline / PNK_OFFLINE searches refuse until then",
@@ -153,16 +167,17 @@ def check_http_rerank(rerank: RerankSection, kb_root: Path | None) -> Check:
     return Check("model.rerank", "OK", f"{where}, {price}: something listens at {host}:{port}; {identity}")
 
 
-def check_ray(embedding: EmbeddingSection) -> Iterator[Check]:
+def check_ray(embedding: EmbeddingSection, executor: ExecutorSpec) -> Iterator[Check]:
     """The sync embeds on a Ray cluster ([embedding] executor = "ray"): is Ray installed, and does
     anything answer at the address a sync would use? Only a HOST:PORT is probed (one TCP
     connection); nothing joins the cluster or starts one."""
-    from pinakes.distribution import pip_install
     from pinakes.embed.executor_ray import START_CLUSTER, cluster_address, probed, unreachable_reason
 
-    if package_dir("ray") is None:
-        yield Check("model.executor", "FAIL", '[embedding] executor = "ray", but ray is not importable: every '
-                    "sync refuses", remedy=f"{pip_install(('ray',))}, or `pnk sync --executor local` to embed here")
+    missing = _missing_extra(executor.requires, executor.extra)
+    if missing is not None:
+        yield Check("model.executor", "FAIL", f'[embedding] executor = "{executor.name}", but {executor.requires} '
+                    "is not importable: every sync refuses",
+                    remedy=f"{missing}, or `pnk sync --executor local` to embed here")
         return
     address = cluster_address(None, embedding.ray_address)
     source = "[embedding] ray_address" if embedding.ray_address else (
@@ -200,14 +215,19 @@ def check_remote(embedding: EmbeddingSection, max_tokens: int) -> Iterator[Check
                     f"{remote.max_input_tokens}-token input, counted by {counted_by}")
 
 
-def check_weights(embedding: EmbeddingSection, provider_ok: bool) -> Generator[Check, None, Path | None]:
+def check_weights(embedding: EmbeddingSection, provider: ProviderSpec,
+                  provider_ok: bool) -> Generator[Check, None, Path | None]:
     """Where the configured model's weights are; returns a directory holding its tokenizer files."""
-    packaged = packaged_model(embedding.provider, embedding.model)
-    if packaged is not None and embedding.revision in (None, packaged.revision):
+    packaged = packaged_for(provider, embedding)
+    if packaged is not None:
         return (yield from _check_packaged(packaged))
     if not provider_ok:
         return None
-    model_dir, where = _local_copy(embedding.provider, embedding.model, embedding.revision)
+    if provider.cache is None:
+        yield Check("model.weights", "OK", f"{embedding.model} is found by {provider.name} when it loads: "
+                    "there is no model cache to look in")
+        return None
+    model_dir, where = local_copy(provider.cache, embedding.model, embedding.revision)
     if model_dir is None:
         yield Check("model.weights", "WARN", f"{embedding.model} is not in {where}: the first sync downloads "
                     "it, and --offline / PNK_OFFLINE runs refuse until then",
@@ -215,14 +235,6 @@ def check_weights(embedding: EmbeddingSection, provider_ok: bool) -> Generator[C
         return None
     yield Check("model.weights", "OK", f"{embedding.model} found in {where}: {model_dir}")
     return model_dir
-
-
-def _local_copy(provider: str, model: str, revision: str | None) -> tuple[Path | None, str]:
-    """A hub model's directory in the cache its provider downloads into (None when absent), and
-    that cache, in words."""
-    if provider == "sentence-transformers":
-        return _hub_snapshot(model, revision), f"the Hugging Face cache ({hub_cache_dir()})"
-    return _fastembed_cache_entry(model), f"fastembed's cache under HF_HOME ({fastembed_cache_dir()})"
 
 
 def _check_packaged(packaged: PackagedModel) -> Generator[Check, None, Path | None]:
@@ -235,33 +247,6 @@ def _check_packaged(packaged: PackagedModel) -> Generator[Check, None, Path | No
     yield Check("model.weights", "OK", f"{packaged.model} is packaged ({packaged.revision}), sha256 verified: "
                 f"{weights}")
     return locate(packaged, packaged.support_files[0]).parent  # the tokenizer's directory
-
-
-def _hub_snapshot(model: str, revision: str | None) -> Path | None:
-    repo = hub_cache_dir() / repo_cache_name(model)
-    try:
-        commit = revision if revision and len(revision) == 40 else (
-            repo / "refs" / (revision or "main")).read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    snapshot = repo / "snapshots" / commit
-    return snapshot if (snapshot / "config.json").is_file() else None
-
-
-def _fastembed_cache_entry(model: str) -> Path | None:
-    """fastembed names its cache entries after its own source repository (e.g. Qdrant's ONNX
-    export of a model), so the entry is found by the model's name rather than computed."""
-    name = model.split("/")[-1].lower()
-    cache = fastembed_cache_dir()
-    if not cache.is_dir():
-        return None
-    for entry in sorted(cache.iterdir()):
-        if name not in entry.name.lower():
-            continue
-        tokenizers = sorted(entry.rglob("tokenizer.json"))
-        if tokenizers:
-            return tokenizers[0].parent
-    return None
 
 
 def check_token_limit(embedding: EmbeddingSection, max_tokens: int, model_dir: Path | None) -> Check:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
-    from pinakes.manifest import EmbeddingSection
+    from pinakes.embed.settings import EmbeddingSection
 
 # The index meta keys the identity is stored under (spec §4.4), in identity field order.
 META_KEYS = ("embedding_provider", "embedding_model", "embedding_revision", "embedding_sha256",

@@ -9,7 +9,7 @@ comes from the digests pinned in `packaged.py` (the load verifies the same files
 digests, so the identity it would report is this one), its token counts from the model's own
 tokenizer file, and the weights load on the first `embed_documents` / `embed_query`.
 
-Any other model (a hub snapshot, a local directory, a remote provider) is loaded at once as before:
+Every other model (a hub snapshot, a local directory, a remote provider) is loaded at once as before:
 its identity is only known from the files or the endpoint the load reads.
 """
 
@@ -24,8 +24,8 @@ from pinakes.errors import ModelUnavailableError
 if TYPE_CHECKING:
     import numpy as np
 
+    from pinakes.embed.settings import EmbeddingSection
     from pinakes.embed.tokens import TokenCounter
-    from pinakes.manifest import EmbeddingSection
 
 
 class DeferredEmbedder:
@@ -81,14 +81,12 @@ class DeferredEmbedder:
 
 def embedder_for(section: EmbeddingSection, *, offline: bool | None, load: Callable[..., Embedder]) -> Embedder:
     """The model `section` names, as `load` (`pinakes.embed.load_embedder`) gives it: deferred when
-    `load` is this build's loader and the section names the packaged model (its pinned files then
-    say exactly what the load will report), loaded at once otherwise, a substituted loader included."""
-    from pinakes.embed import loader
-    from pinakes.embed.packaged import packaged_model
+    the section names the packaged model and its registered provider is one that loads it (its
+    pinned files then say exactly what the load will report), loaded at once otherwise."""
+    from pinakes.embed.loader import packaged_for, provider_spec
 
-    packaged = packaged_model(section.provider, section.model)
-    if (load is not loader.load_embedder or packaged is None or packaged.dim != section.dim
-            or (section.revision or None) not in (None, packaged.revision)):
+    packaged = packaged_for(provider_spec(section.provider), section)
+    if packaged is None or packaged.dim != section.dim:
         return load(section, offline=offline)
     from pinakes.embed.packaged import verified_files
     from pinakes.embed.tokens import TokenCounter, max_seq_length_from_dir

@@ -42,20 +42,23 @@ import os
 import socket
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.embed import ray_connect
 from pinakes.embed.base import ModelIdentity
+from pinakes.embed.loader import load_embedder, packaged_for, provider_spec
+from pinakes.embed.registry import EXECUTORS
 from pinakes.errors import EXIT_UNAVAILABLE, MissingExtraError, ModelMismatchError, PinakesError, UsageError
 
 if TYPE_CHECKING:
     import numpy as np
 
     from pinakes.embed.base import Embedder
+    from pinakes.embed.settings import EmbeddingSection
     from pinakes.embed.tokens import TokenCounter
-    from pinakes.manifest import EmbeddingSection
+    from pinakes.embed.untyped import RayActor, RayModule, RayRef
 
 # Batches queued per worker beyond the one it runs: one, so a worker finds its next batch waiting
 # when it finishes one, while the driver holds at most 2 x workers batches of text and vectors.
@@ -70,8 +73,6 @@ WAIT_SLICE_S = 1.0
 CONNECT_TIMEOUT_S = 5.0
 # Where the workers are named (`ray list actors`): embed-<driver pid>-<node id>.
 WORKER_NAMESPACE = "pinakes"
-# The providers whose model runs in-process, which a worker can hold.
-LOCAL_MODEL_PROVIDERS = ("sentence-transformers", "fastembed")
 START_CLUSTER = "start one with `ray start --head` (and `ray start --address HEAD:6379` on each other machine)"
 
 
@@ -87,6 +88,18 @@ def cluster_address(flag: str | None, manifest_address: str | None) -> str:
     return flag or manifest_address or os.environ.get("RAY_ADDRESS") or "auto"
 
 
+@dataclass(frozen=True)
+class WorkerStarted:
+    """What a worker's start reports to the driver: the model it loaded, to check it and to chunk
+    with its tokenizer; or, instead, the loader's refusal (rendered)."""
+
+    identity: ModelIdentity | None = None
+    max_input_tokens: int = 0
+    tokenizer: str | None = None  # the tokenizer as JSON (TokenCounter.to_str)
+    node: str = ""
+    refused: str | None = None
+
+
 class EmbedWorker:
     """One per Ray node (a Ray actor): the model, loaded once, embedding the batches it is sent."""
 
@@ -96,19 +109,18 @@ class EmbedWorker:
         self._threads = threads
         self._embedder: Embedder | None = None
 
-    def start(self) -> dict[str, Any]:
+    def start(self) -> WorkerStarted:
         """Load the model; what the driver needs to check it and to chunk (or the loader's refusal)."""
-        from pinakes.embed.loader import load_embedder
+        from pinakes.embed.tokens import TokenCounter
 
         try:
             embedder = load_embedder(self._section, offline=self._offline, threads=self._threads)
         except PinakesError as exc:
-            return {"refused": exc.render()}
+            return WorkerStarted(refused=exc.render())
         self._embedder = embedder
         counter = getattr(embedder, "token_counter", None)
-        return {"identity": asdict(embedder.identity), "max_input_tokens": embedder.max_input_tokens,
-                "tokenizer": counter.to_str() if counter is not None else None,
-                "node": _node_name()}
+        return WorkerStarted(embedder.identity, embedder.max_input_tokens,
+                             counter.to_str() if isinstance(counter, TokenCounter) else None, _node_name())
 
     def embed(self, texts: list[str], batch_size: int) -> np.ndarray:
         assert self._embedder is not None, "start() loads the model first"
@@ -116,8 +128,7 @@ class EmbedWorker:
 
 
 def _node_name() -> str:
-    import ray
-
+    ray = _import_ray()
     return f"{ray.util.get_node_ip_address()} ({ray.get_runtime_context().get_node_id()[:8]})"
 
 
@@ -125,15 +136,15 @@ def expected_identity(section: EmbeddingSection) -> ModelIdentity | None:
     """The identity the workers must report, known on the driver without loading the weights: a
     packaged model's pinned digest, a local model directory's weights, or the snapshot of a hub model
     this machine's cache holds; None otherwise (then every worker must agree with the first)."""
-    from pinakes.embed.packaged import packaged_model
     from pinakes.embed.snapshot import local_weights_identity
 
-    packaged = packaged_model(section.provider, section.model)
-    if packaged is not None and (section.revision or None) in (None, packaged.revision):  # as the loader picks it
+    spec = provider_spec(section.provider)
+    packaged = packaged_for(spec, section)  # as the loader picks it
+    if packaged is not None:
         return ModelIdentity(section.provider, section.model, packaged.revision, packaged.weights.sha256,
                              packaged.dim)
-    if section.provider != "sentence-transformers":
-        return None  # fastembed names a hub model's weights only once loaded
+    if spec.identity != "snapshot":
+        return None  # its weights are named only once loaded (fastembed's hub models)
     if Path(section.model).is_dir():
         revision, digest = local_weights_identity(Path(section.model))
         return ModelIdentity(section.provider, section.model, revision, digest, section.dim)
@@ -159,7 +170,7 @@ def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bo
     model: a RayEmbedder, or ClusterError / ModelMismatchError / the workers' loader refusal, all
     raised before any vector exists (a sync connects before it writes anything). `rebuilding`: the
     run writes a new index that replaces the live one only when it completes."""
-    if section.provider not in LOCAL_MODEL_PROVIDERS:
+    if EXECUTORS["ray"].refuses(provider_spec(section.provider)):
         raise UsageError(f"[embedding] provider {section.provider!r} already embeds outside this process; "
                          "--executor ray runs a local model on a cluster",
                          remedy="sync with `--executor local` (the default)")
@@ -180,7 +191,7 @@ def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bo
                      logging_level="ERROR", configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise _unreachable(address, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
-    workers: list[Any] = []
+    workers: list[RayActor] = []
     try:
         workers.extend(_start_workers(ray, section, offline))
         started = _wait_started(ray, workers, ray_connect.start_timeout_s())
@@ -196,7 +207,7 @@ def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bo
                        rebuilding=rebuilding)
 
 
-def _import_ray() -> Any:
+def _import_ray() -> RayModule:
     try:
         import ray
     except ImportError as exc:
@@ -245,7 +256,7 @@ def _unreachable(address: str, why: str, *, answered: bool = False) -> ClusterEr
                "wait; `pnk sync --executor local` embeds here instead")
 
 
-def _runtime_env() -> dict[str, Any]:
+def _runtime_env() -> dict[str, object]:
     """The driver's own pinakes code travels with the job, so workers run exactly this version."""
     import pinakes
 
@@ -254,7 +265,7 @@ def _runtime_env() -> dict[str, Any]:
                          if key in ("PNK_OFFLINE", "HF_HUB_OFFLINE")}}
 
 
-def _start_workers(ray: Any, section: EmbeddingSection, offline: bool | None) -> list[Any]:
+def _start_workers(ray: RayModule, section: EmbeddingSection, offline: bool | None) -> list[RayActor]:
     """One actor per alive node with CPUs, holding all of that node's CPUs (the model runtime
     spreads one batch over them, which beats several single-threaded copies of the model)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -264,7 +275,7 @@ def _start_workers(ray: Any, section: EmbeddingSection, offline: bool | None) ->
         raise ClusterError("the Ray cluster has no node with a CPU to embed on",
                            remedy=f"{START_CLUSTER}; give each node CPUs (`ray start --num-cpus N`)")
     remote = ray.remote(EmbedWorker)
-    workers: list[Any] = []
+    workers: list[RayActor] = []
     for node in nodes:
         cpus = int(node["Resources"]["CPU"])
         workers.append(remote.options(
@@ -275,7 +286,7 @@ def _start_workers(ray: Any, section: EmbeddingSection, offline: bool | None) ->
     return workers
 
 
-def _wait_started(ray: Any, workers: list[Any], timeout_s: float) -> list[dict[str, Any]]:
+def _wait_started(ray: RayModule, workers: list[RayActor], timeout_s: float) -> list[WorkerStarted]:
     """Every worker's start() report; ClusterError when they are not all up within `timeout_s`
     (an actor waits, silently and for ever, for CPUs another job holds)."""
     from ray.exceptions import GetTimeoutError
@@ -292,29 +303,30 @@ def _wait_started(ray: Any, workers: list[Any], timeout_s: float) -> list[dict[s
 
 
 def _check_workers(section: EmbeddingSection,
-                   started: Sequence[dict[str, Any]]) -> tuple[ModelIdentity, int, str]:
+                   started: Sequence[WorkerStarted]) -> tuple[ModelIdentity, int, str]:
     """Every worker loaded the model the driver expects, the same one: else the run is refused."""
+    reports: list[tuple[ModelIdentity, WorkerStarted]] = []
     for report in started:
-        if "refused" in report:
-            raise PinakesError(f"a Ray worker could not load the model:\n{report['refused']}",
+        if report.refused is not None or report.identity is None:
+            raise PinakesError(f"a Ray worker could not load the model:\n{report.refused}",
                                remedy="install the model's packages on every node (docs/GUIDE.md, "
                                       "\"Embedding on a cluster\"), then sync again")
-    reports = [(ModelIdentity(**report["identity"]), report) for report in started]
+        reports.append((report.identity, report))
     expected = expected_identity(section) or reports[0][0]
     for identity, report in reports:
         if identity != expected:
             raise ModelMismatchError(
-                f"the Ray worker on {report['node']} loaded {identity.model} with weights sha256 "
+                f"the Ray worker on {report.node} loaded {identity.model} with weights sha256 "
                 f"{identity.weights_sha256} ({identity.revision}), but this sync expects "
                 f"{expected.weights_sha256} ({expected.revision}); refusing to mix two models' vectors "
                 "in one index (nothing was embedded or written)",
                 remedy="install the same model files on every node (the same pinakes-kb extras and "
                        "[embedding] revision), then sync again")
     first = reports[0][1]
-    if first["tokenizer"] is None:
+    if first.tokenizer is None:
         raise PinakesError(f"{expected.model} ({expected.provider}) exposes no tokenizer to count with",
                            remedy="use `pnk sync --executor local` for this model")
-    return expected, int(first["max_input_tokens"]), str(first["tokenizer"])
+    return expected, first.max_input_tokens, first.tokenizer
 
 
 @dataclass
@@ -332,7 +344,7 @@ class RayEmbedder:
     """An `Embedder` whose model runs on the cluster's workers; token counts are the driver's own
     (the workers' tokenizer, loaded here without the weights)."""
 
-    def __init__(self, ray: Any, workers: list[Any], *, identity: ModelIdentity, max_input_tokens: int,
+    def __init__(self, ray: RayModule, workers: list[RayActor], *, identity: ModelIdentity, max_input_tokens: int,
                  counter: TokenCounter, batch_size: int, address: str, owns_connection: bool,
                  on_workers: Callable[[int], None] | None, rebuilding: bool = False) -> None:
         self._ray = ray
@@ -348,7 +360,7 @@ class RayEmbedder:
         self.watch_workers(on_workers)
         # Model batches of every call not yet collected: waiting for a worker, and on one.
         self._queued: deque[tuple[EmbedCall, list[int]]] = deque()
-        self._in_flight: dict[Any, tuple[EmbedCall, list[int], Any]] = {}
+        self._in_flight: dict[RayRef, tuple[EmbedCall, list[int], RayActor]] = {}
 
     @property
     def workers_alive(self) -> int:
@@ -421,7 +433,7 @@ class RayEmbedder:
             raise call.error
         return call.rows
 
-    def _receive(self, ref: Any) -> None:
+    def _receive(self, ref: RayRef) -> None:
         owner, indices, worker = self._in_flight.pop(ref)
         owner.outstanding -= 1
         try:
@@ -478,7 +490,7 @@ class RayEmbedder:
                 self._in_flight[ref] = (call, indices, worker)
                 load[id(worker)] += 1
 
-    def _result(self, ref: Any, worker: Any) -> np.ndarray | None:
+    def _result(self, ref: RayRef, worker: RayActor) -> np.ndarray | None:
         """The batch's vectors, or None when its worker died (then the worker is dropped)."""
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
@@ -497,7 +509,7 @@ class RayEmbedder:
         self._workers = []
 
 
-def _shutdown(ray: Any, workers: list[Any], disconnect: bool) -> None:
+def _shutdown(ray: RayModule, workers: list[RayActor], disconnect: bool) -> None:
     for worker in workers:
         with contextlib.suppress(Exception):  # already gone with its node: nothing left to end
             ray.kill(worker)

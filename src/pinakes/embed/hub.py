@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pinakes.embed.registry import Cache
 
 OFFLINE_ENV = "PNK_OFFLINE"
 _TRUE = {"1", "true", "yes", "on"}
@@ -67,3 +71,38 @@ def pinakes_model_dir() -> Path:
 def repo_cache_name(model: str) -> str:
     """huggingface_hub's directory name for a model repository (`models--org--name`)."""
     return "models--" + model.replace("/", "--")
+
+
+def local_copy(cache: Cache, model: str, revision: str | None) -> tuple[Path | None, str]:
+    """A hub model's directory in `cache` (None when it is not there), and that cache, in words.
+    Read without loading anything (doctor asks, before a sync would download it)."""
+    if cache == "hub":
+        return _hub_snapshot(model, revision), f"the Hugging Face cache ({hub_cache_dir()})"
+    return _fastembed_cache_entry(model), f"fastembed's cache under HF_HOME ({fastembed_cache_dir()})"
+
+
+def _hub_snapshot(model: str, revision: str | None) -> Path | None:
+    repo = hub_cache_dir() / repo_cache_name(model)
+    try:
+        commit = revision if revision and len(revision) == 40 else (
+            repo / "refs" / (revision or "main")).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    snapshot = repo / "snapshots" / commit
+    return snapshot if (snapshot / "config.json").is_file() else None
+
+
+def _fastembed_cache_entry(model: str) -> Path | None:
+    """fastembed names its cache entries after its own source repository (e.g. Qdrant's ONNX
+    export of a model), so the entry is found by the model's name rather than computed."""
+    name = model.split("/")[-1].lower()
+    cache = fastembed_cache_dir()
+    if not cache.is_dir():
+        return None
+    for entry in sorted(cache.iterdir()):
+        if name not in entry.name.lower():
+            continue
+        tokenizers = sorted(entry.rglob("tokenizer.json"))
+        if tokenizers:
+            return tokenizers[0].parent
+    return None

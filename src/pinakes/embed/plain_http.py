@@ -22,18 +22,35 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol, cast
 
 import httpx2
 
 from pinakes.http_json import Dropped, JSONEndpoint, TimedOut, Unreachable
+
+if TYPE_CHECKING:
+    from pinakes.embed.untyped import OpenAIModule
+
+
+class OpenAIClient(Protocol):
+    """What is read of the openai client, once: where it posts and the headers it sends."""
+
+    @property
+    def base_url(self) -> object: ...
+
+    @property
+    def default_headers(self) -> Mapping[str, object]: ...
+
+    @property
+    def auth_headers(self) -> Mapping[str, str]: ...
 
 
 class EmbeddingsEndpoint:
     """POST JSON under one base URL with the openai client's headers; 2xx answers are returned (as
     httpx2 responses), the rest raised as the client's own exceptions."""
 
-    def __init__(self, sdk: Any, client: Any, timeout_s: float) -> None:
+    def __init__(self, sdk: OpenAIModule, client: OpenAIClient, timeout_s: float) -> None:
         self._sdk = sdk
         self._base_url = str(client.base_url).rstrip("/") + "/"
         headers = {**client.default_headers, **client.auth_headers}
@@ -46,7 +63,7 @@ class EmbeddingsEndpoint:
                                        if self._base_url.startswith("https:") else None)
         self.timeout_s = timeout_s
 
-    def post(self, path: str, body: dict[str, Any], *, deadline: float | None = None,
+    def post(self, path: str, body: dict[str, object], *, deadline: float | None = None,
              max_bytes: int | None = None) -> httpx2.Response:
         """One request, over by `deadline` (monotonic; default `timeout_s` from now) with an answer
         of at most `max_bytes` (the transport's TooLarge otherwise, raised as is)."""
@@ -84,8 +101,9 @@ class EmbeddingsEndpoint:
         with contextlib.suppress(ValueError):
             body = json.loads(str(body))
         if isinstance(body, dict):
-            body = body.get("error", body)
-            detail = body.get("message") if isinstance(body, dict) else None
+            fields = cast("dict[str, object]", body)
+            body = fields.get("error", fields)
+            detail = cast("dict[str, object]", body).get("message") if isinstance(body, dict) else None
             if isinstance(detail, str) and detail:
                 message += f" - {detail}"
         errors = self._sdk

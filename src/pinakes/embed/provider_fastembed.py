@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.embed._common import ProviderEmbedder
 from pinakes.embed.base import ModelIdentity
@@ -19,6 +19,9 @@ from pinakes.errors import MissingExtraError, ModelUnavailableError
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from pinakes.embed.loader import LoadRequest
+    from pinakes.embed.untyped import FastembedModel, OnnxObject
 
 PROVIDER = "fastembed"
 # ONNX Runtime keeps the arena its largest call needed, so the padded-token cap sets this provider's
@@ -34,15 +37,16 @@ PACKAGED_REGISTRY_NAME = "pinakes-packaged/all-MiniLM-L6-v2-onnx-int8"
 
 
 class FastembedEmbedder(ProviderEmbedder):
-    def __init__(self, model: Any, identity: ModelIdentity, batch_size: int) -> None:
+    def __init__(self, model: FastembedModel, identity: ModelIdentity, batch_size: int) -> None:
         # fastembed exposes no public accessor for its tokenizer or input limit: both are read from
         # the loaded ONNX model object, which has carried them since fastembed 0.2.
         tokenizer = model.model.tokenizer
         counter = TokenCounter(tokenizer)
-        max_length = (tokenizer.truncation or {}).get("max_length")
-        if not max_length:
+        truncation: dict[str, object] = tokenizer.truncation or {}
+        max_length = truncation.get("max_length")
+        if not isinstance(max_length, int) or not max_length:
             raise ModelUnavailableError(f"fastembed reports no input limit for {identity.model}")
-        super().__init__(identity, int(max_length) - counter.special_tokens, counter, batch_size,
+        super().__init__(identity, max_length - counter.special_tokens, counter, batch_size,
                          max_batch_tokens=FASTEMBED_BATCH_TOKENS)
         self._model = model
         self._bounded_session = False
@@ -66,7 +70,7 @@ class FastembedEmbedder(ProviderEmbedder):
         return next(iter(self._model.query_embed(text)))
 
 
-def disable_memory_pattern(model: Any) -> None:
+def disable_memory_pattern(model: FastembedModel) -> None:
     """Rebuild the ONNX Runtime session fastembed created for `model` (a TextEmbedding) with
     `enable_mem_pattern` off, everything else as fastembed set it.
 
@@ -82,27 +86,31 @@ def disable_memory_pattern(model: Any) -> None:
     from (onnxruntime's `InferenceSession._model_path`). tests/test_embed_batching.py fails if
     either moves.
     """
-    import onnxruntime as ort
+    import onnxruntime as ort  # pyright: ignore[reportMissingTypeStubs]
 
-    session = model.model.model
-    if not isinstance(session, ort.InferenceSession):
-        raise RuntimeError(f"fastembed's model has no ONNX Runtime session where expected: {type(session)!r}")
-    options = session.get_session_options()
+    if not isinstance(model.model.model, ort.InferenceSession):
+        raise RuntimeError(f"fastembed's model has no ONNX Runtime session where expected: {type(model.model.model)!r}")
+    session: OnnxObject = model.model.model
+    options: OnnxObject = session.get_session_options()
     if not options.enable_mem_pattern:
         return
     model_path = getattr(session, "_model_path", None)
     if not model_path:
         raise RuntimeError("cannot find the file fastembed's ONNX Runtime session was loaded from")
     options.enable_mem_pattern = False
-    providers = session.get_providers()
-    provider_options = session.get_provider_options()
+    providers: list[str] = session.get_providers()
+    provider_options: dict[str, dict[str, str]] = session.get_provider_options()
     model.model.model = ort.InferenceSession(
         model_path, sess_options=options, providers=providers,
         provider_options=[provider_options.get(name, {}) for name in providers])
 
 
-def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
-         packaged: PackagedModel | None, threads: int | None = None) -> FastembedEmbedder:
+def load(request: LoadRequest) -> FastembedEmbedder:
+    """The model `request.section` names (the registry's `load` for "fastembed"), its ONNX Runtime
+    session capped at `request.threads`."""
+    model, packaged, offline, threads = (request.section.model, request.packaged, request.offline,
+                                         request.threads)
+    revision = None if packaged is not None else request.section.revision or None
     try:
         from fastembed import TextEmbedding
     except ImportError as exc:
@@ -127,10 +135,10 @@ def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
         identity_parts = _hub_identity(loaded)
     dim = int(loaded.embedding_size)
     identity = ModelIdentity(PROVIDER, model, identity_parts[0], identity_parts[1], dim)
-    return FastembedEmbedder(loaded, identity, batch_size)
+    return FastembedEmbedder(loaded, identity, request.section.batch_size)
 
 
-def _register_packaged(text_embedding: Any, packaged: PackagedModel) -> None:
+def _register_packaged(text_embedding: type[FastembedModel], packaged: PackagedModel) -> None:
     from fastembed.common.model_description import ModelSource, PoolingType
 
     registered = {entry["model"].lower() for entry in text_embedding.list_supported_models()}
@@ -148,8 +156,8 @@ def _register_packaged(text_embedding: Any, packaged: PackagedModel) -> None:
     )
 
 
-def _load_registered(text_embedding: Any, model: str, cache_dir: str, *, offline: bool,
-                     threads: int | None = None) -> Any:
+def _load_registered(text_embedding: type[FastembedModel], model: str, cache_dir: str, *, offline: bool,
+                     threads: int | None = None) -> FastembedModel:
     supported = {entry["model"].lower() for entry in text_embedding.list_supported_models()}
     if model.lower() not in supported:
         raise ModelUnavailableError(
@@ -174,7 +182,7 @@ def _load_registered(text_embedding: Any, model: str, cache_dir: str, *, offline
 
 
 @contextlib.contextmanager
-def _quiet_fastembed() -> Iterator[None]:
+def _quiet_fastembed() -> Generator[None, None, None]:
     """fastembed logs an ERROR for every source it tries before raising; the raised error (turned
     into one ModelUnavailableError) is the message the user needs."""
     try:
@@ -189,7 +197,7 @@ def _quiet_fastembed() -> Iterator[None]:
         logger.enable("fastembed")
 
 
-def _hub_identity(loaded: Any) -> tuple[str, str]:
+def _hub_identity(loaded: FastembedModel) -> tuple[str, str]:
     inner = loaded.model
     model_dir = Path(inner._model_dir)
     weights = model_dir / inner.model_description.model_file

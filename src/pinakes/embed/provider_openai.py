@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from concurrent import futures
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from pinakes.embed._common import refuse_too_long
 from pinakes.embed.base import ModelIdentity
@@ -54,10 +54,17 @@ from pinakes.embed.tokens import TokenCounter
 from pinakes.errors import EmbeddingEndpointError, ManifestError, MissingExtraError
 
 if TYPE_CHECKING:
-    import numpy as np
+    import contextlib
 
-    from pinakes.embed.spending import EmbeddingSpending
-    from pinakes.manifest.sections import EmbeddingSection, RemoteEmbedding
+    import httpx2
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    from pinakes.embed.loader import LoadRequest
+    from pinakes.embed.plain_http import EmbeddingsEndpoint
+    from pinakes.embed.settings import RemoteEmbedding
+    from pinakes.embed.spending import EmbeddingSpending, Reservation
+    from pinakes.embed.untyped import OpenAIModule
 
 PROVIDER = "openai-compatible"
 EXTRA = "remote"
@@ -113,7 +120,7 @@ class _ExactCounter(TokenCounter):
 class RemoteEmbedder:
     """An `Embedder` whose model runs behind an OpenAI-compatible endpoint."""
 
-    def __init__(self, settings: RemoteEmbedding, model: str, dim: int, client: Any, sdk: Any,
+    def __init__(self, settings: RemoteEmbedding, model: str, dim: int, client: EmbeddingsEndpoint, sdk: OpenAIModule,
                  counter: ByteBound | _ExactCounter, batch_size: int,
                  spending: EmbeddingSpending | None) -> None:
         self.settings = settings
@@ -236,23 +243,23 @@ class RemoteEmbedder:
             return self._checked(payload, texts, counts, billed)
         raise AssertionError("unreachable: the last attempt raises")
 
-    def _post(self, texts: list[str], deadline: float | None = None, limit: int | None = None) -> Any:
+    def _post(self, texts: list[str], deadline: float | None = None, limit: int | None = None) -> httpx2.Response:
         """One POST /embeddings, answered as the raw HTTP response and parsed here: the client's
         typed `embeddings.create` checks every input string against its schema and builds one
         object per float returned (~40 ms for 64 x 768 on this project's machines, eight times the
         JSON itself), and even its untyped `post` costs as much CPU as a local server's 5%
         (embed/plain_http.py; bench/bench_remote_embed.py)."""
-        body = {"input": texts, "model": self.model, "encoding_format": self.encoding}
+        body: dict[str, object] = {"input": texts, "model": self.model, "encoding_format": self.encoding}
         return self._client.post("embeddings", body, deadline=deadline, max_bytes=limit)
 
-    def _reserved(self, bound: int, query: bool) -> Any:
+    def _reserved(self, bound: int, query: bool) -> contextlib.AbstractContextManager[Reservation | None]:
         import contextlib
 
         if self._spending is None:
             return contextlib.nullcontext(None)
         return self._spending.request(self.model, bound, query=query)
 
-    def _failed(self, exc: BaseException, call: Any, attempt: int, attempts: int,
+    def _failed(self, exc: BaseException, call: Reservation | None, attempt: int, attempts: int,
                 deadline: float | None = None) -> float:
         """Close the failed attempt's reservation; the wait before the next attempt, or raise."""
         from pinakes.http_json import backoff_s, past, retry_after_s, transient
@@ -288,13 +295,14 @@ class RemoteEmbedder:
             remedy=f"check that the server at {self.settings.base_url} is running and serves {self.model}; "
                    "then run the command again")
 
-    def _checked(self, payload: dict[str, Any], texts: list[str], counts: list[int],
+    def _checked(self, payload: dict[str, object], texts: list[str], counts: list[int],
                  billed: int | None) -> np.ndarray:
         """The response's vectors as unit float32 rows in input order, or the batch fails."""
         import numpy as np
 
-        data = payload.get("data")
-        data = [item for item in data if isinstance(item, dict)] if isinstance(data, list) else []
+        items = payload.get("data")
+        data = [cast("dict[str, object]", item) for item in cast("list[object]", items)
+                if isinstance(item, dict)] if isinstance(items, list) else []
         if len(data) != len(texts):
             raise self._endpoint_error(f"it returned {len(data)} vectors for {len(texts)} inputs", answered=True)
         ordered = _in_input_order(data)
@@ -372,6 +380,34 @@ class RemoteEmbedder:
             self.agreed_with = recorded_value
         return agreement
 
+    def answered_dimension(self) -> int:
+        """The width of the vector the endpoint gives one text, from one request (what `pnk init`
+        writes as `dim`); this embedder's own `dim` is not checked."""
+        raw = None
+        limit = ANSWER_SLACK_BYTES + DIMENSION_READ_NUMBERS * ANSWER_BYTES_PER_NUMBER
+        for attempt in (1, 2):  # the second only when the server refused base64 (then floats are asked)
+            try:
+                raw = self._post([PROBE_TEXTS[0]], None, limit)
+                break
+            except self._sdk.APIError as exc:
+                time.sleep(self._failed(exc, None, attempt, 2))  # raises the endpoint's error unless it may retry
+        if raw is None:
+            raise self._endpoint_error("it refused every request")
+        data = (_json_object(raw.content) or {}).get("data")
+        first = cast("list[object]", data)[0] if isinstance(data, list) and data else None
+        vector = cast("dict[str, object]", first).get("embedding") if isinstance(first, dict) else None
+        if not isinstance(vector, (list, str)) or not vector:
+            raise self._endpoint_error("its answer holds no vector for the one input sent")
+        return int(self._matrix([vector]).shape[1])
+
+    def first_probe(self, *, for_search: bool) -> None:
+        """The load's probe. A search's is its first request, within its `search_timeout_s` (a
+        deadline the search then keeps: `begin_search`); a sync's has each attempt within timeout_s."""
+        if for_search:
+            self._search_deadline = time.monotonic() + self.settings.search_timeout_s
+            self._loaded_for_search = True
+        self.probe(self._search_deadline)
+
     def begin_search(self) -> bool:
         """Start one search's deadline (`search_timeout_s` for every request and wait it makes),
         and ask for the probe again when it is due; whether it asked. A model loaded for this very
@@ -390,7 +426,7 @@ class RemoteEmbedder:
         self.probe(self._search_deadline)
 
 
-def _in_input_order(data: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+def _in_input_order(data: list[dict[str, object]]) -> list[dict[str, object]] | None:
     """The answer's items sorted by `index`, or None unless the indexes are 0..n-1 once each
     (servers answer in order, so the usual case costs one comparison, not a sort)."""
     expected = list(range(len(data)))
@@ -398,37 +434,46 @@ def _in_input_order(data: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         indexes = [item.get("index") for item in data]
         if indexes == expected:
             return data
-        ordered = sorted(data, key=lambda item: int(item.get("index", 0)))
-        if [int(item.get("index", position)) for position, item in enumerate(ordered)] == expected:
+        ordered = sorted(data, key=lambda item: _position(item.get("index", 0)))
+        if [_position(item.get("index", position)) for position, item in enumerate(ordered)] == expected:
             return ordered
-    except (TypeError, ValueError):
+    except ValueError:
         pass
     return None
 
 
-def _json_object(content: bytes) -> dict[str, Any] | None:
+def _position(index: object) -> int:
+    """An item's `index` as a number (a server may send 1.0 or "1"); ValueError for anything else."""
+    if isinstance(index, (int, float, str)):
+        return int(index)
+    raise ValueError(f"not an index: {index!r}")
+
+
+def _json_object(content: bytes) -> dict[str, object] | None:
     try:
-        payload = json.loads(content)
+        payload: object = json.loads(content)
     except ValueError:
         return None
-    return payload if isinstance(payload, dict) else None
+    return cast("dict[str, object]", payload) if isinstance(payload, dict) else None  # a JSON object's keys are strings
 
 
-def _usage_tokens(payload: dict[str, Any] | None) -> int | None:
+def _usage_tokens(payload: dict[str, object] | None) -> int | None:
     """The input tokens the answer says it billed; None when it says nothing usable (Ollama and
     some llama.cpp builds report 0)."""
     usage = payload.get("usage") if payload is not None else None
     if not isinstance(usage, dict):
         return None
-    tokens = usage.get("prompt_tokens", usage.get("total_tokens"))
+    fields = cast("dict[str, object]", usage)
+    tokens = fields.get("prompt_tokens", fields.get("total_tokens"))
     return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else None
 
 
-def load(section: EmbeddingSection, *, kb_root: Path | None = None,
-         spending: EmbeddingSpending | None = None, for_search: bool = False) -> RemoteEmbedder:
-    """The remote model, probed: one request that both proves the endpoint answers (a clear error
-    when it does not, before a sync writes anything) and fingerprints the model behind it.
-    `for_search`: the probe is the first request of a search, within its `search_timeout_s`."""
+def load(request: LoadRequest) -> RemoteEmbedder:
+    """The remote model, probed (the registry's `load` for "openai-compatible"): one request that both
+    proves the endpoint answers (a clear error when it does not, before a sync writes anything) and
+    fingerprints the model behind it. `request.for_search`: the probe is the first request of a
+    search, within its `search_timeout_s`."""
+    section, kb_root, spending = request.section, request.kb_root, request.spending
     settings = section.remote
     if settings is None:
         raise ManifestError(f'[embedding] provider = "{PROVIDER}" needs base_url',
@@ -449,14 +494,11 @@ def load(section: EmbeddingSection, *, kb_root: Path | None = None,
     # No revision: the endpoint's URL may move (another host, a port) while the model stays; the
     # probe is what says whether it did.
     embedder.identity = ModelIdentity(PROVIDER, section.model, section.revision or "", "", section.dim)
-    if for_search:
-        embedder._search_deadline = time.monotonic() + settings.search_timeout_s
-        embedder._loaded_for_search = True
-    embedder.probe(embedder._search_deadline)  # None for a sync: each attempt within timeout_s
+    embedder.first_probe(for_search=request.for_search)
     return embedder
 
 
-def _client(sdk: Any, settings: RemoteEmbedding) -> Any:
+def _client(sdk: OpenAIModule, settings: RemoteEmbedding) -> EmbeddingsEndpoint:
     """The endpoint: the openai client's configuration (key, headers, base URL, error classes)
     with a lean request path (embed/plain_http.py says why and what); the manifest's timeout; no
     retries but ours (each attempt is reserved on its own)."""
@@ -467,7 +509,7 @@ def _client(sdk: Any, settings: RemoteEmbedding) -> Any:
     return EmbeddingsEndpoint(sdk, client, settings.timeout_s)
 
 
-def _load_tokenizer(path: Path) -> Any:
+def _load_tokenizer(path: Path) -> Tokenizer:
     from tokenizers import Tokenizer
 
     return Tokenizer.from_file(str(path))
@@ -507,7 +549,7 @@ def _counter(settings: RemoteEmbedding, kb_root: Path | None) -> ByteBound | _Ex
 
 def read_dimension(base_url: str, model: str, api_key_env: str | None, timeout_s: float = 30.0) -> int:
     """The dimension of `model`'s vectors, from one request (what `pnk init` writes as `dim`)."""
-    from pinakes.manifest.sections import RemoteEmbedding
+    from pinakes.embed.settings import RemoteEmbedding
 
     try:
         import openai
@@ -516,19 +558,4 @@ def read_dimension(base_url: str, model: str, api_key_env: str | None, timeout_s
                                 missing_module=exc.name or "openai") from exc
     settings = RemoteEmbedding(base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s)
     client = _client(openai, settings)
-    probe = RemoteEmbedder(settings, model, 0, client, openai, ByteBound(), 1, None)
-    raw = None
-    limit = ANSWER_SLACK_BYTES + DIMENSION_READ_NUMBERS * ANSWER_BYTES_PER_NUMBER
-    for attempt in (1, 2):  # the second only when the server refused base64 (then floats are asked)
-        try:
-            raw = probe._post([PROBE_TEXTS[0]], None, limit)
-            break
-        except openai.APIError as exc:
-            time.sleep(probe._failed(exc, None, attempt, 2))  # raises the endpoint's error unless it may retry
-    if raw is None:
-        raise probe._endpoint_error("it refused every request")
-    data = (_json_object(raw.content) or {}).get("data")
-    vector = data[0].get("embedding") if isinstance(data, list) and data and isinstance(data[0], dict) else None
-    if not isinstance(vector, (list, str)) or not vector:
-        raise probe._endpoint_error("its answer holds no vector for the one input sent")
-    return int(probe._matrix([vector]).shape[1])
+    return RemoteEmbedder(settings, model, 0, client, openai, ByteBound(), 1, None).answered_dimension()

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.embed._common import ProviderEmbedder
 from pinakes.embed.base import ModelIdentity
 from pinakes.embed.hub import hub_cache_dir, repo_cache_name
-from pinakes.embed.packaged import PackagedModel, sentence_transformers_dir
+from pinakes.embed.packaged import sentence_transformers_dir
 from pinakes.embed.snapshot import local_weights_identity, snapshot_identity
 from pinakes.embed.tokens import TokenCounter
 from pinakes.errors import MissingExtraError, ModelUnavailableError
@@ -17,11 +17,14 @@ from pinakes.errors import MissingExtraError, ModelUnavailableError
 if TYPE_CHECKING:
     import numpy as np
 
+    from pinakes.embed.loader import LoadRequest
+    from pinakes.embed.untyped import SentenceTransformersModel
+
 PROVIDER = "sentence-transformers"
 
 
 class SentenceTransformersEmbedder(ProviderEmbedder):
-    def __init__(self, model: Any, identity: ModelIdentity, batch_size: int) -> None:
+    def __init__(self, model: SentenceTransformersModel, identity: ModelIdentity, batch_size: int) -> None:
         tokenizer = model.tokenizer
         backend = getattr(tokenizer, "backend_tokenizer", None)
         if backend is None:
@@ -44,9 +47,11 @@ class SentenceTransformersEmbedder(ProviderEmbedder):
         return encode([text], convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
 
 
-def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
-         packaged: PackagedModel | None, threads: int | None = None) -> SentenceTransformersEmbedder:
-    del threads  # torch's thread count belongs to the whole process: not this model's to set
+def load(request: LoadRequest) -> SentenceTransformersEmbedder:
+    """The model `request.section` names (the registry's `load` for "sentence-transformers"). The
+    request's thread cap is not applied: torch's thread count belongs to the whole process."""
+    model, packaged, offline = request.section.model, request.packaged, request.offline
+    revision = None if packaged is not None else request.section.revision or None
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
@@ -54,6 +59,7 @@ def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
                                 missing_module=exc.name or "sentence_transformers") from exc
     _quiet_weight_loading()
 
+    loaded: SentenceTransformersModel
     if packaged is not None:
         model_dir = sentence_transformers_dir(packaged)
         loaded = SentenceTransformer(str(model_dir), local_files_only=True)
@@ -69,7 +75,7 @@ def load(model: str, revision: str | None, *, offline: bool, batch_size: int,
     if dim is None:
         raise ModelUnavailableError(f"{model} does not report its embedding dimension")
     identity = ModelIdentity(PROVIDER, model, identity_parts[0], identity_parts[1], int(dim))
-    return SentenceTransformersEmbedder(loaded, identity, batch_size)
+    return SentenceTransformersEmbedder(loaded, identity, request.section.batch_size)
 
 
 def _cache_folder_argument() -> str | None:
@@ -92,7 +98,8 @@ def _quiet_weight_loading() -> None:
     transformers_logging.disable_progress_bar()
 
 
-def _load_hub(factory: Any, model: str, revision: str | None, *, offline: bool) -> Any:
+def _load_hub(factory: type[SentenceTransformersModel], model: str, revision: str | None, *,
+              offline: bool) -> SentenceTransformersModel:
     try:
         return factory(model, revision=revision, cache_folder=_cache_folder_argument(),
                        local_files_only=offline)

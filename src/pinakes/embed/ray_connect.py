@@ -32,7 +32,7 @@ import subprocess
 import sys
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from typing import cast
 
 # How long a sync waits for a Ray cluster to accept it. A healthy cluster accepts a driver in a few
 # seconds; the wait is for a busy head node.
@@ -126,15 +126,15 @@ def probe(address: str, timeout_s: float) -> str | None:
     return _with_last_log(plain(reason), err)
 
 
-def _verdict(out: str) -> dict[str, Any]:
+def _verdict(out: str) -> dict[str, object]:
     """The child's last JSON line."""
     for line in reversed(out.splitlines()):
         try:
-            data = json.loads(line)
+            data: object = json.loads(line)
         except ValueError:
             continue
         if isinstance(data, dict):
-            return data  # pyright: ignore[reportUnknownVariableType]
+            return cast("dict[str, object]", data)  # a JSON object's keys are strings
     return {}
 
 
@@ -156,9 +156,10 @@ def quiet_driver_messages() -> None:
         ray_worker.print_to_stdstream = _keep
 
 
-def _keep(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+def _keep(data: Mapping[str, object], ignore_prefix: bool = False) -> None:
     del ignore_prefix
-    for message in data.get("lines", []):
+    lines = data.get("lines")
+    for message in cast("list[object]", lines) if isinstance(lines, list) else []:
         first = next((line for line in str(message).splitlines() if line.strip()), "")
         if first:
             _said.append(plain(first)[:_SAID_CHARS])
@@ -177,7 +178,8 @@ def _main(argv: list[str]) -> int:
 
         import ray
 
-        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=False)
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR,  # pyright: ignore[reportUnknownMemberType] (a parameter's type is partly unknown)
+                 configure_logging=False)
     except Exception as exc:  # whatever Ray raises is the verdict
         print(json.dumps({"error": (str(exc).strip().splitlines() or [type(exc).__name__])[0]}), flush=True)
         sys.stderr.flush()

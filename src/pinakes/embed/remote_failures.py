@@ -11,18 +11,19 @@ shared transport's (pinakes/http_json.py `remedy`), worded once for this and the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from pinakes.errors import EmbeddingEndpointError
 from pinakes.http_json import CUT, NO_ANSWER, REFUSED, Endpoint, quoted, remedy, transient
 
 if TYPE_CHECKING:
-    from pinakes.manifest.sections import RemoteEmbedding
+    from pinakes.embed.settings import RemoteEmbedding
+    from pinakes.embed.untyped import OpenAIModule
     from pinakes.paid import CallFailure
 
 
 def failure_error(settings: RemoteEmbedding, model: str, exc: BaseException, failure: CallFailure | None,
-                  sdk: Any, *, attempt: int, deadline: float | None, wait: float | None) -> EmbeddingEndpointError:
+                  sdk: OpenAIModule, *, attempt: int, deadline: float | None, wait: float | None) -> EmbeddingEndpointError:
     """The error for a request that failed and will not be tried again. `deadline`: the search's
     (None for a sync's requests); `wait`: the wait the next attempt needed when it was the
     deadline, not the attempts, that stopped the retries."""
@@ -53,7 +54,7 @@ def answered_error(settings: RemoteEmbedding, model: str, what: str) -> Embeddin
 
 
 def _remedy(settings: RemoteEmbedding, model: str, exc: BaseException, failure: CallFailure | None,
-            sdk: Any, status: object, deadline: float | None) -> str:
+            sdk: OpenAIModule, status: object, deadline: float | None) -> str:
     """This endpoint's own remedies first (its path, its batch size, its model's input limit, its
     deadlines); then those every endpoint shares (pinakes/http_json.py `remedy`)."""
     url = settings.base_url
@@ -95,6 +96,6 @@ def _slow_remedy(settings: RemoteEmbedding, *, searching: bool) -> str:
 
 def _detail(exc: BaseException) -> str:
     """The message the server gave with its refusal, shortened (it is the server's text: one line)."""
-    body = getattr(exc, "body", None)
-    detail = body.get("message") if isinstance(body, dict) else body if isinstance(body, str) else None
+    body: object = getattr(exc, "body", None)
+    detail = cast("dict[str, object]", body).get("message") if isinstance(body, dict) else body
     return quoted(detail) if isinstance(detail, str) else ""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
@@ -30,7 +30,7 @@ from pinakes.budget.ledger import EMBED_OPERATION
 from pinakes.budget.prices import ModelPrice, load_prices
 
 if TYPE_CHECKING:
-    from pinakes.manifest import BudgetSection
+    from pinakes.budget.settings import BudgetSection
 
 
 @dataclass
@@ -97,7 +97,7 @@ class EmbeddingSpending(PricedEndpoint):
         self._documents: Plan | None = None
 
     @contextlib.contextmanager
-    def request(self, model: str, max_input_tokens: int, *, query: bool) -> Iterator[Reservation]:
+    def request(self, model: str, max_input_tokens: int, *, query: bool) -> Generator[Reservation, None, None]:
         """Reserve one request's worst case (raises the accountant's BudgetError, before anything is
         sent, when a cap would be breached); yield it to be closed."""
         shape = CallShape(model, max_input_tokens=max_input_tokens, max_output_tokens=1)

@@ -12,12 +12,13 @@ import difflib
 import math
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import TypedDict
+from typing import Any
 
 from pinakes import __version__
+from pinakes.embed.registry import EXECUTORS, PROVIDERS, RERANKERS, default_reranker
 from pinakes.extract.registry import PDF_BACKENDS
 from pinakes.extract.source_types import CLASSIC_TYPES, SOURCE_TYPES
 from pinakes.ids import is_ulid
@@ -30,21 +31,13 @@ from pinakes.manifest.sections import (
     DEFAULT_EXTRACTION_MODEL,
     DEFAULT_INCLUDE,
     DEFAULT_RERANK_MODEL,
-    EMBEDDING_EXECUTORS,
-    EMBEDDING_PROVIDERS,
     FIT_FEATURES,
     GRAPH_CHANNELS,
     HEADING_GRAMMARS,
-    HTTP_RERANK_KEYS,
-    HTTP_RERANK_PROVIDER,
-    LOCAL_EMBEDDING_PROVIDERS,
     MODEL,
     ON_EXCEED,
-    REMOTE_EMBEDDING_KEYS,
-    REMOTE_EMBEDDING_PROVIDER,
     REQUIRED_SECTIONS,
     RERANK_APIS,
-    RERANK_PROVIDERS,
     SIGNALS,
     TOP_LEVEL_SECTIONS,
     UNBUILT_GRAPH_CHANNELS,
@@ -105,8 +98,7 @@ def read_manifest(data: Mapping[str, TomlValue], path: Path, problems: Problems)
     chunking = _read_chunking(tables["chunking"])
     retrieval = _read_retrieval(tables["retrieval"])
     # A remote embedding model's reranker still runs in process: the lighter local provider.
-    rerank = _read_rerank(tables["rerank"], default_provider=embedding.provider if embedding.provider in
-                          LOCAL_EMBEDDING_PROVIDERS else LOCAL_EMBEDDING_PROVIDERS[1])
+    rerank = _read_rerank(tables["rerank"], default_provider=default_reranker(embedding.provider))
     budget = _read_budget(tables["budget"])
     deep = _read_deep(tables["deep"])
     links = _read_links(tables["links"])
@@ -205,7 +197,7 @@ def _normalise_roots(table: _Table, roots: tuple[str, ...]) -> tuple[str, ...]:
 
 def _read_embedding(table: _Table) -> EmbeddingSection:
     return EmbeddingSection(
-        provider=table.choice("provider", None, EMBEDDING_PROVIDERS),
+        provider=table.choice("provider", None, tuple(PROVIDERS)),
         model=table.required_string("model", '"sentence-transformers/all-MiniLM-L6-v2"'),
         dim=table.integer("dim", None, minimum=1),
         revision=table.optional_string("revision", '"<commit hash>"'),
@@ -218,54 +210,61 @@ def _read_embedding(table: _Table) -> EmbeddingSection:
 
 def _read_executor(table: _Table) -> str:
     """Where the model runs; a remote provider's model already runs elsewhere, so not on Ray."""
-    executor = table.choice("executor", "local", EMBEDDING_EXECUTORS)
-    if executor == "ray" and table.raw_value("provider") == REMOTE_EMBEDDING_PROVIDER:
-        table.fail("executor", f'"ray" runs a local model on a cluster; provider "{REMOTE_EMBEDDING_PROVIDER}" '
+    executor = table.choice("executor", "local", tuple(EXECUTORS))
+    provider = PROVIDERS.get(str(table.raw_value("provider")))
+    if provider is not None and EXECUTORS[executor].refuses(provider):
+        table.fail("executor", f'"{executor}" runs a local model on a cluster; provider "{provider.name}" '
                                "already embeds on its server", 'delete the line (or set executor = "local")')
     return executor
 
 
-class _RemoteEmbeddingKeys(TypedDict, total=False):
-    """The remote provider's keys of [embedding] (EmbeddingSection's fields of the same names)."""
-
-    base_url: str
-    api_key_env: str | None
-    concurrency: int
-    timeout_s: int
-    search_timeout_s: int
-    max_input_tokens: int
-    tokenizer: str | None
-    input_usd_per_mtok: Decimal | None
+def _read_remote_embedding(table: _Table) -> dict[str, Any]:  # Any: each key's own type, spread into EmbeddingSection
+    """The keys the chosen provider takes as its own (embed/registry.py: the endpoint's, for
+    `provider = "openai-compatible"`), read; any other provider's own key is refused."""
+    taken = _own_keys(table, {name: spec.keys for name, spec in PROVIDERS.items()})
+    return {name: _EMBEDDING_KEY_READERS[name](table) for name in taken}
 
 
-def _read_remote_embedding(table: _Table) -> _RemoteEmbeddingKeys:
-    """The remote provider's keys: required with `provider = "openai-compatible"`, refused without it
-    (a key the chosen provider ignores is not a setting)."""
-    if table.raw_value("provider") != REMOTE_EMBEDDING_PROVIDER:
-        for name in REMOTE_EMBEDDING_KEYS:
-            if table.has(name):
-                table.fail(name, f'only applies to provider = "{REMOTE_EMBEDDING_PROVIDER}"',
-                           "delete the line, or set the provider it belongs to")
-        return {}
-    base_url = table.required_string("base_url", '"http://127.0.0.1:11434/v1"')
+def _own_keys(table: _Table, keys_by_provider: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The keys the table's provider takes as its own. A key only other providers take is refused,
+    naming them: a key the chosen provider ignores is not a setting."""
+    taken = keys_by_provider.get(str(table.raw_value("provider")), ())
+    for name in dict.fromkeys(key for keys in keys_by_provider.values() for key in keys):
+        if name not in taken and table.has(name):
+            owners = " or ".join(f'provider = "{provider}"' for provider, keys in keys_by_provider.items()
+                                 if name in keys)
+            table.fail(name, f"only applies to {owners}", "delete the line, or set the provider it belongs to")
+    return taken
+
+
+def _url(table: _Table, example: str) -> str:
+    base_url = table.required_string("base_url", f'"{example}"')
     if base_url and not base_url.startswith(("http://", "https://")):
         table.fail("base_url", f"{base_url!r} is not an http:// or https:// URL",
-                   'write the endpoint\'s root, e.g. base_url = "http://127.0.0.1:11434/v1"')
-    api_key_env = table.optional_string("api_key_env", '"OPENAI_API_KEY"')
+                   f'write the endpoint\'s root, e.g. base_url = "{example}"')
+    return base_url
+
+
+def _variable_name(table: _Table, example: str) -> str | None:
+    api_key_env = table.optional_string("api_key_env", f'"{example}"')
     if api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
         table.fail("api_key_env", f"{api_key_env!r} is not an environment variable's name (the key "
                                   "itself never goes in the manifest)",
-                   'name the variable that holds the key, e.g. api_key_env = "OPENAI_API_KEY"')
-    return {
-        "base_url": base_url,
-        "api_key_env": api_key_env,
-        "concurrency": table.integer("concurrency", 4, minimum=1),
-        "timeout_s": table.integer("timeout_s", 60, minimum=1),
-        "search_timeout_s": table.integer("search_timeout_s", 10, minimum=1),
-        "max_input_tokens": table.integer("max_input_tokens", 512, minimum=1),
-        "tokenizer": table.optional_string("tokenizer", '"models/bge-m3/tokenizer.json"'),
-        "input_usd_per_mtok": table.money("input_usd_per_mtok", Decimal(0), unit="USD") or None,  # 0: free
-    }
+                   f'name the variable that holds the key, e.g. api_key_env = "{example}"')
+    return api_key_env
+
+
+# How each provider-owned key is read: every key a provider may take (embed/registry.py) has one.
+_EMBEDDING_KEY_READERS: dict[str, Callable[[_Table], object]] = {
+    "base_url": lambda table: _url(table, "http://127.0.0.1:11434/v1"),
+    "api_key_env": lambda table: _variable_name(table, "OPENAI_API_KEY"),
+    "concurrency": lambda table: table.integer("concurrency", 4, minimum=1),
+    "timeout_s": lambda table: table.integer("timeout_s", 60, minimum=1),
+    "search_timeout_s": lambda table: table.integer("search_timeout_s", 10, minimum=1),
+    "max_input_tokens": lambda table: table.integer("max_input_tokens", 512, minimum=1),
+    "tokenizer": lambda table: table.optional_string("tokenizer", '"models/bge-m3/tokenizer.json"'),
+    "input_usd_per_mtok": lambda table: table.money("input_usd_per_mtok", Decimal(0), unit="USD") or None,  # 0: free
+}
 
 
 def _read_extraction(table: _Table) -> ExtractionSection:
@@ -405,64 +404,41 @@ def _absent_number(table: _Table, name: str) -> float:
 
 
 def _read_rerank(table: _Table, *, default_provider: str) -> RerankSection:
-    http = table.raw_value("provider") == HTTP_RERANK_PROVIDER
+    chosen = RERANKERS.get(str(table.raw_value("provider") or default_provider))
     return RerankSection(
-        provider=table.choice("provider", default_provider, RERANK_PROVIDERS),
+        provider=table.choice("provider", default_provider, tuple(RERANKERS)),
         model=table.optional_string("model", f'"{DEFAULT_RERANK_MODEL}"') or DEFAULT_RERANK_MODEL,
         revision=table.optional_string("revision", '"<commit hash>"'),
-        # One request per search where the server allows it (TEI's default limit is 32 texts).
-        batch_size=table.integer("batch_size", 32 if http else 16, minimum=1),
+        batch_size=table.integer("batch_size", chosen.batch_size if chosen else 16, minimum=1),
         **_read_http_rerank(table),
     )
 
 
-class _HTTPRerankKeys(TypedDict, total=False):
-    """The HTTP provider's keys of [rerank] (RerankSection's fields of the same names)."""
-
-    base_url: str
-    api: str
-    api_key_env: str | None
-    timeout_s: int
-    concurrency: int
-    input_usd_per_mtok: Decimal | None
-    usd_per_1k_search_units: Decimal | None
-
-
-def _read_http_rerank(table: _Table) -> _HTTPRerankKeys:
-    """The HTTP provider's keys: required with `provider = "http"`, refused without it."""
-    if table.raw_value("provider") != HTTP_RERANK_PROVIDER:
-        for name in HTTP_RERANK_KEYS:
-            if table.has(name):
-                table.fail(name, f'only applies to provider = "{HTTP_RERANK_PROVIDER}"',
-                           "delete the line, or set the provider it belongs to")
-        return {}
-    base_url = table.required_string("base_url", '"http://127.0.0.1:8080"')
-    if base_url and not base_url.startswith(("http://", "https://")):
-        table.fail("base_url", f"{base_url!r} is not an http:// or https:// URL",
-                   'write the endpoint\'s root, e.g. base_url = "http://127.0.0.1:8080"')
-    api = table.choice("api", None, RERANK_APIS)
-    if table.has("revision") and table.ok("revision"):
+def _read_http_rerank(table: _Table) -> dict[str, Any]:  # Any: each key's own type, spread into RerankSection
+    """The keys the chosen reranker takes as its own (embed/registry.py: the endpoint's, for
+    `provider = "http"`), read; any other reranker's own key is refused."""
+    taken = _own_keys(table, {name: spec.keys for name, spec in RERANKERS.items()})
+    values = {name: _RERANK_KEY_READERS[name](table) for name in taken}
+    chosen = RERANKERS.get(str(table.raw_value("provider")))
+    if chosen is not None and not chosen.runs_here and table.has("revision") and table.ok("revision"):
         table.fail("revision", "names a local model's commit; an HTTP reranker's identity is the scores "
                                "its endpoint gives (search/rerank_remote.py)", "delete the line")
-    api_key_env = table.optional_string("api_key_env", '"RERANK_API_KEY"')
-    if api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
-        table.fail("api_key_env", f"{api_key_env!r} is not an environment variable's name (the key "
-                                  "itself never goes in the manifest)",
-                   'name the variable that holds the key, e.g. api_key_env = "RERANK_API_KEY"')
-    per_token = table.money("input_usd_per_mtok", Decimal(0), unit="USD") or None  # 0: free
-    per_unit = table.money("usd_per_1k_search_units", Decimal(0), unit="USD") or None
-    if per_token is not None and per_unit is not None and table.ok("input_usd_per_mtok"):
+    if (values.get("input_usd_per_mtok") is not None and values.get("usd_per_1k_search_units") is not None
+            and table.ok("input_usd_per_mtok")):
         table.fail("usd_per_1k_search_units", "and input_usd_per_mtok both price the reranker; a vendor bills "
                                               "one way", "keep the one the vendor's price list uses")
-    return {
-        "base_url": base_url,
-        "api": api,
-        "api_key_env": api_key_env,
-        "timeout_s": table.integer("timeout_s", 10, minimum=1),
-        "concurrency": table.integer("concurrency", 4, minimum=1),
-        "input_usd_per_mtok": per_token,
-        "usd_per_1k_search_units": per_unit,
-    }
+    return values
+
+
+_RERANK_KEY_READERS: dict[str, Callable[[_Table], object]] = {
+    "base_url": lambda table: _url(table, "http://127.0.0.1:8080"),
+    "api": lambda table: table.choice("api", None, RERANK_APIS),
+    "api_key_env": lambda table: _variable_name(table, "RERANK_API_KEY"),
+    "timeout_s": lambda table: table.integer("timeout_s", 10, minimum=1),
+    "concurrency": lambda table: table.integer("concurrency", 4, minimum=1),
+    "input_usd_per_mtok": lambda table: table.money("input_usd_per_mtok", Decimal(0), unit="USD") or None,  # 0: free
+    "usd_per_1k_search_units": lambda table: table.money("usd_per_1k_search_units", Decimal(0), unit="USD") or None,
+}
 
 
 def _read_budget(table: _Table) -> BudgetSection:

@@ -15,21 +15,14 @@ from functools import cached_property
 from pathlib import Path
 
 from pinakes.budget.settings import BudgetSection
+from pinakes.embed.registry import RERANKERS, provider_keys, reranker_keys
+from pinakes.embed.settings import EmbeddingSection
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.source_types import CLASSIC_TYPES, SUFFIX_TO_TYPE
 from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest.patterns import GlobSet, is_within
 
-# The [embedding] keys of the remote provider (`provider = "openai-compatible"`), refused with any other.
-REMOTE_EMBEDDING_PROVIDER = "openai-compatible"
-REMOTE_EMBEDDING_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "search_timeout_s",
-                         "max_input_tokens", "tokenizer", "input_usd_per_mtok")
-
-# The [rerank] keys of the reranker behind an HTTP endpoint (`provider = "http"`, search/rerank_remote.py),
-# refused with a local provider. `api` names the endpoint's dialect (search/rerank_api.py).
-HTTP_RERANK_PROVIDER = "http"
-HTTP_RERANK_KEYS = ("base_url", "api", "api_key_env", "timeout_s", "concurrency", "input_usd_per_mtok",
-                    "usd_per_1k_search_units")
+# The dialects a reranker behind an HTTP endpoint speaks (`[rerank] api`, search/rerank_api.py).
 RERANK_APIS = ("tei", "cohere")
 
 # Every section and the keys it accepts. The readers may take only declared keys, and any
@@ -37,8 +30,9 @@ RERANK_APIS = ("tei", "cohere")
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "kb": ("name", "id", "requires_pinakes", "template", "description"),
     "sources": ("roots", "include", "exclude", "types"),
+    # The providers' and rerankers' own keys are declared with them (embed/registry.py).
     "embedding": ("provider", "model", "dim", "revision", "batch_size", "executor", "ray_address",
-                  *REMOTE_EMBEDDING_KEYS),
+                  *provider_keys()),
     "extraction": ("backend", "model"),
     "chunking": ("strategy", "max_tokens", "overlap", "headings"),
     "retrieval": (
@@ -46,7 +40,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
         "adjacent_k", "graph_channel", "confidence",
     ),
     "retrieval.confidence": ("high", "low", "fitted_for", "signal", "features", "weights", "bias"),
-    "rerank": ("provider", "model", "revision", "batch_size", *HTTP_RERANK_KEYS),
+    "rerank": ("provider", "model", "revision", "batch_size", *reranker_keys()),
     "budget": (
         "confirm_above_eur", "per_operation_eur", "daily_eur", "monthly_eur", "timezone",
         "on_exceed", "max_price_age_days",
@@ -60,10 +54,6 @@ TOP_LEVEL_SECTIONS = ("kb", "sources", "embedding", "extraction", "chunking", "r
                       "budget", "deep", "links", "ci")
 REQUIRED_SECTIONS = ("kb", "sources", "embedding")
 
-EMBEDDING_PROVIDERS = ("sentence-transformers", "fastembed", REMOTE_EMBEDDING_PROVIDER)
-LOCAL_EMBEDDING_PROVIDERS = EMBEDDING_PROVIDERS[:2]  # the ones that also rerank, in process
-RERANK_PROVIDERS = (*LOCAL_EMBEDDING_PROVIDERS, HTTP_RERANK_PROVIDER)
-EMBEDDING_EXECUTORS = ("local", "ray")
 CHUNKING_STRATEGIES = ("structural",)
 HEADING_GRAMMARS = ("none", "numbered")
 ON_EXCEED = ("abort", "partial")
@@ -161,58 +151,6 @@ class SourcesSection:
 
 
 @dataclass(frozen=True)
-class RemoteEmbedding:
-    """Where and how an OpenAI-compatible `/v1/embeddings` endpoint is reached (embed/provider_openai.py).
-
-    `api_key_env` names the environment variable holding the key, never the key: a manifest is
-    committed. `max_input_tokens` is the model's input limit as `tokenizer` counts (a local
-    tokenizer.json, KB-relative or absolute); without a tokenizer, tokens are bounded by UTF-8 bytes.
-    `input_usd_per_mtok`: the price per million input tokens; None means the user asserts it is free.
-    `timeout_s` bounds one whole request (connect to last byte); `search_timeout_s` everything one
-    search waits on the endpoint (its requests, a retry, a Retry-After) before keyword results."""
-
-    base_url: str
-    api_key_env: str | None = None
-    concurrency: int = 4
-    timeout_s: float = 60.0
-    max_input_tokens: int = 512
-    tokenizer: str | None = None
-    input_usd_per_mtok: Decimal | None = None
-    search_timeout_s: float = 10.0
-
-
-@dataclass(frozen=True)
-class EmbeddingSection:
-    provider: str
-    model: str
-    dim: int
-    revision: str | None = None
-    batch_size: int = 32
-    # Where the model runs during a sync: this process, or a Ray cluster's workers
-    # (embed/executor_ray.py). The vectors are the same either way, so neither enters a build key.
-    executor: str = "local"
-    ray_address: str | None = None  # None: Ray's own conventions (RAY_ADDRESS, else "auto")
-    # The remote provider's keys (RemoteEmbedding says what each means); None/defaults otherwise.
-    base_url: str | None = None
-    api_key_env: str | None = None
-    concurrency: int = 4
-    timeout_s: int = 60
-    search_timeout_s: int = 10
-    max_input_tokens: int = 512
-    tokenizer: str | None = None
-    input_usd_per_mtok: Decimal | None = None
-
-    @property
-    def remote(self) -> RemoteEmbedding | None:
-        """The endpoint, when the provider is the remote one."""
-        if self.provider != REMOTE_EMBEDDING_PROVIDER or self.base_url is None:
-            return None
-        return RemoteEmbedding(self.base_url, self.api_key_env, self.concurrency, float(self.timeout_s),
-                               self.max_input_tokens, self.tokenizer, self.input_usd_per_mtok,
-                               float(self.search_timeout_s))
-
-
-@dataclass(frozen=True)
 class ExtractionSection:
     backend: str = "pypdfium2"
     model: str = DEFAULT_EXTRACTION_MODEL  # what claude-vision calls (a priced model; part of its fingerprint)
@@ -294,7 +232,8 @@ class RerankSection:
     model: str = DEFAULT_RERANK_MODEL
     revision: str | None = None
     batch_size: int = 16
-    # The HTTP provider's keys (HTTPRerank says what each means); None/defaults otherwise.
+    # The endpoint's keys (HTTPRerank says what each means), taken by a reranker behind one
+    # (embed/registry.py); None/defaults otherwise.
     base_url: str | None = None
     api: str | None = None
     api_key_env: str | None = None
@@ -305,8 +244,9 @@ class RerankSection:
 
     @property
     def http(self) -> HTTPRerank | None:
-        """The endpoint, when the provider is the HTTP one."""
-        if self.provider != HTTP_RERANK_PROVIDER or self.base_url is None or self.api is None:
+        """The endpoint, when the provider's reranker runs behind one."""
+        spec = RERANKERS.get(self.provider)
+        if spec is None or spec.runs != "endpoint" or self.base_url is None or self.api is None:
             return None
         return HTTPRerank(self.base_url, self.api, self.api_key_env, float(self.timeout_s), self.concurrency,
                           self.input_usd_per_mtok, self.usd_per_1k_search_units)

@@ -11,12 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pinakes.errors import PinakesError
+from pinakes.pipeline.types import Chunked, Extracted, Failed
 
 if TYPE_CHECKING:
-    from pinakes.chunking import Chunk
     from pinakes.embed.base import Embedder
-    from pinakes.extract.types import ExtractedText
-    from pinakes.pipeline.pair import DocWork
     from pinakes.pipeline.run import SyncContext
     from pinakes.pipeline.token_counts import TokenCountStore
 
@@ -28,16 +26,17 @@ SLOW_DOCUMENT_CHUNKS = 2000
 SLOW_DOCUMENT_CHARS = 2_000_000
 
 
-def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chunk] | None:
-    """`item`'s passages, also held in `ctx.group.chunks` for the embed stage; None when this document
-    failed (recorded, and the run goes on). Raises PinakesError for a configuration problem (e.g.
-    max_tokens too large for the model), which stops the whole run."""
+def chunk(ctx: SyncContext, document: Extracted) -> Chunked | Failed:
+    """The document's passages; `Failed` when it failed (recorded, and the run goes on). Raises
+    PinakesError for a configuration problem (e.g. max_tokens too large for the model), which stops
+    the whole run."""
     from pinakes.chunking import chunk_text
     from pinakes.extract.source_types import chunked_as, markup_for
     from pinakes.extract.titles import document_title
     from pinakes.pipeline.context import CONTEXT_TOKENS
 
-    item.text_title = document_title(extracted.text, item.source_type, ctx.paths.root / item.path)
+    item, extracted = document.work, document.text
+    text_title = document_title(extracted.text, item.source_type, ctx.paths.root / item.path)
 
     ctx.progress.document(item.path, phase="chunking")
     chunking = ctx.manifest.chunking
@@ -48,7 +47,7 @@ def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chu
         embedder = ctx.get_embedder()
         # Room for the chunk's context ahead of it in the model's input (pipeline/context.py), left
         # only where there will be one: a document without context is chunked and embedded as before.
-        reserve = CONTEXT_TOKENS if _has_context(ctx, item, extracted) else 0
+        reserve = CONTEXT_TOKENS if _has_context(ctx, document, text_title) else 0
         max_tokens = max(1, min(chunking.max_tokens, embedder.max_input_tokens - reserve))
         store = _remembered_counts(ctx, embedder, len(extracted.text))
         try:
@@ -65,27 +64,27 @@ def chunk(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> list[Chu
         raise
     except Exception as exc:
         ctx.report.fail(item.path, "chunk", f"{type(exc).__name__}: {exc}")
-        ctx.failed.add(item.doc_id)
-        return None
+        return Failed(item)
     if len(chunks) >= SLOW_DOCUMENT_CHUNKS:
         ctx.progress.announce(f"{item.path}: {len(chunks):,} chunks to embed; this document alone "
                               "takes a while")
-    ctx.group.chunks[item.doc_id] = chunks
-    return chunks
+    return Chunked(item, extracted, tuple(chunks), text_title)
 
 
-def _has_context(ctx: SyncContext, item: DocWork, extracted: ExtractedText) -> bool:
+def _has_context(ctx: SyncContext, document: Extracted, text_title: str | None) -> bool:
     """Whether `item`'s chunks will carry a document context: a source with headings (Markdown, the
-    document formats written as Markdown, reST, AsciiDoc) or a title, file-name words, running heads or front matter. A sidecar title is
-    not read here; where it alone gives the context, `fit_context` cuts it to the room left."""
+    document formats written as Markdown, reST, AsciiDoc) or a title, file-name words, running heads
+    or front matter. A sidecar title is not read here; where it alone gives the context,
+    `fit_context` cuts it to the room left."""
     from pinakes.extract.front_matter import document_front_matter
     from pinakes.extract.source_types import chunked_as, markup_for
     from pinakes.pipeline.context import document_context
 
+    item, extracted = document.work, document.text
     if chunked_as(item.source_type) == "markdown" or (item.source_type == "text" and markup_for(item.path) is not None):
         return True
     declared = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
-    return bool(document_context(item.text_title, item.path, running_heads=extracted.running_heads,
+    return bool(document_context(text_title, item.path, running_heads=extracted.running_heads,
                                  declared_words=declared.searchable_words()))
 
 

@@ -17,7 +17,7 @@ import json
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -38,11 +38,13 @@ from pinakes.links.store import write_links
 from pinakes.links.text_edges import write_text_links
 from pinakes.links.text_links import parse_text_links
 from pinakes.pipeline.context import chunk_context, document_context, embedding_input, fit_context
-from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, reuse_for
+from pinakes.pipeline.types import Chunked, DocWork, Embedded
+from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, open_reuse
 
 if TYPE_CHECKING:
-    from pinakes.pipeline.pair import DocWork
+    from pinakes.pipeline.report import SyncReport
     from pinakes.pipeline.run import SyncContext
+    from pinakes.sidecar.model import Sidecar
 
 # Chunks embedded per call for a document that streams, and the most chunks one cross-document call
 # takes: a few model batches, so progress moves every few seconds even on a slow CPU (at 256 the
@@ -57,38 +59,73 @@ _Move = tuple[int, int, int, int]  # a kept row's (ordinal, char_start, char_end
 VectorSource = Callable[[Sequence[Chunk], Sequence[int]], np.ndarray]  # (chunks, their positions in the document) -> rows
 
 
-def embed_group(ctx: SyncContext, group: Sequence[DocWork]) -> None:
+@dataclass
+class EmbedRun:
+    """What the embed stage carries from one group of a run to the next: the content-addressed
+    lookups (made on first use, pipeline/vector_reuse.py) and whether the index records the model's
+    identity yet (written with the first vectors)."""
+
+    reuse: VectorReuse | None = None
+    model_recorded: bool = False
+
+    def lookups(self, ctx: SyncContext) -> VectorReuse:
+        if self.reuse is None:
+            self.reuse = open_reuse(ctx)
+        return self.reuse
+
+    def close(self, report: SyncReport) -> None:
+        """The old index a rebuild read vectors from is closed before the new one replaces it."""
+        if self.reuse is not None:
+            self.reuse.close()
+            if note := self.reuse.unreadable_note():
+                report.notes.append(note)
+
+
+@dataclass
+class _Done:
+    """A group's documents as they are committed or fail."""
+
+    written: list[DocWork] = field(default_factory=list[DocWork])
+    failed: list[DocWork] = field(default_factory=list[DocWork])
+
+    def add(self, document: Chunked, kept: int | None) -> None:
+        (self.failed if kept is None else self.written).append(document.work)
+
+
+def embed_group(ctx: SyncContext, run: EmbedRun, documents: Sequence[Chunked]) -> Embedded:
     """Embed one group's chunks and commit each document in its own transaction. Raises
     PinakesError when the model cannot be loaded or refuses its configuration (the run stops); a
     document that fails alone is recorded and the run goes on."""
-    try:
-        ready = [item for item in group if item.doc_id not in ctx.failed and item.doc_id in ctx.group.chunks]
-        small = [item for item in ready if len(ctx.group.chunks[item.doc_id]) <= EMBED_SLICE_CHUNKS]
-        large = [item for item in ready if len(ctx.group.chunks[item.doc_id]) > EMBED_SLICE_CHUNKS]
-        embedder = ctx.get_embedder()
-        if isinstance(embedder, DispatchAhead):
-            _embed_ahead(ctx, embedder, small)
-        elif small:
-            # All of the group's small documents in one pass: the model then sees their chunks
-            # sorted by length across the whole group (compute_vectors), not within 64-chunk runs of
-            # consecutive documents, which padded 13-59% more tokens on the development corpora.
-            _embed_small_batch(ctx, small)
-        for item in large:
-            _write_streaming(ctx, item)
-    finally:
-        for item in group:  # nothing more is done on a failed document: its work counts as done
-            if item.doc_id in ctx.failed:
-                ctx.progress.advance(documents=1, bytes_done=item.file.size)
-        ctx.group.release(group)  # whatever happened, this group's text is no longer needed
+    done = _Done()
+    ready: list[Chunked] = []
+    for document in documents:
+        found = _with_sidecar(ctx, document)
+        if found is None:
+            done.failed.append(document.work)
+        else:
+            ready.append(found)
+    small = [document for document in ready if len(document.chunks) <= EMBED_SLICE_CHUNKS]
+    large = [document for document in ready if len(document.chunks) > EMBED_SLICE_CHUNKS]
+    embedder = ctx.get_embedder()
+    if isinstance(embedder, DispatchAhead):
+        _embed_ahead(ctx, run, embedder, small, done)
+    elif small:
+        # All of the group's small documents in one pass: the model then sees their chunks
+        # sorted by length across the whole group (compute_vectors), not within 64-chunk runs of
+        # consecutive documents, which padded 13-59% more tokens on the development corpora.
+        _embed_small_batch(ctx, run, small, done)
+    for document in large:
+        _write_streaming(ctx, run, document, done)
+    return Embedded(tuple(done.written), tuple(done.failed))
 
 
-def _cross_document_batches(ctx: SyncContext, items: list[DocWork]) -> Iterator[list[DocWork]]:
+def _cross_document_batches(documents: list[Chunked]) -> Iterator[list[Chunked]]:
     """Consecutive documents whose chunks add up to at most EMBED_SLICE_CHUNKS (one call each, sent
     ahead to a cluster's workers)."""
-    batch: list[DocWork] = []
+    batch: list[Chunked] = []
     count = 0
-    for item in items:
-        size = len(ctx.group.chunks[item.doc_id])
+    for item in documents:
+        size = len(item.chunks)
         if batch and count + size > EMBED_SLICE_CHUNKS:
             yield batch
             batch, count = [], 0
@@ -104,26 +141,23 @@ def embedding_text_of(chunk: Chunk, context: str) -> str:
     return embedding_input(context, chunk.text)
 
 
-def chunk_contexts(ctx: SyncContext, item: DocWork) -> list[str] | None:
-    """Each of `item`'s chunks' context (pipeline/context.py), fitted beside the chunk within the
-    model's input; None when its sidecar cannot be read (recorded: the document failed)."""
-    if item.sidecar is None and not _load_sidecar(ctx, item):
-        return None
-    assert item.sidecar is not None
-    extracted = ctx.group.extracted[item.doc_id]
+def chunk_contexts(ctx: SyncContext, document: Chunked) -> list[str]:
+    """Each of the document's chunks' context (pipeline/context.py), fitted beside the chunk within
+    the model's input."""
+    item, extracted = document.work, document.text
     front_matter = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
-    document = document_context(item.sidecar.title or item.text_title, item.path,
-                                running_heads=extracted.running_heads,
-                                declared_words=front_matter.searchable_words())
+    context = document_context(_sidecar(document).title or document.text_title, item.path,
+                               running_heads=extracted.running_heads,
+                               declared_words=front_matter.searchable_words())
     embedder = ctx.get_embedder()
     # Chunks under one heading share their context: each distinct text is counted once.
     count_tokens = functools.cache(embedder.count_tokens)
-    return [fit_context(chunk_context(document, chunk.heading_path), chunk.text, chunk.token_count,
+    return [fit_context(chunk_context(context, chunk.heading_path), chunk.text, chunk.token_count,
                         embedder.max_input_tokens, count_tokens)
-            for chunk in ctx.group.chunks[item.doc_id]]
+            for chunk in document.chunks]
 
 
-def vectors_of(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
+def vectors_of(ctx: SyncContext, run: EmbedRun, texts: Sequence[str]) -> np.ndarray:
     """One unit-length float32 row per text, in order (the one place the embed stage asks for
     vectors): a stored vector of the same (model, text) where the index has one, the model's for
     the rest (pipeline/vector_reuse.py). The report and the progress count the model's work."""
@@ -134,16 +168,16 @@ def vectors_of(ctx: SyncContext, texts: Sequence[str]) -> np.ndarray:
         shown += count
         ctx.progress.advance(chunks=count)
 
-    vectors, embedded = reuse_for(ctx).vectors(texts, lambda misses: compute_vectors(ctx, misses, advanced))
-    _count_vectors(ctx, len(texts), embedded, shown)
+    vectors, embedded = run.lookups(ctx).vectors(texts, lambda misses: compute_vectors(ctx, misses, advanced))
+    _count_vectors(ctx, run, len(texts), embedded, shown)
     return vectors
 
 
-def _count_vectors(ctx: SyncContext, total: int, embedded: int, shown: int = 0) -> None:
+def _count_vectors(ctx: SyncContext, run: EmbedRun, total: int, embedded: int, shown: int = 0) -> None:
     """Add a call's vectors to the report, and to the progress those of them `shown` is not yet."""
     ctx.report.chunks_embedded += embedded
     ctx.report.chunks_reused += total - embedded
-    ctx.report.vectors_rejected = len(reuse_for(ctx).rejected)
+    ctx.report.vectors_rejected = len(run.lookups(ctx).rejected)
     ctx.progress.advance(chunks=embedded - shown, reused=total - embedded)
 
 
@@ -172,56 +206,52 @@ def compute_vectors(ctx: SyncContext, texts: Sequence[str],
     return rows
 
 
-def _batch_texts(ctx: SyncContext, batch: list[DocWork]) -> tuple[list[DocWork], dict[str, list[str]], list[str]]:
-    """The batch's documents whose sidecar could be read, their chunks' contexts, and the texts to embed."""
-    contexts = {item.doc_id: found for item in batch if (found := chunk_contexts(ctx, item)) is not None}
-    batch = [item for item in batch if item.doc_id in contexts]
-    texts = [embedding_text_of(chunk, context) for item in batch
-             for chunk, context in zip(ctx.group.chunks[item.doc_id], contexts[item.doc_id], strict=True)]
-    return batch, contexts, texts
+def _batch_texts(ctx: SyncContext, batch: list[Chunked]) -> tuple[dict[str, list[str]], list[str]]:
+    """The batch's chunks' contexts, by doc_id, and the texts to embed."""
+    contexts = {document.work.doc_id: chunk_contexts(ctx, document) for document in batch}
+    texts = [embedding_text_of(chunk, context) for document in batch
+             for chunk, context in zip(document.chunks, contexts[document.work.doc_id], strict=True)]
+    return contexts, texts
 
 
-def _embed_small_batch(ctx: SyncContext, batch: list[DocWork]) -> None:
-    batch, contexts, texts = _batch_texts(ctx, batch)
-    if not batch:
-        return
-    ctx.progress.document(batch[0].path, phase="embedding", others=len(batch) - 1)
+def _embed_small_batch(ctx: SyncContext, run: EmbedRun, batch: list[Chunked], done: _Done) -> None:
+    contexts, texts = _batch_texts(ctx, batch)
+    ctx.progress.document(batch[0].work.path, phase="embedding", others=len(batch) - 1)
     try:
-        vectors = vectors_of(ctx, texts)
+        vectors = vectors_of(ctx, run, texts)
     except PinakesError:
         raise
     except Exception as exc:  # one bad batch must not end the run: retry document by document
-        _retry_per_document(ctx, batch, exc)
+        _retry_per_document(ctx, run, batch, exc, done)
         return
-    _write_batch(ctx, batch, contexts, vectors)
+    _write_batch(ctx, run, batch, contexts, vectors, done)
 
 
 @dataclass
 class _Submitted:
     """A cross-document batch whose misses were sent to the model and are not written yet."""
 
-    batch: list[DocWork]
+    batch: list[Chunked]
     contexts: dict[str, list[str]]
     plan: ReusePlan
     call: object | None  # None: every vector was found stored
 
 
-def _embed_ahead(ctx: SyncContext, embedder: DispatchAhead, items: list[DocWork]) -> None:
+def _embed_ahead(ctx: SyncContext, run: EmbedRun, embedder: DispatchAhead, documents: list[Chunked],
+                 done: _Done) -> None:
     """The group's cross-document batches on an embedder that takes calls ahead (a Ray cluster):
     up to `embedder.calls_ahead` batches are sent before the oldest is written, so the workers
     embed while this process writes; batches are still written in order, each document in its own
     transaction. A text an earlier unwritten batch of the group was sent is not sent again (it is
     read back from the index once that batch is written). Whatever stops the group cancels the
     calls not yet written."""
-    reuse = reuse_for(ctx)
+    reuse = run.lookups(ctx)
     pending: deque[_Submitted] = deque()
     sent: set[bytes] = set()
     try:
-        for batch in _cross_document_batches(ctx, items):
-            batch, contexts, texts = _batch_texts(ctx, batch)
-            if not batch:
-                continue
-            ctx.progress.document(batch[0].path, phase="embedding", others=len(batch) - 1)
+        for batch in _cross_document_batches(documents):
+            contexts, texts = _batch_texts(ctx, batch)
+            ctx.progress.document(batch[0].work.path, phase="embedding", others=len(batch) - 1)
             plan = reuse.plan(texts, sent)
             sent.update(plan.misses)
             call = (embedder.embed_documents_async(list(plan.misses.values()),
@@ -229,16 +259,17 @@ def _embed_ahead(ctx: SyncContext, embedder: DispatchAhead, items: list[DocWork]
                     if plan.misses else None)
             pending.append(_Submitted(batch, contexts, plan, call))
             if len(pending) >= embedder.calls_ahead:
-                _write_submitted(ctx, embedder, pending.popleft())
+                _write_submitted(ctx, run, embedder, pending.popleft(), done)
         while pending:
-            _write_submitted(ctx, embedder, pending.popleft())
+            _write_submitted(ctx, run, embedder, pending.popleft(), done)
     except BaseException:  # Ctrl-C, a lost cluster, a broken index: nothing more is computed
         embedder.cancel()
         raise
 
 
-def _write_submitted(ctx: SyncContext, embedder: DispatchAhead, submitted: _Submitted) -> None:
-    reuse = reuse_for(ctx)
+def _write_submitted(ctx: SyncContext, run: EmbedRun, embedder: DispatchAhead, submitted: _Submitted,
+                     done: _Done) -> None:
+    reuse = run.lookups(ctx)
     try:
         computed = (embedder.collect(submitted.call) if submitted.call is not None
                     else np.empty((0, reuse.dim), dtype=np.float32))
@@ -246,54 +277,63 @@ def _write_submitted(ctx: SyncContext, embedder: DispatchAhead, submitted: _Subm
     except PinakesError:
         raise
     except Exception as exc:  # one bad batch must not end the run: retry document by document
-        _retry_per_document(ctx, submitted.batch, exc)
+        _retry_per_document(ctx, run, submitted.batch, exc, done)
         return
-    _count_vectors(ctx, len(submitted.plan.keys), embedded)
-    _write_batch(ctx, submitted.batch, submitted.contexts, vectors)
+    _count_vectors(ctx, run, len(submitted.plan.keys), embedded)
+    _write_batch(ctx, run, submitted.batch, submitted.contexts, vectors, done)
 
 
-def _retry_per_document(ctx: SyncContext, batch: list[DocWork], exc: Exception) -> None:
+def _retry_per_document(ctx: SyncContext, run: EmbedRun, batch: list[Chunked], exc: Exception, done: _Done) -> None:
     ctx.report.notes.append(f"a batch failed to embed ({type(exc).__name__}); retried per document")
-    for item in batch:
-        _write_streaming(ctx, item)
+    for document in batch:
+        _write_streaming(ctx, run, document, done)
 
 
-def _write_batch(ctx: SyncContext, batch: list[DocWork], contexts: dict[str, list[str]],
-                 vectors: np.ndarray) -> None:
+def _write_batch(ctx: SyncContext, run: EmbedRun, batch: list[Chunked], contexts: dict[str, list[str]],
+                 vectors: np.ndarray, done: _Done) -> None:
     """Each document of a cross-document batch in its own transaction, its rows cut from `vectors`."""
     offset = 0
-    for item in batch:
-        count = len(ctx.group.chunks[item.doc_id])
+    for document in batch:
+        count = len(document.chunks)
         rows = vectors[offset:offset + count]
         offset += count
-        ctx.progress.document(item.path, phase="writing")
-        write_document(ctx, item, contexts[item.doc_id], lambda _chunks, positions, rows=rows: rows[list(positions)])
+        ctx.progress.document(document.work.path, phase="writing")
+        done.add(document, write_document(ctx, run, document, contexts[document.work.doc_id],
+                                          lambda _chunks, positions, rows=rows: rows[list(positions)]))
 
 
-def _write_streaming(ctx: SyncContext, item: DocWork) -> None:
-    ctx.progress.embedding(item.path, size=item.file.size, chunks=len(ctx.group.chunks[item.doc_id]))
-    contexts = chunk_contexts(ctx, item)
-    if contexts is None:
-        return
-    kept = write_document(ctx, item, contexts, lambda chunks, positions: vectors_of(
-        ctx, [embedding_text_of(chunk, contexts[position]) for chunk, position in zip(chunks, positions, strict=True)]))
+def _write_streaming(ctx: SyncContext, run: EmbedRun, document: Chunked, done: _Done) -> None:
+    ctx.progress.embedding(document.work.path, size=document.work.file.size, chunks=len(document.chunks))
+    contexts = chunk_contexts(ctx, document)
+    kept = write_document(ctx, run, document, contexts, lambda chunks, positions: vectors_of(
+        ctx, run, [embedding_text_of(chunk, contexts[position])
+                   for chunk, position in zip(chunks, positions, strict=True)]))
+    done.add(document, kept)
     if kept:  # never looked up (their vectors stay where they are), yet reused all the same
-        _count_vectors(ctx, kept, 0)
+        _count_vectors(ctx, run, kept, 0)
 
 
-def _load_sidecar(ctx: SyncContext, item: DocWork) -> bool:
-    """A changed document whose sidecar did not change was paired without parsing it; its metadata
-    is needed now, for the row written beside the new chunks."""
+def _with_sidecar(ctx: SyncContext, document: Chunked) -> Chunked | None:
+    """The document with its sidecar parsed: a changed document whose sidecar did not change was
+    paired without parsing it, and its metadata is needed now, for the row written beside the new
+    chunks. None when it cannot be read (recorded: the document failed)."""
+    if document.work.sidecar is not None:
+        return document
     from pinakes.sidecar import read_sidecar, sidecar_path_for
 
+    item = document.work
     try:
-        item.sidecar = read_sidecar(sidecar_path_for(ctx.paths.root / item.path), kb_id=ctx.kb_id)
+        sidecar = read_sidecar(sidecar_path_for(ctx.paths.root / item.path), kb_id=ctx.kb_id)
     except PinakesError as exc:
         ctx.report.fail(item.path, "sidecar", exc.render())
-        ctx.failed.add(item.doc_id)
-        return False
-    item.sidecar_hash = item.sidecar.raw_hash
-    return True
+        return None
+    return replace(document, work=item.with_sidecar(sidecar))
+
+
+def _sidecar(document: Chunked) -> Sidecar:
+    sidecar = document.work.sidecar
+    assert sidecar is not None  # parsed before the group is embedded (_with_sidecar)
+    return sidecar
 
 
 def _keep_unchanged_rows(conn: sqlite3.Connection, doc_id: str, chunks: Sequence[Chunk],
@@ -350,9 +390,10 @@ def _keep_unchanged_rows(conn: sqlite3.Connection, doc_id: str, chunks: Sequence
     return kept, keys, moves
 
 
-def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vectors_for: VectorSource) -> int:
+def write_document(ctx: SyncContext, run: EmbedRun, document: Chunked, contexts: Sequence[str],
+                   vectors_for: VectorSource) -> int | None:
     """Everything the index says about one document, in one transaction; the number of its
-    previous version's rows kept as they were (0 when it was not written).
+    previous version's rows kept as they were (None when it failed: recorded, and rolled back).
 
     `contexts` holds each chunk's context (`chunk_contexts`), stored beside it in `chunks.context`:
     the keyword side's second field, never part of the chunk's text, span or citation.
@@ -361,13 +402,9 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
     those whose rows are not kept); a failure there rolls the whole document back and records it
     as failed.
     """
-    if item.sidecar is None and not _load_sidecar(ctx, item):
-        return 0
-    sidecar = item.sidecar
-    assert sidecar is not None
+    item, chunks, extracted = document.work, document.chunks, document.text
+    sidecar = _sidecar(document)
     conn = ctx.writer()
-    chunks = ctx.group.chunks[item.doc_id]
-    extracted = ctx.group.extracted[item.doc_id]
     # The extraction columns pin which characters the offsets address; only an extracted source (a
     # PDF, a document format) has them, a text source's offsets address the file itself.
     spec = EXTRACTORS.get(extracted.backend)
@@ -388,12 +425,12 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
                 "extraction_fingerprint = excluded.extraction_fingerprint, build_key = excluded.build_key, "
                 "indexed_at = excluded.indexed_at, pages_without_text = excluded.pages_without_text",
                 (item.doc_id, item.path, item.file.content_hash, item.sidecar_hash, item.file.mtime,
-                 item.source_type, sidecar.title or item.text_title,
+                 item.source_type, sidecar.title or document.text_title,
                  sidecar.metadata_json(front_matter_tags=front_matter.tags), *extracted_by,
                  item.key, now,
                  json.dumps(list(extracted.pages_without_text)) if extracted.pages_without_text else None),
             )
-            reuse = reuse_for(ctx)
+            reuse = run.lookups(ctx)
             kept, keys, moves = _keep_unchanged_rows(conn, item.doc_id, chunks, contexts, reuse)
             fresh = [position for position, kept_id in enumerate(kept) if kept_id is None]
             for start in range(0, len(fresh), EMBED_SLICE_CHUNKS):
@@ -421,7 +458,7 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
             conn.executemany("UPDATE chunks SET ordinal = ?, char_start = ?, char_end = ? WHERE id = ?", moves)
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
             write_text_links(conn, item.doc_id, parse_text_links(extracted.text, item.source_type))
-            if not ctx.model_recorded:
+            if not run.model_recorded:
                 # With the first vectors, not at the end of the run: an interrupted sync leaves an
                 # index that still says which model its vectors came from.
                 write_meta(conn, model_meta(ctx.get_embedder()))
@@ -432,9 +469,8 @@ def write_document(ctx: SyncContext, item: DocWork, contexts: Sequence[str], vec
         raise index_error(ctx.index_path, exc) from exc
     except Exception as exc:
         ctx.report.fail(item.path, "embed", f"{type(exc).__name__}: {exc}")
-        ctx.failed.add(item.doc_id)
-        return 0
-    ctx.model_recorded = True
+        return None
+    run.model_recorded = True
     faultpoint("sync.after-document-write")
     {"added": ctx.report.added, "changed": ctx.report.changed,
      "rekeyed": ctx.report.reembedded}[item.reason].append(item.path)

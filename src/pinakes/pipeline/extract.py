@@ -9,26 +9,29 @@ fingerprint without importing it; its module is imported by that name only when 
 A failure is recorded against the document and the run goes on: one broken file never blocks the
 corpus. A file no sync can extract (`UNEXTRACTABLE`) keeps no sidecar this run minted for it
 (`pinakes.pipeline.unextractable`). Only an error the backend says ends the run (`RunStopped`) is
-raised. The text is held in `ctx.group.extracted` for the chunk stage, one group of documents at a
-time. A Markdown document whose front matter declares nothing because it is not YAML is indexed,
+raised. The stage's output is `Extracted` (or `Failed`), which the doit glue holds for the chunk
+stage, one group of documents at a time. A Markdown document whose front matter declares nothing because it is not YAML is indexed,
 and the run warns, naming the file and the line (`FrontMatter.warning`).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
 from pinakes.errors import PinakesError
-from pinakes.pipeline.backends import RunStopped, backend_of
+from pinakes.pipeline.types import DocWork, Extracted, Failed, RunStopped
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from pinakes.extract.registry import ExtractorSpec
     from pinakes.extract.types import ExtractedText
-    from pinakes.pipeline.pair import DocWork
     from pinakes.pipeline.run import SyncContext
+
+# How the run's extraction backend extracts one document (`ExtractionBackend.extract`).
+ExtractWith = Callable[["SyncContext", DocWork], "Extracted | None"]
 
 
 class ExtractorModule(Protocol):
@@ -37,35 +40,31 @@ class ExtractorModule(Protocol):
     def extract(self, path: Path, source_type: str) -> ExtractedText: ...
 
 
-def extract(ctx: SyncContext, item: DocWork) -> ExtractedText | None:
-    """The text `item` is indexed from, also held in `ctx.group.extracted`; None when there is nothing to
-    index now (it failed, here or in an earlier run's step, or the backend kept what the index
-    holds). Raises the error of a `RunStopped`."""
-    if item.doc_id in ctx.failed:
-        return None
+def extract(ctx: SyncContext, item: DocWork, extract_with: ExtractWith) -> Extracted | Failed | None:
+    """What `item` is indexed from, through the run's backend (`extract_with`); `Failed` when it
+    failed (recorded); None when there is nothing to index now (the backend kept what the index
+    holds, or the budget did not reach it). Raises the error of a `RunStopped`."""
     ctx.progress.document(item.path, phase="extracting")
     try:
-        extracted = backend_of(ctx).extract(ctx, item)
+        extracted = extract_with(ctx, item)
     except RunStopped as stop:
         raise stop.error from None
     except PinakesError as exc:
-        _fail(ctx, item, failure_stage(exc), exc.render())
-        return None
+        return _fail(ctx, item, failure_stage(exc), exc.render())
     except Exception as exc:  # a crash inside one extractor must not end the run
-        _fail(ctx, item, failure_stage(exc), f"{type(exc).__name__}: {exc}")
-        return None
+        return _fail(ctx, item, failure_stage(exc), f"{type(exc).__name__}: {exc}")
     if extracted is None:
         return None
-    ctx.group.extracted[item.doc_id] = extracted
+    text = extracted.text
     if item.source_type == "markdown":  # front matter that declares nothing for a reason is said, not dropped
         from pinakes.extract.front_matter import document_front_matter
 
-        declared = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
+        declared = document_front_matter(text.text, item.source_type, ctx.paths.root / item.path)
         warning = declared.warning(item.path)
         if warning is not None:
             ctx.report.warnings.append(warning)
-    if extracted.pages_without_text:
-        ctx.report.pages_without_text[item.path] = list(extracted.pages_without_text)
+    if text.pages_without_text:
+        ctx.report.pages_without_text[item.path] = list(text.pages_without_text)
     return extracted
 
 
@@ -104,14 +103,14 @@ def failure_stage(exc: Exception) -> str:
 _PERMANENT_ISOLATION_KINDS = frozenset({"memory", "cpu", "crash", "output"})
 
 
-def _fail(ctx: SyncContext, item: DocWork, stage: str, message: str) -> None:
+def _fail(ctx: SyncContext, item: DocWork, stage: str, message: str) -> Failed:
     from pinakes.pipeline.report import UNEXTRACTABLE
     from pinakes.pipeline.unextractable import take_back_minted_sidecar
 
     ctx.report.fail(item.path, stage, message)
-    ctx.failed.add(item.doc_id)
     if stage == UNEXTRACTABLE:
         take_back_minted_sidecar(ctx, item)
+    return Failed(item)
 
 
 def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedText | None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, NamedTuple, TypedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 from pinakes.errors import PinakesError, SidecarError
 from pinakes.faults import faultpoint
@@ -26,46 +26,16 @@ from pinakes.ids import new_ulid
 from pinakes.index.schema import transaction
 from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.links.store import delete_authored_links, write_links
-from pinakes.pipeline.adopt import adopt_command
 from pinakes.pipeline.context import context_naming
 from pinakes.pipeline.keys import BuildKeys
+from pinakes.pipeline.likely_moves import LikelyMove, MoveEvidence, likely_move_note, likely_moves
+from pinakes.pipeline.types import DocWork, IndexedDoc
 from pinakes.pipeline.unextractable import carry_forward
 from pinakes.sources.walk import FileState, WalkResult, remember_files, resolves_inside
 
 if TYPE_CHECKING:
     from pinakes.pipeline.run import SyncContext
     from pinakes.sidecar.model import JSONValue, Sidecar  # the sidecar package imports ruamel: types only
-
-
-class IndexedDoc(NamedTuple):
-    """A documents row as pairing needs it (a NamedTuple: one per indexed document, every sync)."""
-
-    id: str
-    path: str
-    content_hash: str
-    sidecar_hash: str | None
-    build_key: str | None
-    state: str
-    metadata: str
-    title: str | None = None  # the sidecar's title it was indexed with (part of its build key)
-
-
-@dataclass
-class DocWork:
-    """A document whose chunks and vectors must be (re)built."""
-
-    doc_id: str
-    path: str
-    source_type: str
-    file: FileState
-    sidecar: Sidecar | None  # None when just minted, or unchanged and not parsed yet
-    sidecar_hash: str | None
-    key: str
-    reason: str  # "added" | "changed" (content) | "rekeyed" (another key, or rebuilt as it was)
-    text_title: str | None = None  # the title the document itself declares (extract/titles.py)
-    # Its sidecar title or file name's words changed (so did its chunks' context): a kept paid
-    # extraction is chunked again from its cached text rather than kept as indexed.
-    context_renamed: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,7 +70,7 @@ class Plan:
     superseded: dict[str, str] = field(default_factory=dict[str, str])
     # documents the index holds no identity for: to be minted, or carrying a sidecar ID it never had
     arrivals: list[str] = field(default_factory=list[str])
-    likely_moves: list[LikelyMove] = field(default_factory=list["LikelyMove"])
+    likely_moves: list[LikelyMove] = field(default_factory=list[LikelyMove])
     renamed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
 
     @property
@@ -277,128 +247,22 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
     return plan
 
 
-class LikelyMove(NamedTuple):
-    """A document gone from the index, and the arrival it most likely became (spec §6.4: a move
-    without the sidecar). Never acted on: attaching an ID to the wrong file would redirect every
-    link to it, so the pair is named with the command that keeps the old ID."""
-
-    doc: IndexedDoc
-    new_path: str
-    why: str  # "the same content" | "the same file name" | "NN% of its lines"
-
-    @property
-    def adopt(self) -> str:
-        return adopt_command(self.doc.path, self.new_path)
-
-
-# A deleted document and a new one sharing at least this share of the deleted one's lines were most
-# likely one file, moved and edited without its sidecar.
-LIKELY_MOVE_SHARE = 0.5
-# Comparing every deleted document with every new one is quadratic: beyond this many pairs, only the
-# file-name rule runs.
-LIKELY_MOVE_MAX_PAIRS = 20_000
-# Source types whose files can be compared line by line with their indexed text.
-_LINE_COMPARABLE = ("markdown", "text", "code")
-
-
-@dataclass(frozen=True)
-class MoveEvidence:
-    """What the line-share half of the rule reads: a gone document's indexed text, an arrival's file."""
-
-    conn: sqlite3.Connection  # the index the gone documents' chunks are in
-    root: Path
-    source_types: Mapping[str, str]  # doc path -> source type, from the walk
-
-    def comparable(self, path: str) -> bool:
-        return self.source_types.get(path) in _LINE_COMPARABLE
-
-    def indexed_lines(self, doc_id: str) -> set[str]:
-        return _significant_lines("\n".join(row[0] for row in self.conn.execute(
-            "SELECT text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,))))
-
-    def file_lines(self, path: str) -> set[str]:
-        return _significant_lines(_read_text(self.root / path))
-
-
 def retiring(plan: Plan) -> list[IndexedDoc]:
     """The documents this plan soft-deletes for good (not those a hand-put-back sidecar takes over)."""
     return [doc for doc in plan.deletes if doc.id not in plan.superseded]
 
 
-def likely_moves(gone: Sequence[IndexedDoc], arrivals: Mapping[str, str], orphan_sidecars: Collection[str],
-                 evidence: MoveEvidence | None = None) -> list[LikelyMove]:
-    """The one rule for "likely moved without its sidecar", used by sync, `pnk status` and the
-    pre-commit hook: a document leaving the index whose sidecar was left behind (so `pnk adopt` can put
-    it back) and an arrival (path -> content hash, "" when not hashed) with its exact content (one that
-    already carries a new ID, e.g. minted by the hook, or several copies), its file name or, given
-    `evidence`, at least LIKELY_MOVE_SHARE of its lines (a move plus an edit loses the hash match)."""
-    orphaned = set(orphan_sidecars)
-    left_behind = [doc for doc in gone if doc.path + SIDECAR_SUFFIX in orphaned]
-    by_content: dict[str, list[str]] = defaultdict(list)
-    by_name: dict[str, list[str]] = defaultdict(list)
-    for path, content_hash in arrivals.items():
-        if content_hash:
-            by_content[content_hash].append(path)
-        by_name[PurePosixPath(path).name].append(path)
-    found: list[LikelyMove] = []
-    named: set[tuple[str, str]] = set()
-    for doc in left_behind:
-        for why, paths in (("the same content", by_content.get(doc.content_hash, [])),
-                           ("the same file name", by_name.get(PurePosixPath(doc.path).name, []))):
-            for path in paths:
-                if (doc.id, path) not in named:
-                    named.add((doc.id, path))
-                    found.append(LikelyMove(doc, path, why))
-    if evidence is None:
-        return found
-    comparable = [path for path in arrivals if evidence.comparable(path)]
-    if not comparable or not left_behind or len(comparable) * len(left_behind) > LIKELY_MOVE_MAX_PAIRS:
-        return found
-    new_lines = {path: evidence.file_lines(path) for path in comparable}
-    for doc in left_behind:
-        old_lines = evidence.indexed_lines(doc.id)
-        if not old_lines:
-            continue
-        best = max(comparable, key=lambda path: len(old_lines & new_lines[path]))
-        share = len(old_lines & new_lines[best]) / len(old_lines)
-        if share >= LIKELY_MOVE_SHARE and (doc.id, best) not in named:
-            found.append(LikelyMove(doc, best, f"{share:.0%} of its lines"))
-    return found
-
-
-def find_likely_moves(ctx: SyncContext, plan: Plan) -> None:
+def find_likely_moves(ctx: SyncContext, plan: Plan, walk: WalkResult, indexed: sqlite3.Connection | None) -> None:
     """The whole likely-move rule for this plan, the line-share part included (it reads files and
-    the index, so the pure planner leaves it out)."""
-    indexed = ctx.previous if ctx.rebuilding else ctx.conn
+    `indexed`, the index the plan was made against, so the pure planner leaves it out)."""
     if indexed is None:
         return
-    walk = ctx.require_walk()
     plan.likely_moves = likely_moves(retiring(plan), _hashed(plan.arrivals, walk), walk.orphan_sidecars,
                                      MoveEvidence(indexed, ctx.paths.root, walk.source_types))
 
 
 def _hashed(paths: Sequence[str], walk: WalkResult) -> dict[str, str]:
     return {path: walk.docs[path].content_hash for path in paths}
-
-
-def _significant_lines(text: str) -> set[str]:
-    return {line.strip() for line in text.splitlines() if len(line.strip()) >= 8}
-
-
-def _read_text(path: Path) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read(1 << 20)
-    except OSError:
-        return ""
-
-
-def likely_move_note(move: LikelyMove) -> str:
-    """What a sync that has just soft-deleted the ID says about it."""
-    doc = move.doc
-    return (f"likely moved without its sidecar: {doc.path} -> {move.new_path} ({move.why}); {doc.path}'s "
-            f"ID {doc.id} was soft-deleted, which breaks links to it, and {move.new_path} does not carry "
-            f"it. To keep the old ID: {move.adopt} && pnk sync")
 
 
 def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: BuildKeys,
@@ -457,14 +321,17 @@ class _ContainedFolders:
         return None
 
 
-def apply_identity(ctx: SyncContext, plan: Plan) -> None:
-    """Write sidecars, then moves, deletes and metadata refreshes, each its own transaction."""
+def apply_identity(ctx: SyncContext, plan: Plan, walk: WalkResult) -> set[str]:
+    """Write sidecars, then moves, deletes and metadata refreshes, each its own transaction. A
+    document whose sidecar was written carries it in `plan.work` from here on; returns the doc_ids
+    whose sidecar could not be written (recorded as failed: nothing more is done on them)."""
     from pinakes.atomic import atomic_move
     from pinakes.sidecar import read_sidecar, sidecar_path_for, write_new_sidecar
 
     root = ctx.paths.root
     report = ctx.report
-    work_by_path = {item.path: item for item in plan.work}
+    position = {item.path: number for number, item in enumerate(plan.work)}
+    failed: set[str] = set()
     written: list[tuple[Path, str]] = []
     if len(plan.sidecar_writes) >= MANY_SIDECARS:  # two fsyncs each: seconds before any embedding
         ctx.progress.announce(f"writing {len(plan.sidecar_writes):,} sidecars (each new document's "
@@ -476,7 +343,7 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
         if outside is not None:
             report.fail(write.doc_path, "sidecar", f"the sidecar was not written: {outside.parent} resolves "
                                                    "outside the KB (a symbolic link on the way)")
-            ctx.failed.add(write.doc_id)
+            failed.add(write.doc_id)
             continue
         try:
             if write.kind == "move" and write.from_path:
@@ -489,7 +356,7 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
         except (OSError, PinakesError) as exc:
             message = exc.render() if isinstance(exc, PinakesError) else str(exc)
             report.fail(write.doc_path, "sidecar", f"could not write the sidecar: {message}")
-            ctx.failed.add(write.doc_id)
+            failed.add(write.doc_id)
             continue
         report.sidecars_written.append(write.doc_path + SIDECAR_SUFFIX)
         faultpoint("sync.after-sidecar-write")
@@ -497,14 +364,13 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
         sidecar = read_sidecar(sidecar_file, kb_id=ctx.kb_id)
         written.append((sidecar_file, sidecar.raw_hash))
         plan.sidecars[write.doc_path] = sidecar
-        item = work_by_path.get(write.doc_path)
-        if item is not None:
-            item.sidecar = sidecar
-            item.sidecar_hash = sidecar.raw_hash
+        number = position.get(write.doc_path)
+        if number is not None:
+            item = plan.work[number]
             # The key names the title the chunks are built with: this sidecar's (a moved one may
             # have been edited on the way).
-            item.key = ctx.keys.key(item.file.content_hash, item.source_type,
-                                    context_naming(sidecar.title, item.path))
+            plan.work[number] = replace(item.with_sidecar(sidecar), key=ctx.keys.key(
+                item.file.content_hash, item.source_type, context_naming(sidecar.title, item.path)))
 
     conn = ctx.writer()
     if written:  # we know these files' hashes: the next walk need not read them again
@@ -531,7 +397,6 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
         else:
             report.deleted.append(doc.path)
         faultpoint("sync.after-delete")
-    walk = ctx.require_walk()
     for doc_id, path in plan.refresh:
         sidecar = plan.sidecars.get(path)
         if sidecar is None:
@@ -550,6 +415,7 @@ def apply_identity(ctx: SyncContext, plan: Plan) -> None:
                 (path, sidecar.raw_hash, title, metadata, state.mtime, now, doc_id))
             write_links(conn, ctx.kb_id, doc_id, sidecar.links)
         report.metadata_refreshed.append(path)
+    return failed
 
 
 def _text_title(path: Path, source_type: str) -> str | None:
@@ -576,21 +442,22 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def compute_plan(ctx: SyncContext) -> Plan:
-    """The pure decision for this run (also what `pnk doit list` and `pnk status` show)."""
-    if ctx.plan is None:
+def compute_plan(ctx: SyncContext, walk: WalkResult, indexed: sqlite3.Connection | None) -> Plan:
+    """The pure decision for this run against `indexed`, the index the documents are paired with
+    (the one a rebuild replaces; also what `pnk doit list` and `pnk status` show)."""
 
-        def reader(doc_path: str) -> Sidecar:
-            # Imported on first use: a sync whose sidecars are all unchanged never parses YAML.
-            from pinakes.sidecar import read_sidecar, sidecar_path_for
+    def reader(doc_path: str) -> Sidecar:
+        # Imported on first use: a sync whose sidecars are all unchanged never parses YAML.
+        from pinakes.sidecar import read_sidecar, sidecar_path_for
 
-            return read_sidecar(sidecar_path_for(ctx.paths.root / doc_path), kb_id=ctx.kb_id)
+        return read_sidecar(sidecar_path_for(ctx.paths.root / doc_path), kb_id=ctx.kb_id)
 
-        before = load_indexed(ctx.previous if ctx.rebuilding else ctx.conn)
-        ctx.plan = plan_changes(before, ctx.require_walk(), reader, ctx.keys,
-                                may_write_sidecars=not ctx.options.index_only, rebuild=ctx.rebuilding)
-        carry_forward(ctx, ctx.plan)  # a file the last sync found unextractable, untried here: still failing
-    return ctx.plan
+    plan = plan_changes(load_indexed(indexed), walk, reader, ctx.keys,
+                        may_write_sidecars=not ctx.options.index_only, rebuild=ctx.rebuilding)
+    # A file the last sync found unextractable, untried here: still failing.
+    carried = carry_forward(ctx, walk, plan.arrivals)
+    plan.notes[:] = [note for note in plan.notes if note.split(": not indexed yet", 1)[0] not in carried]
+    return plan
 
 
 def collision_error(plan: Plan) -> SidecarError:
@@ -604,16 +471,15 @@ def collision_error(plan: Plan) -> SidecarError:
     )
 
 
-def apply(ctx: SyncContext, plan: Plan) -> None:
-    """Act on a plan without collisions: record its failures and notes, then (unless read-only) write
-    the sidecars and the identities it decided."""
+def apply(ctx: SyncContext, plan: Plan, walk: WalkResult, indexed: sqlite3.Connection | None) -> set[str]:
+    """Act on a plan with work and without collisions: record its failures and notes, then (unless
+    read-only) write the sidecars and the identities it decided. Returns the doc_ids that failed."""
     for path, error in plan.failures:
         ctx.report.fail(path, "pair", error)
     if not ctx.read_only:
-        find_likely_moves(ctx, plan)
+        find_likely_moves(ctx, plan, walk, indexed)
     ctx.report.notes.extend(plan.notes)
     ctx.report.notes.extend(likely_move_note(move) for move in plan.likely_moves)
     moved_from = {w.from_path for w in plan.sidecar_writes if w.from_path}
-    ctx.report.orphaned_sidecars.extend(p for p in ctx.require_walk().orphan_sidecars if p not in moved_from)
-    if not ctx.read_only:
-        apply_identity(ctx, plan)
+    ctx.report.orphaned_sidecars.extend(p for p in walk.orphan_sidecars if p not in moved_from)
+    return set() if ctx.read_only else apply_identity(ctx, plan, walk)

@@ -316,12 +316,15 @@ class SyncProgress:
             self._tick(self._moved())
 
     def workers_alive(self, count: int) -> None:
-        """How many cluster workers embed for this run now (shown beside the rate); a loss is also
-        announced at once, since a slower rate alone would not say why."""
+        """How many cluster workers embed for this run now (shown beside the rate); the first count and
+        a loss are also announced at once, since a slower rate alone would not say why."""
         with self._lock:
-            lost = self.workers is not None and count < self.workers
+            first = self.workers is None
+            lost = not first and count < (self.workers or 0)
             self.workers = count
-        if lost:
+        if first:  # said once up front: a sync quicker than one progress line would never name them
+            self.announce(f"embedding on the cluster: {counted(count, 'worker')} alive")
+        elif lost:
             self.announce(f"a cluster worker was lost; its batches go to the {counted(count, 'worker')} left"
                           if count else "every cluster worker was lost")
 

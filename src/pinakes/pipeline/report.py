@@ -120,6 +120,12 @@ class SyncReport:
             self.fail(path, "read", f"cannot read the file ({reason}); it was left as last indexed. "
                                     "Fix its permissions, or exclude it in [sources] exclude")
 
+    def account_unpaired(self, orphan_sidecars: Sequence[str], notes: Sequence[str]) -> None:
+        """What a sync whose pairing has nothing to apply still reports: the sidecars with no document
+        beside them, and what its plan noted (nothing, when the index is settled and there is none)."""
+        self.orphaned_sidecars.extend(orphan_sidecars)
+        self.notes.extend(notes)
+
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["renamed"] = [{"from": old, "to": new} for old, new in self.renamed]

@@ -16,30 +16,40 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pinakes.links import reverse
-
 if TYPE_CHECKING:
     from pinakes.manifest import LinkedKB
     from pinakes.pipeline.run import SyncContext
 
 
 def is_due(ctx: SyncContext, linked: LinkedKB) -> bool:
-    """Whether `linked` is to be read now. One that is not is reported as fresh, once, by a run that
-    writes (its outcome row says when it was last read)."""
+    """Whether `linked` is to be read now (its last scan is outside the window, or `--scan-links`)."""
     if ctx.conn is None:  # an inspection of a KB with no index yet: everything would be scanned
         return True
-    due = reverse.is_due(ctx.conn, ctx.paths.root, linked, force=ctx.options.scan_links, at=reverse.now())
-    if not due and not ctx.read_only:
-        ctx.report.link_scans.append(reverse.fresh_outcome(ctx.conn, linked).to_dict())
-    return due
+    from pinakes.links import reverse
+
+    return reverse.is_due(ctx.conn, ctx.paths.root, linked, force=ctx.options.scan_links, at=reverse.now())
 
 
 def any_delisted(ctx: SyncContext) -> bool:
-    return ctx.conn is not None and bool(reverse.delisted(ctx.conn, ctx.manifest))
+    """Whether the index holds links from a KB `[[links.kb]]` no longer lists. A KB that lists none
+    and was never scanned (the common case, asked by every no-op sync) costs one indexed read."""
+    if ctx.conn is None or (not ctx.manifest.links and
+                            ctx.conn.execute("SELECT 1 FROM kb_refs LIMIT 1").fetchone() is None):
+        return False
+    from pinakes.links import reverse
+
+    return bool(reverse.delisted(ctx.conn, ctx.manifest))
 
 
 def scan_partner(ctx: SyncContext, linked: LinkedKB) -> None:
+    """Read `linked` when it is due; one that is not is reported as fresh (its outcome says when it
+    was last read and when it is next due)."""
     if ctx.read_only:
+        return
+    from pinakes.links import reverse
+
+    if not is_due(ctx, linked):
+        ctx.report.link_scans.append(reverse.fresh_outcome(ctx.writer(), linked).to_dict())
         return
     outcome = reverse.scan_partner(ctx.writer(), ctx.manifest, ctx.paths.root, linked, force=ctx.options.scan_links)
     ctx.report.link_scans.append(outcome.to_dict())
@@ -49,6 +59,8 @@ def scan_partner(ctx: SyncContext, linked: LinkedKB) -> None:
 def remove_delisted(ctx: SyncContext) -> None:
     if ctx.read_only:
         return
+    from pinakes.links import reverse
+
     for outcome in reverse.remove_delisted(ctx.writer(), ctx.manifest):
         ctx.report.link_scans.append(outcome.to_dict())
     _refresh_census(ctx)

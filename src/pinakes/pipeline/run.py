@@ -1,39 +1,33 @@
-"""The state one sync run shares between its stages (`pipeline/stages.py`; run as doit tasks by `rules/`).
+"""What one sync run shares across all of its stages, and only that: `SyncContext`.
 
-doit passes values between tasks through its own database, which suits hashes and counts but not
-text and vectors; the stages of one run therefore share this object in memory instead. It holds the
-text and chunks of one group of documents at a time (`GroupState`): a group is extracted, chunked,
-embedded and committed before the next group's text is read, so memory follows the group size,
-never the corpus. Per-document keys live in the index (`documents.build_key`), committed in the
-same transaction as the chunks and vectors they describe, so a crash never leaves a key claiming work
+It holds what is run-wide: the options, the KB's paths, manifest and build keys, the index
+connection, the report every stage adds to, the progress display, and the model (loaded once, on
+first use). What passes from one stage to the next is not here: each stage's core takes typed
+inputs and returns typed outputs (`pipeline.types`), and the doit glue (`pinakes.rules`) holds them
+between tasks. Per-document keys live in the index (`documents.build_key`), committed in the same
+transaction as the chunks and vectors they describe, so a crash never leaves a key claiming work
 that was not stored.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes.errors import PinakesError
 
 if TYPE_CHECKING:  # annotations only: `pnk sync` imports this module on every (mostly no-op) run
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable
 
-    from pinakes.chunking import Chunk
     from pinakes.embed.base import Embedder
     from pinakes.embed.executor_ray import RayEmbedder
-    from pinakes.extract.types import ExtractedText
     from pinakes.kb import KBPaths
     from pinakes.manifest import Manifest
     from pinakes.pipeline.keys import BuildKeys
-    from pinakes.pipeline.paid_extraction import PaidState
-    from pinakes.pipeline.pair import DocWork, Plan
     from pinakes.pipeline.progress import SyncProgress
     from pinakes.pipeline.report import SyncReport
-    from pinakes.pipeline.vector_reuse import VectorReuse
-    from pinakes.sources.walk import WalkResult
 
 
 @dataclass(frozen=True)
@@ -57,21 +51,9 @@ class SyncOptions:
 
 
 @dataclass
-class GroupState:
-    """What the streamed stages hand each other about the group of documents in flight, by doc_id:
-    the extract stage's text, the chunk stage's passages. The embed stage releases its group's."""
-
-    extracted: dict[str, ExtractedText] = field(default_factory=dict[str, "ExtractedText"])
-    chunks: dict[str, list[Chunk]] = field(default_factory=dict[str, "list[Chunk]"])
-
-    def release(self, group: Iterable[DocWork]) -> None:
-        for item in group:
-            self.extracted.pop(item.doc_id, None)
-            self.chunks.pop(item.doc_id, None)
-
-
-@dataclass
 class SyncContext:
+    """One sync run's shared, run-wide state (see the module docstring)."""
+
     paths: KBPaths
     manifest: Manifest
     options: SyncOptions
@@ -80,17 +62,8 @@ class SyncContext:
     progress: SyncProgress
     conn: sqlite3.Connection | None = None  # the writer connection (a reader when only inspecting)
     read_only: bool = False  # `pnk doit list/info`, `pnk status`: compute the plan, change nothing
-    rebuilding: bool = False  # `conn` is a new, empty index that replaces `previous` when done
-    previous: sqlite3.Connection | None = None  # rebuilding: the old index (read-only), for pairing
+    rebuilding: bool = False  # `conn` is a new, empty index that replaces the live one when done
     embedder: Embedder | None = None  # injected (tests) or loaded on first use
-    walk: WalkResult | None = None
-    plan: Plan | None = None
-    groups: list[list[DocWork]] = field(default_factory=list[list["DocWork"]])  # the plan's work, in streaming order
-    group: GroupState = field(default_factory=GroupState)  # the group in flight
-    failed: set[str] = field(default_factory=set[str])  # doc_ids whose pipeline stopped, in any stage
-    paid: PaidState | None = None  # paid extraction's decisions and plan (pipeline/paid_extraction.py)
-    model_recorded: bool = False  # the model's identity is in the index meta (with the first vectors)
-    vector_reuse: VectorReuse | None = None  # the content-addressed lookups, made on first use
 
     @property
     def kb_id(self) -> str:
@@ -152,16 +125,6 @@ class SyncContext:
         close = getattr(self.embedder, "close", None)
         if callable(close):
             close()
-
-    def require_walk(self) -> WalkResult:
-        if self.walk is None:
-            raise RuntimeError("the walk step has not run")
-        return self.walk
-
-    def require_plan(self) -> Plan:
-        if self.plan is None:
-            raise RuntimeError("the pair step has not run")
-        return self.plan
 
 
 def run_executor(options: SyncOptions, manifest: Manifest) -> str:

@@ -11,6 +11,11 @@ The mark is written only by a sync that ends with nothing pending (no failure, n
 unpaired, sidecars written) and is removed in the same transaction as anything that could make it
 false: every write to the walk cache and the start of every pipeline. Uncertainty therefore
 always falls back to the full pairing, which is what decides; the mark only skips repeating it.
+
+Its counterpart is the unfinished start (`unfinished_start`): a sync records `sync_started_at` when
+its pipeline starts and removes it with `last_sync_at` when it ends, so one killed or stopped past
+its last commit leaves a mark that the next sync finishes its work from (the graph, the reverse
+scan) and that doctor reports.
 """
 
 from __future__ import annotations
@@ -46,3 +51,13 @@ def mark_settled(conn: sqlite3.Connection, digest: str) -> None:
     """Record that the index is settled for `digest` (call inside a transaction)."""
     conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (META_KEY, digest))
+
+
+def unfinished_start(conn: sqlite3.Connection | None) -> bool:
+    """Whether a sync started its pipeline (`sync_started_at`) after the last recorded completion."""
+    if conn is None:
+        return False
+    meta = dict(conn.execute(
+        "SELECT key, value FROM meta WHERE key IN ('sync_started_at', 'last_sync_at')").fetchall())
+    started = meta.get("sync_started_at")
+    return bool(started) and (meta.get("last_sync_at") is None or started > meta["last_sync_at"])

@@ -16,6 +16,7 @@ report instead, as long as the file has not changed since it was recorded.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -23,8 +24,9 @@ from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.pipeline.report import UNEXTRACTABLE
 
 if TYPE_CHECKING:
-    from pinakes.pipeline.pair import DocWork, Plan
     from pinakes.pipeline.run import SyncContext
+    from pinakes.pipeline.types import DocWork
+    from pinakes.sources.walk import WalkResult
 
 
 def take_back_minted_sidecar(ctx: SyncContext, item: DocWork) -> None:
@@ -47,15 +49,15 @@ def take_back_minted_sidecar(ctx: SyncContext, item: DocWork) -> None:
     ctx.report.sidecars_written.remove(written)
 
 
-def carry_forward(ctx: SyncContext, plan: Plan) -> None:
+def carry_forward(ctx: SyncContext, walk: WalkResult, arrivals: Sequence[str]) -> set[str]:
     """In a run that writes no sidecars, report the recorded unextractable failure of each new file
-    without one, in place of its "not indexed yet" note, while the file is as it was then."""
+    without one (of the plan's `arrivals`), while the file is as it was then. Returns their paths:
+    the failure stands in place of the file's "not indexed yet" note."""
     if not ctx.options.index_only or ctx.conn is None or ctx.read_only:
-        return
-    walk = ctx.require_walk()
-    waiting = [path for path in plan.arrivals if path not in walk.sidecars and path in walk.docs]
+        return set()
+    waiting = [path for path in arrivals if path not in walk.sidecars and path in walk.docs]
     if not waiting:
-        return
+        return set()
     marks = ",".join("?" * len(waiting))
     carried: set[str] = set()
     for path, error, at in ctx.conn.execute(
@@ -63,7 +65,7 @@ def carry_forward(ctx: SyncContext, plan: Plan) -> None:
         if walk.docs[path].mtime <= _seconds(at):
             ctx.report.fail(path, UNEXTRACTABLE, error)
             carried.add(path)
-    plan.notes[:] = [note for note in plan.notes if note.split(": not indexed yet", 1)[0] not in carried]
+    return carried
 
 
 def _seconds(at: str) -> float:

@@ -226,20 +226,19 @@ class VectorReuse:
                 "those texts were embedded by the model")
 
 
-def reuse_for(ctx: SyncContext) -> VectorReuse:
-    """The run's VectorReuse, made on first use: the model's identity (which the packaged model
-    gives without loading its weights) and, for a rebuild, the old index if it can be trusted."""
-    if ctx.vector_reuse is None:
-        identity = ctx.get_embedder().identity
-        enabled = not ctx.options.no_reuse
-        old_index = None
-        if not enabled:
-            ctx.report.vector_reuse = "off (--no-reuse): every chunk was embedded by the model"
-        elif ctx.rebuilding:
-            old_index, verdict = trusted_old_index(ctx.paths.index_db, identity)
-            ctx.report.vector_reuse = verdict
-        ctx.vector_reuse = VectorReuse(ctx.writer(), identity, enabled=enabled, old_index=old_index)
-    return ctx.vector_reuse
+def open_reuse(ctx: SyncContext) -> VectorReuse:
+    """A run's VectorReuse (the embed stage makes it on first use): the model's identity (which the
+    packaged model gives without loading its weights) and, for a rebuild, the old index if it can be
+    trusted."""
+    identity = ctx.get_embedder().identity
+    enabled = not ctx.options.no_reuse
+    old_index = None
+    if not enabled:
+        ctx.report.vector_reuse = "off (--no-reuse): every chunk was embedded by the model"
+    elif ctx.rebuilding:
+        old_index, verdict = trusted_old_index(ctx.paths.index_db, identity)
+        ctx.report.vector_reuse = verdict
+    return VectorReuse(ctx.writer(), identity, enabled=enabled, old_index=old_index)
 
 
 def trusted_old_index(index_db: Path, identity: ModelIdentity) -> tuple[sqlite3.Connection | None, str]:

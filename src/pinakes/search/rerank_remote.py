@@ -69,8 +69,8 @@ if TYPE_CHECKING:
     from pinakes.budget.accountant import Plan
     from pinakes.embed.spending import Reservation
     from pinakes.jsontypes import JSONValue
-    from pinakes.manifest import BudgetSection
     from pinakes.manifest.sections import HTTPRerank, RerankSection
+    from pinakes.search.rerank import RerankRequest
     from pinakes.search.rerank_spending import RerankSpending
 
 # Fixed forever: changing a probe text makes every recorded identity a mismatch.
@@ -365,10 +365,11 @@ def _detail(body: bytes) -> str:
     return f" ({quoted(detail)})" if isinstance(detail, str) and detail.strip() else ""
 
 
-def load(section: RerankSection, *, kb_root: Path | None = None, budget: BudgetSection | None = None,
-         kb_id: str | None = None) -> HTTPReranker:
-    """The reranker the manifest's [rerank] names. Nothing is sent here: the endpoint is probed before
-    the first search reranks, so a down server costs a search its rerank, never its results."""
+def load(section: RerankSection, request: RerankRequest) -> HTTPReranker:
+    """The reranker the manifest's [rerank] names (the registry's `load` for "http"). Nothing is sent
+    here: the endpoint is probed before the first search reranks, so a down server costs a search its
+    rerank, never its results."""
+    kb_root, budget, kb_id = request.kb_root, request.budget, request.kb_id
     endpoint = section.http
     if endpoint is None:
         raise ManifestError('[rerank] provider = "http" needs base_url and api',

@@ -235,6 +235,23 @@ def check_doc_id(value: object) -> str:
     return value
 
 
+def check_objects(argument: str, value: object, *, most: int) -> list[Mapping[str, object]]:
+    """A list of 1..`most` JSON objects (each one's members are the caller's to check)."""
+    kind = _json_type(value)
+    items = cast("list[object]", value) if isinstance(value, list) else None  # parsed JSON: checked below
+    if not items:
+        raise refuse(argument, f"must be a non-empty list of objects, got {kind}",
+                     f"pass a list of 1 to {most} objects")
+    if len(items) > most:
+        raise refuse(argument, f"has {len(items)} items; at most {most}", f"split it into calls of at most {most}")
+    objects: list[Mapping[str, object]] = []
+    for number, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise refuse(f"{argument}[{number}]", f"must be an object, got {_json_type(item)}", "pass {...}")
+        objects.append(cast("dict[str, object]", item))  # a JSON object's keys are strings
+    return objects
+
+
 def check_kb_name(value: object) -> str:
     """The shape of a `kb` argument; whether it names a served KB is the caller's lookup."""
     text = check_string("kb", value, max_chars=MAX_IDENTIFIER_CHARS)

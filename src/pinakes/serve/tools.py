@@ -1,4 +1,4 @@
-"""The four read-only tools' behaviour, independent of the MCP transport that carries them.
+"""The five read-only tools' behaviour, independent of the MCP transport that carries them.
 
 `PinakesTools.call(name, arguments)` validates every argument at the boundary (`boundary.py`),
 answers from the index with per-request freshness (`reader.py`, and the Searcher's own check), and
@@ -39,12 +39,16 @@ from pinakes.serve.reader import IndexReader
 from pinakes.serve.specs import (
     FILTER_ARGUMENTS,
     GET_ARGUMENTS,
+    GET_RANGE_ARGUMENTS,
     GET_TOOL,
     LINKS_ARGUMENTS,
     LINKS_TOOL,
     LIST_KBS_TOOL,
+    MAX_GET_DOCUMENTS,
     SEARCH_ARGUMENTS,
     SEARCH_TOOL,
+    STATUS_ARGUMENTS,
+    STATUS_TOOL,
 )
 
 if TYPE_CHECKING:
@@ -99,6 +103,7 @@ class PinakesTools:
         self._readers = {kb.kb_id: IndexReader(kb.paths.index_db) for kb in self.kbs}
         self._handlers: dict[str, Callable[[Arguments], Payload]] = {
             SEARCH_TOOL: self.search, GET_TOOL: self.get, LIST_KBS_TOOL: self.list_kbs, LINKS_TOOL: self.links,
+            STATUS_TOOL: self.status,
         }
 
     def close(self) -> None:
@@ -168,6 +173,24 @@ class PinakesTools:
             entry.update(indexed=False, documents=0, chunks=0,
                          problem={"message": problem["message"], "remedy": problem["remedy"]})
         return entry
+
+    # -- pinakes_status ------------------------------------------------------------------------
+
+    def status(self, arguments: Arguments) -> Payload:
+        from pinakes.serve.status import kb_status
+
+        boundary.check_argument_names(STATUS_TOOL, arguments, STATUS_ARGUMENTS)
+        kb = self._kb(arguments.get("kb"))
+        try:
+            with self._readers[kb.kb_id].snapshot() as conn:
+                return {"kb": _kb_reference(kb), **kb_status(kb, conn)}
+        except IndexUnreadableError:
+            raise
+        except PinakesError as exc:  # not indexed yet: still a status
+            problem = self.describe_error(exc)
+            return {"kb": _kb_reference(kb), "name": kb.name, "indexed": False,
+                    "problem": {"message": problem["message"], "remedy": problem["remedy"]},
+                    "next_step": "the KB's owner runs `pnk sync` in it (this server never syncs)"}
 
     # -- pinakes_search --------------------------------------------------------------------------
 
@@ -269,8 +292,16 @@ class PinakesTools:
     # -- pinakes_get -----------------------------------------------------------------------------
 
     def get(self, arguments: Arguments) -> Payload:
+        if "documents" in arguments:
+            return self._get_many(arguments)
         doc_id, kb = self._request(GET_TOOL, arguments, GET_ARGUMENTS, "doc_id", boundary.check_doc_id,
-                                   boundary.DOC_ID_REMEDY)
+                                   boundary.DOC_ID_REMEDY + " (or `documents` to read several)")
+        document, indexed, select = self._reading(kb, doc_id, arguments)
+        return self._get_response(kb, document, indexed, select)
+
+    def _reading(self, kb: ServedKB, doc_id: str,
+                 arguments: Arguments) -> tuple[DocumentRow, IndexedText, Callable[[int], Selection]]:
+        """One document's read: its row, its indexed text, and the selection of its range at a limit."""
         char_start = _optional_int(arguments, "char_start", 0)
         char_end = _optional_int(arguments, "char_end", 1)
         page_start = _optional_int(arguments, "page_start", 1)
@@ -291,7 +322,54 @@ class PinakesTools:
                 return select_pages(indexed, page_start, page_end, limit)
             return select_chars(indexed, char_start, char_end, limit)
 
-        return self._get_response(kb, document, indexed, select)
+        return document, indexed, select
+
+    def _get_many(self, arguments: Arguments) -> Payload:
+        """Several documents in one call: the per-call character limit shared evenly, the whole
+        response within the token budget (every share shrunk alike until it fits); a document that
+        cannot be read is an error entry, not a failed call."""
+        boundary.check_argument_names(GET_TOOL, arguments, GET_ARGUMENTS)
+        alone = [name for name in GET_RANGE_ARGUMENTS if name in arguments]
+        if alone:
+            raise boundary.refuse(alone[0], "cannot be combined with `documents`",
+                                  "put each document's doc_id and range inside its entry of `documents`")
+        kb = self._kb(arguments.get("kb"))
+        entries = boundary.check_objects("documents", arguments["documents"], most=MAX_GET_DOCUMENTS)
+        readings: list[tuple[DocumentRow, IndexedText, Callable[[int], Selection]] | Payload] = []
+        for number, entry in enumerate(entries):
+            boundary.check_argument_names(f"{GET_TOOL} documents[{number}]", entry, GET_RANGE_ARGUMENTS)
+            if "doc_id" not in entry:
+                raise boundary.refuse(f"documents[{number}].doc_id", "is required", boundary.DOC_ID_REMEDY)
+            doc_id = boundary.check_doc_id(entry["doc_id"])
+            try:
+                readings.append(self._reading(kb, doc_id, entry))
+            except boundary.ToolArgumentError:
+                raise
+            except PinakesError as exc:
+                readings.append({"doc_id": doc_id, "ok": False, **self.describe_error(exc)})
+        bounds = self.bounds
+        budget_chars = bounds.chars_for(bounds.token_budget)
+        limit = bounds.get_chars // len(readings)
+        while True:
+            documents = [reading if isinstance(reading, dict) else self._get_entry(kb, *reading, limit)
+                         for reading in readings]
+            response: Payload = {"kb": _kb_reference(kb), "notice": UNTRUSTED_NOTICE, "documents": documents,
+                                 "usage": {"tokens_estimated": 0, "token_budget": bounds.token_budget}}
+            overflow = _json_chars(response) - budget_chars
+            if overflow <= 0 or limit == 0:
+                break
+            limit = max(0, limit - overflow // max(1, len(readings)) - 64)
+        _stamp_usage(response, bounds)
+        return response
+
+    def _get_entry(self, kb: ServedKB, document: DocumentRow, indexed: IndexedText,
+                   select: Callable[[int], Selection], limit: int) -> Payload:
+        entry = self._get_payload(kb, document, indexed, select(limit), limit)
+        for shared in ("kb", "notice", "usage"):  # said once, by the whole response
+            entry.pop(shared, None)
+        if isinstance(entry["continue_with"], dict):  # an entry of the next call's `documents`
+            entry["continue_with"] = {"doc_id": document.id, **cast("dict[str, object]", entry["continue_with"])}
+        return {"ok": True, **entry}
 
     def _get_response(self, kb: ServedKB, document: DocumentRow, indexed: IndexedText,
                       select: Callable[[int], Selection]) -> Payload:

@@ -1,4 +1,5 @@
-"""`pnk sync --clear-cache`: empty the extraction cache after saying what would go.
+"""`pnk sync --clear-cache`: empty the extraction cache (or, `=transcripts`, the kept transcripts of
+paid `ask --deep` runs) after saying what would go.
 
 A confirmation prices what is about to be destroyed (entries, bytes). `--yes` skips the question for
 cron, but never authorises dropping what a paid backend wrote: that takes `--clear-cache=paid`.
@@ -35,18 +36,41 @@ def clear_extract_cache(start: Path | str | None, *, include_paid: bool, assume_
              else "free entries (paid ones are kept)")
     prompt = (f"the extraction cache holds {counted(stats.entries, 'entry', 'entries')} ({stats.bytes:,} bytes); remove "
               f"{scope}?")
-    if not assume_yes:
-        if not sys.stdin.isatty():
-            raise UsageError(f"{prompt} There is no terminal to confirm on.",
-                             remedy="add --yes to confirm non-interactively")
-        answer = input(f"{prompt} [y/N] ").strip().lower()
-        if answer != "y":
-            raise UsageError("cache left untouched", remedy="answer y to clear it")
+    _confirm(prompt, assume_yes, "cache")
     removed = cache.clear(include_paid=include_paid)
     freed = stats.bytes - cache.stats().bytes
     if not quiet:
         print(f"removed {counted(removed, 'cache entry', 'cache entries')} ({freed:,} bytes)")
     return removed, freed
+
+
+def clear_transcripts(start: Path | str | None, *, assume_yes: bool, quiet: bool) -> tuple[int, int]:
+    """Remove the kept `pnk ask --deep` transcripts (.pinakes/transcripts/); returns (files, bytes)."""
+    directory = KBPaths(find_kb_root(start)).transcripts
+    files = sorted(path for path in directory.glob("*.json") if path.is_file()) if directory.is_dir() else []
+    if not files:
+        if not quiet:
+            print("no kept transcripts")
+        return 0, 0
+    size = sum(path.stat().st_size for path in files)
+    _confirm(f"{directory} holds {counted(len(files), 'kept transcript')} of paid `ask --deep` runs ({size:,} "
+             "bytes: the questions and passages sent); remove them?", assume_yes, "transcripts")
+    for path in files:
+        path.unlink(missing_ok=True)
+    if not quiet:
+        print(f"removed {counted(len(files), 'kept transcript')} ({size:,} bytes)")
+    return len(files), size
+
+
+def _confirm(prompt: str, assume_yes: bool, what: str) -> None:
+    if assume_yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"{prompt} There is no terminal to confirm on.",
+                         remedy="add --yes to confirm non-interactively")
+    answer = input(f"{prompt} [y/N] ").strip().lower()
+    if answer != "y":
+        raise UsageError(f"{what} left untouched", remedy="answer y to clear it")
 
 
 def _paid_price(paths: KBPaths, cache: ExtractCache) -> str:

@@ -1,13 +1,16 @@
 """`run_sync()`: the core API behind `pnk sync` and the git hooks.
 
-    lock → open index (or a fresh one for --rebuild) → walk → pair → [doit: per group of documents
-    extract → chunk → embed+commit, then graph] → failures + meta → (rebuild: atomic install) →
-    sweep the extraction cache
+    lock → open index (or a fresh one for --rebuild) → the declared pipeline (sync/loader.py: walk →
+    pair │ per group of documents extract → chunk → embed+commit │ graph │ reverse-scan) → failures +
+    meta → (rebuild: atomic install) → sweep the extraction cache
 
-A no-op sync stops after pair and never imports doit: the walk's stat pre-filter and a dict
-comparison decide that nothing changed, which keeps a hook-driven sync of a large KB cheap. When
-the walk found every file as cached and the index carries the settled mark for today's inputs
-(`pinakes.pipeline.settled`), even the pairing is skipped: its plan would be empty.
+Every stage runs as its doit tasks, and each task's up-to-date check is what decides; an invocation
+whose tasks are all up to date is not handed to doit. So a no-op sync never imports doit: the walk
+task's check (the walk's stat pre-filter) finds no change, and the pair task's finds the index
+settled for today's inputs (`pinakes.pipeline.settled`; without the mark, it pairs and finds the
+plan empty), and so on down the declaration. When pairing has work, the driver prepares the run
+before doit's first invocation: a rebuild's tombstones and paid rows, the paid run's plan, the mark
+that the pipeline started.
 """
 
 from __future__ import annotations
@@ -26,11 +29,10 @@ from pinakes.faults import faultpoint
 from pinakes.index import schema
 from pinakes.kb import KBPaths, find_kb_root
 from pinakes.manifest import Manifest
-from pinakes.pipeline import pair
 from pinakes.pipeline.keys import build_keys
 from pinakes.pipeline.report import SyncReport
 from pinakes.pipeline.run import SyncContext, SyncOptions
-from pinakes.pipeline.settled import is_settled, mark_settled, settled_digest
+from pinakes.pipeline.settled import is_settled, mark_settled
 from pinakes.sources import walk
 from pinakes.sync.lock import LockBusy, SyncLock
 from pinakes.sync.rebuild import discard, install_rebuild, open_previous, stopped_details
@@ -39,7 +41,9 @@ from pinakes.wording import counted
 if TYPE_CHECKING:
     from pinakes.embed.executor_ray import RayEmbedder
     from pinakes.pipeline.backends import ExtractionBackend
-    from pinakes.pipeline.paid_extraction import CarryPlan
+    from pinakes.pipeline.paid_carry import CarryPlan
+    from pinakes.pipeline.pair import Plan
+    from pinakes.rules import PipelineRun
 
 
 def run_sync(start: Path | str | None = None, options: SyncOptions | None = None, *,
@@ -128,28 +132,27 @@ def _check_options(options: SyncOptions) -> None:
 
 def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, report: SyncReport,
                  embedder: Embedder | None, progress_stream: TextIO) -> None:
-    """The sync under the lock, in its phases: open the index (or a new one for a rebuild), plan
-    (walk and pair), run the stages, finish (install a rebuild, sweep the extraction cache)."""
+    """The sync under the lock: open the index (or a new one for a rebuild), run the declared
+    pipeline, finish (install a rebuild, sweep the extraction cache)."""
     from pinakes.pipeline.backends import backend_for
+    from pinakes.rules import PipelineRun
 
-    backend = backend_for(manifest, options)  # how documents become text, and the paid rows' hooks
+    backend = backend_for(manifest, options)  # how documents become text, and the run's paid rows
     cluster = _cluster_first(paths, manifest, options) if embedder is None else None
     try:
-        ctx, carry = _open_index(paths, manifest, options, report, backend, embedder or cluster, progress_stream)
+        ctx, previous, carry = _open_index(paths, manifest, options, report, backend, embedder or cluster,
+                                           progress_stream)
     except BaseException:
         if cluster is not None:
             cluster.close()
         raise
+    run = PipelineRun(ctx, backend, previous=previous)
     try:
-        settled = _plan(ctx, backend, carry)
-        if settled is None:
-            return  # nothing to process: the sync finished without the pipeline
-        ctx.connect_cluster()  # before the first sidecar or index row: a refusal leaves nothing
-        _run_stages(ctx, backend, settled)
+        _run_pipeline(run, carry)
     except BaseException:
         ctx.writer().close()
-        if ctx.previous is not None:
-            ctx.previous.close()
+        if run.previous is not None:
+            run.previous.close()
         if ctx.rebuilding:
             discard(paths.rebuild_db)
         raise
@@ -172,9 +175,10 @@ def _cluster_first(paths: KBPaths, manifest: Manifest, options: SyncOptions) -> 
 
 def _open_index(paths: KBPaths, manifest: Manifest, options: SyncOptions, report: SyncReport,
                 backend: ExtractionBackend, embedder: Embedder | None,
-                progress_stream: TextIO) -> tuple[SyncContext, CarryPlan | None]:
+                progress_stream: TextIO) -> tuple[SyncContext, sqlite3.Connection | None, CarryPlan | None]:
     """The run's context over the index it writes: the live one, or a new one beside it for a
-    rebuild (asked for, or forced by a changed embedding model), with what the rebuild must carry."""
+    rebuild (asked for, or forced by a changed embedding model), with the index a rebuild replaces
+    (read-only, for pairing) and what it must carry from there."""
     from pinakes.pipeline.progress import SyncProgress
 
     rebuild = options.rebuild
@@ -218,99 +222,82 @@ def _open_index(paths: KBPaths, manifest: Manifest, options: SyncOptions, report
     ctx = SyncContext(paths=paths, manifest=manifest, options=options, report=report, conn=conn,
                       keys=build_keys(manifest, options.extract_backend), embedder=embedder,
                       progress=SyncProgress.for_stream(progress_stream, quiet=options.quiet),
-                      rebuilding=rebuild, previous=previous)
-    return ctx, carry
+                      rebuilding=rebuild)
+    return ctx, previous, carry
 
 
-def _plan(ctx: SyncContext, backend: ExtractionBackend, carry: CarryPlan | None) -> str | None:
-    """Walk and pair. Returns the settled digest to mark once the stages have run, or None when
-    there is nothing for them to do (the sync is then finished here)."""
-    conn, report, options = ctx.writer(), ctx.report, ctx.options
-    found = _walk(ctx)
-    stage_started = time.perf_counter()
-    settled = settled_digest(ctx.paths.manifest, ctx.keys)
-    if not (ctx.rebuilding or options.force) and _walk_found_cache(found) and is_settled(conn, settled):
-        report.unchanged = len(found.docs)
-        report.orphaned_sidecars.extend(found.orphan_sidecars)
-        report.timings["pair"] = time.perf_counter() - stage_started
-        _finish_without_pipeline(ctx)
-        return None
-    plan = pair.compute_plan(ctx)
-    report.timings["pair"] = time.perf_counter() - stage_started
-    if plan.collisions:
-        raise pair.collision_error(plan)
-    if ctx.previous is not None:
-        _carry_tombstones(ctx.previous, conn, plan)
-        ctx.previous.close()
-        ctx.previous = None
-    backend.after_pair(ctx, carry)  # --force's overrides; a rebuild's paid rows
-    report.unchanged = len(found.docs) - len(plan.work)
-    if plan.is_empty and not ctx.rebuilding:
-        report.orphaned_sidecars.extend(found.orphan_sidecars)
-        report.notes.extend(plan.notes)
-        _record_failures(conn, report)  # clears failures a previous run left, if fixed since
-        _settle(conn, report, options, settled)
-        _finish_without_pipeline(ctx)
-        return None
-    return settled
-
-
-def _walk(ctx: SyncContext) -> walk.WalkResult:
-    conn = ctx.writer()
-    stage_started = time.perf_counter()
-    walk_started_ns = time.time_ns()
-    found = ctx.walk = walk.walk(ctx.paths.root, ctx.manifest.sources, walk.load_walk_cache(conn),
-                                 racy_after=walk.racy_after_ns(conn))
-    ctx.report.files_hashed = found.hashed
-    ctx.report.account_walk(found.skipped, found.unreadable)
-    if found.cache_updates or found.cache_removals:
-        with schema.transaction(conn):
-            walk.save_walk_cache(conn, found, walk_started_ns)
-    ctx.report.timings["walk"] = time.perf_counter() - stage_started
-    faultpoint("sync.after-walk")
-    return found
-
-
-def _run_stages(ctx: SyncContext, backend: ExtractionBackend, settled: str) -> None:
-    """The pipeline over the plan's work (`pinakes.sync.loader`), then what records its end."""
+def _run_pipeline(run: PipelineRun, carry: CarryPlan | None) -> None:
+    """The declared pipeline (sync/loader.py), started (`_start`) before doit's first invocation when
+    pairing has work, then what records its end."""
     from pinakes.sync.loader import run_pipeline, write_dodo_shim
 
-    conn, report, plan = ctx.writer(), ctx.report, ctx.require_plan()
-    stage_started = time.perf_counter()
-    backend.prepare(ctx)  # a paid run is checked whole, before anything is written or called
-    with schema.transaction(conn):  # doctor tells an interrupted sync from a finished one
+    ctx, report = run.ctx, run.ctx.report
+    started_at: list[float] = []
+
+    def start() -> None:
+        if not started_at and run.has_work():
+            starting = time.perf_counter()
+            _start(run, carry)  # a refusal here (a paid run's budget) stops the sync before any task ran
+            started_at.append(starting)
+
+    try:
+        outcome = run_pipeline(run, before_doit=start)
+    except BaseException as exc:
+        if started_at:
+            _stop(run, stopped=exc)
+        raise
+    if not started_at:  # no document to process: the sync finished without the pipeline
+        _check_outcome(outcome.code, outcome.output)
+        _finish_without_pipeline(run, outcome.ran > 0)
+        return
+    _stop(run)
+    report.timings["pipeline"] = time.perf_counter() - started_at[0]
+    _check_outcome(outcome.code, outcome.output)
+    conn = ctx.writer()
+    _record_failures(conn, report)
+    _record_meta(conn, ctx, ctx.rebuilding)
+    _settle(conn, report, ctx.options, run.settled_digest)
+    with contextlib.suppress(OSError):  # a convenience for plain `doit`; never worth failing a sync
+        write_dodo_shim(ctx.paths)
+
+
+def _start(run: PipelineRun, carry: CarryPlan | None) -> None:
+    """Before the pipeline's first write: a rebuild keeps its tombstones, the backend clears what
+    `--force` reached and copies a rebuild's paid rows, a paid run is checked whole, the index records
+    that a pipeline started (doctor tells an interrupted sync from a finished one), progress starts."""
+    ctx, plan = run.ctx, run.decided()
+    assert plan is not None
+    conn = ctx.writer()
+    ctx.connect_cluster()  # before the first sidecar or index row: a refusal leaves nothing
+    if run.previous is not None:  # read by pairing, and for the tombstones: no longer needed
+        _carry_tombstones(run.previous, conn, plan)
+        run.previous.close()
+        run.previous = None
+    run.backend.after_pair(ctx, plan, carry)
+    run.backend.prepare(ctx, plan)  # a paid run is checked whole, before anything is written or called
+    with schema.transaction(conn):
         schema.write_meta(conn, {"sync_started_at": _now()})
         schema.unsettle(conn)
     ctx.progress.start(len(plan.work), sum(item.file.size for item in plan.work))
-    try:
-        code, output = run_pipeline(ctx)
-    except BaseException as exc:
-        ctx.progress.close()
-        _close_vector_reuse(ctx)
-        backend.finish(ctx, stopped=exc)  # a store fault of the paid text joins the error's details
-        raise
+
+
+def _stop(run: PipelineRun, stopped: BaseException | None = None) -> None:
+    """After a started pipeline, also when it raised (`stopped`): progress ends, the old index a
+    rebuild read vectors from is closed, and the backend says what the paid rows did (a store fault
+    of the paid text is raised, or joins `stopped`'s details)."""
+    ctx = run.ctx
     ctx.progress.close()
-    _close_vector_reuse(ctx)
-    backend.finish(ctx)  # raises a store fault of the paid text that stopped the paying
-    report.timings["pipeline"] = time.perf_counter() - stage_started
+    if run.embedding is not None:
+        run.embedding.close(ctx.report)
+    run.backend.finish(ctx, stopped=stopped)
+
+
+def _check_outcome(code: int, output: str) -> None:
     if code != 0:
         raise PinakesError(f"the sync pipeline stopped (doit exit {code}): "
                            f"{(output.strip().splitlines() or ['no output'])[-1]}",
                            remedy="run `pnk sync` again; what was committed is kept. If it recurs, "
                                   "report it with this message")
-    _record_failures(conn, report)
-    _record_meta(conn, ctx, ctx.rebuilding)
-    _settle(conn, report, ctx.options, settled)
-    with contextlib.suppress(OSError):  # a convenience for plain `doit`; never worth failing a sync
-        write_dodo_shim(ctx.paths)
-
-
-def _close_vector_reuse(ctx: SyncContext) -> None:
-    """The old index a rebuild read vectors from is closed before the new one replaces it."""
-    if ctx.vector_reuse is not None:
-        ctx.vector_reuse.close()
-        if note := ctx.vector_reuse.unreadable_note():
-            ctx.report.notes.append(note)
 
 
 def _finish(ctx: SyncContext) -> None:
@@ -327,29 +314,20 @@ def _finish(ctx: SyncContext) -> None:
         _sweep_cache(paths, ctx.report)
 
 
-def _finish_without_pipeline(ctx: SyncContext) -> None:
-    """The end of a sync that had no document to process. If an earlier sync started its pipeline
-    and never recorded its end (killed, or stopped past its last commit: in the graph, in the
-    reverse scan), this one does what that one left undone after its commits, the graph, then
-    records the completion, so doctor stops reporting an interrupted sync. Otherwise the index
-    file is left untouched, as a no-op sync leaves it."""
+def _finish_without_pipeline(run: PipelineRun, ran: bool) -> None:
+    """The end of a sync that had no document to process. What it found to do was done by the
+    stages whose tasks were due (`ran`): the walk cache recorded, or what an earlier sync that
+    started its pipeline and never recorded its end (killed, or stopped past its last commit: in the
+    graph, in the reverse scan) left undone; this one then records the completion, so doctor stops
+    reporting an interrupted sync. Otherwise the index file is left untouched, as a no-op sync
+    leaves it."""
+    ctx = run.ctx
     conn = ctx.writer()
-    unfinished = _unfinished_start(conn)
-    if unfinished:
-        from pinakes.pipeline.graph import derive_graph
-
-        ctx.report.graph_census = derive_graph(conn, ctx.kb_id)
-    _scan_links_if_due(ctx)
-    if unfinished:
+    _record_failures(conn, ctx.report)  # clears failures a previous run left, if fixed since
+    if run.decided() is not None:
+        _settle(conn, ctx.report, ctx.options, run.settled_digest)
+    if ran and run.unfinished():
         _record_completion(conn)
-
-
-def _unfinished_start(conn: sqlite3.Connection) -> bool:
-    """Whether a sync started its pipeline (`sync_started_at`) after the last recorded completion."""
-    meta = dict(conn.execute(
-        "SELECT key, value FROM meta WHERE key IN ('sync_started_at', 'last_sync_at')").fetchall())
-    started = meta.get("sync_started_at")
-    return bool(started) and (meta.get("last_sync_at") is None or started > meta["last_sync_at"])
 
 
 def _record_completion(conn: sqlite3.Connection, values: dict[str, object] | None = None) -> None:
@@ -357,26 +335,6 @@ def _record_completion(conn: sqlite3.Connection, values: dict[str, object] | Non
     with schema.transaction(conn):
         schema.write_meta(conn, {"last_sync_at": _now(), **(values or {})})
         conn.execute("DELETE FROM meta WHERE key = 'sync_started_at'")
-
-
-def _scan_links_if_due(ctx: SyncContext) -> None:
-    """A sync that changed no document still owes connected KBs their reverse scan once the window
-    has passed; doit is only imported when one is due (a no-op sync normally never imports it)."""
-    if not (ctx.manifest.links or ctx.options.scan_links) and \
-            ctx.writer().execute("SELECT 1 FROM kb_refs LIMIT 1").fetchone() is None:
-        return  # no partner listed and none to forget: the common case costs one indexed read
-    from pinakes.links.reverse import any_due
-
-    if not any_due(ctx.writer(), ctx.paths.root, ctx.manifest, force=ctx.options.scan_links):
-        return
-    from pinakes.sync.loader import run_reverse_scan
-
-    code, output = run_reverse_scan(ctx)
-    if code != 0:
-        raise PinakesError(f"the reverse scan stopped (doit exit {code}): "
-                           f"{(output.strip().splitlines() or ['no output'])[-1]}",
-                           remedy="run `pnk sync` again; what was committed is kept. If it recurs, "
-                                  "report it with this message")
 
 
 def index_model_changed(conn: sqlite3.Connection, manifest: Manifest) -> bool:
@@ -440,11 +398,6 @@ def _remote_model_swapped(conn: sqlite3.Connection, embedder: Embedder | None) -
     return swapped
 
 
-def _walk_found_cache(found: walk.WalkResult) -> bool:
-    """Whether the walk found every file exactly as the walk cache recorded it, and no other."""
-    return not (found.hashed or found.cache_updates or found.cache_removals or found.unreadable)
-
-
 def _settle(conn: sqlite3.Connection, report: SyncReport, options: SyncOptions, digest: str) -> None:
     """Mark the index settled when this run left nothing for the next one to pair again."""
     if options.index_only or report.failures:
@@ -485,7 +438,7 @@ def _record_meta(conn: sqlite3.Connection, ctx: SyncContext, rebuild: bool) -> N
     _record_completion(conn, values)
 
 
-def _carry_tombstones(previous: sqlite3.Connection, conn: sqlite3.Connection, plan: pair.Plan) -> None:
+def _carry_tombstones(previous: sqlite3.Connection, conn: sqlite3.Connection, plan: Plan) -> None:
     """Soft-deleted documents keep their rows across a rebuild: a deleted row is the identity the
     next sync's pairing revives or renames from."""
     living = {item.doc_id for item in plan.work} | {doc_id for doc_id, _path in plan.refresh}

@@ -90,13 +90,13 @@ def estimate_paid_run(start: Path | str | None = None, *, extract_backend: str |
     from pinakes.extract import claude_vision
     from pinakes.extract.cache import ExtractCache
     from pinakes.paid import read_api_key
-    from pinakes.pipeline.paid_extraction import FREE_PDF_BACKEND
+    from pinakes.pipeline.paid_state import FREE_PDF_BACKEND
 
     ctx.keys = build_keys(ctx.manifest, backend)
     try:
-        ctx.walk = walk.walk(ctx.paths.root, ctx.manifest.sources, walk.load_walk_cache(ctx.conn),
-                             racy_after=walk.racy_after_ns(ctx.conn))
-        plan = pair.compute_plan(ctx)
+        found = walk.walk(ctx.paths.root, ctx.manifest.sources, walk.load_walk_cache(ctx.conn),
+                          racy_after=walk.racy_after_ns(ctx.conn))
+        plan = pair.compute_plan(ctx, found, ctx.conn)
     finally:
         if ctx.conn is not None:
             ctx.conn.close()
@@ -105,7 +105,7 @@ def estimate_paid_run(start: Path | str | None = None, *, extract_backend: str |
     cache = ExtractCache(ctx.paths.extract_cache)
     paid_fp, free_fp = EXTRACTORS[backend].fingerprint(model), EXTRACTORS[FREE_PDF_BACKEND].fingerprint()
     to_pay: list[tuple[str, int]] = []
-    paying: set[str] = set()  # content hashes: a run pays once for the same bytes (pipeline/paid_extraction.py)
+    paying: set[str] = set()  # content hashes: a run pays once for the same bytes (pipeline/paid_planning.py)
     for item in plan.work:
         if item.source_type != "pdf":
             continue

@@ -4,20 +4,22 @@ running and for `doit list` / `info`, both generated from one sequence of invoca
     walk → pair │ extract:<doc> … → chunk:<doc> … → embed:g00000 │ extract:<doc of group 1> … →
       embed:g00001 │ … │ graph │ reverse-scan:<partner> …, reverse-scan:delisted
 
-walk and pair always run (they are what detect change); the changed documents then stream through
-in groups sized by estimated tokens. A group is extracted, chunked, embedded and committed (one
-transaction per document) before the next group's text is read, so peak memory follows the group
-size and the model, not the corpus, and a crash loses at most the group in flight.
+walk and pair detect change: the walk task's up-to-date check walks the sources (once per sync),
+the pair task's decides the plan. The changed documents then stream through in groups sized by
+estimated tokens. A group is extracted, chunked, embedded and committed (one transaction per
+document) before the next group's text is read, so peak memory follows the group size and the
+model, not the corpus, and a crash loses at most the group in flight.
 
 `invocations()` yields what `pnk sync` runs as separate doit invocations (│ above): walk and pair,
-one per group, graph, reverse-scan. doit keeps every Task it creates until its run ends (about
+one per group, then each later stage. doit keeps every Task it creates until its run ends (about
 10 KB per document for the extract and chunk tasks), so one invocation for the whole corpus would
 make memory grow with it. `run_pipeline` runs each, with the dependencies on tasks of an earlier
-invocation dropped by one filter (`only_within`: those tasks ran before). `task_namespace` lists
-them all in one namespace, every dependency kept, each group's extract tasks depending on the
-previous group's embed task: what `doit list` shows is what runs, by construction. Each
-per-document task is keyed on the document's build key (`pinakes.pipeline.keys`), compared with
-the key the index stored beside its chunks.
+invocation dropped by one filter (`only_within`: those tasks ran before), and hands doit only an
+invocation with a task that is not up to date: a sync with nothing to do never imports doit, and no
+stage is treated apart by name. `task_namespace` lists them all in one namespace, every dependency
+kept, each group's extract tasks depending on the previous group's embed task: what `doit list`
+shows is what runs, by construction. Each per-document task is keyed on the document's build key
+(`pinakes.pipeline.keys`), compared with the key the index stored beside its chunks.
 
 The same namespace backs `pnk doit list|info` and the `.pinakes/dodo.py` shim for plain
 `doit -f .pinakes/dodo.py list --all --status`.
@@ -29,17 +31,14 @@ import functools
 import io
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from pinakes import rules
+import pinakes.rules as rules
 from pinakes.kb import KBPaths
-from pinakes.links.reverse import delisted
-from pinakes.pipeline.pair import DocWork, compute_plan
-from pinakes.pipeline.run import SyncContext
-from pinakes.pipeline.stages import STAGES, Stage, phases
-from pinakes.rules import Halt, Scope, TaskDict, task_name
+from pinakes.pipeline import stages
+from pinakes.pipeline.stages import Stage, phases
+from pinakes.rules import Halt, PipelineRun, Scope, TaskDict, task_name
 
 if TYPE_CHECKING:  # doit is imported only when a sync runs it
     from importlib.metadata import EntryPoint
@@ -47,6 +46,9 @@ if TYPE_CHECKING:  # doit is imported only when a sync runs it
     from doit.exceptions import BaseFail
     from doit.reporter import ZeroReporter
     from doit.task import Task
+
+    from pinakes.pipeline.run import SyncContext
+    from pinakes.pipeline.types import DocWork
 
 # A group holds about this many tokens of source text (estimated from file sizes: an upper bound for a
 # PDF, whose text is smaller than the file), and at most GROUP_MAX_DOCUMENTS documents.
@@ -66,10 +68,6 @@ from pinakes.sync.loader import inspection_namespace
 globals().update(inspection_namespace(Path(__file__).resolve().parent.parent))
 '''
 
-# What the progress line says while an invocation that is no one document's runs.
-_STEPS = {"graph": "deriving the graph", "reverse-scan": "reading connected KBs' links"}
-
-
 def stream_groups(work: list[DocWork]) -> list[list[DocWork]]:
     """Cut the work list, in order, into groups of about GROUP_TOKENS estimated tokens."""
     budget = GROUP_TOKENS * ESTIMATED_BYTES_PER_TOKEN
@@ -87,20 +85,7 @@ def stream_groups(work: list[DocWork]) -> list[list[DocWork]]:
     return groups
 
 
-def ensure_plan(ctx: SyncContext) -> None:
-    """Walk and pair if nobody has yet (an inspection plans without running doit), and cut the
-    plan's work into groups."""
-    if ctx.walk is None:
-        from pinakes.rules.walk import run_walk
-
-        run_walk(ctx, Scope())
-    plan = compute_plan(ctx)
-    if not ctx.groups and plan.work:
-        ctx.groups = stream_groups(plan.work)
-
-
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(NamedTuple):
     """One doit run of `pnk sync`: some of the declared stages over one scope."""
 
     label: str  # "plan", "group 3", or the key of the one stage it runs
@@ -108,47 +93,49 @@ class Invocation:
     scope: Scope
     waits_for: tuple[str, ...] = ()  # tasks of an earlier invocation its first stage's tasks wait for
 
-    def tasks(self, ctx: SyncContext, halt: Halt) -> list[TaskDict]:
+    def tasks(self, run: PipelineRun, halt: Halt) -> list[TaskDict]:
         return [task for position, stage in enumerate(self.stages)
-                for task in rules.tasks(stage, ctx, self.scope, halt=halt,
+                for task in rules.tasks(stage, run, self.scope, halt=halt,
                                         within=self.waits_for if position == 0 else ())]
 
 
-def invocations(ctx: SyncContext) -> Iterator[Invocation]:
+def invocations(run: PipelineRun) -> Iterator[Invocation]:
     """The doit invocations of a sync, in order, from the declaration (`pipeline.stages.phases`): the
     stages that decide the change set, then the streamed stages once per group, each group waiting
-    for the one before, then each later stage alone. A generator: the groups are cut once the plan
-    exists, so a sync runs the first invocation before the next is made (an inspection plans
-    read-only when asked for the groups)."""
+    for the one before, then each later stage alone. A generator: the groups are cut from the plan
+    once the invocation before them was made (and, in a sync, run), so they hold each document as
+    pairing left it."""
     for phase in phases():
         if not phase.streamed:
             yield Invocation(phase.label, phase.stages, Scope())
             continue
-        ensure_plan(ctx)
-        last = rules.adapters()[phase.stages[-1].key]
+        plan = run.decided()
+        if not run.groups and plan is not None and plan.work:
+            run.groups = stream_groups(plan.work)
         previous: Scope | None = None
-        for number, group in enumerate(ctx.groups):
+        for number, group in enumerate(run.groups):
             scope = Scope(number, group)
-            waits_for = tuple(last.task_names(ctx, previous)) if previous is not None else ()
+            waits_for = (tuple(rules.adapter(phase.stages[-1].key).task_names(run, previous))
+                         if previous is not None else ())
             yield Invocation(f"{phase.label} {number}", phase.stages, scope, waits_for)
             previous = scope
 
 
-def task_namespace(ctx: SyncContext) -> dict[str, object]:
+def task_namespace(run: PipelineRun) -> dict[str, object]:
     """The whole pipeline as one doit namespace, what `doit list` / `info` show: every invocation's
     tasks with every dependency, including those on a task of an earlier invocation."""
     halt = Halt()  # listed, never run: an inspection's context cannot write
-    by_stage: dict[str, list[TaskDict]] = {stage.key: [] for stage in STAGES}
-    for invocation in invocations(ctx):
-        for task in invocation.tasks(ctx, halt):
+    declared = stages.STAGES  # read when called: the declaration is the one source (a test extends it)
+    by_stage: dict[str, list[TaskDict]] = {stage.key: [] for stage in declared}
+    for invocation in invocations(run):
+        for task in invocation.tasks(run, halt):
             if task.get("name", "") is not None or not by_stage[task["basename"]]:
                 by_stage[task["basename"]].append(task)  # a stage's own entry once, before its tasks
-    found = rules.adapters()
     namespace: dict[str, object] = {
         _creator(stage): _yielding(by_stage[stage.key] or [
-            {"basename": stage.key, "name": None, "doc": found[stage.key].doc}])  # no work: still listed
-        for stage in STAGES}
-    namespace["DOIT_CONFIG"] = doit_config([stage.key for stage in STAGES])
+            {"basename": stage.key, "name": None, "doc": rules.adapter(stage.key).doc}])  # no work: still listed
+        for stage in declared}
+    namespace["DOIT_CONFIG"] = doit_config([stage.key for stage in declared])
     return namespace
 
 
@@ -161,35 +148,44 @@ def only_within(tasks: list[TaskDict]) -> list[TaskDict]:
     return tasks
 
 
-def run_pipeline(ctx: SyncContext) -> tuple[int, str]:
-    """Run the pipeline, one doit invocation after the other (see the module docstring); stops at
-    the first that fails. Raises the PinakesError that stopped a step."""
-    for invocation in invocations(ctx):
-        scanning = invocation.label == "reverse-scan"
-        if scanning and not (ctx.manifest.links or delisted(ctx.writer(), ctx.manifest)):
-            continue  # no connected KB, and none to forget: reverse-scan has nothing to do
-        if invocation.label in _STEPS:
-            ctx.progress.step(_STEPS[invocation.label])
-        # reverse-scan through its own entry, the one a sync that changed no document uses too
-        code, output = run_reverse_scan(ctx) if scanning else run_invocation(ctx, invocation)
+class Outcome(NamedTuple):
+    """What `run_pipeline` did: how many invocations doit ran, and the exit code and report of the
+    last (non-zero: the one that failed, and the run stopped there)."""
+
+    ran: int = 0
+    code: int = 0
+    output: str = ""
+
+
+def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: None) -> Outcome:
+    """Run the pipeline, one doit invocation after the other (see the module docstring); an
+    invocation whose every task is up to date is not handed to doit, so a sync with nothing to do
+    never imports it. `before_doit` is called before each invocation that doit runs. Stops at the
+    first that fails; raises the PinakesError that stopped a step."""
+    ran = 0
+    for invocation in invocations(run):
+        halt = Halt()
+        tasks = invocation.tasks(run, halt)
+        if all(task.get("uptodate") == [True] for task in tasks if "actions" in task):
+            continue
+        before_doit()
+        step = rules.adapter(invocation.stages[0].key).step
+        if step is not None:
+            run.ctx.progress.step(step)
+        ran += 1
+        code, output = run_invocation(run, invocation, tasks, halt)
         if code:
-            return code, output
-    return 0, ""
+            return Outcome(ran, code, output)
+    return Outcome(ran)
 
 
-def run_reverse_scan(ctx: SyncContext) -> tuple[int, str]:
-    """The reverse-scan stage as its own doit invocation (after graph; or alone, when a sync that
-    changed no document finds a connected KB's scan due)."""
-    from pinakes.pipeline.stages import stage
-
-    return run_invocation(ctx, Invocation("reverse-scan", (stage("reverse-scan"),), Scope()))
-
-
-def run_invocation(ctx: SyncContext, invocation: Invocation) -> tuple[int, str]:
-    """`invocation` through doit: (exit code, what doit reported). Raises the PinakesError a step
-    stopped the run with (kept by the adapters' guard: doit itself would only print it)."""
-    halt = Halt()
-    tasks = only_within(invocation.tasks(ctx, halt))
+def run_invocation(run: PipelineRun, invocation: Invocation, tasks: list[TaskDict] | None = None,
+                   halt: Halt | None = None) -> tuple[int, str]:
+    """`invocation` through doit (its `tasks`, made with `halt`, when already made): (exit code, what
+    doit reported). Raises the PinakesError a step stopped the run with (kept by the adapters' guard:
+    doit itself would only print it)."""
+    halt = halt if halt is not None else Halt()
+    tasks = only_within(tasks if tasks is not None else invocation.tasks(run, halt))
     namespace: dict[str, object] = {
         _creator(stage): _yielding([task for task in tasks if task["basename"] == stage.key])
         for stage in invocation.stages}
@@ -283,7 +279,7 @@ def inspection_context(kb_root: Path, mode: str = "inspect") -> SyncContext:
     from pinakes.pipeline.keys import build_keys
     from pinakes.pipeline.progress import SyncProgress
     from pinakes.pipeline.report import SyncReport
-    from pinakes.sync import SyncOptions
+    from pinakes.pipeline.run import SyncContext, SyncOptions
 
     paths = KBPaths(kb_root)
     manifest = load_manifest(paths.manifest)
@@ -293,11 +289,19 @@ def inspection_context(kb_root: Path, mode: str = "inspect") -> SyncContext:
                        progress=SyncProgress.for_stream(sys.stderr, quiet=True), read_only=True)
 
 
-def inspection_namespace(kb_root: Path) -> dict[str, object]:
-    """The doit namespace over a read-only context, for `doit list/info`."""
+def inspection_run(kb_root: Path) -> PipelineRun:
+    """A read-only run over `inspection_context`: its checks plan what a sync would do."""
+    from pinakes.pipeline.backends import backend_for
+
     ctx = inspection_context(kb_root)
-    ctx.paths.state_dir.mkdir(exist_ok=True)  # doit keeps its (disposable) state there
-    return task_namespace(ctx)
+    return PipelineRun(ctx, backend_for(ctx.manifest, ctx.options))
+
+
+def inspection_namespace(kb_root: Path) -> dict[str, object]:
+    """The doit namespace over a read-only run, for `doit list/info`."""
+    run = inspection_run(kb_root)
+    run.ctx.paths.state_dir.mkdir(exist_ok=True)  # doit keeps its (disposable) state there
+    return task_namespace(run)
 
 
 def write_dodo_shim(paths: KBPaths) -> None:

@@ -112,6 +112,18 @@ def _parse(raw: bytes) -> LockHolder | None:
         return None
 
 
+def held_by_live_process(lock_path: Path) -> bool:
+    """Whether a live process on this host, other than this one, holds the lock: what a sync would
+    find busy (LockBusy). A dead holder's lock, another host's or an unreadable one is False: the
+    sync itself reclaims the first and names the others."""
+    try:
+        holder = read_holder(lock_path)
+    except LockHeldError:
+        return False
+    return (holder is not None and holder.hostname == _hostname() and holder.pid != os.getpid()
+            and _pid_alive(holder.pid))
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

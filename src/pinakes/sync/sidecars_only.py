@@ -27,7 +27,8 @@ from pinakes.pipeline.report import SyncReport
 from pinakes.sync import SyncOptions
 
 if TYPE_CHECKING:
-    from pinakes.pipeline.pair import IndexedDoc, LikelyMove
+    from pinakes.pipeline.likely_moves import LikelyMove
+    from pinakes.pipeline.types import IndexedDoc
 
 
 def _git(root: Path, *args: str) -> str:
@@ -109,7 +110,8 @@ def _likely_moves_to(paths: KBPaths, minted: Sequence[str], source_types: Mappin
     if not minted or not paths.index_db.exists():
         return []
     from pinakes.index.schema import open_reader
-    from pinakes.pipeline.pair import MoveEvidence, likely_moves, load_indexed
+    from pinakes.pipeline.likely_moves import MoveEvidence, likely_moves
+    from pinakes.pipeline.pair import load_indexed
 
     root = paths.root
     try:

@@ -4,7 +4,7 @@ It runs the sync's own walk and pair against a read-only view of the index (file
 are hashed, and nothing is saved), so what it reports is what the next sync decides, row for row:
 new, changed, re-keyed, moved, deleted, metadata-only refreshes, sidecars to mint, documents that
 would fail, skipped paths with their reasons, and what failed last time. A deletion beside an arrival
-that the sync's own likely-move rule pairs (pipeline/pair.py `likely_moves`) is named with the `pnk
+that the sync's own likely-move rule pairs (pipeline/likely_moves.py `likely_moves`) is named with the `pnk
 adopt` command that keeps the ID, while running it still saves the links. It takes no lock: a status
 during a sync reads the last committed state. With a remote embedding model it asks the endpoint for
 the probe, as a sync's start does (one small request, priced like any), since only the server can
@@ -24,6 +24,7 @@ from pinakes.kb import KBPaths, find_kb_root
 from pinakes.links.text_edges import TextLinkProblem, text_link_problems
 from pinakes.manifest import Manifest
 from pinakes.pipeline import pair
+from pinakes.pipeline.likely_moves import LikelyMove
 from pinakes.pipeline.report import Failure, exclusion_for, exclusion_lines, has_changes
 from pinakes.sources import walk
 from pinakes.sources.left_out import left_out_types, notice
@@ -53,7 +54,7 @@ class LikelyMoveHint:
     adopt: str  # the command that keeps doc_id
 
     @classmethod
-    def of(cls, move: pair.LikelyMove) -> LikelyMoveHint:
+    def of(cls, move: LikelyMove) -> LikelyMoveHint:
         return cls(move.doc.path, move.new_path, move.doc.id, move.why, move.adopt)
 
 
@@ -204,10 +205,9 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
                 ctx.conn = None  # a rebuild pairs against an empty index: everything is rebuilt
         found = walk.walk(paths.root, ctx.manifest.sources, walk.load_walk_cache(ctx.conn),
                           racy_after=walk.racy_after_ns(ctx.conn))
-        ctx.walk = found
-        plan = pair.compute_plan(ctx)
+        plan = pair.compute_plan(ctx, found, ctx.conn)
         if not plan.collisions:
-            pair.find_likely_moves(ctx, plan)  # reads the gone documents' indexed text: before closing
+            pair.find_likely_moves(ctx, plan, found, ctx.conn)  # reads the gone documents' indexed text: before closing
     finally:
         if ctx.conn is not None:
             ctx.conn.close()

@@ -3,14 +3,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pinakes.pipeline.embed import embed_group
-from pinakes.rules import Scope, StageAdapter, document_is_current, one_per_run
+from pinakes.rules import PipelineRun, Scope, StageAdapter, document_is_current, one_per_run
 from pinakes.wording import counted
-
-if TYPE_CHECKING:
-    from pinakes.pipeline.run import SyncContext
 
 
 def group_task_name(number: int) -> str:
@@ -27,12 +22,20 @@ def _describe(scope: Scope) -> str:
         " …" if len(scope.documents) > 1 else "")
 
 
-def run_embed(ctx: SyncContext, scope: Scope) -> None:
-    embed_group(ctx, scope.documents)
+def run_embed(run: PipelineRun, scope: Scope) -> None:
+    chunked = [run.chunked[item.doc_id] for item in scope.documents if item.doc_id in run.chunked]
+    try:
+        embedded = embed_group(run.ctx, run.embed_state(), chunked)
+        run.failed.update(item.doc_id for item in embedded.failed)
+    finally:
+        for item in scope.documents:  # nothing more is done on a failed document: its work counts as done
+            if item.doc_id in run.failed:
+                run.ctx.progress.advance(documents=1, bytes_done=item.file.size)
+        run.release(scope.documents)  # whatever happened, this group's text is no longer needed
 
 
-def _uptodate(ctx: SyncContext, scope: Scope) -> bool:
-    return all(document_is_current(ctx, item) for item in scope.documents)
+def _uptodate(run: PipelineRun, scope: Scope) -> bool:
+    return all(document_is_current(run, item) for item in scope.documents)
 
 
 ADAPTER = StageAdapter[Scope](

@@ -11,22 +11,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pinakes.pipeline import extract as core
-from pinakes.rules import StageAdapter, document_is_current, document_name, per_document
+from pinakes.rules import PipelineRun, StageAdapter, document_is_current, document_name, per_document
 
 if TYPE_CHECKING:
-    from pinakes.pipeline.pair import DocWork
-    from pinakes.pipeline.run import SyncContext
+    from pinakes.pipeline.types import DocWork
 
 
-def run_extract(ctx: SyncContext, item: DocWork) -> bool:
+def run_extract(run: PipelineRun, item: DocWork) -> None:
     """A document's failure is recorded by the core and the run goes on; an error that ends the run
     is raised, and the adapters' guard turns it into the task failure that stops the sync."""
-    core.extract(ctx, item)
-    return True
+    if item.doc_id not in run.failed:  # its sidecar could not be written: nothing more is done on it
+        run.keep(core.extract(run.ctx, item, run.backend.extract))
 
 
-def _extract(ctx: SyncContext, item: DocWork) -> None:
-    run_extract(ctx, item)  # looked up when the task runs: a test may wrap it
+def _extract(run: PipelineRun, item: DocWork) -> None:
+    run_extract(run, item)  # looked up when the task runs: a test may wrap it
 
 
 def _describe(item: DocWork) -> str:

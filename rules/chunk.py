@@ -6,17 +6,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pinakes.pipeline.chunk import chunk
-from pinakes.rules import StageAdapter, document_is_current, document_name, per_document
+from pinakes.rules import PipelineRun, StageAdapter, document_is_current, document_name, per_document
 
 if TYPE_CHECKING:
-    from pinakes.pipeline.pair import DocWork
-    from pinakes.pipeline.run import SyncContext
+    from pinakes.pipeline.types import DocWork
 
 
-def run_chunk(ctx: SyncContext, item: DocWork) -> None:
-    extracted = ctx.group.extracted.get(item.doc_id)
-    if item.doc_id not in ctx.failed and extracted is not None:  # else it failed or was kept as indexed
-        chunk(ctx, item, extracted)
+def run_chunk(run: PipelineRun, item: DocWork) -> None:
+    extracted = run.extracted.get(item.doc_id)
+    if extracted is not None:  # else it failed, or was kept as indexed
+        run.keep(chunk(run.ctx, extracted))
 
 
 def _describe(item: DocWork) -> str:

@@ -1,0 +1,1 @@
+../../src/pinakes/__init__.py
