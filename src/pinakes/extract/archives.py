@@ -22,7 +22,7 @@ are also bounded by the kernel; these limits make the common attacks fail fast w
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -130,7 +130,7 @@ class Container:
 
 
 @contextmanager
-def nesting_refused(path: Path, remedy: str) -> Iterator[None]:
+def nesting_refused(path: Path, remedy: str) -> Generator[None]:
     """A document nested past Python's recursion limit (lists in lists in sections ...) refused as one
     file's failure with its reason, not a bare RecursionError."""
     try:
