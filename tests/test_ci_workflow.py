@@ -114,6 +114,14 @@ def test_a_kb_without_pdfs_installs_the_light_extra_only(tmp_path: Path) -> None
     assert job["env"]["PINAKES_INSTALL"].startswith("pinakes-kb[light] @ git+https://")
 
 
+@pytest.mark.usefixtures("installed_from_git")
+def test_a_kb_that_reads_images_installs_the_ocr_extra(tmp_path: Path) -> None:
+    root = init_kb(git_repo(tmp_path / "kb"), name="kb").root
+    _set_manifest(root, ('"docx", "odt"]', '"docx", "odt", "image"]'))
+    job = load_yaml(write_workflow(root).path)["jobs"]["kb"]
+    assert job["env"]["PINAKES_INSTALL"].startswith("pinakes-kb[light,pdf,ocr,formats] @ git+https://")
+
+
 def _set_manifest(root: Path, *replacements: tuple[str, str]) -> None:
     manifest = root / "pinakes.toml"
     text = manifest.read_text(encoding="utf-8")

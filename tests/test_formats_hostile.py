@@ -35,7 +35,7 @@ from tests.kb_helpers import init_test_kb
 pytest.importorskip("selectolax")
 pytest.importorskip("defusedxml")
 
-ALL_TYPES = '["markdown", "text", "code", "pdf", "html", "epub", "docx", "odt"]'
+ALL_TYPES = '["markdown", "text", "code", "pdf", "html", "epub", "docx", "odt", "image"]'
 
 
 def write(tmp_path: Path, name: str, data: bytes | str) -> Path:

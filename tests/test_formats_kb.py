@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pinakes.cli import main
+from pinakes.extract import ocr_models
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.source_types import SOURCE_TYPES
 from pinakes.index import schema
@@ -27,6 +28,7 @@ from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.format_files import docx_bytes, epub_bytes, odt_bytes, w_p
 from tests.kb_helpers import init_test_kb, text_pdf
+from tests.ocr_helpers import text_image
 from tests.test_formats_hostile import index_every_type
 from tests.test_serve_helpers import manifest_fake_embedder
 
@@ -58,8 +60,19 @@ SAMPLES: dict[str, tuple[str, Callable[[], bytes], str]] = {
     "odt": ("minutes.odt", lambda: odt_bytes('<text:h text:outline-level="1">Minutes</text:h>'
                                              "<text:p>The committee voted to dredge the summit pound.</text:p>",
                                              title="Committee minutes"), "committee voted dredge summit pound"),
+    "rapidocr": ("notice.png", lambda: png_bytes(["Boaters must moor clear of the weir."]), "boaters moor clear weir"),
 }
 PAID = {name for name, spec in EXTRACTORS.items() if spec.paid}
+# The rows this installation can run: an image needs the [ocr] extra (tests/test_ocr_kb.py reads more).
+RUNNABLE = {name: row for name, row in SAMPLES.items() if name != "rapidocr" or ocr_models.ocr_installed()}
+
+
+def png_bytes(lines: list[str]) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    text_image(lines).save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 def test_every_extractor_has_a_span_invariant_row() -> None:
@@ -78,7 +91,7 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("every-type") / "kb"
     init_test_kb(root, manifest_identity())
     index_every_type(root)
-    for name, data, _phrase in SAMPLES.values():
+    for name, data, _phrase in RUNNABLE.values():
         (root / "docs" / name).write_bytes(data())
     (root / "docs" / "code.py").write_text("def lock_level():\n    return 'summit'\n", encoding="utf-8")
     report = run_sync(root, SyncOptions(), embedder=manifest_fake_embedder_for(root))  # type: ignore[arg-type]
@@ -108,7 +121,7 @@ def test_a_kb_of_every_type_indexes_each_with_its_extractor(kb: Path) -> None:
     indexed = dict(rows(kb, "SELECT path, extraction_backend FROM documents WHERE state = 'active'"))
     # A text source's offsets address the file itself: it records no extraction.
     assert indexed == {f"docs/{name}": None if backend == "text" else backend
-                       for backend, (name, _, _) in SAMPLES.items()} | {"docs/code.py": None}
+                       for backend, (name, _, _) in RUNNABLE.items()} | {"docs/code.py": None}
     titles = dict(rows(kb, "SELECT path, title FROM documents WHERE state = 'active'"))
     assert titles["docs/locks.html"] == "Lock gates"  # the <h1>: the <title> only adds the site's name
     assert titles["docs/voyage.epub"] == "A Canal Voyage"
@@ -117,6 +130,8 @@ def test_a_kb_of_every_type_indexes_each_with_its_extractor(kb: Path) -> None:
 
 @pytest.mark.parametrize("extractor", sorted(SAMPLES))
 def test_span_invariant_and_exact_get_for_every_extractor(kb: Path, extractor: str) -> None:
+    if extractor not in RUNNABLE:
+        pytest.skip(f"{extractor} needs the [{EXTRACTORS[extractor].extra}] extra")
     name, _data, _phrase = SAMPLES[extractor]
     conn = schema.open_reader(KBPaths(kb).index_db)
     try:
@@ -139,7 +154,7 @@ def test_search_cites_into_each_type_and_get_returns_each_cited_span(kb: Path, c
     tools = PinakesTools([load_kb(kb)])
     try:
         with Searcher(KBPaths(kb).index_db, SearchSettings(rerank=False), embedder=embedder) as searcher:
-            for extractor, (name, _data, phrase) in SAMPLES.items():
+            for extractor, (name, _data, phrase) in RUNNABLE.items():
                 top = searcher.search(phrase).passages[0]
                 assert top.path == f"docs/{name}", (extractor, top.path)
                 assert top.source_type == EXTRACTORS[extractor].source_types[0]
@@ -166,16 +181,16 @@ def test_headings_and_declared_metadata_are_the_chunks_context(kb: Path) -> None
 
 
 def test_a_rerun_and_a_rebuild_re_read_nothing(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinakes.extract import docx, epub, html, odt, pdf
+    from pinakes.extract import docx, epub, html, images, odt, pdf
 
     def never(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("an extractor ran: the extraction cache should have answered")
 
-    for module in (docx, epub, html, odt, pdf):
+    for module in (docx, epub, html, images, odt, pdf):
         monkeypatch.setattr(module, "extract", never)
     embedder = manifest_fake_embedder(kb)
     again = run_sync(kb, SyncOptions(), embedder=embedder)  # type: ignore[arg-type]
     assert again.ok and again.noop
     rebuilt = run_sync(kb, SyncOptions(rebuild=True), embedder=embedder)  # type: ignore[arg-type]
     assert rebuilt.ok and not rebuilt.failures, rebuilt.failures
-    assert len(rows(kb, "SELECT id FROM documents WHERE state = 'active'")) == len(SAMPLES) + 1
+    assert len(rows(kb, "SELECT id FROM documents WHERE state = 'active'")) == len(RUNNABLE) + 1

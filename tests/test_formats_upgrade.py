@@ -1,8 +1,8 @@
 """The document formats reach a KB made before them only when its owner says so (issue #43): without a
 `[sources] types` line a KB indexes markdown, text, code and pdf as it always did, skips its HTML,
 EPUB, DOCX and ODT files with a reason, and `pnk status` and `pnk doctor` say how to index them;
-`pnk init` (template version 4) writes the line with every type, and `pnk upgrade --apply` brings it
-to an older KB."""
+`pnk init` (template version 4) writes the line with every type but image (OCR is opt-in: said by
+status and doctor, never warned about), and `pnk upgrade --apply` brings it to an older KB."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pinakes.cli import main
-from pinakes.extract.source_types import CLASSIC_TYPES, SOURCE_TYPES
+from pinakes.extract.source_types import DEFAULT_SOURCE_TYPES, MARKDOWN_WRITTEN
 from pinakes.init import init_kb
 from pinakes.manifest import InvalidManifestError, load_manifest
 from pinakes.sync import SyncOptions
@@ -25,6 +25,9 @@ from tests.test_serve_helpers import manifest_fake_embedder
 
 pytest.importorskip("selectolax")
 pytest.importorskip("defusedxml")
+
+# What `pnk init` (template version 4) writes: every type but image, whose OCR is opt-in.
+INIT_TYPES = DEFAULT_SOURCE_TYPES + MARKDOWN_WRITTEN
 
 
 def older_kb(root: Path) -> Path:
@@ -60,7 +63,7 @@ def indexed_paths(root: Path) -> set[str]:
 def test_a_kb_without_types_keeps_its_types_and_is_told_what_it_skips(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     root = older_kb(tmp_path / "kb")
-    assert load_manifest(root / "pinakes.toml").sources.types == CLASSIC_TYPES
+    assert load_manifest(root / "pinakes.toml").sources.types == DEFAULT_SOURCE_TYPES
     report = run_sync(root, SyncOptions(), embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
     assert report.ok and indexed_paths(root) == {"docs/note.md"}
     assert ("docs/tides.html", "html is not in [sources] types") in report.skipped
@@ -86,12 +89,23 @@ def test_pnk_upgrade_apply_writes_the_types_line(tmp_path: Path, capsys: pytest.
     assert main(["-C", str(root), "upgrade"]) == 0
     assert "types" in capsys.readouterr().out
     assert main(["-C", str(root), "upgrade", "--apply"]) == 0
-    assert load_manifest(root / "pinakes.toml").sources.types == SOURCE_TYPES
+    assert load_manifest(root / "pinakes.toml").sources.types == INIT_TYPES
 
 
-def test_pnk_init_indexes_every_type(tmp_path: Path) -> None:
-    init_kb(tmp_path / "kb", name="fresh")
-    assert load_manifest(tmp_path / "kb" / "pinakes.toml").sources.types == SOURCE_TYPES
+def test_pnk_init_indexes_every_type_and_says_images_can_be_read_by_ocr(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "kb"
+    init_kb(root, name="fresh")
+    assert load_manifest(root / "pinakes.toml").sources.types == INIT_TYPES
+    (root / "docs").mkdir(exist_ok=True)
+    (root / "docs" / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n")  # a docs folder's figure: OCR is opt-in
+    assert main(["-C", str(root), "status"]) == 0
+    out = capsys.readouterr().out
+    assert "1 file (image 1) can now be indexed" in out and "the [ocr] extra" in out
+    main(["-C", str(root), "doctor", "--json"])
+    checks = [check for check in json.loads(capsys.readouterr().out)["checks"] if check["name"] == "document formats"]
+    assert [check["status"] for check in checks] == ["OK"]  # a choice `pnk init` made: said, not warned
+    assert '"odt", "image"]' in checks[0]["remedy"]
 
 
 @pytest.mark.parametrize(("line", "problem"), [

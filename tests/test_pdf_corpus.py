@@ -20,6 +20,7 @@ from pinakes.doctor import DoctorContext
 from pinakes.doctor.checks_pdf import checks as pdf_checks
 from pinakes.errors import FloorsMissingError
 from pinakes.extract import floors as floors_module
+from pinakes.extract import ocr_models
 from pinakes.extract.layout import LayoutOptions
 from pinakes.extract.pdf import extract
 from pinakes.init import init_kb
@@ -111,10 +112,12 @@ def kb(tmp_path: Path) -> Path:
     return root
 
 
-def test_pages_without_text_are_reported_by_sync_status_and_doctor(kb: Path) -> None:
+def test_pages_without_text_are_reported_by_sync_status_and_doctor(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ocr_models, "ocr_installed", lambda: False)  # without [ocr]: tests/test_ocr_kb.py has it
     report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
     assert report.ok and report.pages_without_text == {"docs/mixed.pdf": [2]}
-    assert "docs/mixed.pdf: page 2 of no usable text layer" in report.render_text()
+    assert "docs/mixed.pdf: page 2 with no text read" in report.render_text()
+    assert "install free OCR" in report.render_text()
     conn = sqlite3.connect(kb / ".pinakes" / "index.db")
     try:
         stored = conn.execute("SELECT pages_without_text FROM documents WHERE path = 'docs/mixed.pdf'").fetchone()

@@ -18,6 +18,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -74,6 +75,11 @@ def child_spins() -> None:
 
 def child_sleeps() -> None:
     time.sleep(60)
+
+
+def child_naps(seconds: float) -> int:
+    time.sleep(seconds)
+    return os.getpid()
 
 
 def child_allocates() -> bytes:
@@ -168,6 +174,43 @@ def test_shutdown_leaves_no_worker_behind() -> None:
     isolation.shutdown()
     with pytest.raises(ProcessLookupError):
         os.kill(worker, 0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's prctl")
+def test_a_worker_outlives_the_thread_that_started_it_even_under_another_threads_call() -> None:
+    """Linux's parent-death signal follows the *thread* that started a process. A worker started by
+    a short-lived thread (a sync run on a thread: `pnk watch` in an application, an MCP server, a
+    test) must not die when that thread ends, least of all mid-call for another thread."""
+    isolation.shutdown()  # the worker this test watches is started by its first thread
+    first_pid: list[int] = []
+    first_may_end = threading.Event()
+
+    def first_caller() -> None:
+        first_pid.append(run(child_pid))
+        first_may_end.wait(30)
+
+    second_result: list[object] = []
+
+    def second_caller() -> None:
+        try:
+            second_result.append(run(child_naps, 1.0))
+        except Exception as exc:  # reported by the assertion below
+            second_result.append(exc)
+
+    first = threading.Thread(target=first_caller)
+    first.start()
+    give_up = time.monotonic() + 30
+    while not first_pid and first.is_alive() and time.monotonic() < give_up:
+        time.sleep(0.01)
+    assert first_pid, "the first thread's call did not return"
+    second = threading.Thread(target=second_caller)
+    second.start()
+    time.sleep(0.3)  # the second thread's call is in flight, in the worker the first one started
+    first_may_end.set()
+    first.join()
+    second.join(30)
+    assert second_result == [first_pid[0]]  # that worker answered, alive
+    assert run(child_pid) == first_pid[0]  # and serves on
 
 
 PARENT_SCRIPT = """

@@ -159,7 +159,7 @@ def test_http_transport_serves_the_tools_on_loopback_only(kb: Path, tmp_path: Pa
                 return names, reply.structured_content or {}
 
         names, payload = anyio.run(session)
-        assert names == ["pinakes_search", "pinakes_get", "pinakes_links", "pinakes_list_kbs"]
+        assert names == ["pinakes_search", "pinakes_get", "pinakes_links", "pinakes_status", "pinakes_list_kbs"]
         assert payload["passages"][0]["path"] == "docs/a.md"
         # DNS rebinding: a page on another origin reaching the loopback port is refused.
         forged = httpx.post(url, headers={"Host": "attacker.example", "Content-Type": "application/json",

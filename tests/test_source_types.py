@@ -24,7 +24,8 @@ from pinakes.extract.source_types import SOURCE_TYPES, source_type_for
         ("header.hpp", "code"),
         ("manual.pdf", "pdf"),
         ("scan.PDF", "pdf"),
-        ("photo.png", None),
+        ("photo.png", "image"),  # read by OCR (the [ocr] extra)
+        ("photo.gif", None),
         ("notes.md.pnk.yaml", None),  # a sidecar is never a source
         ("Makefile", None),
         (".gitignore", None),

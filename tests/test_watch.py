@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pinakes.extract.source_types import CLASSIC_TYPES
+from pinakes.extract.source_types import DEFAULT_SOURCE_TYPES
 from pinakes.manifest import load_manifest
 from pinakes.sync.watch import Watcher, WatchEvent, WatchOptions
 from pinakes.sync.watch_changes import ChangeFilter
@@ -210,6 +210,62 @@ def test_a_kb_that_goes_away_is_waited_for_and_synced_when_it_is_back(watching: 
     assert report["changed"] == ["docs/note.md"]
 
 
+def isolation_workers() -> set[int]:
+    """The live PDF-parser workers (extract/isolation.py) this process started, seen from /proc."""
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        state, parent = stat.rsplit(")", 1)[1].split()[:2]
+        if int(parent) == os.getpid() and state not in ("Z", "X") and b"child_main" in cmdline:
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's prctl")
+def test_two_watchers_on_short_lived_threads_both_extract_pdfs_with_one_worker(tmp_path: Path) -> None:
+    """A watcher runs its syncs on the thread that runs it. The PDF parser's worker that the first
+    watcher's thread started (Linux kills a child when the *thread* that started it ends) must
+    outlive that thread and parse the second watcher's PDFs: no document fails, none is re-parsed
+    by a worker started afresh."""
+    pytest.importorskip("pypdfium2", reason="the PDF parser is the [pdf] extra (pypdfium2)")
+    from pinakes.extract import isolation
+    from tests.test_pdf_isolation import good_pdf
+
+    isolation.shutdown()  # the worker under test is the first watcher's
+    roots = [make_kb(tmp_path / name, name, {"note.md": f"# Note\n\nThe {name} note.\n"}) for name in ("one", "two")]
+    for root, words in zip(roots, ("Lighthouse keeping", "Harbour dredging"), strict=True):
+        (root / "docs" / "manual.pdf").write_bytes(good_pdf(words))
+    first = Harness(roots[0])
+    first.thread.start()
+    try:
+        report = first.next("sync").data["report"]
+        assert isinstance(report, dict) and report["failures"] == [] and "docs/manual.pdf" in report["added"]  # type: ignore[operator]
+        worker = isolation_workers()
+        assert len(worker) == 1
+    finally:
+        first.stop.set()
+        first.thread.join(timeout=30)
+    assert not first.thread.is_alive()
+    time.sleep(0.3)  # what a parent-death signal would do is done by now
+    second = Harness(roots[1])
+    second.thread.start()
+    try:
+        report = second.next("sync").data["report"]
+        assert isinstance(report, dict) and report["failures"] == [], report
+        assert "docs/manual.pdf" in report["added"]  # type: ignore[operator]
+        (roots[1] / "docs" / "second.pdf").write_bytes(good_pdf("Tide tables"))
+        report = second.one_sync()
+        assert report["failures"] == [] and report["added"] == ["docs/second.pdf"], report
+    finally:
+        second.stop.set()
+        second.thread.join(timeout=30)
+    assert isolation_workers() == worker  # the first thread's worker parsed every PDF, and lives on
+
+
 def test_the_change_filter_keeps_what_a_sync_reads(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", "filtered", {"a.md": "# A\n"})
     (root / "docs" / "folder").mkdir()
@@ -228,7 +284,7 @@ def test_the_change_filter_keeps_what_a_sync_reads(tmp_path: Path) -> None:
     assert not counts(str(root / "docs" / "a.md.swp"))  # no extractor reads it
     assert not counts(str(tmp_path / "other" / "a.md"))
     assert counts(str(root / "docs" / "page.html"))  # `pnk init` writes every type into [sources] types
-    classic = replace(load_manifest(root / "pinakes.toml").sources, types=CLASSIC_TYPES)
+    classic = replace(load_manifest(root / "pinakes.toml").sources, types=DEFAULT_SOURCE_TYPES)
     assert not ChangeFilter(root, classic).counts(str(root / "docs" / "page.html"))  # a type the KB never chose
 
 

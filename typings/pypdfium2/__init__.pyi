@@ -26,6 +26,7 @@ class PdfPage:
 
 class PdfTextPage:
     raw: FPDF_TEXTPAGE
+    def get_text_range(self) -> str: ...
     def close(self) -> None: ...
 
 class PdfBitmap:

@@ -20,7 +20,7 @@ from pinakes.chunking.text_headings import asciidoc_sections, numbered_sections,
 MAX_CHARS_PER_TOKEN = 16
 
 HEADING_MODES = ("none", "numbered")
-CHUNKED_SOURCE_TYPES = ("markdown", "text", "code", "pdf")
+CHUNKED_SOURCE_TYPES = ("markdown", "text", "code", "pdf", "image")
 # The markup a text source is written in (from its file name: `pinakes.extract.source_types.markup_for`);
 # its section titles are headings whatever `headings` says, since the markup itself declares them.
 TEXT_MARKUPS = ("rst", "asciidoc")

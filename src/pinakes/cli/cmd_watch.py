@@ -56,13 +56,17 @@ def run(args: WatchArgs) -> int:
     if not 0 < debounce <= 60_000:
         raise UsageError(f"--debounce must be between 1 and 60000 ms, got {debounce}", remedy="pass --debounce 300")
 
+    # The streams as they are now: an event said from the Ctrl-C handler mid-sync must not go where
+    # doit points sys.stdout while it captures a task's output.
+    out, err = sys.stdout, sys.stderr
+
     def emit(event: WatchEvent) -> None:
         if args.json:
-            print(json.dumps(event.to_dict(), ensure_ascii=False), flush=True)
+            print(json.dumps(event.to_dict(), ensure_ascii=False), file=out, flush=True)
             return
         from pinakes.display import printable
 
-        stream = sys.stderr if event.kind == "error" else sys.stdout
+        stream = err if event.kind == "error" else out
         stamp = datetime.now().strftime("%H:%M:%S")
         print("\n".join(f"{stamp} {printable(line)}" if number == 0 else printable(line)
                         for number, line in enumerate(event.message.splitlines())), file=stream, flush=True)

@@ -1,5 +1,6 @@
-"""Doctor: the document formats (HTML, EPUB, DOCX, ODT; issue #43) — files of those types a KB made
-before them leaves out (`[sources] types`), and a KB that indexes them without the `[formats]` extra."""
+"""Doctor: the document formats (HTML, EPUB, DOCX, ODT; issue #43) — files of those types (or images) a
+KB made before them leaves out (`[sources] types`), and a KB that indexes them without the `[formats]`
+extra."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
         found = walk(ctx.kb_root, manifest.sources, {}, hash_contents=False)
     except PinakesError:
         return  # the manifest and sources checks report why
-    told = notice(left_out_types(found.skipped), manifest.sources.types)
-    if told is not None:
-        yield Check("document formats", "WARN", *told)
+    left_out = left_out_types(found.skipped)
+    told = notice(left_out, manifest.sources.types)
+    if told is not None:  # images left out are a choice `pnk init` makes too (OCR is opt-in): said, not warned
+        yield Check("document formats", "WARN" if left_out.keys() & set(MARKDOWN_WRITTEN) else "OK", *told)
     formats = sorted({found.source_types[path] for path in found.docs} & set(MARKDOWN_WRITTEN))
     missing = [module for module in ("selectolax", "defusedxml") if importlib.util.find_spec(module) is None]
     if formats and missing:

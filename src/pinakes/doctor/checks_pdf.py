@@ -44,9 +44,9 @@ def _pages_without_text(paths: KBPaths) -> Iterator[Check]:
                        + (" …" if len(numbers) > 10 else "") for path, numbers in list(pages.items())[:SHOWN])
     more = f" (+{len(pages) - SHOWN} more documents)" if len(pages) > SHOWN else ""
     total = sum(len(numbers) for numbers in pages.values())
+    from pinakes.extract.ocr_models import unread_pages_advice
+
     yield Check("pdf text layers", "WARN",
-                f"{counted(total, 'page')} in {counted(len(pages), 'PDF')} {'has' if total == 1 else 'have'} no "
-                f"usable text layer and {'is' if total == 1 else 'are'} not searchable: "
-                f"{listed}{more}",
-                "the free path has no OCR: export those PDFs with a text layer (OCR them), or extract them "
-                "with a paid backend (`pnk sync --extract=claude-vision`)")
+                f"{counted(total, 'page')} in {counted(len(pages), 'document')} {'has' if total == 1 else 'have'} no "
+                f"text read (no usable text layer, and none found by OCR) and {'is' if total == 1 else 'are'} "
+                f"not searchable: {listed}{more}", unread_pages_advice())

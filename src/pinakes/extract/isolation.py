@@ -38,8 +38,13 @@ numpy/onnxruntime state), importing only this module and then the modules of the
 sent. It serves calls one at a time (callers are serialised by a lock) and is replaced after any
 failure that ends or taints it; a function that raises leaves it running. A fresh interpreter per
 call would cost a Python start-up and a pypdfium2 import per document; the reused worker costs a
-pipe round trip. It ignores Ctrl-C (the parent decides), exits when its stdin closes, is told to
-stop at the parent's exit, and on Linux is killed by the kernel if the parent dies first. The
+pipe round trip. Callers that want several cores name a `slot`: one such worker per slot. It
+ignores Ctrl-C (the parent decides), exits when its stdin closes, is told to
+stop at the parent's exit, and on Linux is killed by the kernel if the parent dies first. That
+signal follows the *thread* that started the child, not the process, so every worker is started by
+one daemon thread that lives as long as the process (`process_starter.py`): a caller on a short-lived
+thread (a sync run on a thread by `pnk watch`'s host, a server, a test) never takes its worker down
+with it, mid-call for another thread. The
 parent's `sys.path` and fault-injection variables (`pinakes.faults`) travel with each call, so the
 child imports and faults as the caller would.
 """
@@ -68,6 +73,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from pinakes.errors import IsolationError
+from pinakes.extract.process_starter import start_process
 
 T = TypeVar("T")
 
@@ -117,25 +123,27 @@ class Limits:
 
 
 def run_isolated(function: Callable[..., T], *args: object, limits: Limits, what: str,
-                 path: Path | str | None = None, remedy: str = _DEFAULT_REMEDY) -> T:
-    """`function(*args)` in the worker process, under `limits`; see the module docstring."""
-    global _worker
+                 path: Path | str | None = None, remedy: str = _DEFAULT_REMEDY, slot: int = 0) -> T:
+    """`function(*args)` in the worker process, under `limits`; see the module docstring. `slot`
+    picks one of several workers, each its own process serving one call at a time, so callers on
+    different threads can keep several cores busy (OCR reads pages two at a time: extract/ocr.py)."""
     call = _Call(what=what, limits=limits, path=Path(path) if path is not None else None, remedy=remedy)
-    with _lock:
+    with _slot_lock(slot):
         for attempt in (1, 2):
-            if _worker is None or not _worker.alive():
-                _discard_worker()
-                _worker = _Worker.start(call)
+            worker = _workers.get(slot)
+            if worker is None or not worker.alive():
+                _discard_worker(slot)
+                worker = _workers[slot] = _Worker.start(call)
             try:
-                outcome = _worker.run(function, args, call)
+                outcome = worker.run(function, args, call)
             except _WorkerGone:
-                _discard_worker()  # it died between calls (killed from outside): one fresh try
+                _discard_worker(slot)  # it died between calls (killed from outside): one fresh try
                 if attempt == 2:
                     raise call.failure("start", f"{what} could not be started (the worker process "
                                                 "closed its input at once)") from None
                 continue
             except BaseException:
-                _discard_worker()  # a limit, a crash, Ctrl-C: never leave a parser running or tainted
+                _discard_worker(slot)  # a limit, a crash, Ctrl-C: never leave a parser running or tainted
                 raise
             if isinstance(outcome, _Raised):
                 raise outcome.exception  # what the function itself raised; the worker stays up for the next call
@@ -144,9 +152,10 @@ def run_isolated(function: Callable[..., T], *args: object, limits: Limits, what
 
 
 def shutdown() -> None:
-    """Stop the worker, if one runs (at exit, and for tests that count processes)."""
-    with _lock:
-        _discard_worker()
+    """Stop every worker, if any runs (at exit, and for tests that count processes)."""
+    for slot in list(_workers):
+        with _slot_lock(slot):
+            _discard_worker(slot)
 
 
 # --- the parent side -------------------------------------------------------------------------------
@@ -193,9 +202,9 @@ class _Worker:
         # The child starts on the parent's sys.path, so it imports this very copy of pinakes
         # (and the same modules) whatever put them on the parent's path.
         try:
-            process = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path)],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                       close_fds=True, start_new_session=True)
+            process = start_process(lambda: subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path)], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=stderr, close_fds=True, start_new_session=True))
         except OSError as exc:
             stderr.close()
             raise call.failure("start", f"{call.what} could not be started ({sys.executable!r}: "
@@ -357,21 +366,27 @@ class _Worker:
         return lines[-1][:200] if lines else ""
 
 
-_lock = threading.Lock()
-_worker: _Worker | None = None
+_lock = threading.Lock()  # guards _slot_locks itself
+_slot_locks: dict[int, threading.Lock] = {}
+_workers: dict[int, _Worker] = {}
 
 
-def _discard_worker() -> None:
-    global _worker
-    if _worker is not None:
-        worker, _worker = _worker, None
+def _slot_lock(slot: int) -> threading.Lock:
+    with _lock:
+        return _slot_locks.setdefault(slot, threading.Lock())
+
+
+def _discard_worker(slot: int) -> None:
+    worker = _workers.pop(slot, None)
+    if worker is not None:
         worker.close()
 
 
 def _forget_worker_in_forked_child() -> None:
     # A fork of the parent must not share (or close) the parent's worker pipes.
-    global _worker, _lock
-    _worker = None
+    global _lock
+    _workers.clear()
+    _slot_locks.clear()
     _lock = threading.Lock()
 
 

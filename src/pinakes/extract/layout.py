@@ -356,7 +356,15 @@ def layout_with_heads(pages: Sequence[Sequence[Glyph]], *, head_threshold: float
     """`layout_document`'s page texts, and the running heads and feet step 4 stripped from them:
     each distinct line once (by its signature), in page order, at most MAX_KEPT_HEADS. Not body
     text, but what names the document on every page (its document context, pipeline/context.py)."""
-    segmented = [segments_from_words(words_from_glyphs(glyphs)) for glyphs in pages]
+    return layout_words([words_from_glyphs(glyphs) for glyphs in pages], head_threshold=head_threshold,
+                        options=options)
+
+
+def layout_words(pages: Sequence[Sequence[Word]], *, head_threshold: float,
+                 options: LayoutOptions = LayoutOptions()) -> tuple[list[str], tuple[str, ...]]:
+    """Steps 2-5 from words rather than glyphs: what OCR's lines enter by (extract/ocr_layout.py),
+    so a scan is ordered, stripped of its heads and de-hyphenated exactly as a text layer is."""
+    segmented = [segments_from_words(words) for words in pages]
     heads: tuple[str, ...] = ()
     if options.strip_running_heads:
         stripped = strip_running_heads(segmented, head_threshold)

@@ -5,9 +5,12 @@ recorded, so chunk offsets address this extraction (not the file) and a chunk's 
 from the spans (spec §4.6). Each page's glyphs and their boxes go through `layout.py` (reading
 order across columns, running heads and page numbers stripped, line-end hyphens joined, NFKC).
 A page whose native text layer yields fewer non-whitespace characters than the fitted text-yield
-floor (`floors.toml`) while it does draw something (an image, a path) has no usable text layer: the
-free path has no OCR (spec §9), so it is listed in `pages_without_text` rather than passing as an
-indexed, empty page; the document stays searchable for what its other pages hold.
+floor (`floors.toml`) while it does draw something (an image, a path) has no usable text layer, and
+so has a page mostly covered by images whose text layer is short (`partial_text_layer`: a scan
+with a stamped header or page number); it is listed in `pages_without_text` rather than passing as
+an indexed page that holds only what its text layer says. With the `[ocr]` extra those pages are
+read by OCR (extract/ocr_pdf.py); without it the document stays searchable for what its other
+pages hold.
 
 What shapes the output is declared in the registry (`EXTRACTORS["pypdfium2"].constants`), so a
 change here that changes output must change a constant there, which changes the fingerprint.
@@ -29,7 +32,7 @@ from pinakes.extract.types import ExtractedText
 from pinakes.faults import faultpoint
 
 if TYPE_CHECKING:
-    from pypdfium2 import PdfDocument
+    from pypdfium2 import PdfDocument, PdfPage
 
 BACKEND = "pypdfium2"
 # A page pdfium cannot load (a broken or cyclic page tree): a viewer may repair it on opening.
@@ -90,18 +93,35 @@ def extract_in_process(path: Path, source_type: str = "pdf") -> ExtractedText:
                                     pages_without_text=without_text, running_heads=heads)
 
 
+# A page whose images cover at least this share of it, and whose text layer holds fewer than
+# PARTIAL_LAYER_CHARS characters, is a scan with a little digital text on it (a stamp, a header, a
+# page number), not a page of text: its text layer is partial. Measured (bench/ocr_partial_layer.py,
+# docs/QUALITY.md "OCR"): a scan stamped with a one-line date holds 26 characters (over the text-yield
+# floor, so the floor alone passed it as read) on a page its image covers whole; the same scans with
+# their text drawn invisibly over them (an OCR'd PDF) 972 and more; the R manuals' 677 pages draw no
+# image at all (the sparsest holds 50 characters).
+IMAGE_PAGE_SHARE = 0.5
+PARTIAL_LAYER_CHARS = 200
+
+
 @dataclass(frozen=True, slots=True)
 class _Page:
     glyphs: list[Glyph]
     native_chars: int  # non-whitespace characters of the native text layer (the yield)
     draws_something: bool  # any image, path or other non-text object: not a blank page
+    image_share: float = 0.0  # the page area its images cover (their bounds' areas summed, at most 1)
+
+
+def partial_text_layer(page: _Page) -> bool:
+    """A scan with a little digital text on it: mostly image, with a short text layer."""
+    return page.image_share >= IMAGE_PAGE_SHARE and page.native_chars < PARTIAL_LAYER_CHARS
 
 
 def pages_without_text(pages: Sequence[_Page], yield_floor: float) -> tuple[int, ...]:
     """1-based numbers of the pages with no usable text layer: under the yield floor while drawing
-    something. A page that draws nothing at all is blank, not unread."""
+    something, or with a partial text layer. A page that draws nothing at all is blank, not unread."""
     return tuple(number for number, page in enumerate(pages, 1)
-                 if page.native_chars < yield_floor and page.draws_something)
+                 if (page.native_chars < yield_floor and page.draws_something) or partial_text_layer(page))
 
 
 def _read_page(document: PdfDocument, index: int) -> _Page:
@@ -111,8 +131,7 @@ def _read_page(document: PdfDocument, index: int) -> _Page:
 
     page = document[index]
     try:
-        draws = any(pdfium_c.FPDFPageObj_GetType(pdfium_c.FPDFPage_GetObject(page.raw, number))
-                    != pdfium_c.FPDF_PAGEOBJ_TEXT for number in range(pdfium_c.FPDFPage_CountObjects(page.raw)))
+        draws, image_share = _drawn(page)
         text_page = page.get_textpage()
         try:
             handle = text_page.raw
@@ -132,7 +151,28 @@ def _read_page(document: PdfDocument, index: int) -> _Page:
             text_page.close()
     finally:
         page.close()
-    return _Page(glyphs, native, draws)
+    return _Page(glyphs, native, draws, image_share)
+
+
+def _drawn(page: PdfPage) -> tuple[bool, float]:
+    """Whether the page draws anything but text, and the share of its area its images cover."""
+    import ctypes
+
+    import pypdfium2.raw as pdfium_c
+
+    draws = False
+    image_area = 0.0
+    bounds = [ctypes.c_float() for _ in range(4)]
+    for number in range(pdfium_c.FPDFPage_CountObjects(page.raw)):
+        item = pdfium_c.FPDFPage_GetObject(page.raw, number)
+        kind = pdfium_c.FPDFPageObj_GetType(item)
+        draws = draws or kind != pdfium_c.FPDF_PAGEOBJ_TEXT
+        if kind == pdfium_c.FPDF_PAGEOBJ_IMAGE and pdfium_c.FPDFPageObj_GetBounds(
+                item, *(ctypes.byref(value) for value in bounds)):
+            left, bottom, right, top = (value.value for value in bounds)
+            image_area += max(0.0, right - left) * max(0.0, top - bottom)
+    width, height = page.get_size()
+    return draws, min(1.0, image_area / (width * height)) if width > 0 and height > 0 else 0.0
 
 
 def _check_size(path: Path) -> int:

@@ -3,6 +3,10 @@
 A fingerprint is derived from the declared constants (version strings, thresholds, request shape).
 Changing a constant that changes output changes the fingerprint, which re-extracts exactly the
 documents that extractor produced (sync) and refuses or marks stale queries over them (search).
+
+An extractor whose pages may have no text layer names the OCR extractor that reads them (`ocr`): a
+document with such pages is stamped with `ocr_fingerprint()`, which folds both fingerprints, so an
+OCR change re-reads the scanned documents and nothing else (extract/ocr_pdf.py).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import xxhash
+
+from pinakes.extract.ocr_models import DETECTION, OCR_DISTRIBUTION, RECOGNITION
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,8 @@ class ExtractorSpec:
     # Its results go to the extraction cache (extract/cache.py), which `pnk get` reads them back from:
     # every extractor but the text one, whose source file is its own indexed text.
     cached: bool = True
+    # The extractor (a key of EXTRACTORS) that reads this one's pages with no usable text layer.
+    ocr: str | None = None
 
     def fingerprint(self, model: str | None = None) -> str:
         """`model`: the model a paid backend is set to call (`[extraction] model`), which shapes its
@@ -43,11 +51,18 @@ class ExtractorSpec:
         payload = json.dumps({"name": self.name, **constants}, sort_keys=True, default=str)
         return xxhash.xxh3_64_hexdigest(payload.encode())
 
+    def ocr_fingerprint(self) -> str | None:
+        """The fingerprint of a document some of whose pages `ocr` read: this extractor's and the
+        OCR's together. None for an extractor without OCR."""
+        if self.ocr is None:
+            return None
+        return xxhash.xxh3_64_hexdigest(f"{self.fingerprint()}+{EXTRACTORS[self.ocr].fingerprint()}".encode())
+
     def is_current(self, fingerprint: str) -> bool:
         """Whether `fingerprint` is one this build stamps today (spec §4.4's coherence check). A paid
         backend's model is a setting, not a version: an extraction made with any model the price table
         prices (every one `[extraction] model` accepts) is current, never "extracted by an older version"."""
-        if fingerprint == self.fingerprint():
+        if fingerprint == self.fingerprint() or fingerprint == self.ocr_fingerprint():
             return True
         if "model" not in self.constants:
             return False
@@ -87,7 +102,24 @@ EXTRACTORS: dict[str, ExtractorSpec] = {
             source_types=("pdf",),
             # pdf.py: glyph geometry through layout.py (reading order, running heads, hyphens, NFKC);
             # pages joined by page_separator. LAYOUT_VERSION is layout.py's; keep the two in step.
-            constants={"version": "2", "page_separator": "\n\n", "layout": "2"},
+            # version 3: a page with a partial text layer (pdf.partial_text_layer) is a page without text.
+            constants={"version": "3", "page_separator": "\n\n", "layout": "2", "partial_text_layer": "0.5/200"},
+            fitted_floors=True,
+            ocr="rapidocr",
+        ),
+        ExtractorSpec(
+            name="rapidocr",
+            paid=False,
+            module="pinakes.extract.images",
+            extra="ocr",
+            source_types=("image",),
+            # extract/ocr*.py: pages rendered at render_dpi (a PDF's) or decoded (an image's frames,
+            # EXIF orientation applied), read by the pinned models with the settings below, the lines
+            # laid out by layout.py (layout is its LAYOUT_VERSION); pages joined by page_separator.
+            constants={"version": "1", "engine": OCR_DISTRIBUTION, "det_sha256": DETECTION.sha256,
+                       "rec_sha256": RECOGNITION.sha256, "render_dpi": 150, "det_limit_side": 1280, "rec_batch": 1,
+                       "text_score": "0.5", "direction_classifier": "off", "page_separator": "\n\n",
+                       "layout": "2"},
             fitted_floors=True,
         ),
         ExtractorSpec(

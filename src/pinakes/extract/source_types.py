@@ -1,8 +1,10 @@
 """Which source type a file is, decided by its name alone.
 
 The source type dispatches extraction and chunking (spec §4.6): markdown gets ATX headings, text
-gets the opt-in numbered outline grammar, code and pdf take the plain-text path. A file whose
-name matches nothing here is not a source and is never read.
+gets the opt-in numbered outline grammar, code, pdf and image (read by OCR, the `[ocr]` extra) take
+the plain-text path, and the document formats (html, epub, docx, odt: the `[formats]` extra) are
+written as Markdown and chunked as it is. A file whose name matches nothing here is not a source and
+is never read; one whose type `[sources] types` leaves out is skipped with that reason.
 
 Only the last suffix decides, so `intro.rst.txt` is text and `notes.md.txt` is text too: the file
 is named as text, and guessing at an inner suffix would make the type depend on naming habits.
@@ -13,10 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SOURCE_TYPES = ("markdown", "text", "code", "pdf", "html", "epub", "docx", "odt")
+SOURCE_TYPES = ("markdown", "text", "code", "pdf", "html", "epub", "docx", "odt", "image")
 # The types a KB indexes when its manifest names none (`[sources] types`): those of every KB made
-# before the document formats existed, so an upgrade never starts indexing files it skipped.
-CLASSIC_TYPES = SOURCE_TYPES[:4]
+# before the document formats and images existed, so an upgrade never starts indexing files it skipped.
+DEFAULT_SOURCE_TYPES = SOURCE_TYPES[:4]
 # The document formats (issue #43): their extractors write the document's structure as Markdown
 # (extract/blocks.py), which is chunked as a Markdown source is.
 MARKDOWN_WRITTEN = ("html", "epub", "docx", "odt")
@@ -25,6 +27,7 @@ _MARKDOWN = (".md", ".markdown", ".mdown", ".mkd")
 _TEXT = (".txt", ".text", ".rst", ".rest", ".adoc", ".asciidoc")
 _PDF = (".pdf",)
 _HTML = (".html", ".htm", ".xhtml")
+_IMAGE = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
 # Source code: chunked as plain text, never parsed. A language missing here is simply not indexed.
 _CODE = (
     ".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go", ".rs", ".java", ".c", ".h",
@@ -44,6 +47,7 @@ SUFFIX_TO_TYPE: dict[str, str] = {
     ".epub": "epub",
     ".docx": "docx",
     ".odt": "odt",
+    **dict.fromkeys(_IMAGE, "image"),
 }
 
 

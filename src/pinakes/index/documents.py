@@ -208,7 +208,7 @@ def _metadata(value: str | None) -> dict[str, object]:
 
 def read_indexed_text(paths: KBPaths, document: DocumentRow) -> IndexedText:
     """The text this document's chunk offsets address, exactly as the index was built from it."""
-    if document.source_type not in EXTRACTORS["text"].source_types:  # an extraction: PDFs, the document formats
+    if document.source_type not in EXTRACTORS["text"].source_types:  # an extraction: PDFs, images, the document formats
         return _from_extraction_cache(paths, document)
     return IndexedText(_from_source_file(paths, document), None, None)
 

@@ -24,6 +24,7 @@ from pinakes.errors import (
     PinakesError,
     filesystem_error,
 )
+from pinakes.extract.source_types import SOURCE_TYPES
 
 # 4: walk_cache.ctime_ns (an in-place write that restores the mtime is still seen).
 # 5: documents.pages_without_text (PDF pages with no usable text layer, for status and doctor);
@@ -38,14 +39,17 @@ from pinakes.errors import (
 #    row by row without one.
 # 10: links from text (#44): `text_links`, each link a document's text makes, with its span and
 #    what it resolved to; `links.origin` 'text' for the edges they derive (links/text_edges.py).
-# 11: documents.source_type admits the document formats, html, epub, docx and odt (#43). The CHECK
-#    lists extract.source_types.SOURCE_TYPES (a test holds the two together): a new type is a bump.
+# 11: documents.source_type admits every type extract/source_types.py declares, its list taken from
+#    there (#43: the document formats html, epub, docx and odt, and images read by OCR): a new type
+#    is one edit there and a bump here.
 SCHEMA_VERSION = 11
 BUSY_TIMEOUT_MS = 10_000
 
 # The FTS5 tokenizer is part of the schema: changing it changes every BM25 score. So is the shadow
 # text it reads for Han, kana and Hangul (`chunks.fts_text`, `chunks.fts_context`, search/scripts.py).
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+_SOURCE_TYPES = ", ".join(f"'{kind}'" for kind in SOURCE_TYPES)
 
 DDL = f"""
 CREATE TABLE meta (
@@ -59,8 +63,7 @@ CREATE TABLE documents (
     content_hash           TEXT NOT NULL,             -- xxh3-128 hex of the file's bytes
     sidecar_hash           TEXT,                      -- xxh3-128 hex of the sidecar's bytes
     mtime                  REAL NOT NULL,             -- seconds since the epoch (the date filter)
-    source_type            TEXT NOT NULL CHECK (source_type IN ('markdown', 'text', 'code', 'pdf', 'html', 'epub',
-                                                                'docx', 'odt')),
+    source_type            TEXT NOT NULL CHECK (source_type IN ({_SOURCE_TYPES})),
     title                  TEXT,
     metadata               TEXT NOT NULL DEFAULT '{{}}',  -- JSON: tags and the sidecar's other keys
     state                  TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'deleted')),

@@ -20,7 +20,7 @@ from typing import Any
 from pinakes import __version__
 from pinakes.embed.registry import EXECUTORS, PROVIDERS, RERANKERS, default_reranker
 from pinakes.extract.registry import PDF_BACKENDS
-from pinakes.extract.source_types import CLASSIC_TYPES, SOURCE_TYPES
+from pinakes.extract.source_types import DEFAULT_SOURCE_TYPES, SOURCE_TYPES
 from pinakes.ids import is_ulid
 from pinakes.kb import STATE_DIR_NAME
 from pinakes.manifest.patterns import GlobSet, is_within
@@ -151,7 +151,7 @@ def _read_sources(table: _Table) -> SourcesSection:
         table.fail("include", "is empty: no file would ever be a source",
                    "delete the line to include every supported type, or list patterns")
     exclude = table.string_list("exclude", (), '["drafts/"]')
-    types = table.string_list("types", CLASSIC_TYPES, '["markdown", "text", "pdf", "html"]')
+    types = table.string_list("types", DEFAULT_SOURCE_TYPES, '["markdown", "text", "pdf", "html"]')
     unknown = [name for name in types if name not in SOURCE_TYPES]
     if table.ok("types") and (unknown or not types):
         table.fail("types", f"names {', '.join(map(repr, unknown))}, not a source type" if unknown

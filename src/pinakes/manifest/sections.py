@@ -18,7 +18,7 @@ from pinakes.budget.settings import BudgetSection
 from pinakes.embed.registry import RERANKERS, provider_keys, reranker_keys
 from pinakes.embed.settings import EmbeddingSection
 from pinakes.extract.registry import EXTRACTORS
-from pinakes.extract.source_types import CLASSIC_TYPES, SUFFIX_TO_TYPE
+from pinakes.extract.source_types import DEFAULT_SOURCE_TYPES, SUFFIX_TO_TYPE
 from pinakes.kb import SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest.patterns import GlobSet, is_within
 
@@ -64,8 +64,8 @@ UNBUILT_VECTOR_TIERS = ("sqlite-vec",)
 GRAPH_CHANNELS = ("off", "expand")
 UNBUILT_GRAPH_CHANNELS = ("ppr",)
 
-# Every extension that has a source type (markdown, text, code, pdf). A file must still have a source
-# type to be indexed; `include` only narrows which files the walk considers.
+# Every extension that has a source type. A file must still have a source type that `types` names to
+# be indexed; `include` only narrows which files the walk considers.
 DEFAULT_INCLUDE = tuple(f"*{suffix}" for suffix in SUFFIX_TO_TYPE)
 # Never sources, whatever `exclude` says: derived state, and the sidecars themselves.
 ALWAYS_EXCLUDED = (f"{STATE_DIR_NAME}/", f"*{SIDECAR_SUFFIX}")
@@ -103,9 +103,9 @@ class SourcesSection:
     include: tuple[str, ...] = DEFAULT_INCLUDE
     exclude: tuple[str, ...] = ()
     # The source types indexed (`[sources] types`). Absent: the four every KB indexed before the
-    # document formats (CLASSIC_TYPES), so an upgrade never starts indexing files a KB skipped;
+    # document formats (DEFAULT_SOURCE_TYPES), so an upgrade never starts indexing files a KB skipped;
     # `pnk init` writes the line with every type, and status and doctor name what it leaves out.
-    types: tuple[str, ...] = CLASSIC_TYPES
+    types: tuple[str, ...] = DEFAULT_SOURCE_TYPES
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:

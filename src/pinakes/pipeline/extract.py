@@ -45,8 +45,11 @@ def extract(ctx: SyncContext, item: DocWork, extract_with: ExtractWith) -> Extra
     failed (recorded); None when there is nothing to index now (the backend kept what the index
     holds, or the budget did not reach it). Raises the error of a `RunStopped`."""
     ctx.progress.document(item.path, phase="extracting")
+    from pinakes.extract.ocr import listening
+
     try:
-        extracted = extract_with(ctx, item)
+        with listening(ctx.progress.ocr_pages):  # a scan's pages/s and pages left, page by page
+            extracted = extract_with(ctx, item)
     except RunStopped as stop:
         raise stop.error from None
     except PinakesError as exc:
@@ -75,6 +78,12 @@ def run_extractor(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> Extra
         module = cast("ExtractorModule", importlib.import_module(spec.module))  # a name from the registry's data
         extracted = module.extract(ctx.paths.root / item.path, item.source_type)
         _store(ctx, spec, item, extracted)
+    if spec.ocr is not None and extracted.pages_without_text:  # scanned pages: read by OCR when installed
+        from pinakes.extract.cache import ExtractCache
+        from pinakes.extract.ocr_pdf import complete_with_ocr
+
+        extracted = complete_with_ocr(extracted, ctx.paths.root / item.path, item.file.content_hash,
+                                      ExtractCache(ctx.paths.extract_cache), label=item.path)
     return extracted
 
 

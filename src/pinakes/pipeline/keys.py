@@ -23,6 +23,7 @@ import xxhash
 
 from pinakes.chunking import CHUNKER_VERSION
 from pinakes.embed.base import manifest_model_spec
+from pinakes.extract import ocr_models
 from pinakes.extract.front_matter import FRONT_MATTER_VERSION
 from pinakes.links.text_links import TEXT_LINKS_VERSION, parses
 from pinakes.manifest import Manifest
@@ -30,6 +31,7 @@ from pinakes.pipeline.context import CONTEXT_VERSION
 
 # Which extractor reads each source type; PDFs follow `[extraction] backend` or `--extract`.
 TEXT_EXTRACTOR = "text"
+OCR_EXTRACTOR = "rapidocr"  # images (the [ocr] extra)
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,17 @@ def build_keys(manifest: Manifest, extract_backend: str | None = None) -> BuildK
 
     pdf_backend = extract_backend or manifest.extraction.backend
     backends = {"markdown": TEXT_EXTRACTOR, "text": TEXT_EXTRACTOR, "code": TEXT_EXTRACTOR,
-                "pdf": pdf_backend}
+                "pdf": pdf_backend, "image": OCR_EXTRACTOR}
     # Every other source type has one free extractor (the document formats: html, epub, docx, odt).
     backends.update({source_type: spec.name for spec in EXTRACTORS.values() if not spec.paid
                      for source_type in spec.source_types if source_type not in backends})
     fingerprints = {kind: EXTRACTORS[name].fingerprint(manifest.extraction.model) for kind, name in backends.items()
                     if name in EXTRACTORS}
+    # With OCR installed a free PDF's scanned pages are read too (extract/ocr_pdf.py): installing it,
+    # or an OCR change, makes every PDF due, and all but the scanned come back from the cache unread.
+    ocr_fingerprint = EXTRACTORS[pdf_backend].ocr_fingerprint() if pdf_backend in EXTRACTORS else None
+    if ocr_fingerprint is not None and ocr_models.ocr_installed():
+        fingerprints["pdf"] = ocr_fingerprint
     chunking = manifest.chunking
     # The context each chunk is stored and embedded with (pipeline/context.py) and the room the
     # chunker leaves it: a new CONTEXT_VERSION re-embeds every document once.

@@ -29,6 +29,11 @@ limits, a huge scan) says nothing about the rest: while it runs the ETA is "?", 
   syncs stay quiet.
 - "off" (`--quiet`): nothing, ever.
 
+A document read by OCR (a scan, an image: extract/ocr.py) reports each page: its phase reads
+`OCR 12/40 pages, 0.9 pages/s, 31s left`, and one of `LARGE_OCR_PAGES` pages or more is announced
+with its estimate before its first page is read; so is a run with that many images to read, before
+the pipeline starts (`ocr_run`).
+
 What is being worked on is named with its phase (`document(path, phase=...)`: extracting, chunking,
 embedding, writing; `step(label)` for a step that is not one document's, such as the graph), so a long
 embedding names the document whose chunks are being embedded, not the last one extracted. A new
@@ -54,10 +59,13 @@ import threading
 import time
 from collections.abc import Callable, MutableMapping
 from types import TracebackType
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from pinakes.display import printable
 from pinakes.wording import counted, noun_for
+
+if TYPE_CHECKING:
+    from pinakes.extract.ocr import OcrProgress
 
 Mode = Literal["bar", "line", "off"]
 
@@ -99,6 +107,9 @@ def _duration(seconds: float) -> str:
         return f"{whole // 60}m{whole % 60:02d}s"
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
+
+# A document with this many pages to read by OCR is announced, with its estimate, before it starts.
+LARGE_OCR_PAGES = 20
 
 # Enough work measured for an ETA: this many finished documents, or this share of the total.
 ETA_MIN_DOCUMENTS = 3
@@ -275,6 +286,25 @@ class SyncProgress:
         with self._lock:
             self._flight_size, self._flight_chunks, self._flight_vectors = max(0, size), max(0, chunks), 0
         self.document(path, phase="embedding")
+
+    def ocr_run(self, images: int) -> None:
+        """Before the pipeline: `images` images to read by OCR, announced with an estimate when there
+        are `LARGE_OCR_PAGES` or more (a PDF's scanned pages are found as it is read: announced then)."""
+        if images >= LARGE_OCR_PAGES:
+            from pinakes.extract.ocr import estimate_seconds, ocr_workers
+
+            workers = ocr_workers()
+            self.announce(f"{counted(images, 'image')} to read by OCR: about "
+                          f"{_duration(estimate_seconds(images, workers))} ({counted(workers, 'worker')})")
+
+    def ocr_pages(self, report: OcrProgress) -> None:
+        """A page of `report.path` read by OCR (or, with `done` 0, its reading about to start)."""
+        if report.done == 0 and report.total >= LARGE_OCR_PAGES:
+            self.announce(f"{report.path}: reading {counted(report.total, 'page')} by OCR, about "
+                          f"{_duration(report.seconds_left)} ({counted(report.workers, 'worker')})")
+        rate = report.pages_per_second
+        measured = f", {rate:.2f} pages/s, {_duration(report.seconds_left)} left" if rate else ""
+        self.document(report.path, phase=f"OCR {report.done}/{report.total} pages{measured}")
 
     def step(self, label: str) -> None:
         """A step of the sync that is no one document's (deriving the graph)."""

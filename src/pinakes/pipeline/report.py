@@ -69,7 +69,7 @@ class SyncReport:
     orphaned_sidecars: list[str] = field(default_factory=list[str])
     failures: list[Failure] = field(default_factory=list[Failure])
     skipped: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (path, reason): not documents
-    # PDF path -> 1-based pages with no usable text layer (a scan: the free path has no OCR); the
+    # PDF path -> 1-based pages with no text read (a scan without OCR, or with no text OCR found); the
     # document is indexed for what its other pages hold.
     pages_without_text: dict[str, list[int]] = field(default_factory=dict[str, list[int]])
     unchanged: int = 0  # documents on disk the sync had nothing to do for
@@ -167,9 +167,13 @@ class SyncReport:
             lines.append(f"  orphaned sidecar {printable(path)} (no document beside it; never deleted "
                          "automatically)")
         lines.extend(f"  note: {printable(note)}" for note in self.notes)  # notes quote paths
-        for path, pages in sorted(self.pages_without_text.items()):
-            lines.append(f"  {printable(path)}: {_page_list(pages)} of no usable text layer (scanned or "
-                         "image-only; the free path has no OCR): indexed for its other pages only")
+        if self.pages_without_text:
+            from pinakes.extract.ocr_models import unread_pages_advice
+
+            for path, pages in sorted(self.pages_without_text.items()):
+                lines.append(f"  {printable(path)}: {_page_list(pages)} with no text read (scanned or image-only): "
+                             "indexed for its other pages only")
+            lines.append(f"  ({unread_pages_advice()})")
         lines.extend(self._render_skipped())
         if self.graph_census is not None:
             census = ", ".join(f"{kind} {count}" for kind, count in self.graph_census.items())

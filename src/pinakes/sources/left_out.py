@@ -1,8 +1,8 @@
 """Files of a type this Pinakes indexes that a KB's `[sources] types` leaves out (issue #43).
 
-A KB made before the document formats (HTML, EPUB, DOCX, ODT) existed has no `types` line, so it
-indexes the four types it always did: an upgrade never starts indexing, embedding and citing files
-nobody chose. Its walk skips those files with a reason (`type_left_out`), and `pnk status` and
+A KB made before the document formats (HTML, EPUB, DOCX, ODT) and images existed has no `types`
+line, so it indexes the four types it always did: an upgrade never starts indexing, embedding and
+citing files nobody chose. (`pnk init` writes the line without "image" too: OCR is opt-in.) Its walk skips those files with a reason (`type_left_out`), and `pnk status` and
 `pnk doctor` say once how many there are and how to take them in (`notice`).
 """
 
@@ -38,4 +38,6 @@ def notice(counts: dict[str, int], indexed: Sequence[str]) -> tuple[str, str] | 
     return (f"{counted(total, 'file')} ({kinds}) can now be indexed, but [sources] types leaves "
             f"{'its type' if len(counts) == 1 else 'their types'} out",
             f"to index them, set `types = [{wanted}]` under [sources] in pinakes.toml (`pnk upgrade` shows "
-            "the template's new default), then run `pnk sync`; to keep skipping them, nothing is needed")
+            "the template's new default), then run `pnk sync`"
+            + ("; images are read by OCR (the [ocr] extra, seconds a page)" if "image" in counts else "")
+            + "; to keep skipping them, nothing is needed")

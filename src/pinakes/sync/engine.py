@@ -279,6 +279,10 @@ def _start(run: PipelineRun, carry: CarryPlan | None) -> None:
         schema.write_meta(conn, {"sync_started_at": _now()})
         schema.unsettle(conn)
     ctx.progress.start(len(plan.work), sum(item.file.size for item in plan.work))
+    from pinakes.extract.ocr import images_to_read  # a large OCR run is estimated before it starts
+
+    ctx.progress.ocr_run(images_to_read((item.file.content_hash for item in plan.work if item.source_type == "image"),
+                                        ctx.paths.extract_cache))
 
 
 def _stop(run: PipelineRun, stopped: BaseException | None = None) -> None:

@@ -139,7 +139,7 @@ class KBStatus:
             ("skipped", [f"{path} ({reason})" for path, reason in self.skipped]),
             ("connected KBs to scan for inbound links", self.link_scans_due),
             ("connected KBs no longer listed (their inbound links are removed)", self.partners_to_forget),
-            ("indexed without a usable text layer on some pages (scanned; no OCR on the free path)",
+            ("indexed without text read on some pages (scanned or image-only; see `pnk doctor`)",
              [f"{path}: pages {', '.join(map(str, pages))}" for path, pages in self.pages_without_text.items()]),
         ]
 
