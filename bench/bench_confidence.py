@@ -499,6 +499,80 @@ def latency(size: int, cache: Path, queries: int = 150, rounds: int = 3) -> dict
             "load_average": [round(value, 2) for value in os.getloadavg()]}
 
 
+def sources_latency(size: int, cache: Path, queries: int = 150, rounds: int = 2) -> dict[str, object]:
+    """What choosing the confidence source costs a hybrid search (issue #41): the same Searcher with
+    its block handed over as before (a fitted block, no file to look at) and with the KB's sources
+    (search/calibrated.py: a stored self-calibration, re-read only when its file changes, one `stat`
+    a search). Each query is searched in both arms in both orders (`rounds` even): the second search
+    of a pair is quicker (caches), and a difference taken in one order only measures that. The
+    per-query difference is the mean over its rounds; its median over queries, with a bootstrap 95%
+    interval, is the reading. The index is bench_search's, with hashed vectors."""
+    import dataclasses
+    import random
+
+    import bench_search
+
+    from pinakes.kb import KBPaths
+    from pinakes.search.calibrated import KBConfidence, block_from, self_calibration_path
+    from pinakes.search.confidence import assess
+    from pinakes.search.core import Searcher, SearchSettings
+
+    embedder = _HashedVectors()
+    index = bench_search.build_sized_kb(cache / f"latency-kb-{size}", size, embedder)  # type: ignore[arg-type]
+    paths = KBPaths(index.parent.parent)
+    block = {"signal": "model", "features": ["cosine", "related_share"], "weights": [2.3, 3.9], "bias": -3.2,
+             "high": 0.6, "low": 0.4, "fitted_for": f"{embedder.identity.model} (evidence model, rerank off), bench"}
+    stored = self_calibration_path(paths)
+    stored.write_text(json.dumps({"format": "pinakes-self-calibration/1", "confidence": block}))
+    fitted = block_from(block)
+    sources = KBConfidence.for_kb(paths, None)
+    asked = bench_search.questions()
+    chosen = asked[:: max(1, len(asked) // queries)][:queries]
+    arms = {"fitted block": fitted, "the KB's sources": sources}
+    times: dict[str, list[float]] = {arm: [] for arm in arms}
+    per_query: list[float] = []
+    with Searcher(index, SearchSettings(rerank=False, confidence=fitted), embedder=embedder) as searcher:  # type: ignore[arg-type]
+        for query in chosen[:10]:
+            searcher.search(query)
+        result = None
+        for number, query in enumerate(chosen):
+            differences = []
+            for round_number in range(rounds):
+                order = list(arms)
+                if (number + round_number) % 2:
+                    order.reverse()
+                took: dict[str, float] = {}
+                for arm in order:
+                    searcher.settings = dataclasses.replace(searcher.settings, confidence=arms[arm])
+                    started = time.perf_counter()
+                    result = searcher.search(query)
+                    took[arm] = (time.perf_counter() - started) * 1000
+                    times[arm].append(took[arm])
+                    assert result.confidence.source in ("fitted", "self-calibrated")
+                differences.append(took["the KB's sources"] - took["fitted block"])
+            per_query.append(statistics.fmean(differences))
+    # The part that changed, alone: assess() over the same features, the block handed over or chosen.
+    assert result is not None
+    features = dict(result.confidence.features or {})
+    alone: dict[str, float] = {}
+    for arm, confidence in list(arms.items()) * 2:
+        started = time.perf_counter()
+        for _ in range(20000):
+            assess(passage_count=8, rerank_top=None, best_cosine=0.5, thresholds=confidence, reranker_model=None,
+                   embedding_model=embedder.identity.model, features=features)
+        alone[arm] = (time.perf_counter() - started) / 20000 * 1e6
+    stored.unlink()
+    rng = random.Random(41)
+    medians = sorted(statistics.median(rng.choices(per_query, k=len(per_query))) for _ in range(2000))
+    return {"chunks": size, "queries": len(per_query), "searches_per_arm": len(times["fitted block"]),
+            "hybrid_p50_ms_fitted_block": round(statistics.median(times["fitted block"]), 3),
+            "hybrid_p50_ms_kb_sources": round(statistics.median(times["the KB's sources"]), 3),
+            "per_query_difference_p50_ms": round(statistics.median(per_query), 4),
+            "per_query_difference_p50_ci95_ms": [round(medians[49], 4), round(medians[1949], 4)],
+            "assess_alone_us": {arm: round(value, 2) for arm, value in alone.items()},
+            "load_average": [round(value, 2) for value in os.getloadavg()]}
+
+
 def cosine_signal(row: Outcome) -> Outcome:
     """The row with the old signal (the best cosine; a chain's weakest hop's) as its `signal`,
     whatever block the run that wrote it compared against."""
@@ -527,7 +601,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "no-answer questions), halves over --seeds seeds")
     parser.add_argument("--latency", type=int, metavar="CHUNKS",
                         help="instead: what the features add to a hybrid search at this many chunks (paired)")
+    parser.add_argument("--sources-latency", type=int, metavar="CHUNKS",
+                        help="instead: what choosing the confidence source adds to a hybrid search (paired)")
     args = parser.parse_args(argv)
+    if args.sources_latency:
+        result = sources_latency(args.sources_latency, args.cache or CACHE)
+        print(json.dumps(result, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+        return 0
     if args.latency:
         result = latency(args.latency, args.cache or CACHE)
         print(json.dumps(result, indent=2))

@@ -200,7 +200,10 @@ def _default(action: argparse.Action) -> str:
 def _help(action: argparse.Action, prog: str) -> str:
     text = action.help or ""
     if "%(" in text:
-        text = text % {**vars(action), "prog": prog}
+        params = {**vars(action), "prog": prog}
+        if action.choices is not None:  # as argparse's own help says them
+            params["choices"] = ", ".join(str(choice) for choice in action.choices)
+        text = text % params
     return _cell(text)
 
 

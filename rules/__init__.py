@@ -233,20 +233,24 @@ class Halt:
         self.error: PinakesError | None = None
 
 
+# The declared stages' adapters, looked up together by key: each one's item type is its own.
+AnyAdapter = StageAdapter[Any]  # Any: the stage's item (a Scope, a DocWork), known to its module
+
+
 class AdapterModule(Protocol):
     """What the module of each declared stage, `pinakes.rules.<key>` (a dash as an underscore), defines."""
 
-    ADAPTER: StageAdapter[Any]
+    ADAPTER: AnyAdapter
 
 
-def adapter(key: str) -> StageAdapter[Any]:
+def adapter(key: str) -> AnyAdapter:
     """The adapter of the declared stage `key`, from the module named after it (imported on first
     use): adding a stage touches its declaration, its core and its adapter module, nothing here."""
     module = cast("AdapterModule", importlib.import_module(f"{__name__}.{key.replace('-', '_')}"))
     return module.ADAPTER
 
 
-def adapters() -> Mapping[str, StageAdapter[Any]]:
+def adapters() -> Mapping[str, AnyAdapter]:
     """Every declared stage's adapter by key."""
     from pinakes.pipeline.stages import STAGES
 

@@ -159,9 +159,10 @@ def set_deep(kb: Path, max_rounds: int) -> None:
 
 
 def uncalibrate(kb: Path) -> None:
-    """Drop [retrieval.confidence]: every search's confidence becomes unknown."""
+    """Replace [retrieval.confidence] with `signal = "none"`: every search's confidence becomes
+    unknown (a KB without the block would fall back on its self-calibration or the shipped prior)."""
     manifest = kb / "pinakes.toml"
-    manifest.write_text(re.sub(r"\[retrieval\.confidence\]\n(?:\w+ = .*\n)*", "",
+    manifest.write_text(re.sub(r"\[retrieval\.confidence\]\n(?:\w+ = .*\n)*", '[retrieval.confidence]\nsignal = "none"\n',
                                manifest.read_text(encoding="utf-8")), encoding="utf-8")
 
 

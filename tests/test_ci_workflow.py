@@ -134,7 +134,7 @@ def _set_manifest(root: Path, *replacements: tuple[str, str]) -> None:
 @pytest.mark.usefixtures("installed_from_git")
 @pytest.mark.parametrize(("template", "embedding", "rerank", "extras"), [
     ("notes", "sentence-transformers", None, "st"),  # the manifest's model, not the default one
-    ("default", "sentence-transformers", None, "st,pdf,formats"),  # template 4 indexes HTML, EPUB, DOCX, ODT
+    ("default", "sentence-transformers", None, "st,pdf,formats"),  # template 5 indexes HTML, EPUB, DOCX, ODT
     ("notes", "fastembed", "sentence-transformers", "light,st"),  # search reranks on the runner too
     ("notes", "sentence-transformers", "sentence-transformers", "st"),
 ])

@@ -73,6 +73,8 @@ def test_ask_without_deep_spends_nothing_and_says_what_deep_would_reserve(
     command = out.rstrip().splitlines()[-1].strip()
     assert shlex.split(command) == ["pnk", "-C", str(demo), "ask", "--deep", HOP_QUESTION, "--tag", "loans"]
     assert fake.requests == [] and not (demo / ".pinakes" / "ledger.jsonl").exists()
+    # The free result says where its confidence came from: the demo's golden-set fit.
+    assert re.search(r"^confidence: (high|medium|low), fitted \(", out, flags=re.M), out
 
 
 def test_ask_without_deep_as_json(demo: Path, fake: DeepFake, capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,6 +84,7 @@ def test_ask_without_deep_as_json(demo: Path, fake: DeepFake, capsys: pytest.Cap
     assert code == 0 and document["deep"] is False and document["spent_eur"] == "0"
     assert document["deep_branch"] == "synthesis" and document["deep_worst_case_calls"] == 1
     assert document["search"]["confidence"]["level"] == "high" and document["search"]["passages"]
+    assert document["search"]["confidence"]["source"] == "fitted"
     assert fake.requests == []
 
 
@@ -95,7 +98,7 @@ def test_deep_prints_the_cited_answer_rounds_ending_and_cost(
     lines = out.splitlines()
     assert lines[:2] == ["Answer:", "The main switchboard is 01632 960400 [1]."]
     assert "  [1] docs/governance/staff-directory.md:0-581 (Staff directory and responsibilities)" in lines
-    assert "Free confidence high: one synthesis call." in lines
+    assert "Free confidence high (fitted): one synthesis call." in lines
     assert any(line.startswith("Ended by synthesis: one synthesis call") for line in lines)
     assert any(line.startswith("Cost: €0.0") and "reserved at the worst case before the first call" in line
                for line in lines)

@@ -214,7 +214,7 @@ def test_the_new_rule_keeps_its_promise_on_new_questions_where_the_plain_share_d
     within the ceiling; leaving k/n within it on the fitted questions (the rule before) exceeds it."""
     import random
 
-    from pinakes.eval import fitting
+    from pinakes.calibration import fitting
 
     rng = random.Random(25)
     ceiling, trials = 0.10, 300

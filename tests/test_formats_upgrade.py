@@ -1,7 +1,7 @@
 """The document formats reach a KB made before them only when its owner says so (issue #43): without a
 `[sources] types` line a KB indexes markdown, text, code and pdf as it always did, skips its HTML,
 EPUB, DOCX and ODT files with a reason, and `pnk status` and `pnk doctor` say how to index them;
-`pnk init` (template version 4) writes the line with every type but image (OCR is opt-in: said by
+`pnk init` (template version 5) writes the line with every type but image (OCR is opt-in: said by
 status and doctor, never warned about), and `pnk upgrade --apply` brings it to an older KB."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tests.test_serve_helpers import manifest_fake_embedder
 pytest.importorskip("selectolax")
 pytest.importorskip("defusedxml")
 
-# What `pnk init` (template version 4) writes: every type but image, whose OCR is opt-in.
+# What `pnk init` (template version 5) writes: every type but image, whose OCR is opt-in.
 INIT_TYPES = DEFAULT_SOURCE_TYPES + MARKDOWN_WRITTEN
 
 

@@ -5,10 +5,12 @@ An AST scan of `src/pinakes` and of `rules/`, which the build maps into the pack
 import-linter or grimp). It reads every
 `import`/`from … import` statement, top-level and inside functions alike, because a function-level
 import is as much a dependency as a top-level one; it only runs later. Imports inside an
-`if TYPE_CHECKING:` block are left out: they never run, they only name types.
+`if TYPE_CHECKING:` block never run, they only name types: the layer rules (b)-(d) leave them out,
+but a cycle through one is still a cycle a reader must follow, so (a) and (f) count them, and they
+are counted and held to the layers on their own (g).
 
 What it asserts:
-(a) no cycle between packages;
+(a) no cycle between packages, type-only imports included;
 (b) each package imports only packages of its own layer or below (`LAYERS`, top first), and a
     package missing from `LAYERS` is an error of its own, so a new package must be placed;
 (c) `sync` is imported by none of `search`, `serve`, `lexical`, `index` (read-only paths never
@@ -16,7 +18,11 @@ What it asserts:
 (d) `pinakes.cli` is imported only by itself and `pinakes.__main__`, and the apps (serve, eval,
     doctor, ci, deep, upgrade, init) import none of each other;
 (e) `importlib.import_module` / `__import__` appear only in the modules of `DYNAMIC_IMPORTERS`,
-    and never with a literal name: a literal would hide a static dependency from this scan.
+    and never with a literal name: a literal would hide a static dependency from this scan;
+(f) no two modules of one package import each other, even through others, however they import (at
+    the top, inside a function, for types only; a package's `__init__` is one of its modules);
+(g) the type-only imports, counted by package (reported as the test's `type_only_imports`
+    property), point down the layers as run-time imports must.
 Self-tests plant an upward import, a cycle and a literal `import_module` in a throwaway tree and
 check that each is reported, naming the module and line.
 """
@@ -24,7 +30,7 @@ check that each is reported, naming the module and line.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +48,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
     ("serve", "eval", "doctor", "ci", "deep", "upgrade", "init"),  # the apps
     ("sync",),  # the driver: run_sync, the doit runner, status, estimate
+    ("calibration",),  # the evidence model's fit and self-calibration: eval and the sync both call it
     ("rules",),  # doit adapters of the stages
     ("pipeline",),  # the stage cores and their run context
     ("links", "search"),
@@ -85,6 +92,7 @@ class Edge:
     importer: str  # dotted module name
     line: int
     imported: str  # dotted module name
+    type_only: bool = False  # inside `if TYPE_CHECKING:`
 
     @property
     def where(self) -> str:
@@ -136,19 +144,20 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, m
     return {f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source for alias in node.names}
 
 
-def import_edges(src: Path) -> list[Edge]:
-    """Every run-time import of one module of the package by another (TYPE_CHECKING left out)."""
+def import_edges(src: Path, *, type_only: bool = False) -> list[Edge]:
+    """Every run-time import of one module of the package by another; with `type_only`, the imports
+    under TYPE_CHECKING too, flagged."""
     modules = modules_under(src)
     edges: list[Edge] = []
     for module, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         hidden = _type_checking_nodes(tree)
         for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in hidden:
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or (id(node) in hidden and not type_only):
                 continue
             for target in sorted(_targets(node, module, path.name == "__init__.py", modules)):
                 if target in modules:
-                    edges.append(Edge(module, node.lineno, target))
+                    edges.append(Edge(module, node.lineno, target, id(node) in hidden))
     return edges
 
 
@@ -209,6 +218,21 @@ def package_cycles(pairs: list[tuple[str, str]]) -> list[list[str]]:
     return cycles
 
 
+def module_cycles(edges: list[Edge]) -> list[list[str]]:
+    """The sets of modules of one package that reach one another through imports within it."""
+    return package_cycles([(edge.importer, edge.imported) for edge in edges
+                           if package_of(edge.importer) == package_of(edge.imported) and edge.importer != edge.imported])
+
+
+def type_only_counts(edges: list[Edge]) -> dict[str, int]:
+    """Type-only import statements by importing package ('pinakes' for the root), most first."""
+    counts: dict[str, int] = {}
+    for where in sorted({(edge.importer, edge.line) for edge in edges if edge.type_only}):
+        package = package_of(where[0]) or "pinakes"
+        counts[package] = counts.get(package, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
 def layer_violations(edges: list[Edge], layers: tuple[tuple[str, ...], ...]) -> dict[tuple[str, str], list[str]]:
     """Edges from a package to a higher layer, or touching a package no layer names."""
     rank = {package: number for number, layer in enumerate(layers) for package in layer}
@@ -262,10 +286,16 @@ def edges() -> list[Edge]:
     return import_edges(SRC)
 
 
-def test_no_two_packages_import_each_other_even_through_others(edges: list[Edge]) -> None:
-    pairs = [pair for pair in package_edges(edges) if pair not in PENDING]
+@pytest.fixture(scope="module")
+def all_edges() -> list[Edge]:
+    """The run-time imports and the type-only ones."""
+    return import_edges(SRC, type_only=True)
+
+
+def test_no_two_packages_import_each_other_even_through_others(all_edges: list[Edge]) -> None:
+    pairs = [pair for pair in package_edges(all_edges) if pair not in PENDING]
     cycles = package_cycles(pairs)
-    by_pair = package_edges(edges)
+    by_pair = package_edges(all_edges)
     detail = _describe({pair: [e.where for e in by_pair[pair]] for pair in by_pair
                         if any(pair[0] in c and pair[1] in c for c in cycles)})
     assert cycles == [], f"package cycles {cycles}; the imports that close them:\n{detail}"
@@ -281,6 +311,26 @@ def test_every_import_points_to_its_own_layer_or_below(edges: list[Edge]) -> Non
 def test_sync_is_never_reached_from_a_read_path_the_cli_from_nothing_and_no_app_from_another(edges: list[Edge]) -> None:
     found = {pair: where for pair, where in forbidden_imports(edges).items() if pair not in PENDING}
     assert found == {}, f"forbidden imports:\n{_describe(found)}"
+
+
+def test_no_two_modules_of_a_package_import_each_other_even_through_others(all_edges: list[Edge]) -> None:
+    cycles = module_cycles(all_edges)
+    detail = "\n".join(f"  {edge.where} -> {edge.imported}{' (type-only)' if edge.type_only else ''}"
+                       for edge in all_edges if any(edge.importer in c and edge.imported in c for c in cycles))
+    assert cycles == [], f"module cycles {cycles}; the imports that close them:\n{detail}"
+
+
+def test_type_only_imports_are_counted_and_point_down_the_layers(
+        all_edges: list[Edge], record_property: Callable[[str, object], None]) -> None:
+    type_only = [edge for edge in all_edges if edge.type_only]
+    counts = type_only_counts(all_edges)
+    record_property("type_only_imports", sum(counts.values()))
+    record_property("type_only_imports_by_package", counts)
+    assert sum(counts.values()) == len({(edge.importer, edge.line) for edge in type_only}) > 0
+    upward = layer_violations(type_only, LAYERS)
+    assert upward == {}, f"type-only imports of a higher layer:\n{_describe(upward)}"
+    forbidden = forbidden_imports(type_only)
+    assert forbidden == {}, f"forbidden type-only imports:\n{_describe(forbidden)}"
 
 
 def test_modules_are_loaded_by_name_only_where_the_name_is_data() -> None:
@@ -372,6 +422,29 @@ def test_a_cycle_through_a_third_package_and_a_relative_import_is_found(tmp_path
         "search/core.py": "import pinakes.lexical.scripts\n",
     })
     assert package_cycles(list(package_edges(import_edges(src)))) == [["index", "lexical", "search"]]
+
+
+def test_a_module_cycle_through_a_type_only_and_a_function_level_import_is_found(tmp_path: Path) -> None:
+    src = _plant(tmp_path, {
+        "index/a.py": "from pinakes.index.b import B\n",
+        "index/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pinakes.index.c import C\n",
+        "index/c.py": "def f():\n    from . import a\n",
+        "index/d.py": "from pinakes.index import a\n",  # imports into the cycle, is not part of it
+        "search/core.py": "from pinakes.index import d\n",
+    })
+    edges = import_edges(src, type_only=True)
+    assert module_cycles(edges) == [["pinakes.index.a", "pinakes.index.b", "pinakes.index.c"]]
+    assert module_cycles(import_edges(src)) == []  # without the type-only import there is none
+    assert type_only_counts(edges) == {"index": 1}
+
+
+def test_a_package_init_and_the_module_it_imports_back_are_a_cycle(tmp_path: Path) -> None:
+    src = _plant(tmp_path, {
+        "embed/loader.py": "import pinakes.embed\n",
+        "embed/registry.py": "",
+    })
+    (src / "embed" / "__init__.py").write_text("from pinakes.embed import loader, registry\n", encoding="utf-8")
+    assert module_cycles(import_edges(src)) == [["pinakes.embed", "pinakes.embed.loader"]]
 
 
 def test_a_package_no_layer_names_and_a_forbidden_import_are_reported(tmp_path: Path) -> None:

@@ -436,7 +436,7 @@ def test_doctor_on_a_valid_kb(tmp_path: Path) -> None:
     by_name = {check.name: check for check in results}
     assert by_name["manifest"].status == "OK"
     assert by_name["manifest.confidence"].status == "WARN"
-    assert "unknown" in by_name["manifest.confidence"].detail
+    assert "self-calibration or the shipped prior" in by_name["manifest.confidence"].detail
     assert by_name["manifest.confidence"].remedy == "fit thresholds on this KB's golden set and write them: `pnk eval --fit-confidence --write`"
     assert by_name["manifest.sources"].status == "OK"
     assert isinstance(ctx.cache[checks_manifest.CACHE_KEY], Manifest)

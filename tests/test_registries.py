@@ -2,7 +2,8 @@
 reranker is declared. A test registers a fake one with one `monkeypatch.setitem` (nothing in the
 package) and sees it everywhere: the manifest accepts its name and refuses the keys it does not take,
 `pnk doctor` reports it, a generated CI workflow installs its extra, and a real `pnk sync` and
-`pnk search` load it through the real loader and use it. The worked example of docs/architecture.md
+`pnk search` load it through the real loader and use it; an executor is a `pnk sync --executor`
+choice, and a sync connects it before writing and closes it with the run. The worked example of docs/architecture.md
 ("Adding an embedding provider") runs from the page's own text."""
 
 from __future__ import annotations
@@ -12,16 +13,18 @@ import re
 import sqlite3
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pinakes.ci.steps import extras_for
-from pinakes.cli import main
+from pinakes.cli import build_parser, main
 from pinakes.distribution import pip_install
+from pinakes.embed.connect import ConnectRequest
 from pinakes.embed.loader import LoadRequest
-from pinakes.embed.registry import PROVIDERS, RERANKERS, ProviderSpec, RerankerSpec
+from pinakes.embed.registry import EXECUTORS, PROVIDERS, RERANKERS, ExecutorSpec, ProviderSpec, RerankerSpec
 from pinakes.kb import KBPaths
 from pinakes.manifest import InvalidManifestError, RerankSection, load_manifest
 from pinakes.search.rerank import RerankRequest
@@ -59,6 +62,8 @@ FUSED = "rerank off: passages are in fused order"  # the one note of a search wi
 # What the fakes below were asked for, so a test can tell they ran.
 LOADED: list[str] = []
 SCORED: list[tuple[str, int]] = []
+CONNECTED: list[ConnectRequest] = []
+POOL_EVENTS: list[str] = []
 
 
 def load_words(request: LoadRequest) -> FakeEmbedder:
@@ -84,8 +89,30 @@ def load_overlap(section: RerankSection, request: RerankRequest) -> Overlap:
     return Overlap(section.model)
 
 
+class Pool(FakeEmbedder):
+    """A test's executor: the provider's model held by a pool of two "workers" away from the sync."""
+
+    def watch_workers(self, on_workers: Callable[[int], None] | None) -> None:
+        if on_workers is not None:
+            on_workers(2)
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        POOL_EVENTS.append(f"embed {len(texts)}")
+        return super().embed_documents(texts, batch_size)
+
+    def close(self) -> None:
+        POOL_EVENTS.append("close")
+
+
+def connect_pool(request: ConnectRequest) -> Pool:
+    CONNECTED.append(request)
+    section = request.section
+    return Pool(dim=section.dim, model=section.model, provider=section.provider)
+
+
 WORDS = ProviderSpec("test-words", f"{__name__}:load_words", "hashed words (a test's provider)",
                      extra="testwords", requires="json")
+POOL = ExecutorSpec("test-pool", "a test's pool of workers", runs="cluster", connect=f"{__name__}:connect_pool")
 OVERLAP = RerankerSpec("test-overlap", f"{__name__}:load_overlap", "query-word overlap (a test's reranker)")
 
 
@@ -93,6 +120,8 @@ OVERLAP = RerankerSpec("test-overlap", f"{__name__}:load_overlap", "query-word o
 def fresh_records() -> None:
     LOADED.clear()
     SCORED.clear()
+    CONNECTED.clear()
+    POOL_EVENTS.clear()
 
 
 def make_kb(root: Path, *, provider: str = "test-words", reranker: str = "fastembed", rerank: bool = False,
@@ -188,6 +217,64 @@ def test_doctor_names_the_extra_a_registered_provider_needs_when_it_is_missing(
 
     assert line["status"] == "FAIL" and "pnk_no_such_module is not importable" in line["detail"]
     assert line["remedy"] == pip_install(("testwords",))
+
+
+# --- an executor -----------------------------------------------------------------------------------
+
+
+def test_an_executor_is_a_manifest_value_and_a_sync_flag_once_registered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(PROVIDERS, WORDS.name, WORDS)
+    root = make_kb(tmp_path / "kb", embedding_extra='executor = "test-pool"\n')
+    assert problems(root) == ['embedding.executor: "test-pool" is not one of "local", "ray"']
+    with pytest.raises(SystemExit) as refused:
+        build_parser(["sync"]).parse_args(["sync", "--executor", "test-pool"])
+    assert refused.value.code == 2 and "invalid choice: 'test-pool'" in capsys.readouterr().err
+
+    monkeypatch.setitem(EXECUTORS, POOL.name, POOL)
+
+    assert load_manifest(root / "pinakes.toml").embedding.executor == "test-pool"
+    parser = build_parser(["sync"])
+    assert parser.parse_args(["sync", "--executor", "test-pool"]).executor == "test-pool"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["sync", "--help"])
+    assert "one of local, ray, test-pool" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_sync_on_a_registered_executor_connects_it_before_writing_and_closes_it_with_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(PROVIDERS, WORDS.name, WORDS)
+    monkeypatch.setitem(EXECUTORS, POOL.name, POOL)
+    root = make_kb(tmp_path / "kb", embedding_extra='executor = "test-pool"\n')
+
+    code, report = run_json(capsys, "-C", str(root), "sync", "--json")
+
+    assert code == 0 and report["chunks_embedded"] == len(DOCS)
+    assert [(request.section.model, request.address, request.rebuilding) for request in CONNECTED] == [
+        ("test/words", None, False)]
+    assert LOADED == []  # the model was the pool's: the sync's own process loaded none
+    assert POOL_EVENTS[-1] == "close" and POOL_EVENTS.count("close") == 1
+    assert sum(int(event.split()[1]) for event in POOL_EVENTS if event.startswith("embed")) == len(DOCS)
+    assert index_provider(root) == "test-words"
+
+    assert run_json(capsys, "-C", str(root), "sync", "--json")[0] == 0
+    assert len(CONNECTED) == 1  # a no-op contacts no executor
+
+    (root / "docs" / "quay.md").write_text("# Quay\n\nThe ferry leaves the quay at noon.\n", encoding="utf-8")
+    code, report = run_json(capsys, "-C", str(root), "sync", "--executor", "local", "--json")
+    assert code == 0 and report["chunks_embedded"] == 1
+    assert len(CONNECTED) == 1 and LOADED == ["test/words"]  # --executor local: the model loaded here
+
+
+def test_a_registered_executor_refuses_a_provider_behind_an_endpoint_by_its_entry(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PROVIDERS, "test-served", ProviderSpec("test-served", f"{__name__}:load_words",
+                                                               "a test's served model", runs="endpoint"))
+    monkeypatch.setitem(EXECUTORS, POOL.name, POOL)
+    root = make_kb(tmp_path / "kb", provider="test-served", embedding_extra='executor = "test-pool"\n')
+
+    assert problems(root) == ['embedding.executor: "test-pool" runs a local model on a cluster; provider '
+                              '"test-served" already embeds on its server']
 
 
 # --- a reranker ------------------------------------------------------------------------------------

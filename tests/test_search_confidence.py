@@ -48,6 +48,19 @@ def test_cosine_signal_against_thresholds_fitted_without_rerank(cosine, expected
     assert level(best_cosine=cosine, thresholds=COSINE_FIT, reranker_model=None) == expected
 
 
+@pytest.mark.parametrize("cosine", [0.2, 0.3499, 0.35, 0.5, 0.9])
+def test_medium_exists_only_where_the_fit_has_a_band(cosine):
+    """A fit whose low equals its high has no band: every search is high or low, never medium, and
+    the reason says why; the same signal under a fit with a band may be medium."""
+    one_threshold = Thresholds(high=0.35, low=0.35, fitted_for="all-MiniLM-L6-v2, demo golden set")
+    confidence = assess(passage_count=3, rerank_top=None, best_cosine=cosine, thresholds=one_threshold,
+                        reranker_model=None, embedding_model=EMBEDDING)
+    assert confidence.level == ("high" if cosine >= 0.35 else "low")
+    assert "low = high: this fit has no medium band" in confidence.reason
+    banded = level(best_cosine=cosine, thresholds=COSINE_FIT, reranker_model=None)
+    assert banded == ("medium" if 0.35 <= cosine < 0.6 else "high" if cosine >= 0.6 else "low")
+
+
 def test_no_thresholds_is_unknown_with_the_signal_still_reported():
     confidence = assess(passage_count=3, rerank_top=0.99, best_cosine=None, thresholds=None,
                         reranker_model=RERANKER, embedding_model=EMBEDDING)

@@ -16,6 +16,16 @@ import pytest
 
 from pinakes.errors import IndexMissingError, StaleExtractionError
 from pinakes.init import init_kb
+from pinakes.kb import KBPaths
+from pinakes.manifest import load_manifest
+from pinakes.search.calibrated import (
+    PRIOR,
+    SELF_CALIBRATED,
+    SELF_CALIBRATION_FORMAT,
+    SOURCE_GUIDANCE,
+    UNCALIBRATED,
+    self_calibration_path,
+)
 from pinakes.search.core import Searcher, SearchSettings
 from pinakes.serve import boundary
 from pinakes.serve.bounds import Bounds
@@ -23,6 +33,7 @@ from pinakes.serve.config import ServedKB, load_kb
 from pinakes.serve.documents import DocumentChangedError, ExtractionUnavailableError
 from pinakes.serve.evidence import envelope
 from pinakes.serve.tools import PinakesTools
+from tests.fakes import substitute_embedder
 from tests.test_serve_helpers import add_indexed_pdf, doc_ids, make_kb, manifest_fake_embedder, sync_kb
 
 ALPHA = "# Alpha\n\nThe alpha document talks about aeroplanes.\n\n## Wings\n\nWings generate lift.\n"
@@ -88,6 +99,37 @@ def test_low_or_unknown_confidence_comes_with_a_callable_next_search(tools: Pina
     # The suggestion is a call this server accepts as it stands.
     follow_up = tools.call("pinakes_search", suggestion["arguments"])
     assert follow_up["passages"]
+
+
+def test_search_says_where_its_confidence_came_from(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the server's own Searcher (Searcher.for_kb): a KB too small to self-calibrate takes the
+    shipped prior; a self-calibration stored later is used without a restart, with a band, so medium
+    can be said; `signal = "none"` is unknown. Each names its source and says how far to trust it."""
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: manifest_fake_embedder(kb))
+    served = PinakesTools([load_kb(kb)])
+    try:
+        prior = served.call("pinakes_search", {"query": "wings lift"})["confidence"]
+        assert prior["source"] == PRIOR and prior["source_guidance"] == SOURCE_GUIDANCE[PRIOR]
+        model = load_manifest(kb / "pinakes.toml").embedding.model
+        block = {"signal": "model", "features": ["cosine"], "weights": [1.0], "bias": 0.0, "high": 0.99,
+                 "low": 0.01, "fitted_for": f"{model} (evidence model, rerank off), self-calibration"}
+        self_calibration_path(KBPaths(kb)).write_text(
+            json.dumps({"format": SELF_CALIBRATION_FORMAT, "confidence": block}), encoding="utf-8")
+        made = served.call("pinakes_search", {"query": "wings lift"})["confidence"]
+        assert made["source"] == SELF_CALIBRATED and made["level"] == "medium"  # sigmoid(cosine) in the band
+        assert made["source_guidance"] == SOURCE_GUIDANCE[SELF_CALIBRATED]
+    finally:
+        served.close()
+    manifest = kb / "pinakes.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8") + '\n[retrieval.confidence]\nsignal = "none"\n',
+                        encoding="utf-8")
+    served = PinakesTools([load_kb(kb)])
+    try:
+        off = served.call("pinakes_search", {"query": "wings lift"})["confidence"]
+    finally:
+        served.close()
+    assert off["level"] == "unknown" and off["source"] == UNCALIBRATED
+    assert off["source_guidance"] == SOURCE_GUIDANCE[UNCALIBRATED]
 
 
 def test_filters_narrow_what_search_returns(tools: PinakesTools) -> None:

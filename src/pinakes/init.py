@@ -43,8 +43,8 @@ class InitResult:
     kb_id: str
     name: str
     template: str  # NAME@VERSION, as the manifest records it
-    embedding_provider: str = "sentence-transformers"
-    embedding_provider_installed: bool = True
+    embedding_provider: str
+    embedding_provider_installed: bool
     gitignore: GitignoreAction = "created"
     readme: ReadmeAction = "none"
 
@@ -57,12 +57,21 @@ def default_embedding_provider() -> tuple[str, bool]:
     it starts in 0.8 s against 4.3 s for torch + sentence-transformers, which every cold `pnk search`
     and hook-driven sync pays, and its int8 model embedded the demo KB ~5x faster on a CPU with VNNI
     at the same retrieval quality. On an AVX2-only CPU int8 embeds slower than fp32; a KB that syncs
-    large corpora there can name sentence-transformers instead."""
-    if find_spec("fastembed") is not None:
-        return "fastembed", True
-    if find_spec("sentence_transformers") is not None:
-        return "sentence-transformers", True
-    return "fastembed", False  # named for the remedy: the lighter extra, [light]
+    large corpora there can name sentence-transformers instead (embed/registry.py NEW_KB_PROVIDERS)."""
+    from pinakes.embed.registry import NEW_KB_PROVIDERS
+
+    for name in NEW_KB_PROVIDERS:
+        if provider_installed(name):
+            return name, True
+    return NEW_KB_PROVIDERS[0], False  # named for the remedy: the lighter extra, [light]
+
+
+def provider_installed(name: str) -> bool:
+    """Whether the module provider `name`'s extra installs is importable (located, never imported)."""
+    from pinakes.embed.registry import PROVIDERS
+
+    requires = PROVIDERS[name].requires
+    return requires is None or find_spec(requires) is not None
 
 
 def render_manifest(name: str, kb_id: str, embedding_provider: str, template: str = TEMPLATE_NAME,
@@ -81,6 +90,7 @@ class RemoteEmbeddingChoice:
     model: str
     dim: int
     api_key_env: str | None = None
+    provider: str = "openai-compatible"  # a provider of the registry whose model runs behind an endpoint
 
 
 def remote_embedding_block(choice: RemoteEmbeddingChoice) -> str:
@@ -91,7 +101,7 @@ def remote_embedding_block(choice: RemoteEmbeddingChoice) -> str:
         "[embedding]",
         "# A remote OpenAI-compatible /v1/embeddings endpoint. The index is only as good as this",
         "# server: sync and every vector search need it reachable (a search falls back to keywords).",
-        'provider = "openai-compatible"',
+        f"provider = {json.dumps(choice.provider)}",
         f"base_url = {json.dumps(choice.base_url)}",
         f"model = {json.dumps(choice.model)}",
         f"dim = {choice.dim}",
@@ -128,7 +138,7 @@ def init_kb(directory: Path, name: str | None = None, template: str = TEMPLATE_N
     manifest_text = render_manifest(kb_name, kb_id, provider, template, catalog)
     if remote is not None:
         manifest_text = _with_embedding_block(manifest_text, remote_embedding_block(remote))
-        provider, installed = "openai-compatible", find_spec("openai") is not None
+        provider, installed = remote.provider, provider_installed(remote.provider)
     manifest_path = root / MANIFEST_NAME
     parse_manifest(manifest_text, path=manifest_path)  # a template that does not load is a bug here
 

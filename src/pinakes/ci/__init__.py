@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 from pinakes import __version__
 from pinakes.atomic import atomic_write_bytes
 from pinakes.ci.github import MARKER, render_workflow, workflow_name
-from pinakes.ci.steps import extras_for
+from pinakes.ci.steps import InstallRequirement, extras_for
 from pinakes.distribution import Origin, installed_origin, requirement
 from pinakes.errors import UsageError
 
@@ -48,12 +48,6 @@ class WorkflowResult:
     kb_relative: str  # the KB's path from the repository's top ("." there)
     in_git: bool  # False: not in a git working tree yet; the workflow assumes the KB is the repository
     has_golden_set: bool  # False: the eval step will print a skip until eval/questions.yaml exists
-
-
-@dataclass(frozen=True)
-class InstallRequirement:
-    requirement: str  # one pip requirement, the install step's only argument
-    source: str  # where it came from, in words, for the workflow's comment
 
 
 def install_requirement(manifest: Manifest | None, extras: tuple[str, ...],

@@ -19,12 +19,8 @@ work, never correctness.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
-from pinakes.ci.steps import INSTALL_VARIABLE, PDF_EXTRAS, RUN_STEPS, VERSION_VARIABLE
-
-if TYPE_CHECKING:
-    from pinakes.ci import InstallRequirement
+from pinakes.ci.steps import INSTALL_VARIABLE, PDF_EXTRAS, RUN_STEPS, VERSION_VARIABLE, InstallRequirement
 
 MARKER = "# pinakes-ci: managed by `pnk ci init`"
 PYTHON_VERSION = "3.12"

@@ -25,6 +25,12 @@ PDF_EXTRAS = ("light", "pdf")  # and pypdfium2, the free extractor the sync step
 
 
 @dataclass(frozen=True)
+class InstallRequirement:
+    requirement: str  # one pip requirement, the install step's only argument
+    source: str  # where it came from, in words, for the workflow's comment
+
+
+@dataclass(frozen=True)
 class RunStep:
     name: str
     command: str

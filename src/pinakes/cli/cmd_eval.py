@@ -7,6 +7,7 @@
     pnk eval --init                     draft eval/questions.yaml from the KB's own headings, to edit
     pnk eval --fit-confidence           fit [retrieval.confidence] on the golden set and print the block
     pnk eval --fit-confidence --write   the same, written into pinakes.toml (backed up, re-validated)
+    pnk eval --self-calibrate           fit the confidence model on questions made from the KB's own documents
     pnk eval --questions FILE.jsonl     nDCG@10 / recall@10 / recall@100 / MRR over any KB
 
 Exit status: 0 when the run passes (or is skipped for want of a golden set), 1 on a regression
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, TypedDict
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
+    from pinakes.calibration.shrinkage import GoldenFit
     from pinakes.eval.fitting import ConfidenceFit
     from pinakes.eval.harness import EvalPaths, GateResult
     from pinakes.eval.outcomes import OutcomesFile
@@ -72,6 +74,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="paired comparison of two outcomes files (exact sign test)")
     action.add_argument("--questions", metavar="FILE", type=Path,
                         help="score a .jsonl of {id, query, relevant} (paths relative to the source root)")
+    action.add_argument("--self-calibrate", action="store_true",
+                        help="fit the confidence model on questions made from the KB's own documents (each asked "
+                             "as it is and with its document left out) and store it in .pinakes/; searches use it "
+                             "while pinakes.toml has no [retrieval.confidence]")
     parser.set_defaults(run=run)
 
 
@@ -98,8 +104,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--init drafts the questions the fit needs; they are edited before any fit",
                          remedy="run `pnk eval --init`, edit eval/questions.yaml, then "
                                 "`pnk eval --fit-confidence --write`")
+    if args.self_calibrate and (args.fit_confidence or args.update_baseline or args.write):
+        raise UsageError("--self-calibrate fits on the KB's own documents and stores the result in .pinakes/",
+                         remedy="run `pnk eval --self-calibrate` on its own")
     if args.init:
         return _init(args)
+    if args.self_calibrate:
+        return _self_calibrate(args)
     if args.compare:
         return _compare(args)
     if args.rescore:
@@ -156,7 +167,7 @@ def _golden_run(args: argparse.Namespace) -> int:
     for warning in run.sync_warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if args.fit_confidence:
-        return _fit(args, run.outcomes, manifest_bytes)
+        return _fit(args, run.outcomes, manifest_bytes, paths.kb_root)
     write_outcomes(paths.outcomes, run.outcomes)
     if args.update_baseline:
         previous = read_baseline(paths.baseline) if paths.baseline.exists() else None
@@ -193,6 +204,16 @@ def _init(args: argparse.Namespace) -> int:
                  "next": next_steps},
           f"wrote {drafted.path}: {drafted.answerable} answerable drafts and {drafted.no_answer} no-answer "
           f"drafts to check\n" + (f"note: {short}\n" if short else "") + f"next: {next_steps}")
+    return 0
+
+
+def _self_calibrate(args: argparse.Namespace) -> int:
+    from pinakes.eval.self_calibrated import render, run_self_calibration
+
+    run = run_self_calibration(_kb_root(args), sync=not args.no_sync)
+    for warning in run.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    _emit(args, {"ok": True, **run.to_dict()}, render(run))
     return 0
 
 
@@ -279,18 +300,23 @@ def _corpus(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
-def _fit(args: argparse.Namespace, outcomes: OutcomesFile, manifest_bytes: bytes | None) -> int:
+def _fit(args: argparse.Namespace, outcomes: OutcomesFile, manifest_bytes: bytes | None,
+         kb_root: Path | None = None) -> int:
     """Fit [retrieval.confidence], print it with its trade-off curve, and with --write put it into
-    pinakes.toml (`manifest_bytes`: the file as it was when the run loaded it)."""
-    fit = _fit_outcomes(outcomes)
+    pinakes.toml (`manifest_bytes`: the file as it was when the run loaded it). With `kb_root` (a
+    golden-set run of that KB) a small golden set's fit is shrunk towards its self-calibration."""
+    golden = _fit_outcomes(outcomes, kb_root)
+    fit = golden.fit
     curve = _trade_off_curve(fit)
     written = _write_block(args, fit, manifest_bytes) if args.write else None
-    data: dict[str, object] = {"ok": True, **fit.to_dict(), "trade_off_curve": curve, "written": written}
-    _emit(args, data, _fit_text(fit, curve, written))
+    data: dict[str, object] = {"ok": True, **fit.to_dict(), "trade_off_curve": curve, "written": written,
+                               "shrunk_towards": golden.shrunk_towards, "note": golden.note}
+    _emit(args, data, _fit_text(fit, curve, written, golden.note))
     return 0
 
 
-def _fit_outcomes(outcomes: OutcomesFile) -> ConfidenceFit:
+def _fit_outcomes(outcomes: OutcomesFile, kb_root: Path | None) -> GoldenFit:
+    from pinakes.calibration.shrinkage import CARRY, GoldenFit, fit_golden_set
     from pinakes.errors import PinakesError
     from pinakes.eval.fitting import FitError, describe_fit, fit_confidence
 
@@ -305,13 +331,16 @@ def _fit_outcomes(outcomes: OutcomesFile) -> ConfidenceFit:
     embedding_name = embedding.get("model") or "unknown embedding model"
     if embedding.get("provider"):  # int8 ONNX and fp32 weights of one model score differently
         embedding_name += f" via {embedding['provider']}"
-    fitted_for = describe_fit(
-        embedding_name,
-        reranker.get("model") if isinstance(reranker, dict) and retrieval.get("rerank") else None,
-        golden.get("path", "golden set"), len(outcomes.rows), settings,
-    )
+    reranked = reranker.get("model") if isinstance(reranker, dict) and retrieval.get("rerank") else None
+    fitted_for = describe_fit(embedding_name, reranked, golden.get("path", "golden set"), len(outcomes.rows), settings)
     try:
-        return fit_confidence(outcomes.rows, fitted_for)
+        no_answer = sum(1 for row in outcomes.rows if row.kind == "no-answer")
+        if kb_root is None or no_answer >= CARRY or reranked:
+            return GoldenFit(fit_confidence(outcomes.rows, fitted_for), None, None)
+        from pinakes.eval.self_calibrated import self_calibration_for_fit
+
+        base, why_not = self_calibration_for_fit(kb_root)
+        return fit_golden_set(outcomes.rows, fitted_for, base, why_not)
     except FitError as exc:
         raise PinakesError(f"cannot fit confidence thresholds: {exc}",
                            remedy="the golden set needs answerable and no-answer questions, searched "
@@ -355,7 +384,7 @@ def _write_block(args: argparse.Namespace, fit: ConfidenceFit, manifest_bytes: b
             "backup": str(result.backup) if result.backup else None}
 
 
-def _fit_text(fit: ConfidenceFit, curve: list[_CurvePoint], written: _Written | None) -> str:
+def _fit_text(fit: ConfidenceFit, curve: list[_CurvePoint], written: _Written | None, note: str | None) -> str:
     if written is None:
         lines = ["# Fitted on the golden set. `pnk eval --fit-confidence --write` writes this block into "
                  "pinakes.toml itself",
@@ -383,8 +412,12 @@ def _fit_text(fit: ConfidenceFit, curve: list[_CurvePoint], written: _Written | 
         lines.append(f"forecast for new questions ({CROSS_FIT_FOLDS}-fold cross-fitted, each question scored by a fit "
                      f"made without it): false-abstain {_fraction(cv_abstain)}, false-confidence "
                      f"{_fraction(cv_confidence)}")
+    if fit.low == fit.high:
+        lines.append("low = high: this fit has no medium band (a search is high or low)")
     needed = fit.no_answer_needed
-    if needed is not None and fit.false_confidence.denominator < needed:
+    if note is not None:
+        lines.append(f"note: {note}")
+    if "shrunk towards" not in fit.fitted_for and needed is not None and fit.false_confidence.denominator < needed:
         lines.append(f"note: {fit.false_confidence.denominator} no-answer questions are too few to promise "
                      f"false-confidence <= {fit.max_false_confidence:g} on new questions (that needs {needed}); "
                      "the fit leaves none of them confident. Add no-answer questions to the golden set "

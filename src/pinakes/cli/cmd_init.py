@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from pinakes.cli.command import Command, CommandArgs, Subcommands
+from pinakes.cli.command import Command, CommandArgs, Registered, Subcommands
 
 if TYPE_CHECKING:
     from pinakes.init import RemoteEmbeddingChoice
+
+
+# --embedding's default: the local model init_kb picks (fastembed or sentence-transformers, as installed).
+LOCAL = "local"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,7 +24,7 @@ class InitArgs(CommandArgs):
     template: str
     list_templates: bool
     ci: bool
-    embedding: Literal["local", "openai-compatible"]
+    embedding: str  # LOCAL, or a provider of the registry whose model runs behind an endpoint
     base_url: str | None
     model: str | None
     dim: int | None
@@ -43,9 +47,10 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
                         help="list the installed templates with their versions, and create nothing")
     parser.add_argument("--ci", action="store_true",
                         help="also write the GitHub Actions workflow (as `pnk ci init` does)")
-    parser.add_argument("--embedding", choices=("local", "openai-compatible"), default="local",
-                        help="where the KB's embedding model runs: in process (the default model) or behind "
-                             "an OpenAI-compatible /v1/embeddings endpoint (Ollama, vLLM, TEI, OpenAI...)")
+    parser.add_argument("--embedding", metavar="WHERE", choices=Registered(_embedding_choices), default=LOCAL,
+                        help="where the KB's embedding model runs, one of %(choices)s: local is in process (the "
+                             "default model), openai-compatible behind an OpenAI-compatible /v1/embeddings "
+                             "endpoint (Ollama, vLLM, TEI, OpenAI...)")
     parser.add_argument("--base-url", help="with --embedding openai-compatible: the endpoint's root, e.g. "
                                            "http://127.0.0.1:11434/v1")
     parser.add_argument("--model", help="with --embedding openai-compatible: the model name the server knows")
@@ -55,6 +60,12 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
                                               "variable holding the key (the key itself is never written)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(run=Command(InitArgs, run))
+
+
+def _embedding_choices() -> tuple[str, ...]:
+    from pinakes.embed.registry import endpoint_providers
+
+    return (LOCAL, *endpoint_providers())
 
 
 def run(args: InitArgs) -> int:
@@ -115,7 +126,7 @@ def _remote_choice(args: InitArgs) -> RemoteEmbeddingChoice | None:
     from pinakes.errors import UsageError
     from pinakes.init import RemoteEmbeddingChoice
 
-    if args.embedding != "openai-compatible":
+    if args.embedding == LOCAL:
         remote_flags = {"--base-url": args.base_url, "--model": args.model, "--dim": args.dim,
                         "--api-key-env": args.api_key_env}
         given = [flag for flag, value in remote_flags.items() if value is not None]
@@ -135,7 +146,7 @@ def _remote_choice(args: InitArgs) -> RemoteEmbeddingChoice | None:
         dim = read_dimension(args.base_url, args.model, args.api_key_env)
     elif dim < 1:
         raise UsageError(f"--dim must be a positive integer, got {dim}", remedy="--dim 768")
-    return RemoteEmbeddingChoice(args.base_url, args.model, dim, args.api_key_env)
+    return RemoteEmbeddingChoice(args.base_url, args.model, dim, args.api_key_env, provider=args.embedding)
 
 
 def _list_templates(as_json: bool) -> int:

@@ -134,16 +134,20 @@ def render(result: SearchResult, deep_command: str | None = None) -> str:
         lines.extend(_render_passage(rank, passage))
         lines.append("")
     confidence = result.confidence
-    lines.append(f"confidence: {confidence.level} ({confidence.reason})")
+    lines.append(f"confidence: {confidence.level}, {confidence.source} ({confidence.reason})")
     lines.extend(f"note: {printable(note)}" for note in result.notes)
     # Every remedy names a command this build has, the paid escalation (spec §4.2) included: it is
     # the user's own query and filters, quoted, so it can be pasted as it is.
     if not result.passages:
         lines.append("Retrieval only; nothing was spent. Nothing matched: try the next search below, other "
                      "words, or fewer filters.")
+    elif confidence.level == "unknown" and confidence.reason.startswith("[retrieval.confidence] signal"):
+        lines.append("Retrieval only; nothing was spent. Confidence is turned off in pinakes.toml "
+                     '([retrieval.confidence] signal = "none"); judge the passages yourself.')
     elif confidence.level == "unknown":
         lines.append("Retrieval only; nothing was spent. Confidence stays unknown until this KB is calibrated: "
-                     "`pnk eval --init`, edit eval/questions.yaml, then `pnk eval --fit-confidence --write`.")
+                     "`pnk eval --self-calibrate` (from its own documents), or a golden set: `pnk eval --init`, "
+                     "edit eval/questions.yaml, then `pnk eval --fit-confidence --write`.")
     elif confidence.level == "low":
         lines.append("Retrieval only; nothing was spent. The passages may not answer this: try the next "
                      "search below, or read a document whole with `pnk get ID`.")

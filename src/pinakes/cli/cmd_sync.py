@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pinakes.cli.command import Command, CommandArgs, Subcommands
+from pinakes.cli.command import Command, CommandArgs, Registered, Subcommands
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,7 +24,7 @@ class SyncArgs(CommandArgs):
     force: bool
     estimate_only: bool
     api_key_file: Path | None
-    executor: Literal["local", "ray"] | None
+    executor: str | None  # a name of the executor registry (embed/registry.py EXECUTORS)
     ray_address: str | None
     no_reuse: bool
     force_unlock: bool
@@ -65,9 +65,9 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key-file", metavar="PATH", type=Path,
                         help="read the paid backend's API key from this file (default: PINAKES_ANTHROPIC_API_KEY; "
                              "the generic ANTHROPIC_API_KEY is never read)")
-    parser.add_argument("--executor", choices=("local", "ray"), default=None,
-                        help="where the model runs for this run (overrides [embedding] executor): "
-                             "local (this process) or ray (a Ray cluster's workers; needs the [ray] extra)")
+    parser.add_argument("--executor", metavar="EXECUTOR", choices=Registered(_executors), default=None,
+                        help="where the model runs for this run, one of %(choices)s (overrides [embedding] "
+                             "executor): local is this process, ray a Ray cluster's workers (the [ray] extra)")
     parser.add_argument("--ray-address", metavar="ADDR", default=None,
                         help="the Ray cluster to embed on (implies --executor ray; default: [embedding] "
                              "ray_address, else RAY_ADDRESS, else \"auto\")")
@@ -86,8 +86,15 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=Command(SyncArgs, run))
 
 
+def _executors() -> tuple[str, ...]:
+    from pinakes.embed.registry import EXECUTORS
+
+    return tuple(EXECUTORS)
+
+
 def run(args: SyncArgs) -> int:
     from pinakes.errors import EXIT_FAILURE
+    from pinakes.pipeline.run import RAY_ADDRESS_EXECUTOR
     from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
@@ -107,17 +114,17 @@ def run(args: SyncArgs) -> int:
 
         clear_extract_cache(args.kb_dir, include_paid=args.clear_cache == "paid",
                             assume_yes=args.yes, quiet=args.quiet or args.json)
-    if args.executor == "local" and args.ray_address:
+    if args.ray_address and args.executor is not None and args.executor != RAY_ADDRESS_EXECUTOR:
         from pinakes.errors import UsageError
 
-        raise UsageError("--ray-address names a Ray cluster to embed on, but --executor local embeds in "
-                         "this process", remedy="drop --executor local, or drop --ray-address")
+        raise UsageError(f"--ray-address names a Ray cluster to embed on, but --executor {args.executor} "
+                         "embeds elsewhere", remedy=f"drop --executor {args.executor}, or drop --ray-address")
     options = SyncOptions(rebuild=args.rebuild, index_only=args.index_only,
                           sidecars_only=args.sidecars_only, stage=args.stage, quiet=args.quiet or args.json,
                           force_unlock=args.force_unlock, offline=True if args.offline else None,
                           extract_backend=args.extract_backend, scan_links=args.scan_links,
                           force=args.force, api_key_file=args.api_key_file, no_reuse=args.no_reuse,
-                          executor="ray" if args.ray_address and args.executor is None else args.executor,
+                          executor=RAY_ADDRESS_EXECUTOR if args.ray_address and args.executor is None else args.executor,
                           ray_address=args.ray_address)
     report = run_sync(args.kb_dir, options)
     if args.json:

@@ -11,7 +11,7 @@ Kept light: every `pnk` invocation imports this module (only argparse and datacl
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Generic, Protocol, TypeVar
 
@@ -66,3 +66,18 @@ def runner_of(namespace: argparse.Namespace) -> Callable[[argparse.Namespace], o
     arguments too)."""
     run: object = vars(namespace).get("run")
     return run if callable(run) else None
+
+
+class Registered:
+    """argparse `choices` that are a registry's names (embed/registry.py), read when the parser first
+    needs them (a parse that gives the flag, its help), not when it is built: `pnk --help` builds every
+    command's parser and imports no registry. A name registered later (a test's) is a choice too."""
+
+    def __init__(self, names: Callable[[], Iterable[str]]) -> None:
+        self._names = names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(self._names()))
+
+    def __contains__(self, value: object) -> bool:
+        return value in tuple(self._names())

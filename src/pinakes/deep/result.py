@@ -163,11 +163,11 @@ class DeepResult:
         if self.unsupported_numbers:
             lines.append("Numbers in no cited passage: " + ", ".join(printable(n) for n in self.unsupported_numbers))
         lines.append("")
+        free = f"Free confidence {self.free_confidence.get('level')} ({self.free_confidence.get('source', 'unknown')})"
         if self.branch == "synthesis":
-            lines.append(f"Free confidence {self.free_confidence.get('level')}: one synthesis call.")
+            lines.append(f"{free}: one synthesis call.")
         else:
-            lines.append(f"Free confidence {self.free_confidence.get('level')}: {counted(len(self.rounds), 'round')} "
-                         f"of at most {self.max_rounds}.")
+            lines.append(f"{free}: {counted(len(self.rounds), 'round')} of at most {self.max_rounds}.")
             for record in self.rounds:
                 asked = ", ".join(f"{printable(query)!r} ({level})"
                                   for query, level in zip(record.queries, record.levels, strict=False))

@@ -1,7 +1,8 @@
 """Manifest checks: is pinakes.toml valid, and what does it leave unsaid or machine-local.
 
 What `load_manifest` refuses is a FAIL here. What it accepts but deserves a word is a WARN: no
-fitted confidence thresholds (every answer's confidence is "unknown", spec §4.2), and an absolute
+confidence thresholds fitted on the KB's golden set (confidence then comes from its
+self-calibration or the shipped prior, weaker calibrations: search/calibrated.py), and an absolute
 `[[links.kb]] path`, which works only on this machine (spec §4.7). Roots that do not exist are a
 FAIL: the loader cannot know the filesystem, and a sync over a missing root finds nothing.
 
@@ -17,6 +18,7 @@ from pinakes.doctor import Check, DoctorContext
 from pinakes.errors import ManifestError
 from pinakes.kb import MANIFEST_NAME
 from pinakes.manifest import InvalidManifestError, Manifest, load_manifest
+from pinakes.manifest.sections import NONE_SIGNAL
 
 CACHE_KEY = "manifest"
 
@@ -45,9 +47,12 @@ def check_confidence(manifest: Manifest) -> Check:
     if confidence is None:
         return Check(
             "manifest.confidence", "WARN",
-            "no [retrieval.confidence] thresholds: search reports confidence \"unknown\"",
+            "no [retrieval.confidence] fitted on this KB's golden set: search takes its confidence from the KB's "
+            "self-calibration or the shipped prior, which are weaker (docs/QUALITY.md)",
             remedy="fit thresholds on this KB's golden set and write them: `pnk eval --fit-confidence --write`",
         )
+    if confidence.signal == NONE_SIGNAL:
+        return Check("manifest.confidence", "OK", 'confidence turned off ([retrieval.confidence] signal = "none")')
     return Check(
         "manifest.confidence", "OK",
         f"thresholds low {confidence.low} / high {confidence.high}, fitted for {confidence.fitted_for}",

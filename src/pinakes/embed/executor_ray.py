@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from pinakes.embed.base import Embedder
+    from pinakes.embed.connect import ConnectRequest
     from pinakes.embed.settings import EmbeddingSection
     from pinakes.embed.tokens import TokenCounter
     from pinakes.embed.untyped import RayActor, RayModule, RayRef
@@ -161,6 +162,13 @@ def _cached_snapshot_identity(section: EmbeddingSection) -> ModelIdentity | None
     except PinakesError:
         return None  # not downloaded here: the workers must agree with the first one
     return ModelIdentity(section.provider, section.model, revision, digest, section.dim)
+
+
+def connect(request: ConnectRequest) -> RayEmbedder:
+    """The "ray" executor's `connect` (embed/registry.py): the cluster --ray-address names, else the
+    section's, else Ray's own default (`cluster_address`)."""
+    return connect_ray_embedder(request.section, address=cluster_address(request.address, request.section.ray_address),
+                                offline=request.offline, on_workers=request.on_workers, rebuilding=request.rebuilding)
 
 
 def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bool | None,

@@ -8,15 +8,18 @@ Everything that needs to know about one reads its entry here, so adding one is o
 - doctor: the pip extra and the module it installs (located with find_spec, never imported), where
   a downloaded model's weights are kept, and whether the model runs here or behind an endpoint
   (which of doctor's checks apply);
-- `pnk init`'s install hint and a generated CI workflow's extras (ci/steps.py);
+- `pnk init`: the provider a new KB names and its install hint, the endpoint providers
+  `--embedding` offers; a generated CI workflow's extras (ci/steps.py);
 - docs/generate.py's manifest reference (the values `provider` and `executor` accept);
 - the loaders, which resolve an entry's `load` ("module:function") only when a model loads, on a Ray
-  worker as in this process (embed/loader.py, search/rerank.py).
+  worker as in this process (embed/loader.py, search/rerank.py);
+- the sync, which connects an executor whose entry has a `connect` before it writes anything
+  (embed/connect.py), and `pnk sync --executor`'s choices.
 
 Importing this module imports no provider: it sits below the manifest, which reads it on every
 load (tests/test_layers.py). The rerankers' implementations live in search/, above it, and are named
 here as data only. docs/architecture.md, "Adding an embedding provider", walks through one entry;
-tests/test_registry_fakes.py registers a fake provider and a fake reranker the same way
+tests/test_registries.py registers a fake provider, executor and reranker the same way
 (`monkeypatch.setitem(PROVIDERS, spec.name, spec)`).
 """
 
@@ -70,6 +73,10 @@ class ExecutorSpec:
     # "cluster": it holds the model itself, on a cluster's workers, so it runs only a provider whose
     # model runs here (doctor also checks that the cluster answers).
     runs: Runs = "here"
+    # "module:function" taking an embed.connect.ConnectRequest and returning a ConnectedEmbedder: a run
+    # on it connects before the pipeline writes anything, and closes it when the run ends
+    # (embed/connect.py). None: the model loads in the sync's own process.
+    connect: str | None = None
 
     def refuses(self, provider: ProviderSpec) -> bool:
         """Whether it cannot run `provider`'s model (one that already runs behind an endpoint)."""
@@ -117,10 +124,14 @@ PROVIDERS: dict[str, ProviderSpec] = {spec.name: spec for spec in (
                  identity="probe"),
 )}
 
+# The provider `pnk init` names for a new KB's local model, in order of preference: the first whose
+# module is installed, else the first (named for the remedy). init.py says why fastembed comes first.
+NEW_KB_PROVIDERS = ("fastembed", "sentence-transformers")
+
 EXECUTORS: dict[str, ExecutorSpec] = {spec.name: spec for spec in (
     ExecutorSpec("local", "the sync's own process"),
     ExecutorSpec("ray", "the embed stage on a Ray cluster (pnk sync --executor ray)", extra="ray",
-                 requires="ray", runs="cluster"),
+                 requires="ray", runs="cluster", connect="pinakes.embed.executor_ray:connect"),
 )}
 
 # The local ones mirror the embedding providers of the same name (same extra, same cache), and
@@ -144,6 +155,11 @@ def default_reranker(embedding_provider: str) -> str:
     """`[rerank] provider`'s default: the embedding provider's own, else FALLBACK_RERANKER."""
     spec = RERANKERS.get(embedding_provider)
     return embedding_provider if spec is not None and spec.runs_here else FALLBACK_RERANKER
+
+
+def endpoint_providers() -> tuple[str, ...]:
+    """The providers whose model runs behind an endpoint the user names (`pnk init --embedding`)."""
+    return tuple(name for name, spec in PROVIDERS.items() if spec.runs == "endpoint")
 
 
 def provider_keys() -> tuple[str, ...]:

@@ -74,9 +74,12 @@ def open_searcher(kb_root: Path, manifest: Manifest, *, embedder: Embedder | Non
 
         return load(manifest.rerank, offline=None, kb_root=Path(kb_root), budget=manifest.budget, kb_id=manifest.kb.id)
 
+    from pinakes.search.calibrated import KBConfidence
+
+    paths = KBPaths(Path(kb_root))
     return Searcher(
-        KBPaths(Path(kb_root)).index_db,
-        SearchSettings.from_retrieval(manifest.retrieval),
+        paths.index_db,
+        SearchSettings.from_retrieval(manifest.retrieval, KBConfidence.for_kb(paths, manifest.retrieval.confidence)),
         embedder=embedder,
         reranker_loader=load_reranker,
         embedding_section=manifest.embedding,

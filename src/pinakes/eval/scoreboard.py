@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pinakes.calibration.fitting import Rate
 from pinakes.eval.golden import KINDS
 from pinakes.eval.outcomes import Outcome, OutcomesFile
 
@@ -30,34 +31,6 @@ HIGHER_IS_BETTER = ("recall@k", "mrr", "rerank_precision")
 LOWER_IS_BETTER = ("false_abstain", "false_confidence")
 METRICS = HIGHER_IS_BETTER + LOWER_IS_BETTER
 CALIBRATED = ("high", "medium", "low")
-DIGITS = 6
-
-
-@dataclass(frozen=True)
-class Rate:
-    numerator: float
-    denominator: int
-    reason: str | None = None  # why the value is null, when it is
-
-    @property
-    def value(self) -> float | None:
-        if self.reason is not None or self.denominator == 0:
-            return None
-        return round(self.numerator / self.denominator, DIGITS)
-
-    def to_dict(self) -> dict[str, object]:
-        numerator = self.numerator if isinstance(self.numerator, int) else round(self.numerator, DIGITS)
-        data: dict[str, object] = {"value": self.value, "numerator": numerator, "denominator": self.denominator}
-        if self.value is None:
-            data["reason"] = self.reason or "the denominator is zero"
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Rate:
-        reason = None
-        if data.get("value") is None:
-            reason = data.get("reason") or "the denominator is zero"
-        return cls(data["numerator"], int(data["denominator"]), reason)
 
 
 def _rate(numerator: float, denominator: int, empty_reason: str) -> Rate:

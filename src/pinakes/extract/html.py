@@ -84,16 +84,16 @@ def write_html(data: bytes, writer: BlockWriter, *, path: Path, site: bool) -> N
 
 
 def declared_title(path: Path) -> str | None:
-    """The page's title, read from the head of the file (see the module docstring)."""
+    """The page's title, read from the head of the file (see the module docstring); made one short
+    line by its reader, `front_matter.document_front_matter`, as every format's declared title is."""
     from selectolax.lexbor import LexborHTMLParser
 
-    from pinakes.extract.front_matter import clean_title
     from pinakes.extract.html_text import page_title
 
     with open(path, "rb") as handle:
         head = handle.read(HEAD_BYTES)
     check_nesting(head, path)
-    return clean_title(page_title(LexborHTMLParser(decode_html(head))))
+    return page_title(LexborHTMLParser(decode_html(head)))
 
 
 def decode_html(data: bytes) -> str:

@@ -53,12 +53,15 @@ class SearchFilters:
     # Only these documents (ids, not a user-facing filter): `pnk links --query` ranks a document's
     # neighbours with the one search pipeline by restricting it to them.
     doc_ids: tuple[str, ...] = ()
+    # Never these documents (ids, not a user-facing filter): self-calibration asks a question made
+    # from a document with that document and its near-duplicates left out (calibration/questions.py).
+    exclude_doc_ids: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
         return bool(
             self.tags or self.path_prefix or self.since is not None or self.until is not None
-            or self.source_types or self.doc_ids
+            or self.source_types or self.doc_ids or self.exclude_doc_ids
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -175,6 +178,9 @@ def document_where(filters: SearchFilters, alias: str = "d") -> tuple[str, list[
     if filters.doc_ids:
         clauses.append(f"{alias}.id IN ({', '.join('?' * len(filters.doc_ids))})")
         params.extend(filters.doc_ids)
+    if filters.exclude_doc_ids:
+        clauses.append(f"{alias}.id NOT IN ({', '.join('?' * len(filters.exclude_doc_ids))})")
+        params.extend(filters.exclude_doc_ids)
     if filters.source_types:
         clauses.append(f"{alias}.source_type IN ({', '.join('?' * len(filters.source_types))})")
         params.extend(filters.source_types)

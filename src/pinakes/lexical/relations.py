@@ -49,6 +49,7 @@ class WordRelations:
             self._offsets: list[int] = tables["relatives_offsets"].tolist()
             self._relatives = tables["relatives"]
         self.relatives = functools.lru_cache(maxsize=CACHED_WORDS)(self._relatives_of)
+        self._words: frozenset[str] | None = None  # the words WordNet files, built on first need
 
     def _relatives_of(self, word: str) -> frozenset[str]:
         """The index terms WordNet relates to `word` (as typed, any case) or to the lemmas morphy's
@@ -65,6 +66,19 @@ class WordRelations:
             if key is not None:
                 found.update(self._relatives[self._offsets[key]: self._offsets[key + 1]].tolist())
         return frozenset(self._vocabulary[term].decode("ascii") for term in found)
+
+    def other_words(self, word: str) -> tuple[str, ...]:
+        """The relatives of `word` that WordNet files as words themselves (a relative kept only as a
+        stem, `comput`, is no word to ask with), its own forms left out, closest first: by how many
+        relatives each shares with `word` (a synonym shares most; a far hyponym few). What a
+        paraphrase may use instead of it (calibration/questions.py)."""
+        lowered = word.lower()
+        if self._words is None:
+            self._words = frozenset(self._vocabulary[key].decode("ascii") for key in self._keys)
+        mine = self.relatives(word)
+        options = [relative for relative in mine if relative in self._words and relative.isalpha()
+                   and not (lowered.startswith(relative) or relative.startswith(lowered))]
+        return tuple(sorted(options, key=lambda relative: (-len(mine & self.relatives(relative)), relative)))
 
 
 def _find(items: list[Any], item: Any) -> int | None:

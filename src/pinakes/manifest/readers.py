@@ -35,6 +35,7 @@ from pinakes.manifest.sections import (
     GRAPH_CHANNELS,
     HEADING_GRAMMARS,
     MODEL,
+    NONE_SIGNAL,
     ON_EXCEED,
     REQUIRED_SECTIONS,
     RERANK_APIS,
@@ -342,6 +343,13 @@ def _read_confidence(table: _Table | None) -> ConfidenceSection | None:
     if table is None:
         return None
     signal = table.choice("signal", "top-score", SIGNALS)
+    if signal == NONE_SIGNAL:
+        extra = [name for name in ("high", "low", "fitted_for", "features", "weights", "bias") if table.has(name)]
+        if extra:
+            table.fail(extra[0], 'is set, but signal = "none" turns confidence off and takes no other key',
+                       'delete the other keys, or fit a block with `pnk eval --fit-confidence --write`')
+        table.finish()
+        return ConfidenceSection(high=0.0, low=0.0, fitted_for="", signal=NONE_SIGNAL)
     model = signal == MODEL
     features = table.string_list("features", None if model else (), '["cosine", "keyword_share"]')
     confidence = ConfidenceSection(

@@ -167,8 +167,10 @@ class ChunkingSection:
 # The vocabulary of [retrieval.confidence]: the signals search/confidence.py reads, and the features
 # search/signals.py computes for the model signal. Their home is here, below search, because the
 # manifest's reader validates a file against them (manifest/readers.py).
-TOP_SCORE, MODEL = "top-score", "model"
-SIGNALS = (TOP_SCORE, MODEL)
+# "none" turns the signal off: every search says `unknown`, whatever self-calibration or the prior
+# would say (search/calibrated.py).
+TOP_SCORE, MODEL, NONE_SIGNAL = "top-score", "model", "none"
+SIGNALS = (TOP_SCORE, MODEL, NONE_SIGNAL)
 FEATURES = ("cosine", "cosine_margin", "cosine_spread", "keyword_share", "bm25_ratio", "agreement", "csls", "crowding",
             "related_share")
 # A feature only a reranked search has, the top passage's rerank score; a fit may weigh it too.
@@ -181,7 +183,8 @@ class ConfidenceSection:
     """What `pnk eval --fit-confidence` fitted (search/confidence.py reads it). `signal` "model" is a
     logistic model: `bias` + sum of `weights` × `features` (search/signals.py names them) gives the
     log-odds that the KB holds an answer; "top-score" (the default) compares the top rerank score
-    or best cosine directly. `high` and `low` are thresholds on that signal."""
+    or best cosine directly. `high` and `low` are thresholds on that signal. "none" (with no other
+    key) turns confidence off: every search reports `unknown`."""
 
     high: float
     low: float

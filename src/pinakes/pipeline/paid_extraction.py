@@ -144,8 +144,8 @@ def _pay(ctx: SyncContext, state: PaidState, doc: PaidDoc, cache: ExtractCache,
     from pinakes.extract.types import ExtractedText
 
     item = doc.work
-    plan = state.plan
-    assert plan is not None
+    plan, client = state.plan, state.client
+    assert plan is not None and client is not None  # both made by paid_planning.prepare before any paid extraction
     calls_before = len(plan.call_ids)
     pages = state.decisions[item.doc_id].pages
     resume, resume_call_ids = paid_before(cache, item, fingerprint, pages)
@@ -156,7 +156,7 @@ def _pay(ctx: SyncContext, state: PaidState, doc: PaidDoc, cache: ExtractCache,
             paid=True, operation_id=plan.operation_id, call_ids=call_ids)
 
     try:
-        result = claude_vision.extract_paid(ctx.paths.root / item.path, client=state.client, plan=plan,
+        result = claude_vision.extract_paid(ctx.paths.root / item.path, client=client, plan=plan,
                                             unit=item.path, model=ctx.manifest.extraction.model,
                                             retry=f"run `{rerun_command(ctx)}` again to retry the document",
                                             resume=resume, resume_call_ids=resume_call_ids,

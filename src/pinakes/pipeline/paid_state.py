@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.errors import FilesystemError, PinakesError, SidecarError
 from pinakes.extract.registry import EXTRACTORS
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pinakes.extract.audit import DocumentAudit
     from pinakes.extract.cache import ExtractCache
     from pinakes.extract.types import ExtractedText
+    from pinakes.paid import Client
     from pinakes.pipeline.run import SyncContext
     from pinakes.pipeline.types import DocWork
     from pinakes.sidecar import Sidecar
@@ -46,7 +47,7 @@ class PaidState:
     paid: bool
     decisions: dict[str, Decision] = field(default_factory=dict[str, Decision])  # doc_id -> what to do
     plan: Plan | None = None
-    client: Any = None
+    client: Client | None = None  # the SDK client, made once the run's paid plan is confirmed
     stopped: PinakesError | None = None  # on_exceed = partial: the breach that ended the paying
     healthy: list[str] = field(default_factory=list[str])  # paid backend, free layer kept (no --force)
     not_reached: list[str] = field(default_factory=list[str])  # never paid for: cut by the budget

@@ -59,12 +59,14 @@ import threading
 import time
 from collections.abc import Callable, MutableMapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TextIO, TypeVar
 
 from pinakes.display import printable
 from pinakes.wording import counted, noun_for
 
 if TYPE_CHECKING:
+    from tqdm import tqdm
+
     from pinakes.extract.ocr import OcrProgress
 
 Mode = Literal["bar", "line", "off"]
@@ -124,7 +126,7 @@ def _eta(elapsed: float, done: float, total: float) -> float | None:
 
 
 @functools.cache
-def _bar_class() -> Any:
+def _bar_class() -> type[tqdm[NoReturn]]:
     """The tqdm subclass drawing the bar (tqdm is imported only when a bar is drawn)."""
     from tqdm import tqdm
 
@@ -133,12 +135,12 @@ def _bar_class() -> Any:
         # No monitor thread: it would write to the stream from another thread, out of our error handling.
         monitor_interval = 0
 
-        def __init__(self, *args: Any, progress: SyncProgress, **kwargs: Any) -> None:
+        def __init__(self, *args: Any, progress: SyncProgress, **kwargs: Any) -> None:  # Any: tqdm's arguments
             self._progress = progress
             super().__init__(*args, **kwargs)  # pyright: ignore[reportUnknownMemberType] (stubs: untyped **kwargs)
 
         @property
-        def format_dict(self) -> MutableMapping[str, Any]:  # the documented way to add fields to bar_format
+        def format_dict(self) -> MutableMapping[str, Any]:  # Any: tqdm's fields; add ours for bar_format
             fields = super().format_dict
             progress = self._progress
             elapsed = float(fields.get("elapsed") or 0.0)
@@ -161,6 +163,9 @@ def _bar_class() -> Any:
             return fields
 
     return _Bar
+
+
+_T = TypeVar("_T")  # what a guarded call of the stream returns
 
 
 class _GuardedStream:
@@ -191,7 +196,7 @@ class _GuardedStream:
     def flush(self) -> None:
         self._call(self._stream.flush, None)
 
-    def _call(self, action: Callable[[], Any], fallback: Any) -> Any:
+    def _call(self, action: Callable[[], _T], fallback: _T) -> _T:
         if self.broken:
             return fallback
         try:
@@ -223,7 +228,7 @@ class SyncProgress:
         self._interval = LINE_INTERVAL if interval is None else interval
         self._clock = clock
         self._lock = threading.RLock()
-        self._bar: Any = None
+        self._bar: tqdm[NoReturn] | None = None
         self._started_at: float | None = None
         self._next_line_at = 0.0
         self._last_work_at: float | None = None  # when an advance() last reported work done
@@ -482,8 +487,9 @@ class SyncProgress:
         if self._started_at is None:
             return  # nothing shown before start()
         if self.mode == "bar":
-            if self._bar is not None:
-                self._guard(lambda: self._bar.update(units))
+            bar = self._bar
+            if bar is not None:
+                self._guard(lambda: bar.update(units))
             return
         now = self._clock()
         if now < self._next_line_at:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # annotations only: `pnk sync` imports this module on every (
     from collections.abc import Callable
 
     from pinakes.embed.base import Embedder
-    from pinakes.embed.executor_ray import RayEmbedder
+    from pinakes.embed.connect import ConnectedEmbedder
     from pinakes.kb import KBPaths
     from pinakes.manifest import Manifest
     from pinakes.pipeline.keys import BuildKeys
@@ -81,8 +81,8 @@ class SyncContext:
         return self.conn
 
     def get_embedder(self) -> Embedder:
-        if self.embedder is None and self.executor == "ray":
-            self.embedder = self._ray_embedder()
+        if self.embedder is None and self.connects:
+            self.embedder = self._connected_embedder()
         if self.embedder is None:
             from pinakes import embed
             from pinakes.embed import check_max_tokens
@@ -100,13 +100,21 @@ class SyncContext:
 
     @property
     def executor(self) -> str:
-        """Where the model runs this run: "local" (this process) or "ray" (embed/executor_ray.py)."""
+        """Where the model runs this run: a name of the executor registry (embed/registry.py)."""
         return run_executor(self.options, self.manifest)
 
+    @property
+    def connects(self) -> bool:
+        """Whether this run's executor holds the model away from this process (embed/connect.py)."""
+        from pinakes.embed.connect import connects
+
+        return connects(self.executor)
+
     def connect_cluster(self) -> None:
-        """On a Ray run, before the pipeline writes anything: the cluster answers, its workers start
-        and agree on the model (every refusal of the run comes from here), and progress shows them."""
-        if self.executor != "ray":
+        """On a run whose executor connects (a Ray cluster), before the pipeline writes anything: it
+        answers, its workers start and agree on the model (every refusal of the run comes from here),
+        and progress shows them."""
+        if not self.connects:
             return
         if self.embedder is None:
             self.embedder = cluster_embedder(self.paths, self.manifest, self.options, rebuilding=self.rebuilding)
@@ -114,8 +122,8 @@ class SyncContext:
         if callable(watch):
             watch(self.progress.workers_alive)
 
-    def _ray_embedder(self) -> Embedder:
-        """The model on the cluster's workers; this process loads only its tokenizer."""
+    def _connected_embedder(self) -> Embedder:
+        """The model on the executor's workers; this process loads only its tokenizer."""
         return cluster_embedder(self.paths, self.manifest, self.options, rebuilding=self.rebuilding,
                                 on_workers=self.progress.workers_alive)
 
@@ -127,22 +135,26 @@ class SyncContext:
             close()
 
 
+# The executor `--ray-address` implies when no --executor is given: the flag names a Ray cluster.
+RAY_ADDRESS_EXECUTOR = "ray"
+
+
 def run_executor(options: SyncOptions, manifest: Manifest) -> str:
-    """Where a run's model runs: --executor, else "ray" when --ray-address names a cluster, else the
+    """Where a run's model runs: --executor, else Ray when --ray-address names a cluster, else the
     manifest's [embedding] executor."""
-    return options.executor or ("ray" if options.ray_address else manifest.embedding.executor)
+    return options.executor or (RAY_ADDRESS_EXECUTOR if options.ray_address else manifest.embedding.executor)
 
 
 def cluster_embedder(paths: KBPaths, manifest: Manifest, options: SyncOptions, *, rebuilding: bool,
-                     on_workers: Callable[[int], None] | None = None) -> RayEmbedder:
-    """The model on the Ray cluster's workers (embed/executor_ray.py), its input limit checked
-    against the chunker's; this process loads only the tokenizer."""
+                     on_workers: Callable[[int], None] | None = None) -> ConnectedEmbedder:
+    """The model on the run's executor's workers (embed/connect.py), its input limit checked against
+    the chunker's; this process loads only the tokenizer."""
     from pinakes.embed import check_max_tokens
-    from pinakes.embed.executor_ray import cluster_address, connect_ray_embedder
+    from pinakes.embed.connect import ConnectRequest, connect
 
-    address = cluster_address(options.ray_address, manifest.embedding.ray_address)
-    embedder = connect_ray_embedder(manifest.embedding, address=address, offline=options.offline,
-                                    on_workers=on_workers, rebuilding=rebuilding)
+    embedder = connect(run_executor(options, manifest), ConnectRequest(
+        manifest.embedding, address=options.ray_address, offline=options.offline, rebuilding=rebuilding,
+        on_workers=on_workers))
     try:
         check_max_tokens(manifest.chunking.max_tokens, embedder)
     except PinakesError as exc:

@@ -45,6 +45,7 @@ from pinakes.lexical.filters import SearchFilters, document_tags, document_where
 from pinakes.lexical.tokenizer import Tokenizer
 from pinakes.manifest.sections import RetrievalSection
 from pinakes.search import bm25
+from pinakes.search.calibrated import KBConfidence
 from pinakes.search.confidence import LOW, UNKNOWN, Confidence, Thresholds, assess
 from pinakes.search.fusion import (
     Candidate,
@@ -92,21 +93,21 @@ class SearchSettings:
     final_k: int = _RETRIEVAL.final_k
     rrf_k: int = _RETRIEVAL.rrf_k
     rerank: bool = _RETRIEVAL.rerank
-    confidence: Thresholds | None = _RETRIEVAL.confidence
+    confidence: Thresholds | KBConfidence | None = _RETRIEVAL.confidence
     keyword: bm25.KeywordOptions = field(default_factory=bm25.KeywordOptions)
     graph_channel: str = _RETRIEVAL.graph_channel
     adjacent_k: int = _RETRIEVAL.adjacent_k
 
     @classmethod
-    def from_retrieval(cls, retrieval: RetrievalSection) -> SearchSettings:
-        """From the manifest's [retrieval] section."""
+    def from_retrieval(cls, retrieval: RetrievalSection, confidence: KBConfidence | None = None) -> SearchSettings:
+        """From the manifest's [retrieval] section (`confidence`: the KB's sources, search/calibrated.py)."""
         return cls(
             candidates_per_source=retrieval.candidates_per_source,
             fusion_top_k=retrieval.fusion_top_k,
             final_k=retrieval.final_k,
             rrf_k=retrieval.rrf_k,
             rerank=retrieval.rerank,
-            confidence=retrieval.confidence,
+            confidence=confidence or retrieval.confidence,
             graph_channel=retrieval.graph_channel,
             adjacent_k=retrieval.adjacent_k,
         )
@@ -189,7 +190,7 @@ class Searcher:
 
         return cls(
             paths.index_db,
-            SearchSettings.from_retrieval(manifest.retrieval),
+            SearchSettings.from_retrieval(manifest.retrieval, KBConfidence.for_kb(paths, manifest.retrieval.confidence)),
             embedder_loader=load_embedder,
             reranker_loader=load_reranker,
             embedding_section=embedding,

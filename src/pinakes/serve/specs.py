@@ -72,7 +72,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "learned. Cite answers with the passage's `citation` string.\n\n"
             "`confidence.level` is high / medium / low / unknown. unknown means this KB has no calibrated "
             "thresholds (or the mode has no calibrated score), not that the passages are bad: judge them "
-            "yourself. On low or unknown, `suggested_next` gives a concrete next pinakes_search call to "
+            "yourself. `confidence.source` says where the thresholds came from: fitted (this KB's golden "
+            "set), self-calibrated (questions made from its own documents), prior (other KBs), or unknown; "
+            "`source_guidance` says how far to trust each. On low or unknown, `suggested_next` gives a concrete next pinakes_search call to "
             "try. `truncated` says when a bound cut the response: `rows` (k is capped) or `tokens` (the "
             "response token budget)."
         ),

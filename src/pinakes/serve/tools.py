@@ -20,6 +20,7 @@ from pinakes.index.citations import citation
 from pinakes.index.documents import selection_fields
 from pinakes.index.schema import is_damage
 from pinakes.lexical.filters import SOURCE_TYPES, make_filters
+from pinakes.search.calibrated import SOURCE_GUIDANCE
 from pinakes.search.core import MODES, Searcher
 from pinakes.search.results import Passage, SearchResult
 from pinakes.serve import boundary
@@ -222,6 +223,7 @@ class PinakesTools:
             chars_cut += was_cut
         confidence = result.confidence.to_dict()
         confidence["guidance"] = _CONFIDENCE_GUIDANCE.get(result.confidence.level, "")
+        confidence["source_guidance"] = SOURCE_GUIDANCE.get(result.confidence.source, "")
         response: Payload = {
             "kb": _kb_reference(kb),
             "query": result.query,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from pinakes.embed.base import Embedder
+from pinakes.embed.registry import EXECUTORS, PROVIDERS
 from pinakes.errors import ModelMismatchError, PinakesError, UsageError, filesystem_error
 from pinakes.faults import faultpoint
 from pinakes.index import schema
@@ -31,7 +32,7 @@ from pinakes.kb import KBPaths, find_kb_root
 from pinakes.manifest import Manifest
 from pinakes.pipeline.keys import build_keys
 from pinakes.pipeline.report import SyncReport
-from pinakes.pipeline.run import SyncContext, SyncOptions
+from pinakes.pipeline.run import SyncContext, SyncOptions, run_executor
 from pinakes.pipeline.settled import is_settled, mark_settled
 from pinakes.sources import walk
 from pinakes.sync.lock import LockBusy, SyncLock
@@ -39,7 +40,7 @@ from pinakes.sync.rebuild import discard, install_rebuild, open_previous, stoppe
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
-    from pinakes.embed.executor_ray import RayEmbedder
+    from pinakes.embed.connect import ConnectedEmbedder
     from pinakes.pipeline.backends import ExtractionBackend
     from pinakes.pipeline.paid_carry import CarryPlan
     from pinakes.pipeline.pair import Plan
@@ -87,6 +88,11 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
                     raise _stopped(exc, report) from None
         except LockBusy as busy:
             report.skipped_reason = f"another sync holds the lock ({busy.holder.describe()})"
+        else:
+            if not report.noop and manifest.retrieval.confidence is None:  # a no-op changes nothing it was made of
+                from pinakes.calibration.on_sync import after_sync
+
+                after_sync(paths, manifest, report, embedder)
     report.wall_seconds = time.perf_counter() - started
     return report
 
@@ -161,15 +167,17 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
     _finish(ctx)
 
 
-def _cluster_first(paths: KBPaths, manifest: Manifest, options: SyncOptions) -> RayEmbedder | None:
-    """A run that creates an index (a first sync, a rebuild) on a Ray cluster connects to it first,
-    so an unreachable cluster or a worker's refusal leaves no index file behind. None on a local run,
-    and for any other run, which connects once its plan has work (a no-op never contacts the cluster)."""
-    from pinakes.pipeline.run import cluster_embedder, run_executor
+def _cluster_first(paths: KBPaths, manifest: Manifest, options: SyncOptions) -> ConnectedEmbedder | None:
+    """A run that creates an index (a first sync, a rebuild) on an executor that connects (a Ray
+    cluster) connects to it first, so an unreachable cluster or a worker's refusal leaves no index
+    file behind. None on a local run, and for any other run, which connects once its plan has work
+    (a no-op never contacts the cluster)."""
+    from pinakes.embed.connect import connects
+    from pinakes.pipeline.run import cluster_embedder
 
     creates_index = options.rebuild or not paths.index_db.exists()
-    if not creates_index or run_executor(options, manifest) != "ray" or manifest.embedding.remote is not None:
-        return None  # (a remote provider on Ray is refused by _open_index)
+    if not creates_index or not connects(run_executor(options, manifest)) or manifest.embedding.remote is not None:
+        return None  # (a remote provider on a cluster is refused by _open_index)
     return cluster_embedder(paths, manifest, options, rebuilding=options.rebuild)
 
 
@@ -182,11 +190,12 @@ def _open_index(paths: KBPaths, manifest: Manifest, options: SyncOptions, report
     from pinakes.pipeline.progress import SyncProgress
 
     rebuild = options.rebuild
-    if manifest.embedding.remote is not None and (options.executor == "ray" or options.ray_address):
+    executor = run_executor(options, manifest)
+    if (options.executor or options.ray_address) and EXECUTORS[executor].refuses(PROVIDERS[manifest.embedding.provider]):
         # The manifest refuses this pair; the flags must not be silently ignored either.
-        raise UsageError(f'--executor ray runs a local model on a cluster, but [embedding] provider = '
+        raise UsageError(f'--executor {executor} runs a local model on a cluster, but [embedding] provider = '
                          f'"{manifest.embedding.provider}" already embeds on its server ({paths.manifest})',
-                         remedy="drop --executor ray / --ray-address")
+                         remedy=f"drop --executor {executor} / --ray-address")
     if embedder is None and manifest.embedding.remote is not None:
         # Before anything is written: an endpoint that is down stops the sync here, and the probe
         # fingerprints the model behind it (embed/provider_openai.py).

@@ -19,7 +19,7 @@ import sqlite3
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.errors import PinakesError, UsageError
 from pinakes.kb import SIDECAR_SUFFIX, KBPaths
@@ -27,6 +27,7 @@ from pinakes.pipeline.report import SyncReport
 from pinakes.sync import SyncOptions
 
 if TYPE_CHECKING:
+    from pinakes.manifest import Manifest
     from pinakes.pipeline.likely_moves import LikelyMove
     from pinakes.pipeline.types import IndexedDoc
 
@@ -67,7 +68,7 @@ def _staged(paths: KBPaths) -> tuple[set[str], list[tuple[str, str]]]:
     return added, renames
 
 
-def run_sidecars_only(paths: KBPaths, manifest: Any, options: SyncOptions, report: SyncReport) -> None:
+def run_sidecars_only(paths: KBPaths, manifest: Manifest, options: SyncOptions, report: SyncReport) -> None:
     from pinakes.ids import new_ulid
     from pinakes.sidecar import write_new_sidecar
     from pinakes.sources.walk import walk

@@ -253,8 +253,10 @@ class Watcher:
         load on the first vector a sync needs). None lets run_sync choose (remote, Ray)."""
         if self._injected_embedder is not None:
             return self._injected_embedder
+        from pinakes.embed.connect import connects
+
         manifest = self.manifest
-        if manifest is None or manifest.embedding.remote is not None or manifest.embedding.executor != "local":
+        if manifest is None or manifest.embedding.remote is not None or connects(manifest.embedding.executor):
             return None
         if self._embedder is None or self._embedder_for != manifest.embedding:
             from pinakes import embed

@@ -1,0 +1,102 @@
+"""Self-calibration run by a sync (issue #41): once, when the KB first reaches MIN_DOCUMENTS, and
+again when what it was made from has moved (another embedding model, other rules, or a KB half or
+twice the size), bounded to SYNC_SECONDS. Never where it would not be used or could cost money:
+pinakes.toml has a `[retrieval.confidence]` (fitted, or `signal = "none"`), or the embedding model
+is a remote endpoint (its queries may be priced; `pnk eval --self-calibrate` runs it on request).
+
+A failure never fails the sync: it becomes a warning naming the command that retries it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from pinakes.calibration.self_calibration import (
+    DEFAULT_RULES,
+    MIN_DOCUMENTS,
+    SYNC_SECONDS,
+    self_calibrate,
+    store,
+)
+from pinakes.embed.base import Embedder
+from pinakes.errors import PinakesError
+from pinakes.jsontypes import is_dict
+from pinakes.kb import KBPaths
+from pinakes.manifest import Manifest
+from pinakes.pipeline.report import SyncReport
+from pinakes.search.calibrated import SELF_CALIBRATION_FORMAT, self_calibration_path
+from pinakes.search.confidence import model_named_in
+
+GROWTH = 2.0  # a KB this many times larger or smaller than when it was calibrated is calibrated again
+
+
+def after_sync(paths: KBPaths, manifest: Manifest, report: SyncReport, embedder: Embedder | None) -> None:
+    """Self-calibrate if this KB should be and is not (module docstring); what happened goes into
+    the report's notes or warnings."""
+    if manifest.retrieval.confidence is not None or manifest.embedding.remote is not None:
+        return
+    try:
+        why = _why_calibrate(paths)
+        if why is None:
+            return
+        searcher = None
+        if embedder is not None:  # the sync's own model (tests hand one in): no second load
+            from pinakes.search.calibrated import KBConfidence
+            from pinakes.search.core import Searcher, SearchSettings
+
+            searcher = Searcher(paths.index_db, SearchSettings.from_retrieval(
+                manifest.retrieval, KBConfidence.for_kb(paths, None)), embedder=embedder)
+        try:
+            calibration = self_calibrate(paths.root, seconds=SYNC_SECONDS, searcher=searcher)
+        finally:
+            if searcher is not None:
+                searcher.close()
+    except (PinakesError, sqlite3.Error, OSError) as exc:
+        report.warnings.append(f"confidence was not self-calibrated ({exc}); run `pnk eval --self-calibrate`")
+        return
+    if calibration.fit is None:
+        report.notes.append(f"confidence was not self-calibrated: {calibration.why_not}")
+        return
+    store(paths.root, calibration)
+    report.notes.append(f"confidence self-calibrated ({why}): {calibration.questions} questions made from the KB's "
+                        f"documents, {calibration.seconds:.0f} s; `pnk eval --self-calibrate` redoes it and says more")
+
+
+def _why_calibrate(paths: KBPaths) -> str | None:
+    """Why this KB needs a self-calibration now, or None when it does not."""
+    from pinakes.index import schema
+
+    if not paths.index_db.exists():
+        return None
+    conn = schema.open_reader(paths.index_db)
+    try:
+        documents = int(conn.execute("SELECT count(*) FROM documents WHERE state = 'active'").fetchone()[0])
+        model = schema.read_meta(conn).get("embedding_model")
+    finally:
+        conn.close()
+    if documents < MIN_DOCUMENTS or not model:
+        return None
+    stored = _stored(self_calibration_path(paths))
+    if stored is None:
+        return "none yet"
+    confidence = stored.get("confidence")
+    fitted_for = confidence.get("fitted_for") if is_dict(confidence) else None
+    fitted_for = fitted_for if isinstance(fitted_for, str) else ""
+    if not model_named_in(model, fitted_for):
+        return "the embedding model changed"
+    if stored.get("rules") != DEFAULT_RULES.describe():
+        return "its rules changed"
+    before = stored.get("documents")
+    if isinstance(before, int) and before > 0 and not 1 / GROWTH < documents / before < GROWTH:
+        return f"the KB went from {before} to {documents} documents"
+    return None
+
+
+def _stored(path: Path) -> dict[object, object] | None:
+    try:
+        data: object = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if is_dict(data) and data.get("format") == SELF_CALIBRATION_FORMAT else None
