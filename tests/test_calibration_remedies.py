@@ -4,6 +4,7 @@ unknown-confidence reasons, doctor's remedy, and the comment a new KB's manifest
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,15 @@ def test_a_kb_stamped_from_version_2_upgrades_to_the_comment_naming_the_one_step
     assert "`pnk eval --fit-confidence`, then uncomment" in stamped and f'template = "{name}@2"' in stamped
     installed = TemplateCatalog().get(name).ref
     assert main(["-C", str(kb), "upgrade"]) == 0
-    assert "no key changed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    # Later versions change keys of their own (version 5: `[sources]` include and types for the
+    # document formats); the calibration comment is never one of the changes.
+    hunks = re.findall(r"^@@ \[(.+?)\] (\w+) @@", out, flags=re.MULTILINE)
+    assert set(hunks) <= {("sources", "include"), ("sources", "types"), ("kb", "template")}, out
     assert main(["-C", str(kb), "upgrade", "--apply"]) == 0
-    assert manifest.read_text(encoding="utf-8") == stamped.replace(f'"{name}@2"', f'"{installed}"')
+    upgraded = manifest.read_text(encoding="utf-8")
+    assert f'template = "{installed}"' in upgraded
+    assert "`pnk eval --fit-confidence`, then uncomment" in upgraded and ONE_STEP not in upgraded
+    changed = ("include = ", "types = ", "template = ")
+    assert ([line for line in upgraded.splitlines() if not line.startswith(changed)]
+            == [line for line in stamped.splitlines() if not line.startswith(changed)])
