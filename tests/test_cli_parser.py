@@ -65,10 +65,6 @@ def test_pnk_link_shows_rel_as_required_in_its_usage_and_its_docs(capsys: pytest
     assert "pnk link needs SOURCE, TARGET and --rel" in capsys.readouterr().err
 
 
-# Commands whose `run` still takes argparse's Namespace: another branch owns their modules for now.
-UNDECLARED = {"search", "eval"}
-
-
 def subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
     actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # pyright: ignore[reportPrivateUsage]
@@ -85,9 +81,6 @@ def test_each_command_declares_exactly_what_its_parser_parses(name: str) -> None
 
     subparser = subcommand_parsers()[name]
     run = subparser.get_default("run")
-    if name in UNDECLARED:
-        assert not isinstance(run, Command)  # when it declares its arguments, drop it from UNDECLARED
-        return
     assert isinstance(run, Command)
     dests = {action.dest for action in subparser._actions if action.dest != "help"}  # pyright: ignore[reportPrivateUsage]
     assert {field.name for field in fields(run.arguments)} == dests | {"kb_dir"}

@@ -22,6 +22,12 @@ def is_dict(value: object) -> TypeGuard[dict[object, object]]:
     return isinstance(value, dict)
 
 
+def is_object(value: object) -> TypeGuard[dict[str, object]]:
+    """`value` is a parsed JSON object: a dict, whose keys JSON makes strings. (A YAML mapping's keys
+    may be anything: read one with `is_dict`.)"""
+    return isinstance(value, dict)
+
+
 def str_list(value: object) -> list[str] | None:
     """`value` when it is a list of strings, else None."""
     if not is_list(value):
@@ -38,4 +44,4 @@ def int_list(value: object) -> list[int] | None:
     return numbers if len(numbers) == len(value) else None
 
 
-__all__ = ["JSONObject", "JSONValue", "int_list", "is_dict", "is_list", "str_list"]
+__all__ = ["JSONObject", "JSONValue", "int_list", "is_dict", "is_list", "is_object", "str_list"]

@@ -92,11 +92,15 @@ class Rate:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Rate:
+    def from_dict(cls, data: Mapping[str, object]) -> Rate:
         reason = None
         if data.get("value") is None:
-            reason = data.get("reason") or "the denominator is zero"
-        return cls(data["numerator"], int(data["denominator"]), reason)
+            reason = str(data.get("reason") or "the denominator is zero")
+        numerator, denominator = data["numerator"], data["denominator"]
+        if (isinstance(numerator, bool) or not isinstance(numerator, int | float)
+                or isinstance(denominator, bool) or not isinstance(denominator, int | float | str)):
+            raise TypeError(f"a rate's numerator and denominator are numbers, got {numerator!r} / {denominator!r}")
+        return cls(numerator, int(denominator), reason)
 
 
 class FitRow(Protocol):
@@ -104,7 +108,7 @@ class FitRow(Protocol):
     self-calibration question's (calibration/self_calibration.py). A dataclass, so a fit can hand
     back the row with another signal."""
 
-    __dataclass_fields__: ClassVar[dict[str, Any]]
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # Any: dataclasses' Field of each field's own type, as typeshed's DataclassInstance
 
     @property
     def id(self) -> str: ...

@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes.cli.command import Command, Subcommands
-from pinakes.cli.filter_args import FilterArgs
+from pinakes.cli.filter_args import FilterArgs, add_filter_arguments
 
 if TYPE_CHECKING:
     from pinakes.budget import BudgetOverrunError, UnrecordedOutcomeError
@@ -38,8 +38,6 @@ class AskArgs(FilterArgs):
 
 
 def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
-    from pinakes.cli.cmd_search import add_filter_arguments
-
     parser = subparsers.add_parser(
         "ask", parents=[common],
         help="answer a question: free passages, or with --deep a cited answer from Claude (paid)",
@@ -157,8 +155,7 @@ def _free(args: AskArgs, kb_root: Path, manifest: Manifest, question: str, filte
     with Searcher.for_kb(kb_root, manifest) as searcher:
         result: SearchResult = searcher.search(question, filters=filters)
     deep = quote(manifest, result.confidence.level)
-    # cmd_search still reads its flags from a Namespace (it declares its arguments on another branch)
-    command = ask_deep_command(question, argparse.Namespace(**asdict(args)))
+    command = ask_deep_command(question, args)
     if args.json:
         print(json.dumps({"ok": True, "deep": False, "spent_eur": "0", "search": result.to_dict(),
                           "deep_command": command, "deep_branch": deep.branch,

@@ -20,9 +20,11 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from pinakes.cli.command import Command, CommandArgs, Subcommands
 from pinakes.wording import counted
 
 if TYPE_CHECKING:
@@ -37,7 +39,26 @@ EXIT_REGRESSED = 1
 CONFIDENCE_TABLE = "retrieval.confidence"  # replaced whole by --write, with any sub-table under it
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class EvalArgs(CommandArgs):
+    kb: str | None
+    json: bool
+    no_sync: bool
+    baseline: Path | None
+    outcomes: Path | None
+    tolerance: float | None
+    update_baseline: bool
+    fit_confidence: bool
+    write: bool
+    # one of these at most (a mutually exclusive group); none: a golden-set run
+    init: bool
+    rescore: Path | None
+    compare: list[Path] | None  # BEFORE AFTER
+    questions: Path | None
+    self_calibrate: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "eval", parents=[common],
         help="score retrieval on the KB's golden set and gate on its baseline",
@@ -78,10 +99,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="fit the confidence model on questions made from the KB's own documents (each asked "
                              "as it is and with its document left out) and store it in .pinakes/; searches use it "
                              "while pinakes.toml has no [retrieval.confidence]")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(EvalArgs, run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: EvalArgs) -> int:
     from pinakes.errors import UsageError
 
     if args.tolerance is not None and not 0 <= args.tolerance < 1:
@@ -112,30 +133,30 @@ def run(args: argparse.Namespace) -> int:
     if args.self_calibrate:
         return _self_calibrate(args)
     if args.compare:
-        return _compare(args)
+        return _compare(args, args.compare)
     if args.rescore:
-        return _rescore(args)
+        return _rescore(args, args.rescore)
     if args.questions:
-        return _corpus(args)
+        return _corpus(args, args.questions)
     return _golden_run(args)
 
 
 # ------------------------------------------------------------------------------------------------
 
 
-def _kb_root(args: argparse.Namespace) -> Path:
+def _kb_root(args: EvalArgs) -> Path:
     from pinakes.kb import find_kb_root
 
-    return find_kb_root(args.kb or getattr(args, "kb_dir", None))
+    return find_kb_root(args.kb or args.kb_dir)
 
 
-def _manifest_path(args: argparse.Namespace) -> Path:
+def _manifest_path(args: EvalArgs) -> Path:
     from pinakes.kb import KBPaths
 
     return KBPaths(_kb_root(args)).manifest
 
 
-def _load(args: argparse.Namespace) -> tuple[EvalPaths, Manifest]:
+def _load(args: EvalArgs) -> tuple[EvalPaths, Manifest]:
     from pinakes.eval.harness import EvalPaths
     from pinakes.kb import KBPaths
     from pinakes.manifest import load_manifest
@@ -145,7 +166,7 @@ def _load(args: argparse.Namespace) -> tuple[EvalPaths, Manifest]:
     return EvalPaths.for_kb(kb_root, baseline=args.baseline, outcomes=args.outcomes), manifest
 
 
-def _golden_run(args: argparse.Namespace) -> int:
+def _golden_run(args: EvalArgs) -> int:
     from pinakes.errors import UsageError
     from pinakes.eval import harness
     from pinakes.eval.baseline import Baseline, read_baseline, write_baseline
@@ -181,7 +202,7 @@ def _golden_run(args: argparse.Namespace) -> int:
     return 0 if result.ok else EXIT_REGRESSED
 
 
-def _init(args: argparse.Namespace) -> int:
+def _init(args: EvalArgs) -> int:
     from pinakes.eval.skeleton import MIN_NO_ANSWER, draft_golden_set
     from pinakes.index.schema import open_reader
     from pinakes.kb import KBPaths
@@ -207,7 +228,7 @@ def _init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _self_calibrate(args: argparse.Namespace) -> int:
+def _self_calibrate(args: EvalArgs) -> int:
     from pinakes.eval.self_calibrated import render, run_self_calibration
 
     run = run_self_calibration(_kb_root(args), sync=not args.no_sync)
@@ -217,7 +238,7 @@ def _self_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_outputs(args: argparse.Namespace, *, outcomes: Path | None, baseline: Path | None) -> None:
+def _check_outputs(args: EvalArgs, *, outcomes: Path | None, baseline: Path | None) -> None:
     """The files this run will write are refused before it runs when they are Pinakes' own (the
     manifest, a sidecar, anything in .pinakes/) or an existing file of another kind."""
     from pinakes.eval.baseline import BASELINE_FORMAT
@@ -230,18 +251,18 @@ def _check_outputs(args: argparse.Namespace, *, outcomes: Path | None, baseline:
         checked_output_path(baseline, flag="--baseline", replaceable=has_format(BASELINE_FORMAT))
 
 
-def _rescore(args: argparse.Namespace) -> int:
+def _rescore(args: EvalArgs, outcomes_path: Path) -> int:
     from pinakes.eval import harness
     from pinakes.eval.baseline import Baseline, read_baseline, write_baseline
     from pinakes.eval.outcomes import read_outcomes
     from pinakes.eval.scoreboard import score
 
-    outcomes = read_outcomes(args.rescore)
+    outcomes = read_outcomes(outcomes_path)
     if args.fit_confidence:
         return _fit(args, outcomes, None)
     board = score(outcomes)
     if args.update_baseline:
-        target = args.baseline or args.rescore.parent / "baseline.json"
+        target = args.baseline or outcomes_path.parent / "baseline.json"
         _check_outputs(args, outcomes=None, baseline=target)
         write_baseline(target, Baseline(outcomes.header, board))
         _emit(args, {"ok": True, "scoreboard": board.to_dict(), "baseline_written": str(target)},
@@ -253,22 +274,22 @@ def _rescore(args: argparse.Namespace) -> int:
     return 0 if result.ok else EXIT_REGRESSED
 
 
-def _compare(args: argparse.Namespace) -> int:
+def _compare(args: EvalArgs, pair: list[Path]) -> int:
     from pinakes.eval.outcomes import read_outcomes
     from pinakes.eval.paired import compare_outcomes, render_comparison
 
-    before, after = (read_outcomes(path) for path in args.compare)
+    before, after = (read_outcomes(path) for path in pair)
     result = compare_outcomes(before, after)
     _emit(args, {"ok": True, **result.to_dict()}, render_comparison(result))
     return 0
 
 
-def _corpus(args: argparse.Namespace) -> int:
+def _corpus(args: EvalArgs, questions_path: Path) -> int:
     from pinakes.eval.corpus import load_corpus_questions, score_corpus
     from pinakes.eval.runner import index_embedding, open_searcher, sync_before_eval
 
     paths, manifest = _load(args)
-    questions = load_corpus_questions(args.questions, paths.kb_root, manifest.sources.roots)
+    questions = load_corpus_questions(questions_path, paths.kb_root, manifest.sources.roots)
     if not args.no_sync:
         for warning in sync_before_eval(paths.kb_root).warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -282,7 +303,7 @@ def _corpus(args: argparse.Namespace) -> int:
         "retrieval": {"candidates_per_source": retrieval.candidates_per_source, "fusion_top_k": retrieval.fusion_top_k,
                       "rrf_k": retrieval.rrf_k, "rerank": retrieval.rerank},
     })
-    lines = [f"{data['questions']} questions scored from {args.questions}"
+    lines = [f"{data['questions']} questions scored from {questions_path}"
              + (f" ({len(scores.skipped)} skipped: no relevant document in the KB)" if scores.skipped else "")]
     for key in ("ndcg@10", "recall@10", "recall@100", "mrr"):
         value = data[key]
@@ -300,7 +321,7 @@ def _corpus(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
-def _fit(args: argparse.Namespace, outcomes: OutcomesFile, manifest_bytes: bytes | None,
+def _fit(args: EvalArgs, outcomes: OutcomesFile, manifest_bytes: bytes | None,
          kb_root: Path | None = None) -> int:
     """Fit [retrieval.confidence], print it with its trade-off curve, and with --write put it into
     pinakes.toml (`manifest_bytes`: the file as it was when the run loaded it). With `kb_root` (a
@@ -319,20 +340,21 @@ def _fit_outcomes(outcomes: OutcomesFile, kb_root: Path | None) -> GoldenFit:
     from pinakes.calibration.shrinkage import CARRY, GoldenFit, fit_golden_set
     from pinakes.errors import PinakesError
     from pinakes.eval.fitting import FitError, describe_fit, fit_confidence
+    from pinakes.eval.outcomes import header_object
 
-    header = outcomes.header
-    retrieval = header["retrieval"]
-    reranker = header.get("reranker")
-    golden = header.get("golden_set") or {}
+    header, retrieval = outcomes.header, outcomes.retrieval
+    golden = header_object(header, "golden_set")
     settings = (f"{retrieval.get('mode', 'hybrid')} final_k={retrieval['final_k']} "
                 f"fusion_top_k={retrieval.get('fusion_top_k')} "
                 f"candidates_per_source={retrieval.get('candidates_per_source')} rrf_k={retrieval.get('rrf_k')}")
-    embedding = header.get("embedding") or {}
-    embedding_name = embedding.get("model") or "unknown embedding model"
+    embedding = header_object(header, "embedding")
+    embedding_name = str(embedding.get("model") or "unknown embedding model")
     if embedding.get("provider"):  # int8 ONNX and fp32 weights of one model score differently
         embedding_name += f" via {embedding['provider']}"
-    reranked = reranker.get("model") if isinstance(reranker, dict) and retrieval.get("rerank") else None
-    fitted_for = describe_fit(embedding_name, reranked, golden.get("path", "golden set"), len(outcomes.rows), settings)
+    reranker = header_object(header, "reranker")  # empty: rerank was off
+    reranked = str(reranker["model"]) if reranker.get("model") and retrieval.get("rerank") else None
+    fitted_for = describe_fit(embedding_name, reranked, str(golden.get("path", "golden set")), len(outcomes.rows),
+                              settings)
     try:
         no_answer = sum(1 for row in outcomes.rows if row.kind == "no-answer")
         if kb_root is None or no_answer >= CARRY or reranked:
@@ -375,7 +397,7 @@ def _trade_off_curve(fit: ConfidenceFit) -> list[_CurvePoint]:
             for low, fa, fc in points]
 
 
-def _write_block(args: argparse.Namespace, fit: ConfidenceFit, manifest_bytes: bytes | None) -> _Written:
+def _write_block(args: EvalArgs, fit: ConfidenceFit, manifest_bytes: bytes | None) -> _Written:
     from pinakes.manifest.rewrite import write_table
 
     result = write_table(_manifest_path(args), CONFIDENCE_TABLE, fit.manifest_block(), expected=manifest_bytes,
@@ -443,7 +465,7 @@ def _count(rate: Mapping[str, object]) -> str:
     return f"{rate['numerator']}/{rate['denominator']}"
 
 
-def _report(args: argparse.Namespace, paths: EvalPaths | None, outcomes: OutcomesFile, board: Scoreboard,
+def _report(args: EvalArgs, paths: EvalPaths | None, outcomes: OutcomesFile, board: Scoreboard,
             result: GateResult, *, updated: bool) -> None:
     data: dict[str, object] = {
         "ok": result.ok or updated,
@@ -484,19 +506,20 @@ def _report(args: argparse.Namespace, paths: EvalPaths | None, outcomes: Outcome
 
 
 def _board_text(outcomes: OutcomesFile, board: Scoreboard) -> str:
+    from pinakes.eval.outcomes import header_object
     from pinakes.eval.scoreboard import null_reasons, render_table
+    from pinakes.jsontypes import is_object
 
-    header = outcomes.header
-    embedding = header.get("embedding") or {}
+    header, retrieval = outcomes.header, outcomes.retrieval
+    embedding = header_object(header, "embedding")
     reranker = header.get("reranker")
-    retrieval = header["retrieval"]
-    golden = header.get("golden_set") or {}
-    kb = (header.get("kb") or {}).get("name", "")
-    thresholds = retrieval.get("confidence")
+    golden = header_object(header, "golden_set")
+    kb = header_object(header, "kb").get("name", "")
+    thresholds = outcomes.thresholds
     lines = [
         f"{kb}: {counted(len(outcomes.rows), 'question')} ({golden.get('path', '?')})",
         f"embedding {embedding.get('model')} ({embedding.get('revision')}); "
-        + (f"rerank {reranker.get('model')}" if isinstance(reranker, dict) else "rerank off")
+        + (f"rerank {header_object(header, 'reranker').get('model')}" if is_object(reranker) else "rerank off")
         + f"; final_k {retrieval['final_k']}, fusion_top_k {retrieval.get('fusion_top_k')}, "
           f"candidates_per_source {retrieval.get('candidates_per_source')}, rrf_k {retrieval.get('rrf_k')}",
         ("confidence thresholds: none" if thresholds is None
@@ -514,13 +537,13 @@ def _fraction(rate: Rate) -> str:
     return f"{shown} ({rate.numerator}/{rate.denominator})"
 
 
-def _tolerance(args: argparse.Namespace) -> float:
+def _tolerance(args: EvalArgs) -> float:
     from pinakes.eval.baseline import DEFAULT_TOLERANCE
 
     return DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
 
 
-def _emit(args: argparse.Namespace, data: dict[str, object], text: str) -> None:
+def _emit(args: EvalArgs, data: dict[str, object], text: str) -> None:
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:

@@ -7,9 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pinakes.cli.cmd_search import add_filter_arguments
 from pinakes.cli.command import Command, Subcommands
-from pinakes.cli.filter_args import FilterArgs
+from pinakes.cli.filter_args import FilterArgs, add_filter_arguments
 from pinakes.wording import counted
 
 if TYPE_CHECKING:

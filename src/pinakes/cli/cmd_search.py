@@ -12,16 +12,28 @@ import argparse
 import json
 import shlex
 import textwrap
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pinakes.cli.command import Command, Subcommands
+from pinakes.cli.filter_args import FilterArgs, add_filter_arguments
+
 if TYPE_CHECKING:
-    from pinakes.lexical.filters import SearchFilters
     from pinakes.search.results import Passage, SearchResult
 
 QUOTE_CHARS = 300
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, kw_only=True)
+class SearchArgs(FilterArgs):
+    query: list[str]
+    final_k: str | None  # checked by `_positive_int`, so a bad -k is a UsageError that names it
+    no_rerank: bool
+    mode: str
+    json: bool
+
+
+def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "search", parents=[common],
         help="search the KB: BM25 + vectors, fused, reranked, cited",
@@ -36,33 +48,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--mode", default="hybrid", metavar="MODE",
                         help="hybrid (default), bm25 or vector")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=Command(SearchArgs, run))
 
 
-def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
-    """The document filters (`pinakes.lexical.filters`), as `pnk search` and `pnk list` spell them."""
-    parser.add_argument("--tag", dest="tags", action="append", metavar="TAG",
-                        help="only documents with this tag (repeatable: any of them)")
-    parser.add_argument("--all-tags", action="store_true", help="require every --tag instead of any")
-    parser.add_argument("--path", dest="path_prefix", metavar="PREFIX",
-                        help="only documents whose KB-relative path starts with PREFIX")
-    parser.add_argument("--since", metavar="DATE", help="only documents modified on or after DATE (ISO)")
-    parser.add_argument("--until", metavar="DATE", help="only documents modified on or before DATE (ISO)")
-    parser.add_argument("--type", dest="source_types", action="append", metavar="TYPE",
-                        help="only this source type: markdown, text, code or pdf (repeatable)")
-
-
-def filters_from_args(args: argparse.Namespace) -> SearchFilters:
-    """The validated filters of `add_filter_arguments`' flags (a UsageError names a bad value)."""
-    from pinakes.lexical.filters import make_filters
-
-    return make_filters(
-        tags=args.tags, all_tags=args.all_tags, path_prefix=args.path_prefix,
-        since=args.since, until=args.until, source_types=args.source_types,
-    )
-
-
-def run(args: argparse.Namespace) -> int:
+def run(args: SearchArgs) -> int:
     from pinakes.search.threads import prefer_one_blas_thread
 
     prefer_one_blas_thread()  # before anything imports NumPy
@@ -75,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if not query:
         raise UsageError("the query is empty", remedy='pass the words to search for: pnk search "..."')
     final_k = _positive_int(args.final_k) if args.final_k is not None else None
-    filters = filters_from_args(args)
-    kb_root = find_kb_root(getattr(args, "kb_dir", None))
+    filters = args.filters()
+    kb_root = find_kb_root(args.kb_dir)
     manifest = load_manifest(KBPaths(kb_root).manifest)
     with Searcher.for_kb(kb_root, manifest) as searcher:
         result = searcher.search(
@@ -90,10 +79,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def ask_deep_command(question: str, args: argparse.Namespace) -> str:
+def ask_deep_command(question: str, args: FilterArgs) -> str:
     """`pnk ask --deep QUESTION` with the caller's own -C and filters, quoted for a POSIX shell."""
     argv = ["pnk"]
-    if getattr(args, "kb_dir", None):
+    if args.kb_dir:
         argv += ["-C", str(args.kb_dir)]
     argv += ["ask", "--deep", question]
     for tag in args.tags or ():
@@ -200,7 +189,7 @@ def _render_passage(rank: int, passage: Passage) -> list[str]:
 
 def _scores(passage: Passage) -> str:
     scores = passage.scores
-    parts = []
+    parts: list[str] = []
     if scores.rerank is not None:
         parts.append(f"rerank {scores.rerank:.3f}")
     if scores.rrf is not None:

@@ -61,9 +61,8 @@ class Command(Generic[ArgsT]):
 
 
 def runner_of(namespace: argparse.Namespace) -> Callable[[argparse.Namespace], object] | None:
-    """What runs the command the namespace was parsed for (None: no command was named): a `Command`,
-    or a command's bare `run(namespace)` (cmd_search's and cmd_eval's, until they declare their
-    arguments too)."""
+    """What runs the command the namespace was parsed for (None: no command was named): the `Command`
+    its parser registered."""
     run: object = vars(namespace).get("run")
     return run if callable(run) else None
 

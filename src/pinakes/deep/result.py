@@ -72,11 +72,11 @@ class CallRecord:
 @dataclass
 class RoundRecord:
     number: int
-    queries: list[str] = field(default_factory=list)
-    levels: list[str] = field(default_factory=list)  # the free confidence of each query's search
+    queries: list[str] = field(default_factory=list[str])
+    levels: list[str] = field(default_factory=list[str])  # the free confidence of each query's search
     shown: int = 0  # passages the answer call was shown
     answered: bool | None = None  # None: the round's answer call did not complete
-    cited: list[str] = field(default_factory=list)  # citations (path:locator) its answer resolved to
+    cited: list[str] = field(default_factory=list[str])  # citations (path:locator) its answer resolved to
 
     def to_dict(self) -> dict[str, object]:
         return {"round": self.number, "queries": [{"query": q, "confidence": level}
@@ -105,7 +105,7 @@ class DeepResult:
     admitted_rounds: int
     blocked: list[dict[str, str]]  # what cut a partial plan short
     answer_round: int | None  # which round's answer this is (0: the synthesis call)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list[str])
     transcript: str | None = None
     kept_transcript: str | None = None  # the copy under .pinakes/transcripts/ (deep/transcripts.py)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from pinakes.errors import OutcomesError
 from pinakes.eval.outcomes import read_json_object, write_json_object
 from pinakes.eval.scoreboard import HIGHER_IS_BETTER, METRICS, ClassScores, Rate, Scoreboard, render_rate
+from pinakes.jsontypes import is_object
 
 BASELINE_FORMAT = "pinakes-eval-baseline/1"
 BASELINE_RELPATH = "eval/baseline.json"
@@ -25,7 +26,7 @@ DEFAULT_TOLERANCE = 0.02
 
 @dataclass(frozen=True)
 class Baseline:
-    header: dict[str, object]
+    header: Mapping[str, object]  # the run header it was written from (eval/outcomes.py)
     scoreboard: Scoreboard
     path: Path | None = None
 
@@ -60,12 +61,15 @@ def read_baseline(path: Path) -> Baseline:
         raise OutcomesError(f"not a baseline (format {data.get('format')!r}, expected {BASELINE_FORMAT!r})",
                             remedy="regenerate it with `pnk eval --update-baseline`", path=path)
     try:
-        board = Scoreboard.from_dict(data["scoreboard"])
+        scoreboard = data["scoreboard"]
+        if not is_object(scoreboard):
+            raise TypeError(f"expected an object, got {scoreboard!r}")
+        board = Scoreboard.from_dict(scoreboard)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise OutcomesError(f"the baseline's scoreboard is malformed ({exc!r})",
                             remedy="regenerate it with `pnk eval --update-baseline`", path=path) from None
     header = data.get("header")
-    return Baseline(header if isinstance(header, dict) else {}, board, path)
+    return Baseline(header if is_object(header) else {}, board, path)
 
 
 def compare(baseline: Scoreboard, current: Scoreboard, tolerance: float = DEFAULT_TOLERANCE) -> list[Regression]:
@@ -117,7 +121,7 @@ def header_changes(before: Mapping[str, object], after: Mapping[str, object]) ->
 
 
 def _flatten(data: object, prefix: str = "") -> dict[str, object]:
-    if not isinstance(data, dict):
+    if not is_object(data):
         return {prefix: data}
     flat: dict[str, object] = {}
     for key, value in data.items():

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes.eval.golden import GoldenProblem, GoldenSetError
+from pinakes.jsontypes import is_object, str_list
 from pinakes.wording import noun_for
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class CorpusScores:
     ndcg_sum: float = 0.0
     recall_sums: dict[int, float] = field(default_factory=lambda: dict.fromkeys(CUTOFFS, 0.0))
     reciprocal_rank_sum: float = 0.0
-    skipped: list[str] = field(default_factory=list)  # no relevant document exists in the KB
+    skipped: list[str] = field(default_factory=list[str])  # no relevant document exists in the KB
     missing_relevant: int = 0
     documents_ranked: int = 0
 
@@ -149,11 +150,11 @@ def load_corpus_questions(path: Path, kb_root: Path, roots: Sequence[str]) -> li
 def _parse_line(line: str, where: str, kb_root: Path, roots: Sequence[str],
                 problems: list[GoldenProblem]) -> CorpusQuestion | None:
     try:
-        data = json.loads(line)
+        data: object = json.loads(line)
     except ValueError as exc:
         problems.append(GoldenProblem(where, f"not JSON ({exc})", "write one JSON object per line"))
         return None
-    if not isinstance(data, dict):
+    if not is_object(data):
         problems.append(GoldenProblem(where, "not a JSON object", 'write {"id", "query", "relevant"}'))
         return None
     qid, query, relevant = data.get("id"), data.get("query"), data.get("relevant")
@@ -163,13 +164,14 @@ def _parse_line(line: str, where: str, kb_root: Path, roots: Sequence[str],
     if not isinstance(query, str) or not query.strip():
         problems.append(GoldenProblem(where, f"`query` must be non-empty text, got {query!r}", "write the query"))
         return None
-    if not isinstance(relevant, list) or not all(isinstance(entry, str) for entry in relevant):
+    relevant_paths = str_list(relevant)
+    if relevant_paths is None:
         problems.append(GoldenProblem(where, f"`relevant` must be a list of paths, got {relevant!r}",
                                       "list the relevant documents, relative to the source root"))
         return None
     found: list[str] = []
     missing: list[str] = []
-    for entry in relevant:
+    for entry in relevant_paths:
         resolved = resolve_relevant(entry, kb_root, roots)
         if resolved is None:
             missing.append(entry)

@@ -19,9 +19,10 @@ import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pinakes.errors import EXIT_DATA, PinakesError, UsageError
+from pinakes.jsontypes import is_dict, is_list, str_list
 
 if TYPE_CHECKING:
     from pinakes.lexical.filters import SearchFilters
@@ -81,7 +82,7 @@ class Question:
     kind: str
     query: str
     expect: tuple[str, ...]
-    filters: Mapping[str, Any] | None = None  # as written; `search_filters()` validates them
+    filters: Mapping[str, object] | None = None  # as written; `search_filters()` validates them
     hops: tuple[Hop, ...] = ()
 
     @property
@@ -142,7 +143,7 @@ def load_golden_set(path: Path, kb_root: Path, *, sources: SourcesSection | None
 
 
 def _read_questions(data: object, kb_root: Path, sources: SourcesSection | None, problems: list[GoldenProblem]) -> list[Question]:
-    if not isinstance(data, dict):
+    if not is_dict(data):
         problems.append(GoldenProblem(
             None, f"the file must be a mapping with a `questions` list, got {_kind_of(data)}",
             "start the file with `questions:` followed by a list of questions"))
@@ -156,10 +157,10 @@ def _read_questions(data: object, kb_root: Path, sources: SourcesSection | None,
         problems.append(GoldenProblem(
             None, "no `questions` key", "list the questions under a top-level `questions:` key"))
         return []
-    raw = data["questions"]
+    raw: object = data["questions"]
     if raw is None:
         raw = []
-    if not isinstance(raw, list):
+    if not is_list(raw):
         problems.append(GoldenProblem(
             None, f"`questions` must be a list, got {_kind_of(raw)}", "write `questions:` then `- id: ...` items"))
         return []
@@ -183,7 +184,7 @@ def _read_questions(data: object, kb_root: Path, sources: SourcesSection | None,
 def _read_question(item: object, position: int, kb_root: Path, sources: SourcesSection | None,
                    problems: list[GoldenProblem]) -> Question | None:
     label = f"#{position}"
-    if not isinstance(item, dict):
+    if not is_dict(item):
         problems.append(GoldenProblem(label, f"must be a mapping, got {_kind_of(item)}",
                                       "write each question as `- id: ...` with kind, query and expect"))
         return None
@@ -212,6 +213,7 @@ def _read_question(item: object, position: int, kb_root: Path, sources: SourcesS
     filters = item.get("filters")
     if filters is not None:
         _check_filters(filters, fail)
+    written = {str(key): value for key, value in filters.items()} if is_dict(filters) and filters else None
     if kind == NO_ANSWER:
         if expect:
             fail("a no-answer question must have `expect: []`", "empty its expect, or change its kind")
@@ -230,10 +232,10 @@ def _read_question(item: object, position: int, kb_root: Path, sources: SourcesS
     if len(problems) > before or query is None or expect is None or hops is None:
         return None
     assert isinstance(kind, str)
-    return Question(qid, kind, query, expect, dict(filters) if filters else None, hops)
+    return Question(qid, kind, query, expect, written, hops)
 
 
-def _check_hops(item: Mapping[str, object], hops: tuple[Hop, ...] | None, expect: tuple[str, ...] | None,
+def _check_hops(item: Mapping[object, object], hops: tuple[Hop, ...] | None, expect: tuple[str, ...] | None,
                 fail: Fail) -> None:
     if "hops" not in item or hops is None:
         if "hops" not in item:
@@ -252,13 +254,13 @@ def _check_hops(item: Mapping[str, object], hops: tuple[Hop, ...] | None, expect
 def _hops(value: object, kb_root: Path, sources: SourcesSection | None, fail: Fail) -> tuple[Hop, ...] | None:
     if value is None:
         return ()
-    if not isinstance(value, list):
+    if not is_list(value):
         fail(f"`hops` must be a list, got {_kind_of(value)}", "write `hops:` then `- query: ...` items")
         return None
     hops: list[Hop] = []
     ok = True
     for number, raw in enumerate(value, start=1):
-        if not isinstance(raw, dict):
+        if not is_dict(raw):
             fail(f"hop {number} must be a mapping with query and expect, got {_kind_of(raw)}",
                  "write each hop as `{query: ..., expect: [...]}`")
             ok = False
@@ -290,12 +292,13 @@ def _paths(value: object, name: str, kb_root: Path, sources: SourcesSection | No
     if value is None:
         fail(f"no `{name}`", f"add `{name}: [path, ...]` (KB-root-relative; `[]` for a no-answer question)")
         return None
-    if not isinstance(value, list) or not all(isinstance(entry, str) for entry in value):
+    entries = str_list(value)
+    if entries is None:
         fail(f"`{name}` must be a list of paths, got {value!r}", f"write `{name}: [docs/some/file.md]`")
         return None
     paths: list[str] = []
     valid = True
-    for entry in value:
+    for entry in entries:
         path = entry.strip().replace("\\", "/")
         normal = posixpath.normpath(path) if path else ""
         if not path or path.startswith("/") or normal.startswith("..") or normal != path:
@@ -322,7 +325,7 @@ def _paths(value: object, name: str, kb_root: Path, sources: SourcesSection | No
 
 
 def _check_filters(filters: object, fail: Fail) -> None:
-    if not isinstance(filters, dict) or not filters:
+    if not is_dict(filters) or not filters:
         fail(f"`filters` must be a non-empty mapping, got {filters!r}",
              "write `filters: {tags: [...], path_prefix: ..., source_type: ...}`")
         return
@@ -332,17 +335,17 @@ def _check_filters(filters: object, fail: Fail) -> None:
              f"use only: {', '.join(FILTER_KEYS)}")
     if unknown:
         return
-    probe = Question("probe", FILTER, "probe", (), dict(filters))
+    probe = Question("probe", FILTER, "probe", (), {str(key): value for key, value in filters.items()})
     try:
         probe.search_filters()
     except UsageError as exc:
         fail(f"invalid filters: {exc.message}", exc.remedy or "fix the filter value")
 
 
-def _as_list(value: object) -> list[Any] | None:
+def _as_list(value: object) -> list[object] | None:
     if value is None:
         return None
-    return list(value) if isinstance(value, list | tuple) else [value]
+    return list(value) if is_list(value) else [value]
 
 
 def _did_you_mean(word: str, vocabulary: Sequence[str]) -> str:

@@ -48,7 +48,7 @@ class EvalRun:
     golden: GoldenSet
     outcomes: OutcomesFile
     scoreboard: Scoreboard
-    sync_warnings: list[str] = field(default_factory=list)
+    sync_warnings: list[str] = field(default_factory=list[str])
 
 
 @dataclass(frozen=True)

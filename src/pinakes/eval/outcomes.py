@@ -20,9 +20,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from pinakes.errors import OutcomesError
+from pinakes.jsontypes import is_list, is_object
 
 OUTCOMES_FORMAT = "pinakes-eval-outcomes/1"
 OUTCOMES_RELPATH = "eval/outcomes.json"
@@ -52,19 +52,19 @@ class Outcome:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> Outcome:
+    def from_dict(cls, data: Mapping[str, object], where: str) -> Outcome:
         try:
             hop_ranks = data.get("hop_ranks")
             outcome = cls(
                 id=str(data["id"]),
                 kind=str(data["kind"]),
-                hit=_optional(data["hit"], bool),
-                hit_rank=_optional(data["hit_rank"], int),
+                hit=_optional_bool(data["hit"]),
+                hit_rank=_optional_int(data["hit_rank"]),
                 confidence=str(data["confidence"]),
-                signal=_optional(data.get("signal"), float),
-                relevant_returned=int(data.get("relevant_returned", 0)),
-                returned=int(data.get("returned", 0)),
-                hop_ranks=tuple(_optional(rank, int) for rank in hop_ranks) if hop_ranks is not None else None,
+                signal=None if (signal := data.get("signal")) is None else number(signal),
+                relevant_returned=whole(data.get("relevant_returned", 0)),
+                returned=whole(data.get("returned", 0)),
+                hop_ranks=tuple(_optional_int(rank) for rank in _items(hop_ranks)) if hop_ranks is not None else None,
                 features=_features(data.get("features")),
                 hop_features=_hop_features(data.get("hop_features")),
             )
@@ -79,24 +79,36 @@ class Outcome:
 
 @dataclass(frozen=True)
 class OutcomesFile:
-    header: dict[str, Any]
+    header: Mapping[str, object]  # JSON: what produced the rows (eval/runner.py's run_header)
     rows: tuple[Outcome, ...]
     path: Path | None = None
 
     @property
+    def retrieval(self) -> Mapping[str, object]:
+        return header_object(self.header, "retrieval")
+
+    @property
     def k(self) -> int:
-        return int(self.header["retrieval"]["final_k"])
+        return whole(self.retrieval["final_k"])
 
     @property
     def reranked(self) -> bool:
-        return bool(self.header["retrieval"]["rerank"])
+        return bool(self.retrieval["rerank"])
 
     @property
-    def thresholds(self) -> Mapping[str, Any] | None:
-        return self.header["retrieval"].get("confidence")
+    def thresholds(self) -> Mapping[str, object] | None:
+        thresholds = self.retrieval.get("confidence")
+        return thresholds if is_object(thresholds) else None
 
     def to_dict(self) -> dict[str, object]:
         return {"format": OUTCOMES_FORMAT, "header": self.header, "rows": [row.to_dict() for row in self.rows]}
+
+
+def header_object(header: Mapping[str, object], key: str) -> Mapping[str, object]:
+    """The header's object under `key` (`retrieval`, `embedding`, `reranker`, `golden_set`, `kb`); empty
+    when the header has none there."""
+    value = header.get(key)
+    return value if is_object(value) else {}
 
 
 def write_outcomes(path: Path, outcomes: OutcomesFile) -> None:
@@ -123,34 +135,34 @@ def read_outcomes(path: Path) -> OutcomesFile:
                             remedy="pass the eval/outcomes.json a `pnk eval` run wrote", path=path)
     header = data.get("header")
     rows = data.get("rows")
-    if not isinstance(header, dict) or not isinstance(rows, list):
+    if not is_object(header) or not is_list(rows):
         raise OutcomesError("the outcomes file has no header or no rows", remedy="regenerate it with `pnk eval`",
                             path=path)
     retrieval = header.get("retrieval")
-    if not isinstance(retrieval, dict) or "final_k" not in retrieval or "rerank" not in retrieval:
+    if not is_object(retrieval) or "final_k" not in retrieval or "rerank" not in retrieval:
         raise OutcomesError("the header does not name its retrieval settings (final_k, rerank)",
                             remedy="regenerate it with `pnk eval`", path=path)
-    parsed = []
-    for number, row in enumerate(rows, start=1):
-        if not isinstance(row, dict):
-            raise OutcomesError(f"row {number} is not an object", remedy="regenerate it with `pnk eval`", path=path)
+    parsed: list[Outcome] = []
+    for position, row in enumerate(rows, start=1):
+        if not is_object(row):
+            raise OutcomesError(f"row {position} is not an object", remedy="regenerate it with `pnk eval`", path=path)
         try:
-            parsed.append(Outcome.from_dict(row, f"row {number}"))
+            parsed.append(Outcome.from_dict(row, f"row {position}"))
         except OutcomesError as exc:
             exc.path = path
             raise
     return OutcomesFile(header, tuple(parsed), path)
 
 
-def read_json_object(path: Path, what: str) -> dict[str, Any]:
+def read_json_object(path: Path, what: str) -> dict[str, object]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data: object = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise OutcomesError(f"{what} does not exist", remedy="check the path", path=path) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise OutcomesError(f"cannot read {what} ({exc})", remedy="pass a JSON file `pnk eval` wrote",
                             path=path) from None
-    if not isinstance(data, dict):
+    if not is_object(data):
         raise OutcomesError(f"not {what} (the top level is not an object)", remedy="check the path", path=path)
     return data
 
@@ -158,24 +170,46 @@ def read_json_object(path: Path, what: str) -> dict[str, Any]:
 def _features(value: object) -> dict[str, float] | None:
     if value is None:
         return None
-    if not isinstance(value, dict):
+    if not is_object(value):
         raise TypeError(f"features must be an object of numbers, got {value!r}")
-    return {str(name): float(number) for name, number in value.items()}
+    return {str(name): number(item) for name, item in value.items()}
 
 
 def _hop_features(value: object) -> tuple[dict[str, float] | None, ...] | None:
     if value is None:
         return None
-    if not isinstance(value, list):
+    if not is_list(value):
         raise TypeError(f"hop_features must be a list, got {value!r}")
     return tuple(_features(hop) for hop in value)
 
 
-def _optional(value: Any, kind: type) -> Any:
-    if value is None:
-        return None
-    if kind is bool and not isinstance(value, bool):
+def _items(value: object) -> list[object]:
+    if not is_list(value):
+        raise TypeError(f"expected a list, got {value!r}")
+    return value
+
+
+def _optional_bool(value: object) -> bool | None:
+    if value is not None and not isinstance(value, bool):
         raise TypeError(f"expected true/false/null, got {value!r}")
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+    return value
+
+
+def _optional_int(value: object) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise TypeError(f"expected an integer or null, got {value!r}")
-    return kind(value)
+    return value
+
+
+def number(value: object) -> float:
+    """A JSON number (or its text) as a float; anything else is a TypeError, as `float()` makes it."""
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def whole(value: object) -> int:
+    """A JSON number (or its text) as an int; anything else is a TypeError, as `int()` makes it."""
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"expected a whole number, got {value!r}")
+    return int(value)

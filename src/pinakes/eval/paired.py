@@ -63,15 +63,15 @@ def is_right(row: Outcome) -> bool | None:
 @dataclass
 class PairedComparison:
     paired: int = 0
-    improved: list[str] = field(default_factory=list)
-    worsened: list[str] = field(default_factory=list)
-    not_comparable: list[str] = field(default_factory=list)
-    kind_changed: list[str] = field(default_factory=list)
-    only_before: list[str] = field(default_factory=list)
-    only_after: list[str] = field(default_factory=list)
+    improved: list[str] = field(default_factory=list[str])
+    worsened: list[str] = field(default_factory=list[str])
+    not_comparable: list[str] = field(default_factory=list[str])
+    kind_changed: list[str] = field(default_factory=list[str])
+    only_before: list[str] = field(default_factory=list[str])
+    only_after: list[str] = field(default_factory=list[str])
     improvable_pool: int = 0  # paired questions that were wrong before
-    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
-    header_changes: list[str] = field(default_factory=list)
+    by_kind: dict[str, dict[str, int]] = field(default_factory=dict[str, dict[str, int]])
+    header_changes: list[str] = field(default_factory=list[str])
 
     @property
     def p_value(self) -> float:

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pinakes.calibration.fitting import Rate
 from pinakes.eval.golden import KINDS
-from pinakes.eval.outcomes import Outcome, OutcomesFile
+from pinakes.eval.outcomes import Outcome, OutcomesFile, whole
+from pinakes.jsontypes import is_object
 
 ALL = "all"
 HIGHER_IS_BETTER = ("recall@k", "mrr", "rerank_precision")
@@ -48,9 +48,10 @@ class ClassScores:
                 **{name: rate.to_dict() for name, rate in self.metrics.items()}}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ClassScores:
-        return cls(int(data["questions"]), {name: Rate.from_dict(data[name]) for name in METRICS if name in data},
-                   int(data.get("confidence_unknown", 0)))
+    def from_dict(cls, data: Mapping[str, object]) -> ClassScores:
+        return cls(whole(data["questions"]),
+                   {name: Rate.from_dict(_object(data[name])) for name in METRICS if name in data},
+                   whole(data.get("confidence_unknown", 0)))
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,15 @@ class Scoreboard:
         return {"k": self.k, "classes": {name: scores.to_dict() for name, scores in self.classes.items()}}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Scoreboard:
-        return cls(int(data["k"]), {name: ClassScores.from_dict(scores) for name, scores in data["classes"].items()})
+    def from_dict(cls, data: Mapping[str, object]) -> Scoreboard:
+        return cls(whole(data["k"]), {name: ClassScores.from_dict(_object(scores))
+                                      for name, scores in _object(data["classes"]).items()})
+
+
+def _object(value: object) -> Mapping[str, object]:
+    if not is_object(value):
+        raise TypeError(f"expected an object, got {value!r}")
+    return value
 
 
 def score(outcomes: OutcomesFile) -> Scoreboard:
@@ -121,7 +129,7 @@ COLUMNS = (("recall@k", "recall@{k}"), ("mrr", "MRR"), ("rerank_precision", "rer
 def render_table(board: Scoreboard) -> str:
     """A fixed-width table: each cell `value (num/den)`, or `—` for a null rate."""
     headers = ["class", "n"] + [label.format(k=board.k) for _, label in COLUMNS]
-    body = []
+    body: list[list[str]] = []
     for name, scores in board.classes.items():
         cells = [name, str(scores.questions)]
         for metric, _ in COLUMNS:

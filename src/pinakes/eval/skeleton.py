@@ -134,7 +134,7 @@ def _documents(conn: sqlite3.Connection) -> list[_Document]:
     """Up to VOCABULARY_DOCUMENTS active documents, spread evenly over the KB by path."""
     rows = conn.execute("SELECT id, path, title FROM documents WHERE state = 'active' ORDER BY path").fetchall()
     step = max(1, len(rows) // VOCABULARY_DOCUMENTS)
-    documents = []
+    documents: list[_Document] = []
     for doc_id, path, title in rows[::step][:VOCABULARY_DOCUMENTS]:
         chunks = conn.execute("SELECT heading_path, text FROM chunks WHERE doc_id = ? ORDER BY ordinal",
                               (doc_id,)).fetchall()
@@ -192,7 +192,7 @@ def _no_answer(documents: list[_Document], wanted: int) -> list[Draft]:
     occurrences: Counter[str] = Counter()
     surface: dict[str, str] = {}
     for document in documents:
-        words = set()
+        words: set[str] = set()
         for text in [document.title or "", *document.passages]:
             for match in WORD.finditer(text):
                 word = match.group(0)

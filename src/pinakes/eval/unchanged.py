@@ -14,7 +14,8 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import cast
+
+from pinakes.jsontypes import is_list, is_object
 
 # Far above the runtime's noise (a few units of the 6th decimal the files are rounded to), far below
 # what any rate, score or fit reads from them.
@@ -24,7 +25,7 @@ FLOAT_TOLERANCE = 1e-5
 def already_written(path: Path, data: Mapping[str, object]) -> bool:
     """Whether the JSON at `path` is `data` up to number noise (False when it cannot be read)."""
     try:
-        on_disk = json.loads(path.read_text(encoding="utf-8"))
+        on_disk: object = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     # `data` as it would read back: tuples are lists, keys are strings
@@ -37,11 +38,9 @@ def same_within(old: object, new: object, tolerance: float = FLOAT_TOLERANCE) ->
         return old is new
     if isinstance(old, (int, float)) and isinstance(new, (int, float)):
         return math.isclose(old, new, rel_tol=0.0, abs_tol=tolerance)
-    if isinstance(old, dict) and isinstance(new, dict):
-        before, after = cast("dict[str, object]", old), cast("dict[str, object]", new)  # JSON objects
-        return list(before) == list(after) and all(same_within(before[key], after[key], tolerance) for key in before)
-    if isinstance(old, list) and isinstance(new, list):
-        before_items, after_items = cast("list[object]", old), cast("list[object]", new)
-        return len(before_items) == len(after_items) and all(
-            same_within(a, b, tolerance) for a, b in zip(before_items, after_items, strict=True))
+    if is_object(old) and is_object(new):
+        return list(old) == list(new) and all(same_within(old[key], new[key], tolerance) for key in old)
+    if is_list(old) and is_list(new):
+        return len(old) == len(new) and all(
+            same_within(a, b, tolerance) for a, b in zip(old, new, strict=True))
     return type(old) is type(new) and old == new

@@ -7,7 +7,7 @@ them. Every filter is validated here, so a bad value is a `UsageError` and never
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import cast
@@ -77,14 +77,16 @@ class SearchFilters:
 
 def make_filters(
     *,
-    tags: list[str] | tuple[str, ...] | None = None,
+    tags: Sequence[object] | None = None,
     all_tags: bool = False,
-    path_prefix: str | None = None,
-    since: str | float | date | None = None,
-    until: str | float | date | None = None,
-    source_types: list[str] | tuple[str, ...] | str | None = None,
+    path_prefix: object = None,
+    since: object = None,
+    until: object = None,
+    source_types: Sequence[object] | str | None = None,
 ) -> SearchFilters:
-    """Validate user-facing filter values (strings from a CLI or an MCP call) into SearchFilters."""
+    """Validate user-facing filter values into SearchFilters: strings from a CLI or an MCP call, or
+    whatever a golden set's YAML holds (so each value is checked here, whatever its type; an ISO date
+    or epoch seconds for `since`/`until`)."""
     clean_tags = tuple(dict.fromkeys(_clean_tag(tag) for tag in (tags or ())))
     if all_tags and not clean_tags:
         raise UsageError("--all-tags needs at least one --tag", remedy="add --tag NAME, or drop --all-tags")
@@ -139,7 +141,7 @@ def _clean_path_prefix(prefix: object) -> str:
     return cleaned
 
 
-def parse_time_bound(value: str | float | date, name: str, *, end_of_day: bool) -> float:
+def parse_time_bound(value: object, name: str, *, end_of_day: bool) -> float:
     """An ISO date or datetime (or epoch seconds) as epoch seconds.
 
     A bare date means the local calendar day, because that is what a person typing

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
@@ -81,7 +81,10 @@ class WordRelations:
         return tuple(sorted(options, key=lambda relative: (-len(mine & self.relatives(relative)), relative)))
 
 
-def _find(items: list[Any], item: Any) -> int | None:
+Sorted = TypeVar("Sorted", bytes, int)  # the vocabulary's words, the relation keys
+
+
+def _find(items: list[Sorted], item: Sorted) -> int | None:
     """Where `item` is in the sorted `items`, or None."""
     at = bisect.bisect_left(items, item)
     return at if at < len(items) and items[at] == item else None

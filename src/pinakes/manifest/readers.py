@@ -58,10 +58,7 @@ from pinakes.manifest.sections import (
     RetrievalSection,
     SourcesSection,
 )
-from pinakes.manifest.table import (
-    Table as _Table,  # the name the [retrieval.confidence] readers use (another branch's lines, for now)
-)
-from pinakes.manifest.table import TomlValue, toml_type
+from pinakes.manifest.table import Table, TomlValue, toml_type
 
 VERSION_FLOOR = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _TEMPLATE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*@\d+(?:\.\d+)*")
@@ -79,18 +76,18 @@ def read_manifest(data: Mapping[str, TomlValue], path: Path, problems: Problems)
         elif not isinstance(value, dict):
             problems.add(name, f"must be a table ([{name}]), got {toml_type(value)}",
                          f"write it as a [{name}] section")
-    tables: dict[str, _Table] = {}
+    tables: dict[str, Table] = {}
     for name in TOP_LEVEL_SECTIONS:
         value = data.get(name)
         if isinstance(value, dict):
-            tables[name] = _Table(value, name, name, problems)
+            tables[name] = Table(value, name, name, problems)
             continue
         if name in REQUIRED_SECTIONS and name not in data:
             problems.add(name, f"the required section [{name}] is missing",
                          f"add the [{name}] section (see MANIFEST.md)")
         # Absent (or already reported): read as all defaults. A missing required section's keys
         # would each be "required" too; that is one problem, already said, so they go unreported.
-        tables[name] = _Table({}, name, name, Problems())
+        tables[name] = Table({}, name, name, Problems())
 
     kb = _read_kb(tables["kb"])
     sources = _read_sources(tables["sources"])
@@ -113,7 +110,7 @@ def read_manifest(data: Mapping[str, TomlValue], path: Path, problems: Problems)
                     links=links, ci=ci)
 
 
-def _ulid(table: _Table, name: str) -> str:
+def _ulid(table: Table, name: str) -> str:
     value = table.required_string(name, '"01J9Z8Y7X6W5V4T3S2R1Q0P9N8"')
     if value and not _is_canonical_ulid(value):
         hint = f" (write it in uppercase: {value.upper()})" if _is_canonical_ulid(value.upper()) else ""
@@ -126,7 +123,7 @@ def _is_canonical_ulid(value: str) -> bool:
     return is_ulid(value)
 
 
-def _read_kb(table: _Table) -> KBSection:
+def _read_kb(table: Table) -> KBSection:
     name = table.required_string("name", '"my-research"')
     kb_id = _ulid(table, "id")
     floor = table.optional_string("requires_pinakes", f'"{__version__}"')
@@ -142,7 +139,7 @@ def _read_kb(table: _Table) -> KBSection:
                      description=description)
 
 
-def _read_sources(table: _Table) -> SourcesSection:
+def _read_sources(table: Table) -> SourcesSection:
     roots = table.string_list("roots", None, '["docs"]')
     if table.ok("roots") and not roots:
         table.fail("roots", "is empty: no document would ever be found", 'list at least one, e.g. ["docs"]')
@@ -167,7 +164,7 @@ def _read_sources(table: _Table) -> SourcesSection:
     return SourcesSection(roots=roots, include=include, exclude=exclude, types=types)
 
 
-def _normalise_roots(table: _Table, roots: tuple[str, ...]) -> tuple[str, ...]:
+def _normalise_roots(table: Table, roots: tuple[str, ...]) -> tuple[str, ...]:
     normalised: list[str] = []
     for root in roots:
         if "\\" in root:
@@ -196,7 +193,7 @@ def _normalise_roots(table: _Table, roots: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(normalised)
 
 
-def _read_embedding(table: _Table) -> EmbeddingSection:
+def _read_embedding(table: Table) -> EmbeddingSection:
     return EmbeddingSection(
         provider=table.choice("provider", None, tuple(PROVIDERS)),
         model=table.required_string("model", '"sentence-transformers/all-MiniLM-L6-v2"'),
@@ -209,7 +206,7 @@ def _read_embedding(table: _Table) -> EmbeddingSection:
     )
 
 
-def _read_executor(table: _Table) -> str:
+def _read_executor(table: Table) -> str:
     """Where the model runs; a remote provider's model already runs elsewhere, so not on Ray."""
     executor = table.choice("executor", "local", tuple(EXECUTORS))
     provider = PROVIDERS.get(str(table.raw_value("provider")))
@@ -219,14 +216,14 @@ def _read_executor(table: _Table) -> str:
     return executor
 
 
-def _read_remote_embedding(table: _Table) -> dict[str, Any]:  # Any: each key's own type, spread into EmbeddingSection
+def _read_remote_embedding(table: Table) -> dict[str, Any]:  # Any: each key's own type, spread into EmbeddingSection
     """The keys the chosen provider takes as its own (embed/registry.py: the endpoint's, for
     `provider = "openai-compatible"`), read; any other provider's own key is refused."""
     taken = _own_keys(table, {name: spec.keys for name, spec in PROVIDERS.items()})
     return {name: _EMBEDDING_KEY_READERS[name](table) for name in taken}
 
 
-def _own_keys(table: _Table, keys_by_provider: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+def _own_keys(table: Table, keys_by_provider: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
     """The keys the table's provider takes as its own. A key only other providers take is refused,
     naming them: a key the chosen provider ignores is not a setting."""
     taken = keys_by_provider.get(str(table.raw_value("provider")), ())
@@ -238,7 +235,7 @@ def _own_keys(table: _Table, keys_by_provider: Mapping[str, tuple[str, ...]]) ->
     return taken
 
 
-def _url(table: _Table, example: str) -> str:
+def _url(table: Table, example: str) -> str:
     base_url = table.required_string("base_url", f'"{example}"')
     if base_url and not base_url.startswith(("http://", "https://")):
         table.fail("base_url", f"{base_url!r} is not an http:// or https:// URL",
@@ -246,7 +243,7 @@ def _url(table: _Table, example: str) -> str:
     return base_url
 
 
-def _variable_name(table: _Table, example: str) -> str | None:
+def _variable_name(table: Table, example: str) -> str | None:
     api_key_env = table.optional_string("api_key_env", f'"{example}"')
     if api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
         table.fail("api_key_env", f"{api_key_env!r} is not an environment variable's name (the key "
@@ -256,7 +253,7 @@ def _variable_name(table: _Table, example: str) -> str | None:
 
 
 # How each provider-owned key is read: every key a provider may take (embed/registry.py) has one.
-_EMBEDDING_KEY_READERS: dict[str, Callable[[_Table], object]] = {
+_EMBEDDING_KEY_READERS: dict[str, Callable[[Table], object]] = {
     "base_url": lambda table: _url(table, "http://127.0.0.1:11434/v1"),
     "api_key_env": lambda table: _variable_name(table, "OPENAI_API_KEY"),
     "concurrency": lambda table: table.integer("concurrency", 4, minimum=1),
@@ -268,12 +265,12 @@ _EMBEDDING_KEY_READERS: dict[str, Callable[[_Table], object]] = {
 }
 
 
-def _read_extraction(table: _Table) -> ExtractionSection:
+def _read_extraction(table: Table) -> ExtractionSection:
     return ExtractionSection(backend=table.choice("backend", "pypdfium2", PDF_BACKENDS),
                              model=_priced_model(table, DEFAULT_EXTRACTION_MODEL))
 
 
-def _priced_model(table: _Table, default: str) -> str:
+def _priced_model(table: Table, default: str) -> str:
     """`model`: the Claude model a paid path calls, refused here unless the packaged price table
     prices it (the accountant caps a call only at a price it knows, spec §5)."""
     from pinakes.budget.errors import PriceTableError
@@ -299,7 +296,7 @@ def _priced_model(table: _Table, default: str) -> str:
     return model
 
 
-def _read_chunking(table: _Table) -> ChunkingSection:
+def _read_chunking(table: Table) -> ChunkingSection:
     chunking = ChunkingSection(
         strategy=table.choice("strategy", "structural", CHUNKING_STRATEGIES),
         max_tokens=table.integer("max_tokens", 250, minimum=1),
@@ -313,7 +310,7 @@ def _read_chunking(table: _Table) -> ChunkingSection:
     return chunking
 
 
-def _read_retrieval(table: _Table) -> RetrievalSection:
+def _read_retrieval(table: Table) -> RetrievalSection:
     retrieval = RetrievalSection(
         candidates_per_source=table.integer("candidates_per_source", 50, minimum=1),
         fusion_top_k=table.integer("fusion_top_k", 20, minimum=1),
@@ -339,7 +336,7 @@ def _read_retrieval(table: _Table) -> RetrievalSection:
     return retrieval
 
 
-def _read_confidence(table: _Table | None) -> ConfidenceSection | None:
+def _read_confidence(table: Table | None) -> ConfidenceSection | None:
     if table is None:
         return None
     signal = table.choice("signal", "top-score", SIGNALS)
@@ -383,13 +380,13 @@ def _read_confidence(table: _Table | None) -> ConfidenceSection | None:
     return confidence
 
 
-def _numbers(table: _Table, name: str, *, required: bool) -> tuple[float, ...]:
+def _numbers(table: Table, name: str, *, required: bool) -> tuple[float, ...]:
     """An array of finite numbers (the model's weights)."""
     example = "[1.5, -0.25]"
-    value = table._raw(name, (list,), "an array of numbers", example)
+    value = table.checked_value(name, (list,), "an array of numbers", example)
     if value is None:
         if required:
-            table._missing(name, example)
+            table.missing(name, example)
         return ()
     if not isinstance(value, list):
         return ()
@@ -403,15 +400,15 @@ def _numbers(table: _Table, name: str, *, required: bool) -> tuple[float, ...]:
     return tuple(numbers)
 
 
-def _absent_number(table: _Table, name: str) -> float:
+def _absent_number(table: Table, name: str) -> float:
     """A key only the model signal takes: read (so it is known), refused when present."""
-    value = table._raw(name, (int, float), "a number", "0.0")
+    value = table.checked_value(name, (int, float), "a number", "0.0")
     if value is not None and table.ok(name):
         table.fail(name, 'is only read with signal = "model"', f'set signal = "model", or delete {name}')
     return 0.0
 
 
-def _read_rerank(table: _Table, *, default_provider: str) -> RerankSection:
+def _read_rerank(table: Table, *, default_provider: str) -> RerankSection:
     chosen = RERANKERS.get(str(table.raw_value("provider") or default_provider))
     return RerankSection(
         provider=table.choice("provider", default_provider, tuple(RERANKERS)),
@@ -422,7 +419,7 @@ def _read_rerank(table: _Table, *, default_provider: str) -> RerankSection:
     )
 
 
-def _read_http_rerank(table: _Table) -> dict[str, Any]:  # Any: each key's own type, spread into RerankSection
+def _read_http_rerank(table: Table) -> dict[str, Any]:  # Any: each key's own type, spread into RerankSection
     """The keys the chosen reranker takes as its own (embed/registry.py: the endpoint's, for
     `provider = "http"`), read; any other reranker's own key is refused."""
     taken = _own_keys(table, {name: spec.keys for name, spec in RERANKERS.items()})
@@ -438,7 +435,7 @@ def _read_http_rerank(table: _Table) -> dict[str, Any]:  # Any: each key's own t
     return values
 
 
-_RERANK_KEY_READERS: dict[str, Callable[[_Table], object]] = {
+_RERANK_KEY_READERS: dict[str, Callable[[Table], object]] = {
     "base_url": lambda table: _url(table, "http://127.0.0.1:8080"),
     "api": lambda table: table.choice("api", None, RERANK_APIS),
     "api_key_env": lambda table: _variable_name(table, "RERANK_API_KEY"),
@@ -449,7 +446,7 @@ _RERANK_KEY_READERS: dict[str, Callable[[_Table], object]] = {
 }
 
 
-def _read_budget(table: _Table) -> BudgetSection:
+def _read_budget(table: Table) -> BudgetSection:
     budget = BudgetSection(
         confirm_above_eur=table.money("confirm_above_eur", Decimal("0.50")),
         per_operation_eur=table.money("per_operation_eur", Decimal("2.00")),
@@ -483,12 +480,12 @@ def _is_timezone(name: str) -> bool:
     return True
 
 
-def _read_deep(table: _Table) -> DeepSection:
+def _read_deep(table: Table) -> DeepSection:
     return DeepSection(max_rounds=table.integer("max_rounds", 3, minimum=1),
                        model=_priced_model(table, DEFAULT_DEEP_MODEL))
 
 
-def _read_ci(table: _Table) -> CISection:
+def _read_ci(table: Table) -> CISection:
     from pinakes.distribution import DISTRIBUTION, requirement_problem
 
     example = f'"{DISTRIBUTION}[light,pdf] @ git+https://example.org/you/pinakes@<commit>"'
@@ -499,7 +496,7 @@ def _read_ci(table: _Table) -> CISection:
     return CISection(install=install)
 
 
-def _read_links(links: _Table) -> tuple[LinkedKB, ...]:
+def _read_links(links: Table) -> tuple[LinkedKB, ...]:
     linked: list[LinkedKB] = []
     seen_alias: dict[str, int] = {}
     seen_id: dict[str, int] = {}

@@ -63,7 +63,7 @@ class Table:
         """Whether every named key read cleanly (cross-key checks skip values already reported)."""
         return not self.failed.intersection(names)
 
-    def _raw(self, name: str, expected: tuple[type, ...], expected_label: str, example: str,
+    def checked_value(self, name: str, expected: tuple[type, ...], expected_label: str, example: str,
              *, required: bool = False) -> TomlValue | _Invalid | None:
         """The value if present and of the expected type, None if absent, _INVALID after reporting."""
         assert name in SECTION_KEYS[self._section], f"undeclared key {self._section}.{name}"
@@ -84,29 +84,30 @@ class Table:
             return _INVALID
         return value
 
-    def _missing(self, name: str, example: str) -> None:
+    def missing(self, name: str, example: str) -> None:
+        """Report a required key that is absent."""
         self.fail(name, "is required", f"add it, e.g. {name} = {example}")
 
     # -- scalars --------------------------------------------------------------------------
 
     def required_string(self, name: str, example: str) -> str:
-        value = self._raw(name, (str,), "a string", example, required=True)
+        value = self.checked_value(name, (str,), "a string", example, required=True)
         if value is None:
-            self._missing(name, example)
+            self.missing(name, example)
         return value if isinstance(value, str) else ""
 
     def optional_string(self, name: str, example: str) -> str | None:
-        value = self._raw(name, (str,), "a string", example)
+        value = self.checked_value(name, (str,), "a string", example)
         return value if isinstance(value, str) else None
 
     def choice(self, name: str, default: str | None, allowed: Sequence[str],
                unbuilt: Sequence[str] = ()) -> str:
         """A string from `allowed`. `unbuilt` names values the spec defines but this build lacks."""
         example = f'"{allowed[0]}"'
-        value = self._raw(name, (str,), "a string", example, required=default is None)
+        value = self.checked_value(name, (str,), "a string", example, required=default is None)
         if value is None:
             if default is None:
-                self._missing(name, example)
+                self.missing(name, example)
                 return allowed[0]
             return default
         if not isinstance(value, str):
@@ -125,10 +126,10 @@ class Table:
 
     def integer(self, name: str, default: int | None, minimum: int) -> int:
         example = str(default if default is not None else max(minimum, 1))
-        value = self._raw(name, (int,), "an integer", example)
+        value = self.checked_value(name, (int,), "an integer", example)
         if value is None:
             if default is None:
-                self._missing(name, example)
+                self.missing(name, example)
                 return minimum
             return default
         if not isinstance(value, int):
@@ -149,13 +150,13 @@ class Table:
         return self._data.get(name)
 
     def boolean(self, name: str, default: bool) -> bool:
-        value = self._raw(name, (bool,), "a boolean", str(default).lower())
+        value = self.checked_value(name, (bool,), "a boolean", str(default).lower())
         return value if isinstance(value, bool) else default
 
     def required_float(self, name: str, example: str) -> float:
-        value = self._raw(name, (int, float), "a number", example)
+        value = self.checked_value(name, (int, float), "a number", example)
         if value is None:
-            self._missing(name, example)
+            self.missing(name, example)
             return 0.0
         if not isinstance(value, (int, float)):
             return 0.0
@@ -170,7 +171,7 @@ class Table:
         from pinakes.budget.money import AmountError, parse_amount
 
         example = f'"{default}"'
-        value = self._raw(name, (str, int, float), f"an amount in {unit}", example)
+        value = self.checked_value(name, (str, int, float), f"an amount in {unit}", example)
         if value is None or isinstance(value, _Invalid):
             return default
         try:
@@ -180,10 +181,10 @@ class Table:
             return default
 
     def string_list(self, name: str, default: tuple[str, ...] | None, example: str) -> tuple[str, ...]:
-        value = self._raw(name, (list,), "an array of strings", example)
+        value = self.checked_value(name, (list,), "an array of strings", example)
         if value is None:
             if default is None:
-                self._missing(name, example)
+                self.missing(name, example)
                 return ()
             return default
         if not isinstance(value, list):
@@ -202,13 +203,13 @@ class Table:
     # -- nesting --------------------------------------------------------------------------
 
     def table(self, name: str) -> Table | None:
-        value = self._raw(name, (dict,), "a table", "{ ... }")
+        value = self.checked_value(name, (dict,), "a table", "{ ... }")
         if not isinstance(value, dict):
             return None
         return Table(value, f"{self._section}.{name}", self.dotted(name), self._problems)
 
     def array_of_tables(self, name: str, header: str) -> list[Table]:
-        value = self._raw(name, (list,), f"an array of tables ({header})", f"(one {header} per item)")
+        value = self.checked_value(name, (list,), f"an array of tables ({header})", f"(one {header} per item)")
         if not isinstance(value, list):
             return []
         tables: list[Table] = []

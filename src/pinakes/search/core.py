@@ -18,16 +18,13 @@ rebuild was installed, so a long-lived MCP server never answers from a stale mat
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Generator
 from concurrent import futures
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import TYPE_CHECKING
 
 from pinakes.budget.errors import BudgetError
 from pinakes.errors import (
@@ -37,16 +34,12 @@ from pinakes.errors import (
     PinakesError,
     UsageError,
 )
-from pinakes.extract.titles import display_title
 from pinakes.index import schema
-from pinakes.index.citations import citation
 from pinakes.kb import KBPaths
-from pinakes.lexical.filters import SearchFilters, document_tags, document_where
-from pinakes.lexical.tokenizer import Tokenizer
-from pinakes.manifest.sections import RetrievalSection
+from pinakes.lexical.filters import SearchFilters, document_where
 from pinakes.search import bm25
 from pinakes.search.calibrated import KBConfidence
-from pinakes.search.confidence import LOW, UNKNOWN, Confidence, Thresholds, assess
+from pinakes.search.confidence import LOW, UNKNOWN, Confidence, assess
 from pinakes.search.fusion import (
     Candidate,
     add_graph_list,
@@ -54,10 +47,13 @@ from pinakes.search.fusion import (
     order_fused,
     reciprocal_rank_fusion,
 )
-from pinakes.search.query import AnalyzedQuery, analyze, tokenizer_of
+from pinakes.search.generation import Generation, Signature, open_generation
+from pinakes.search.passages import ChunkRow, hydrate, to_passage
+from pinakes.search.query import AnalyzedQuery, analyze
 from pinakes.search.rerank import reranked_or_note, reranker_or_note
-from pinakes.search.results import Passage, SearchResult, StageScores, shown_headings
+from pinakes.search.results import Passage, SearchResult
 from pinakes.search.scripts import vectors_blind_to
+from pinakes.search.settings import SearchSettings
 from pinakes.search.suggest import suggest_next
 
 if TYPE_CHECKING:
@@ -67,9 +63,7 @@ if TYPE_CHECKING:
     from pinakes.embed.base import Embedder
     from pinakes.manifest import EmbeddingSection, Manifest
     from pinakes.search.bm25 import KeywordPlan
-    from pinakes.search.graph import GraphView
     from pinakes.search.rerank import Reranker
-    from pinakes.search.vectors import VectorMatrix
 
 MODES = ("hybrid", "bm25", "vector")
 MAX_FINAL_K = 100  # a caller asking for more gets this many and a note saying so
@@ -78,66 +72,8 @@ MAX_FINAL_K = 100  # a caller asking for more gets this many and a note saying s
 # hybrid p50 at 100k chunks fell from 52-60 to 33-35 ms).
 QUERY_MODEL_THREADS = 1
 SNAPSHOT_RETRIES = 3
-# The [retrieval] defaults live in the manifest's section (one home); SearchSettings takes them from it.
-_RETRIEVAL = RetrievalSection()
 
 Hits = list[tuple[int, float]]  # (chunk_id, score) best first, as each retriever returns them
-
-
-@dataclass(frozen=True)
-class SearchSettings:
-    """The [retrieval] widths and switches a search runs with (defaults: spec §4.1)."""
-
-    candidates_per_source: int = _RETRIEVAL.candidates_per_source
-    fusion_top_k: int = _RETRIEVAL.fusion_top_k
-    final_k: int = _RETRIEVAL.final_k
-    rrf_k: int = _RETRIEVAL.rrf_k
-    rerank: bool = _RETRIEVAL.rerank
-    confidence: Thresholds | KBConfidence | None = _RETRIEVAL.confidence
-    keyword: bm25.KeywordOptions = field(default_factory=bm25.KeywordOptions)
-    graph_channel: str = _RETRIEVAL.graph_channel
-    adjacent_k: int = _RETRIEVAL.adjacent_k
-
-    @classmethod
-    def from_retrieval(cls, retrieval: RetrievalSection, confidence: KBConfidence | None = None) -> SearchSettings:
-        """From the manifest's [retrieval] section (`confidence`: the KB's sources, search/calibrated.py)."""
-        return cls(
-            candidates_per_source=retrieval.candidates_per_source,
-            fusion_top_k=retrieval.fusion_top_k,
-            final_k=retrieval.final_k,
-            rrf_k=retrieval.rrf_k,
-            rerank=retrieval.rerank,
-            confidence=confidence or retrieval.confidence,
-            graph_channel=retrieval.graph_channel,
-            adjacent_k=retrieval.adjacent_k,
-        )
-
-
-@dataclass
-class _Generation:
-    """Everything derived from one generation of the index file."""
-
-    signature: tuple[tuple[int, int, int], ...]
-    conn: sqlite3.Connection
-    meta: dict[str, str]
-    tokenizer: Tokenizer
-    chunk_count: int
-    has_inactive_chunks: bool
-    matrix: VectorMatrix | None = None
-    graph_view: GraphView | None = None  # built on the first expanding search of this generation
-    manifest_checked: bool = False
-    # Fingerprints are code constants and the documents table is fixed within a generation, so
-    # one extraction check per generation is the same answer as one per query.
-    stale_paid: dict[str, str] | None = None
-    model_checked_for: object = None  # the embedder identity this generation was checked against
-    document_frequencies: bm25.DocumentFrequencies = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.document_frequencies = bm25.DocumentFrequencies(self.conn)
-
-    def close(self) -> None:
-        self.tokenizer.close()
-        self.conn.close()
 
 
 class Searcher:
@@ -163,7 +99,7 @@ class Searcher:
         self._embedder_loader = embedder_loader
         self._reranker = reranker
         self._reranker_loader = reranker_loader
-        self._generation: _Generation | None = None
+        self._generation: Generation | None = None
         self._lock = threading.Lock()
         self._worker: futures.ThreadPoolExecutor | None = None
 
@@ -242,7 +178,7 @@ class Searcher:
     # ----------------------------------------------------------------------------------------
 
     @contextmanager
-    def snapshot(self) -> Generator[_Generation]:
+    def snapshot(self) -> Generator[Generation]:
         """A read transaction over a generation whose signature did not move while it began, so
         the SQL and the cached matrix describe the same committed state."""
         for _ in range(SNAPSHOT_RETRIES):
@@ -270,7 +206,7 @@ class Searcher:
         finally:
             generation.conn.execute("ROLLBACK")
 
-    def _generation_for(self, signature: tuple[tuple[int, int, int], ...]) -> _Generation:
+    def _generation_for(self, signature: Signature) -> Generation:
         current = self._generation
         if current is not None and current.signature == signature:
             return current
@@ -280,20 +216,7 @@ class Searcher:
         if signature[0] == (0, 0, 0):
             raise IndexMissingError("this KB has no index yet", remedy="run `pnk sync` in the KB",
                                     path=self.index_path)
-        conn = schema.open_reader(self.index_path)
-        try:
-            bm25.ensure_vocabulary(conn)
-            meta = schema.read_meta(conn)
-            chunk_count = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
-            inactive = conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                "WHERE d.state != 'active')"
-            ).fetchone()[0]
-            tokenizer = Tokenizer(tokenizer_of(conn))
-        except BaseException:
-            conn.close()
-            raise
-        self._generation = _Generation(signature, conn, meta, tokenizer, chunk_count, bool(inactive))
+        self._generation = open_generation(self.index_path, signature)
         return self._generation
 
     def embedder(self) -> Embedder:
@@ -379,7 +302,7 @@ class _Run:
             if self.settings.graph_channel == "expand" and vector:
                 ranked = self._expand(generation, ranked)
             pool = cut_with_ties(ranked, self.fusion_top_k)
-            rows = _hydrate(generation.conn, [candidate.chunk_id for candidate in pool])
+            rows = hydrate(generation.conn, [candidate.chunk_id for candidate in pool])
             pool = [candidate for candidate in pool if candidate.chunk_id in rows]
             self._coverage(generation, pool, rows)
             fused = order_fused(pool)[: self.fusion_top_k]
@@ -391,7 +314,7 @@ class _Run:
                 final, reranker = (reranked, reranker) if reranked is not None else (fused, None)
                 self._lap("rerank")
             final = final[: self.final_k]
-            passages = tuple(_passage(candidate, rows[candidate.chunk_id], stale) for candidate in final)
+            passages = tuple(to_passage(candidate, rows[candidate.chunk_id], stale) for candidate in final)
             confidence = self._confidence(generation, passages, reranker, embedder,
                                           (plan, keyword, vector, [c.chunk_id for c in final]))
             suggestion = None
@@ -420,7 +343,7 @@ class _Run:
 
     # -- stages ---------------------------------------------------------------------------------
 
-    def _check_index_coherence(self, generation: _Generation) -> dict[str, str]:
+    def _check_index_coherence(self, generation: Generation) -> dict[str, str]:
         """Refuse a manifest/index model mismatch or a free extractor's stale text; return the
         documents whose paid extraction is stale (served, and marked)."""
         from pinakes.embed.coherence import check_extraction_coherence, check_manifest_coherence
@@ -452,7 +375,7 @@ class _Run:
         self.notes.append(f"keyword results only (mode bm25, asked for {self.mode}): {' '.join(why.split())}")  # whole: never cut
         self.mode = "bm25"
 
-    def _check_model_coherence(self, generation: _Generation, embedder: Embedder) -> Embedder | None:
+    def _check_model_coherence(self, generation: Generation, embedder: Embedder) -> Embedder | None:
         from pinakes.embed.coherence import check_model_coherence, remote_model_swap
 
         if why_not := remote_model_swap(generation.meta, embedder):  # a remote model swapped or unreachable
@@ -467,14 +390,14 @@ class _Run:
             generation.model_checked_for = embedder.identity
         return embedder
 
-    def _scope(self, generation: _Generation) -> tuple[str, list[object]] | None:
+    def _scope(self, generation: Generation) -> tuple[str, list[object]] | None:
         """The chunk-id subquery the filters allow, or None when every indexed chunk is allowed."""
         if not self.filters.active and not generation.has_inactive_chunks:
             return None
         where, params = document_where(self.filters, "d")
         return f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where}", params
 
-    def _retrieve(self, generation: _Generation, scope: tuple[str, list[object]] | None,
+    def _retrieve(self, generation: Generation, scope: tuple[str, list[object]] | None,
                   embedder: Embedder | None,
                   mask: NDArray[np.bool_] | None) -> tuple[KeywordPlan | None, Hits, Hits]:
         """Both retrievers; in hybrid mode concurrently (spec §4.1 "parallel"): SQLite, the model
@@ -513,7 +436,7 @@ class _Run:
                           "Korean text; its results were left out of this search")
         return []
 
-    def _expand(self, generation: _Generation, ranked: list[Candidate]) -> list[Candidate]:
+    def _expand(self, generation: Generation, ranked: list[Candidate]) -> list[Candidate]:
         """The graph channel: the fused top passages' one-hop neighbours as a third list."""
         from pinakes.search import graph
 
@@ -527,7 +450,7 @@ class _Run:
         return add_graph_list(ranked, [(n.chunk_id, n.cosine) for n in neighbours], self.settings.rrf_k,
                               graph.GRAPH_WEIGHT)
 
-    def _keyword(self, generation: _Generation, scope: tuple[str, list[object]] | None) -> tuple[KeywordPlan, Hits]:
+    def _keyword(self, generation: Generation, scope: tuple[str, list[object]] | None) -> tuple[KeywordPlan, Hits]:
         started = time.perf_counter()
         analyzed = self._analyzed(generation)
         plan = bm25.plan_keywords(generation.conn, analyzed, self.settings.keyword, generation.chunk_count,
@@ -540,7 +463,7 @@ class _Run:
         self.timings["bm25_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
         return plan, hits
 
-    def _prepare_vectors(self, generation: _Generation) -> NDArray[np.bool_] | None:
+    def _prepare_vectors(self, generation: Generation) -> NDArray[np.bool_] | None:
         """Load the matrix (once per generation) and the filter's row mask: the vector stage's
         only uses of the connection, done before the retrievers run side by side."""
         from pinakes.search import vectors
@@ -557,7 +480,7 @@ class _Run:
         allowed = {row[0] for row in generation.conn.execute(f"SELECT d.id FROM documents d WHERE {where}", params)}
         return vectors.row_mask(generation.matrix, allowed)
 
-    def _vector(self, embedder: Embedder | None, generation: _Generation,
+    def _vector(self, embedder: Embedder | None, generation: Generation,
                 mask: NDArray[np.bool_] | None) -> Hits:
         from pinakes.search import vectors
 
@@ -568,12 +491,12 @@ class _Run:
         self._lap("vectors")
         return hits
 
-    def _analyzed(self, generation: _Generation) -> AnalyzedQuery:
+    def _analyzed(self, generation: Generation) -> AnalyzedQuery:
         if self.analyzed is None:
             self.analyzed = analyze(self.query, generation.tokenizer)
         return self.analyzed
 
-    def _coverage(self, generation: _Generation, pool: list[Candidate], rows: dict[int, _ChunkRow]) -> None:
+    def _coverage(self, generation: Generation, pool: list[Candidate], rows: dict[int, ChunkRow]) -> None:
         """Share of the query's keywords (function words aside, unknown words included) each
         candidate contains. Used only to break exact ties, never to exclude."""
         units = self._analyzed(generation).units
@@ -586,7 +509,7 @@ class _Run:
             hits = sum(1 for unit in content if all(term in present for term in unit.terms))
             candidate.coverage = round(hits / len(content), 4)
 
-    def _confidence(self, generation: _Generation, passages: tuple[Passage, ...], reranker: Reranker | None,
+    def _confidence(self, generation: Generation, passages: tuple[Passage, ...], reranker: Reranker | None,
                     embedder: Embedder | None,
                     evidence: tuple[KeywordPlan | None, Hits, Hits, list[int]]) -> Confidence:
         """The level from [retrieval.confidence] (search/confidence.py), over the evidence features
@@ -611,90 +534,6 @@ class _Run:
             embedding_model=embedder.identity.model if embedder is not None else None,
             features=features,
         )
-
-
-class _ChunkRow(TypedDict):
-    """One returned chunk and its document, as `_hydrate` selects them."""
-
-    id: int
-    doc_id: str
-    ordinal: int
-    text: str
-    char_start: int
-    char_end: int
-    heading_path: str | None  # JSON array
-    page_start: int | None
-    page_end: int | None
-    path: str
-    title: str | None
-    metadata: str | None  # JSON object
-    source_type: str
-
-
-def _hydrate(conn: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, _ChunkRow]:
-    if not chunk_ids:
-        return {}
-    marks = ", ".join("?" * len(chunk_ids))
-    cursor = conn.execute(
-        "SELECT c.id, c.doc_id, c.ordinal, c.text, c.char_start, c.char_end, c.heading_path, "
-        "c.page_start, c.page_end, d.path, d.title, d.metadata, d.source_type "
-        f"FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})",
-        chunk_ids,
-    )
-    names: list[str] = [column[0] for column in cursor.description]
-    rows: dict[int, _ChunkRow] = {}
-    for row in cursor:
-        rows[row[0]] = cast(_ChunkRow, dict(zip(names, row, strict=True)))
-    return rows
-
-
-def _json(value: str | None) -> object:
-    """The JSON text a column holds; None when it holds none or none that parses."""
-    if not value:
-        return None
-    try:
-        return json.loads(value)
-    except ValueError:
-        return None
-
-
-def _passage(candidate: Candidate, row: _ChunkRow, stale: dict[str, str]) -> Passage:
-    parsed = _json(row["metadata"])
-    metadata = cast("dict[str, object]", parsed) if isinstance(parsed, dict) else {}  # JSON keys are strings
-    heading = _json(row["heading_path"])
-    declared = metadata.get("title")
-    title = row["title"] or (declared if isinstance(declared, str) else None)
-    title = display_title(title, row["path"])  # the file name when the document declares none
-    return Passage(
-        text=row["text"],
-        citation=citation(row["path"], row["char_start"], row["char_end"], row["page_start"], row["page_end"]),
-        path=row["path"],
-        doc_id=row["doc_id"],
-        title=title,
-        tags=tuple(document_tags(metadata)),  # the sidecar's and the front matter's
-        heading_path=shown_headings(heading),
-        page_start=row["page_start"],
-        page_end=row["page_end"],
-        char_start=row["char_start"],
-        char_end=row["char_end"],
-        ordinal=row["ordinal"],
-        source_type=row["source_type"],
-        scores=StageScores(
-            bm25_rank=candidate.bm25_rank,
-            bm25_score=_round(candidate.bm25_score),
-            vector_rank=candidate.vector_rank,
-            cosine=_round(candidate.cosine),
-            rrf=_round(candidate.rrf),
-            rerank=_round(candidate.rerank),
-            coverage=candidate.coverage,
-            graph_rank=candidate.graph_rank,
-        ),
-        stale_extraction=stale.get(row["doc_id"]),
-    )
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(float(value), 6)
 
 
 def search(

@@ -1,0 +1,69 @@
+"""One generation of the index file, as a `Searcher` holds it between queries (search/core.py).
+
+`schema.index_signature` names a generation. A writer's commit or an installed rebuild makes a new
+one, which is opened afresh: the reader connection, its meta and tokenizer, and what is derived from
+them once per generation (the float32 matrix, the graph view, the coherence answers).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pinakes.index import schema
+from pinakes.lexical.tokenizer import Tokenizer
+from pinakes.search import bm25
+from pinakes.search.query import tokenizer_of
+
+if TYPE_CHECKING:
+    from pinakes.search.graph import GraphView
+    from pinakes.search.vectors import VectorMatrix
+
+Signature = tuple[tuple[int, int, int], ...]  # schema.index_signature
+
+
+@dataclass
+class Generation:
+    """Everything derived from one generation of the index file."""
+
+    signature: Signature
+    conn: sqlite3.Connection
+    meta: dict[str, str]
+    tokenizer: Tokenizer
+    chunk_count: int
+    has_inactive_chunks: bool
+    matrix: VectorMatrix | None = None
+    graph_view: GraphView | None = None  # built on the first expanding search of this generation
+    manifest_checked: bool = False
+    # Fingerprints are code constants and the documents table is fixed within a generation, so
+    # one extraction check per generation is the same answer as one per query.
+    stale_paid: dict[str, str] | None = None
+    model_checked_for: object = None  # the embedder identity this generation was checked against
+    document_frequencies: bm25.DocumentFrequencies = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.document_frequencies = bm25.DocumentFrequencies(self.conn)
+
+    def close(self) -> None:
+        self.tokenizer.close()
+        self.conn.close()
+
+
+def open_generation(index_path: Path, signature: Signature) -> Generation:
+    """A reader on the index file and what every query of this generation reads from it."""
+    conn = schema.open_reader(index_path)
+    try:
+        bm25.ensure_vocabulary(conn)
+        meta = schema.read_meta(conn)
+        chunk_count = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        inactive = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.state != 'active')"
+        ).fetchone()[0]
+        tokenizer = Tokenizer(tokenizer_of(conn))
+    except BaseException:
+        conn.close()
+        raise
+    return Generation(signature, conn, meta, tokenizer, chunk_count, bool(inactive))

@@ -1,0 +1,98 @@
+"""The returned chunks read from the index in one query, and each made a cited `Passage`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import TypedDict, cast
+
+from pinakes.extract.titles import display_title
+from pinakes.index.citations import citation
+from pinakes.lexical.filters import document_tags
+from pinakes.search.fusion import Candidate
+from pinakes.search.results import Passage, StageScores, shown_headings
+
+
+class ChunkRow(TypedDict):
+    """One returned chunk and its document, as `hydrate` selects them."""
+
+    id: int
+    doc_id: str
+    ordinal: int
+    text: str
+    char_start: int
+    char_end: int
+    heading_path: str | None  # JSON array
+    page_start: int | None
+    page_end: int | None
+    path: str
+    title: str | None
+    metadata: str | None  # JSON object
+    source_type: str
+
+
+def hydrate(conn: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, ChunkRow]:
+    """The rows of `chunk_ids` with their documents', in one query; a chunk gone from the index has none."""
+    if not chunk_ids:
+        return {}
+    marks = ", ".join("?" * len(chunk_ids))
+    cursor = conn.execute(
+        "SELECT c.id, c.doc_id, c.ordinal, c.text, c.char_start, c.char_end, c.heading_path, "
+        "c.page_start, c.page_end, d.path, d.title, d.metadata, d.source_type "
+        f"FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})",
+        chunk_ids,
+    )
+    names: list[str] = [column[0] for column in cursor.description]
+    rows: dict[int, ChunkRow] = {}
+    for row in cursor:
+        rows[row[0]] = cast(ChunkRow, dict(zip(names, row, strict=True)))
+    return rows
+
+
+def _json(value: str | None) -> object:
+    """The JSON text a column holds; None when it holds none or none that parses."""
+    if not value:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+def to_passage(candidate: Candidate, row: ChunkRow, stale: dict[str, str]) -> Passage:
+    parsed = _json(row["metadata"])
+    metadata = cast("dict[str, object]", parsed) if isinstance(parsed, dict) else {}  # JSON keys are strings
+    heading = _json(row["heading_path"])
+    declared = metadata.get("title")
+    title = row["title"] or (declared if isinstance(declared, str) else None)
+    title = display_title(title, row["path"])  # the file name when the document declares none
+    return Passage(
+        text=row["text"],
+        citation=citation(row["path"], row["char_start"], row["char_end"], row["page_start"], row["page_end"]),
+        path=row["path"],
+        doc_id=row["doc_id"],
+        title=title,
+        tags=tuple(document_tags(metadata)),  # the sidecar's and the front matter's
+        heading_path=shown_headings(heading),
+        page_start=row["page_start"],
+        page_end=row["page_end"],
+        char_start=row["char_start"],
+        char_end=row["char_end"],
+        ordinal=row["ordinal"],
+        source_type=row["source_type"],
+        scores=StageScores(
+            bm25_rank=candidate.bm25_rank,
+            bm25_score=_round(candidate.bm25_score),
+            vector_rank=candidate.vector_rank,
+            cosine=_round(candidate.cosine),
+            rrf=_round(candidate.rrf),
+            rerank=_round(candidate.rerank),
+            coverage=candidate.coverage,
+            graph_rank=candidate.graph_rank,
+        ),
+        stale_extraction=stale.get(row["doc_id"]),
+    )
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 6)
