@@ -238,8 +238,8 @@ def test_a_sidecar_never_indexed_is_listed_and_a_broken_one_is_kept(kb: Path) ->
 
 
 def test_a_sidecar_beside_an_existing_unindexed_file_is_kept(kb: Path) -> None:
-    (kb / "docs/page.html").write_text("<p>no extractor</p>", encoding="utf-8")
-    (kb / f"docs/page.html{SIDE}").write_text(f"id: {new_ulid()}\n", encoding="utf-8")
+    (kb / "docs/sheet.xlsx").write_text("no extractor reads this", encoding="utf-8")
+    (kb / f"docs/sheet.xlsx{SIDE}").write_text(f"id: {new_ulid()}\n", encoding="utf-8")
     plan = find_orphans(kb)
     assert plan.orphans == [] and "exists but is not indexed" in plan.kept[0].reason
 
