@@ -71,7 +71,7 @@ def test_installed_hooks_are_reported(kb: Path) -> None:
 def test_coverage_compares_the_files_on_disk_with_the_index(kb: Path) -> None:
     assert by_name(kb)["coverage"] == ("OK", "2 of 2 documents on disk are indexed")
     (kb / "docs/c.md").write_text("# C\n", encoding="utf-8")  # not synced yet
-    (kb / "docs/page.html").write_text("<p>", encoding="utf-8")
+    (kb / "docs/sheet.xlsx").write_text("x", encoding="utf-8")
     (kb / "docs/a.md").unlink()  # indexed, gone from disk
     status, detail = by_name(kb)["coverage"]
     assert status == "WARN"

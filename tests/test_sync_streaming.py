@@ -175,7 +175,7 @@ def test_every_file_is_accounted_for_in_text_and_json(tmp_path: Path,
     manifest.write_text(manifest.read_text(encoding="utf-8").replace(
         '# exclude = ["drafts/"]', 'exclude = ["drafts/", "*.log.txt"]'), encoding="utf-8")
     docs = root / "docs"
-    (docs / "page.html").write_text("<p>x</p>", encoding="utf-8")
+    (docs / "page.xlsx").write_text("x", encoding="utf-8")
     (docs / "data.json").write_text("{}", encoding="utf-8")
     (docs / "run.log.txt").write_text("log", encoding="utf-8")
     (docs / "drafts").mkdir()
@@ -191,7 +191,7 @@ def test_every_file_is_accounted_for_in_text_and_json(tmp_path: Path,
 
     monkeypatch.setattr(walk_step, "hash_file", refusing)
     report = sync(root)
-    expected = {("docs/page.html", walk_step.SKIP_NO_EXTRACTOR),
+    expected = {("docs/page.xlsx", walk_step.SKIP_NO_EXTRACTOR),
                 ("docs/data.json", walk_step.SKIP_NO_EXTRACTOR),
                 ("docs/run.log.txt", walk_step.SKIP_EXCLUDED),
                 ("docs/drafts/", walk_step.SKIP_EXCLUDED),
@@ -235,7 +235,7 @@ def test_status_predicts_what_the_next_sync_does(tmp_path: Path) -> None:
     sidecar.write_text(sidecar.read_text(encoding="utf-8").replace("tags: []", "tags: [fresh]"),
                        encoding="utf-8")
     (docs / "new.md").write_text("# New\n\nBrand new.\n", encoding="utf-8")
-    (docs / "skip.html").write_text("x", encoding="utf-8")
+    (docs / "skip.xlsx").write_text("x", encoding="utf-8")
     before = {p: p.stat().st_mtime_ns for p in docs.rglob("*")}
     status = kb_status(root)
     assert {p: p.stat().st_mtime_ns for p in docs.rglob("*")} == before  # status wrote nothing
@@ -246,7 +246,7 @@ def test_status_predicts_what_the_next_sync_does(tmp_path: Path) -> None:
     assert status.renamed == report.renamed == [("docs/doc01.md", "docs/moved.md")]
     assert status.deleted == report.deleted == ["docs/doc02.md"]
     assert "docs/doc03.md" in status.metadata_refreshed and "docs/doc03.md" in report.metadata_refreshed
-    assert status.skipped == report.skipped == [("docs/skip.html", walk_step.SKIP_NO_EXTRACTOR)]
+    assert status.skipped == report.skipped == [("docs/skip.xlsx", walk_step.SKIP_NO_EXTRACTOR)]
     assert "docs/new.md.pnk.yaml" in status.sidecars_written
     after = kb_status(root)
     assert after.up_to_date and after.unchanged == 5 and after.last_sync_at is not None
