@@ -76,6 +76,7 @@ def test_a_scanned_document_is_stamped_with_both_fingerprints_and_both_are_curre
 def test_an_ocr_setting_changes_the_scanned_fingerprint_and_not_the_text_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     pdf = EXTRACTORS["pypdfium2"]
     text_layer, folded = pdf.fingerprint(), pdf.ocr_fingerprint()
+    assert folded is not None
     ocr = EXTRACTORS["rapidocr"]
     monkeypatch.setitem(EXTRACTORS, "rapidocr", dataclasses.replace(ocr, constants={**ocr.constants, "render_dpi": 200}))
     assert pdf.fingerprint() == text_layer  # a PDF with a text layer is not touched

@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 REPO = Path(__file__).resolve().parents[3]
 MANUAL = REPO.parent / "shared" / "corpora" / "r-manuals-pdf" / "docs" / "R-intro.pdf"
@@ -37,6 +38,7 @@ def _rapidocr_reader(setting: str, scratch: Path) -> Callable[[int], str]:
     import numpy as np
     import pypdfium2 as pdfium
     from rapidocr import RapidOCR
+    from rapidocr.utils.output import RapidOCROutput
 
     from pinakes.extract.ocr_models import package_dir, verified_model_paths
 
@@ -65,25 +67,27 @@ def _rapidocr_reader(setting: str, scratch: Path) -> Callable[[int], str]:
     def read(index: int) -> str:
         pixels = document[index].render(scale=150 / 72, grayscale=True).to_numpy()
         gray = (pixels if pixels.ndim == 2 else pixels[..., 0]).copy()
-        return "\n".join(engine(np.stack([gray] * 3, axis=-1)).txts or ())
+        output = cast("RapidOCROutput", engine(np.stack([gray] * 3, axis=-1)))
+        return "\n".join(output.txts or ())
 
     return read
+
+
+def _shipped_reader(index: int) -> str:
+    from pinakes.extract import ocr_engine
+
+    return "\n".join(line.text for line in ocr_engine.read_pdf_page(MANUAL, index).lines)
 
 
 def measure(setting: str) -> dict[str, object]:
     import cv2
     import pypdfium2 as pdfium
 
-    from pinakes.extract import ocr_engine
     from pinakes.extract.quality import Ratio, token_bag
 
     cv2.setNumThreads(1)
     with tempfile.TemporaryDirectory() as scratch:
-        if setting == "shipped":
-            def read(index: int) -> str:
-                return "\n".join(line.text for line in ocr_engine.read_pdf_page(MANUAL, index).lines)
-        else:
-            read = _rapidocr_reader(setting, Path(scratch))
+        read = _shipped_reader if setting == "shipped" else _rapidocr_reader(setting, Path(scratch))
         read(1)  # load and warm up
         truth = pdfium.PdfDocument(str(MANUAL))
         recall = precision = Ratio(0, 0)
