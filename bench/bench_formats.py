@@ -1,7 +1,7 @@
 """Token recall and precision of the HTML, EPUB, DOCX and ODT extractors against a plain-text truth
 of the same source (issue #43), with the candidate libraries measured in the same run.
 
-    python bench/corpora/formats/build.py          # once: the corpora under bench/results/formats-corpus
+    python bench/corpora/formats/build.py --out bench/corpora/formats/corpus   # only to remake the committed copy
     python bench/bench_formats.py [--corpus DIR] [--arms ours,trafilatura,html2text,...]
 
 Tokens are `pinakes.extract.quality.token_bag`'s: the multisets of lowercase `[a-z0-9]+` tokens of the

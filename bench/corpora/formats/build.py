@@ -3,7 +3,7 @@ documentation's reST sources, each page with a plain-text truth of the same sour
 
     python bench/corpora/formats/build.py [--out bench/results/formats-corpus] [--pages 40]
 
-What it writes under `--out` (nothing here is committed; only this script is):
+What it writes under `--out` (the copy in bench/corpora/formats/corpus is committed, with its README):
 
 - `pages.txt`: the sampled pages (KB-relative paths of `../shared/corpora/python-3.11-docs-rst/docs`);
 - `truth/<page>.txt`: the plain text of each page's docutils document tree;
