@@ -266,6 +266,28 @@ def test_a_sync_on_a_registered_executor_connects_it_before_writing_and_closes_i
     assert len(CONNECTED) == 1 and LOADED == ["test/words"]  # --executor local: the model loaded here
 
 
+def test_a_cluster_sync_leaves_self_calibration_to_a_command_rather_than_load_a_model_here(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from pinakes.calibration.self_calibration import MIN_DOCUMENTS
+    from pinakes.kb import KBPaths
+    from pinakes.search.calibrated import self_calibration_path
+
+    monkeypatch.setitem(PROVIDERS, WORDS.name, WORDS)
+    monkeypatch.setitem(EXECUTORS, POOL.name, POOL)
+    root = make_kb(tmp_path / "kb", embedding_extra='executor = "test-pool"\n')
+    for number in range(MIN_DOCUMENTS):  # large enough that a local sync would self-calibrate
+        (root / "docs" / f"note{number:02d}.md").write_text(
+            f"# Note {number}\n\nThe ferry number {number} crosses the bay at {number} past the hour.\n",
+            encoding="utf-8")
+
+    code, report = run_json(capsys, "-C", str(root), "sync", "--json")
+
+    assert code == 0 and LOADED == []  # no model in this process, not even after the sync
+    assert not self_calibration_path(KBPaths(root)).exists()
+    assert any("not self-calibrated: the model ran on the cluster's workers" in note and "pnk eval --self-calibrate"
+               in note for note in report["notes"]), report["notes"]
+
+
 def test_a_registered_executor_refuses_a_provider_behind_an_endpoint_by_its_entry(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(PROVIDERS, "test-served", ProviderSpec("test-served", f"{__name__}:load_words",

@@ -1,8 +1,9 @@
 """Self-calibration run by a sync (issue #41): once, when the KB first reaches MIN_DOCUMENTS, and
 again when what it was made from has moved (another embedding model, other rules, or a KB half or
 twice the size), bounded to SYNC_SECONDS. Never where it would not be used or could cost money:
-pinakes.toml has a `[retrieval.confidence]` (fitted, or `signal = "none"`), or the embedding model
-is a remote endpoint (its queries may be priced; `pnk eval --self-calibrate` runs it on request).
+pinakes.toml has a `[retrieval.confidence]` (fitted, or `signal = "none"`), the embedding model
+is a remote endpoint (its queries may be priced), or the sync embedded on a cluster (its driver
+holds no model); `pnk eval --self-calibrate` runs it on request.
 
 A failure never fails the sync: it becomes a warning naming the command that retries it.
 """
@@ -34,11 +35,19 @@ GROWTH = 2.0  # a KB this many times larger or smaller than when it was calibrat
 
 
 def after_sync(paths: KBPaths, manifest: Manifest, report: SyncReport, embedder: Embedder | None,
-               say: Callable[[str], None] | None = None) -> None:
+               say: Callable[[str], None] | None = None, *, model_elsewhere: bool = False) -> None:
     """Self-calibrate if this KB should be and is not (module docstring); what happened goes into
     the report's notes or warnings. `say` hears one line before it starts: the sync's work is done
-    and reported only after it, so a person would otherwise wait on a silent terminal."""
+    and reported only after it, so a person would otherwise wait on a silent terminal.
+    `model_elsewhere`: the sync embedded on a cluster's workers, and this process holds no model;
+    calibrating here would load one (seconds and hundreds of MB the cluster was chosen to spare), so
+    the note names the command that does it on request instead."""
     if manifest.retrieval.confidence is not None or manifest.embedding.remote is not None:
+        return
+    if model_elsewhere:
+        if _why_calibrate(paths) is not None:
+            report.notes.append("confidence was not self-calibrated: the model ran on the cluster's workers, and this "
+                                "process holds none; `pnk eval --self-calibrate` does it here")
         return
     try:
         why = _why_calibrate(paths)

@@ -91,10 +91,13 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
         else:
             if not report.noop and manifest.retrieval.confidence is None:  # a no-op changes nothing it was made of
                 from pinakes.calibration.on_sync import after_sync
+                from pinakes.embed.connect import connects
+                from pinakes.pipeline.run import run_executor
 
                 stream = progress_stream if progress_stream is not None else sys.stderr
                 after_sync(paths, manifest, report, embedder,
-                           say=None if options.quiet else lambda line: print(line, file=stream, flush=True))
+                           say=None if options.quiet else lambda line: print(line, file=stream, flush=True),
+                           model_elsewhere=connects(run_executor(options, manifest)))
     report.wall_seconds = time.perf_counter() - started
     return report
 
