@@ -58,7 +58,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -219,7 +219,7 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
         index.save_index(str(out / "index.hnsw"))
     elif arm == "sqlite-vec":
         conn = vec_connection(out / "vec.db")
-        conn.execute("CREATE VIRTUAL TABLE v USING vec0(embedding float[%d] distance_metric=cosine)" % base.shape[1])
+        conn.execute(f"CREATE VIRTUAL TABLE v USING vec0(embedding float[{base.shape[1]}] distance_metric=cosine)")
 
         def insert(lo: int, hi: int) -> None:
             conn.execute("BEGIN")
@@ -247,7 +247,7 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
     return timings
 
 
-def vec_connection(path: Path):  # noqa: ANN201 (apsw is untyped)
+def vec_connection(path: Path):
     import apsw
     import sqlite_vec
     conn = apsw.Connection(str(path))
@@ -256,7 +256,7 @@ def vec_connection(path: Path):  # noqa: ANN201 (apsw is untyped)
     return conn
 
 
-def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_search: int):  # noqa: ANN201, C901
+def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_search: int):
     """The arm's search function (query -> top-10 ids), opened as a searching process would."""
     out = work / arm
     rows = FloatRows(float_db)
