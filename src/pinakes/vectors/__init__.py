@@ -21,7 +21,13 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping
 
-from pinakes.vectors.approximate import OpenVectorFile, approximate_search, fallback_note, open_vector_file
+from pinakes.vectors.approximate import (
+    OpenVectorFile,
+    approximate_candidates,
+    approximate_search,
+    fallback_note,
+    open_vector_file,
+)
 from pinakes.vectors.build import ANN_MIN_ROWS, RefreshReport, refresh_vector_file
 from pinakes.vectors.engine import DEFAULT_PARAMS
 from pinakes.vectors.fileformat import FILE_NAME, VectorFileUnusable, vector_file_path
@@ -41,6 +47,7 @@ __all__ = [
     "OpenVectorFile",
     "RefreshReport",
     "VectorFileUnusable",
+    "approximate_candidates",
     "approximate_search",
     "expected_key",
     "fallback_note",

@@ -84,8 +84,18 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
 def approximate_search(opened: OpenVectorFile, query: NDArray[np.float32], limit: int,
                        exact_rows: ExactRows) -> list[tuple[int, float]]:
     """(chunk_id, cosine) best first, only positive cosines, at most `limit` (see the module)."""
+    ids, scores, _ = approximate_candidates(opened, query, limit, exact_rows)
+    return [(int(chunk), float(score)) for chunk, score in zip(ids, scores, strict=True) if score > 0.0]
+
+
+def approximate_candidates(opened: OpenVectorFile, query: NDArray[np.float32], limit: int, exact_rows: ExactRows
+                           ) -> tuple[NDArray[np.int64], NDArray[np.float32], NDArray[np.float32]]:
+    """The best `limit` candidates as (chunk ids, exact cosines, float rows), best first, ties on
+    chunk id; the rows are what search's confidence features read (search/signals.py reads them
+    from the in-memory matrix on the exact path)."""
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, opened.header.dim), np.float32))
     if limit <= 0 or opened.header.rows == 0:
-        return []
+        return empty
     query = np.asarray(query, dtype=np.float32).reshape(-1)
     if query.shape[0] != opened.header.dim:
         raise ValueError(f"the query vector has {query.shape[0]} dimensions, the vector file {opened.header.dim}")
@@ -94,10 +104,10 @@ def approximate_search(opened: OpenVectorFile, query: NDArray[np.float32], limit
     found = opened.index.search(query, wanted, threads=1)
     ids, rows = exact_rows(np.asarray(found.keys, dtype=np.int64))
     if len(ids) == 0:
-        return []
+        return empty
     scores = rows @ query
     order = np.lexsort((ids, -scores))[:limit]
-    return [(int(ids[at]), float(scores[at])) for at in order if scores[at] > 0.0]
+    return ids[order], scores[order], rows[order]
 
 
 def fallback_note(unusable: VectorFileUnusable) -> str:
