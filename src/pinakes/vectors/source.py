@@ -28,6 +28,11 @@ _ACTIVE = ("FROM embeddings e JOIN chunks c ON c.id = e.chunk_id JOIN documents 
            "WHERE d.state = 'active'")
 BATCH_ROWS = 16_384
 _LOOKUP_ROWS = 500  # ids per `IN (...)` lookup: far below every SQLite's variable limit
+# The same rows looked up by chunk id: CROSS JOIN keeps SQLite's planner on this order (embeddings
+# by id, then its chunk, then its document). Left free it starts from `documents_state` and walks
+# every active document's chunks: 7.5 ms against 0.3 ms for 50 ids in a 13k-chunk index.
+_BY_ID = ("FROM embeddings e CROSS JOIN chunks c ON c.id = e.chunk_id CROSS JOIN documents d ON d.id = c.doc_id "
+          "WHERE d.state = 'active'")
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def vectors_of(conn: sqlite3.Connection, chunk_ids: Sequence[int], dim: int) -> 
     for start in range(0, len(chunk_ids), _LOOKUP_ROWS):
         part = [int(chunk_id) for chunk_id in chunk_ids[start:start + _LOOKUP_ROWS]]
         found.extend(conn.execute(
-            f"SELECT e.chunk_id, e.vector {_ACTIVE} AND e.chunk_id IN ({','.join('?' * len(part))})", part
+            f"SELECT e.chunk_id, e.vector {_BY_ID} AND e.chunk_id IN ({','.join('?' * len(part))})", part
         ).fetchall())
     return _as_arrays(found, dim)
 
