@@ -233,3 +233,26 @@ def test_exclusive_create_without_hard_links_still_refuses_an_existing_file(
         atomic_write_bytes(created, OLD, exclusive=True)
     assert created.read_bytes() == NEW
     assert _litter(tmp_path) == []
+
+
+def test_a_file_written_by_a_callback_replaces_the_target_whole_or_not_at_all(tmp_path: Path) -> None:
+    target = tmp_path / "big.bin"
+    target.write_bytes(b"old")
+
+    def save_then_append(temp: Path, fd: int) -> None:
+        temp.write_bytes(b"saved by a library through the path ")  # same inode: the lock holds
+        os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, b"then appended")
+
+    atomic.atomic_write_file(target, save_then_append)
+    assert target.read_bytes() == b"saved by a library through the path then appended"
+
+    def fails_halfway(temp: Path, fd: int) -> None:
+        os.write(fd, b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(FilesystemError) as failed:
+        atomic.atomic_write_file(target, fails_halfway)
+    assert failed.value.exit_code == EXIT_IO
+    assert target.read_bytes() == b"saved by a library through the path then appended"
+    assert os.listdir(tmp_path) == ["big.bin"]

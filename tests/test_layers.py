@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline",),  # the stage cores and their run context
     ("links", "search"),
     ("sources",),  # the walk of the source roots
+    ("vectors",),  # the approximate vector file beside the index
     ("index",),
     ("manifest",),
     ("embed",),  # below the manifest, whose validation reads its registry (embed/registry.py)

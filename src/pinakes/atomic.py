@@ -23,6 +23,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pinakes.errors import FilesystemError, filesystem_error
@@ -75,6 +76,41 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, exclusive: bool = False
     except BaseException as exc:
         _remove_quietly(temp)
         if isinstance(exc, OSError) and not isinstance(exc, FileExistsError):
+            raise _filesystem_error(target, exc, "the file on disk was left as it was") from exc
+        raise
+    try:
+        _fsync_directory(directory)
+    except OSError as exc:
+        raise _filesystem_error(
+            target, exc, "the new contents are in place but may not survive a crash"
+        ) from exc
+
+
+def atomic_write_file(path: Path | str, fill: Callable[[Path, int], None]) -> None:
+    """Replace `path` with a file `fill(temp_path, fd)` writes, atomically and durably: for content
+    too large to hold in memory twice, or that a library saves to a path itself.
+
+    The temp file is created and locked as `atomic_write_bytes` creates it, so a sweep never takes
+    it for an abandoned one while `fill` runs; `fill` may write through `fd` or reopen the path
+    (the lock is on the inode). It is synced, renamed over `path`, and the directory synced. On any
+    failure the file at `path` is unchanged and no temp file is left behind.
+    """
+    target = Path(path)
+    directory = target.parent
+    sweep_stale_temps(directory)
+    temp, fd = _create_temp(target)
+    try:
+        try:
+            _keep_mode_of(target, fd)
+            fill(temp, fd)
+            os.fsync(fd)
+            faultpoint("atomic.before-rename")  # a writer killed here leaves its temp file
+            os.replace(temp, target)
+        finally:
+            os.close(fd)
+    except BaseException as exc:
+        _remove_quietly(temp)
+        if isinstance(exc, OSError):
             raise _filesystem_error(target, exc, "the file on disk was left as it was") from exc
         raise
     try:

@@ -1,0 +1,58 @@
+"""The approximate vector tier (issue #45): a derived, disposable file beside the index,
+`.pinakes/vectors.ann`, that answers vector search for KBs of `ANN_MIN_ROWS` active vectors and more.
+
+Why a second file is allowed at all: the portable unit of a KB is its directory of documents,
+sidecars and `pinakes.toml`; everything under `.pinakes/` is derived and rebuilt from it (the index
+itself is). The vector file is one more derived file there: content-addressed by the rows it was
+built from (source.content_key), checked before every use (fileformat), swapped in whole by rename
+(build), and never the only way to an answer: when it is missing, stale, damaged or its library is
+not installed, search answers exactly and says so (approximate.fallback_note).
+
+Modules, by concern: `source` (the index's active vectors and their content key), `fileformat`
+(layout, footer, checksums, atomic write), `engine` (usearch, the one module that imports it),
+`build` (`refresh_vector_file`: unchanged, incremental or whole), `approximate` (open, search with
+exact rescoring, the fallback note).
+
+How it is wired into sync and search is in docs/perf/vector-tiers.md ("Wiring").
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+
+from pinakes.vectors.approximate import (
+    OpenVectorFile,
+    approximate_candidates,
+    approximate_search,
+    fallback_note,
+    open_vector_file,
+)
+from pinakes.vectors.build import ANN_MIN_ROWS, RefreshReport, refresh_vector_file
+from pinakes.vectors.engine import DEFAULT_PARAMS
+from pinakes.vectors.fileformat import FILE_NAME, VectorFileUnusable, vector_file_path
+from pinakes.vectors.source import content_key, row_keys, vectors_of
+
+
+def expected_key(conn: sqlite3.Connection, identity: Mapping[str, str],
+                 params: Mapping[str, object] = DEFAULT_PARAMS) -> str:
+    """The content key a vector file must carry to answer for the index behind `conn` now."""
+    return content_key(row_keys(conn), identity, params)
+
+
+__all__ = [
+    "ANN_MIN_ROWS",
+    "DEFAULT_PARAMS",
+    "FILE_NAME",
+    "OpenVectorFile",
+    "RefreshReport",
+    "VectorFileUnusable",
+    "approximate_candidates",
+    "approximate_search",
+    "expected_key",
+    "fallback_note",
+    "open_vector_file",
+    "refresh_vector_file",
+    "vector_file_path",
+    "vectors_of",
+]

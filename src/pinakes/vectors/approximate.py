@@ -1,0 +1,120 @@
+"""Searching with the vector file: open it for one index generation, ask it for candidates, rescore
+them with the exact float vectors.
+
+`open_vector_file` refuses (VectorFileUnusable) a file that is missing, damaged (footer, size or
+body checksum), stale (its content key is not the index's now), or that needs a library that is not
+installed; the caller answers with the exact search and says why (`fallback_note`). Nothing a file
+holds is trusted before those checks pass.
+
+`approximate_search` keeps `search/vectors.py`'s contract: (chunk_id, cosine) best first, only
+positive cosines, at most `limit`, ties broken on chunk id. The cosines are exact (each candidate's
+float32 row read from the index and multiplied as the exact path does); only which rows are
+candidates is approximate, at recall@10 >= 0.98 measured on real vectors (docs/perf/vector-tiers.md).
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pinakes.vectors import engine
+from pinakes.vectors.fileformat import Header, VectorFileUnusable, read_header, verify_body
+
+# Candidates asked of the index per result wanted, and at least this many: the rescoring reads
+# each one's float row (~1.5 KB) from the index.
+OVERSAMPLE = 2
+MIN_CANDIDATES = 50
+
+# What the exact float rows of some chunk ids are: (the ids found, their rows). Ids the index no
+# longer holds as active are left out, so a candidate removed since the build never comes back.
+ExactRows = Callable[[NDArray[np.int64]], tuple[NDArray[np.int64], NDArray[np.float32]]]
+
+
+@dataclass
+class OpenVectorFile:
+    """A checked vector file, memory-mapped: the index's pages load as searches touch them."""
+
+    path: Path
+    header: Header
+    index: engine.AnnIndex
+    _mapping: mmap.mmap
+    _view: memoryview
+
+    def close(self) -> None:
+        """Release the mapping; the index answers nothing after this."""
+        self.index.reset()
+        self._view.release()
+        self._mapping.close()
+
+
+def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str], dim: int) -> OpenVectorFile:
+    """The file at `path` when it is intact and answers for the rows whose content key is
+    `expected_key`, under this model; VectorFileUnusable otherwise."""
+    header = read_header(path)
+    if header.content_key != expected_key:
+        raise VectorFileUnusable("stale", f"{path.name} was built from other rows than the index holds now")
+    if dict(header.identity) != dict(identity) or header.dim != dim:
+        raise VectorFileUnusable("stale", f"{path.name} was built by another embedding model")
+    verify_body(path, header)
+    engine.load_library()
+    with open(path, "rb") as handle:
+        mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(mapping)[:header.payload_bytes]
+    index = engine.new_index(header.dim, header.params)
+    try:
+        index.view(view)
+        if len(index) < header.rows:
+            raise VectorFileUnusable("damaged", f"{path.name} holds {len(index)} rows, its footer says {header.rows}")
+    except VectorFileUnusable:
+        view.release()
+        mapping.close()
+        raise
+    except (RuntimeError, ValueError) as exc:
+        view.release()
+        mapping.close()
+        raise VectorFileUnusable("damaged", f"{path.name}'s index does not load ({exc})") from exc
+    return OpenVectorFile(path, header, index, mapping, view)
+
+
+def approximate_search(opened: OpenVectorFile, query: NDArray[np.float32], limit: int,
+                       exact_rows: ExactRows) -> list[tuple[int, float]]:
+    """(chunk_id, cosine) best first, only positive cosines, at most `limit` (see the module)."""
+    ids, scores, _ = approximate_candidates(opened, query, limit, exact_rows)
+    return [(int(chunk), float(score)) for chunk, score in zip(ids, scores, strict=True) if score > 0.0]
+
+
+def approximate_candidates(opened: OpenVectorFile, query: NDArray[np.float32], limit: int, exact_rows: ExactRows
+                           ) -> tuple[NDArray[np.int64], NDArray[np.float32], NDArray[np.float32]]:
+    """The best `limit` candidates as (chunk ids, exact cosines, float rows), best first, ties on
+    chunk id; the rows are what search's confidence features read (search/signals.py reads them
+    from the in-memory matrix on the exact path)."""
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, opened.header.dim), np.float32))
+    if limit <= 0 or opened.header.rows == 0:
+        return empty
+    query = np.asarray(query, dtype=np.float32).reshape(-1)
+    if query.shape[0] != opened.header.dim:
+        raise ValueError(f"the query vector has {query.shape[0]} dimensions, the vector file {opened.header.dim}")
+    wanted = max(limit * OVERSAMPLE, MIN_CANDIDATES)
+    opened.index.expansion_search = max(engine.EXPANSION_SEARCH, wanted)
+    found = opened.index.search(query, wanted, threads=1)
+    ids, rows = exact_rows(np.asarray(found.keys, dtype=np.int64))
+    if len(ids) == 0:
+        return empty
+    scores = rows @ query
+    order = np.lexsort((ids, -scores))[:limit]
+    return ids[order], scores[order], rows[order]
+
+
+def fallback_note(unusable: VectorFileUnusable) -> str:
+    """What search says when it answered exactly because the vector file could not."""
+    remedies = {"missing": "pnk sync builds it", "damaged": "pnk sync rebuilds it",
+                "stale": "pnk sync brings it up to date",
+                "unavailable": "pip install 'pinakes-kb[ann]', then pnk sync"}
+    return (f"vector search was exact (slower, more memory): the vector file is {unusable.reason} "
+            f"({unusable.detail}); {remedies.get(unusable.reason, 'pnk sync rebuilds it')}")
+
