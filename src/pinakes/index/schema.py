@@ -230,6 +230,24 @@ CREATE TABLE walk_cache (
 EDGE_KINDS = ("membership", "sibling", "parent-child", "in-section", "co-located", "shared-tag")
 
 
+# The writer's settings (docs/perf/writer.md measures each; docs/INVARIANTS.md argues durability).
+# WAL with synchronous=NORMAL: a commit is appended to the WAL without an fsync, the checkpoint
+# fsyncs; a killed process loses nothing committed, a power cut at most the last commits, never
+# the file's consistency. The page cache holds the hot b-tree pages of a large index (the default
+# is 2 MB); the checkpoint runs every WAL_AUTOCHECKPOINT_PAGES pages instead of every 1,000, so a
+# page the writer keeps changing (FTS5's structure record, the upper levels of each b-tree) is
+# copied back to the file less often.
+WRITER_CACHE_KIB = 64 * 1024
+WAL_AUTOCHECKPOINT_PAGES = 10_000
+
+
+def _writer_settings(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+
+
 def _configure(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
@@ -303,8 +321,7 @@ def create_index(path: Path) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, isolation_level=None)
         _configure(conn)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
+        _writer_settings(conn)
         with transaction(conn):
             for statement in _split_ddl(DDL):
                 conn.execute(statement)
@@ -367,8 +384,7 @@ def open_writer(path: Path) -> sqlite3.Connection:
         return create_index(path)
     try:
         conn = _opened(sqlite3.connect(path, isolation_level=None), path)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
+        _writer_settings(conn)
     except sqlite3.Error as exc:
         raise index_error(path, exc) from exc
     return conn
