@@ -275,7 +275,7 @@ def cli_page(text: str, parser: argparse.ArgumentParser, problems: list[str]) ->
 _DEFAULT_WORDS = {
     ("rerank", "provider"): "the `[embedding]` provider",
     ("rerank", "batch_size"): '`16`; `32` with provider `"http"`',
-    ("sources", "include"): "every extension that has a source type (markdown, text, code, PDF)",
+    ("sources", "include"): "every extension that has a source type",
 }
 
 

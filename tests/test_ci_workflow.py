@@ -103,7 +103,7 @@ def test_the_workflow_runs_the_shared_steps_in_order(tmp_path: Path) -> None:
     assert save["with"]["key"] == "${{ steps.cache.outputs.cache-primary-key }}"
     assert job["env"]["PINAKES_VERSION"] == __version__
     # the default KB reads PDFs; the install is this Pinakes from its git URL at its commit
-    assert job["env"]["PINAKES_INSTALL"] == f"pinakes-kb[light,pdf] @ git+https://git.example.org/pinakes.git@{COMMIT}"
+    assert job["env"]["PINAKES_INSTALL"] == f"pinakes-kb[light,pdf,formats] @ git+https://git.example.org/pinakes.git@{COMMIT}"
     assert "daemon" in text and "schedule" not in text
 
 
@@ -112,6 +112,14 @@ def test_a_kb_without_pdfs_installs_the_light_extra_only(tmp_path: Path) -> None
     root = init_kb(git_repo(tmp_path / "kb"), name="kb", template="notes").root
     job = load_yaml(write_workflow(root).path)["jobs"]["kb"]
     assert job["env"]["PINAKES_INSTALL"].startswith("pinakes-kb[light] @ git+https://")
+
+
+@pytest.mark.usefixtures("installed_from_git")
+def test_a_kb_that_reads_images_installs_the_ocr_extra(tmp_path: Path) -> None:
+    root = init_kb(git_repo(tmp_path / "kb"), name="kb").root
+    _set_manifest(root, ('"docx", "odt"]', '"docx", "odt", "image"]'))
+    job = load_yaml(write_workflow(root).path)["jobs"]["kb"]
+    assert job["env"]["PINAKES_INSTALL"].startswith("pinakes-kb[light,pdf,ocr,formats] @ git+https://")
 
 
 def _set_manifest(root: Path, *replacements: tuple[str, str]) -> None:
@@ -126,7 +134,7 @@ def _set_manifest(root: Path, *replacements: tuple[str, str]) -> None:
 @pytest.mark.usefixtures("installed_from_git")
 @pytest.mark.parametrize(("template", "embedding", "rerank", "extras"), [
     ("notes", "sentence-transformers", None, "st"),  # the manifest's model, not the default one
-    ("default", "sentence-transformers", None, "st,pdf"),
+    ("default", "sentence-transformers", None, "st,pdf,formats"),  # template 5 indexes HTML, EPUB, DOCX, ODT
     ("notes", "fastembed", "sentence-transformers", "light,st"),  # search reranks on the runner too
     ("notes", "sentence-transformers", "sentence-transformers", "st"),
 ])
@@ -194,7 +202,7 @@ def test_an_install_no_runner_can_reach_is_refused_naming_ci_install(
     root = init_kb(git_repo(tmp_path / "kb"), name="kb").root
     assert main(["-C", str(root), "ci", "init"]) == EXIT_CONFIG
     err = capsys.readouterr().err
-    assert described in err and "[ci] install = \"pinakes-kb[light,pdf] @ git+https://" in err, err
+    assert described in err and "[ci] install = \"pinakes-kb[light,pdf,formats] @ git+https://" in err, err
     assert "Traceback" not in err
     assert not (root / ".github").exists()
     # `pnk init --ci` refuses before creating anything
@@ -224,7 +232,7 @@ def test_ci_install_in_the_manifest_is_what_the_workflow_installs(tmp_path: Path
     editable = Origin("directory", "0.1.0", url="file:///home/me/pinakes", editable=True)
     monkeypatch.setattr(pinakes.ci, "installed_origin", lambda: editable)  # would be refused without it
     root = init_kb(git_repo(tmp_path / "kb"), name="kb").root
-    spec = "pinakes-kb[light,pdf] @ https://files.example.org/pinakes_kb-0.2.0-py3-none-any.whl"
+    spec = "pinakes-kb[light,pdf,formats] @ https://files.example.org/pinakes_kb-0.2.0-py3-none-any.whl"
     manifest = root / "pinakes.toml"
     manifest.write_text(manifest.read_text() + f'\n[ci]\ninstall = "{spec}"\n')
     assert main(["-C", str(root), "ci", "init", "--json"]) == 0
@@ -495,7 +503,7 @@ def test_the_workflow_installs_the_pinakes_that_wrote_it_and_a_second_run_hits_t
     origin = git_repo(tmp_path / "origin")
     run([users / "bin" / "pnk", "init", origin, "--name", "lighthouse", "--ci"], env=offline, cwd=tmp_path)
     workflow = origin / ".github" / "workflows" / "pinakes.yml"
-    expected = f"pinakes-kb[light,pdf] @ git+{GIT_URL}@{commit}"
+    expected = f"pinakes-kb[light,pdf,formats] @ git+{GIT_URL}@{commit}"
     assert load_yaml(workflow)["jobs"]["kb"]["env"]["PINAKES_INSTALL"] == expected
     lint(workflow)
     (origin / "docs" / "storms.md").write_text("# Storms\n\nThe keeper logs every storm in the ledger.\n")

@@ -96,7 +96,7 @@ def test_an_empty_filtered_list_says_so(kb: Path, capsys) -> None:
 
 
 @pytest.mark.parametrize(("flags", "fragment"), [
-    (("--type", "docx"), "unknown source type"),
+    (("--type", "xlsx"), "unknown source type"),
     (("--since", "last tuesday"), "not an ISO date"),
     (("--all-tags",), "--all-tags needs at least one --tag"),
 ])

@@ -11,6 +11,7 @@ import pytest
 import pinakes
 from pinakes.doctor import DoctorContext, checks_manifest
 from pinakes.errors import EXIT_CONFIG, ManifestError
+from pinakes.extract.source_types import DEFAULT_SOURCE_TYPES, MARKDOWN_WRITTEN
 from pinakes.init import render_manifest
 from pinakes.manifest import (
     ALWAYS_EXCLUDED,
@@ -343,7 +344,12 @@ def test_default_template_loads_and_round_trips_the_defaults(tmp_path: Path) -> 
     # no reranker weights ship offline yet.
     assert rendered.retrieval.rerank is False
     assert rendered.retrieval == _replace(defaults.retrieval, rerank=False)
-    for section in ("sources", "extraction", "chunking", "rerank", "budget", "deep", "links"):
+    # ... and [sources] types: `pnk init` writes every type but image (OCR is opt-in), a manifest
+    # without the line keeps the four a KB indexed before the document formats (no type switched on
+    # by an upgrade).
+    assert defaults.sources.types == DEFAULT_SOURCE_TYPES
+    assert rendered.sources == _replace(defaults.sources, types=DEFAULT_SOURCE_TYPES + MARKDOWN_WRITTEN)
+    for section in ("extraction", "chunking", "rerank", "budget", "deep", "links"):
         assert getattr(rendered, section) == getattr(defaults, section), section
 
 
@@ -380,7 +386,7 @@ def test_every_key_is_documented() -> None:
 @pytest.mark.parametrize(("include", "exclude", "path", "selected"), [
     (DEFAULT_INCLUDE, (), "docs/a.md", True),
     (DEFAULT_INCLUDE, (), "docs/deep/er/Paper.PDF", True),  # extensions ignore case
-    (DEFAULT_INCLUDE, (), "docs/a.png", False),
+    (DEFAULT_INCLUDE, (), "docs/a.gif", False),  # no source type: no extension of one
     (DEFAULT_INCLUDE, (), "elsewhere/a.md", False),  # outside every root
     (DEFAULT_INCLUDE, (), "docs/a.md.pnk.yaml", False),  # sidecars are never sources
     (DEFAULT_INCLUDE, (), "docs/.pinakes/a.md", False),  # nor is derived state

@@ -18,8 +18,9 @@ from pinakes.extract import ocr_models
 from pinakes.extract.ocr_engine import MAX_PIXELS, OcrLine, OcrPage
 from pinakes.extract.ocr_layout import layout_pages
 from pinakes.extract.registry import EXTRACTORS
-from pinakes.extract.source_types import source_type_for
-from pinakes.manifest.sections import DEFAULT_INCLUDE
+from pinakes.extract.source_types import DEFAULT_SOURCE_TYPES, source_type_for
+from pinakes.init import init_kb
+from pinakes.manifest import load_manifest
 
 needs_ocr = pytest.mark.skipif(not ocr_models.ocr_installed(), reason="OCR needs the [ocr] extra (rapidocr)")
 
@@ -87,9 +88,11 @@ def test_the_model_digests_are_in_the_ocr_fingerprint() -> None:
     assert constants["engine"] == "rapidocr==3.10.0"
 
 
-def test_images_are_a_source_type_but_not_in_the_default_include() -> None:
+def test_images_are_a_source_type_read_only_where_sources_types_names_it(tmp_path: Path) -> None:
     assert [source_type_for(name) for name in ("a.PNG", "b.jpg", "c.jpeg", "d.tif", "e.tiff", "f.webp")] == ["image"] * 6
-    assert "*.pdf" in DEFAULT_INCLUDE and not {"*.png", "*.jpg", "*.tif", "*.webp"} & set(DEFAULT_INCLUDE)
+    assert "image" not in DEFAULT_SOURCE_TYPES  # a KB made before OCR is not switched to it by an upgrade
+    init_kb(tmp_path / "kb", name="fresh")  # nor is a new one: a docs folder's diagrams are images too
+    assert "image" not in load_manifest(tmp_path / "kb" / "pinakes.toml").sources.types
 
 
 @needs_ocr

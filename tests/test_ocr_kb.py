@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from tests.test_serve_helpers import doc_ids, make_kb, manifest_fake_embedder
 pytestmark = [pytest.mark.heavy,
               pytest.mark.skipif(not ocr_models.ocr_installed(), reason="OCR needs the [ocr] extra (rapidocr)")]
 
-INCLUDE = 'include = ["*.md", "*.pdf", "*.png", "*.jpg", "*.tif", "*.webp"]'
+TYPES = 'types = ["markdown", "text", "code", "pdf", "image"]'
 
 
 def typeset_pdf(path: Path, pages: list[list[str]]) -> Path:
@@ -54,7 +55,9 @@ def typeset_pdf(path: Path, pages: list[list[str]]) -> Path:
 def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = make_kb(tmp_path_factory.mktemp("ocr") / "kb", "ocr", {"notes.md": "# Notes\nA plain note.\n"})
     manifest = root / "pinakes.toml"
-    manifest.write_text(manifest.read_text().replace('# include = ["*.md", "*.txt", "*.pdf"]', INCLUDE))
+    text, replaced = re.subn(r"^types = .*$", TYPES, manifest.read_text(), count=1, flags=re.M)
+    assert replaced, "pnk init writes [sources] types"
+    manifest.write_text(text)  # images are opt-in
     docs = root / "docs"
     typeset = typeset_pdf(root / "typeset.pdf", [["The lighthouse keeper logged every storm."],
                                                  ["The harbour crane lifted granite blocks."]])

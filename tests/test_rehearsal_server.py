@@ -107,6 +107,11 @@ def test_a_paid_sync_runs_against_it(kb: Path, rehearsal: Rehearsal, capsys: pyt
 def test_a_deep_answer_runs_against_it(kb: Path, rehearsal: Rehearsal, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-C", str(kb), "sync", "--quiet"]) == 0  # free: the PDF is skipped, the note indexed
     set_budget(kb, confirm_above_eur="2.00")  # no terminal here to confirm the worst case on
+    # No free confidence (the shipped prior could call this note's answer confident, and a confident
+    # search is answered in one call): the run decomposes, so both kinds of call meet the server.
+    manifest = kb / "pinakes.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8") + '\n[retrieval.confidence]\nsignal = "none"\n',
+                        encoding="utf-8")
     capsys.readouterr()
     assert main(["-C", str(kb), "ask", "--deep", "who keeps the tide tables?", "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)

@@ -158,7 +158,7 @@ def test_no_results_says_so_and_names_no_paid_escalation(kb, capsys):
 @pytest.mark.parametrize(("argv", "fragment"), [
     (["search"], "the query is empty"),
     (["search", "   "], "the query is empty"),
-    (["search", "kafka", "--type", "docx"], "unknown source type"),
+    (["search", "kafka", "--type", "xlsx"], "unknown source type"),
     (["search", "kafka", "--since", "last tuesday"], "not an ISO date"),
     (["search", "kafka", "-k", "zero"], "-k must be a positive whole number"),
     (["search", "kafka", "-k", "0"], "-k must be a positive whole number"),
@@ -174,7 +174,7 @@ def test_bad_arguments_exit_with_a_usage_error(kb, capsys, argv, fragment):
 
 
 def test_errors_are_json_under_json(kb, capsys):
-    code, out, _ = run(capsys, "-C", str(kb.root), "search", "kafka", "--type", "docx", "--json")
+    code, out, _ = run(capsys, "-C", str(kb.root), "search", "kafka", "--type", "xlsx", "--json")
     payload = json.loads(out)
     assert code == EXIT_CONFIG
     assert payload["ok"] is False and payload["error"] == "UsageError"

@@ -88,7 +88,7 @@ def test_iso_dates_mean_local_calendar_days():
 
 
 @pytest.mark.parametrize(("kwargs", "fragment"), [
-    ({"source_types": ["docx"]}, "unknown source type"),
+    ({"source_types": ["xlsx"]}, "unknown source type"),
     ({"source_types": "Markdown2"}, "unknown source type"),
     ({"since": "yesterday"}, "not an ISO date"),
     ({"until": "2026-13-45"}, "not an ISO date"),

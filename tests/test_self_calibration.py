@@ -227,6 +227,24 @@ def test_the_first_sync_of_a_large_enough_kb_self_calibrates_once(tmp_path):
     assert not any("self-calibrated" in note for note in report.notes)
 
 
+def test_a_sync_says_before_it_spends_time_calibrating_and_a_quiet_one_does_not(tmp_path):
+    from io import StringIO
+
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+    from tests.kb_helpers import init_test_kb, write_documents
+
+    embedder = HashEmbedder()
+    said, quiet = StringIO(), StringIO()
+    for root, stream, is_quiet in ((tmp_path / "kb", said, False), (tmp_path / "quiet", quiet, True)):
+        init_test_kb(root, embedder.identity)
+        write_documents(root, corpus())
+        run_sync(root, SyncOptions(quiet=is_quiet), embedder=embedder, progress_stream=stream)
+        assert self_calibration_path(KBPaths(root)).exists()
+    assert "sync: calibrating confidence from the KB's own documents (none yet; at most 60 s)" in said.getvalue()
+    assert "calibrating" not in quiet.getvalue()
+
+
 def test_a_sync_reports_it_and_leaves_a_fitted_kb_alone(tmp_path, monkeypatch):
     embedder = HashEmbedder()
     monkeypatch.setattr(self_calibration, "SYNC_SECONDS", 120.0)

@@ -13,10 +13,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from pinakes.extract.source_types import DEFAULT_SOURCE_TYPES
 from pinakes.manifest import load_manifest
 from pinakes.sync.watch import Watcher, WatchEvent, WatchOptions
 from pinakes.sync.watch_changes import ChangeFilter
@@ -281,6 +283,9 @@ def test_the_change_filter_keeps_what_a_sync_reads(tmp_path: Path) -> None:
     (root / "docs" / "a.md.swp").write_bytes(b"")
     assert not counts(str(root / "docs" / "a.md.swp"))  # no extractor reads it
     assert not counts(str(tmp_path / "other" / "a.md"))
+    assert counts(str(root / "docs" / "page.html"))  # `pnk init` writes every type into [sources] types
+    classic = replace(load_manifest(root / "pinakes.toml").sources, types=DEFAULT_SOURCE_TYPES)
+    assert not ChangeFilter(root, classic).counts(str(root / "docs" / "page.html"))  # a type the KB never chose
 
 
 @pytest.mark.heavy

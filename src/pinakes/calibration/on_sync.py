@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from pinakes.calibration.self_calibration import (
@@ -32,15 +33,19 @@ from pinakes.search.confidence import model_named_in
 GROWTH = 2.0  # a KB this many times larger or smaller than when it was calibrated is calibrated again
 
 
-def after_sync(paths: KBPaths, manifest: Manifest, report: SyncReport, embedder: Embedder | None) -> None:
+def after_sync(paths: KBPaths, manifest: Manifest, report: SyncReport, embedder: Embedder | None,
+               say: Callable[[str], None] | None = None) -> None:
     """Self-calibrate if this KB should be and is not (module docstring); what happened goes into
-    the report's notes or warnings."""
+    the report's notes or warnings. `say` hears one line before it starts: the sync's work is done
+    and reported only after it, so a person would otherwise wait on a silent terminal."""
     if manifest.retrieval.confidence is not None or manifest.embedding.remote is not None:
         return
     try:
         why = _why_calibrate(paths)
         if why is None:
             return
+        if say is not None:
+            say(f"sync: calibrating confidence from the KB's own documents ({why}; at most {SYNC_SECONDS:.0f} s)")
         searcher = None
         if embedder is not None:  # the sync's own model (tests hand one in): no second load
             from pinakes.search.calibrated import KBConfidence

@@ -52,15 +52,19 @@ RUN_STEPS = (
 
 def extras_for(manifest: Manifest) -> tuple[str, ...]:
     """What a runner needs to sync and search this KB: the embedding provider's extra, the
-    reranker's when search reranks, and [pdf] when any of the KB's roots can select a PDF (the
-    sync forces the free extractor). The default KB's: [light,pdf]."""
+    reranker's when search reranks, and the extra of each free extractor (the sync forces the free
+    one) whose type the KB indexes (`[sources] types`) and a root can select: [pdf] for PDFs,
+    [formats] for HTML, EPUB, DOCX or ODT, [ocr] for images. The default KB's: [light,pdf,formats]."""
     from pinakes.embed.registry import PROVIDERS, RERANKERS
+    from pinakes.extract.registry import EXTRACTORS
+    from pinakes.extract.source_types import SUFFIX_TO_TYPE
 
     wanted = [PROVIDERS[manifest.embedding.provider].extra]
     if manifest.retrieval.rerank:
         wanted.append(RERANKERS[manifest.rerank.provider].extra)  # None for an HTTP reranker: it needs none
-    reads_pdf = any(manifest.sources.selects(f"{root}/document.pdf" if root != "." else "document.pdf")
-                    for root in manifest.sources.roots)
-    if reads_pdf:
-        wanted.append("pdf")
+    sources = manifest.sources
+    selected = {kind for suffix, kind in SUFFIX_TO_TYPE.items() if kind in sources.types
+                and any(sources.selects(f"{root}/document{suffix}" if root != "." else f"document{suffix}")
+                        for root in sources.roots)}
+    wanted += [spec.extra for spec in EXTRACTORS.values() if not spec.paid and selected & set(spec.source_types)]
     return tuple(dict.fromkeys(extra for extra in wanted if extra is not None))

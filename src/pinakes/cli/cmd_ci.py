@@ -25,7 +25,7 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
                     "subdirectory) at the top of the KB's git repository: install exactly this Pinakes, from "
                     "where it came (or the manifest's [ci] install; refused when a runner cannot reach it), "
                     "with the extras the manifest needs (the embedding provider's, the reranker's when search "
-                    "reranks, [pdf] when the KB can hold PDFs; [light,pdf] by default), restore .pinakes/ and "
+                    "reranks, [pdf] when the KB can hold PDFs, [formats] when it indexes HTML, EPUB, DOCX or ODT; [light,pdf,formats] by default), restore .pinakes/ and "
                     "the model cache from the Actions cache, run `pnk sync --extract=pypdfium2 --executor "
                     "local` (the free extractor, as the hooks do; in the job's own process), run `pnk eval` "
                     "as a quality gate (it prints a skip when the KB has no golden set), save the cache. "

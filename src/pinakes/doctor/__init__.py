@@ -21,7 +21,7 @@ from typing import Literal
 Status = Literal["OK", "WARN", "FAIL"]
 
 # Order is report order.
-CHECK_MODULES = ("env", "manifest", "model", "index", "sync", "pdf", "paid", "budget", "links")
+CHECK_MODULES = ("env", "manifest", "model", "index", "sync", "pdf", "formats", "paid", "budget", "links")
 # Areas that need no KB: the only ones run outside one.
 ENVIRONMENT_AREAS = frozenset({"env"})
 

@@ -78,6 +78,7 @@ class FrontMatter:
     description: str | None = None
     aliases: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    authors: tuple[str, ...] = ()  # a document format's declared authors (extract/declared.py)
     in_text: bool = False
     problem: str | None = None  # why a YAML block declared nothing: not YAML, or nested too deeply
     problem_line: int | None = None  # the document line (1-based) the problem is on
@@ -87,8 +88,8 @@ class FrontMatter:
         chunks' context, and so their keyword index, adds."""
         if self.in_text:
             return ""
-        return "\n".join(part for part in (self.title, *self.aliases, self.description, ", ".join(self.tags))
-                         if part)
+        return "\n".join(part for part in (self.title, ", ".join(self.authors), *self.aliases, self.description,
+                                            ", ".join(self.tags)) if part)
 
     def warning(self, path: str) -> str | None:
         """What a sync says about a block that declared nothing for a reason, naming `path` and the line."""
@@ -105,7 +106,15 @@ NO_FRONT_MATTER = FrontMatter()
 
 def document_front_matter(text: str | None, source_type: str, path: Path | str) -> FrontMatter:
     """The front matter of a document: `text` is its indexed text (or its head); None reads the head
-    of the file at `path`. Only Markdown has front matter."""
+    of the file at `path`. Markdown has front matter; a document format (HTML, EPUB, DOCX, ODT)
+    declares its title and authors in its own metadata, read from the file (extract/declared.py)."""
+    from pinakes.extract.source_types import MARKDOWN_WRITTEN
+
+    if source_type in MARKDOWN_WRITTEN:
+        from pinakes.extract.declared import declared_metadata
+
+        title, authors = declared_metadata(Path(path), source_type)
+        return FrontMatter(title=clean_title(title), authors=authors[:MAX_ALIASES])
     if source_type != "markdown":
         return NO_FRONT_MATTER
     head = document_head(text, path)

@@ -31,6 +31,9 @@ class ExtractorSpec:
     # Its output also depends on the floors fitted from the PDF corpus (extract/floors.toml): they
     # join the fingerprint, so a re-fit re-extracts, and a missing file fails here, at first use.
     fitted_floors: bool = False
+    # Its results go to the extraction cache (extract/cache.py), which `pnk get` reads them back from:
+    # every extractor but the text one, whose source file is its own indexed text.
+    cached: bool = True
     # The extractor (a key of EXTRACTORS) that reads this one's pages with no usable text layer.
     ocr: str | None = None
 
@@ -73,6 +76,12 @@ class ExtractorSpec:
         return any(fingerprint == self.fingerprint(model) for model in models)
 
 
+# Versions of what the document formats share: the Markdown they are written as, the HTML walk, and the
+# zip and XML limits past which a container is refused (extract/archives.py).
+BLOCKS = "1"
+HTML_WALK = "1"
+ZIP_LIMITS = "1"
+
 EXTRACTORS: dict[str, ExtractorSpec] = {
     spec.name: spec
     for spec in (
@@ -83,6 +92,7 @@ EXTRACTORS: dict[str, ExtractorSpec] = {
             extra=None,
             source_types=("markdown", "text", "code"),
             constants={"version": "1", "encoding": "utf-8-strict", "binary_sniff_bytes": 8192},
+            cached=False,
         ),
         ExtractorSpec(
             name="pypdfium2",
@@ -124,6 +134,13 @@ EXTRACTORS: dict[str, ExtractorSpec] = {
             constants={"version": "1", "request_shape": "1", "pages_per_request": 8,
                        "model": "claude-opus-5-5", "max_edge_px": 1568},
         ),
+        # The document formats (issue #43): each written as Markdown (extract/blocks.py, BLOCKS) and
+        # chunked as Markdown is. An EPUB's chapters go through the HTML walk (extract/html_text.py,
+        # HTML_WALK), so a change to the walk re-extracts both.
+        *(ExtractorSpec(name=name, paid=False, module=f"pinakes.extract.{name}", extra="formats",
+                        source_types=(name,), constants={"version": "1", "blocks": BLOCKS, **walk})
+          for name, walk in (("html", {"walk": HTML_WALK}), ("epub", {"walk": HTML_WALK, "zip": ZIP_LIMITS}),
+                             ("docx", {"zip": ZIP_LIMITS}), ("odt", {"zip": ZIP_LIMITS}))),
     )
 }
 

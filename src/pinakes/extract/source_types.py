@@ -1,8 +1,10 @@
 """Which source type a file is, decided by its name alone.
 
 The source type dispatches extraction and chunking (spec §4.6): markdown gets ATX headings, text
-gets the opt-in numbered outline grammar, code, pdf and image (read by OCR, the `[ocr]` extra) take the plain-text path. A file whose
-name matches nothing here is not a source and is never read.
+gets the opt-in numbered outline grammar, code, pdf and image (read by OCR, the `[ocr]` extra) take
+the plain-text path, and the document formats (html, epub, docx, odt: the `[formats]` extra) are
+written as Markdown and chunked as it is. A file whose name matches nothing here is not a source and
+is never read; one whose type `[sources] types` leaves out is skipped with that reason.
 
 Only the last suffix decides, so `intro.rst.txt` is text and `notes.md.txt` is text too: the file
 is named as text, and guessing at an inner suffix would make the type depend on naming habits.
@@ -13,14 +15,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SOURCE_TYPES = ("markdown", "text", "code", "pdf", "image")
-# The types whose extensions the default `[sources] include` names. Images are opt-in (name them in
-# `include`): a KB that never listed them is not switched to reading them by an upgrade.
-DEFAULT_SOURCE_TYPES = ("markdown", "text", "code", "pdf")
+SOURCE_TYPES = ("markdown", "text", "code", "pdf", "html", "epub", "docx", "odt", "image")
+# The types a KB indexes when its manifest names none (`[sources] types`): those of every KB made
+# before the document formats and images existed, so an upgrade never starts indexing files it skipped.
+DEFAULT_SOURCE_TYPES = SOURCE_TYPES[:4]
+# The document formats (issue #43): their extractors write the document's structure as Markdown
+# (extract/blocks.py), which is chunked as a Markdown source is.
+MARKDOWN_WRITTEN = ("html", "epub", "docx", "odt")
 
 _MARKDOWN = (".md", ".markdown", ".mdown", ".mkd")
 _TEXT = (".txt", ".text", ".rst", ".rest", ".adoc", ".asciidoc")
 _PDF = (".pdf",)
+_HTML = (".html", ".htm", ".xhtml")
 _IMAGE = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
 # Source code: chunked as plain text, never parsed. A language missing here is simply not indexed.
 _CODE = (
@@ -37,6 +43,10 @@ SUFFIX_TO_TYPE: dict[str, str] = {
     **dict.fromkeys(_TEXT, "text"),
     **dict.fromkeys(_CODE, "code"),
     **dict.fromkeys(_PDF, "pdf"),
+    **dict.fromkeys(_HTML, "html"),
+    ".epub": "epub",
+    ".docx": "docx",
+    ".odt": "odt",
     **dict.fromkeys(_IMAGE, "image"),
 }
 
@@ -53,8 +63,13 @@ def markup_for(path: Path | str) -> str | None:
     return None
 
 
+def chunked_as(source_type: str) -> str:
+    """The source type whose structure a document of `source_type` is chunked by."""
+    return "markdown" if source_type in MARKDOWN_WRITTEN else source_type
+
+
 def source_type_for(path: Path | str) -> str | None:
-    """The source type of `path` ("markdown", "text", "code", "pdf", "image"), or None when it is not a source."""
+    """The source type of `path` (one of SOURCE_TYPES), or None when it is not a source."""
     # String operations rather than Path(): the walk asks this of every file in the KB.
     name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
     dot = name.rfind(".")

@@ -10,6 +10,9 @@ What is stored is the sidecar's `title`, else the title the document's own conte
 - AsciiDoc (`.adoc`, `.asciidoc`): the document title line (`= Title`);
 - PDF: the `Title` of the document information dictionary (read with pypdfium2; None without the
   `[pdf]` extra);
+- HTML: the `<title>`, or the page's `<h1>` where the title is that heading plus a site's name;
+  EPUB, DOCX, ODT: the title their metadata declares (`dc:title`); never the text, so the title is
+  the same whether the document was just extracted or only its sidecar changed (extract/declared.py);
 - anything else (plain text, code): none.
 
 The file name is *not* stored: it is the fallback where a title is shown (`display_title`), so a
@@ -47,6 +50,12 @@ def document_title(text: str | None, source_type: str, path: Path | str) -> str 
     """
     if source_type == "pdf":
         return pdf_metadata_title(Path(path))
+    from pinakes.extract.source_types import MARKDOWN_WRITTEN
+
+    if source_type in MARKDOWN_WRITTEN:  # its own metadata, never its text (extract/declared.py)
+        from pinakes.extract.front_matter import document_front_matter
+
+        return document_front_matter(None, source_type, path).title
     if source_type == "markdown":
         head = document_head(text, path)
         return None if head is None else read_front_matter(head).title or markdown_h1(head)

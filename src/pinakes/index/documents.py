@@ -9,7 +9,8 @@ back is the text the index describes (spec §4.7), or an error naming `pnk sync`
   `os.path.realpath` and refused unless it lies inside the KB root, opened without following a
   final symlink, and returned only if its xxh3-128 hash still equals `documents.content_hash`; an
   edited file is refused rather than returned against offsets it no longer has;
-- a PDF is read from the extraction cache entry the index was built from
+- a PDF, and every other extracted format (HTML, EPUB, DOCX, ODT), is read from the extraction
+  cache entry the index was built from
   (`content_hash`, `extraction_fingerprint`), never from a fresh extraction: a free one would
   return text the index does not contain, a paid one would spend money inside a read. A swept entry
   is an error naming `pnk sync`.
@@ -207,7 +208,7 @@ def _metadata(value: str | None) -> dict[str, object]:
 
 def read_indexed_text(paths: KBPaths, document: DocumentRow) -> IndexedText:
     """The text this document's chunk offsets address, exactly as the index was built from it."""
-    if document.source_type in ("pdf", "image"):  # their text is an extraction, not the file's bytes
+    if document.source_type not in EXTRACTORS["text"].source_types:  # an extraction: PDFs, images, the document formats
         return _from_extraction_cache(paths, document)
     return IndexedText(_from_source_file(paths, document), None, None)
 

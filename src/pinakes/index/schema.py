@@ -39,8 +39,9 @@ from pinakes.extract.source_types import SOURCE_TYPES
 #    row by row without one.
 # 10: links from text (#44): `text_links`, each link a document's text makes, with its span and
 #    what it resolved to; `links.origin` 'text' for the edges they derive (links/text_edges.py).
-# 11: documents.source_type admits every type extract/source_types.py declares (images, read by OCR,
-#     #43), the list taken from there so that a new type is one edit.
+# 11: documents.source_type admits every type extract/source_types.py declares, its list taken from
+#    there (#43: the document formats html, epub, docx and odt, and images read by OCR): a new type
+#    is one edit there and a bump here.
 SCHEMA_VERSION = 11
 BUSY_TIMEOUT_MS = 10_000
 

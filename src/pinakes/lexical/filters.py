@@ -14,7 +14,7 @@ from typing import cast
 
 from pinakes.errors import UsageError
 
-SOURCE_TYPES = ("markdown", "text", "code", "pdf", "image")
+SOURCE_TYPES = ("markdown", "text", "code", "pdf", "html", "epub", "docx", "odt", "image")  # extract.source_types's
 # The keys of documents.metadata that hold a document's tags: its sidecar's, then the ones its front
 # matter declares (docs/SIDECAR.md, "Tags in front matter"). A tag filter matches either.
 TAG_KEYS = ("tags", "front_matter_tags")

@@ -372,6 +372,7 @@ def fresh_outcome(conn: sqlite3.Connection, linked: LinkedKB) -> PartnerScan:
 def _enumerate_sidecars(root: Path, partner: Manifest, outcome: PartnerScan) -> list[FileState] | None:
     """Every sidecar beside a document under the partner's own [sources], with its stat; None (and a
     problem) when any folder could not be listed: a partial walk would read as deleted links."""
+    from pinakes.sources.left_out import SKIP_TYPE_LEFT_OUT
     from pinakes.sources.walk import SKIP_EXCLUDED, SKIP_NO_EXTRACTOR, SKIP_SYMLINK, SourceRootError, walk
 
     where = f"[[links.kb]] {outcome.alias!r}"
@@ -393,7 +394,8 @@ def _enumerate_sidecars(root: Path, partner: Manifest, outcome: PartnerScan) -> 
     # A skip other than a file passed over on purpose means something was not read (a folder that cannot
     # be listed, or whatever else a walk learns to refuse): then the walk is not complete.
     unlisted = [(path, why) for path, why in found.skipped if why not in (SKIP_EXCLUDED, SKIP_NO_EXTRACTOR,
-                                                                         SKIP_SYMLINK)]
+                                                                         SKIP_SYMLINK)
+                and not why.endswith(SKIP_TYPE_LEFT_OUT)]
     if unlisted:
         shown = "; ".join(f"{path or '.'}: {why}" for path, why in unlisted[:_SHOWN])
         more = f" (+{len(unlisted) - _SHOWN} more)" if len(unlisted) > _SHOWN else ""

@@ -20,6 +20,7 @@ from typing import Any
 from pinakes import __version__
 from pinakes.embed.registry import EXECUTORS, PROVIDERS, RERANKERS, default_reranker
 from pinakes.extract.registry import PDF_BACKENDS
+from pinakes.extract.source_types import DEFAULT_SOURCE_TYPES, SOURCE_TYPES
 from pinakes.ids import is_ulid
 from pinakes.kb import STATE_DIR_NAME
 from pinakes.manifest.patterns import GlobSet, is_within
@@ -151,13 +152,19 @@ def _read_sources(table: _Table) -> SourcesSection:
         table.fail("include", "is empty: no file would ever be a source",
                    "delete the line to include every supported type, or list patterns")
     exclude = table.string_list("exclude", (), '["drafts/"]')
+    types = table.string_list("types", DEFAULT_SOURCE_TYPES, '["markdown", "text", "pdf", "html"]')
+    unknown = [name for name in types if name not in SOURCE_TYPES]
+    if table.ok("types") and (unknown or not types):
+        table.fail("types", f"names {', '.join(map(repr, unknown))}, not a source type" if unknown
+                   else "is empty: no file would ever be a source",
+                   f"list source types from: {', '.join(SOURCE_TYPES)}")
     for name, patterns in (("include", include), ("exclude", exclude)):
         for pattern in patterns:
             try:
                 GlobSet.compile([pattern])
             except re.error as exc:
                 table.fail(name, f"{pattern!r} is not a valid glob ({exc})", "fix the pattern")
-    return SourcesSection(roots=roots, include=include, exclude=exclude)
+    return SourcesSection(roots=roots, include=include, exclude=exclude, types=types)
 
 
 def _normalise_roots(table: _Table, roots: tuple[str, ...]) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ RERANK_APIS = ("tei", "cohere")
 # other key in the file is reported as unknown, so this table is the whole vocabulary.
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "kb": ("name", "id", "requires_pinakes", "template", "description"),
-    "sources": ("roots", "include", "exclude"),
+    "sources": ("roots", "include", "exclude", "types"),
     # The providers' and rerankers' own keys are declared with them (embed/registry.py).
     "embedding": ("provider", "model", "dim", "revision", "batch_size", "executor", "ray_address",
                   *provider_keys()),
@@ -64,9 +64,9 @@ UNBUILT_VECTOR_TIERS = ("sqlite-vec",)
 GRAPH_CHANNELS = ("off", "expand")
 UNBUILT_GRAPH_CHANNELS = ("ppr",)
 
-# Every extension of the default source types (markdown, text, code, pdf; images are opt-in). A file
-# must still have a source type to be indexed; `include` only narrows which files the walk considers.
-DEFAULT_INCLUDE = tuple(f"*{suffix}" for suffix, kind in SUFFIX_TO_TYPE.items() if kind in DEFAULT_SOURCE_TYPES)
+# Every extension that has a source type. A file must still have a source type that `types` names to
+# be indexed; `include` only narrows which files the walk considers.
+DEFAULT_INCLUDE = tuple(f"*{suffix}" for suffix in SUFFIX_TO_TYPE)
 # Never sources, whatever `exclude` says: derived state, and the sidecars themselves.
 ALWAYS_EXCLUDED = (f"{STATE_DIR_NAME}/", f"*{SIDECAR_SUFFIX}")
 
@@ -102,6 +102,10 @@ class SourcesSection:
     roots: tuple[str, ...]
     include: tuple[str, ...] = DEFAULT_INCLUDE
     exclude: tuple[str, ...] = ()
+    # The source types indexed (`[sources] types`). Absent: the four every KB indexed before the
+    # document formats (DEFAULT_SOURCE_TYPES), so an upgrade never starts indexing files a KB skipped;
+    # `pnk init` writes the line with every type, and status and doctor name what it leaves out.
+    types: tuple[str, ...] = DEFAULT_SOURCE_TYPES
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:

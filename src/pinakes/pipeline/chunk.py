@@ -31,7 +31,7 @@ def chunk(ctx: SyncContext, document: Extracted) -> Chunked | Failed:
     PinakesError for a configuration problem (e.g. max_tokens too large for the model), which stops
     the whole run."""
     from pinakes.chunking import chunk_text
-    from pinakes.extract.source_types import markup_for
+    from pinakes.extract.source_types import chunked_as, markup_for
     from pinakes.extract.titles import document_title
     from pinakes.pipeline.context import CONTEXT_TOKENS
 
@@ -51,7 +51,7 @@ def chunk(ctx: SyncContext, document: Extracted) -> Chunked | Failed:
         max_tokens = max(1, min(chunking.max_tokens, embedder.max_input_tokens - reserve))
         store = _remembered_counts(ctx, embedder, len(extracted.text))
         try:
-            chunks = chunk_text(extracted.text, item.source_type, max_tokens=max_tokens,
+            chunks = chunk_text(extracted.text, chunked_as(item.source_type), max_tokens=max_tokens,
                                 overlap=min(chunking.overlap, max_tokens - 1), headings=chunking.headings,
                                 count_tokens=embedder.count_tokens,
                                 count_tokens_batch=store.count_batch if store else embedder.count_tokens_batch,
@@ -72,15 +72,16 @@ def chunk(ctx: SyncContext, document: Extracted) -> Chunked | Failed:
 
 
 def _has_context(ctx: SyncContext, document: Extracted, text_title: str | None) -> bool:
-    """Whether `item`'s chunks will carry a document context: a source with headings (Markdown,
-    reST, AsciiDoc) or a title, file-name words, running heads or front matter. A sidecar title is
-    not read here; where it alone gives the context, `fit_context` cuts it to the room left."""
+    """Whether `item`'s chunks will carry a document context: a source with headings (Markdown, the
+    document formats written as Markdown, reST, AsciiDoc) or a title, file-name words, running heads
+    or front matter. A sidecar title is not read here; where it alone gives the context,
+    `fit_context` cuts it to the room left."""
     from pinakes.extract.front_matter import document_front_matter
-    from pinakes.extract.source_types import markup_for
+    from pinakes.extract.source_types import chunked_as, markup_for
     from pinakes.pipeline.context import document_context
 
     item, extracted = document.work, document.text
-    if item.source_type == "markdown" or (item.source_type == "text" and markup_for(item.path) is not None):
+    if chunked_as(item.source_type) == "markdown" or (item.source_type == "text" and markup_for(item.path) is not None):
         return True
     declared = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
     return bool(document_context(text_title, item.path, running_heads=extracted.running_heads,

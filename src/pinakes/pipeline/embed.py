@@ -28,6 +28,7 @@ from pinakes.embed.base import DispatchAhead
 from pinakes.embed.remote_identity import model_meta
 from pinakes.errors import PinakesError
 from pinakes.extract.front_matter import document_front_matter
+from pinakes.extract.registry import EXTRACTORS
 from pinakes.faults import faultpoint
 from pinakes.index.chunk_rows import ChunkRow, heading_json, insert_chunks
 from pinakes.index.schema import index_error, transaction, write_meta
@@ -409,9 +410,11 @@ def write_document(ctx: SyncContext, run: EmbedRun, document: Chunked, contexts:
     item, chunks, extracted = document.work, document.chunks, document.text
     sidecar = _sidecar(document)
     conn = ctx.writer()
-    # The extraction columns pin which characters the offsets address; only an extracted (paged)
-    # source has them, a text source's offsets address the file itself.
-    extracted_by = (extracted.backend, extracted.fingerprint) if extracted.pages is not None else (None, None)
+    # The extraction columns pin which characters the offsets address; only an extracted source (a
+    # PDF, a document format) has them, a text source's offsets address the file itself.
+    spec = EXTRACTORS.get(extracted.backend)
+    extracted_by = (extracted.backend, extracted.fingerprint) if (spec.cached if spec else extracted.pages is not None) \
+        else (None, None)
     front_matter = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     try:

@@ -122,13 +122,10 @@ def _fail(ctx: SyncContext, item: DocWork, stage: str, message: str) -> Failed:
     return Failed(item)
 
 
-# The source types whose extraction is cached: re-decoding a text file costs less than reading a
-# cache entry for it; parsing a PDF or reading an image by OCR costs more.
-_CACHED_SOURCE_TYPES = frozenset({"pdf", "image"})
-
-
 def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedText | None:
-    if _CACHED_SOURCE_TYPES.isdisjoint(spec.source_types):
+    """Every extractor but the text one goes through the cache (`ExtractorSpec.cached`): re-decoding
+    a text file costs less than reading a cache entry for it, and the file is its own indexed text."""
+    if not spec.cached:
         return None
     from pinakes.extract.cache import ExtractCache
 
@@ -137,7 +134,7 @@ def _cached(ctx: SyncContext, spec: ExtractorSpec, item: DocWork) -> ExtractedTe
 
 
 def _store(ctx: SyncContext, spec: ExtractorSpec, item: DocWork, extracted: ExtractedText) -> None:
-    if _CACHED_SOURCE_TYPES.isdisjoint(spec.source_types):
+    if not spec.cached:
         return
     from pinakes.extract.cache import ExtractCache
 

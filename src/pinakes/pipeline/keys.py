@@ -61,6 +61,9 @@ def build_keys(manifest: Manifest, extract_backend: str | None = None) -> BuildK
     pdf_backend = extract_backend or manifest.extraction.backend
     backends = {"markdown": TEXT_EXTRACTOR, "text": TEXT_EXTRACTOR, "code": TEXT_EXTRACTOR,
                 "pdf": pdf_backend, "image": OCR_EXTRACTOR}
+    # Every other source type has one free extractor (the document formats: html, epub, docx, odt).
+    backends.update({source_type: spec.name for spec in EXTRACTORS.values() if not spec.paid
+                     for source_type in spec.source_types if source_type not in backends})
     fingerprints = {kind: EXTRACTORS[name].fingerprint(manifest.extraction.model) for kind, name in backends.items()
                     if name in EXTRACTORS}
     # With OCR installed a free PDF's scanned pages are read too (extract/ocr_pdf.py): installing it,

@@ -37,6 +37,7 @@ from pinakes.errors import ManifestError
 from pinakes.index.schema import unsettle
 from pinakes.kb import MANIFEST_NAME, SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest import SourcesSection
+from pinakes.sources.left_out import type_left_out
 
 ALWAYS_EXCLUDED_DIRS = frozenset({STATE_DIR_NAME, ".git", ".hg", ".svn", "__pycache__"})
 HASH_CHUNK = 1 << 20
@@ -221,6 +222,7 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
             result.skipped.append((relative(directory), f"{SKIP_UNLISTABLE} ({exc.strerror})"))
             continue
         select = sources.selector(relative(directory))
+        indexed_types = sources.types
         for entry in entries:
             # is_file/is_dir with follow_symlinks=False answer from readdir's d_type (no syscall),
             # and are False for a symlink, which is reported rather than followed.
@@ -239,6 +241,9 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
                     source_type = source_type_for(name)  # the type follows the name alone
                     if source_type is None:
                         result.skipped.append((rel, SKIP_NO_EXTRACTOR))
+                        continue
+                    if source_type not in indexed_types:  # a newer type an older KB never chose
+                        result.skipped.append((rel, type_left_out(source_type)))
                         continue
                     state = visit(rel, entry)
                     if state is not None:
@@ -293,3 +298,4 @@ def remember_files(conn: sqlite3.Connection, states: list[FileState]) -> None:
         "ctime_ns = excluded.ctime_ns, inode = excluded.inode, content_hash = excluded.content_hash",
         [(s.path, s.size, s.mtime_ns, s.ctime_ns, s.inode, s.content_hash) for s in states],
     )
+

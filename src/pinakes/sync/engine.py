@@ -92,7 +92,9 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
             if not report.noop and manifest.retrieval.confidence is None:  # a no-op changes nothing it was made of
                 from pinakes.calibration.on_sync import after_sync
 
-                after_sync(paths, manifest, report, embedder)
+                stream = progress_stream if progress_stream is not None else sys.stderr
+                after_sync(paths, manifest, report, embedder,
+                           say=None if options.quiet else lambda line: print(line, file=stream, flush=True))
     report.wall_seconds = time.perf_counter() - started
     return report
 

@@ -27,6 +27,7 @@ from pinakes.pipeline import pair
 from pinakes.pipeline.likely_moves import LikelyMove
 from pinakes.pipeline.report import Failure, exclusion_for, exclusion_lines, has_changes
 from pinakes.sources import walk
+from pinakes.sources.left_out import left_out_types, notice
 from pinakes.wording import counted, noun_for
 
 # Paths the text view names per list before it says "and N more" (--json lists them all).
@@ -91,6 +92,10 @@ class KBStatus:
     likely_moves: list[LikelyMoveHint] = field(default_factory=list[LikelyMoveHint])
     # the `[sources] exclude` line that leaves out the files whose extraction failed last time
     exclusion: str | None = None
+    # files of a type this Pinakes indexes that `[sources] types` leaves out (sources/left_out.py):
+    # type -> count, and what to do about them
+    types_left_out: dict[str, int] = field(default_factory=dict[str, int])
+    types_notice: str | None = None
     # links in documents' text that named no document, or several, at the last sync (the first
     # MAX_LINK_PROBLEMS; `link_problem_counts` counts them all): not work for the next sync
     link_problems: list[TextLinkProblem] = field(default_factory=list[TextLinkProblem])
@@ -147,6 +152,8 @@ class KBStatus:
                 lines.append(f"  … and {len(entries) - SHOWN_PER_LIST} more (--json lists all)")
         lines.extend(self._link_problem_lines())
         lines.extend(exclusion_lines(self.exclusion))
+        if self.types_notice:
+            lines.append(self.types_notice)
         if self.up_to_date:
             lines.append("up to date: nothing for `pnk sync` to do")
         elif self.likely_moves:
@@ -220,6 +227,9 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
     status.would_fail += [Failure(path, "read", f"cannot read the file ({reason})")
                           for path, reason in sorted(found.unreadable.items())]
     status.skipped = list(found.skipped)
+    status.types_left_out = left_out_types(found.skipped)
+    told = notice(status.types_left_out, ctx.manifest.sources.types)
+    status.types_notice = f"{told[0]}: {told[1]}" if told else None
     status.exclusion = exclusion_for([f for f in status.failed_last_time if f.path in found.docs],
                                      ctx.manifest.sources.exclude)
     status.documents_on_disk = len(found.docs) + len(found.unreadable)

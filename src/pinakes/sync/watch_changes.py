@@ -64,8 +64,9 @@ class ChangeFilter:
             return self.sources.selects(rel[: -len(SIDECAR_SUFFIX)])
         from pinakes.extract.source_types import source_type_for
 
-        if source_type_for(name) is not None:
-            return self.sources.selects(rel)
+        source_type = source_type_for(name)
+        if source_type is not None:  # a type `[sources] types` leaves out is skipped by the walk too
+            return source_type in self.sources.types and self.sources.selects(rel)
         try:
             mode = os.lstat(path).st_mode
         except OSError:
