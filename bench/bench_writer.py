@@ -12,7 +12,9 @@ what a cluster's driver does: pair, extract, chunk and count tokens, write every
 its trigger, term counts, vector) and derive the graph. Each round syncs it cold (index deleted)
 under `--base`'s code (`git archive`, as bench/compare_noop.py snapshots it) and under the working
 tree's, alternately, each in a fresh child process; the chunks/s reported is chunks written over
-the sync's `pipeline` seconds (the pair stage, which reads every sidecar, is reported beside it).
+the sync's `pipeline` seconds (the pair stage, which reads every sidecar, is reported beside it), and
+chunks over the sync process's CPU seconds (`chunks_per_cpu_s`): on a shared machine the wall-clock
+rate says how much CPU the other tenants left, the CPU rate what the writer costs.
 
 The embedder (`FastEmbedder`) is deterministic and costs next to nothing: the packaged model's
 identity and its real tokenizer (the chunker's counts are the product's own work), and for each text
@@ -21,6 +23,8 @@ a unit vector drawn from a generator seeded by the text's xxh64. What is left is
 --first-sync: the KB has no sidecars (every document is new, as a tree the first `pnk sync` meets);
 reported: seconds until the first chunk is committed, the whole sync, peak RSS. --noop: after one
 sync, a no-op `pnk sync` (a process) alternated with a bare walk + stat of the same tree (a process).
+--one-edit: one paragraph appended to one document, then a sync in a child process under each
+version in turn (its wall seconds: walk, pair, the document's chunks, graph).
 Results print as JSON (and go to --json).
 """
 
@@ -82,8 +86,8 @@ def _no_weights(*_args: object, **_kwargs: object) -> object:
     raise RuntimeError("the writer bench never loads the model's weights")
 
 
-def corpus_files(corpus: Path, limit: int | None) -> list[Path]:
-    files = sorted(path for path in corpus.rglob("*") if path.suffix.lower() in SUFFIXES and path.is_file())
+def corpus_files(corpus: Path, limit: int | None, stride: int = 1) -> list[Path]:
+    files = sorted(path for path in corpus.rglob("*") if path.suffix.lower() in SUFFIXES and path.is_file())[::stride]
     return files if limit is None else files[:limit]
 
 
@@ -126,15 +130,17 @@ def child(root: Path) -> None:
         return kept
 
     embed_stage.write_document = timed_write  # type: ignore[assignment]
+    cpu = time.process_time()
     report = run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())  # type: ignore[arg-type]
+    cpu = time.process_time() - cpu
     assert report.ok, report.render_text()
     chunks = report.chunks_embedded + report.chunks_reused
     pipeline = report.timings.get("pipeline") or report.wall_seconds
     print(json.dumps({"documents": report.indexed, "chunks": chunks, "pipeline_seconds": round(pipeline, 2),
                       "pair_seconds": round(report.timings.get("pair", 0.0), 2),
-                      "wall_seconds": round(time.perf_counter() - started, 2),
+                      "wall_seconds": round(time.perf_counter() - started, 2), "cpu_seconds": round(cpu, 2),
                       "first_chunk_seconds": round(first[0], 2) if first else None,
-                      "chunks_per_s": round(chunks / pipeline, 1),
+                      "chunks_per_s": round(chunks / pipeline, 1), "chunks_per_cpu_s": round(chunks / cpu, 1),
                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
                       "sidecars_written": len(report.sidecars_written)}))
 
@@ -158,20 +164,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=CORPORA / "tldr-nl2bash-dev" / "docs")
     parser.add_argument("--docs", type=int, default=None, help="only the first N files of the corpus")
+    parser.add_argument("--stride", type=int, default=1, help="every K-th file (a sample across the corpus's sources)")
     parser.add_argument("--base", default="main", help="the baseline revision, or 'none'")
     parser.add_argument("--rounds", type=int, default=2, help="alternations of base and working tree")
     parser.add_argument("--first-sync", action="store_true", help="no sidecars: time to the first chunk, RSS")
     parser.add_argument("--noop", action="store_true", help="no-op sync against walk+stat (after one sync)")
-    parser.add_argument("--repeat", type=int, default=5, help="with --noop: samples of each")
+    parser.add_argument("--skip-sync", action="store_true", help="reuse the KB an earlier run synced")
+    parser.add_argument("--one-edit", action="store_true", help="one document edited, then a sync, per version")
+    parser.add_argument("--repeat", type=int, default=5, help="with --noop / --one-edit: samples of each")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child)
         return
-    files = corpus_files(args.corpus, args.docs)
+    files = corpus_files(args.corpus, args.docs, args.stride)
     kind = "first" if args.first_sync else "minted"
-    root = WORK / f"{args.corpus.name}-{len(files)}-{kind}"
+    root = WORK / f"{args.corpus.name}-{len(files)}-{args.stride}-{kind}"
     began = time.perf_counter()
     make_kb(root, args.corpus, files, sidecars=not args.first_sync)
     versions = {"working tree": snapshot(None, WORK / "code-head")}
@@ -180,10 +189,18 @@ def main() -> None:
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
                                "load_before": os.getloadavg(), "corpus": str(args.corpus), "files": len(files),
                                "kb_setup_seconds": round(time.perf_counter() - began, 1)}
-    if args.first_sync:
-        if (root / ".pinakes" / "index.db").exists():
-            raise SystemExit(f"{root} was synced before: remove it for a first sync")
-        results["first_sync"] = cold_sync(versions["working tree"], root)
+    if args.skip_sync:  # only --noop / --one-edit, on the KB an earlier run of the same options synced
+        root = root.with_name(root.name + "-run") if args.first_sync else root
+    elif args.first_sync:  # each version on its own copy of the tree, which has no sidecar yet
+        results["first_sync"] = {}
+        for name, source in versions.items():
+            copy = root.with_name(root.name + "-run")
+            if copy.exists():
+                shutil.rmtree(copy)
+            shutil.copytree(root, copy)
+            results["first_sync"][name] = cold_sync(source, copy)
+            print(name, results["first_sync"][name], file=sys.stderr, flush=True)
+        root = copy  # the no-op below runs on the working tree's KB
     else:
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in versions}
         for _ in range(args.rounds):
@@ -191,11 +208,24 @@ def main() -> None:
                 runs[name].append(cold_sync(source, root))
                 print(name, runs[name][-1], file=sys.stderr, flush=True)
         results["runs"] = runs
-        results["best_chunks_per_s"] = {name: max(run["chunks_per_s"] for run in samples)
-                                        for name, samples in runs.items()}
-        if args.base != "none":
-            head, base = results["best_chunks_per_s"]["working tree"], results["best_chunks_per_s"][args.base]
-            results["speedup"] = round(head / base, 2)
+        for measure in ("chunks_per_s", "chunks_per_cpu_s"):
+            best = {name: max(run[measure] for run in samples) for name, samples in runs.items()}
+            results[f"best_{measure}"] = best
+            if args.base != "none":
+                results[f"speedup_{measure}"] = round(best["working tree"] / best[args.base], 2)
+    if args.one_edit:  # one paragraph appended to one document, then a sync (in a child, this bench's embedder)
+        edited = sorted((root / "docs").rglob("*.md"))[len(files) // 2]
+        edits: dict[str, list[float]] = {name: [] for name in versions}
+        for round_number in range(args.repeat):
+            for name, source in versions.items():
+                with edited.open("a", encoding="utf-8") as handle:
+                    handle.write(f"\n\nAn edit, number {round_number} under {name}: one more paragraph.\n")
+                env = {**os.environ, "PYTHONPATH": str(source)}
+                done = subprocess.run([sys.executable, __file__, "--child", str(root)], env=env, check=True,
+                                      capture_output=True, text=True)
+                edits[name].append(json.loads(done.stdout.strip().splitlines()[-1])["wall_seconds"])
+        results["one_edit"] = {"document": str(edited.relative_to(root)), "seconds": edits,
+                               "median": {name: round(statistics.median(values), 2) for name, values in edits.items()}}
     if args.noop:
         env = {**os.environ, "PYTHONPATH": str(versions["working tree"])}
         noop = [sys.executable, "-m", "pinakes", "-C", str(root), "sync", "-q"]

@@ -45,7 +45,8 @@ SHARED_SETS = ("tldr-nl2bash-dev", "tldr-pages-translations", "python-3.11-docs-
 # Debian packages of documentation, in the order they are taken (largest text last).
 PACKAGES = ("manpages", "manpages-dev", "bash-doc", "git-doc", "perl-doc", "python3.11-doc",
             "python-django-doc", "postgresql-doc-15", "sqlite3-doc", "debian-reference-en",
-            "debian-handbook", "linux-doc-6.1", "rust-doc")
+            "debian-handbook", "linux-doc-6.1", "rust-doc", "nodejs-doc", "ruby3.1-doc", "boost1.81-doc",
+            "libstdc++-12-doc", "erlang-doc", "openjdk-17-doc", "gnucash-docs", "scala-doc")
 CHARS_PER_CHUNK = 700
 MIN_CHARS = 200
 TEXT_SUFFIXES = (".md", ".txt", ".rst")
