@@ -30,12 +30,12 @@ CORPORA = Path(os.environ.get("PNK_CORPORA") or REPO.parent / "shared" / "corpor
 # name -> PRAGMAs run on the writer connection after the product's own (index/schema.py); "page_size"
 # is applied to the empty file before the schema is created.
 SETTINGS: dict[str, list[str]] = {
-    "sqlite defaults (2 MB cache, checkpoint 1000)": ["cache_size = -2000", "wal_autocheckpoint = 1000"],
-    "cache 64 MB": ["cache_size = -65536", "wal_autocheckpoint = 1000"],
-    "checkpoint 10000": ["cache_size = -2000", "wal_autocheckpoint = 10000"],
-    "shipped (cache 64 MB, checkpoint 10000)": [],
-    "shipped + synchronous FULL": ["synchronous = FULL"],
-    "shipped + page 8192": ["page_size = 8192"],
+    "shipped (WAL, synchronous NORMAL, 2 MB cache, checkpoint 1000)": [],
+    "cache 64 MB": ["cache_size = -65536"],
+    "checkpoint 10000": ["wal_autocheckpoint = 10000"],
+    "cache 64 MB + checkpoint 10000": ["cache_size = -65536", "wal_autocheckpoint = 10000"],
+    "synchronous FULL": ["synchronous = FULL"],
+    "page 8192": ["page_size = 8192"],
 }
 
 
