@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -82,7 +82,7 @@ class FastEmbedder:
         return self.embed_documents([text])[0]
 
 
-def _no_weights(*_args: object, **_kwargs: object) -> object:
+def _no_weights(*_args: object, **_kwargs: object) -> NoReturn:
     raise RuntimeError("the writer bench never loads the model's weights")
 
 

@@ -30,7 +30,7 @@ def test_minted_bytes_and_reading_equal_ruamels_dump_and_the_strict_reader(tmp_p
     for _ in range(50):
         doc_id = new_ulid()
         data = minted_bytes(doc_id)
-        assert data == _ruamel_minted(doc_id)
+        assert data is not None and data == _ruamel_minted(doc_id)
         strict = interpret(load_source(data, tmp_path / "a.md.pnk.yaml"), "kb")
         assert parse_minted(data, tmp_path / "a.md.pnk.yaml") == strict
 

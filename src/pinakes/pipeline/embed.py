@@ -12,7 +12,6 @@ and shows progress throughout.
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 from collections import deque
@@ -150,11 +149,18 @@ def chunk_contexts(ctx: SyncContext, document: Chunked) -> list[str]:
                                running_heads=extracted.running_heads,
                                declared_words=front_matter.searchable_words())
     embedder = ctx.get_embedder()
-    # Chunks under one heading share their context: each distinct text is counted once.
-    count_tokens = functools.cache(embedder.count_tokens)
-    return [fit_context(chunk_context(context, chunk.heading_path), chunk.text, chunk.token_count,
-                        embedder.max_input_tokens, count_tokens)
-            for chunk in document.chunks]
+    contexts = [chunk_context(context, chunk.heading_path) for chunk in document.chunks]
+    # Chunks under one heading share their context: each distinct text is counted once, all in one
+    # batch (a call per text was an eighth of the driver's token counting on a corpus of manuals).
+    distinct = list(dict.fromkeys(text for text in contexts if text))
+    counted = dict(zip(distinct, embedder.count_tokens_batch(distinct), strict=True)) if distinct else {}
+
+    def count_tokens(text: str) -> int:
+        known = counted.get(text)
+        return known if known is not None else embedder.count_tokens(text)
+
+    return [fit_context(context, chunk.text, chunk.token_count, embedder.max_input_tokens, count_tokens)
+            for context, chunk in zip(contexts, document.chunks, strict=True)]
 
 
 def vectors_of(ctx: SyncContext, run: EmbedRun, texts: Sequence[str]) -> np.ndarray:
