@@ -183,9 +183,10 @@ def main() -> None:
     root = WORK / f"{args.corpus.name}-{len(files)}-{args.stride}-{kind}"
     began = time.perf_counter()
     make_kb(root, args.corpus, files, sidecars=not args.first_sync)
-    versions = {"working tree": snapshot(None, WORK / "code-head")}
+    # Each run its own snapshots: two runs at once never import from a folder the other rewrites.
+    versions = {"working tree": snapshot(None, WORK / f"code-head-{os.getpid()}")}
     if args.base != "none":
-        versions = {args.base: snapshot(args.base, WORK / "code-base"), **versions}
+        versions = {args.base: snapshot(args.base, WORK / f"code-base-{os.getpid()}"), **versions}
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
                                "load_before": os.getloadavg(), "corpus": str(args.corpus), "files": len(files),
                                "kb_setup_seconds": round(time.perf_counter() - began, 1)}

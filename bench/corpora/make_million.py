@@ -46,7 +46,7 @@ SHARED_SETS = ("tldr-nl2bash-dev", "tldr-pages-translations", "python-3.11-docs-
 # Debian packages of documentation, in the order they are taken (largest text last).
 PACKAGES = ("manpages", "manpages-dev", "bash-doc", "git-doc", "perl-doc", "python3.11-doc",
             "python-django-doc", "postgresql-doc-15", "sqlite3-doc", "debian-reference-en",
-            "debian-handbook", "linux-doc-6.1", "rust-doc", "nodejs-doc", "ruby3.1-doc", "boost1.81-doc",
+            "debian-handbook", "linux-doc-6.1", "rust-doc", "nodejs-doc", "libboost1.81-doc",
             "libstdc++-12-doc", "erlang-doc", "openjdk-17-doc", "gnucash-docs", "scala-doc")
 CHARS_PER_CHUNK = 370
 MIN_CHARS = 200
@@ -151,6 +151,8 @@ def deb_files(debs: Path, package: str) -> tuple[Path, str]:
     if not found:
         subprocess.run(["apt-get", "download", package], cwd=debs, check=True, capture_output=True)
         found = sorted(debs.glob(f"{package}_*.deb"))
+    if not found:
+        raise SystemExit(f"apt-get download {package} left no {package}_*.deb in {debs}")
     deb = found[-1]
     return deb, hashlib.sha256(deb.read_bytes()).hexdigest()
 
