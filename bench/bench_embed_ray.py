@@ -18,7 +18,13 @@ Vectors are compared with the local ones (max abs difference).
 
 Single-writer ceiling: a cold `run_sync` of `--ceiling-pages` pages whose embedder returns vectors
 instantly (the real tokenizer still counts for the chunker): chunks/s of everything the driver does
-per chunk (extract, chunk, commit), the most any cluster can feed one index.
+per chunk (extract, chunk, commit), the most any cluster can feed one index. It runs on the local
+path and on `--ceiling-workers` counts of instant workers reached through the dispatch-ahead path a
+Ray cluster takes (InstantWorkers: N workers that answer at once), and the projections for 1M and
+10M chunks on 1-32 workers of 4 cores follow from the best ceiling (wall clock, and per CPU second:
+what one quiet core would write). `--ceiling-only` runs just that (no Ray):
+
+    nice -n 10 python bench/bench_embed_ray.py --ceiling-only [--ceiling-pages 3000] [--ceiling-corpus DIR]
 
 --equivalence tldr: the done-when check of issue #30. The whole corpus (7,425 pages) is synced cold
 twice through `pnk sync`, once with `--executor local` and once on a two-node loopback cluster with
@@ -163,26 +169,79 @@ class InstantEmbedder:
         return self._vector
 
 
-def _kb_with_pages(root: Path, pages: Sequence[Path]) -> Path:
+class InstantWorkers(InstantEmbedder):
+    """`workers` cluster workers that answer at once, reached the way a Ray cluster is: through the
+    embed stage's dispatch-ahead path (`DispatchAhead`, 2 x workers calls outstanding)."""
+
+    def __init__(self, real: Any, workers: int) -> None:
+        super().__init__(real)
+        self.workers = workers
+
+    @property
+    def calls_ahead(self) -> int:
+        return max(2, 2 * self.workers)
+
+    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None) -> object:
+        return self.embed_documents(texts)
+
+    def collect(self, call: object) -> np.ndarray:
+        assert isinstance(call, np.ndarray)
+        return call
+
+    def cancel(self) -> None:
+        pass
+
+
+def _kb_with_pages(root: Path, pages: Sequence[Path], docs: Path = TLDR / "docs") -> Path:
     from pinakes.init import init_kb
 
     init_kb(root, name=root.name)
     for page in pages:
-        target = root / "docs" / page.relative_to(TLDR / "docs")
+        target = root / "docs" / page.relative_to(docs)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(page, target)
     return root
 
 
-def _ceiling(real: Any, pages: int, scratch: Path) -> dict[str, Any]:
+# What one worker of 4 dedicated cores embeds (the model's 62 ms of CPU a chunk, docs/perf/embedding.md).
+WORKER_CHUNKS_PER_S = 4 / 0.062
+
+
+def _ceiling(real: Any, pages: int, scratch: Path, workers: int = 0, corpus: Path | None = None) -> dict[str, Any]:
+    """A cold sync of `pages` pages whose vectors cost nothing: on the local path (workers 0) or on
+    `workers` instant workers through the dispatch-ahead path. Self-calibration after it is left out."""
+    import pinakes.calibration.on_sync as on_sync
     from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
-    root = _kb_with_pages(scratch / "ceiling", _pages(pages))
-    report = run_sync(root, SyncOptions(quiet=True), embedder=InstantEmbedder(real))  # type: ignore[arg-type]
+    docs = corpus or TLDR / "docs"
+    files = sorted(path for path in docs.rglob("*") if path.suffix in {".md", ".txt", ".rst"})[:pages]
+    root = _kb_with_pages(scratch / f"ceiling-{workers}", files, docs)
+    embedder = InstantWorkers(real, workers) if workers else InstantEmbedder(real)
+    calibrate, on_sync.after_sync = on_sync.after_sync, lambda *_args, **_kwargs: None  # type: ignore[assignment]
+    cpu = time.process_time()
+    try:
+        report = run_sync(root, SyncOptions(quiet=True), embedder=embedder)  # type: ignore[arg-type]
+    finally:
+        on_sync.after_sync = calibrate  # type: ignore[assignment]
+    cpu = time.process_time() - cpu
     seconds = report.timings.get("pipeline") or report.wall_seconds
-    return {"pages": pages, "chunks": report.chunks_embedded, "pipeline_seconds": seconds,
-            "chunks_per_s": report.chunks_embedded / seconds}
+    return {"pages": len(files), "workers": workers, "chunks": report.chunks_embedded, "pipeline_seconds": seconds,
+            "cpu_seconds": cpu, "chunks_per_s": report.chunks_embedded / seconds,
+            "chunks_per_cpu_s": report.chunks_embedded / cpu}
+
+
+def projections(ceiling: float, workers: Sequence[int] = (1, 2, 4, 8, 32)) -> list[dict[str, Any]]:
+    """Hours for 1M and 10M chunks on W workers of 4 cores when the driver writes `ceiling`
+    chunks/s and overlaps its writes with the workers' embedding (dispatch ahead): min(W x worker
+    rate, ceiling)."""
+    rows: list[dict[str, Any]] = []
+    for count in workers:
+        rate = min(count * WORKER_CHUNKS_PER_S, ceiling)
+        rows.append({"workers": count, "chunks_per_s": round(rate, 1), "hours_1m": round(1e6 / rate / 3600, 2),
+                     "hours_10m": round(1e7 / rate / 3600, 1),
+                     "bound_by": "writer" if ceiling < count * WORKER_CHUNKS_PER_S else "workers"})
+    return rows
 
 
 def throughput(args: argparse.Namespace) -> dict[str, Any]:
@@ -196,9 +255,23 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
                                "mean_tokens": float(np.mean(local.count_tokens_batch(texts)))}
     results["ray_1"] = _paired(local, texts, [os.cpu_count() or 1], args.rounds, reference)
     results["ray_2"] = _paired(local, texts, [1, 1], args.rounds, reference)
-    with tempfile.TemporaryDirectory(prefix="pnk-bench-ray-") as scratch:
-        results["single_writer_ceiling"] = _ceiling(local, args.ceiling_pages, Path(scratch))
+    results.update(ceilings(local, args))
     return results
+
+
+def ceilings(real: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The single writer's ceiling on the local path and on each `--ceiling-workers` count of
+    instant workers, and the projections from the best of them."""
+    found: dict[str, Any] = {"single_writer_ceiling": []}
+    with tempfile.TemporaryDirectory(prefix="pnk-bench-ray-") as scratch:
+        for workers in args.ceiling_workers:
+            found["single_writer_ceiling"].append(_ceiling(real, args.ceiling_pages, Path(scratch), workers,
+                                                           args.ceiling_corpus))
+    best = max(run["chunks_per_s"] for run in found["single_writer_ceiling"])
+    best_cpu = max(run["chunks_per_cpu_s"] for run in found["single_writer_ceiling"])
+    found["projections_wall"] = projections(best)
+    found["projections_one_quiet_core"] = projections(best_cpu)
+    return found
 
 
 def _sync(root: Path, *args: str, env: dict[str, str]) -> tuple[dict[str, Any], float]:
@@ -268,11 +341,21 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=320, help="chunk texts per measured pass")
     parser.add_argument("--rounds", type=int, default=2, help="paired rounds per cluster (best kept)")
     parser.add_argument("--ceiling-pages", type=int, default=3000, help="pages the ceiling run syncs")
+    parser.add_argument("--ceiling-workers", type=lambda text: [int(part) for part in text.split(",")],
+                        default=[0, 8, 32], help="instant workers per ceiling run (0: the local path)")
+    parser.add_argument("--ceiling-corpus", type=Path, help="the ceiling's pages from this folder, not tldr")
+    parser.add_argument("--ceiling-only", action="store_true", help="only the ceiling and its projections (no Ray)")
     parser.add_argument("--equivalence", choices=("tldr",), help="run the done-when equivalence instead")
     parser.add_argument("--pages", type=int, default=None, help="with --equivalence: only the first N pages")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
-    results = equivalence(args) if args.equivalence else throughput(args)
+    if args.ceiling_only:
+        from pinakes.embed.loader import load_embedder
+
+        results = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
+                   **ceilings(load_embedder(_section(), offline=True), args)}
+    else:
+        results = equivalence(args) if args.equivalence else throughput(args)
     text = json.dumps(results, indent=2)
     print(text)
     if args.json:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from pinakes.index import schema
+from pinakes.index.schema import FTS_TOKENIZE
 from pinakes.init import init_kb
+from pinakes.lexical.tokenizer import Tokenizer
 from pinakes.search import bm25 as keyword
 from pinakes.search.core import Searcher, SearchSettings
 from pinakes.sync import SyncOptions
@@ -131,3 +133,15 @@ def test_an_index_without_term_counts_asks_for_a_rebuild(tmp_path):
         schema.open_reader(index)
     assert "schema_version 5" in str(raised.value)
     assert "pnk sync --rebuild" in getattr(raised.value, "remedy", "")
+
+
+def test_one_paired_pass_counts_what_two_passes_count():
+    """The writer counts text and context in one pass of the tokenizer (index/terms.py): the same
+    counts as the text and the context counted apart, shadowed CJK and empty contexts included."""
+    pairs = [("Runners ran; the runner runs. Café CAFE", "Guide > Running"),
+             ("使用 gzip 压缩文件。", "压缩工具"), ("Kafka brokers replicate partitions.", ""), ("", "only context")]
+    tokenizer = Tokenizer(FTS_TOKENIZE)
+    texts = tokenizer.frequencies([text for text, _ in pairs])
+    contexts = tokenizer.frequencies([context for _, context in pairs])
+    assert tokenizer.paired_frequencies(pairs) == list(zip(texts, contexts, strict=True))
+    assert tokenizer.paired_frequencies(pairs[:1]) == [(texts[0], contexts[0])]  # the probe keeps nothing

@@ -23,17 +23,16 @@ def record_term_frequencies(conn: sqlite3.Connection, chunks: Sequence[tuple[int
     """Write the term counts of these (chunk id, text, context) triples: `frequency` in the text,
     `context_frequency` in the context (pipeline/context.py), which the keyword side weighs apart
     (search/bm25.py). The tokenizer shadows each exactly as the chunks_fts triggers do
-    (lexical/scripts.py)."""
+    (lexical/scripts.py): one pass of the tokenizer over both fields, one statement for every row."""
     if not chunks:
         return
     tokenizer: Tokenizer | None = getattr(_local, "tokenizer", None)
     if tokenizer is None:
         tokenizer = _local.tokenizer = Tokenizer(FTS_TOKENIZE)
-    in_text = tokenizer.frequencies([text for _, text, _ in chunks])
-    in_context = tokenizer.frequencies([context for _, _, context in chunks])
+    counted = tokenizer.paired_frequencies([(text, context) for _, text, context in chunks])
     conn.executemany(
         "INSERT INTO chunk_terms (chunk_id, term, frequency, context_frequency) VALUES (?, ?, ?, ?)",
-        ((chunk_id, term, text_counts.get(term, 0), context_counts.get(term, 0))
-         for (chunk_id, _, _), text_counts, context_counts in zip(chunks, in_text, in_context, strict=True)
-         for term in {**text_counts, **context_counts}),
+        [(chunk_id, term, text_counts.get(term, 0), context_counts.get(term, 0))
+         for (chunk_id, _, _), (text_counts, context_counts) in zip(chunks, counted, strict=True)
+         for term in {**text_counts, **context_counts}],
     )

@@ -66,6 +66,7 @@ class Tokenizer:
         quoted = tokenize.replace("'", "''")
         self._conn.execute(f"CREATE VIRTUAL TABLE probe USING fts5 (t, tokenize = '{quoted}')")
         self._conn.execute("CREATE VIRTUAL TABLE probe_terms USING fts5vocab (probe, instance)")
+        self._paired = False  # the two-column probe (`paired_frequencies`), made on first use
         self._function_terms: frozenset[tuple[str, ...]] | None = None
 
     @property
@@ -106,6 +107,31 @@ class Tokenizer:
         with self._probed(texts) as conn:
             for doc, term, count in conn.execute("SELECT doc, term, count(*) FROM probe_terms GROUP BY doc, term"):
                 result[doc - 1][term] = count
+        return result
+
+    def paired_frequencies(self, pairs: list[tuple[str, str]]) -> list[tuple[dict[str, int], dict[str, int]]]:
+        """For each (text, context) pair, how often each term occurs in the text and in the context
+        (both shadowed as the index holds them): one pass of the tokenizer over both columns, what
+        `frequencies` would give for the texts and the contexts apart."""
+        result: list[tuple[dict[str, int], dict[str, int]]] = [({}, {}) for _ in pairs]
+        if not pairs:
+            return result
+        conn = self._conn
+        if not self._paired:
+            quoted = self.tokenize.replace("'", "''")
+            conn.execute(f"CREATE VIRTUAL TABLE pair_probe USING fts5 (t, c, tokenize = '{quoted}')")
+            conn.execute("CREATE VIRTUAL TABLE pair_probe_terms USING fts5vocab (pair_probe, instance)")
+            self._paired = True
+        conn.execute("BEGIN")
+        try:
+            conn.executemany("INSERT INTO pair_probe (rowid, t, c) VALUES (?, ?, ?)",
+                             ((i + 1, shadow_or_self(text), shadow_or_self(context))
+                              for i, (text, context) in enumerate(pairs)))
+            for doc, column, term, count in conn.execute(
+                    "SELECT doc, col, term, count(*) FROM pair_probe_terms GROUP BY doc, col, term"):
+                result[doc - 1][column != "t"][term] = count
+        finally:
+            conn.execute("ROLLBACK")
         return result
 
     def presence(self, texts: list[str], terms: set[str]) -> list[frozenset[str]]:

@@ -20,6 +20,7 @@ from ruamel.yaml.reader import ReaderError
 from pinakes.errors import FilesystemError, PinakesError, SidecarError
 from pinakes.ids import is_ulid, parse_pnk_uri
 from pinakes.sidecar.dialect import NULL, SEQ, STR, STRING_TAGS, UTF8_BOM, new_yaml
+from pinakes.sidecar.minted import parse_minted
 from pinakes.sidecar.model import (
     EXTRACTION_FIELDS,
     LINK_FIELDS,
@@ -57,6 +58,9 @@ def read_sidecar(path: Path, *, kb_id: str) -> Sidecar:
 
 def parse_sidecar_bytes(data: bytes, *, path: Path, kb_id: str) -> Sidecar:
     """`read_sidecar` for bytes already in hand (a staged blob, a partner KB's file)."""
+    minted = parse_minted(data, path)
+    if minted is not None:  # exactly what a sync mints: read without the YAML library
+        return minted
     source = load_source(data, path)
     return interpret(source, kb_id)
 

@@ -20,6 +20,7 @@ from pinakes.atomic import atomic_write_bytes
 from pinakes.errors import SidecarError
 from pinakes.ids import format_pnk_uri, is_ulid
 from pinakes.sidecar.layout import Layout, dump_bytes, round_trip_load
+from pinakes.sidecar.minted import minted_bytes
 from pinakes.sidecar.model import EXTRACTION_FIELDS, JSONValue, Link, Sidecar, sidecar_path_for
 from pinakes.sidecar.reading import (
     Source,
@@ -47,17 +48,19 @@ def write_new_sidecar(
     path = sidecar_path_for(doc_path)
     if not is_ulid(doc_id):
         raise ValueError(f"doc_id {doc_id!r} is not a canonical ULID")
-    document = CommentedMap()
-    document["id"] = doc_id
-    if title is not None:
-        document["title"] = _checked_title(title)
-    document["tags"] = set_style(CommentedSeq(_checked_tags(tags)), flow=True)
-    document["links"] = CommentedSeq(link_entry(link) for link in _checked_links(links))
-    if provenance:
-        document["provenance"] = commented(_checked_json(dict(provenance), "provenance"))
-    data = dump_bytes(document, Layout())
-    # A minted sidecar never says `self`, so any owner id reads it the same way.
-    parse_sidecar_bytes(data, path=path, kb_id=doc_id)
+    data = minted_bytes(doc_id) if title is None and not tags and not links and not provenance else None
+    if data is None:
+        document = CommentedMap()
+        document["id"] = doc_id
+        if title is not None:
+            document["title"] = _checked_title(title)
+        document["tags"] = set_style(CommentedSeq(_checked_tags(tags)), flow=True)
+        document["links"] = CommentedSeq(link_entry(link) for link in _checked_links(links))
+        if provenance:
+            document["provenance"] = commented(_checked_json(dict(provenance), "provenance"))
+        data = dump_bytes(document, Layout())
+        # A minted sidecar never says `self`, so any owner id reads it the same way.
+        parse_sidecar_bytes(data, path=path, kb_id=doc_id)
     if path.exists():
         raise _refuse_to_mint_over(path)
     try:
