@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pinakes.errors import MissingExtraError, SourceError
 from pinakes.extract.blocks import BlockWriter
+from pinakes.extract.file_size import checked_size
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.types import ExtractedText
 
@@ -145,21 +146,6 @@ def check_nesting(data: bytes, path: Path) -> None:
 def require_parser() -> None:
     if importlib.util.find_spec("selectolax") is None:
         raise MissingExtraError("formats", "HTML, EPUB, DOCX and ODT extraction", missing_module="selectolax")
-
-
-def checked_size(path: Path, limit: int, what: str) -> int:
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise SourceError(f"cannot read the file: {exc.strerror or exc}",
-                          remedy="fix its permissions, then run `pnk sync`", path=path) from exc
-    if size > limit:
-        raise SourceError(f"the {what} is {size:,} bytes, over the {limit:,}-byte limit; not indexed",
-                          remedy="split it, or exclude it in [sources]", path=path)
-    if size == 0:
-        raise SourceError("the file is empty (0 bytes); not indexed",
-                          remedy="copy or save it again, then run `pnk sync`; or exclude it in [sources]", path=path)
-    return size
 
 
 def _meta_charset(head: bytes) -> str | None:

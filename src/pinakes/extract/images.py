@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pinakes.errors import SourceError
+from pinakes.extract.file_size import checked_size
 from pinakes.extract.floors import load_floors
 from pinakes.extract.isolation import Limits, run_isolated
 from pinakes.extract.ocr import OCR_REMEDY, OCR_SLOTS, read_pages
@@ -50,16 +50,6 @@ def extract(path: Path, source_type: str = "image") -> ExtractedText:
 
 
 def _check_size(path: Path) -> int:
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise SourceError(f"cannot read the file: {exc.strerror or exc}",
-                          remedy="fix its permissions, then run `pnk sync`", path=path) from exc
-    if size > MAX_IMAGE_BYTES:
-        raise SourceError(f"the image is {size:,} bytes, over the {MAX_IMAGE_BYTES:,}-byte limit; not indexed",
-                          remedy="scale it down or split it, or exclude it in [sources]", path=path)
-    if size == 0:
-        raise SourceError("the file is empty (0 bytes); not indexed",
-                          remedy="copy the image again (an empty file is usually one whose copy was cut short), "
-                                 "then run `pnk sync`; or exclude it in [sources]", path=path)
-    return size
+    return checked_size(path, MAX_IMAGE_BYTES, "image", too_large="scale it down or split it, or exclude it in [sources]",
+                        empty="copy the image again (an empty file is usually one whose copy was cut short), "
+                              "then run `pnk sync`; or exclude it in [sources]")

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from pinakes.errors import SourceError
 from pinakes.extract.archives import Container, local, nesting_refused, require_defusedxml
 from pinakes.extract.blocks import BlockWriter
-from pinakes.extract.html import checked_size, require_parser
+from pinakes.extract.file_size import checked_size
+from pinakes.extract.html import require_parser
 from pinakes.extract.registry import EXTRACTORS
 from pinakes.extract.types import ExtractedText
 

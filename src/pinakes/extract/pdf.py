@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes.errors import MissingExtraError, SourceError
+from pinakes.extract.file_size import checked_size
 from pinakes.extract.floors import load_floors
 from pinakes.extract.layout import Glyph, layout_with_heads
 from pinakes.extract.registry import EXTRACTORS
@@ -176,16 +177,7 @@ def _drawn(page: PdfPage) -> tuple[bool, float]:
 
 
 def _check_size(path: Path) -> int:
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise SourceError(f"cannot read the file: {exc.strerror or exc}",
-                          remedy="fix its permissions, then run `pnk sync`", path=path) from exc
-    if size > MAX_PDF_BYTES:
-        raise SourceError(f"the PDF is {size:,} bytes, over the {MAX_PDF_BYTES:,}-byte limit; not indexed",
-                          remedy="split it, or exclude it in [sources]", path=path)
-    if size == 0:  # said before pdfium, whose word for it is "Data format error"
-        raise SourceError("the file is empty (0 bytes); not indexed",
-                          remedy="copy or download the PDF again (an empty file is usually one whose copy was "
-                                 "cut short), then run `pnk sync`; or exclude it in [sources]", path=path)
-    return size
+    # An empty file is said before pdfium, whose word for it is "Data format error".
+    return checked_size(path, MAX_PDF_BYTES, "PDF", empty=(
+        "copy or download the PDF again (an empty file is usually one whose copy was cut short), then run "
+        "`pnk sync`; or exclude it in [sources]"))
