@@ -46,10 +46,11 @@ def _rss_mb() -> int:
 def child(root: Path, after: float) -> None:
     """One first sync of `root` in this process (PYTHONPATH names the code under test), cut
     `after` seconds past its first committed document; prints JSON."""
+    from bench_writer import FastEmbedder
+
     import pinakes.pipeline.embed as embed_stage
     import pinakes.pipeline.pair as pair_stage
     import pinakes.pipeline.walk as walk_stage
-    from bench_writer import FastEmbedder
     from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
@@ -86,17 +87,18 @@ def child(root: Path, after: float) -> None:
 
     def finish() -> None:
         time.sleep(after)
-        print(json.dumps({**state, "documents_committed_after": state["committed"], "after_seconds": after,
-                          "peak_rss_mb": _rss_mb(), **{f"{k}_seconds": round(v, 2) for k, v in seconds.items()}}),
-              flush=True)
+        say({**state, "documents_committed_after": state["committed"], "after_seconds": after,
+             "peak_rss_mb": _rss_mb(), **{f"{k}_seconds": round(v, 2) for k, v in seconds.items()}})
+
+    def say(result: dict[str, Any]) -> None:
+        # To the file descriptor: doit holds sys.stdout while a stage runs, and the process ends here.
+        os.write(1, (json.dumps(result) + "\n").encode())
         os._exit(0)
 
     embed_stage.write_document = counted_write  # type: ignore[assignment]
     run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())  # type: ignore[arg-type]
-    finish_now = {**state, "sync_finished_seconds": round(time.perf_counter() - started, 2), "peak_rss_mb": _rss_mb(),
-                  **{f"{k}_seconds": round(v, 2) for k, v in seconds.items()}}
-    print(json.dumps(finish_now), flush=True)
-    os._exit(0)
+    say({**state, "sync_finished_seconds": round(time.perf_counter() - started, 2), "peak_rss_mb": _rss_mb(),
+         **{f"{k}_seconds": round(v, 2) for k, v in seconds.items()}})
 
 
 def make_kb(root: Path, corpus: Path, files: list[Path]) -> None:

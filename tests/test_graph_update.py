@@ -108,6 +108,7 @@ def check_same_as_full(root: Path, report: SyncReport) -> None:
     updated = dump(root)
     full, census = full_derivation(root)
     assert updated == full
+    assert report.graph_census is not None
     assert {kind: report.graph_census[kind] for kind in census} == census
 
 
