@@ -1,6 +1,6 @@
 """The no-op sync of two versions of Pinakes side by side, against the same bare walk, in one run.
 
-    python bench/compare_noop.py --base ec8a764 [--repeat 11]
+    python bench/compare_noop.py --base ec8a764 [--repeat 11] [--kb KB]
 
 bench_sync.py measures one version against its baseline; when that ratio moves, this says whether
 the code moved it: `--base REV`'s `src/pinakes` (git archive) and the working tree's are each
@@ -34,8 +34,16 @@ def snapshot(rev: str | None, into: Path) -> Path:
         shutil.rmtree(into)
     into.mkdir(parents=True)
     if rev is None:
-        shutil.copytree(REPO / "src" / "pinakes", into / "pinakes",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        compiled = shutil.ignore_patterns("__pycache__", "*.pyc")
+        top = REPO / "src" / "pinakes"
+
+        def ignored(folder: str, names: list[str]) -> set[str]:
+            # A link src/pinakes/rules -> ../../rules (a checkout's way to test its own adapters)
+            # is not copied twice: the top-level folder is mapped in below.
+            mapped = {"rules"} if Path(folder) == top and (REPO / "rules").is_dir() else set()
+            return set(compiled(folder, names)) | mapped
+
+        shutil.copytree(top, into / "pinakes", ignore=ignored)
         if (REPO / "rules").is_dir():
             shutil.copytree(REPO / "rules", into / "pinakes" / "rules",
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -63,11 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--base", required=True, help="the git revision to compare the working tree with")
     parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--kb", type=Path, default=WORK / "kb10k", help="a synced KB (default: bench_sync.py's 10k)")
     args = parser.parse_args(argv)
-    kb = WORK / "kb10k"
+    kb = args.kb
     if not (kb / ".pinakes").is_dir():
         parser.error(f"no benchmark KB at {kb}: run `python bench/bench_sync.py --skip-cold --skip-reuse` first")
-    versions = {args.base: snapshot(args.base, WORK / "compare-base"), "working tree": snapshot(None, WORK / "compare-head")}
+    # Each run its own snapshots: two runs at once never import from a folder the other rewrites.
+    versions = {args.base: snapshot(args.base, WORK / f"compare-base-{os.getpid()}"),
+                "working tree": snapshot(None, WORK / f"compare-head-{os.getpid()}")}
     samples: dict[str, list[float]] = {name: [] for name in [*versions, "bare walk+stat"]}
     for _ in range(args.repeat):
         for name, source in versions.items():
@@ -78,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in samples.items():
         median = statistics.median(values)
         print(f"{name:20} {median:.3f} s  {median / bare:.2f}x the bare walk  (fastest {min(values):.3f} s)")
+    print(f"load average {os.getloadavg()}")
+    for source in versions.values():
+        shutil.rmtree(source, ignore_errors=True)
     return 0
 
 
