@@ -1,0 +1,121 @@
+"""The keyword side's BM25F (issue #46) against the keyword side before it, timed in one process on
+one index: warm p50/p95 of `bm25` and `hybrid` searches, the two arms interleaved query by query.
+
+    python bench/bench_bm25f.py [--size 10000] [--base HEAD~1] [--cache DIR] [--json out.json]
+
+The index is bench_search.py's corpus (cranfield and tldr-nl2bash-dev documents, copied until the
+index holds `--size` chunks) built by the sync; tldr's pages carry a title, so most chunks have a
+document context. Vectors come from a hash embedder at the packaged model's 384 dimensions: the
+vector side is the same code in both arms, and the model's query embedding (several ms) would only
+add the same cost to each. The "before" arm is `--base`'s search/bm25.py, loaded from git and put in
+place of this tree's module for its searches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import bench_search  # noqa: E402
+
+QUERIES = 120
+WARMUP = 10
+
+
+class Hash384:
+    """tests.fakes.HashEmbedder at 384 dimensions, plus the VectorsByText surface build_sized_kb uses."""
+
+    def __init__(self) -> None:
+        from tests.fakes import HashEmbedder
+
+        self._inner = HashEmbedder(dim=384)
+        self.identity = self._inner.identity
+        self.embedded = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def save(self) -> None:
+        pass
+
+
+def module_at(revision: str) -> ModuleType:
+    source = subprocess.run(["git", "-C", str(REPO), "show", f"{revision}:src/pinakes/search/bm25.py"],
+                            check=True, capture_output=True, text=True).stdout
+    path = Path(os.environ.get("TMPDIR") or "/tmp") / f"pnk_bm25_{revision.replace('~', '_').replace('/', '_')}.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("pnk_bm25_before", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(size: int, base: str, cache: Path) -> dict[str, object]:
+    import pinakes.search.core as core
+    from pinakes.search.core import Searcher, SearchSettings
+
+    embedder = Hash384()
+    index = bench_search.build_sized_kb(cache / f"bm25f-kb-{size}", size, embedder)  # type: ignore[arg-type]
+    arms = {"before": module_at(base), "after": core.bm25}
+    asked = bench_search.questions()
+    queries = asked[:: max(1, len(asked) // QUERIES)][:QUERIES]
+    searcher = Searcher(index, SearchSettings(rerank=False), embedder=embedder._inner)
+    samples: dict[str, list[float]] = {f"{arm} {mode}": [] for arm in arms for mode in ("bm25", "hybrid")}
+    same_top = 0
+    try:
+        for number, query in enumerate(queries[:WARMUP] + queries):
+            tops = {}
+            for arm, module in arms.items():
+                core.bm25 = module  # type: ignore[attr-defined]
+                for mode in ("bm25", "hybrid"):
+                    started = time.perf_counter()
+                    result = searcher.search(query, mode=mode)
+                    elapsed = (time.perf_counter() - started) * 1000
+                    if number >= WARMUP:
+                        samples[f"{arm} {mode}"].append(elapsed)
+                    if mode == "bm25":
+                        tops[arm] = [p.path for p in result.passages[:1]]
+            same_top += number >= WARMUP and tops["before"] == tops["after"]
+    finally:
+        core.bm25 = arms["after"]  # type: ignore[attr-defined]
+        searcher.close()
+    result: dict[str, object] = {"chunks": bench_search.chunk_count(index), "queries": len(queries), "base": base,
+                                 "load_average": [round(v, 2) for v in os.getloadavg()],
+                                 "same_top_keyword_passage": same_top}
+    for arm, values in samples.items():
+        ordered = sorted(values)
+        result[arm] = {"p50_ms": round(statistics.median(values), 3),
+                       "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 3)}
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=10_000)
+    parser.add_argument("--base", default="HEAD~1", help="the git revision whose search/bm25.py is 'before'")
+    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("TMPDIR") or "/tmp") / "pnk-bm25f")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    result = run(args.size, args.base, args.cache)
+    print(json.dumps(result, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
