@@ -1,7 +1,7 @@
 """The keyword side's BM25F (issue #46) against the keyword side before it, timed in one process on
 one index: warm p50/p95 of `bm25` and `hybrid` searches, the two arms interleaved query by query.
 
-    python bench/bench_bm25f.py [--size 10000] [--base HEAD~1] [--cache DIR] [--json out.json]
+    python bench/bench_bm25f.py [--size 10000] [--base 207c877] [--cache DIR] [--json out.json]
 
 The index is bench_search.py's corpus (cranfield and tldr-nl2bash-dev documents, copied until the
 index holds `--size` chunks) built by the sync; tldr's pages carry a title, so most chunks have a
@@ -105,7 +105,8 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=10_000)
-    parser.add_argument("--base", default="HEAD~1", help="the git revision whose search/bm25.py is 'before'")
+    parser.add_argument("--base", default="207c877",
+                        help="the git revision whose search/bm25.py is 'before' (default: the last before BM25F)")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("TMPDIR") or "/tmp") / "pnk-bm25f")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
