@@ -1,7 +1,9 @@
 """The keyword side's BM25F (issue #46) against the keyword side before it, timed in one process on
-one index: warm p50/p95 of `bm25` and `hybrid` searches, the two arms interleaved query by query.
+one index: warm p50/p95 of `bm25` and `hybrid` searches, the two arms interleaved query by query
+(which goes first alternates, so neither always finds the pages the other warmed).
 
     python bench/bench_bm25f.py [--size 10000] [--base 207c877] [--cache DIR] [--json out.json]
+    python bench/bench_bm25f.py --stage      # the keyword stage alone (plan + BM25F), both modules
 
 The index is bench_search.py's corpus (cranfield and tldr-nl2bash-dev documents, copied until the
 index holds `--size` chunks) built by the sync; tldr's pages carry a title, so most chunks have a
@@ -59,6 +61,7 @@ def module_at(revision: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location("pnk_bm25_before", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module
 
@@ -72,14 +75,18 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
     arms = {"before": module_at(base), "after": core.bm25}
     asked = bench_search.questions()
     queries = asked[:: max(1, len(asked) // QUERIES)][:QUERIES]
-    searcher = Searcher(index, SearchSettings(rerank=False), embedder=embedder._inner)
+    # Each arm's own KeywordOptions: the "before" module compares the options' enums by identity.
+    settings = {arm: SearchSettings(rerank=False, keyword=module.KeywordOptions()) for arm, module in arms.items()}
+    searcher = Searcher(index, settings["after"], embedder=embedder._inner)
     samples: dict[str, list[float]] = {f"{arm} {mode}": [] for arm in arms for mode in ("bm25", "hybrid")}
     same_top = 0
     try:
         for number, query in enumerate(queries[:WARMUP] + queries):
             tops = {}
-            for arm, module in arms.items():
+            order = list(arms.items()) if number % 2 == 0 else list(arms.items())[::-1]  # neither arm always first
+            for arm, module in order:
                 core.bm25 = module  # type: ignore[attr-defined]
+                searcher.settings = settings[arm]
                 for mode in ("bm25", "hybrid"):
                     started = time.perf_counter()
                     result = searcher.search(query, mode=mode)
@@ -95,11 +102,50 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
     result: dict[str, object] = {"chunks": bench_search.chunk_count(index), "queries": len(queries), "base": base,
                                  "load_average": [round(v, 2) for v in os.getloadavg()],
                                  "same_top_keyword_passage": same_top}
+    for mode in ("bm25", "hybrid"):  # the same query's two searches, a moment apart: the load hits both
+        differences = [a - b for a, b in zip(samples[f"after {mode}"], samples[f"before {mode}"], strict=True)]
+        result[f"after - before {mode}, median per query"] = round(statistics.median(differences), 3)
     for arm, values in samples.items():
         ordered = sorted(values)
         result[arm] = {"p50_ms": round(statistics.median(values), 3),
                        "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 3)}
     return result
+
+
+def keyword_stage(size: int, base: str, cache: Path, rounds: int = 5) -> dict[str, object]:
+    """The keyword stage alone (plan + BM25 over the pool, 50 rows, as a hybrid search asks), both
+    modules on one connection, alternating first, the first round a warm-up: what the change touches,
+    without the rest of a search's noise."""
+    from pinakes.index import schema
+    from pinakes.search import bm25
+    from pinakes.search.generation import open_generation
+    from pinakes.search.query import analyze
+
+    index = bench_search.build_sized_kb(cache / f"bm25f-kb-{size}", size, Hash384())  # type: ignore[arg-type]
+    arms = {"before": module_at(base), "after": bm25}
+    generation = open_generation(index, schema.index_signature(index))
+    asked = bench_search.questions()
+    queries = [analyze(q, generation.tokenizer) for q in asked[:: max(1, len(asked) // QUERIES)][:QUERIES]]
+    samples: dict[str, list[float]] = {arm: [] for arm in arms}
+    try:
+        for round_number in range(rounds):
+            for number, query in enumerate(queries):
+                order = list(arms.items()) if (number + round_number) % 2 == 0 else list(arms.items())[::-1]
+                for arm, module in order:
+                    options = module.KeywordOptions()
+                    started = time.perf_counter()
+                    plan = module.plan_keywords(generation.conn, query, options, generation.chunk_count,
+                                                generation.document_frequencies)
+                    module.bm25_search(generation.conn, plan, 50, options=options)
+                    if round_number:
+                        samples[arm].append((time.perf_counter() - started) * 1000)
+    finally:
+        generation.conn.close()
+    differences = [a - b for a, b in zip(samples["after"], samples["before"], strict=True)]
+    return {"stage": "keyword (plan + search, 50 rows)", "chunks": bench_search.chunk_count(index),
+            "load_average": [round(v, 2) for v in os.getloadavg()],
+            **{arm: {"p50_ms": round(statistics.median(v), 3)} for arm, v in samples.items()},
+            "after - before, median per query": round(statistics.median(differences), 3)}
 
 
 def main() -> int:
@@ -108,10 +154,11 @@ def main() -> int:
     parser.add_argument("--base", default="207c877",
                         help="the git revision whose search/bm25.py is 'before' (default: the last before BM25F)")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("TMPDIR") or "/tmp") / "pnk-bm25f")
+    parser.add_argument("--stage", action="store_true", help="time the keyword stage alone")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
-    result = run(args.size, args.base, args.cache)
+    result = keyword_stage(args.size, args.base, args.cache) if args.stage else run(args.size, args.base, args.cache)
     print(json.dumps(result, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

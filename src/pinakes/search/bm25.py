@@ -466,18 +466,17 @@ def scored_from_term_counts(
     average_text, average_context = text_total / rows, context_total / rows
     weights = {unit.terms[0]: plan.field_idf(unit.terms[0]) for unit in units}
     term_marks, pool_marks = ", ".join("?" * len(weights)), ", ".join("?" * len(pool))
-    sizes = {rowid: _field_lengths(size) for rowid, size in conn.execute(
-        f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({pool_marks})", pool)}
+    # Per row, what one count weighs in each field: its length normalisation, inverted once.
+    scales = {rowid: _field_scales(size, b, average_text, context_b, average_context, context_weight)
+              for rowid, size in conn.execute(f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({pool_marks})", pool)}
     sql = (f"SELECT chunk_id, term, frequency, context_frequency FROM chunk_terms "
            f"WHERE chunk_id IN ({pool_marks}) AND term IN ({term_marks})")
     scores: dict[int, float] = {}
+    saturated = k1 + 1.0
     for chunk_id, term, frequency, context_frequency in conn.execute(sql, [*pool, *weights]):
-        text_length, context_length = sizes[chunk_id]
-        weight = frequency / (1.0 - b + b * text_length / average_text)
-        if context_frequency and average_context > 0.0:
-            weight += context_weight * context_frequency / (
-                1.0 - context_b + context_b * context_length / average_context)
-        scores[chunk_id] = scores.get(chunk_id, 0.0) + weights[term] * weight * (k1 + 1.0) / (weight + k1)
+        text_scale, context_scale = scales[chunk_id]
+        weight = frequency * text_scale + context_frequency * context_scale
+        scores[chunk_id] = scores.get(chunk_id, 0.0) + weights[term] * weight * saturated / (weight + k1)
     if len(scores) < len(pool):
         return ranked[:limit]
     best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
@@ -496,13 +495,21 @@ def _averages(conn: sqlite3.Connection) -> tuple[int, int, int]:
     return values[0], values[1], values[2] if len(values) > 2 else 0
 
 
-def _field_lengths(blob: bytes) -> tuple[int, int]:
-    """A docsize record's token counts: (text, context); a record of one column has no context."""
+def _field_scales(blob: bytes, b: float, average_text: float, context_b: float, average_context: float,
+                  context_weight: float) -> tuple[float, float]:
+    """What one occurrence weighs in a row's text and in its context: each field's BM25F length
+    normalisation inverted (the context's times its weight), from the row's docsize record (a
+    varint token count per column; a record of one column has no context)."""
     first = blob[0]
     if first < 0x80 and len(blob) > 1 and blob[1] < 0x80:
-        return first, blob[1]
-    values = _varints(bytes(blob))
-    return values[0], values[1] if len(values) > 1 else 0
+        text_length, context_length = first, blob[1]
+    else:
+        values = _varints(bytes(blob))
+        text_length, context_length = values[0], values[1] if len(values) > 1 else 0
+    text_scale = 1.0 / (1.0 - b + b * text_length / average_text) if average_text > 0.0 else 1.0
+    if average_context <= 0.0:
+        return text_scale, 0.0
+    return text_scale, context_weight / (1.0 - context_b + context_b * context_length / average_context)
 
 
 def _varints(blob: bytes) -> list[int]:
