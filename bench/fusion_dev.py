@@ -42,7 +42,7 @@ CACHE = Path(os.environ.get("PNK_FUSION_CACHE", "/work/cache/fusion/lists"))
 WIDTH = 100  # `pnk eval --questions`: 100 passages, candidates_per_source and fusion_top_k raised to it
 POOL = 3  # bm25.RESCORE_POOL
 K1, B = 2.5, 0.4
-CORPORA = ("cranfield", "tldr", "pydocs", "pymodules", "filings")
+CORPORA = ("cranfield", "tldr", "pydocs", "pymodules", "filings", "filings-named")
 
 
 # -- collect ---------------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ def collect(name: str, kb: Path, questions: Sequence[tune.Question] | None = Non
     return out
 
 
-def rank(name: str, kb: Path, label: str) -> Path:
+def rank(name: str, kb: Path, label: str, context_weight: float | None = None) -> Path:
     """The product on `sys.path` (this tree, or a base unpacked and put first on PYTHONPATH),
     searched as `pnk eval --questions` searches (100 passages folded to documents), keyword-only and
     hybrid; the rankings stored under `label` for `compare`."""
@@ -131,6 +131,12 @@ def rank(name: str, kb: Path, label: str) -> Path:
 
     questions = measure_context.sources(name)[1]
     searcher = Searcher.for_kb(kb, offline=True)
+    if context_weight is not None:  # the keyword side without (0) or with another weight of the context
+        import dataclasses
+
+        from pinakes.search.bm25 import KeywordOptions
+
+        searcher.settings = dataclasses.replace(searcher.settings, keyword=KeywordOptions(context_weight=context_weight))
     try:
         rankings = {mode: [list(dict.fromkeys(p.path for p in searcher.search(q.query, mode=mode, final_k=WIDTH).passages))
                            for q in questions] for mode in ("bm25", "hybrid")}
@@ -332,6 +338,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["collect", "report", "rank", "compare"])
     parser.add_argument("--label", help="rank: the rankings' label; compare: BEFORE,AFTER")
+    parser.add_argument("--context-weight", type=float, help="rank: the keyword side's context weight (0: none)")
     parser.add_argument("--corpus", choices=CORPORA)
     parser.add_argument("--kb", type=Path)
     parser.add_argument("--json", type=Path)
@@ -340,7 +347,7 @@ def main() -> int:
         print(collect(args.corpus, args.kb))
         return 0
     if args.command == "rank":
-        print(rank(args.corpus, args.kb, args.label))
+        print(rank(args.corpus, args.kb, args.label, args.context_weight))
         return 0
     if args.command == "compare":
         print(json.dumps(compare(args.corpus, *args.label.split(","))))

@@ -11,6 +11,8 @@ Everything is generated here from fixed word lists and a seeded random source: n
 from anywhere, so the corpus carries no third-party licence. Company names are invented.
 
     python bench/corpora/filings/build.py OUT   # writes OUT/docs/*.pdf and OUT/questions.jsonl
+    python bench/corpora/filings/build.py OUT --named-body   # the same, and each section's first
+        # paragraph opens naming the company and both periods, as real filings' bodies do
 
 Deterministic (SEED); fpdf2 writes the PDFs (Helvetica, A4, one section a page or more).
 """
@@ -194,7 +196,8 @@ def filling(rng: random.Random, company: tuple) -> dict[str, str]:
     return values
 
 
-def write_pdf(path: Path, company: tuple, period: tuple[str, str, str], values: dict[str, str]) -> None:
+def write_pdf(path: Path, company: tuple, period: tuple[str, str, str], values: dict[str, str],
+              named_body: bool = False) -> None:
     from fpdf import FPDF
 
     name = company[0]
@@ -227,14 +230,17 @@ def write_pdf(path: Path, company: tuple, period: tuple[str, str, str], values: 
         pdf.set_font("Helvetica", "B", 12)
         pdf.multi_cell(0, 8, heading, new_x="LMARGIN", new_y="NEXT")
         pdf.set_font("Helvetica", size=10)
-        for paragraph in paragraphs:
-            pdf.multi_cell(0, 5.5, " ".join(sentence.format(**values) for sentence in paragraph),
-                           new_x="LMARGIN", new_y="NEXT")
+        for number, paragraph in enumerate(paragraphs):
+            text = " ".join(sentence.format(**values) for sentence in paragraph)
+            if named_body and number == 0:  # as real filings do: the company and both periods in the body
+                prior = period[0].replace("2025", "2024")
+                text = f"For {company[1]}, the three months ended {period[0]} compared with {prior}: " + text
+            pdf.multi_cell(0, 5.5, text, new_x="LMARGIN", new_y="NEXT")
             pdf.ln(3)
     pdf.output(str(path))
 
 
-def main(out: Path) -> None:
+def main(out: Path, named_body: bool = False) -> None:
     rng = random.Random(SEED)
     docs = out / "docs"
     docs.mkdir(parents=True, exist_ok=True)
@@ -244,7 +250,7 @@ def main(out: Path) -> None:
         for p, period in enumerate(PERIODS):
             number += 1
             file_name = f"{1000000 + 7919 * c:010d}-25-{100 + 37 * number:06d}.pdf"  # accession-shaped
-            write_pdf(docs / file_name, company, period, filling(rng, company))
+            write_pdf(docs / file_name, company, period, filling(rng, company), named_body)
             for index, (topic, _section) in enumerate(rng.sample(TOPICS, QUESTIONS_PER_FILING)):
                 questions.append({"id": f"f{c:02d}{p}-{index}",
                                   "query": f"{company[1]} {period_phrase(rng, period)} {topic}",
@@ -256,4 +262,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), named_body="--named-body" in sys.argv[2:])
