@@ -29,6 +29,7 @@ class TokenCounter:
         with_special = len(self._tokenizer.encode("", add_special_tokens=True).ids)
         self.special_tokens = with_special - len(self._tokenizer.encode("", add_special_tokens=False).ids)
         self._fingerprint: str | None = None
+        self._additive: bool | None = None
 
     @classmethod
     def from_file(cls, tokenizer_json: Path) -> TokenCounter:
@@ -58,6 +59,23 @@ class TokenCounter:
             self._fingerprint = xxhash.xxh3_128_hexdigest(f"{tokenizers.__version__}\0{self.to_str()}".encode())
         return self._fingerprint
 
+    @property
+    def additive_over_whitespace(self) -> bool:
+        """Whether this tokenizer's configuration proves count(a + g + b) == count(a) + count(b) for
+        every non-empty run g of spaces, tabs, CRs and LFs (the chunker then sums the counts of a
+        chunk's parts instead of counting it again: `pinakes.chunking`).
+
+        Proved for: a normalizer that maps each character on its own, never merging across
+        whitespace (BERT's, lowercasing, canonical or compatibility decomposition, accent
+        stripping), a pre-tokenizer that splits at whitespace before anything else sees the text
+        (BERT's, `Whitespace`, `WhitespaceSplit`), a WordPiece model (each word on its own), no
+        special token with whitespace in it, and counts without special tokens (this counter's).
+        Anything else (a BPE with a byte-level or metaspace pre-tokenizer, a prepending or
+        replacing normalizer) is not proved, and its chunks are counted."""
+        if self._additive is None:
+            self._additive = _additive_configuration(json.loads(self.to_str()))
+        return self._additive
+
     def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
@@ -68,6 +86,30 @@ class TokenCounter:
         # of the chunker's counting, which is a large part of a sync's driver work (docs/perf/writer.md).
         encodings = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         return [len(encoding.ids) for encoding in encodings]
+
+
+# Tokenizer components (their `type` in tokenizer.json) that never join or split text across a run
+# of ASCII whitespace differently from the parts on either side (see `additive_over_whitespace`).
+_PER_CHARACTER_NORMALIZERS = frozenset({"BertNormalizer", "Lowercase", "NFD", "NFKD", "StripAccents"})
+_WHITESPACE_PRE_TOKENIZERS = frozenset({"BertPreTokenizer", "Whitespace", "WhitespaceSplit"})
+
+
+def _additive_configuration(config: object) -> bool:
+    if not isinstance(config, dict):
+        return False
+    normalizer = config.get("normalizer")
+    normalizers = normalizer.get("normalizers") if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence" \
+        else [normalizer] if normalizer is not None else []
+    pre_tokenizer = config.get("pre_tokenizer")
+    model = config.get("model")
+    added = config.get("added_tokens") or []
+    return (isinstance(normalizers, list)
+            and all(isinstance(step, dict) and step.get("type") in _PER_CHARACTER_NORMALIZERS for step in normalizers)
+            and isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") in _WHITESPACE_PRE_TOKENIZERS
+            and isinstance(model, dict) and model.get("type") == "WordPiece"
+            and isinstance(added, list)
+            and all(isinstance(token, dict) and isinstance(token.get("content"), str)
+                    and not any(char.isspace() for char in token["content"]) for token in added))
 
 
 def max_seq_length_from_dir(model_dir: Path) -> int | None:
