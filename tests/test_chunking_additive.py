@@ -196,3 +196,60 @@ def test_the_sync_chunks_with_summed_counts_for_the_default_model(counter: Token
 
     assert counts_add_up(Packaged())  # type: ignore[arg-type]
     assert not counts_add_up(Remote())  # type: ignore[arg-type]
+
+
+def test_a_sync_writes_the_same_index_and_sends_the_same_calls_with_summed_counts(
+        counter: TokenCounter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end: the chunker's summed counts and the embed stage's (context + chunk, for its
+    longest-first order) leave every row of the index and every call to the model as counting does."""
+    import sqlite3
+
+    import numpy as np
+
+    import pinakes.pipeline.chunk as chunk_stage
+    import pinakes.pipeline.embed as embed_stage
+    from pinakes.kb import KBPaths
+    from tests.fakes import FakeEmbedder
+    from tests.kb_helpers import Doc, build_kb
+
+    sample = _corpus_sample()
+    if len(sample) < 20:
+        pytest.skip("the shared corpora are not here")
+    docs = [Doc(f"docs/{number:03}-{path.name}", path.read_text(encoding="utf-8", errors="replace"))
+            for number, path in enumerate(sample)]
+
+    class Counting(FakeEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.token_counter = counter
+            self.sent: list[list[str]] = []
+
+        def count_tokens(self, text: str) -> int:
+            return counter.count(text)
+
+        def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+            return counter.count_batch(texts)
+
+        def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+            self.sent.append(list(texts))
+            return super().embed_documents(texts, batch_size)
+
+    def index_of(root: Path, model: Counting) -> tuple[list[tuple], list[list[str]]]:
+        build_kb(root, docs, model)
+        conn = sqlite3.connect(KBPaths(root).index_db)
+        try:
+            rows = conn.execute(
+                "SELECT d.path, c.id, c.ordinal, c.char_start, c.char_end, c.text, c.token_count, c.context, "
+                "c.heading_path, e.vector, e.text_key FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                "JOIN embeddings e ON e.chunk_id = c.id ORDER BY c.id").fetchall()
+        finally:
+            conn.close()
+        return rows, model.sent
+
+    summed = index_of(tmp_path / "summed", Counting())
+    monkeypatch.setattr(chunk_stage, "counts_add_up", lambda _embedder: False)
+    monkeypatch.setattr(embed_stage, "counts_add_up", lambda _embedder: False)
+    counted = index_of(tmp_path / "counted", Counting())
+    assert len(summed[0]) > 100
+    assert any(len(call) > 1 for call in summed[1])
+    assert summed == counted
