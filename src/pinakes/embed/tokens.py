@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -97,19 +97,25 @@ _WHITESPACE_PRE_TOKENIZERS = frozenset({"BertPreTokenizer", "Whitespace", "White
 def _additive_configuration(config: object) -> bool:
     if not isinstance(config, dict):
         return False
-    normalizer = config.get("normalizer")
-    normalizers = normalizer.get("normalizers") if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence" \
-        else [normalizer] if normalizer is not None else []
-    pre_tokenizer = config.get("pre_tokenizer")
-    model = config.get("model")
-    added = config.get("added_tokens") or []
-    return (isinstance(normalizers, list)
-            and all(isinstance(step, dict) and step.get("type") in _PER_CHARACTER_NORMALIZERS for step in normalizers)
-            and isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") in _WHITESPACE_PRE_TOKENIZERS
-            and isinstance(model, dict) and model.get("type") == "WordPiece"
-            and isinstance(added, list)
-            and all(isinstance(token, dict) and isinstance(token.get("content"), str)
-                    and not any(char.isspace() for char in token["content"]) for token in added))
+    parts = cast("dict[str, object]", config)
+    normalizer = _typed(parts.get("normalizer"))
+    steps: list[object] = [] if normalizer is None else [normalizer]
+    if normalizer is not None and normalizer.get("type") == "Sequence":
+        inner = normalizer.get("normalizers")
+        steps = cast("list[object]", inner) if isinstance(inner, list) else [None]
+    pre_tokenizer, model = _typed(parts.get("pre_tokenizer")), _typed(parts.get("model"))
+    added: object = parts.get("added_tokens") or []
+    tokens = [_typed(token) for token in cast("list[object]", added)] if isinstance(added, list) else [None]
+    return (all(step is not None and step.get("type") in _PER_CHARACTER_NORMALIZERS for step in map(_typed, steps))
+            and pre_tokenizer is not None and pre_tokenizer.get("type") in _WHITESPACE_PRE_TOKENIZERS
+            and model is not None and model.get("type") == "WordPiece"
+            and all(token is not None and isinstance(content := token.get("content"), str)
+                    and not any(char.isspace() for char in content) for token in tokens))
+
+
+def _typed(value: object) -> dict[str, object] | None:
+    """A JSON object of tokenizer.json, or None for anything else."""
+    return cast("dict[str, object]", value) if isinstance(value, dict) else None
 
 
 def max_seq_length_from_dir(model_dir: Path) -> int | None:
