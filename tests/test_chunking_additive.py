@@ -217,6 +217,12 @@ def test_a_sync_writes_the_same_index_and_sends_the_same_calls_with_summed_count
         pytest.skip("the shared corpora are not here")
     docs = [Doc(f"docs/{number:03}-{path.name}", path.read_text(encoding="utf-8", errors="replace"))
             for number, path in enumerate(sample)]
+    # Chunks full to the limit under headings too long for the room left beside them: the context
+    # is cut to fit (fit_context), counted ahead of each chunk.
+    heading = " ".join(f"heading{n} naïve 東京" for n in range(30))
+    docs += [Doc(f"docs/tight-{number}.md", f"# {heading}\n\n## {heading} part\n\n"
+                 + "\n\n".join(" ".join(f"w{number}x{block}y{word}" for word in range(70)) for block in range(8)))
+             for number in range(3)]
 
     class Counting(FakeEmbedder):
         def __init__(self) -> None:
@@ -251,5 +257,7 @@ def test_a_sync_writes_the_same_index_and_sends_the_same_calls_with_summed_count
     monkeypatch.setattr(embed_stage, "counts_add_up", lambda _embedder: False)
     counted = index_of(tmp_path / "counted", Counting())
     assert len(summed[0]) > 100
+    assert any(path.startswith("docs/tight-") and context and "heading29" not in context
+               for path, *_row, context, _heading, _vector, _key in summed[0])  # cut to fit
     assert any(len(call) > 1 for call in summed[1])
     assert summed == counted

@@ -162,12 +162,23 @@ def _fitted_contexts(ctx: SyncContext, document: Chunked) -> tuple[list[str], di
     distinct = list(dict.fromkeys(text for text in contexts if text))
     counted = dict(zip(distinct, embedder.count_tokens_batch(distinct), strict=True)) if distinct else {}
 
-    def count_tokens(text: str) -> int:
-        known = counted.get(text)
-        return known if known is not None else embedder.count_tokens(text)
+    additive = counts_add_up(embedder)
 
-    return [fit_context(context, chunk.text, chunk.token_count, embedder.max_input_tokens, count_tokens)
-            for context, chunk in zip(contexts, document.chunks, strict=True)], counted
+    def fitted(context: str, chunk: Chunk) -> str:
+        def count_tokens(text: str) -> int:
+            known = counted.get(text)
+            if known is not None:
+                return known
+            # A context tried ahead of the chunk (`embedding_input`): where counts add up over the
+            # blank line between them, the chunk's own count is known and only the head is counted.
+            body = len(chunk.text) + 2
+            if additive and len(text) > body and text.endswith(chunk.text) and text[-body:-body + 2] == "\n\n":
+                return embedder.count_tokens(text[:-body]) + chunk.token_count
+            return embedder.count_tokens(text)
+
+        return fit_context(context, chunk.text, chunk.token_count, embedder.max_input_tokens, count_tokens)
+
+    return [fitted(context, chunk) for context, chunk in zip(contexts, document.chunks, strict=True)], counted
 
 
 def vectors_of(ctx: SyncContext, run: EmbedRun, texts: Sequence[str],
