@@ -24,7 +24,10 @@ a unit vector drawn from a generator seeded by the text's xxh64. What is left is
 reported: seconds until the first chunk is committed, the whole sync, peak RSS. --noop: after one
 sync, a no-op `pnk sync` (a process) alternated with a bare walk + stat of the same tree (a process).
 --one-edit: one paragraph appended to one document, then a sync in a child process under each
-version in turn (its wall seconds: walk, pair, the document's chunks, graph).
+version in turn (its wall seconds: walk, pair, the document's chunks, graph). --off-driver: each
+round also times the working tree with every `chunk_text` result and term-count probe handed over
+from an untimed sync of the same tree just before (in the same process): what the driver costs
+once the chunk stage and the term probe run on workers (docs/perf/writer.md).
 Results print as JSON (and go to --json).
 """
 
