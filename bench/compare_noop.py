@@ -1,6 +1,6 @@
 """The no-op sync of two versions of Pinakes side by side, against the same bare walk, in one run.
 
-    python bench/compare_noop.py --base ec8a764 [--repeat 11]
+    python bench/compare_noop.py --base ec8a764 [--repeat 11] [--kb KB]
 
 bench_sync.py measures one version against its baseline; when that ratio moves, this says whether
 the code moved it: `--base REV`'s `src/pinakes` (git archive) and the working tree's are each
@@ -16,6 +16,7 @@ import argparse
 import compileall
 import io
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,8 +35,16 @@ def snapshot(rev: str | None, into: Path) -> Path:
         shutil.rmtree(into)
     into.mkdir(parents=True)
     if rev is None:
-        shutil.copytree(REPO / "src" / "pinakes", into / "pinakes",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        compiled = shutil.ignore_patterns("__pycache__", "*.pyc")
+        top = REPO / "src" / "pinakes"
+
+        def ignored(folder: str, names: list[str]) -> set[str]:
+            # A link src/pinakes/rules -> ../../rules (a checkout's way to test its own adapters)
+            # is not copied twice: the top-level folder is mapped in below.
+            mapped = {"rules"} if Path(folder) == top and (REPO / "rules").is_dir() else set()
+            return set(compiled(folder, names)) | mapped
+
+        shutil.copytree(top, into / "pinakes", ignore=ignored)
         if (REPO / "rules").is_dir():
             shutil.copytree(REPO / "rules", into / "pinakes" / "rules",
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -54,30 +63,48 @@ def snapshot(rev: str | None, into: Path) -> Path:
 
 
 def seconds(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    return timed(cmd, env)[0]
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of `cmd` in a child process: on a loaded machine the CPU time
+    says what the process cost, the wall time also what the other tenants left it."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True, env=env)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--base", required=True, help="the git revision to compare the working tree with")
     parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--kb", type=Path, default=WORK / "kb10k", help="a synced KB (default: bench_sync.py's 10k)")
     args = parser.parse_args(argv)
-    kb = WORK / "kb10k"
+    kb = args.kb
     if not (kb / ".pinakes").is_dir():
         parser.error(f"no benchmark KB at {kb}: run `python bench/bench_sync.py --skip-cold --skip-reuse` first")
-    versions = {args.base: snapshot(args.base, WORK / "compare-base"), "working tree": snapshot(None, WORK / "compare-head")}
-    samples: dict[str, list[float]] = {name: [] for name in [*versions, "bare walk+stat"]}
+    # Each run its own snapshots: two runs at once never import from a folder the other rewrites.
+    versions = {args.base: snapshot(args.base, WORK / f"compare-base-{os.getpid()}"),
+                "working tree": snapshot(None, WORK / f"compare-head-{os.getpid()}")}
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in [*versions, "bare walk+stat"]}
     for _ in range(args.repeat):
         for name, source in versions.items():
             env = {**os.environ, "PYTHONPATH": str(source)}
-            samples[name].append(seconds([sys.executable, "-m", "pinakes", "-C", str(kb), "sync", "-q"], env))
-        samples["bare walk+stat"].append(seconds([sys.executable, "-c", BARE_WALK, str(kb / "docs")]))
-    bare = statistics.median(samples["bare walk+stat"])
+            samples[name].append(timed([sys.executable, "-m", "pinakes", "-C", str(kb), "sync", "-q"], env))
+        samples["bare walk+stat"].append(timed([sys.executable, "-c", BARE_WALK, str(kb / "docs")]))
+    bare = statistics.median(wall for wall, _ in samples["bare walk+stat"])
+    bare_cpu = statistics.median(cpu for _, cpu in samples["bare walk+stat"])
     for name, values in samples.items():
-        median = statistics.median(values)
-        print(f"{name:20} {median:.3f} s  {median / bare:.2f}x the bare walk  (fastest {min(values):.3f} s)")
+        median = statistics.median(wall for wall, _ in values)
+        cpu = statistics.median(cpu for _, cpu in values)
+        print(f"{name:20} {median:.3f} s  {median / bare:.2f}x the bare walk  (fastest {min(values)[0]:.3f} s); "
+              f"CPU {cpu:.3f} s  {cpu / bare_cpu:.2f}x the bare walk's")
+    print(f"load average {os.getloadavg()}")
+    for source in versions.values():
+        shutil.rmtree(source, ignore_errors=True)
     return 0
 
 

@@ -1,6 +1,7 @@
 """graph: the doit adapter of the graph stage (the derivation is `pinakes.pipeline.graph`). The graph
-is derived in full whenever the sync changes the indexed documents (or finishes a sync that stopped
-before deriving it), and is up to date otherwise."""
+is derived whenever the sync changes the indexed documents (or finishes a sync that stopped before
+deriving it), and is up to date otherwise: updated for the documents this sync changed when nothing
+else changed since it was last derived (`pipeline.graph_update`), in full otherwise."""
 
 from __future__ import annotations
 
@@ -16,8 +17,18 @@ def run_graph(run: PipelineRun, _scope: Scope) -> None:
     ctx = run.ctx
     faultpoint("sync.before-graph")
     started = time.perf_counter()
-    ctx.report.graph_census = derive_graph(ctx.writer(), ctx.kb_id)
+    ctx.report.graph_census = derive_graph(ctx.writer(), ctx.kb_id, changed=_changed(run))
     ctx.report.graph_seconds = time.perf_counter() - started
+
+
+def _changed(run: PipelineRun) -> set[str] | None:
+    """The documents whose chunks (or whose being active) this sync may have changed, when they are
+    all that changed since the graph was last derived: not in a rebuild (a new index), nor after a
+    sync that stopped before its end (what it committed is not known here). None: derive in full."""
+    plan = run.decided()
+    if plan is None or run.ctx.rebuilding or run.unfinished():
+        return None
+    return {item.doc_id for item in plan.work} | {doc.id for doc in plan.deletes}
 
 
 def _uptodate(run: PipelineRun, _scope: Scope) -> bool:

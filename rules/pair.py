@@ -20,6 +20,7 @@ def run_pair(run: PipelineRun, _scope: Scope) -> None:
 
 
 def _uptodate(run: PipelineRun, _scope: Scope) -> bool:
+    run.unfinished()  # whether the last sync ended, read before this one marks its start (the graph asks)
     return not run.has_work()
 
 

@@ -168,6 +168,56 @@ def test_kill_during_embedding_loses_at_most_the_group_in_flight(tmp_path: Path)
     assert active_paths(root) == {f"docs/doc{n:02d}.md" for n in range(12)}
 
 
+def sidecar_ids(root: Path) -> dict[str, str]:
+    """Each document's ID as its sidecar on disk says it (document path -> ID)."""
+    ids: dict[str, str] = {}
+    for sidecar in (root / "docs").glob("*.pnk.yaml"):
+        line = next(line for line in sidecar.read_text(encoding="utf-8").splitlines() if line.startswith("id: "))
+        ids[f"docs/{sidecar.name.removesuffix('.pnk.yaml')}"] = line[4:].strip()
+    return ids
+
+
+@pytest.mark.heavy
+def test_kill_while_minting_a_later_group_loses_nothing_and_the_next_sync_converges(tmp_path: Path) -> None:
+    """New documents' sidecars are minted group by group, just before each group's extraction: a
+    kill -9 between two mints of the second group leaves the first group committed, the sidecars
+    written so far (each ID on disk before any index row names it) and none for the groups not
+    reached. The next sync indexes the minted documents under the IDs on disk, mints the rest,
+    and one more sync finds nothing to do."""
+    root = make_kb(tmp_path / "kb", 12)
+    script = STREAM_SCRIPT.format(repo=str(REPO_ROOT), kb=str(root))
+    env = {**os.environ, "PNK_FAULT": "sync.after-sidecar-write:5"}  # the 2nd mint of group 2 (groups of 3)
+    killed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    minted = sidecar_ids(root)
+    assert set(minted) == {f"docs/doc{n:02d}.md" for n in range(5)}  # streamed: not all 12 up front
+    conn = sqlite3.connect(root / ".pinakes" / "index.db")
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        committed = dict(conn.execute("SELECT path, id FROM documents WHERE state = 'active'").fetchall())
+    finally:
+        conn.close()
+    assert committed == {path: minted[path] for path in ("docs/doc00.md", "docs/doc01.md", "docs/doc02.md")}
+    env.pop("PNK_FAULT")
+    again = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "9"
+    ids = sidecar_ids(root)
+    assert {path: ids[path] for path in minted} == minted  # every ID minted before the kill is kept
+    assert len(set(ids.values())) == len(ids) == 12  # no duplicate
+    conn = sqlite3.connect(root / ".pinakes" / "index.db")
+    try:
+        assert dict(conn.execute("SELECT path, id FROM documents WHERE state = 'active'").fetchall()) == ids
+        assert conn.execute("SELECT COUNT(*) FROM documents WHERE state != 'active'").fetchone() == (0,)
+        assert conn.execute("SELECT COUNT(*) FROM chunks c LEFT JOIN embeddings e ON e.chunk_id = c.id "
+                            "WHERE e.chunk_id IS NULL").fetchone() == (0,)
+    finally:
+        conn.close()
+    assert sync(root).noop
+
+
 def test_every_file_is_accounted_for_in_text_and_json(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     root = make_kb(tmp_path / "kb", 2)
@@ -331,14 +381,22 @@ def test_a_document_that_will_be_slow_is_announced_before_its_embedding(
     assert quiet.getvalue() == ""
 
 
-def test_minting_many_sidecars_is_announced_before_it_starts(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_restoring_many_sidecars_is_announced_and_minting_is_not_waited_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Restored sidecars are written at pairing, before any indexing: said before it starts. New
+    documents' sidecars are minted with their groups, so nothing waits on them in one block."""
     import io
 
-    from pinakes.pipeline import pair as pair_step
+    from pinakes.pipeline import sidecar_writes
 
     root = make_kb(tmp_path / "kb", 3)
-    monkeypatch.setattr(pair_step, "MANY_SIDECARS", 3)
+    monkeypatch.setattr(sidecar_writes, "MANY_SIDECARS", 3)
+    stream = io.StringIO()
+    report = run_sync(root, SyncOptions(), embedder=FakeEmbedder(), progress_stream=stream)  # type: ignore[arg-type]
+    assert report.ok and len(report.sidecars_written) == 3
+    assert "writing 3 sidecars" not in stream.getvalue()
+    for sidecar in (root / "docs").glob("*.pnk.yaml"):
+        sidecar.unlink()
     stream = io.StringIO()
     report = run_sync(root, SyncOptions(), embedder=FakeEmbedder(), progress_stream=stream)  # type: ignore[arg-type]
     assert report.ok and len(report.sidecars_written) == 3

@@ -71,7 +71,11 @@ def chunked_as(source_type: str) -> str:
 def source_type_for(path: Path | str) -> str | None:
     """The source type of `path` (one of SOURCE_TYPES), or None when it is not a source."""
     # String operations rather than Path(): the walk asks this of every file in the KB.
-    name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
+    return source_type_of_name(str(path).replace("\\", "/").rsplit("/", 1)[-1])
+
+
+def source_type_of_name(name: str) -> str | None:
+    """`source_type_for` of a bare file name (the walk has it from the directory entry)."""
     dot = name.rfind(".")
     if dot <= 0 or dot == len(name) - 1:  # ".bashrc", "README", "notes." have no suffix (as Path.suffix)
         return None

@@ -56,10 +56,18 @@ def is_identifier(title: str) -> bool:
     return False
 
 
+def _file_name(path: str) -> str:
+    """`PurePosixPath(path).name`, by a string split where that is the same (a walked path always:
+    pairing asks this of every document on every sync that pairs, and pathlib's parse is most of it)."""
+    name = path.rsplit("/", 1)[-1]
+    return name if name not in ("", ".") else PurePosixPath(path).name
+
+
 def file_name_words(path: str) -> str:
     """The words of a document's file name, without its extensions; nothing for a name that is an
     identifier (`0042.txt`, an accession number, a hash)."""
-    name = _EXTENSION.sub("", PurePosixPath(path).name) or PurePosixPath(path).name
+    base = _file_name(path)
+    name = _EXTENSION.sub("", base) or base
     words = [word for word in _NAME_SPLIT.split(name) if word and not (len(word) >= 6 and is_identifier(word))]
     if len(words) <= 1 and not any(_WORD_RUNS.search(word) for word in words):
         return ""  # a bare number: a counter, not a name

@@ -2,57 +2,42 @@
 
 Phase 1 (the walk) built the whole after-picture; phase 2 (`plan_changes`) resolves identities
 against the whole before-picture at once, because a rename cannot be told from a delete until every
-other file has been seen. The decision is a pure function of (index rows, walk, sidecars); applying
-it (`apply_identity`) writes sidecars first, so a document's permanent ID is on disk before the index
-refers to it.
+other file has been seen. The decision is a pure function of (index rows, walk, sidecars), new
+documents' IDs included; applying it (`apply_identity`) writes the restored and moved sidecars first,
+and each new document's sidecar is written just before its group is extracted
+(`pipeline.sidecar_writes`), so a document's permanent ID is on disk before the index refers to it.
 
 IDs are never reused, never renumbered and never minted over a sidecar that exists.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
-from pinakes.errors import PinakesError, SidecarError
+from pinakes.errors import SidecarError
 from pinakes.faults import faultpoint
 from pinakes.ids import new_ulid
 from pinakes.index.schema import transaction
 from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.links.store import delete_authored_links, write_links
+from pinakes.pipeline import sidecar_writes
 from pinakes.pipeline.context import context_naming
 from pinakes.pipeline.keys import BuildKeys
 from pinakes.pipeline.likely_moves import LikelyMove, MoveEvidence, likely_move_note, likely_moves
+from pinakes.pipeline.sidecar_writes import SidecarWrite, SidecarWriter, carrying, pending_mints
 from pinakes.pipeline.types import DocWork, IndexedDoc
 from pinakes.pipeline.unextractable import carry_forward
-from pinakes.sources.walk import FileState, WalkResult, remember_files, resolves_inside
+from pinakes.sources.walk import WalkResult
 
 if TYPE_CHECKING:
     from pinakes.pipeline.run import SyncContext
-    from pinakes.sidecar.model import JSONValue, Sidecar  # the sidecar package imports ruamel: types only
-
-
-@dataclass(frozen=True)
-class SidecarWrite:
-    doc_path: str
-    doc_id: str
-    kind: str  # "mint" (a new ID) | "restore" (the indexed ID, sidecar was deleted) | "move"
-    from_path: str | None = None  # for "move": the sidecar that travels with a renamed document
-    metadata: str | None = None  # for "restore": the indexed metadata to write back
-
-
-class IndexedSidecarFields(TypedDict, total=False):
-    """The keys of a documents row's metadata JSON that a restored sidecar is written from."""
-
-    title: str
-    tags: list[str]
-    provenance: dict[str, JSONValue]
+    from pinakes.sidecar.model import Sidecar  # the sidecar package imports ruamel: types only
 
 
 @dataclass
@@ -72,6 +57,8 @@ class Plan:
     arrivals: list[str] = field(default_factory=list[str])
     likely_moves: list[LikelyMove] = field(default_factory=list[LikelyMove])
     renamed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    # applied: the mints not written yet, by doc_id (each is written just before its group's extraction)
+    pending_mints: dict[str, SidecarWrite] = field(default_factory=dict[str, SidecarWrite])
 
     @property
     def is_empty(self) -> bool:
@@ -297,85 +284,36 @@ def _key(keys: BuildKeys, walk: WalkResult, path: str, sidecar_title: str | None
 # --- applying the identity decisions -------------------------------------------------------------
 
 
-# Writing this many sidecars takes long enough (about 10 ms each) to be said before it starts.
-MANY_SIDECARS = 200
-
-
-class _ContainedFolders:
-    """Whether a sidecar's folder still resolves inside the KB at the moment of writing: the walk
-    entered only real folders, but one may have been swapped for a symbolic link since. Each
-    folder is resolved once per run."""
-
-    def __init__(self, root: Path) -> None:
-        self._root = root
-        self._inside: dict[Path, bool] = {}
-
-    def first_outside(self, *files: Path) -> Path | None:
-        for file in files:
-            folder = file.parent
-            inside = self._inside.get(folder)
-            if inside is None:
-                inside = self._inside[folder] = resolves_inside(self._root, folder)
-            if not inside:
-                return file
-        return None
-
-
 def apply_identity(ctx: SyncContext, plan: Plan, walk: WalkResult) -> set[str]:
-    """Write sidecars, then moves, deletes and metadata refreshes, each its own transaction. A
-    document whose sidecar was written carries it in `plan.work` from here on; returns the doc_ids
-    whose sidecar could not be written (recorded as failed: nothing more is done on them)."""
-    from pinakes.atomic import atomic_move
-    from pinakes.sidecar import read_sidecar, sidecar_path_for, write_new_sidecar
+    """Write the restored and moved sidecars, then moves, deletes and metadata refreshes, each its
+    own transaction. A document whose sidecar was written carries it in `plan.work` from here on.
+    New documents' sidecars are left in `plan.pending_mints`: each is written just before its group
+    is extracted (`pipeline.sidecar_writes.mint_group`). Returns the doc_ids whose sidecar could not
+    be written (recorded as failed: nothing more is done on them)."""
+    from pinakes.sidecar import read_sidecar, sidecar_path_for
 
     root = ctx.paths.root
     report = ctx.report
     position = {item.path: number for number, item in enumerate(plan.work)}
     failed: set[str] = set()
-    written: list[tuple[Path, str]] = []
-    if len(plan.sidecar_writes) >= MANY_SIDECARS:  # two fsyncs each: seconds before any embedding
-        ctx.progress.announce(f"writing {len(plan.sidecar_writes):,} sidecars (each new document's "
+    plan.pending_mints = pending_mints(plan.sidecar_writes)
+    now_writes = [write for write in plan.sidecar_writes if write.doc_id not in plan.pending_mints]
+    if len(now_writes) >= sidecar_writes.MANY_SIDECARS:  # two fsyncs each: seconds before any embedding
+        ctx.progress.announce(f"writing {len(now_writes):,} sidecars (each moved or restored document's "
                               "permanent ID) before indexing")
-    contained = _ContainedFolders(root)
-    for write in plan.sidecar_writes:
-        doc_path = root / write.doc_path
-        outside = contained.first_outside(doc_path, *([root / write.from_path] if write.from_path else []))
-        if outside is not None:
-            report.fail(write.doc_path, "sidecar", f"the sidecar was not written: {outside.parent} resolves "
-                                                   "outside the KB (a symbolic link on the way)")
+    writer = SidecarWriter(ctx)
+    for write in now_writes:
+        sidecar = writer.write(write)
+        if sidecar is None:
             failed.add(write.doc_id)
             continue
-        try:
-            if write.kind == "move" and write.from_path:
-                atomic_move(root / write.from_path, sidecar_path_for(doc_path))
-            else:
-                meta: IndexedSidecarFields = json.loads(write.metadata) if write.metadata else {}
-                write_new_sidecar(doc_path, doc_id=write.doc_id, title=meta.get("title"),
-                                  tags=tuple(meta.get("tags") or ()),
-                                  links=(), provenance=meta.get("provenance") or None)
-        except (OSError, PinakesError) as exc:
-            message = exc.render() if isinstance(exc, PinakesError) else str(exc)
-            report.fail(write.doc_path, "sidecar", f"could not write the sidecar: {message}")
-            failed.add(write.doc_id)
-            continue
-        report.sidecars_written.append(write.doc_path + SIDECAR_SUFFIX)
-        faultpoint("sync.after-sidecar-write")
-        sidecar_file = sidecar_path_for(doc_path)
-        sidecar = read_sidecar(sidecar_file, kb_id=ctx.kb_id)
-        written.append((sidecar_file, sidecar.raw_hash))
         plan.sidecars[write.doc_path] = sidecar
         number = position.get(write.doc_path)
         if number is not None:
-            item = plan.work[number]
-            # The key names the title the chunks are built with: this sidecar's (a moved one may
-            # have been edited on the way).
-            plan.work[number] = replace(item.with_sidecar(sidecar), key=ctx.keys.key(
-                item.file.content_hash, item.source_type, context_naming(sidecar.title, item.path)))
+            plan.work[number] = carrying(ctx, plan.work[number], sidecar)
+    writer.remember()  # we know these files' hashes: the next walk need not read them again
 
     conn = ctx.writer()
-    if written:  # we know these files' hashes: the next walk need not read them again
-        with transaction(conn):
-            remember_files(conn, [_file_state(root, sidecar_file, digest) for sidecar_file, digest in written])
     now = _now()
     if plan.moves:
         with transaction(conn):
@@ -430,12 +368,6 @@ def _front_matter_tags(path: Path, source_type: str) -> tuple[str, ...]:
     from pinakes.extract.front_matter import document_front_matter
 
     return document_front_matter(None, source_type, path).tags
-
-
-def _file_state(root: Path, path: Path, digest: str) -> FileState:
-    st = path.stat()
-    return FileState(path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns, st.st_ino, digest,
-                     st.st_ctime_ns)
 
 
 def _now() -> str:

@@ -104,7 +104,8 @@ def invocations(run: PipelineRun) -> Iterator[Invocation]:
     stages that decide the change set, then the streamed stages once per group, each group waiting
     for the one before, then each later stage alone. A generator: the groups are cut from the plan
     once the invocation before them was made (and, in a sync, run), so they hold each document as
-    pairing left it."""
+    pairing left it; a group's new documents get their sidecars as its invocation is made (in a
+    sync: after the previous group ran)."""
     for phase in phases():
         if not phase.streamed:
             yield Invocation(phase.label, phase.stages, Scope())
@@ -114,6 +115,10 @@ def invocations(run: PipelineRun) -> Iterator[Invocation]:
             run.groups = stream_groups(plan.work)
         previous: Scope | None = None
         for number, group in enumerate(run.groups):
+            if plan is not None and plan.pending_mints:  # new documents' IDs go on disk just before their group
+                from pinakes.pipeline.sidecar_writes import mint_group
+
+                group = run.groups[number] = mint_group(run.ctx, plan.pending_mints, group, run.failed)
             scope = Scope(number, group)
             waits_for = (tuple(rules.adapter(phase.stages[-1].key).task_names(run, previous))
                          if previous is not None else ())

@@ -1,0 +1,122 @@
+"""The rows of the structural graph (spec §3.2), as the full derivation (`pipeline.graph`) and the
+update (`pipeline.graph_update`) both write them: node ids handed out in order of first use and
+written in batches with their edges (`GraphWriter`), one document's own part (its chunks, heading
+hubs and their edges), the hubs' membership from the documents table (`hub_members`), and the
+structural census kept beside the tables for the next update (`record_structure`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from pinakes.index.schema import EDGE_KINDS, write_meta
+from pinakes.lexical.filters import document_tags
+
+# What joins a hub's members: a directory's documents are co-located, a tag's share it.
+HUB_EDGE = {"dir": "co-located", "tag": "shared-tag"}
+
+
+class HubMembers(NamedTuple):
+    documents: list[str]  # every active document, in path order
+    hubs: dict[tuple[str, str], list[str]]  # (hub kind, key) -> its members in path order, each hub of 2+
+
+
+def hub_members(conn: sqlite3.Connection) -> HubMembers:
+    """Every hub's members, from the documents table: what makes a hub is the whole corpus (a
+    directory or tag with fewer than two active documents is none). Directories first, then tags,
+    each in order of first member."""
+    documents: list[str] = []
+    dirs: dict[str, list[str]] = defaultdict(list)
+    tags: dict[str, list[str]] = defaultdict(list)
+    for doc_id, path, metadata in conn.execute(
+            "SELECT id, path, metadata FROM documents WHERE state = 'active' ORDER BY path").fetchall():
+        documents.append(doc_id)
+        for tag in document_tags(json.loads(metadata or "{}")):  # the sidecar's and the front matter's
+            tags[tag].append(doc_id)
+        dirs[path.rsplit("/", 1)[0] if "/" in path else "."].append(doc_id)
+    hubs = {("dir", key): found for key, found in dirs.items() if len(found) >= 2}
+    hubs.update({("tag", key): found for key, found in tags.items() if len(found) >= 2})
+    return HubMembers(documents, hubs)
+
+
+_FLUSH_ROWS = 50_000  # nodes or edges held before they are written
+
+
+class GraphWriter:
+    """Assigns node ids in order of first use (as a dict of every node did), from `first_id`, and
+    writes nodes and edges in batches; remembers only the documents' nodes, which the hubs point at."""
+
+    def __init__(self, conn: sqlite3.Connection, census: dict[str, int], first_id: int = 1) -> None:
+        self.conn = conn
+        self.census = census
+        self.count = first_id - 1
+        self.docs: dict[str, int] = {}
+        self.pending_nodes: list[tuple[int, str, str]] = []
+        self.pending_edges: list[tuple[int, int, str]] = []
+
+    def node(self, kind: str, key: str) -> int:
+        """A new node's id (every key but a document's is met once)."""
+        self.count += 1
+        self.pending_nodes.append((self.count, kind, key))
+        return self.count
+
+    def doc(self, doc_id: str) -> int:
+        found = self.docs.get(doc_id)
+        if found is None:
+            found = self.docs[doc_id] = self.node("doc", doc_id)
+        return found
+
+    def edges(self, edges: Iterable[tuple[int, int, str]]) -> None:
+        for edge in edges:
+            self.pending_edges.append(edge)
+            self.census[edge[2]] += 1
+        if len(self.pending_edges) + len(self.pending_nodes) >= _FLUSH_ROWS:
+            self.flush()
+
+    def chunks(self, doc_id: str, chunks: list[tuple[int, tuple[str, ...]]]) -> None:
+        """One document's chunk nodes, heading hubs and their edges."""
+        doc_node = self.doc(doc_id)
+        chunk_nodes = [self.node("chunk", f"{doc_id}:{ordinal}") for ordinal, _ in chunks]
+        self.edges((doc_node, chunk_node, "membership") for chunk_node in chunk_nodes)
+        self.edges((a, b, "sibling") for a, b in itertools.pairwise(chunk_nodes))
+        sections: dict[tuple[str, ...], list[int]] = defaultdict(list)
+        for (_, heading), chunk_node in zip(chunks, chunk_nodes, strict=True):
+            if heading:
+                sections[heading].append(chunk_node)
+        # parent-child: a chunk under heading path P is the parent of every chunk whose heading path
+        # extends P. Hierarchy is the one relation not hubbed, so it materialises pairwise.
+        for parent_path, parents in sections.items():
+            for child_path, children in sections.items():
+                if len(child_path) > len(parent_path) and child_path[: len(parent_path)] == parent_path:
+                    self.edges((p, c, "parent-child") for p in parents for c in children)
+        for heading, members in sections.items():
+            if len(members) >= 2:
+                hub = self.node("heading", f"{doc_id}:{' > '.join(heading)}")
+                self.edges((hub, member, "in-section") for member in members)
+
+    def flush(self) -> None:
+        self.conn.executemany("INSERT INTO nodes (id, kind, key) VALUES (?, ?, ?)", self.pending_nodes)
+        self.conn.executemany("INSERT INTO edges (src, dst, kind) VALUES (?, ?, ?)", self.pending_edges)
+        self.pending_nodes.clear()
+        self.pending_edges.clear()
+
+
+# The meta row holding the structural census, with the largest node id and edge rowid it was
+# counted at: an update trusts the counts only while the tables end where they did then.
+CENSUS_KEY = "graph_structure"
+
+
+def record_structure(conn: sqlite3.Connection, census: dict[str, int]) -> None:
+    """Remember the structural census beside where the tables end (call inside the transaction)."""
+    write_meta(conn, {CENSUS_KEY: {"census": {kind: census[kind] for kind in EDGE_KINDS},
+                                   **table_ends(conn)}})
+
+
+def table_ends(conn: sqlite3.Connection) -> dict[str, int]:
+    return {"nodes": conn.execute("SELECT COALESCE(MAX(id), 0) FROM nodes").fetchone()[0],
+            "edges": conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM edges").fetchone()[0]}
