@@ -261,3 +261,16 @@ def test_a_sync_writes_the_same_index_and_sends_the_same_calls_with_summed_count
                for path, *_row, context, _heading, _vector, _key in summed[0])  # cut to fit
     assert any(len(call) > 1 for call in summed[1])
     assert summed == counted
+
+
+def test_a_cluster_driver_chunks_with_summed_counts_too(counter: TokenCounter) -> None:
+    """On Ray the driver counts with the workers' tokenizer (`RayEmbedder`): the same proof applies."""
+    from pinakes.embed.base import ModelIdentity
+    from pinakes.embed.executor_ray import RayEmbedder
+    from pinakes.pipeline.chunk import counts_add_up
+
+    embedder = RayEmbedder(None, [], identity=ModelIdentity("fastembed", "m", "r", "0" * 64, 384),  # type: ignore[arg-type]
+                           max_input_tokens=254, counter=counter, batch_size=32, address="127.0.0.1:1",
+                           owns_connection=False, on_workers=None)
+    assert embedder.token_counter is counter
+    assert counts_add_up(embedder)  # type: ignore[arg-type]
