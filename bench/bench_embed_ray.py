@@ -25,6 +25,7 @@ Ray cluster takes (InstantWorkers: N workers that answer at once), and the proje
 what one quiet core would write). `--ceiling-only` runs just that (no Ray):
 
     nice -n 10 python bench/bench_embed_ray.py --ceiling-only [--ceiling-pages 3000] [--ceiling-corpus DIR]
+        [--ceiling-stride K]
 
 --equivalence tldr: the done-when check of issue #30. The whole corpus (7,425 pages) is synced cold
 twice through `pnk sync`, once with `--executor local` and once on a two-node loopback cluster with
@@ -153,6 +154,9 @@ class InstantEmbedder:
         self.identity = real.identity
         self.max_input_tokens = real.max_input_tokens
         self._real = real
+        # The counter the real model counts with, as the product's embedder exposes it: the chunk
+        # stage proves from it that counts add up (pipeline/chunk.py `counts_add_up`).
+        self.token_counter = getattr(real, "token_counter", None)
         vector = np.ones(real.identity.dim, dtype=np.float32)
         self._vector = vector / np.linalg.norm(vector)
 
@@ -207,7 +211,8 @@ def _kb_with_pages(root: Path, pages: Sequence[Path], docs: Path = TLDR / "docs"
 WORKER_CHUNKS_PER_S = 4 / 0.062
 
 
-def _ceiling(real: Any, pages: int, scratch: Path, workers: int = 0, corpus: Path | None = None) -> dict[str, Any]:
+def _ceiling(real: Any, pages: int, scratch: Path, workers: int = 0, corpus: Path | None = None,
+             stride: int = 1) -> dict[str, Any]:
     """A cold sync of `pages` pages whose vectors cost nothing: on the local path (workers 0) or on
     `workers` instant workers through the dispatch-ahead path. Self-calibration after it is left out."""
     import pinakes.calibration.on_sync as on_sync
@@ -215,7 +220,7 @@ def _ceiling(real: Any, pages: int, scratch: Path, workers: int = 0, corpus: Pat
     from pinakes.sync.engine import run_sync
 
     docs = corpus or TLDR / "docs"
-    files = sorted(path for path in docs.rglob("*") if path.suffix in {".md", ".txt", ".rst"})[:pages]
+    files = sorted(path for path in docs.rglob("*") if path.suffix in {".md", ".txt", ".rst"})[::stride][:pages]
     root = _kb_with_pages(scratch / f"ceiling-{workers}", files, docs)
     embedder = InstantWorkers(real, workers) if workers else InstantEmbedder(real)
     calibrate, on_sync.after_sync = on_sync.after_sync, lambda *_args, **_kwargs: None  # type: ignore[assignment]
@@ -266,7 +271,7 @@ def ceilings(real: Any, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="pnk-bench-ray-") as scratch:
         for workers in args.ceiling_workers:
             found["single_writer_ceiling"].append(_ceiling(real, args.ceiling_pages, Path(scratch), workers,
-                                                           args.ceiling_corpus))
+                                                           args.ceiling_corpus, args.ceiling_stride))
     best = max(run["chunks_per_s"] for run in found["single_writer_ceiling"])
     best_cpu = max(run["chunks_per_cpu_s"] for run in found["single_writer_ceiling"])
     found["projections_wall"] = projections(best)
@@ -344,6 +349,8 @@ def main() -> None:
     parser.add_argument("--ceiling-workers", type=lambda text: [int(part) for part in text.split(",")],
                         default=[0, 8, 32], help="instant workers per ceiling run (0: the local path)")
     parser.add_argument("--ceiling-corpus", type=Path, help="the ceiling's pages from this folder, not tldr")
+    parser.add_argument("--ceiling-stride", type=int, default=1,
+                        help="every K-th file of the ceiling's corpus (a sample across its sources)")
     parser.add_argument("--ceiling-only", action="store_true", help="only the ceiling and its projections (no Ray)")
     parser.add_argument("--equivalence", choices=("tldr",), help="run the done-when equivalence instead")
     parser.add_argument("--pages", type=int, default=None, help="with --equivalence: only the first N pages")

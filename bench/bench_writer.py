@@ -24,7 +24,10 @@ a unit vector drawn from a generator seeded by the text's xxh64. What is left is
 reported: seconds until the first chunk is committed, the whole sync, peak RSS. --noop: after one
 sync, a no-op `pnk sync` (a process) alternated with a bare walk + stat of the same tree (a process).
 --one-edit: one paragraph appended to one document, then a sync in a child process under each
-version in turn (its wall seconds: walk, pair, the document's chunks, graph).
+version in turn (its wall seconds: walk, pair, the document's chunks, graph). --off-driver: each
+round also times the working tree with every `chunk_text` result and term-count probe handed over
+from an untimed sync of the same tree just before (in the same process): what the driver costs
+once the chunk stage and the term probe run on workers (docs/perf/writer.md).
 Results print as JSON (and go to --json).
 """
 
@@ -107,6 +110,47 @@ def make_kb(root: Path, corpus: Path, files: list[Path], *, sidecars: bool) -> N
                        check=True, env=env)
 
 
+def _off_driver(root: Path) -> None:
+    """What the driver costs once chunking (with its token counts) and term extraction run elsewhere
+    (issue #45's "move them to the workers"): one untimed cold sync remembers every `chunk_text`
+    result and every term-count probe by their inputs, and the timed sync that follows is handed
+    them. The timed sync still does everything else a driver does (extraction, contexts, every
+    write, the graph); the lookups cost a hash of the text."""
+    import pinakes.chunking
+    from pinakes.lexical.tokenizer import Tokenizer
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+
+    chunked: dict[tuple[Any, ...], Any] = {}
+    chunker = pinakes.chunking.chunk_text
+
+    def chunk_text(text: str, source_type: str, **options: Any) -> Any:
+        key = (text, source_type, *sorted((name, repr(value)) for name, value in options.items()
+                                          if not name.startswith("count_tokens")))
+        if key not in chunked:
+            chunked[key] = chunker(text, source_type, **options)
+        return chunked[key]
+
+    pinakes.chunking.chunk_text = chunk_text  # type: ignore[assignment]
+    for name in ("paired_counts", "paired_frequencies"):  # the working tree's, a baseline's
+        probe = getattr(Tokenizer, name, None)
+        if probe is None:
+            continue
+        counted: dict[tuple[Any, ...], Any] = {}
+
+        def remembered(self: Any, rows: Any, _probe: Any = probe, _counted: dict[tuple[Any, ...], Any] = counted) -> Any:
+            key = tuple(rows)
+            if key not in _counted:
+                _counted[key] = _probe(self, rows)
+            return _counted[key]
+
+        setattr(Tokenizer, name, remembered)
+    report = run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())  # type: ignore[arg-type]
+    assert report.ok, report.render_text()
+    for leftover in (root / ".pinakes").glob("index.db*"):
+        leftover.unlink()
+
+
 def child(root: Path) -> None:
     """One cold sync of `root` in this process (PYTHONPATH names the code under test); prints JSON."""
     import pinakes.pipeline.embed as embed_stage
@@ -119,6 +163,8 @@ def child(root: Path) -> None:
         on_sync.after_sync = lambda *_args, **_kwargs: None  # type: ignore[assignment]
     except ImportError:
         pass
+    if os.environ.get("PNK_BENCH_OFF_DRIVER"):
+        _off_driver(root)
     started = time.perf_counter()
     first: list[float] = []
     write = embed_stage.write_document
@@ -145,10 +191,10 @@ def child(root: Path) -> None:
                       "sidecars_written": len(report.sidecars_written)}))
 
 
-def cold_sync(source: Path, root: Path) -> dict[str, Any]:
+def cold_sync(source: Path, root: Path, *, off_driver: bool = False) -> dict[str, Any]:
     for leftover in (root / ".pinakes").glob("index.db*"):
         leftover.unlink()
-    env = {**os.environ, "PYTHONPATH": str(source)}
+    env = {**os.environ, "PYTHONPATH": str(source), **({"PNK_BENCH_OFF_DRIVER": "1"} if off_driver else {})}
     done = subprocess.run([sys.executable, __file__, "--child", str(root)], env=env, check=True,
                           capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -171,6 +217,9 @@ def main() -> None:
     parser.add_argument("--noop", action="store_true", help="no-op sync against walk+stat (after one sync)")
     parser.add_argument("--skip-sync", action="store_true", help="reuse the KB an earlier run synced")
     parser.add_argument("--one-edit", action="store_true", help="one document edited, then a sync, per version")
+    parser.add_argument("--off-driver", action="store_true",
+                        help="also time the working tree with chunking and term counts done elsewhere (handed "
+                             "over from an untimed sync): the driver's cost once they move to workers")
     parser.add_argument("--repeat", type=int, default=5, help="with --noop / --one-edit: samples of each")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
@@ -204,9 +253,15 @@ def main() -> None:
         root = copy  # the no-op below runs on the working tree's KB
     else:
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in versions}
+        if args.off_driver:
+            runs["working tree, chunks and terms off the driver"] = []
         for _ in range(args.rounds):
             for name, source in versions.items():
                 runs[name].append(cold_sync(source, root))
+                print(name, runs[name][-1], file=sys.stderr, flush=True)
+            if args.off_driver:
+                name = "working tree, chunks and terms off the driver"
+                runs[name].append(cold_sync(versions["working tree"], root, off_driver=True))
                 print(name, runs[name][-1], file=sys.stderr, flush=True)
         results["runs"] = runs
         for measure in ("chunks_per_s", "chunks_per_cpu_s"):

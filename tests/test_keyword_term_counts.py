@@ -143,5 +143,11 @@ def test_one_paired_pass_counts_what_two_passes_count():
     tokenizer = Tokenizer(FTS_TOKENIZE)
     texts = tokenizer.frequencies([text for text, _ in pairs])
     contexts = tokenizer.frequencies([context for _, context in pairs])
-    assert tokenizer.paired_frequencies(pairs) == list(zip(texts, contexts, strict=True))
-    assert tokenizer.paired_frequencies(pairs[:1]) == [(texts[0], contexts[0])]  # the probe keeps nothing
+    keys = [7, 3, 12, 40]  # chunk ids: any distinct integers, in any order
+    expected = sorted((key, term, text_counts.get(term, 0), context_counts.get(term, 0))
+                      for key, text_counts, context_counts in zip(keys, texts, contexts, strict=True)
+                      for term in {**text_counts, **context_counts})
+    rows = [(key, text, context) for key, (text, context) in zip(keys, pairs, strict=True)]
+    assert tokenizer.paired_counts(rows) == expected
+    assert tokenizer.paired_counts(rows[:1]) == [row for row in expected if row[0] == 7]  # the probe keeps nothing
+    assert tokenizer.paired_counts([]) == []

@@ -17,8 +17,11 @@ Token counting is the cost that matters at sync (10k+ documents), so each piece 
 once, in batches: blocks up front, split parts as they are split, overlap candidates per chunk.
 Chunk sizes are first estimated by adding those counts, then every chunk is counted for real in
 one batch. With a WordPiece tokenizer (MiniLM, BERT) counts add up exactly over whitespace, so
-that batch only confirms; a section a non-additive tokenizer pushed over the limit is packed
-again, counting each chunk as it closes and re-splitting it tighter.
+that batch would only confirm: where the caller says so (`additive`, proved from the tokenizer's
+configuration by `TokenCounter.additive_over_whitespace`) a chunk whose parts are all joined by
+spaces, tabs or line breaks takes the sum of their counts and only the others are counted. A
+section a non-additive tokenizer pushed over the limit is packed again, counting each chunk as it
+closes and re-splitting it tighter.
 
 The modules, by concern: `chunker` (`chunk_text`, the dispatch and the character bound), `spans`
 (lines, sections and blocks), `markdown` (ATX headings, fences, front matter), `text_headings`

@@ -49,6 +49,7 @@ def chunk_text(
     count_tokens_batch: CountTokensBatch | None = None,
     pages: Sequence[tuple[int, int]] | None = None,
     markup: str | None = None,
+    additive: bool = False,
 ) -> list[Chunk]:
     """Cut `text` into chunks of at most `max_tokens` tokens (see the package docstring).
 
@@ -56,7 +57,11 @@ def chunk_text(
     special tokens); `count_tokens_batch`, when given, counts many at once and is used wherever
     the chunker can batch. `pages` are per-page `(char_start, char_end)` spans of a paged source,
     in page order; chunks then carry 1-indexed page_start/page_end. `markup` ("rst", "asciidoc")
-    names the markup of a text source, whose section titles are then its headings.
+    names the markup of a text source, whose section titles are then its headings. `additive`
+    says the counter adds up over whitespace: count(a + g + b) == count(a) + count(b) for every
+    non-empty run g of spaces, tabs, CRs and LFs (`TokenCounter.additive_over_whitespace` says when
+    a tokenizer's configuration proves it); a chunk whose parts are all joined that way is then not
+    counted again. The output is the same either way.
     """
     if source_type not in CHUNKED_SOURCE_TYPES:
         raise ValueError(f"unknown source type {source_type!r}; expected one of {CHUNKED_SOURCE_TYPES}")
@@ -85,7 +90,7 @@ def chunk_text(
                                      clauses=source_type == "text" and markup is None)
 
     counter = TokenTally(count_tokens, count_tokens_batch)
-    packer = Packer(text, counter, max_tokens, overlap, split_sentences=source_type != "code")
+    packer = Packer(text, counter, max_tokens, overlap, split_sentences=source_type != "code", additive=additive)
     section_blocks = [blocks_of(text, lines, section, fenced) for section in sections]
     all_blocks = [block for blocks in section_blocks for block in blocks]
     block_tokens = iter(counter.many([text[start:end] for start, end in all_blocks]))
@@ -99,13 +104,14 @@ def chunk_text(
 
     # Pack on estimates, then count every chunk for real in one batch; only a section where the
     # estimate proved wrong is packed again, counting as it goes.
+    # A chunk whose count its parts prove (`additive`) is not counted again.
     planned = packer.pack_estimated(section_atoms)
-    counts = iter(counter.many([text[start:end] for spans in planned for start, end in spans]))
+    counts = iter(counter.many([text[start:end] for spans in planned for start, end, exact in spans if exact is None]))
     page_of = _PageLookup(pages) if pages is not None else None
     max_chars = max_tokens * MAX_CHARS_PER_TOKEN
     chunks: list[Chunk] = []
     for section, atoms, spans in zip(sections, section_atoms, planned, strict=True):
-        counted = [(start, end, next(counts)) for start, end in spans]
+        counted = [(start, end, next(counts) if exact is None else exact) for start, end, exact in spans]
         if any(tokens > max_tokens for _, _, tokens in counted):
             counted = packer.pack_exact(atoms)
         if any(end - start > max_chars for start, end, _ in counted):

@@ -5,7 +5,8 @@ boundaries, and as a last resort at characters: split, never trimmed. `overlap` 
 of the previous chunk of the same section are repeated at the start of the next. Chunk sizes are
 first estimated by adding the counts of their parts (`pack_estimated`); a section whose chunks a
 non-additive tokenizer pushed over the limit is packed again counting each chunk as it closes
-(`pack_exact`).
+(`pack_exact`). For a tokenizer whose counts add up over whitespace (`additive`), a chunk whose
+parts are all joined by whitespace is not counted again: its count is the sum of its parts'.
 """
 
 from __future__ import annotations
@@ -49,20 +50,39 @@ class Planned:
     end: int
     tokens: int
     overlap_limit: int
+    # The exact count of [start, end) where it is the sum of its atoms' (every join between them is
+    # whitespace and the tokenizer is additive over it); None: only a count of the text can say.
+    exact: int | None = None
+
+
+# Joins over which an additive tokenizer's counts add up: a non-empty run of these characters only.
+# (Other whitespace is left to the tokenizer: BERT's normalizer deletes some of it, such as a form
+# feed, which then joins the words on either side into one.)
+_JOIN = " \t\n\r"
+
+
+def joined(text: str, end: int, start: int) -> bool:
+    """Whether text[end:start], the gap between two counted parts, is a join they add up over."""
+    return start > end and not text[end:start].strip(_JOIN)
 
 
 class Packer:
     def __init__(
-        self, text: str, counter: TokenTally, max_tokens: int, overlap: int, *, split_sentences: bool
+        self, text: str, counter: TokenTally, max_tokens: int, overlap: int, *, split_sentences: bool,
+        additive: bool = False,
     ) -> None:
         self.text = text
         self.counter = counter
         self.max_tokens = max_tokens
         self.overlap = overlap
         self.first_level = _SPLIT_SENTENCES if split_sentences else _SPLIT_LINES
+        # The tokenizer counts a + join + b as count(a) + count(b) (see `joined`): chunks made of
+        # joined parts are then known exactly without a count.
+        self.additive = additive
 
-    def pack_estimated(self, sections: list[list[Atom]]) -> list[list[tuple[int, int]]]:
-        """Chunk spans per section, sized by adding the counts of their parts.
+    def pack_estimated(self, sections: list[list[Atom]]) -> list[list[tuple[int, int, int | None]]]:
+        """Chunk spans per section, sized by adding the counts of their parts, each with its exact
+        count where the parts prove it (`additive`; else None: the caller counts it).
 
         Each chunk after the first of a section reserves room for its overlap while packing; the
         overlaps themselves are resolved afterwards for the whole document in one counting batch.
@@ -75,17 +95,36 @@ class Packer:
                 if limit > 0:
                     jobs.append((section_index, chunk_index, self._overlap_words(previous, limit)))
         counts = iter(self.counter.many([self.text[a:b] for _, _, words in jobs for a, b in words]))
-        starts: dict[tuple[int, int], int] = {}
+        starts: dict[tuple[int, int], tuple[int, int | None]] = {}
         for section_index, chunk_index, words in jobs:
-            limit = planned[section_index][chunk_index].overlap_limit
-            overlap_start = self._overlap_start(words, [next(counts) for _ in words], limit)
+            chunk = planned[section_index][chunk_index]
+            word_counts = [next(counts) for _ in words]
+            overlap_start = self._overlap_start(words, word_counts, chunk.overlap_limit)
             if overlap_start is not None:
-                starts[section_index, chunk_index] = overlap_start
-        return [
-            [(starts.get((section_index, chunk_index), chunk.start), chunk.end)
-             for chunk_index, chunk in enumerate(chunks)]
-            for section_index, chunks in enumerate(planned)
-        ]
+                starts[section_index, chunk_index] = (overlap_start,
+                                                      self._with_overlap(chunk, words, word_counts, overlap_start))
+        spans: list[list[tuple[int, int, int | None]]] = []
+        for section_index, chunks in enumerate(planned):
+            spans.append([])
+            for chunk_index, chunk in enumerate(chunks):
+                start, exact = starts.get((section_index, chunk_index), (chunk.start, chunk.exact))
+                spans[-1].append((start, chunk.end, exact))
+        return spans
+
+    def _with_overlap(self, chunk: Planned, words: list[tuple[int, int]], counts: list[int],
+                      overlap_start: int) -> int | None:
+        """The exact count of `chunk` with the previous chunk's words from `overlap_start` on ahead
+        of it, where every join (between the words, and before the chunk) proves it."""
+        if chunk.exact is None:
+            return None
+        total, previous_end = chunk.exact, chunk.start
+        for (word_start, word_end), word_tokens in zip(reversed(words), reversed(counts), strict=True):
+            if word_start < overlap_start:
+                break
+            if not joined(self.text, word_end, previous_end):
+                return None
+            total, previous_end = total + word_tokens, word_start
+        return total
 
     def pack_exact(self, atoms: list[Atom]) -> list[tuple[int, int, int]]:
         """Chunk spans of one section, each counted for real as it closes and re-split when a
@@ -116,6 +155,7 @@ class Packer:
         queue = deque(atoms)
         chunks: list[Planned] = []
         start = end = tokens = reserved = 0
+        exact: int | None = None
         open_chunk = only_heading = False
         while queue:
             atom = queue.popleft()
@@ -126,15 +166,19 @@ class Packer:
                     continue
             if not open_chunk:
                 start, end, tokens, reserved, open_chunk = atom.start, atom.end, atom.tokens, 0, True
+                exact = atom.tokens if self.additive else None
             elif tokens + atom.tokens <= limit:
+                if exact is not None:
+                    exact = exact + atom.tokens if joined(self.text, end, atom.start) else None
                 end, tokens = atom.end, tokens + atom.tokens
             else:
-                chunks.append(Planned(start, end, tokens, reserved))
+                chunks.append(Planned(start, end, tokens, reserved, exact))
                 reserved = max(0, min(self.overlap, limit - atom.tokens))
                 start, end, tokens = atom.start, atom.end, reserved + atom.tokens
+                exact = atom.tokens if self.additive else None
             only_heading = atom.heading
         if open_chunk:
-            chunks.append(Planned(start, end, tokens, reserved))
+            chunks.append(Planned(start, end, tokens, reserved, exact))
         return chunks
 
     def split(self, atom: Atom) -> list[Atom]:

@@ -380,6 +380,12 @@ class RayEmbedder:
             self._on_workers = on_workers
             on_workers(len(self._workers))
 
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The counter `count_tokens` uses (the workers' tokenizer): the chunk stage reads from it
+        whether counts add up (pipeline/chunk.py `counts_add_up`), as on a local model."""
+        return self._counter
+
     def count_tokens(self, text: str) -> int:
         return self._counter.count(text)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -29,6 +29,7 @@ class TokenCounter:
         with_special = len(self._tokenizer.encode("", add_special_tokens=True).ids)
         self.special_tokens = with_special - len(self._tokenizer.encode("", add_special_tokens=False).ids)
         self._fingerprint: str | None = None
+        self._additive: bool | None = None
 
     @classmethod
     def from_file(cls, tokenizer_json: Path) -> TokenCounter:
@@ -58,6 +59,23 @@ class TokenCounter:
             self._fingerprint = xxhash.xxh3_128_hexdigest(f"{tokenizers.__version__}\0{self.to_str()}".encode())
         return self._fingerprint
 
+    @property
+    def additive_over_whitespace(self) -> bool:
+        """Whether this tokenizer's configuration proves count(a + g + b) == count(a) + count(b) for
+        every non-empty run g of spaces, tabs, CRs and LFs (the chunker then sums the counts of a
+        chunk's parts instead of counting it again: `pinakes.chunking`).
+
+        Proved for: a normalizer that maps each character on its own, never merging across
+        whitespace (BERT's, lowercasing, canonical or compatibility decomposition, accent
+        stripping), a pre-tokenizer that splits at whitespace before anything else sees the text
+        (BERT's, `Whitespace`, `WhitespaceSplit`), a WordPiece model (each word on its own), no
+        special token with whitespace in it, and counts without special tokens (this counter's).
+        Anything else (a BPE with a byte-level or metaspace pre-tokenizer, a prepending or
+        replacing normalizer) is not proved, and its chunks are counted."""
+        if self._additive is None:
+            self._additive = _additive_configuration(json.loads(self.to_str()))
+        return self._additive
+
     def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
@@ -68,6 +86,36 @@ class TokenCounter:
         # of the chunker's counting, which is a large part of a sync's driver work (docs/perf/writer.md).
         encodings = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         return [len(encoding.ids) for encoding in encodings]
+
+
+# Tokenizer components (their `type` in tokenizer.json) that never join or split text across a run
+# of ASCII whitespace differently from the parts on either side (see `additive_over_whitespace`).
+_PER_CHARACTER_NORMALIZERS = frozenset({"BertNormalizer", "Lowercase", "NFD", "NFKD", "StripAccents"})
+_WHITESPACE_PRE_TOKENIZERS = frozenset({"BertPreTokenizer", "Whitespace", "WhitespaceSplit"})
+
+
+def _additive_configuration(config: object) -> bool:
+    if not isinstance(config, dict):
+        return False
+    parts = cast("dict[str, object]", config)
+    normalizer = _typed(parts.get("normalizer"))
+    steps: list[object] = [] if normalizer is None else [normalizer]
+    if normalizer is not None and normalizer.get("type") == "Sequence":
+        inner = normalizer.get("normalizers")
+        steps = cast("list[object]", inner) if isinstance(inner, list) else [None]
+    pre_tokenizer, model = _typed(parts.get("pre_tokenizer")), _typed(parts.get("model"))
+    added: object = parts.get("added_tokens") or []
+    tokens = [_typed(token) for token in cast("list[object]", added)] if isinstance(added, list) else [None]
+    return (all(step is not None and step.get("type") in _PER_CHARACTER_NORMALIZERS for step in map(_typed, steps))
+            and pre_tokenizer is not None and pre_tokenizer.get("type") in _WHITESPACE_PRE_TOKENIZERS
+            and model is not None and model.get("type") == "WordPiece"
+            and all(token is not None and isinstance(content := token.get("content"), str)
+                    and not any(char.isspace() for char in content) for token in tokens))
+
+
+def _typed(value: object) -> dict[str, object] | None:
+    """A JSON object of tokenizer.json, or None for anything else."""
+    return cast("dict[str, object]", value) if isinstance(value, dict) else None
 
 
 def max_seq_length_from_dir(model_dir: Path) -> int | None:

@@ -23,16 +23,12 @@ def record_term_frequencies(conn: sqlite3.Connection, chunks: Sequence[tuple[int
     """Write the term counts of these (chunk id, text, context) triples: `frequency` in the text,
     `context_frequency` in the context (pipeline/context.py), which the keyword side weighs apart
     (search/bm25.py). The tokenizer shadows each exactly as the chunks_fts triggers do
-    (lexical/scripts.py): one pass of the tokenizer over both fields, one statement for every row."""
+    (lexical/scripts.py): one pass of the tokenizer over both fields, counted by SQLite, and the
+    rows (in the table's key order) written by one statement."""
     if not chunks:
         return
     tokenizer: Tokenizer | None = getattr(_local, "tokenizer", None)
     if tokenizer is None:
         tokenizer = _local.tokenizer = Tokenizer(FTS_TOKENIZE)
-    counted = tokenizer.paired_frequencies([(text, context) for _, text, context in chunks])
-    conn.executemany(
-        "INSERT INTO chunk_terms (chunk_id, term, frequency, context_frequency) VALUES (?, ?, ?, ?)",
-        [(chunk_id, term, text_counts.get(term, 0), context_counts.get(term, 0))
-         for (chunk_id, _, _), (text_counts, context_counts) in zip(chunks, counted, strict=True)
-         for term in {**text_counts, **context_counts}],
-    )
+    conn.executemany("INSERT INTO chunk_terms (chunk_id, term, frequency, context_frequency) VALUES (?, ?, ?, ?)",
+                     tokenizer.paired_counts(chunks))

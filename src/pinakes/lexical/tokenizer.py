@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import unicodedata
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 
 from pinakes.lexical.scripts import shadow_or_self
@@ -109,13 +109,13 @@ class Tokenizer:
                 result[doc - 1][term] = count
         return result
 
-    def paired_frequencies(self, pairs: list[tuple[str, str]]) -> list[tuple[dict[str, int], dict[str, int]]]:
-        """For each (text, context) pair, how often each term occurs in the text and in the context
-        (both shadowed as the index holds them): one pass of the tokenizer over both columns, what
-        `frequencies` would give for the texts and the contexts apart."""
-        result: list[tuple[dict[str, int], dict[str, int]]] = [({}, {}) for _ in pairs]
-        if not pairs:
-            return result
+    def paired_counts(self, rows: Sequence[tuple[int, str, str]]) -> list[tuple[int, str, int, int]]:
+        """For each (key, text, context) row (keys distinct integers, such as chunk ids), every term
+        of the text or the context (shadowed as the index holds them) with how often it occurs in
+        each: (key, term, in the text, in the context), ordered by key then term. One pass of the
+        tokenizer over both columns; SQLite does the counting, so no row passes through Python."""
+        if not rows:
+            return []
         conn = self._conn
         if not self._paired:
             quoted = self.tokenize.replace("'", "''")
@@ -125,14 +125,11 @@ class Tokenizer:
         conn.execute("BEGIN")
         try:
             conn.executemany("INSERT INTO pair_probe (rowid, t, c) VALUES (?, ?, ?)",
-                             ((i + 1, shadow_or_self(text), shadow_or_self(context))
-                              for i, (text, context) in enumerate(pairs)))
-            for doc, column, term, count in conn.execute(
-                    "SELECT doc, col, term, count(*) FROM pair_probe_terms GROUP BY doc, col, term"):
-                result[doc - 1][column != "t"][term] = count
+                             ((key, shadow_or_self(text), shadow_or_self(context)) for key, text, context in rows))
+            return conn.execute("SELECT doc, term, sum(col = 't'), sum(col = 'c') FROM pair_probe_terms "
+                                "GROUP BY doc, term ORDER BY doc, term").fetchall()
         finally:
             conn.execute("ROLLBACK")
-        return result
 
     def presence(self, texts: list[str], terms: set[str]) -> list[frozenset[str]]:
         """Which of `terms` each text contains. Asks fts5vocab for those terms only, so the cost

@@ -56,7 +56,8 @@ def chunk(ctx: SyncContext, document: Extracted) -> Chunked | Failed:
                                 count_tokens=embedder.count_tokens,
                                 count_tokens_batch=store.count_batch if store else embedder.count_tokens_batch,
                                 pages=extracted.pages,
-                                markup=markup_for(item.path) if item.source_type == "text" else None)
+                                markup=markup_for(item.path) if item.source_type == "text" else None,
+                                additive=counts_add_up(embedder))
         finally:
             if store is not None:
                 store.save()
@@ -69,6 +70,16 @@ def chunk(ctx: SyncContext, document: Extracted) -> Chunked | Failed:
         ctx.progress.announce(f"{item.path}: {len(chunks):,} chunks to embed; this document alone "
                               "takes a while")
     return Chunked(item, extracted, tuple(chunks), text_title)
+
+
+def counts_add_up(embedder: Embedder) -> bool:
+    """Whether the embedder counts with a tokenizer whose configuration proves its counts add up over
+    whitespace (`TokenCounter.additive_over_whitespace`): the chunker then sums its parts' counts
+    for most chunks instead of counting them again (the same counts, a second pass saved)."""
+    from pinakes.embed.tokens import TokenCounter
+
+    counter = getattr(embedder, "token_counter", None)
+    return isinstance(counter, TokenCounter) and counter.additive_over_whitespace
 
 
 def _has_context(ctx: SyncContext, document: Extracted, text_title: str | None) -> bool:

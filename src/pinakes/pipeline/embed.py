@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -36,11 +36,13 @@ from pinakes.lexical.scripts import shadow
 from pinakes.links.store import write_links
 from pinakes.links.text_edges import write_text_links
 from pinakes.links.text_links import parse_text_links
+from pinakes.pipeline.chunk import counts_add_up
 from pinakes.pipeline.context import chunk_context, document_context, embedding_input, fit_context
 from pinakes.pipeline.types import Chunked, DocWork, Embedded
 from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, open_reuse
 
 if TYPE_CHECKING:
+    from pinakes.embed.base import Embedder
     from pinakes.pipeline.report import SyncReport
     from pinakes.pipeline.run import SyncContext
     from pinakes.sidecar.model import Sidecar
@@ -143,6 +145,11 @@ def embedding_text_of(chunk: Chunk, context: str) -> str:
 def chunk_contexts(ctx: SyncContext, document: Chunked) -> list[str]:
     """Each of the document's chunks' context (pipeline/context.py), fitted beside the chunk within
     the model's input."""
+    return _fitted_contexts(ctx, document)[0]
+
+
+def _fitted_contexts(ctx: SyncContext, document: Chunked) -> tuple[list[str], dict[str, int]]:
+    """`chunk_contexts`, and the token counts of the document's distinct contexts before fitting."""
     item, extracted = document.work, document.text
     front_matter = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
     context = document_context(_sidecar(document).title or document.text_title, item.path,
@@ -155,18 +162,31 @@ def chunk_contexts(ctx: SyncContext, document: Chunked) -> list[str]:
     distinct = list(dict.fromkeys(text for text in contexts if text))
     counted = dict(zip(distinct, embedder.count_tokens_batch(distinct), strict=True)) if distinct else {}
 
-    def count_tokens(text: str) -> int:
-        known = counted.get(text)
-        return known if known is not None else embedder.count_tokens(text)
+    additive = counts_add_up(embedder)
 
-    return [fit_context(context, chunk.text, chunk.token_count, embedder.max_input_tokens, count_tokens)
-            for context, chunk in zip(contexts, document.chunks, strict=True)]
+    def fitted(context: str, chunk: Chunk) -> str:
+        def count_tokens(text: str) -> int:
+            known = counted.get(text)
+            if known is not None:
+                return known
+            # A context tried ahead of the chunk (`embedding_input`): where counts add up over the
+            # blank line between them, the chunk's own count is known and only the head is counted.
+            body = len(chunk.text) + 2
+            if additive and len(text) > body and text.endswith(chunk.text) and text[-body:-body + 2] == "\n\n":
+                return embedder.count_tokens(text[:-body]) + chunk.token_count
+            return embedder.count_tokens(text)
+
+        return fit_context(context, chunk.text, chunk.token_count, embedder.max_input_tokens, count_tokens)
+
+    return [fitted(context, chunk) for context, chunk in zip(contexts, document.chunks, strict=True)], counted
 
 
-def vectors_of(ctx: SyncContext, run: EmbedRun, texts: Sequence[str]) -> np.ndarray:
+def vectors_of(ctx: SyncContext, run: EmbedRun, texts: Sequence[str],
+               known_counts: Mapping[str, int] | None = None) -> np.ndarray:
     """One unit-length float32 row per text, in order (the one place the embed stage asks for
     vectors): a stored vector of the same (model, text) where the index has one, the model's for
-    the rest (pipeline/vector_reuse.py). The report and the progress count the model's work."""
+    the rest (pipeline/vector_reuse.py). The report and the progress count the model's work.
+    `known_counts` holds the token counts of some of the texts, known without counting them."""
     shown = 0
 
     def advanced(count: int) -> None:
@@ -174,7 +194,8 @@ def vectors_of(ctx: SyncContext, run: EmbedRun, texts: Sequence[str]) -> np.ndar
         shown += count
         ctx.progress.advance(chunks=count)
 
-    vectors, embedded = run.lookups(ctx).vectors(texts, lambda misses: compute_vectors(ctx, misses, advanced))
+    vectors, embedded = run.lookups(ctx).vectors(
+        texts, lambda misses: compute_vectors(ctx, misses, advanced, known_counts))
     _count_vectors(ctx, run, len(texts), embedded, shown)
     return vectors
 
@@ -187,17 +208,18 @@ def _count_vectors(ctx: SyncContext, run: EmbedRun, total: int, embedded: int, s
     ctx.progress.advance(chunks=embedded - shown, reused=total - embedded)
 
 
-def compute_vectors(ctx: SyncContext, texts: Sequence[str],
-                    advanced: Callable[[int], None] | None = None) -> np.ndarray:
+def compute_vectors(ctx: SyncContext, texts: Sequence[str], advanced: Callable[[int], None] | None = None,
+                    known_counts: Mapping[str, int] | None = None) -> np.ndarray:
     """Run the model over `texts` (where the embed stage's executor is chosen). More than
     EMBED_SLICE_CHUNKS texts go longest first across all of them, in calls of that many, so every
     model batch pads about as little as one sorted pass over the whole set would, while `advanced`
-    hears of each call's rows as it finishes (progress moves every few seconds)."""
+    hears of each call's rows as it finishes (progress moves every few seconds). A text's count in
+    `known_counts` is taken as it is (the same number the tokenizer gives: `_batch_texts`)."""
     embedder = ctx.get_embedder()
     batch_size = ctx.manifest.embedding.batch_size
     if len(texts) <= EMBED_SLICE_CHUNKS:
         return embedder.embed_documents(texts, batch_size=batch_size)
-    counts = embedder.count_tokens_batch(texts)
+    counts = _token_counts(embedder, texts, known_counts or {})
     order = sorted(range(len(texts)), key=counts.__getitem__, reverse=True)
     rows: np.ndarray | None = None
     for start in range(0, len(order), EMBED_SLICE_CHUNKS):
@@ -212,19 +234,40 @@ def compute_vectors(ctx: SyncContext, texts: Sequence[str],
     return rows
 
 
-def _batch_texts(ctx: SyncContext, batch: list[Chunked]) -> tuple[dict[str, list[str]], list[str]]:
-    """The batch's chunks' contexts, by doc_id, and the texts to embed."""
-    contexts = {document.work.doc_id: chunk_contexts(ctx, document) for document in batch}
-    texts = [embedding_text_of(chunk, context) for document in batch
-             for chunk, context in zip(document.chunks, contexts[document.work.doc_id], strict=True)]
-    return contexts, texts
+def _token_counts(embedder: Embedder, texts: Sequence[str], known: Mapping[str, int]) -> list[int]:
+    unknown = [text for text in texts if text not in known]
+    if not unknown:
+        return [known[text] for text in texts]
+    counted = iter(embedder.count_tokens_batch(unknown))
+    return [known[text] if text in known else next(counted) for text in texts]
+
+
+def _batch_texts(ctx: SyncContext, batch: list[Chunked]) -> tuple[dict[str, list[str]], list[str], dict[str, int]]:
+    """The batch's chunks' contexts, by doc_id, the texts to embed, and the token counts of those
+    known without counting: where the tokenizer's counts add up over whitespace
+    (`counts_add_up`), a text is its context, a blank line and the chunk, so its count is the
+    context's (counted once per document) plus the chunk's (the chunker's); a context the model's
+    limit cut is not known, and is counted."""
+    additive = counts_add_up(ctx.get_embedder())
+    contexts: dict[str, list[str]] = {}
+    texts: list[str] = []
+    known: dict[str, int] = {}
+    for document in batch:
+        fitted, context_counts = _fitted_contexts(ctx, document)
+        contexts[document.work.doc_id] = fitted
+        for chunk, context in zip(document.chunks, fitted, strict=True):
+            text = embedding_text_of(chunk, context)
+            texts.append(text)
+            if additive and (not context or context in context_counts):
+                known[text] = chunk.token_count + (context_counts[context] if context else 0)
+    return contexts, texts, known
 
 
 def _embed_small_batch(ctx: SyncContext, run: EmbedRun, batch: list[Chunked], done: _Done) -> None:
-    contexts, texts = _batch_texts(ctx, batch)
+    contexts, texts, known_counts = _batch_texts(ctx, batch)
     ctx.progress.document(batch[0].work.path, phase="embedding", others=len(batch) - 1)
     try:
-        vectors = vectors_of(ctx, run, texts)
+        vectors = vectors_of(ctx, run, texts, known_counts)
     except PinakesError:
         raise
     except Exception as exc:  # one bad batch must not end the run: retry document by document
@@ -256,7 +299,7 @@ def _embed_ahead(ctx: SyncContext, run: EmbedRun, embedder: DispatchAhead, docum
     sent: set[bytes] = set()
     try:
         for batch in _cross_document_batches(documents):
-            contexts, texts = _batch_texts(ctx, batch)
+            contexts, texts, _known = _batch_texts(ctx, batch)
             ctx.progress.document(batch[0].work.path, phase="embedding", others=len(batch) - 1)
             plan = reuse.plan(texts, sent)
             sent.update(plan.misses)
