@@ -410,7 +410,9 @@ def test_ctrl_c_cancels_the_batches_in_flight_and_ends_the_workers(cluster: Any,
 
     import ray
 
-    root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6)
+    # Four times the other faults' corpus: the signal must land while batches are still in flight,
+    # and a quick writer finished 24 documents between the first commit and the signal.
+    root = _new_kb(tmp_path / "kb", documents=96, paragraphs=6)
     driver = _driver(root, cluster.address)
     try:
         names = _wait_for_vectors(driver, root)
