@@ -24,11 +24,12 @@ A query whose content words are all unknown is answered with nothing from this r
 back to its function words would turn a visibly empty result into a confidently wrong one.
 
 A word of Han, kana or Hangul is a phrase of its character bigrams (lexical/scripts.py). It is
-searched as that phrase and, in the same OR, as each of its bigrams (`SegmentedPlan.PHRASE_AND_OR`):
-the phrase adds weight where the characters stand together as typed, the bigrams find the rows
-where they do not. Measured against the phrase alone, the bigrams alone, and the phrase with the
-bigrams filling only what it left empty (`PHRASE_THEN_OR`), on the CJK development set
-(docs/QUALITY.md). A query without such a word runs exactly as before.
+searched as its bigrams, OR-ed (`SegmentedPlan.OR`), and a query holding one is ranked with k1 and
+b of its own (`segmented_k1`, `segmented_b`), not the English words' 2.5 and 0.4: by default
+FTS5's bm25() (1.2 and 0.75), the rescoring of step 5 skipped. Measured on the CJK development set against plain FTS5 over character bigrams
+and against main's plan (the phrase and its bigrams in one OR, ranked by FTS5's bm25()), fitted on
+held-out halves (docs/QUALITY.md, bench/bench_cjk_keyword.py). The phrase plans stay as options. A
+query without such a word runs exactly as before.
 
 The IDF-weighted quorum (a chunk qualifies when the terms it carries hold at least half the
 query's IDF weight) and a ubiquity cut are kept as measured alternatives, not defaults: on ranked
@@ -52,6 +53,11 @@ RESCORE_POOL = 3
 # A context term's weight against a text term's (KeywordOptions.context_weight), measured in
 # docs/QUALITY.md "Document context as its own field".
 CONTEXT_WEIGHT = 1.0
+# BM25's k1 and b for a query holding Han, kana or Hangul (KeywordOptions.segmented_k1/_b); None
+# ranks it by FTS5's bm25() (k1 1.2, b 0.75), which ranked as well as any k1/b fitted over
+# `chunk_terms` on held-out halves, and costs less (docs/QUALITY.md).
+SEGMENTED_K1: float | None = None
+SEGMENTED_B = 0.75
 
 
 class KeywordStrategy(Enum):
@@ -86,7 +92,12 @@ class KeywordOptions:
     # English development corpora, at or above bm25s on each (docs/QUALITY.md, bench/bench_keyword.py).
     k1: float | None = 2.5
     b: float = 0.4
-    segmented: SegmentedPlan = SegmentedPlan.PHRASE_AND_OR
+    segmented: SegmentedPlan = SegmentedPlan.OR
+    # k1 and b for a query holding Han, kana or Hangul, whose terms are character bigrams: shorter
+    # and far more repeated than words, they rank worse under the English words' k1 2.5 and b 0.4
+    # (docs/QUALITY.md, bench/bench_cjk_keyword.py). None: FTS5's bm25().
+    segmented_k1: float | None = SEGMENTED_K1
+    segmented_b: float = SEGMENTED_B
     # The weight of a term in a chunk's context (its document's title, file name, running heads,
     # front matter and its heading trail: pipeline/context.py) against one in its text: BM25F's
     # field weight, applied to the term frequency before saturation (docs/QUALITY.md).
@@ -335,9 +346,10 @@ def _ranked(
     match = match_expression(units)
     if match is None:
         return []
-    if (options.k1 is not None and options.strategy is KeywordStrategy.OR
-            and all(len(unit.terms) == 1 for unit in units)):
-        return scored_from_term_counts(conn, plan, units, limit, scope_sql, scope_params, options.k1, options.b,
+    k1, b = (options.segmented_k1, options.segmented_b) if any(unit.segmented for unit in units) \
+        else (options.k1, options.b)
+    if k1 is not None and options.strategy is KeywordStrategy.OR and all(len(unit.terms) == 1 for unit in units):
+        return scored_from_term_counts(conn, plan, units, limit, scope_sql, scope_params, k1, b,
                                        options.context_weight)
     quorum = _quorum(plan, units, options.quorum_fraction) \
         if options.strategy is KeywordStrategy.QUORUM and len(units) > 1 else None
