@@ -65,8 +65,9 @@ KINDS = ("desc", "frag")
 MAIN = bm25.KeywordOptions(segmented=bm25.SegmentedPlan.PHRASE_AND_OR, segmented_k1=None)
 SHIPPED = bm25.KeywordOptions()
 CANDIDATES = {"main": MAIN, "or, FTS5 bm25()": replace(SHIPPED, segmented_k1=None)} | {
-    f"or, k1 {k1} b {b}": replace(SHIPPED, segmented=bm25.SegmentedPlan.OR, segmented_k1=k1, segmented_b=b)
-    for k1, b in ((0.9, 0.75), (1.2, 0.75), (bm25.KeywordOptions.k1, bm25.KeywordOptions.b))}
+    f"or, k1 {k1} b {b}, pool {pool}": replace(SHIPPED, segmented=bm25.SegmentedPlan.OR, segmented_k1=k1,
+                                               segmented_b=b, segmented_pool=pool)
+    for k1, b, pool in ((0.9, 0.75, 1), (0.9, 0.75, 3), (1.2, 0.75, 1), (0.7, 0.75, 1))}
 Scores = dict[str, float]
 
 
@@ -168,20 +169,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def quality(sets: list[Set], seeds: int) -> None:
-    # scores[arm][(set, kind, question id)]
-    scores: dict[str, dict[tuple[str, str, str], float]] = {}
+    # scores[arm]["set|kind|question id"]
+    scores: dict[str, Scores] = {}
     for entry in sets:
         for kind, questions in entry.questions.items():
             arms = {"baseline": bigram_baseline(entry.kb, questions)} | {
                 name: product(entry.kb, questions, options) for name, options in CANDIDATES.items()}
             for arm, values in arms.items():
-                scores.setdefault(arm, {}).update({(entry.name, kind, key): value for key, value in values.items()})
+                scores.setdefault(arm, {}).update({f"{entry.name}|{kind}|{key}": value for key, value in values.items()})
     shipped = next(name for name, options in CANDIDATES.items() if options == SHIPPED)
     print("\n| set | kind | questions | baseline | main | shipped (" + shipped + ") | shipped vs baseline | shipped vs main |")
     print("|---|---|---|---|---|---|---|---|")
     for entry in sets:
         for kind in KINDS:
-            keys = [key for key in scores["baseline"] if key[:2] == (entry.name, kind)]
+            keys = [key for key in scores["baseline"] if key.startswith(f"{entry.name}|{kind}|")]
             cell = {arm: {key: scores[arm][key] for key in keys} for arm in ("baseline", "main", shipped)}
             print(f"| {entry.name} | {kind} | {len(keys)} | " + " | ".join(
                 f"{mean(list(cell[arm].values())):.3f}" for arm in ("baseline", "main", shipped))

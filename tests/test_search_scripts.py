@@ -181,5 +181,5 @@ def test_a_query_of_these_scripts_is_ranked_with_the_bigram_k1_and_b(tmp_path: P
     assert scores("压缩工具", **bigram, k1=9.0, b=0.0) == shipped
     assert scores("压缩工具", segmented_k1=1.2, segmented_b=0.0) != shipped
     assert scores("gzip", **bigram) == scores("gzip", segmented_k1=9.0, segmented_b=0.0)
-    # None leaves such a query to FTS5's bm25(), as main ranked every plan holding a phrase.
+    # None leaves such a query to FTS5's bm25() (k1 1.2, b 0.75 fixed): other scores.
     assert scores("压缩工具", segmented_k1=None) != shipped
