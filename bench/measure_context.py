@@ -30,6 +30,7 @@ import tune_retrieval as tune
 
 CACHE = Path(os.environ.get("PNK_CTX_CACHE", "/work/cache/pnk-ctx"))
 PYMODULES = Path(__file__).resolve().parent / "corpora" / "pymodules"
+FILINGS = Path(__file__).resolve().parent / "corpora" / "filings"
 PYDOCS = tune.SHARED / "python-3.11-docs-rst" / "docs"
 TLDR_SAMPLE = 800
 
@@ -42,7 +43,24 @@ def pymodules_sources() -> tuple[list[tuple[Path, str]], list[tune.Question]]:
     return [(PYDOCS / page, page) for page in pages], questions
 
 
+def filings_sources(named_body: bool = False) -> tuple[list[tuple[Path, str]], list[tune.Question]]:
+    """bench/corpora/filings, generated (deterministically) into the cache on first use; with
+    `named_body` each section also names the company and the periods in its body text."""
+    made = CACHE / ("filings-named-src" if named_body else "filings-src")
+    if not (made / "questions.jsonl").exists():
+        import subprocess
+
+        subprocess.run([sys.executable, str(FILINGS / "build.py"), str(made), *(["--named-body"] if named_body else [])],
+                       check=True)
+    questions = [tune.Question(row["id"], row["query"], tuple(f"docs/{p}" for p in row["relevant"]),
+                               tuple(f"docs/{p}" for p in row["relevant"]))
+                 for row in tune._jsonl(made / "questions.jsonl")]
+    return [(path, path.name) for path in sorted((made / "docs").glob("*.pdf"))], questions
+
+
 def sources(name: str):  # -> (pairs, questions, rewrite, links)
+    if name in ("filings", "filings-named"):
+        return (*filings_sources(name == "filings-named"), None, {})
     if name == "pymodules":
         return (*pymodules_sources(), None, {})
     if name == "cranfield":
@@ -152,7 +170,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["build", "rank", "compare", "fusion", "lists", "sides"])
     parser.add_argument("labels", nargs="*", help="compare: the two ranking labels")
-    parser.add_argument("--corpus", required=True, choices=["pymodules", "cranfield", "tldr", "pydocs"])
+    parser.add_argument("--corpus", required=True, choices=["pymodules", "cranfield", "tldr", "pydocs", "filings", "filings-named"])
     parser.add_argument("--arm", default="after", help="the KB's arm (its directory under the cache)")
     parser.add_argument("--label", help="rank: the rankings' label (default: the arm)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",

@@ -15,7 +15,9 @@ The plan, measured on the development corpora (docs/QUALITY.md):
   4. past MAX_QUERY_TERMS distinct terms, the rarest are kept;
   5. the rest are OR-ed, each quoted and matched by FTS5; FTS5's bm25() (k1 1.2 and b 0.75, fixed)
      picks the first 3 × `limit` rows, and those are ranked by BM25 with k1 2.5, b 0.4 and
-     Lucene's IDF, computed from each chunk's term counts (`scored_from_term_counts`, index/terms.py).
+     Lucene's IDF, computed from each chunk's term counts (`scored_from_term_counts`, index/terms.py):
+     BM25F over the chunk's text and its document context, each field normalised by its own length
+     and the IDF counting a document's context once, not once per chunk (issue #46).
      That ranks at or above bm25s on both English development corpora, where bm25() alone is
      significantly below it on tldr-nl2bash-dev (docs/QUALITY.md), for ~2 ms a query at 100k
      chunks. A plan holding a phrase (a word the tokenizer splits, a word of Han, kana or Hangul)
@@ -43,18 +45,24 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from pinakes.search.query import MAX_QUERY_TERMS, AnalyzedQuery, QueryUnit, fts_quote
 
 VOCAB_TABLE = "temp.pnk_chunks_vocab"
+# The same vocabulary per column: a term's rows in the chunks' own text, apart from their context.
+COLUMN_VOCAB_TABLE = "temp.pnk_chunks_vocab_col"
 # BM25 with the keyword side's own k1 and b rescores this many times `limit` of the rows FTS5's
 # bm25() ranks first.
 RESCORE_POOL = 3
 # A context term's weight against a text term's (KeywordOptions.context_weight), measured in
 # docs/QUALITY.md "Document context as its own field".
 CONTEXT_WEIGHT = 1.0
+# BM25F's length normalisation of the context field, against the context's own average length
+# (KeywordOptions.context_b; docs/QUALITY.md "Document context in the keyword side: BM25F").
+CONTEXT_B = 0.75
 # BM25's k1 and b for a query holding Han, kana or Hangul (KeywordOptions.segmented_k1/_b), fitted on
 # held-out halves of the CJK development set (docs/QUALITY.md); None ranks it by FTS5's bm25().
 SEGMENTED_K1: float | None = 0.7
@@ -106,6 +114,9 @@ class KeywordOptions:
     # front matter and its heading trail: pipeline/context.py) against one in its text: BM25F's
     # field weight, applied to the term frequency before saturation (docs/QUALITY.md).
     context_weight: float = CONTEXT_WEIGHT
+    # BM25F: the context's counts are normalised by the context's own length (this b, against the
+    # average context), the text's by the text's (`b`), and their weighted sum saturates once.
+    context_b: float = CONTEXT_B
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,9 @@ class KeywordPlan:
     # The units again with every segmented phrase relaxed into its bigrams, searched when `units`
     # find too little (SegmentedPlan.PHRASE_THEN_OR); None when there is nothing to relax.
     relaxed_units: tuple[QueryUnit, ...] | None = None
+    # BM25F's document frequency of each single term (`DocumentFrequencies.in_fields`): rows holding
+    # it in their own text plus documents holding it in their context. Read by `field_idf`.
+    field_frequency: dict[str, int] = field(default_factory=dict[str, int])
 
     @property
     def match(self) -> str | None:
@@ -138,17 +152,30 @@ class KeywordPlan:
         df = self.document_frequency.get(unit.terms, 0)
         return math.log(1.0 + (self.chunk_count - df + 0.5) / (df + 0.5))
 
+    def field_idf(self, term: str) -> float:
+        """Lucene's IDF over BM25F's document frequency (`field_frequency`), what the keyword side
+        ranks by. A document's context is on every one of its chunks, so counting the rows that hold
+        a term in their context would count one document once per chunk: the company a filing's
+        running head names would weigh less the longer the filing. Falls back to the rows' count
+        where the fields' was not taken."""
+        df = self.field_frequency.get(term)
+        if df is None:
+            df = self.document_frequency.get((term,), 0)
+        return math.log(1.0 + (self.chunk_count - max(df, 1) + 0.5) / (max(df, 1) + 0.5))
+
 
 def match_expression(units: tuple[QueryUnit, ...] | list[QueryUnit]) -> str | None:
     return " OR ".join(fts_quote(unit.match_text) for unit in units) if units else None
 
 
 def ensure_vocabulary(conn: sqlite3.Connection) -> None:
-    """A connection-private fts5vocab over chunks_fts: document frequency in one indexed lookup.
+    """Connection-private fts5vocab tables over chunks_fts: document frequency in one indexed
+    lookup, over whole rows and per column.
 
-    It lives in the temp schema, which a `mode=ro` connection may still write.
+    They live in the temp schema, which a `mode=ro` connection may still write.
     """
     conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB_TABLE} USING fts5vocab (main, chunks_fts, 'row')")
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {COLUMN_VOCAB_TABLE} USING fts5vocab (main, chunks_fts, 'col')")
 
 
 class DocumentFrequencies:
@@ -165,6 +192,8 @@ class DocumentFrequencies:
     def __init__(self, conn: sqlite3.Connection):
         self._conn = conn
         self._known: dict[tuple[str, ...], int] = {}
+        self._in_fields: dict[str, int] = {}
+        self._documents_per_chunk: float | None = None
 
     def of(self, units: list[QueryUnit]) -> dict[tuple[str, ...], int]:
         """Document frequency per unit (a phrase unit is counted by matching it)."""
@@ -177,6 +206,29 @@ class DocumentFrequencies:
                 count = self._count(unit)
                 self._known[unit.terms] = count
             answer[unit.terms] = count
+        return answer
+
+    def in_fields(self, terms: list[str]) -> dict[str, int]:
+        """BM25F's document frequency of each single term: the rows holding it in their own text,
+        plus the documents holding it in their context, never more than the rows holding it at all.
+        A document's context is on every one of its chunks, so its rows there are counted as
+        documents: the context rows over the index's chunks per document, rounded up (fts5vocab
+        'col' has rows, not documents; one lookup per term instead of a pass over its postings)."""
+        if len(self._in_fields) + len(terms) > self.MAX_REMEMBERED:
+            self._in_fields.clear()
+        per_chunk = self._documents_per_chunk
+        if per_chunk is None:
+            chunks, documents = self._conn.execute("SELECT count(*), count(DISTINCT doc_id) FROM chunks").fetchone()
+            per_chunk = self._documents_per_chunk = int(documents) / int(chunks) if chunks else 1.0
+        rows = self.of([QueryUnit(word=term, terms=(term,), function_word=False) for term in terms])
+        answer: dict[str, int] = {}
+        for term in terms:
+            count = self._in_fields.get(term)
+            if count is None:
+                columns = dict(self._conn.execute(f"SELECT col, doc FROM {COLUMN_VOCAB_TABLE} WHERE term = ?", (term,)))
+                in_context = math.ceil(int(columns.get("context", 0)) * per_chunk)
+                count = self._in_fields[term] = min(rows[(term,)], int(columns.get("text", 0)) + in_context)
+            answer[term] = count
         return answer
 
     def of_terms(self, terms: list[str]) -> dict[str, int]:
@@ -222,7 +274,17 @@ def plan_keywords(
     function_words_only = not content
     if options.drop_function_words and content:
         units = content
-    frequencies_of = (document_frequencies or DocumentFrequencies(conn)).of
+    counter = document_frequencies or DocumentFrequencies(conn)
+    plan = _planned(units, counter.of, options, chunk_count, analyzed, function_words_only)
+    singles = list(dict.fromkeys(unit.terms[0] for unit in (*plan.units, *(plan.relaxed_units or ()))
+                                 if len(unit.terms) == 1))
+    return replace(plan, field_frequency=counter.in_fields(singles)) if singles else plan
+
+
+def _planned(
+    units: list[QueryUnit], frequencies_of: Callable[[list[QueryUnit]], dict[tuple[str, ...], int]],
+    options: KeywordOptions, chunk_count: int, analyzed: AnalyzedQuery, function_words_only: bool,
+) -> KeywordPlan:
     phrases = [unit for unit in units if unit.segmented and len(unit.terms) > 1]
     if not phrases:
         return _pruned(units, frequencies_of(units), options, chunk_count, analyzed, function_words_only)
@@ -354,7 +416,7 @@ def _ranked(
         if any(unit.segmented for unit in units) else (options.k1, options.b, RESCORE_POOL)
     if k1 is not None and options.strategy is KeywordStrategy.OR and all(len(unit.terms) == 1 for unit in units):
         return scored_from_term_counts(conn, plan, units, limit, scope_sql, scope_params, k1, b,
-                                       options.context_weight, pool)
+                                       options.context_weight, options.context_b, pool)
     quorum = _quorum(plan, units, options.quorum_fraction) \
         if options.strategy is KeywordStrategy.QUORUM and len(units) > 1 else None
     return _fts5_ranked(conn, match, limit, scope_sql, scope_params, quorum, options.context_weight)
@@ -388,14 +450,19 @@ def _fts5_ranked(conn: sqlite3.Connection, match: str, limit: int, scope_sql: st
 def scored_from_term_counts(
     conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[QueryUnit, ...], limit: int,
     scope_sql: str | None, scope_params: list[object] | None, k1: float, b: float,
-    context_weight: float = CONTEXT_WEIGHT, pool_factor: int = RESCORE_POOL,
+    context_weight: float = CONTEXT_WEIGHT, context_b: float = CONTEXT_B, pool_factor: int = RESCORE_POOL,
 ) -> list[tuple[int, float]]:
-    """BM25 with the given k1 and b over the `pool_factor` × `limit` rows FTS5's bm25() ranks first:
-    term frequencies from `chunk_terms` (index/terms.py, written with each chunk), row lengths from
-    `chunks_fts_docsize`, the average from the FTS table's own averages record. The IDF is Lucene's,
-    log(1 + (N - df + 0.5) / (df + 0.5)), never negative. A term's frequency is BM25F's: its count
-    in the text plus `context_weight` × its count in the chunk's context; the length is the text's
-    alone (a document's context is on every one of its chunks, so it says nothing of their length).
+    """BM25F with the given k1 and b over the `pool_factor` × `limit` rows FTS5's bm25() ranks first:
+    term frequencies from `chunk_terms` (index/terms.py, written with each chunk), each field's
+    length from `chunks_fts_docsize`, the fields' averages from the FTS table's own averages record.
+
+    Each field is normalised by its own length (Robertson, Zaragoza and Taylor 2004): a term counts
+    frequency / (1 - b + b × text length / average text) plus `context_weight` × context_frequency /
+    (1 - context_b + context_b × context length / average context), and that sum saturates once,
+    at k1. The IDF is Lucene's, log(1 + (N - df + 0.5) / (df + 0.5)), over the rows whose own text
+    holds the term plus the documents whose context does (`KeywordPlan.field_idf`). So a word every chunk of a document carries in its
+    context neither weighs as if the chunk's short text had said it, nor loses its rarity by being
+    counted once per chunk (docs/QUALITY.md, "Document context in the keyword side: BM25F").
 
     A row bm25() ranks that low is not one another k1 and b lift into the top `limit` (the pool was
     measured at 3, 5 and 10 × `limit` with identical rankings on both English development corpora).
@@ -403,7 +470,7 @@ def scored_from_term_counts(
     ranked by FTS5's bm25() instead; so is a pool holding a row without counts (a text rewritten in
     place, which the sync never does), rather than dropping it.
     """
-    rows, total = _averages(conn)
+    rows, text_total, context_total = _averages(conn)
     match = match_expression(units)
     if rows == 0 or match is None:
         return []
@@ -412,37 +479,53 @@ def scored_from_term_counts(
     if not ranked:
         return []
     pool = [rowid for rowid, _ in ranked]
-    average = total / rows
-    weights = {unit.terms[0]: plan.idf(unit) for unit in units}
+    average_text, average_context = text_total / rows, context_total / rows
+    weights = {unit.terms[0]: plan.field_idf(unit.terms[0]) for unit in units}
     term_marks, pool_marks = ", ".join("?" * len(weights)), ", ".join("?" * len(pool))
-    sizes = {rowid: _varint(size) for rowid, size in conn.execute(
-        f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({pool_marks})", pool)}
-    sql = (f"SELECT chunk_id, term, frequency + ? * context_frequency FROM chunk_terms "
+    # Per row, what one count weighs in each field: its length normalisation, inverted once.
+    scales = {rowid: _field_scales(size, b, average_text, context_b, average_context, context_weight)
+              for rowid, size in conn.execute(f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({pool_marks})", pool)}
+    sql = (f"SELECT chunk_id, term, frequency, context_frequency FROM chunk_terms "
            f"WHERE chunk_id IN ({pool_marks}) AND term IN ({term_marks})")
     scores: dict[int, float] = {}
-    for chunk_id, term, frequency in conn.execute(sql, [context_weight, *pool, *weights]):
-        norm = k1 * (1.0 - b + b * sizes[chunk_id] / average)
-        scores[chunk_id] = scores.get(chunk_id, 0.0) + weights[term] * frequency * (k1 + 1.0) / (frequency + norm)
+    saturated = k1 + 1.0
+    for chunk_id, term, frequency, context_frequency in conn.execute(sql, [*pool, *weights]):
+        text_scale, context_scale = scales[chunk_id]
+        weight = frequency * text_scale + context_frequency * context_scale
+        scores[chunk_id] = scores.get(chunk_id, 0.0) + weights[term] * weight * saturated / (weight + k1)
     if len(scores) < len(pool):
         return ranked[:limit]
     best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
     return [(int(chunk_id), score) for chunk_id, score in best]
 
 
-def _averages(conn: sqlite3.Connection) -> tuple[int, int]:
-    """(rows, tokens) from FTS5's averages record (chunks_fts_data id 1: varint row count, then a
-    varint token total per column)."""
+def _averages(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """(rows, text tokens, context tokens) from FTS5's averages record (chunks_fts_data id 1: varint
+    row count, then a varint token total per column)."""
     row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
     if row is None or not row[0]:
-        return 0, 0
+        return 0, 0, 0
     values = _varints(bytes(row[0]))
-    return (values[0], values[1]) if len(values) >= 2 else (0, 0)
+    if len(values) < 2:
+        return 0, 0, 0
+    return values[0], values[1], values[2] if len(values) > 2 else 0
 
 
-def _varint(blob: bytes) -> int:
-    """The first SQLite varint of `blob` (a docsize record's first column: a row's token count)."""
+def _field_scales(blob: bytes, b: float, average_text: float, context_b: float, average_context: float,
+                  context_weight: float) -> tuple[float, float]:
+    """What one occurrence weighs in a row's text and in its context: each field's BM25F length
+    normalisation inverted (the context's times its weight), from the row's docsize record (a
+    varint token count per column; a record of one column has no context)."""
     first = blob[0]
-    return first if first < 0x80 else _varints(bytes(blob))[0]
+    if first < 0x80 and len(blob) > 1 and blob[1] < 0x80:
+        text_length, context_length = first, blob[1]
+    else:
+        values = _varints(bytes(blob))
+        text_length, context_length = values[0], values[1] if len(values) > 1 else 0
+    text_scale = 1.0 / (1.0 - b + b * text_length / average_text) if average_text > 0.0 else 1.0
+    if average_context <= 0.0:
+        return text_scale, 0.0
+    return text_scale, context_weight / (1.0 - context_b + context_b * context_length / average_context)
 
 
 def _varints(blob: bytes) -> list[int]:
