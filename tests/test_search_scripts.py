@@ -159,3 +159,27 @@ def test_blindness_is_decided_by_model_and_script() -> None:
     assert vectors_blind_to("docker container 命令的别名", "sentence-transformers/all-MiniLM-L6-v2")
     assert not vectors_blind_to("compress files", "sentence-transformers/all-MiniLM-L6-v2")
     assert not vectors_blind_to("압축 파일", "intfloat/multilingual-e5-small")  # not known English-only
+
+
+def test_a_query_of_these_scripts_is_ranked_with_the_bigram_k1_and_b(tmp_path: Path) -> None:
+    """A query holding Han is its bigrams OR-ed, ranked by BM25 with `segmented_k1`/`segmented_b`;
+    the English words' k1 and b never touch it, and a Latin query never reads the bigram ones."""
+    root = tmp_path / "kb"
+    init_kb(root, name="bigram-bm25")
+    (root / "docs" / "short.md").write_text("压缩工具 gzip。\n", encoding="utf-8")
+    (root / "docs" / "long.md").write_text(
+        "压缩文件以后可以通过网络发送给别人，对方收到以后再解开就能得到原来的内容，压缩 gzip。\n", encoding="utf-8")
+    run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+
+    def scores(query: str, **keyword: object) -> dict[str, float | None]:
+        with searcher(root, **keyword) as s:
+            return {p.path: p.scores.bm25_score for p in s.search(query, mode="bm25").passages}
+
+    bigram = {"segmented_k1": 1.2, "segmented_b": 0.75}
+    shipped = scores("压缩工具", **bigram)
+    assert set(shipped) == {"docs/short.md", "docs/long.md"}  # the bigrams find the long page too
+    assert scores("压缩工具", **bigram, k1=9.0, b=0.0) == shipped
+    assert scores("压缩工具", segmented_k1=1.2, segmented_b=0.0) != shipped
+    assert scores("gzip", **bigram) == scores("gzip", segmented_k1=9.0, segmented_b=0.0)
+    # None leaves such a query to FTS5's bm25() (k1 1.2, b 0.75 fixed): other scores.
+    assert scores("压缩工具", segmented_k1=None) != shipped

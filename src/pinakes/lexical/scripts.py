@@ -9,9 +9,9 @@ character bigrams (`归档 档实 实用 用程 程序`), a one-character run as
 is left as it was. The shadow feeds FTS5 only (`chunks.fts_text`); the chunk's own text, its
 offsets and every citation keep pointing at the original characters.
 
-A query is rewritten the same way, so a word of such a script becomes the phrase of its bigrams
-and matches exactly where the characters stand together; the keyword retriever relaxes it into its
-bigrams, OR-ed, when the phrase finds too little (`search/bm25.py`).
+A query is rewritten the same way, so a word of such a script becomes the phrase of its bigrams;
+the keyword retriever searches those bigrams OR-ed, with BM25 parameters of their own
+(`search/bm25.py`; the phrase plans are measured options).
 
 The character classes are the letters and digits (Unicode categories L and N: what `unicode61`
 keeps inside a token) of the Han, Hiragana, Katakana and Hangul blocks, listed as ranges so that

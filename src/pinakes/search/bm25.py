@@ -26,11 +26,14 @@ A query whose content words are all unknown is answered with nothing from this r
 back to its function words would turn a visibly empty result into a confidently wrong one.
 
 A word of Han, kana or Hangul is a phrase of its character bigrams (lexical/scripts.py). It is
-searched as that phrase and, in the same OR, as each of its bigrams (`SegmentedPlan.PHRASE_AND_OR`):
-the phrase adds weight where the characters stand together as typed, the bigrams find the rows
-where they do not. Measured against the phrase alone, the bigrams alone, and the phrase with the
-bigrams filling only what it left empty (`PHRASE_THEN_OR`), on the CJK development set
-(docs/QUALITY.md). A query without such a word runs exactly as before.
+searched as its bigrams, OR-ed (`SegmentedPlan.OR`), and a query holding one is ranked by the BM25
+of step 5 with k1 and b of its own (`segmented_k1` 0.7, `segmented_b` 0.75: a bigram repeats far
+more than a word and wants less saturation and more length normalisation than the English 2.5 and
+0.4), over FTS5's first `limit` rows only (`segmented_pool`: rescoring three times as many changed
+no score and cost the most). Measured on the CJK development set against plain FTS5 over character
+bigrams and against main's plan (the phrase and its bigrams in one OR, ranked by FTS5's bm25()),
+fitted on held-out halves (docs/QUALITY.md, bench/bench_cjk_keyword.py). The phrase plans stay as
+options. A query without such a word runs exactly as before.
 
 The IDF-weighted quorum (a chunk qualifies when the terms it carries hold at least half the
 query's IDF weight) and a ubiquity cut are kept as measured alternatives, not defaults: on ranked
@@ -60,6 +63,11 @@ CONTEXT_WEIGHT = 1.0
 # BM25F's length normalisation of the context field, against the context's own average length
 # (KeywordOptions.context_b; docs/QUALITY.md "Document context in the keyword side: BM25F").
 CONTEXT_B = 0.75
+# BM25's k1 and b for a query holding Han, kana or Hangul (KeywordOptions.segmented_k1/_b), fitted on
+# held-out halves of the CJK development set (docs/QUALITY.md); None ranks it by FTS5's bm25().
+SEGMENTED_K1: float | None = 0.7
+SEGMENTED_B = 0.75
+SEGMENTED_POOL = 1
 
 
 class KeywordStrategy(Enum):
@@ -94,7 +102,14 @@ class KeywordOptions:
     # English development corpora, at or above bm25s on each (docs/QUALITY.md, bench/bench_keyword.py).
     k1: float | None = 2.5
     b: float = 0.4
-    segmented: SegmentedPlan = SegmentedPlan.PHRASE_AND_OR
+    segmented: SegmentedPlan = SegmentedPlan.OR
+    # k1 and b for a query holding Han, kana or Hangul, whose terms are character bigrams: shorter
+    # and far more repeated than words, they rank worse under the English words' k1 2.5 and b 0.4
+    # (docs/QUALITY.md, bench/bench_cjk_keyword.py). None: FTS5's bm25().
+    segmented_k1: float | None = SEGMENTED_K1
+    segmented_b: float = SEGMENTED_B
+    # How many times `limit` of FTS5's bm25() rows such a query rescores (RESCORE_POOL for words).
+    segmented_pool: int = SEGMENTED_POOL
     # The weight of a term in a chunk's context (its document's title, file name, running heads,
     # front matter and its heading trail: pipeline/context.py) against one in its text: BM25F's
     # field weight, applied to the term frequency before saturation (docs/QUALITY.md).
@@ -397,10 +412,11 @@ def _ranked(
     match = match_expression(units)
     if match is None:
         return []
-    if (options.k1 is not None and options.strategy is KeywordStrategy.OR
-            and all(len(unit.terms) == 1 for unit in units)):
-        return scored_from_term_counts(conn, plan, units, limit, scope_sql, scope_params, options.k1, options.b,
-                                       options.context_weight, options.context_b)
+    k1, b, pool = (options.segmented_k1, options.segmented_b, options.segmented_pool) \
+        if any(unit.segmented for unit in units) else (options.k1, options.b, RESCORE_POOL)
+    if k1 is not None and options.strategy is KeywordStrategy.OR and all(len(unit.terms) == 1 for unit in units):
+        return scored_from_term_counts(conn, plan, units, limit, scope_sql, scope_params, k1, b,
+                                       options.context_weight, options.context_b, pool)
     quorum = _quorum(plan, units, options.quorum_fraction) \
         if options.strategy is KeywordStrategy.QUORUM and len(units) > 1 else None
     return _fts5_ranked(conn, match, limit, scope_sql, scope_params, quorum, options.context_weight)
@@ -434,9 +450,9 @@ def _fts5_ranked(conn: sqlite3.Connection, match: str, limit: int, scope_sql: st
 def scored_from_term_counts(
     conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[QueryUnit, ...], limit: int,
     scope_sql: str | None, scope_params: list[object] | None, k1: float, b: float,
-    context_weight: float = CONTEXT_WEIGHT, context_b: float = CONTEXT_B,
+    context_weight: float = CONTEXT_WEIGHT, context_b: float = CONTEXT_B, pool_factor: int = RESCORE_POOL,
 ) -> list[tuple[int, float]]:
-    """BM25F with the given k1 and b over the RESCORE_POOL × `limit` rows FTS5's bm25() ranks first:
+    """BM25F with the given k1 and b over the `pool_factor` × `limit` rows FTS5's bm25() ranks first:
     term frequencies from `chunk_terms` (index/terms.py, written with each chunk), each field's
     length from `chunks_fts_docsize`, the fields' averages from the FTS table's own averages record.
 
@@ -458,7 +474,7 @@ def scored_from_term_counts(
     match = match_expression(units)
     if rows == 0 or match is None:
         return []
-    ranked = _fts5_ranked(conn, match, limit * RESCORE_POOL, scope_sql, scope_params,
+    ranked = _fts5_ranked(conn, match, limit * pool_factor, scope_sql, scope_params,
                           context_weight=context_weight)
     if not ranked:
         return []
