@@ -59,7 +59,7 @@ HEADING_GRAMMARS = ("none", "numbered")
 ON_EXCEED = ("abort", "partial")
 # Settings the code implements. A value the spec names but this build does not implement is refused
 # at load time (spec §3.1): a setting the code ignores is not a setting.
-VECTOR_TIERS = ("numpy",)
+VECTOR_TIERS = ("auto", "numpy")  # search/vector_tier.py
 UNBUILT_VECTOR_TIERS = ("sqlite-vec",)
 GRAPH_CHANNELS = ("off", "expand")
 UNBUILT_GRAPH_CHANNELS = ("ppr",)
@@ -202,7 +202,7 @@ class RetrievalSection:
     final_k: int = 8
     rrf_k: int = 60
     rerank: bool = True
-    vector_tier: str = "numpy"
+    vector_tier: str = "auto"
     # The traversal fan-out cap (spec §4): the default of `pnk links` / pinakes_links, and the graph
     # expansion channel's per-seed cap (search/graph.py). graph_channel refuses "ppr" (unbuilt) by name.
     adjacent_k: int = 5

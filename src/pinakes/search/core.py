@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from pinakes.manifest import EmbeddingSection, Manifest
     from pinakes.search.bm25 import KeywordPlan
     from pinakes.search.rerank import Reranker
+    from pinakes.search.vectors import VectorMatrix
 
 MODES = ("hybrid", "bm25", "vector")
 MAX_FINAL_K = 100  # a caller asking for more gets this many and a note saying so
@@ -255,6 +256,7 @@ class _Run:
         self.analyzed: AnalyzedQuery | None = None
         self.query_vector: NDArray[np.float32] | None = None
         self.mask: NDArray[np.bool_] | None = None
+        self.ranked_rows: VectorMatrix | None = None  # the rows the vector side ranked (search/vector_tier.py)
         self.notes: list[str] = []
         self.timings: dict[str, float] = {}
         self.final_k = self._final_k(final_k)
@@ -293,7 +295,7 @@ class _Run:
             if embedder is not None:
                 embedder = self._check_model_coherence(generation, embedder)
             scope = self._scope(generation)
-            mask = self.mask = self._prepare_vectors(generation) if embedder is not None else None
+            mask = self.mask = self._prepare_vectors(generation, embedder) if embedder is not None else None
             self._lap("filters")
             plan, keyword, vector = self._retrieve(generation, scope, embedder, mask)
             embedder = embedder if self.mode != "bm25" else None  # the endpoint failed mid-query
@@ -438,14 +440,16 @@ class _Run:
 
     def _expand(self, generation: Generation, ranked: list[Candidate]) -> list[Candidate]:
         """The graph channel: the fused top passages' one-hop neighbours as a third list."""
-        from pinakes.search import graph
+        from pinakes.search import graph, vector_tier
 
-        assert generation.matrix is not None and self.query_vector is not None
+        assert self.query_vector is not None
+        matrix = vector_tier.full_matrix(generation, self.searcher.index_path)  # the vector file's too
         if generation.graph_view is None:
-            generation.graph_view = graph.GraphView(generation.matrix)
+            generation.graph_view = graph.GraphView(matrix)
+        allowed = vector_tier.allowed_rows(generation, matrix, self.filters) if self.mask is None else self.mask
         seeds = [candidate.chunk_id for candidate in ranked[: graph.SEEDS]]
         neighbours = graph.expand(generation.conn, generation.graph_view, self.query_vector, seeds,
-                                  self.settings.adjacent_k, edges=graph.EDGES, allowed=self.mask)
+                                  self.settings.adjacent_k, edges=graph.EDGES, allowed=allowed)
         self._lap("graph")
         return add_graph_list(ranked, [(n.chunk_id, n.cosine) for n in neighbours], self.settings.rrf_k,
                               graph.GRAPH_WEIGHT)
@@ -463,31 +467,38 @@ class _Run:
         self.timings["bm25_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
         return plan, hits
 
-    def _prepare_vectors(self, generation: Generation) -> NDArray[np.bool_] | None:
-        """Load the matrix (once per generation) and the filter's row mask: the vector stage's
-        only uses of the connection, done before the retrievers run side by side."""
-        from pinakes.search import vectors
+    def _prepare_vectors(self, generation: Generation, embedder: Embedder) -> NDArray[np.bool_] | None:
+        """The vector tier (once per generation: the vector file, or the matrix loaded), and the
+        filter's rows: a row mask over the matrix, or with the file an exact search's own subset.
+        Done before the retrievers run side by side (the file's exact rows are read during it)."""
+        from pinakes.search import vector_tier
 
-        if generation.matrix is None:
-            dim = generation.meta.get("embedding_dim")
-            generation.matrix = vectors.load_matrix(
-                generation.conn, int(dim) if dim and dim.isdigit() else None, self.searcher.index_path
-            )
-            self._lap("load_matrix")
-        if not self.filters.active:
+        vector_tier.decide(generation, self.searcher.index_path, embedder.identity, self.settings.vector_tier)
+        if generation.vector_note is not None:
+            self.notes.append(generation.vector_note)
+        if generation.vector_file is not None:
+            if self.filters.active:
+                self.ranked_rows = vector_tier.filtered_matrix(generation, self.filters, self.searcher.index_path)
+            self._lap("vector_tier")
             return None
-        where, params = document_where(self.filters, "d")
-        allowed = {row[0] for row in generation.conn.execute(f"SELECT d.id FROM documents d WHERE {where}", params)}
-        return vectors.row_mask(generation.matrix, allowed)
+        if generation.matrix is None:
+            vector_tier.full_matrix(generation, self.searcher.index_path)
+            self._lap("load_matrix")
+        assert generation.matrix is not None
+        self.ranked_rows = generation.matrix
+        return vector_tier.allowed_rows(generation, generation.matrix, self.filters)
 
     def _vector(self, embedder: Embedder | None, generation: Generation,
                 mask: NDArray[np.bool_] | None) -> Hits:
-        from pinakes.search import vectors
+        from pinakes.search import vector_tier, vectors
 
-        assert embedder is not None and generation.matrix is not None
+        assert embedder is not None
         query_vector = self.query_vector = vectors.usable_query_vector(embedder, self.query)
         self._lap("embed_query")
-        hits = vectors.vector_search(generation.matrix, query_vector, self.candidates_per_source, mask)
+        if self.ranked_rows is None:  # the vector file answers (the candidates' rows are kept)
+            hits, self.ranked_rows = vector_tier.approximate(generation, query_vector, self.candidates_per_source)
+        else:
+            hits = vectors.vector_search(self.ranked_rows, query_vector, self.candidates_per_source, mask)
         self._lap("vectors")
         return hits
 
@@ -515,15 +526,18 @@ class _Run:
         """The level from [retrieval.confidence] (search/confidence.py), over the evidence features
         of this search (search/signals.py): the keyword plan, both retrievers' lists and the
         returned chunks. Features need the vector list; a keyword-only search has none."""
+        from pinakes.search import vector_tier
         from pinakes.search.signals import search_features
 
         plan, keyword, vector, chunk_ids = evidence
         features = None
         rerank_top = passages[0].scores.rerank if passages and reranker is not None else None
         if vector and passages:
-            assert generation.matrix is not None and self.query_vector is not None  # a vector list was made
+            assert self.ranked_rows is not None and self.query_vector is not None  # a vector list was made
+            matrix = self.ranked_rows if self.ranked_rows is generation.matrix else \
+                vector_tier.with_row(self.ranked_rows, generation.conn, chunk_ids[0])
             features = search_features(generation.conn, plan, keyword, vector, chunk_ids, self.settings.keyword.k1,
-                                       generation.matrix, self.query_vector, rerank_top)
+                                       matrix, self.query_vector, rerank_top)
         cosines = [p.scores.cosine for p in passages if p.scores.cosine is not None]
         return assess(
             passage_count=len(passages),
