@@ -20,7 +20,8 @@ def _uptodate(run: PipelineRun, _scope: Scope) -> bool:
         return False
     from pinakes.pipeline.vector_file import is_current
 
-    return is_current(run.ctx.conn, run.ctx.paths.state_dir)
+    ctx = run.ctx
+    return is_current(ctx.conn, ctx.paths.state_dir, ctx.manifest.retrieval.vector_tier)
 
 
 ADAPTER = StageAdapter[Scope](

@@ -26,8 +26,8 @@ from pinakes.lexical.filters import SearchFilters
 from pinakes.search.core import Searcher, SearchSettings
 from pinakes.vectors import build as vector_build
 from pinakes.vectors.fileformat import FOOTER_BYTES, read_header, vector_file_path
-from pinakes.vectors.freshness import BELOW_THRESHOLD, META_KEY, NOT_BUILT
-from tests.kb_helpers import build_kb, sync, write_documents
+from pinakes.vectors.freshness import BELOW_THRESHOLD, META_KEY, NOT_BUILT, NOT_WANTED
+from tests.kb_helpers import init_test_kb, sync, write_documents
 from tests.test_vectors_file import ClusteredEmbedder, corpus
 
 pytest.importorskip("usearch")
@@ -37,11 +37,18 @@ EXACT_NOTE = "vector search was exact"
 
 
 def auto_tier(root: Path) -> None:
-    """The template's manifest pins `vector_tier = "numpy"`; these KBs ask for the default, auto."""
+    """The template's manifest pins `vector_tier = "numpy"`; these KBs ask for auto."""
     manifest = root / "pinakes.toml"
     text, count = re.subn(r'^vector_tier = "numpy".*$', 'vector_tier = "auto"', manifest.read_text(), flags=re.M)
     assert count == 1
     manifest.write_text(text)
+
+
+def build_auto_kb(root: Path, documents: int, embedder: ClusteredEmbedder) -> None:
+    init_test_kb(root, embedder.identity, max_tokens=10, overlap=0)
+    auto_tier(root)
+    write_documents(root, corpus(documents))
+    sync(root, embedder)
 
 
 def meta(root: Path) -> dict[str, str]:
@@ -52,6 +59,19 @@ def meta(root: Path) -> dict[str, str]:
         conn.close()
 
 
+def test_the_numpy_tier_keeps_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
+    embedder = ClusteredEmbedder()
+    root = tmp_path / "kb"
+    build_auto_kb(root, 5, embedder)
+    path = vector_file_path(KBPaths(root).state_dir)
+    assert path.exists()
+    manifest = root / "pinakes.toml"
+    manifest.write_text(manifest.read_text().replace('vector_tier = "auto"', 'vector_tier = "numpy"'))
+    sync(root, embedder)  # no document changed: the step still follows the manifest
+    assert not path.exists() and meta(root)[META_KEY] == NOT_WANTED
+
+
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, ClusteredEmbedder]]:
     """A KB of 40 documents (~240 chunks) with its vector file, `pnk search` using its embedder."""
@@ -59,8 +79,7 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, 
     embedder = ClusteredEmbedder()
     monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
     root = tmp_path / "kb"
-    build_kb(root, corpus(40), embedder, max_tokens=10, overlap=0)
-    auto_tier(root)
+    build_auto_kb(root, 40, embedder)
     yield root, embedder
 
 
@@ -78,7 +97,7 @@ def passages(result: dict[str, object]) -> list[tuple[str, int]]:
 
 
 def exact_answers(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, object]]:
-    """Every query through `pnk search` with the exact tier (the manifest's numpy)."""
+    """Every query through `pnk search` with the exact tier (the manifest's numpy, no sync between)."""
     manifest = root / "pinakes.toml"
     text = manifest.read_text()
     manifest.write_text(text.replace('vector_tier = "auto"', 'vector_tier = "numpy"'))
@@ -206,8 +225,7 @@ def test_below_the_threshold_search_is_exact_and_says_nothing(
     embedder = ClusteredEmbedder()
     monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
     root = tmp_path / "kb"
-    build_kb(root, corpus(5), embedder, max_tokens=10, overlap=0)
-    auto_tier(root)
+    build_auto_kb(root, 5, embedder)
     assert not vector_file_path(KBPaths(root).state_dir).exists()
     assert meta(root)[META_KEY] == BELOW_THRESHOLD
     result = pnk_search(root, capsys, QUERIES[0])

@@ -41,6 +41,15 @@ from tests.kb_helpers import Doc, build_kb, delete_documents, sync, write_docume
 
 pytest.importorskip("usearch")
 
+
+@pytest.fixture(autouse=True)
+def _no_sync_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests drive `refresh_vector_file` themselves, between syncs that leave the file alone;
+    the sync's own step (pipeline/vector_file.py) is tested in tests/test_vector_tier_search.py."""
+    import pinakes.pipeline.vector_file as step
+
+    monkeypatch.setattr(step, "refresh", lambda _ctx: None)
+
 DIM = 64
 CLUSTERS = 12
 

@@ -6,7 +6,8 @@ Below `ANN_MIN_ROWS` active vectors there is no file (exact search is the tier);
 is left as it is, updated in place, or built whole (`refresh_vector_file`), then the key it answers
 for is recorded in the index's meta (`vectors.freshness`), so a searching process need not read
 every row to know the file is current. When usearch is not installed the KB stays searchable
-exactly: the sync says so in a note and does not fail.
+exactly: the sync says so in a note and does not fail. A KB whose manifest asks for exact search at
+any size (`[retrieval] vector_tier = "numpy"`) keeps no file.
 """
 
 from __future__ import annotations
@@ -22,13 +23,17 @@ from pinakes.pipeline.run import SyncContext
 from pinakes.vectors import RefreshReport, VectorFileUnusable, refresh_vector_file
 from pinakes.vectors import build as vector_build
 from pinakes.vectors.fileformat import read_header, vector_file_path
-from pinakes.vectors.freshness import BELOW_THRESHOLD, META_KEY, NOT_BUILT, recorded_state
+from pinakes.vectors.freshness import BELOW_THRESHOLD, META_KEY, NOT_BUILT, NOT_WANTED, recorded_state
 
 
 def refresh(ctx: SyncContext) -> RefreshReport | None:
     """Bring the vector file in line with the index this sync wrote; record what was done in the
     report and the key in the index's meta. None when the library is not installed (noted)."""
     conn = ctx.writer()
+    if ctx.manifest.retrieval.vector_tier == "numpy":  # exact at any size: a file would never be read
+        vector_file_path(ctx.paths.state_dir).unlink(missing_ok=True)
+        _record(conn, NOT_WANTED)
+        return None
     identity = ctx.get_embedder().identity
     started = time.perf_counter()
     try:
@@ -53,15 +58,17 @@ def refresh(ctx: SyncContext) -> RefreshReport | None:
     return report
 
 
-def is_current(conn: sqlite3.Connection | None, pinakes_dir: Path) -> bool:
+def is_current(conn: sqlite3.Connection | None, pinakes_dir: Path, tier: str) -> bool:
     """Whether the last vectors step's record still holds and needs nothing (a sync that changes no
-    document asks this): a key the file on disk carries, a KB below the threshold, or a library
-    still not installed. One meta read and a footer read; False when in doubt."""
+    document asks this): a key the file on disk carries, a KB below the threshold, a library still
+    not installed, the numpy tier still asked for. One meta read and a footer read; False when in doubt."""
     if conn is None:
         return False
     recorded = recorded_state(conn)
-    if recorded is None:
+    if recorded is None or (recorded == NOT_WANTED) != (tier == "numpy"):
         return False
+    if recorded == NOT_WANTED:
+        return True
     if recorded == BELOW_THRESHOLD:
         return True
     if recorded == NOT_BUILT:

@@ -32,6 +32,7 @@ from pinakes.vectors.source import content_key, row_keys
 META_KEY = "vector_file"  # the content key of the file the last vectors step left, or one of:
 BELOW_THRESHOLD = "below-threshold"  # the index held too few vectors for a file: exact search
 NOT_BUILT = "not-built"  # the file's library was not installed when the step ran
+NOT_WANTED = "numpy-tier"  # the manifest asked for exact search at any size: no file is kept
 _RUNNING_MARK = "sync_started_at"  # sync/engine.py: present from a pipeline's start to its completion
 
 
@@ -56,7 +57,7 @@ def open_for_index(conn: sqlite3.Connection, pinakes_dir: Path, identity: Mappin
     if recorded == NOT_BUILT:
         engine.load_library()  # still not installed: "unavailable"
         raise VectorFileUnusable("missing", "the last sync could not build it (usearch was not installed then)")
-    if recorded is None:
+    if recorded is None or recorded == NOT_WANTED:
         keys = row_keys(conn)
         if len(keys) < min_rows:
             return None
