@@ -230,3 +230,31 @@ def test_below_the_threshold_search_is_exact_and_says_nothing(
     assert meta(root)[META_KEY] == BELOW_THRESHOLD
     result = pnk_search(root, capsys, QUERIES[0])
     assert result["passages"] and not any(EXACT_NOTE in note for note in result["notes"])  # pyright: ignore
+
+
+def doctor_vector_file(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    main(["-C", str(root), "doctor", "--json"])
+    checks = json.loads(capsys.readouterr().out)["checks"]
+    (check,) = [check for check in checks if check["name"] == "vector file"]
+    return check
+
+
+def test_doctor_checks_every_byte_a_search_does_not(kb: tuple[Path, ClusteredEmbedder],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A searching process checks the footer, the sizes and the key (docs/INVARIANTS.md); the body's
+    checksum over every byte is the step's and doctor's. A byte flipped inside the payload, where
+    the footer stays intact, is doctor's to find, and its remedy rebuilds the file."""
+    root, embedder = kb
+    assert doctor_vector_file(root, capsys)["status"] == "OK"
+    path = vector_file_path(KBPaths(root).state_dir)
+    with open(path, "r+b") as handle:
+        handle.seek(100)
+        byte = handle.read(1)
+        handle.seek(100)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    check = doctor_vector_file(root, capsys)
+    assert check["status"] == "WARN" and "damaged" in check["detail"] and "pnk sync" in check["remedy"]
+    path.unlink()  # the remedy
+    report = sync(root, embedder)
+    assert any("vector file built whole" in note for note in report.notes), report.notes
+    assert doctor_vector_file(root, capsys)["status"] == "OK"

@@ -100,7 +100,7 @@ def _vector_file(conn: sqlite3.Connection, paths: KBPaths, meta: dict[str, str])
     of the index's rows now. None below the threshold, where exact search is the tier."""
     from pinakes.embed.base import META_KEYS
     from pinakes.vectors import build as vector_build
-    from pinakes.vectors.fileformat import VectorFileUnusable
+    from pinakes.vectors.fileformat import FILE_NAME, VectorFileUnusable
     from pinakes.vectors.freshness import open_for_index
 
     identity = {key: meta.get(key, "") for key in META_KEYS}
@@ -110,7 +110,10 @@ def _vector_file(conn: sqlite3.Connection, paths: KBPaths, meta: dict[str, str])
         opened = open_for_index(conn, paths.state_dir, identity, int(identity[META_KEYS[-1]]),
                                 min_rows=vector_build.ANN_MIN_ROWS, check_body=True)
     except VectorFileUnusable as unusable:
-        remedy = "pip install 'pinakes-kb[ann]', then pnk sync" if unusable.reason == "unavailable" else "pnk sync"
+        remedies = {"unavailable": "pip install 'pinakes-kb[ann]', then pnk sync",
+                    # a sync with nothing to do reads the footer only, which may be intact
+                    "damaged": f"delete {paths.state_dir.name}/{FILE_NAME}, then pnk sync (it builds the file again)"}
+        remedy = remedies.get(unusable.reason, "pnk sync")
         return Check("vector file", "WARN", f"the vector file is {unusable.reason} ({unusable.detail}): searches "
                      "answer exactly until it is fixed (slower, more memory)", remedy)
     if opened is None:
