@@ -18,6 +18,12 @@ about):
 The KB's own embedding model embeds the queries (the packaged MiniLM for a KB made by
 bench/bench_writer.py: its stored vectors come from that bench's fast embedder, so the rankings
 mean nothing; the latencies and memory are the product's). Results print as JSON (and go to --json).
+
+    nice -n 10 python bench/bench_search_scale.py --kb DIR --load-matrix /path/to/base/src
+
+`--load-matrix SRC`: only `search/vectors.py load_matrix` over the KB's index, in a process per
+source tree (this one's and SRC, a checkout of the revision to compare with), alternately, each
+reporting its seconds and peak RSS (what the exact tier's first search of a generation costs).
 """
 
 from __future__ import annotations
@@ -63,6 +69,34 @@ hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswi
 print(json.dumps({"code": code, "inside_s": time.perf_counter() - started, "peak_rss_mib": hwm / 1024}),
       file=sys.stderr)
 """
+
+
+LOAD_CHILD = """
+import sys, time
+from pinakes.index import schema
+from pinakes.search.vectors import load_matrix
+conn = schema.open_reader(sys.argv[1])
+started = time.perf_counter()
+matrix = load_matrix(conn, 384)
+seconds = time.perf_counter() - started
+status = open("/proc/self/status").read()
+hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM"))
+print(len(matrix), round(seconds, 2), round(hwm / 1024), round(matrix.nbytes / 2**20))
+"""
+
+
+def load_matrix_compare(kb: Path, base_src: Path, rounds: int = 2) -> dict[str, list[dict[str, float]]]:
+    out: dict[str, list[dict[str, float]]] = {"this": [], "base": []}
+    for _ in range(rounds):
+        for label, src in (("base", base_src), ("this", REPO / "src")):
+            done = subprocess.run([sys.executable, "-c", LOAD_CHILD, str(kb / ".pinakes" / "index.db")],
+                                  env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True, text=True,
+                                  check=True)
+            rows, seconds, peak, matrix = done.stdout.split()
+            out[label].append({"rows": int(rows), "seconds": float(seconds), "peak_rss_mib": int(peak),
+                               "matrix_mib": int(matrix)})
+            print(label, out[label][-1], flush=True)
+    return out
 
 
 def set_tier(kb: Path, tier: str) -> str:
@@ -115,7 +149,7 @@ def warm(kb: Path, queries: list[str]) -> dict[str, object]:
             totals.append((time.perf_counter() - began) * 1000)
             for stage, value in result.timings.items():
                 stages.setdefault(stage, []).append(value)
-        generation = searcher._generation  # noqa: SLF001
+        generation = searcher._generation
         tier = "file" if generation is not None and generation.vector_file is not None else "matrix"
     return {"tier_used": tier, "first_search_s": round(open_s, 3), "queries": len(totals),
             "p50_ms": round(percentile(totals, 50), 1), "p95_ms": round(percentile(totals, 95), 1),
@@ -138,9 +172,16 @@ def main() -> None:
     parser.add_argument("--cold", type=int, default=3)
     parser.add_argument("--warm-only", action="store_true")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--load-matrix", type=Path, metavar="SRC")
     parser.add_argument("--child-warm", help=argparse.SUPPRESS)
     args = parser.parse_args()
     queries = QUERIES[:args.queries]
+    if args.load_matrix:
+        result = {"load_avg_start": os.getloadavg(), **load_matrix_compare(args.kb, args.load_matrix),
+                  "load_avg_end": os.getloadavg()}
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=1))
+        return
     if args.child_warm:
         print(json.dumps(warm(args.kb, queries)))
         return
