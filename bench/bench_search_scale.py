@@ -75,7 +75,8 @@ LOAD_CHILD = """
 import sys, time
 from pinakes.index import schema
 from pinakes.search.vectors import load_matrix
-conn = schema.open_reader(sys.argv[1])
+from pathlib import Path
+conn = schema.open_reader(Path(sys.argv[1]))
 started = time.perf_counter()
 matrix = load_matrix(conn, 384)
 seconds = time.perf_counter() - started

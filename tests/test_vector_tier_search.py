@@ -22,10 +22,13 @@ import pytest
 
 import pinakes.embed
 from pinakes.cli import main
+from pinakes.embed.base import identity_meta
+from pinakes.index import schema
 from pinakes.kb import KBPaths
 from pinakes.lexical.filters import SearchFilters
 from pinakes.search.core import Searcher, SearchSettings
 from pinakes.vectors import build as vector_build
+from pinakes.vectors import expected_key
 from pinakes.vectors.fileformat import FOOTER_BYTES, read_header, vector_file_path
 from pinakes.vectors.freshness import BELOW_THRESHOLD, META_KEY, NOT_BUILT, NOT_WANTED
 from tests.kb_helpers import init_test_kb, sync, write_documents
@@ -260,3 +263,23 @@ def test_doctor_checks_every_byte_a_search_does_not(kb: tuple[Path, ClusteredEmb
     report = sync(root, embedder)
     assert any("vector file built whole" in note for note in report.notes), report.notes
     assert doctor_vector_file(root, capsys)["status"] == "OK"
+
+
+def test_a_rebuild_leaves_a_file_that_answers_for_the_new_index(kb: tuple[Path, ClusteredEmbedder],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`pnk sync --rebuild` runs the step on the new index before it is installed: the file then
+    carries the key of the new index's rows, computed from them (kept as it was when they are the
+    same rows, updated or built whole when not)."""
+    root, embedder = kb
+    exact = exact_answers(root, capsys)
+    sync(root, embedder, rebuild=True)
+    conn = schema.open_reader(KBPaths(root).index_db)
+    try:
+        rows_key = expected_key(conn, identity_meta(embedder.identity))
+    finally:
+        conn.close()
+    assert meta(root)[META_KEY] == read_header(vector_file_path(KBPaths(root).state_dir)).content_key == rows_key
+    for query in QUERIES:
+        result = pnk_search(root, capsys, query)
+        assert not any(EXACT_NOTE in note for note in result["notes"])  # pyright: ignore
+        assert same_passages(result, exact[query]), query
