@@ -256,7 +256,7 @@ class _Run:
         self.analyzed: AnalyzedQuery | None = None
         self.query_vector: NDArray[np.float32] | None = None
         self.mask: NDArray[np.bool_] | None = None
-        self.ranked_rows: VectorMatrix | None = None  # the rows the vector side ranked (search/vector_tier.py)
+        self.ranked_rows: VectorMatrix | None = None  # what the vector side ranks (search/vector_tier.py)
         self.notes: list[str] = []
         self.timings: dict[str, float] = {}
         self.final_k = self._final_k(final_k)
@@ -443,12 +443,9 @@ class _Run:
         from pinakes.search import graph, vector_tier
 
         assert self.query_vector is not None
-        matrix = vector_tier.full_matrix(generation, self.searcher.index_path)  # the vector file's too
-        if generation.graph_view is None:
-            generation.graph_view = graph.GraphView(matrix)
-        allowed = vector_tier.allowed_rows(generation, matrix, self.filters) if self.mask is None else self.mask
+        view, allowed = vector_tier.graph_rows(generation, self.searcher.index_path, self.filters, self.mask)
         seeds = [candidate.chunk_id for candidate in ranked[: graph.SEEDS]]
-        neighbours = graph.expand(generation.conn, generation.graph_view, self.query_vector, seeds,
+        neighbours = graph.expand(generation.conn, view, self.query_vector, seeds,
                                   self.settings.adjacent_k, edges=graph.EDGES, allowed=allowed)
         self._lap("graph")
         return add_graph_list(ranked, [(n.chunk_id, n.cosine) for n in neighbours], self.settings.rrf_k,
@@ -468,25 +465,15 @@ class _Run:
         return plan, hits
 
     def _prepare_vectors(self, generation: Generation, embedder: Embedder) -> NDArray[np.bool_] | None:
-        """The vector tier (once per generation: the vector file, or the matrix loaded), and the
-        filter's rows: a row mask over the matrix, or with the file an exact search's own subset.
-        Done before the retrievers run side by side (the file's exact rows are read during it)."""
+        """The vector tier and the filter's rows (search/vector_tier.py): before the retrievers run
+        side by side, the vector side's only uses of the connection but the file's exact rows."""
         from pinakes.search import vector_tier
 
-        vector_tier.decide(generation, self.searcher.index_path, embedder.identity, self.settings.vector_tier)
-        if generation.vector_note is not None:
-            self.notes.append(generation.vector_note)
-        if generation.vector_file is not None:
-            if self.filters.active:
-                self.ranked_rows = vector_tier.filtered_matrix(generation, self.filters, self.searcher.index_path)
-            self._lap("vector_tier")
-            return None
-        if generation.matrix is None:
-            vector_tier.full_matrix(generation, self.searcher.index_path)
-            self._lap("load_matrix")
-        assert generation.matrix is not None
-        self.ranked_rows = generation.matrix
-        return vector_tier.allowed_rows(generation, generation.matrix, self.filters)
+        self.ranked_rows, mask, lap = vector_tier.prepare(generation, self.searcher.index_path, embedder.identity,
+                                                          self.settings.vector_tier, self.filters, self.notes)
+        if lap is not None:
+            self._lap(lap)
+        return mask
 
     def _vector(self, embedder: Embedder | None, generation: Generation,
                 mask: NDArray[np.bool_] | None) -> Hits:
@@ -534,10 +521,9 @@ class _Run:
         rerank_top = passages[0].scores.rerank if passages and reranker is not None else None
         if vector and passages:
             assert self.ranked_rows is not None and self.query_vector is not None  # a vector list was made
-            matrix = self.ranked_rows if self.ranked_rows is generation.matrix else \
-                vector_tier.with_row(self.ranked_rows, generation.conn, chunk_ids[0])
             features = search_features(generation.conn, plan, keyword, vector, chunk_ids, self.settings.keyword.k1,
-                                       matrix, self.query_vector, rerank_top)
+                                       vector_tier.with_row(generation, self.ranked_rows, chunk_ids[0]),
+                                       self.query_vector, rerank_top)
         cosines = [p.scores.cosine for p in passages if p.scores.cosine is not None]
         return assess(
             passage_count=len(passages),

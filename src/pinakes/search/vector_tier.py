@@ -15,7 +15,6 @@ the index to rescore them exactly, are also what the confidence features read (s
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from pinakes.embed.base import ModelIdentity
+    from pinakes.search.graph import GraphView
 
 Hits = list[tuple[int, float]]
 
@@ -58,6 +58,21 @@ def decide(generation: Generation, index_path: Path, identity: ModelIdentity, ti
         generation.vector_note = fallback_note(unusable)
 
 
+def prepare(generation: Generation, index_path: Path, identity: ModelIdentity, tier: str, filters: SearchFilters,
+            notes: list[str]) -> tuple[vectors.VectorMatrix | None, NDArray[np.bool_] | None, str | None]:
+    """(the rows an exact search ranks, None when the vector file answers; the filter's row mask
+    over them; the name of the time this took, when it read rows); the fallback's note joins
+    `notes`. The tier is decided once per generation, the matrix loaded once."""
+    decide(generation, index_path, identity, tier)
+    if generation.vector_note is not None:
+        notes.append(generation.vector_note)
+    if generation.vector_file is not None:
+        return (filtered_matrix(generation, filters, index_path) if filters.active else None), None, "vector_tier"
+    lap = None if generation.matrix is not None else "load_matrix"
+    matrix = full_matrix(generation, index_path)
+    return matrix, allowed_rows(generation, matrix, filters), lap
+
+
 def full_matrix(generation: Generation, index_path: Path) -> vectors.VectorMatrix:
     """The generation's whole matrix, loaded once (the exact tier, and the graph channel's rows)."""
     if generation.matrix is None:
@@ -65,6 +80,18 @@ def full_matrix(generation: Generation, index_path: Path) -> vectors.VectorMatri
         generation.matrix = vectors.load_matrix(generation.conn, int(dim) if dim and dim.isdigit() else None,
                                                 index_path)
     return generation.matrix
+
+
+def graph_rows(generation: Generation, index_path: Path, filters: SearchFilters, mask: NDArray[np.bool_] | None
+               ) -> tuple[GraphView, NDArray[np.bool_] | None]:
+    """The graph channel's view of every row (loaded on its first expanding search when the vector
+    file answers the vector side), and the filter's mask over them."""
+    from pinakes.search.graph import GraphView
+
+    matrix = full_matrix(generation, index_path)
+    if generation.graph_view is None:
+        generation.graph_view = GraphView(matrix)
+    return generation.graph_view, allowed_rows(generation, matrix, filters) if mask is None else mask
 
 
 def filtered_matrix(generation: Generation, filters: SearchFilters, index_path: Path) -> vectors.VectorMatrix:
@@ -106,12 +133,13 @@ def candidate_matrix(ids: NDArray[np.int64], rows: NDArray[np.float32], dim: int
                                 np.zeros(len(ids), dtype=np.int32), ())
 
 
-def with_row(matrix: vectors.VectorMatrix, conn: sqlite3.Connection, chunk_id: int) -> vectors.VectorMatrix:
-    """`matrix` with `chunk_id`'s row added when it lacks it (the top passage a keyword search found)."""
+def with_row(generation: Generation, matrix: vectors.VectorMatrix, chunk_id: int) -> vectors.VectorMatrix:
+    """The rows the confidence features read: `matrix` (what the vector side ranked), with
+    `chunk_id`'s row added when a smaller one lacks it (the top passage a keyword search found)."""
     at = int(np.searchsorted(matrix.chunk_ids, chunk_id))
-    if at < len(matrix) and int(matrix.chunk_ids[at]) == chunk_id:
+    if matrix is generation.matrix or (at < len(matrix) and int(matrix.chunk_ids[at]) == chunk_id):
         return matrix
-    ids, rows = vectors_of(conn, [chunk_id], matrix.dim)
+    ids, rows = vectors_of(generation.conn, [chunk_id], matrix.dim)
     if not len(ids):
         return matrix
     return candidate_matrix(np.concatenate([matrix.chunk_ids, ids]), np.concatenate([matrix.vectors, rows]),
