@@ -12,7 +12,6 @@ VectorFileUnusable("unavailable"), a sync skips the file and search stays exact.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from collections.abc import Mapping
 from types import ModuleType
@@ -75,7 +74,7 @@ def _onnxruntime_first() -> None:
     `pnk serve`, the confidence calibration after a sync), so onnxruntime, when installed, is
     imported first (~0.15 s, already paid by every process that embeds with fastembed)."""
     if importlib.util.find_spec("onnxruntime") is not None:
-        importlib.import_module("onnxruntime")
+        import onnxruntime  # noqa: F401  # pyright: ignore[reportMissingTypeStubs, reportUnusedImport]
 
 
 def new_index(dim: int, params: Mapping[str, object]) -> AnnIndex:
