@@ -230,13 +230,13 @@ def test_missing_fts5_is_a_fail_with_a_remedy(
 
 @pytest.mark.parametrize(("present", "expected"), [
     ({"fastembed", "pypdfium2"},
-     {"light": "OK", "st": "OK", "pdf": "OK", "claude": "OK", "remote": "OK", "ray": "OK", "ocr": "OK"}),
+     {"light": "OK", "st": "OK", "pdf": "OK", "claude": "OK", "remote": "OK", "ray": "OK", "ocr": "OK", "ann": "OK"}),
     (set(),  # a core-only install: supported, but it cannot embed
-     {"light": "WARN", "st": "WARN", "pdf": "WARN", "claude": "OK", "remote": "OK", "ray": "OK", "ocr": "OK"}),
+     {"light": "WARN", "st": "WARN", "pdf": "WARN", "claude": "OK", "remote": "OK", "ray": "OK", "ocr": "OK", "ann": "OK"}),
     ({"sentence_transformers", "anthropic"},  # [claude] without the [pdf] it requires
-     {"light": "OK", "st": "OK", "pdf": "WARN", "claude": "WARN", "remote": "OK", "ray": "OK", "ocr": "OK"}),
+     {"light": "OK", "st": "OK", "pdf": "WARN", "claude": "WARN", "remote": "OK", "ray": "OK", "ocr": "OK", "ann": "OK"}),
     ({"fastembed", "openai", "ray"},
-     {"light": "OK", "st": "OK", "pdf": "WARN", "claude": "OK", "remote": "OK", "ray": "OK", "ocr": "OK"}),
+     {"light": "OK", "st": "OK", "pdf": "WARN", "claude": "OK", "remote": "OK", "ray": "OK", "ocr": "OK", "ann": "OK"}),
 ])
 def test_extras_report_by_install_state(
     monkeypatch: pytest.MonkeyPatch, present: set[str], expected: dict[str, str]

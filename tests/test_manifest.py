@@ -130,7 +130,7 @@ RULES = [
     ("confidence-not-a-table", manifest_text("[retrieval]\nconfidence = 0.5\n"),
      "retrieval.confidence", "must be a table"),
     ("sqlite-vec-refused", manifest_text('[retrieval]\nvector_tier = "sqlite-vec"\n'),
-     "retrieval.vector_tier", 'is not built in this Pinakes (built: "numpy")'),
+     "retrieval.vector_tier", 'is not built in this Pinakes (built: "auto", "numpy")'),
     ("ppr-refused", manifest_text('[retrieval]\ngraph_channel = "ppr"\n'), "retrieval.graph_channel",
      'is not built in this Pinakes (built: "off", "expand")'),
     ("unknown-extraction-backend", manifest_text('[extraction]\nbackend = "tesseract"\n'),

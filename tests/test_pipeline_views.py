@@ -63,7 +63,7 @@ def test_the_run_view_and_the_list_view_are_one_declaration(kb: Path) -> None:
     listed = real_tasks(loader.task_namespace(run))
     invocations = list(loader.invocations(run))
     assert [invocation.label for invocation in invocations] == [
-        "plan", "group 0", "group 1", "group 2", "group 3", "graph", "reverse-scan"]
+        "plan", "group 0", "group 1", "group 2", "group 3", "graph", "vectors", "reverse-scan"]
     run_view = [loader.only_within(invocation.tasks(run, Halt())) for invocation in invocations]
     full_view = [invocation.tasks(run, Halt()) for invocation in invocations]
 
@@ -130,7 +130,7 @@ def test_every_declared_stage_has_one_adapter() -> None:
     assert set(adapters()) == {stage.key for stage in STAGES}
     assert all(key == adapter.key for key, adapter in adapters().items())
     check_declaration()
-    assert [phase.label for phase in phases()] == ["plan", "group", "graph", "reverse-scan"]
+    assert [phase.label for phase in phases()] == ["plan", "group", "graph", "vectors", "reverse-scan"]
 
 
 def test_a_bad_declaration_is_refused() -> None:

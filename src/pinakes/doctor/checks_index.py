@@ -17,7 +17,6 @@ from pinakes.errors import PinakesError
 from pinakes.kb import KBPaths
 from pinakes.wording import counted
 
-VECTOR_TIER_WARN_CHUNKS = 50_000
 # Vector rows read per step of the vector check (bounded memory).
 VECTOR_CHECK_BATCH = 4096
 
@@ -51,6 +50,7 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
                 "SELECT content_hash FROM documents WHERE state = 'active'")}
             extraction = list(_extraction_coherence(conn))
             vectors = _vectors(conn, meta)
+            vector_file = _vector_file(conn, paths, meta)
     finally:
         conn.close()
     yield Check("index schema", "OK", f"schema_version {meta.get('schema_version')}, PRAGMA quick_check ok "
@@ -62,11 +62,8 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
                 f"{counted(chunks, 'chunk')}")
     yield from extraction
     yield from _extract_cache(paths, active_hashes)
-    if chunks > VECTOR_TIER_WARN_CHUNKS:
-        yield Check("vector tier", "WARN",
-                    f"{chunks} chunks: the NumPy tier holds every vector in memory "
-                    f"(~{chunks * 384 * 4 / 1e6:.0f} MB at 384 dims)",
-                    "the sqlite-vec tier that bounds memory is not built; consider splitting the KB")
+    if vector_file is not None:
+        yield vector_file
 
 
 def _vectors(conn: sqlite3.Connection, meta: dict[str, str]) -> Check:
@@ -95,6 +92,35 @@ def _vectors(conn: sqlite3.Connection, meta: dict[str, str]) -> Check:
               "width, finite values and unit length only" if unchecked else "")
     return Check("index vectors", "OK", f"{counted(rows, 'vector row')}: every checksum matches, every vector "
                  f"is finite and of unit length{legacy}")
+
+
+def _vector_file(conn: sqlite3.Connection, paths: KBPaths, meta: dict[str, str]) -> Check | None:
+    """Above the threshold, the approximate vector file (docs/perf/vector-tiers.md): intact (every
+    byte against its checksum, which a searching process leaves to the step and to this check) and
+    of the index's rows now. None below the threshold, where exact search is the tier."""
+    from pinakes.embed.base import META_KEYS
+    from pinakes.vectors import build as vector_build
+    from pinakes.vectors.fileformat import FILE_NAME, VectorFileUnusable
+    from pinakes.vectors.freshness import open_for_index
+
+    identity = {key: meta.get(key, "") for key in META_KEYS}
+    if not identity[META_KEYS[-1]].isdigit():
+        return None
+    try:
+        opened = open_for_index(conn, paths.state_dir, identity, int(identity[META_KEYS[-1]]),
+                                min_rows=vector_build.ANN_MIN_ROWS, check_body=True)
+    except VectorFileUnusable as unusable:
+        remedies = {"unavailable": "pip install 'pinakes-kb[ann]', then pnk sync",
+                    # a sync with nothing to do reads the footer only, which may be intact
+                    "damaged": f"delete {paths.state_dir.name}/{FILE_NAME}, then pnk sync (it builds the file again)"}
+        remedy = remedies.get(unusable.reason, "pnk sync")
+        return Check("vector file", "WARN", f"the vector file is {unusable.reason} ({unusable.detail}): searches "
+                     "answer exactly until it is fixed (slower, more memory)", remedy)
+    if opened is None:
+        return None
+    opened.close()
+    return Check("vector file", "OK", f"{opened.path.name}: {counted(opened.header.rows, 'row')} of the index's "
+                 f"vectors, every byte matches its checksum ({opened.header.library})")
 
 
 def _last_sync(meta: dict[str, str]) -> Check:

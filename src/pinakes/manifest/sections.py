@@ -59,7 +59,7 @@ HEADING_GRAMMARS = ("none", "numbered")
 ON_EXCEED = ("abort", "partial")
 # Settings the code implements. A value the spec names but this build does not implement is refused
 # at load time (spec §3.1): a setting the code ignores is not a setting.
-VECTOR_TIERS = ("numpy",)
+VECTOR_TIERS = ("auto", "numpy")  # search/vector_tier.py
 UNBUILT_VECTOR_TIERS = ("sqlite-vec",)
 GRAPH_CHANNELS = ("off", "expand")
 UNBUILT_GRAPH_CHANNELS = ("ppr",)

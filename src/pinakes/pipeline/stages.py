@@ -41,6 +41,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("chunk", ("extract",), "document", streamed=True),
     Stage("embed", ("chunk",), "group", streamed=True),
     Stage("graph", ("pair", "embed"), "run"),
+    Stage("vectors", ("embed",), "run"),
     Stage("reverse-scan", ("graph",), "partner"),
 )
 

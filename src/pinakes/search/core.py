@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from pinakes.manifest import EmbeddingSection, Manifest
     from pinakes.search.bm25 import KeywordPlan
     from pinakes.search.rerank import Reranker
+    from pinakes.search.vectors import VectorMatrix
 
 MODES = ("hybrid", "bm25", "vector")
 MAX_FINAL_K = 100  # a caller asking for more gets this many and a note saying so
@@ -255,6 +256,7 @@ class _Run:
         self.analyzed: AnalyzedQuery | None = None
         self.query_vector: NDArray[np.float32] | None = None
         self.mask: NDArray[np.bool_] | None = None
+        self.ranked_rows: VectorMatrix | None = None  # what the vector side ranks (search/vector_tier.py)
         self.notes: list[str] = []
         self.timings: dict[str, float] = {}
         self.final_k = self._final_k(final_k)
@@ -293,7 +295,7 @@ class _Run:
             if embedder is not None:
                 embedder = self._check_model_coherence(generation, embedder)
             scope = self._scope(generation)
-            mask = self.mask = self._prepare_vectors(generation) if embedder is not None else None
+            mask = self.mask = self._prepare_vectors(generation, embedder) if embedder is not None else None
             self._lap("filters")
             plan, keyword, vector = self._retrieve(generation, scope, embedder, mask)
             embedder = embedder if self.mode != "bm25" else None  # the endpoint failed mid-query
@@ -438,14 +440,13 @@ class _Run:
 
     def _expand(self, generation: Generation, ranked: list[Candidate]) -> list[Candidate]:
         """The graph channel: the fused top passages' one-hop neighbours as a third list."""
-        from pinakes.search import graph
+        from pinakes.search import graph, vector_tier
 
-        assert generation.matrix is not None and self.query_vector is not None
-        if generation.graph_view is None:
-            generation.graph_view = graph.GraphView(generation.matrix)
+        assert self.query_vector is not None
+        view, allowed = vector_tier.graph_rows(generation, self.searcher.index_path, self.filters, self.mask)
         seeds = [candidate.chunk_id for candidate in ranked[: graph.SEEDS]]
-        neighbours = graph.expand(generation.conn, generation.graph_view, self.query_vector, seeds,
-                                  self.settings.adjacent_k, edges=graph.EDGES, allowed=self.mask)
+        neighbours = graph.expand(generation.conn, view, self.query_vector, seeds,
+                                  self.settings.adjacent_k, edges=graph.EDGES, allowed=allowed)
         self._lap("graph")
         return add_graph_list(ranked, [(n.chunk_id, n.cosine) for n in neighbours], self.settings.rrf_k,
                               graph.GRAPH_WEIGHT)
@@ -463,31 +464,28 @@ class _Run:
         self.timings["bm25_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
         return plan, hits
 
-    def _prepare_vectors(self, generation: Generation) -> NDArray[np.bool_] | None:
-        """Load the matrix (once per generation) and the filter's row mask: the vector stage's
-        only uses of the connection, done before the retrievers run side by side."""
-        from pinakes.search import vectors
+    def _prepare_vectors(self, generation: Generation, embedder: Embedder) -> NDArray[np.bool_] | None:
+        """The vector tier and the filter's rows (search/vector_tier.py): before the retrievers run
+        side by side, the vector side's only uses of the connection but the file's exact rows."""
+        from pinakes.search import vector_tier
 
-        if generation.matrix is None:
-            dim = generation.meta.get("embedding_dim")
-            generation.matrix = vectors.load_matrix(
-                generation.conn, int(dim) if dim and dim.isdigit() else None, self.searcher.index_path
-            )
-            self._lap("load_matrix")
-        if not self.filters.active:
-            return None
-        where, params = document_where(self.filters, "d")
-        allowed = {row[0] for row in generation.conn.execute(f"SELECT d.id FROM documents d WHERE {where}", params)}
-        return vectors.row_mask(generation.matrix, allowed)
+        self.ranked_rows, mask, lap = vector_tier.prepare(generation, self.searcher.index_path, embedder.identity,
+                                                          self.settings.vector_tier, self.filters, self.notes)
+        if lap is not None:
+            self._lap(lap)
+        return mask
 
     def _vector(self, embedder: Embedder | None, generation: Generation,
                 mask: NDArray[np.bool_] | None) -> Hits:
-        from pinakes.search import vectors
+        from pinakes.search import vector_tier, vectors
 
-        assert embedder is not None and generation.matrix is not None
+        assert embedder is not None
         query_vector = self.query_vector = vectors.usable_query_vector(embedder, self.query)
         self._lap("embed_query")
-        hits = vectors.vector_search(generation.matrix, query_vector, self.candidates_per_source, mask)
+        if self.ranked_rows is None:  # the vector file answers (the candidates' rows are kept)
+            hits, self.ranked_rows = vector_tier.approximate(generation, query_vector, self.candidates_per_source)
+        else:
+            hits = vectors.vector_search(self.ranked_rows, query_vector, self.candidates_per_source, mask)
         self._lap("vectors")
         return hits
 
@@ -515,15 +513,17 @@ class _Run:
         """The level from [retrieval.confidence] (search/confidence.py), over the evidence features
         of this search (search/signals.py): the keyword plan, both retrievers' lists and the
         returned chunks. Features need the vector list; a keyword-only search has none."""
+        from pinakes.search import vector_tier
         from pinakes.search.signals import search_features
 
         plan, keyword, vector, chunk_ids = evidence
         features = None
         rerank_top = passages[0].scores.rerank if passages and reranker is not None else None
         if vector and passages:
-            assert generation.matrix is not None and self.query_vector is not None  # a vector list was made
+            assert self.ranked_rows is not None and self.query_vector is not None  # a vector list was made
             features = search_features(generation.conn, plan, keyword, vector, chunk_ids, self.settings.keyword.k1,
-                                       generation.matrix, self.query_vector, rerank_top)
+                                       vector_tier.with_row(generation, self.ranked_rows, chunk_ids[0]),
+                                       self.query_vector, rerank_top)
         cosines = [p.scores.cosine for p in passages if p.scores.cosine is not None]
         return assess(
             passage_count=len(passages),

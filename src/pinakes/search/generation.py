@@ -2,7 +2,8 @@
 
 `schema.index_signature` names a generation. A writer's commit or an installed rebuild makes a new
 one, which is opened afresh: the reader connection, its meta and tokenizer, and what is derived from
-them once per generation (the float32 matrix, the graph view, the coherence answers).
+them once per generation (the float32 matrix or the approximate vector file, search/vector_tier.py;
+the graph view, the coherence answers).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pinakes.search.query import tokenizer_of
 if TYPE_CHECKING:
     from pinakes.search.graph import GraphView
     from pinakes.search.vectors import VectorMatrix
+    from pinakes.vectors import OpenVectorFile
 
 Signature = tuple[tuple[int, int, int], ...]  # schema.index_signature
 
@@ -35,6 +37,12 @@ class Generation:
     chunk_count: int
     has_inactive_chunks: bool
     matrix: VectorMatrix | None = None
+    # The vector tier, decided on the first vector search of the generation (search/vector_tier.py):
+    # the vector file when it answers for this generation, else the matrix (and, when a file should
+    # have answered, why it did not: a note every vector search of the generation carries).
+    tier_decided: bool = False
+    vector_file: OpenVectorFile | None = None
+    vector_note: str | None = None
     graph_view: GraphView | None = None  # built on the first expanding search of this generation
     manifest_checked: bool = False
     # Fingerprints are code constants and the documents table is fixed within a generation, so
@@ -47,6 +55,9 @@ class Generation:
         self.document_frequencies = bm25.DocumentFrequencies(self.conn)
 
     def close(self) -> None:
+        if self.vector_file is not None:
+            self.vector_file.close()
+            self.vector_file = None
         self.tokenizer.close()
         self.conn.close()
 

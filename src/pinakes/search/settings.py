@@ -26,6 +26,7 @@ class SearchSettings:
     keyword: bm25.KeywordOptions = field(default_factory=bm25.KeywordOptions)
     graph_channel: str = _RETRIEVAL.graph_channel
     adjacent_k: int = _RETRIEVAL.adjacent_k
+    vector_tier: str = _RETRIEVAL.vector_tier
 
     @classmethod
     def from_retrieval(cls, retrieval: RetrievalSection, confidence: KBConfidence | None = None) -> SearchSettings:
@@ -39,4 +40,5 @@ class SearchSettings:
             confidence=confidence or retrieval.confidence,
             graph_channel=retrieval.graph_channel,
             adjacent_k=retrieval.adjacent_k,
+            vector_tier=retrieval.vector_tier,
         )

@@ -15,8 +15,9 @@ keyword results and a note, as it does when the endpoint is down.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -50,44 +51,83 @@ class VectorMatrix:
         return int(self.vectors.nbytes + self.chunk_ids.nbytes)
 
 
-def load_matrix(conn: sqlite3.Connection, expected_dim: int | None, index_path: object = None) -> VectorMatrix:
-    """Every active chunk's vector, read once into one contiguous array."""
-    rows = conn.execute(
-        "SELECT e.chunk_id, c.doc_id, e.vector FROM embeddings e "
-        "JOIN chunks c ON c.id = e.chunk_id JOIN documents d ON d.id = c.doc_id "
-        "WHERE d.state = 'active' ORDER BY e.chunk_id"
-    ).fetchall()
-    if not rows:
+# Rows read per step of `load_matrix`: each step's vectors are copied into the matrix and let go, so
+# loading holds the matrix and one step, not every row as a Python tuple and a joined copy (2x).
+LOAD_BATCH_ROWS = 8192
+
+
+def load_matrix(conn: sqlite3.Connection, expected_dim: int | None, index_path: object = None,
+                where: tuple[str, Sequence[object]] | None = None) -> VectorMatrix:
+    """Every active chunk's vector (those of the documents `where` allows, an SQL condition on `d`,
+    when given), read once into one contiguous array, a batch at a time."""
+    sql = ("SELECT e.chunk_id, c.doc_id, e.vector FROM embeddings e "
+           "JOIN chunks c ON c.id = e.chunk_id JOIN documents d ON d.id = c.doc_id "
+           f"WHERE d.state = 'active'{f' AND ({where[0]})' if where else ''} ORDER BY e.chunk_id")
+    # Every row, active or not, read from the smallest b-tree: an upper bound to size the arrays by
+    # (pages past the rows filled are never touched, so never resident).
+    upper = int(conn.execute("SELECT count(*) FROM embeddings").fetchone()[0])
+    cursor = conn.execute(sql, list(where[1]) if where else [])
+    loaded: _Loading | None = None
+    while batch := cursor.fetchmany(LOAD_BATCH_ROWS):
+        rows = cast("list[tuple[int, str, bytes]]", batch)
+        if loaded is None:
+            loaded = _Loading(_checked_dim(len(rows[0][2]), expected_dim, index_path), upper)
+        loaded.add(rows, index_path)
+    if loaded is None:
         return VectorMatrix(
             np.zeros((0, expected_dim or 0), dtype=np.float32), np.zeros(0, dtype=np.int64),
             np.zeros(0, dtype=np.int32), (),
         )
-    blob = b"".join(row[2] for row in rows)
-    width = len(rows[0][2])
-    if width % 4 or len(blob) != width * len(rows):
-        raise ModelMismatchError(
-            "the index holds vectors of different widths; it was written by more than one model",
-            remedy="pnk sync --rebuild",
-            path=str(index_path) if index_path is not None else None,
-        )
+    return loaded.matrix()
+
+
+class _Loading:
+    """The arrays `load_matrix` fills, sized by an upper bound of the rows."""
+
+    def __init__(self, dim: int, upper: int):
+        self.dim, self.count = dim, 0
+        self.vectors = np.empty((max(upper, 1), dim), dtype=np.float32)
+        self.chunk_ids = np.empty(max(upper, 1), dtype=np.int64)
+        self.doc_rows = np.empty(max(upper, 1), dtype=np.int32)
+        self.positions: dict[str, int] = {}
+
+    def add(self, rows: list[tuple[int, str, bytes]], index_path: object) -> None:
+        width = self.dim * 4
+        if any(len(row[2]) != width for row in rows):
+            raise _mismatch("the index holds vectors of different widths; it was written by more than one model",
+                            index_path)
+        start, end = self.count, self.count + len(rows)
+        if end > self.vectors.shape[0]:  # only when rows were added since the count (no snapshot)
+            grown = max(end, 2 * self.vectors.shape[0])
+            self.vectors = np.resize(self.vectors, (grown, self.dim))
+            self.chunk_ids, self.doc_rows = np.resize(self.chunk_ids, grown), np.resize(self.doc_rows, grown)
+        self.vectors[start:end] = np.frombuffer(b"".join(row[2] for row in rows), dtype=np.float32).reshape(-1, self.dim)
+        self.chunk_ids[start:end] = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        positions = self.positions
+        self.doc_rows[start:end] = np.fromiter((positions.setdefault(row[1], len(positions)) for row in rows),
+                                               dtype=np.int32, count=len(rows))
+        self.count = end
+
+    def matrix(self) -> VectorMatrix:
+        count = self.count
+        return VectorMatrix(vectors=self.vectors[:count], chunk_ids=self.chunk_ids[:count],
+                            doc_rows=self.doc_rows[:count], documents=tuple(self.positions))
+
+
+def _checked_dim(width: int, expected_dim: int | None, index_path: object) -> int:
+    if width % 4:
+        raise _mismatch("the index holds vectors of different widths; it was written by more than one model",
+                        index_path)
     dim = width // 4
     if expected_dim is not None and dim != expected_dim:
-        raise ModelMismatchError(
-            f"the index holds {dim}-dimensional vectors but the embedding model produces {expected_dim}",
-            remedy="pnk sync --rebuild",
-            path=str(index_path) if index_path is not None else None,
-        )
-    vectors = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), dim)
-    positions: dict[str, int] = {}
-    doc_rows = np.fromiter(
-        (positions.setdefault(row[1], len(positions)) for row in rows), dtype=np.int32, count=len(rows)
-    )
-    return VectorMatrix(
-        vectors=np.ascontiguousarray(vectors),
-        chunk_ids=np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows)),
-        doc_rows=doc_rows,
-        documents=tuple(positions),
-    )
+        raise _mismatch(f"the index holds {dim}-dimensional vectors but the embedding model produces {expected_dim}",
+                        index_path)
+    return dim
+
+
+def _mismatch(message: str, index_path: object) -> ModelMismatchError:
+    return ModelMismatchError(message, remedy="pnk sync --rebuild",
+                              path=str(index_path) if index_path is not None else None)
 
 
 def row_mask(matrix: VectorMatrix, allowed_doc_ids: set[str]) -> NDArray[np.bool_]:

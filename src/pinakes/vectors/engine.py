@@ -12,6 +12,7 @@ VectorFileUnusable("unavailable"), a sync skips the file and search stays exact.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Protocol, cast
@@ -55,6 +56,7 @@ class _IndexClass(Protocol):
 
 def load_library() -> tuple[str, _IndexClass]:
     """("usearch <version>", its Index class), or VectorFileUnusable("unavailable")."""
+    _onnxruntime_first()
     try:
         import usearch  # optional: only KBs above the threshold need it
         import usearch.index
@@ -63,6 +65,16 @@ def load_library() -> tuple[str, _IndexClass]:
     module: ModuleType = usearch.index
     version = cast("str", getattr(usearch, "__version__", "unknown"))
     return f"usearch {version}", cast("_IndexClass", module.Index)
+
+
+def _onnxruntime_first() -> None:
+    """Importing onnxruntime after usearch kills the process (SIGSEGV on import; measured with
+    usearch 2.26.6 and onnxruntime 1.32.0, Linux x86-64, Python 3.11.7); the other order works. A
+    process that holds the file may load a fastembed model later (the reranker of a long-lived
+    `pnk serve`, the confidence calibration after a sync), so onnxruntime, when installed, is
+    imported first (~0.15 s, already paid by every process that embeds with fastembed)."""
+    if importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime  # noqa: F401  # pyright: ignore[reportMissingTypeStubs, reportUnusedImport]
 
 
 def new_index(dim: int, params: Mapping[str, object]) -> AnnIndex:

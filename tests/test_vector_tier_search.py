@@ -1,0 +1,285 @@
+"""The vector file wired into sync and search (docs/perf/vector-tiers.md "Wiring"): the `vectors`
+step builds it and records its key, `pnk search` answers from it, and whenever it cannot answer for
+the index (deleted, a damaged footer, cut short, stale, its library missing) `pnk search` answers
+exactly, with the same passages, and a note naming `pnk sync`, which repairs it.
+
+KBs are built by the real sync. The threshold (`pinakes.vectors.build.ANN_MIN_ROWS`, 100k) is
+lowered on the module so a KB of a few hundred chunks has a file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import pinakes.embed
+from pinakes.cli import main
+from pinakes.embed.base import identity_meta
+from pinakes.index import schema
+from pinakes.kb import KBPaths
+from pinakes.lexical.filters import SearchFilters
+from pinakes.search.core import Searcher, SearchSettings
+from pinakes.vectors import build as vector_build
+from pinakes.vectors import expected_key
+from pinakes.vectors.fileformat import FOOTER_BYTES, read_header, vector_file_path
+from pinakes.vectors.freshness import BELOW_THRESHOLD, META_KEY, NOT_BUILT, NOT_WANTED
+from tests.kb_helpers import init_test_kb, sync, write_documents
+from tests.test_vectors_file import ClusteredEmbedder, corpus
+
+if importlib.util.find_spec("usearch") is None:  # not imported here: only through vectors/engine.py,
+    pytest.skip("usearch is not installed", allow_module_level=True)  # which imports onnxruntime first
+
+QUERIES = ("topic3 word100", "Paragraph 2 of document 7", "topic11", "word651 topic5", "document 33")
+EXACT_NOTE = "vector search was exact"
+
+
+def auto_tier(root: Path) -> None:
+    """The template's manifest pins `vector_tier = "numpy"`; these KBs ask for auto."""
+    manifest = root / "pinakes.toml"
+    text, count = re.subn(r'^vector_tier = "numpy".*$', 'vector_tier = "auto"', manifest.read_text(), flags=re.M)
+    assert count == 1
+    manifest.write_text(text)
+
+
+def build_auto_kb(root: Path, documents: int, embedder: ClusteredEmbedder) -> None:
+    init_test_kb(root, embedder.identity, max_tokens=10, overlap=0)
+    auto_tier(root)
+    write_documents(root, corpus(documents))
+    sync(root, embedder)
+
+
+def meta(root: Path) -> dict[str, str]:
+    conn = sqlite3.connect(KBPaths(root).index_db)
+    try:
+        return dict(conn.execute("SELECT key, value FROM meta"))
+    finally:
+        conn.close()
+
+
+def test_the_numpy_tier_keeps_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
+    embedder = ClusteredEmbedder()
+    root = tmp_path / "kb"
+    build_auto_kb(root, 5, embedder)
+    path = vector_file_path(KBPaths(root).state_dir)
+    assert path.exists()
+    manifest = root / "pinakes.toml"
+    manifest.write_text(manifest.read_text().replace('vector_tier = "auto"', 'vector_tier = "numpy"'))
+    sync(root, embedder)  # no document changed: the step still follows the manifest
+    assert not path.exists() and meta(root)[META_KEY] == NOT_WANTED
+
+
+@pytest.fixture
+def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, ClusteredEmbedder]]:
+    """A KB of 40 documents (~240 chunks) with its vector file, `pnk search` using its embedder."""
+    monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
+    embedder = ClusteredEmbedder()
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+    root = tmp_path / "kb"
+    build_auto_kb(root, 40, embedder)
+    yield root, embedder
+
+
+def pnk_search(root: Path, capsys: pytest.CaptureFixture[str], query: str, *extra: str) -> dict[str, object]:
+    code = main(["-C", str(root), "search", query, "--json", "--no-rerank", *extra])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+def passages(result: dict[str, object]) -> list[tuple[str, int]]:
+    found = result["passages"]
+    assert isinstance(found, list)
+    return [(str(p["path"]), int(p["chunk_ordinal"]) if "chunk_ordinal" in p else 0) for p in found]  # pyright: ignore
+
+
+def exact_answers(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, object]]:
+    """Every query through `pnk search` with the exact tier (the manifest's numpy, no sync between)."""
+    manifest = root / "pinakes.toml"
+    text = manifest.read_text()
+    manifest.write_text(text.replace('vector_tier = "auto"', 'vector_tier = "numpy"'))
+    try:
+        return {query: pnk_search(root, capsys, query) for query in QUERIES}
+    finally:
+        manifest.write_text(text)
+
+
+def same_passages(left: dict[str, object], right: dict[str, object]) -> bool:
+    keep = ("path", "text", "scores")
+    return [{k: p[k] for k in keep} for p in left["passages"]] == [  # pyright: ignore
+        {k: p[k] for k in keep} for p in right["passages"]]  # pyright: ignore
+
+
+def test_the_step_builds_the_file_and_search_answers_from_it(kb: tuple[Path, ClusteredEmbedder],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    root, _embedder = kb
+    path = vector_file_path(KBPaths(root).state_dir)
+    assert meta(root)[META_KEY] == read_header(path).content_key  # recorded after the file was written
+    code = main(["-C", str(root), "doit", "list"])
+    assert code == 0 and re.search(r"^vectors\s+keep the approximate vector file", capsys.readouterr().out, re.M)
+    exact = exact_answers(root, capsys)
+    for query in QUERIES:
+        result = pnk_search(root, capsys, query)
+        assert not any(EXACT_NOTE in note for note in result["notes"]), result["notes"]  # pyright: ignore
+        assert same_passages(result, exact[query]), query  # ~240 rows: the graph's answer is the exact one
+    with Searcher.for_kb(root) as searcher:
+        searcher.search(QUERIES[0], rerank=False)
+        generation = searcher._generation  # pyright: ignore[reportPrivateUsage]
+        assert generation is not None and generation.vector_file is not None
+        assert generation.matrix is None  # no float32 matrix was loaded: the point of the file
+
+
+def test_a_filtered_search_is_exact_over_the_rows_it_allows(kb: tuple[Path, ClusteredEmbedder]) -> None:
+    root, _embedder = kb
+    filters = SearchFilters(path_prefix="docs/d001")
+    results = {}
+    for tier in ("auto", "numpy"):
+        with Searcher.for_kb(root) as searcher:
+            searcher.settings = SearchSettings(rerank=False, vector_tier=tier)
+            results[tier] = [searcher.search(query, filters=filters, mode="vector", rerank=False) for query in QUERIES]
+            generation = searcher._generation  # pyright: ignore[reportPrivateUsage]
+            assert generation is not None and (generation.vector_file is not None) == (tier == "auto")
+    for auto, numpy in zip(results["auto"], results["numpy"], strict=True):
+        assert auto.passages and all(p.path.startswith("docs/d001") for p in auto.passages)
+        assert [(p.path, p.text, p.scores.cosine) for p in auto.passages] == [
+            (p.path, p.text, p.scores.cosine) for p in numpy.passages]
+
+
+def _delete(path: Path) -> None:
+    path.unlink()
+
+
+def _flip_footer(path: Path) -> None:
+    with open(path, "r+b") as handle:
+        handle.seek(path.stat().st_size - FOOTER_BYTES + 40)
+        byte = handle.read(1)
+        handle.seek(-1, 1)
+        handle.write(bytes([byte[0] ^ 0x5A]))
+
+
+def _cut_short(path: Path) -> None:
+    with open(path, "r+b") as handle:
+        handle.truncate(path.stat().st_size - 100)
+
+
+@pytest.mark.parametrize(("fault", "reason"), [(_delete, "missing"), (_flip_footer, "damaged"),
+                                               (_cut_short, "damaged")], ids=["deleted", "footer", "cut-short"])
+def test_search_answers_exactly_with_a_note_until_a_sync_repairs_the_file(
+        kb: tuple[Path, ClusteredEmbedder], capsys: pytest.CaptureFixture[str], fault: object, reason: str) -> None:
+    root, embedder = kb
+    exact = exact_answers(root, capsys)
+    path = vector_file_path(KBPaths(root).state_dir)
+    fault(path)  # type: ignore[operator]
+    for query in QUERIES:
+        result = pnk_search(root, capsys, query)
+        (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+        assert f"the vector file is {reason}" in note and "pnk sync" in note
+        assert same_passages(result, exact[query])
+    report = sync(root, embedder)  # nothing changed in the documents: the step still repairs the file
+    assert any("vector file built whole" in note for note in report.notes), report.notes
+    assert not any(EXACT_NOTE in note for note in pnk_search(root, capsys, QUERIES[0])["notes"])  # pyright: ignore
+
+
+def test_a_file_of_older_rows_is_stale_and_never_answers(kb: tuple[Path, ClusteredEmbedder],
+                                                        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The file a sync replaced, put back (a restore from a backup, a copy from another clone): its
+    footer is intact, but it was built from other rows than the index holds."""
+    root, embedder = kb
+    path = vector_file_path(KBPaths(root).state_dir)
+    shutil.copyfile(path, tmp_path / "old.ann")
+    write_documents(root, corpus(3, start=500))
+    report = sync(root, embedder)
+    assert any("vector file updated" in note for note in report.notes), report.notes
+    shutil.copyfile(tmp_path / "old.ann", path)
+    exact = exact_answers(root, capsys)
+    result = pnk_search(root, capsys, "word15501 topic2")  # a new document's words
+    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+    assert "the vector file is stale" in note and "pnk sync brings it up to date" in note
+    assert any(p["path"] == "docs/d0500.md" for p in result["passages"])  # pyright: ignore
+    assert same_passages(pnk_search(root, capsys, QUERIES[1]), exact[QUERIES[1]])
+
+
+def test_without_its_library_the_sync_notes_it_and_search_is_exact(
+        kb: tuple[Path, ClusteredEmbedder], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    root, embedder = kb
+    vector_file_path(KBPaths(root).state_dir).unlink()
+    installed = sys.modules["usearch"]
+    monkeypatch.setitem(sys.modules, "usearch", None)  # an import of it now fails, as when not installed
+    write_documents(root, corpus(1, start=600))
+    report = sync(root, embedder)
+    assert report.ok and any("no approximate vector file: usearch is not installed" in n for n in report.notes)
+    assert meta(root)[META_KEY] == NOT_BUILT
+    result = pnk_search(root, capsys, QUERIES[0])
+    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+    assert "unavailable" in note and "pip install 'pinakes-kb[ann]'" in note and result["passages"]
+    monkeypatch.setitem(sys.modules, "usearch", installed)
+    report = sync(root, embedder)  # installed again: a sync that changes nothing builds it
+    assert any("vector file built whole" in note for note in report.notes), report.notes
+
+
+def test_below_the_threshold_search_is_exact_and_says_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    embedder = ClusteredEmbedder()
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+    root = tmp_path / "kb"
+    build_auto_kb(root, 5, embedder)
+    assert not vector_file_path(KBPaths(root).state_dir).exists()
+    assert meta(root)[META_KEY] == BELOW_THRESHOLD
+    result = pnk_search(root, capsys, QUERIES[0])
+    assert result["passages"] and not any(EXACT_NOTE in note for note in result["notes"])  # pyright: ignore
+
+
+def doctor_vector_file(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    main(["-C", str(root), "doctor", "--json"])
+    checks = json.loads(capsys.readouterr().out)["checks"]
+    (check,) = [check for check in checks if check["name"] == "vector file"]
+    return check
+
+
+def test_doctor_checks_every_byte_a_search_does_not(kb: tuple[Path, ClusteredEmbedder],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A searching process checks the footer, the sizes and the key (docs/INVARIANTS.md); the body's
+    checksum over every byte is the step's and doctor's. A byte flipped inside the payload, where
+    the footer stays intact, is doctor's to find, and its remedy rebuilds the file."""
+    root, embedder = kb
+    assert doctor_vector_file(root, capsys)["status"] == "OK"
+    path = vector_file_path(KBPaths(root).state_dir)
+    with open(path, "r+b") as handle:
+        handle.seek(100)
+        byte = handle.read(1)
+        handle.seek(100)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    check = doctor_vector_file(root, capsys)
+    assert check["status"] == "WARN" and "damaged" in check["detail"] and "pnk sync" in check["remedy"]
+    path.unlink()  # the remedy
+    report = sync(root, embedder)
+    assert any("vector file built whole" in note for note in report.notes), report.notes
+    assert doctor_vector_file(root, capsys)["status"] == "OK"
+
+
+def test_a_rebuild_leaves_a_file_that_answers_for_the_new_index(kb: tuple[Path, ClusteredEmbedder],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`pnk sync --rebuild` runs the step on the new index before it is installed: the file then
+    carries the key of the new index's rows, computed from them (kept as it was when they are the
+    same rows, updated or built whole when not)."""
+    root, embedder = kb
+    exact = exact_answers(root, capsys)
+    sync(root, embedder, rebuild=True)
+    conn = schema.open_reader(KBPaths(root).index_db)
+    try:
+        rows_key = expected_key(conn, identity_meta(embedder.identity))
+    finally:
+        conn.close()
+    assert meta(root)[META_KEY] == read_header(vector_file_path(KBPaths(root).state_dir)).content_key == rows_key
+    for query in QUERIES:
+        result = pnk_search(root, capsys, query)
+        assert not any(EXACT_NOTE in note for note in result["notes"])  # pyright: ignore
+        assert same_passages(result, exact[query]), query
