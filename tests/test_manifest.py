@@ -274,7 +274,8 @@ def test_minimal_manifest_takes_the_spec_defaults(tmp_path: Path) -> None:
         50, 20, 8, 60)
     assert retrieval.rerank is True
     assert retrieval.confidence is None  # absent: confidence is reported "unknown", never guessed
-    assert (retrieval.vector_tier, retrieval.graph_channel, retrieval.adjacent_k) == ("numpy", "off", 5)
+    # "auto" since #45: exact NumPy below 100k vectors, the vector file above; "numpy" is the override.
+    assert (retrieval.vector_tier, retrieval.graph_channel, retrieval.adjacent_k) == ("auto", "off", 5)
     # [rerank] mirrors [embedding]: its provider defaults to the embedding provider.
     assert manifest.rerank.provider == "fastembed"
     assert (manifest.rerank.model, manifest.rerank.batch_size) == ("BAAI/bge-reranker-base", 16)

@@ -42,9 +42,10 @@ EXACT_NOTE = "vector search was exact"
 
 
 def auto_tier(root: Path) -> None:
-    """The template's manifest pins `vector_tier = "numpy"`; these KBs ask for auto."""
+    """These KBs ask for auto whatever the test KB's manifest says (the templates write it since v6)."""
     manifest = root / "pinakes.toml"
-    text, count = re.subn(r'^vector_tier = "numpy".*$', 'vector_tier = "auto"', manifest.read_text(), flags=re.M)
+    text, count = re.subn(r'^vector_tier = "(numpy|auto)".*$', 'vector_tier = "auto"', manifest.read_text(),
+                          flags=re.M)
     assert count == 1
     manifest.write_text(text)
 
@@ -113,9 +114,21 @@ def exact_answers(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, d
 
 
 def same_passages(left: dict[str, object], right: dict[str, object]) -> bool:
-    keep = ("path", "text", "scores")
-    return [{k: p[k] for k in keep} for p in left["passages"]] == [  # pyright: ignore
-        {k: p[k] for k in keep} for p in right["passages"]]  # pyright: ignore
+    """The vector file's answer against the exact one: the same best passage, at least 3 of every 4
+    passages shared, and every shared passage with the same exact cosine and keyword score. Not
+    identical lists: HNSW is approximate, and on these 12 tight clusters of ~240 rows a graph built
+    on two threads can leave a far row unreachable (a deep vector candidate then moves RRF a little;
+    measured: 0-6 of the exact top 50 missed per query, varying with the build's thread order)."""
+    def kept(result: dict[str, object]) -> list[tuple[object, ...]]:
+        return [(p["path"], p["text"], p["scores"]["cosine"], p["scores"]["bm25_score"])  # pyright: ignore
+                for p in result["passages"]]  # pyright: ignore
+    approximate, exact = kept(left), kept(right)
+    if not approximate or not exact or approximate[0][:2] != exact[0][:2]:
+        return False
+    by_text = {row[:2]: row for row in exact}
+    shared = [row for row in approximate if row[:2] in by_text]
+    return len(shared) * 4 >= len(exact) * 3 and all(by_text[row[:2]] == row for row in shared
+                                                     if row[2] is not None and by_text[row[:2]][2] is not None)
 
 
 def test_the_step_builds_the_file_and_search_answers_from_it(kb: tuple[Path, ClusteredEmbedder],

@@ -317,7 +317,7 @@ def _read_retrieval(table: Table) -> RetrievalSection:
         final_k=table.integer("final_k", 8, minimum=1),
         rrf_k=table.integer("rrf_k", 60, minimum=0),
         rerank=table.boolean("rerank", True),
-        vector_tier=table.choice("vector_tier", "numpy", VECTOR_TIERS, UNBUILT_VECTOR_TIERS),
+        vector_tier=table.choice("vector_tier", "auto", VECTOR_TIERS, UNBUILT_VECTOR_TIERS),
         adjacent_k=table.integer("adjacent_k", 5, minimum=1),
         graph_channel=table.choice("graph_channel", "off", GRAPH_CHANNELS, UNBUILT_GRAPH_CHANNELS),
         confidence=_read_confidence(table.table("confidence")),

@@ -202,7 +202,7 @@ class RetrievalSection:
     final_k: int = 8
     rrf_k: int = 60
     rerank: bool = True
-    vector_tier: str = "numpy"
+    vector_tier: str = "auto"
     # The traversal fan-out cap (spec §4): the default of `pnk links` / pinakes_links, and the graph
     # expansion channel's per-seed cap (search/graph.py). graph_channel refuses "ppr" (unbuilt) by name.
     adjacent_k: int = 5
