@@ -66,13 +66,15 @@ def test_a_kb_stamped_from_version_2_upgrades_to_the_comment_naming_the_one_step
     assert main(["-C", str(kb), "upgrade"]) == 0
     out = capsys.readouterr().out
     # Later versions change keys of their own (version 5: `[sources]` include and types for the
-    # document formats); the calibration comment is never one of the changes.
+    # document formats; version 6, 5 of notes and code-docs: `[retrieval] vector_tier` "auto"); the
+    # calibration comment is never one of the changes.
     hunks = re.findall(r"^@@ \[(.+?)\] (\w+) @@", out, flags=re.MULTILINE)
-    assert set(hunks) <= {("sources", "include"), ("sources", "types"), ("kb", "template")}, out
+    assert set(hunks) <= {("sources", "include"), ("sources", "types"), ("retrieval", "vector_tier"),
+                          ("kb", "template")}, out
     assert main(["-C", str(kb), "upgrade", "--apply"]) == 0
     upgraded = manifest.read_text(encoding="utf-8")
     assert f'template = "{installed}"' in upgraded
     assert "`pnk eval --fit-confidence`, then uncomment" in upgraded and ONE_STEP not in upgraded
-    changed = ("include = ", "types = ", "template = ")
+    changed = ("include = ", "types = ", "template = ", "vector_tier = ")
     assert ([line for line in upgraded.splitlines() if not line.startswith(changed)]
             == [line for line in stamped.splitlines() if not line.startswith(changed)])

@@ -50,7 +50,8 @@ def test_search_settings_default_to_the_retrieval_section() -> None:
 def test_from_retrieval_carries_every_field_the_settings_share() -> None:
     confidence = ConfidenceSection(high=0.9, low=0.1, fitted_for="test")
     changed = RetrievalSection(candidates_per_source=70, fusion_top_k=30, final_k=4, rrf_k=10, rerank=False,
-                               adjacent_k=9, graph_channel="expand", confidence=confidence)
+                               adjacent_k=9, graph_channel="expand", vector_tier="numpy",
+                               confidence=confidence)
     assert all(getattr(changed, name) != getattr(RetrievalSection(), name)
                for name in shared_fields(SearchSettings, RetrievalSection))
     settings = SearchSettings.from_retrieval(changed)
