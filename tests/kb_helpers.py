@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -287,3 +288,10 @@ def flat_kb(root: Path, docs: Iterable[Doc], embedder: object | None = None) -> 
     from tests.fakes import HashEmbedder
 
     return build_kb(root, docs, embedder or HashEmbedder(), roots=(".",))
+
+
+def ctrl_c_reaches_it() -> None:
+    """`preexec_fn` for a child a test interrupts with SIGINT: a suite started in the background by a
+    shell without job control (`cmd &`) inherits SIGINT ignored, and Python keeps an ignored SIGINT
+    ignored, so the child would never see the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -285,8 +285,11 @@ def test_a_worker_with_other_weights_refuses_the_run_before_any_vector(cluster: 
 
 
 def _driver(root: Path, address: str, *extra: str) -> subprocess.Popen[str]:
+    from tests.kb_helpers import ctrl_c_reaches_it
+
     return subprocess.Popen([sys.executable, "-m", "pinakes", "-C", str(root), "sync", "--ray-address", address,
-                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=ctrl_c_reaches_it)
 
 
 def _wait_for_vectors(driver: subprocess.Popen[str], root: Path, index_name: str = "index.db") -> list[str]:

@@ -330,10 +330,11 @@ def test_a_git_checkout_of_a_thousand_files_is_one_sync(tmp_path: Path) -> None:
 
 
 def _watch_process(root: Path, scratch: Path, **env: str) -> subprocess.Popen[str]:
+    from tests.kb_helpers import ctrl_c_reaches_it
     from tests.test_serve_helpers import offline_env
 
     return subprocess.Popen([sys.executable, "-m", "pinakes", "-C", str(root), "watch", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it,
                             env={**offline_env(scratch), "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **env})
 
 
@@ -355,6 +356,8 @@ def _read_events(process: subprocess.Popen[str], until: str, timeout: float = 12
         events.append(json.loads(line))
         if events[-1]["event"] == until:
             return events
+    process.kill()  # its stderr ends only when it does: reading it from a live process never returns
+    process.wait()
     raise AssertionError(f"no {until!r} event; saw {events}; stderr: {process.stderr.read() if process.stderr else ''}")
 
 
