@@ -159,3 +159,17 @@ def test_a_low_guess_is_checked_and_widened(monkeypatch):
     calls.clear()
     keyword_pool.pool_of([10, 400, 500], 1000, 2, 1.0, ranked_ending_at(0.5))
     assert calls == [[(0,)], [(0,), (1,)]]  # the second term alone reaches 0.5: its rows scored too
+
+
+def test_too_few_rows_for_the_guess_try_the_next_rarest_terms_ceiling(monkeypatch):
+    """Rows holding the rarest term fill less than the pool: the next floor (the second rarest
+    term's ceiling) is tried before every row is scored."""
+    monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", 0)
+    calls: list[keyword_pool.Groups | None] = []
+
+    def ranked(groups: keyword_pool.Groups | None) -> list[tuple[int, float]]:
+        calls.append(groups)
+        return [(1, 30.0)] if groups == [(0,)] else [(1, 30.0), (2, 25.0)]
+
+    assert keyword_pool.pool_of([10, 20, 500], 1000, 2, 1.0, ranked) == [(1, 30.0), (2, 25.0)]
+    assert calls == [[(0,)], [(0,), (1,)]]

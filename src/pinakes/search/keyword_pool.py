@@ -44,6 +44,8 @@ MARGIN = 1e-9
 # sets, by the terms a row must hold one of.
 MAX_TERMS_GROUPED = 10
 MAX_GROUPS = 32
+# Floors tried before the unrestricted statement when the rows a floor leaves are fewer than the pool.
+GUESSES = 2
 
 Hits = list[tuple[int, float]]
 Groups = list[tuple[int, ...]]
@@ -71,25 +73,26 @@ def pool_of(frequencies: list[int], rows: int, pool: int, context_weight: float,
     The floor is first guessed as the rarest term's ceiling (on the development queries at 917,529
     chunks the pool's last score was above it), the statement run over the rows that guess leaves,
     and the guess then checked against the last score it returned: a real row's score, so a true
-    floor. Where a row that floor lets in was not scored, the rows it needs are scored in a second
-    statement."""
+    floor. Where those rows are fewer than the pool, the next rarest term's ceiling is tried once;
+    where a row the floor lets in was not scored, the rows it needs are scored in one more statement."""
     total = sum(frequencies)
     if context_weight < 0.0 or len(frequencies) < 2 or total < PRUNE_FROM_POSTINGS or pool <= 0:
         return ranked(None)
     ceilings = [ceiling(rows, frequency) for frequency in frequencies]
-    guess = max(ceilings)
-    groups = reaching(ceilings, guess)
-    if _postings(groups, frequencies) > RESTRICT_BELOW_SHARE * total:
-        return ranked(None)
-    first = ranked(groups)
-    if len(first) < pool:  # fewer rows than the pool hold those terms (or pass the scope): no floor
-        return ranked(None)
-    needed = reaching(ceilings, first[-1][1])
-    if all(any(set(scored) <= set(group) for scored in groups) for group in needed):
-        return first  # every row that can reach the pool holds one of the groups scored
-    if _postings(needed, frequencies) > RESTRICT_BELOW_SHARE * total:
-        return ranked(None)
-    return ranked(needed)
+    for guess in sorted(set(ceilings), reverse=True)[:GUESSES]:
+        groups = reaching(ceilings, guess)
+        if _postings(groups, frequencies) > RESTRICT_BELOW_SHARE * total:
+            break
+        first = ranked(groups)
+        if len(first) < pool:  # fewer rows than the pool hold those terms (or pass the scope): no floor
+            continue
+        needed = reaching(ceilings, first[-1][1])
+        if all(any(set(scored) <= set(group) for scored in groups) for group in needed):
+            return first  # every row that can reach the pool holds one of the groups scored
+        if _postings(needed, frequencies) > RESTRICT_BELOW_SHARE * total:
+            break
+        return ranked(needed)
+    return ranked(None)
 
 
 def reaching(ceilings: list[float], floor: float) -> Groups:
