@@ -14,7 +14,8 @@ The plan, measured on the development corpora (docs/QUALITY.md):
      on both development corpora, and it stays a cost rule);
   4. past MAX_QUERY_TERMS distinct terms, the rarest are kept;
   5. the rest are OR-ed, each quoted and matched by FTS5; FTS5's bm25() (k1 1.2 and b 0.75, fixed)
-     picks the first 3 × `limit` rows, and those are ranked by BM25 with k1 2.5, b 0.4 and
+     picks the first 3 × `limit` rows (never scoring the rows that provably cannot be among them:
+     search/keyword_pool.py, the same rows and scores), and those are ranked by BM25 with k1 2.5, b 0.4 and
      Lucene's IDF, computed from each chunk's term counts (`scored_from_term_counts`, index/terms.py):
      BM25F over the chunk's text and its document context, each field normalised by its own length
      and the IDF counting a document's context once, not once per chunk (issue #46).
@@ -49,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from pinakes.search import keyword_pool
 from pinakes.search.query import MAX_QUERY_TERMS, AnalyzedQuery, QueryUnit, fts_quote
 
 VOCAB_TABLE = "temp.pnk_chunks_vocab"
@@ -425,9 +427,10 @@ def _ranked(
 def _fts5_ranked(conn: sqlite3.Connection, match: str, limit: int, scope_sql: str | None,
                  scope_params: list[object] | None,
                  quorum: tuple[str, list[object]] | None = None,
-                 context_weight: float = CONTEXT_WEIGHT) -> list[tuple[int, float]]:
+                 context_weight: float = CONTEXT_WEIGHT, within: str | None = None) -> list[tuple[int, float]]:
     """(rowid, score) by FTS5's bm25() (the text column weighing 1, the context `context_weight`),
-    negated so that higher is better."""
+    negated so that higher is better. `within`: only the rows this MATCH expression also finds are
+    scored, by the whole `match` (search/keyword_pool.py)."""
     where = ["chunks_fts MATCH ?"]
     params: list[object] = [context_weight, match]
     if scope_sql is not None:
@@ -439,6 +442,9 @@ def _fts5_ranked(conn: sqlite3.Connection, match: str, limit: int, scope_sql: st
     if quorum is not None:
         where.append(f"chunks_fts.rowid IN ({quorum[0]})")
         params.extend(quorum[1])
+    if within is not None:
+        where.append("+chunks_fts.rowid IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?)")
+        params.append(within)
     sql = (
         "SELECT chunks_fts.rowid, bm25(chunks_fts, 1.0, ?) FROM chunks_fts "
         f"WHERE {' AND '.join(where)} ORDER BY bm25(chunks_fts, 1.0, ?), chunks_fts.rowid LIMIT ?"
@@ -474,8 +480,11 @@ def scored_from_term_counts(
     match = match_expression(units)
     if rows == 0 or match is None:
         return []
-    ranked = _fts5_ranked(conn, match, limit * pool_factor, scope_sql, scope_params,
-                          context_weight=context_weight)
+    ranked = keyword_pool.pool_of(
+        [plan.document_frequency.get(unit.terms, 0) for unit in units], rows, limit * pool_factor, context_weight,
+        lambda groups: _fts5_ranked(conn, match, limit * pool_factor, scope_sql, scope_params,
+                                     context_weight=context_weight,
+                                     within=None if groups is None else _groups_expression(units, groups)))
     if not ranked:
         return []
     pool = [rowid for rowid, _ in ranked]
@@ -497,6 +506,12 @@ def scored_from_term_counts(
         return ranked[:limit]
     best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
     return [(int(chunk_id), score) for chunk_id, score in best]
+
+
+def _groups_expression(units: tuple[QueryUnit, ...], groups: keyword_pool.Groups) -> str:
+    """FTS5's MATCH for rows holding every unit of at least one group (of indexes into `units`)."""
+    return " OR ".join("(" + " AND ".join(fts_quote(units[index].match_text) for index in group) + ")"
+                       for group in groups)
 
 
 def _averages(conn: sqlite3.Connection) -> tuple[int, int, int]:
