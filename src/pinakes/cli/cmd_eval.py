@@ -212,10 +212,15 @@ def _golden_run(args: EvalArgs) -> int:
 
 def _fit_fusion(args: EvalArgs) -> int:
     from pinakes.cli.eval_fusion import fit_fusion_run
+    from pinakes.errors import UsageError
 
+    if (args.fit_confidence or args.update_baseline or args.init or args.rescore or args.compare
+            or args.questions or args.self_calibrate):
+        raise UsageError("--fit-fusion runs on the golden set on its own",
+                         remedy="run `pnk eval --fit-fusion --write` without the other actions")
     manifest_bytes = _manifest_path(args).read_bytes() if args.write else None
     paths, manifest = _load(args)
-    data, text = fit_fusion_run(args, paths, manifest, _manifest_path(args), manifest_bytes)
+    data, text = fit_fusion_run(paths, manifest, manifest_bytes, write=args.write, sync=not args.no_sync)
     _emit(args, data, text)
     return 0
 

@@ -5,11 +5,9 @@ printed as a [retrieval.fusion] block and, with --write, put into pinakes.toml t
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pinakes.cli.cmd_eval import EvalArgs
     from pinakes.eval.fusion_fit import FusionFit
     from pinakes.eval.harness import EvalPaths
     from pinakes.manifest import Manifest
@@ -17,25 +15,21 @@ if TYPE_CHECKING:
 FUSION_TABLE = "retrieval.fusion"  # replaced whole by --write
 
 
-def fit_fusion_run(args: EvalArgs, paths: EvalPaths, manifest: Manifest, manifest_path: Path,
-                   manifest_bytes: bytes | None) -> tuple[dict[str, object], str]:
-    """The fit, written with --write (`manifest_bytes`: the file as read before the run); its JSON
-    and its text."""
+def fit_fusion_run(paths: EvalPaths, manifest: Manifest, manifest_bytes: bytes | None, *, write: bool,
+                   sync: bool) -> tuple[dict[str, object], str]:
+    """The fit, written into pinakes.toml with `write` (`manifest_bytes`: the file as read before
+    the run); its JSON and its text."""
     from pinakes.errors import UsageError
     from pinakes.eval import harness
     from pinakes.eval.fusion_fit import fit_fusion
     from pinakes.eval.runner import index_embedding, open_searcher, sync_before_eval
 
-    if (args.fit_confidence or args.update_baseline or args.init or args.rescore or args.compare
-            or args.questions or args.self_calibrate):
-        raise UsageError("--fit-fusion runs on the golden set on its own",
-                         remedy="run `pnk eval --fit-fusion --write` without the other actions")
     golden, skipped = harness.load_for_run(paths, manifest)
     if golden is None or not any(question.answerable for question in golden.questions):
         raise UsageError(f"nothing to fit on: {skipped or 'the golden set has no answerable question'}",
                          remedy="draft a golden set with `pnk eval --init`, edit it, then run "
                                 "`pnk eval --fit-fusion --write` again")
-    if not args.no_sync:
+    if sync:
         for warning in sync_before_eval(paths.kb_root).warnings:
             print(f"warning: {warning}", file=sys.stderr)
     embedding = index_embedding(paths.kb_root)
@@ -46,10 +40,11 @@ def fit_fusion_run(args: EvalArgs, paths: EvalPaths, manifest: Manifest, manifes
                       f"fusion_top_k={searcher.settings.fusion_top_k}")
         fit = fit_fusion(searcher, golden, fitted_for, manifest.retrieval.rrf_k)
     written: dict[str, str | None] | None = None
-    if args.write:
+    if write:
+        from pinakes.kb import KBPaths
         from pinakes.manifest.rewrite import write_table
 
-        result = write_table(manifest_path, FUSION_TABLE, fit.manifest_block(), expected=manifest_bytes,
+        result = write_table(KBPaths(paths.kb_root).manifest, FUSION_TABLE, fit.manifest_block(), expected=manifest_bytes,
                              backup_label="fusion")
         written = {"path": str(result.path), "placement": result.placement,
                    "backup": str(result.backup) if result.backup else None}

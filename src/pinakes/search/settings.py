@@ -28,7 +28,7 @@ class SearchSettings:
     graph_channel: str = _RETRIEVAL.graph_channel
     adjacent_k: int = _RETRIEVAL.adjacent_k
     vector_tier: str = _RETRIEVAL.vector_tier
-    fusion: FusionWeights = FIXED_RRF  # [retrieval.fusion]'s weights; its rrf_k is in rrf_k
+    fusion_weights: FusionWeights = FIXED_RRF  # [retrieval.fusion]'s weights; its rrf_k is in rrf_k
 
     @classmethod
     def from_retrieval(cls, retrieval: RetrievalSection, confidence: KBConfidence | None = None) -> SearchSettings:
@@ -43,6 +43,6 @@ class SearchSettings:
             graph_channel=retrieval.graph_channel,
             adjacent_k=retrieval.adjacent_k,
             vector_tier=retrieval.vector_tier,
-            fusion=FIXED_RRF if retrieval.fusion is None else FusionWeights(retrieval.fusion.keyword_weight,
-                                                                             retrieval.fusion.vector_weight),
+            fusion_weights=FIXED_RRF if retrieval.fusion is None else FusionWeights(
+                retrieval.fusion.keyword_weight, retrieval.fusion.vector_weight),
         )
