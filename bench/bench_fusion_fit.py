@@ -4,6 +4,7 @@ hybrid searches (rerank off, so confidence features are computed on every one), 
 interleaved query by query, which goes first alternating.
 
     python bench/bench_fusion_fit.py [--size 10000] [--base 113c8a4] [--cache DIR] [--json out.json]
+    python bench/bench_fusion_fit.py --stage   # the fusion and the keyword features alone, both arms
 
 The index is bench_search.py's corpus built by the sync to `--size` chunks with bench_bm25f.py's hash
 embedder at 384 dimensions (the vector side is the same code in both arms). The "before" arm swaps in
@@ -102,15 +103,77 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
     return out
 
 
+def stage(size: int, base: str, cache: Path, rounds: int = 5) -> dict[str, object]:
+    """What the change touches, alone, on each query's real lists and plan (both arms alternating
+    first, the first round a warm-up): the fusion of 50 + 50 candidates, and the keyword features
+    (`keyword_features`, which now takes the BM25F bound `scored_weights` builds)."""
+    from pinakes.index import schema
+    from pinakes.search import bm25, fusion, signals
+    from pinakes.search.core import Searcher, SearchSettings
+    from pinakes.search.generation import open_generation
+    from pinakes.search.query import analyze
+
+    embedder = bench_bm25f.Hash384()
+    index = bench_search.build_sized_kb(cache / f"bm25f-kb-{size}", size, embedder)  # type: ignore[arg-type]
+    old_fusion = module_at(base, "search/fusion.py", "pnk_fusion_before")
+    old_signals = module_at(base, "search/signals.py", "pnk_signals_before")
+    asked = bench_search.questions()
+    queries = asked[:: max(1, len(asked) // QUERIES)][:QUERIES]
+    lists = []
+    with Searcher(index, SearchSettings(rerank=False), embedder=embedder._inner) as searcher:
+        for query in queries:
+            found = []
+            for mode in ("bm25", "vector"):
+                passages = searcher.search(query, mode=mode, final_k=50).passages
+                found.append([(hash((p.path, p.ordinal)), (p.scores.bm25_score if mode == "bm25" else p.scores.cosine)
+                               or 0.0) for p in passages])
+            lists.append(found)
+    generation = open_generation(index, schema.index_signature(index))
+    options = bm25.KeywordOptions()
+    plans = [bm25.plan_keywords(generation.conn, analyze(q, generation.tokenizer), options, generation.chunk_count,
+                                generation.document_frequencies) for q in queries]
+    arms = {"before": (lambda k, v: old_fusion.reciprocal_rank_fusion(k, v, 60),
+                       lambda plan, k: old_signals.keyword_features(generation.conn, old_signals.query_weights(plan),
+                                                                    k, [c for c, _ in k[:8]], 2.5)),
+            "after": (lambda k, v: fusion.reciprocal_rank_fusion(k, v, 60, fusion.FIXED_RRF),
+                      lambda plan, k: signals.keyword_features(generation.conn, signals.query_weights(plan), k,
+                                                               [c for c, _ in k[:8]], 2.5, signals.scored_weights(plan)))}
+    samples: dict[str, list[float]] = {f"{arm} {part}": [] for arm in arms for part in ("fusion", "keyword features")}
+    try:
+        for round_number in range(rounds):
+            for number, ((keyword, vector), plan) in enumerate(zip(lists, plans, strict=True)):
+                order = list(arms.items()) if (number + round_number) % 2 == 0 else list(arms.items())[::-1]
+                for arm, (fuse, features) in order:
+                    started = time.perf_counter()
+                    fuse(keyword, vector)
+                    middle = time.perf_counter()
+                    features(plan, keyword)
+                    ended = time.perf_counter()
+                    if round_number:
+                        samples[f"{arm} fusion"].append((middle - started) * 1000)
+                        samples[f"{arm} keyword features"].append((ended - middle) * 1000)
+    finally:
+        generation.conn.close()
+    out: dict[str, object] = {"stage": "fusion of 50 + 50, keyword features", "chunks": bench_search.chunk_count(index),
+                              "load_average": [round(v, 2) for v in os.getloadavg()]}
+    for name, values in samples.items():
+        out[name] = {"p50_ms": round(statistics.median(values), 4)}
+    for part in ("fusion", "keyword features"):
+        differences = [a - b for a, b in zip(samples[f"after {part}"], samples[f"before {part}"], strict=True)]
+        out[f"after - before {part}, median per query"] = round(statistics.median(differences), 4)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--base", default="113c8a4", help="the git revision whose fusion and signals are 'before'")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("TMPDIR") or "/tmp") / "pnk-bm25f")
+    parser.add_argument("--stage", action="store_true", help="time the fusion and keyword features alone")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
-    result = run(args.size, args.base, args.cache)
+    result = stage(args.size, args.base, args.cache) if args.stage else run(args.size, args.base, args.cache)
     print(json.dumps(result, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
