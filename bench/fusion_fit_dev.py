@@ -62,6 +62,10 @@ class Grid:
             ratio.append(kw[0][1] / bound if kw and bound else 0.0)
             margin.append((kw[0][1] - kw[1][1]) / bound if len(kw) > 1 and bound else (ratio[-1] if kw else 0.0))
         self.ratio, self.margin = np.array(ratio), np.array(margin)
+        # whether the keyword top document is among the vector list's first 10 documents
+        self.agreed = np.array([bool(top) and top[0] in folded(v, corpus.paths)[:10]
+                                for top, v in zip(self.keyword_top, vector, strict=True)])
+        self.require_agreement = False
 
     def column(self, name: str) -> np.ndarray:
         return self.scores[:, self.names.index(name)]
@@ -70,7 +74,10 @@ class Grid:
         """`base`'s scores with the keyword list's top document first where the keyword top is
         confident (bm25 over its bound ≥ ratio_at and margin over the bound ≥ margin_at)."""
         out = self.column(base).copy()
-        for i in np.nonzero((self.ratio >= ratio_at) & (self.margin >= margin_at))[0]:
+        confident = (self.ratio >= ratio_at) & (self.margin >= margin_at)
+        if self.require_agreement:
+            confident &= self.agreed
+        for i in np.nonzero(confident)[0]:
             top = self.keyword_top[i]
             ranking = self.fused[base][i]
             if top and ranking and ranking[0] != top[0]:
@@ -163,6 +170,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--demo", type=Path, help="a synced copy of tests/demo-kb (its golden set is the questions)")
     parser.add_argument("--only-product", action="store_true", help="only the arms the product ships (no keep-top)")
+    parser.add_argument("--only-agreement", action="store_true", help="only the keep-top rule gated by agreement")
     args = parser.parse_args()
     corpora = [Corpus(name) for name in CORPORA if (CACHE / f"{name}.json").exists()]
     grids: list[Grid] = ([ProductGrid("demo", args.demo)] if args.demo else []) + [Grid(c) for c in corpora]
@@ -179,10 +187,15 @@ def main() -> int:
                          ("keep a confident keyword top (per-KB thresholds, sign-test guard)", "keepkb"),
                          ("per-KB fit (guarded) + confident keyword top", "both"),
                          ("per-KB fit, sign-test guard p<0.005", "sign005"),
-                         ("per-KB fit, sign-test guard p<0.001", "sign001")):
+                         ("per-KB fit, sign-test guard p<0.001", "sign001"),
+                         ("keep a confident keyword top the vector list's top 10 documents hold (global)", "keepagree")):
         if args.only_product and guard not in ("sign01", "sign005", "sign001"):
             continue
-        if args.demo and guard in ("keep", "keepkb", "both"):
+        if args.only_agreement and guard != "keepagree":
+            continue
+        for g in grids:
+            g.require_agreement = guard == "keepagree"
+        if args.demo and guard in ("keep", "keepkb", "both", "keepagree"):
             continue  # the demo's lists carry no keyword-side features
         buckets = {g.corpus.name: {k: [] for k in ("vs_rrf", "vs_best", "fixed_vs_best", "worse_rrf", "worse_best",
                                                    "better_rrf")} for g in grids}
@@ -191,9 +204,9 @@ def main() -> int:
             for side in (0, 1):
                 train = [np.array(s[side]) for s in splits]
                 test = [np.array(s[1 - side]) for s in splits]
-                rule = fit_keep_top(grids, train, guard) if guard in ("keep", "both") else None
+                rule = fit_keep_top(grids, train, guard) if guard in ("keep", "both", "keepagree") else None
                 for g, tr, te in zip(grids, train, test, strict=True):
-                    if guard == "keep":
+                    if guard in ("keep", "keepagree"):
                         fitted = g.column(FIXED) if rule is None else g.kept_top(FIXED, *rule)
                         chosen = str(rule)
                     elif guard == "keepkb":
