@@ -45,7 +45,7 @@ def fit_fusion_run(paths: EvalPaths, manifest: Manifest, manifest_bytes: bytes |
         from pinakes.manifest.rewrite import write_table
 
         result = write_table(KBPaths(paths.kb_root).manifest, FUSION_TABLE, fit.manifest_block(), expected=manifest_bytes,
-                             backup_label="fusion")
+                             backup_label="fusion", command="pnk eval --fit-fusion")
         written = {"path": str(result.path), "placement": result.placement,
                    "backup": str(result.backup) if result.backup else None}
     return {"ok": True, **fit.to_dict(), "block": fit.manifest_block(), "written": written}, _text(fit, written)
