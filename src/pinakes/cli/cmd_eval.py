@@ -7,6 +7,7 @@
     pnk eval --init                     draft eval/questions.yaml from the KB's own headings, to edit
     pnk eval --fit-confidence           fit [retrieval.confidence] on the golden set and print the block
     pnk eval --fit-confidence --write   the same, written into pinakes.toml (backed up, re-validated)
+    pnk eval --fit-fusion [--write]     choose the keyword/vector fusion on the golden set (fixed RRF unless it wins)
     pnk eval --self-calibrate           fit the confidence model on questions made from the KB's own documents
     pnk eval --questions FILE.jsonl     nDCG@10 / recall@10 / recall@100 / MRR over any KB
 
@@ -49,6 +50,7 @@ class EvalArgs(CommandArgs):
     tolerance: float | None
     update_baseline: bool
     fit_confidence: bool
+    fit_fusion: bool
     write: bool
     # one of these at most (a mutually exclusive group); none: a golden-set run
     init: bool
@@ -82,9 +84,13 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--fit-confidence", action="store_true",
                         help="fit [retrieval.confidence] thresholds on the golden set and print the block "
                              "with the trade-off curve")
+    parser.add_argument("--fit-fusion", action="store_true",
+                        help="choose the keyword/vector fusion (list weights, RRF k, or one list alone) on the "
+                             "golden set; fixed RRF unless another beats it by a sign test at p < 0.005")
     parser.add_argument("--write", action="store_true",
-                        help="with --fit-confidence: write the fitted block into pinakes.toml, replacing any "
-                             "[retrieval.confidence] (every other byte kept; a backup beside it)")
+                        help="with --fit-confidence or --fit-fusion: write the fitted block into pinakes.toml, "
+                             "replacing any [retrieval.confidence] or [retrieval.fusion] (every other byte kept; "
+                             "a backup beside it)")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--init", action="store_true",
                         help="draft eval/questions.yaml from the KB's own documents: answerable questions "
@@ -113,6 +119,8 @@ def run(args: EvalArgs) -> int:
     if args.fit_confidence and (args.compare or args.questions):
         raise UsageError("--fit-confidence fits on the golden set (or an outcomes file via --rescore)",
                          remedy="drop --compare / --questions")
+    if args.fit_fusion:
+        return _fit_fusion(args)
     if args.write and not args.fit_confidence:
         raise UsageError("--write writes a fitted [retrieval.confidence] and needs --fit-confidence",
                          remedy="run `pnk eval --fit-confidence --write`")
@@ -200,6 +208,21 @@ def _golden_run(args: EvalArgs) -> int:
     result = harness.gate(run.outcomes.header, run.scoreboard, baseline, _tolerance(args))
     _report(args, paths, run.outcomes, run.scoreboard, result, updated=False)
     return 0 if result.ok else EXIT_REGRESSED
+
+
+def _fit_fusion(args: EvalArgs) -> int:
+    from pinakes.cli.eval_fusion import fit_fusion_run
+    from pinakes.errors import UsageError
+
+    if (args.fit_confidence or args.update_baseline or args.init or args.rescore or args.compare
+            or args.questions or args.self_calibrate):
+        raise UsageError("--fit-fusion runs on the golden set on its own",
+                         remedy="run `pnk eval --fit-fusion --write` without the other actions")
+    manifest_bytes = _manifest_path(args).read_bytes() if args.write else None
+    paths, manifest = _load(args)
+    data, text = fit_fusion_run(paths, manifest, manifest_bytes, write=args.write, sync=not args.no_sync)
+    _emit(args, data, text)
+    return 0
 
 
 def _init(args: EvalArgs) -> int:

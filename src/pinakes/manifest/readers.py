@@ -51,6 +51,7 @@ from pinakes.manifest.sections import (
     DeepSection,
     EmbeddingSection,
     ExtractionSection,
+    FusionSection,
     KBSection,
     LinkedKB,
     Manifest,
@@ -321,6 +322,7 @@ def _read_retrieval(table: Table) -> RetrievalSection:
         adjacent_k=table.integer("adjacent_k", 5, minimum=1),
         graph_channel=table.choice("graph_channel", "off", GRAPH_CHANNELS, UNBUILT_GRAPH_CHANNELS),
         confidence=_read_confidence(table.table("confidence")),
+        fusion=_read_fusion(table.table("fusion")),
     )
     rule = "widths must narrow: final_k <= fusion_top_k <= candidates_per_source"
     if table.ok("final_k", "fusion_top_k") and retrieval.final_k > retrieval.fusion_top_k:
@@ -334,6 +336,30 @@ def _read_retrieval(table: Table) -> RetrievalSection:
                    f"lower fusion_top_k to at most {retrieval.candidates_per_source}, or raise "
                    "candidates_per_source")
     return retrieval
+
+
+def _read_fusion(table: Table | None) -> FusionSection | None:
+    if table is None:
+        return None
+    fusion = FusionSection(
+        keyword_weight=table.required_float("keyword_weight", "1.0"),
+        vector_weight=table.required_float("vector_weight", "1.0"),
+        rrf_k=table.integer("rrf_k", None, minimum=0),
+        fitted_for=table.optional_string("fitted_for", '"<embedding>, <golden set>"') or "",
+    )
+    for name in ("keyword_weight", "vector_weight"):
+        if table.ok(name) and getattr(fusion, name) < 0:
+            table.fail(name, f"is {getattr(fusion, name)}; a list's weight is 0 (left out) or more",
+                       "re-fit with `pnk eval --fit-fusion --write`, or delete [retrieval.fusion] for fixed RRF")
+    if table.ok("keyword_weight", "vector_weight") and fusion.keyword_weight == fusion.vector_weight == 0:
+        table.fail("vector_weight", "both weights are 0, which leaves nothing to fuse",
+                   "re-fit with `pnk eval --fit-fusion --write`, or delete [retrieval.fusion] for fixed RRF")
+    if not fusion.fitted_for and table.ok("fitted_for"):
+        table.fail("fitted_for", "is required: fusion weights are only valid for the model and golden set "
+                                 "they were fitted on",
+                   "name what they were fitted for, or re-fit with `pnk eval --fit-fusion --write`")
+    table.finish()
+    return fusion
 
 
 def _read_confidence(table: Table | None) -> ConfidenceSection | None:

@@ -51,18 +51,19 @@ class TableWrite:
 
 
 def write_table(path: Path, table: str, block: str, *, expected: bytes | None = None,
-                backup_label: str) -> TableWrite:
+                backup_label: str, command: str = "pnk eval --fit-confidence") -> TableWrite:
     """Replace `table` (dotted, e.g. "retrieval.confidence") in the manifest at `path` with `block`,
     or refuse with the file untouched: when it changed since `expected` was read, when the block
-    cannot be placed, or when the result is not a valid manifest."""
+    cannot be placed, or when the result is not a valid manifest. `command` is the fit that printed
+    the block, named in a refusal's remedy."""
     from pinakes.manifest import parse_manifest
 
     original = path.read_bytes()
     if expected is not None and original != expected:
         raise ManifestError(f"{path.name} changed while the fit ran; nothing was written",
-                            remedy="run `pnk eval --fit-confidence --write` again", path=path)
+                            remedy=f"run `{command} --write` again", path=path)
     text = original.decode("utf-8")
-    new_text, placement = replace_table(text, table, block, path=path)
+    new_text, placement = replace_table(text, table, block, path=path, command=command)
     if new_text == text:
         return TableWrite(path, "unchanged", None)
     parse_manifest(new_text, path=path)  # an InvalidManifestError here leaves the file as it was
@@ -168,7 +169,8 @@ def backup_path(path: Path, label: str) -> Path:
     return candidate
 
 
-def replace_table(text: str, table: str, block: str, *, path: Path) -> tuple[str, str]:
+def replace_table(text: str, table: str, block: str, *, path: Path,
+                  command: str = "pnk eval --fit-confidence") -> tuple[str, str]:
     """(`text` with `table` replaced by `block`, where it was placed); see the module docstring."""
     try:
         before = tomllib.loads(text)
@@ -185,7 +187,7 @@ def replace_table(text: str, table: str, block: str, *, path: Path) -> tuple[str
             return candidate, placement
     raise ManifestError(f"cannot place [{table}] in {path.name} without changing anything else (it is "
                         "written as an inline table or dotted keys, or between keys); nothing was written",
-                        remedy=f"replace [{table}] by hand with the block printed by `pnk eval --fit-confidence`",
+                        remedy=f"replace [{table}] by hand with the block printed by `{command}`",
                         path=path)
 
 

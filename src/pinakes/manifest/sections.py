@@ -37,9 +37,10 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "chunking": ("strategy", "max_tokens", "overlap", "headings"),
     "retrieval": (
         "candidates_per_source", "fusion_top_k", "final_k", "rrf_k", "rerank", "vector_tier",
-        "adjacent_k", "graph_channel", "confidence",
+        "adjacent_k", "graph_channel", "confidence", "fusion",
     ),
     "retrieval.confidence": ("high", "low", "fitted_for", "signal", "features", "weights", "bias"),
+    "retrieval.fusion": ("keyword_weight", "vector_weight", "rrf_k", "fitted_for"),
     "rerank": ("provider", "model", "revision", "batch_size", *reranker_keys()),
     "budget": (
         "confirm_above_eur", "per_operation_eur", "daily_eur", "monthly_eur", "timezone",
@@ -196,6 +197,18 @@ class ConfidenceSection:
 
 
 @dataclass(frozen=True)
+class FusionSection:
+    """What `pnk eval --fit-fusion` fitted on the KB's golden set (calibration/fusion_fit.py):
+    each list's weight in reciprocal rank fusion (a weight of 0 leaves that list out) and the RRF k.
+    Absent, a search fuses both lists with weight 1 at [retrieval] rrf_k (fixed RRF)."""
+
+    keyword_weight: float
+    vector_weight: float
+    rrf_k: int
+    fitted_for: str
+
+
+@dataclass(frozen=True)
 class RetrievalSection:
     candidates_per_source: int = 50
     fusion_top_k: int = 20
@@ -208,6 +221,7 @@ class RetrievalSection:
     adjacent_k: int = 5
     graph_channel: str = "off"
     confidence: ConfidenceSection | None = None  # absent ⇒ confidence is reported as "unknown"
+    fusion: FusionSection | None = None  # absent ⇒ fixed RRF: both lists weigh 1, k = rrf_k
 
 
 @dataclass(frozen=True)

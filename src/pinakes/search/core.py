@@ -300,7 +300,7 @@ class _Run:
             plan, keyword, vector = self._retrieve(generation, scope, embedder, mask)
             embedder = embedder if self.mode != "bm25" else None  # the endpoint failed mid-query
             vector = self._unless_blind(vector, embedder)
-            ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k)
+            ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k, self.settings.fusion_weights)
             if self.settings.graph_channel == "expand" and vector:
                 ranked = self._expand(generation, ranked)
             pool = cut_with_ties(ranked, self.fusion_top_k)

@@ -33,8 +33,22 @@ class Candidate:
         return min(ranks) if ranks else 1 << 30
 
 
+@dataclass(frozen=True)
+class FusionWeights:
+    """Each list's weight in the fusion and RRF's k. Fixed RRF (both 1) unless the KB's golden set
+    fitted others ([retrieval.fusion], calibration/fusion_fit.py); a weight of 0 leaves that list's
+    candidates in the pool only behind every candidate the other list found."""
+
+    keyword: float = 1.0
+    vector: float = 1.0
+
+
+FIXED_RRF = FusionWeights()
+
+
 def reciprocal_rank_fusion(
-    keyword: Iterable[tuple[int, float]], vector: Iterable[tuple[int, float]], k: int
+    keyword: Iterable[tuple[int, float]], vector: Iterable[tuple[int, float]], k: int,
+    weights: FusionWeights = FIXED_RRF,
 ) -> list[Candidate]:
     """Every candidate of either list, best fused score first (ties: best rank, chunk id).
 
@@ -45,11 +59,11 @@ def reciprocal_rank_fusion(
     for rank, chunk_id, score in _competition_ranks(keyword):
         candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
         candidate.bm25_rank, candidate.bm25_score = rank, score
-        candidate.rrf += 1.0 / (k + rank)
+        candidate.rrf += weights.keyword / (k + rank)
     for rank, chunk_id, score in _competition_ranks(vector):
         candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
         candidate.vector_rank, candidate.cosine = rank, score
-        candidate.rrf += 1.0 / (k + rank)
+        candidate.rrf += weights.vector / (k + rank)
     return sorted(candidates.values(), key=lambda c: (-c.rrf, c.best_rank, c.chunk_id))
 
 

@@ -8,6 +8,7 @@ from pinakes.manifest.sections import RetrievalSection
 from pinakes.search import bm25
 from pinakes.search.calibrated import KBConfidence
 from pinakes.search.confidence import Thresholds
+from pinakes.search.fusion import FIXED_RRF, FusionWeights
 
 # The [retrieval] defaults live in the manifest's section (one home); SearchSettings takes them from it.
 _RETRIEVAL = RetrievalSection()
@@ -27,6 +28,7 @@ class SearchSettings:
     graph_channel: str = _RETRIEVAL.graph_channel
     adjacent_k: int = _RETRIEVAL.adjacent_k
     vector_tier: str = _RETRIEVAL.vector_tier
+    fusion_weights: FusionWeights = FIXED_RRF  # [retrieval.fusion]'s weights; its rrf_k is in rrf_k
 
     @classmethod
     def from_retrieval(cls, retrieval: RetrievalSection, confidence: KBConfidence | None = None) -> SearchSettings:
@@ -35,10 +37,12 @@ class SearchSettings:
             candidates_per_source=retrieval.candidates_per_source,
             fusion_top_k=retrieval.fusion_top_k,
             final_k=retrieval.final_k,
-            rrf_k=retrieval.rrf_k,
+            rrf_k=retrieval.fusion.rrf_k if retrieval.fusion is not None else retrieval.rrf_k,
             rerank=retrieval.rerank,
             confidence=confidence or retrieval.confidence,
             graph_channel=retrieval.graph_channel,
             adjacent_k=retrieval.adjacent_k,
             vector_tier=retrieval.vector_tier,
+            fusion_weights=FIXED_RRF if retrieval.fusion is None else FusionWeights(
+                retrieval.fusion.keyword_weight, retrieval.fusion.vector_weight),
         )

@@ -13,7 +13,8 @@ rarity of the query's words), and every one is 0 when its retriever found nothin
                   a word the index has never seen counts at the highest IDF and is held by no passage,
                   so a query about something absent cannot score high
   bm25_ratio      the keyword list's best BM25 over the query's own upper bound (each kept term at
-                  its saturated weight, idf × (k1 + 1), unknown words at the highest idf)
+                  its saturated weight under the IDF the keyword side ranks by, BM25F's field IDF ×
+                  (k1 + 1), unknown words at the highest idf), so it lies in [0, 1]
   agreement       the share of the vector list's top AGREEMENT_DEPTH the keyword list's top
                   AGREEMENT_DEPTH also holds: two retrievers pointing at the same passages
   crowding        how crowded the top passage's neighbourhood is: its mean cosine with its
@@ -93,10 +94,22 @@ def query_weights(plan: KeywordPlan | None) -> tuple[dict[str, float], float]:
     return weights, unknown
 
 
+def scored_weights(plan: KeywordPlan | None) -> float:
+    """The sum of the IDFs the keyword side scores the query's kept single terms by (BM25F's field
+    IDF, `KeywordPlan.field_idf`, which may exceed the row IDF `query_weights` holds: a word only in
+    documents' context counts each document once, not once per chunk), plus the unknown words at
+    the highest IDF. Times k1 + 1 it bounds the best keyword score."""
+    if plan is None:
+        return 0.0
+    scored = sum(plan.field_idf(unit.terms[0]) for unit in plan.units if len(unit.terms) == 1)
+    return scored + len(plan.unknown_words) * top_idf(plan.chunk_count)
+
+
 def keyword_features(conn: sqlite3.Connection, asked: tuple[dict[str, float], float],
                      keyword: Sequence[tuple[int, float]], passage_chunk_ids: Sequence[int],
-                     k1: float | None) -> dict[str, float]:
-    """`asked` is `query_weights(plan)`: the query's keywords and their weights."""
+                     k1: float | None, bound_weights: float | None = None) -> dict[str, float]:
+    """`asked` is `query_weights(plan)`: the query's keywords and their weights; `bound_weights` is
+    `scored_weights(plan)` (None: the row IDFs of `asked`, for a plan without field frequencies)."""
     weights, unknown = asked
     total = sum(weights.values()) + unknown
     if total <= 0.0:
@@ -104,7 +117,8 @@ def keyword_features(conn: sqlite3.Connection, asked: tuple[dict[str, float], fl
     held = _terms_held(conn, passage_chunk_ids, weights)
     share = max((sum(weights[term] for term in terms) for terms in held.values()), default=0.0) / total
     best = keyword[0][1] if keyword else 0.0
-    ratio = best / (total * ((k1 if k1 is not None else FTS5_K1) + 1.0))
+    bound = max(total, bound_weights or 0.0)
+    ratio = best / (bound * ((k1 if k1 is not None else FTS5_K1) + 1.0))
     return {"keyword_share": share, "bm25_ratio": ratio}
 
 
@@ -171,7 +185,7 @@ def search_features(conn: sqlite3.Connection, plan: KeywordPlan | None, keyword:
     only when `rerank_top` (the reranked top passage's score) is given."""
     asked = query_weights(plan)
     features = {**vector_features(vector),
-                **keyword_features(conn, asked, keyword, passage_chunk_ids, k1),
+                **keyword_features(conn, asked, keyword, passage_chunk_ids, k1, scored_weights(plan)),
                 "agreement": agreement(keyword, vector),
                 **crowding_features(matrix, query, vector, passage_chunk_ids[0]),
                 "related_share": related_share(conn, plan, passage_chunk_ids[0], packaged(), asked)}
