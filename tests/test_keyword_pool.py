@@ -96,7 +96,8 @@ def test_the_pool_is_fts5s_own_first_rows_to_the_float(reader, monkeypatch):
 
 
 def test_keyword_results_are_unchanged_by_the_pool(reader, monkeypatch):
-    """bm25_search's answer (the BM25F rescoring of the pool) with the pool pruned and without."""
+    """bm25_search's answer (the BM25F rescoring of the pool) with the pool pruned (or taken apart by
+    term set) and without."""
     conn, tokenizer = reader
     frequencies = bm25.DocumentFrequencies(conn)
     for query in queries(seed=11):
@@ -104,6 +105,7 @@ def test_keyword_results_are_unchanged_by_the_pool(reader, monkeypatch):
         answers = []
         for threshold in (0, 10**12):
             monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", threshold)
+            monkeypatch.setattr(keyword_pool, "BY_SET_FROM_POSTINGS", threshold)
             answers.append([(bm25.bm25_search(conn, plan, limit), limit) for limit in (1, 5, 20)])
         assert answers[0] == answers[1], query
 
@@ -118,6 +120,7 @@ def test_scoped_pools_are_unchanged(reader, monkeypatch):
         answers = []
         for threshold in (0, 10**12):
             monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", threshold)
+            monkeypatch.setattr(keyword_pool, "BY_SET_FROM_POSTINGS", threshold)
             answers.append(bm25.bm25_search(conn, plan, 4, scope_sql=scope, scope_params=[]))
         assert answers[0] == answers[1], query
 
@@ -185,7 +188,7 @@ def test_term_sets_give_the_one_statements_rows_to_the_float(reader, monkeypatch
     the KB is small): the pool equals the one statement's, rows, order and scores, for every pool
     size and context weight, and the bound ends many visits before the last set."""
     conn, tokenizer = reader
-    monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", 0)
+    monkeypatch.setattr(keyword_pool, "BY_SET_FROM_POSTINGS", 0)
     frequencies = bm25.DocumentFrequencies(conn)
     rows = bm25._averages(conn)[0]
     compared = stopped = 0
@@ -238,3 +241,29 @@ def test_a_term_set_matches_the_rows_holding_exactly_those_terms(reader):
         seen.extend(found)
     assert sorted(seen) == sorted(union) and len(union) > 20
     assert keyword_pool.term_set_expression(phrases, (0, 2)) == '(("kernel" AND "printer") NOT "module")'
+
+
+def test_which_queries_are_taken_apart_by_term_set(monkeypatch):
+    """Two or three terms from BY_SET_FROM_POSTINGS matched postings on, below PRUNE_FROM_POSTINGS
+    too; fewer postings: the one statement; four terms: the restricted statement, never the sets."""
+    monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", 1_000)
+    monkeypatch.setattr(keyword_pool, "BY_SET_FROM_POSTINGS", 100)
+    sets: list[tuple[int, ...]] = []
+    statements: list[keyword_pool.Groups | None] = []
+
+    def exactly(members: tuple[int, ...]) -> list[tuple[int, float]]:
+        sets.append(members)
+        return []
+
+    def ranked(groups: keyword_pool.Groups | None) -> list[tuple[int, float]]:
+        statements.append(groups)
+        return []
+
+    keyword_pool.pool_of([50, 60, 70], 10_000, 2, 1.0, ranked, exactly)
+    assert len(sets) == 7 and statements == []  # no row found: every set is visited
+    sets.clear()
+    keyword_pool.pool_of([20, 30, 40], 10_000, 2, 1.0, ranked, exactly)
+    assert sets == [] and statements == [None]
+    statements.clear()
+    keyword_pool.pool_of([10, 300, 400, 500], 10_000, 2, 1.0, ranked, exactly)
+    assert sets == [] and statements and statements[0] is not None

@@ -60,6 +60,10 @@ GUESSES = 2
 # most). Each of its statements walks every term's postings once for FTS5's IDF, so with four or more
 # terms the restricted statement cost less (measured at 917,529 chunks, docs/perf/search.md).
 MAX_TERMS_BY_SET = 3
+# ... from this many matched postings: below PRUNE_FROM_POSTINGS too, where at 917,529 chunks one
+# statement over 12k-20k postings took 2-5x the sets' time; never reached on the bench queries at
+# 13,650 chunks, where a statement costs a few ms either way.
+BY_SET_FROM_POSTINGS = 10_000
 
 Hits = list[tuple[int, float]]
 Groups = list[tuple[int, ...]]
@@ -94,11 +98,13 @@ def pool_of(frequencies: list[int], rows: int, pool: int, context_weight: float,
     where a row the floor lets in was not scored, the rows it needs are scored in one more statement.
     With `exactly`, a query of up to MAX_TERMS_BY_SET terms is taken apart by term set instead."""
     total = sum(frequencies)
-    if context_weight < 0.0 or len(frequencies) < 2 or total < PRUNE_FROM_POSTINGS or pool <= 0:
+    if context_weight < 0.0 or len(frequencies) < 2 or pool <= 0:
         return ranked(None)
     ceilings = [ceiling(rows, frequency) for frequency in frequencies]
-    if exactly is not None and len(frequencies) <= MAX_TERMS_BY_SET:
+    if exactly is not None and len(frequencies) <= MAX_TERMS_BY_SET and total >= BY_SET_FROM_POSTINGS:
         return by_term_sets(ceilings, pool, exactly)
+    if total < PRUNE_FROM_POSTINGS:
+        return ranked(None)
     for guess in sorted(set(ceilings), reverse=True)[:GUESSES]:
         groups = reaching(ceilings, guess)
         if _postings(groups, frequencies) > RESTRICT_BELOW_SHARE * total:
