@@ -13,7 +13,7 @@ import pytest
 from pinakes.index import schema
 from pinakes.lexical.tokenizer import Tokenizer
 from pinakes.search import bm25, keyword_pool
-from pinakes.search.query import analyze, tokenizer_of
+from pinakes.search.query import analyze, fts_quote, tokenizer_of
 from tests.test_keyword_term_counts import make_kb
 
 # Zipf-like: the first words are in most chunks, the last in a few, as at scale.
@@ -96,7 +96,8 @@ def test_the_pool_is_fts5s_own_first_rows_to_the_float(reader, monkeypatch):
 
 
 def test_keyword_results_are_unchanged_by_the_pool(reader, monkeypatch):
-    """bm25_search's answer (the BM25F rescoring of the pool) with the pool pruned and without."""
+    """bm25_search's answer (the BM25F rescoring of the pool) with the pool pruned (or taken apart by
+    term set) and without."""
     conn, tokenizer = reader
     frequencies = bm25.DocumentFrequencies(conn)
     for query in queries(seed=11):
@@ -104,6 +105,7 @@ def test_keyword_results_are_unchanged_by_the_pool(reader, monkeypatch):
         answers = []
         for threshold in (0, 10**12):
             monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", threshold)
+            monkeypatch.setattr(keyword_pool, "BY_SET_FROM_POSTINGS", threshold)
             answers.append([(bm25.bm25_search(conn, plan, limit), limit) for limit in (1, 5, 20)])
         assert answers[0] == answers[1], query
 
@@ -118,6 +120,7 @@ def test_scoped_pools_are_unchanged(reader, monkeypatch):
         answers = []
         for threshold in (0, 10**12):
             monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", threshold)
+            monkeypatch.setattr(keyword_pool, "BY_SET_FROM_POSTINGS", threshold)
             answers.append(bm25.bm25_search(conn, plan, 4, scope_sql=scope, scope_params=[]))
         assert answers[0] == answers[1], query
 
@@ -173,3 +176,94 @@ def test_too_few_rows_for_the_guess_try_the_next_rarest_terms_ceiling(monkeypatc
 
     assert keyword_pool.pool_of([10, 20, 500], 1000, 2, 1.0, ranked) == [(1, 30.0), (2, 25.0)]
     assert calls == [[(0,)], [(0,), (1,)]]
+
+
+def few_term_queries(count: int = 200, seed: int = 5) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.sample(WORDS, rng.randint(2, 3))) for _ in range(count)]
+
+
+def test_term_sets_give_the_one_statements_rows_to_the_float(reader, monkeypatch):
+    """Queries of two and three terms, taken apart by the set of terms each row holds (forced on:
+    the KB is small): the pool equals the one statement's, rows, order and scores, for every pool
+    size and context weight, and the bound ends many visits before the last set."""
+    conn, tokenizer = reader
+    monkeypatch.setattr(keyword_pool, "BY_SET_FROM_POSTINGS", 0)
+    frequencies = bm25.DocumentFrequencies(conn)
+    rows = bm25._averages(conn)[0]
+    compared = stopped = 0
+
+    def unrestricted(groups: keyword_pool.Groups | None) -> list[tuple[int, float]]:
+        raise AssertionError("a query of three terms or fewer never needs the restricted statement")
+
+    for query in few_term_queries():
+        plan = plan_of(conn, tokenizer, query, frequencies)
+        if not 2 <= len(plan.units) <= keyword_pool.MAX_TERMS_BY_SET or plan.match is None:
+            continue
+        phrases = [fts_quote(unit.match_text) for unit in plan.units]
+        counts = [plan.document_frequency[unit.terms] for unit in plan.units]
+        for pool in (1, 3, 10, 30):
+            for weight in (bm25.CONTEXT_WEIGHT, 0.4, 2.5):
+                whole = bm25._fts5_ranked(conn, plan.match, pool, None, None, context_weight=weight)
+                visited: list[tuple[int, ...]] = []
+
+                def exactly(members: tuple[int, ...], pool: int = pool, weight: float = weight,
+                            phrases: list[str] = phrases, visited: list[tuple[int, ...]] = visited,
+                            ) -> list[tuple[int, float]]:
+                    visited.append(members)
+                    return bm25._fts5_ranked(conn, keyword_pool.term_set_expression(phrases, members), pool,
+                                             None, None, context_weight=weight)
+
+                assert keyword_pool.pool_of(counts, rows, pool, weight, unrestricted, exactly) == whole, \
+                    (query, pool, weight)
+                compared += 1
+                stopped += len(visited) < 2 ** len(phrases) - 1
+    assert compared >= 300
+    assert stopped >= 50
+
+
+def test_a_term_set_matches_the_rows_holding_exactly_those_terms(reader):
+    """The sets' statements split the OR's rows: every row once, in the set of the terms it holds."""
+    conn, _ = reader
+    words = ["kernel", "module", "printer"]
+    phrases = [fts_quote(word) for word in words]
+    holding = {word: {rowid for (rowid,) in conn.execute(
+        "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (fts_quote(word),))} for word in words}
+    union = set().union(*holding.values())
+    seen: list[int] = []
+    for mask in range(1, 8):
+        members = tuple(index for index in range(3) if mask >> index & 1)
+        expression = keyword_pool.term_set_expression(phrases, members)
+        found = {rowid for (rowid,) in conn.execute(
+            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,))}
+        assert found == {rowid for rowid in union
+                         if {index for index, word in enumerate(words) if rowid in holding[word]} == set(members)}
+        seen.extend(found)
+    assert sorted(seen) == sorted(union) and len(union) > 20
+    assert keyword_pool.term_set_expression(phrases, (0, 2)) == '(("kernel" AND "printer") NOT "module")'
+
+
+def test_which_queries_are_taken_apart_by_term_set(monkeypatch):
+    """Two or three terms from BY_SET_FROM_POSTINGS matched postings on, below PRUNE_FROM_POSTINGS
+    too; fewer postings: the one statement; four terms: the restricted statement, never the sets."""
+    monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", 1_000)
+    monkeypatch.setattr(keyword_pool, "BY_SET_FROM_POSTINGS", 100)
+    sets: list[tuple[int, ...]] = []
+    statements: list[keyword_pool.Groups | None] = []
+
+    def exactly(members: tuple[int, ...]) -> list[tuple[int, float]]:
+        sets.append(members)
+        return []
+
+    def ranked(groups: keyword_pool.Groups | None) -> list[tuple[int, float]]:
+        statements.append(groups)
+        return []
+
+    keyword_pool.pool_of([50, 60, 70], 10_000, 2, 1.0, ranked, exactly)
+    assert len(sets) == 7 and statements == []  # no row found: every set is visited
+    sets.clear()
+    keyword_pool.pool_of([20, 30, 40], 10_000, 2, 1.0, ranked, exactly)
+    assert sets == [] and statements == [None]
+    statements.clear()
+    keyword_pool.pool_of([10, 300, 400, 500], 10_000, 2, 1.0, ranked, exactly)
+    assert sets == [] and statements and statements[0] is not None

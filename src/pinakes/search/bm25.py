@@ -480,11 +480,14 @@ def scored_from_term_counts(
     match = match_expression(units)
     if rows == 0 or match is None:
         return []
+    phrases = [fts_quote(unit.match_text) for unit in units]
     ranked = keyword_pool.pool_of(
         [plan.document_frequency.get(unit.terms, 0) for unit in units], rows, limit * pool_factor, context_weight,
         lambda groups: _fts5_ranked(conn, match, limit * pool_factor, scope_sql, scope_params,
                                      context_weight=context_weight,
-                                     within=None if groups is None else _groups_expression(units, groups)))
+                                     within=None if groups is None else _groups_expression(units, groups)),
+        lambda members: _fts5_ranked(conn, keyword_pool.term_set_expression(phrases, members), limit * pool_factor,
+                                     scope_sql, scope_params, context_weight=context_weight))
     if not ranked:
         return []
     pool = [rowid for rowid, _ in ranked]

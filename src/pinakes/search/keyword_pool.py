@@ -18,6 +18,16 @@ MATCH finds (`+rowid IN (SELECT rowid ... MATCH groups)`), never a different MAT
 their order and their scores are FTS5's to the float; only rows that provably score below the pool
 are left unscored (tests/test_keyword_pool.py compares both on an index built by the sync).
 The document frequencies are the plan's (fts5vocab 'row', what FTS5's own IDF counts).
+
+A query of up to three terms is taken apart by the set of its terms each row holds (`by_term_sets`):
+one statement per set, its MATCH the set's terms AND-ed and every other term NOT-ed, in the query's
+order (`term_set_expression`). Each phrase's IDF is FTS5's from its own postings whatever the
+expression, the terms a row lacks add exactly 0.0, and the ones it holds are summed in the same
+order as in the OR, so each row's score is the OR's to the float. The sets are visited by their
+ceilings' sum, highest first, and the visit stops where that sum falls below the pool's last score
+so far: no row of a later set can enter. This never walks the OR's whole union nor filters it row
+by row, which is what a restricted statement of common terms spends ("kernel module parameters",
+every term in ~50k rows: docs/perf/search.md).
 """
 
 from __future__ import annotations
@@ -46,11 +56,21 @@ MAX_TERMS_GROUPED = 10
 MAX_GROUPS = 32
 # Floors tried before the unrestricted statement when the rows a floor leaves are fewer than the pool.
 GUESSES = 2
+# Queries of up to this many terms are taken apart by term set (`by_term_sets`; 2^n - 1 sets at
+# most). Each of its statements walks every term's postings once for FTS5's IDF, so with four or more
+# terms the restricted statement cost less (measured at 917,529 chunks, docs/perf/search.md).
+MAX_TERMS_BY_SET = 3
+# ... from this many matched postings: below PRUNE_FROM_POSTINGS too, where at 917,529 chunks one
+# statement over 12k-20k postings took 2-5x the sets' time; never reached on the bench queries at
+# 13,650 chunks, where a statement costs a few ms either way.
+BY_SET_FROM_POSTINGS = 10_000
 
 Hits = list[tuple[int, float]]
 Groups = list[tuple[int, ...]]
 # (groups of term indexes: a row is scored when it holds every term of one group; None: every row)
 Ranked = Callable[[Groups | None], Hits]
+# The same statement over the rows holding every term of the set (indexes) and none of the others.
+Exactly = Callable[[tuple[int, ...]], Hits]
 
 
 def fts5_idf(rows: int, document_frequency: int) -> float:
@@ -64,7 +84,8 @@ def ceiling(rows: int, document_frequency: int) -> float:
     return fts5_idf(rows, document_frequency) * (FTS5_K1 + 1.0)
 
 
-def pool_of(frequencies: list[int], rows: int, pool: int, context_weight: float, ranked: Ranked) -> Hits:
+def pool_of(frequencies: list[int], rows: int, pool: int, context_weight: float, ranked: Ranked,
+            exactly: Exactly | None = None) -> Hits:
     """FTS5's first `pool` rows by bm25() for the OR of the terms whose document frequencies are
     `frequencies` (in the query's order): `ranked(None)` exactly, scoring fewer rows where the
     bound allows. `ranked(groups)` is the same statement limited to the rows holding every term of
@@ -74,11 +95,16 @@ def pool_of(frequencies: list[int], rows: int, pool: int, context_weight: float,
     chunks the pool's last score was above it), the statement run over the rows that guess leaves,
     and the guess then checked against the last score it returned: a real row's score, so a true
     floor. Where those rows are fewer than the pool, the next rarest term's ceiling is tried once;
-    where a row the floor lets in was not scored, the rows it needs are scored in one more statement."""
+    where a row the floor lets in was not scored, the rows it needs are scored in one more statement.
+    With `exactly`, a query of up to MAX_TERMS_BY_SET terms is taken apart by term set instead."""
     total = sum(frequencies)
-    if context_weight < 0.0 or len(frequencies) < 2 or total < PRUNE_FROM_POSTINGS or pool <= 0:
+    if context_weight < 0.0 or len(frequencies) < 2 or pool <= 0:
         return ranked(None)
     ceilings = [ceiling(rows, frequency) for frequency in frequencies]
+    if exactly is not None and len(frequencies) <= MAX_TERMS_BY_SET and total >= BY_SET_FROM_POSTINGS:
+        return by_term_sets(ceilings, pool, exactly)
+    if total < PRUNE_FROM_POSTINGS:
+        return ranked(None)
     for guess in sorted(set(ceilings), reverse=True)[:GUESSES]:
         groups = reaching(ceilings, guess)
         if _postings(groups, frequencies) > RESTRICT_BELOW_SHARE * total:
@@ -93,6 +119,33 @@ def pool_of(frequencies: list[int], rows: int, pool: int, context_weight: float,
             break
         return ranked(needed)
     return ranked(None)
+
+
+def by_term_sets(ceilings: list[float], pool: int, exactly: Exactly) -> Hits:
+    """The first `pool` rows, best first, of the rows holding each set of terms in turn, the sets
+    by their ceilings' sum, highest first, until the next set's sum is below the pool's last score
+    so far: none of its rows, nor any later set's, can enter. The sets are disjoint, so each row is
+    scored once, and the order is the statement's: score, then rowid."""
+    count = len(ceilings)
+    sets = sorted((tuple(index for index in range(count) if mask >> index & 1) for mask in range(1, 1 << count)),
+                  key=lambda members: -math.fsum(ceilings[index] for index in members))
+    found: Hits = []
+    for members in sets:
+        bound = math.fsum(ceilings[index] for index in members) * (1.0 + MARGIN)
+        if len(found) >= pool and bound < found[-1][1]:
+            break
+        found = sorted(found + exactly(members), key=lambda hit: (-hit[1], hit[0]))[:pool]
+    return found
+
+
+def term_set_expression(phrases: list[str], members: tuple[int, ...]) -> str:
+    """FTS5's MATCH for the rows holding every phrase of `members` (indexes into `phrases`, which
+    are quoted) and none of the others: the members AND-ed in order, then each other NOT-ed."""
+    expression = "(" + " AND ".join(phrases[index] for index in members) + ")"
+    for index in range(len(phrases)):
+        if index not in members:
+            expression = f"({expression} NOT {phrases[index]})"
+    return expression
 
 
 def reaching(ceilings: list[float], floor: float) -> Groups:
