@@ -46,10 +46,12 @@ def heading_json(heading_path: Sequence[str] | None) -> str | None:
 
 
 def insert_chunks(conn: sqlite3.Connection, doc_id: str, rows: Sequence[ChunkRow], vectors: np.ndarray,
-                  keys: Sequence[bytes | None]) -> list[int]:
+                  keys: Sequence[bytes | None], counted: Sequence[Sequence[tuple[str, int, int]]] | None = None) -> list[int]:
     """Insert `rows` (their FTS entries by the trigger), their vectors (row i of `vectors`, under
     content key `keys[i]`, with its checksum) and their term counts; call inside the document's
-    transaction. Returns the new chunks' ids, in order."""
+    transaction. `counted[i]`, when given, holds row i's term counts as `record_term_frequencies`
+    counts them (term, in the text, in the context), made elsewhere (pipeline/chunk_ahead.py).
+    Returns the new chunks' ids, in order."""
     if not rows:
         return []
     first = int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]) + 1
@@ -65,6 +67,11 @@ def insert_chunks(conn: sqlite3.Connection, doc_id: str, rows: Sequence[ChunkRow
     conn.executemany("INSERT INTO embeddings (chunk_id, vector, text_key, checksum) VALUES (?, ?, ?, ?)",
                      [(chunk_id, blob, key, row_checksum(blob, key))
                       for chunk_id, blob, key in zip(ids, blobs, keys, strict=True)])
-    record_term_frequencies(conn, [(chunk_id, row.text, row.context) for chunk_id, row in zip(ids, rows, strict=True)])
+    if counted is None:
+        record_term_frequencies(conn, [(chunk_id, row.text, row.context) for chunk_id, row in zip(ids, rows, strict=True)])
+    else:
+        conn.executemany("INSERT INTO chunk_terms (chunk_id, term, frequency, context_frequency) VALUES (?, ?, ?, ?)",
+                         [(chunk_id, term, in_text, in_context) for chunk_id, terms in zip(ids, counted, strict=True)
+                          for term, in_text, in_context in terms])
     return ids
 

@@ -37,7 +37,7 @@ from pinakes.links.store import write_links
 from pinakes.links.text_edges import write_text_links
 from pinakes.links.text_links import parse_text_links
 from pinakes.pipeline.chunk import counts_add_up
-from pinakes.pipeline.context import chunk_context, document_context, embedding_input, fit_context
+from pinakes.pipeline.context import document_context, embedding_input, fitted_contexts
 from pinakes.pipeline.types import Chunked, DocWork, Embedded
 from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, open_reuse
 
@@ -156,29 +156,8 @@ def _fitted_contexts(ctx: SyncContext, document: Chunked) -> tuple[list[str], di
                                running_heads=extracted.running_heads,
                                declared_words=front_matter.searchable_words())
     embedder = ctx.get_embedder()
-    contexts = [chunk_context(context, chunk.heading_path) for chunk in document.chunks]
-    # Chunks under one heading share their context: each distinct text is counted once, all in one
-    # batch (a call per text was an eighth of the driver's token counting on a corpus of manuals).
-    distinct = list(dict.fromkeys(text for text in contexts if text))
-    counted = dict(zip(distinct, embedder.count_tokens_batch(distinct), strict=True)) if distinct else {}
-
-    additive = counts_add_up(embedder)
-
-    def fitted(context: str, chunk: Chunk) -> str:
-        def count_tokens(text: str) -> int:
-            known = counted.get(text)
-            if known is not None:
-                return known
-            # A context tried ahead of the chunk (`embedding_input`): where counts add up over the
-            # blank line between them, the chunk's own count is known and only the head is counted.
-            body = len(chunk.text) + 2
-            if additive and len(text) > body and text.endswith(chunk.text) and text[-body:-body + 2] == "\n\n":
-                return embedder.count_tokens(text[:-body]) + chunk.token_count
-            return embedder.count_tokens(text)
-
-        return fit_context(context, chunk.text, chunk.token_count, embedder.max_input_tokens, count_tokens)
-
-    return [fitted(context, chunk) for context, chunk in zip(contexts, document.chunks, strict=True)], counted
+    return fitted_contexts(context, document.chunks, embedder.max_input_tokens, count_tokens=embedder.count_tokens,
+                           count_tokens_batch=embedder.count_tokens_batch, additive=counts_add_up(embedder))
 
 
 def vectors_of(ctx: SyncContext, run: EmbedRun, texts: Sequence[str],
@@ -487,11 +466,13 @@ def write_document(ctx: SyncContext, run: EmbedRun, document: Chunked, contexts:
             reuse = run.lookups(ctx)
             kept, keys, moves = _keep_unchanged_rows(conn, item.doc_id, chunks, contexts, reuse)
             fresh = [position for position, kept_id in enumerate(kept) if kept_id is None]
+            counted = ctx.chunk_ahead.counted(item.doc_id, chunks, contexts) if ctx.chunk_ahead else None
             for start in range(0, len(fresh), EMBED_SLICE_CHUNKS):
                 positions = fresh[start:start + EMBED_SLICE_CHUNKS]
                 vectors = vectors_for([chunks[position] for position in positions], positions)
                 insert_chunks(conn, item.doc_id, [_row(chunks[position], contexts[position]) for position in positions],
-                              vectors, [keys[position] for position in positions])
+                              vectors, [keys[position] for position in positions],
+                              [counted[position] for position in positions] if counted is not None else None)
             conn.executemany("UPDATE chunks SET ordinal = ?, char_start = ?, char_end = ? WHERE id = ?", moves)
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
             write_text_links(conn, item.doc_id, parse_text_links(extracted.text, item.source_type))
