@@ -164,7 +164,7 @@ def test_the_worker_killed_mid_sync_leaves_the_driver_chunking_with_the_same_ind
 def test_an_answer_about_another_text_is_not_used(counter: TokenCounter, tmp_path: Path) -> None:
     """The worker read the file before it changed: its chunks are of another text than the driver
     extracted, and the driver chunks the document itself."""
-    from pinakes.pipeline.chunk import ChunkSettings
+    from pinakes.pipeline.chunk_document import ChunkSettings
     from pinakes.pipeline.chunk_worker import Setup
     from pinakes.pipeline.types import DocWork
 
@@ -174,8 +174,8 @@ def test_an_answer_about_another_text_is_not_used(counter: TokenCounter, tmp_pat
         size = 40
 
     item = DocWork("01TEST", "a.md", "markdown", File(), None, None, "key", "added")  # type: ignore[arg-type]
-    ahead = chunk_ahead.ChunkAhead(Setup(str(tmp_path), counter.to_str(), ChunkSettings(222, 25, "none", 256, True)),
-                                   [item])
+    ahead = chunk_ahead.ChunkAhead(Setup(str(tmp_path), counter.to_str(), ChunkSettings(222, 25, "none", 256, True),
+                                         100_000), [item])
     try:
         deadline = time.monotonic() + 30
         while not ahead.ended and time.monotonic() < deadline:  # it answered, then ran out of work
@@ -191,10 +191,10 @@ def test_the_worker_dies_with_the_process_that_started_it(counter: TokenCounter,
 import sys, time
 from pinakes.embed.tokens import TokenCounter
 from pinakes.pipeline import chunk_ahead
-from pinakes.pipeline.chunk import ChunkSettings
+from pinakes.pipeline.chunk_document import ChunkSettings
 from pinakes.pipeline.chunk_worker import Setup
 counter = TokenCounter.from_str(open(sys.argv[1], encoding="utf-8").read())
-ahead = chunk_ahead.ChunkAhead(Setup(sys.argv[2], counter.to_str(), ChunkSettings(222, 25, "none", 256, True)), [])
+ahead = chunk_ahead.ChunkAhead(Setup(sys.argv[2], counter.to_str(), ChunkSettings(222, 25, "none", 256, True), 100_000), [])
 print(ahead.process.pid, flush=True)
 time.sleep(60)
 """

@@ -8,19 +8,18 @@ large file reads as work rather than a hang.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from pinakes.errors import PinakesError
+from pinakes.pipeline.chunk_document import ChunkSettings, chunk_document
 from pinakes.pipeline.types import Chunked, Extracted, Failed
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-    from pathlib import Path
+    from collections.abc import Sequence
 
-    from pinakes.chunking import Chunk
     from pinakes.embed.base import Embedder
-    from pinakes.extract.types import ExtractedText
     from pinakes.manifest.sections import ChunkingSection
+    from pinakes.pipeline.chunk_ahead import ChunkAhead
     from pinakes.pipeline.run import SyncContext
     from pinakes.pipeline.token_counts import TokenCountStore
     from pinakes.pipeline.types import DocWork
@@ -44,9 +43,7 @@ def chunk(ctx: SyncContext, document: Extracted, plan: Sequence[Sequence[DocWork
     item, extracted = document.work, document.text
     ahead = ctx.chunk_ahead
     if ahead is None and plan:
-        from pinakes.pipeline import chunk_ahead
-
-        ahead = ctx.chunk_ahead = chunk_ahead.start(ctx, plan)
+        ahead = ctx.chunk_ahead = _started_ahead(ctx, plan)
     if ahead is not None:
         done = ahead.take(item, extracted.text)
         if done is not None:
@@ -62,7 +59,7 @@ def chunk(ctx: SyncContext, document: Extracted, plan: Sequence[Sequence[DocWork
         store = _remembered_counts(ctx, embedder, len(extracted.text))
         try:
             chunks = chunk_document(extracted, item.source_type, item.path, ctx.paths.root / item.path,
-                                    text_title, ChunkSettings.of(ctx.manifest.chunking, embedder),
+                                    text_title, chunk_settings(ctx.manifest.chunking, embedder),
                                     embedder.count_tokens,
                                     store.count_batch if store else embedder.count_tokens_batch)
         finally:
@@ -76,6 +73,19 @@ def chunk(ctx: SyncContext, document: Extracted, plan: Sequence[Sequence[DocWork
     return _announced(ctx, Chunked(item, extracted, tuple(chunks), text_title))
 
 
+def _started_ahead(ctx: SyncContext, plan: Sequence[Sequence[DocWork]]) -> ChunkAhead:
+    """The run's chunk-ahead worker over `plan` (one that hands out nothing where none runs)."""
+    from pinakes.pipeline import chunk_ahead
+    from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS
+
+    if ctx.read_only:
+        return chunk_ahead.ChunkAhead(None, ())
+    embedder = ctx.get_embedder()
+    return chunk_ahead.start(plan, root=ctx.paths.root, embedder=embedder,
+                             settings=chunk_settings(ctx.manifest.chunking, embedder),
+                             smaller_than=REMEMBERED_DOCUMENT_CHARS)
+
+
 def _announced(ctx: SyncContext, chunked: Chunked) -> Chunked:
     if len(chunked.chunks) >= SLOW_DOCUMENT_CHUNKS:
         ctx.progress.announce(f"{chunked.work.path}: {len(chunked.chunks):,} chunks to embed; this document "
@@ -83,41 +93,10 @@ def _announced(ctx: SyncContext, chunked: Chunked) -> Chunked:
     return chunked
 
 
-class ChunkSettings(NamedTuple):
-    """Everything of the run that decides a document's chunks besides its text, path and type: the
-    manifest's [chunking], the model's input limit and whether its token counts add up. All of it is
-    in every document's build key, so chunks made from the same text under the same settings are the
-    same wherever they are made (a worker process: pipeline/chunk_ahead.py)."""
-
-    max_tokens: int
-    overlap: int
-    headings: str
-    max_input_tokens: int
-    additive: bool
-
-    @classmethod
-    def of(cls, chunking: ChunkingSection, embedder: Embedder) -> ChunkSettings:
-        return cls(chunking.max_tokens, chunking.overlap, chunking.headings, embedder.max_input_tokens,
-                   counts_add_up(embedder))
-
-
-def chunk_document(extracted: ExtractedText, source_type: str, path: str, absolute: Path, text_title: str | None,
-                   settings: ChunkSettings, count_tokens: Callable[[str], int],
-                   count_tokens_batch: Callable[[Sequence[str]], list[int]]) -> list[Chunk]:
-    """A document's chunks: a pure function of its text, path, type and title (`document_title` of
-    the same text) under `settings`, counted by the model's tokenizer (`count_tokens*`)."""
-    from pinakes.chunking import chunk_text
-    from pinakes.extract.source_types import chunked_as, markup_for
-    from pinakes.pipeline.context import CONTEXT_TOKENS
-
-    # Room for the chunk's context ahead of it in the model's input (pipeline/context.py), left
-    # only where there will be one: a document without context is chunked and embedded as before.
-    reserve = CONTEXT_TOKENS if _has_context(extracted, source_type, path, absolute, text_title) else 0
-    max_tokens = max(1, min(settings.max_tokens, settings.max_input_tokens - reserve))
-    return chunk_text(extracted.text, chunked_as(source_type), max_tokens=max_tokens,
-                      overlap=min(settings.overlap, max_tokens - 1), headings=settings.headings,
-                      count_tokens=count_tokens, count_tokens_batch=count_tokens_batch, pages=extracted.pages,
-                      markup=markup_for(path) if source_type == "text" else None, additive=settings.additive)
+def chunk_settings(chunking: ChunkingSection, embedder: Embedder) -> ChunkSettings:
+    """The run's `ChunkSettings`: the manifest's [chunking] and the model's input limit and counting."""
+    return ChunkSettings(chunking.max_tokens, chunking.overlap, chunking.headings, embedder.max_input_tokens,
+                         counts_add_up(embedder))
 
 
 def counts_add_up(embedder: Embedder) -> bool:
@@ -128,23 +107,6 @@ def counts_add_up(embedder: Embedder) -> bool:
 
     counter = getattr(embedder, "token_counter", None)
     return isinstance(counter, TokenCounter) and counter.additive_over_whitespace
-
-
-def _has_context(extracted: ExtractedText, source_type: str, path: str, absolute: Path,
-                 text_title: str | None) -> bool:
-    """Whether the document's chunks will carry a document context: a source with headings (Markdown,
-    the document formats written as Markdown, reST, AsciiDoc) or a title, file-name words, running
-    heads or front matter. A sidecar title is not read here; where it alone gives the context,
-    `fit_context` cuts it to the room left."""
-    from pinakes.extract.front_matter import document_front_matter
-    from pinakes.extract.source_types import chunked_as, markup_for
-    from pinakes.pipeline.context import document_context
-
-    if chunked_as(source_type) == "markdown" or (source_type == "text" and markup_for(path) is not None):
-        return True
-    declared = document_front_matter(extracted.text, source_type, absolute)
-    return bool(document_context(text_title, path, running_heads=extracted.running_heads,
-                                 declared_words=declared.searchable_words()))
 
 
 def _remembered_counts(ctx: SyncContext, embedder: Embedder, chars: int) -> TokenCountStore | None:

@@ -12,9 +12,11 @@ What the driver does with an answer, and why the index cannot differ:
 - `take`, in the chunk stage: the worker's chunks are used only when the xxh3-128 of the text the
   worker chunked equals that of the driver's own extraction of the document; any other case (no
   answer, a different text, the worker dead or behind) chunks inline, as a sync always did.
-- `counted`, inside the document's write: the worker's term rows are used only for the very chunks
-  it made and when every context it fitted equals the driver's (a sidecar title changes them);
-  otherwise the driver counts the terms itself.
+- `contexts`, in the embed stage: the worker's fitted contexts are used only for the very chunks it
+  made and when the title the driver gives them is the text's own (a sidecar title changes them);
+  `counted`, inside the document's write: its term rows only when every context it fitted equals
+  the driver's; `text_links`: the links it parsed from the same text. Otherwise the driver computes
+  each itself.
 - The worker writes nothing: the per-document transaction and every kill -9 point are the driver's,
   unchanged. If the worker dies, the driver goes on inline.
 
@@ -49,16 +51,20 @@ from pinakes.pipeline.chunk_worker import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pinakes.chunking import Chunk
-    from pinakes.pipeline.run import SyncContext
+    from pinakes.embed.base import Embedder
+    from pinakes.links.text_links import TextLink
+    from pinakes.pipeline.chunk_document import ChunkSettings
     from pinakes.pipeline.types import DocWork
 
 MIN_DOCUMENTS = 64
 WINDOW_DOCUMENTS = 512
 WINDOW_BYTES = 8 << 20
-# A document the counted-ahead term rows of are kept for until its write asks for them; documents
-# chunked but never written (failed) leave theirs, so the oldest are dropped past this many.
-KEPT_TERMS = 2 * WINDOW_DOCUMENTS
+# Answers the driver took are kept for the document's write (a group of at most 256 documents is
+# chunked, then written): the oldest are dropped past this many.
+KEPT_ANSWERS = 512
 OVERRIDE = "PINAKES_CHUNK_AHEAD"
 
 
@@ -70,31 +76,31 @@ def wanted(documents: int) -> bool:
     return documents >= MIN_DOCUMENTS and len(os.sched_getaffinity(0)) >= 2
 
 
-def start(ctx: SyncContext, groups: Sequence[Sequence[DocWork]]) -> ChunkAhead:
-    """A worker chunking the text documents of `groups` (the run's plan, in order), or one that
-    hands out nothing where none runs: too few documents, one core, a model whose token counts are
-    not a `TokenCounter`'s (a test's toy counter), an inspection, no process to be had."""
+def start(groups: Sequence[Sequence[DocWork]], *, root: Path, embedder: Embedder, settings: ChunkSettings,
+          smaller_than: int) -> ChunkAhead:
+    """A worker chunking the text documents of `groups` (the run's plan, in order) under `settings`,
+    those of fewer than `smaller_than` bytes (larger ones are counted with the counts remembered
+    from earlier syncs, by the driver); or one that hands out nothing where none runs: too few
+    documents, one core, a model whose token counts are not a `TokenCounter`'s (a test's toy
+    counter), no process to be had."""
     from pinakes.embed.tokens import TokenCounter
-    from pinakes.extract.text import TEXT_SOURCE_TYPES
-    from pinakes.pipeline.chunk import ChunkSettings
-    from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS
 
-    if ctx.read_only:
-        return ChunkAhead(None, ())
     items = [item for group in groups for item in group]
-    chunkable = sum(item.source_type in TEXT_SOURCE_TYPES and item.file.size < REMEMBERED_DOCUMENT_CHARS
-                    for item in items)
-    if not wanted(chunkable):
+    if not wanted(sum(_chunkable(item, smaller_than) for item in items)):
         return ChunkAhead(None, ())
-    embedder = ctx.get_embedder()
     counter = getattr(embedder, "token_counter", None)
     if not isinstance(counter, TokenCounter):
         return ChunkAhead(None, ())
-    setup = Setup(str(ctx.paths.root), counter.to_str(), ChunkSettings.of(ctx.manifest.chunking, embedder))
     try:
-        return ChunkAhead(setup, items)
+        return ChunkAhead(Setup(str(root), counter.to_str(), settings, smaller_than), items)
     except OSError:
         return ChunkAhead(None, ())
+
+
+def _chunkable(item: DocWork, smaller_than: int) -> bool:
+    from pinakes.extract.text import TEXT_SOURCE_TYPES
+
+    return item.source_type in TEXT_SOURCE_TYPES and item.file.size < smaller_than
 
 
 class ChunkAhead:
@@ -104,13 +110,10 @@ class ChunkAhead:
     def __init__(self, setup: Setup | None, items: Sequence[DocWork]) -> None:
         """`setup` None: no worker, nothing handed out."""
         from pinakes.extract.process_starter import start_process
-        from pinakes.extract.text import TEXT_SOURCE_TYPES
-        from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS
 
         self.items = list(items)
         self.positions = {item.doc_id: position for position, item in enumerate(self.items)}
-        self._eligible = [item.source_type in TEXT_SOURCE_TYPES and item.file.size < REMEMBERED_DOCUMENT_CHARS
-                          for item in self.items]
+        self._eligible = [setup is not None and _chunkable(item, setup.smaller_than) for item in self.items]
         self.used = 0  # documents whose chunks came from the worker
         self.refused = 0  # answers whose text was not the driver's
         self.terms_used = 0  # documents whose term rows came from the worker
@@ -121,7 +124,7 @@ class ChunkAhead:
         self._at = -1  # the position the driver last took
         self._in_flight: int | None = None
         self._closed = False
-        self._terms: dict[str, tuple[tuple[Chunk, ...], list[str], list[TermRows]]] = {}
+        self._taken: dict[str, Done] = {}
         self.ended = setup is None  # no more answers will come
         self.process: subprocess.Popen[bytes] | None = None
         self._thread: threading.Thread | None = None
@@ -155,19 +158,36 @@ class ChunkAhead:
             self.refused += 1
             return None
         self.used += 1
-        if len(self._terms) >= KEPT_TERMS:
-            self._terms.pop(next(iter(self._terms)))
-        self._terms[item.doc_id] = (answer.chunks, answer.contexts, answer.terms)
+        if len(self._taken) >= KEPT_ANSWERS:
+            self._taken.pop(next(iter(self._taken)))
+        self._taken[item.doc_id] = answer
         return answer
+
+    def contexts(self, doc_id: str, chunks: Sequence[Chunk], title: str | None) -> tuple[list[str], dict[str, int]] | None:
+        """The chunks' fitted contexts and the distinct ones' counts (`fitted_contexts`), when
+        `chunks` are the ones the worker made and `title` the one it fitted them for."""
+        answer = self._answer_for(doc_id, chunks)
+        if answer is None or answer.text_title != title:
+            return None
+        return answer.contexts, answer.context_counts
 
     def counted(self, doc_id: str, chunks: Sequence[Chunk], contexts: Sequence[str]) -> list[TermRows] | None:
         """Each chunk's term rows, counted by the worker, when `chunks` are the ones it made and
         `contexts` the ones it fitted; None: count them here."""
-        kept = self._terms.pop(doc_id, None)
-        if kept is None or kept[0] is not chunks or kept[1] != list(contexts):
+        answer = self._answer_for(doc_id, chunks)
+        if answer is None or answer.contexts != list(contexts):
             return None
         self.terms_used += 1
-        return kept[2]
+        return answer.terms
+
+    def text_links(self, doc_id: str, chunks: Sequence[Chunk]) -> list[TextLink] | None:
+        """The links of the text the worker chunked into `chunks` (the driver's own text)."""
+        answer = self._answer_for(doc_id, chunks)
+        return None if answer is None else answer.links
+
+    def _answer_for(self, doc_id: str, chunks: Sequence[Chunk]) -> Done | None:
+        answer = self._taken.get(doc_id)
+        return answer if answer is not None and answer.chunks is chunks else None
 
     def close(self) -> None:
         """End the worker (its stdin closes; it is killed if it does not exit at once)."""
@@ -175,7 +195,7 @@ class ChunkAhead:
             self._closed = True
             self._answers.clear()
             self._cond.notify_all()
-        self._terms.clear()
+        self._taken.clear()
         process = self.process
         if process is None:
             return

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from pinakes.chunking import Chunk
-from pinakes.pipeline.chunk import ChunkSettings
+from pinakes.links.text_links import TextLink
+from pinakes.pipeline.chunk_document import ChunkSettings
 
 # The child's first lines: the parent's sys.path (so it imports this very copy of pinakes), then main.
 BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
@@ -37,6 +38,7 @@ class Setup(NamedTuple):
     root: str  # the KB's root: a request names a document by its path under it
     tokenizer: str  # the model tokenizer's JSON (`TokenCounter.to_str`): counts exactly as the driver's
     settings: ChunkSettings
+    smaller_than: int  # a text this long or longer is left to the driver (its remembered counts)
 
 
 class Request(NamedTuple):
@@ -46,16 +48,19 @@ class Request(NamedTuple):
 
 
 class Done(NamedTuple):
-    """One document chunked: what `chunk_document` made of the text whose xxh3-128 is `text_hash`,
-    the chunks' contexts as they are without a sidecar title, and each chunk's term rows for those
-    contexts."""
+    """One document chunked: what `chunk_document` made of the text whose xxh3-128 is `text_hash`;
+    the chunks' contexts fitted for the text's own title (`fitted_contexts`, with the counts of the
+    distinct ones), each chunk's term rows for those contexts, and the text's links
+    (`parse_text_links`)."""
 
     position: int
     text_hash: bytes
     chunks: tuple[Chunk, ...]
     text_title: str | None
     contexts: list[str]
+    context_counts: dict[str, int]
     terms: list[TermRows]
+    links: list[TextLink]
 
 
 def text_hash(text: str) -> bytes:
@@ -88,6 +93,7 @@ class _Worker:
 
         self.root = Path(setup.root)
         self.settings = setup.settings
+        self.smaller_than = setup.smaller_than
         self.counter = TokenCounter.from_str(setup.tokenizer)
         self.terms = Tokenizer(FTS_TOKENIZE)
 
@@ -101,13 +107,13 @@ class _Worker:
         from pinakes.extract import text as text_extractor
         from pinakes.extract.front_matter import document_front_matter
         from pinakes.extract.titles import document_title
-        from pinakes.pipeline.chunk import chunk_document
+        from pinakes.links.text_links import parse_text_links
+        from pinakes.pipeline.chunk_document import chunk_document
         from pinakes.pipeline.context import document_context, fitted_contexts
-        from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS
 
         absolute = self.root / request.path
         extracted = text_extractor.extract(absolute, request.source_type)
-        if len(extracted.text) >= REMEMBERED_DOCUMENT_CHARS:
+        if len(extracted.text) >= self.smaller_than:
             return None  # counted with the counts remembered from earlier syncs, by the driver
         title = document_title(extracted.text, request.source_type, absolute)
         counter, settings = self.counter, self.settings
@@ -116,7 +122,7 @@ class _Worker:
         declared = document_front_matter(extracted.text, request.source_type, absolute)
         lines = document_context(title, request.path, running_heads=extracted.running_heads,
                                  declared_words=declared.searchable_words())
-        contexts, _counted = fitted_contexts(lines, chunks, settings.max_input_tokens, count_tokens=counter.count,
+        contexts, counted = fitted_contexts(lines, chunks, settings.max_input_tokens, count_tokens=counter.count,
                                              count_tokens_batch=counter.count_batch, additive=settings.additive)
         terms: list[TermRows] = [[] for _ in chunks]
         # Keyed by position + 1: a probe row's key is an FTS5 rowid.
@@ -124,7 +130,8 @@ class _Worker:
                 [(position + 1, chunk.text, context) for position, (chunk, context)
                  in enumerate(zip(chunks, contexts, strict=True))]):
             terms[key - 1].append((term, in_text, in_context))
-        return Done(request.position, text_hash(extracted.text), chunks, title, contexts, terms)
+        return Done(request.position, text_hash(extracted.text), chunks, title, contexts, counted, terms,
+                    parse_text_links(extracted.text, request.source_type))
 
 
 def read_frame(stream: IO[bytes]) -> bytes | None:

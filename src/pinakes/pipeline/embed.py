@@ -151,8 +151,12 @@ def chunk_contexts(ctx: SyncContext, document: Chunked) -> list[str]:
 def _fitted_contexts(ctx: SyncContext, document: Chunked) -> tuple[list[str], dict[str, int]]:
     """`chunk_contexts`, and the token counts of the document's distinct contexts before fitting."""
     item, extracted = document.work, document.text
+    title = _sidecar(document).title or document.text_title
+    made = ctx.chunk_ahead.contexts(item.doc_id, document.chunks, title) if ctx.chunk_ahead else None
+    if made is not None:  # fitted by the chunk-ahead worker from these very chunks and title
+        return made
     front_matter = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
-    context = document_context(_sidecar(document).title or document.text_title, item.path,
+    context = document_context(title, item.path,
                                running_heads=extracted.running_heads,
                                declared_words=front_matter.searchable_words())
     embedder = ctx.get_embedder()
@@ -475,7 +479,9 @@ def write_document(ctx: SyncContext, run: EmbedRun, document: Chunked, contexts:
                               [counted[position] for position in positions] if counted is not None else None)
             conn.executemany("UPDATE chunks SET ordinal = ?, char_start = ?, char_end = ? WHERE id = ?", moves)
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
-            write_text_links(conn, item.doc_id, parse_text_links(extracted.text, item.source_type))
+            links = ctx.chunk_ahead.text_links(item.doc_id, chunks) if ctx.chunk_ahead else None
+            write_text_links(conn, item.doc_id, parse_text_links(extracted.text, item.source_type)
+                             if links is None else links)
             if not run.model_recorded:
                 # With the first vectors, not at the end of the run: an interrupted sync leaves an
                 # index that still says which model its vectors came from.
