@@ -46,12 +46,13 @@ def heading_json(heading_path: Sequence[str] | None) -> str | None:
 
 
 def insert_chunks(conn: sqlite3.Connection, doc_id: str, rows: Sequence[ChunkRow], vectors: np.ndarray,
-                  keys: Sequence[bytes | None], counted: Sequence[Sequence[tuple[str, int, int]]] | None = None) -> list[int]:
+                  keys: Sequence[bytes | None], counted: Sequence[str] | None = None) -> list[int]:
     """Insert `rows` (their FTS entries by the trigger), their vectors (row i of `vectors`, under
     content key `keys[i]`, with its checksum) and their term counts; call inside the document's
     transaction. `counted[i]`, when given, holds row i's term counts as `record_term_frequencies`
-    counts them (term, in the text, in the context), made elsewhere (pipeline/chunk_ahead.py).
-    Returns the new chunks' ids, in order."""
+    counts them, made elsewhere (pipeline/chunk_ahead.py): a JSON array of [term, in the text, in
+    the context] arrays, which SQLite reads itself (`json_each`). Returns the new chunks' ids, in
+    order."""
     if not rows:
         return []
     first = int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]) + 1
@@ -70,8 +71,8 @@ def insert_chunks(conn: sqlite3.Connection, doc_id: str, rows: Sequence[ChunkRow
     if counted is None:
         record_term_frequencies(conn, [(chunk_id, row.text, row.context) for chunk_id, row in zip(ids, rows, strict=True)])
     else:
-        conn.executemany("INSERT INTO chunk_terms (chunk_id, term, frequency, context_frequency) VALUES (?, ?, ?, ?)",
-                         [(chunk_id, term, in_text, in_context) for chunk_id, terms in zip(ids, counted, strict=True)
-                          for term, in_text, in_context in terms])
+        conn.executemany("INSERT INTO chunk_terms (chunk_id, term, frequency, context_frequency) "
+                         "SELECT ?, value ->> 0, value ->> 1, value ->> 2 FROM json_each(?)",
+                         list(zip(ids, counted, strict=True)))
     return ids
 

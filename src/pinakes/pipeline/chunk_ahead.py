@@ -15,7 +15,7 @@ What the driver does with an answer, and why the index cannot differ:
 - `contexts`, in the embed stage: the worker's fitted contexts are used only for the very chunks it
   made and when the title the driver gives them is the text's own (a sidecar title changes them);
   `counted`, inside the document's write: its term rows only when every context it fitted equals
-  the driver's; `text_links`: the links it parsed from the same text. Otherwise the driver computes
+  the driver's; `text_links`, `front_matter_tags`: what it parsed from the same text. Otherwise the driver computes
   each itself.
 - The worker writes nothing: the per-document transaction and every kill -9 point are the driver's,
   unchanged. If the worker dies, the driver goes on inline.
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 MIN_DOCUMENTS = 64
 WINDOW_DOCUMENTS = 512
-WINDOW_BYTES = 8 << 20
+WINDOW_BYTES = 4 << 20
 # Answers the driver took are kept for the document's write (a group of at most 256 documents is
 # chunked, then written): the oldest are dropped past this many.
 KEPT_ANSWERS = 512
@@ -175,7 +175,7 @@ class ChunkAhead:
         """Each chunk's term rows, counted by the worker, when `chunks` are the ones it made and
         `contexts` the ones it fitted; None: count them here."""
         answer = self._answer_for(doc_id, chunks)
-        if answer is None or answer.contexts != list(contexts):
+        if answer is None or (answer.contexts is not contexts and answer.contexts != list(contexts)):
             return None
         self.terms_used += 1
         return answer.terms
@@ -184,6 +184,11 @@ class ChunkAhead:
         """The links of the text the worker chunked into `chunks` (the driver's own text)."""
         answer = self._answer_for(doc_id, chunks)
         return None if answer is None else answer.links
+
+    def front_matter_tags(self, doc_id: str, chunks: Sequence[Chunk]) -> tuple[str, ...] | None:
+        """The tags the front matter of the text the worker chunked into `chunks` declares."""
+        answer = self._answer_for(doc_id, chunks)
+        return None if answer is None else answer.front_matter_tags
 
     def _answer_for(self, doc_id: str, chunks: Sequence[Chunk]) -> Done | None:
         answer = self._taken.get(doc_id)

@@ -12,6 +12,7 @@ on Linux the kernel kills it when the process that started it dies, even by SIGK
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -30,8 +31,10 @@ BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
 
 FRAME = struct.Struct(">I")
 
-# The term rows of one chunk: (term, count in its text, count in its context), ordered by term.
-TermRows = list[tuple[str, int, int]]
+# The term rows of one chunk, (term, count in its text, count in its context) ordered by term, as a
+# JSON array of such arrays: SQLite reads it (`index/chunk_rows.py`), so the driver never holds a
+# Python tuple per row (unpickling them and binding each row cost it ~20 µs a chunk).
+TermRows = str
 
 
 class Setup(NamedTuple):
@@ -50,8 +53,8 @@ class Request(NamedTuple):
 class Done(NamedTuple):
     """One document chunked: what `chunk_document` made of the text whose xxh3-128 is `text_hash`;
     the chunks' contexts fitted for the text's own title (`fitted_contexts`, with the counts of the
-    distinct ones), each chunk's term rows for those contexts, and the text's links
-    (`parse_text_links`)."""
+    distinct ones), each chunk's term rows for those contexts, the text's links (`parse_text_links`)
+    and the tags its front matter declares."""
 
     position: int
     text_hash: bytes
@@ -61,6 +64,7 @@ class Done(NamedTuple):
     context_counts: dict[str, int]
     terms: list[TermRows]
     links: list[TextLink]
+    front_matter_tags: tuple[str, ...]
 
 
 def text_hash(text: str) -> bytes:
@@ -124,14 +128,15 @@ class _Worker:
                                  declared_words=declared.searchable_words())
         contexts, counted = fitted_contexts(lines, chunks, settings.max_input_tokens, count_tokens=counter.count,
                                              count_tokens_batch=counter.count_batch, additive=settings.additive)
-        terms: list[TermRows] = [[] for _ in chunks]
+        rows: list[list[tuple[str, int, int]]] = [[] for _ in chunks]
         # Keyed by position + 1: a probe row's key is an FTS5 rowid.
         for key, term, in_text, in_context in self.terms.paired_counts(
                 [(position + 1, chunk.text, context) for position, (chunk, context)
                  in enumerate(zip(chunks, contexts, strict=True))]):
-            terms[key - 1].append((term, in_text, in_context))
+            rows[key - 1].append((term, in_text, in_context))
+        terms = [json.dumps(chunk_rows, ensure_ascii=False, separators=(",", ":")) for chunk_rows in rows]
         return Done(request.position, text_hash(extracted.text), chunks, title, contexts, counted, terms,
-                    parse_text_links(extracted.text, request.source_type))
+                    parse_text_links(extracted.text, request.source_type), declared.tags)
 
 
 def read_frame(stream: IO[bytes]) -> bytes | None:

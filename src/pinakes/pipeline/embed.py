@@ -447,7 +447,10 @@ def write_document(ctx: SyncContext, run: EmbedRun, document: Chunked, contexts:
     spec = EXTRACTORS.get(extracted.backend)
     extracted_by = (extracted.backend, extracted.fingerprint) if (spec.cached if spec else extracted.pages is not None) \
         else (None, None)
-    front_matter = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
+    ahead = ctx.chunk_ahead
+    tags = ahead.front_matter_tags(item.doc_id, chunks) if ahead else None
+    if tags is None:
+        tags = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path).tags
     now = datetime.now(UTC).isoformat(timespec="seconds")
     try:
         with transaction(conn):
@@ -463,14 +466,14 @@ def write_document(ctx: SyncContext, run: EmbedRun, document: Chunked, contexts:
                 "indexed_at = excluded.indexed_at, pages_without_text = excluded.pages_without_text",
                 (item.doc_id, item.path, item.file.content_hash, item.sidecar_hash, item.file.mtime,
                  item.source_type, sidecar.title or document.text_title,
-                 sidecar.metadata_json(front_matter_tags=front_matter.tags), *extracted_by,
+                 sidecar.metadata_json(front_matter_tags=tags), *extracted_by,
                  item.key, now,
                  json.dumps(list(extracted.pages_without_text)) if extracted.pages_without_text else None),
             )
             reuse = run.lookups(ctx)
             kept, keys, moves = _keep_unchanged_rows(conn, item.doc_id, chunks, contexts, reuse)
             fresh = [position for position, kept_id in enumerate(kept) if kept_id is None]
-            counted = ctx.chunk_ahead.counted(item.doc_id, chunks, contexts) if ctx.chunk_ahead else None
+            counted = ahead.counted(item.doc_id, chunks, contexts) if ahead else None
             for start in range(0, len(fresh), EMBED_SLICE_CHUNKS):
                 positions = fresh[start:start + EMBED_SLICE_CHUNKS]
                 vectors = vectors_for([chunks[position] for position in positions], positions)
@@ -479,7 +482,7 @@ def write_document(ctx: SyncContext, run: EmbedRun, document: Chunked, contexts:
                               [counted[position] for position in positions] if counted is not None else None)
             conn.executemany("UPDATE chunks SET ordinal = ?, char_start = ?, char_end = ? WHERE id = ?", moves)
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
-            links = ctx.chunk_ahead.text_links(item.doc_id, chunks) if ctx.chunk_ahead else None
+            links = ahead.text_links(item.doc_id, chunks) if ahead else None
             write_text_links(conn, item.doc_id, parse_text_links(extracted.text, item.source_type)
                              if links is None else links)
             if not run.model_recorded:
