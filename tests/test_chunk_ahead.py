@@ -80,6 +80,11 @@ def _docs() -> list[Doc]:
     return docs
 
 
+def _planned(doc: Doc) -> str:
+    """The order the plan holds new documents in."""
+    return doc.path
+
+
 def _index(root: Path) -> dict[str, list[tuple[object, ...]]]:
     conn = sqlite3.connect(KBPaths(root).index_db)
     try:
@@ -106,7 +111,8 @@ def _watched(monkeypatch: pytest.MonkeyPatch, after_take: int | None = None,
         # the worker and chunk inline, and what is tested would depend on the timing).
         position = self.positions.get(item.doc_id)
         deadline = time.monotonic() + 30
-        while (position is not None and position not in self._answers  # pyright: ignore[reportPrivateUsage]
+        while (position is not None and position >= self.first
+               and position not in self._answers  # pyright: ignore[reportPrivateUsage]
                and not self.ended and time.monotonic() < deadline):
             time.sleep(0.005)
         answer = real_take(self, item, text)
@@ -137,11 +143,13 @@ def test_a_sync_through_the_worker_writes_the_index_the_driver_writes_alone(
     assert len(started) == 1
     ahead = started[0]
     assert ahead.process is not None and ahead.process.returncode is not None  # it ended with the sync
-    # Every document came from the worker but those large enough for the remembered counts (the
-    # driver's); the driver counted the terms of those whose sidecar gives a title (their contexts
-    # are not the ones the worker fitted).
-    small = sum(len(str(doc.content).encode()) < REMEMBERED_DOCUMENT_CHARS for doc in docs)
-    assert small < len(docs) and ahead.used == small and ahead.refused == 0
+    # Every document came from the worker but the first half of the first group (the driver chunks
+    # it while the worker chunks the second half) and those large enough for the remembered counts
+    # (the driver's); the driver counted the terms of those whose sidecar gives a title (their
+    # contexts are not the ones the worker fitted).
+    small = [len(str(doc.content).encode()) < REMEMBERED_DOCUMENT_CHARS for doc in sorted(docs, key=_planned)]
+    assert 0 < ahead.first < len(docs) // 2 and sum(small) < len(docs)
+    assert ahead.used == sum(small[ahead.first:]) and ahead.refused == 0
     assert 0 < ahead.terms_used < ahead.used
     inline, through = _index(tmp_path / "inline"), _index(tmp_path / "ahead")
     assert len(inline["chunks"]) > 100 and len(inline["chunk_terms"]) > 1000

@@ -43,7 +43,7 @@ def chunk(ctx: SyncContext, document: Extracted, plan: Sequence[Sequence[DocWork
     item, extracted = document.work, document.text
     ahead = ctx.chunk_ahead
     if ahead is None and plan:
-        ahead = ctx.chunk_ahead = _started_ahead(ctx, plan)
+        ahead = ctx.chunk_ahead = _started_ahead(ctx, plan, item)
     if ahead is not None:
         done = ahead.take(item, extracted.text)
         if done is not None:
@@ -73,15 +73,16 @@ def chunk(ctx: SyncContext, document: Extracted, plan: Sequence[Sequence[DocWork
     return _announced(ctx, Chunked(item, extracted, tuple(chunks), text_title))
 
 
-def _started_ahead(ctx: SyncContext, plan: Sequence[Sequence[DocWork]]) -> ChunkAhead:
-    """The run's chunk-ahead worker over `plan` (one that hands out nothing where none runs)."""
+def _started_ahead(ctx: SyncContext, plan: Sequence[Sequence[DocWork]], at: DocWork) -> ChunkAhead:
+    """The run's chunk-ahead worker over `plan`, the driver now at `at` (one that hands out nothing
+    where none runs)."""
     from pinakes.pipeline import chunk_ahead
     from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS
 
     if ctx.read_only:
         return chunk_ahead.ChunkAhead(None, ())
     embedder = ctx.get_embedder()
-    return chunk_ahead.start(plan, root=ctx.paths.root, embedder=embedder,
+    return chunk_ahead.start(plan, at, root=ctx.paths.root, embedder=embedder,
                              settings=chunk_settings(ctx.manifest.chunking, embedder),
                              smaller_than=REMEMBERED_DOCUMENT_CHARS)
 

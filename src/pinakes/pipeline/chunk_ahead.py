@@ -76,10 +76,12 @@ def wanted(documents: int) -> bool:
     return documents >= MIN_DOCUMENTS and len(os.sched_getaffinity(0)) >= 2
 
 
-def start(groups: Sequence[Sequence[DocWork]], *, root: Path, embedder: Embedder, settings: ChunkSettings,
-          smaller_than: int) -> ChunkAhead:
+def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embedder: Embedder,
+          settings: ChunkSettings, smaller_than: int) -> ChunkAhead:
     """A worker chunking the text documents of `groups` (the run's plan, in order) under `settings`,
-    those of fewer than `smaller_than` bytes (larger ones are counted with the counts remembered
+    from the middle of the rest of the group of `at` (the document the driver is chunking now: it
+    chunks the first half of its group while the worker chunks the second), those of fewer than
+    `smaller_than` bytes (larger ones are counted with the counts remembered
     from earlier syncs, by the driver); or one that hands out nothing where none runs: too few
     documents, one core, a model whose token counts are not a `TokenCounter`'s (a test's toy
     counter), no process to be had."""
@@ -91,8 +93,15 @@ def start(groups: Sequence[Sequence[DocWork]], *, root: Path, embedder: Embedder
     counter = getattr(embedder, "token_counter", None)
     if not isinstance(counter, TokenCounter):
         return ChunkAhead(None, ())
+    position = next((index for index, item in enumerate(items) if item.doc_id == at.doc_id), 0)
+    group_end = 0
+    for group in groups:
+        group_end += len(group)
+        if group_end > position:
+            break
     try:
-        return ChunkAhead(Setup(str(root), counter.to_str(), settings, smaller_than), items)
+        return ChunkAhead(Setup(str(root), counter.to_str(), settings, smaller_than), items,
+                          first=position + (group_end - position + 1) // 2)
     except OSError:
         return ChunkAhead(None, ())
 
@@ -107,8 +116,8 @@ class ChunkAhead:
     """The driver's side of the worker (module docstring): a thread feeds it the plan's text
     documents one at a time and keeps its answers; `take` and `counted` hand them out."""
 
-    def __init__(self, setup: Setup | None, items: Sequence[DocWork]) -> None:
-        """`setup` None: no worker, nothing handed out."""
+    def __init__(self, setup: Setup | None, items: Sequence[DocWork], first: int = 0) -> None:
+        """`setup` None: no worker, nothing handed out; `first`: the position it starts at."""
         from pinakes.extract.process_starter import start_process
 
         self.items = list(items)
@@ -120,7 +129,8 @@ class ChunkAhead:
         self._cond = threading.Condition()
         self._answers: dict[int, Done] = {}
         self._held_bytes = 0
-        self._next = 0  # the next position to send
+        self.first = first
+        self._next = first  # the next position to send
         self._at = -1  # the position the driver last took
         self._in_flight: int | None = None
         self._closed = False
