@@ -44,7 +44,6 @@ from pinakes.pipeline.chunk_worker import (
     Done,
     Request,
     Setup,
-    TermRows,
     read_frame,
     text_hash,
     write_frame,
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
 
     from pinakes.chunking import Chunk
     from pinakes.embed.base import Embedder
+    from pinakes.index.chunk_rows import Counted
     from pinakes.links.text_links import TextLink
     from pinakes.pipeline.chunk_document import ChunkSettings
     from pinakes.pipeline.types import DocWork
@@ -181,14 +181,14 @@ class ChunkAhead:
             return None
         return answer.contexts, answer.context_counts
 
-    def counted(self, doc_id: str, chunks: Sequence[Chunk], contexts: Sequence[str]) -> list[TermRows] | None:
-        """Each chunk's term rows, counted by the worker, when `chunks` are the ones it made and
-        `contexts` the ones it fitted; None: count them here."""
+    def counted(self, doc_id: str, chunks: Sequence[Chunk], contexts: Sequence[str]) -> list[Counted] | None:
+        """Each chunk's term rows and FTS5 shadows, made by the worker, when `chunks` are the ones
+        it made and `contexts` the ones it fitted; None: make them here."""
         answer = self._answer_for(doc_id, chunks)
         if answer is None or (answer.contexts is not contexts and answer.contexts != list(contexts)):
             return None
         self.terms_used += 1
-        return answer.terms
+        return answer.counted
 
     def text_links(self, doc_id: str, chunks: Sequence[Chunk]) -> list[TextLink] | None:
         """The links of the text the worker chunked into `chunks` (the driver's own text)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from pinakes.chunking import Chunk
+from pinakes.index.chunk_rows import Counted
 from pinakes.links.text_links import TextLink
 from pinakes.pipeline.chunk_document import ChunkSettings
 
@@ -31,10 +32,6 @@ BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
 
 FRAME = struct.Struct(">I")
 
-# The term rows of one chunk, (term, count in its text, count in its context) ordered by term, as a
-# JSON array of such arrays: SQLite reads it (`index/chunk_rows.py`), so the driver never holds a
-# Python tuple per row (unpickling them and binding each row cost it ~20 µs a chunk).
-TermRows = str
 
 
 class Setup(NamedTuple):
@@ -53,7 +50,7 @@ class Request(NamedTuple):
 class Done(NamedTuple):
     """One document chunked: what `chunk_document` made of the text whose xxh3-128 is `text_hash`;
     the chunks' contexts fitted for the text's own title (`fitted_contexts`, with the counts of the
-    distinct ones), each chunk's term rows for those contexts, the text's links (`parse_text_links`)
+    distinct ones), each chunk's term rows and FTS5 shadows for those contexts, the text's links (`parse_text_links`)
     and the tags its front matter declares."""
 
     position: int
@@ -62,7 +59,7 @@ class Done(NamedTuple):
     text_title: str | None
     contexts: list[str]
     context_counts: dict[str, int]
-    terms: list[TermRows]
+    counted: list[Counted]
     links: list[TextLink]
     front_matter_tags: tuple[str, ...]
 
@@ -111,6 +108,7 @@ class _Worker:
         from pinakes.extract import text as text_extractor
         from pinakes.extract.front_matter import document_front_matter
         from pinakes.extract.titles import document_title
+        from pinakes.lexical.scripts import shadow
         from pinakes.links.text_links import parse_text_links
         from pinakes.pipeline.chunk_document import chunk_document
         from pinakes.pipeline.context import document_context, fitted_contexts
@@ -134,8 +132,11 @@ class _Worker:
                 [(position + 1, chunk.text, context) for position, (chunk, context)
                  in enumerate(zip(chunks, contexts, strict=True))]):
             rows[key - 1].append((term, in_text, in_context))
-        terms = [json.dumps(chunk_rows, ensure_ascii=False, separators=(",", ":")) for chunk_rows in rows]
-        return Done(request.position, text_hash(extracted.text), chunks, title, contexts, counted, terms,
+        # The term rows as JSON, which SQLite reads: the driver never holds a Python tuple per row
+        # (unpickling them and binding each row cost it ~20 µs a chunk).
+        made = [Counted(json.dumps(chunk_rows, ensure_ascii=False, separators=(",", ":")), shadow(chunk.text),
+                        shadow(context)) for chunk_rows, chunk, context in zip(rows, chunks, contexts, strict=True)]
+        return Done(request.position, text_hash(extracted.text), chunks, title, contexts, counted, made,
                     parse_text_links(extracted.text, request.source_type), declared.tags)
 
 
