@@ -109,7 +109,7 @@ def _watched(monkeypatch: pytest.MonkeyPatch, after_take: int | None = None,
     def take(self: chunk_ahead.ChunkAhead, item: DocWork, text: str) -> object:
         # The driver waits for the worker's answer (on a loaded machine it would otherwise overtake
         # the worker and chunk inline, and what is tested would depend on the timing).
-        position = self.positions.get(item.doc_id)
+        position = self.position_of(item)
         deadline = time.monotonic() + 30
         while (position is not None and position >= self.first
                and position not in self._answers  # pyright: ignore[reportPrivateUsage]

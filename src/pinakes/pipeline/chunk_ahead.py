@@ -30,6 +30,7 @@ docs/perf/writer.md, "Chunking ahead"). PINAKES_CHUNK_AHEAD=1 or 0 overrides the
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import pickle
@@ -62,6 +63,9 @@ if TYPE_CHECKING:
 MIN_DOCUMENTS = 64
 WINDOW_DOCUMENTS = 512
 WINDOW_BYTES = 4 << 20
+# How far past the driver's position `take` looks for a document (the driver takes the plan's
+# documents in order, passing over those that failed or were kept as indexed).
+LOOKAHEAD = 4096
 # Answers the driver took are kept for the document's write (a group of at most 256 documents is
 # chunked, then written): the oldest are dropped past this many.
 KEPT_ANSWERS = 512
@@ -88,7 +92,7 @@ def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embed
     from pinakes.embed.tokens import TokenCounter
 
     items = [item for group in groups for item in group]
-    if not wanted(sum(_chunkable(item, smaller_than) for item in items)):
+    if not wanted(sum(_chunkable(item, smaller_than) for item in items)):  # one pass, at the start
         return ChunkAhead(None, ())
     counter = getattr(embedder, "token_counter", None)
     if not isinstance(counter, TokenCounter):
@@ -107,9 +111,14 @@ def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embed
 
 
 def _chunkable(item: DocWork, smaller_than: int) -> bool:
+    return item.source_type in _text_source_types() and item.file.size < smaller_than
+
+
+@functools.cache
+def _text_source_types() -> tuple[str, ...]:
     from pinakes.extract.text import TEXT_SOURCE_TYPES
 
-    return item.source_type in TEXT_SOURCE_TYPES and item.file.size < smaller_than
+    return tuple(TEXT_SOURCE_TYPES)
 
 
 class ChunkAhead:
@@ -120,9 +129,8 @@ class ChunkAhead:
         """`setup` None: no worker, nothing handed out; `first`: the position it starts at."""
         from pinakes.extract.process_starter import start_process
 
-        self.items = list(items)
-        self.positions = {item.doc_id: position for position, item in enumerate(self.items)}
-        self._eligible = [setup is not None and _chunkable(item, setup.smaller_than) for item in self.items]
+        self.items = list(items)  # the plan's own DocWork objects: no copy, no index over the whole plan
+        self._smaller_than = setup.smaller_than if setup is not None else 0
         self.used = 0  # documents whose chunks came from the worker
         self.refused = 0  # answers whose text was not the driver's
         self.terms_used = 0  # documents whose term rows came from the worker
@@ -149,7 +157,7 @@ class ChunkAhead:
 
     def take(self, item: DocWork, text: str) -> Done | None:
         """The worker's chunks of `item` if it chunked exactly `text`; None: chunk it inline."""
-        position = self.positions.get(item.doc_id)
+        position = self.position_of(item)
         if position is None:
             return None
         with self._cond:
@@ -172,6 +180,14 @@ class ChunkAhead:
             self._taken.pop(next(iter(self._taken)))
         self._taken[item.doc_id] = answer
         return answer
+
+    def position_of(self, item: DocWork) -> int | None:
+        """`item`'s position in the plan, looked for from the driver's position on."""
+        start = self._at + 1
+        for position in range(start, min(start + LOOKAHEAD, len(self.items))):
+            if self.items[position].doc_id == item.doc_id:
+                return position
+        return None
 
     def contexts(self, doc_id: str, chunks: Sequence[Chunk], title: str | None) -> tuple[list[str], dict[str, int]] | None:
         """The chunks' fitted contexts and the distinct ones' counts (`fitted_contexts`), when
@@ -238,7 +254,7 @@ class ChunkAhead:
                 if self._closed or self.ended:
                     return None
                 self._next = max(self._next, self._at + 1)
-                while self._next < len(self.items) and not self._eligible[self._next]:
+                while self._next < len(self.items) and not _chunkable(self.items[self._next], self._smaller_than):
                     self._next += 1
                 if self._next >= len(self.items):
                     return None
