@@ -28,6 +28,11 @@ version in turn (its wall seconds: walk, pair, the document's chunks, graph). --
 round also times the working tree with every `chunk_text` result and term-count probe handed over
 from an untimed sync of the same tree just before (in the same process): what the driver costs
 once the chunk stage and the term probe run on workers (docs/perf/writer.md).
+--inline-too: each round also times the working tree with its chunk-ahead worker off
+(PINAKES_CHUNK_AHEAD=0); --ahead 0|1 forces it for the working tree's own runs; --cpus pins every
+timed sync (and its worker) with taskset, e.g. `--cpus 0` for a one-core machine. `cpu_seconds` is
+the sync process's own CPU (the driver), `worker_cpu_seconds` its reaped children's (the chunk-ahead
+worker), `chunks_per_all_cpu_s` chunks over both.
 Results print as JSON (and go to --json).
 """
 
@@ -177,25 +182,37 @@ def child(root: Path) -> None:
 
     embed_stage.write_document = timed_write  # type: ignore[assignment]
     cpu = time.process_time()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     report = run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())  # type: ignore[arg-type]
     cpu = time.process_time() - cpu
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the chunk-ahead worker, reaped with the sync
+    helper = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     assert report.ok, report.render_text()
     chunks = report.chunks_embedded + report.chunks_reused
     pipeline = report.timings.get("pipeline") or report.wall_seconds
     print(json.dumps({"documents": report.indexed, "chunks": chunks, "pipeline_seconds": round(pipeline, 2),
                       "pair_seconds": round(report.timings.get("pair", 0.0), 2),
                       "wall_seconds": round(time.perf_counter() - started, 2), "cpu_seconds": round(cpu, 2),
+                      "worker_cpu_seconds": round(helper, 2),
+                      "chunks_per_all_cpu_s": round(chunks / (cpu + helper), 1),
                       "first_chunk_seconds": round(first[0], 2) if first else None,
                       "chunks_per_s": round(chunks / pipeline, 1), "chunks_per_cpu_s": round(chunks / cpu, 1),
                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
                       "sidecars_written": len(report.sidecars_written)}))
 
 
-def cold_sync(source: Path, root: Path, *, off_driver: bool = False) -> dict[str, Any]:
+def cold_sync(source: Path, root: Path, *, off_driver: bool = False, ahead: str | None = None,
+              cpus: str | None = None) -> dict[str, Any]:
+    """One cold sync in a child process; `ahead` sets PINAKES_CHUNK_AHEAD ("0", "1"; None: the
+    product decides by core count), `cpus` pins the child (and its worker) with taskset."""
     for leftover in (root / ".pinakes").glob("index.db*"):
         leftover.unlink()
     env = {**os.environ, "PYTHONPATH": str(source), **({"PNK_BENCH_OFF_DRIVER": "1"} if off_driver else {})}
-    done = subprocess.run([sys.executable, __file__, "--child", str(root)], env=env, check=True,
+    env.pop("PINAKES_CHUNK_AHEAD", None)
+    if ahead is not None:
+        env["PINAKES_CHUNK_AHEAD"] = ahead
+    pin = ["taskset", "-c", cpus] if cpus else []
+    done = subprocess.run([*pin, sys.executable, __file__, "--child", str(root)], env=env, check=True,
                           capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -220,6 +237,11 @@ def main() -> None:
     parser.add_argument("--off-driver", action="store_true",
                         help="also time the working tree with chunking and term counts done elsewhere (handed "
                              "over from an untimed sync): the driver's cost once they move to workers")
+    parser.add_argument("--inline-too", action="store_true",
+                        help="also the working tree with the chunk-ahead worker off (PINAKES_CHUNK_AHEAD=0)")
+    parser.add_argument("--ahead", choices=("0", "1"), help="PINAKES_CHUNK_AHEAD for the working tree's runs "
+                        "(default: the product decides by core count)")
+    parser.add_argument("--cpus", help="taskset -c CPUS for every timed sync (e.g. 0: one core)")
     parser.add_argument("--repeat", type=int, default=5, help="with --noop / --one-edit: samples of each")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
@@ -253,18 +275,26 @@ def main() -> None:
         root = copy  # the no-op below runs on the working tree's KB
     else:
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in versions}
+        inline = "working tree, chunk-ahead worker off"
+        if args.inline_too:
+            runs[inline] = []
         if args.off_driver:
             runs["working tree, chunks and terms off the driver"] = []
+        results["cpus"], results["ahead"] = args.cpus, args.ahead
         for _ in range(args.rounds):
             for name, source in versions.items():
-                runs[name].append(cold_sync(source, root))
+                runs[name].append(cold_sync(source, root, ahead=args.ahead if name == "working tree" else None,
+                                            cpus=args.cpus))
                 print(name, runs[name][-1], file=sys.stderr, flush=True)
+            if args.inline_too:
+                runs[inline].append(cold_sync(versions["working tree"], root, ahead="0", cpus=args.cpus))
+                print(inline, runs[inline][-1], file=sys.stderr, flush=True)
             if args.off_driver:
                 name = "working tree, chunks and terms off the driver"
                 runs[name].append(cold_sync(versions["working tree"], root, off_driver=True))
                 print(name, runs[name][-1], file=sys.stderr, flush=True)
         results["runs"] = runs
-        for measure in ("chunks_per_s", "chunks_per_cpu_s"):
+        for measure in ("chunks_per_s", "chunks_per_cpu_s", "chunks_per_all_cpu_s"):
             best = {name: max(run[measure] for run in samples) for name, samples in runs.items()}
             results[f"best_{measure}"] = best
             if args.base != "none":

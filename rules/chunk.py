@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 def run_chunk(run: PipelineRun, item: DocWork) -> None:
     extracted = run.extracted.get(item.doc_id)
     if extracted is not None:  # else it failed, or was kept as indexed
-        run.keep(chunk(run.ctx, extracted))
+        run.keep(chunk(run.ctx, extracted, run.groups))
 
 
 def _describe(item: DocWork) -> str:

@@ -25,4 +25,5 @@ def test_the_values_the_stages_pass_live_in_a_leaf_and_are_frozen() -> None:
 def test_the_run_wide_context_holds_only_what_is_run_wide() -> None:
     """What one stage hands the next is a typed value, not a field of the context every stage sees."""
     assert [field.name for field in dataclasses.fields(SyncContext)] == [
-        "paths", "manifest", "options", "report", "keys", "progress", "conn", "read_only", "rebuilding", "embedder"]
+        "paths", "manifest", "options", "report", "keys", "progress", "conn", "read_only", "rebuilding", "embedder",
+        "chunk_ahead"]  # a run-wide process, like the model: the worker chunking ahead of the writer

@@ -40,31 +40,50 @@ class ChunkRow(NamedTuple):
     context: str  # the document context (pipeline/context.py); "" when it has none
 
 
+class Counted(NamedTuple):
+    """What a chunk's write derives from its text and context, made elsewhere (the chunk-ahead
+    worker, pipeline/chunk_ahead.py): its term counts as `record_term_frequencies` counts them, a
+    JSON array of [term, in the text, in the context] arrays that SQLite reads itself
+    (`json_each`), and the FTS5 shadows of its text and context (`lexical.scripts.shadow`)."""
+
+    terms: str
+    fts_text: str | None
+    fts_context: str | None
+
+
 def heading_json(heading_path: Sequence[str] | None) -> str | None:
     """How `chunks.heading_path` stores a heading trail (None: no heading)."""
     return json.dumps(list(heading_path), ensure_ascii=False) if heading_path else None
 
 
 def insert_chunks(conn: sqlite3.Connection, doc_id: str, rows: Sequence[ChunkRow], vectors: np.ndarray,
-                  keys: Sequence[bytes | None]) -> list[int]:
+                  keys: Sequence[bytes | None], counted: Sequence[Counted] | None = None) -> list[int]:
     """Insert `rows` (their FTS entries by the trigger), their vectors (row i of `vectors`, under
     content key `keys[i]`, with its checksum) and their term counts; call inside the document's
-    transaction. Returns the new chunks' ids, in order."""
+    transaction. `counted[i]`, when given, is row i's `Counted`, made elsewhere. Returns the new
+    chunks' ids, in order."""
     if not rows:
         return []
     first = int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]) + 1
     ids = list(range(first, first + len(rows)))
+    shadows = ([(made.fts_text, made.fts_context) for made in counted] if counted is not None
+               else [(shadow(row.text), shadow(row.context)) for row in rows])
     conn.executemany(
         "INSERT INTO chunks (id, doc_id, ordinal, text, char_start, char_end, token_count, heading_path, "
         "page_start, page_end, fts_text, context, fts_context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(chunk_id, doc_id, row.ordinal, row.text, row.char_start, row.char_end, row.token_count,
-          heading_json(row.heading_path), row.page_start, row.page_end, shadow(row.text), row.context or None,
-          shadow(row.context)) for chunk_id, row in zip(ids, rows, strict=True)])
+          heading_json(row.heading_path), row.page_start, row.page_end, fts_text, row.context or None, fts_context)
+         for chunk_id, row, (fts_text, fts_context) in zip(ids, rows, shadows, strict=True)])
     matrix = np.ascontiguousarray(vectors, dtype=np.float32)
     blobs = [matrix[position].tobytes() for position in range(len(rows))]
     conn.executemany("INSERT INTO embeddings (chunk_id, vector, text_key, checksum) VALUES (?, ?, ?, ?)",
                      [(chunk_id, blob, key, row_checksum(blob, key))
                       for chunk_id, blob, key in zip(ids, blobs, keys, strict=True)])
-    record_term_frequencies(conn, [(chunk_id, row.text, row.context) for chunk_id, row in zip(ids, rows, strict=True)])
+    if counted is None:
+        record_term_frequencies(conn, [(chunk_id, row.text, row.context) for chunk_id, row in zip(ids, rows, strict=True)])
+    else:
+        conn.executemany("INSERT INTO chunk_terms (chunk_id, term, frequency, context_frequency) "
+                         "SELECT ?, value ->> 0, value ->> 1, value ->> 2 FROM json_each(?)",
+                         [(chunk_id, made.terms) for chunk_id, made in zip(ids, counted, strict=True)])
     return ids
 

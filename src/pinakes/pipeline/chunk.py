@@ -11,12 +11,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pinakes.errors import PinakesError
+from pinakes.pipeline.chunk_document import ChunkSettings, chunk_document
 from pinakes.pipeline.types import Chunked, Extracted, Failed
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pinakes.embed.base import Embedder
+    from pinakes.manifest.sections import ChunkingSection
+    from pinakes.pipeline.chunk_ahead import ChunkAhead
     from pinakes.pipeline.run import SyncContext
     from pinakes.pipeline.token_counts import TokenCountStore
+    from pinakes.pipeline.types import DocWork
 
 # A document with at least this many chunks is announced before it is embedded (about a minute of
 # embedding on a 2-core CPU at the default model's measured rate).
@@ -26,38 +32,36 @@ SLOW_DOCUMENT_CHUNKS = 2000
 SLOW_DOCUMENT_CHARS = 2_000_000
 
 
-def chunk(ctx: SyncContext, document: Extracted) -> Chunked | Failed:
+def chunk(ctx: SyncContext, document: Extracted, plan: Sequence[Sequence[DocWork]] = ()) -> Chunked | Failed:
     """The document's passages; `Failed` when it failed (recorded, and the run goes on). Raises
     PinakesError for a configuration problem (e.g. max_tokens too large for the model), which stops
-    the whole run."""
-    from pinakes.chunking import chunk_text
-    from pinakes.extract.source_types import chunked_as, markup_for
+    the whole run. Where the run's chunk-ahead worker (pipeline/chunk_ahead.py) already chunked this
+    very text, its result is taken; it is the same `chunk_document` over the same inputs. `plan`: the
+    run's groups of documents, in order, which the worker is started on at the first call."""
     from pinakes.extract.titles import document_title
-    from pinakes.pipeline.context import CONTEXT_TOKENS
 
     item, extracted = document.work, document.text
+    ahead = ctx.chunk_ahead
+    if ahead is None and plan:
+        ahead = ctx.chunk_ahead = _started_ahead(ctx, plan, item)
+    if ahead is not None:
+        done = ahead.take(item, extracted.text)
+        if done is not None:
+            return _announced(ctx, Chunked(item, extracted, done.chunks, done.text_title))
     text_title = document_title(extracted.text, item.source_type, ctx.paths.root / item.path)
 
     ctx.progress.document(item.path, phase="chunking")
-    chunking = ctx.manifest.chunking
     if len(extracted.text) >= SLOW_DOCUMENT_CHARS:
         ctx.progress.announce(f"{item.path}: {len(extracted.text) / 1e6:.1f} million characters to "
                               "chunk and count first; this document alone takes a while")
     try:
         embedder = ctx.get_embedder()
-        # Room for the chunk's context ahead of it in the model's input (pipeline/context.py), left
-        # only where there will be one: a document without context is chunked and embedded as before.
-        reserve = CONTEXT_TOKENS if _has_context(ctx, document, text_title) else 0
-        max_tokens = max(1, min(chunking.max_tokens, embedder.max_input_tokens - reserve))
         store = _remembered_counts(ctx, embedder, len(extracted.text))
         try:
-            chunks = chunk_text(extracted.text, chunked_as(item.source_type), max_tokens=max_tokens,
-                                overlap=min(chunking.overlap, max_tokens - 1), headings=chunking.headings,
-                                count_tokens=embedder.count_tokens,
-                                count_tokens_batch=store.count_batch if store else embedder.count_tokens_batch,
-                                pages=extracted.pages,
-                                markup=markup_for(item.path) if item.source_type == "text" else None,
-                                additive=counts_add_up(embedder))
+            chunks = chunk_document(extracted, item.source_type, item.path, ctx.paths.root / item.path,
+                                    text_title, chunk_settings(ctx.manifest.chunking, embedder),
+                                    embedder.count_tokens,
+                                    store.count_batch if store else embedder.count_tokens_batch)
         finally:
             if store is not None:
                 store.save()
@@ -66,10 +70,34 @@ def chunk(ctx: SyncContext, document: Extracted) -> Chunked | Failed:
     except Exception as exc:
         ctx.report.fail(item.path, "chunk", f"{type(exc).__name__}: {exc}")
         return Failed(item)
-    if len(chunks) >= SLOW_DOCUMENT_CHUNKS:
-        ctx.progress.announce(f"{item.path}: {len(chunks):,} chunks to embed; this document alone "
-                              "takes a while")
-    return Chunked(item, extracted, tuple(chunks), text_title)
+    return _announced(ctx, Chunked(item, extracted, tuple(chunks), text_title))
+
+
+def _started_ahead(ctx: SyncContext, plan: Sequence[Sequence[DocWork]], at: DocWork) -> ChunkAhead:
+    """The run's chunk-ahead worker over `plan`, the driver now at `at` (one that hands out nothing
+    where none runs)."""
+    from pinakes.pipeline import chunk_ahead
+    from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS
+
+    if ctx.read_only:
+        return chunk_ahead.ChunkAhead(None, ())
+    embedder = ctx.get_embedder()
+    return chunk_ahead.start(plan, at, root=ctx.paths.root, embedder=embedder,
+                             settings=chunk_settings(ctx.manifest.chunking, embedder),
+                             smaller_than=REMEMBERED_DOCUMENT_CHARS)
+
+
+def _announced(ctx: SyncContext, chunked: Chunked) -> Chunked:
+    if len(chunked.chunks) >= SLOW_DOCUMENT_CHUNKS:
+        ctx.progress.announce(f"{chunked.work.path}: {len(chunked.chunks):,} chunks to embed; this document "
+                              "alone takes a while")
+    return chunked
+
+
+def chunk_settings(chunking: ChunkingSection, embedder: Embedder) -> ChunkSettings:
+    """The run's `ChunkSettings`: the manifest's [chunking] and the model's input limit and counting."""
+    return ChunkSettings(chunking.max_tokens, chunking.overlap, chunking.headings, embedder.max_input_tokens,
+                         counts_add_up(embedder))
 
 
 def counts_add_up(embedder: Embedder) -> bool:
@@ -80,23 +108,6 @@ def counts_add_up(embedder: Embedder) -> bool:
 
     counter = getattr(embedder, "token_counter", None)
     return isinstance(counter, TokenCounter) and counter.additive_over_whitespace
-
-
-def _has_context(ctx: SyncContext, document: Extracted, text_title: str | None) -> bool:
-    """Whether `item`'s chunks will carry a document context: a source with headings (Markdown, the
-    document formats written as Markdown, reST, AsciiDoc) or a title, file-name words, running heads
-    or front matter. A sidecar title is not read here; where it alone gives the context,
-    `fit_context` cuts it to the room left."""
-    from pinakes.extract.front_matter import document_front_matter
-    from pinakes.extract.source_types import chunked_as, markup_for
-    from pinakes.pipeline.context import document_context
-
-    item, extracted = document.work, document.text
-    if chunked_as(item.source_type) == "markdown" or (item.source_type == "text" and markup_for(item.path) is not None):
-        return True
-    declared = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
-    return bool(document_context(text_title, item.path, running_heads=extracted.running_heads,
-                                 declared_words=declared.searchable_words()))
 
 
 def _remembered_counts(ctx: SyncContext, embedder: Embedder, chars: int) -> TokenCountStore | None:

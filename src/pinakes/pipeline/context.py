@@ -25,6 +25,19 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
+from typing import Protocol
+
+
+class ContextChunk(Protocol):
+    """What fitting a context reads of a chunk (`pinakes.chunking.Chunk` is one)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def token_count(self) -> int: ...
+    @property
+    def heading_path(self) -> tuple[str, ...] | None: ...
+
 
 # Bumped whenever what the context holds or how it is embedded changes: it is in every document's
 # build key (pipeline/keys.py), so a changed context re-embeds each document once.
@@ -152,6 +165,35 @@ def fit_context(context: str, text: str, text_tokens: int, max_input_tokens: int
     while words and count_tokens(embedding_input(" ".join(words), text)) > max_input_tokens:
         words = words[:len(words) - max(1, len(words) // 8)]
     return " ".join(words).strip()
+
+
+def fitted_contexts(document: Sequence[str], chunks: Sequence[ContextChunk], max_input_tokens: int, *,
+                    count_tokens: Callable[[str], int], count_tokens_batch: Callable[[Sequence[str]], list[int]],
+                    additive: bool) -> tuple[list[str], dict[str, int]]:
+    """Each chunk's context (`chunk_context` of the document's lines, `document_context`), fitted
+    beside it (`fit_context`), and the token counts of the distinct contexts before fitting. Pure:
+    the sync's writer and the chunk-ahead worker (pipeline/chunk_ahead.py) compute it alike."""
+    contexts = [chunk_context(document, chunk.heading_path) for chunk in chunks]
+    # Chunks under one heading share their context: each distinct text is counted once, all in one
+    # batch (a call per text was an eighth of the driver's token counting on a corpus of manuals).
+    distinct = list(dict.fromkeys(text for text in contexts if text))
+    counted = dict(zip(distinct, count_tokens_batch(distinct), strict=True)) if distinct else {}
+
+    def fitted(context: str, chunk: ContextChunk) -> str:
+        def count(text: str) -> int:
+            known = counted.get(text)
+            if known is not None:
+                return known
+            # A context tried ahead of the chunk (`embedding_input`): where counts add up over the
+            # blank line between them, the chunk's own count is known and only the head is counted.
+            body = len(chunk.text) + 2
+            if additive and len(text) > body and text.endswith(chunk.text) and text[-body:-body + 2] == "\n\n":
+                return count_tokens(text[:-body]) + chunk.token_count
+            return count_tokens(text)
+
+        return fit_context(context, chunk.text, chunk.token_count, max_input_tokens, count)
+
+    return [fitted(context, chunk) for context, chunk in zip(contexts, chunks, strict=True)], counted
 
 
 def embedding_input(context: str, text: str) -> str:

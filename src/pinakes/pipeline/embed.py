@@ -37,7 +37,7 @@ from pinakes.links.store import write_links
 from pinakes.links.text_edges import write_text_links
 from pinakes.links.text_links import parse_text_links
 from pinakes.pipeline.chunk import counts_add_up
-from pinakes.pipeline.context import chunk_context, document_context, embedding_input, fit_context
+from pinakes.pipeline.context import document_context, embedding_input, fitted_contexts
 from pinakes.pipeline.types import Chunked, DocWork, Embedded
 from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, open_reuse
 
@@ -151,34 +151,17 @@ def chunk_contexts(ctx: SyncContext, document: Chunked) -> list[str]:
 def _fitted_contexts(ctx: SyncContext, document: Chunked) -> tuple[list[str], dict[str, int]]:
     """`chunk_contexts`, and the token counts of the document's distinct contexts before fitting."""
     item, extracted = document.work, document.text
+    title = _sidecar(document).title or document.text_title
+    made = ctx.chunk_ahead.contexts(item.doc_id, document.chunks, title) if ctx.chunk_ahead else None
+    if made is not None:  # fitted by the chunk-ahead worker from these very chunks and title
+        return made
     front_matter = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
-    context = document_context(_sidecar(document).title or document.text_title, item.path,
+    context = document_context(title, item.path,
                                running_heads=extracted.running_heads,
                                declared_words=front_matter.searchable_words())
     embedder = ctx.get_embedder()
-    contexts = [chunk_context(context, chunk.heading_path) for chunk in document.chunks]
-    # Chunks under one heading share their context: each distinct text is counted once, all in one
-    # batch (a call per text was an eighth of the driver's token counting on a corpus of manuals).
-    distinct = list(dict.fromkeys(text for text in contexts if text))
-    counted = dict(zip(distinct, embedder.count_tokens_batch(distinct), strict=True)) if distinct else {}
-
-    additive = counts_add_up(embedder)
-
-    def fitted(context: str, chunk: Chunk) -> str:
-        def count_tokens(text: str) -> int:
-            known = counted.get(text)
-            if known is not None:
-                return known
-            # A context tried ahead of the chunk (`embedding_input`): where counts add up over the
-            # blank line between them, the chunk's own count is known and only the head is counted.
-            body = len(chunk.text) + 2
-            if additive and len(text) > body and text.endswith(chunk.text) and text[-body:-body + 2] == "\n\n":
-                return embedder.count_tokens(text[:-body]) + chunk.token_count
-            return embedder.count_tokens(text)
-
-        return fit_context(context, chunk.text, chunk.token_count, embedder.max_input_tokens, count_tokens)
-
-    return [fitted(context, chunk) for context, chunk in zip(contexts, document.chunks, strict=True)], counted
+    return fitted_contexts(context, document.chunks, embedder.max_input_tokens, count_tokens=embedder.count_tokens,
+                           count_tokens_batch=embedder.count_tokens_batch, additive=counts_add_up(embedder))
 
 
 def vectors_of(ctx: SyncContext, run: EmbedRun, texts: Sequence[str],
@@ -464,7 +447,10 @@ def write_document(ctx: SyncContext, run: EmbedRun, document: Chunked, contexts:
     spec = EXTRACTORS.get(extracted.backend)
     extracted_by = (extracted.backend, extracted.fingerprint) if (spec.cached if spec else extracted.pages is not None) \
         else (None, None)
-    front_matter = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path)
+    ahead = ctx.chunk_ahead
+    tags = ahead.front_matter_tags(item.doc_id, chunks) if ahead else None
+    if tags is None:
+        tags = document_front_matter(extracted.text, item.source_type, ctx.paths.root / item.path).tags
     now = datetime.now(UTC).isoformat(timespec="seconds")
     try:
         with transaction(conn):
@@ -480,21 +466,25 @@ def write_document(ctx: SyncContext, run: EmbedRun, document: Chunked, contexts:
                 "indexed_at = excluded.indexed_at, pages_without_text = excluded.pages_without_text",
                 (item.doc_id, item.path, item.file.content_hash, item.sidecar_hash, item.file.mtime,
                  item.source_type, sidecar.title or document.text_title,
-                 sidecar.metadata_json(front_matter_tags=front_matter.tags), *extracted_by,
+                 sidecar.metadata_json(front_matter_tags=tags), *extracted_by,
                  item.key, now,
                  json.dumps(list(extracted.pages_without_text)) if extracted.pages_without_text else None),
             )
             reuse = run.lookups(ctx)
             kept, keys, moves = _keep_unchanged_rows(conn, item.doc_id, chunks, contexts, reuse)
             fresh = [position for position, kept_id in enumerate(kept) if kept_id is None]
+            counted = ahead.counted(item.doc_id, chunks, contexts) if ahead else None
             for start in range(0, len(fresh), EMBED_SLICE_CHUNKS):
                 positions = fresh[start:start + EMBED_SLICE_CHUNKS]
                 vectors = vectors_for([chunks[position] for position in positions], positions)
                 insert_chunks(conn, item.doc_id, [_row(chunks[position], contexts[position]) for position in positions],
-                              vectors, [keys[position] for position in positions])
+                              vectors, [keys[position] for position in positions],
+                              [counted[position] for position in positions] if counted is not None else None)
             conn.executemany("UPDATE chunks SET ordinal = ?, char_start = ?, char_end = ? WHERE id = ?", moves)
             write_links(conn, ctx.kb_id, item.doc_id, sidecar.links)
-            write_text_links(conn, item.doc_id, parse_text_links(extracted.text, item.source_type))
+            links = ahead.text_links(item.doc_id, chunks) if ahead else None
+            write_text_links(conn, item.doc_id, parse_text_links(extracted.text, item.source_type)
+                             if links is None else links)
             if not run.model_recorded:
                 # With the first vectors, not at the end of the run: an interrupted sync leaves an
                 # index that still says which model its vectors came from.

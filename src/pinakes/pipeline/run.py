@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # annotations only: `pnk sync` imports this module on every (
     from pinakes.embed.connect import ConnectedEmbedder
     from pinakes.kb import KBPaths
     from pinakes.manifest import Manifest
+    from pinakes.pipeline.chunk_ahead import ChunkAhead
     from pinakes.pipeline.keys import BuildKeys
     from pinakes.pipeline.progress import SyncProgress
     from pinakes.pipeline.report import SyncReport
@@ -64,6 +65,7 @@ class SyncContext:
     read_only: bool = False  # `pnk doit list/info`, `pnk status`: compute the plan, change nothing
     rebuilding: bool = False  # `conn` is a new, empty index that replaces the live one when done
     embedder: Embedder | None = None  # injected (tests) or loaded on first use
+    chunk_ahead: ChunkAhead | None = None  # a worker chunking the next documents (pipeline/chunk_ahead.py)
 
     @property
     def kb_id(self) -> str:
@@ -128,8 +130,11 @@ class SyncContext:
                                 on_workers=self.progress.workers_alive)
 
     def release_embedder(self) -> None:
-        """End what the run's model holds beyond this process (a cluster's workers); the identity stays
-        readable for the index's meta rows."""
+        """End what the run's model holds beyond this process (a cluster's workers; the identity stays
+        readable for the index's meta rows) and the run's chunk-ahead worker."""
+        if self.chunk_ahead is not None:
+            self.chunk_ahead.close()
+            self.chunk_ahead = None
         close = getattr(self.embedder, "close", None)
         if callable(close):
             close()

