@@ -82,8 +82,10 @@ def insert_chunks(conn: sqlite3.Connection, doc_id: str, rows: Sequence[ChunkRow
     if counted is None:
         record_term_frequencies(conn, [(chunk_id, row.text, row.context) for chunk_id, row in zip(ids, rows, strict=True)])
     else:
+        # json_extract, not `->>`: the operator needs SQLite 3.38, the spec's floor is 3.35 (doctor)
         conn.executemany("INSERT INTO chunk_terms (chunk_id, term, frequency, context_frequency) "
-                         "SELECT ?, value ->> 0, value ->> 1, value ->> 2 FROM json_each(?)",
+                         "SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]'), "
+                         "json_extract(value, '$[2]') FROM json_each(?)",
                          [(chunk_id, made.terms) for chunk_id, made in zip(ids, counted, strict=True)])
     return ids
 
