@@ -105,6 +105,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="per query set")
     parser.add_argument("--settings", nargs="*", default=["i8/16", "i8/32", "f16/16"])
     parser.add_argument("--ef", type=int, nargs="*", default=[256, 512, 1024])
+    parser.add_argument("--candidates", type=int, nargs="*", default=[CANDIDATES],
+                        help="rescored for the top 10 (the product's: vectors/approximate.py MIN_CANDIDATES)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch", type=int, default=65_536, help="rows an add call")
     parser.add_argument("--index-dir", type=Path, help="save each built index here; reuse one saved for the same rows")
@@ -174,24 +176,25 @@ def main() -> None:
                 index.save(str(saved))
                 saved.with_suffix(".json").write_text(json.dumps(built))
         for ef in args.ef:
-            index.expansion_search = ef
-            row: dict[str, object] = {"setting": setting, **built, "ef": ef,
-                                      "file_mib": round(index.serialized_length / 2**20, 1)}
-            for name, queries in query_sets.items():
-                found, times = [], []
-                for query in queries:
-                    began = time.perf_counter()
-                    keys = np.asarray(index.search(query, CANDIDATES, threads=1).keys, dtype=np.int64)
-                    rescored = keys[np.argsort(-(base[keys] @ query), kind="stable")][:TOP]
-                    times.append((time.perf_counter() - began) * 1000)
-                    found.append(np.pad(rescored, (0, TOP - len(rescored)), constant_values=-1))
-                row[f"recall_{name}"] = round(bench_vector_tiers.recall(np.stack(found), truth[name]), 4)
-                row[f"p50_ms_{name}"] = round(statistics.median(times), 2)
-                row[f"p95_ms_{name}"] = round(float(np.percentile(times, 95)), 2)
-            row["load_avg"] = os.getloadavg()
-            runs.append(row)
-            log(json.dumps(row))
-            print(json.dumps(row), flush=True)
+            for candidates in args.candidates:
+                index.expansion_search = max(ef, candidates)
+                row: dict[str, object] = {"setting": setting, **built, "ef": ef, "candidates": candidates,
+                                          "file_mib": round(index.serialized_length / 2**20, 1)}
+                for name, queries in query_sets.items():
+                    found, times = [], []
+                    for query in queries:
+                        began = time.perf_counter()
+                        keys = np.asarray(index.search(query, candidates, threads=1).keys, dtype=np.int64)
+                        rescored = keys[np.argsort(-(base[keys] @ query), kind="stable")][:TOP]
+                        times.append((time.perf_counter() - began) * 1000)
+                        found.append(np.pad(rescored, (0, TOP - len(rescored)), constant_values=-1))
+                    row[f"recall_{name}"] = round(bench_vector_tiers.recall(np.stack(found), truth[name]), 4)
+                    row[f"p50_ms_{name}"] = round(statistics.median(times), 2)
+                    row[f"p95_ms_{name}"] = round(float(np.percentile(times, 95)), 2)
+                row["load_avg"] = os.getloadavg()
+                runs.append(row)
+                log(json.dumps(row))
+                print(json.dumps(row), flush=True)
         del index
     out["load_avg_end"] = os.getloadavg()
     if args.json:

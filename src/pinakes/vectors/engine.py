@@ -24,10 +24,13 @@ from pinakes.vectors.fileformat import VectorFileUnusable
 
 # Build parameters: part of the content key, so changing one rebuilds every file.
 DEFAULT_PARAMS: Mapping[str, object] = {"metric": "cos", "dtype": "i8", "connectivity": 16, "expansion_add": 128}
-# Search breadth: not part of the file. On 100,921 real MiniLM vectors (docs/perf/vector-tiers.md)
-# 256 gave recall@10 0.9835 (questions) / 0.981 (held-out passages), too close to the 0.98 floor;
-# 512 gives 0.990 / 0.989 at p50 1.9 / 4.4 ms on the loaded development machine.
-EXPANSION_SEARCH = 512
+# Search breadth: not part of the file. Recall@10 of the whole path (50 candidates rescored exactly)
+# against exact float search, real questions / held-out real passages (docs/perf/vector-tiers.md):
+# 101k real vectors 0.9965 / 0.999 at 512; but 1M rows (the real vectors extended by calibrated
+# copies) 0.973 / 0.987 at 512, 0.9845 / 0.992 at 768, 0.9895 / 0.992 at 1024, for ~10 ms p50 on
+# the loaded 2-core machine. More candidates at 512 gain nothing there: the missed neighbours are
+# not in the beam at all, so breadth is the lever.
+EXPANSION_SEARCH = 1024
 
 
 class _Matches(Protocol):
