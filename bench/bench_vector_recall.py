@@ -98,7 +98,7 @@ def parse_setting(setting: str) -> tuple[str, int, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--cache", type=Path, default=real_vectors.DEFAULT_CACHE)
     parser.add_argument("--rows", type=int, default=0)
     parser.add_argument("--extend-by", choices=("calibrated", "noise", "rotation"), default="calibrated")
@@ -115,7 +115,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     from pinakes.vectors.engine import load_library
-    _, index_class = load_library()  # onnxruntime before usearch (engine.py)
+    load_library()  # imports onnxruntime before usearch (the other order segfaults: engine.py)
+    from usearch.index import Index as index_class
 
     def log(message: str) -> None:
         line = f"{time.strftime('%H:%M:%S', time.gmtime())} load {os.getloadavg()[0]:.1f} {message}"
