@@ -85,6 +85,9 @@ def searcher(args: argparse.Namespace) -> None:
 
     index = Path(args.index)
     queries = np.load(index.parent / "queries.npy")
+    if args.ef[0]:  # the search breadth under test (approximate.py reads it at each search)
+        import pinakes.vectors.engine
+        pinakes.vectors.engine.EXPANSION_SEARCH = args.ef[0]
     floor = bench_vector_tiers.rss_kib()
     started = time.perf_counter()
     conn = schema.open_reader(index)
@@ -117,8 +120,8 @@ def searcher(args: argparse.Namespace) -> None:
                       "floor_rss_mib": round(floor["VmRSS"] / 1024), "found": found}))
 
 
-def spawn(index: Path, mode: str) -> dict[str, object]:
-    done = subprocess.run([sys.executable, __file__, "--searcher", mode, "--index", str(index)],
+def spawn(index: Path, mode: str, ef: int = 0) -> dict[str, object]:
+    done = subprocess.run([sys.executable, __file__, "--searcher", mode, "--index", str(index), "--ef", str(ef)],
                           capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(done.stderr[-3000:])
@@ -135,6 +138,7 @@ def main() -> None:
     parser.add_argument("--real-rows", type=int, default=0, help="only the first N real vectors (a quick check)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--ef", type=int, nargs="*", default=[0], help="search breadths (0: the product's)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--searcher", help=argparse.SUPPRESS)
     parser.add_argument("--index", help=argparse.SUPPRESS)
@@ -180,12 +184,20 @@ def main() -> None:
                                                     min_rows=0, threads=args.threads)
     conn.close()
     report["incremental"] = {"mode": update.mode, "added": update.added, "removed": update.removed}
-    exact, approximate = spawn(index, "exact"), spawn(index, "approximate")
-    truth, found = exact.pop("found"), approximate.pop("found")
-    assert isinstance(truth, list) and isinstance(found, list)
-    report["recall@10_vs_exact"] = round(float(np.mean(
-        [len(set(a) & set(e)) / max(1, len(e)) for a, e in zip(found, truth, strict=True)])), 4)
-    report["exact_search_process"], report["vector_file_search_process"] = exact, approximate
+    exact = spawn(index, "exact")
+    truth = exact.pop("found")
+    assert isinstance(truth, list)
+    report["exact_search_process"] = exact
+    for ef in args.ef:
+        approximate = spawn(index, "approximate", ef)
+        found = approximate.pop("found")
+        assert isinstance(found, list)
+        suffix = f"_ef{ef}" if ef else ""
+        report[f"recall@10_vs_exact{suffix}"] = round(float(np.mean(
+            [len(set(a) & set(e)) / max(1, len(e)) for a, e in zip(found, truth, strict=True)])), 4)
+        report[f"vector_file_search_process{suffix}"] = approximate
+        print(f"ef {ef}: recall {report[f'recall@10_vs_exact{suffix}']} {json.dumps(approximate)}", file=sys.stderr,
+              flush=True)
     report["load_average_after"] = os.getloadavg()
     print(json.dumps(report, indent=1))
     if args.json:
