@@ -1,6 +1,6 @@
 """The shipped vector file (src/pinakes/vectors/) end to end, against the exact path it replaces,
 in one run: an index of the product's schema holding real MiniLM vectors (bench/real_vectors.py's
-cache; `--rows` beyond it extended by random rotations, as bench_vector_tiers.py does), then
+cache; `--rows` beyond it extended by calibrated copies, as bench_vector_recall.py does), then
 
 - the freshness check a searching process runs once per index generation (`expected_key`),
 - `refresh_vector_file`: a whole build, an unchanged refresh, and an incremental one after 1% of
@@ -11,7 +11,7 @@ cache; `--rows` beyond it extended by random rotations, as bench_vector_tiers.py
   first against the second on the real queries.
 
     python bench/bench_vector_file.py                 # every real vector the cache holds
-    python bench/bench_vector_file.py --rows 1000000  # extended (recall then on synthetic rows)
+    python bench/bench_vector_file.py --rows 1000000  # extended by calibrated copies (--extend-by)
 
 The index is written with plain INSERTs into the product's schema (schema.create_index: FTS triggers
 and all), not by a sync: what is timed here reads vectors, it does not write documents.
@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "src"))
 
+import bench_vector_recall  # noqa: E402
 import bench_vector_tiers  # noqa: E402
 import real_vectors  # noqa: E402
 
@@ -67,7 +68,9 @@ def write_index(path: Path, vectors: np.ndarray, first_chunk: int = 1, first_doc
 def timed(function, *args, **kwargs):
     started = time.perf_counter()
     result = function(*args, **kwargs)
-    return result, round(time.perf_counter() - started, 3)
+    seconds = round(time.perf_counter() - started, 3)
+    print(f"{time.strftime('%H:%M:%S', time.gmtime())} {function.__name__}: {seconds} s", file=sys.stderr, flush=True)
+    return result, seconds
 
 
 def searcher(args: argparse.Namespace) -> None:
@@ -82,6 +85,9 @@ def searcher(args: argparse.Namespace) -> None:
 
     index = Path(args.index)
     queries = np.load(index.parent / "queries.npy")
+    if args.ef[0]:  # the search breadth under test (approximate.py reads it at each search)
+        import pinakes.vectors.engine
+        pinakes.vectors.engine.EXPANSION_SEARCH = args.ef[0]
     floor = bench_vector_tiers.rss_kib()
     started = time.perf_counter()
     conn = schema.open_reader(index)
@@ -114,8 +120,8 @@ def searcher(args: argparse.Namespace) -> None:
                       "floor_rss_mib": round(floor["VmRSS"] / 1024), "found": found}))
 
 
-def spawn(index: Path, mode: str) -> dict[str, object]:
-    done = subprocess.run([sys.executable, __file__, "--searcher", mode, "--index", str(index)],
+def spawn(index: Path, mode: str, ef: int = 0) -> dict[str, object]:
+    done = subprocess.run([sys.executable, __file__, "--searcher", mode, "--index", str(index), "--ef", str(ef)],
                           capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(done.stderr[-3000:])
@@ -127,9 +133,12 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=real_vectors.DEFAULT_CACHE)
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "pnk-vector-file")
     parser.add_argument("--rows", type=int, default=0, help="extend the real vectors to this many")
+    parser.add_argument("--extend-by", choices=("calibrated", "noise", "rotation"), default="calibrated",
+                        help="how --rows extends the real vectors (bench_vector_recall.py's docstring)")
     parser.add_argument("--real-rows", type=int, default=0, help="only the first N real vectors (a quick check)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--ef", type=int, nargs="*", default=[0], help="search breadths (0: the product's)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--searcher", help=argparse.SUPPRESS)
     parser.add_argument("--index", help=argparse.SUPPRESS)
@@ -143,12 +152,18 @@ def main() -> None:
     _, real = real_vectors.load_cache(args.cache)
     real = real[:args.real_rows] if args.real_rows else real
     queries = bench_vector_tiers.question_vectors(args.cache, args.queries)
-    base = bench_vector_tiers.extend(real, args.rows) if args.rows > len(real) else real
+    if args.rows <= len(real):
+        base = real
+    elif args.extend_by == "calibrated":
+        base = bench_vector_recall.extend_calibrated(real, args.rows)
+    else:
+        base = bench_vector_tiers.extend(real, args.rows, method=args.extend_by)
     added = max(1, len(base) // 100)
     shutil.rmtree(args.work, ignore_errors=True)
     index = args.work / ".pinakes" / "index.db"
     report: dict[str, object] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                                 "load_average": os.getloadavg(), "rows": len(base), "real_rows": len(real)}
+                                 "load_average": os.getloadavg(), "rows": len(base), "real_rows": len(real),
+                                 "extend_by": args.extend_by if args.rows > len(real) else None}
     _, report["write_index_s"] = timed(write_index, index, base[:-added])
     np.save(index.parent / "queries.npy", queries)
     conn = schema.open_reader(index)
@@ -169,12 +184,20 @@ def main() -> None:
                                                     min_rows=0, threads=args.threads)
     conn.close()
     report["incremental"] = {"mode": update.mode, "added": update.added, "removed": update.removed}
-    exact, approximate = spawn(index, "exact"), spawn(index, "approximate")
-    truth, found = exact.pop("found"), approximate.pop("found")
-    assert isinstance(truth, list) and isinstance(found, list)
-    report["recall@10_vs_exact"] = round(float(np.mean(
-        [len(set(a) & set(e)) / max(1, len(e)) for a, e in zip(found, truth, strict=True)])), 4)
-    report["exact_search_process"], report["vector_file_search_process"] = exact, approximate
+    exact = spawn(index, "exact")
+    truth = exact.pop("found")
+    assert isinstance(truth, list)
+    report["exact_search_process"] = exact
+    for ef in args.ef:
+        approximate = spawn(index, "approximate", ef)
+        found = approximate.pop("found")
+        assert isinstance(found, list)
+        suffix = f"_ef{ef}" if ef else ""
+        report[f"recall@10_vs_exact{suffix}"] = round(float(np.mean(
+            [len(set(a) & set(e)) / max(1, len(e)) for a, e in zip(found, truth, strict=True)])), 4)
+        report[f"vector_file_search_process{suffix}"] = approximate
+        print(f"ef {ef}: recall {report[f'recall@10_vs_exact{suffix}']} {json.dumps(approximate)}", file=sys.stderr,
+              flush=True)
     report["load_average_after"] = os.getloadavg()
     print(json.dumps(report, indent=1))
     if args.json:
