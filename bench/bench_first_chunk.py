@@ -3,6 +3,10 @@ the process hold by then? (issue #45: "writes chunks within a minute of starting
 
     nice -n 10 python bench/bench_first_chunk.py --corpus /tmp/pnk-million-full [--docs N] \
         [--base main] [--after 30] [--json out.json]
+    nice -n 10 python bench/bench_first_chunk.py --kb /tmp/pages700k --base none   # a tree in place
+
+`--kb DIR` syncs DIR in place (bench/corpora/make_pages.py's 700k-page tree: copying it again would
+double 700k small files); `pnk init` runs there first when it has no pinakes.toml.
 
 A KB of the corpus's first `--docs` files (bench/corpora/make_million.py's corpus, or any folder of
 text) is made once under $PNK_BENCH_DIR (/tmp/pnk-bench-first-chunk). Each version (`--base`'s
@@ -129,6 +133,7 @@ def reset(root: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=Path("/tmp/pnk-million-full"))
+    parser.add_argument("--kb", type=Path, help="sync this folder's docs/ in place instead of a copy of --corpus")
     parser.add_argument("--docs", type=int, default=None, help="only the first N files of the corpus")
     parser.add_argument("--base", default="main", help="the baseline revision, or 'none'")
     parser.add_argument("--after", type=float, default=30.0, help="seconds to run past the first chunk")
@@ -138,15 +143,20 @@ def main() -> None:
     if args.child:
         child(args.child, args.after)
         return
-    files = corpus_files(args.corpus, args.docs)
-    root = WORK / f"{args.corpus.name}-{len(files)}"
     began = time.perf_counter()
-    make_kb(root, args.corpus, files)
+    if args.kb is not None:
+        root, corpus = args.kb, args.kb / "docs"
+        files = corpus_files(corpus, None)
+        make_kb(root, corpus, [])
+    else:
+        corpus, files = args.corpus, corpus_files(args.corpus, args.docs)
+        root = WORK / f"{args.corpus.name}-{len(files)}"
+        make_kb(root, args.corpus, files)
     versions = {"working tree": snapshot(None, WORK / f"code-head-{os.getpid()}")}
     if args.base != "none":
         versions = {args.base: snapshot(args.base, WORK / f"code-base-{os.getpid()}"), **versions}
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
-                               "load_before": os.getloadavg(), "corpus": str(args.corpus), "files": len(files),
+                               "load_before": os.getloadavg(), "corpus": str(corpus), "files": len(files),
                                "kb_setup_seconds": round(time.perf_counter() - began, 1), "runs": {}}
     for name, source in versions.items():
         reset(root)
