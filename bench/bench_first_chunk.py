@@ -47,6 +47,12 @@ def _rss_mb() -> int:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
+def _cpu_seconds() -> float:
+    """This process's CPU time: on a shared machine what the sync cost, whatever the others left it."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round(usage.ru_utime + usage.ru_stime, 2)
+
+
 def child(root: Path, after: float) -> None:
     """One first sync of `root` in this process (PYTHONPATH names the code under test), cut
     `after` seconds past its first committed document; prints JSON."""
@@ -86,13 +92,14 @@ def child(root: Path, after: float) -> None:
             if "first_chunk_seconds" not in state:
                 state["first_chunk_seconds"] = round(time.perf_counter() - started, 2)
                 state["rss_at_first_chunk_mb"] = _rss_mb()
+                state["cpu_at_first_chunk_seconds"] = _cpu_seconds()
                 threading.Thread(target=finish, daemon=True).start()
         return kept
 
     def finish() -> None:
         time.sleep(after)
         say({**state, "documents_committed_after": state["committed"], "after_seconds": after,
-             "peak_rss_mb": _rss_mb(), **{f"{k}_seconds": round(v, 2) for k, v in seconds.items()}})
+             "peak_rss_mb": _rss_mb(), "cpu_seconds": _cpu_seconds(), **{f"{k}_seconds": round(v, 2) for k, v in seconds.items()}})
 
     def say(result: dict[str, Any]) -> None:
         # To the file descriptor: doit holds sys.stdout while a stage runs, and the process ends here.

@@ -58,7 +58,7 @@ class Plan:
     likely_moves: list[LikelyMove] = field(default_factory=list[LikelyMove])
     renamed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     # applied: the mints not written yet, by doc_id (each is written just before its group's extraction)
-    pending_mints: dict[str, SidecarWrite] = field(default_factory=dict[str, SidecarWrite])
+    pending_mints: set[str] = field(default_factory=set[str])
 
     @property
     def is_empty(self) -> bool:
@@ -298,6 +298,7 @@ def apply_identity(ctx: SyncContext, plan: Plan, walk: WalkResult) -> set[str]:
     failed: set[str] = set()
     plan.pending_mints = pending_mints(plan.sidecar_writes)
     now_writes = [write for write in plan.sidecar_writes if write.doc_id not in plan.pending_mints]
+    plan.sidecar_writes = now_writes  # a mint is its work item's path and ID: not kept twice for the run
     if len(now_writes) >= sidecar_writes.MANY_SIDECARS:  # two fsyncs each: seconds before any embedding
         ctx.progress.announce(f"writing {len(now_writes):,} sidecars (each moved or restored document's "
                               "permanent ID) before indexing")
