@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from itertools import pairwise
 
 import pytest
 from hypothesis import given
@@ -27,7 +28,7 @@ def test_ids_carry_the_millisecond_they_were_minted_in_and_increase_strictly() -
     after = time.time_ns() // 1_000_000
     assert all(is_ulid(value) for value in minted)
     assert len(set(minted)) == len(minted)
-    assert all(earlier < later for earlier, later in zip(minted, minted[1:], strict=False))
+    assert all(earlier < later for earlier, later in pairwise(minted))
     stamps = [ULID.from_str(value).milliseconds for value in minted]
     assert before <= stamps[0] and stamps[-1] <= after
     assert stamps == sorted(stamps)
