@@ -3,6 +3,10 @@ the process hold by then? (issue #45: "writes chunks within a minute of starting
 
     nice -n 10 python bench/bench_first_chunk.py --corpus /tmp/pnk-million-full [--docs N] \
         [--base main] [--after 30] [--json out.json]
+    nice -n 10 python bench/bench_first_chunk.py --kb /tmp/pages700k --base none   # a tree in place
+
+`--kb DIR` syncs DIR in place (bench/corpora/make_pages.py's 700k-page tree: copying it again would
+double 700k small files); `pnk init` runs there first when it has no pinakes.toml.
 
 A KB of the corpus's first `--docs` files (bench/corpora/make_million.py's corpus, or any folder of
 text) is made once under $PNK_BENCH_DIR (/tmp/pnk-bench-first-chunk). Each version (`--base`'s
@@ -41,6 +45,12 @@ WORK = Path(os.environ.get("PNK_BENCH_DIR", "/tmp/pnk-bench-first-chunk"))
 
 def _rss_mb() -> int:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time: on a shared machine what the sync cost, whatever the others left it."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round(usage.ru_utime + usage.ru_stime, 2)
 
 
 def child(root: Path, after: float) -> None:
@@ -82,13 +92,14 @@ def child(root: Path, after: float) -> None:
             if "first_chunk_seconds" not in state:
                 state["first_chunk_seconds"] = round(time.perf_counter() - started, 2)
                 state["rss_at_first_chunk_mb"] = _rss_mb()
+                state["cpu_at_first_chunk_seconds"] = _cpu_seconds()
                 threading.Thread(target=finish, daemon=True).start()
         return kept
 
     def finish() -> None:
         time.sleep(after)
         say({**state, "documents_committed_after": state["committed"], "after_seconds": after,
-             "peak_rss_mb": _rss_mb(), **{f"{k}_seconds": round(v, 2) for k, v in seconds.items()}})
+             "peak_rss_mb": _rss_mb(), "cpu_seconds": _cpu_seconds(), **{f"{k}_seconds": round(v, 2) for k, v in seconds.items()}})
 
     def say(result: dict[str, Any]) -> None:
         # To the file descriptor: doit holds sys.stdout while a stage runs, and the process ends here.
@@ -129,6 +140,7 @@ def reset(root: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=Path("/tmp/pnk-million-full"))
+    parser.add_argument("--kb", type=Path, help="sync this folder's docs/ in place instead of a copy of --corpus")
     parser.add_argument("--docs", type=int, default=None, help="only the first N files of the corpus")
     parser.add_argument("--base", default="main", help="the baseline revision, or 'none'")
     parser.add_argument("--after", type=float, default=30.0, help="seconds to run past the first chunk")
@@ -138,15 +150,20 @@ def main() -> None:
     if args.child:
         child(args.child, args.after)
         return
-    files = corpus_files(args.corpus, args.docs)
-    root = WORK / f"{args.corpus.name}-{len(files)}"
     began = time.perf_counter()
-    make_kb(root, args.corpus, files)
+    if args.kb is not None:
+        root, corpus = args.kb, args.kb / "docs"
+        files = corpus_files(corpus, None)
+        make_kb(root, corpus, [])
+    else:
+        corpus, files = args.corpus, corpus_files(args.corpus, args.docs)
+        root = WORK / f"{args.corpus.name}-{len(files)}"
+        make_kb(root, args.corpus, files)
     versions = {"working tree": snapshot(None, WORK / f"code-head-{os.getpid()}")}
     if args.base != "none":
         versions = {args.base: snapshot(args.base, WORK / f"code-base-{os.getpid()}"), **versions}
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
-                               "load_before": os.getloadavg(), "corpus": str(args.corpus), "files": len(files),
+                               "load_before": os.getloadavg(), "corpus": str(corpus), "files": len(files),
                                "kb_setup_seconds": round(time.perf_counter() - began, 1), "runs": {}}
     for name, source in versions.items():
         reset(root)

@@ -196,9 +196,13 @@ def test_kill_while_minting_a_later_group_loses_nothing_and_the_next_sync_conver
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         committed = dict(conn.execute("SELECT path, id FROM documents WHERE state = 'active'").fetchall())
+        # Hashing was deferred to each group: the walk cache learned only what was hashed, never "".
+        cached = dict(conn.execute("SELECT path, content_hash FROM walk_cache").fetchall())
     finally:
         conn.close()
     assert committed == {path: minted[path] for path in ("docs/doc00.md", "docs/doc01.md", "docs/doc02.md")}
+    assert cached == {path: walk_step.hash_file(root / path) for path in cached}
+    assert {path for path in cached if path.endswith(".md")} == set(committed)
     env.pop("PNK_FAULT")
     again = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                            timeout=120)

@@ -8,7 +8,10 @@ sidecar may carry; it always means the KB that owns the sidecar being read.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import time
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -24,11 +27,64 @@ _ULID_FORM = "26 characters of upper-case Crockford base32, e.g. 01J9ZX7K3M4N5P6
 _NO_ALIASES: Mapping[str, str] = MappingProxyType({})
 
 
-def new_ulid() -> str:
-    """A fresh ULID in its canonical text form."""
-    from ulid import ULID
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = tuple(high + low for high in _CROCKFORD for low in _CROCKFORD)  # 10 bits -> their two characters
+_RANDOM_BITS = 80
 
-    return str(ULID())
+
+def _base32(value: int, pairs: int) -> str:
+    """`value` as 2 x `pairs` characters of Crockford base32, most significant first."""
+    table = _PAIRS
+    return "".join([table[(value >> shift) & 1023] for shift in range(10 * (pairs - 1), -1, -10)])
+
+
+class _MonotonicMint:
+    """ULIDs as the spec's monotonic generator makes them: 48 bits of Unix milliseconds, then 80 bits
+    drawn from the OS at the first ID of each millisecond and incremented by one for each further ID
+    of that millisecond (or of an earlier one, should the clock step back). So IDs minted by one
+    process are distinct and strictly increasing, and two processes minting in the same millisecond
+    start 80 random bits apart. ~1 us an ID where python-ulid's `str(ULID())` takes ~10 us: the
+    first sync of a 700k-document tree mints 700k."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._millis = -1
+        self._random = 0
+        self._prefix = ""  # the time and the random part's first 60 bits, as text
+        self._prefix_of = -1  # which `_random >> 20` the prefix was written for
+
+    def __call__(self) -> str:
+        with self._lock:
+            millis = time.time_ns() // 1_000_000
+            if millis > self._millis:
+                self._millis = millis
+                self._random = int.from_bytes(os.urandom(_RANDOM_BITS // 8), "big")
+                self._prefix_of = -1
+            else:
+                self._random += 1
+                if self._random >> _RANDOM_BITS:  # 2^80 IDs in one millisecond: borrow the next one
+                    self._millis += 1
+                    self._random = int.from_bytes(os.urandom(_RANDOM_BITS // 8), "big")
+                    self._prefix_of = -1
+            value = self._random
+            if value >> 20 != self._prefix_of:
+                self._prefix_of = value >> 20
+                # 50 bits of time (48 behind two zero bits), then the random part's first 60.
+                self._prefix = _base32(self._millis, 5) + _base32(value >> 20, 6)
+            return self._prefix + _PAIRS[value >> 10 & 1023] + _PAIRS[value & 1023]
+
+
+_mint = _MonotonicMint()
+# A forked child must not continue its parent's sequence (both would mint the same next IDs).
+os.register_at_fork(after_in_child=_mint._reset)  # pyright: ignore[reportPrivateUsage]
+
+
+def new_ulid() -> str:
+    """A fresh ULID in its canonical text form (`_MonotonicMint`)."""
+    return _mint()
 
 
 def is_ulid(value: object) -> bool:

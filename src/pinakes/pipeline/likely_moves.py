@@ -69,6 +69,8 @@ def likely_moves(gone: Sequence[IndexedDoc], arrivals: Mapping[str, str], orphan
     `evidence`, at least LIKELY_MOVE_SHARE of its lines (a move plus an edit loses the hash match)."""
     orphaned = set(orphan_sidecars)
     left_behind = [doc for doc in gone if doc.path + SIDECAR_SUFFIX in orphaned]
+    if not left_behind:  # e.g. a first sync: its arrivals are the whole tree, and nothing left
+        return []
     by_content: dict[str, list[str]] = defaultdict(list)
     by_name: dict[str, list[str]] = defaultdict(list)
     for path, content_hash in arrivals.items():

@@ -58,7 +58,7 @@ class Plan:
     likely_moves: list[LikelyMove] = field(default_factory=list[LikelyMove])
     renamed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     # applied: the mints not written yet, by doc_id (each is written just before its group's extraction)
-    pending_mints: dict[str, SidecarWrite] = field(default_factory=dict[str, SidecarWrite])
+    pending_mints: set[str] = field(default_factory=set[str])
 
     @property
     def is_empty(self) -> bool:
@@ -230,7 +230,8 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
 
     # The likely-move rule's content and file-name parts need no reading; `find_likely_moves` adds
     # the line-share part.
-    plan.likely_moves = likely_moves(retiring(plan), _hashed(plan.arrivals, walk), walk.orphan_sidecars)
+    gone = retiring(plan)  # none (a first sync): no arrival to compare, however many
+    plan.likely_moves = likely_moves(gone, _hashed(plan.arrivals, walk), walk.orphan_sidecars) if gone else []
     return plan
 
 
@@ -242,9 +243,10 @@ def retiring(plan: Plan) -> list[IndexedDoc]:
 def find_likely_moves(ctx: SyncContext, plan: Plan, walk: WalkResult, indexed: sqlite3.Connection | None) -> None:
     """The whole likely-move rule for this plan, the line-share part included (it reads files and
     `indexed`, the index the plan was made against, so the pure planner leaves it out)."""
-    if indexed is None:
+    gone = retiring(plan)
+    if indexed is None or not gone:
         return
-    plan.likely_moves = likely_moves(retiring(plan), _hashed(plan.arrivals, walk), walk.orphan_sidecars,
+    plan.likely_moves = likely_moves(gone, _hashed(plan.arrivals, walk), walk.orphan_sidecars,
                                      MoveEvidence(indexed, ctx.paths.root, walk.source_types))
 
 
@@ -276,7 +278,10 @@ def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: Bu
 
 def _key(keys: BuildKeys, walk: WalkResult, path: str, sidecar_title: str | None, named_at: str | None = None) -> str:
     """The build key of the document at `path` whose sidecar gives `sidecar_title` (as if it were
-    named `named_at`, when given)."""
+    named `named_at`, when given); "" for a document whose hashing the walk deferred (it is keyed
+    when hashed, `pipeline.walk.hash_deferred`)."""
+    if not walk.docs[path].content_hash:
+        return ""
     return keys.key(walk.docs[path].content_hash, walk.source_types[path],
                     context_naming(sidecar_title, named_at or path))
 
@@ -298,6 +303,7 @@ def apply_identity(ctx: SyncContext, plan: Plan, walk: WalkResult) -> set[str]:
     failed: set[str] = set()
     plan.pending_mints = pending_mints(plan.sidecar_writes)
     now_writes = [write for write in plan.sidecar_writes if write.doc_id not in plan.pending_mints]
+    plan.sidecar_writes = now_writes  # a mint is its work item's path and ID: not kept twice for the run
     if len(now_writes) >= sidecar_writes.MANY_SIDECARS:  # two fsyncs each: seconds before any embedding
         ctx.progress.announce(f"writing {len(now_writes):,} sidecars (each moved or restored document's "
                               "permanent ID) before indexing")

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pinakes.sidecar.model import JSONValue, Sidecar  # the sidecar package imports ruamel: types only
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SidecarWrite:
     doc_path: str
     doc_id: str
@@ -85,6 +85,11 @@ class SidecarWriter:
         self._ctx = ctx
         self._contained = _ContainedFolders(ctx.paths.root)
         self._written: list[tuple[Path, str]] = []
+        self._learned: list[FileState] = []
+
+    def learn(self, states: Sequence[FileState]) -> None:
+        """Documents just hashed: the walk cache learns them with the sidecars (`remember`)."""
+        self._learned.extend(states)
 
     def write(self, write: SidecarWrite) -> Sidecar | None:
         """Write one sidecar and read it back; None when it could not be written (recorded)."""
@@ -118,13 +123,16 @@ class SidecarWriter:
         return sidecar
 
     def remember(self) -> None:
-        """The walk cache learns the written sidecars' hashes: the next walk need not read them."""
-        if not self._written:
+        """The walk cache learns the written sidecars' hashes (and the documents `learn`ed) in one
+        transaction: the next walk need not read them."""
+        if not (self._written or self._learned):
             return
         root = self._ctx.paths.root
+        states = [*self._learned, *(_file_state(root, file, digest) for file, digest in self._written)]
         with transaction(self._ctx.writer()):
-            remember_files(self._ctx.writer(), [_file_state(root, file, digest) for file, digest in self._written])
+            remember_files(self._ctx.writer(), states)
         self._written.clear()
+        self._learned.clear()
 
 
 def carrying(ctx: SyncContext, item: DocWork, sidecar: Sidecar) -> DocWork:
@@ -134,25 +142,34 @@ def carrying(ctx: SyncContext, item: DocWork, sidecar: Sidecar) -> DocWork:
         item.file.content_hash, item.source_type, context_naming(sidecar.title, item.path)))
 
 
-def pending_mints(writes: Iterable[SidecarWrite]) -> dict[str, SidecarWrite]:
-    """The mints among `writes`, by doc_id: written later, each just before its group (`mint_group`)."""
-    return {write.doc_id: write for write in writes if write.kind == "mint"}
+def pending_mints(writes: Iterable[SidecarWrite]) -> set[str]:
+    """The doc_ids of the mints among `writes`: written later, each just before its group
+    (`mint_group`), from the document's work item (a mint is its path and its new ID)."""
+    return {write.doc_id for write in writes if write.kind == "mint"}
 
 
-def mint_group(ctx: SyncContext, pending: dict[str, SidecarWrite], group: Sequence[DocWork],
+def mint_group(ctx: SyncContext, pending: set[str], group: Sequence[DocWork],
                failed: set[str]) -> list[DocWork]:
     """Write the sidecar of each new document of `group` whose mint is still `pending` (taken out of
     it), just before the group is extracted; returns the group with each minted document carrying
     its sidecar. A document whose sidecar could not be written is added to `failed` (recorded):
-    nothing more is done on it, and the next sync mints it again."""
+    nothing more is done on it, and the next sync mints it again. A document whose hashing the walk
+    deferred (`pipeline.walk`) is hashed first; one that cannot be read is failed, and not minted."""
     if ctx.read_only:
         return list(group)
-    due = [pending.pop(item.doc_id) for item in group if item.doc_id in pending]
-    if not due:
-        return list(group)
+    from pinakes.pipeline.walk import hash_deferred
+
+    group, hashed, unreadable = hash_deferred(ctx, group)
+    failed |= unreadable
+    due = [item for item in group if item.doc_id in pending]
+    pending.difference_update(item.doc_id for item in due)
     writer = SidecarWriter(ctx)
+    writer.learn(hashed)
     minted: dict[str, Sidecar] = {}
-    for write in due:
+    for item in due:
+        if item.doc_id in unreadable:
+            continue
+        write = SidecarWrite(item.path, item.doc_id, "mint")
         sidecar = writer.write(write)
         if sidecar is None:
             failed.add(write.doc_id)

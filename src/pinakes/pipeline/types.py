@@ -37,7 +37,7 @@ class IndexedDoc(NamedTuple):
     title: str | None = None  # the sidecar's title it was indexed with (part of its build key)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DocWork:
     """A document whose chunks and vectors must be (re)built: what pairing decided, extract's input."""
 

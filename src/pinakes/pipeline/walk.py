@@ -7,20 +7,37 @@ the racy window of the last walk) is recorded at once, when the walk finds it, b
 tells no later stage anything; a file that is new, gone or changed is a change, recorded by the walk
 task's action (`record`). The walk task is up to date exactly when there is no change, which with
 the settled mark (`pipeline.settled`) is what makes a no-op sync a no-op without starting doit.
+
+The first sync of an index that has never held a document defers hashing its new documents: with no
+indexed document, no content can be a rename of one, so pairing needs no hash, and each document is
+hashed with its group (`hash_deferred`, just before its sidecar is minted) instead of all before the
+first chunk. A deferred document is recorded in the walk cache when it is hashed; one a killed sync
+never reached is not in the cache, and the next walk hashes it. A document with a sidecar (a cloned
+KB) is paired by it and hashed at once; PDFs and images are never deferred (paid extraction is
+planned, and OCR estimated, by content before the run starts).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
+from pinakes.extract.source_types import SOURCE_TYPES
 from pinakes.faults import faultpoint
 from pinakes.index.schema import transaction
 from pinakes.sources import walk as source_walk
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pinakes.pipeline.run import SyncContext
+    from pinakes.pipeline.types import DocWork
     from pinakes.sources.walk import FileState, WalkResult
+
+# The source types whose hashing a first sync defers: all but those planned by content before the
+# run (paid PDF extraction, the OCR estimate of images).
+DEFERRABLE_TYPES = frozenset(SOURCE_TYPES) - {"pdf", "image"}
 
 
 class Walked(NamedTuple):
@@ -34,13 +51,14 @@ class Walked(NamedTuple):
 
     @property
     def changed(self) -> bool:
-        return bool(self.changes or self.removals)
+        return bool(self.changes or self.removals or self.found.deferred)
 
     @property
     def as_cached(self) -> bool:
         """Whether the walk found every file exactly as the walk cache recorded it, and no other."""
         found = self.found
-        return not (found.hashed or found.cache_updates or found.cache_removals or found.unreadable)
+        return not (found.hashed or found.cache_updates or found.cache_removals or found.unreadable
+                    or found.deferred)
 
 
 def walk_sources(ctx: SyncContext) -> Walked:
@@ -50,7 +68,10 @@ def walk_sources(ctx: SyncContext) -> Walked:
     started_ns = time.time_ns()
     cache = source_walk.load_walk_cache(ctx.conn)
     found = source_walk.walk(ctx.paths.root, ctx.manifest.sources, cache,
-                             racy_after=source_walk.racy_after_ns(ctx.conn))
+                             racy_after=source_walk.racy_after_ns(ctx.conn),
+                             defer=DEFERRABLE_TYPES if _first_sync(ctx) else ())
+    if found.deferred:
+        _hash_paired_by_sidecar(ctx, found)
     ctx.report.files_hashed = found.hashed
     ctx.report.account_walk(found.skipped, found.unreadable)
     unchanged: list[FileState] = []
@@ -63,6 +84,64 @@ def walk_sources(ctx: SyncContext) -> Walked:
         _save(ctx, unchanged, (), started_ns)
     ctx.report.timings["walk"] = time.perf_counter() - started
     return walked
+
+
+def _first_sync(ctx: SyncContext) -> bool:
+    """Whether this sync writes an index that has never held a document (not a rebuild: that pairs
+    against the index it replaces), so no document on disk can continue an indexed one."""
+    conn = ctx.conn
+    return not (ctx.read_only or ctx.rebuilding or conn is None) and \
+        conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is None
+
+
+def _hash_paired_by_sidecar(ctx: SyncContext, found: WalkResult) -> None:
+    """Hash now the deferred documents that have a sidecar: pairing keys them from their content."""
+    root = ctx.paths.root
+    left: list[str] = []
+    for path in found.deferred:
+        if path not in found.sidecars:
+            left.append(path)
+            continue
+        try:
+            state = found.docs[path]._replace(content_hash=source_walk.hash_file(root / path))
+        except OSError as exc:  # as the walk does with a file it cannot read: held, failed
+            found.unreadable[path] = exc.strerror or type(exc).__name__
+            del found.docs[path], found.source_types[path], found.sidecars[path]
+            continue
+        found.docs[path] = state
+        found.cache_updates.append(state)
+        found.hashed += 1
+    found.deferred = left
+
+
+def hash_deferred(ctx: SyncContext, items: Sequence[DocWork]) -> tuple[list[DocWork], list[FileState], set[str]]:
+    """`items` with each deferred document (hash "") hashed: (the items carrying their states, the
+    states to record in the walk cache, the doc_ids that could not be read, recorded as failed). The
+    state is the walk's stat with the hash read now: a write since the walk moved the stat, or falls
+    in the next walk's racy window, so the next walk hashes the file again."""
+    from pinakes.pipeline.context import context_naming  # a no-op sync defers nothing
+
+    root = ctx.paths.root
+    hashed: list[FileState] = []
+    unreadable: set[str] = set()
+    out: list[DocWork] = []
+    for item in items:
+        if item.file.content_hash:
+            out.append(item)
+            continue
+        try:
+            state = item.file._replace(content_hash=source_walk.hash_file(root / item.path))
+        except OSError as exc:
+            ctx.report.fail(item.path, "read", f"cannot read the file ({exc.strerror or type(exc).__name__}); "
+                                               "the next sync tries again")
+            unreadable.add(item.doc_id)
+            out.append(item)
+            continue
+        hashed.append(state)
+        naming = context_naming(item.sidecar.title if item.sidecar else None, item.path)
+        out.append(replace(item, file=state, key=ctx.keys.key(state.content_hash, item.source_type, naming)))
+    ctx.report.files_hashed += len(hashed)
+    return out, hashed, unreadable
 
 
 def record(ctx: SyncContext, walked: Walked) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import gc
 import os
 import sqlite3
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Collection, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -118,6 +118,7 @@ class WalkResult:
     temp_files: list[str] = field(default_factory=list[str])  # left by a killed atomic write: never documents
     hashed: int = 0
     cache_updates: list[FileState] = field(default_factory=list[FileState])
+    deferred: list[str] = field(default_factory=list[str])  # documents not hashed (`walk`'s `defer`): "" hash
     cache_removals: list[str] = field(default_factory=list[str])
 
 
@@ -168,15 +169,20 @@ def racy_after_ns(conn: sqlite3.Connection | None) -> int | None:
 
 def walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
          hash_contents: bool = True, only: set[str] | None = None,
-         racy_after: int | None = None) -> WalkResult:
+         racy_after: int | None = None, defer: Collection[str] = ()) -> WalkResult:
     """Walk `sources.roots` under `root`. `only` restricts documents to those paths (staged files);
-    a cached file stamped at or after `racy_after` (ns) is hashed again (see the module docstring)."""
+    a cached file stamped at or after `racy_after` (ns) is hashed again (see the module docstring).
+    A document of a source type in `defer` that must be hashed is not: its state carries "" as its
+    hash and its path is listed in `WalkResult.deferred` (the first sync of an empty index hashes
+    each new document with its group, `pipeline.walk.hash_deferred`)."""
     with _cyclic_gc_paused():
-        return _walk(root, sources, cache, hash_contents=hash_contents, only=only, racy_after=racy_after)
+        return _walk(root, sources, cache, hash_contents=hash_contents, only=only, racy_after=racy_after,
+                     defer=frozenset(defer))
 
 
 def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
-          hash_contents: bool, only: set[str] | None, racy_after: int | None) -> WalkResult:
+          hash_contents: bool, only: set[str] | None, racy_after: int | None,
+          defer: frozenset[str]) -> WalkResult:
     from pinakes.extract.source_types import source_type_of_name
 
     result = WalkResult()
@@ -184,6 +190,9 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
     sidecar_files: dict[str, FileState] = {}
     sidecar_suffix_len = len(SIDECAR_SUFFIX)
     unseen = dict(cache)  # what is left once the walk has passed is gone from disk
+    take_cached = unseen.pop
+    # A cached state stamped at or after this is hashed again (the racy window); none without one.
+    racy = racy_after if racy_after is not None else 1 << 63
     root_str = str(root)
     prefix_len = len(root_str) + 1
 
@@ -192,15 +201,17 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
     def relative(path: str) -> str:
         return path[prefix_len:] if posix else path[prefix_len:].replace(os.sep, "/")
 
-    def visit(rel: str, entry: os.DirEntry[str]) -> FileState | None:
+    def visit(rel: str, entry: os.DirEntry[str], deferred: bool) -> FileState | None:
         st = entry.stat(follow_symlinks=False)
-        cached = unseen.pop(rel, None)
+        cached = take_cached(rel, None)
         # ctime first: it moves whenever the mtime or the content does, so it decides most misses.
         if cached is not None and cached.ctime_ns == st.st_ctime_ns and cached.mtime_ns == st.st_mtime_ns \
                 and cached.size == st.st_size and cached.inode == st.st_ino \
-                and (racy_after is None or (cached.ctime_ns < racy_after and cached.mtime_ns < racy_after)):
+                and cached.ctime_ns < racy and cached.mtime_ns < racy:
             return cached
-        if not hash_contents:
+        if deferred or not hash_contents:
+            if deferred:
+                result.deferred.append(rel)
             return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, "", st.st_ctime_ns)
         try:
             digest = hash_file(entry.path)
@@ -218,6 +229,7 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
         if start is not None:
             stack.append(start)
     visited_dirs: set[str] = set()
+    indexed_types = frozenset(sources.types)
     while stack:
         directory = stack.pop()
         if directory in visited_dirs:
@@ -229,7 +241,6 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
             result.skipped.append((relative(directory), f"{SKIP_UNLISTABLE} ({exc.strerror})"))
             continue
         select = sources.selector(relative(directory))
-        indexed_types = sources.types
         for entry in entries:
             # is_file/is_dir with follow_symlinks=False answer from readdir's d_type (no syscall),
             # and are False for a symlink, which is reported rather than followed.
@@ -239,7 +250,7 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
                 if name[0] == "." and is_temp_name(name):
                     result.temp_files.append(rel)
                 elif name.endswith(SIDECAR_SUFFIX):
-                    sidecar = visit(rel, entry)
+                    sidecar = visit(rel, entry, False)
                     if sidecar is not None:
                         sidecar_files[rel[:-sidecar_suffix_len]] = sidecar
                 elif only is not None and rel not in only:
@@ -252,7 +263,7 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
                     if source_type not in indexed_types:  # a newer type an older KB never chose
                         result.skipped.append((rel, type_left_out(source_type)))
                         continue
-                    state = visit(rel, entry)
+                    state = visit(rel, entry, source_type in defer)
                     if state is not None:
                         docs[rel] = state
                         source_types[rel] = source_type

@@ -118,7 +118,9 @@ def invocations(run: PipelineRun) -> Iterator[Invocation]:
             if plan is not None and plan.pending_mints:  # new documents' IDs go on disk just before their group
                 from pinakes.pipeline.sidecar_writes import mint_group
 
-                group = run.groups[number] = mint_group(run.ctx, plan.pending_mints, group, run.failed)
+                # Not stored back in run.groups: the group's hashed and minted items are let go once
+                # it has run (a first sync of 700k documents would otherwise keep them all).
+                group = mint_group(run.ctx, plan.pending_mints, group, run.failed)
             scope = Scope(number, group)
             waits_for = (tuple(rules.adapter(phase.stages[-1].key).task_names(run, previous))
                          if previous is not None else ())
