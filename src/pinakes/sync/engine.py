@@ -422,6 +422,7 @@ def _settle(conn: sqlite3.Connection, report: SyncReport, options: SyncOptions, 
         return  # documents may still need their sidecars or a retry: keep deciding
     if is_settled(conn, digest) or conn.execute("SELECT 1 FROM failures LIMIT 1").fetchone():
         return  # already marked (a no-op leaves the index file untouched), or failures are pending
+    faultpoint("sync.before-settle")  # killed here: the walk cache and index are written, no mark
     with schema.transaction(conn):
         mark_settled(conn, digest)
 
