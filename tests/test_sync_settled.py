@@ -272,3 +272,23 @@ def test_a_kill_between_the_cache_and_the_mark_leaves_no_mark_and_later_edits_ar
     loads = count_cache_loads(monkeypatch)
     assert sync(kb).changed == ["docs/alpha.md"] and loads
     assert indexed_hash(kb, "docs/alpha.md") == walk.hash_file(alpha)
+
+
+def test_a_mark_without_the_caches_digest_is_written_again_once(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mark an earlier version wrote carries no cache digest: the next no-op walks with the cache
+    (still skipping pairing) and writes the mark again with it; the one after loads no cache."""
+    settle(kb)
+    mark = settled_mark(kb)
+    assert mark is not None
+    conn = sqlite3.connect(kb / ".pinakes" / "index.db")
+    try:
+        with conn:
+            conn.execute("UPDATE meta SET value = ? WHERE key = ?", (mark.split(" ")[0], META_KEY))
+    finally:
+        conn.close()
+    loads = count_cache_loads(monkeypatch)
+    forbid_pairing(monkeypatch)
+    assert sync(kb).unchanged == 2 and loads
+    assert settled_mark(kb) == mark
+    loads.clear()
+    assert sync(kb).unchanged == 2 and loads == []
