@@ -20,7 +20,6 @@ How it is wired into sync and search is in docs/perf/vector-tiers.md ("Wiring").
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -52,7 +51,11 @@ def __getattr__(name: str) -> object:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    from pinakes.vectors import approximate, build, engine, fileformat, source
+
+    modules = {"approximate": approximate, "build": build, "engine": engine, "fileformat": fileformat,
+               "source": source}
+    return getattr(modules[home], name)
 
 
 def expected_key(conn: sqlite3.Connection, identity: Mapping[str, str],
