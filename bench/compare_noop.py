@@ -8,6 +8,10 @@ byte-compiled into their own folder, and a no-op `pnk sync` of bench_sync.py's 1
 (run `python bench/bench_sync.py --skip-cold --skip-reuse` once first) is timed under each,
 alternating with the bare walk+stat, so both versions and the baseline share the machine's moods.
 Prints each median and its ratio to the bare walk. The KB's index must suit both versions.
+
+`--head-kb COPY`: the working tree's no-op runs on COPY (a copy of `--kb`, synced once by the working
+tree) instead: for when the two versions write the settled mark differently, so that each version's
+no-op on one KB would rewrite the other's mark every time (a write no no-op makes).
 """
 
 from __future__ import annotations
@@ -82,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", required=True, help="the git revision to compare the working tree with")
     parser.add_argument("--repeat", type=int, default=11)
     parser.add_argument("--kb", type=Path, default=WORK / "kb10k", help="a synced KB (default: bench_sync.py's 10k)")
+    parser.add_argument("--head-kb", type=Path, default=None,
+                        help="the working tree's no-op runs on this copy of --kb (see the module docstring)")
     args = parser.parse_args(argv)
     kb = args.kb
     if not (kb / ".pinakes").is_dir():
@@ -90,10 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     versions = {args.base: snapshot(args.base, WORK / f"compare-base-{os.getpid()}"),
                 "working tree": snapshot(None, WORK / f"compare-head-{os.getpid()}")}
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in [*versions, "bare walk+stat"]}
+    kbs = {args.base: kb, "working tree": args.head_kb or kb}
     for _ in range(args.repeat):
         for name, source in versions.items():
             env = {**os.environ, "PYTHONPATH": str(source)}
-            samples[name].append(timed([sys.executable, "-m", "pinakes", "-C", str(kb), "sync", "-q"], env))
+            samples[name].append(timed([sys.executable, "-m", "pinakes", "-C", str(kbs[name]), "sync", "-q"], env))
         samples["bare walk+stat"].append(timed([sys.executable, "-c", BARE_WALK, str(kb / "docs")]))
     bare = statistics.median(wall for wall, _ in samples["bare walk+stat"])
     bare_cpu = statistics.median(cpu for _, cpu in samples["bare walk+stat"])

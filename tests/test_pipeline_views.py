@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import pytest
@@ -221,11 +221,12 @@ def test_a_sync_walks_once_and_in_the_walk_task(tmp_path: Path, monkeypatch: pyt
     write_documents(kb, [Doc(f"docs/doc{n}.md", f"# Doc {n}\n\nParagraph {n}.\n") for n in range(DOCUMENTS)])
 
     walks: list[list[str]] = []
-    real_walk = source_walk.walk
 
-    def recording(*args: object, **kwargs: object) -> object:
-        walks.append([frame.filename for frame in traceback.extract_stack()])
-        return real_walk(*args, **kwargs)  # type: ignore[arg-type]
+    def recorded(real: Callable[..., object]) -> Callable[..., object]:
+        def recording(*args: object, **kwargs: object) -> object:
+            walks.append([frame.filename for frame in traceback.extract_stack()])
+            return real(*args, **kwargs)
+        return recording
 
     doit_runs: list[list[str]] = []
     real_run_doit = loader.run_doit
@@ -234,7 +235,8 @@ def test_a_sync_walks_once_and_in_the_walk_task(tmp_path: Path, monkeypatch: pyt
         doit_runs.append(sorted(name for name in namespace if name.startswith("task_")))
         return real_run_doit(namespace)
 
-    monkeypatch.setattr(source_walk, "walk", recording)
+    monkeypatch.setattr(source_walk, "walk", recorded(source_walk.walk))
+    monkeypatch.setattr(source_walk, "walk_settled", recorded(source_walk.walk_settled))  # a settled index's
     monkeypatch.setattr(loader, "run_doit", recording_doit)
     report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
     assert report.ok and len(report.added) == DOCUMENTS

@@ -147,3 +147,148 @@ def test_a_kill_after_the_walk_cache_saw_an_edit_leaves_it_to_the_next_sync(kb: 
     report = sync(kb)
     assert report.indexed == 1
     assert indexed_hash(kb, "docs/alpha.md") != before
+
+
+def count_cache_loads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Each load of the walk cache this process makes from now on (a settled no-op makes none)."""
+    loads: list[object] = []
+    real = walk.load_walk_cache
+    monkeypatch.setattr(walk, "load_walk_cache", lambda conn: loads.append(conn) or real(conn))
+    return loads
+
+
+def active_paths(root: Path) -> set[str]:
+    conn = sqlite3.connect(root / ".pinakes" / "index.db")
+    try:
+        return {row[0] for row in conn.execute("SELECT path FROM documents WHERE state = 'active'")}
+    finally:
+        conn.close()
+
+
+def test_the_mark_carries_the_walk_caches_digest_and_a_noop_loads_no_cache(
+        kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settle(kb)
+    mark = settled_mark(kb)
+    conn = sqlite3.connect(kb / ".pinakes" / "index.db")
+    try:
+        assert mark is not None and mark.split(" ")[1] == walk.walk_cache_digest(conn)
+    finally:
+        conn.close()
+    index_bytes = (kb / ".pinakes" / "index.db").read_bytes()
+    loads = count_cache_loads(monkeypatch)
+    forbid_pairing(monkeypatch)
+    again = sync(kb)
+    assert again.ok and again.unchanged == 2 and again.indexed == 0 and again.files_hashed == 0
+    assert loads == []  # the stat digest stood for the cache
+    assert (kb / ".pinakes" / "index.db").read_bytes() == index_bytes
+
+
+def keep_stamps(path: Path, text: str) -> None:
+    """Write `text` (the file's length) and put its mtime back: only its ctime tells."""
+    before = path.stat()
+    assert len(text.encode()) == before.st_size
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_indexed(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settle(kb)
+    alpha = kb / "docs" / "alpha.md"
+    keep_stamps(alpha, alpha.read_text(encoding="utf-8").replace("Aeroplanes", "Helicopter"))
+    loads = count_cache_loads(monkeypatch)
+    report = sync(kb)
+    assert loads and report.changed == ["docs/alpha.md"]
+    assert indexed_hash(kb, "docs/alpha.md") == walk.hash_file(alpha)
+
+
+def test_a_touch_is_rehashed_and_changes_nothing(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settle(kb)
+    alpha = kb / "docs" / "alpha.md"
+    before = alpha.stat()
+    os.utime(alpha, ns=(before.st_atime_ns, before.st_mtime_ns - 10_000_000_000))  # in the past: not racy
+    loads = count_cache_loads(monkeypatch)
+    report = sync(kb)
+    assert loads and report.files_hashed == 1 and report.indexed == 0 and report.unchanged == 2
+    assert sync(kb).files_hashed == 0  # the new stat is recorded...
+    loads.clear()
+    assert sync(kb).unchanged == 2 and loads == []  # ...and settled again with it
+
+
+@pytest.mark.parametrize("change", ["add", "remove", "rename"])
+def test_an_added_removed_or_renamed_file_is_seen(kb: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    settle(kb)
+    docs = kb / "docs"
+    if change == "add":
+        (docs / "gamma.md").write_text("# Gamma\n\nGondolas.\n", encoding="utf-8")
+        expected = {"docs/alpha.md", "docs/beta.md", "docs/gamma.md"}
+    elif change == "remove":
+        (docs / "beta.md").unlink()
+        expected = {"docs/alpha.md"}
+    else:
+        (docs / "beta.md").rename(docs / "gamma.md")
+        expected = {"docs/alpha.md", "docs/gamma.md"}
+    loads = count_cache_loads(monkeypatch)
+    assert sync(kb).ok and loads
+    assert active_paths(kb) == expected
+
+
+def test_a_stat_recorded_in_the_tick_of_an_edit_is_racy_and_hashed(kb: Path) -> None:
+    """git's racily-clean case: the cache recorded a stat the edited file still has (the edit came
+    in the same timestamp tick as the walk that stat it; here made by writing that row and a mark
+    for it directly). Its stamp is within the racy window of that walk, so the digest is not trusted."""
+    settle(kb)
+    alpha = kb / "docs" / "alpha.md"
+    keep_stamps(alpha, alpha.read_text(encoding="utf-8").replace("Aeroplanes", "Helicopter"))
+    st = alpha.stat()
+    conn = sqlite3.connect(kb / ".pinakes" / "index.db")
+    try:
+        with conn:
+            conn.execute("UPDATE walk_cache SET size = ?, mtime_ns = ?, ctime_ns = ?, inode = ? WHERE path = ?",
+                         (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, "docs/alpha.md"))
+            mark = settled_mark(kb)
+            assert mark is not None
+            conn.execute("UPDATE meta SET value = ? WHERE key = ?",
+                         (f"{mark.split(' ')[0]} {walk.walk_cache_digest(conn)}", META_KEY))
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'walk_started_ns'", (str(st.st_ctime_ns),))
+    finally:
+        conn.close()
+    report = sync(kb)
+    assert report.files_hashed >= 1 and report.changed == ["docs/alpha.md"]
+    assert indexed_hash(kb, "docs/alpha.md") == walk.hash_file(alpha)
+
+
+def test_a_kill_between_the_cache_and_the_mark_leaves_no_mark_and_later_edits_are_seen(
+        kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settle(kb)
+    alpha = kb / "docs" / "alpha.md"
+    alpha.write_text("# Alpha\n\nGliders now.\n", encoding="utf-8")
+    env = {**os.environ, "PNK_FAULT": "sync.before-settle"}
+    killed = subprocess.run([sys.executable, "-c", SYNC_SCRIPT.format(repo=str(REPO_ROOT), kb=str(kb))],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr
+    assert settled_mark(kb) is None
+    assert indexed_hash(kb, "docs/alpha.md") == walk.hash_file(alpha)  # indexed before the kill
+    keep_stamps(alpha, alpha.read_text(encoding="utf-8").replace("Gliders", "Balloon"))
+    loads = count_cache_loads(monkeypatch)
+    assert sync(kb).changed == ["docs/alpha.md"] and loads
+    assert indexed_hash(kb, "docs/alpha.md") == walk.hash_file(alpha)
+
+
+def test_a_mark_without_the_caches_digest_is_written_again_once(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mark an earlier version wrote carries no cache digest: the next no-op walks with the cache
+    (still skipping pairing) and writes the mark again with it; the one after loads no cache."""
+    settle(kb)
+    mark = settled_mark(kb)
+    assert mark is not None
+    conn = sqlite3.connect(kb / ".pinakes" / "index.db")
+    try:
+        with conn:
+            conn.execute("UPDATE meta SET value = ? WHERE key = ?", (mark.split(" ")[0], META_KEY))
+    finally:
+        conn.close()
+    loads = count_cache_loads(monkeypatch)
+    forbid_pairing(monkeypatch)
+    assert sync(kb).unchanged == 2 and loads
+    assert settled_mark(kb) == mark
+    loads.clear()
+    assert sync(kb).unchanged == 2 and loads == []

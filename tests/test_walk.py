@@ -139,3 +139,40 @@ def test_the_walk_leaves_the_cyclic_collector_as_it_found_it(kb: Path, tmp_path:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_settled_walk_loads_no_cache_when_the_digest_holds_and_else_walks_as_a_plain_walk(kb: Path) -> None:
+    """`walk_settled`: the files' stat digest equal to the cache's, nothing racy -> the cache is never
+    loaded; any difference (an edit, a file gone, one new, a racy stamp) -> the result and the cache
+    are exactly those of a plain walk against that cache."""
+    from pinakes.sources.walk import FileState, states_digest, walk_settled
+
+    sources = load_manifest(kb / "pinakes.toml").sources
+    first = walk(kb, sources, {})
+    cache = {s.path: s for s in first.cache_updates}
+    digest = states_digest(cache.values())
+    loads: list[int] = []
+
+    def load() -> dict[str, FileState]:
+        loads.append(1)
+        return dict(cache)
+
+    found, loaded = walk_settled(kb, sources, digest, load)
+    assert loaded is None and loads == [] and set(found.docs) == set(first.docs) and not found.cache_updates
+    assert found.orphan_sidecars == first.orphan_sidecars and set(found.sidecars) == set(first.sidecars)
+
+    found, loaded = walk_settled(kb, sources, digest, load, racy_after=0)  # every stamp is racy
+    assert loaded == cache and found.hashed == 4
+
+    (kb / "docs" / "a.md").write_text("A", encoding="utf-8")
+    (kb / "docs" / "sub" / "b.txt.pnk.yaml").unlink()
+    (kb / "docs" / "new.md").write_text("new", encoding="utf-8")
+    plain = walk(kb, sources, dict(cache))
+    found, loaded = walk_settled(kb, sources, digest, load)
+    assert loaded == cache
+    assert (found.docs, found.source_types, found.sidecars, found.orphan_sidecars, found.skipped,
+            found.unreadable, found.hashed, found.cache_removals) == \
+           (plain.docs, plain.source_types, plain.sidecars, plain.orphan_sidecars, plain.skipped,
+            plain.unreadable, plain.hashed, plain.cache_removals)
+    assert sorted(found.cache_updates) == sorted(plain.cache_updates)
+    assert found.cache_updates and found.cache_removals == ["docs/sub/b.txt.pnk.yaml"]

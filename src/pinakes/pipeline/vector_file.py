@@ -16,19 +16,24 @@ import importlib.util
 import sqlite3
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pinakes.embed.base import identity_meta
 from pinakes.index import schema
 from pinakes.pipeline.run import SyncContext
-from pinakes.vectors import RefreshReport, VectorFileUnusable, refresh_vector_file
-from pinakes.vectors import build as vector_build
-from pinakes.vectors.fileformat import read_header, vector_file_path
+from pinakes.vectors.fileformat import VectorFileUnusable, read_header, vector_file_path
 from pinakes.vectors.freshness import BELOW_THRESHOLD, META_KEY, NOT_BUILT, NOT_WANTED, recorded_state
+
+if TYPE_CHECKING:  # the builder (numpy, usearch) is imported by `refresh` only: `is_current` (a no-op) needs neither
+    from pinakes.vectors.build import RefreshReport
 
 
 def refresh(ctx: SyncContext) -> RefreshReport | None:
     """Bring the vector file in line with the index this sync wrote; record what was done in the
     report and the key in the index's meta. None when the library is not installed (noted)."""
+    from pinakes.vectors import build as vector_build
+    from pinakes.vectors.build import refresh_vector_file
+
     conn = ctx.writer()
     if ctx.manifest.retrieval.vector_tier == "numpy":  # exact at any size: a file would never be read
         vector_file_path(ctx.paths.state_dir).unlink(missing_ok=True)

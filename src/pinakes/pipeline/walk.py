@@ -63,13 +63,23 @@ class Walked(NamedTuple):
 
 def walk_sources(ctx: SyncContext) -> Walked:
     """Walk the KB's source roots against the index's walk cache, account for what is not a
-    document in the report, and record the states that are no change (see the module docstring)."""
+    document in the report, and record the states that are no change (see the module docstring).
+    When the index is settled, the cache is loaded only if the walk does not find it as it is
+    (`sources.walk.walk_settled`; pipeline/settled.py)."""
     started = time.perf_counter()
     started_ns = time.time_ns()
-    cache = source_walk.load_walk_cache(ctx.conn)
-    found = source_walk.walk(ctx.paths.root, ctx.manifest.sources, cache,
-                             racy_after=source_walk.racy_after_ns(ctx.conn),
-                             defer=DEFERRABLE_TYPES if _first_sync(ctx) else ())
+    conn = ctx.conn
+    racy_after = source_walk.racy_after_ns(conn)
+    defer = DEFERRABLE_TYPES if _first_sync(ctx) else ()
+    expected = _settled_cache_digest(ctx)
+    if expected:
+        found, loaded = source_walk.walk_settled(ctx.paths.root, ctx.manifest.sources, expected,
+                                                 lambda: source_walk.load_walk_cache(conn),
+                                                 racy_after=racy_after, defer=defer)
+        cache = loaded if loaded is not None else {}
+    else:
+        cache = source_walk.load_walk_cache(conn)
+        found = source_walk.walk(ctx.paths.root, ctx.manifest.sources, cache, racy_after=racy_after, defer=defer)
     if found.deferred:
         _hash_paired_by_sidecar(ctx, found)
     ctx.report.files_hashed = found.hashed
@@ -84,6 +94,16 @@ def walk_sources(ctx: SyncContext) -> Walked:
         _save(ctx, unchanged, (), started_ns)
     ctx.report.timings["walk"] = time.perf_counter() - started
     return walked
+
+
+def _settled_cache_digest(ctx: SyncContext) -> str | None:
+    """The walk cache's stat digest the settled mark carries, when the index is settled for this
+    sync's inputs and the sync would trust the mark (not a rebuild, not --force)."""
+    from pinakes.pipeline.settled import settled_cache_digest, settled_digest
+
+    if ctx.conn is None or ctx.rebuilding or ctx.options.force:
+        return None
+    return settled_cache_digest(ctx.conn, settled_digest(ctx.paths.manifest, ctx.keys))
 
 
 def _first_sync(ctx: SyncContext) -> bool:

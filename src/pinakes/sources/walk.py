@@ -24,7 +24,7 @@ from __future__ import annotations
 import gc
 import os
 import sqlite3
-from collections.abc import Callable, Collection, Generator
+from collections.abc import Callable, Collection, Generator, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -180,9 +180,29 @@ def walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
                      defer=frozenset(defer))
 
 
+def walk_settled(root: Path, sources: SourcesSection, cache_digest: str, load_cache: Callable[[], dict[str, FileState]],
+                 *, racy_after: int | None = None, defer: Collection[str] = ()) -> tuple[WalkResult, dict[str, FileState] | None]:
+    """`walk` of a tree the walk cache is expected to describe exactly (`cache_digest`, its
+    `walk_cache_digest`), without loading the cache when it does: the walk only stats, and when the
+    files' stat digest equals `cache_digest` and no stamp is at or after `racy_after`, every file is
+    as cached (their states carry "" as their hash; the cache is None). Otherwise the cache is loaded
+    once and the stats just taken are compared with it as `walk` compares them: (that result, the cache)."""
+    loaded: list[dict[str, FileState]] = []
+
+    def cache_on_demand() -> dict[str, FileState]:
+        loaded.append(load_cache())
+        return loaded[0]
+
+    with _cyclic_gc_paused():
+        found = _walk(root, sources, {}, hash_contents=True, only=None, racy_after=racy_after,
+                      defer=frozenset(defer), settled=(cache_digest, cache_on_demand))
+    return found, (loaded[0] if loaded else None)
+
+
 def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
           hash_contents: bool, only: set[str] | None, racy_after: int | None,
-          defer: frozenset[str]) -> WalkResult:
+          defer: frozenset[str],
+          settled: tuple[str, Callable[[], dict[str, FileState]]] | None = None) -> WalkResult:
     from pinakes.extract.source_types import source_type_of_name
 
     result = WalkResult()
@@ -195,33 +215,40 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
     racy = racy_after if racy_after is not None else 1 << 63
     root_str = str(root)
     prefix_len = len(root_str) + 1
+    stat_first = settled is not None  # each file's stat is taken now and compared after the walk, if need be
 
     posix = os.sep == "/"
 
     def relative(path: str) -> str:
         return path[prefix_len:] if posix else path[prefix_len:].replace(os.sep, "/")
 
-    def visit(rel: str, entry: os.DirEntry[str], deferred: bool) -> FileState | None:
-        st = entry.stat(follow_symlinks=False)
+    def settle(rel: str, path: str, size: int, mtime_ns: int, ctime_ns: int, inode: int,
+               deferred: bool) -> FileState | None:
         cached = take_cached(rel, None)
         # ctime first: it moves whenever the mtime or the content does, so it decides most misses.
-        if cached is not None and cached.ctime_ns == st.st_ctime_ns and cached.mtime_ns == st.st_mtime_ns \
-                and cached.size == st.st_size and cached.inode == st.st_ino \
+        if cached is not None and cached.ctime_ns == ctime_ns and cached.mtime_ns == mtime_ns \
+                and cached.size == size and cached.inode == inode \
                 and cached.ctime_ns < racy and cached.mtime_ns < racy:
             return cached
         if deferred or not hash_contents:
             if deferred:
                 result.deferred.append(rel)
-            return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, "", st.st_ctime_ns)
+            return FileState(rel, size, mtime_ns, inode, "", ctime_ns)
         try:
-            digest = hash_file(entry.path)
+            digest = hash_file(path)
         except OSError as exc:
             result.unreadable[rel] = exc.strerror or type(exc).__name__
             return None
-        state = FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, digest, st.st_ctime_ns)
+        state = FileState(rel, size, mtime_ns, inode, digest, ctime_ns)
         result.hashed += 1
         result.cache_updates.append(state)
         return state
+
+    def visit(rel: str, entry: os.DirEntry[str], deferred: bool) -> FileState | None:
+        st = entry.stat(follow_symlinks=False)
+        if stat_first:
+            return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ino, "", st.st_ctime_ns)
+        return settle(rel, entry.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, deferred)
 
     stack: list[str] = []
     for source_root in sources.roots:
@@ -280,6 +307,26 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
                     stack.append(entry.path)
             elif entry.is_symlink() and (only is None or relative(entry.path) in only):
                 result.skipped.append((relative(entry.path), SKIP_SYMLINK))
+    if settled is not None:
+        expected, load_cache = settled
+        states = [*docs.values(), *sidecar_files.values()]
+        if not all(s.mtime_ns < racy and s.ctime_ns < racy for s in states) or states_digest(states) != expected:
+            # Not as cached: compare each stat just taken with the cache, as `visit` does.
+            unseen.update(load_cache())
+            for rel, taken in list(docs.items()):
+                state = settle(rel, os.path.join(root_str, rel), taken.size, taken.mtime_ns, taken.ctime_ns,
+                               taken.inode, source_types[rel] in defer)
+                if state is None:
+                    del docs[rel], source_types[rel]
+                else:
+                    docs[rel] = state
+            for doc_path, taken in list(sidecar_files.items()):
+                state = settle(taken.path, os.path.join(root_str, taken.path), taken.size, taken.mtime_ns,
+                               taken.ctime_ns, taken.inode, False)
+                if state is None:
+                    del sidecar_files[doc_path]
+                else:
+                    sidecar_files[doc_path] = state
     for doc_path, state in sidecar_files.items():
         if doc_path in result.docs:
             result.sidecars[doc_path] = state
@@ -293,6 +340,30 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
     if only is None:
         result.cache_removals = list(unseen)
     return result
+
+
+StatRow = tuple[str, int, int, int, int]  # (path, size, mtime_ns, ctime_ns, inode): what a walk compares
+
+
+def stat_digest(rows: Iterable[StatRow]) -> str:
+    """An order-independent digest of files' stats, without their hashes: equal for two sets of
+    files exactly when they hold the same paths with the same (size, mtime_ns, ctime_ns, inode), up to
+    a 128-bit collision. Folded as a sum, so a walk's files and the cache's rows need no sorting."""
+    total = 0
+    row_digest = xxhash.xxh3_128_intdigest
+    for path, size, mtime_ns, ctime_ns, inode in rows:
+        total += row_digest(f"{path}\0{size}\0{mtime_ns}\0{ctime_ns}\0{inode}".encode(errors="surrogateescape"))
+    return format(total & ((1 << 128) - 1), "032x")
+
+
+def walk_cache_digest(conn: sqlite3.Connection) -> str:
+    """`stat_digest` of every row of the walk cache."""
+    return stat_digest(conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode FROM walk_cache"))
+
+
+def states_digest(states: Iterable[FileState]) -> str:
+    """`stat_digest` of what a walk found."""
+    return stat_digest((s.path, s.size, s.mtime_ns, s.ctime_ns, s.inode) for s in states)
 
 
 def save_walk_cache(conn: sqlite3.Connection, result: WalkResult, started_ns: int) -> None:

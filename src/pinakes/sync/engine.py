@@ -33,7 +33,7 @@ from pinakes.manifest import Manifest
 from pinakes.pipeline.keys import build_keys
 from pinakes.pipeline.report import SyncReport
 from pinakes.pipeline.run import SyncContext, SyncOptions, run_executor
-from pinakes.pipeline.settled import is_settled, mark_settled
+from pinakes.pipeline.settled import mark_settled, settled_cache_digest
 from pinakes.sources import walk
 from pinakes.sync.lock import LockBusy, SyncLock
 from pinakes.sync.rebuild import discard, install_rebuild, open_previous, stopped_details
@@ -342,8 +342,8 @@ def _finish_without_pipeline(run: PipelineRun, ran: bool) -> None:
     ctx = run.ctx
     conn = ctx.writer()
     _record_failures(conn, ctx.report)  # clears failures a previous run left, if fixed since
-    if run.decided() is not None:
-        _settle(conn, ctx.report, ctx.options, run.settled_digest)
+    if run.decided() is not None or not settled_cache_digest(conn, run.settled_digest):
+        _settle(conn, ctx.report, ctx.options, run.settled_digest)  # the second: a mark without its cache digest
     if ran and run.unfinished():
         _record_completion(conn)
 
@@ -420,8 +420,10 @@ def _settle(conn: sqlite3.Connection, report: SyncReport, options: SyncOptions, 
     """Mark the index settled when this run left nothing for the next one to pair again."""
     if options.index_only or report.failures:
         return  # documents may still need their sidecars or a retry: keep deciding
-    if is_settled(conn, digest) or conn.execute("SELECT 1 FROM failures LIMIT 1").fetchone():
-        return  # already marked (a no-op leaves the index file untouched), or failures are pending
+    if settled_cache_digest(conn, digest) or conn.execute("SELECT 1 FROM failures LIMIT 1").fetchone():
+        return  # already marked (a no-op leaves the index file untouched), or failures are pending; a
+        # mark an earlier version wrote (no cache digest) is written again, once
+    faultpoint("sync.before-settle")  # killed here: the walk cache and index are written, no mark
     with schema.transaction(conn):
         mark_settled(conn, digest)
 

@@ -26,11 +26,13 @@ import struct
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-import numpy as np
 import xxhash
-from numpy.typing import NDArray
+
+if TYPE_CHECKING:  # numpy only where rows are written or read: reading a footer (a no-op sync) needs none
+    import numpy as np
+    from numpy.typing import NDArray
 
 from pinakes.atomic import atomic_write_file
 from pinakes.faults import faultpoint
@@ -86,6 +88,8 @@ def write_vector_file(path: Path, header: Header, save_payload: Callable[[Path],
                       chunk_ids: NDArray[np.int64], checksums: NDArray[np.uint64]) -> Header:
     """Write the file atomically: the payload as `save_payload(temp_path)` saves it, then ids,
     checksums and the footer. Returns the header as written (offsets and checksum filled in)."""
+    import numpy as np
+
     written: list[Header] = []
 
     def fill(temp: Path, fd: int) -> None:
@@ -148,6 +152,8 @@ def verify_body(path: Path, header: Header) -> None:
 
 def read_rows(path: Path, header: Header) -> tuple[NDArray[np.int64], NDArray[np.uint64]]:
     """The ids and checksums sections (call after `verify_body`)."""
+    import numpy as np
+
     with open(path, "rb") as handle:
         handle.seek(header.ids_offset)
         ids = np.frombuffer(handle.read(8 * header.rows), dtype="<i8").astype(np.int64)

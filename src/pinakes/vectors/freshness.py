@@ -22,12 +22,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pinakes.vectors import engine
-from pinakes.vectors.approximate import OpenVectorFile, open_vector_file
-from pinakes.vectors.engine import DEFAULT_PARAMS
 from pinakes.vectors.fileformat import VectorFileUnusable, vector_file_path
-from pinakes.vectors.source import content_key, row_keys
+
+if TYPE_CHECKING:  # numpy and the engine are imported by `open_for_index` only: `recorded_state` needs neither
+    from pinakes.vectors.approximate import OpenVectorFile
 
 META_KEY = "vector_file"  # the content key of the file the last vectors step left, or one of:
 BELOW_THRESHOLD = "below-threshold"  # the index held too few vectors for a file: exact search
@@ -51,6 +51,11 @@ def open_for_index(conn: sqlite3.Connection, pinakes_dir: Path, identity: Mappin
     holds fewer than `min_rows` active vectors (exact search is the tier there, not a fallback);
     VectorFileUnusable when a file should answer and cannot (missing, stale, damaged, its library
     not installed). Call inside the read transaction the search runs in."""
+    from pinakes.vectors import engine
+    from pinakes.vectors.approximate import open_vector_file
+    from pinakes.vectors.engine import DEFAULT_PARAMS
+    from pinakes.vectors.source import content_key, row_keys
+
     recorded = recorded_state(conn)
     if recorded == BELOW_THRESHOLD:
         return None
