@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from pinakes.errors import IsolationError
-from pinakes.extract.process_starter import start_process
+from pinakes.extract.process_starter import die_with_parent, start_process
 
 T = TypeVar("T")
 
@@ -470,7 +470,7 @@ def child_main() -> None:
     os.dup2(2, 1)
     _set_limit("RLIMIT_CORE", 0)
     _set_limit("RLIMIT_FSIZE", STDERR_BYTES)
-    _die_with_parent()
+    die_with_parent()
     while True:
         setup = _read_frame(requests)
         payload = _read_frame(requests)
@@ -484,22 +484,6 @@ def child_main() -> None:
         if status == _MEMORY:
             return  # the heap may be in any state after a MemoryError: the parent starts a fresh worker
 
-
-def _die_with_parent() -> None:
-    """On Linux, the kernel kills the worker when the parent dies (even by SIGKILL), so a parser
-    stuck in native code is never orphaned; elsewhere it exits once idle, when its input closes."""
-    if not sys.platform.startswith("linux"):
-        return
-    parent = os.getppid()
-    try:
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the request was made
-        os._exit(1)
 
 
 def _serve(setup: bytes, payload: bytes) -> tuple[bytes, bytes]:

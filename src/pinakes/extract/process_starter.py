@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -66,3 +68,21 @@ def _forget_in_forked_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_forked_child)
+
+
+def die_with_parent() -> None:
+    """Called first in a worker started here: on Linux, the kernel kills it when its parent dies
+    (even by SIGKILL), so a worker stuck in native code is never orphaned; elsewhere a worker exits
+    once idle, when its input closes."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from pinakes.chunking import Chunk
+from pinakes.extract.process_starter import die_with_parent
 from pinakes.index.chunk_rows import Counted
 from pinakes.links.text_links import TextLink
 from pinakes.pipeline.chunk_document import ChunkSettings
@@ -76,7 +77,7 @@ def main() -> None:
     requests = sys.stdin.buffer
     replies = os.dup(1)
     os.dup2(2, 1)  # a stray print can never corrupt the replies
-    _die_with_parent()
+    die_with_parent()
     setup_frame = read_frame(requests)
     if setup_frame is None:
         return
@@ -155,20 +156,3 @@ def write_frame(fd: int, body: bytes) -> None:
     while view:
         view = view[os.write(fd, view):]
 
-
-def _die_with_parent() -> None:
-    """On Linux the kernel kills the worker when its parent dies (as the extract isolation workers,
-    extract/isolation.py; the parent starts it from its long-lived starter thread, so the signal
-    follows the process, not a short-lived thread); elsewhere it exits when its stdin closes."""
-    if not sys.platform.startswith("linux"):
-        return
-    parent = os.getppid()
-    try:
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the signal was asked for
-        os._exit(1)
