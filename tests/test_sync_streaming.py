@@ -27,6 +27,7 @@ from pinakes.sync.engine import run_sync
 from pinakes.sync.status import kb_status
 from tests.conftest import REPO_ROOT
 from tests.fakes import FakeEmbedder
+from tests.kb_helpers import active_paths
 
 
 def make_kb(root: Path, count: int) -> Path:
@@ -40,13 +41,6 @@ def make_kb(root: Path, count: int) -> Path:
 def sync(root: Path, **options: object) -> SyncReport:
     return run_sync(root, SyncOptions(**options), embedder=FakeEmbedder())  # type: ignore[arg-type]
 
-
-def active_paths(root: Path) -> set[str]:
-    conn = sqlite3.connect(root / ".pinakes" / "index.db")
-    try:
-        return {row[0] for row in conn.execute("SELECT path FROM documents WHERE state = 'active'")}
-    finally:
-        conn.close()
 
 
 def work(path: str, size: int) -> DocWork:
