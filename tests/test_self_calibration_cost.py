@@ -5,6 +5,7 @@ second copy loaded (sync/engine.py)."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -114,6 +115,16 @@ def test_thresholds_counted_by_bisection_match_counting_every_question(seed):
     for low, false_abstain, false_confidence in fit.trade_offs:
         assert false_abstain == _abstaining(rows, low, answerable=True)
         assert false_confidence == no_answer - _abstaining(rows, low, answerable=False)
+    # The trade-offs are every operating point no other beats on both counts, each once.
+    signals = sorted({row.signal for row in rows if row.signal is not None})
+    spread = (signals[-1] - signals[0]) or 1.0
+    thresholds = [signals[0] - spread / 10, *((a + b) / 2 for a, b in itertools.pairwise(signals)),
+                  signals[-1] + spread / 10]
+    pairs = {(_abstaining(rows, low, answerable=True), no_answer - _abstaining(rows, low, answerable=False))
+             for low in thresholds}
+    front = {pair for pair in pairs if not any(other[0] <= pair[0] and other[1] <= pair[1] and other != pair
+                                               for other in pairs)}
+    assert [point[1:] for point in fit.trade_offs] == sorted(front)
 
 
 def test_a_first_sync_calibrates_with_its_own_model_and_loads_no_second_copy(tmp_path, monkeypatch):

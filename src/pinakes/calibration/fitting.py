@@ -438,9 +438,16 @@ def score_fit(fit: ConfidenceFit, rows: Sequence[FitRow]) -> tuple[Rate, Rate]:
 def _pareto(points: Sequence[tuple[float, int, int]]) -> tuple[tuple[float, int, int], ...]:
     """The operating points no other point beats on both error counts, by rising `low`: what a
     person choosing a different trade-off than the fit's can pick from."""
-    front = [point for point in points
-             if not any(other[1] <= point[1] and other[2] <= point[2] and other[1:] != point[1:]
-                        for other in points)]
+    # A pair of error counts is beaten only by a pair sorted before it (fewer false abstentions, or
+    # as many and fewer false confidences) that has no more false confidences: one sweep, where
+    # comparing every point with every other took most of a self-calibration's fit.
+    kept: set[tuple[int, int]] = set()
+    fewest = math.inf
+    for pair in sorted({point[1:] for point in points}):
+        if pair[1] < fewest:
+            kept.add(pair)
+            fewest = pair[1]
+    front = [point for point in points if point[1:] in kept]
     unique: dict[tuple[int, int], tuple[float, int, int]] = {}
     for point in sorted(front):
         unique.setdefault(point[1:], point)  # the lowest threshold with those errors
@@ -497,11 +504,12 @@ def _midpoints(signals: Sequence[float]) -> list[float]:
 
 
 def _round_preserving(value: float, signals: Sequence[float]) -> float:
-    """`value` with as few digits as keep every observed signal on the same side of it."""
-    side = [signal >= value for signal in signals]
+    """`value` with as few digits as keep every observed signal on the same side of it. `signals`
+    are sorted: two thresholds split them alike when as many lie below each."""
+    below = bisect.bisect_left(signals, value)
     for digits in ROUNDING_DIGITS:
         rounded = round(value, digits)
-        if [signal >= rounded for signal in signals] == side:
+        if bisect.bisect_left(signals, rounded) == below:
             return rounded
     return value
 
