@@ -19,6 +19,7 @@ from pinakes.calibration.question_vectors import QuestionVectors
 from pinakes.calibration.self_calibration import CalibrationRow, read_stored, self_calibrate
 from pinakes.kb import KBPaths
 from pinakes.manifest.sections import FEATURES
+from pinakes.search.core import Searcher, SearchSettings
 from tests.fakes import HashEmbedder, substitute_embedder
 from tests.kb_helpers import Doc, build_kb, init_test_kb, sync, write_documents
 from tests.test_self_calibration import corpus, searcher_for
@@ -76,6 +77,27 @@ def test_each_question_is_embedded_once_in_a_batched_pass_and_the_calibration_is
     assert after.rows == before.rows
     assert after.fit == before.fit
     assert after.questions == before.questions and after.documents == before.documents
+
+
+def test_the_calibration_builds_no_suggestion_where_a_plain_search_of_the_kb_does(built, monkeypatch):
+    from pinakes.search import core
+
+    built_suggestions: list[str] = []
+    real = core.suggest_next
+
+    def counted(query: str, **kwargs: object) -> object:
+        built_suggestions.append(query)
+        return real(query, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(core, "suggest_next", counted)
+    # No confidence source (a KB before its first calibration, of a model no prior was fitted for):
+    # every search is unknown, and a person's would come with a suggestion.
+    with Searcher(KBPaths(built).index_db, SearchSettings(rerank=False), embedder=BatchingEmbedder()) as searcher:
+        plain = searcher.search("glacier ledger deliveries")
+        assert plain.confidence.level == "unknown" and built_suggestions == ["glacier ledger deliveries"]
+        calibration = self_calibrate(built, searcher=searcher)
+    assert calibration.fit is not None
+    assert built_suggestions == ["glacier ledger deliveries"]  # none of its searches built one
 
 
 def test_a_text_that_was_not_a_question_is_embedded_by_the_model_as_before():

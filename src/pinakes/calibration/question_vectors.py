@@ -55,17 +55,21 @@ class QueryBatchEmbedder(Embedder, QueryBatches, Protocol):
 
 
 def asking_searcher(searcher: Searcher, questions: Sequence[str]) -> Searcher:
-    """A Searcher like `searcher` (same index, settings, reranker) whose model answers `questions`
-    from one batched pass; `searcher` itself where its model cannot batch queries (a remote
-    endpoint, whose requests and probes stay as every search makes them) or cannot be had now (the
-    first search then meets what stopped it, as it always did)."""
+    """A Searcher like `searcher` (same index, settings, reranker) that suggests nothing (a
+    calibration reads a search's evidence, never its suggestion, which an uncalibrated KB's
+    searches would each build) and whose model answers `questions` from one batched pass; where
+    its model cannot batch queries (a remote endpoint, whose requests and probes stay as every
+    search makes them) or cannot be had now (the first search then meets what stopped it, as it
+    always did), that model is asked one query at a time, as before."""
+    from dataclasses import replace
+
     from pinakes.search.core import Searcher
 
     try:
         model = searcher.embedder()
     except PinakesError:
-        return searcher
-    if not isinstance(model, QueryBatches):
-        return searcher
-    return Searcher(searcher.index_path, searcher.settings, embedder=QuestionVectors(model, questions),
-                    reranker_loader=searcher.reranker, embedding_section=searcher.embedding_section)
+        model = None
+    embedder = QuestionVectors(model, questions) if isinstance(model, QueryBatches) else None
+    return Searcher(searcher.index_path, replace(searcher.settings, suggest=False), embedder=embedder,
+                    embedder_loader=searcher.embedder, reranker_loader=searcher.reranker,
+                    embedding_section=searcher.embedding_section)

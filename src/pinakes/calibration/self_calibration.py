@@ -128,14 +128,12 @@ def self_calibrate(kb_root: Path, *, rules: QuestionRules = DEFAULT_RULES, secon
         conn.close()
     own = searcher is None
     searcher = searcher or Searcher.for_kb(kb_root, offline=offline)
-    asking = searcher
     try:
-        asking = asking_searcher(searcher, [question.query for question in questions])
-        rows, stopped = search_questions(asking, questions, deadline=None if seconds is None else started + seconds)
+        with asking_searcher(searcher, [question.query for question in questions]) as asking:
+            rows, stopped = search_questions(asking, questions,
+                                             deadline=None if seconds is None else started + seconds)
         fitted_for = _fitted_for(searcher, meta, len(rows) // 2, documents, rules)
     finally:
-        if asking is not searcher:
-            asking.close()
         if own:
             searcher.close()
     result = SelfCalibration(rows, len(rows) // 2, documents, round(time.monotonic() - started, 1), stopped,
