@@ -8,7 +8,8 @@ embedder the calibration's searches use: it answers `embed_query` from the vecto
 `embed_queries` pass, which a provider computes so that each row is the vector `embed_query` gives
 that query alone (embed/base.py `QueryBatches`), so the searches, their features and the stored
 fit are those the one-at-a-time path gives (tests/test_self_calibration_cost.py). A text it was not
-given is embedded as before.
+given is embedded as before. The same Searcher builds no "try next" suggestion: a calibration reads
+only the evidence, and on a KB not calibrated yet every search would build one.
 """
 
 from __future__ import annotations
