@@ -15,9 +15,13 @@ Every measurement is printed next to the baseline the issue names, measured in t
    `embedder.embed_documents` over exactly the chunk texts that sync stored (read back from the
    index's `chunks` table, at the manifest's batch_size), in the same process: target sync <= 1.15 x
    pure embed. Both wall and process CPU time are reported (the machine is shared; CPU time is the
-   steadier figure). Sidecars are minted first by `pnk sync --sidecars-only` (a process, timed
+   steadier figure; the sync's counts its child processes', the chunk-ahead worker's). Sidecars are minted first by `pnk sync --sidecars-only` (a process, timed
    separately), as in a fresh clone or before --rebuild. With --cold-repeat > 1 the index is
-   deleted and the sync and the embedding are re-run, interleaved; medians are reported.
+   deleted and the sync and the embedding are re-run, interleaved; medians are reported. Every
+   sample is the first sync a user meets: its self-calibration (#41, calibration/on_sync.py) runs
+   in each (its stored file is deleted with the index) and is timed on its own as well
+   (`self_calibration_*`: wall and CPU of `after_sync`), so the pipeline's share is reported beside
+   the whole sync's. --skip-bare-texts leaves out the pre-#28 baseline (the bare chunk texts).
 
 4. vectors reused by content (#29), each operation measured with reuse and again with
    `--no-reuse` on an identical copy of the KB, in this process, no embedder injected (the sync
@@ -79,7 +83,7 @@ def freeze_source() -> dict[str, object]:
         shutil.copytree(REPO / "src" / "pinakes", snapshot / "pinakes",
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         if (REPO / "rules").is_dir():  # the doit adapters, mapped into the package by the build
-            shutil.copytree(REPO / "rules", snapshot / "pinakes" / "rules",
+            shutil.copytree(REPO / "rules", snapshot / "pinakes" / "rules", dirs_exist_ok=True,  # a worktree's link
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     # Byte-compiled as pip compiles an installed package: otherwise, where the environment sets
     # PYTHONDONTWRITEBYTECODE, every timed process compiles every module it imports (~0.1 s of a
@@ -287,11 +291,42 @@ def bench_noop_and_edit(docs: int, repeat: int) -> dict[str, object]:
     }
 
 
-def bench_cold(cold_docs: int, repeat: int) -> dict[str, object]:
+class _CalibrationClock:
+    """Wraps the sync's self-calibration (`pinakes.calibration.on_sync.after_sync`, which the engine
+    imports when it calls it) and keeps the wall and CPU seconds of its last call."""
+
+    def __init__(self) -> None:
+        from pinakes.calibration import on_sync
+
+        real = on_sync.after_sync
+        self.wall, self.cpu = 0.0, 0.0
+
+        def after_sync(*args: object, **kwargs: object) -> None:
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                real(*args, **kwargs)  # type: ignore[arg-type]
+            finally:
+                self.wall, self.cpu = time.perf_counter() - wall, time.process_time() - cpu
+
+        on_sync.after_sync = after_sync  # type: ignore[assignment]
+
+    def take(self) -> tuple[float, float]:
+        taken, self.wall, self.cpu = (self.wall, self.cpu), 0.0, 0.0
+        return taken
+
+
+# What a sync keeps under .pinakes/ (the sidecars stay beside their documents): deleted before each
+# cold sample after the first, so every sample is a first sync, its self-calibration included.
+SYNC_STATE = ("index.db", "index.db-wal", "index.db-shm", "doit.sqlite", "self-calibration.json")
+
+
+def bench_cold(cold_docs: int, repeat: int, bare_texts: bool = True) -> dict[str, object]:
     """The in-process pipeline against the model's floor on the same chunks, same process."""
     _import_pinakes()
     from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
+
+    clock = _CalibrationClock()
 
     root = WORK / "kbcold"
     files = corpus_files(cold_docs)
@@ -301,19 +336,32 @@ def bench_cold(cold_docs: int, repeat: int) -> dict[str, object]:
     mint_seconds = time.perf_counter() - started
     embedder, batch_size = load_real_embedder(root)
     sync_wall, sync_cpu, embed_wall, embed_cpu, bare_wall, bare_cpu = [], [], [], [], [], []
+    calibration_wall, calibration_cpu, loads, child_cpu = [], [], [], []
     timings: list[dict[str, float]] = []
     chunks = 0
     for attempt in range(repeat):
         if attempt:  # a cold index again (the sidecars stay): delete everything the sync keeps
-            for name in ("index.db", "index.db-wal", "index.db-shm", "doit.sqlite"):
+            for name in SYNC_STATE:
                 (root / ".pinakes" / name).unlink(missing_ok=True)
             shutil.rmtree(root / ".pinakes" / "cache", ignore_errors=True)
+        loadavg = os.getloadavg()[0]
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall, cpu = time.perf_counter(), time.process_time()
         report = run_sync(root, SyncOptions(quiet=True), embedder=embedder)  # type: ignore[arg-type]
         sync_wall.append(time.perf_counter() - wall)
-        sync_cpu.append(time.process_time() - cpu)
+        # The sync's CPU counts its children's (the chunk-ahead worker, reaped when the run ends):
+        # work moved to another process is still work this machine did for the sync.
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        child_cpu.append((after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime))
+        sync_cpu.append(time.process_time() - cpu + child_cpu[-1])
         assert report.ok and report.indexed == len(files), report.render_text()
         assert not report.sidecars_written, "sidecars should have been minted beforehand"
+        calibrated = [note for note in report.notes if note.startswith("confidence self-calibrated")]
+        assert calibrated, f"sample {attempt + 1} did not self-calibrate: {report.notes} {report.warnings}"
+        seconds, cpu_seconds = clock.take()
+        calibration_wall.append(seconds)
+        calibration_cpu.append(cpu_seconds)
+        loads.append(loadavg)
         timings.append(dict(report.timings))
         # The baseline is the model's own work: every chunk's input as the sync gave it (since #28
         # its context, then its text). The bare chunk texts, shorter, are the pre-#28 baseline,
@@ -324,22 +372,39 @@ def bench_cold(cold_docs: int, repeat: int) -> dict[str, object]:
         seconds, cpu_seconds = pure_embed(embedder, inputs, batch_size)
         embed_wall.append(seconds)
         embed_cpu.append(cpu_seconds)
-        seconds, cpu_seconds = pure_embed(embedder, stored_chunk_texts(root), batch_size)
-        bare_wall.append(seconds)
-        bare_cpu.append(cpu_seconds)
+        if bare_texts:
+            seconds, cpu_seconds = pure_embed(embedder, stored_chunk_texts(root), batch_size)
+            bare_wall.append(seconds)
+            bare_cpu.append(cpu_seconds)
     sync_s, embed_s = statistics.median(sync_wall), statistics.median(embed_wall)
     sync_c, embed_c = statistics.median(sync_cpu), statistics.median(embed_cpu)
-    bare_s, bare_c = statistics.median(bare_wall), statistics.median(bare_cpu)
-    return {"documents": len(files), "chunks": chunks, "batch_size": batch_size,
-            "mint_sidecars_process_seconds": mint_seconds,
-            "sync_seconds": sync_s, "sync_samples": sync_wall, "sync_cpu_seconds": sync_c,
-            "sync_cpu_samples": sync_cpu, "sync_timings": timings,
-            "pure_embed_seconds": embed_s, "pure_embed_samples": embed_wall,
-            "pure_embed_cpu_seconds": embed_c, "pure_embed_cpu_samples": embed_cpu,
-            "bare_texts_embed_seconds": bare_s, "bare_texts_embed_cpu_seconds": bare_c,
-            "ratio_wall_bare_texts": sync_s / bare_s, "ratio_cpu_bare_texts": sync_c / bare_c,
-            "ratio_wall": sync_s / embed_s, "ratio_cpu": sync_c / embed_c, "target_ratio": 1.15,
-            "met_wall": sync_s / embed_s <= 1.15, "met_cpu": sync_c / embed_c <= 1.15}
+    # Each sample's pipeline alone (the sync less its self-calibration), against the same sample's
+    # pure embedding: what the ratio was before #41, and what the calibration adds on top.
+    pipeline_wall = [whole - part for whole, part in zip(sync_wall, calibration_wall, strict=True)]
+    pipeline_cpu = [whole - part for whole, part in zip(sync_cpu, calibration_cpu, strict=True)]
+    result: dict[str, object] = {
+        "documents": len(files), "chunks": chunks, "batch_size": batch_size,
+        "mint_sidecars_process_seconds": mint_seconds, "load_average_1min": loads,
+        "sync_seconds": sync_s, "sync_samples": sync_wall, "sync_cpu_seconds": sync_c,
+        "sync_cpu_samples": sync_cpu, "sync_timings": timings, "sync_children_cpu_samples": child_cpu,
+        "self_calibration_seconds": statistics.median(calibration_wall), "self_calibration_samples": calibration_wall,
+        "self_calibration_cpu_seconds": statistics.median(calibration_cpu),
+        "self_calibration_cpu_samples": calibration_cpu,
+        "pipeline_seconds": statistics.median(pipeline_wall), "pipeline_cpu_seconds": statistics.median(pipeline_cpu),
+        "pipeline_ratio_wall": statistics.median(pipeline_wall) / embed_s,
+        "pipeline_ratio_cpu": statistics.median(pipeline_cpu) / embed_c,
+        "pure_embed_seconds": embed_s, "pure_embed_samples": embed_wall,
+        "pure_embed_cpu_seconds": embed_c, "pure_embed_cpu_samples": embed_cpu,
+        # Each sync against the embedding that ran right after it: the ratio a burst of load moves least.
+        "paired_ratios_wall": [s / e for s, e in zip(sync_wall, embed_wall, strict=True)],
+        "paired_ratios_cpu": [s / e for s, e in zip(sync_cpu, embed_cpu, strict=True)],
+        "ratio_wall": sync_s / embed_s, "ratio_cpu": sync_c / embed_c, "target_ratio": 1.15,
+        "met_wall": sync_s / embed_s <= 1.15, "met_cpu": sync_c / embed_c <= 1.15}
+    if bare_texts:
+        bare_s, bare_c = statistics.median(bare_wall), statistics.median(bare_cpu)
+        result.update({"bare_texts_embed_seconds": bare_s, "bare_texts_embed_cpu_seconds": bare_c,
+                       "ratio_wall_bare_texts": sync_s / bare_s, "ratio_cpu_bare_texts": sync_c / bare_c})
+    return result
 
 
 # -- 4. vectors reused by content ---------------------------------------------------------------------
@@ -701,12 +766,37 @@ def _print_demo(reuse: dict[str, object]) -> None:
           f"with, {size['index_bytes_without_key']} without, {size['chunks']} vectors)", flush=True)  # type: ignore[index]
 
 
+def print_cold(cold: dict[str, object]) -> None:
+    def listed(key: str) -> str:
+        return " / ".join(f"{value:.{3 if key.startswith('paired') else 1}f}" for value in cold[key])  # type: ignore[attr-defined]
+
+    print(f"cold sync in-process, {cold['documents']} docs / {cold['chunks']} chunks, every sample with its "
+          f"self-calibration: {cold['sync_seconds']:.1f}s wall ({cold['sync_cpu_seconds']:.1f}s CPU) vs pure embed "
+          f"of the model's inputs for the same chunks {cold['pure_embed_seconds']:.1f}s wall "
+          f"({cold['pure_embed_cpu_seconds']:.1f}s CPU) = {cold['ratio_wall']:.3f}x wall, {cold['ratio_cpu']:.3f}x CPU "
+          f"(target <= 1.15x: {'met' if cold['met_wall'] else 'NOT met'} wall, "
+          f"{'met' if cold['met_cpu'] else 'NOT met'} CPU)", flush=True)
+    print(f"  samples: sync {listed('sync_samples')} s wall, {listed('sync_cpu_samples')} s CPU; pure embed "
+          f"{listed('pure_embed_samples')} s wall, {listed('pure_embed_cpu_samples')} s CPU; paired ratios "
+          f"{listed('paired_ratios_wall')} wall, {listed('paired_ratios_cpu')} CPU; load {listed('load_average_1min')}; "
+          f"the sync's CPU includes its child processes' (the chunk-ahead worker): {listed('sync_children_cpu_samples')} s")
+    print(f"  of which self-calibration {listed('self_calibration_samples')} s wall, "
+          f"{listed('self_calibration_cpu_samples')} s CPU; the pipeline alone {cold['pipeline_ratio_wall']:.3f}x wall, "
+          f"{cold['pipeline_ratio_cpu']:.3f}x CPU; minting the sidecars beforehand (process) took "
+          f"{cold['mint_sidecars_process_seconds']:.1f}s", flush=True)
+    if "ratio_wall_bare_texts" in cold:
+        print(f"  against the bare chunk texts (no context, the pre-#28 baseline) {cold['ratio_wall_bare_texts']:.3f}x "
+              f"wall, {cold['ratio_cpu_bare_texts']:.3f}x CPU", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=10_000)
     parser.add_argument("--cold-docs", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cold-repeat", type=int, default=2)
+    parser.add_argument("--skip-bare-texts", action="store_true",
+                        help="cold sync: leave out the pre-#28 baseline (embedding the bare chunk texts)")
     parser.add_argument("--skip-noop", action="store_true", help="only the cold benchmark")
     parser.add_argument("--skip-cold", action="store_true", help="only the no-op and edit benchmarks")
     parser.add_argument("--skip-reuse", action="store_true", help="leave out the vector-reuse scenarios (4)")
@@ -728,16 +818,9 @@ def main() -> None:
     if args.only_reuse:
         args.skip_cold = args.skip_noop = True
     if not args.skip_cold:
-        cold = bench_cold(args.cold_docs, args.cold_repeat)
+        cold = bench_cold(args.cold_docs, args.cold_repeat, bare_texts=not args.skip_bare_texts)
         results["cold"] = cold
-        print(f"cold sync in-process, {cold['documents']} docs / {cold['chunks']} chunks: "
-              f"{cold['sync_seconds']:.1f}s wall ({cold['sync_cpu_seconds']:.1f}s CPU) vs pure embed of the "
-              f"model's inputs for the same chunks {cold['pure_embed_seconds']:.1f}s wall ({cold['pure_embed_cpu_seconds']:.1f}s CPU) "
-              f"= {cold['ratio_wall']:.3f}x wall, {cold['ratio_cpu']:.3f}x CPU (target <= 1.15x: "
-              f"{'met' if cold['met_wall'] else 'NOT met'} wall, {'met' if cold['met_cpu'] else 'NOT met'} CPU); "
-              f"minting the sidecars beforehand (process) took {cold['mint_sidecars_process_seconds']:.1f}s; "
-              f"against the bare chunk texts (no context, the pre-#28 baseline) {cold['ratio_wall_bare_texts']:.3f}x "
-              f"wall, {cold['ratio_cpu_bare_texts']:.3f}x CPU", flush=True)
+        print_cold(cold)
     if not args.skip_noop:
         noop = bench_noop_and_edit(args.docs, args.repeat)
         results["noop_and_edit"] = noop

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pinakes.calibration.fitting import ConfidenceFit, FitError, fit_confidence
+from pinakes.calibration.question_vectors import asking_searcher
 from pinakes.calibration.questions import MadeQuestion, QuestionRules, make_questions
 from pinakes.kb import KBPaths
 from pinakes.lexical.filters import SearchFilters
@@ -128,8 +129,9 @@ def self_calibrate(kb_root: Path, *, rules: QuestionRules = DEFAULT_RULES, secon
     own = searcher is None
     searcher = searcher or Searcher.for_kb(kb_root, offline=offline)
     try:
-        rows, stopped = search_questions(searcher, questions,
-                                         deadline=None if seconds is None else started + seconds)
+        with asking_searcher(searcher, [question.query for question in questions]) as asking:
+            rows, stopped = search_questions(asking, questions,
+                                             deadline=None if seconds is None else started + seconds)
         fitted_for = _fitted_for(searcher, meta, len(rows) // 2, documents, rules)
     finally:
         if own:

@@ -106,6 +106,18 @@ class ProviderEmbedder:
         """One unit float32 vector. A query past max_input_tokens is embedded from its head only."""
         return self._unit_rows(self._encode_query(text).reshape(1, -1), 1)[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit float32 vectors, one row per query, each as `embed_query` gives it (a query past
+        max_input_tokens from its head), in bounded batches (`plan_batches`)."""
+        import numpy as np
+
+        texts = list(texts)
+        vectors = np.empty((len(texts), self.identity.dim), dtype=np.float32)
+        counts = [min(count, self.max_input_tokens) for count in self.count_tokens_batch(texts)] if texts else []
+        for batch in plan_batches(counts, self._counter.special_tokens, self.batch_size, self.max_batch_tokens):
+            vectors[batch] = self._unit_rows(self._encode_queries([texts[index] for index in batch]), len(batch))
+        return vectors
+
     def _encode_documents(self, texts: list[str], batch_size: int) -> np.ndarray:
         """One model call's vectors, one row per text, in the order given. `texts` is one batch of
         `plan_batches` (longest first, `batch_size` = its row count)."""
@@ -113,6 +125,13 @@ class ProviderEmbedder:
 
     def _encode_query(self, text: str) -> np.ndarray:
         raise NotImplementedError
+
+    def _encode_queries(self, texts: list[str]) -> np.ndarray:
+        """One batch's query vectors, in the order given: a call per query unless the provider's
+        model embeds queries in one call."""
+        import numpy as np
+
+        return np.stack([np.asarray(self._encode_query(text)).reshape(-1) for text in texts])
 
     def _unit_rows(self, vectors: object, rows: int) -> np.ndarray:
         import numpy as np

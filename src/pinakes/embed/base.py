@@ -72,6 +72,15 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
+class QueryBatches(Protocol):
+    """An embedder that embeds many queries known at once (self-calibration's questions) in
+    batched model calls, each row the vector `embed_query` gives that query alone: a local model
+    costs far less per text in a batch than one call per query."""
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
 class DispatchAhead(Protocol):
     """An embedder that can take more calls while earlier ones run (embed/executor_ray.py), so the
     embed stage writes one call's vectors while the next calls are embedded. A local model has no

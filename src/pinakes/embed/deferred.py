@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from pinakes.embed.base import Embedder, ModelIdentity
+from pinakes.embed.base import Embedder, ModelIdentity, QueryBatches
 from pinakes.errors import ModelUnavailableError
 
 if TYPE_CHECKING:
@@ -63,6 +63,14 @@ class DeferredEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.loaded().embed_query(text)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        model = self.loaded()
+        if isinstance(model, QueryBatches):
+            return model.embed_queries(texts)
+        return np.stack([model.embed_query(text) for text in texts])
 
     def loaded(self) -> Embedder:
         if self._loaded is None:

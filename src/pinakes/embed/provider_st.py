@@ -43,8 +43,12 @@ class SentenceTransformersEmbedder(ProviderEmbedder):
                       show_progress_bar=False)
 
     def _encode_query(self, text: str) -> np.ndarray:
+        return self._encode_queries([text])
+
+    def _encode_queries(self, texts: list[str]) -> np.ndarray:
         encode = getattr(self._model, "encode_query", self._model.encode)
-        return encode([text], convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
+        return encode(texts, batch_size=len(texts), convert_to_numpy=True, normalize_embeddings=True,
+                      show_progress_bar=False)
 
 
 def load(request: LoadRequest) -> SentenceTransformersEmbedder:

@@ -320,7 +320,7 @@ class _Run:
             confidence = self._confidence(generation, passages, reranker, embedder,
                                           (plan, keyword, vector, [c.chunk_id for c in final]))
             suggestion = None
-            if confidence.level in (LOW, UNKNOWN):
+            if confidence.level in (LOW, UNKNOWN) and self.settings.suggest:
                 suggestion = suggest_next(
                     self.query, plan=plan, filters=self.filters, mode=self.asked_mode,
                     passage_texts=[passage.text for passage in passages],

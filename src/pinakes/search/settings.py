@@ -29,6 +29,9 @@ class SearchSettings:
     adjacent_k: int = _RETRIEVAL.adjacent_k
     vector_tier: str = _RETRIEVAL.vector_tier
     fusion_weights: FusionWeights = FIXED_RRF  # [retrieval.fusion]'s weights; its rrf_k is in rrf_k
+    # A search whose confidence is low or unknown suggests what to try next; self-calibration reads
+    # only the evidence, and on an uncalibrated KB every one of its searches would build one.
+    suggest: bool = True
 
     @classmethod
     def from_retrieval(cls, retrieval: RetrievalSection, confidence: KBConfidence | None = None) -> SearchSettings:

@@ -68,6 +68,7 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
     mode = ("sidecars-only" if options.sidecars_only else "rebuild" if options.rebuild
             else "index-only" if options.index_only else "sync")
     report = SyncReport(str(paths.root), mode, source_exclude=manifest.sources.exclude)
+    held: Embedder | None = None  # the run's own model, for the self-calibration after it
     if options.sidecars_only:
         from pinakes.sync.sidecars_only import run_sidecars_only
 
@@ -77,8 +78,8 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
             with SyncLock(paths.lock, force_unlock=options.force_unlock) as lock:
                 report.warnings.extend(lock.warnings)
                 try:
-                    _sync_locked(paths, manifest, options, report, embedder,
-                                 progress_stream if progress_stream is not None else sys.stderr)
+                    held = _sync_locked(paths, manifest, options, report, embedder,
+                                        progress_stream if progress_stream is not None else sys.stderr)
                 except sqlite3.Error as exc:
                     raise _stopped(schema.index_error(paths.index_db, exc), report) from exc
                 except OSError as exc:
@@ -95,7 +96,7 @@ def run_sync(start: Path | str | None = None, options: SyncOptions | None = None
                 from pinakes.pipeline.run import run_executor
 
                 stream = progress_stream if progress_stream is not None else sys.stderr
-                after_sync(paths, manifest, report, embedder,
+                after_sync(paths, manifest, report, embedder or held,
                            say=None if options.quiet else lambda line: print(line, file=stream, flush=True),
                            model_elsewhere=connects(run_executor(options, manifest)))
     report.wall_seconds = time.perf_counter() - started
@@ -142,9 +143,11 @@ def _check_options(options: SyncOptions) -> None:
 
 
 def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, report: SyncReport,
-                 embedder: Embedder | None, progress_stream: TextIO) -> None:
+                 embedder: Embedder | None, progress_stream: TextIO) -> Embedder | None:
     """The sync under the lock: open the index (or a new one for a rebuild), run the declared
-    pipeline, finish (install a rebuild, sweep the extraction cache)."""
+    pipeline, finish (install a rebuild, sweep the extraction cache). Returns the run's model when
+    this process holds it (the self-calibration after the run asks it, rather than loading the
+    weights a second time); None when the model ran on a cluster's workers."""
     from pinakes.pipeline.backends import backend_for
     from pinakes.rules import PipelineRun
 
@@ -170,6 +173,7 @@ def _sync_locked(paths: KBPaths, manifest: Manifest, options: SyncOptions, repor
     finally:
         ctx.release_embedder()  # a cluster's workers end with the run that started them
     _finish(ctx)
+    return None if ctx.connects else ctx.embedder
 
 
 def _cluster_first(paths: KBPaths, manifest: Manifest, options: SyncOptions) -> ConnectedEmbedder | None:
