@@ -11,13 +11,16 @@ their contexts with the same `fitted_contexts` and counts their terms with the s
 What the driver does with an answer, and why the index cannot differ:
 - `take`, in the chunk stage: the worker's chunks are used only when the xxh3-128 of the text the
   worker chunked equals that of the driver's own extraction of the document; any other case (no
-  answer, a different text, the worker dead or behind) chunks inline, as a sync always did.
+  answer, a different text, the worker dead) chunks inline, as a sync always did. A document the
+  worker is chunking, or will be sent next, is waited for rather than chunked twice: the writer's
+  core is the one a sync cannot add to (docs/perf/writer.md, "Fourth pass").
 - `contexts`, in the embed stage: the worker's fitted contexts are used only for the very chunks it
   made and when the title the driver gives them is the text's own (a sidecar title changes them);
   `counted`, inside the document's write: its term rows only when every context it fitted equals
   the driver's; `text_links`, `front_matter_tags`: what it parsed from the same text. Otherwise the driver computes
   each itself.
-- The worker writes nothing: the per-document transaction and every kill -9 point are the driver's,
+- The worker writes nothing to the index (only the disposable token counts of large texts, as the
+  chunk stage does): the per-document transaction and every kill -9 point are the driver's,
   unchanged. If the worker dies, the driver goes on inline.
 
 Memory is bounded: at most WINDOW_DOCUMENTS answers, or WINDOW_BYTES of their sources, wait ahead of
@@ -81,13 +84,13 @@ def wanted(documents: int) -> bool:
 
 
 def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embedder: Embedder,
-          settings: ChunkSettings, smaller_than: int) -> ChunkAhead:
+          settings: ChunkSettings, smaller_than: int, cache_dir: Path | None = None) -> ChunkAhead:
     """A worker chunking the text documents of `groups` (the run's plan, in order) under `settings`,
     from the middle of the rest of the group of `at` (the document the driver is chunking now: it
     chunks the first half of its group while the worker chunks the second), those of fewer than
-    `smaller_than` bytes (larger ones are counted with the counts remembered
-    from earlier syncs, by the driver); or one that hands out nothing where none runs: too few
-    documents, one core, a model whose token counts are not a `TokenCounter`'s (a test's toy
+    `smaller_than` bytes (larger ones are the driver's), a large one with the token counts
+    remembered under `cache_dir` (pipeline/token_counts.py); or one that hands out nothing where
+    none runs: too few documents, one core, a model whose token counts are not a `TokenCounter`'s (a test's toy
     counter), no process to be had."""
     from pinakes.embed.tokens import TokenCounter
 
@@ -104,7 +107,8 @@ def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embed
         if group_end > position:
             break
     try:
-        return ChunkAhead(Setup(str(root), counter.to_str(), settings, smaller_than), items,
+        return ChunkAhead(Setup(str(root), counter.to_str(), settings, smaller_than,
+                                None if cache_dir is None else str(cache_dir)), items,
                           first=position + (group_end - position + 1) // 2)
     except OSError:
         return ChunkAhead(None, ())
@@ -161,11 +165,13 @@ class ChunkAhead:
         if position is None:
             return None
         with self._cond:
-            self._at = max(self._at, position)
+            self._at = max(self._at, position - 1)  # the feeder still sends this one
             for passed in [key for key in self._answers if key < position]:
                 self._forget(passed)
-            while self._in_flight == position and not self.ended:
+            self._cond.notify_all()
+            while position not in self._answers and self._will_answer(position):
                 self._cond.wait()
+            self._at = max(self._at, position)
             answer = self._answers.get(position)
             if answer is not None:
                 self._forget(position)
@@ -180,6 +186,16 @@ class ChunkAhead:
             self._taken.pop(next(iter(self._taken)))
         self._taken[item.doc_id] = answer
         return answer
+
+    def _will_answer(self, position: int) -> bool:
+        """Whether the worker, alive, is chunking the document at `position` or will send it next:
+        the driver waits for its answer rather than chunk it too (the writer's core is the one a
+        sync cannot add to). Documents before the worker's first, and those it is not sent, are
+        the driver's. Call holding the lock."""
+        if self.ended or self._closed or position < self.first:
+            return False
+        return self._in_flight == position or (position >= self._next
+                                                and _chunkable(self.items[position], self._smaller_than))
 
     def position_of(self, item: DocWork) -> int | None:
         """`item`'s position in the plan, looked for from the driver's position on."""
