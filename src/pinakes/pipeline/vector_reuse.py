@@ -40,17 +40,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import xxhash
 
 from pinakes.embed.base import ModelIdentity, identity_meta
 from pinakes.index.integrity import damage
-from pinakes.index.vector_rows import invalid_vectors, row_faults
+from pinakes.index.vector_rows import LOOKUP_BATCH, invalid_vectors, row_faults, text_key
 
 if TYPE_CHECKING:
     from pinakes.pipeline.run import SyncContext
 
-# Keys per lookup statement (well under SQLite's bound-parameter limit).
-LOOKUP_BATCH = 500
 
 _PREVIOUS = "temp.pnk_previous_vectors"
 
@@ -65,10 +62,6 @@ def identity_prefix(identity: ModelIdentity) -> bytes:
     """What every key of this model starts from: its identity, which JSON writes without a NUL, so
     the NUL after it keeps (identity, text) pairs from ever running into each other."""
     return json.dumps(identity_meta(identity), sort_keys=True).encode() + b"\0"
-
-
-def text_key(prefix: bytes, text: str) -> bytes:
-    return xxhash.xxh3_128_digest(prefix + text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass
