@@ -1,7 +1,7 @@
 """The single writer's ceiling: chunks/s of a sync's driver when the model costs nothing, against a
 baseline revision in the same run (issue #45). One command:
 
-    nice -n 10 python bench/bench_writer.py [--corpus DIR] [--docs N] [--base main] [--rounds 2]
+    nice -n 10 python bench/bench_writer.py [--corpus DIR] [--docs N] [--base main[,REV...]] [--rounds 2]
     nice -n 10 python bench/bench_writer.py --first-sync --base none --corpus DIR   # no sidecars yet
     nice -n 10 python bench/bench_writer.py --noop --base none --corpus DIR         # no-op vs walk+stat
 
