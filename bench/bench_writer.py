@@ -1,7 +1,7 @@
 """The single writer's ceiling: chunks/s of a sync's driver when the model costs nothing, against a
 baseline revision in the same run (issue #45). One command:
 
-    nice -n 10 python bench/bench_writer.py [--corpus DIR] [--docs N] [--base main] [--rounds 2]
+    nice -n 10 python bench/bench_writer.py [--corpus DIR] [--docs N] [--base main[,REV...]] [--rounds 2]
     nice -n 10 python bench/bench_writer.py --first-sync --base none --corpus DIR   # no sidecars yet
     nice -n 10 python bench/bench_writer.py --noop --base none --corpus DIR         # no-op vs walk+stat
 
@@ -228,7 +228,8 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=CORPORA / "tldr-nl2bash-dev" / "docs")
     parser.add_argument("--docs", type=int, default=None, help="only the first N files of the corpus")
     parser.add_argument("--stride", type=int, default=1, help="every K-th file (a sample across the corpus's sources)")
-    parser.add_argument("--base", default="main", help="the baseline revision, or 'none'")
+    parser.add_argument("--base", default="main",
+                        help="the baseline revision, several separated by commas (each timed in every round), or 'none'")
     parser.add_argument("--rounds", type=int, default=2, help="alternations of base and working tree")
     parser.add_argument("--first-sync", action="store_true", help="no sidecars: time to the first chunk, RSS")
     parser.add_argument("--noop", action="store_true", help="no-op sync against walk+stat (after one sync)")
@@ -256,8 +257,9 @@ def main() -> None:
     make_kb(root, args.corpus, files, sidecars=not args.first_sync)
     # Each run its own snapshots: two runs at once never import from a folder the other rewrites.
     versions = {"working tree": snapshot(None, WORK / f"code-head-{os.getpid()}")}
-    if args.base != "none":
-        versions = {args.base: snapshot(args.base, WORK / f"code-base-{os.getpid()}"), **versions}
+    bases = [] if args.base == "none" else args.base.split(",")
+    versions = {**{base: snapshot(base, WORK / f"code-base-{number}-{os.getpid()}") for number, base in enumerate(bases)},
+                **versions}
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
                                "load_before": os.getloadavg(), "corpus": str(args.corpus), "files": len(files),
                                "kb_setup_seconds": round(time.perf_counter() - began, 1)}
@@ -297,8 +299,9 @@ def main() -> None:
         for measure in ("chunks_per_s", "chunks_per_cpu_s", "chunks_per_all_cpu_s"):
             best = {name: max(run[measure] for run in samples) for name, samples in runs.items()}
             results[f"best_{measure}"] = best
-            if args.base != "none":
-                results[f"speedup_{measure}"] = round(best["working tree"] / best[args.base], 2)
+            for base in bases:  # the first base keeps the key it always had
+                key = f"speedup_{measure}" if base == bases[0] else f"speedup_{measure}_over_{base}"
+                results[key] = round(best["working tree"] / best[base], 2)
     if args.one_edit:  # one paragraph appended to one document, then a sync (in a child, this bench's embedder)
         edited = sorted((root / "docs").rglob("*.md"))[len(files) // 2]
         edits: dict[str, list[float]] = {name: [] for name in versions}

@@ -102,18 +102,21 @@ def _watched(monkeypatch: pytest.MonkeyPatch, after_take: int | None = None,
         return ahead
 
     def take(self: chunk_ahead.ChunkAhead, item: DocWork, text: str) -> object:
-        # The driver waits for the worker's answer (on a loaded machine it would otherwise overtake
-        # the worker and chunk inline, and what is tested would depend on the timing).
+        # The driver waits for the worker's answers itself; to be killed after a given answer, the
+        # worker must also have given the ones that follow it already (the window's).
         position = self.position_of(item)
         deadline = time.monotonic() + 30
-        while (position is not None and position >= self.first
+        while (after_take is not None and position is not None and position >= self.first
                and position not in self._answers  # pyright: ignore[reportPrivateUsage]
                and not self.ended and time.monotonic() < deadline):
             time.sleep(0.005)
         answer = real_take(self, item, text)
-        if after_take is not None and self.used == after_take and self.process is not None \
-                and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
+        if after_take is not None and self.used == after_take and self.processes \
+                and all(process.poll() is None for process in self.processes):
+            for process in self.processes:
+                os.kill(process.pid, signal.SIGKILL)
+            for process in self.processes:  # dead, not only signalled: no later take kills again
+                process.wait(timeout=10)
             deadline = time.monotonic() + 10
             while not self.ended and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -127,24 +130,28 @@ def _watched(monkeypatch: pytest.MonkeyPatch, after_take: int | None = None,
 
 
 @pytest.mark.heavy
+@pytest.mark.parametrize("workers", [1, 2])
 def test_a_sync_through_the_worker_writes_the_index_the_driver_writes_alone(
-        counter: TokenCounter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        counter: TokenCounter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
     docs = _docs()
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "0")
     build_kb(tmp_path / "inline", docs, Counting(counter))
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
+    monkeypatch.setattr(chunk_ahead, "worker_count", lambda: workers)  # two: answers come out of order
     started = _watched(monkeypatch)
     build_kb(tmp_path / "ahead", docs, Counting(counter))
     assert len(started) == 1
     ahead = started[0]
-    assert ahead.process is not None and ahead.process.returncode is not None  # it ended with the sync
-    # Every document came from the worker but the first half of the first group (the driver chunks
-    # it while the worker chunks the second half) and those large enough for the remembered counts
-    # (the driver's); the driver counted the terms of those whose sidecar gives a title (their
-    # contexts are not the ones the worker fitted).
-    small = [len(str(doc.content).encode()) < REMEMBERED_DOCUMENT_CHARS for doc in sorted(docs, key=_planned)]
-    assert 0 < ahead.first < len(docs) // 2 and sum(small) < len(docs)
-    assert ahead.used == sum(small[ahead.first:]) and ahead.refused == 0
+    assert len(ahead.processes) == workers
+    assert all(process.returncode is not None for process in ahead.processes)  # they ended with the sync
+    # Every document came from the worker (the driver waited for each answer) but the first half of
+    # the first group (the driver chunks it while the worker chunks the second half), the large ones
+    # too (counted with the counts remembered across syncs, as the driver counts them); the driver
+    # counted the terms of those whose sidecar gives a title (their contexts are not the ones the
+    # worker fitted).
+    large = [len(str(doc.content).encode()) >= REMEMBERED_DOCUMENT_CHARS for doc in sorted(docs, key=_planned)]
+    assert 0 < ahead.first < len(docs) // 2 and any(large[ahead.first:])
+    assert ahead.used == len(docs) - ahead.first and ahead.refused == 0
     assert 0 < ahead.terms_used < ahead.used
     inline, through = _index(tmp_path / "inline"), _index(tmp_path / "ahead")
     assert len(inline["chunks"]) > 100 and len(inline["chunk_terms"]) > 1000
@@ -160,6 +167,7 @@ def test_the_worker_killed_mid_sync_leaves_the_driver_chunking_with_the_same_ind
     build_kb(tmp_path / "inline", docs, Counting(counter))
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
     monkeypatch.setattr(chunk_ahead, "WINDOW_DOCUMENTS", 3)  # it cannot be done before it is killed
+    monkeypatch.setattr(chunk_ahead, "worker_count", lambda: 1)
     held: list[int] = []
     started = _watched(monkeypatch, after_take=5, held=held)
     build_kb(tmp_path / "killed", docs, Counting(counter))
@@ -249,6 +257,12 @@ def test_the_worker_runs_only_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "0")
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
     assert not chunk_ahead.wanted(10_000)
+    # One worker per core beyond the driver's, at most MAX_WORKERS; one where it is forced on one core.
+    assert chunk_ahead.worker_count() == min(3, chunk_ahead.MAX_WORKERS)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert chunk_ahead.worker_count() == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    assert chunk_ahead.worker_count() == 1
 
 
 

@@ -14,6 +14,7 @@ ids included (docs/perf/writer.md).
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -53,7 +54,13 @@ class Counted(NamedTuple):
 
 def heading_json(heading_path: Sequence[str] | None) -> str | None:
     """How `chunks.heading_path` stores a heading trail (None: no heading)."""
-    return json.dumps(list(heading_path), ensure_ascii=False) if heading_path else None
+    return _heading_json(tuple(heading_path)) if heading_path else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _heading_json(heading_path: tuple[str, ...]) -> str:
+    # A document's chunks share a few trails: each is encoded once, not once a chunk.
+    return json.dumps(list(heading_path), ensure_ascii=False)
 
 
 def insert_chunks(conn: sqlite3.Connection, doc_id: str, rows: Sequence[ChunkRow], vectors: np.ndarray,

@@ -32,6 +32,16 @@ LEGACY_UNIT_TOLERANCE = 1e-5
 StoredRow = tuple[bytes, bytes | None, bytes | None]  # (vector, text_key, checksum) as the index holds them
 
 
+# Keys per lookup statement (well under SQLite's bound-parameter limit).
+LOOKUP_BATCH = 500
+
+
+def text_key(prefix: bytes, text: str) -> bytes:
+    """A content key: xxh3-128 of `prefix` (a model's identity, a tokenizer's fingerprint) then the
+    exact text (pipeline/vector_reuse.py, pipeline/token_counts.py)."""
+    return xxhash.xxh3_128_digest(prefix + text.encode("utf-8", "surrogatepass"))
+
+
 def row_checksum(vector: bytes, text_key: bytes | None) -> bytes:
     """The checksum a row with these bytes carries (8 bytes)."""
     return xxhash.xxh3_64_digest(vector + (text_key or b""))

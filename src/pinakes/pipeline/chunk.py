@@ -77,14 +77,15 @@ def _started_ahead(ctx: SyncContext, plan: Sequence[Sequence[DocWork]], at: DocW
     """The run's chunk-ahead worker over `plan`, the driver now at `at` (one that hands out nothing
     where none runs)."""
     from pinakes.pipeline import chunk_ahead
-    from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS
 
     if ctx.read_only:
         return chunk_ahead.ChunkAhead(None, ())
     embedder = ctx.get_embedder()
+    # A text of SLOW_DOCUMENT_CHARS or more stays the driver's: it is announced before its chunking,
+    # and an answer that large would be held ahead in memory.
     return chunk_ahead.start(plan, at, root=ctx.paths.root, embedder=embedder,
                              settings=chunk_settings(ctx.manifest.chunking, embedder),
-                             smaller_than=REMEMBERED_DOCUMENT_CHARS)
+                             smaller_than=SLOW_DOCUMENT_CHARS, cache_dir=ctx.paths.cache_dir)
 
 
 def _announced(ctx: SyncContext, chunked: Chunked) -> Chunked:

@@ -4,20 +4,24 @@ The sync's process is the single writer, and a third of its CPU went to the chun
 tokenizer over every block, the chunker's Python) and an eighth to counting each chunk's terms
 (docs/perf/writer.md). Both are pure functions of what a document's build key holds: its text, path
 and type, the [chunking] settings, the model's tokenizer. So while the driver extracts, writes and
-commits one group of documents, one worker process (`pipeline/chunk_worker.py`) reads the text
-sources of the groups after it, in plan order, and chunks them with the same `chunk_document`, fits
+commits one group of documents, a worker process (`pipeline/chunk_worker.py`; one per core beyond
+the driver's, at most MAX_WORKERS, fed from one ordered queue) reads the text sources of the groups
+after it, in plan order, and chunks them with the same `chunk_document`, fits
 their contexts with the same `fitted_contexts` and counts their terms with the same FTS5 tokenizer.
 
 What the driver does with an answer, and why the index cannot differ:
 - `take`, in the chunk stage: the worker's chunks are used only when the xxh3-128 of the text the
   worker chunked equals that of the driver's own extraction of the document; any other case (no
-  answer, a different text, the worker dead or behind) chunks inline, as a sync always did.
+  answer, a different text, the worker dead) chunks inline, as a sync always did. A document the
+  worker is chunking, or will be sent next, is waited for rather than chunked twice: the writer's
+  core is the one a sync cannot add to (docs/perf/writer.md, "Fourth pass").
 - `contexts`, in the embed stage: the worker's fitted contexts are used only for the very chunks it
   made and when the title the driver gives them is the text's own (a sidecar title changes them);
   `counted`, inside the document's write: its term rows only when every context it fitted equals
   the driver's; `text_links`, `front_matter_tags`: what it parsed from the same text. Otherwise the driver computes
   each itself.
-- The worker writes nothing: the per-document transaction and every kill -9 point are the driver's,
+- The worker writes nothing to the index (only the disposable token counts of large texts, as the
+  chunk stage does): the per-document transaction and every kill -9 point are the driver's,
   unchanged. If the worker dies, the driver goes on inline.
 
 Memory is bounded: at most WINDOW_DOCUMENTS answers, or WINDOW_BYTES of their sources, wait ahead of
@@ -70,6 +74,9 @@ LOOKAHEAD = 4096
 # chunked, then written): the oldest are dropped past this many.
 KEPT_ANSWERS = 512
 OVERRIDE = "PINAKES_CHUNK_AHEAD"
+# Worker processes at most: one chunks ~1,750 chunks per CPU-second of its own, the driver writes
+# ~2,800 (docs/perf/writer.md, "Fourth pass"): two keep ahead of it where the cores are there.
+MAX_WORKERS = 2
 
 
 def wanted(documents: int) -> bool:
@@ -80,14 +87,20 @@ def wanted(documents: int) -> bool:
     return documents >= MIN_DOCUMENTS and len(os.sched_getaffinity(0)) >= 2
 
 
+def worker_count() -> int:
+    """Worker processes for this machine: one per core beyond the driver's, at most MAX_WORKERS,
+    at least one (where `wanted` runs any)."""
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0)) - 1))
+
+
 def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embedder: Embedder,
-          settings: ChunkSettings, smaller_than: int) -> ChunkAhead:
+          settings: ChunkSettings, smaller_than: int, cache_dir: Path | None = None) -> ChunkAhead:
     """A worker chunking the text documents of `groups` (the run's plan, in order) under `settings`,
     from the middle of the rest of the group of `at` (the document the driver is chunking now: it
     chunks the first half of its group while the worker chunks the second), those of fewer than
-    `smaller_than` bytes (larger ones are counted with the counts remembered
-    from earlier syncs, by the driver); or one that hands out nothing where none runs: too few
-    documents, one core, a model whose token counts are not a `TokenCounter`'s (a test's toy
+    `smaller_than` bytes (larger ones are the driver's), a large one with the token counts
+    remembered under `cache_dir` (pipeline/token_counts.py); or one that hands out nothing where
+    none runs: too few documents, one core, a model whose token counts are not a `TokenCounter`'s (a test's toy
     counter), no process to be had."""
     from pinakes.embed.tokens import TokenCounter
 
@@ -104,8 +117,9 @@ def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embed
         if group_end > position:
             break
     try:
-        return ChunkAhead(Setup(str(root), counter.to_str(), settings, smaller_than), items,
-                          first=position + (group_end - position + 1) // 2)
+        return ChunkAhead(Setup(str(root), counter.to_str(), settings, smaller_than,
+                                None if cache_dir is None else str(cache_dir)), items,
+                          first=position + (group_end - position + 1) // 2, workers=worker_count())
     except OSError:
         return ChunkAhead(None, ())
 
@@ -122,11 +136,13 @@ def _text_source_types() -> tuple[str, ...]:
 
 
 class ChunkAhead:
-    """The driver's side of the worker (module docstring): a thread feeds it the plan's text
-    documents one at a time and keeps its answers; `take` and `counted` hand them out."""
+    """The driver's side of the workers (module docstring): a thread per worker feeds it the plan's
+    text documents one at a time, from one ordered queue, and keeps its answers; `take` and
+    `counted` hand them out."""
 
-    def __init__(self, setup: Setup | None, items: Sequence[DocWork], first: int = 0) -> None:
-        """`setup` None: no worker, nothing handed out; `first`: the position it starts at."""
+    def __init__(self, setup: Setup | None, items: Sequence[DocWork], first: int = 0, workers: int = 1) -> None:
+        """`setup` None: no worker, nothing handed out; `first`: the position it starts at;
+        `workers`: how many processes chunk (each answer is matched by its position)."""
         from pinakes.extract.process_starter import start_process
 
         self.items = list(items)  # the plan's own DocWork objects: no copy, no index over the whole plan
@@ -140,20 +156,29 @@ class ChunkAhead:
         self.first = first
         self._next = first  # the next position to send
         self._at = -1  # the position the driver last took
-        self._in_flight: int | None = None
+        self._in_flight: set[int] = set()
         self._closed = False
         self._taken: dict[str, Done] = {}
         self.ended = setup is None  # no more answers will come
-        self.process: subprocess.Popen[bytes] | None = None
-        self._thread: threading.Thread | None = None
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self._threads: list[threading.Thread] = []
+        self._feeding = 0  # feeding threads still running
         if setup is None:
             return
-        self.process = start_process(lambda: subprocess.Popen(
-            [sys.executable, "-c", BOOTSTRAP, json.dumps(sys.path)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True))
-        self._thread = threading.Thread(target=self._feed, args=(self.process, setup), name="pinakes-chunk-ahead",
-                                        daemon=True)
-        self._thread.start()
+        for _ in range(workers):
+            self.processes.append(start_process(lambda: subprocess.Popen(
+                [sys.executable, "-c", BOOTSTRAP, json.dumps(sys.path)], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True)))
+        self._feeding = len(self.processes)
+        for process in self.processes:
+            thread = threading.Thread(target=self._feed, args=(process, setup), name="pinakes-chunk-ahead", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The first worker process (None where none runs)."""
+        return self.processes[0] if self.processes else None
 
     def take(self, item: DocWork, text: str) -> Done | None:
         """The worker's chunks of `item` if it chunked exactly `text`; None: chunk it inline."""
@@ -161,11 +186,13 @@ class ChunkAhead:
         if position is None:
             return None
         with self._cond:
-            self._at = max(self._at, position)
+            self._at = max(self._at, position - 1)  # the feeder still sends this one
             for passed in [key for key in self._answers if key < position]:
                 self._forget(passed)
-            while self._in_flight == position and not self.ended:
+            self._cond.notify_all()
+            while position not in self._answers and self._will_answer(position):
                 self._cond.wait()
+            self._at = max(self._at, position)
             answer = self._answers.get(position)
             if answer is not None:
                 self._forget(position)
@@ -180,6 +207,16 @@ class ChunkAhead:
             self._taken.pop(next(iter(self._taken)))
         self._taken[item.doc_id] = answer
         return answer
+
+    def _will_answer(self, position: int) -> bool:
+        """Whether the worker, alive, is chunking the document at `position` or will send it next:
+        the driver waits for its answer rather than chunk it too (the writer's core is the one a
+        sync cannot add to). Documents before the worker's first, and those it is not sent, are
+        the driver's. Call holding the lock."""
+        if self.ended or self._closed or position < self.first:
+            return False
+        return position in self._in_flight or (position >= self._next
+                                                and _chunkable(self.items[position], self._smaller_than))
 
     def position_of(self, item: DocWork) -> int | None:
         """`item`'s position in the plan, looked for from the driver's position on."""
@@ -221,27 +258,27 @@ class ChunkAhead:
         return answer if answer is not None and answer.chunks is chunks else None
 
     def close(self) -> None:
-        """End the worker (its stdin closes; it is killed if it does not exit at once)."""
+        """End the workers (their stdin closes; one is killed if it does not exit at once)."""
         with self._cond:
             self._closed = True
             self._answers.clear()
             self._cond.notify_all()
         self._taken.clear()
-        process = self.process
-        if process is None:
-            return
-        with contextlib.suppress(OSError):
-            if process.stdin is not None:
-                process.stdin.close()
-        try:
-            process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if process.stdout is not None:
-            process.stdout.close()
+        for process in self.processes:
+            with contextlib.suppress(OSError):
+                if process.stdin is not None:
+                    process.stdin.close()
+        for process in self.processes:
+            try:
+                process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        for process in self.processes:
+            if process.stdout is not None:
+                process.stdout.close()
 
     def _forget(self, position: int) -> None:
         del self._answers[position]
@@ -263,23 +300,24 @@ class ChunkAhead:
                 self._cond.wait()
             position = self._next
             self._next += 1
-            self._in_flight = position
+            self._in_flight.add(position)
             item = self.items[position]
             return Request(position, item.path, item.source_type)
 
     def _feed(self, process: subprocess.Popen[bytes], setup: Setup) -> None:
         stdin, stdout = process.stdin, process.stdout
         assert stdin is not None and stdout is not None
+        request: Request | None = None
         try:
             write_frame(stdin.fileno(), pickle.dumps(setup, pickle.HIGHEST_PROTOCOL))
             while (request := self._next_request()) is not None:
                 write_frame(stdin.fileno(), pickle.dumps(request, pickle.HIGHEST_PROTOCOL))
                 frame = read_frame(stdout)
                 if frame is None:
-                    break  # the worker died (or was ended): the driver goes on inline
+                    break  # the worker died (or was ended): the driver does its documents itself
                 answer: Done | None = pickle.loads(frame)
                 with self._cond:
-                    self._in_flight = None
+                    self._in_flight.discard(request.position)
                     if answer is not None and answer.position == request.position and request.position > self._at:
                         self._answers[request.position] = answer
                         self._held_bytes += self.items[request.position].file.size
@@ -288,6 +326,8 @@ class ChunkAhead:
             pass
         finally:
             with self._cond:
-                self.ended = True
-                self._in_flight = None
+                if request is not None:
+                    self._in_flight.discard(request.position)
+                self._feeding -= 1
+                self.ended = self._feeding == 0  # the last worker gone: no more answers will come
                 self._cond.notify_all()

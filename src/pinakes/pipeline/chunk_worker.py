@@ -5,9 +5,10 @@ Started by `pipeline/chunk_ahead.py` (which says why and what the driver does wi
 pickle) on stdin and answers each on the stdout it had at start (its Python `print`s go to stderr):
 first the run's settings, `Setup`, then one `Request` per document, each answered by one `Done` or
 by None when the driver should chunk the document itself (not a text source, a file the text
-extractor refuses, a document large enough to use the remembered counts, anything that raised).
-It writes nothing anywhere, ignores Ctrl-C (the driver decides), exits when its stdin closes, and
-on Linux the kernel kills it when the process that started it dies, even by SIGKILL.
+extractor refuses, a text too large to hold ahead, anything that raised). It writes nothing but
+the token counts it remembers for large texts (`pipeline/token_counts.py`, a disposable cache the
+driver's chunk stage writes too), ignores Ctrl-C (the driver decides), exits when its stdin closes,
+and on Linux the kernel kills it when the process that started it dies, even by SIGKILL.
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ import signal
 import struct
 import sys
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from pinakes.chunking import Chunk
 from pinakes.extract.process_starter import die_with_parent
 from pinakes.index.chunk_rows import Counted
 from pinakes.links.text_links import TextLink
 from pinakes.pipeline.chunk_document import ChunkSettings
+
+if TYPE_CHECKING:
+    from pinakes.pipeline.token_counts import TokenCountStore
 
 # The child's first lines: the parent's sys.path (so it imports this very copy of pinakes), then main.
 BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
@@ -39,7 +43,10 @@ class Setup(NamedTuple):
     root: str  # the KB's root: a request names a document by its path under it
     tokenizer: str  # the model tokenizer's JSON (`TokenCounter.to_str`): counts exactly as the driver's
     settings: ChunkSettings
-    smaller_than: int  # a text this long or longer is left to the driver (its remembered counts)
+    smaller_than: int  # a text this long or longer is left to the driver
+    # Where the token counts of large texts are remembered across syncs (the KB's cache folder, as
+    # the driver's chunk stage opens it); None: count every text.
+    cache_dir: str | None = None
 
 
 class Request(NamedTuple):
@@ -96,8 +103,18 @@ class _Worker:
         self.root = Path(setup.root)
         self.settings = setup.settings
         self.smaller_than = setup.smaller_than
+        self.cache_dir = Path(setup.cache_dir) if setup.cache_dir is not None else None
         self.counter = TokenCounter.from_str(setup.tokenizer)
         self.terms = Tokenizer(FTS_TOKENIZE)
+
+    def _remembered_counts(self, chars: int) -> TokenCountStore | None:
+        """The counts remembered across syncs for a text this large, as the driver's chunk stage
+        uses them (`pipeline/chunk.py`): the same numbers the tokenizer gives, found instead of made."""
+        from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS, TokenCountStore
+
+        if self.cache_dir is None or chars < REMEMBERED_DOCUMENT_CHARS:
+            return None
+        return TokenCountStore.open(self.cache_dir, self.counter.fingerprint, self.counter.count_batch)
 
     def answer(self, request: Request) -> Done | None:
         try:
@@ -117,11 +134,16 @@ class _Worker:
         absolute = self.root / request.path
         extracted = text_extractor.extract(absolute, request.source_type)
         if len(extracted.text) >= self.smaller_than:
-            return None  # counted with the counts remembered from earlier syncs, by the driver
+            return None  # too large to hold ahead: the driver chunks it
         title = document_title(extracted.text, request.source_type, absolute)
         counter, settings = self.counter, self.settings
-        chunks = tuple(chunk_document(extracted, request.source_type, request.path, absolute, title, settings,
-                                      counter.count, counter.count_batch))
+        store = self._remembered_counts(len(extracted.text))
+        try:
+            chunks = tuple(chunk_document(extracted, request.source_type, request.path, absolute, title, settings,
+                                          counter.count, store.count_batch if store else counter.count_batch))
+        finally:
+            if store is not None:
+                store.save()
         declared = document_front_matter(extracted.text, request.source_type, absolute)
         lines = document_context(title, request.path, running_heads=extracted.running_heads,
                                  declared_words=declared.searchable_words())

@@ -390,6 +390,10 @@ def _keep_unchanged_rows(conn: sqlite3.Connection, doc_id: str, chunks: Sequence
         "SELECT c.id, c.ordinal, c.char_start, c.char_end, c.text, c.fts_text, c.context, c.heading_path, "
         "c.page_start, c.page_end, c.token_count, e.text_key, e.vector, e.checksum FROM chunks c "
         "JOIN embeddings e ON e.chunk_id = c.id WHERE c.doc_id = ? AND e.text_key IS NOT NULL", (doc_id,)).fetchall()
+    if not rows:  # no row to keep (a new document): nothing to compare, park or hand to the lookups
+        conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+        reuse.forget_previous_version()
+        return [None] * len(chunks), keys, []
     previous: dict[tuple[object, ...], list[tuple[int, _Move]]] = {}
     # A row whose vector fails its check is not kept: its text is looked up, and embedded again.
     faults = row_faults([(vector, key, checksum) for *_row, key, vector, checksum in rows], reuse.dim)

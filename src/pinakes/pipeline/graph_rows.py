@@ -75,29 +75,49 @@ class GraphWriter:
         for edge in edges:
             self.pending_edges.append(edge)
             self.census[edge[2]] += 1
+        self._flush_when_full()
+
+    def edges_of(self, kind: str, pairs: list[tuple[int, int]]) -> None:
+        """`edges` of one kind: counted once for the lot, not per edge."""
+        self.pending_edges.extend([(src, dst, kind) for src, dst in pairs])
+        self.census[kind] += len(pairs)
+        self._flush_when_full()
+
+    def _flush_when_full(self) -> None:
         if len(self.pending_edges) + len(self.pending_nodes) >= _FLUSH_ROWS:
             self.flush()
 
     def chunks(self, doc_id: str, chunks: list[tuple[int, tuple[str, ...]]]) -> None:
         """One document's chunk nodes, heading hubs and their edges."""
         doc_node = self.doc(doc_id)
-        chunk_nodes = [self.node("chunk", f"{doc_id}:{ordinal}") for ordinal, _ in chunks]
-        self.edges((doc_node, chunk_node, "membership") for chunk_node in chunk_nodes)
-        self.edges((a, b, "sibling") for a, b in itertools.pairwise(chunk_nodes))
+        first = self.count + 1
+        self.count += len(chunks)
+        chunk_nodes = list(range(first, self.count + 1))
+        self.pending_nodes.extend([(node, "chunk", f"{doc_id}:{ordinal}")
+                                   for node, (ordinal, _) in zip(chunk_nodes, chunks, strict=True)])
+        self.edges_of("membership", [(doc_node, chunk_node) for chunk_node in chunk_nodes])
+        self.edges_of("sibling", list(itertools.pairwise(chunk_nodes)))
         sections: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for (_, heading), chunk_node in zip(chunks, chunk_nodes, strict=True):
             if heading:
                 sections[heading].append(chunk_node)
         # parent-child: a chunk under heading path P is the parent of every chunk whose heading path
-        # extends P. Hierarchy is the one relation not hubbed, so it materialises pairwise.
+        # extends P. Hierarchy is the one relation not hubbed, so it materialises pairwise. Each
+        # path's children are found through its prefixes (not by comparing every pair of paths),
+        # listed in the order of `sections`, so the edges come in the order of a pairwise scan.
+        children_of: dict[tuple[str, ...], list[tuple[str, ...]]] = defaultdict(list)
+        for path in sections:
+            for depth in range(1, len(path)):
+                if path[:depth] in sections:
+                    children_of[path[:depth]].append(path)
         for parent_path, parents in sections.items():
-            for child_path, children in sections.items():
-                if len(child_path) > len(parent_path) and child_path[: len(parent_path)] == parent_path:
-                    self.edges((p, c, "parent-child") for p in parents for c in children)
+            for child_path in children_of.get(parent_path, ()):
+                children = sections[child_path]
+                self.edges_of("parent-child", [(p, c) for p in parents for c in children])
         for heading, members in sections.items():
             if len(members) >= 2:
                 hub = self.node("heading", f"{doc_id}:{' > '.join(heading)}")
-                self.edges((hub, member, "in-section") for member in members)
+                self.edges_of("in-section", [(hub, member) for member in members])
 
     def flush(self) -> None:
         self.conn.executemany("INSERT INTO nodes (id, kind, key) VALUES (?, ?, ?)", self.pending_nodes)

@@ -26,7 +26,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pinakes.pipeline.vector_reuse import LOOKUP_BATCH, text_key
+from pinakes.index.vector_rows import LOOKUP_BATCH, text_key
 
 REMEMBERED_DOCUMENT_CHARS = 100_000
 # About 53 bytes a row on disk: at most ~53 MB, the counts of ~85k chunks' texts, blocks, parts and words.

@@ -40,17 +40,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import xxhash
 
 from pinakes.embed.base import ModelIdentity, identity_meta
 from pinakes.index.integrity import damage
-from pinakes.index.vector_rows import invalid_vectors, row_faults
+from pinakes.index.vector_rows import LOOKUP_BATCH, invalid_vectors, row_faults, text_key
 
 if TYPE_CHECKING:
     from pinakes.pipeline.run import SyncContext
 
-# Keys per lookup statement (well under SQLite's bound-parameter limit).
-LOOKUP_BATCH = 500
 
 _PREVIOUS = "temp.pnk_previous_vectors"
 
@@ -65,10 +62,6 @@ def identity_prefix(identity: ModelIdentity) -> bytes:
     """What every key of this model starts from: its identity, which JSON writes without a NUL, so
     the NUL after it keeps (identity, text) pairs from ever running into each other."""
     return json.dumps(identity_meta(identity), sort_keys=True).encode() + b"\0"
-
-
-def text_key(prefix: bytes, text: str) -> bytes:
-    return xxhash.xxh3_128_digest(prefix + text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass
@@ -166,16 +159,25 @@ class VectorReuse:
         Rows whose id is in the table `except_in` stay in the index (kept), so they are left out."""
         if not self.enabled:
             return
-        # Every time: made inside a document's transaction, the table goes if that document fails.
-        self.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_PREVIOUS.split('.')[1]} "
-                          "(text_key BLOB PRIMARY KEY, vector BLOB NOT NULL, checksum BLOB) WITHOUT ROWID")
-        self._previous_ready = True
-        self.conn.execute(f"DELETE FROM {_PREVIOUS}")
+        self._empty_previous()
         self.conn.execute(f"INSERT OR IGNORE INTO {_PREVIOUS} (text_key, vector, checksum) "
                           "SELECT e.text_key, e.vector, e.checksum "
                           "FROM embeddings e JOIN chunks c ON c.id = e.chunk_id "
                           f"WHERE c.doc_id = ? AND e.text_key IS NOT NULL AND c.id NOT IN (SELECT id FROM {except_in})",
                           (doc_id,))
+
+    def forget_previous_version(self) -> None:
+        """What `keep_previous_version` keeps, for a document with no previous rows: the vectors the
+        last document handed over go, as they would were this one's (none) handed over."""
+        if self.enabled and self._previous_ready:
+            self._empty_previous()
+
+    def _empty_previous(self) -> None:
+        # Every time: made inside a document's transaction, the table goes if that document fails.
+        self.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_PREVIOUS.split('.')[1]} "
+                          "(text_key BLOB PRIMARY KEY, vector BLOB NOT NULL, checksum BLOB) WITHOUT ROWID")
+        self._previous_ready = True
+        self.conn.execute(f"DELETE FROM {_PREVIOUS}")
 
     def close(self) -> None:
         if self.old_index is not None:
