@@ -10,8 +10,10 @@ own past; between 207c877 and now search/bm25.py also gained #45's keyword pool,
 would undo. Here each arm is a whole tree: its Searcher with default settings, rerank off, over
 bench_search.py's corpus synced to 10k chunks with bench_bm25f.py's hash embedder at 384 dimensions
 (the index built by this tree; the vector side's code is the same in both). Each worker times its
-own `search()` (wall: perf_counter; CPU: process_time, steadier when the machine is loaded); the
-driver only passes queries and collects times.
+own `search()` (wall: perf_counter; CPU: process_time, steadier when the machine is loaded; and the
+Searcher's own per-stage timings); the driver only passes queries and collects times. `--base` may be
+any tree: 207c877, or this commit with #46's merges reverted on a scratch worktree (docs/QUALITY.md,
+"Against the bar, through the product"), which leaves #45's search changes on both sides.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def worker(index: Path) -> int:
         result = searcher.search(query, mode=mode)
         elapsed, spent = (time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000
         top = result.passages[0].path if result.passages else ""
-        print(json.dumps([round(elapsed, 4), round(spent, 4), top]), flush=True)
+        print(json.dumps([round(elapsed, 4), round(spent, 4), top, result.timings]), flush=True)
     searcher.close()
     return 0
 
@@ -63,13 +65,15 @@ def drive(index: Path, base: Path, queries: int, rounds: int) -> dict[str, objec
     cpu: dict[str, list[float]] = {f"{arm} {mode}": [] for arm in arms for mode in MODES}
     same_top = {mode: 0 for mode in MODES}
 
-    def ask(arm: str, mode: str, query: str) -> tuple[float, float, str]:
+    stages: dict[str, dict[str, list[float]]] = {f"{arm} {mode}": {} for arm in arms for mode in MODES}
+
+    def ask(arm: str, mode: str, query: str) -> tuple[float, float, str, dict[str, float]]:
         process = arms[arm]
         assert process.stdin is not None and process.stdout is not None
         process.stdin.write(f"{mode}\t{query}\n")
         process.stdin.flush()
-        elapsed, spent, top = json.loads(process.stdout.readline())
-        return float(elapsed), float(spent), str(top)
+        elapsed, spent, top, timings = json.loads(process.stdout.readline())
+        return float(elapsed), float(spent), str(top), timings
 
     try:
         for round_number in range(rounds + 1):  # round 0 warms both
@@ -78,8 +82,10 @@ def drive(index: Path, base: Path, queries: int, rounds: int) -> dict[str, objec
                 for mode in MODES:
                     tops = {}
                     for arm in order:
-                        elapsed, spent, tops[arm] = ask(arm, mode, query)
+                        elapsed, spent, tops[arm], timings = ask(arm, mode, query)
                         if round_number:
+                            for stage, value in timings.items():
+                                stages[f"{arm} {mode}"].setdefault(stage, []).append(float(value))
                             samples[f"{arm} {mode}"].append(elapsed)
                             cpu[f"{arm} {mode}"].append(spent)
                     if round_number == 1:
@@ -101,6 +107,9 @@ def drive(index: Path, base: Path, queries: int, rounds: int) -> dict[str, objec
                                         "p95_ms": round(values[int(0.95 * (len(values) - 1))], 3)}
         result[f"{mode}: CPU ms p50 before, after"] = [round(statistics.median(cpu[f"{arm} {mode}"]), 3)
                                                        for arm in ("before", "after")]
+        result[f"{mode}: stage p50 ms (before, after)"] = {
+            stage: [round(statistics.median(stages[f"{arm} {mode}"].get(stage) or [0.0]), 3) for arm in ("before", "after")]
+            for stage in stages[f"after {mode}"]}
         result[f"{mode}: p50 after - before ms"] = round(
             result[f"{mode}: after"]["p50_ms"] - result[f"{mode}: before"]["p50_ms"], 3)  # type: ignore[index]
     return result
