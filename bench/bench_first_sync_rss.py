@@ -8,9 +8,11 @@ from bench/corpora/make_pages.py, synced in place: its sidecars and index are re
 end, in a child process on a snapshot of the working tree's code (bench/compare_noop.py's, so later
 edits do not change the run) with bench_writer.py's `FastEmbedder` (the real tokenizer, no model
 cost). Every `--every` seconds the parent appends one JSON line to `--log`: seconds since the start,
-the child's VmRSS and VmHWM (peak) from /proc, its CPU seconds, and the documents and chunks
-committed so far (read from the index, read-only). The last line says how the child ended. When
-the run is cut short, the log is the curve to where it got.
+the child's VmRSS and VmHWM (peak) from /proc, its CPU seconds, the documents and chunks
+committed so far (read from the index, read-only), and the stage it is in ("plan", "group 0" for
+the streamed groups, then "graph", "vectors", "reverse-scan", "self-calibration", "done": the child
+marks each as it starts, by wrapping the doit invocations and the calibration). The last line says
+how the child ended. When the run is cut short, the log is the curve to where it got.
 """
 
 from __future__ import annotations
@@ -32,10 +34,28 @@ from compare_noop import snapshot
 CHILD = """
 import sys
 from bench_writer import FastEmbedder
+import pinakes.calibration.on_sync as on_sync
+import pinakes.sync.loader as loader
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
+
+def mark(stage):
+    with open(sys.argv[2], "a", encoding="utf-8") as marks:
+        marks.write(stage + "\\n")
+
+run_invocation, after_sync = loader.run_invocation, on_sync.after_sync
+def marked_invocation(run, invocation, *args, **kwargs):
+    if invocation.label == "plan" or not invocation.label.startswith("group") or invocation.label == "group 0":
+        mark(invocation.label)
+    return run_invocation(run, invocation, *args, **kwargs)
+def marked_after_sync(*args, **kwargs):
+    mark("self-calibration")
+    return after_sync(*args, **kwargs)
+loader.run_invocation, on_sync.after_sync = marked_invocation, marked_after_sync
 report = run_sync(sys.argv[1], SyncOptions(quiet=True), embedder=FastEmbedder())
+mark("done")
 print(len(report.added), len(report.failures), report.chunks_embedded, flush=True)
+print(report.notes, report.warnings, report.timings, flush=True)
 """
 
 
@@ -81,12 +101,16 @@ def main() -> int:
     started = time.perf_counter()
     output = args.log.with_suffix(".out")  # a file, not a pipe: a full pipe would stall the sync
     with args.log.open("a", encoding="utf-8") as log, output.open("w", encoding="utf-8") as out:
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(args.kb)], env=env, stdout=out, stderr=out)
+        marks = args.log.with_suffix(".stages")
+        marks.write_text("", encoding="utf-8")
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(args.kb), str(marks)], env=env, stdout=out,
+                                 stderr=out)
         log.write(json.dumps({"start": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "kb": str(args.kb),
                               "pid": child.pid, "load": os.getloadavg()}) + "\n")
         while child.poll() is None:
             sample = {"seconds": round(time.perf_counter() - started), **proc_status(child.pid),
-                      **committed(args.kb / ".pinakes" / "index.db"), "load1": os.getloadavg()[0]}
+                      **committed(args.kb / ".pinakes" / "index.db"), "load1": os.getloadavg()[0],
+                      "stage": (marks.read_text(encoding="utf-8").splitlines() or [""])[-1]}
             log.write(json.dumps(sample) + "\n")
             log.flush()
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -135,6 +135,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=0, help="extend the real vectors to this many")
     parser.add_argument("--extend-by", choices=("calibrated", "noise", "rotation"), default="calibrated",
                         help="how --rows extends the real vectors (bench_vector_recall.py's docstring)")
+    parser.add_argument("--seed", type=int, default=45,
+                        help="the extension's random draws (another seed: other copies, so another build)")
     parser.add_argument("--real-rows", type=int, default=0, help="only the first N real vectors (a quick check)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
@@ -155,15 +157,16 @@ def main() -> None:
     if args.rows <= len(real):
         base = real
     elif args.extend_by == "calibrated":
-        base = bench_vector_recall.extend_calibrated(real, args.rows)
+        base = bench_vector_recall.extend_calibrated(real, args.rows, seed=args.seed)
     else:
-        base = bench_vector_tiers.extend(real, args.rows, method=args.extend_by)
+        base = bench_vector_tiers.extend(real, args.rows, seed=args.seed, method=args.extend_by)
     added = max(1, len(base) // 100)
     shutil.rmtree(args.work, ignore_errors=True)
     index = args.work / ".pinakes" / "index.db"
     report: dict[str, object] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                  "load_average": os.getloadavg(), "rows": len(base), "real_rows": len(real),
-                                 "extend_by": args.extend_by if args.rows > len(real) else None}
+                                 "extend_by": args.extend_by if args.rows > len(real) else None,
+                                 "seed": args.seed if args.rows > len(real) else None, "threads": args.threads}
     _, report["write_index_s"] = timed(write_index, index, base[:-added])
     np.save(index.parent / "queries.npy", queries)
     conn = schema.open_reader(index)

@@ -8,11 +8,12 @@ names at most a few paths per reason; `--json` lists them all. Paths are escaped
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal, cast, get_args
+from typing import Literal, cast, get_args, overload
 
 from pinakes.display import printable
+from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.manifest.patterns import exclude_line, literal_pattern
 from pinakes.wording import counted, noun_for
 
@@ -41,6 +42,77 @@ def has_changes(record: object) -> bool:
     return any(getattr(record, kind) for kind in CHANGE_KINDS)
 
 
+class WrittenSidecars(Sequence[str]):
+    """The sidecars a sync wrote, as KB-relative sidecar paths, in the order written. It keeps the
+    path of each sidecar's document (`add`), the same string the report's `added` holds for a new
+    document, and adds the suffix when read: a first sync of 700k documents mints 700k sidecars, and
+    a string of its own per sidecar was ~126 B a document kept to the run's end (~88 MB at 700k)."""
+
+    __slots__ = ("_documents",)
+
+    def __init__(self, sidecars: Iterable[str] = ()) -> None:
+        self._documents: list[str] = [_document_of(sidecar) for sidecar in sidecars]
+
+    def add(self, doc_path: str) -> None:
+        """The sidecar of `doc_path` (KB-relative) was written."""
+        self._documents.append(doc_path)
+
+    @property
+    def documents(self) -> Sequence[str]:
+        """The documents whose sidecars were written, in the same order (a view, not a copy)."""
+        return self._documents
+
+    def wrote_for(self, doc_path: str) -> bool:
+        """Whether the sidecar of `doc_path` is listed."""
+        return self._find(doc_path) is not None
+
+    def take_back(self, doc_path: str) -> None:
+        """Forget the sidecar of `doc_path`: it was removed again."""
+        if (at := self._find(doc_path)) is not None:
+            del self._documents[at]
+
+    def _find(self, doc_path: str) -> int | None:
+        """Looked for from the newest: the one asked about is, in practice, the latest group's."""
+        for at in range(len(self._documents) - 1, -1, -1):
+            if self._documents[at] == doc_path:
+                return at
+        return None
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [path + SIDECAR_SUFFIX for path in self._documents[index]]
+        return self._documents[index] + SIDECAR_SUFFIX
+
+    def __iter__(self) -> Iterator[str]:
+        return (path + SIDECAR_SUFFIX for path in self._documents)
+
+    def __contains__(self, sidecar: object) -> bool:
+        return isinstance(sidecar, str) and sidecar.endswith(SIDECAR_SUFFIX) and self.wrote_for(_document_of(sidecar))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, WrittenSidecars):
+            return self._documents == other._documents
+        return isinstance(other, Sequence) and not isinstance(other, str) and list(self) == list(cast("Sequence[object]", other))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it stands for
+
+    def __repr__(self) -> str:
+        return f"WrittenSidecars({list(self)!r})"
+
+
+def _document_of(sidecar: str) -> str:
+    if not sidecar.endswith(SIDECAR_SUFFIX):
+        raise ValueError(f"not a sidecar path: {sidecar!r}")
+    return sidecar[:-len(SIDECAR_SUFFIX)]
+
+
 @dataclass(frozen=True)
 class Failure:
     path: str
@@ -65,7 +137,7 @@ class SyncReport:
     renamed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     deleted: list[str] = field(default_factory=list[str])
     metadata_refreshed: list[str] = field(default_factory=list[str])
-    sidecars_written: list[str] = field(default_factory=list[str])
+    sidecars_written: WrittenSidecars = field(default_factory=WrittenSidecars)
     orphaned_sidecars: list[str] = field(default_factory=list[str])
     failures: list[Failure] = field(default_factory=list[Failure])
     skipped: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (path, reason): not documents
@@ -128,6 +200,7 @@ class SyncReport:
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
+        data["sidecars_written"] = list(self.sidecars_written)
         data["renamed"] = [{"from": old, "to": new} for old, new in self.renamed]
         data["skipped"] = [{"path": path, "reason": reason} for path, reason in self.skipped]
         data["failures"] = [{**asdict(failure), "permanent": failure.permanent} for failure in self.failures]

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, TypedDict
 from pinakes.errors import PinakesError
 from pinakes.faults import faultpoint
 from pinakes.index.schema import transaction
-from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.pipeline.context import context_naming
 from pinakes.sources.walk import FileState, remember_files, resolves_inside
 
@@ -115,7 +114,7 @@ class SidecarWriter:
             message = exc.render() if isinstance(exc, PinakesError) else str(exc)
             report.fail(write.doc_path, "sidecar", f"could not write the sidecar: {message}")
             return None
-        report.sidecars_written.append(write.doc_path + SIDECAR_SUFFIX)
+        report.sidecars_written.add(write.doc_path)
         faultpoint("sync.after-sidecar-write")
         sidecar_file = sidecar_path_for(doc_path)
         sidecar = read_sidecar(sidecar_file, kb_id=ctx.kb_id)

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.pipeline.report import UNEXTRACTABLE
 
 if TYPE_CHECKING:
@@ -36,8 +35,7 @@ def take_back_minted_sidecar(ctx: SyncContext, item: DocWork) -> None:
 
     from pinakes.sidecar import sidecar_path_for
 
-    written = item.path + SIDECAR_SUFFIX
-    if item.reason != "added" or written not in ctx.report.sidecars_written or item.sidecar_hash is None:
+    if item.reason != "added" or item.sidecar_hash is None or not ctx.report.sidecars_written.wrote_for(item.path):
         return
     path = sidecar_path_for(ctx.paths.root / item.path)
     try:
@@ -46,7 +44,7 @@ def take_back_minted_sidecar(ctx: SyncContext, item: DocWork) -> None:
         path.unlink()
     except OSError:
         return  # left where it is: a later sync pairs it like any sidecar
-    ctx.report.sidecars_written.remove(written)
+    ctx.report.sidecars_written.take_back(item.path)
 
 
 def carry_forward(ctx: SyncContext, walk: WalkResult, arrivals: Sequence[str]) -> set[str]:

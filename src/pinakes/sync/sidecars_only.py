@@ -85,7 +85,7 @@ def run_sidecars_only(paths: KBPaths, manifest: Manifest, options: SyncOptions, 
         if new in result.docs and new not in result.sidecars and old_sidecar.exists():
             _git(paths.root, "mv", old + SIDECAR_SUFFIX, new + SIDECAR_SUFFIX)
             result.sidecars[new] = result.docs[new]
-            report.sidecars_written.append(new + SIDECAR_SUFFIX)
+            report.sidecars_written.add(new)
             report.notes.append(f"moved {old}{SIDECAR_SUFFIX} with its renamed document (the ID travels)")
     for path in sorted(result.docs):
         if path in result.sidecars:
@@ -96,7 +96,7 @@ def run_sidecars_only(paths: KBPaths, manifest: Manifest, options: SyncOptions, 
             report.fail(path, "sidecar", exc.render())
             continue
         rel = written.relative_to(paths.root).as_posix() if written.is_absolute() else str(written)
-        report.sidecars_written.append(rel)
+        report.sidecars_written.add(path)
         to_stage.append(rel)
         minted.append(path)
     if options.stage and to_stage:

@@ -27,6 +27,10 @@ from numpy.typing import NDArray
 _ACTIVE = ("FROM embeddings e JOIN chunks c ON c.id = e.chunk_id JOIN documents d ON d.id = c.doc_id "
            "WHERE d.state = 'active'")
 BATCH_ROWS = 16_384
+# Rows a build reads and adds at a time. Each is held three times in transit (the fetched rows, the
+# joined bytes, the index's int8 copy): ~6 MiB at 4,096 rows, ~25 MiB at 16,384. The rows an add
+# changes neither the CPU nor, with one thread, the graph (docs/perf/vector-tiers.md, 300k levers).
+BUILD_BATCH_ROWS = 4_096
 _LOOKUP_ROWS = 500  # ids per `IN (...)` lookup: far below every SQLite's variable limit
 # The same rows looked up by chunk id: CROSS JOIN keeps SQLite's planner on this order (embeddings
 # by id, then its chunk, then its document). Left free it starts from `documents_state` and walks
@@ -81,7 +85,7 @@ def content_key(keys: RowKeys, identity: Mapping[str, str], params: Mapping[str,
 def vector_batches(conn: sqlite3.Connection, dim: int) -> Iterator[tuple[NDArray[np.int64], NDArray[np.float32]]]:
     """Every active vector, (chunk ids, rows) a batch at a time, so a build never holds them all."""
     cursor = conn.execute(f"SELECT e.chunk_id, e.vector {_ACTIVE} ORDER BY e.chunk_id")
-    while batch := cursor.fetchmany(BATCH_ROWS):
+    while batch := cursor.fetchmany(BUILD_BATCH_ROWS):
         yield _as_arrays(batch, dim)
 
 
