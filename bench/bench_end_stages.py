@@ -1,0 +1,165 @@
+"""The memory of a large sync's last stages, each alone in a fresh process, on a synced KB (issue #45:
+"the first sync of a 700k-page tree ... stays under 1 GB RSS throughout"; bench_first_sync_rss.py
+measures the whole run, this names which end stage costs what, before a whole run reaches it).
+
+    nice -n 10 python bench/bench_end_stages.py --kb /tmp/scale1m/kb918 [--stages graph ann-load calibrate]
+
+Each stage runs in its own child process (its RSS is its own); the child reports its VmRSS before
+the stage (imports and an open index) and its VmHWM (peak) after it, from /proc. The KB is written
+to (the graph is derived again; `ann-build` writes `.pinakes/vectors.ann`): use a copy.
+
+- `graph`: the graph derived in full (`pipeline.graph.derive_graph`, what a first sync runs).
+- `ann-load`: the vector file loaded whole into memory, as its incremental update does; the
+  size a whole build reaches at its end (a built index holds what a loaded one does).
+- `ann-build`: the vector file built whole (`vectors.build.refresh_vector_file`, the sync's step;
+  `--rows N`: of the first N active vectors only, to read the growth a row). Tens of CPU-minutes at 1M.
+- `calibrate`: the sync's self-calibration (`calibration.on_sync.after_sync`'s search, bounded to
+  its `SYNC_SECONDS`) with bench_writer's FastEmbedder, the stored calibration removed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "src"))
+
+
+def memory() -> dict[str, int]:
+    """VmRSS, VmHWM, RssAnon, RssFile of this process in MB."""
+    values: dict[str, int] = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+            values[key] = round(int(rest.split()[0]) / 1024)
+    return values
+
+
+def stage_graph(root: Path, _rows: int) -> dict[str, object]:
+    from pinakes.index import schema
+    from pinakes.manifest import load_manifest
+    from pinakes.pipeline.graph import derive_graph
+
+    conn = schema.open_writer(root / ".pinakes" / "index.db")
+    kb_id = load_manifest(root / "pinakes.toml").kb.id
+    before = memory()
+    census = derive_graph(conn, kb_id, None)
+    conn.close()
+    return {"before": before, "census": census}
+
+
+def stage_ann_load(root: Path, _rows: int) -> dict[str, object]:
+    from pinakes.vectors import engine
+    from pinakes.vectors.build import _load_whole  # pyright: ignore[reportPrivateUsage]
+    from pinakes.vectors.fileformat import read_header, vector_file_path
+
+    path = vector_file_path(root / ".pinakes")
+    header = read_header(path)
+    before = memory()
+    index = _load_whole(path, header.dim, header.params)
+    loaded = memory()
+    del index
+    return {"before": before, "loaded": loaded, "rows": header.rows, "file_bytes": header.file_bytes,
+            "library": engine.load_library()[0]}
+
+
+def stage_ann_build(root: Path, rows: int) -> dict[str, object]:
+    from pinakes.embed.base import identity_meta
+    from pinakes.index import schema
+    from pinakes.vectors import engine, source
+    from pinakes.vectors.build import refresh_vector_file
+    from pinakes.vectors.fileformat import vector_file_path
+
+    if rows:  # the first `rows` active vectors only
+        whole = source.vector_batches
+
+        def first(conn: object, dim: int):  # type: ignore[no-untyped-def]
+            taken = 0
+            for ids, batch in whole(conn, dim):  # type: ignore[arg-type]
+                if taken >= rows:
+                    return
+                yield ids[:rows - taken], batch[:rows - taken]
+                taken += len(ids)
+        import pinakes.vectors.build as build
+        build.vector_batches = first  # type: ignore[assignment]
+    from bench_writer import FastEmbedder
+
+    identity = FastEmbedder().identity
+    vector_file_path(root / ".pinakes").unlink(missing_ok=True)
+    conn = schema.open_reader(root / ".pinakes" / "index.db")
+    engine.load_library()
+    before = memory()
+    started = time.perf_counter()
+    report = refresh_vector_file(conn, root / ".pinakes", identity_meta(identity), identity.dim, min_rows=0)
+    return {"before": before, "mode": report.mode, "rows_built": rows or report.rows, "file_bytes": report.file_bytes,
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+def stage_calibrate(root: Path, _rows: int) -> dict[str, object]:
+    from bench_writer import FastEmbedder
+
+    from pinakes.calibration.on_sync import after_sync
+    from pinakes.kb import KBPaths
+    from pinakes.manifest import load_manifest
+    from pinakes.pipeline.report import SyncReport
+    from pinakes.search.calibrated import self_calibration_path
+
+    paths = KBPaths(root)
+    self_calibration_path(paths).unlink(missing_ok=True)
+    manifest = load_manifest(paths.manifest)
+    embedder = FastEmbedder()
+    report = SyncReport(str(root), "sync")
+    before = memory()
+    started = time.perf_counter()
+    after_sync(paths, manifest, report, embedder)  # type: ignore[arg-type]
+    return {"before": before, "seconds": round(time.perf_counter() - started, 1),
+            "notes": report.notes, "warnings": report.warnings}
+
+
+STAGES = {"graph": stage_graph, "ann-load": stage_ann_load, "ann-build": stage_ann_build, "calibrate": stage_calibrate}
+
+
+def child(stage: str, root: Path, rows: int) -> None:
+    result = STAGES[stage](root, rows)
+    print(json.dumps({"stage": stage, **result, "after": memory()}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kb", type=Path, required=True)
+    parser.add_argument("--stages", nargs="*", default=["graph", "ann-load", "calibrate"], choices=list(STAGES))
+    parser.add_argument("--rows", type=int, default=0, help="ann-build: of the first N vectors only")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.kb, args.rows)
+        return
+    results: list[dict[str, object]] = []
+    for stage in args.stages:
+        started = time.perf_counter()
+        load = os.getloadavg()
+        done = subprocess.run([sys.executable, __file__, "--kb", str(args.kb), "--rows", str(args.rows),
+                               "--child", stage], capture_output=True, text=True, check=False)
+        if done.returncode:
+            print(done.stderr[-3000:], file=sys.stderr)
+            results.append({"stage": stage, "returncode": done.returncode})
+            continue
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        result.update(wall_s=round(time.perf_counter() - started, 1), load_before=load, load_after=os.getloadavg(),
+                      date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
