@@ -156,7 +156,8 @@ class PipelineRun:
         self._had_work = self.has_work()
         self.groups = []
         if self.plan is not None:
-            self.plan.work, self.plan.sidecars = [], {}
+            plan = self.plan
+            plan.work, plan.sidecars, plan.sidecar_writes, plan.arrivals, plan.pending_mints = [], {}, [], [], set()
         if self.walk is not None:
             self.walk = self.walk._replace(found=WalkResult(), changes=(), removals=())
 
