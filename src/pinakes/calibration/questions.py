@@ -28,10 +28,8 @@ import contextlib
 import re
 import sqlite3
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from pinakes.lexical.relations import WordRelations
 from pinakes.lexical.tokenizer import FUNCTION_WORDS, split_words
@@ -39,8 +37,10 @@ from pinakes.lexical.tokenizer import FUNCTION_WORDS, split_words
 RULES_VERSION = 1
 MIN_CONTENT_WORDS = 4
 MIN_WORD_CHARS = 3
-NEAR_DUPLICATE_COSINE = 0.95
 SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
+# Given the questions' source chunk ids, the chunk ids within NEAR_DUPLICATE_COSINE of each
+# (calibration/near_duplicates.py).
+NearVectors = Callable[[Sequence[int]], Mapping[int, set[int]]]
 
 
 @dataclass(frozen=True)
@@ -91,17 +91,18 @@ def sentences(text: str) -> list[str]:
 
 
 def make_questions(conn: sqlite3.Connection, rules: QuestionRules, relations: WordRelations | None = None,
-                   vectors: tuple[np.ndarray, np.ndarray] | None = None) -> list[MadeQuestion]:
-    """The KB's self-calibration questions (module docstring). `vectors` is (chunk ids ascending,
-    their unit vectors) for the near-duplicate rule; without them only the words rule applies."""
-    made: list[MadeQuestion] = []
+                   near_vectors: NearVectors | None = None) -> list[MadeQuestion]:
+    """The KB's self-calibration questions (module docstring). `near_vectors` answers the
+    near-duplicate rule for all the questions' source passages at once (calibration/near_duplicates.py);
+    without it only the words rule applies."""
+    made: list[_Made] = []
     sentences_of: dict[str, list[tuple[int, int, list[str]]]] = {}
     frequencies = _Frequencies(conn)
     order = list(_documents_in_order(conn))
     for round_number in range(rules.per_document):
         for doc_id, path in order:
             if len(made) >= rules.max_questions:
-                return made
+                return _with_left_out(conn, made, near_vectors)
             if doc_id not in sentences_of:
                 sentences_of[doc_id] = _sentences_of(conn, doc_id, lead=rules.pick == "lead")
             if round_number >= len(sentences_of[doc_id]):
@@ -117,9 +118,28 @@ def make_questions(conn: sqlite3.Connection, rules: QuestionRules, relations: Wo
                 asked = words[start:start + rules.words]
             shown = (_paraphrased(asked, salt, rules.paraphrase, relations, frequencies) if rules.paraphrase > 0
                      else asked)
-            left_out = (doc_id, *sorted(_near_duplicates(conn, doc_id, chunk_id, asked, vectors)))
-            made.append(MadeQuestion(f"{path}#{ordinal}.{round_number}", " ".join(shown), doc_id, left_out))
-    return made
+            made.append(_Made(f"{path}#{ordinal}.{round_number}", " ".join(shown), doc_id, chunk_id, asked))
+    return _with_left_out(conn, made, near_vectors)
+
+
+@dataclass(frozen=True)
+class _Made:
+    """A question before its left-out documents are known (they need every question's source)."""
+
+    id: str
+    query: str
+    source: str
+    chunk_id: int
+    asked: list[str]
+
+
+def _with_left_out(conn: sqlite3.Connection, made: Sequence[_Made], near_vectors: NearVectors | None
+                   ) -> list[MadeQuestion]:
+    near: Mapping[int, set[int]] = near_vectors([question.chunk_id for question in made]) if near_vectors and made else {}
+    return [MadeQuestion(question.id, question.query, question.source,
+                         (question.source, *sorted(_near_duplicates(conn, question.source, question.chunk_id,
+                                                                    question.asked, near.get(question.chunk_id)))))
+            for question in made]
 
 
 def _documents_in_order(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
@@ -201,7 +221,7 @@ def _same_root(one: str, other: str) -> bool:
 
 
 def _near_duplicates(conn: sqlite3.Connection, doc_id: str, chunk_id: int, words: Sequence[str],
-                     vectors: tuple[np.ndarray, np.ndarray] | None) -> set[str]:
+                     near_chunks: Iterable[int] | None) -> set[str]:
     """Other documents that state what the question asks: a passage holding every one of its words,
     or one whose vector is within NEAR_DUPLICATE_COSINE of the source passage's."""
     chunks: set[int] = set()
@@ -209,12 +229,8 @@ def _near_duplicates(conn: sqlite3.Connection, doc_id: str, chunk_id: int, words
     with contextlib.suppress(sqlite3.OperationalError):  # a word FTS5 cannot parse: the vector rule still applies
         chunks.update(int(row[0]) for row in conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?",
                                                           (match,)))
-    if vectors is not None:
-        ids, matrix = vectors
-        row = int(np.searchsorted(ids, chunk_id))
-        if row < len(ids) and int(ids[row]) == chunk_id:
-            near = np.nonzero(matrix @ matrix[row] >= NEAR_DUPLICATE_COSINE)[0]
-            chunks.update(int(ids[i]) for i in near)
+    if near_chunks is not None:
+        chunks.update(near_chunks)
     chunks.discard(chunk_id)
     if not chunks:
         return set()

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pinakes.calibration.fitting import ConfidenceFit, FitError, fit_confidence
+from pinakes.calibration.near_duplicates import stored_near_chunks
 from pinakes.calibration.question_vectors import asking_searcher
 from pinakes.calibration.questions import MadeQuestion, QuestionRules, make_questions
 from pinakes.kb import KBPaths
@@ -112,7 +113,6 @@ def self_calibrate(kb_root: Path, *, rules: QuestionRules = DEFAULT_RULES, secon
     """Make the KB's questions, search them, fit the model on them. `seconds` bounds the asking."""
     from pinakes.index import schema
     from pinakes.lexical.relations import packaged
-    from pinakes.search.vectors import load_matrix
 
     paths = KBPaths(kb_root)
     started = time.monotonic()
@@ -121,9 +121,9 @@ def self_calibrate(kb_root: Path, *, rules: QuestionRules = DEFAULT_RULES, secon
         documents = int(conn.execute("SELECT count(*) FROM documents WHERE state = 'active'").fetchone()[0])
         meta = schema.read_meta(conn)
         dim = meta.get("embedding_dim")
-        matrix = load_matrix(conn, int(dim) if dim and dim.isdigit() else None, paths.index_db)
+        width = int(dim) if dim and dim.isdigit() else None
         questions = make_questions(conn, rules, packaged() if rules.paraphrase > 0 else None,
-                                   (matrix.chunk_ids, matrix.vectors) if matrix.vectors.shape[0] else None)
+                                   lambda sources: stored_near_chunks(conn, sources, width, paths.index_db))
     finally:
         conn.close()
     own = searcher is None

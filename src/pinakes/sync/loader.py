@@ -183,7 +183,31 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
         code, output = run_invocation(run, invocation, tasks, halt)
         if code:
             return Outcome(ran, code, output)
+        if invocation.stages[-1].key == RELEASE_AFTER:
+            run.release_documents()
+            _return_freed_memory()
     return Outcome(ran)
+
+
+# The last stage that reads the walk and the plan's documents (rules/graph.py `_changed`); the later
+# ones (the vector file, the reverse scan) and self-calibration read the index only.
+RELEASE_AFTER = "graph"
+
+
+def _return_freed_memory() -> None:
+    """Hand the heap's free pages back to the OS (glibc keeps them otherwise, and the RSS of the
+    stages after the release would still count them); a no-op where there is no glibc."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        trim = getattr(libc, "malloc_trim", None)
+    except OSError:
+        return
+    if trim is not None:
+        trim(0)
 
 
 def run_invocation(run: PipelineRun, invocation: Invocation, tasks: list[TaskDict] | None = None,
