@@ -17,15 +17,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-
-
-def memory() -> dict[str, int]:
-    values: dict[str, int] = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM", "RssAnon"):
-            values[key] = round(int(rest.split()[0]) / 1024)
-    return values
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_end_stages import memory  # VmRSS, VmHWM, RssAnon, RssFile in MB
 
 
 def main() -> None:
