@@ -20,12 +20,21 @@ Single-writer ceiling: a cold `run_sync` of `--ceiling-pages` pages whose embedd
 instantly (the real tokenizer still counts for the chunker): chunks/s of everything the driver does
 per chunk (extract, chunk, commit), the most any cluster can feed one index. It runs on the local
 path and on `--ceiling-workers` counts of instant workers reached through the dispatch-ahead path a
-Ray cluster takes (InstantWorkers: N workers that answer at once), and the projections for 1M and
+Ray cluster takes (InstantWorkers: N workers that answer at once), with `--ceiling-ray N` also on the
+Ray executor itself (a loopback cluster of N one-CPU nodes, the product's workers with an `embed`
+that answers at once: the driver's Ray overhead counted), and the projections for 1M and
 10M chunks on 1-32 workers of 4 cores follow from the best ceiling (wall clock, and per CPU second:
-what one quiet core would write). `--ceiling-only` runs just that (no Ray):
+what one quiet core would write). `--ceiling-only` runs just that (no Ray unless `--ceiling-ray`):
 
     nice -n 10 python bench/bench_embed_ray.py --ceiling-only [--ceiling-pages 3000] [--ceiling-corpus DIR]
-        [--ceiling-stride K]
+        [--ceiling-stride K] [--ceiling-ray 2] [--base REV[,REV...]] [--rounds 2]
+
+`cpu_seconds` is the sync process's own CPU (the driver), `worker_cpu_seconds` its reaped
+children's (the chunk-ahead workers, pipeline/chunk_ahead.py, which a cluster sync's driver runs
+beside it as a local one does). With `--base`, every ceiling run is a cold sync in a child process
+under a snapshot of the code (`git archive`, as bench/bench_writer.py takes it; the working tree's
+too), each base and the working tree alternating `--rounds` times per worker count: a same-run
+baseline on a shared machine.
 
 --equivalence tldr: the done-when check of issue #30. The whole corpus (7,425 pages) is synced cold
 twice through `pnk sync`, once with `--executor local` and once on a two-node loopback cluster with
@@ -39,6 +48,7 @@ Every Ray process here binds to loopback (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -47,7 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -212,28 +222,69 @@ WORKER_CHUNKS_PER_S = 4 / 0.062
 
 
 def _ceiling(real: Any, pages: int, scratch: Path, workers: int = 0, corpus: Path | None = None,
-             stride: int = 1) -> dict[str, Any]:
-    """A cold sync of `pages` pages whose vectors cost nothing: on the local path (workers 0) or on
-    `workers` instant workers through the dispatch-ahead path. Self-calibration after it is left out."""
+             stride: int = 1, ray_nodes: int = 0) -> dict[str, Any]:
+    """A cold sync of `pages` pages whose vectors cost nothing: on the local path (workers 0), on
+    `workers` instant workers through the dispatch-ahead path, or (`ray_nodes`) on the Ray executor
+    itself, a loopback cluster of that many one-CPU nodes whose workers answer at once. Self-calibration
+    after it is left out."""
+    docs = corpus or TLDR / "docs"
+    files = sorted(path for path in docs.rglob("*") if path.suffix in {".md", ".txt", ".rst"})[::stride][:pages]
+    root = _kb_with_pages(scratch / f"ceiling-{workers}-{ray_nodes}", files, docs)
+    if ray_nodes:
+        with _instant_cluster(ray_nodes) as embedder:
+            return {**_timed_ceiling(root, embedder), "pages": len(files), "ray_nodes": ray_nodes}
+    embedder = InstantWorkers(real, workers) if workers else InstantEmbedder(real)
+    return {**_timed_ceiling(root, embedder), "pages": len(files), "workers": workers}
+
+
+@contextlib.contextmanager
+def _instant_cluster(nodes: int) -> Iterator[Any]:
+    """The Ray executor's own embedder (`RayEmbedder`) on a loopback cluster of `nodes` one-CPU nodes,
+    each worker the product's `EmbedWorker` (the real model loaded, identity and tokenizer checked)
+    except that `embed` answers at once: what is left is the driver's side of the executor."""
+    import ray
+
+    from pinakes.embed import executor_ray
+
+    class InstantEmbedWorker(executor_ray.EmbedWorker):
+        def embed(self, texts: list[str], batch_size: int) -> np.ndarray:
+            dim = self._embedder.identity.dim  # type: ignore[union-attr]
+            return np.full((len(texts), dim), 1 / np.sqrt(dim), dtype=np.float32)
+
+    real_worker = executor_ray.EmbedWorker
+    executor_ray.EmbedWorker = InstantEmbedWorker  # type: ignore[misc]
+    cluster = _cluster([1] * nodes)
+    try:
+        embedder = _ray_embedder(cluster.address)
+        yield embedder
+    finally:
+        executor_ray.EmbedWorker = real_worker  # type: ignore[misc]
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _timed_ceiling(root: Path, embedder: Any) -> dict[str, Any]:
+    """One cold sync of `root` on `embedder`, timed: the driver's CPU and its chunk-ahead workers'."""
     import pinakes.calibration.on_sync as on_sync
     from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
-    docs = corpus or TLDR / "docs"
-    files = sorted(path for path in docs.rglob("*") if path.suffix in {".md", ".txt", ".rst"})[::stride][:pages]
-    root = _kb_with_pages(scratch / f"ceiling-{workers}", files, docs)
-    embedder = InstantWorkers(real, workers) if workers else InstantEmbedder(real)
     calibrate, on_sync.after_sync = on_sync.after_sync, lambda *_args, **_kwargs: None  # type: ignore[assignment]
     cpu = time.process_time()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         report = run_sync(root, SyncOptions(quiet=True), embedder=embedder)  # type: ignore[arg-type]
     finally:
         on_sync.after_sync = calibrate  # type: ignore[assignment]
     cpu = time.process_time() - cpu
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the chunk-ahead workers, reaped with the sync
+    helper = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     seconds = report.timings.get("pipeline") or report.wall_seconds
-    return {"pages": len(files), "workers": workers, "chunks": report.chunks_embedded, "pipeline_seconds": seconds,
-            "cpu_seconds": cpu, "chunks_per_s": report.chunks_embedded / seconds,
-            "chunks_per_cpu_s": report.chunks_embedded / cpu}
+    return {"chunks": report.chunks_embedded, "pipeline_seconds": seconds,
+            "cpu_seconds": cpu, "worker_cpu_seconds": helper, "chunks_per_s": report.chunks_embedded / seconds,
+            "chunks_per_cpu_s": report.chunks_embedded / cpu,
+            "chunks_per_worker_cpu_s": report.chunks_embedded / helper if helper else None,
+            "load": os.getloadavg()}
 
 
 def projections(ceiling: float, workers: Sequence[int] = (1, 2, 4, 8, 32)) -> list[dict[str, Any]]:
@@ -264,19 +315,66 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+def _arms(args: argparse.Namespace) -> list[tuple[str, int, int]]:
+    """Each ceiling run asked for: (its name, instant workers, instant Ray nodes)."""
+    return ([(f"{workers} workers", workers, 0) for workers in args.ceiling_workers]
+            + [(f"Ray, {nodes} instant nodes", 0, nodes) for nodes in args.ceiling_ray])
+
+
 def ceilings(real: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """The single writer's ceiling on the local path and on each `--ceiling-workers` count of
-    instant workers, and the projections from the best of them."""
+    """The single writer's ceiling on the local path, on each `--ceiling-workers` count of instant
+    workers and on each `--ceiling-ray` loopback cluster, and the projections from the best of them."""
     found: dict[str, Any] = {"single_writer_ceiling": []}
     with tempfile.TemporaryDirectory(prefix="pnk-bench-ray-") as scratch:
-        for workers in args.ceiling_workers:
+        for _name, workers, nodes in _arms(args):
             found["single_writer_ceiling"].append(_ceiling(real, args.ceiling_pages, Path(scratch), workers,
-                                                           args.ceiling_corpus, args.ceiling_stride))
+                                                           args.ceiling_corpus, args.ceiling_stride, nodes))
     best = max(run["chunks_per_s"] for run in found["single_writer_ceiling"])
     best_cpu = max(run["chunks_per_cpu_s"] for run in found["single_writer_ceiling"])
     found["projections_wall"] = projections(best)
     found["projections_one_quiet_core"] = projections(best_cpu)
     return found
+
+
+def ceilings_against(args: argparse.Namespace) -> dict[str, Any]:
+    """`ceilings`, each run a child process under a snapshot of the code: every `--base` revision
+    and the working tree, alternating per run, `--rounds` times."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from compare_noop import snapshot
+
+    work = Path(tempfile.mkdtemp(prefix="pnk-bench-ray-code-"))
+    try:
+        bases = args.base.split(",")
+        versions = {**{base: snapshot(base, work / f"base-{number}") for number, base in enumerate(bases)},
+                    "working tree": snapshot(None, work / "head")}
+        runs: dict[str, list[dict[str, Any]]] = {f"{name}, {arm}": [] for arm, _w, _n in _arms(args)
+                                                 for name in versions}
+        for _ in range(args.rounds):
+            for arm, workers, nodes in _arms(args):
+                for name, source in versions.items():
+                    run = _ceiling_child(source, workers, nodes, args)
+                    runs[f"{name}, {arm}"].append(run)
+                    print(name, run, file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    found: dict[str, Any] = {"bases": bases, "rounds": args.rounds, "runs": runs}
+    for measure in ("chunks_per_s", "chunks_per_cpu_s", "chunks_per_worker_cpu_s"):
+        found[f"best_{measure}"] = {key: max((run[measure] or 0.0) for run in samples) for key, samples in runs.items()}
+    mine = [f"working tree, {arm}" for arm, _w, _n in _arms(args)]
+    found["projections_wall"] = projections(max(found["best_chunks_per_s"][key] for key in mine))
+    found["projections_one_quiet_core"] = projections(max(found["best_chunks_per_cpu_s"][key] for key in mine))
+    return found
+
+
+def _ceiling_child(source: Path, workers: int, nodes: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One `_ceiling` run in a child process importing pinakes from `source`."""
+    command = [sys.executable, __file__, "--ceiling-child", str(workers), "--ceiling-child-ray", str(nodes),
+               "--ceiling-pages", str(args.ceiling_pages), "--ceiling-stride", str(args.ceiling_stride)]
+    if args.ceiling_corpus:
+        command += ["--ceiling-corpus", str(args.ceiling_corpus)]
+    done = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(source)}, check=True,
+                          capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _sync(root: Path, *args: str, env: dict[str, str]) -> tuple[dict[str, Any], float]:
@@ -344,19 +442,39 @@ def equivalence(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, default=320, help="chunk texts per measured pass")
-    parser.add_argument("--rounds", type=int, default=2, help="paired rounds per cluster (best kept)")
+    parser.add_argument("--rounds", type=int, default=2, help="paired rounds per cluster (best kept); with --base, alternations of each "
+                        "ceiling run")
     parser.add_argument("--ceiling-pages", type=int, default=3000, help="pages the ceiling run syncs")
     parser.add_argument("--ceiling-workers", type=lambda text: [int(part) for part in text.split(",")],
                         default=[0, 8, 32], help="instant workers per ceiling run (0: the local path)")
     parser.add_argument("--ceiling-corpus", type=Path, help="the ceiling's pages from this folder, not tldr")
     parser.add_argument("--ceiling-stride", type=int, default=1,
                         help="every K-th file of the ceiling's corpus (a sample across its sources)")
-    parser.add_argument("--ceiling-only", action="store_true", help="only the ceiling and its projections (no Ray)")
+    parser.add_argument("--ceiling-ray", type=lambda text: [int(part) for part in text.split(",")], default=[],
+                        help="also a ceiling run on the Ray executor itself, a loopback cluster of N one-CPU "
+                             "nodes whose workers answer at once (comma-separated counts)")
+    parser.add_argument("--ceiling-only", action="store_true",
+                        help="only the ceiling and its projections (no Ray unless --ceiling-ray)")
     parser.add_argument("--equivalence", choices=("tldr",), help="run the done-when equivalence instead")
     parser.add_argument("--pages", type=int, default=None, help="with --equivalence: only the first N pages")
+    parser.add_argument("--base", help="with --ceiling-only: baseline revisions (comma-separated), each ceiling "
+                        "run a child process under its code and the working tree's, alternating --rounds times")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--ceiling-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--ceiling-child-ray", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.ceiling_only:
+    if args.ceiling_child is not None:
+        from pinakes.embed.loader import load_embedder
+
+        with tempfile.TemporaryDirectory(prefix="pnk-bench-ray-") as scratch:
+            print(json.dumps(_ceiling(load_embedder(_section(), offline=True), args.ceiling_pages, Path(scratch),
+                                      args.ceiling_child, args.ceiling_corpus, args.ceiling_stride,
+                                      args.ceiling_child_ray)))
+        return
+    if args.ceiling_only and args.base:
+        results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": f"{os.cpu_count()} cores",
+                   "load_before": os.getloadavg(), **ceilings_against(args), "load_after": os.getloadavg()}
+    elif args.ceiling_only:
         from pinakes.embed.loader import load_embedder
 
         results = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",

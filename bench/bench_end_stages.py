@@ -13,6 +13,9 @@ to (the graph is derived again; `ann-build` writes `.pinakes/vectors.ann`): use 
   size a whole build reaches at its end (a built index holds what a loaded one does).
 - `ann-build`: the vector file built whole (`vectors.build.refresh_vector_file`, the sync's step;
   `--rows N`: of the first N active vectors only, to read the growth a row). Tens of CPU-minutes at 1M.
+- `twins`, `twins-matrix`: self-calibration's unanswerable twins (`TWINS` vector searches, each
+  with one document left out) with the vector file as the tier answers them now, and as it did
+  before (a float32 matrix of the allowed rows per search): needs a KB whose vectors.ann is current.
 - `calibrate`: the sync's self-calibration (`calibration.on_sync.after_sync`'s search, bounded to
   its `SYNC_SECONDS`) with bench_writer's FastEmbedder, the stored calibration removed first.
 """
@@ -123,7 +126,77 @@ def stage_calibrate(root: Path, _rows: int) -> dict[str, object]:
             "notes": report.notes, "warnings": report.warnings}
 
 
-STAGES = {"graph": stage_graph, "ann-load": stage_ann_load, "ann-build": stage_ann_build, "calibrate": stage_calibrate}
+# Self-calibration's unanswerable twins: a question's source document left out by a filter.
+TWINS = 6
+
+
+def twin_questions(conn: object) -> list[tuple[str, str]]:
+    """(document id, query) for `TWINS` documents spread over the index: the query is the first
+    twelve words of the document's first chunk, the document left out as self-calibration does."""
+    count = conn.execute("SELECT count(*) FROM documents WHERE state = 'active'").fetchone()[0]  # type: ignore[attr-defined]
+    questions = []
+    for step in range(TWINS):
+        doc_id = conn.execute("SELECT id FROM documents WHERE state = 'active' ORDER BY id LIMIT 1 OFFSET ?",  # type: ignore[attr-defined]
+                              [count * step // TWINS]).fetchone()[0]
+        text = conn.execute("SELECT text FROM chunks WHERE doc_id = ? ORDER BY ordinal LIMIT 1",  # type: ignore[attr-defined]
+                            [doc_id]).fetchone()[0]
+        questions.append((doc_id, " ".join(text.split()[:12])))
+    return questions
+
+
+def stage_twins(root: Path, _rows: int, matrix: bool = False) -> dict[str, object]:
+    """`twins`: self-calibration's twin searches (vector mode, one document left out) through the
+    product's Searcher with the vector file; `twins-matrix`: the same filters answered as the tier
+    did before (a float32 matrix of the allowed rows per search, `load_matrix(where=...)`)."""
+    from dataclasses import replace
+
+    import numpy as np
+    from bench_writer import FastEmbedder
+
+    from pinakes.kb import KBPaths
+    from pinakes.lexical.filters import SearchFilters, document_where
+    from pinakes.manifest import load_manifest
+    from pinakes.search import vectors
+    from pinakes.search.calibrated import KBConfidence
+    from pinakes.search.core import Searcher, SearchSettings
+
+    paths = KBPaths(root)
+    manifest = load_manifest(paths.manifest)
+    embedder = FastEmbedder()
+    settings = replace(SearchSettings.from_retrieval(manifest.retrieval, KBConfidence.for_kb(paths, None)),
+                       vector_tier="auto", rerank=False)
+    searcher = Searcher(paths.index_db, settings, embedder=embedder)  # type: ignore[arg-type]
+    searcher.search("warm up the generation", mode="vector", rerank=False)
+    generation = searcher._generation  # pyright: ignore[reportPrivateUsage]
+    assert generation is not None
+    questions = twin_questions(generation.conn)
+    before = memory()
+    searches = []
+    for doc_id, query in questions:
+        filters = SearchFilters(exclude_doc_ids=(doc_id,))
+        started, cpu = time.perf_counter(), time.process_time()
+        if matrix:
+            where = document_where(filters, "d")
+            rows = vectors.load_matrix(generation.conn, 384, paths.index_db, where=(where[0], where[1]))
+            found = vectors.vector_search(rows, embedder.embed_query(query), settings.candidates_per_source)
+            docs = {rows.documents[rows.doc_rows[int(np.searchsorted(rows.chunk_ids, chunk))]] for chunk, _ in found}
+            del rows
+        else:
+            result = searcher.search(query, filters=filters, mode="vector", rerank=False)
+            found, docs = result.passages, {p.doc_id for p in result.passages}
+        searches.append({"seconds": round(time.perf_counter() - started, 2), "cpu": round(time.process_time() - cpu, 2),
+                         "found": len(found), "left_out_found": doc_id in docs, "after": memory()})
+    tier = "matrix" if matrix else ("file" if generation.vector_file is not None else "exact")
+    searcher.close()
+    return {"before": before, "tier": tier, "matrix_loaded": generation.matrix is not None, "searches": searches}
+
+
+def stage_twins_matrix(root: Path, rows: int) -> dict[str, object]:
+    return stage_twins(root, rows, matrix=True)
+
+
+STAGES = {"graph": stage_graph, "ann-load": stage_ann_load, "ann-build": stage_ann_build, "calibrate": stage_calibrate,
+          "twins": stage_twins, "twins-matrix": stage_twins_matrix}
 
 
 def child(stage: str, root: Path, rows: int) -> None:

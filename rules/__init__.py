@@ -150,10 +150,13 @@ class PipelineRun:
     def release_documents(self) -> None:
         """After the last stage that reads them (the graph, rules/graph.py): the walk's file states
         and the plan's per-document work are let go (~0.75 KB a file, ~0.5 GB in a 700k-file first
-        sync) before the vector file and self-calibration; has_work() and changed() keep their answers."""
+        sync) before the vector file and self-calibration; has_work() and changed() keep their answers.
+        The chunk-ahead worker ends here too (every document is chunked by now): it keeps the plan's
+        DocWork list, which would hold every document's work and file state to the sync's end."""
         from pinakes.sources.walk import WalkResult
 
         self._had_work = self.has_work()
+        self.ctx.release_chunk_ahead()
         self.groups = []
         if self.plan is not None:
             plan = self.plan

@@ -1,9 +1,9 @@
 """The embed stage on a real two-node Ray cluster on this machine (`ray.cluster_utils.Cluster`),
 pinned to loopback (every port the nodes listen on is checked): the same KB synced locally and on
-Ray gives the same chunks and vectors, a worker killed mid-run loses and duplicates nothing, workers
-holding other weights or unable to start refuse the run before anything is written, and the loss of
-every worker says what is true of a sync and of a rebuild, with Ray's own messages kept off the
-terminal. Every sync goes through `pnk sync` in its own process, as a user runs it: the
+Ray gives the same chunks and vectors (with the chunk-ahead worker beside the Ray driver too), a
+worker killed mid-run loses and duplicates nothing, workers holding other weights or unable to start
+refuse the run before anything is written, and the loss of every worker says what is true of a sync
+and of a rebuild, with Ray's own messages kept off the terminal. Every sync goes through `pnk sync` in its own process, as a user runs it: the
 workers get pinakes from the job's runtime_env (py_modules), the model from the node's environment.
 
 Heavy: a cluster start (~10-15 s) and several real model runs.
@@ -187,6 +187,46 @@ def test_ray_sync_equals_local_and_a_local_sync_after_it_is_a_no_op(cluster: Any
     on_ray, on_local = pnk(root, "doit", "list"), pnk(local_reference, "doit", "list")
     assert on_ray.returncode == 0, on_ray.stderr
     assert on_ray.stdout == on_local.stdout and "embed" in on_ray.stdout
+
+
+# A `pnk sync` driver that reports, as its last line of output, what each chunk-ahead worker set
+# (pipeline/chunk_ahead.py) it started did: the product's own `start`, watched.
+WATCHED_AHEAD = """
+import json, sys
+from pinakes.pipeline import chunk_ahead
+started = []
+real_start = chunk_ahead.start
+def start(*args, **kwargs):
+    started.append(real_start(*args, **kwargs))
+    return started[-1]
+chunk_ahead.start = start
+from pinakes.cli import main
+code = main(sys.argv[1:])
+print(json.dumps([{"first": ahead.first, "documents": len(ahead.items), "workers": len(ahead.processes),
+                   "used": ahead.used, "refused": ahead.refused, "terms_used": ahead.terms_used}
+                  for ahead in started]))
+sys.exit(code)
+"""
+
+
+def test_a_ray_sync_chunks_ahead_beside_its_driver_as_a_local_sync_does(cluster: Any, local_reference: Path,
+                                                                        tmp_path: Path) -> None:
+    # The chunk-ahead worker chunks with the tokenizer the Ray workers sent the driver (a
+    # TokenCounter, as a local model's): the driver takes its answers instead of chunking and
+    # term-counting itself, and the index is still the local sync's. Forced on (the corpus is
+    # below the worker's minimum size), as a sync of 64 documents or more on two cores runs it.
+    root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6)
+    done = subprocess.run([sys.executable, "-c", WATCHED_AHEAD, "-C", str(root), "sync", "--ray-address",
+                           cluster.address], capture_output=True, text=True,
+                          env=_env(PINAKES_CHUNK_AHEAD="1"), timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "2 workers alive" in done.stderr  # the embedding ran on the cluster
+    [ahead] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ahead["documents"] == 24 and ahead["workers"] >= 1, ahead
+    # Every document from the worker's first on came from it (the driver waited for each answer).
+    assert 0 < ahead["first"] < 24 and ahead["used"] == 24 - ahead["first"], ahead
+    assert ahead["refused"] == 0 and 0 < ahead["terms_used"] <= ahead["used"], ahead
+    _assert_same_index(root, local_reference)
 
 
 def _embedding_count(root: Path, index_name: str = "index.db") -> int:

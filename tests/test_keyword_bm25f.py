@@ -121,3 +121,35 @@ def test_a_word_in_every_chunks_context_counts_once_per_document(tmp_path: Path)
     df = 1 + manual_as_documents
     assert plan.field_idf("wombat") == pytest.approx(math.log(1 + (n - df + 0.5) / (df + 0.5)))
     assert plan.field_idf("wombat") > plan.idf(wombat)
+
+
+def quarterly_reports() -> list[Doc]:
+    """Two quarters' reports of one company in the same words: the period is named only in their
+    titles, so in every chunk's context, and each report is half the index."""
+    body = "".join(MANUAL.format(n=n) for n in range(1, 7))
+    return [Doc("docs/report-one.md", body, title="Northwind report for the period ended March"),
+            Doc("docs/report-two.md", body, title="Northwind report for the period ended June")]
+
+
+def test_a_period_named_only_in_half_the_chunks_context_keeps_its_weight(tmp_path: Path) -> None:
+    """"june" is in the context of half the index's rows, but in one of its two documents: BM25F
+    counts it once (its weight is that of a word in one document), so it is not weightless, and
+    the report it names comes first. Judged by its rows, it was left out of the plan, and the two
+    reports tied exactly: the first synced (March) came first, by storage order."""
+    index = build_kb(tmp_path / "kb", quarterly_reports(), HashEmbedder(), max_tokens=40, overlap=0)
+    with Searcher(index, SearchSettings(rerank=False, final_k=20)) as searcher:
+        with searcher.snapshot() as generation:
+            plan = bm25.plan_keywords(generation.conn, analyze("Northwind June part 3 source tree", generation.tokenizer),
+                                      bm25.KeywordOptions(), generation.chunk_count, generation.document_frequencies)
+            chunks = generation.chunk_count
+        june = searcher.search("Northwind June part 3 source tree", mode="bm25")
+        march = searcher.search("Northwind March part 3 source tree", mode="bm25")
+    assert chunks >= 6
+    assert plan.document_frequency[("june",)] * 2 >= chunks  # by rows, FTS5's bm25() would weigh it nothing
+    assert plan.field_frequency["june"] == 1
+    assert "june" in {unit.terms[0] for unit in plan.units}
+    assert "June" not in plan.weightless_words
+    assert june.passages[0].path == "docs/report-two.md"
+    assert march.passages[0].path == "docs/report-one.md"
+    other = max(p.scores.bm25_score for p in june.passages if p.path == "docs/report-one.md")
+    assert june.passages[0].scores.bm25_score > other  # not a tie that storage order breaks

@@ -12,7 +12,7 @@ import pytest
 
 from pinakes.pipeline import vector_file
 from pinakes.pipeline.report import SyncReport
-from pinakes.pipeline.run import SyncOptions
+from pinakes.pipeline.run import SyncContext, SyncOptions
 from pinakes.rules import PipelineRun
 from pinakes.sync import loader
 from pinakes.sync.engine import run_sync
@@ -70,3 +70,72 @@ def graph_holds_every_chunk(root: Path) -> bool:
 
 def test_handing_freed_memory_back_never_fails() -> None:
     loader._return_freed_memory()  # pyright: ignore[reportPrivateUsage]
+
+
+def test_the_chunk_ahead_worker_and_the_documents_it_keeps_go_with_the_release(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunk-ahead worker keeps the plan's whole DocWork list (pipeline/chunk_ahead.py): it ends
+    at the release, so the vector step and self-calibration run with no document's work alive."""
+    import gc
+    import subprocess
+    import weakref
+
+    from pinakes.pipeline import chunk_ahead
+    from pinakes.pipeline.types import DocWork
+    from tests.kb_helpers import packaged_token_counter
+    from tests.test_chunk_ahead import Counting
+
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")  # a worker even for a few documents
+    started: list[weakref.ReferenceType[chunk_ahead.ChunkAhead]] = []
+    workers: list[subprocess.Popen[bytes]] = []
+    real_start = chunk_ahead.start
+
+    def start(*args: object, **kwargs: object) -> chunk_ahead.ChunkAhead:
+        ahead = real_start(*args, **kwargs)  # type: ignore[arg-type]
+        started.append(weakref.ref(ahead))  # held weakly: the test must not keep its documents alive
+        workers.extend(ahead.processes)
+        return ahead
+
+    seen: list[tuple[bool, bool, int, bool]] = []
+    real_refresh = vector_file.refresh
+
+    def spying_refresh(ctx: SyncContext) -> object:
+        gc.collect()
+        alive = sum(1 for obj in gc.get_objects() if isinstance(obj, DocWork))
+        seen.append((ctx.chunk_ahead is None, started[0]() is None, alive,
+                     all(worker.poll() is not None for worker in workers)))
+        return real_refresh(ctx)
+
+    monkeypatch.setattr(chunk_ahead, "start", start)
+    monkeypatch.setattr(vector_file, "refresh", spying_refresh)
+    root = make_kb(tmp_path / "kb", 12)
+    report = run_sync(root, SyncOptions(), embedder=Counting(packaged_token_counter()))  # type: ignore[arg-type]
+    assert report.ok and len(report.added) == 12
+    assert len(started) == 1 and workers  # a worker ran ahead during the sync
+    # At the vector step: the worker is gone, ended, and no DocWork is alive.
+    assert seen == [(True, True, 0, True)]
+    assert graph_holds_every_chunk(root)
+
+
+def test_freed_memory_is_handed_back_after_the_release_and_after_each_later_stage(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heap is trimmed after the graph's release and after every stage that follows (the vector
+    build lets go of its whole index there; glibc keeps ~40% of such a heap otherwise), never
+    during the streamed groups."""
+    events: list[str] = []
+    run_invocation = loader.run_invocation
+
+    def recording(run: PipelineRun, invocation: loader.Invocation, *args: object, **kwargs: object
+                  ) -> tuple[int, str]:
+        events.append(invocation.label)
+        return run_invocation(run, invocation, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "run_invocation", recording)
+    monkeypatch.setattr(loader, "_return_freed_memory", lambda: events.append("trim"))
+    root = make_kb(tmp_path / "kb", 5)
+    assert sync(root).ok
+    graph = events.index("graph")
+    assert "trim" not in events[:graph] and events[graph + 1] == "trim"
+    later = events[graph + 1:]
+    assert "vectors" in later and later[later.index("vectors") + 1] == "trim"
+    assert all(later[at + 1] == "trim" for at, label in enumerate(later) if label != "trim")

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import pinakes.embed
@@ -27,9 +28,13 @@ from pinakes.embed.base import identity_meta
 from pinakes.index import schema
 from pinakes.kb import KBPaths
 from pinakes.lexical.filters import SearchFilters
+from pinakes.search import vector_tier
+from pinakes.search import vectors as search_vectors
 from pinakes.search.core import Searcher, SearchSettings
+from pinakes.search.generation import Generation
 from pinakes.vectors import build as vector_build
-from pinakes.vectors import expected_key
+from pinakes.vectors import engine, expected_key, vectors_of
+from pinakes.vectors.approximate import MIN_CANDIDATES, OVERSAMPLE
 from pinakes.vectors.fileformat import FOOTER_BYTES, read_header, vector_file_path
 from pinakes.vectors.freshness import BELOW_THRESHOLD, META_KEY, NOT_BUILT, NOT_WANTED
 from tests.kb_helpers import init_test_kb, sync, write_documents
@@ -324,3 +329,137 @@ def test_a_rebuild_leaves_a_file_that_answers_for_the_new_index(kb: tuple[Path, 
         result = pnk_search(root, capsys, query)
         assert not any(EXACT_NOTE in note for note in result["notes"])  # pyright: ignore
         assert same_passages(result, exact[query]), query
+
+
+def _doc_ids(root: Path, paths: list[str]) -> tuple[str, ...]:
+    conn = sqlite3.connect(KBPaths(root).index_db)
+    try:
+        return tuple(row[0] for row in conn.execute(
+            f"SELECT id FROM documents WHERE path IN ({','.join('?' * len(paths))})", paths))
+    finally:
+        conn.close()
+
+
+def _no_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any whole or filtered float32 matrix loaded from here on fails the test."""
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a float32 matrix was loaded")
+    monkeypatch.setattr(search_vectors, "load_matrix", refused)
+
+
+def _file_best_among_allowed(generation: Generation, query: np.ndarray, limit: int, left_out: set[int]
+                             ) -> list[tuple[int, float]]:
+    """What the vector file's own unfiltered order gives once the rows left out are dropped: its
+    candidates in its order (every row it reaches), the first `wanted` allowed ones rescored exactly."""
+    opened = generation.vector_file
+    assert opened is not None
+    rows = opened.header.rows
+    opened.index.expansion_search = max(engine.EXPANSION_SEARCH, rows)
+    order = [int(key) for key in opened.index.search(query, rows, threads=1).keys]
+    wanted = max(limit * OVERSAMPLE, MIN_CANDIDATES)
+    kept = [key for key in order if key not in left_out][:wanted]
+    ids, vectors = vectors_of(generation.conn, kept, opened.header.dim)
+    scores = vectors @ query
+    best = np.lexsort((ids, -scores))[:limit]
+    return [(int(ids[row]), float(scores[row])) for row in best if scores[row] > 0.0]
+
+
+def test_a_filter_that_leaves_out_a_few_documents_is_answered_by_the_file_without_a_matrix(
+        kb: tuple[Path, ClusteredEmbedder], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Self-calibration's searches (a question's source documents left out): the file's best among
+    the allowed rows, no row left out, and no float32 matrix of the allowed rows (1.5 GB at 1M)."""
+    root, embedder = kb
+    _no_matrix(monkeypatch)
+    scans: list[object] = []
+    monkeypatch.setattr(vector_tier, "exact_scan", lambda *args: scans.append(args))  # pyright: ignore
+    limit = 20
+    with Searcher.for_kb(root) as searcher:
+        searcher.settings = SearchSettings(rerank=False, vector_tier="auto")
+        for query in QUERIES:
+            unfiltered = searcher.search(query, mode="vector", rerank=False)
+            generation = searcher._generation  # pyright: ignore[reportPrivateUsage]
+            assert generation is not None and generation.vector_file is not None
+            left_out_paths = sorted({p.path for p in unfiltered.passages[:2]})  # the documents it found first
+            excluded = _doc_ids(root, left_out_paths)
+            assert len(excluded) == len(left_out_paths)
+            left_out = {row[0] for row in generation.conn.execute(
+                f"SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(excluded))})", excluded)}
+            vector = embedder.embed_query(query)
+            reference = _file_best_among_allowed(generation, vector, limit, left_out)
+            # The same filter, as self-calibration asks it, and with a condition that passes every
+            # document (the left-out rows then counted by testing each document against the filter).
+            for filters in (SearchFilters(exclude_doc_ids=excluded),
+                            SearchFilters(exclude_doc_ids=excluded, since=0.0)):
+                hits, rows = vector_tier.approximate(generation, vector, limit, filters)
+                assert hits == reference, query
+                assert hits and not {chunk for chunk, _ in hits} & left_out
+                assert len(rows) <= limit
+                result = searcher.search(query, filters=filters, mode="vector", rerank=False)
+                assert result.passages and not {p.path for p in result.passages} & set(left_out_paths)
+            assert [chunk for chunk, _ in reference] != [chunk for chunk, _ in _file_best_among_allowed(
+                generation, vector, limit, set())], "the filter changed nothing: the test proves nothing"
+            assert generation.matrix is None
+    assert scans == []
+
+
+def test_a_filter_that_leaves_out_many_rows_is_an_exact_scan_in_batches(
+        kb: tuple[Path, ClusteredEmbedder], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the over-fetch (more rows left out than allowed, or than `OVERFETCH_MAX_EXCLUDED`), the
+    exact tier's answer, read a few rows at a time, still without a matrix of the allowed rows."""
+    root, _embedder = kb
+    narrow = SearchFilters(path_prefix="docs/d001")  # 10 of 40 documents: more rows left out than allowed
+    wide = SearchFilters(exclude_doc_ids=_doc_ids(root, ["docs/d0003.md", "docs/d0020.md", "docs/d0031.md"]))
+    exact = {}
+    with Searcher.for_kb(root) as searcher:
+        searcher.settings = SearchSettings(rerank=False, vector_tier="numpy")
+        for filters in (narrow, wide):
+            exact[filters] = [searcher.search(query, filters=filters, mode="vector", rerank=False)
+                              for query in QUERIES]
+    _no_matrix(monkeypatch)
+    monkeypatch.setattr(vector_tier, "SCAN_BATCH_ROWS", 7)
+    monkeypatch.setattr(vector_tier, "OVERFETCH_MAX_EXCLUDED", 5)  # the wide filter leaves out 18 rows
+    batches: list[int] = []
+    read = vector_tier.as_arrays
+    monkeypatch.setattr(vector_tier, "as_arrays", lambda rows, dim: batches.append(len(rows)) or read(rows, dim))
+    with Searcher.for_kb(root) as searcher:
+        searcher.settings = SearchSettings(rerank=False, vector_tier="auto")
+        for filters in (narrow, wide):
+            for query, expected in zip(QUERIES, exact[filters], strict=True):
+                result = searcher.search(query, filters=filters, mode="vector", rerank=False)
+                assert result.passages
+                assert [(p.path, p.text, p.scores.cosine) for p in result.passages] == [
+                    (p.path, p.text, p.scores.cosine) for p in expected.passages], query
+        generation = searcher._generation  # pyright: ignore[reportPrivateUsage]
+        assert generation is not None and generation.vector_file is not None and generation.matrix is None
+    assert batches and max(batches) == 7 and len(batches) > 10
+
+
+def test_the_first_syncs_self_calibration_asks_the_file_and_loads_no_matrix(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end of a first sync with a vector file: self-calibration's unanswerable twins (each
+    question's sources left out) are answered by the file, and nothing loads a float32 matrix."""
+    from pinakes.search.calibrated import self_calibration_path
+    from tests.fakes import HashEmbedder
+    from tests.test_self_calibration import corpus as calibration_corpus
+
+    monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
+    _no_matrix(monkeypatch)
+    asked: list[SearchFilters | None] = []
+    answer = vector_tier.approximate
+
+    def approximate(generation: Generation, query: np.ndarray, limit: int,
+                    filters: SearchFilters | None = None) -> tuple[list[tuple[int, float]], object]:
+        asked.append(filters)
+        return answer(generation, query, limit, filters)
+
+    monkeypatch.setattr(vector_tier, "approximate", approximate)
+    embedder = HashEmbedder()
+    root = tmp_path / "kb"
+    init_test_kb(root, embedder.identity)
+    auto_tier(root)
+    write_documents(root, calibration_corpus())
+    report = sync(root, embedder)
+    assert vector_file_path(KBPaths(root).state_dir).exists()
+    assert self_calibration_path(KBPaths(root)).exists(), report.notes
+    twins = [filters for filters in asked if filters is not None and filters.exclude_doc_ids]
+    assert twins and len(twins) * 2 >= len(asked) - len(twins)  # a twin for every question asked as it is

@@ -27,6 +27,7 @@ from pinakes.calibration.fitting import ConfidenceFit, FitError, fit_confidence
 from pinakes.calibration.near_duplicates import stored_near_chunks
 from pinakes.calibration.question_vectors import asking_searcher
 from pinakes.calibration.questions import MadeQuestion, QuestionRules, make_questions
+from pinakes.calibration.two_threads import ask_on_threads, searched_on_threads
 from pinakes.kb import KBPaths
 from pinakes.lexical.filters import SearchFilters
 from pinakes.manifest.sections import FEATURES
@@ -83,16 +84,23 @@ class SelfCalibration:
 
 
 def search_questions(searcher: Searcher, questions: Sequence[MadeQuestion], *,
-                     deadline: float | None = None) -> tuple[list[CalibrationRow], bool]:
+                     deadline: float | None = None, threads: bool = False) -> tuple[list[CalibrationRow], bool]:
     """Each question searched as it is and without its source: the rows, and whether the deadline
-    (a `time.monotonic()` value) stopped the asking early."""
+    (a `time.monotonic()` value) stopped the asking early. `threads`: on two threads, the same rows
+    (calibration/two_threads.py)."""
+    if threads:
+        return ask_on_threads(searcher, questions, _rows, deadline=deadline)
     rows: list[CalibrationRow] = []
     for question in questions:
         if deadline is not None and time.monotonic() > deadline:
             return rows, True
-        rows.append(_row(searcher, question, None))
-        rows.append(_row(searcher, question, SearchFilters(exclude_doc_ids=question.left_out)))
+        rows.extend(_rows(searcher, question))
     return rows, False
+
+
+def _rows(searcher: Searcher, question: MadeQuestion) -> tuple[CalibrationRow, CalibrationRow]:
+    return (_row(searcher, question, None),
+            _row(searcher, question, SearchFilters(exclude_doc_ids=question.left_out)))
 
 
 def _row(searcher: Searcher, question: MadeQuestion, filters: SearchFilters | None) -> CalibrationRow:
@@ -119,6 +127,7 @@ def self_calibrate(kb_root: Path, *, rules: QuestionRules = DEFAULT_RULES, secon
     conn = schema.open_reader(paths.index_db)
     try:
         documents = int(conn.execute("SELECT count(*) FROM documents WHERE state = 'active'").fetchone()[0])
+        chunks = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
         meta = schema.read_meta(conn)
         dim = meta.get("embedding_dim")
         width = int(dim) if dim and dim.isdigit() else None
@@ -131,7 +140,8 @@ def self_calibrate(kb_root: Path, *, rules: QuestionRules = DEFAULT_RULES, secon
     try:
         with asking_searcher(searcher, [question.query for question in questions]) as asking:
             rows, stopped = search_questions(asking, questions,
-                                             deadline=None if seconds is None else started + seconds)
+                                             deadline=None if seconds is None else started + seconds,
+                                             threads=searched_on_threads(asking, chunks))
         fitted_for = _fitted_for(searcher, meta, len(rows) // 2, documents, rules)
     finally:
         if own:

@@ -135,9 +135,12 @@ def check_extraction_coherence(conn: sqlite3.Connection) -> dict[str, str]:
     Returns {doc_id: backend} for documents whose paid extraction is stale (mark their passages
     `stale_extraction`); raises StaleExtractionError when a free extraction is stale.
     """
+    # Every document's pairs, deleted ones too: the partial index answers this alone, where a filter
+    # on state read every active document's row (1.2 s cold at 700k documents). A pair only deleted
+    # documents hold finds no active rows below, so the answer is the same.
     pairs = conn.execute(
         "SELECT DISTINCT extraction_backend, extraction_fingerprint FROM documents "
-        "WHERE state = 'active' AND extraction_backend IS NOT NULL"
+        "WHERE extraction_backend IS NOT NULL"
     ).fetchall()
     stale_free: list[tuple[str, str]] = []
     stale_paid: dict[str, str] = {}

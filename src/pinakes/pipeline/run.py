@@ -129,12 +129,17 @@ class SyncContext:
         return cluster_embedder(self.paths, self.manifest, self.options, rebuilding=self.rebuilding,
                                 on_workers=self.progress.workers_alive)
 
-    def release_embedder(self) -> None:
-        """End what the run's model holds beyond this process (a cluster's workers; the identity stays
-        readable for the index's meta rows) and the run's chunk-ahead worker."""
+    def release_chunk_ahead(self) -> None:
+        """End the run's chunk-ahead worker, and let go of the plan's documents it keeps (its list
+        of every DocWork: ~0.4 KB a document with their file states, ~0.3 GB in a 700k first sync)."""
         if self.chunk_ahead is not None:
             self.chunk_ahead.close()
             self.chunk_ahead = None
+
+    def release_embedder(self) -> None:
+        """End what the run's model holds beyond this process (a cluster's workers; the identity stays
+        readable for the index's meta rows) and the run's chunk-ahead worker."""
+        self.release_chunk_ahead()
         close = getattr(self.embedder, "close", None)
         if callable(close):
             close()

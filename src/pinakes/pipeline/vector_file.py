@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes.embed.base import identity_meta
-from pinakes.index import schema
+from pinakes.index import chunk_counts, schema
 from pinakes.pipeline.run import SyncContext
 from pinakes.vectors.fileformat import VectorFileUnusable, read_header, vector_file_path
 from pinakes.vectors.freshness import BELOW_THRESHOLD, META_KEY, NOT_BUILT, NOT_WANTED, recorded_state
@@ -85,5 +85,7 @@ def is_current(conn: sqlite3.Connection | None, pinakes_dir: Path, tier: str) ->
 
 
 def _record(conn: sqlite3.Connection, value: str) -> None:
+    """The file's key, and the index's chunk counts (index/chunk_counts.py: read by BM25F instead of
+    a scan), both as this last step of a sync's writes leaves the index."""
     with schema.transaction(conn):
-        schema.write_meta(conn, {META_KEY: value})
+        schema.write_meta(conn, {META_KEY: value, **chunk_counts.as_meta(chunk_counts.scanned(conn))})

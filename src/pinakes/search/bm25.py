@@ -7,11 +7,12 @@ The plan, measured on the development corpora (docs/QUALITY.md):
   2. terms the index has never seen (df = 0) are dropped: they can match nothing, and naming them
      in the result's notes tells the caller which words the KB does not know;
   3. weightless terms — held by at least half the chunks, where FTS5's bm25() clamps the IDF to
-     1e-6 — are dropped while a term with weight remains: they move no score by more than ~2e-6,
-     so the only rows they change are those holding nothing else (no longer candidates), but every
-     row holding one would be scored, and at 100k chunks they are the dearest part of a query
-     (under the BM25 of step 5 such a term weighs at most log 2; dropping it was measured neutral
-     on both development corpora, and it stays a cost rule);
+     1e-6; for a word step 5 scores, by BM25F's document frequency (a period named in the running
+     heads of half the chunks, in one filing of two, is not weightless) — are dropped while a term
+     with weight remains: they move no score by more than ~2e-6, so the only rows they change are
+     those holding nothing else, but every row holding one would be scored, and at 100k chunks they
+     are the dearest part of a query (under step 5's BM25 such a term weighs at most log 2; dropping
+     it was measured neutral on both development corpora, and it stays a cost rule);
   4. past MAX_QUERY_TERMS distinct terms, the rarest are kept;
   5. the rest are OR-ed, each quoted and matched by FTS5; FTS5's bm25() (k1 1.2 and b 0.75, fixed)
      picks the first 3 × `limit` rows (never scoring the rows that provably cannot be among them:
@@ -50,6 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from pinakes.index import chunk_counts
 from pinakes.search import keyword_pool
 from pinakes.search.query import MAX_QUERY_TERMS, AnalyzedQuery, QueryUnit, fts_quote
 
@@ -220,8 +222,8 @@ class DocumentFrequencies:
             self._in_fields.clear()
         per_chunk = self._documents_per_chunk
         if per_chunk is None:
-            chunks, documents = self._conn.execute("SELECT count(*), count(DISTINCT doc_id) FROM chunks").fetchone()
-            per_chunk = self._documents_per_chunk = int(documents) / int(chunks) if chunks else 1.0
+            chunks, documents = chunk_counts.of_index(self._conn)  # recorded by the sync, else scanned
+            per_chunk = self._documents_per_chunk = documents / chunks if chunks else 1.0
         rows = self.of([QueryUnit(word=term, terms=(term,), function_word=False) for term in terms])
         answer: dict[str, int] = {}
         for term in terms:
@@ -277,7 +279,11 @@ def plan_keywords(
     if options.drop_function_words and content:
         units = content
     counter = document_frequencies or DocumentFrequencies(conn)
-    plan = _planned(units, counter.of, options, chunk_count, analyzed, function_words_only)
+    # A word the keyword side scores by its fields (`scored_from_term_counts`) is weightless by the
+    # document frequency its weight comes from, BM25F's: a word in half the chunks only through their
+    # documents' context (the period in a filing's running heads, in a KB of two quarters) is rare.
+    in_fields = counter.in_fields if options.k1 is not None and options.strategy is KeywordStrategy.OR else None
+    plan = _planned(units, counter.of, options, chunk_count, analyzed, function_words_only, in_fields)
     singles = list(dict.fromkeys(unit.terms[0] for unit in (*plan.units, *(plan.relaxed_units or ()))
                                  if len(unit.terms) == 1))
     return replace(plan, field_frequency=counter.in_fields(singles)) if singles else plan
@@ -286,10 +292,11 @@ def plan_keywords(
 def _planned(
     units: list[QueryUnit], frequencies_of: Callable[[list[QueryUnit]], dict[tuple[str, ...], int]],
     options: KeywordOptions, chunk_count: int, analyzed: AnalyzedQuery, function_words_only: bool,
+    in_fields: Callable[[list[str]], dict[str, int]] | None = None,
 ) -> KeywordPlan:
     phrases = [unit for unit in units if unit.segmented and len(unit.terms) > 1]
     if not phrases:
-        return _pruned(units, frequencies_of(units), options, chunk_count, analyzed, function_words_only)
+        return _pruned(units, frequencies_of(units), options, chunk_count, analyzed, function_words_only, in_fields)
     loose = relaxed(units)
     loose_frequencies = frequencies_of(loose)
     if options.segmented is SegmentedPlan.OR:
@@ -316,8 +323,11 @@ def _planned(
 def _pruned(
     units: list[QueryUnit], frequencies: dict[tuple[str, ...], int], options: KeywordOptions, chunk_count: int,
     analyzed: AnalyzedQuery, function_words_only: bool,
+    in_fields: Callable[[list[str]], dict[str, int]] | None = None,
 ) -> KeywordPlan:
-    """The plan for these units: unknown, weightless and surplus terms left out, and noted."""
+    """The plan for these units: unknown, weightless and surplus terms left out, and noted.
+    `in_fields`: BM25F's document frequency, which decides whether a single unsegmented word is
+    weightless (asked only of those the rows call so: it is never above the rows' count)."""
     if options.ubiquity_ceiling is not None and chunk_count:
         ceiling = options.ubiquity_ceiling * chunk_count
         rarer = [unit for unit in units if frequencies[unit.terms] <= ceiling]
@@ -331,9 +341,14 @@ def _pruned(
     weightless_words: list[str] = []
     # Only the OR plan ranks by bm25(); the quorum weighs terms by its own, always positive, IDF.
     if options.drop_weightless_terms and options.strategy is KeywordStrategy.OR:
-        weighted = [unit for unit in units if not weightless(frequencies[unit.terms], chunk_count)]
+        heavy = [unit for unit in units if weightless(frequencies[unit.terms], chunk_count)]
+        fielded = [unit.terms[0] for unit in heavy if len(unit.terms) == 1 and not unit.segmented]
+        fields = in_fields(fielded) if in_fields is not None and fielded else {}
+        weighs = {term for term, frequency in fields.items() if not weightless(frequency, chunk_count)}
+        heavy = [unit for unit in heavy if not (len(unit.terms) == 1 and not unit.segmented and unit.terms[0] in weighs)]
+        weighted = [unit for unit in units if unit not in heavy]
         if weighted:
-            weightless_words = [unit.word for unit in units if weightless(frequencies[unit.terms], chunk_count)]
+            weightless_words = [unit.word for unit in heavy]
             units = weighted
     capped: list[str] = []
     if len(units) > MAX_QUERY_TERMS:

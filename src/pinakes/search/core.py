@@ -49,6 +49,7 @@ from pinakes.search.fusion import (
 )
 from pinakes.search.generation import Generation, Signature, open_generation
 from pinakes.search.passages import ChunkRow, hydrate, to_passage
+from pinakes.search.preload import Loading, read_ahead_in_background
 from pinakes.search.query import AnalyzedQuery, analyze
 from pinakes.search.rerank import reranked_or_note, reranker_or_note
 from pinakes.search.results import Passage, SearchResult
@@ -98,6 +99,7 @@ class Searcher:
         self.settings = settings or SearchSettings()
         self._embedder = embedder
         self._embedder_loader = embedder_loader
+        self._embedder_loading: Loading[Embedder] | None = None  # start_embedder's, until embedder() takes it
         self._reranker = reranker
         self._reranker_loader = reranker_loader
         self._generation: Generation | None = None
@@ -220,7 +222,15 @@ class Searcher:
         self._generation = open_generation(self.index_path, signature)
         return self._generation
 
+    def start_embedder(self) -> None:
+        """Begin loading the embedding model on a thread, when it is not loaded (search/preload.py)."""
+        if self._embedder is None and self._embedder_loading is None and self._embedder_loader is not None:
+            self._embedder_loading = Loading(self._embedder_loader)
+
     def embedder(self) -> Embedder:
+        if self._embedder is None and self._embedder_loading is not None:  # its model, or its error raised here
+            loading, self._embedder_loading = self._embedder_loading, None
+            self._embedder = loading.result()
         if self._embedder is None:
             if self._embedder_loader is None:
                 raise UsageError(
@@ -290,14 +300,7 @@ class _Run:
             self._lap("coherence")
             # Models load after the cheap checks, so a mismatched index refuses before any weights load.
             reranker = reranker_or_note(searcher.reranker, self.notes) if self.rerank else None
-            embedder = self._embedder_or_keywords() if self.mode in ("hybrid", "vector") else None
-            self._lap("load_models")
-            if embedder is not None:
-                embedder = self._check_model_coherence(generation, embedder)
-            scope = self._scope(generation)
-            mask = self.mask = self._prepare_vectors(generation, embedder) if embedder is not None else None
-            self._lap("filters")
-            plan, keyword, vector = self._retrieve(generation, scope, embedder, mask)
+            plan, keyword, vector, embedder = self._models_and_retrievers(generation)
             embedder = embedder if self.mode != "bm25" else None  # the endpoint failed mid-query
             vector = self._unless_blind(vector, embedder)
             ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k, self.settings.fusion_weights)
@@ -392,6 +395,41 @@ class _Run:
             generation.model_checked_for = embedder.identity
         return embedder
 
+    def _models_and_retrievers(self, generation: Generation
+                               ) -> tuple[KeywordPlan | None, Hits, Hits, Embedder | None]:
+        """The embedding model, then both retrievers. What needs no model starts first and runs
+        while it loads (`_start_early`); the model is checked against the index before use."""
+        scope = self._scope(generation)
+        job = self._start_early(generation, scope)
+        try:
+            embedder = self._embedder_or_keywords() if self.mode in ("hybrid", "vector") else None
+            self._lap("load_models")
+            if embedder is not None:
+                embedder = self._check_model_coherence(generation, embedder)
+            mask = self.mask = self._prepare_vectors(generation, embedder) if embedder is not None else None
+            self._lap("filters")
+            plan, keyword, vector = self._retrieve(generation, scope, embedder, mask, job)
+        finally:
+            if job is not None:  # the worker holds the connection until it is done, whatever failed here
+                futures.wait([job])
+        return plan, keyword, vector, embedder
+
+    def _start_early(self, generation: Generation, scope: tuple[str, list[object]] | None
+                     ) -> futures.Future[tuple[KeywordPlan, Hits]] | None:
+        """The model's load on a thread, the vector file read ahead on a generation's first search,
+        and in hybrid mode the keyword side on its worker (search/preload.py): a cold search's
+        seconds overlap instead of adding up. The keyword job, when started, is returned."""
+        if self.mode not in ("hybrid", "vector"):
+            return None
+        from pinakes.vectors.fileformat import vector_file_path
+
+        self.searcher.start_embedder()
+        if not generation.tier_decided and self.settings.vector_tier != "numpy":
+            read_ahead_in_background(vector_file_path(self.searcher.index_path.parent))
+        if self.mode != "hybrid":
+            return None
+        return self.searcher.keyword_worker().submit(self._keyword, generation, scope)
+
     def _scope(self, generation: Generation) -> tuple[str, list[object]] | None:
         """The chunk-id subquery the filters allow, or None when every indexed chunk is allowed."""
         if not self.filters.active and not generation.has_inactive_chunks:
@@ -400,13 +438,14 @@ class _Run:
         return f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where}", params
 
     def _retrieve(self, generation: Generation, scope: tuple[str, list[object]] | None,
-                  embedder: Embedder | None,
-                  mask: NDArray[np.bool_] | None) -> tuple[KeywordPlan | None, Hits, Hits]:
+                  embedder: Embedder | None, mask: NDArray[np.bool_] | None,
+                  job: futures.Future[tuple[KeywordPlan, Hits]] | None = None) -> tuple[KeywordPlan | None, Hits, Hits]:
         """Both retrievers; in hybrid mode concurrently (spec §4.1 "parallel"): SQLite, the model
-        runtime and NumPy all release the GIL, so BM25 overlaps the query embedding and the
-        matrix product. Everything else touching the connection ran before this point."""
+        runtime and NumPy all release the GIL, so BM25 overlaps the model's load, the query
+        embedding and the vector search. `job` is the keyword side when `_start_early` began it;
+        the vector side's reads share its connection, which SQLite serialises."""
         if self.mode == "bm25":
-            plan, keyword = self._keyword(generation, scope)
+            plan, keyword = job.result() if job is not None else self._keyword(generation, scope)
             self._lap("bm25")
             return plan, keyword, []
         if self.mode == "vector" or embedder is None:
@@ -414,8 +453,8 @@ class _Run:
                 return None, [], self._vector(embedder, generation, mask)
             except (EmbeddingEndpointError, BudgetError) as exc:
                 self._downgrade(exc.message)
-                return self._retrieve(generation, scope, None, None)
-        job = self.searcher.keyword_worker().submit(self._keyword, generation, scope)
+                return self._retrieve(generation, scope, None, None, job)
+        job = job or self.searcher.keyword_worker().submit(self._keyword, generation, scope)
         try:
             vector = self._vector(embedder, generation, mask)
         except (EmbeddingEndpointError, BudgetError) as exc:
@@ -483,7 +522,8 @@ class _Run:
         query_vector = self.query_vector = vectors.usable_query_vector(embedder, self.query)
         self._lap("embed_query")
         if self.ranked_rows is None:  # the vector file answers (the candidates' rows are kept)
-            hits, self.ranked_rows = vector_tier.approximate(generation, query_vector, self.candidates_per_source)
+            hits, self.ranked_rows = vector_tier.approximate(generation, query_vector, self.candidates_per_source,
+                                                                     self.filters)
         else:
             hits = vectors.vector_search(self.ranked_rows, query_vector, self.candidates_per_source, mask)
         self._lap("vectors")

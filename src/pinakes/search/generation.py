@@ -68,13 +68,47 @@ def open_generation(index_path: Path, signature: Signature) -> Generation:
     try:
         bm25.ensure_vocabulary(conn)
         meta = schema.read_meta(conn)
-        chunk_count = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
-        inactive = conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            "WHERE d.state != 'active')"
-        ).fetchone()[0]
+        chunk_count = count_chunks(conn)
+        inactive = conn.execute(INACTIVE_CHUNKS_SQL).fetchone()[0]
         tokenizer = Tokenizer(tokenizer_of(conn))
     except BaseException:
         conn.close()
         raise
     return Generation(signature, conn, meta, tokenizer, chunk_count, bool(inactive))
+
+
+# Whether any chunk belongs to a document that is not active, through the (small) state index and
+# one chunk lookup per such document: never a scan of every chunk. Scanning chunks against documents
+# read ~10 s of index pages scattered over a 4.9 GB index at 1.1M chunks when they were not cached
+# (docs/perf/search.md, "cold `pnk search`"). `state` is 'active' or 'deleted' (a CHECK in the schema).
+INACTIVE_CHUNKS_SQL = ("SELECT EXISTS (SELECT 1 FROM documents d WHERE d.state = 'deleted' "
+                       "AND EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.id))")
+# FTS5's averages record (rowid 1 of its data table) starts with the number of rows it indexes; the
+# triggers give chunks_fts one row per chunk, in the transaction that writes the chunk, so it is
+# count(*) of chunks in one page read instead of a scan of a ~50 MB index (0.9 s cold at 1.1M).
+_FTS_AVERAGES_SQL = "SELECT block FROM chunks_fts_data WHERE id = 1"
+
+
+def count_chunks(conn: sqlite3.Connection) -> int:
+    """The number of chunks the index holds (every document's, active or not)."""
+    try:
+        row = conn.execute(_FTS_AVERAGES_SQL).fetchone()
+    except sqlite3.OperationalError:
+        row = None
+    rows = fts5_varint(row[0]) if row is not None and isinstance(row[0], bytes) else None
+    if rows is None:  # an index without the record (no row ever indexed), or one this cannot read
+        return int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+    return rows
+
+
+def fts5_varint(data: bytes) -> int | None:
+    """The SQLite varint at the start of `data` (big-endian, 7 bits a byte, the ninth byte whole);
+    None when `data` ends inside it."""
+    value = 0
+    for position, byte in enumerate(data[:9]):
+        if position == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value
+    return None

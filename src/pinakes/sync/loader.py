@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import pinakes.rules as rules
 from pinakes.kb import KBPaths
 from pinakes.pipeline import stages
-from pinakes.pipeline.stages import Stage, phases
+from pinakes.pipeline.stages import Phase, Stage, phases
 from pinakes.rules import Halt, PipelineRun, Scope, TaskDict, task_name
 
 if TYPE_CHECKING:  # doit is imported only when a sync runs it
@@ -109,23 +109,28 @@ def invocations(run: PipelineRun) -> Iterator[Invocation]:
     for phase in phases():
         if not phase.streamed:
             yield Invocation(phase.label, phase.stages, Scope())
-            continue
-        plan = run.decided()
-        if not run.groups and plan is not None and plan.work:
-            run.groups = stream_groups(plan.work)
-        previous: Scope | None = None
-        for number, group in enumerate(run.groups):
-            if plan is not None and plan.pending_mints:  # new documents' IDs go on disk just before their group
-                from pinakes.pipeline.sidecar_writes import mint_group
+        else:  # its own generator: the last group's documents go with its frame once it has run
+            yield from _streamed(run, phase)
 
-                # Not stored back in run.groups: the group's hashed and minted items are let go once
-                # it has run (a first sync of 700k documents would otherwise keep them all).
-                group = mint_group(run.ctx, plan.pending_mints, group, run.failed)
-            scope = Scope(number, group)
-            waits_for = (tuple(rules.adapter(phase.stages[-1].key).task_names(run, previous))
-                         if previous is not None else ())
-            yield Invocation(f"{phase.label} {number}", phase.stages, scope, waits_for)
-            previous = scope
+
+def _streamed(run: PipelineRun, phase: Phase) -> Iterator[Invocation]:
+    """A streamed phase's invocations, one per group (see `invocations`)."""
+    plan = run.decided()
+    if not run.groups and plan is not None and plan.work:
+        run.groups = stream_groups(plan.work)
+    previous: Scope | None = None
+    for number, group in enumerate(run.groups):
+        if plan is not None and plan.pending_mints:  # new documents' IDs go on disk just before their group
+            from pinakes.pipeline.sidecar_writes import mint_group
+
+            # Not stored back in run.groups: the group's hashed and minted items are let go once
+            # it has run (a first sync of 700k documents would otherwise keep them all).
+            group = mint_group(run.ctx, plan.pending_mints, group, run.failed)
+        scope = Scope(number, group)
+        waits_for = (tuple(rules.adapter(phase.stages[-1].key).task_names(run, previous))
+                     if previous is not None else ())
+        yield Invocation(f"{phase.label} {number}", phase.stages, scope, waits_for)
+        previous = scope
 
 
 def task_namespace(run: PipelineRun) -> dict[str, object]:
@@ -170,6 +175,7 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
     never imports it. `before_doit` is called before each invocation that doit runs. Stops at the
     first that fails; raises the PinakesError that stopped a step."""
     ran = 0
+    released = False
     for invocation in invocations(run):
         halt = Halt()
         tasks = invocation.tasks(run, halt)
@@ -185,7 +191,9 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
             return Outcome(ran, code, output)
         if invocation.stages[-1].key == RELEASE_AFTER:
             run.release_documents()
-            _return_freed_memory()
+            released = True
+        if released:  # the documents' pages, then each later stage's: the vector build frees a whole
+            _return_freed_memory()  # index, ~40% of which glibc would otherwise keep into self-calibration
     return Outcome(ran)
 
 
@@ -197,17 +205,23 @@ RELEASE_AFTER = "graph"
 def _return_freed_memory() -> None:
     """Hand the heap's free pages back to the OS (glibc keeps them otherwise, and the RSS of the
     stages after the release would still count them); a no-op where there is no glibc."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], object] | None:
+    """glibc's malloc_trim, looked up once (finding the library runs `ldconfig`); None without it."""
     import ctypes
     import ctypes.util
 
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name) if name else None
-        trim = getattr(libc, "malloc_trim", None)
+        return getattr(libc, "malloc_trim", None)
     except OSError:
-        return
-    if trim is not None:
-        trim(0)
+        return None
 
 
 def run_invocation(run: PipelineRun, invocation: Invocation, tasks: list[TaskDict] | None = None,

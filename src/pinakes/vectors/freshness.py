@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pinakes.index.chunk_counts import recorded_since_completed_sync
 from pinakes.vectors.fileformat import VectorFileUnusable, vector_file_path
 
 if TYPE_CHECKING:  # numpy and the engine are imported by `open_for_index` only: `recorded_state` needs neither
@@ -33,16 +34,13 @@ META_KEY = "vector_file"  # the content key of the file the last vectors step le
 BELOW_THRESHOLD = "below-threshold"  # the index held too few vectors for a file: exact search
 NOT_BUILT = "not-built"  # the file's library was not installed when the step ran
 NOT_WANTED = "numpy-tier"  # the manifest asked for exact search at any size: no file is kept
-_RUNNING_MARK = "sync_started_at"  # sync/engine.py: present from a pipeline's start to its completion
 
 
 def recorded_state(conn: sqlite3.Connection) -> str | None:
     """What the last vectors step recorded, when it holds for the index now (see the module);
     None when it may not (a sync started since and has not completed, or no step recorded any)."""
-    meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN (?, ?)", (META_KEY, _RUNNING_MARK)))
-    if meta.get(_RUNNING_MARK):
-        return None
-    return meta.get(META_KEY)
+    meta = recorded_since_completed_sync(conn, META_KEY)
+    return None if meta is None else meta.get(META_KEY)
 
 
 def open_for_index(conn: sqlite3.Connection, pinakes_dir: Path, identity: Mapping[str, str], dim: int, *,

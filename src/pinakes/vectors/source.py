@@ -86,7 +86,7 @@ def vector_batches(conn: sqlite3.Connection, dim: int) -> Iterator[tuple[NDArray
     """Every active vector, (chunk ids, rows) a batch at a time, so a build never holds them all."""
     cursor = conn.execute(f"SELECT e.chunk_id, e.vector {_ACTIVE} ORDER BY e.chunk_id")
     while batch := cursor.fetchmany(BUILD_BATCH_ROWS):
-        yield _as_arrays(batch, dim)
+        yield as_arrays(batch, dim)
 
 
 def vectors_of(conn: sqlite3.Connection, chunk_ids: Sequence[int], dim: int) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
@@ -97,10 +97,10 @@ def vectors_of(conn: sqlite3.Connection, chunk_ids: Sequence[int], dim: int) -> 
         found.extend(conn.execute(
             f"SELECT e.chunk_id, e.vector {_BY_ID} AND e.chunk_id IN ({','.join('?' * len(part))})", part
         ).fetchall())
-    return _as_arrays(found, dim)
+    return as_arrays(found, dim)
 
 
-def _as_arrays(rows: Sequence[tuple[int, bytes]], dim: int) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+def as_arrays(rows: Sequence[tuple[int, bytes]], dim: int) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
     if any(len(vector) != dim * 4 for _, vector in rows):
         raise ValueError(f"the index holds a vector that is not {dim} float32 values wide")
     ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))

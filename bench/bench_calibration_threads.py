@@ -1,0 +1,92 @@
+"""Self-calibration's searches on two threads against one, same process, alternated (#45).
+
+    python bench/bench_calibration_threads.py [--kb DIR] [--rounds 6] [--docs 300]
+
+Without --kb, the first --docs tldr pages are synced into $PNK_BENCH_DIR/kbcal (the real packaged
+model; the sync's own calibration is not timed). Then `self_calibrate` runs on that KB with the
+sync's model, once with its questions on two threads (calibration/two_threads.py, as a sync does
+on a KB this small) and once on one, alternated --rounds times; every run's rows and fit must equal
+the first one-thread run's (the bench fails otherwise). Prints each run's wall and CPU seconds and
+the medians; JSON in bench/results/calibration_threads.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_sync  # (the corpus, the KB and the model as the cold-sync bench makes them)
+
+
+def synced_kb(docs: int) -> Path:
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+
+    root = bench_sync.WORK / "kbcal"
+    if root.exists():
+        shutil.rmtree(root)
+    bench_sync.make_kb(root, bench_sync.corpus_files(docs))
+    model, _ = bench_sync.load_real_embedder(root)
+    report = run_sync(root, SyncOptions(quiet=True), embedder=model)  # type: ignore[arg-type]
+    assert report.ok, report.render_text()
+    return root
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kb", type=Path, help="a synced KB (default: sync --docs tldr pages)")
+    parser.add_argument("--docs", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=6)
+    args = parser.parse_args()
+
+    from pinakes.calibration import self_calibration
+    from pinakes.kb import KBPaths
+    from pinakes.manifest import load_manifest
+    from pinakes.search.calibrated import KBConfidence
+    from pinakes.search.core import Searcher, SearchSettings
+
+    root = args.kb or synced_kb(args.docs)
+    model, _ = bench_sync.load_real_embedder(root)
+    paths = KBPaths(root)
+    manifest = load_manifest(paths.manifest)
+    on_threads = self_calibration.searched_on_threads
+
+    def calibrated(threads: bool) -> tuple[self_calibration.SelfCalibration, float, float]:
+        self_calibration.searched_on_threads = on_threads if threads else (lambda searcher, chunks: False)  # type: ignore[assignment]
+        settings = SearchSettings.from_retrieval(manifest.retrieval, KBConfidence.for_kb(paths, None))
+        with Searcher(paths.index_db, settings, embedder=model) as searcher:  # type: ignore[arg-type]
+            wall, cpu = time.perf_counter(), time.process_time()
+            result = self_calibration.self_calibrate(root, seconds=self_calibration.SYNC_SECONDS, searcher=searcher)
+            return result, time.perf_counter() - wall, time.process_time() - cpu
+
+    reference, _, _ = calibrated(False)
+    samples: dict[str, list[tuple[float, float, float]]] = {"two threads": [], "one thread": []}
+    for _ in range(args.rounds):
+        for threads in (True, False):
+            result, wall, cpu = calibrated(threads)
+            assert not result.stopped_early and result.rows == reference.rows and result.fit == reference.fit, \
+                "the calibration's rows or fit differ between the two paths"
+            name = "two threads" if threads else "one thread"
+            samples[name].append((wall, cpu, os.getloadavg()[0]))
+            print(f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU, load {os.getloadavg()[0]:.1f}", flush=True)
+    summary = {name: {"wall_median": statistics.median(s[0] for s in runs), "cpu_median": statistics.median(s[1] for s in runs),
+                      "samples": runs} for name, runs in samples.items()}
+    faster = sum(two[0] < one[0] for two, one in zip(samples["two threads"], samples["one thread"], strict=True))
+    for name, values in summary.items():
+        print(f"{name}: median {values['wall_median']:.2f} s wall, {values['cpu_median']:.2f} s CPU")
+    print(f"two threads faster in {faster} of {args.rounds} pairs; {len(reference.rows)} rows, equal in every run")
+    out = Path(__file__).resolve().parent / "results" / "calibration_threads.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"kb": str(root), "rows": len(reference.rows), "faster_pairs": faster, **summary}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

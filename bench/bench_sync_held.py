@@ -1,0 +1,183 @@
+"""What a first sync's process holds when its vector build starts (issue #45: the 700k first sync's
+vectors stage is the usearch index on top of this), by kind: a tree from bench/corpora/make_pages.py
+synced in place (sidecars and index removed first) with bench_writer.py's `FastEmbedder`, and at the
+start of the `vectors` invocation (after the graph, `PipelineRun.release_documents()` and the trim):
+/proc/self/smaps_rollup (anonymous and file pages), glibc's heap (mallinfo2: in use, free, mapped),
+SQLite's own allocator (sqlite3_memory_used), Python's objects by type (count, shallow size), the
+modules loaded, and with `--trace` tracemalloc's top allocators (slower: a smaller tree). Then a
+gc + malloc_trim and the same again, which says what fragmentation alone holds. One JSON line.
+
+    nice -n 10 python bench/bench_sync_held.py --kb /tmp/endbase/pages10k [--trace]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import gc
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_end_stages import memory  # VmRSS, VmHWM, RssAnon, RssFile in MB
+from bench_first_chunk import reset
+
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def heap() -> dict[str, float]:
+    """glibc's main and thread arenas (MB): bytes in use, free inside the heap, in mmapped blocks."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.mallinfo2.restype = MallInfo2
+    info = libc.mallinfo2()
+    return {"arena": info.arena / 2**20, "in_use": info.uordblks / 2**20, "free": info.fordblks / 2**20,
+            "mmapped": info.hblkhd / 2**20}
+
+
+def sqlite_used() -> float | None:
+    """SQLite's own allocator, in MB (the library Python's sqlite3 module loaded), or None."""
+    import sqlite3
+
+    _ = sqlite3.sqlite_version
+    try:
+        maps = Path("/proc/self/maps").read_text()
+        path = next(line.split()[-1] for line in maps.splitlines() if "libsqlite3" in line)
+        lib = ctypes.CDLL(path)
+        lib.sqlite3_memory_used.restype = ctypes.c_int64
+        return int(lib.sqlite3_memory_used()) / 2**20
+    except (StopIteration, OSError, AttributeError):
+        return None
+
+
+def rollup() -> dict[str, int]:
+    values: dict[str, int] = {}
+    for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:]:
+        key, _, rest = line.partition(":")
+        if key in ("Rss", "Anonymous", "Shared_Clean", "Private_Clean", "Private_Dirty"):
+            values[key] = round(int(rest.split()[0]) / 1024)
+    return values
+
+
+def pymalloc() -> dict[str, int]:
+    """Python's small-object allocator (sys._debugmallocstats, which writes to fd 2): arenas, and the
+    bytes in live blocks, free blocks and unused pools, in MB: what fragmentation alone holds."""
+    wanted = {"# arenas allocated current": "arenas", "# arenas highwater mark": "arenas_highwater", "# bytes in allocated blocks": "live",
+              "# bytes in available blocks": "free_blocks", "# bytes lost to pool headers": "headers",
+              "# bytes lost to quantization": "quantization", "Total": "total"}
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as out:
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition("=")
+        for prefix, name in wanted.items():
+            if key.strip().startswith(prefix) and rest.strip() and name not in values:
+                number = int(rest.split()[0].replace(",", ""))
+                values[name] = number if name.startswith("arenas") else round(number / 2**20)
+        if "unused pools *" in line:
+            values["unused_pools"] = round(int(rest.split()[0].replace(",", "")) / 2**20)
+    return values
+
+
+def objects_by_type(top: int = 15) -> list[tuple[str, int, float]]:
+    counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    for obj in gc.get_objects():
+        name = type(obj).__name__
+        counts[name] += 1
+        sizes[name] += sys.getsizeof(obj)
+    return [(name, counts[name], round(sizes[name] / 2**20, 1)) for name, _ in sizes.most_common(top)]
+
+
+def snapshot(label: str, trace: bool) -> dict[str, object]:
+    entry: dict[str, object] = {"at": label, "memory": memory(), "rollup": rollup(), "heap": heap(),
+                                "sqlite_mb": sqlite_used(), "pymalloc": pymalloc(), "modules": len(sys.modules),
+                                "objects": objects_by_type(), "gc_tracked": len(gc.get_objects())}
+    if trace and tracemalloc.is_tracing():
+        stats = tracemalloc.take_snapshot().statistics("lineno")
+        entry["traced_mb"] = round(sum(stat.size for stat in stats) / 2**20, 1)
+        entry["top"] = [(str(stat.traceback[0]), round(stat.size / 2**20, 2), stat.count) for stat in stats[:20]]
+    return entry
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kb", type=Path, required=True)
+    parser.add_argument("--trace", action="store_true", help="tracemalloc from the start (slower)")
+    parser.add_argument("--compact", action="store_true", help="then copy the report's path lists anew (an experiment)")
+    parser.add_argument("--spill", action="store_true",
+                        help="then keep the report's paths as one string instead (an experiment: its report is wrong)")
+    args = parser.parse_args()
+    reset(args.kb)
+    if not (args.kb / "pinakes.toml").exists():
+        subprocess.run([sys.executable, "-m", "pinakes", "init", str(args.kb)], check=True, capture_output=True)
+    if args.trace:
+        tracemalloc.start(1)
+    from bench_writer import FastEmbedder
+
+    import pinakes.calibration.on_sync as on_sync
+    import pinakes.sync.loader as loader
+    from pinakes.sync import SyncOptions
+    from pinakes.sync.engine import run_sync
+
+    found: list[dict[str, object]] = []
+    kept: dict[str, str] = {}
+    run_invocation = loader.run_invocation
+
+    def measured(run: object, invocation: loader.Invocation, *more: object, **named: object) -> tuple[int, str]:
+        if invocation.label == "vectors" and not found:
+            found.append(snapshot("vectors start", args.trace))
+            gc.collect()
+            loader._return_freed_memory()  # pyright: ignore[reportPrivateUsage]
+            found.append(snapshot("after gc + trim", args.trace))
+            if args.compact:
+                report = run.ctx.report  # type: ignore[attr-defined]
+                lists = (report.added, report.sidecars_written._documents)
+                fresh = pickle.loads(pickle.dumps(lists))  # new strings, packed; shared ones stay shared
+                report.added[:] = fresh[0]
+                report.sidecars_written._documents[:] = fresh[1]
+                del lists, fresh
+                gc.collect()
+                loader._return_freed_memory()  # pyright: ignore[reportPrivateUsage]
+                found.append(snapshot("after compacting the report's paths", args.trace))
+            if args.spill:
+                report = run.ctx.report  # type: ignore[attr-defined]
+                kept["paths"] = "\n".join([*report.added, *report.sidecars_written._documents])
+                report.added.clear()
+                report.sidecars_written._documents.clear()
+                gc.collect()
+                loader._return_freed_memory()  # pyright: ignore[reportPrivateUsage]
+                found.append(snapshot("after the report's paths as one string", args.trace))
+        return run_invocation(run, invocation, *more, **named)  # type: ignore[arg-type]
+
+    loader.run_invocation = measured  # type: ignore[assignment]
+    on_sync.after_sync = lambda *_a, **_k: None  # the vectors stage is what is measured: no calibration
+    started = time.perf_counter()
+    report = run_sync(str(args.kb), SyncOptions(quiet=True), embedder=FastEmbedder())
+    print(json.dumps({"kb": str(args.kb), "documents": len(report.added), "chunks": report.chunks_embedded,
+                      "seconds": round(time.perf_counter() - started), "snapshots": found, "end": memory(),
+                      "load": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
+
+
+if __name__ == "__main__":
+    main()
