@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import weakref
 from pathlib import Path
 
 import pytest
 
 from pinakes.init import init_kb
 from pinakes.lexical.filters import document_tags
+from pinakes.manifest import load_manifest
 from pinakes.pipeline import graph as graph_stage
 from pinakes.pipeline.graph import derive_structure
 from pinakes.pipeline.graph_rows import documents_in_path_order, hub_members
@@ -115,3 +117,25 @@ def test_deriving_over_an_existing_graph_writes_the_same_rows(kb: Path, monkeypa
         assert sum(census.values()) == len(before[1])
     finally:
         conn.close()
+
+
+def test_a_full_derivation_does_not_hold_the_set_of_changed_documents(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[weakref.ref[set[str]]] = []
+    held: list[bool] = []
+
+    def every_document(conn: sqlite3.Connection) -> set[str]:  # what a first sync passes
+        ids = {doc_id for (doc_id,) in conn.execute("SELECT id FROM documents")}
+        made.append(weakref.ref(ids))
+        return ids
+
+    def full(conn: sqlite3.Connection) -> dict[str, int]:
+        held.append(made[0]() is not None)
+        return derive_structure(conn)
+
+    monkeypatch.setattr(graph_stage, "derive_structure", full)
+    conn = connect(kb)
+    try:
+        graph_stage.derive_graph(conn, load_manifest(kb / "pinakes.toml").kb.id, changed=every_document(conn))
+    finally:
+        conn.close()
+    assert held == [False]

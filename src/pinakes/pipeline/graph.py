@@ -44,6 +44,7 @@ def derive_graph(conn: sqlite3.Connection, kb_id: str, changed: Collection[str] 
         from pinakes.pipeline.graph_update import update_structure
 
         census = update_structure(conn, changed)
+        changed = None  # a first sync's is every document (~32 MB at 700k): not held through a full derivation
     if census is None:
         census = derive_structure(conn)
     census.update(derive_text_edges(conn, kb_id))
