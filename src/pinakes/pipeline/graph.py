@@ -58,10 +58,12 @@ def derive_graph(conn: sqlite3.Connection, kb_id: str, changed: Collection[str] 
 
 def derive_structure(conn: sqlite3.Connection) -> dict[str, int]:
     """Replace the graph (nodes and edges) with one derived from the active documents, in one
-    transaction; returns the census. Streams: the chunk rows are read document by document and each
-    document's nodes and edges are written before the next is read, so memory follows the largest
-    document and the documents' own nodes, not the corpus (at 696k chunks the whole graph held in
-    lists took 914 MB; docs/perf/writer.md). Node ids and row order are those of the whole-graph
+    transaction; returns the census. Streams: the documents' nodes are written in SQL, the chunk
+    rows are read document by document, each joined to its document's node, and each document's
+    nodes and edges are written before the next is read, so memory follows the largest document
+    and the hubs' members (8 B each), not the corpus (at 696k chunks the whole graph held in lists
+    took 914 MB, docs/perf/writer.md; the documents' ids and nodes held in Python, ~0.2 GB at 700k
+    documents, docs/perf/sync.md). Node ids and row order are those of the whole-graph
     build: documents in path order, then each document's chunks and heading hubs, then directory
     and tag hubs. Records the structural census (`record_structure`) for the next update."""
     census = {kind: 0 for kind in EDGE_KINDS}
