@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import posixpath
 import unicodedata
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
 Status = Literal["resolved", "ambiguous", "unresolved", "attachment"]
 
@@ -59,6 +59,19 @@ def _key(path: str) -> str:
     return unicodedata.normalize("NFC", path).casefold()
 
 
+def name_key(path: str) -> str:
+    """The last component of `path` as the resolver matches it (NFC, case-folded)."""
+    return _key(path).rsplit("/", 1)[-1]
+
+
+class PathLookup(Protocol):
+    """What `resolve_link` asks of the KB's paths: a document at an exact path, documents by name."""
+
+    def exact_path(self, path: str) -> str | None: ...
+
+    def named(self, name: str) -> Sequence[str]: ...
+
+
 class PathIndex:
     """The KB's document paths (KB-root-relative, POSIX), looked up as links name them."""
 
@@ -82,13 +95,43 @@ class PathIndex:
             found = next((self.exact[key + suffix] for suffix in MARKDOWN_SUFFIXES if key + suffix in self.exact), None)
         return found
 
+    def named(self, name: str) -> Sequence[str]:
+        """The documents whose name, or Markdown name without its suffix, is `name` (a key), in path
+        order."""
+        return self.by_name.get(name, ())
+
+
+@dataclass
+class NamesLookedUp:
+    """A `PathLookup` that finds nothing and remembers the name keys it was asked about, with each
+    Markdown suffix added: every name key a document must have for some lookup to find it.
+
+    A link's lookups are a prefix of those it makes when nothing is found (each rule is tried only
+    when the ones before it found nothing), so `resolve_link` over a `PathIndex` of only the paths
+    whose `name_key` is in `names` resolves it exactly as over every path of the KB: each exact key
+    and each name it looks up finds the same paths, in the same (path) order."""
+
+    names: set[str] = field(default_factory=lambda: set[str]())
+
+    def exact_path(self, path: str) -> str | None:
+        self._add(name_key(path))
+        return None
+
+    def named(self, name: str) -> Sequence[str]:
+        self._add(name)
+        return ()
+
+    def _add(self, name: str) -> None:
+        self.names.add(name)
+        self.names.update(name + suffix for suffix in MARKDOWN_SUFFIXES)
+
 
 def _without_markdown_suffix(name: str) -> str | None:
     return next((name[: -len(suffix)] for suffix in MARKDOWN_SUFFIXES if name.endswith(suffix) and
                  len(name) > len(suffix)), None)
 
 
-def resolve_link(target: str, syntax: str, source_path: str, index: PathIndex) -> Resolution:
+def resolve_link(target: str, syntax: str, source_path: str, index: PathLookup) -> Resolution:
     """The document `target` (a link's path part, as `links.text_links` parsed it) names from the
     document at `source_path`."""
     folder = posixpath.dirname(source_path)
@@ -107,7 +150,7 @@ def resolve_link(target: str, syntax: str, source_path: str, index: PathIndex) -
         return Resolution("resolved", found, 1)
     wanted = _key(linkpath)
     name = wanted.rsplit("/", 1)[-1]
-    candidates = [path for path in index.by_name.get(name, ()) if _ends_with(path, wanted)]
+    candidates = [path for path in index.named(name) if _ends_with(path, wanted)]
     if not candidates:
         return _missing(linkpath)
     if len(candidates) == 1:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from pinakes.errors import PinakesError
 from pinakes.ids import parse_pnk_uri
-from pinakes.links.resolve import PathIndex, Resolution, resolve_link
+from pinakes.links.resolve import NamesLookedUp, PathIndex, Resolution, name_key, resolve_link
 from pinakes.links.text_links import TextLink
 
 TEXT_ORIGIN = "text"
@@ -52,20 +52,19 @@ def derive_text_edges(conn: sqlite3.Connection, kb_id: str) -> dict[str, int]:
     `links-to-ambiguous`."""
     from pinakes.index.schema import transaction
 
-    documents = dict(conn.execute("SELECT id, path FROM documents WHERE state = 'active'").fetchall())
-    by_path = {path: doc_id for doc_id, path in documents.items()}
-    index = PathIndex(by_path)
     rows = conn.execute(
-        "SELECT t.id, t.doc_id, t.syntax, t.target, t.status, t.dst_kb_id, t.dst_doc_id, t.candidates "
+        "SELECT t.id, t.doc_id, d.path, t.syntax, t.target, t.status, t.dst_kb_id, t.dst_doc_id, t.candidates "
         "FROM text_links t JOIN documents d ON d.id = t.doc_id AND d.state = 'active'").fetchall()
+    by_path = _paths_named(conn, [(target, syntax, path) for _, _, path, syntax, target, *_ in rows if syntax != "uri"])
+    index = PathIndex(by_path)
     changed: list[tuple[str, str | None, str | None, int, int]] = []
     edges: set[tuple[str, str, str]] = set()
     census = {TEXT_REL: 0, f"{TEXT_REL}-cross-kb": 0, f"{TEXT_REL}-unresolved": 0, f"{TEXT_REL}-ambiguous": 0}
-    for row_id, doc_id, syntax, target, *before in rows:
+    for row_id, doc_id, path, syntax, target, *before in rows:
         if syntax == "uri":
-            status, dst_kb, dst_doc, candidates = _resolve_address(target, kb_id, documents)
+            status, dst_kb, dst_doc, candidates = _resolve_address(conn, target, kb_id)
         else:
-            found: Resolution = resolve_link(target, syntax, documents[doc_id], index)
+            found: Resolution = resolve_link(target, syntax, path, index)
             dst_doc = by_path[found.path] if found.path is not None else None
             status, dst_kb, candidates = found.status, kb_id if dst_doc else None, found.candidates
         if status in PROBLEM_STATUSES:
@@ -89,12 +88,28 @@ def derive_text_edges(conn: sqlite3.Connection, kb_id: str) -> dict[str, int]:
     return census
 
 
-def _resolve_address(uri: str, kb_id: str, documents: dict[str, str]) -> tuple[str, str | None, str | None, int]:
+def _paths_named(conn: sqlite3.Connection, links: Sequence[tuple[str, str, str]]) -> dict[str, str]:
+    """Path -> id of the active documents some link of `links` (target, syntax, source path) could
+    resolve to: those whose name key is one the resolver would look up for them
+    (`resolve.NamesLookedUp`). The documents are read once, row by row, and only these kept: a KB
+    of 700k documents has a few thousand links (a dict and a `PathIndex` of every path held ~0.56
+    GB for 1,749 of them; docs/perf/sync.md)."""
+    lookups = NamesLookedUp()
+    for target, syntax, source_path in links:
+        resolve_link(target, syntax, source_path, lookups)
+    if not lookups.names:
+        return {}
+    return {path: doc_id for doc_id, path in conn.execute("SELECT id, path FROM documents WHERE state = 'active'")
+            if name_key(path) in lookups.names}
+
+
+def _resolve_address(conn: sqlite3.Connection, uri: str, kb_id: str) -> tuple[str, str | None, str | None, int]:
     try:
         dst_kb, dst_doc = parse_pnk_uri(uri, self_kb_id=kb_id)
     except PinakesError:
         return "unresolved", None, None, 0
-    if dst_kb == kb_id and dst_doc not in documents:
+    if dst_kb == kb_id and conn.execute("SELECT 1 FROM documents WHERE id = ? AND state = 'active'",
+                                        (dst_doc,)).fetchone() is None:
         return "unresolved", None, None, 0
     return "resolved", dst_kb, dst_doc, 1
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import itertools
 import json
 import sqlite3
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from pinakes.index.schema import EDGE_KINDS, write_meta
 from pinakes.lexical.filters import document_tags
@@ -21,31 +21,48 @@ from pinakes.lexical.filters import document_tags
 HUB_EDGE = {"dir": "co-located", "tag": "shared-tag"}
 
 
-class HubMembers(NamedTuple):
-    documents: list[str]  # every active document, in path order
-    hubs: dict[tuple[str, str], list[str]]  # (hub kind, key) -> its members in path order, each hub of 2+
-
-
-def hub_members(conn: sqlite3.Connection) -> HubMembers:
-    """Every hub's members, from the documents table: what makes a hub is the whole corpus (a
-    directory or tag with fewer than two active documents is none). Directories first, then tags,
-    each in order of first member."""
-    documents: list[str] = []
-    dirs: dict[str, list[str]] = defaultdict(list)
-    tags: dict[str, list[str]] = defaultdict(list)
-    # Row by row: holding every document's row at once was ~370 B a document (~0.26 GB at 700k).
-    for doc_id, path, metadata in conn.execute(
-            "SELECT id, path, metadata FROM documents WHERE state = 'active' ORDER BY path"):
-        documents.append(doc_id)
+def hub_members(conn: sqlite3.Connection) -> dict[tuple[str, str], array[int]]:
+    """Every hub of two or more members, (kind, key) -> its members as ranks: a document's rank is
+    its place (from 0) among the active documents in path order (`documents_in_path_order`). What
+    makes a hub is the whole corpus (a directory or tag with fewer than two active documents is
+    none). Directories first, then tags, each in order of first member."""
+    dirs: dict[str, array[int]] = {}
+    tags: dict[str, array[int]] = {}
+    # Row by row, and ranks in arrays (8 B a member), not the members' ids in lists: every active
+    # document is a member of its directory (at 700k: +67 MB held as ids).
+    for rank, (path, metadata) in enumerate(conn.execute(
+            "SELECT path, metadata FROM documents WHERE state = 'active' ORDER BY path")):
         for tag in document_tags(json.loads(metadata or "{}")):  # the sidecar's and the front matter's
-            tags[tag].append(doc_id)
-        dirs[path.rsplit("/", 1)[0] if "/" in path else "."].append(doc_id)
+            _member(tags, tag, rank)
+        _member(dirs, path.rsplit("/", 1)[0] if "/" in path else ".", rank)
     hubs = {("dir", key): found for key, found in dirs.items() if len(found) >= 2}
     hubs.update({("tag", key): found for key, found in tags.items() if len(found) >= 2})
-    return HubMembers(documents, hubs)
+    return hubs
 
 
-_FLUSH_ROWS = 50_000  # nodes or edges held before they are written
+def _member(hubs: dict[str, array[int]], key: str, rank: int) -> None:
+    found = hubs.get(key)
+    if found is None:
+        found = hubs[key] = array("q")
+    found.append(rank)
+
+
+def documents_in_path_order(conn: sqlite3.Connection) -> list[str]:
+    """The active documents' ids in path order: rank -> id for `hub_members`."""
+    return [doc_id for (doc_id,) in conn.execute("SELECT id FROM documents WHERE state = 'active' ORDER BY path")]
+
+
+def write_document_nodes(conn: sqlite3.Connection, first_id: int) -> int:
+    """Write a node for every active document, in path order, from `first_id` (a document's node is
+    `first_id` plus its rank); returns how many. In SQL: no id is held in Python (at 700k a dict of
+    ids to nodes and the list of ids were ~0.1 GB)."""
+    return conn.execute("INSERT INTO nodes (id, kind, key) SELECT ? - 1 + ROW_NUMBER() OVER (ORDER BY path), 'doc', id "
+                        "FROM documents WHERE state = 'active' ORDER BY path", (first_id,)).rowcount
+
+
+# Nodes or edges held before they are written (50,000 held ~4 MB more of tuples and keys: the
+# derivation's Python peak at 200k documents was 7 MB, 3 MB with 10,000).
+_FLUSH_ROWS = 10_000
 
 
 class GraphWriter:
@@ -88,9 +105,8 @@ class GraphWriter:
         if len(self.pending_edges) + len(self.pending_nodes) >= _FLUSH_ROWS:
             self.flush()
 
-    def chunks(self, doc_id: str, chunks: list[tuple[int, tuple[str, ...]]]) -> None:
-        """One document's chunk nodes, heading hubs and their edges."""
-        doc_node = self.doc(doc_id)
+    def chunks(self, doc_id: str, doc_node: int, chunks: list[tuple[int, tuple[str, ...]]]) -> None:
+        """One document's chunk nodes, heading hubs and their edges (`doc_node`: its node)."""
         first = self.count + 1
         self.count += len(chunks)
         chunk_nodes = list(range(first, self.count + 1))

@@ -32,6 +32,7 @@ from pinakes.pipeline.graph_rows import (
     CENSUS_KEY,
     HUB_EDGE,
     GraphWriter,
+    documents_in_path_order,
     hub_members,
     record_structure,
     table_ends,
@@ -96,14 +97,16 @@ def _rederive_document(conn: sqlite3.Connection, graph: GraphWriter, census: dic
     if node is not None:
         graph.docs[doc_id] = node[0]
     chunks = conn.execute("SELECT ordinal, heading_path FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,))
-    graph.chunks(doc_id, [(int(ordinal), tuple(json.loads(heading)) if heading else ()) for ordinal, heading in chunks])
+    graph.chunks(doc_id, graph.doc(doc_id),
+                 [(int(ordinal), tuple(json.loads(heading)) if heading else ()) for ordinal, heading in chunks])
     return None
 
 
 def _correct_hubs(conn: sqlite3.Connection, graph: GraphWriter, census: dict[str, int]) -> None:
     """Make every hub's edges those of the corpus's current membership."""
     graph.flush()  # new document nodes are looked up below
-    wanted = hub_members(conn).hubs
+    documents = documents_in_path_order(conn)
+    wanted = {hub: [documents[rank] for rank in ranks] for hub, ranks in hub_members(conn).items()}
     stored: dict[tuple[str, str], tuple[int, dict[str, int]]] = {}
     for hub_id, kind, key in conn.execute("SELECT id, kind, key FROM nodes WHERE kind IN ('dir', 'tag')").fetchall():
         members = dict(conn.execute(
