@@ -128,6 +128,34 @@ def objects_by_type(top: int = 15) -> list[tuple[str, int, float]]:
     return [(name, counts[name], round(sizes[name] / 2**20, 1)) for name, _ in sizes.most_common(top)]
 
 
+def pins(top: int = 12) -> dict[str, object]:
+    """What keeps pymalloc's arenas: every object reachable from the gc-tracked ones (strings and
+    numbers included), those of at most 512 bytes (pymalloc's) grouped by 1 MiB of address (about
+    an arena each); for the sparse groups (under a quarter live), the types that live there, with
+    a few strings as examples."""
+    seen: dict[int, object] = {}
+    for obj in gc.get_objects():
+        seen[id(obj)] = obj
+        for ref in gc.get_referents(obj):
+            seen.setdefault(id(ref), ref)
+    live: Counter[int] = Counter()
+    kinds: dict[int, Counter[str]] = {}
+    for address, obj in seen.items():
+        size = sys.getsizeof(obj)
+        if size <= 512:
+            live[address >> 20] += size
+            kinds.setdefault(address >> 20, Counter())[type(obj).__name__] += 1
+    sparse = [group for group, size in live.items() if size < (1 << 20) // 4]
+    resident: Counter[str] = Counter()
+    for group in sparse:
+        resident.update(kinds[group])
+    examples = [str(obj)[:60] for address, obj in seen.items()
+                if address >> 20 in set(sparse[:50]) and isinstance(obj, str)][:8]
+    return {"groups": len(live), "sparse_groups": len(sparse), "live_mb": round(sum(live.values()) / 2**20, 1),
+            "sparse_live_mb": round(sum(live[group] for group in sparse) / 2**20, 1),
+            "sparse_types": resident.most_common(top), "sparse_strings": examples}
+
+
 def snapshot(label: str, trace: bool) -> dict[str, object]:
     entry: dict[str, object] = {"at": label, "memory": memory(), "rollup": rollup(), "heap": heap(),
                                 "mappings": mappings(), "sqlite_mb": sqlite_used(), "pymalloc": pymalloc(), "modules": len(sys.modules),
@@ -143,6 +171,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kb", type=Path, required=True)
     parser.add_argument("--trace", action="store_true", help="tracemalloc from the start (slower)")
+    parser.add_argument("--pins", action="store_true", help="at the vector step: what lives in sparse arenas")
+    parser.add_argument("--modules", type=Path, help="write the modules loaded at the vector step to this file, or, "
+                        "when it exists, import them all before the sync starts (an experiment)")
     parser.add_argument("--compact", action="store_true", help="then copy the report's path lists anew (an experiment)")
     parser.add_argument("--spill", action="store_true",
                         help="then keep the report's paths as one string instead (an experiment: its report is wrong)")
@@ -152,6 +183,15 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "pinakes", "init", str(args.kb)], check=True, capture_output=True)
     if args.trace:
         tracemalloc.start(1)
+    modules: Path | None = args.modules
+    preimported = modules is not None and modules.exists()
+    if modules is not None and preimported:
+        import contextlib
+        import importlib
+
+        for name in modules.read_text().split():
+            with contextlib.suppress(Exception):  # an experiment: a module that does not import alone is skipped
+                importlib.import_module(name)
     from bench_writer import FastEmbedder
 
     import pinakes.calibration.on_sync as on_sync
@@ -167,9 +207,14 @@ def main() -> None:
     def measured(run: object, invocation: loader.Invocation, *more: object, **named: object) -> tuple[int, str]:
         if invocation.label == "vectors" and not found:
             found.append(snapshot("vectors start", args.trace))
+            if modules is not None and not preimported:
+                modules.write_text("\n".join(sorted(name for name in sys.modules if "." not in name or
+                                                          name.startswith(("pinakes.", "numpy.", "usearch.")))))
             gc.collect()
             loader.return_freed_memory()
             found.append(snapshot("after gc + trim", args.trace))
+            if args.pins:
+                found[-1]["pins"] = pins()
             if args.compact:
                 report = run.ctx.report  # type: ignore[attr-defined]
                 lists = (report.added, report.sidecars_written._documents)
@@ -205,7 +250,7 @@ def main() -> None:
     on_sync.self_calibrate = not_calibrating  # type: ignore[assignment]
     started = time.perf_counter()
     report = run_sync(str(args.kb), SyncOptions(quiet=True), embedder=FastEmbedder())
-    print(json.dumps({"kb": str(args.kb), "documents": len(report.added), "chunks": report.chunks_embedded,
+    print(json.dumps({"kb": str(args.kb), "preimported": preimported, "documents": len(report.added), "chunks": report.chunks_embedded,
                       "seconds": round(time.perf_counter() - started), "snapshots": found, "end": memory(),
                       "load": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
 
