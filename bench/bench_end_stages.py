@@ -17,7 +17,9 @@ to (the graph is derived again; `ann-build` writes `.pinakes/vectors.ann`): use 
   with one document left out) with the vector file as the tier answers them now, and as it did
   before (a float32 matrix of the allowed rows per search): needs a KB whose vectors.ann is current.
 - `calibrate`: the sync's self-calibration (`calibration.on_sync.after_sync`'s search, bounded to
-  its `SYNC_SECONDS`) with bench_writer's FastEmbedder, the stored calibration removed first.
+  its `SYNC_SECONDS`) with bench_writer's FastEmbedder, the stored calibration removed first; the
+  memory when its questions are made and when its searches are done. `calibrate-trim`: the same
+  with the heap collected and trimmed between the two (a lever measured, not shipped).
 """
 
 from __future__ import annotations
@@ -105,13 +107,22 @@ def stage_ann_build(root: Path, rows: int) -> dict[str, object]:
             "seconds": round(time.perf_counter() - started, 1)}
 
 
-def stage_calibrate(root: Path, _rows: int) -> dict[str, object]:
+def stage_calibrate(root: Path, _rows: int, trim_before_searches: bool = False) -> dict[str, object]:
+    """`calibrate`: the sync's self-calibration, with the memory at its phases: when the questions
+    are made (before the first search), and when the last search is done (the searcher still open,
+    its vector file mapped). `calibrate-trim`: the same with the heap collected and trimmed between
+    the two (pipeline.run.return_freed_memory), what the question-making freed handed back before
+    the searcher maps the file."""
+    from contextlib import contextmanager
+
     from bench_writer import FastEmbedder
 
+    import pinakes.calibration.self_calibration as self_calibration
     from pinakes.calibration.on_sync import after_sync
     from pinakes.kb import KBPaths
     from pinakes.manifest import load_manifest
     from pinakes.pipeline.report import SyncReport
+    from pinakes.pipeline.run import return_freed_memory
     from pinakes.search.calibrated import self_calibration_path
 
     paths = KBPaths(root)
@@ -119,11 +130,29 @@ def stage_calibrate(root: Path, _rows: int) -> dict[str, object]:
     manifest = load_manifest(paths.manifest)
     embedder = FastEmbedder()
     report = SyncReport(str(root), "sync")
+    phases: dict[str, object] = {}
+    asking = self_calibration.asking_searcher
+
+    @contextmanager
+    def measured(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        phases["questions_made"] = memory()
+        if trim_before_searches:
+            return_freed_memory()
+            phases["questions_made_trimmed"] = memory()
+        with asking(*args, **kwargs) as searcher:  # type: ignore[arg-type]
+            yield searcher
+        phases["searches_done"] = memory()
+
+    self_calibration.asking_searcher = measured  # type: ignore[assignment]
     before = memory()
     started = time.perf_counter()
     after_sync(paths, manifest, report, embedder)  # type: ignore[arg-type]
-    return {"before": before, "seconds": round(time.perf_counter() - started, 1),
+    return {"before": before, **phases, "seconds": round(time.perf_counter() - started, 1),
             "notes": report.notes, "warnings": report.warnings}
+
+
+def stage_calibrate_trim(root: Path, rows: int) -> dict[str, object]:
+    return stage_calibrate(root, rows, trim_before_searches=True)
 
 
 # Self-calibration's unanswerable twins: a question's source document left out by a filter.
@@ -196,7 +225,7 @@ def stage_twins_matrix(root: Path, rows: int) -> dict[str, object]:
 
 
 STAGES = {"graph": stage_graph, "ann-load": stage_ann_load, "ann-build": stage_ann_build, "calibrate": stage_calibrate,
-          "twins": stage_twins, "twins-matrix": stage_twins_matrix}
+          "calibrate-trim": stage_calibrate_trim, "twins": stage_twins, "twins-matrix": stage_twins_matrix}
 
 
 def child(stage: str, root: Path, rows: int) -> None:

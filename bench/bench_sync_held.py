@@ -1,7 +1,9 @@
 """What a first sync's process holds when its vector build starts (issue #45: the 700k first sync's
 vectors stage is the usearch index on top of this), by kind: a tree from bench/corpora/make_pages.py
-synced in place (sidecars and index removed first) with bench_writer.py's `FastEmbedder`, and at the
-start of the `vectors` invocation (after the graph, `PipelineRun.release_documents()` and the trim):
+synced in place (sidecars and index removed first) with bench_writer.py's `FastEmbedder`, at the
+start of the `vectors` invocation (after the graph, `PipelineRun.release_documents()` and the trim)
+and at the start of the self-calibration (after the sync returned; before and after the collection
+and trim that precede it: `pipeline.run.return_freed_memory`; the calibration itself is not run):
 /proc/self/smaps_rollup (anonymous and file pages), glibc's heap (mallinfo2: in use, free, mapped),
 SQLite's own allocator (sqlite3_memory_used), Python's objects by type (count, shallow size), the
 modules loaded, and with `--trace` tracemalloc's top allocators (slower: a smaller tree). Then a
@@ -71,6 +73,23 @@ def rollup() -> dict[str, int]:
     return values
 
 
+def mappings(top: int = 8) -> list[tuple[str, int, int]]:
+    """/proc/self/smaps summed by what is mapped (a file's name, [heap], [anon] for anonymous
+    mappings): (name, Rss MB, anonymous MB), largest first."""
+    rss: Counter[str] = Counter()
+    anon: Counter[str] = Counter()
+    name = "[anon]"
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            name = head[5] if len(head) > 5 else "[anon]"
+        elif head and head[0] == "Rss:":
+            rss[name] += int(head[1])
+        elif head and head[0] == "Anonymous:":
+            anon[name] += int(head[1])
+    return [(key, round(value / 1024), round(anon[key] / 1024)) for key, value in rss.most_common(top)]
+
+
 def pymalloc() -> dict[str, int]:
     """Python's small-object allocator (sys._debugmallocstats, which writes to fd 2): arenas, and the
     bytes in live blocks, free blocks and unused pools, in MB: what fragmentation alone holds."""
@@ -109,9 +128,37 @@ def objects_by_type(top: int = 15) -> list[tuple[str, int, float]]:
     return [(name, counts[name], round(sizes[name] / 2**20, 1)) for name, _ in sizes.most_common(top)]
 
 
+def pins(top: int = 12) -> dict[str, object]:
+    """What keeps pymalloc's arenas: every object reachable from the gc-tracked ones (strings and
+    numbers included), those of at most 512 bytes (pymalloc's) grouped by 1 MiB of address (about
+    an arena each); for the sparse groups (under a quarter live), the types that live there, with
+    a few strings as examples."""
+    seen: dict[int, object] = {}
+    for obj in gc.get_objects():
+        seen[id(obj)] = obj
+        for ref in gc.get_referents(obj):
+            seen.setdefault(id(ref), ref)
+    live: Counter[int] = Counter()
+    kinds: dict[int, Counter[str]] = {}
+    for address, obj in seen.items():
+        size = sys.getsizeof(obj)
+        if size <= 512:
+            live[address >> 20] += size
+            kinds.setdefault(address >> 20, Counter())[type(obj).__name__] += 1
+    sparse = [group for group, size in live.items() if size < (1 << 20) // 4]
+    resident: Counter[str] = Counter()
+    for group in sparse:
+        resident.update(kinds[group])
+    examples = [str(obj)[:60] for address, obj in seen.items()
+                if address >> 20 in set(sparse[:50]) and isinstance(obj, str)][:8]
+    return {"groups": len(live), "sparse_groups": len(sparse), "live_mb": round(sum(live.values()) / 2**20, 1),
+            "sparse_live_mb": round(sum(live[group] for group in sparse) / 2**20, 1),
+            "sparse_types": resident.most_common(top), "sparse_strings": examples}
+
+
 def snapshot(label: str, trace: bool) -> dict[str, object]:
     entry: dict[str, object] = {"at": label, "memory": memory(), "rollup": rollup(), "heap": heap(),
-                                "sqlite_mb": sqlite_used(), "pymalloc": pymalloc(), "modules": len(sys.modules),
+                                "mappings": mappings(), "sqlite_mb": sqlite_used(), "pymalloc": pymalloc(), "modules": len(sys.modules),
                                 "objects": objects_by_type(), "gc_tracked": len(gc.get_objects())}
     if trace and tracemalloc.is_tracing():
         stats = tracemalloc.take_snapshot().statistics("lineno")
@@ -124,6 +171,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kb", type=Path, required=True)
     parser.add_argument("--trace", action="store_true", help="tracemalloc from the start (slower)")
+    parser.add_argument("--pins", action="store_true", help="at the vector step: what lives in sparse arenas")
+    parser.add_argument("--modules", type=Path, help="write the modules loaded at the vector step to this file, or, "
+                        "when it exists, import them all before the sync starts (an experiment)")
     parser.add_argument("--compact", action="store_true", help="then copy the report's path lists anew (an experiment)")
     parser.add_argument("--spill", action="store_true",
                         help="then keep the report's paths as one string instead (an experiment: its report is wrong)")
@@ -133,10 +183,20 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "pinakes", "init", str(args.kb)], check=True, capture_output=True)
     if args.trace:
         tracemalloc.start(1)
+    modules: Path | None = args.modules
+    preimported = modules is not None and modules.exists()
+    if modules is not None and preimported:
+        import contextlib
+        import importlib
+
+        for name in modules.read_text().split():
+            with contextlib.suppress(Exception):  # an experiment: a module that does not import alone is skipped
+                importlib.import_module(name)
     from bench_writer import FastEmbedder
 
     import pinakes.calibration.on_sync as on_sync
     import pinakes.sync.loader as loader
+    from pinakes.errors import PinakesError
     from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
@@ -147,9 +207,14 @@ def main() -> None:
     def measured(run: object, invocation: loader.Invocation, *more: object, **named: object) -> tuple[int, str]:
         if invocation.label == "vectors" and not found:
             found.append(snapshot("vectors start", args.trace))
+            if modules is not None and not preimported:
+                modules.write_text("\n".join(sorted(name for name in sys.modules if "." not in name or
+                                                          name.startswith(("pinakes.", "numpy.", "usearch.")))))
             gc.collect()
-            loader._return_freed_memory()  # pyright: ignore[reportPrivateUsage]
+            loader.return_freed_memory()
             found.append(snapshot("after gc + trim", args.trace))
+            if args.pins:
+                found[-1]["pins"] = pins()
             if args.compact:
                 report = run.ctx.report  # type: ignore[attr-defined]
                 lists = (report.added, report.sidecars_written._documents)
@@ -158,7 +223,7 @@ def main() -> None:
                 report.sidecars_written._documents[:] = fresh[1]
                 del lists, fresh
                 gc.collect()
-                loader._return_freed_memory()  # pyright: ignore[reportPrivateUsage]
+                loader.return_freed_memory()
                 found.append(snapshot("after compacting the report's paths", args.trace))
             if args.spill:
                 report = run.ctx.report  # type: ignore[attr-defined]
@@ -166,15 +231,26 @@ def main() -> None:
                 report.added.clear()
                 report.sidecars_written._documents.clear()
                 gc.collect()
-                loader._return_freed_memory()  # pyright: ignore[reportPrivateUsage]
+                loader.return_freed_memory()
                 found.append(snapshot("after the report's paths as one string", args.trace))
         return run_invocation(run, invocation, *more, **named)  # type: ignore[arg-type]
 
+    free = on_sync.return_freed_memory
+
+    def freeing() -> None:  # self-calibration's start: as it was (the run just let go), then freed
+        found.append(snapshot("calibration start, before the trim", args.trace))
+        free()
+        found.append(snapshot("calibration start", args.trace))
+
+    def not_calibrating(*_a: object, **_k: object) -> None:  # its own cost: bench_end_stages.py calibrate
+        raise PinakesError("measured up to here")
+
     loader.run_invocation = measured  # type: ignore[assignment]
-    on_sync.after_sync = lambda *_a, **_k: None  # the vectors stage is what is measured: no calibration
+    on_sync.return_freed_memory = freeing
+    on_sync.self_calibrate = not_calibrating  # type: ignore[assignment]
     started = time.perf_counter()
     report = run_sync(str(args.kb), SyncOptions(quiet=True), embedder=FastEmbedder())
-    print(json.dumps({"kb": str(args.kb), "documents": len(report.added), "chunks": report.chunks_embedded,
+    print(json.dumps({"kb": str(args.kb), "preimported": preimported, "documents": len(report.added), "chunks": report.chunks_embedded,
                       "seconds": round(time.perf_counter() - started), "snapshots": found, "end": memory(),
                       "load": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
 

@@ -69,7 +69,7 @@ def graph_holds_every_chunk(root: Path) -> bool:
 
 
 def test_handing_freed_memory_back_never_fails() -> None:
-    loader._return_freed_memory()  # pyright: ignore[reportPrivateUsage]
+    loader.return_freed_memory()
 
 
 def test_the_chunk_ahead_worker_and_the_documents_it_keeps_go_with_the_release(
@@ -131,7 +131,7 @@ def test_freed_memory_is_handed_back_after_the_release_and_after_each_later_stag
         return run_invocation(run, invocation, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(loader, "run_invocation", recording)
-    monkeypatch.setattr(loader, "_return_freed_memory", lambda: events.append("trim"))
+    monkeypatch.setattr(loader, "return_freed_memory", lambda: events.append("trim"))
     root = make_kb(tmp_path / "kb", 5)
     assert sync(root).ok
     graph = events.index("graph")
@@ -139,3 +139,36 @@ def test_freed_memory_is_handed_back_after_the_release_and_after_each_later_stag
     later = events[graph + 1:]
     assert "vectors" in later and later[later.index("vectors") + 1] == "trim"
     assert all(later[at + 1] == "trim" for at, label in enumerate(later) if label != "trim")
+
+
+def test_the_self_calibration_starts_with_the_run_let_go_and_its_memory_handed_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Self-calibration runs after the sync returned (sync/engine.py): by then the run's objects are
+    garbage, and the heap they held is collected and trimmed before the calibration's searcher maps
+    the vector file on top of what the process still holds."""
+    import weakref
+
+    from pinakes.calibration import on_sync
+
+    runs: list[weakref.ref[PipelineRun]] = []
+    events: list[str] = []
+    init, free, calibrate = PipelineRun.__init__, on_sync.return_freed_memory, on_sync.self_calibrate
+
+    def remembered(run: PipelineRun, *args: object, **kwargs: object) -> None:
+        init(run, *args, **kwargs)  # type: ignore[arg-type]
+        runs.append(weakref.ref(run))
+
+    def freeing() -> None:
+        events.append("free")
+        free()
+
+    def calibrating(*args: object, **kwargs: object) -> object:
+        events.append("calibrate" if runs and all(run() is None for run in runs) else "calibrate with the run alive")
+        return calibrate(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PipelineRun, "__init__", remembered)
+    monkeypatch.setattr(on_sync, "return_freed_memory", freeing)
+    monkeypatch.setattr(on_sync, "self_calibrate", calibrating)
+    report = sync(make_kb(tmp_path / "kb", 24))
+    assert report.ok and len(report.added) == 24
+    assert events == ["free", "calibrate"]

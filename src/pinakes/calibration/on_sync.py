@@ -28,6 +28,7 @@ from pinakes.jsontypes import is_dict
 from pinakes.kb import KBPaths
 from pinakes.manifest import Manifest
 from pinakes.pipeline.report import SyncReport
+from pinakes.pipeline.run import return_freed_memory
 from pinakes.search.calibrated import SELF_CALIBRATION_FORMAT, self_calibration_path
 from pinakes.search.confidence import model_named_in
 
@@ -53,6 +54,9 @@ def after_sync(paths: KBPaths, manifest: Manifest, report: SyncReport, embedder:
         why = _why_calibrate(paths)
         if why is None:
             return
+        # The sync's run (its context, stages and doit's tasks) went when it returned; what it freed
+        # is handed back before the searcher maps the vector file on top of what the process holds.
+        return_freed_memory()
         if say is not None:
             say(f"sync: calibrating confidence from the KB's own documents ({why}; at most {SYNC_SECONDS:.0f} s)")
         searcher = None

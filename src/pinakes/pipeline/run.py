@@ -11,7 +11,10 @@ that was not stored.
 
 from __future__ import annotations
 
+import functools
+import gc
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +22,6 @@ from typing import TYPE_CHECKING
 from pinakes.errors import PinakesError
 
 if TYPE_CHECKING:  # annotations only: `pnk sync` imports this module on every (mostly no-op) run
-    from collections.abc import Callable
 
     from pinakes.embed.base import Embedder
     from pinakes.embed.connect import ConnectedEmbedder
@@ -172,3 +174,30 @@ def cluster_embedder(paths: KBPaths, manifest: Manifest, options: SyncOptions, *
         exc.path = paths.manifest
         raise
     return embedder
+
+
+def return_freed_memory() -> None:
+    """Free what the run let go of and hand the heap's free pages back to the OS: the cycles among
+    released objects first (a full collection: the automatic ones may not reach the oldest
+    generation before the next stage allocates), then glibc's free pages (it keeps them otherwise,
+    and the RSS of the stages after the release would still count them); the trim is a no-op where
+    there is no glibc. Called after each stage past the release of the documents (sync/loader.py)
+    and before the self-calibration (calibration/on_sync.py)."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], object] | None:
+    """glibc's malloc_trim, looked up once (finding the library runs `ldconfig`); None without it."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        return getattr(libc, "malloc_trim", None)
+    except OSError:
+        return None

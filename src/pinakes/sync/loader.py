@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import pinakes.rules as rules
 from pinakes.kb import KBPaths
 from pinakes.pipeline import stages
+from pinakes.pipeline.run import return_freed_memory
 from pinakes.pipeline.stages import Phase, Stage, phases
 from pinakes.rules import Halt, PipelineRun, Scope, TaskDict, task_name
 
@@ -193,35 +194,13 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
             run.release_documents()
             released = True
         if released:  # the documents' pages, then each later stage's: the vector build frees a whole
-            _return_freed_memory()  # index, ~40% of which glibc would otherwise keep into self-calibration
+            return_freed_memory()  # index, ~40% of which glibc would otherwise keep into self-calibration
     return Outcome(ran)
 
 
 # The last stage that reads the walk and the plan's documents (rules/graph.py `_changed`); the later
 # ones (the vector file, the reverse scan) and self-calibration read the index only.
 RELEASE_AFTER = "graph"
-
-
-def _return_freed_memory() -> None:
-    """Hand the heap's free pages back to the OS (glibc keeps them otherwise, and the RSS of the
-    stages after the release would still count them); a no-op where there is no glibc."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], object] | None:
-    """glibc's malloc_trim, looked up once (finding the library runs `ldconfig`); None without it."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        return getattr(libc, "malloc_trim", None)
-    except OSError:
-        return None
 
 
 def run_invocation(run: PipelineRun, invocation: Invocation, tasks: list[TaskDict] | None = None,
