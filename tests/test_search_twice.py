@@ -18,7 +18,7 @@ from pinakes.calibration.questions import MadeQuestion, make_questions
 from pinakes.index import schema
 from pinakes.kb import KBPaths
 from pinakes.lexical.filters import SearchFilters
-from pinakes.search import bm25, core
+from pinakes.search import bm25, core, coverage
 from pinakes.search.results import SearchResult
 from tests.fakes import HashEmbedder
 from tests.kb_helpers import Doc, build_kb
@@ -124,7 +124,8 @@ def test_the_keyword_lists_are_those_of_two_scoped_searches_whatever_is_left_out
 def test_the_work_the_two_share_is_done_once(built, monkeypatch):
     question = next(question for question in _questions(built) if len(question.query.split()) > 2)
     without = SearchFilters(exclude_doc_ids=question.left_out)
-    counted: dict[str, list[int]] = {"pools": [], "separate": [], "presence": [], "embedded": []}
+    counted: dict[str, list[int]] = {"pools": [], "separate": [], "embedded": []}
+    asked: list[list[int]] = []  # the chunks each search read the query's terms of (coverage)
     pool, search = bm25._fts5_pool, bm25.bm25_search
 
     def pooled(*args: object, **kwargs: object) -> object:
@@ -145,29 +146,28 @@ def test_the_work_the_two_share_is_done_once(built, monkeypatch):
         return real_embed(text)
 
     monkeypatch.setattr(embedder, "embed_query", embedded)
+    real_held = coverage.held
+
+    def held(conn: object, chunk_ids: list[int], terms: set[str]) -> object:
+        asked.append(list(chunk_ids))
+        return real_held(conn, chunk_ids, terms)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(coverage, "held", held)
     with searcher_for(built, embedder) as searcher:
-        with searcher.snapshot() as generation:
-            tokenizer = generation.tokenizer
-        presence = tokenizer.presence
-
-        def asked(texts: list[str], terms: set[str]) -> object:
-            counted["presence"].append(len(texts))
-            return presence(texts, terms)
-
-        monkeypatch.setattr(tokenizer, "presence", asked)
         answerable, no_answer = searcher.search_twice(question.query, without)
         assert counted["pools"] == [1] and counted["separate"] == []  # FTS5's first rows found once, for both
         assert counted["embedded"] == [1]  # one model call for the query
-        # The second search tokenized only the passages the first had not.
-        first_pool, second_pool = counted["presence"][0], sum(counted["presence"][1:])
-        assert first_pool >= len(answerable.passages)
-        assert second_pool < len(no_answer.passages) + len(question.left_out) * 8
+        # The second search read the terms of only the chunks the first had not.
+        assert len(asked) == 2 and not set(asked[0]) & set(asked[1])
+        shared_asked = [len(chunks) for chunks in asked]
 
         for key in counted:
             counted[key].clear()
-        searcher.search(question.query)
-        searcher.search(question.query, filters=without)
+        asked.clear()
+        assert searcher.search(question.query).passages == answerable.passages
+        assert searcher.search(question.query, filters=without).passages == no_answer.passages
         assert counted["pools"] == [1, 1] and counted["embedded"] == [1, 1]
+        assert len(asked[0]) == shared_asked[0] and len(asked[1]) > shared_asked[1]  # the pools overlap
 
 
 def test_a_filter_that_does_more_than_leave_out_is_two_searches(built):

@@ -335,7 +335,7 @@ class _Run:
         chunk_ids = [candidate.chunk_id for candidate in pool]
         rows = self.shared.hydrated(generation.conn, chunk_ids) if self.shared else hydrate(generation.conn, chunk_ids)
         pool = [candidate for candidate in pool if candidate.chunk_id in rows]
-        set_coverage(pool, rows, self._analyzed(generation).units, generation.tokenizer,
+        set_coverage(generation.conn, pool, rows, self._analyzed(generation).units, generation.tokenizer,
                      self.shared.present if self.shared is not None else None)
         fused = order_fused(pool)[: self.fusion_top_k]
         self._lap("fusion")
