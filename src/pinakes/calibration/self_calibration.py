@@ -3,10 +3,12 @@
 Each question of calibration/questions.py is searched twice through the KB's own `Searcher`, with
 the settings every search uses: once as it is (answerable: its source document is in the KB) and
 once with its source document and their near-duplicates left out by a filter at query time (the
-same question, now unanswerable in-domain: the hardest kind, and no re-sync needed). The two sets of
-evidence features are fitted as a golden set's would be (calibration/fitting.py), at a stricter
-false-confidence ceiling than a golden set's (SYNTHETIC_CEILING): made-up questions are not real
-ones, and the gap was measured on the development corpora (docs/QUALITY.md, "Self-calibration").
+same question, now unanswerable in-domain: the hardest kind, and no re-sync needed), the two sharing
+what they can (`Searcher.search_twice`, search/twice.py: each result the one a search of its own
+gives). The two sets of evidence features are fitted as a golden set's would be
+(calibration/fitting.py), at a stricter false-confidence ceiling than a golden set's
+(SYNTHETIC_CEILING): made-up questions are not real ones, and the gap was measured on the
+development corpora (docs/QUALITY.md, "Self-calibration").
 
 The result is stored in `.pinakes/self-calibration.json` with its provenance (what was asked, of
 which KB, with which model, when, how long it took); search/calibrated.py reads it when
