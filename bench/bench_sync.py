@@ -810,6 +810,7 @@ def bench_cold_against(base: str, cold_docs: int, repeat: int) -> dict[str, obje
                             "--cold-repeat", "1", "--cold-docs", str(cold_docs), "--results", str(out)],
                            check=True, capture_output=True, env=env)
             samples[name].append(json.loads(out.read_text(encoding="utf-8"))["cold"])
+            (WORK / f"cold-samples-{os.getpid()}.json").write_text(json.dumps(samples), encoding="utf-8")  # so far
     for source in versions.values():
         shutil.rmtree(source, ignore_errors=True)
     result: dict[str, object] = {"base": base, "repeat": repeat}
@@ -820,7 +821,7 @@ def bench_cold_against(base: str, cold_docs: int, repeat: int) -> dict[str, obje
         result[name] = {key: values(key) for key in (
             "sync_seconds", "sync_cpu_seconds", "pure_embed_seconds", "pure_embed_cpu_seconds",
             "self_calibration_seconds", "self_calibration_cpu_seconds", "ratio_wall", "ratio_cpu",
-            "pipeline_ratio_wall", "pipeline_ratio_cpu")} | {"load_average_1min": [run["load_average_1min"] for run in runs],
+            "pipeline_ratio_wall", "pipeline_ratio_cpu")} | {"load_average_1min": [run["load_average_1min"][0] for run in runs],  # type: ignore[index]
                                                              "chunks": runs[0]["chunks"]}
     return result
 
