@@ -442,9 +442,8 @@ def _ranked(
 
 def _ranking(units: tuple[QueryUnit, ...], options: KeywordOptions) -> tuple[float | None, float, int]:
     """(k1, b, rescoring pool factor) for these units: a word of Han, kana or Hangul's own, else the words'."""
-    segmented = any(unit.segmented for unit in units)
-    return (options.segmented_k1, options.segmented_b, options.segmented_pool) if segmented else \
-        (options.k1, options.b, RESCORE_POOL)
+    return (options.segmented_k1, options.segmented_b, options.segmented_pool) \
+        if any(unit.segmented for unit in units) else (options.k1, options.b, RESCORE_POOL)
 
 
 def bm25_search_twice(
@@ -529,9 +528,8 @@ def scored_from_term_counts(
     return _best(ranked, scores, limit)
 
 
-def _fts5_pool(conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[QueryUnit, ...], pool: int,
-               scope_sql: str | None, scope_params: list[object] | None, context_weight: float, rows: int
-               ) -> list[tuple[int, float]]:
+def _fts5_pool(conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[QueryUnit, ...], pool: int, scope_sql: str | None,
+               scope_params: list[object] | None, context_weight: float, rows: int) -> list[tuple[int, float]]:
     """FTS5's bm25() first `pool` rows for the OR of `units` (search/keyword_pool.py) in an index of `rows`."""
     match = match_expression(units)
     if match is None or rows == 0:
@@ -551,8 +549,7 @@ def _bm25f_scores(conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[Quer
     FTS5's averages record, `weighting` (k1, b, context weight, context b)."""
     if not pool:
         return {}
-    k1, b, context_weight, context_b = weighting
-    rows, text_total, context_total = totals
+    (k1, b, context_weight, context_b), (rows, text_total, context_total) = weighting, totals
     average_text, average_context = text_total / rows, context_total / rows
     weights = {unit.terms[0]: plan.field_idf(unit.terms[0]) for unit in units}
     term_marks, pool_marks = ", ".join("?" * len(weights)), ", ".join("?" * len(pool))
@@ -573,8 +570,6 @@ def _bm25f_scores(conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[Quer
 def _best(ranked: list[tuple[int, float]], scores: dict[int, float], limit: int) -> list[tuple[int, float]]:
     """The best `limit` of the pool `ranked` by their BM25F `scores`; bm25()'s order where a row of
     the pool has no counts (a text rewritten in place, which the sync never does), rather than drop it."""
-    if not ranked:
-        return []
     if any(rowid not in scores for rowid, _ in ranked):
         return ranked[:limit]
     best = sorted(((rowid, scores[rowid]) for rowid, _ in ranked), key=lambda item: (-item[1], item[0]))[:limit]
