@@ -1,6 +1,6 @@
 """Self-calibration's searches on two threads against one, same process, alternated (#45).
 
-    python bench/bench_calibration_threads.py [--kb DIR] [--rounds 6] [--docs 300]
+    python bench/bench_calibration_threads.py [--kb DIR] [--rounds 6] [--docs 300] [--compare shared]
 
 Without --kb, the first --docs tldr pages are synced into $PNK_BENCH_DIR/kbcal (the real packaged
 model; the sync's own calibration is not timed). Then `self_calibrate` runs on that KB with the
@@ -8,6 +8,11 @@ sync's model, once with its questions on two threads (calibration/two_threads.py
 on a KB this small) and once on one, alternated --rounds times; every run's rows and fit must equal
 the first one-thread run's (the bench fails otherwise). Prints each run's wall and CPU seconds and
 the medians; JSON in bench/results/calibration_threads.json.
+
+--compare shared: instead, each question's two searches sharing their work (`Searcher.search_twice`,
+search/twice.py) against two separate searches (`self_calibration.question_rows`), both as a sync
+runs them (on two threads where it would), alternated the same way, rows and fit equal in every run;
+JSON in bench/results/calibration_shared.json.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ def main() -> None:
     parser.add_argument("--kb", type=Path, help="a synced KB (default: sync --docs tldr pages)")
     parser.add_argument("--docs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--compare", choices=("threads", "shared"), default="threads")
     args = parser.parse_args()
 
     from pinakes.calibration import self_calibration
@@ -57,10 +63,14 @@ def main() -> None:
     model, _ = bench_sync.load_real_embedder(root)
     paths = KBPaths(root)
     manifest = load_manifest(paths.manifest)
-    on_threads = self_calibration.searched_on_threads
+    on_threads, shared_rows = self_calibration.searched_on_threads, self_calibration._rows  # pyright: ignore[reportPrivateUsage]
+    names = ("two threads", "one thread") if args.compare == "threads" else ("shared", "two searches")
 
-    def calibrated(threads: bool) -> tuple[self_calibration.SelfCalibration, float, float]:
-        self_calibration.searched_on_threads = on_threads if threads else (lambda searcher, chunks: False)  # type: ignore[assignment]
+    def calibrated(first: bool) -> tuple[self_calibration.SelfCalibration, float, float]:
+        if args.compare == "threads":
+            self_calibration.searched_on_threads = on_threads if first else (lambda searcher, chunks: False)  # type: ignore[assignment]
+        else:
+            self_calibration._rows = shared_rows if first else self_calibration.question_rows  # pyright: ignore[reportPrivateUsage]
         settings = SearchSettings.from_retrieval(manifest.retrieval, KBConfidence.for_kb(paths, None))
         with Searcher(paths.index_db, settings, embedder=model) as searcher:  # type: ignore[arg-type]
             wall, cpu = time.perf_counter(), time.process_time()
@@ -68,22 +78,25 @@ def main() -> None:
             return result, time.perf_counter() - wall, time.process_time() - cpu
 
     reference, _, _ = calibrated(False)
-    samples: dict[str, list[tuple[float, float, float]]] = {"two threads": [], "one thread": []}
+    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
     for _ in range(args.rounds):
-        for threads in (True, False):
-            result, wall, cpu = calibrated(threads)
+        for first in (True, False):
+            result, wall, cpu = calibrated(first)
             assert not result.stopped_early and result.rows == reference.rows and result.fit == reference.fit, \
                 "the calibration's rows or fit differ between the two paths"
-            name = "two threads" if threads else "one thread"
+            name = names[0] if first else names[1]
             samples[name].append((wall, cpu, os.getloadavg()[0]))
             print(f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU, load {os.getloadavg()[0]:.1f}", flush=True)
     summary = {name: {"wall_median": statistics.median(s[0] for s in runs), "cpu_median": statistics.median(s[1] for s in runs),
                       "samples": runs} for name, runs in samples.items()}
-    faster = sum(two[0] < one[0] for two, one in zip(samples["two threads"], samples["one thread"], strict=True))
+    faster = sum(two[0] < one[0] for two, one in zip(samples[names[0]], samples[names[1]], strict=True))
     for name, values in summary.items():
         print(f"{name}: median {values['wall_median']:.2f} s wall, {values['cpu_median']:.2f} s CPU")
-    print(f"two threads faster in {faster} of {args.rounds} pairs; {len(reference.rows)} rows, equal in every run")
-    out = Path(__file__).resolve().parent / "results" / "calibration_threads.json"
+    cpu_pairs = [a[1] / b[1] for a, b in zip(samples[names[0]], samples[names[1]], strict=True)]
+    print(f"{names[0]} / {names[1]} CPU, pair by pair: {' / '.join(f'{pair:.3f}' for pair in cpu_pairs)} "
+          f"(median {statistics.median(cpu_pairs):.3f})")
+    print(f"{names[0]} faster in {faster} of {args.rounds} pairs; {len(reference.rows)} rows, equal in every run")
+    out = Path(__file__).resolve().parent / "results" / f"calibration_{args.compare}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"kb": str(root), "rows": len(reference.rows), "faster_pairs": faster, **summary}, indent=2) + "\n")
 

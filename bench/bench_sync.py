@@ -33,6 +33,12 @@ Every measurement is printed next to the baseline the issue names, measured in t
    placeholder unit vectors (only what is measured runs the model). --skip-reuse leaves it out;
    --only-reuse runs nothing else.
 
+--base REV (with the cold benchmark): REV's `src/pinakes` (git archive, as bench/compare_noop.py
+takes it) and the working tree's are each run for the cold benchmark (3), one sample a child process
+of this script, the two versions taking turns --cold-repeat times, so both share the machine's
+moods: each version's ratios, its self-calibration's seconds, and the working tree's calibration
+and sync against REV's, sample by sample.
+
 The 10k-document index for (1) and (2) is built once with the test suite's fake embedder (vectors do
 not matter to a no-op; the edit re-embeds one document with the real model). Results go to
 bench/results/sync.json. Scaling and memory: bench/bench_sync_scaling.py, bench/bench_sync_memory.py.
@@ -789,6 +795,61 @@ def print_cold(cold: dict[str, object]) -> None:
               f"wall, {cold['ratio_cpu_bare_texts']:.3f}x CPU", flush=True)
 
 
+def bench_cold_against(base: str, cold_docs: int, repeat: int) -> dict[str, object]:
+    """The cold benchmark of `base` and of the working tree, one sample a child process, taking turns."""
+    from compare_noop import snapshot  # this script's folder is first on sys.path
+
+    versions = {base: snapshot(base, WORK / f"cold-base-{os.getpid()}"),
+                "working tree": snapshot(None, WORK / f"cold-head-{os.getpid()}")}
+    samples: dict[str, list[dict[str, object]]] = {name: [] for name in versions}
+    out = WORK / f"cold-sample-{os.getpid()}.json"
+    for _ in range(repeat):
+        for name, source in versions.items():
+            env = {**os.environ, "PNK_BENCH_SNAPSHOT": str(source), "PYTHONPATH": ""}
+            subprocess.run([sys.executable, __file__, "--skip-noop", "--skip-reuse", "--skip-bare-texts",
+                            "--cold-repeat", "1", "--cold-docs", str(cold_docs), "--results", str(out)],
+                           check=True, capture_output=True, env=env)
+            samples[name].append(json.loads(out.read_text(encoding="utf-8"))["cold"])
+            (WORK / f"cold-samples-{os.getpid()}.json").write_text(json.dumps(samples), encoding="utf-8")  # so far
+    for source in versions.values():
+        shutil.rmtree(source, ignore_errors=True)
+    result: dict[str, object] = {"base": base, "repeat": repeat}
+    for name, runs in samples.items():
+        def values(key: str, runs: list[dict[str, object]] = runs) -> list[float]:
+            return [float(run[key]) for run in runs]  # type: ignore[arg-type]
+
+        result[name] = {key: values(key) for key in (
+            "sync_seconds", "sync_cpu_seconds", "pure_embed_seconds", "pure_embed_cpu_seconds",
+            "self_calibration_seconds", "self_calibration_cpu_seconds", "ratio_wall", "ratio_cpu",
+            "pipeline_ratio_wall", "pipeline_ratio_cpu")} | {"load_average_1min": [run["load_average_1min"][0] for run in runs],  # type: ignore[index]
+                                                             "chunks": runs[0]["chunks"]}
+    return result
+
+
+def print_cold_against(compared: dict[str, object]) -> None:
+    base = str(compared["base"])
+    head: dict[str, list[float]] = compared["working tree"]  # type: ignore[assignment]
+    for name in (base, "working tree"):
+        runs: dict[str, list[float]] = compared[name]  # type: ignore[assignment]
+
+        def listed(key: str, runs: dict[str, list[float]] = runs) -> str:
+            return " / ".join(f"{value:.3f}" for value in runs[key])
+
+        print(f"{name}: cold sync {statistics.median(runs['ratio_wall']):.3f}x wall, "
+              f"{statistics.median(runs['ratio_cpu']):.3f}x CPU of pure embedding (medians of each sample's ratio: "
+              f"{listed('ratio_wall')} wall, {listed('ratio_cpu')} CPU); self-calibration "
+              f"{listed('self_calibration_seconds')} s wall, {listed('self_calibration_cpu_seconds')} s CPU; "
+              f"pipeline alone {statistics.median(runs['pipeline_ratio_wall']):.3f}x wall, "
+              f"{statistics.median(runs['pipeline_ratio_cpu']):.3f}x CPU; load {listed('load_average_1min')}", flush=True)
+    base_runs: dict[str, list[float]] = compared[base]  # type: ignore[assignment]
+    for key, what in (("self_calibration_cpu_seconds", "self-calibration CPU"),
+                      ("self_calibration_seconds", "self-calibration wall"), ("ratio_cpu", "cold sync ratio, CPU"),
+                      ("ratio_wall", "cold sync ratio, wall")):
+        pairs = [h / b for h, b in zip(head[key], base_runs[key], strict=True) if b]
+        print(f"working tree / {base}, {what}, turn by turn: {' / '.join(f'{pair:.3f}' for pair in pairs)} "
+              f"(median {statistics.median(pairs):.3f})", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=10_000)
@@ -803,6 +864,9 @@ def main() -> None:
     parser.add_argument("--only-reuse", action="store_true", help="only the vector-reuse scenarios (4)")
     parser.add_argument("--edit-bytes", type=int, default=620_000,
                         help="size of the one-edit document of (4): ~1,000 chunks at the default chunking")
+    parser.add_argument("--base", default=None,
+                        help="cold benchmark: this git revision and the working tree, taking turns (see above)")
+    parser.add_argument("--results", type=Path, default=REPO / "bench" / "results" / "sync.json")
     parser.add_argument("--reuse-cases", default="edit,pdf,demo",
                         help="which scenarios of (4) to run, comma-separated: edit, pdf, demo")
     args = parser.parse_args()
@@ -817,7 +881,11 @@ def main() -> None:
         print_reuse(reuse)
     if args.only_reuse:
         args.skip_cold = args.skip_noop = True
-    if not args.skip_cold:
+    if not args.skip_cold and args.base:
+        compared = bench_cold_against(args.base, args.cold_docs, args.cold_repeat)
+        results["cold_against"] = compared
+        print_cold_against(compared)
+    elif not args.skip_cold:
         cold = bench_cold(args.cold_docs, args.cold_repeat, bare_texts=not args.skip_bare_texts)
         results["cold"] = cold
         print_cold(cold)
@@ -833,9 +901,8 @@ def main() -> None:
               f"{edit['target_seconds']:.2f}s (no-op {noop['noop_sync_seconds']:.3f}s + 2 x pure embed "
               f"{edit['pure_embed_seconds'] * 1000:.1f}ms + graph {edit['graph_seconds']:.3f}s) = "
               f"{edit['ratio_to_target']:.2f}x: {'met' if edit['met'] else 'NOT met'}")
-    out_dir = REPO / "bench" / "results"
-    out_dir.mkdir(exist_ok=True)
-    (out_dir / "sync.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps(results, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":

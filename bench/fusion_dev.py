@@ -50,7 +50,7 @@ CORPORA = ("cranfield", "tldr", "pydocs", "pymodules", "filings", "filings-named
 
 def collect(name: str, kb: Path, questions: Sequence[tune.Question] | None = None) -> Path:
     from pinakes.lexical.filters import SearchFilters
-    from pinakes.search import bm25
+    from pinakes.search import bm25, fts5_records
     from pinakes.search.core import Searcher, SearchSettings, _Run
 
     if questions is None:
@@ -65,7 +65,7 @@ def collect(name: str, kb: Path, questions: Sequence[tune.Question] | None = Non
         conn = generation.conn
         bm25.ensure_vocabulary(conn)
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pnk_vocab_col USING fts5vocab (main, chunks_fts, 'col')")
-        values = bm25._varints(bytes(conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()[0]))
+        values = fts5_records.varints(bytes(conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()[0]))
         n_rows, text_tokens, context_tokens = values[0], values[1], values[2]
         documents = dict(conn.execute("SELECT id, doc_id FROM chunks"))
         for question in questions:
@@ -88,7 +88,7 @@ def collect(name: str, kb: Path, questions: Sequence[tune.Question] | None = Non
             if pool and terms:
                 marks, term_marks = ",".join("?" * len(pool)), ",".join("?" * len(terms))
                 for rowid, blob in conn.execute(f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({marks})", pool):
-                    sizes = bm25._varints(bytes(blob))
+                    sizes = fts5_records.varints(bytes(blob))
                     evidence[rowid] = {"lt": sizes[0], "lc": sizes[1] if len(sizes) > 1 else 0, "tf": {}}
                 for chunk_id, term, tf, ctf in conn.execute(
                         f"SELECT chunk_id, term, frequency, context_frequency FROM chunk_terms "

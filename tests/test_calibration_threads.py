@@ -33,13 +33,13 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_two_threads_give_the_rows_and_the_fit_of_one_question_after_another(built, monkeypatch):
     searched_by: set[str] = set()
-    search = Searcher.search
+    search = Searcher.search_twice  # a question's two searches (search/twice.py)
 
-    def recorded(self: Searcher, query: str, **kwargs: object) -> object:
+    def recorded(self: Searcher, query: str, *args: object, **kwargs: object) -> object:
         searched_by.add(threading.current_thread().name)
-        return search(self, query, **kwargs)  # type: ignore[arg-type]
+        return search(self, query, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Searcher, "search", recorded)
+    monkeypatch.setattr(Searcher, "search_twice", recorded)
     with searcher_for(built, BatchingEmbedder()) as searcher:
         threaded = self_calibrate(built, searcher=searcher)
     assert len(searched_by) == two_threads.THREADS, searched_by  # both threads searched

@@ -67,8 +67,9 @@ def test_each_question_is_embedded_once_in_a_batched_pass_and_the_calibration_is
 
     assert before.fit is not None and before.questions >= self_calibration.MIN_QUESTIONS
     asked = [row.id for row in before.rows if row.kind == self_calibration.SYNTHETIC]
-    # Before: the model embedded every question twice, once a search (answerable, then without its source).
-    assert len(one_at_a_time.single) == 2 * len(asked) == 2 * before.questions
+    # One at a time: every question once, for both its searches (search/twice.py); before #45's
+    # sharing it was twice, once a search (answerable, then without its source).
+    assert len(one_at_a_time.single) == len(asked) == before.questions
     # Now: every question once, all in one pass before the first search, and no call one at a time.
     assert batching.single == []
     assert len(batching.batches) == 1

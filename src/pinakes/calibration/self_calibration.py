@@ -3,10 +3,12 @@
 Each question of calibration/questions.py is searched twice through the KB's own `Searcher`, with
 the settings every search uses: once as it is (answerable: its source document is in the KB) and
 once with its source document and their near-duplicates left out by a filter at query time (the
-same question, now unanswerable in-domain: the hardest kind, and no re-sync needed). The two sets of
-evidence features are fitted as a golden set's would be (calibration/fitting.py), at a stricter
-false-confidence ceiling than a golden set's (SYNTHETIC_CEILING): made-up questions are not real
-ones, and the gap was measured on the development corpora (docs/QUALITY.md, "Self-calibration").
+same question, now unanswerable in-domain: the hardest kind, and no re-sync needed), the two sharing
+what they can (`Searcher.search_twice`, search/twice.py: each result the one a search of its own
+gives). The two sets of evidence features are fitted as a golden set's would be
+(calibration/fitting.py), at a stricter false-confidence ceiling than a golden set's
+(SYNTHETIC_CEILING): made-up questions are not real ones, and the gap was measured on the
+development corpora (docs/QUALITY.md, "Self-calibration").
 
 The result is stored in `.pinakes/self-calibration.json` with its provenance (what was asked, of
 which KB, with which model, when, how long it took); search/calibrated.py reads it when
@@ -33,6 +35,7 @@ from pinakes.lexical.filters import SearchFilters
 from pinakes.manifest.sections import FEATURES
 from pinakes.search.calibrated import SELF_CALIBRATION_FORMAT, self_calibration_path
 from pinakes.search.core import Searcher
+from pinakes.search.results import SearchResult
 
 SYNTHETIC = "synthetic"  # the kind of an answerable self-calibration question
 NO_ANSWER = "no-answer"
@@ -99,12 +102,22 @@ def search_questions(searcher: Searcher, questions: Sequence[MadeQuestion], *,
 
 
 def _rows(searcher: Searcher, question: MadeQuestion) -> tuple[CalibrationRow, CalibrationRow]:
-    return (_row(searcher, question, None),
-            _row(searcher, question, SearchFilters(exclude_doc_ids=question.left_out)))
+    """The question's two searches, sharing the work they can (search/twice.py): the rows of
+    `question_rows`, as two separate searches give them (tests/test_search_twice.py)."""
+    without = SearchFilters(exclude_doc_ids=question.left_out)
+    answerable, no_answer = searcher.search_twice(question.query, without, mode="hybrid")
+    return question_row(question, answerable, None), question_row(question, no_answer, without)
 
 
-def _row(searcher: Searcher, question: MadeQuestion, filters: SearchFilters | None) -> CalibrationRow:
-    result = searcher.search(question.query, filters=filters, mode="hybrid")
+def question_rows(searcher: Searcher, question: MadeQuestion) -> tuple[CalibrationRow, CalibrationRow]:
+    """The question's rows from two separate searches, one as asked and one without its source."""
+    without = SearchFilters(exclude_doc_ids=question.left_out)
+    return (question_row(question, searcher.search(question.query, mode="hybrid"), None),
+            question_row(question, searcher.search(question.query, filters=without, mode="hybrid"), without))
+
+
+def question_row(question: MadeQuestion, result: SearchResult, filters: SearchFilters | None) -> CalibrationRow:
+    """What the fit reads of one search of `question`: `filters` None for the answerable one."""
     features = result.confidence.features
     level = "low" if not result.passages else "unknown"
     if filters is not None:

@@ -1,7 +1,8 @@
 """Self-calibration's questions searched on two threads, each with its own Searcher (connection).
 
-A calibration is 2 searches a question (as it is, and without its source), ~4 ms of CPU each, one
-after another on one core while a sync's second core is idle. Part of a search holds no GIL
+A calibration is 2 searches a question (as it is, and without its source, sharing their work:
+search/twice.py), a few ms of CPU a question, one after another on one core while a sync's second
+core is idle. Part of a search holds no GIL
 (SQLite's statements, NumPy's product), so a second thread with its own reader (its own connection,
 tokenizer and matrix: `Searcher` serialises the calls of one) overlaps it; the rest of the search is
 Python and takes turns. Each question's rows are kept at its own position, so the rows and the fit

@@ -53,6 +53,8 @@ from enum import Enum
 
 from pinakes.index import chunk_counts
 from pinakes.search import keyword_pool
+from pinakes.search.fts5_records import averages as _averages
+from pinakes.search.fts5_records import field_scales as _field_scales
 from pinakes.search.query import MAX_QUERY_TERMS, AnalyzedQuery, QueryUnit, fts_quote
 
 VOCAB_TABLE = "temp.pnk_chunks_vocab"
@@ -429,14 +431,43 @@ def _ranked(
     match = match_expression(units)
     if match is None:
         return []
-    k1, b, pool = (options.segmented_k1, options.segmented_b, options.segmented_pool) \
-        if any(unit.segmented for unit in units) else (options.k1, options.b, RESCORE_POOL)
+    k1, b, pool = _ranking(units, options)
     if k1 is not None and options.strategy is KeywordStrategy.OR and all(len(unit.terms) == 1 for unit in units):
         return scored_from_term_counts(conn, plan, units, limit, scope_sql, scope_params, k1, b,
                                        options.context_weight, options.context_b, pool)
     quorum = _quorum(plan, units, options.quorum_fraction) \
         if options.strategy is KeywordStrategy.QUORUM and len(units) > 1 else None
     return _fts5_ranked(conn, match, limit, scope_sql, scope_params, quorum, options.context_weight)
+
+
+def _ranking(units: tuple[QueryUnit, ...], options: KeywordOptions) -> tuple[float | None, float, int]:
+    """(k1, b, rescoring pool factor) for these units: a word of Han, kana or Hangul's own, else the words'."""
+    return (options.segmented_k1, options.segmented_b, options.segmented_pool) \
+        if any(unit.segmented for unit in units) else (options.k1, options.b, RESCORE_POOL)
+
+
+def bm25_search_twice(
+    conn: sqlite3.Connection, plan: KeywordPlan, limit: int, scope: tuple[str, list[object]] | None,
+    without: tuple[str, list[object]], left_out: frozenset[int], options: KeywordOptions | None = None,
+) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """`bm25_search` scoped by `scope`, and by `without` (the rows `scope` allows less the chunks
+    `left_out`: search/twice.py), each list its own call's. FTS5's first rows are found once,
+    `len(left_out)` deeper than a pool: its order is total (score, then rowid), so dropping `left_out`
+    leaves the other pool in order. Each row's BM25F is computed once. Other plans: two searches."""
+    options = options or KeywordOptions()
+    units, (scope_sql, scope_params) = plan.units, scope or (None, None)
+    k1, b, factor = _ranking(units, options)
+    if (limit <= 0 or plan.relaxed_units is not None or k1 is None or options.strategy is not KeywordStrategy.OR
+            or not units or any(len(unit.terms) != 1 for unit in units)):
+        return (bm25_search(conn, plan, limit, scope_sql=scope_sql, scope_params=scope_params, options=options),
+                bm25_search(conn, plan, limit, scope_sql=without[0], scope_params=without[1], options=options))
+    pool, totals = limit * factor, _averages(conn)
+    deeper = _fts5_pool(conn, plan, units, pool + len(left_out), scope_sql, scope_params, options.context_weight,
+                        totals[0])
+    first, second = deeper[:pool], [hit for hit in deeper if hit[0] not in left_out][:pool]
+    used = list(dict.fromkeys(rowid for rowid, _ in (*first, *second)))
+    scores = _bm25f_scores(conn, plan, units, used, totals, (k1, b, options.context_weight, options.context_b))
+    return _best(first, scores, limit), _best(second, scores, limit)
 
 
 def _fts5_ranked(conn: sqlite3.Connection, match: str, limit: int, scope_sql: str | None,
@@ -491,21 +522,34 @@ def scored_from_term_counts(
     ranked by FTS5's bm25() instead; so is a pool holding a row without counts (a text rewritten in
     place, which the sync never does), rather than dropping it.
     """
-    rows, text_total, context_total = _averages(conn)
+    totals = _averages(conn)
+    ranked = _fts5_pool(conn, plan, units, limit * pool_factor, scope_sql, scope_params, context_weight, totals[0])
+    scores = _bm25f_scores(conn, plan, units, [rowid for rowid, _ in ranked], totals, (k1, b, context_weight, context_b))
+    return _best(ranked, scores, limit)
+
+
+def _fts5_pool(conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[QueryUnit, ...], pool: int, scope_sql: str | None,
+               scope_params: list[object] | None, context_weight: float, rows: int) -> list[tuple[int, float]]:
+    """FTS5's bm25() first `pool` rows for the OR of `units` (search/keyword_pool.py) in an index of `rows`."""
     match = match_expression(units)
-    if rows == 0 or match is None:
+    if match is None or rows == 0:
         return []
     phrases = [fts_quote(unit.match_text) for unit in units]
-    ranked = keyword_pool.pool_of(
-        [plan.document_frequency.get(unit.terms, 0) for unit in units], rows, limit * pool_factor, context_weight,
-        lambda groups: _fts5_ranked(conn, match, limit * pool_factor, scope_sql, scope_params,
-                                     context_weight=context_weight,
+    return keyword_pool.pool_of(
+        [plan.document_frequency.get(unit.terms, 0) for unit in units], rows, pool, context_weight,
+        lambda groups: _fts5_ranked(conn, match, pool, scope_sql, scope_params, context_weight=context_weight,
                                      within=None if groups is None else _groups_expression(units, groups)),
-        lambda members: _fts5_ranked(conn, keyword_pool.term_set_expression(phrases, members), limit * pool_factor,
+        lambda members: _fts5_ranked(conn, keyword_pool.term_set_expression(phrases, members), pool,
                                      scope_sql, scope_params, context_weight=context_weight))
-    if not ranked:
-        return []
-    pool = [rowid for rowid, _ in ranked]
+
+
+def _bm25f_scores(conn: sqlite3.Connection, plan: KeywordPlan, units: tuple[QueryUnit, ...], pool: list[int],
+                  totals: tuple[int, int, int], weighting: tuple[float, float, float, float]) -> dict[int, float]:
+    """BM25F of each row of `pool` that has term counts (`scored_from_term_counts`): `totals` are
+    FTS5's averages record, `weighting` (k1, b, context weight, context b)."""
+    if not pool:
+        return {}
+    (k1, b, context_weight, context_b), (rows, text_total, context_total) = weighting, totals
     average_text, average_context = text_total / rows, context_total / rows
     weights = {unit.terms[0]: plan.field_idf(unit.terms[0]) for unit in units}
     term_marks, pool_marks = ", ".join("?" * len(weights)), ", ".join("?" * len(pool))
@@ -520,9 +564,15 @@ def scored_from_term_counts(
         text_scale, context_scale = scales[chunk_id]
         weight = frequency * text_scale + context_frequency * context_scale
         scores[chunk_id] = scores.get(chunk_id, 0.0) + weights[term] * weight * saturated / (weight + k1)
-    if len(scores) < len(pool):
+    return scores
+
+
+def _best(ranked: list[tuple[int, float]], scores: dict[int, float], limit: int) -> list[tuple[int, float]]:
+    """The best `limit` of the pool `ranked` by their BM25F `scores`; bm25()'s order where a row of
+    the pool has no counts (a text rewritten in place, which the sync never does), rather than drop it."""
+    if any(rowid not in scores for rowid, _ in ranked):
         return ranked[:limit]
-    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    best = sorted(((rowid, scores[rowid]) for rowid, _ in ranked), key=lambda item: (-item[1], item[0]))[:limit]
     return [(int(chunk_id), score) for chunk_id, score in best]
 
 
@@ -530,54 +580,6 @@ def _groups_expression(units: tuple[QueryUnit, ...], groups: keyword_pool.Groups
     """FTS5's MATCH for rows holding every unit of at least one group (of indexes into `units`)."""
     return " OR ".join("(" + " AND ".join(fts_quote(units[index].match_text) for index in group) + ")"
                        for group in groups)
-
-
-def _averages(conn: sqlite3.Connection) -> tuple[int, int, int]:
-    """(rows, text tokens, context tokens) from FTS5's averages record (chunks_fts_data id 1: varint
-    row count, then a varint token total per column)."""
-    row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
-    if row is None or not row[0]:
-        return 0, 0, 0
-    values = _varints(bytes(row[0]))
-    if len(values) < 2:
-        return 0, 0, 0
-    return values[0], values[1], values[2] if len(values) > 2 else 0
-
-
-def _field_scales(blob: bytes, b: float, average_text: float, context_b: float, average_context: float,
-                  context_weight: float) -> tuple[float, float]:
-    """What one occurrence weighs in a row's text and in its context: each field's BM25F length
-    normalisation inverted (the context's times its weight), from the row's docsize record (a
-    varint token count per column; a record of one column has no context)."""
-    first = blob[0]
-    if first < 0x80 and len(blob) > 1 and blob[1] < 0x80:
-        text_length, context_length = first, blob[1]
-    else:
-        values = _varints(bytes(blob))
-        text_length, context_length = values[0], values[1] if len(values) > 1 else 0
-    text_scale = 1.0 / (1.0 - b + b * text_length / average_text) if average_text > 0.0 else 1.0
-    if average_context <= 0.0:
-        return text_scale, 0.0
-    return text_scale, context_weight / (1.0 - context_b + context_b * context_length / average_context)
-
-
-def _varints(blob: bytes) -> list[int]:
-    """SQLite's big-endian 7-bit varints (the ninth byte, if reached, carries 8 bits)."""
-    values: list[int] = []
-    position = 0
-    while position < len(blob):
-        value = 0
-        for index in range(9):
-            byte = blob[position]
-            position += 1
-            if index == 8:
-                value = (value << 8) | byte
-                break
-            value = (value << 7) | (byte & 0x7F)
-            if not byte & 0x80:
-                break
-        values.append(value)
-    return values
 
 
 def _quorum(plan: KeywordPlan, units: tuple[QueryUnit, ...], fraction: float) -> tuple[str, list[object]]:

@@ -39,7 +39,9 @@ from pinakes.kb import KBPaths
 from pinakes.lexical.filters import SearchFilters, document_where
 from pinakes.search import bm25
 from pinakes.search.calibrated import KBConfidence
-from pinakes.search.confidence import LOW, UNKNOWN, Confidence, assess
+from pinakes.search.confidence import LOW, UNKNOWN
+from pinakes.search.coverage import set_coverage
+from pinakes.search.evidence import assessed
 from pinakes.search.fusion import (
     Candidate,
     add_graph_list,
@@ -48,14 +50,15 @@ from pinakes.search.fusion import (
     reciprocal_rank_fusion,
 )
 from pinakes.search.generation import Generation, Signature, open_generation
-from pinakes.search.passages import ChunkRow, hydrate, to_passage
+from pinakes.search.passages import hydrate, to_passage
 from pinakes.search.preload import Loading, read_ahead_in_background
 from pinakes.search.query import AnalyzedQuery, analyze
 from pinakes.search.rerank import reranked_or_note, reranker_or_note
-from pinakes.search.results import Passage, SearchResult
+from pinakes.search.results import SearchResult
 from pinakes.search.scripts import vectors_blind_to
 from pinakes.search.settings import SearchSettings
 from pinakes.search.suggest import suggest_next
+from pinakes.search.twice import SharedWork, leaves_out_only
 
 if TYPE_CHECKING:
     import numpy as np
@@ -169,14 +172,22 @@ class Searcher:
     ) -> SearchResult:
         """Cited passages for `query`. `rerank=None` follows [retrieval] rerank; `final_k=None`
         follows [retrieval] final_k (clamped to MAX_FINAL_K, with a note)."""
-        # Typed as str, checked as anything: MCP and eval pass values parsed from JSON.
-        if not isinstance(query, str) or not query.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise UsageError("the query is empty", remedy='pass the words to search for: pnk search "..."')
-        if mode not in MODES:
-            raise UsageError(f"unknown search mode {mode!r}", remedy=f"use one of: {', '.join(MODES)}")
+        _check_asked(query, mode)
         filters = filters or SearchFilters()
         with self._lock, schema.index_faults(self.index_path):  # a damaged file: the error names --rebuild
             return _Run(self, query.strip(), filters, mode, rerank, final_k).execute()
+
+    def search_twice(self, query: str, without: SearchFilters, *, mode: str = "hybrid") -> tuple[SearchResult, SearchResult]:
+        """`search(query, mode=mode)` and `search(query, filters=without, mode=mode)`, where `without`
+        only leaves documents out (self-calibration's two searches of a question): the same two
+        results, in one snapshot, the work they share done once (search/twice.py)."""
+        _check_asked(query, mode)
+        if not leaves_out_only(without):
+            return self.search(query, mode=mode), self.search(query, filters=without, mode=mode)
+        shared = SharedWork(without)
+        with self._lock, schema.index_faults(self.index_path), self.snapshot() as generation:
+            first = _Run(self, query.strip(), SearchFilters(), mode, None, None, shared).run_in(generation)
+            return first, _Run(self, query.strip(), without, mode, None, None, shared).run_in(generation)
 
     # ----------------------------------------------------------------------------------------
 
@@ -251,12 +262,22 @@ class Searcher:
         return self._reranker
 
 
+def _check_asked(query: str, mode: str) -> None:
+    # Typed as str, checked as anything: MCP and eval pass values parsed from JSON.
+    if not isinstance(query, str) or not query.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UsageError("the query is empty", remedy='pass the words to search for: pnk search "..."')
+    if mode not in MODES:
+        raise UsageError(f"unknown search mode {mode!r}", remedy=f"use one of: {', '.join(MODES)}")
+
+
 class _Run:
-    """One search call: the pipeline's stages in order, with their timings and notes."""
+    """One search call: the pipeline's stages in order, with their timings and notes. `shared`: the
+    work it shares with the other search of the same query (search/twice.py), the unfiltered first."""
 
     def __init__(self, searcher: Searcher, query: str, filters: SearchFilters, mode: str,
-                 rerank: bool | None, final_k: int | None):
+                 rerank: bool | None, final_k: int | None, shared: SharedWork | None = None):
         self.searcher = searcher
+        self.shared = shared
         self.settings = searcher.settings
         self.query = query
         self.filters = filters
@@ -293,43 +314,49 @@ class _Run:
         self._clock = now
 
     def execute(self) -> SearchResult:
+        with self.searcher.snapshot() as generation:
+            return self.run_in(generation)
+
+    def run_in(self, generation: Generation) -> SearchResult:
+        """The search over `generation`, a snapshot the caller holds."""
         started = time.perf_counter()
         searcher = self.searcher
-        with searcher.snapshot() as generation:
-            stale = self._check_index_coherence(generation)
-            self._lap("coherence")
-            # Models load after the cheap checks, so a mismatched index refuses before any weights load.
-            reranker = reranker_or_note(searcher.reranker, self.notes) if self.rerank else None
-            plan, keyword, vector, embedder = self._models_and_retrievers(generation)
-            embedder = embedder if self.mode != "bm25" else None  # the endpoint failed mid-query
-            vector = self._unless_blind(vector, embedder)
-            ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k, self.settings.fusion_weights)
-            if self.settings.graph_channel == "expand" and vector:
-                ranked = self._expand(generation, ranked)
-            pool = cut_with_ties(ranked, self.fusion_top_k)
-            rows = hydrate(generation.conn, [candidate.chunk_id for candidate in pool])
-            pool = [candidate for candidate in pool if candidate.chunk_id in rows]
-            self._coverage(generation, pool, rows)
-            fused = order_fused(pool)[: self.fusion_top_k]
-            self._lap("fusion")
-            final = fused
-            if reranker is not None and fused:  # an HTTP reranker that fails leaves fused order and a note
-                texts = [rows[c.chunk_id]["text"] for c in fused]
-                reranked = reranked_or_note(reranker, self.query, fused, texts, self.notes)
-                final, reranker = (reranked, reranker) if reranked is not None else (fused, None)
-                self._lap("rerank")
-            final = final[: self.final_k]
-            passages = tuple(to_passage(candidate, rows[candidate.chunk_id], stale) for candidate in final)
-            confidence = self._confidence(generation, passages, reranker, embedder,
-                                          (plan, keyword, vector, [c.chunk_id for c in final]))
-            suggestion = None
-            if confidence.level in (LOW, UNKNOWN) and self.settings.suggest:
-                suggestion = suggest_next(
-                    self.query, plan=plan, filters=self.filters, mode=self.asked_mode,
-                    passage_texts=[passage.text for passage in passages],
-                    document_frequencies=generation.document_frequencies, tokenizer=generation.tokenizer,
-                )
-            self._lap("finish")
+        stale = self._check_index_coherence(generation)
+        self._lap("coherence")
+        # Models load after the cheap checks, so a mismatched index refuses before any weights load.
+        reranker = reranker_or_note(searcher.reranker, self.notes) if self.rerank else None
+        plan, keyword, vector, embedder = self._models_and_retrievers(generation)
+        embedder = embedder if self.mode != "bm25" else None  # the endpoint failed mid-query
+        vector = self._unless_blind(vector, embedder)
+        ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k, self.settings.fusion_weights)
+        if self.settings.graph_channel == "expand" and vector:
+            ranked = self._expand(generation, ranked)
+        pool = cut_with_ties(ranked, self.fusion_top_k)
+        chunk_ids = [candidate.chunk_id for candidate in pool]
+        rows = self.shared.hydrated(generation.conn, chunk_ids) if self.shared else hydrate(generation.conn, chunk_ids)
+        pool = [candidate for candidate in pool if candidate.chunk_id in rows]
+        set_coverage(generation.conn, pool, rows, self._analyzed(generation).units, generation.tokenizer,
+                     self.shared.present if self.shared is not None else None)
+        fused = order_fused(pool)[: self.fusion_top_k]
+        self._lap("fusion")
+        final = fused
+        if reranker is not None and fused:  # an HTTP reranker that fails leaves fused order and a note
+            texts = [rows[c.chunk_id]["text"] for c in fused]
+            reranked = reranked_or_note(reranker, self.query, fused, texts, self.notes)
+            final, reranker = (reranked, reranker) if reranked is not None else (fused, None)
+            self._lap("rerank")
+        final = final[: self.final_k]
+        passages = tuple(to_passage(candidate, rows[candidate.chunk_id], stale) for candidate in final)
+        confidence = assessed(generation, self.settings, passages, reranker, embedder,
+                              (plan, keyword, vector, [c.chunk_id for c in final]), (self.ranked_rows, self.query_vector))
+        suggestion = None
+        if confidence.level in (LOW, UNKNOWN) and self.settings.suggest:
+            suggestion = suggest_next(
+                self.query, plan=plan, filters=self.filters, mode=self.asked_mode,
+                passage_texts=[passage.text for passage in passages],
+                document_frequencies=generation.document_frequencies, tokenizer=generation.tokenizer,
+            )
+        self._lap("finish")
         if plan is not None:
             self.notes.extend(plan.notes)
         if not self.rerank:
@@ -428,13 +455,18 @@ class _Run:
             read_ahead_in_background(vector_file_path(self.searcher.index_path.parent))
         if self.mode != "hybrid":
             return None
+        if self.shared is not None and self.shared.keyword is not None:  # made by the first search: no thread
+            made: futures.Future[tuple[KeywordPlan, Hits]] = futures.Future()
+            made.set_result(self.shared.keyword)
+            return made
         return self.searcher.keyword_worker().submit(self._keyword, generation, scope)
 
-    def _scope(self, generation: Generation) -> tuple[str, list[object]] | None:
-        """The chunk-id subquery the filters allow, or None when every indexed chunk is allowed."""
-        if not self.filters.active and not generation.has_inactive_chunks:
+    def _scope(self, generation: Generation, filters: SearchFilters | None = None) -> tuple[str, list[object]] | None:
+        """The chunk-id subquery the filters (this search's) allow, or None when every indexed chunk is."""
+        filters = filters or self.filters
+        if not filters.active and not generation.has_inactive_chunks:
             return None
-        where, params = document_where(self.filters, "d")
+        where, params = document_where(filters, "d")
         return f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where}", params
 
     def _retrieve(self, generation: Generation, scope: tuple[str, list[object]] | None,
@@ -492,14 +524,21 @@ class _Run:
 
     def _keyword(self, generation: Generation, scope: tuple[str, list[object]] | None) -> tuple[KeywordPlan, Hits]:
         started = time.perf_counter()
+        shared, conn = self.shared, generation.conn
+        if shared is not None and shared.keyword is not None:  # the second search's, made by the first
+            return shared.keyword
         analyzed = self._analyzed(generation)
-        plan = bm25.plan_keywords(generation.conn, analyzed, self.settings.keyword, generation.chunk_count,
+        plan = bm25.plan_keywords(conn, analyzed, self.settings.keyword, generation.chunk_count,
                                   generation.document_frequencies)
-        hits = bm25.bm25_search(
-            generation.conn, plan, self.candidates_per_source,
-            scope_sql=scope[0] if scope else None, scope_params=scope[1] if scope else None,
-            options=self.settings.keyword,
-        )
+        if shared is not None:  # the first search makes both lists
+            without = self._scope(generation, shared.without)
+            assert without is not None
+            hits, other = bm25.bm25_search_twice(conn, plan, self.candidates_per_source, scope, without,
+                                                 shared.left_out(conn), self.settings.keyword)
+            shared.keyword = (plan, other)
+        else:
+            hits = bm25.bm25_search(conn, plan, self.candidates_per_source, scope_sql=scope[0] if scope else None,
+                                    scope_params=scope[1] if scope else None, options=self.settings.keyword)
         self.timings["bm25_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
         return plan, hits
 
@@ -519,7 +558,8 @@ class _Run:
         from pinakes.search import vector_tier, vectors
 
         assert embedder is not None
-        query_vector = self.query_vector = vectors.usable_query_vector(embedder, self.query)
+        query_vector = self.query_vector = self.shared.query_vector_of(embedder, self.query) if self.shared \
+            else vectors.usable_query_vector(embedder, self.query)
         self._lap("embed_query")
         if self.ranked_rows is None:  # the vector file answers (the candidates' rows are kept)
             hits, self.ranked_rows = vector_tier.approximate(generation, query_vector, self.candidates_per_source,
@@ -531,49 +571,9 @@ class _Run:
 
     def _analyzed(self, generation: Generation) -> AnalyzedQuery:
         if self.analyzed is None:
-            self.analyzed = analyze(self.query, generation.tokenizer)
+            self.analyzed = self.shared.analysis(self.query, generation.tokenizer) if self.shared \
+                else analyze(self.query, generation.tokenizer)
         return self.analyzed
-
-    def _coverage(self, generation: Generation, pool: list[Candidate], rows: dict[int, ChunkRow]) -> None:
-        """Share of the query's keywords (function words aside, unknown words included) each
-        candidate contains. Used only to break exact ties, never to exclude."""
-        units = self._analyzed(generation).units
-        content = [unit for unit in units if not unit.function_word] or list(units)
-        if not content or not pool:
-            return
-        wanted = {term for unit in content for term in unit.terms}
-        term_sets = generation.tokenizer.presence([rows[c.chunk_id]["text"] for c in pool], wanted)
-        for candidate, present in zip(pool, term_sets, strict=True):
-            hits = sum(1 for unit in content if all(term in present for term in unit.terms))
-            candidate.coverage = round(hits / len(content), 4)
-
-    def _confidence(self, generation: Generation, passages: tuple[Passage, ...], reranker: Reranker | None,
-                    embedder: Embedder | None,
-                    evidence: tuple[KeywordPlan | None, Hits, Hits, list[int]]) -> Confidence:
-        """The level from [retrieval.confidence] (search/confidence.py), over the evidence features
-        of this search (search/signals.py): the keyword plan, both retrievers' lists and the
-        returned chunks. Features need the vector list; a keyword-only search has none."""
-        from pinakes.search import vector_tier
-        from pinakes.search.signals import search_features
-
-        plan, keyword, vector, chunk_ids = evidence
-        features = None
-        rerank_top = passages[0].scores.rerank if passages and reranker is not None else None
-        if vector and passages:
-            assert self.ranked_rows is not None and self.query_vector is not None  # a vector list was made
-            features = search_features(generation.conn, plan, keyword, vector, chunk_ids, self.settings.keyword.k1,
-                                       vector_tier.with_row(generation, self.ranked_rows, chunk_ids[0]),
-                                       self.query_vector, rerank_top)
-        cosines = [p.scores.cosine for p in passages if p.scores.cosine is not None]
-        return assess(
-            passage_count=len(passages),
-            rerank_top=rerank_top,
-            best_cosine=max(cosines) if cosines else None,
-            thresholds=self.settings.confidence,
-            reranker_model=reranker.model if reranker is not None else None,
-            embedding_model=embedder.identity.model if embedder is not None else None,
-            features=features,
-        )
 
 
 def search(
