@@ -9,7 +9,12 @@ SQLite's own allocator (sqlite3_memory_used), Python's objects by type (count, s
 modules loaded, and with `--trace` tracemalloc's top allocators (slower: a smaller tree). Then a
 gc + malloc_trim and the same again, which says what fragmentation alone holds. One JSON line.
 
-    nice -n 10 python bench/bench_sync_held.py --kb /tmp/endbase/pages10k [--trace]
+    nice -n 10 python bench/bench_sync_held.py --kb /tmp/endbase/pages10k [--trace] [--phases] [--frames 3]
+
+`--phases` adds snapshots when the plan is done and when the last group has run; `--survivors` lets
+go, at the vector step, of what the trace finds surviving the release. `model objects|columns N
+[KEEP_EVERY]` runs no sync: it holds N documents' walk and plan state as the sync does (objects) or
+as columns, lets it go, and says what the process keeps (same run, same process kind: compare the two).
 """
 
 from __future__ import annotations
@@ -161,20 +166,106 @@ def snapshot(label: str, trace: bool) -> dict[str, object]:
                                 "mappings": mappings(), "sqlite_mb": sqlite_used(), "pymalloc": pymalloc(), "modules": len(sys.modules),
                                 "objects": objects_by_type(), "gc_tracked": len(gc.get_objects())}
     if trace and tracemalloc.is_tracing():
-        stats = tracemalloc.take_snapshot().statistics("lineno")
+        taken = tracemalloc.take_snapshot()
+        stats = taken.statistics("lineno")
         entry["traced_mb"] = round(sum(stat.size for stat in stats) / 2**20, 1)
         entry["top"] = [(str(stat.traceback[0]), round(stat.size / 2**20, 2), stat.count) for stat in stats[:20]]
+        entry["top_tracebacks"] = [([str(frame) for frame in stat.traceback], round(stat.size / 2**20, 2), stat.count)
+                                   for stat in taken.statistics("traceback")[:12]]
     return entry
 
 
+def phase_point(label: str, previous: str | None) -> str | None:
+    """The streamed phase's points a `--phases` run snapshots, from the invocation about to start
+    (`label`) and the one before it: the plan done (the first group starts), the last group's start
+    is not known ahead, so the groups done (the stage after them starts), and the release (the
+    vector step, as without --phases)."""
+    if label == "group 0":
+        return "plan done (group 0 starts)"
+    if previous is not None and previous.startswith("group ") and not label.startswith("group "):
+        return f"groups done ({previous} ran; {label} starts)"
+    return None
+
+
+def model(layout: str, documents: int, keep_every: int) -> None:
+    """The walk's and the plan's per-document state of a first sync, alone in this process, held
+    as the sync holds it (`objects`: a FileState, a DocWork, a minted ID, the walk's two dicts, the
+    pending mints' set) or as columns (`columns`: the paths in one str, the stats in int64 arrays,
+    the IDs in one bytes; what a compact plan would keep); then let go, as the release does. One
+    small object in `keep_every` documents' time is kept, as the sync's later objects (imports,
+    caches, the report) land among the plan's. Prints VmRSS and pymalloc's arenas at each point."""
+    from array import array
+
+    from pinakes.ids import new_ulid
+    from pinakes.pipeline.types import DocWork
+    from pinakes.sources.walk import FileState
+
+    points: list[dict[str, object]] = [{"at": "start", "memory": memory(), "pymalloc": pymalloc()}]
+    kept: list[str] = []
+    held: list[object] = []
+    paths = (f"docs/debian-handbook/usr/share/doc/debian-handbook/html/l{n % 40:02d}/sect.p{n:07d}.md"
+             for n in range(documents))
+    if layout == "objects":
+        docs: dict[str, FileState] = {}
+        types: dict[str, str] = {}
+        work: list[DocWork] = []
+        for number, path in enumerate(paths):
+            stat = os.stat_result((0, 10**9 + number, 0, 1, 0, 0, 4000 + number % 900, 0, 0, 0,
+                                   1_733_500_000_000_000_000 + number, 1_733_500_000_000_000_000 + number))
+            state = FileState(path, stat.st_size, stat.st_mtime_ns, stat.st_ino, "", stat.st_ctime_ns)
+            docs[path], types[path] = state, "markdown"
+            work.append(DocWork(new_ulid(), path, "markdown", state, None, None, f"k{number:x}", "added"))
+            if number % keep_every == 0:
+                kept.append(f"later object {number}")
+        held = [docs, types, work, {item.doc_id for item in work}]
+        del docs, types, work
+    else:
+        text: list[str] = []
+        columns = {name: array("q") for name in ("offset", "size", "mtime_ns", "inode", "ctime_ns")}
+        ids = bytearray()
+        at = 0
+        for number, path in enumerate(paths):
+            text.append(path)
+            columns["offset"].append(at)
+            at += len(path) + 1
+            for name, value in (("size", 4000 + number % 900), ("mtime_ns", 1_733_500_000_000_000_000 + number),
+                                ("inode", 10**9 + number), ("ctime_ns", 1_733_500_000_000_000_000 + number)):
+                columns[name].append(value)
+            ids += new_ulid().encode()
+            if number % keep_every == 0:
+                kept.append(f"later object {number}")
+            if len(text) >= 4096:  # joined as it goes: the column never holds the small strings all at once
+                text = ["\n".join(text)]
+        held = ["\n".join(text), columns, bytes(ids)]
+        del text, columns, ids
+    points.append({"at": "held", "memory": memory(), "pymalloc": pymalloc()})
+    held.clear()
+    gc.collect()
+    from pinakes.pipeline.run import return_freed_memory
+
+    return_freed_memory()
+    points.append({"at": "released", "memory": memory(), "pymalloc": pymalloc()})
+    print(json.dumps({"model": layout, "documents": documents, "keep_every": keep_every, "kept": len(kept),
+                      "points": points, "load": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["model"]:  # bench_sync_held.py model objects|columns DOCUMENTS [KEEP_EVERY]
+        model(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 64)
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kb", type=Path, required=True)
     parser.add_argument("--trace", action="store_true", help="tracemalloc from the start (slower)")
+    parser.add_argument("--phases", action="store_true",
+                        help="also snapshot when the plan is done and when the last group has run")
+    parser.add_argument("--frames", type=int, default=1, help="tracemalloc's frames a traceback keeps")
     parser.add_argument("--pins", action="store_true", help="at the vector step: what lives in sparse arenas")
     parser.add_argument("--modules", type=Path, help="write the modules loaded at the vector step to this file, or, "
                         "when it exists, import them all before the sync starts (an experiment)")
     parser.add_argument("--compact", action="store_true", help="then copy the report's path lists anew (an experiment)")
+    parser.add_argument("--survivors", action="store_true",
+                        help="then let go of what the trace finds surviving the release, one at a time: the heading "
+                        "cache (index/chunk_rows.py), then the report's paths (an experiment: its report is wrong)")
     parser.add_argument("--spill", action="store_true",
                         help="then keep the report's paths as one string instead (an experiment: its report is wrong)")
     args = parser.parse_args()
@@ -182,7 +273,7 @@ def main() -> None:
     if not (args.kb / "pinakes.toml").exists():
         subprocess.run([sys.executable, "-m", "pinakes", "init", str(args.kb)], check=True, capture_output=True)
     if args.trace:
-        tracemalloc.start(1)
+        tracemalloc.start(args.frames)
     modules: Path | None = args.modules
     preimported = modules is not None and modules.exists()
     if modules is not None and preimported:
@@ -203,9 +294,14 @@ def main() -> None:
     found: list[dict[str, object]] = []
     kept: dict[str, str] = {}
     run_invocation = loader.run_invocation
+    previous: list[str] = []
 
     def measured(run: object, invocation: loader.Invocation, *more: object, **named: object) -> tuple[int, str]:
-        if invocation.label == "vectors" and not found:
+        point = phase_point(invocation.label, previous[-1] if previous else None) if args.phases else None
+        previous.append(invocation.label)
+        if point is not None:
+            found.append(snapshot(point, args.trace))
+        if invocation.label == "vectors" and not any(entry["at"] == "vectors start" for entry in found):
             found.append(snapshot("vectors start", args.trace))
             if modules is not None and not preimported:
                 modules.write_text("\n".join(sorted(name for name in sys.modules if "." not in name or
@@ -225,6 +321,19 @@ def main() -> None:
                 gc.collect()
                 loader.return_freed_memory()
                 found.append(snapshot("after compacting the report's paths", args.trace))
+            if args.survivors:
+                from pinakes.index import chunk_rows
+
+                chunk_rows._heading_json.cache_clear()  # type: ignore[reportPrivateUsage]  # an experiment
+                gc.collect()
+                loader.return_freed_memory()
+                found.append(snapshot("after the heading cache cleared", args.trace))
+                report = run.ctx.report  # type: ignore[attr-defined]
+                report.added.clear()
+                report.sidecars_written._documents.clear()
+                gc.collect()
+                loader.return_freed_memory()
+                found.append(snapshot("after the report's paths dropped", args.trace))
             if args.spill:
                 report = run.ctx.report  # type: ignore[attr-defined]
                 kept["paths"] = "\n".join([*report.added, *report.sidecars_written._documents])
