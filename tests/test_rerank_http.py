@@ -202,11 +202,13 @@ def test_the_mcp_search_carries_the_note_when_the_endpoint_goes_down(
 def test_an_endpoint_that_is_down_gives_fused_results_and_a_note_in_json_and_text(
         tmp_path: Path, server: FakeReranker, embedder: HashEmbedder, capsys: pytest.CaptureFixture[str],
         api: str) -> None:
-    kb = make_kb(tmp_path / "kb", server, embedder, api)
+    kb = make_kb(tmp_path / "kb", server, embedder, api, timeout=30)
     server.stop()
     started = time.monotonic()
     note = not_reranked(search_json(kb, capsys), "could not be reached", f"start the reranker at {server.url(api)}")
-    assert time.monotonic() - started < 3.0
+    # Answered at once, not at the deadline: no request reaches a server to time from, so the deadline
+    # is far enough that the whole search around it fits under any load.
+    assert time.monotonic() - started < 10.0
     assert "rerank = false" in note
     code, out, err = run(kb, capsys, "search", QUERY)
     assert code == 0 and "note: not reranked, passages are in fused order" in out and "Traceback" not in out + err
