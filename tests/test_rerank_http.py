@@ -332,11 +332,29 @@ def test_a_huge_answer_is_refused_at_the_cap_without_reading_it(
     assert grown_kib < 50 * 1024, grown_kib
 
 
+class _ClockAhead:
+    """`time` as rerank_remote reads it: the real clock, `ahead` seconds later. Its deadlines, handed
+    to the HTTP layer's real clock, only grow by as much."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
 def test_a_failed_endpoint_is_not_asked_again_during_the_cooldown_then_is(
         server: FakeReranker, monkeypatch: pytest.MonkeyPatch) -> None:
     """A long-running searcher (MCP): after a failure the next searches answer at once without
-    rerank; after the cool-down the identity is probed again before the endpoint is trusted."""
-    monkeypatch.setattr(rerank_remote, "COOLDOWN_S", 0.5)
+    rerank; after the cool-down the identity is probed again before the endpoint is trusted. The
+    cool-down is its own 30 s, passed by moving the module's clock: a short one patched in could end
+    on a loaded machine before the next search, which must still find it."""
+    clock = _ClockAhead()
+    monkeypatch.setattr(rerank_remote, "time", clock)
+    monkeypatch.setattr(rerank_remote, "COOLDOWN_S", 30.0)
     reranker = load_reranker(section(server, "tei"))
     assert len(reranker.score("harbour", ["a harbour", "a garden"])) == 2
     server.queue(*[Reply("status", 503)] * rerank_remote.MAX_ATTEMPTS)
@@ -346,7 +364,7 @@ def test_a_failed_endpoint_is_not_asked_again_during_the_cooldown_then_is(
     with pytest.raises(RerankEndpointError, match=r"not asked again for \d+ s"):
         reranker.score("harbour", ["a harbour"])
     assert len(server.requests) == asked
-    time.sleep(0.6)
+    clock.ahead = 31.0
     assert len(reranker.score("harbour", ["a harbour"])) == 1
     queries = [(r.body or {}).get("query") for r in server.requests[asked:]]
     assert queries == [rerank_remote.PROBE_QUERY, "harbour"]
