@@ -60,17 +60,35 @@ def _questions(count: int) -> list[MadeQuestion]:
     return [MadeQuestion(f"q{number}", f"question {number}", "doc", ("doc",)) for number in range(count)]
 
 
-def test_the_deadline_keeps_the_questions_asked_from_the_first_in_order(built):
+class _Clock:
+    """`time` as two_threads reads it, on a clock the test moves: the deadline passes when the test
+    says, not when a loaded machine happens to get there."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_the_deadline_keeps_the_questions_asked_from_the_first_in_order(built, monkeypatch):
     questions = _questions(60)
+    clock = _Clock()
+    monkeypatch.setattr(two_threads, "time", clock)
+    # The deadline passes while both threads are in a slow question (q10 and q11, one each: a thread
+    # waiting here cannot take the other); the barrier's timeout fails the test if one never comes.
+    both_slow = threading.Barrier(two_threads.THREADS, action=lambda: setattr(clock, "now", 2.0), timeout=60)
 
     def ask(searcher: Searcher, question: MadeQuestion) -> tuple[str, str]:
         number = int(question.id[1:])
-        # the first ten quickly and out of order; the next two outlast the deadline
-        time.sleep(0.002 * (number % 3) if number < 10 else 1.2)
+        if number < 10:
+            time.sleep(0.002 * (number % 3))  # the first ten quickly and out of order
+        else:
+            both_slow.wait()  # the next two outlast the deadline
         return question.id, question.id + "-left-out"
 
     with searcher_for(built, BatchingEmbedder()) as searcher:
-        rows, stopped = ask_on_threads(searcher, questions, ask, deadline=time.monotonic() + 1.0)
+        rows, stopped = ask_on_threads(searcher, questions, ask, deadline=1.0)
         assert stopped
         # each thread took one slow question before the deadline, finished it, then stopped
         assert rows == [row for question in questions[:12] for row in (question.id, question.id + "-left-out")]

@@ -38,6 +38,9 @@ pytestmark = [
 # Every Ray process of these tests (the nodes, each `pnk sync` driver) resolves "this machine" to
 # the loopback address instead of the machine's own: nothing is reachable from outside.
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+# How many times the local sync of the same corpus a Ray sync of it may take before a test calls it
+# hung: two workers on the same cores, Ray's own processes beside them, one worker left after a kill.
+RAY_PATIENCE_PER_LOCAL_SECOND = 8
 MODEL_RUNTIMES = ("onnxruntime", "fastembed", "torch", "sentence_transformers")
 WORDS = ("index", "vector", "model", "chunk", "cluster", "worker", "driver", "commit", "transaction",
          "sqlite", "search", "token", "embedding", "batch", "node", "actor", "retry", "order", "memory",
@@ -262,16 +265,26 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster: Any, tmp_
     # are still being sent after the first commit, so the kill always lands mid-run (with 3 calls all
     # were sent at once, and on a quiet machine the sync could end between two polls).
     local_reference = _new_kb(tmp_path / "local" / "kb", documents=96, paragraphs=6)
+    started = time.monotonic()
     done = pnk(local_reference, "sync", "--executor", "local")
+    local_seconds = time.monotonic() - started
     assert done.returncode == 0, done.stderr
+    # The waits below only turn a hang into a failure, so they are sized by this machine's speed at
+    # this moment: the same corpus embedded locally just now. A fixed 600 s ran out once at load ~16
+    # (270 s for the whole test alone at load 9); a run that hangs still fails.
+    patience = max(600.0, RAY_PATIENCE_PER_LOCAL_SECOND * local_seconds)
+    print(f"local sync of the corpus: {local_seconds:.0f} s; waiting up to {patience:.0f} s on the Ray sync")
     root = _new_kb(tmp_path / "kb", documents=96, paragraphs=6)
     driver = subprocess.Popen([sys.executable, "-m", "pinakes", "-C", str(root), "sync", "--ray-address",
                                cluster.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=_env())
     try:
-        killed = _kill_one_worker(driver, root, time.monotonic() + 300)
+        started = time.monotonic()
+        killed = _kill_one_worker(driver, root, started + patience / 2)
+        killed_after = time.monotonic() - started
         assert _embedding_count(root) < len(_rows(local_reference)), "killed too late to prove anything"
-        _out, err = driver.communicate(timeout=600)
+        _out, err = driver.communicate(timeout=patience)
+        print(f"Ray sync: a worker killed after {killed_after:.0f} s, done after {time.monotonic() - started:.0f} s")
     finally:
         if driver.poll() is None:
             driver.kill()

@@ -67,9 +67,13 @@ def flooded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[
     known = inbound(demo)  # the partner's real links, learnt before the flood
     assert known
     flood_ids = _flood(partner)
-    started = time.monotonic()
+    started, started_cpu = time.monotonic(), time.process_time()
     report = sync(demo, scan_links=True)
-    return demo, partner, flood_ids, {"known": known, "scan": scan_of(report, "partner")}, time.monotonic() - started
+    # The scan's cost as this process's CPU time (the sync and its scan run here): what a loaded
+    # machine's wall clock adds is not the scan's.
+    cpu = time.process_time() - started_cpu
+    print(f"bounded scan of the flooded partner: {cpu:.1f} CPU-s, {time.monotonic() - started:.1f} s")
+    return demo, partner, flood_ids, {"known": known, "scan": scan_of(report, "partner")}, cpu
 
 
 def test_the_scan_stops_at_its_bound_says_so_and_keeps_what_it_did_not_read(flooded: tuple) -> None:
@@ -131,7 +135,7 @@ def test_status_and_doctor_answer_over_the_flood(flooded: tuple) -> None:
 
 
 def test_a_bounded_scan_takes_seconds_not_the_whole_flood(flooded: tuple) -> None:
-    *_, elapsed = flooded
-    # reading all ~100k links took 31 s on a quiet machine (issue #24); the bound reads about a tenth
-    print(f"bounded scan of the flooded partner: {elapsed:.1f} s")
-    assert elapsed < 30, elapsed
+    *_, cpu_seconds = flooded
+    # reading all ~100k links took 31 s on a quiet machine (issue #24); the bound reads about a tenth:
+    # 4.6 CPU-s (15.6 s of wall time at load 8), 2026-12-07
+    assert cpu_seconds < 15, cpu_seconds

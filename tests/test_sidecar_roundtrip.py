@@ -193,7 +193,8 @@ def changes(draw: st.DrawFn) -> dict[str, Any]:
     return chosen
 
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=60, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 THOROUGH = settings(FAST, max_examples=1500)
 
 
