@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import socket
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -65,6 +67,22 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HF_HOME", str(home / "hf"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+
+
+# A test that spends through the real clock and then reads the day's budget window (UTC days, the
+# [budget] default) would find the spend in yesterday's window if the two straddled 00:00 (the CI run
+# of 2026-12-06 ran 23:32-00:07). Such tests take seconds: one starting this close to midnight waits
+# for the new day instead.
+_LAST_SECONDS_OF_THE_DAY = 20.0
+
+
+@pytest.fixture(autouse=True)
+def _not_across_midnight() -> None:
+    now = datetime.now(UTC)
+    midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), UTC)
+    left = (midnight - now).total_seconds()
+    if left < _LAST_SECONDS_OF_THE_DAY:
+        time.sleep(left + 0.5)
 
 
 @pytest.fixture
