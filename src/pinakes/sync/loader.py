@@ -176,7 +176,7 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
     never imports it. `before_doit` is called before each invocation that doit runs. Stops at the
     first that fails; raises the PinakesError that stopped a step."""
     ran = 0
-    released = False
+    released: int | None = None  # once the documents are let go: how many the walk had found
     for invocation in invocations(run):
         halt = Halt()
         tasks = invocation.tasks(run, halt)
@@ -191,10 +191,10 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
         if code:
             return Outcome(ran, code, output)
         if invocation.stages[-1].key == RELEASE_AFTER:
+            released = len(run.walk.found.docs) if run.walk is not None else 0
             run.release_documents()
-            released = True
-        if released:  # the documents' pages, then each later stage's: the vector build frees a whole
-            return_freed_memory()  # index, ~40% of which glibc would otherwise keep into self-calibration
+        if released is not None:  # the documents' pages, then each later stage's: the vector build frees
+            return_freed_memory(released)  # a whole index, ~40% of which glibc would keep into self-calibration
     return Outcome(ran)
 
 
