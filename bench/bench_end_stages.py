@@ -111,7 +111,7 @@ def stage_calibrate(root: Path, _rows: int, trim_before_searches: bool = False) 
     """`calibrate`: the sync's self-calibration, with the memory at its phases: when the questions
     are made (before the first search), and when the last search is done (the searcher still open,
     its vector file mapped). `calibrate-trim`: the same with the heap collected and trimmed between
-    the two (pipeline.run.return_freed_memory), what the question-making freed handed back before
+    the two (pipeline.run.collect_and_trim), what the question-making freed handed back before
     the searcher maps the file."""
     from contextlib import contextmanager
 
@@ -122,7 +122,7 @@ def stage_calibrate(root: Path, _rows: int, trim_before_searches: bool = False) 
     from pinakes.kb import KBPaths
     from pinakes.manifest import load_manifest
     from pinakes.pipeline.report import SyncReport
-    from pinakes.pipeline.run import return_freed_memory
+    from pinakes.pipeline.run import collect_and_trim
     from pinakes.search.calibrated import self_calibration_path
 
     paths = KBPaths(root)
@@ -137,7 +137,7 @@ def stage_calibrate(root: Path, _rows: int, trim_before_searches: bool = False) 
     def measured(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
         phases["questions_made"] = memory()
         if trim_before_searches:
-            return_freed_memory()
+            collect_and_trim()
             phases["questions_made_trimmed"] = memory()
         with asking(*args, **kwargs) as searcher:  # type: ignore[arg-type]
             yield searcher

@@ -1,6 +1,6 @@
 """What a sync's per-document state holds and what letting it go hands back (issue #45: the walk's
 file states and the plan's work, released after the graph by `PipelineRun.release_documents`, with
-freed heap returned by `pipeline.run.return_freed_memory`), on a tree of N files without a sync:
+freed heap returned by `pipeline.run.collect_and_trim`), on a tree of N files without a sync:
 the walk and the plan a first sync would make (`inspection_run`, read-only), VmRSS before, held,
 after the release. A fresh process; the KB is not written.
 
@@ -26,6 +26,7 @@ def main() -> None:
     parser.add_argument("--kb", type=Path, required=True)
     args = parser.parse_args()
     import pinakes.pipeline.pair  # noqa: F401  (imports paid before the first reading)
+    from pinakes.pipeline.run import collect_and_trim
     from pinakes.sync import loader
 
     imports = memory()
@@ -36,7 +37,7 @@ def main() -> None:
     had_work = run.has_work()
     run.release_documents()
     released = memory()
-    loader.return_freed_memory()
+    collect_and_trim()
     trimmed = memory()
     print(json.dumps({"kb": str(args.kb), "documents": documents, "imports": imports, "walk_and_plan": held,
                       "released": released, "trimmed": trimmed, "has_work_kept": run.has_work() == had_work,

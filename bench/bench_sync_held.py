@@ -241,9 +241,9 @@ def model(layout: str, documents: int, keep_every: int) -> None:
     points.append({"at": "held", "memory": memory(), "pymalloc": pymalloc()})
     held.clear()
     gc.collect()
-    from pinakes.pipeline.run import return_freed_memory
+    from pinakes.pipeline.run import collect_and_trim
 
-    return_freed_memory()
+    collect_and_trim()
     points.append({"at": "released", "memory": memory(), "pymalloc": pymalloc()})
     print(json.dumps({"model": layout, "documents": documents, "keep_every": keep_every, "kept": len(kept),
                       "points": points, "load": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
@@ -288,6 +288,7 @@ def main() -> None:
     import pinakes.calibration.on_sync as on_sync
     import pinakes.sync.loader as loader
     from pinakes.errors import PinakesError
+    from pinakes.pipeline.run import collect_and_trim
     from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
@@ -307,7 +308,7 @@ def main() -> None:
                 modules.write_text("\n".join(sorted(name for name in sys.modules if "." not in name or
                                                           name.startswith(("pinakes.", "numpy.", "usearch.")))))
             gc.collect()
-            loader.return_freed_memory()
+            collect_and_trim()
             found.append(snapshot("after gc + trim", args.trace))
             if args.pins:
                 found[-1]["pins"] = pins()
@@ -319,20 +320,20 @@ def main() -> None:
                 report.sidecars_written._documents[:] = fresh[1]
                 del lists, fresh
                 gc.collect()
-                loader.return_freed_memory()
+                collect_and_trim()
                 found.append(snapshot("after compacting the report's paths", args.trace))
             if args.survivors:
                 from pinakes.index import chunk_rows
 
                 chunk_rows._heading_json.cache_clear()  # type: ignore[reportPrivateUsage]  # an experiment
                 gc.collect()
-                loader.return_freed_memory()
+                collect_and_trim()
                 found.append(snapshot("after the heading cache cleared", args.trace))
                 report = run.ctx.report  # type: ignore[attr-defined]
                 report.added.clear()
                 report.sidecars_written._documents.clear()
                 gc.collect()
-                loader.return_freed_memory()
+                collect_and_trim()
                 found.append(snapshot("after the report's paths dropped", args.trace))
             if args.spill:
                 report = run.ctx.report  # type: ignore[attr-defined]
@@ -340,15 +341,15 @@ def main() -> None:
                 report.added.clear()
                 report.sidecars_written._documents.clear()
                 gc.collect()
-                loader.return_freed_memory()
+                collect_and_trim()
                 found.append(snapshot("after the report's paths as one string", args.trace))
         return run_invocation(run, invocation, *more, **named)  # type: ignore[arg-type]
 
     free = on_sync.return_freed_memory
 
-    def freeing() -> None:  # self-calibration's start: as it was (the run just let go), then freed
+    def freeing(documents: int) -> None:  # self-calibration's start: as it was (the run just let go), then freed
         found.append(snapshot("calibration start, before the trim", args.trace))
-        free()
+        free(documents)
         found.append(snapshot("calibration start", args.trace))
 
     def not_calibrating(*_a: object, **_k: object) -> None:  # its own cost: bench_end_stages.py calibrate

@@ -12,7 +12,7 @@ import pytest
 
 from pinakes.pipeline import vector_file
 from pinakes.pipeline.report import SyncReport
-from pinakes.pipeline.run import SyncContext, SyncOptions
+from pinakes.pipeline.run import FREED_MEMORY_MIN_DOCUMENTS, SyncContext, SyncOptions
 from pinakes.rules import PipelineRun
 from pinakes.sync import loader
 from pinakes.sync.engine import run_sync
@@ -69,7 +69,22 @@ def graph_holds_every_chunk(root: Path) -> bool:
 
 
 def test_handing_freed_memory_back_never_fails() -> None:
-    loader.return_freed_memory()
+    loader.return_freed_memory(FREED_MEMORY_MIN_DOCUMENTS)
+
+
+def test_freed_memory_is_collected_and_trimmed_only_for_a_kb_of_many_documents(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below FREED_MEMORY_MIN_DOCUMENTS a run frees a few MB, and the full collection would cost
+    more than it returns (~40 ms each with the model loaded): neither it nor the trim runs."""
+    from pinakes.pipeline import run as run_module
+
+    calls: list[str] = []
+    monkeypatch.setattr(run_module.gc, "collect", lambda: calls.append("collect") or 0)
+    monkeypatch.setattr(run_module, "_malloc_trim", lambda: lambda pad: calls.append(f"trim {pad}"))
+    run_module.return_freed_memory(FREED_MEMORY_MIN_DOCUMENTS - 1)
+    run_module.return_freed_memory(0)
+    assert calls == []
+    run_module.return_freed_memory(FREED_MEMORY_MIN_DOCUMENTS)
+    assert calls == ["collect", "trim 0"]
 
 
 def test_the_chunk_ahead_worker_and_the_documents_it_keeps_go_with_the_release(
@@ -131,9 +146,11 @@ def test_freed_memory_is_handed_back_after_the_release_and_after_each_later_stag
         return run_invocation(run, invocation, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(loader, "run_invocation", recording)
-    monkeypatch.setattr(loader, "return_freed_memory", lambda: events.append("trim"))
+    sizes: set[int] = set()
+    monkeypatch.setattr(loader, "return_freed_memory", lambda documents: sizes.add(documents) or events.append("trim"))
     root = make_kb(tmp_path / "kb", 5)
     assert sync(root).ok
+    assert sizes == {5}  # the KB's documents, as the walk found them: what decides whether to trim
     graph = events.index("graph")
     assert "trim" not in events[:graph] and events[graph + 1] == "trim"
     later = events[graph + 1:]
@@ -149,6 +166,7 @@ def test_the_self_calibration_starts_with_the_run_let_go_and_its_memory_handed_b
     import weakref
 
     from pinakes.calibration import on_sync
+    from pinakes.pipeline import run as run_module
 
     runs: list[weakref.ref[PipelineRun]] = []
     events: list[str] = []
@@ -158,9 +176,9 @@ def test_the_self_calibration_starts_with_the_run_let_go_and_its_memory_handed_b
         init(run, *args, **kwargs)  # type: ignore[arg-type]
         runs.append(weakref.ref(run))
 
-    def freeing() -> None:
-        events.append("free")
-        free()
+    def freeing(documents: int) -> None:
+        events.append(f"free {documents}")
+        free(documents)
 
     def calibrating(*args: object, **kwargs: object) -> object:
         events.append("calibrate" if runs and all(run() is None for run in runs) else "calibrate with the run alive")
@@ -168,7 +186,10 @@ def test_the_self_calibration_starts_with_the_run_let_go_and_its_memory_handed_b
 
     monkeypatch.setattr(PipelineRun, "__init__", remembered)
     monkeypatch.setattr(on_sync, "return_freed_memory", freeing)
+    # As a KB of FREED_MEMORY_MIN_DOCUMENTS would (below it the run's cycles wait for the automatic
+    # collections: a few MB).
+    monkeypatch.setattr(run_module, "FREED_MEMORY_MIN_DOCUMENTS", 10)
     monkeypatch.setattr(on_sync, "self_calibrate", calibrating)
     report = sync(make_kb(tmp_path / "kb", 24))
     assert report.ok and len(report.added) == 24
-    assert events == ["free", "calibrate"]
+    assert events == ["free 24", "calibrate"]

@@ -53,8 +53,27 @@ def test_groups_are_cut_by_estimated_tokens_and_keep_the_order() -> None:
              work("d", 1)]
     groups = loader.stream_groups(items)
     assert [[item.path for item in group] for group in groups] == [["a", "b"], ["c"], ["huge"], ["d"]]
-    many = [work(f"s{n}", 1) for n in range(loader.GROUP_MAX_DOCUMENTS + 1)]
-    assert [len(group) for group in loader.stream_groups(many)] == [loader.GROUP_MAX_DOCUMENTS, 1]
+    cap = loader.GROUP_MAX_DOCUMENTS
+    beyond = int(cap * loader.LAST_GROUP_SLACK) - cap  # the most documents a short last group may have to join
+    many = [work(f"s{n}", 1) for n in range(cap + beyond + 1)]
+    assert [len(group) for group in loader.stream_groups(many)] == [cap, beyond + 1]
+    many = [work(f"s{n}", 1) for n in range(2 * cap + 1)]
+    assert [len(group) for group in loader.stream_groups(many)] == [cap, cap + 1]
+
+
+def test_a_short_last_group_joins_the_one_before_it_within_the_slack() -> None:
+    """A short tail would be embedded as a sorted set of its own (more padding, one more doit run):
+    it joins the group before it while both together stay within LAST_GROUP_SLACK times each cap."""
+    budget = loader.GROUP_TOKENS * loader.ESTIMATED_BYTES_PER_TOKEN
+    cap = loader.GROUP_MAX_DOCUMENTS
+    joined = loader.stream_groups([work(f"s{n}", 1) for n in range(cap + 44)])  # 300 small pages
+    assert [len(group) for group in joined] == [cap + 44]
+    assert [item.path for item in joined[0]] == [f"s{n}" for n in range(cap + 44)]  # the order kept
+    # By bytes too: a tail past the slack of the token budget stays a group of its own.
+    heavy = [work("a", budget), work("b", budget // 2)]
+    assert [[item.path for item in group] for group in loader.stream_groups(heavy)] == [["a"], ["b"]]
+    light = [work("a", budget), work("b", budget // 4)]
+    assert [[item.path for item in group] for group in loader.stream_groups(light)] == [["a", "b"]]
 
 
 def test_a_group_is_committed_before_the_next_group_is_extracted(

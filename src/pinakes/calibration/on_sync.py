@@ -14,6 +14,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from pinakes.calibration.self_calibration import (
     DEFAULT_RULES,
@@ -51,12 +52,13 @@ def after_sync(paths: KBPaths, manifest: Manifest, report: SyncReport, embedder:
                                 "process holds none; `pnk eval --self-calibrate` does it here")
         return
     try:
-        why = _why_calibrate(paths)
-        if why is None:
+        due = _why_calibrate(paths)
+        if due is None:
             return
+        why = due.why
         # The sync's run (its context, stages and doit's tasks) went when it returned; what it freed
         # is handed back before the searcher maps the vector file on top of what the process holds.
-        return_freed_memory()
+        return_freed_memory(due.documents)
         if say is not None:
             say(f"sync: calibrating confidence from the KB's own documents ({why}; at most {SYNC_SECONDS:.0f} s)")
         searcher = None
@@ -82,8 +84,14 @@ def after_sync(paths: KBPaths, manifest: Manifest, report: SyncReport, embedder:
                         f"documents, {calibration.seconds:.0f} s; `pnk eval --self-calibrate` redoes it and says more")
 
 
-def _why_calibrate(paths: KBPaths) -> str | None:
-    """Why this KB needs a self-calibration now, or None when it does not."""
+class _Due(NamedTuple):
+    why: str  # why this KB needs a self-calibration now
+    documents: int  # its active documents
+
+
+def _why_calibrate(paths: KBPaths) -> _Due | None:
+    """Why this KB needs a self-calibration now (and how many documents it holds), or None when it
+    does not."""
     from pinakes.index import schema
 
     if not paths.index_db.exists():
@@ -98,17 +106,17 @@ def _why_calibrate(paths: KBPaths) -> str | None:
         return None
     stored = _stored(self_calibration_path(paths))
     if stored is None:
-        return "none yet"
+        return _Due("none yet", documents)
     confidence = stored.get("confidence")
     fitted_for = confidence.get("fitted_for") if is_dict(confidence) else None
     fitted_for = fitted_for if isinstance(fitted_for, str) else ""
     if not model_named_in(model, fitted_for):
-        return "the embedding model changed"
+        return _Due("the embedding model changed", documents)
     if stored.get("rules") != DEFAULT_RULES.describe():
-        return "its rules changed"
+        return _Due("its rules changed", documents)
     before = stored.get("documents")
     if isinstance(before, int) and before > 0 and not 1 / GROWTH < documents / before < GROWTH:
-        return f"the KB went from {before} to {documents} documents"
+        return _Due(f"the KB went from {before} to {documents} documents", documents)
     return None
 
 

@@ -176,13 +176,26 @@ def cluster_embedder(paths: KBPaths, manifest: Manifest, options: SyncOptions, *
     return embedder
 
 
-def return_freed_memory() -> None:
+# Below this many documents a run's freed state is a few MB (~0.75 KB a file: rules.PipelineRun
+# .release_documents), and the full collection costs more than it returns: ~40 ms each with the
+# model loaded, ~0.13 s of a 300-page first sync's CPU over three calls (docs/perf/sync.md, coldcpu).
+FREED_MEMORY_MIN_DOCUMENTS = 10_000
+
+
+def return_freed_memory(documents: int) -> None:
+    """`collect_and_trim` when the KB holds `documents` >= FREED_MEMORY_MIN_DOCUMENTS (below, there
+    is little to hand back). Called after each stage past the release of the documents
+    (sync/loader.py) and before the self-calibration (calibration/on_sync.py)."""
+    if documents >= FREED_MEMORY_MIN_DOCUMENTS:
+        collect_and_trim()
+
+
+def collect_and_trim() -> None:
     """Free what the run let go of and hand the heap's free pages back to the OS: the cycles among
     released objects first (a full collection: the automatic ones may not reach the oldest
     generation before the next stage allocates), then glibc's free pages (it keeps them otherwise,
     and the RSS of the stages after the release would still count them); the trim is a no-op where
-    there is no glibc. Called after each stage past the release of the documents (sync/loader.py)
-    and before the self-calibration (calibration/on_sync.py)."""
+    there is no glibc."""
     gc.collect()
     trim = _malloc_trim()
     if trim is not None:

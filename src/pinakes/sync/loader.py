@@ -56,6 +56,11 @@ if TYPE_CHECKING:  # doit is imported only when a sync runs it
 GROUP_TOKENS = 64 * 1024
 ESTIMATED_BYTES_PER_TOKEN = 4
 GROUP_MAX_DOCUMENTS = 256
+# The last group is folded into the one before it when the two together stay within this many times
+# both caps: a short tail group would be embedded as a sorted set of its own, and each sorted set
+# pads its batches (at 300 pages, 256 + 44: 84,023 padded tokens against 81,891 for one set, +2.6%
+# of the model's work; docs/perf/sync.md, coldcpu), and costs a doit invocation of its own.
+LAST_GROUP_SLACK = 1.25
 
 DODO_SHIM = '''"""doit view of this KB's sync pipeline, written by `pnk sync`.
 
@@ -70,7 +75,9 @@ globals().update(inspection_namespace(Path(__file__).resolve().parent.parent))
 '''
 
 def stream_groups(work: list[DocWork]) -> list[list[DocWork]]:
-    """Cut the work list, in order, into groups of about GROUP_TOKENS estimated tokens."""
+    """Cut the work list, in order, into groups of about GROUP_TOKENS estimated tokens and at most
+    GROUP_MAX_DOCUMENTS documents; the last group joins the one before it where both together stay
+    within LAST_GROUP_SLACK times those caps."""
     budget = GROUP_TOKENS * ESTIMATED_BYTES_PER_TOKEN
     groups: list[list[DocWork]] = []
     current: list[DocWork] = []
@@ -81,9 +88,16 @@ def stream_groups(work: list[DocWork]) -> list[list[DocWork]]:
             current, size = [], 0
         current.append(item)
         size += item.file.size
-    if current:
+    if current and groups and _fit_together(groups[-1], current, budget):
+        groups[-1].extend(current)
+    elif current:
         groups.append(current)
     return groups
+
+
+def _fit_together(before: list[DocWork], last: list[DocWork], budget: int) -> bool:
+    return (len(before) + len(last) <= GROUP_MAX_DOCUMENTS * LAST_GROUP_SLACK
+            and sum(item.file.size for item in (*before, *last)) <= budget * LAST_GROUP_SLACK)
 
 
 class Invocation(NamedTuple):
@@ -176,7 +190,7 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
     never imports it. `before_doit` is called before each invocation that doit runs. Stops at the
     first that fails; raises the PinakesError that stopped a step."""
     ran = 0
-    released = False
+    released: int | None = None  # once the documents are let go: how many the walk had found
     for invocation in invocations(run):
         halt = Halt()
         tasks = invocation.tasks(run, halt)
@@ -191,10 +205,10 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
         if code:
             return Outcome(ran, code, output)
         if invocation.stages[-1].key == RELEASE_AFTER:
+            released = len(run.walk.found.docs) if run.walk is not None else 0
             run.release_documents()
-            released = True
-        if released:  # the documents' pages, then each later stage's: the vector build frees a whole
-            return_freed_memory()  # index, ~40% of which glibc would otherwise keep into self-calibration
+        if released is not None:  # the documents' pages, then each later stage's: the vector build frees
+            return_freed_memory(released)  # a whole index, ~40% of which glibc would keep into self-calibration
     return Outcome(ran)
 
 
