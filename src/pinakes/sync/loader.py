@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import io
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -69,20 +69,22 @@ from pinakes.sync.loader import inspection_namespace
 globals().update(inspection_namespace(Path(__file__).resolve().parent.parent))
 '''
 
-def stream_groups(work: list[DocWork]) -> list[list[DocWork]]:
-    """Cut the work list, in order, into groups of about GROUP_TOKENS estimated tokens."""
+def stream_groups(work: Sequence[DocWork]) -> list[Sequence[DocWork]]:
+    """Cut the work, in order, into groups of about GROUP_TOKENS estimated tokens: slices of it (a
+    first sync's `WorkTable` cuts row ranges, whose work items are made when a group is read)."""
+    from pinakes.pipeline.plan_table import WorkTable
+
     budget = GROUP_TOKENS * ESTIMATED_BYTES_PER_TOKEN
-    groups: list[list[DocWork]] = []
-    current: list[DocWork] = []
-    size = 0
-    for item in work:
-        if current and (size + item.file.size > budget or len(current) >= GROUP_MAX_DOCUMENTS):
-            groups.append(current)
-            current, size = [], 0
-        current.append(item)
-        size += item.file.size
-    if current:
-        groups.append(current)
+    sizes = work.sizes() if isinstance(work, WorkTable) else (item.file.size for item in work)
+    groups: list[Sequence[DocWork]] = []
+    start = size = 0
+    for position, file_size in enumerate(sizes):
+        if position > start and (size + file_size > budget or position - start >= GROUP_MAX_DOCUMENTS):
+            groups.append(work[start:position])
+            start, size = position, 0
+        size += file_size
+    if len(work) > start:
+        groups.append(work[start:])
     return groups
 
 
