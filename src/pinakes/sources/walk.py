@@ -242,7 +242,7 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
                 and cached.ctime_ns < racy and cached.mtime_ns < racy:
             return cached
         if deferred or not hash_contents:
-            if deferred:
+            if deferred and rows is None:  # rows know their own (hash "")
                 deferred_paths.append(rel)
             return FileState(rel, size, mtime_ns, inode, "", ctime_ns)
         try:
@@ -347,7 +347,7 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
         result.docs, result.source_types, result.deferred = table, table.source_types, table.deferred  # its rows, not strings
     else:
         if rows is not None:  # documents paired by their sidecars are looked up by path: the usual dicts
-            docs, source_types = rows.as_dicts()
+            docs, source_types, result.deferred = rows.as_dicts()
         result.docs, result.source_types = docs, source_types
     for doc_path, state in sidecar_files.items():
         if doc_path in result.docs:

@@ -29,18 +29,22 @@ _ERRORS = "surrogateescape"  # a file name that is not UTF-8 round-trips as os.f
 
 
 class DocRows:
-    """The walk's documents while it walks: appended one at a time, then `freeze`d into a table."""
+    """The walk's documents while it walks: appended one at a time, then `freeze`d into a table. A
+    path is kept as UTF-8 in one buffer from the start: a string a document held through the walk
+    would land among the objects the sync keeps and keep their arenas resident after it."""
 
     def __init__(self) -> None:
-        self._paths: list[str] = []  # the walk's own strings; let go once frozen
+        self._text = bytearray()
+        self._ends = array("q")
         self._stats = array("q")  # size, mtime_ns, inode, ctime_ns per row
         self._types: list[str] = []  # the source types seen, a byte per row indexes them
         self._type_of = bytearray()
         self._hashes: dict[int, str] = {}  # row -> content hash, for the few the walk hashed (PDFs, images)
 
     def add(self, state: FileState, source_type: str) -> None:
-        row = len(self._paths)
-        self._paths.append(state.path)
+        row = len(self._ends)
+        self._text += state.path.encode(_ENCODING, _ERRORS)
+        self._ends.append(len(self._text))
         self._stats.extend((state.size, state.mtime_ns, state.inode, state.ctime_ns))
         if source_type not in self._types:
             self._types.append(source_type)
@@ -49,37 +53,48 @@ class DocRows:
             self._hashes[row] = state.content_hash
 
     def __len__(self) -> int:
-        return len(self._paths)
+        return len(self._ends)
 
-    def as_dicts(self) -> tuple[dict[str, FileState], dict[str, str]]:
-        """The rows as the walk's usual dicts (path -> state, path -> source type), in walk order."""
-        docs = {path: self._state(row, path) for row, path in enumerate(self._paths)}
-        return docs, {path: self._types[self._type_of[row]] for row, path in enumerate(self._paths)}
+    def _path(self, row: int) -> str:
+        return self._text[self._ends[row - 1] if row else 0:self._ends[row]].decode(_ENCODING, _ERRORS)
 
-    def _state(self, row: int, path: str) -> FileState:
+    def as_dicts(self) -> tuple[dict[str, FileState], dict[str, str], list[str]]:
+        """The rows as the walk's usual dicts (path -> state, path -> source type) and the paths
+        whose hashing it deferred (hash ""), in walk order."""
         from pinakes.sources.walk import FileState
 
-        size, mtime_ns, inode, ctime_ns = self._stats[row * 4:row * 4 + 4]
-        return FileState(path, size, mtime_ns, inode, self._hashes.get(row, ""), ctime_ns)
+        docs: dict[str, FileState] = {}
+        source_types: dict[str, str] = {}
+        deferred: list[str] = []
+        for row in range(len(self)):
+            path = self._path(row)
+            size, mtime_ns, inode, ctime_ns = self._stats[row * 4:row * 4 + 4]
+            docs[path] = FileState(path, size, mtime_ns, inode, self._hashes.get(row, ""), ctime_ns)
+            source_types[path] = self._types[self._type_of[row]]
+            if not docs[path].content_hash:
+                deferred.append(path)
+        return docs, source_types, deferred
 
     def freeze(self) -> DocTable:
-        """The rows sorted by path, as columns; this builder is emptied."""
-        paths, stats, type_of, hashes = self._paths, self._stats, self._type_of, self._hashes
-        order = sorted(range(len(paths)), key=paths.__getitem__)
+        """The rows sorted by path, as columns; this builder is emptied. The sort's keys are made all
+        at once and let go all at once, so they leave no arena behind."""
+        stats, type_of, hashes = self._stats, self._type_of, self._hashes
+        order = sorted(range(len(self)), key=self._path)
         text = bytearray()
         offsets = array("q", [0])
         sorted_stats = array("q")
         sorted_types = bytearray()
         sorted_hashes: dict[int, str] = {}
+        old_text, old_ends = self._text, self._ends
         for new_row, row in enumerate(order):
-            text += paths[row].encode(_ENCODING, _ERRORS)
+            text += old_text[old_ends[row - 1] if row else 0:old_ends[row]]
             offsets.append(len(text))
             sorted_stats.extend(stats[row * 4:row * 4 + 4])
             sorted_types.append(type_of[row])
             if row in hashes:
                 sorted_hashes[new_row] = hashes[row]
         del order
-        self._paths, self._stats, self._type_of, self._hashes = [], array("q"), bytearray(), {}
+        self._text, self._ends, self._stats, self._type_of, self._hashes = bytearray(), array("q"), array("q"), bytearray(), {}
         return DocTable(bytes(text), offsets, sorted_stats, tuple(self._types), bytes(sorted_types), sorted_hashes)
 
 
