@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple, cast
+from typing import cast
 
 import xxhash
 
@@ -38,6 +38,7 @@ from pinakes.errors import ManifestError
 from pinakes.index.schema import unsettle
 from pinakes.kb import MANIFEST_NAME, SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest import SourcesSection
+from pinakes.sources.file_state import FileState
 from pinakes.sources.left_out import type_left_out
 from pinakes.sources.walk_table import DocRows, DocTable
 
@@ -95,21 +96,6 @@ def check_source_roots(root: Path, sources: SourcesSection) -> None:
     roots before it creates anything (the lock, the index), so a refused sync leaves no trace."""
     for source_root in sources.roots:
         _source_root_start(str(root), source_root)
-
-
-class FileState(NamedTuple):
-    """One file as the walk saw it (a NamedTuple: the walk makes one per file on every sync)."""
-
-    path: str  # KB-root-relative, POSIX
-    size: int
-    mtime_ns: int
-    inode: int
-    content_hash: str  # xxh3-128 hex; "" when the walk was asked not to hash
-    ctime_ns: int = 0
-
-    @property
-    def mtime(self) -> float:
-        return self.mtime_ns / 1e9
 
 
 @dataclass

@@ -17,12 +17,11 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, overload
+from typing import overload
 
 import xxhash
 
-if TYPE_CHECKING:
-    from pinakes.sources.walk import FileState
+from pinakes.sources.file_state import FileState
 
 _ENCODING = "utf-8"
 _ERRORS = "surrogateescape"  # a file name that is not UTF-8 round-trips as os.fsdecode gives it
@@ -61,8 +60,6 @@ class DocRows:
     def as_dicts(self) -> tuple[dict[str, FileState], dict[str, str], list[str]]:
         """The rows as the walk's usual dicts (path -> state, path -> source type) and the paths
         whose hashing it deferred (hash ""), in walk order."""
-        from pinakes.sources.walk import FileState
-
         docs: dict[str, FileState] = {}
         source_types: dict[str, str] = {}
         deferred: list[str] = []
@@ -138,8 +135,6 @@ class DocTable(Mapping[str, "FileState"]):
         return self._hashes.get(row, "")
 
     def state(self, row: int, path: str | None = None) -> FileState:
-        from pinakes.sources.walk import FileState
-
         size, mtime_ns, inode, ctime_ns = self._stats[row * 4:row * 4 + 4]
         return FileState(self.path(row) if path is None else path, size, mtime_ns, inode,
                          self._hashes.get(row, ""), ctime_ns)
