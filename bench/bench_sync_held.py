@@ -12,9 +12,10 @@ gc + malloc_trim and the same again, which says what fragmentation alone holds. 
     nice -n 10 python bench/bench_sync_held.py --kb /tmp/endbase/pages10k [--trace] [--phases] [--frames 3]
 
 `--phases` adds snapshots when the plan is done and when the last group has run; `--survivors` lets
-go, at the vector step, of what the trace finds surviving the release. `model objects|columns N
-[KEEP_EVERY]` runs no sync: it holds N documents' walk and plan state as the sync does (objects) or
-as columns, lets it go, and says what the process keeps (same run, same process kind: compare the two).
+go, at the vector step, of what the trace finds surviving the release. `model objects|columns|table N
+[KEEP_EVERY]` runs no sync: it holds N documents' walk and plan state as the sync's objects path does
+(objects), as modelled columns (columns), or as the first sync's own `DocTable` + `WorkTable` + pending
+mints (table), lets it go, and says what the process keeps (same process kind: compare them).
 """
 
 from __future__ import annotations
@@ -219,6 +220,23 @@ def model(layout: str, documents: int, keep_every: int) -> None:
                 kept.append(f"later object {number}")
         held = [docs, types, work, {item.doc_id for item in work}]
         del docs, types, work
+    elif layout == "table":  # the sync's own columns (sources/walk_table.py, pipeline/plan_table.py)
+        from typing import cast
+
+        from pinakes.pipeline.keys import BuildKeys
+        from pinakes.pipeline.plan_table import WorkTable
+        from pinakes.sources.walk_table import DocRows
+
+        rows = DocRows()
+        for number, path in enumerate(paths):
+            stamp = 1_733_500_000_000_000_000 + number
+            rows.add(FileState(path, 4000 + number % 900, stamp, 10**9 + number, "", stamp), "markdown")
+            if number % keep_every == 0:
+                kept.append(f"later object {number}")
+        table = rows.freeze()
+        work = WorkTable.minting(table, cast("BuildKeys", None))  # no row is hashed: no key is made
+        held = [table, work, work.pending_mints()]
+        del rows, table, work
     else:
         text: list[str] = []
         columns = {name: array("q") for name in ("offset", "size", "mtime_ns", "inode", "ctime_ns")}
@@ -250,7 +268,7 @@ def model(layout: str, documents: int, keep_every: int) -> None:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["model"]:  # bench_sync_held.py model objects|columns DOCUMENTS [KEEP_EVERY]
+    if sys.argv[1:2] == ["model"]:  # bench_sync_held.py model objects|columns|table DOCUMENTS [KEEP_EVERY]
         model(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 64)
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -58,7 +58,7 @@ class PipelineRun:
     plan: Plan | None = None  # None once decided: the index is settled for today's inputs (no plan)
     planned: bool = False
     settled_digest: str = ""
-    groups: list[list[DocWork]] = field(default_factory=list[list["DocWork"]])  # the plan's work, streamed
+    groups: list[Sequence[DocWork]] = field(default_factory=list[Sequence["DocWork"]])  # the plan's work, streamed
     extracted: dict[str, Extracted] = field(default_factory=dict[str, "Extracted"])  # the group in flight
     chunked: dict[str, Chunked] = field(default_factory=dict[str, "Chunked"])
     failed: set[str] = field(default_factory=set[str])  # doc_ids whose pipeline stopped, in any stage

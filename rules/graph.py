@@ -25,8 +25,14 @@ def _changed(run: PipelineRun) -> set[str] | None:
     """The documents whose chunks (or whose being active) this sync may have changed, when they are
     all that changed since the graph was last derived: not in a rebuild (a new index), nor after a
     sync that stopped before its end (what it committed is not known here). None: derive in full."""
+    from pinakes.pipeline.plan_table import WorkTable
+
     plan = run.decided()
     if plan is None or run.ctx.rebuilding or run.unfinished():
+        return None
+    if isinstance(plan.work, WorkTable):
+        # A first sync's: every active document is new, more than any update's share (graph_update's
+        # UPDATE_SHARE), so the graph is derived in full; not a set of every ID first (~70 MB at 700k).
         return None
     return {item.doc_id for item in plan.work} | {doc.id for doc in plan.deletes}
 

@@ -1,6 +1,6 @@
 """The sidecars a sync wrote (`SyncReport.sidecars_written`): listed, rendered and serialised as
-sidecar paths, kept as the documents' own path strings (issue #45: a 700k-page first sync kept a
-string of its own per minted sidecar, ~88 MB to the run's end)."""
+sidecar paths, kept as the documents' paths in one buffer (`PathList`; issue #45: a 700k-page first
+sync kept a string of its own per minted sidecar, ~88 MB to the run's end)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from pinakes.cli import main
 from pinakes.init import init_kb
+from pinakes.pipeline.path_list import PathList
 from pinakes.pipeline.report import WrittenSidecars
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
@@ -37,9 +38,9 @@ def test_a_first_sync_lists_each_minted_sidecar_by_its_documents_own_path_string
     assert sorted(report.sidecars_written) == sidecars and len(report.sidecars_written) == len(DOCS)
     assert all((kb / sidecar).is_file() for sidecar in report.sidecars_written)
     assert "docs/a.md.pnk.yaml" in report.sidecars_written and "docs/a.md" not in report.sidecars_written
-    # no string of its own per sidecar: each entry is the very string `added` holds for the document
-    added = {id(path) for path in report.added}
-    assert all(id(path) in added for path in report.sidecars_written.documents)
+    # no string of its own per sidecar, nor per added document: the paths are kept in one buffer each
+    assert isinstance(report.added, PathList) and isinstance(report.sidecars_written.documents, PathList)
+    assert list(report.sidecars_written.documents) == list(report.added)
     assert sorted(report.to_dict()["sidecars_written"]) == sidecars  # type: ignore[arg-type]
     text = report.render_text()
     assert all(f"wrote sidecar {sidecar}\n" in text for sidecar in sidecars)

@@ -104,7 +104,7 @@ def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embed
     counter), no process to be had."""
     from pinakes.embed.tokens import TokenCounter
 
-    items = [item for group in groups for item in group]
+    items = _in_order(groups)
     if not wanted(sum(_chunkable(item, smaller_than) for item in items)):  # one pass, at the start
         return ChunkAhead(None, ())
     counter = getattr(embedder, "token_counter", None)
@@ -122,6 +122,17 @@ def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embed
                           first=position + (group_end - position + 1) // 2, workers=worker_count())
     except OSError:
         return ChunkAhead(None, ())
+
+
+def _in_order(groups: Sequence[Sequence[DocWork]]) -> Sequence[DocWork]:
+    """The groups' documents as one sequence: a first sync's row ranges as one range of its plan's
+    columns (pipeline/plan_table.py), whose work items are made when read, not a list of them all."""
+    from pinakes.pipeline.plan_table import WorkTable
+
+    first, last = (groups[0], groups[-1]) if groups else (None, None)
+    if isinstance(first, WorkTable) and isinstance(last, WorkTable) and all(isinstance(group, WorkTable) for group in groups):
+        return first.through(last)
+    return [item for group in groups for item in group]
 
 
 def _chunkable(item: DocWork, smaller_than: int) -> bool:
@@ -144,8 +155,10 @@ class ChunkAhead:
         """`setup` None: no worker, nothing handed out; `first`: the position it starts at;
         `workers`: how many processes chunk (each answer is matched by its position)."""
         from pinakes.extract.process_starter import start_process
+        from pinakes.pipeline.plan_table import WorkTable
 
-        self.items = list(items)  # the plan's own DocWork objects: no copy, no index over the whole plan
+        # the plan's own DocWork objects, or a first sync's columns that make them: no index over the whole plan
+        self.items = items if isinstance(items, WorkTable) else list(items)
         self._smaller_than = setup.smaller_than if setup is not None else 0
         self.used = 0  # documents whose chunks came from the worker
         self.refused = 0  # answers whose text was not the driver's

@@ -69,9 +69,9 @@ def force_into_plan(ctx: SyncContext, state: PaidState, plan: Plan, walk: WalkRe
     state.forced = [doc_id for doc_id, _, _ in due]
     for doc_id, path, title in due:  # not in the plan: its sidecar is as indexed, title included
         file = walk.docs[path]
-        plan.work.append(DocWork(doc_id, path, "pdf", file, None, walk.sidecars[path].content_hash,
-                                 ctx.keys.key(file.content_hash, "pdf", context_naming(title, path)), "rekeyed"))
-    plan.work.sort(key=lambda item: item.path)
+        plan.work_list.append(DocWork(doc_id, path, "pdf", file, None, walk.sidecars[path].content_hash,
+                                      ctx.keys.key(file.content_hash, "pdf", context_naming(title, path)), "rekeyed"))
+    plan.work_list.sort(key=lambda item: item.path)
 
 
 def clear_forced_keys(ctx: SyncContext, state: PaidState) -> None:

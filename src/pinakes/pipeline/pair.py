@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableSet, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,10 +30,12 @@ from pinakes.pipeline import sidecar_writes
 from pinakes.pipeline.context import context_naming
 from pinakes.pipeline.keys import BuildKeys
 from pinakes.pipeline.likely_moves import LikelyMove, MoveEvidence, likely_move_note, likely_moves
+from pinakes.pipeline.plan_table import WorkTable
 from pinakes.pipeline.sidecar_writes import SidecarWrite, SidecarWriter, carrying, pending_mints
 from pinakes.pipeline.types import DocWork, IndexedDoc
 from pinakes.pipeline.unextractable import carry_forward
 from pinakes.sources.walk import WalkResult
+from pinakes.sources.walk_table import DocTable
 
 if TYPE_CHECKING:
     from pinakes.pipeline.run import SyncContext
@@ -42,7 +44,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Plan:
-    work: list[DocWork] = field(default_factory=list[DocWork])
+    # a first sync of a tree without sidecars: one `WorkTable` (pipeline/plan_table.py), not a list
+    work: list[DocWork] | WorkTable = field(default_factory=list[DocWork])
     moves: list[tuple[str, str, str]] = field(default_factory=list[tuple[str, str, str]])  # (doc_id, old path, new path)
     refresh: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (doc_id, path): metadata only
     deletes: list[IndexedDoc] = field(default_factory=list[IndexedDoc])
@@ -54,11 +57,17 @@ class Plan:
     # doc_id -> the ID that replaced it at its path: a sidecar put back by hand (`pnk adopt`)
     superseded: dict[str, str] = field(default_factory=dict[str, str])
     # documents the index holds no identity for: to be minted, or carrying a sidecar ID it never had
-    arrivals: list[str] = field(default_factory=list[str])
+    arrivals: Sequence[str] = field(default_factory=list[str])
     likely_moves: list[LikelyMove] = field(default_factory=list[LikelyMove])
     renamed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     # applied: the mints not written yet, by doc_id (each is written just before its group's extraction)
-    pending_mints: set[str] = field(default_factory=set[str])
+    pending_mints: MutableSet[str] = field(default_factory=set[str])
+
+    @property
+    def work_list(self) -> list[DocWork]:
+        """The work as the list pairing and `--force` extend: never a first sync's `WorkTable`."""
+        assert isinstance(self.work, list)
+        return self.work
 
     @property
     def is_empty(self) -> bool:
@@ -88,6 +97,14 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
     and every document that lives on is work, because the new index starts empty.
     """
     plan = Plan()
+    if not before and isinstance(walk.docs, DocTable) and may_write_sidecars and not rebuild:
+        # A first sync whose walk found no sidecar (it keeps columns then): every document is new
+        # and minted, in path order, as below; each work item is made from its row when read.
+        plan.work = WorkTable.minting(walk.docs, keys)
+        plan.arrivals = walk.docs.paths
+        return plan
+    arrivals: list[str] = []
+    plan.arrivals = arrivals
     active_by_path = {d.path: d for d in before if d.state == "active"}
     by_id = {d.id: d for d in before}
     active_ids = {d.id for d in active_by_path.values()}
@@ -204,14 +221,14 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
             else:
                 plan.notes.append(f"{path}: revived soft-deleted document {doc_id} from its sidecar")
         else:
-            plan.arrivals.append(path)  # e.g. minted by the pre-commit hook since the last sync
+            arrivals.append(path)  # e.g. minted by the pre-commit hook since the last sync
         sidecar = plan.sidecars.get(path)
-        plan.work.append(DocWork(doc_id, path, source_type, state, sidecar, walk.sidecars[path].content_hash,
-                                 _key(keys, walk, path, sidecar.title if sidecar else None), "added"))
+        plan.work_list.append(DocWork(doc_id, path, source_type, state, sidecar, walk.sidecars[path].content_hash,
+                                      _key(keys, walk, path, sidecar.title if sidecar else None), "added"))
 
     # Phase 2e: what is left is new and has no sidecar: mint.
     new_paths = [p for p in without_sidecar if p not in consumed]
-    plan.arrivals.extend(new_paths)
+    arrivals.extend(new_paths)
     for path in sorted(new_paths):
         if not may_write_sidecars:
             plan.notes.append(f"{path}: not indexed yet, it has no sidecar (a plain `pnk sync` or the "
@@ -221,12 +238,12 @@ def plan_changes(before: list[IndexedDoc], walk: WalkResult, read_sidecar: Sidec
         state = walk.docs[path]
         source_type = walk.source_types[path]
         plan.sidecar_writes.append(SidecarWrite(path, doc_id, "mint"))
-        plan.work.append(DocWork(doc_id, path, source_type, state, None, None,
-                                 _key(keys, walk, path, None), "added"))
+        plan.work_list.append(DocWork(doc_id, path, source_type, state, None, None,
+                                      _key(keys, walk, path, None), "added"))
 
     # Work in path order, so a fresh build assigns chunk ids in the same order on every machine
     # (the walk's directory order is the filesystem's; ranking ties fall back to chunk ids).
-    plan.work.sort(key=lambda item: item.path)
+    plan.work_list.sort(key=lambda item: item.path)
 
     # The likely-move rule's content and file-name parts need no reading; `find_likely_moves` adds
     # the line-share part.
@@ -269,8 +286,8 @@ def _continue(plan: Plan, doc: IndexedDoc, path: str, walk: WalkResult, keys: Bu
         plan.renamed.append((doc.path, path))
     if rebuild or state.content_hash != doc.content_hash or key != doc.build_key:
         reason = "changed" if state.content_hash != doc.content_hash else "rekeyed"
-        plan.work.append(DocWork(doc.id, path, source_type, state, sidecar, sidecar_hash, key, reason,
-                                 context_renamed=_key(keys, walk, path, doc.title, doc.path) != key))
+        plan.work_list.append(DocWork(doc.id, path, source_type, state, sidecar, sidecar_hash, key, reason,
+                                      context_renamed=_key(keys, walk, path, doc.title, doc.path) != key))
     elif sidecar_changed or path in plan.sidecars or path != doc.path \
             or sidecar_hash != doc.sidecar_hash:
         plan.refresh.append((doc.id, path))
@@ -299,10 +316,13 @@ def apply_identity(ctx: SyncContext, plan: Plan, walk: WalkResult) -> set[str]:
 
     root = ctx.paths.root
     report = ctx.report
-    position = {item.path: number for number, item in enumerate(plan.work)}
     failed: set[str] = set()
-    plan.pending_mints = pending_mints(plan.sidecar_writes)
+    if isinstance(plan.work, WorkTable):  # a first sync's: every row is a mint, none is written now
+        plan.pending_mints = plan.work.pending_mints()
+    else:
+        plan.pending_mints = pending_mints(plan.sidecar_writes)
     now_writes = [write for write in plan.sidecar_writes if write.doc_id not in plan.pending_mints]
+    position = {item.path: number for number, item in enumerate(plan.work)} if now_writes else {}
     plan.sidecar_writes = now_writes  # a mint is its work item's path and ID: not kept twice for the run
     if len(now_writes) >= sidecar_writes.MANY_SIDECARS:  # two fsyncs each: seconds before any embedding
         ctx.progress.announce(f"writing {len(now_writes):,} sidecars (each moved or restored document's "
@@ -316,7 +336,7 @@ def apply_identity(ctx: SyncContext, plan: Plan, walk: WalkResult) -> set[str]:
         plan.sidecars[write.doc_path] = sidecar
         number = position.get(write.doc_path)
         if number is not None:
-            plan.work[number] = carrying(ctx, plan.work[number], sidecar)
+            plan.work_list[number] = carrying(ctx, plan.work_list[number], sidecar)
     writer.remember()  # we know these files' hashes: the next walk need not read them again
 
     conn = ctx.writer()

@@ -8,13 +8,14 @@ names at most a few paths per reason; `--json` lists them all. Paths are escaped
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableSequence, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal, cast, get_args, overload
 
 from pinakes.display import printable
 from pinakes.kb import SIDECAR_SUFFIX
 from pinakes.manifest.patterns import exclude_line, literal_pattern
+from pinakes.pipeline.path_list import PathList
 from pinakes.wording import counted, noun_for
 
 # Paths the text report names per skip reason before it says "and N more".
@@ -44,14 +45,15 @@ def has_changes(record: object) -> bool:
 
 class WrittenSidecars(Sequence[str]):
     """The sidecars a sync wrote, as KB-relative sidecar paths, in the order written. It keeps the
-    path of each sidecar's document (`add`), the same string the report's `added` holds for a new
-    document, and adds the suffix when read: a first sync of 700k documents mints 700k sidecars, and
-    a string of its own per sidecar was ~126 B a document kept to the run's end (~88 MB at 700k)."""
+    path of each sidecar's document (`add`), as the report's `added` holds a new document's, and adds
+    the suffix when read: a first sync of 700k documents mints 700k sidecars, and a string of its own
+    per sidecar was ~126 B a document kept to the run's end (~88 MB at 700k); the documents' paths are
+    one `PathList` (pipeline/path_list.py), as `added` is."""
 
     __slots__ = ("_documents",)
 
     def __init__(self, sidecars: Iterable[str] = ()) -> None:
-        self._documents: list[str] = [_document_of(sidecar) for sidecar in sidecars]
+        self._documents = PathList(_document_of(sidecar) for sidecar in sidecars)
 
     def add(self, doc_path: str) -> None:
         """The sidecar of `doc_path` (KB-relative) was written."""
@@ -130,7 +132,7 @@ class SyncReport:
     kb_root: str
     mode: str  # "sync" | "rebuild" | "index-only" | "sidecars-only"
     skipped_reason: str | None = None  # e.g. another sync holds the lock
-    added: list[str] = field(default_factory=list[str])
+    added: MutableSequence[str] = field(default_factory=PathList)  # one buffer, not a string a document
     changed: list[str] = field(default_factory=list[str])
     # same content, new key: extractor, chunking, model, or the title / file-name words its context carries
     reembedded: list[str] = field(default_factory=list[str])
@@ -200,6 +202,7 @@ class SyncReport:
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
+        data["added"] = list(self.added)
         data["sidecars_written"] = list(self.sidecars_written)
         data["renamed"] = [{"from": old, "to": new} for old, new in self.renamed]
         data["skipped"] = [{"path": path, "reason": reason} for path, reason in self.skipped]

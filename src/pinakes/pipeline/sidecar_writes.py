@@ -17,7 +17,7 @@ writing is per document, so it is split by what waits on it:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, MutableSet, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -147,7 +147,7 @@ def pending_mints(writes: Iterable[SidecarWrite]) -> set[str]:
     return {write.doc_id for write in writes if write.kind == "mint"}
 
 
-def mint_group(ctx: SyncContext, pending: set[str], group: Sequence[DocWork],
+def mint_group(ctx: SyncContext, pending: MutableSet[str], group: Sequence[DocWork],
                failed: set[str]) -> list[DocWork]:
     """Write the sidecar of each new document of `group` whose mint is still `pending` (taken out of
     it), just before the group is extracted; returns the group with each minted document carrying
@@ -161,7 +161,8 @@ def mint_group(ctx: SyncContext, pending: set[str], group: Sequence[DocWork],
     group, hashed, unreadable = hash_deferred(ctx, group)
     failed |= unreadable
     due = [item for item in group if item.doc_id in pending]
-    pending.difference_update(item.doc_id for item in due)
+    for item in due:
+        pending.discard(item.doc_id)
     writer = SidecarWriter(ctx)
     writer.learn(hashed)
     minted: dict[str, Sidecar] = {}

@@ -116,19 +116,24 @@ def _first_sync(ctx: SyncContext) -> bool:
 
 def _hash_paired_by_sidecar(ctx: SyncContext, found: WalkResult) -> None:
     """Hash now the deferred documents that have a sidecar: pairing keys them from their content."""
+    if not found.sidecars:
+        return  # none has a sidecar: each is hashed with its group
     root = ctx.paths.root
     left: list[str] = []
+    docs, source_types = found.docs, found.source_types
+    # A walk that found sidecars keeps its documents in dicts (sources/walk.py): never columns here.
+    assert isinstance(docs, dict) and isinstance(source_types, dict)
     for path in found.deferred:
         if path not in found.sidecars:
             left.append(path)
             continue
         try:
-            state = found.docs[path]._replace(content_hash=source_walk.hash_file(root / path))
+            state = docs[path]._replace(content_hash=source_walk.hash_file(root / path))
         except OSError as exc:  # as the walk does with a file it cannot read: held, failed
             found.unreadable[path] = exc.strerror or type(exc).__name__
-            del found.docs[path], found.source_types[path], found.sidecars[path]
+            del docs[path], source_types[path], found.sidecars[path]
             continue
-        found.docs[path] = state
+        docs[path] = state
         found.cache_updates.append(state)
         found.hashed += 1
     found.deferred = left

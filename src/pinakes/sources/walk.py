@@ -24,12 +24,12 @@ from __future__ import annotations
 import gc
 import os
 import sqlite3
-from collections.abc import Callable, Collection, Generator, Iterable
+from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple, cast
+from typing import cast
 
 import xxhash
 
@@ -38,13 +38,19 @@ from pinakes.errors import ManifestError
 from pinakes.index.schema import unsettle
 from pinakes.kb import MANIFEST_NAME, SIDECAR_SUFFIX, STATE_DIR_NAME
 from pinakes.manifest import SourcesSection
+from pinakes.sources.file_state import FileState
 from pinakes.sources.left_out import type_left_out
+from pinakes.sources.walk_table import DocRows, DocTable
 
 ALWAYS_EXCLUDED_DIRS = frozenset({STATE_DIR_NAME, ".git", ".hg", ".svn", "__pycache__"})
 HASH_CHUNK = 1 << 20
 # The coarsest file timestamp in common use (FAT, SMB, some NFS servers): 2 s. A file stamped this
 # close to the last walk's start may have been written again within one tick: hash it again.
 RACY_WINDOW_NS = 2_000_000_000
+
+# A first sync's walk (one that defers hashing) keeps its documents as columns (sources/walk_table.py);
+# False keeps them as the dicts every other walk makes (a test compares the two).
+COMPACT_FIRST_WALK = True
 
 # Why a path under the roots is not a document (the report groups skipped paths by these).
 SKIP_NO_EXTRACTOR = "no extractor for this file type"
@@ -92,25 +98,11 @@ def check_source_roots(root: Path, sources: SourcesSection) -> None:
         _source_root_start(str(root), source_root)
 
 
-class FileState(NamedTuple):
-    """One file as the walk saw it (a NamedTuple: the walk makes one per file on every sync)."""
-
-    path: str  # KB-root-relative, POSIX
-    size: int
-    mtime_ns: int
-    inode: int
-    content_hash: str  # xxh3-128 hex; "" when the walk was asked not to hash
-    ctime_ns: int = 0
-
-    @property
-    def mtime(self) -> float:
-        return self.mtime_ns / 1e9
-
-
 @dataclass
 class WalkResult:
-    docs: dict[str, FileState] = field(default_factory=dict[str, FileState])  # document path -> state
-    source_types: dict[str, str] = field(default_factory=dict[str, str])  # document path -> source type
+    # document path -> state, and -> source type: dicts, or in a first sync one `DocTable`'s columns
+    docs: dict[str, FileState] | DocTable = field(default_factory=dict[str, FileState])
+    source_types: Mapping[str, str] = field(default_factory=dict[str, str])
     sidecars: dict[str, FileState] = field(default_factory=dict[str, FileState])  # document path -> its sidecar
     orphan_sidecars: list[str] = field(default_factory=list[str])  # sidecar paths with no document
     skipped: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (path, why): never documents
@@ -118,7 +110,7 @@ class WalkResult:
     temp_files: list[str] = field(default_factory=list[str])  # left by a killed atomic write: never documents
     hashed: int = 0
     cache_updates: list[FileState] = field(default_factory=list[FileState])
-    deferred: list[str] = field(default_factory=list[str])  # documents not hashed (`walk`'s `defer`): "" hash
+    deferred: list[str] | Sequence[str] = field(default_factory=list[str])  # documents not hashed (`walk`'s `defer`): "" hash
     cache_removals: list[str] = field(default_factory=list[str])
 
 
@@ -206,7 +198,12 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
     from pinakes.extract.source_types import source_type_of_name
 
     result = WalkResult()
-    docs, source_types = result.docs, result.source_types
+    deferred_paths: list[str] = []
+    result.deferred = deferred_paths
+    docs: dict[str, FileState] = {}
+    source_types: dict[str, str] = {}
+    # A first sync's documents go into columns (sources/walk_table.py), not one object per file.
+    rows = DocRows() if COMPACT_FIRST_WALK and defer and settled is None and only is None else None
     sidecar_files: dict[str, FileState] = {}
     sidecar_suffix_len = len(SIDECAR_SUFFIX)
     unseen = dict(cache)  # what is left once the walk has passed is gone from disk
@@ -231,8 +228,8 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
                 and cached.ctime_ns < racy and cached.mtime_ns < racy:
             return cached
         if deferred or not hash_contents:
-            if deferred:
-                result.deferred.append(rel)
+            if deferred and rows is None:  # rows know their own (hash "")
+                deferred_paths.append(rel)
             return FileState(rel, size, mtime_ns, inode, "", ctime_ns)
         try:
             digest = hash_file(path)
@@ -291,7 +288,11 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
                         result.skipped.append((rel, type_left_out(source_type)))
                         continue
                     state = visit(rel, entry, source_type in defer)
-                    if state is not None:
+                    if state is None:
+                        continue
+                    if rows is not None:
+                        rows.add(state, source_type)
+                    else:
                         docs[rel] = state
                         source_types[rel] = source_type
                 else:
@@ -327,6 +328,13 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
                     del sidecar_files[doc_path]
                 else:
                     sidecar_files[doc_path] = state
+    if rows is not None and not sidecar_files:
+        table = rows.freeze()
+        result.docs, result.source_types, result.deferred = table, table.source_types, table.deferred  # its rows, not strings
+    else:
+        if rows is not None:  # documents paired by their sidecars are looked up by path: the usual dicts
+            docs, source_types, result.deferred = rows.as_dicts()
+        result.docs, result.source_types = docs, source_types
     for doc_path, state in sidecar_files.items():
         if doc_path in result.docs:
             result.sidecars[doc_path] = state

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import io
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -74,30 +74,33 @@ from pinakes.sync.loader import inspection_namespace
 globals().update(inspection_namespace(Path(__file__).resolve().parent.parent))
 '''
 
-def stream_groups(work: list[DocWork]) -> list[list[DocWork]]:
-    """Cut the work list, in order, into groups of about GROUP_TOKENS estimated tokens and at most
-    GROUP_MAX_DOCUMENTS documents; the last group joins the one before it where both together stay
-    within LAST_GROUP_SLACK times those caps."""
+def stream_groups(work: Sequence[DocWork]) -> list[Sequence[DocWork]]:
+    """Cut the work, in order, into groups of about GROUP_TOKENS estimated tokens and at most
+    GROUP_MAX_DOCUMENTS documents: slices of it (a first sync's `WorkTable` cuts row ranges, whose
+    work items are made when a group is read). The last group joins the one before it where both
+    together stay within LAST_GROUP_SLACK times those caps."""
+    from pinakes.pipeline.plan_table import WorkTable
+
     budget = GROUP_TOKENS * ESTIMATED_BYTES_PER_TOKEN
-    groups: list[list[DocWork]] = []
-    current: list[DocWork] = []
-    size = 0
-    for item in work:
-        if current and (size + item.file.size > budget or len(current) >= GROUP_MAX_DOCUMENTS):
-            groups.append(current)
-            current, size = [], 0
-        current.append(item)
-        size += item.file.size
-    if current and groups and _fit_together(groups[-1], current, budget):
-        groups[-1].extend(current)
-    elif current:
-        groups.append(current)
-    return groups
+    sizes = work.sizes() if isinstance(work, WorkTable) else (item.file.size for item in work)
+    ranges: list[tuple[int, int, int]] = []  # start, end, estimated bytes
+    start = size = 0
+    for position, file_size in enumerate(sizes):
+        if position > start and (size + file_size > budget or position - start >= GROUP_MAX_DOCUMENTS):
+            ranges.append((start, position, size))
+            start, size = position, 0
+        size += file_size
+    if len(work) > start:
+        ranges.append((start, len(work), size))
+    if len(ranges) >= 2 and _fit_together(ranges[-2], ranges[-1], budget):
+        (before, _, before_size), (_, end, last_size) = ranges[-2], ranges[-1]
+        ranges[-2:] = [(before, end, before_size + last_size)]
+    return [work[start:end] for start, end, _ in ranges]
 
 
-def _fit_together(before: list[DocWork], last: list[DocWork], budget: int) -> bool:
-    return (len(before) + len(last) <= GROUP_MAX_DOCUMENTS * LAST_GROUP_SLACK
-            and sum(item.file.size for item in (*before, *last)) <= budget * LAST_GROUP_SLACK)
+def _fit_together(before: tuple[int, int, int], last: tuple[int, int, int], budget: int) -> bool:
+    documents = last[1] - before[0]
+    return documents <= GROUP_MAX_DOCUMENTS * LAST_GROUP_SLACK and before[2] + last[2] <= budget * LAST_GROUP_SLACK
 
 
 class Invocation(NamedTuple):
