@@ -18,8 +18,8 @@ _ERRORS = "surrogateescape"  # a file name that is not UTF-8, as os.fsdecode giv
 
 
 class PathList(MutableSequence[str]):
-    """Paths in order, appended cheaply; inserting, replacing or deleting one rewrites the buffer
-    (a report does that rarely: a sidecar taken back)."""
+    """Paths in order, appended cheaply; deleting one moves the paths after it; inserting or
+    replacing one rewrites the buffer (a report does neither)."""
 
     __slots__ = ("_ends", "_text")
 
@@ -76,9 +76,24 @@ class PathList(MutableSequence[str]):
         self._rewrite(paths)
 
     def __delitem__(self, index: int | slice) -> None:
-        paths = list(self)
-        del paths[index]
-        self._rewrite(paths)
+        if isinstance(index, slice):
+            paths = list(self)
+            del paths[index]
+            self._rewrite(paths)
+            return
+        # One path cut out of the buffer, the offsets after it shifted: a sidecar taken back is the
+        # latest group's document, so this moves a few rows, not every path (decoded, re-encoded).
+        count = len(self._ends)
+        if index < 0:
+            index += count
+        if not 0 <= index < count:
+            raise IndexError("path index out of range")
+        start = self._ends[index - 1] if index else 0
+        width = self._ends[index] - start
+        del self._text[start:start + width]
+        tail = self._ends[index + 1:]
+        del self._ends[index:]
+        self._ends.extend(array("q", (end - width for end in tail)))
 
     def insert(self, index: int, value: str) -> None:
         paths = list(self)

@@ -42,7 +42,10 @@ class _Minted:
             if doc_id <= previous:  # the mint is monotonic within a process; the bisection relies on it
                 raise AssertionError(f"minted IDs out of order: {previous} then {doc_id}")
             previous = doc_id
-            ids += doc_id.encode("ascii")
+            encoded = doc_id.encode("ascii")
+            if len(encoded) != ID_LENGTH:  # every later row's ID is read at a fixed offset
+                raise AssertionError(f"a minted ID of {len(encoded)} characters: {doc_id!r}")
+            ids += encoded
         self.ids = bytes(ids)
 
     def doc_id(self, row: int) -> str:
