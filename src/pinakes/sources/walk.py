@@ -57,6 +57,7 @@ SKIP_NO_EXTRACTOR = "no extractor for this file type"
 SKIP_EXCLUDED = "excluded by [sources] include/exclude"
 SKIP_SYMLINK = "symbolic link (not followed)"
 SKIP_UNLISTABLE = "directory cannot be listed"
+SKIP_NOT_UTF8 = "file name is not UTF-8 (rename it: the index, sidecars and JSON name files in UTF-8)"
 
 
 class SourceRootError(ManifestError):
@@ -262,7 +263,7 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
         try:
             entries = list(os.scandir(directory))
         except OSError as exc:
-            result.skipped.append((relative(directory), f"{SKIP_UNLISTABLE} ({exc.strerror})"))
+            result.skipped.append((shown_name(relative(directory)), f"{SKIP_UNLISTABLE} ({exc.strerror})"))
             continue
         select = sources.selector(relative(directory))
         for entry in entries:
@@ -270,6 +271,9 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
             # and are False for a symlink, which is reported rather than followed.
             if entry.is_file(follow_symlinks=False):
                 rel = entry.path[prefix_len:] if posix else relative(entry.path)
+                if not rel.isascii() and not _is_utf8(rel):
+                    result.skipped.append((shown_name(rel), SKIP_NOT_UTF8))
+                    continue
                 name = entry.name
                 if name[0] == "." and is_temp_name(name):
                     result.temp_files.append(rel)
@@ -303,11 +307,11 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
                     continue
                 reldir = relative(entry.path)
                 if sources.prunes(reldir):
-                    result.skipped.append((reldir + "/", SKIP_EXCLUDED))
+                    result.skipped.append((shown_name(reldir) + "/", SKIP_EXCLUDED))
                 else:
                     stack.append(entry.path)
             elif entry.is_symlink() and (only is None or relative(entry.path) in only):
-                result.skipped.append((relative(entry.path), SKIP_SYMLINK))
+                result.skipped.append((shown_name(relative(entry.path)), SKIP_SYMLINK))
     if settled is not None:
         expected, load_cache = settled
         states = [*docs.values(), *sidecar_files.values()]
@@ -351,6 +355,21 @@ def _walk(root: Path, sources: SourcesSection, cache: dict[str, FileState], *,
 
 
 StatRow = tuple[str, int, int, int, int]  # (path, size, mtime_ns, ctime_ns, inode): what a walk compares
+
+
+def _is_utf8(path: str) -> bool:
+    """Whether `path` came from a UTF-8 name: os.fsdecode keeps any other byte as a lone surrogate,
+    which SQLite, YAML and JSON cannot store."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(path: str) -> str:
+    """`path` as printable text: a byte that is not UTF-8 shown as `\\x80`."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def stat_digest(rows: Iterable[StatRow]) -> str:
