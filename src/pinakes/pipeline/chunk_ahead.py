@@ -103,14 +103,18 @@ def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embed
     none runs: too few documents, one core, a model whose token counts are not a `TokenCounter`'s (a test's toy
     counter), no process to be had."""
     from pinakes.embed.tokens import TokenCounter
+    from pinakes.pipeline.plan_table import WorkTable, count_of_types
 
     items = _in_order(groups)
-    if not wanted(sum(_chunkable(item, smaller_than) for item in items)):  # one pass, at the start
+    if not wanted(count_of_types(items, _text_source_types(), smaller_than)):  # one pass, at the start
         return ChunkAhead(None, ())
     counter = getattr(embedder, "token_counter", None)
     if not isinstance(counter, TokenCounter):
         return ChunkAhead(None, ())
-    position = next((index for index, item in enumerate(items) if item.doc_id == at.doc_id), 0)
+    if isinstance(items, WorkTable):  # a first sync's plan: the minted IDs are bisected, no item made
+        position = items.position_of(at.doc_id) or 0
+    else:
+        position = next((index for index, item in enumerate(items) if item.doc_id == at.doc_id), 0)
     group_end = 0
     for group in groups:
         group_end += len(group)

@@ -57,10 +57,12 @@ def force_into_plan(ctx: SyncContext, state: PaidState, plan: Plan, walk: WalkRe
     from pinakes.pipeline.context import context_naming
     from pinakes.pipeline.types import DocWork
 
-    planned = {item.doc_id for item in plan.work}
     paid_backends = [name for name, spec in EXTRACTORS.items() if spec.paid]
     rows = ctx.conn.execute("SELECT id, path, extraction_backend, json_extract(metadata, '$.title') FROM documents "
                             "WHERE state = 'active' AND source_type = 'pdf'").fetchall()
+    if not rows:  # a first sync (or no PDF indexed): nothing to reach, and no set of the plan's IDs to build
+        return
+    planned = {item.doc_id for item in plan.work}
     due = [(doc_id, path, title) for doc_id, path, backend, title in rows
            if doc_id not in planned and path in walk.docs and path in walk.sidecars
            and ((backend not in paid_backends) if state.paid else (backend in paid_backends))]

@@ -12,7 +12,7 @@ written, a byte per row, behind the same set interface as the general plan's set
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableSet, Sequence
+from collections.abc import Collection, Iterator, MutableSet, Sequence
 from typing import TYPE_CHECKING, overload
 
 from pinakes.ids import new_ulid
@@ -128,8 +128,21 @@ class WorkTable(Sequence[DocWork]):
 
     def sizes(self) -> Iterator[int]:
         """Each row's file size, in order, without making its work item (`stream_groups`)."""
-        size = self._minted.table.size
-        return (size(row) for row in range(self._start, self._stop))
+        return iter(self._minted.table.sizes_between(self._start, self._stop))
+
+    def content_hashes_of_type(self, source_type: str) -> Iterator[str]:
+        table = self._minted.table
+        return (table.content_hash(row) for row in table.rows_of_types((source_type,), self._start, self._stop))
+
+    def count_of_types(self, source_types: Collection[str], smaller_than: int) -> int:
+        table = self._minted.table
+        return sum(1 for row in table.rows_of_types(source_types, self._start, self._stop)
+                   if table.size(row) < smaller_than)
+
+    def position_of(self, doc_id: str) -> int | None:
+        """Where the document `doc_id` is in this view, None when it is not: by the IDs' bisection."""
+        row = self._minted.row_of(doc_id)
+        return None if row is None or not self._start <= row < self._stop else row - self._start
 
     def doc_ids(self) -> Iterator[str]:
         doc_id = self._minted.doc_id
@@ -138,6 +151,30 @@ class WorkTable(Sequence[DocWork]):
     def pending_mints(self) -> PendingMints:
         """Every row's mint, none written yet."""
         return PendingMints(self._minted)
+
+
+def total_size(work: Sequence[DocWork]) -> int:
+    """The bytes of the plan's documents; a `WorkTable`'s read off its size column, not per work item
+    (at 700k rows, making each item costs ~2 s a pass: docs/perf/sync.md, "plantail")."""
+    if isinstance(work, WorkTable):
+        return sum(work.sizes())
+    return sum(item.file.size for item in work)
+
+
+def content_hashes_of_type(work: Sequence[DocWork], source_type: str) -> Iterator[str]:
+    """The content hashes of the plan's documents of `source_type` ("" where hashing was deferred),
+    in order; a `WorkTable`'s from its columns, only the rows of that type made into anything."""
+    if isinstance(work, WorkTable):
+        return work.content_hashes_of_type(source_type)
+    return (item.file.content_hash for item in work if item.source_type == source_type)
+
+
+def count_of_types(work: Sequence[DocWork], source_types: Collection[str], smaller_than: int) -> int:
+    """How many of the plan's documents are of one of `source_types` and under `smaller_than` bytes;
+    a `WorkTable`'s counted off its type and size columns."""
+    if isinstance(work, WorkTable):
+        return work.count_of_types(source_types, smaller_than)
+    return sum(1 for item in work if item.source_type in source_types and item.file.size < smaller_than)
 
 
 class PendingMints(MutableSet[str]):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import overload
 
 import xxhash
@@ -129,6 +129,18 @@ class DocTable(Mapping[str, "FileState"]):
 
     def source_type(self, row: int) -> str:
         return self._types[self._type_of[row]]
+
+    def sizes_between(self, start: int, stop: int) -> array[int]:
+        """The file sizes of rows `start` to `stop`, read off the stats column (no row is made)."""
+        return self._stats[start * 4:stop * 4:4]
+
+    def rows_of_types(self, source_types: Collection[str], start: int, stop: int) -> Iterator[int]:
+        """The rows from `start` to `stop` whose source type is one of `source_types`, in order."""
+        codes = bytes(code for code, name in enumerate(self._types) if name in source_types)
+        if not codes:
+            return iter(())
+        type_of = self._type_of
+        return (row for row in range(start, stop) if type_of[row] in codes)
 
     def content_hash(self, row: int) -> str:
         """The hash the walk read, "" for a document whose hashing it deferred."""

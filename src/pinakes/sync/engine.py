@@ -296,11 +296,12 @@ def _start(run: PipelineRun, carry: CarryPlan | None) -> None:
     with schema.transaction(conn):
         schema.write_meta(conn, {"sync_started_at": _now()})
         schema.unsettle(conn)
-    ctx.progress.start(len(plan.work), sum(item.file.size for item in plan.work))
+    from pinakes.pipeline.plan_table import content_hashes_of_type, total_size
+
+    ctx.progress.start(len(plan.work), total_size(plan.work))
     from pinakes.extract.ocr import images_to_read  # a large OCR run is estimated before it starts
 
-    ctx.progress.ocr_run(images_to_read((item.file.content_hash for item in plan.work if item.source_type == "image"),
-                                        ctx.paths.extract_cache))
+    ctx.progress.ocr_run(images_to_read(content_hashes_of_type(plan.work, "image"), ctx.paths.extract_cache))
 
 
 def _stop(run: PipelineRun, stopped: BaseException | None = None) -> None:
