@@ -57,7 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,7 +195,8 @@ class InstantWorkers(InstantEmbedder):
     def calls_ahead(self) -> int:
         return max(2, 2 * self.workers)
 
-    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None) -> object:
+    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None, *,
+                              known_counts: Mapping[str, int] | None = None) -> object:
         return self.embed_documents(texts)
 
     def collect(self, call: object) -> np.ndarray:

@@ -6,19 +6,20 @@ embedder is a deterministic fake that records what was outstanding when."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pinakes.embed.base import DispatchAhead
+from pinakes.embed.tokens import TokenCounter
 from pinakes.pipeline import embed as embed_step
 from pinakes.pipeline.report import SyncReport
 from pinakes.pipeline.run import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import HashEmbedder
-from tests.kb_helpers import Doc, init_test_kb, write_documents
+from tests.kb_helpers import Doc, init_test_kb, packaged_token_counter, write_documents
 
 CALLS_AHEAD = 3
 
@@ -34,6 +35,7 @@ class AheadEmbedder(HashEmbedder):
         self.outstanding: list[list[str]] = []
         self.submitted: list[tuple[int, int]] = []  # (outstanding calls, committed documents) at each
         self.texts_sent: list[str] = []
+        self.sent_calls: list[list[str]] = []
         self.collected = 0
         self.cancelled = 0
 
@@ -41,8 +43,10 @@ class AheadEmbedder(HashEmbedder):
     def calls_ahead(self) -> int:
         return CALLS_AHEAD
 
-    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None) -> object:
+    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None, *,
+                              known_counts: Mapping[str, int] | None = None) -> object:
         self.outstanding.append(list(texts))
+        self.sent_calls.append(list(texts))
         self.texts_sent.extend(texts)
         self.submitted.append((len(self.outstanding), self._committed()))
         return len(self.submitted) - 1
@@ -140,3 +144,99 @@ def test_ctrl_c_while_calls_are_out_cancels_them_and_keeps_what_was_written(tmp_
     finally:
         conn.close()
     assert committed == 4 and orphans == 0  # the two calls written, two documents each, whole
+
+
+class CountingAheadEmbedder(AheadEmbedder):
+    """AheadEmbedder counting with the packaged model's tokenizer (whose counts add up over whitespace),
+    noting the counts each call was handed."""
+
+    def __init__(self, index_db: Path, counter: TokenCounter) -> None:
+        super().__init__(index_db)
+        self.token_counter = counter
+        self.known_handed: list[Mapping[str, int]] = []
+
+    def count_tokens(self, text: str) -> int:
+        return self.token_counter.count(text)
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        return self.token_counter.count_batch(texts)
+
+    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None, *,
+                              known_counts: Mapping[str, int] | None = None) -> object:
+        self.known_handed.append(dict(known_counts or {}))
+        return super().embed_documents_async(texts, batch_size, known_counts=known_counts)
+
+
+@pytest.mark.usefixtures("two_chunk_batches")
+def test_every_text_sent_ahead_comes_with_the_count_the_tokenizer_gives(tmp_path: Path) -> None:
+    """The stage hands the executor the counts the chunker already knows, so a cluster's driver does not
+    count every text again to plan its model batches."""
+    counter = packaged_token_counter()
+    root = make_kb(tmp_path / "kb", 12)
+    embedder = CountingAheadEmbedder(root / ".pinakes" / "index.db", counter)
+    report = run_sync(root, SyncOptions(), embedder=embedder)  # type: ignore[arg-type]
+    assert report.ok and report.chunks_embedded == len(embedder.texts_sent) > 10
+    handed = [(text, known.get(text)) for texts, known in zip(embedder.sent_calls, embedder.known_handed, strict=True)
+              for text in texts]
+    assert all(count is not None for _text, count in handed), [text for text, count in handed if count is None]
+    assert [count for _text, count in handed] == counter.count_batch([text for text, _count in handed])
+
+
+class _Ref:
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+
+
+class _Worker:
+    """A Ray actor handle's shape: `embed.remote(texts, size)` gives a reference to its vectors."""
+
+    def __init__(self, batches: list[list[str]]) -> None:
+        self.batches = batches
+        self.embed = self
+
+    def remote(self, texts: list[str], size: int) -> _Ref:
+        self.batches.append(texts)
+        return _Ref(texts)
+
+
+class _Ray:
+    def wait(self, refs: list[_Ref], num_returns: int, timeout: float) -> tuple[list[_Ref], list[_Ref]]:
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref: _Ref) -> np.ndarray:
+        return np.stack([HashEmbedder(dim=384)._vector(text) for text in ref.texts])
+
+
+class _CountsCounted:
+    """A TokenCounter that records the texts it was asked to count."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.special_tokens = counter.special_tokens
+        self.asked: list[str] = []
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        self.asked.extend(texts)
+        return self.counter.count_batch(texts)
+
+
+def test_the_cluster_executor_plans_with_the_counts_it_is_handed_and_counts_only_the_rest() -> None:
+    from pinakes.embed._common import plan_batches
+    from pinakes.embed.base import ModelIdentity
+    from pinakes.embed.executor_ray import RayEmbedder
+
+    counter = packaged_token_counter()
+    texts = [("word " * (length % 37 + 1)) + f"text {length}" for length in range(40)]
+    true_counts = counter.count_batch(texts)
+    known = {text: count for text, count in zip(texts, true_counts, strict=True) if not text.endswith("7")}
+    recorded = _CountsCounted(counter)
+    batches: list[list[str]] = []
+    embedder = RayEmbedder(_Ray(), [_Worker(batches)],  # type: ignore[arg-type]
+                           identity=ModelIdentity("fastembed", "m", "r", "0" * 64, 384), max_input_tokens=254,
+                           counter=recorded, batch_size=8, address="127.0.0.1:1",  # type: ignore[arg-type]
+                           owns_connection=False, on_workers=None)
+    rows = embedder.collect(embedder.embed_documents_async(texts, known_counts=known))
+    assert rows.shape == (40, 384)
+    assert sorted(recorded.asked) == sorted(text for text in texts if text not in known)  # the rest, once
+    planned = [[texts[index] for index in batch] for batch in plan_batches(true_counts, counter.special_tokens, 8)]
+    assert batches == planned  # the same model batches as counting every text would plan

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -88,12 +88,16 @@ class DispatchAhead(Protocol):
 
     `calls_ahead` is how many calls the stage may have submitted and not yet collected; `collect`
     gives a call's rows in order (calls are collected in the order they were submitted); `cancel`
-    ends every call not yet collected (Ctrl-C, or an error that stops the run)."""
+    ends every call not yet collected (Ctrl-C, or an error that stops the run). `known_counts`
+    holds the token counts of some texts as `count_tokens` gives them, known to the caller without
+    counting (the chunker's): the executor plans its model batches with them and counts only the
+    rest (on a cluster, counting every text again was a fifth of the driver's work a chunk)."""
 
     @property
     def calls_ahead(self) -> int: ...
 
-    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None) -> object: ...
+    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None, *,
+                              known_counts: Mapping[str, int] | None = None) -> object: ...
 
     def collect(self, call: object) -> np.ndarray: ...
 

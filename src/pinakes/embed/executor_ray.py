@@ -41,7 +41,7 @@ import contextlib
 import os
 import socket
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -407,12 +407,15 @@ class RayEmbedder:
         the workers; a batch whose worker dies is sent to another."""
         return self.collect(self.embed_documents_async(texts, batch_size))
 
-    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None) -> EmbedCall:
+    def embed_documents_async(self, texts: Sequence[str], batch_size: int | None = None, *,
+                              known_counts: Mapping[str, int] | None = None) -> EmbedCall:
         """Queue `texts`' model batches behind every call not yet collected and start what the
-        workers have room for; `collect` gives the rows."""
+        workers have room for; `collect` gives the rows. Batches are planned on token counts:
+        `known_counts`' where it has them (embed/base.py `DispatchAhead`), the rest counted here."""
         import numpy as np
 
         from pinakes.embed._common import plan_batches
+        from pinakes.embed.tokens import known_or_counted
 
         self._require_workers()
         size = batch_size or self.batch_size
@@ -422,7 +425,8 @@ class RayEmbedder:
         size = max(MIN_BATCH_TEXTS, min(size, -(-len(texts) // len(self._workers))))
         call = EmbedCall(list(texts), np.empty((len(texts), self.identity.dim), dtype=np.float32), size)
         if texts:
-            batches = plan_batches(self._counter.count_batch(call.texts), self._counter.special_tokens, size)
+            counts = known_or_counted(self._counter.count_batch, call.texts, known_counts or {})
+            batches = plan_batches(counts, self._counter.special_tokens, size)
             call.outstanding = len(batches)
             self._queued.extend((call, indices) for indices in batches)
             self._dispatch()

@@ -9,7 +9,7 @@ model's tokenizer with truncation and padding switched off, counting without spe
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -86,6 +86,17 @@ class TokenCounter:
         # of the chunker's counting, which is a large part of a sync's driver work (docs/perf/writer.md).
         encodings = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         return [len(encoding.ids) for encoding in encodings]
+
+
+def known_or_counted(count_batch: Callable[[Sequence[str]], list[int]], texts: Sequence[str],
+                     known: Mapping[str, int]) -> list[int]:
+    """Each text's token count: `known`'s where it has one (the same number the tokenizer gives),
+    the rest counted in one `count_batch` call."""
+    unknown = [text for text in texts if text not in known]
+    if not unknown:
+        return [known[text] for text in texts]
+    counted = iter(count_batch(unknown))
+    return [known[text] if text in known else next(counted) for text in texts]
 
 
 # Tokenizer components (their `type` in tokenizer.json) that never join or split text across a run

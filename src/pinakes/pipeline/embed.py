@@ -25,6 +25,7 @@ import numpy as np
 from pinakes.chunking import Chunk
 from pinakes.embed.base import DispatchAhead
 from pinakes.embed.remote_identity import model_meta
+from pinakes.embed.tokens import known_or_counted
 from pinakes.errors import PinakesError
 from pinakes.extract.front_matter import document_front_matter
 from pinakes.extract.registry import EXTRACTORS
@@ -42,7 +43,6 @@ from pinakes.pipeline.types import Chunked, DocWork, Embedded
 from pinakes.pipeline.vector_reuse import ReusePlan, VectorReuse, open_reuse
 
 if TYPE_CHECKING:
-    from pinakes.embed.base import Embedder
     from pinakes.pipeline.report import SyncReport
     from pinakes.pipeline.run import SyncContext
     from pinakes.sidecar.model import Sidecar
@@ -202,7 +202,7 @@ def compute_vectors(ctx: SyncContext, texts: Sequence[str], advanced: Callable[[
     batch_size = ctx.manifest.embedding.batch_size
     if len(texts) <= EMBED_SLICE_CHUNKS:
         return embedder.embed_documents(texts, batch_size=batch_size)
-    counts = _token_counts(embedder, texts, known_counts or {})
+    counts = known_or_counted(embedder.count_tokens_batch, texts, known_counts or {})
     order = sorted(range(len(texts)), key=counts.__getitem__, reverse=True)
     rows: np.ndarray | None = None
     for start in range(0, len(order), EMBED_SLICE_CHUNKS):
@@ -215,14 +215,6 @@ def compute_vectors(ctx: SyncContext, texts: Sequence[str], advanced: Callable[[
             advanced(len(positions))
     assert rows is not None  # more than EMBED_SLICE_CHUNKS texts: at least one call ran
     return rows
-
-
-def _token_counts(embedder: Embedder, texts: Sequence[str], known: Mapping[str, int]) -> list[int]:
-    unknown = [text for text in texts if text not in known]
-    if not unknown:
-        return [known[text] for text in texts]
-    counted = iter(embedder.count_tokens_batch(unknown))
-    return [known[text] if text in known else next(counted) for text in texts]
 
 
 def _batch_texts(ctx: SyncContext, batch: list[Chunked]) -> tuple[dict[str, list[str]], list[str], dict[str, int]]:
@@ -282,12 +274,13 @@ def _embed_ahead(ctx: SyncContext, run: EmbedRun, embedder: DispatchAhead, docum
     sent: set[bytes] = set()
     try:
         for batch in _cross_document_batches(documents):
-            contexts, texts, _known = _batch_texts(ctx, batch)
+            contexts, texts, known_counts = _batch_texts(ctx, batch)
             ctx.progress.document(batch[0].work.path, phase="embedding", others=len(batch) - 1)
             plan = reuse.plan(texts, sent)
             sent.update(plan.misses)
             call = (embedder.embed_documents_async(list(plan.misses.values()),
-                                                   batch_size=ctx.manifest.embedding.batch_size)
+                                                   batch_size=ctx.manifest.embedding.batch_size,
+                                                   known_counts=known_counts)
                     if plan.misses else None)
             pending.append(_Submitted(batch, contexts, plan, call))
             if len(pending) >= embedder.calls_ahead:
