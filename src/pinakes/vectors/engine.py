@@ -35,6 +35,7 @@ EXPANSION_SEARCH = 1536
 
 class _Matches(Protocol):
     keys: NDArray[np.uint64]
+    distances: NDArray[np.float32]
 
 
 class AnnIndex(Protocol):
