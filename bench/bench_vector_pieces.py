@@ -19,6 +19,11 @@ the SAME rows and queries in the same run.
   and recall@10 against the exact top 10.
 - `--update`: then, in a third fresh process, an update in place (10 documents in the middle leave,
   2,000 rows are added after the last, in a transaction rolled back afterwards): its peak.
+- `--child load --load-method temp-copy|view-copy --piece-rows N` (run by hand after a run): the
+  file's largest piece loaded to be updated, the product's way (a kernel copy to a temp file the
+  library loads from its path) or viewed in a mapping and copied; the VmHWM of each.
+- Beside the latency, the candidate step alone as the product asks it (a loop over the pieces) and
+  as usearch's `Indexes` would (the pieces merged, searched in C++), one thread each.
 Ratios are against the first setting. Times on a loaded 2-core machine measure the load as well.
 """
 
@@ -150,7 +155,32 @@ def child_search(work: Path, piece_rows: int) -> dict[str, object]:
         recalls.append(len({chunk for chunk, _ in found} & set(exact.tolist())) / TOP)
     return {"p50_ms": round(1000 * float(np.percentile(times, 50)), 2),
             "p95_ms": round(1000 * float(np.percentile(times, 95)), 2),
-            "recall_at_10": round(float(np.mean(recalls)), 4), "pieces": len(opened.pieces)}
+            "recall_at_10": round(float(np.mean(recalls)), 4), "pieces": len(opened.pieces),
+            **candidates_loop_against_indexes(opened, saved["queries"])}
+
+
+def candidates_loop_against_indexes(opened: object, asked: np.ndarray) -> dict[str, object]:
+    """The candidate step alone (50 keys a query), as the product asks it (a loop over the pieces,
+    merged by distance in NumPy) against usearch's `Indexes` (the pieces merged, searched in C++),
+    both on one thread, alternated query by query; and whether they return the same keys."""
+    from usearch.index import Indexes
+
+    from pinakes.vectors.approximate import MIN_CANDIDATES, OpenVectorFile
+
+    assert isinstance(opened, OpenVectorFile)
+    merged = Indexes(indexes=opened.pieces)  # pyright: ignore[reportArgumentType]
+    loop_times, merged_times, same = [], [], 0
+    for query in asked:
+        started = time.perf_counter()
+        mine = opened.search(query, MIN_CANDIDATES)
+        loop_times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        theirs = np.asarray(merged.search(query, MIN_CANDIDATES, threads=1).keys, dtype=np.int64).reshape(-1)
+        merged_times.append(time.perf_counter() - started)
+        same += set(mine.tolist()) == set(theirs.tolist())
+    return {"candidates_loop_p50_ms": round(1000 * float(np.percentile(loop_times, 50)), 2),
+            "candidates_indexes_p50_ms": round(1000 * float(np.percentile(merged_times, 50)), 2),
+            "candidates_same_keys": f"{same}/{len(asked)}"}
 
 
 def child_update(work: Path, piece_rows: int, threads: int) -> dict[str, object]:
@@ -183,6 +213,34 @@ def child_update(work: Path, piece_rows: int, threads: int) -> dict[str, object]
             "update_seconds": round(seconds, 1), "update_pieces_written": report.pieces_written}
 
 
+def child_load(work: Path, piece_rows: int, method: str) -> dict[str, object]:
+    """The file's largest piece into memory to be updated, by `method`: `temp-copy` (the product's:
+    its bytes copied by the kernel to a temp file the library loads from its path) or `view-copy`
+    (viewed in a mapping of the file, then copied by the library)."""
+    import mmap
+
+    from pinakes.vectors import engine
+    from pinakes.vectors.build import _load_piece  # pyright: ignore[reportPrivateUsage]
+    from pinakes.vectors.fileformat import read_header, vector_file_path
+
+    path = vector_file_path(work / f"pieces-{piece_rows}")
+    header = read_header(path)
+    piece = max(header.pieces, key=lambda item: item.rows)
+    engine.load_library()
+    before = memory()
+    index = engine.new_index(header.dim, header.params)
+    if method == "temp-copy":
+        _load_piece(index, path, piece)
+    else:
+        with open(path, "rb") as handle:
+            mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        view = memoryview(mapping)[piece.offset:piece.offset + piece.size]
+        index.view(view)
+        index = index.copy()  # pyright: ignore[reportAttributeAccessIssue]
+    loaded = memory()
+    return {"method": method, "piece_rows": piece.rows, "before": before, "loaded": loaded, "rows_held": len(index)}
+
+
 def run_child(kind: str, work: Path, piece_rows: int, threads: int) -> dict[str, object]:
     done = subprocess.run([sys.executable, __file__, "--child", kind, "--work", str(work), "--piece-rows",
                            str(piece_rows), "--threads", str(threads)], capture_output=True, text=True, check=False)
@@ -201,13 +259,17 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-vector-pieces"))
     parser.add_argument("--skip-search", action="store_true")
     parser.add_argument("--update", action="store_true", help="then an update in place, in a fresh process")
-    parser.add_argument("--child", choices=("build", "search", "update"))
+    parser.add_argument("--child", choices=("build", "search", "update", "load"))
+    parser.add_argument("--load-method", choices=("temp-copy", "view-copy"), default="temp-copy")
     args = parser.parse_args()
     if args.child == "build":
         print(json.dumps(child_build(args.work, args.piece_rows[0], args.threads)))
         return
     if args.child == "search":
         print(json.dumps(child_search(args.work, args.piece_rows[0])))
+        return
+    if args.child == "load":
+        print(json.dumps(child_load(args.work, args.piece_rows[0], args.load_method)))
         return
     if args.child == "update":
         print(json.dumps(child_update(args.work, args.piece_rows[0], args.threads)))
