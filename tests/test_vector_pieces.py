@@ -260,3 +260,18 @@ def test_a_build_and_an_update_hold_one_piece_at_a_time(kb: tuple[Path, Clustere
     report = sync(root, embedder)
     _, written = updated_note(report.notes)
     assert written >= 3 and counted.most == 1 and counted.live == 0
+
+
+def test_pieces_left_small_by_removals_are_built_whole_again(kb: tuple[Path, ClusteredEmbedder],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """An update never merges pieces; once removals leave more than twice the pieces the rows need,
+    the file is built whole (searches ask every piece, so their count is latency)."""
+    root, embedder = kb
+    monkeypatch.setattr(vector_build, "INCREMENTAL_MAX_SHARE", 1.0)  # every change small enough to update
+    pieces = len(pieces_of(root).pieces)
+    kept = {f"docs/d{n:04d}.md" for n in (0, 12, 25, 39)}  # a document in each of several pieces
+    report = delete_documents(root, [f"docs/d{n:04d}.md" for n in range(40) if f"docs/d{n:04d}.md" not in kept],
+                              embedder)
+    assert any("built whole" in note and "removals left them small" in note for note in report.notes), report.notes
+    after = pieces_of(root)
+    assert len(after.pieces) == 1 < pieces and after.rows == sum(len(chunk_ids_of(root, path)) for path in kept)

@@ -12,7 +12,8 @@ wiring in the module docstring of pinakes.vectors):
   the removed and changed rows removed and the new ones added (HNSW adds without a rebuild; its
   removals are marks the search skips) and is saved; the others are copied byte for byte. New ids
   above every piece's rows fill the last piece up to `PIECE_ROWS`, then start new pieces;
-- anything else (no file, a damaged one, another model, too much changed) is built whole: the rows
+- anything else (no file, a damaged one, another model, too much changed, or more than twice the
+  pieces its rows need, left small by removals) is built whole: the rows
   streamed in id order fill a piece of `PIECE_ROWS`, which is saved, copied into the file and freed
   before the next one is started.
 
@@ -103,14 +104,18 @@ def refresh_vector_file(conn: sqlite3.Connection, pinakes_dir: Path, identity: M
         written = [0]
         if previous is not None and changes is not None:
             added, removed = changes
-            if len(added) + len(removed) <= INCREMENTAL_MAX_SHARE * max(1, len(keys)):
+            fragmented = len(previous[0].pieces) > 2 * -(-len(keys) // piece_rows) + 1
+            if fragmented:
+                why = f"{len(previous[0].pieces)} pieces hold {len(keys)} rows: removals left them small"
+            elif len(added) + len(removed) <= INCREMENTAL_MAX_SHARE * max(1, len(keys)):
                 pieces = _updated_pieces(conn, path, previous[0], previous[1], keys, added, removed,
                                          piece_rows, threads, written)
                 header = _write(path, pieces, keys, key, identity, params, dim)
                 return RefreshReport("incremental", len(keys), len(added), len(removed),
                                      time.perf_counter() - started, header.file_bytes, pieces=len(header.pieces),
                                      pieces_written=written[0])
-            why = f"{len(added) + len(removed)} of {len(keys)} rows changed"
+            else:
+                why = f"{len(added) + len(removed)} of {len(keys)} rows changed"
         header = _write(path, _built_pieces(conn, keys, dim, params, piece_rows, threads, written), keys, key,
                         identity, params, dim)
     return RefreshReport("full", len(keys), len(keys), 0, time.perf_counter() - started, header.file_bytes, why,
