@@ -22,6 +22,8 @@ the SAME rows and queries in the same run.
 - `--child load --load-method temp-copy|view-copy --piece-rows N` (run by hand after a run): the
   file's largest piece loaded to be updated, the product's way (a kernel copy to a temp file the
   library loads from its path) or viewed in a mapping and copied; the VmHWM of each.
+- `--child search --breadth B --piece-rows N`: the search alone, each piece at breadth B (a lever
+  measured, not shipped).
 - Beside the latency, the candidate step alone as the product asks it (a loop over the pieces) and
   as usearch's `Indexes` would (the pieces merged, searched in C++), one thread each.
 Ratios are against the first setting. Times on a loaded 2-core machine measure the load as well.
@@ -133,9 +135,12 @@ def child_build(work: Path, piece_rows: int, threads: int) -> dict[str, object]:
             "cpu_s": round(time.process_time() - cpu, 1), "pieces": report.pieces, "bytes": report.file_bytes}
 
 
-def child_search(work: Path, piece_rows: int) -> dict[str, object]:
-    from pinakes.vectors import approximate_search, open_vector_file, vector_file_path, vectors_of
+def child_search(work: Path, piece_rows: int, breadth: int = 0) -> dict[str, object]:
+    from pinakes.vectors import approximate_search, engine, open_vector_file, vector_file_path, vectors_of
     from pinakes.vectors.fileformat import read_header
+
+    if breadth:  # a lever measured, not shipped: each piece searched at this breadth
+        engine.EXPANSION_SEARCH = breadth
 
     conn = sqlite3.connect(work / "index.db")
     saved = np.load(work / "queries.npz")
@@ -156,6 +161,7 @@ def child_search(work: Path, piece_rows: int) -> dict[str, object]:
     return {"p50_ms": round(1000 * float(np.percentile(times, 50)), 2),
             "p95_ms": round(1000 * float(np.percentile(times, 95)), 2),
             "recall_at_10": round(float(np.mean(recalls)), 4), "pieces": len(opened.pieces),
+            "breadth": engine.EXPANSION_SEARCH,
             **candidates_loop_against_indexes(opened, saved["queries"])}
 
 
@@ -270,13 +276,14 @@ def main() -> None:
     parser.add_argument("--skip-search", action="store_true")
     parser.add_argument("--update", action="store_true", help="then an update in place, in a fresh process")
     parser.add_argument("--child", choices=("build", "search", "update", "load"))
+    parser.add_argument("--breadth", type=int, default=0, help="search child: each piece's breadth (0: the product's)")
     parser.add_argument("--load-method", choices=("temp-copy", "view-copy"), default="temp-copy")
     args = parser.parse_args()
     if args.child == "build":
         print(json.dumps(child_build(args.work, args.piece_rows[0], args.threads)))
         return
     if args.child == "search":
-        print(json.dumps(child_search(args.work, args.piece_rows[0])))
+        print(json.dumps(child_search(args.work, args.piece_rows[0], args.breadth)))
         return
     if args.child == "load":
         print(json.dumps(child_load(args.work, args.piece_rows[0], args.load_method)))
