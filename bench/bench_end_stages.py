@@ -9,8 +9,9 @@ the stage (imports and an open index) and its VmHWM (peak) after it, from /proc.
 to (the graph is derived again; `ann-build` writes `.pinakes/vectors.ann`): use a copy.
 
 - `graph`: the graph derived in full (`pipeline.graph.derive_graph`, what a first sync runs).
-- `ann-load`: the vector file loaded whole into memory, as its incremental update does; the
-  size a whole build reaches at its end (a built index holds what a loaded one does).
+- `ann-load`: the vector file's pieces loaded into memory one at a time, as its incremental update
+  loads them; the peak is the largest piece, what a whole build reaches (a built index holds what a
+  loaded one does).
 - `ann-build`: the vector file built whole (`vectors.build.refresh_vector_file`, the sync's step;
   `--rows N`: of the first N active vectors only, to read the growth a row). Tens of CPU-minutes at 1M.
 - `twins`, `twins-matrix`: self-calibration's unanswerable twins (`TWINS` vector searches, each
@@ -62,17 +63,20 @@ def stage_graph(root: Path, _rows: int) -> dict[str, object]:
 
 def stage_ann_load(root: Path, _rows: int) -> dict[str, object]:
     from pinakes.vectors import engine
-    from pinakes.vectors.build import _load_whole  # pyright: ignore[reportPrivateUsage]
+    from pinakes.vectors.build import _load_piece  # pyright: ignore[reportPrivateUsage]
     from pinakes.vectors.fileformat import read_header, vector_file_path
 
     path = vector_file_path(root / ".pinakes")
     header = read_header(path)
     before = memory()
-    index = _load_whole(path, header.dim, header.params)
-    loaded = memory()
-    del index
-    return {"before": before, "loaded": loaded, "rows": header.rows, "file_bytes": header.file_bytes,
-            "library": engine.load_library()[0]}
+    for piece in header.pieces:  # as an update loads them: one at a time, each freed before the next
+        index = engine.new_index(header.dim, header.params)
+        _load_piece(index, path, piece)
+        index.reset()
+        del index
+    loaded = memory()  # its VmHWM: the largest piece
+    return {"before": before, "loaded": loaded, "rows": header.rows, "pieces": len(header.pieces),
+            "file_bytes": header.file_bytes, "library": engine.load_library()[0]}
 
 
 def stage_ann_build(root: Path, rows: int) -> dict[str, object]:

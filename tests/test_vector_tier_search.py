@@ -33,7 +33,7 @@ from pinakes.search import vectors as search_vectors
 from pinakes.search.core import Searcher, SearchSettings
 from pinakes.search.generation import Generation
 from pinakes.vectors import build as vector_build
-from pinakes.vectors import engine, expected_key, vectors_of
+from pinakes.vectors import expected_key, vectors_of
 from pinakes.vectors.approximate import MIN_CANDIDATES, OVERSAMPLE
 from pinakes.vectors.fileformat import FOOTER_BYTES, read_header, vector_file_path
 from pinakes.vectors.freshness import BELOW_THRESHOLD, META_KEY, NOT_BUILT, NOT_WANTED
@@ -354,8 +354,7 @@ def _file_best_among_allowed(generation: Generation, query: np.ndarray, limit: i
     opened = generation.vector_file
     assert opened is not None
     rows = opened.header.rows
-    opened.index.expansion_search = max(engine.EXPANSION_SEARCH, rows)
-    order = [int(key) for key in opened.index.search(query, rows, threads=1).keys]
+    order = [int(key) for key in opened.search(query, rows)]
     wanted = max(limit * OVERSAMPLE, MIN_CANDIDATES)
     kept = [key for key in order if key not in left_out][:wanted]
     ids, vectors = vectors_of(generation.conn, kept, opened.header.dim)

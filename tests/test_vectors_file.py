@@ -193,7 +193,7 @@ def test_a_sync_makes_the_file_stale_and_a_refresh_updates_it_in_place(tmp_path:
     hits = approximate_search(opened, np.frombuffer(vector, dtype=np.float32), 10, exact_rows)
     assert hits[0] == (new[0], pytest.approx(1.0, abs=1e-5))  # a new chunk is found, by itself first
     for chunk in gone:  # a deleted document's chunks never come back, even as candidates
-        ids = opened.index.search(np.random.default_rng(chunk).standard_normal(DIM).astype(np.float32), 500).keys
+        ids = opened.search(np.random.default_rng(chunk).standard_normal(DIM).astype(np.float32), 500)
         assert chunk not in set(ids.tolist())
     opened.close()
 

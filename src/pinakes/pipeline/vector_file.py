@@ -58,7 +58,8 @@ def refresh(ctx: SyncContext) -> RefreshReport | None:
     if report.mode in ("full", "incremental"):
         why = f" ({report.why_full})" if report.why_full else ""
         ctx.report.notes.append(
-            f"vector file {'built whole' if report.mode == 'full' else 'updated'}: {report.rows} rows, "
+            f"vector file {'built whole' if report.mode == 'full' else 'updated'}: {report.rows} rows in "
+            f"{report.pieces} {'piece' if report.pieces == 1 else 'pieces'} ({report.pieces_written} written), "
             f"+{report.added} -{report.removed} in {report.seconds:.1f}s{why}")
     return report
 

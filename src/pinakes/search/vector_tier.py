@@ -43,7 +43,6 @@ from pinakes.search.generation import Generation
 from pinakes.vectors import (
     VectorFileUnusable,
     approximate_candidates,
-    engine,
     fallback_note,
     vectors_of,
 )
@@ -190,8 +189,7 @@ def over_fetched(generation: Generation, query: NDArray[np.float32], limit: int,
     query = np.asarray(query, dtype=np.float32).reshape(-1)
     wanted = max(limit * OVERSAMPLE, MIN_CANDIDATES)
     asked = wanted + len(left_out)
-    opened.index.expansion_search = max(engine.EXPANSION_SEARCH, asked)
-    found = np.asarray(opened.index.search(query, asked, threads=1).keys, dtype=np.int64)
+    found = opened.search(query, asked)
     kept = found[~np.isin(found, left_out)][:wanted]
     ids, rows = exact_rows(kept)
     if len(ids) == 0:

@@ -9,9 +9,11 @@ built from (source.content_key), checked before every use (fileformat), swapped 
 not installed, search answers exactly and says so (approximate.fallback_note).
 
 Modules, by concern: `source` (the index's active vectors and their content key), `fileformat`
-(layout, footer, checksums, atomic write), `engine` (usearch, the one module that imports it),
-`build` (`refresh_vector_file`: unchanged, incremental or whole), `approximate` (open, search with
-exact rescoring, the fallback note), `freshness` (the key the last sync recorded). The names below
+(layout: the index as pieces of at most `build.PIECE_ROWS` rows, each owning a range of chunk ids;
+footer, checksums, atomic write), `engine` (usearch, the one module that imports it), `build`
+(`refresh_vector_file`: unchanged, incremental or whole, one piece in memory at a time: issue #45's
+memory bar), `approximate` (open, search every piece with exact rescoring, the fallback note),
+`freshness` (the key the last sync recorded). The names below
 are imported when first asked for, so that importing a light module of the package (a no-op sync
 asks `freshness` and reads a footer) does not import numpy.
 

@@ -9,7 +9,8 @@ holds is trusted before those checks pass.
 `approximate_search` keeps `search/vectors.py`'s contract: (chunk_id, cosine) best first, only
 positive cosines, at most `limit`, ties broken on chunk id. The cosines are exact (each candidate's
 float32 row read from the index and multiplied as the exact path does); only which rows are
-candidates is approximate, at recall@10 >= 0.98 measured on real vectors (docs/perf/vector-tiers.md).
+candidates is approximate (the nearest over every piece of the file, by the index's own distance),
+at recall@10 >= 0.98 measured on real vectors (docs/perf/vector-tiers.md).
 """
 
 from __future__ import annotations
@@ -37,18 +38,39 @@ ExactRows = Callable[[NDArray[np.int64]], tuple[NDArray[np.int64], NDArray[np.fl
 
 @dataclass
 class OpenVectorFile:
-    """A checked vector file, memory-mapped: the index's pages load as searches touch them."""
+    """A checked vector file, memory-mapped once as a whole: each piece's index is a view of its
+    range of the mapping, whose pages load as searches touch them."""
 
     path: Path
     header: Header
-    index: engine.AnnIndex
+    pieces: list[engine.AnnIndex]
     _mapping: mmap.mmap
-    _view: memoryview
+    _views: list[memoryview]
+
+    def search(self, query: NDArray[np.float32], count: int) -> NDArray[np.int64]:
+        """The `count` nearest chunk ids by the index's own (approximate) distance, nearest first,
+        over every piece: each is searched at the same breadth a single index would be (so a piece
+        misses no more than the whole would), and their answers merged by distance, which is the same
+        function of a row's int8 code in every piece."""
+        breadth = max(engine.EXPANSION_SEARCH, count)
+        keys: list[NDArray[np.int64]] = []
+        distances: list[NDArray[np.float32]] = []
+        for index in self.pieces:
+            index.expansion_search = breadth
+            found = index.search(query, count, threads=1)
+            keys.append(np.asarray(found.keys, dtype=np.int64))
+            distances.append(np.asarray(found.distances, dtype=np.float32))
+        if len(keys) == 1:
+            return keys[0]
+        merged_keys, merged_distances = np.concatenate(keys), np.concatenate(distances)
+        return merged_keys[np.lexsort((merged_keys, merged_distances))[:count]]
 
     def close(self) -> None:
-        """Release the mapping; the index answers nothing after this."""
-        self.index.reset()
-        self._view.release()
+        """Release the mapping; the indexes answer nothing after this."""
+        for index in self.pieces:
+            index.reset()
+        for view in self._views:
+            view.release()
         self._mapping.close()
 
 
@@ -56,7 +78,7 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
                      check_body: bool = True) -> OpenVectorFile:
     """The file at `path` when it is intact and answers for the rows whose content key is
     `expected_key`, under this model; VectorFileUnusable otherwise. `check_body=False` (a searching
-    process: docs/INVARIANTS.md) checks the footer, the sizes and the index's row count, not the
+    process: docs/INVARIANTS.md) checks the footer, the sizes and each piece's row count, not the
     checksum of every byte, which the step that wrote the file and doctor check."""
     header = read_header(path)
     if header.content_key != expected_key:
@@ -68,21 +90,25 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
     engine.load_library()
     with open(path, "rb") as handle:
         mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    view = memoryview(mapping)[:header.payload_bytes]
-    index = engine.new_index(header.dim, header.params)
+    indexes: list[engine.AnnIndex] = []
+    views: list[memoryview] = []
+    opened = OpenVectorFile(path, header, indexes, mapping, views)  # its close releases what is opened so far
     try:
-        index.view(view)
-        if len(index) < header.rows:
-            raise VectorFileUnusable("damaged", f"{path.name} holds {len(index)} rows, its footer says {header.rows}")
+        for number, piece in enumerate(header.pieces):
+            views.append(memoryview(mapping)[piece.offset:piece.offset + piece.size])
+            index = engine.new_index(header.dim, header.params)
+            indexes.append(index)
+            index.view(views[-1])
+            if len(index) < piece.rows:
+                raise VectorFileUnusable("damaged", f"{path.name}'s piece {number} holds {len(index)} rows, its "
+                                                    f"footer says {piece.rows}")
     except VectorFileUnusable:
-        view.release()
-        mapping.close()
+        opened.close()
         raise
     except (RuntimeError, ValueError) as exc:
-        view.release()
-        mapping.close()
-        raise VectorFileUnusable("damaged", f"{path.name}'s index does not load ({exc})") from exc
-    return OpenVectorFile(path, header, index, mapping, view)
+        opened.close()
+        raise VectorFileUnusable("damaged", f"{path.name}'s piece {len(indexes) - 1} does not load ({exc})") from exc
+    return opened
 
 
 def approximate_search(opened: OpenVectorFile, query: NDArray[np.float32], limit: int,
@@ -104,9 +130,7 @@ def approximate_candidates(opened: OpenVectorFile, query: NDArray[np.float32], l
     if query.shape[0] != opened.header.dim:
         raise ValueError(f"the query vector has {query.shape[0]} dimensions, the vector file {opened.header.dim}")
     wanted = max(limit * OVERSAMPLE, MIN_CANDIDATES)
-    opened.index.expansion_search = max(engine.EXPANSION_SEARCH, wanted)
-    found = opened.index.search(query, wanted, threads=1)
-    ids, rows = exact_rows(np.asarray(found.keys, dtype=np.int64))
+    ids, rows = exact_rows(opened.search(query, wanted))
     if len(ids) == 0:
         return empty
     scores = rows @ query

@@ -30,11 +30,14 @@ DEFAULT_PARAMS: Mapping[str, object] = {"metric": "cos", "dtype": "i8", "connect
 # path end to end (the step's build, an in-place update, rescoring from SQLite) 0.9785 and 0.977 at
 # 1024, 0.982 at 1536 and at 2048 (same build), p50 3.3 / 4.1 / 4.7 ms. More candidates gain nothing:
 # the missed neighbours are not in the beam, so breadth is the lever. 101k real: 0.9965 at 512.
+# Every piece of the file is searched at it (so a search costs ~pieces x one; a smaller breadth per
+# piece is measured in docs/perf/vector-tiers.md, vecpieces, and not shipped).
 EXPANSION_SEARCH = 1536
 
 
 class _Matches(Protocol):
     keys: NDArray[np.uint64]
+    distances: NDArray[np.float32]
 
 
 class AnnIndex(Protocol):

@@ -2,17 +2,26 @@
 
 Layout, front to back:
 
-    payload   the approximate index as its library saves it (usearch: HNSW graph + int8 vectors),
-              at offset 0, so it can be memory-mapped where it lies
+    pieces    the approximate index as several usearch indexes ("pieces"), each as its library saves
+              it (HNSW graph + int8 vectors), each at an 8-byte aligned offset, so each can be
+              memory-mapped where it lies. A piece owns a range of chunk ids [from_id, to_id): the
+              ranges are contiguous, ascending, and cover every id (the first from 0, the last to
+              `MAX_ID`). A piece holds at most the builder's PIECE_ROWS rows (a few more after an
+              update that re-adds rows inside its range), so a build or an update holds one piece
+              in memory at a time, never the whole index (issue #45's memory bar).
     ids       the chunk id (int64) of every row, ascending, 8-byte aligned
     checksums each row's 64-bit `embeddings.checksum` (uint64), same order: what an update diffs
     footer    the last FOOTER_BYTES: MAGIC, xxh3-64 of the JSON, its length (u32 LE), the JSON
-              (`Header`), zero padding
+              (`Header`, with every piece's offset, bytes, rows and id range), zero padding
 
 The footer is read first and checked by its own checksum; `body_xxh3_128` covers every byte before
-it (payload, ids, checksums). A file that fails either, or whose sizes disagree with its footer, is
-damaged: search answers exactly instead and the next sync rebuilds it. A footer at the end (not a
-header at the front) is what lets the library save its payload straight to the temp file.
+it (pieces, ids, checksums). A file that fails either, whose pieces do not tile their ids and
+offsets, or whose sizes disagree with its footer, is damaged: search answers exactly instead and
+the next sync rebuilds it. A footer at the end (not a header at the front) is what lets each piece
+be copied into place as the library saved it, without holding it in memory.
+
+Format 2 (pieces) replaced format 1 (one index at offset 0): a format-1 file is "stale", search
+answers exactly until the next sync, which builds the file whole in the new format.
 
 The file is derived and disposable, like the index beside it: deleting it costs a rebuild, never
 data. Nothing in it is read without the checks above passing first.
@@ -20,10 +29,12 @@ data. Nothing in it is read without the checks above passing first.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -34,15 +45,19 @@ if TYPE_CHECKING:  # numpy only where rows are written or read: reading a footer
     import numpy as np
     from numpy.typing import NDArray
 
-from pinakes.atomic import atomic_write_file
+from pinakes.atomic import atomic_write_file, temp_name_for
 from pinakes.faults import faultpoint
 
 FILE_NAME = "vectors.ann"
 MAGIC = b"PNKVANN1"
-FORMAT_VERSION = 1
-FOOTER_BYTES = 4096
+FORMAT_VERSION = 2
+# The footer's block: ~50 bytes of JSON a piece, so room for ~300 pieces (~80M rows at 2^18 a piece).
+FOOTER_BYTES = 16_384
+MAX_ID = 2**63 - 1  # the last piece's range ends here: every id above the others' ranges is its
+_FORMAT_1_FOOTER_BYTES = 4096  # format 1's block, read only to call such a file stale
 _PREFIX = struct.Struct("<8s8sI")  # magic, xxh3-64 of the JSON, JSON length
 _READ_BYTES = 8 << 20
+_COPY_BYTES = 1 << 20  # the buffer of a copy where the kernel cannot copy between files itself
 
 
 class VectorFileUnusable(Exception):
@@ -56,6 +71,32 @@ class VectorFileUnusable(Exception):
 
 
 @dataclass(frozen=True)
+class Piece:
+    """Where one piece lies in the file and which chunk ids it owns: [from_id, to_id)."""
+
+    offset: int
+    size: int
+    rows: int
+    from_id: int
+    to_id: int
+
+    def as_list(self) -> list[int]:
+        return [self.offset, self.size, self.rows, self.from_id, self.to_id]
+
+
+@dataclass(frozen=True)
+class PieceContent:
+    """A piece to write: saved by the library to a path (`save`), or copied byte for byte from a
+    range of another file (`copy_from`: path, offset, size), an unchanged piece of the old file."""
+
+    rows: int
+    from_id: int
+    to_id: int
+    save: Callable[[Path], object] | None = None
+    copy_from: tuple[Path, int, int] | None = None
+
+
+@dataclass(frozen=True)
 class Header:
     """The footer's JSON: what the file holds and what it was built from."""
 
@@ -65,11 +106,16 @@ class Header:
     content_key: str  # source.content_key of the rows it was built from
     params: Mapping[str, object]
     identity: Mapping[str, str]  # the embedding model's meta (embed/base.py identity_meta)
-    payload_bytes: int = 0
+    pieces: tuple[Piece, ...] = ()
     ids_offset: int = 0
     body_xxh3_128: str = ""
     format_version: int = FORMAT_VERSION
     extra: Mapping[str, object] = field(default_factory=lambda: {})
+
+    @property
+    def payload_bytes(self) -> int:
+        """The pieces' own bytes, without the padding between them."""
+        return sum(piece.size for piece in self.pieces)
 
     @property
     def footer_offset(self) -> int:
@@ -84,24 +130,43 @@ def vector_file_path(pinakes_dir: Path) -> Path:
     return pinakes_dir / FILE_NAME
 
 
-def write_vector_file(path: Path, header: Header, save_payload: Callable[[Path], object],
+def write_vector_file(path: Path, header: Header, pieces: Iterable[PieceContent],
                       chunk_ids: NDArray[np.int64], checksums: NDArray[np.uint64]) -> Header:
-    """Write the file atomically: the payload as `save_payload(temp_path)` saves it, then ids,
-    checksums and the footer. Returns the header as written (offsets and checksum filled in)."""
+    """Write the file atomically: each piece in turn (saved to a temp file of its own, then copied
+    in by the kernel, so its bytes are never held in this process), then ids, checksums and the
+    footer. `pieces` is iterated lazily: a builder that yields one piece at a time and frees it when
+    asked for the next holds one at a time. Returns the header as written."""
     import numpy as np
 
     written: list[Header] = []
 
     def fill(temp: Path, fd: int) -> None:
-        save_payload(temp)
-        payload_bytes = os.lseek(fd, 0, os.SEEK_END)
-        padding = -payload_bytes % 8
-        _write_all(fd, b"\0" * padding)
+        laid: list[Piece] = []
+        for content in pieces:
+            offset = os.lseek(fd, 0, os.SEEK_END)
+            _write_all(fd, b"\0" * (-offset % 8))
+            offset += -offset % 8
+            if content.save is not None:
+                with piece_temp(path) as piece_path:
+                    content.save(piece_path)
+                    size = _append_file(piece_path, fd)
+            elif content.copy_from is not None:
+                source, source_offset, size = content.copy_from
+                with open(source, "rb") as handle:
+                    copy_range(handle.fileno(), source_offset, size, fd)
+            else:
+                raise ValueError("a piece to write has neither a save nor a range to copy")
+            laid.append(Piece(offset, size, content.rows, content.from_id, content.to_id))
+            del content  # before the next is asked for: a builder frees a piece only when nothing holds it
+        end = os.lseek(fd, 0, os.SEEK_END)
+        _write_all(fd, b"\0" * (-end % 8))
+        ids_offset = end + -end % 8
         _write_all(fd, np.ascontiguousarray(chunk_ids, dtype="<i8").tobytes())
         _write_all(fd, np.ascontiguousarray(checksums, dtype="<u8").tobytes())
         body_end = os.lseek(fd, 0, os.SEEK_CUR)
-        final = replace(header, payload_bytes=payload_bytes, ids_offset=payload_bytes + padding,
-                        rows=int(chunk_ids.shape[0]), body_xxh3_128=_body_digest(temp, body_end))
+        final = replace(header, pieces=tuple(laid), ids_offset=ids_offset, rows=int(chunk_ids.shape[0]),
+                        body_xxh3_128=_body_digest(temp, body_end))
+        _check_pieces(final)  # a writer's own mistake is caught before a reader could meet it
         faultpoint("vectors.before-footer")  # a writer killed here leaves a temp file, never a target
         _write_all(fd, _footer(final))
         written.append(final)
@@ -110,22 +175,72 @@ def write_vector_file(path: Path, header: Header, save_payload: Callable[[Path],
     return written[0]
 
 
+@contextlib.contextmanager
+def piece_temp(target: Path) -> Generator[Path]:
+    """A temp file beside `target` for the library to save one piece to, named and locked as the
+    atomic writer's own (pinakes.atomic), so a sweep takes it only when its writer died."""
+    temp = target.with_name(temp_name_for(f"{target.name}-piece"))
+    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        with contextlib.suppress(ImportError, OSError):  # no locks: the sweep's age rule still holds
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield temp
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        os.close(fd)
+
+
+def _append_file(source: Path, fd: int) -> int:
+    """Copy the whole of `source` to the end of `fd`; its size."""
+    with open(source, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        copy_range(handle.fileno(), 0, size, fd)
+    return size
+
+
+def copy_range(source_fd: int, offset: int, size: int, fd: int) -> None:
+    """`size` bytes of `source_fd` from `offset` to the end of `fd`: by the kernel where it can
+    (copy_file_range: no bytes pass through this process), else through a small buffer."""
+    left = size
+    copy_file_range = getattr(os, "copy_file_range", None)
+    while left > 0 and copy_file_range is not None:
+        try:
+            done = copy_file_range(source_fd, fd, left, offset + size - left)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
+                raise
+            break
+        if done == 0:
+            raise VectorFileUnusable("damaged", "a piece's source ended before its size")
+        left -= done
+    while left > 0:
+        block = os.pread(source_fd, min(_COPY_BYTES, left), offset + size - left)
+        if not block:
+            raise VectorFileUnusable("damaged", "a piece's source ended before its size")
+        _write_all(fd, block)
+        left -= len(block)
+
+
 def read_header(path: Path) -> Header:
     """The footer of `path`, checked against itself and the file's size (not yet the body)."""
     try:
         size = path.stat().st_size
         with open(path, "rb") as handle:
-            if size < FOOTER_BYTES:
-                raise VectorFileUnusable("damaged", f"{path.name} is {size} bytes, shorter than its footer")
-            handle.seek(size - FOOTER_BYTES)
-            block = handle.read(FOOTER_BYTES)
+            handle.seek(max(0, size - FOOTER_BYTES))
+            tail = handle.read(FOOTER_BYTES)
     except FileNotFoundError as exc:
         raise VectorFileUnusable("missing", f"{path.name} does not exist") from exc
     except OSError as exc:
         raise VectorFileUnusable("damaged", f"{path.name} could not be read ({exc.strerror})") from exc
-    magic, digest, length = _PREFIX.unpack_from(block)
-    text = block[_PREFIX.size:_PREFIX.size + length]
-    if magic != MAGIC or length > FOOTER_BYTES - _PREFIX.size or xxhash.xxh3_64_digest(text) != digest:
+    text = _footer_text(tail, FOOTER_BYTES)
+    if text is None:
+        legacy = _footer_text(tail[-_FORMAT_1_FOOTER_BYTES:], _FORMAT_1_FOOTER_BYTES)
+        if legacy is not None and b'"format_version": 1' in legacy:
+            raise VectorFileUnusable("stale", f"{path.name} is format 1 (one index), this build reads "
+                                              f"{FORMAT_VERSION} (pieces)")
         raise VectorFileUnusable("damaged", f"{path.name} has no intact footer")
     try:
         header = _header_from(json.loads(text))
@@ -136,7 +251,30 @@ def read_header(path: Path) -> Header:
                                           f"{FORMAT_VERSION}")
     if header.file_bytes != size:
         raise VectorFileUnusable("damaged", f"{path.name} is {size} bytes, its footer says {header.file_bytes}")
+    try:
+        _check_pieces(header)
+    except ValueError as exc:
+        raise VectorFileUnusable("damaged", f"{path.name}'s pieces {exc}") from exc
     return header
+
+
+def _check_pieces(header: Header) -> None:
+    """The pieces tile the ids (contiguous ranges from 0 to MAX_ID) and lie in order, aligned,
+    before the ids section, their rows adding up to the file's: ValueError saying how not."""
+    if not header.pieces:
+        raise ValueError("are none")
+    if sum(piece.rows for piece in header.pieces) != header.rows:
+        raise ValueError(f"hold {sum(piece.rows for piece in header.pieces)} rows, the file {header.rows}")
+    if header.pieces[0].from_id != 0 or header.pieces[-1].to_id != MAX_ID:
+        raise ValueError("do not cover every chunk id")
+    end = 0
+    for number, piece in enumerate(header.pieces):
+        if piece.offset % 8 or piece.offset < end or piece.from_id >= piece.to_id or (
+                number and piece.from_id != header.pieces[number - 1].to_id):
+            raise ValueError(f"do not tile the file or the ids (piece {number})")
+        end = piece.offset + piece.size
+    if end > header.ids_offset or header.ids_offset % 8:
+        raise ValueError("overlap the ids")
 
 
 def verify_body(path: Path, header: Header) -> None:
@@ -169,7 +307,7 @@ def _header_from(parsed: object) -> Header:
     expected = {item.name for item in fields(Header)}
     if set(values) != expected:
         raise TypeError(f"the footer's fields are {sorted(values)}, not {sorted(expected)}")
-    numbers = {name: values[name] for name in ("dim", "rows", "payload_bytes", "ids_offset", "format_version")}
+    numbers = {name: values[name] for name in ("dim", "rows", "ids_offset", "format_version")}
     texts = {name: values[name] for name in ("library", "content_key", "body_xxh3_128")}
     maps = {name: values[name] for name in ("params", "identity", "extra")}
     if not all(isinstance(value, int) and value >= 0 for value in numbers.values()):
@@ -178,17 +316,36 @@ def _header_from(parsed: object) -> Header:
             isinstance(value, dict) for value in maps.values()):
         raise TypeError("a field of the footer is not of its type")
     identity = cast("dict[str, object]", maps["identity"])
+    pieces = values["pieces"]
+    if not isinstance(pieces, list) or not all(
+            isinstance(piece, list) and len(cast("list[object]", piece)) == 5
+            and all(isinstance(number, int) and number >= 0 for number in cast("list[object]", piece))
+            for piece in cast("list[object]", pieces)):
+        raise TypeError("the footer's pieces are not lists of five non-negative integers")
     return Header(
         library=cast("str", texts["library"]), dim=cast("int", numbers["dim"]), rows=cast("int", numbers["rows"]),
         content_key=cast("str", texts["content_key"]), params=cast("dict[str, object]", maps["params"]),
         identity={str(key): str(value) for key, value in identity.items()},
-        payload_bytes=cast("int", numbers["payload_bytes"]), ids_offset=cast("int", numbers["ids_offset"]),
+        pieces=tuple(Piece(*cast("list[int]", piece)) for piece in cast("list[object]", pieces)),
+        ids_offset=cast("int", numbers["ids_offset"]),
         body_xxh3_128=cast("str", texts["body_xxh3_128"]), format_version=cast("int", numbers["format_version"]),
         extra=cast("dict[str, object]", maps["extra"]))
 
 
+def _footer_text(block: bytes, block_bytes: int) -> bytes | None:
+    """The JSON of a footer block of `block_bytes`, when the block is whole and matches its checksum."""
+    if len(block) != block_bytes:
+        return None
+    magic, digest, length = _PREFIX.unpack_from(block)
+    text = block[_PREFIX.size:_PREFIX.size + length]
+    if magic != MAGIC or length > block_bytes - _PREFIX.size or xxhash.xxh3_64_digest(text) != digest:
+        return None
+    return text
+
+
 def _footer(header: Header) -> bytes:
-    text = json.dumps(asdict(header), sort_keys=True).encode()
+    fields_of = {**asdict(header), "pieces": [piece.as_list() for piece in header.pieces]}
+    text = json.dumps(fields_of, sort_keys=True, separators=(",", ":")).encode()
     if len(text) > FOOTER_BYTES - _PREFIX.size:
         raise ValueError("the vector file's footer does not fit its block")
     block = _PREFIX.pack(MAGIC, xxhash.xxh3_64_digest(text), len(text)) + text

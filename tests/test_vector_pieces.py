@@ -1,0 +1,277 @@
+"""The vector file in pieces (issue #45's memory bar): a file of several usearch indexes, each of at
+most `PIECE_ROWS` rows, built and updated one piece at a time, searched piece by piece.
+
+`PIECE_ROWS` is made small (50) so a KB of a few hundred chunks has several pieces; the threshold is
+lowered as in the other vector-file tests. KBs are built by the real sync, whose `vectors` step
+builds and updates the file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import weakref
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xxhash
+
+import pinakes.embed
+from pinakes.index import schema
+from pinakes.kb import KBPaths
+from pinakes.search.vectors import load_matrix, vector_search
+from pinakes.vectors import approximate_search, engine, vector_file_path
+from pinakes.vectors import build as vector_build
+from pinakes.vectors.fileformat import MAGIC, Header, VectorFileUnusable, read_header
+from tests.kb_helpers import delete_documents, sync, write_documents
+from tests.test_vector_tier_search import (
+    EXACT_NOTE,
+    QUERIES,
+    build_auto_kb,
+    exact_answers,
+    pnk_search,
+    same_passages,
+)
+from tests.test_vectors_file import (
+    CLUSTERS,
+    DIM,
+    ClusteredEmbedder,
+    chunk_ids_of,
+    corpus,
+    exact_rows_from,
+    flip_byte,
+    open_file,
+)
+
+if importlib.util.find_spec("usearch") is None:  # not imported here: only through vectors/engine.py,
+    pytest.skip("usearch is not installed", allow_module_level=True)  # which imports onnxruntime first
+
+PIECE_ROWS = 50
+
+
+@pytest.fixture
+def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, ClusteredEmbedder]]:
+    """A KB of 40 documents (~240 chunks) whose vector file the sync built in pieces of 50 rows."""
+    monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
+    monkeypatch.setattr(vector_build, "PIECE_ROWS", PIECE_ROWS)
+    embedder = ClusteredEmbedder()
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+    root = tmp_path / "kb"
+    build_auto_kb(root, 40, embedder)
+    yield root, embedder
+
+
+def pieces_of(root: Path) -> Header:
+    return read_header(vector_file_path(KBPaths(root).state_dir))
+
+
+def queries(count: int, seed: int = 7) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centres = ClusteredEmbedder().centres
+    made = []
+    for _ in range(count):
+        query = centres[rng.integers(CLUSTERS)] + 0.6 * rng.standard_normal(DIM).astype(np.float32)
+        made.append((query / np.linalg.norm(query)).astype(np.float32))
+    return made
+
+
+def answers(root: Path, embedder: ClusteredEmbedder, asked: list[np.ndarray]) -> list[list[tuple[int, float]]]:
+    opened = open_file(root, embedder)
+    exact_rows = exact_rows_from(root)
+    try:
+        return [approximate_search(opened, query, 10, exact_rows) for query in asked]
+    finally:
+        opened.close()
+
+
+def recall_against_exact(root: Path, found: list[list[tuple[int, float]]], asked: list[np.ndarray]) -> float:
+    conn = schema.open_reader(KBPaths(root).index_db)
+    matrix = load_matrix(conn, DIM)
+    conn.close()
+    recalls = []
+    for query, approximate in zip(asked, found, strict=True):
+        exact = vector_search(matrix, query, 10)
+        recalls.append(len({c for c, _ in exact} & {c for c, _ in approximate}) / len(exact))
+    return float(np.mean(recalls))
+
+
+def test_a_file_in_pieces_answers_as_the_exact_search(kb: tuple[Path, ClusteredEmbedder],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    root, embedder = kb
+    header = pieces_of(root)
+    assert len(header.pieces) == -(-header.rows // PIECE_ROWS) >= 4, header.pieces
+    assert all(piece.rows == PIECE_ROWS for piece in header.pieces[:-1])
+    assert [piece.from_id for piece in header.pieces[1:]] == [piece.to_id for piece in header.pieces[:-1]]
+    asked = queries(40)
+    assert recall_against_exact(root, answers(root, embedder, asked), asked) >= 0.98
+    exact = exact_answers(root, capsys)
+    for query in QUERIES:  # through `pnk search`: the file answers, and as the exact tier does
+        result = pnk_search(root, capsys, query)
+        assert not any(EXACT_NOTE in note for note in result["notes"]), result["notes"]  # pyright: ignore
+        assert same_passages(result, exact[query]), query
+
+
+def test_a_kb_below_a_piece_has_one_piece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
+    root = tmp_path / "kb"
+    build_auto_kb(root, 10, ClusteredEmbedder())
+    header = pieces_of(root)
+    assert len(header.pieces) == 1 and header.pieces[0].rows == header.rows > 0
+
+
+def updated_note(notes: list[str]) -> tuple[int, int]:
+    """(pieces, pieces written) from the sync's note on an update in place."""
+    (match,) = [found for note in notes if (found := re.search(r"vector file updated: \d+ rows in (\d+) pieces "
+                                                                 r"\((\d+) written", note))]
+    return int(match[1]), int(match[2])
+
+
+def test_an_update_across_pieces_answers_as_a_fresh_build(kb: tuple[Path, ClusteredEmbedder],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document removed from a middle piece, one changed in another, and enough new ones to fill
+    the last piece and start a new one: the pieces left alone are copied, and the file answers as
+    one built whole from the same rows."""
+    root, embedder = kb
+    monkeypatch.setattr(vector_build, "INCREMENTAL_MAX_SHARE", 0.5)  # a small KB: every change is a large share
+    before = pieces_of(root)
+    middle = before.pieces[len(before.pieces) // 2]
+    removed = next(f"docs/d{n:04d}.md" for n in range(40)
+                   if middle.from_id <= min(chunk_ids_of(root, f"docs/d{n:04d}.md")) < middle.to_id)
+    changed = "docs/d0001.md"
+    (root / changed).write_text("Paragraph 0 rewritten: word9999 topic4.\n\nParagraph 1 rewritten: topic8.")
+    delete_documents(root, [removed], embedder)
+    write_documents(root, corpus(12, start=500))
+    report = sync(root, embedder)
+    pieces, written = updated_note(report.notes)
+    after = pieces_of(root)
+    assert pieces == len(after.pieces) > len(before.pieces)  # the new rows overflowed into new pieces
+    assert written < pieces  # untouched pieces were copied, not rebuilt
+    assert after.pieces[-1].from_id > before.pieces[-1].from_id
+    assert all(piece.rows <= PIECE_ROWS for piece in after.pieces[len(before.pieces) - 1:])
+    assert not set(chunk_ids_of(root, removed))  # gone from the index ...
+    asked = queries(40, seed=11)
+    updated = answers(root, embedder, asked)
+
+    vector_file_path(KBPaths(root).state_dir).unlink()
+    report = sync(root, embedder)
+    assert any("vector file built whole" in note for note in report.notes), report.notes
+    fresh = answers(root, embedder, asked)
+    same = sum(left == right for left, right in zip(updated, fresh, strict=True))
+    assert same >= len(asked) - 2, same  # HNSW is approximate: a far row of a tight cluster may be missed
+    assert recall_against_exact(root, updated, asked) >= 0.98
+    assert recall_against_exact(root, fresh, asked) >= 0.98
+
+
+def test_a_damaged_piece_is_refused_and_search_falls_back(kb: tuple[Path, ClusteredEmbedder],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    root, embedder = kb
+    path = vector_file_path(KBPaths(root).state_dir)
+    piece = pieces_of(root).pieces[2]
+    flip_byte(path, piece.offset + piece.size // 2)  # inside its graph or codes: the body's checksum
+    with pytest.raises(VectorFileUnusable) as damaged:
+        open_file(root, embedder)
+    assert damaged.value.reason == "damaged"
+    flip_byte(path, piece.offset)  # its own header: a searching process (no body check) refuses it too
+    exact = exact_answers(root, capsys)
+    for query in QUERIES[:2]:
+        result = pnk_search(root, capsys, query)
+        (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+        assert "the vector file is damaged" in note and "piece" in note and "pnk sync" in note
+        assert same_passages(result, exact[query])
+    # A sync that changes nothing reads the footer only (doctor's check reads every byte and says to
+    # delete the file); the next one that changes a document checks the old file whole before updating it.
+    write_documents(root, corpus(1, start=600))
+    report = sync(root, embedder)
+    assert any("vector file built whole" in note and "checksum" in note for note in report.notes), report.notes
+    open_file(root, embedder).close()
+
+
+def as_format_1(path: Path) -> None:
+    """Rewrite the file's footer as the format-1 build wrote it: one index at offset 0, a 4 KiB footer."""
+    header = read_header(path)
+    body = path.read_bytes()[:header.footer_offset]
+    fields = {key: value for key, value in asdict(header).items() if key != "pieces"}
+    fields.update(format_version=1, payload_bytes=header.payload_bytes)
+    text = json.dumps(fields, sort_keys=True).encode()
+    block = MAGIC + xxhash.xxh3_64_digest(text) + len(text).to_bytes(4, "little") + text
+    path.write_bytes(body + block + b"\0" * (4096 - len(block)))
+
+
+def test_a_format_1_file_is_stale_and_the_next_sync_rebuilds_it(kb: tuple[Path, ClusteredEmbedder],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    root, embedder = kb
+    path = vector_file_path(KBPaths(root).state_dir)
+    as_format_1(path)
+    with pytest.raises(VectorFileUnusable) as stale:
+        read_header(path)
+    assert stale.value.reason == "stale" and "format 1" in stale.value.detail
+    result = pnk_search(root, capsys, QUERIES[0])
+    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+    assert "the vector file is stale" in note
+    report = sync(root, embedder)  # no document changed: the step still rebuilds it
+    assert any("vector file built whole" in note and "format 1" in note for note in report.notes), report.notes
+    assert len(pieces_of(root).pieces) > 1
+    assert not any(EXACT_NOTE in note for note in pnk_search(root, capsys, QUERIES[0])["notes"])  # pyright: ignore
+
+
+class LiveIndexes:
+    """Counts the indexes the engine made that still hold rows (not reset, not freed), and the most
+    at once: the build's memory is one piece only if this never passes 1."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.live = 0
+        self.most = 0
+        made = engine.new_index
+
+        def new_index(dim: int, params: object) -> engine.AnnIndex:
+            index = made(dim, params)  # type: ignore[arg-type]
+            self.live += 1
+            self.most = max(self.most, self.live)
+            state = {"held": True}
+
+            def release() -> None:
+                if state["held"]:
+                    state["held"] = False
+                    self.live -= 1
+
+            reset = index.reset
+            index.reset = lambda: (release(), reset())[1]  # type: ignore[method-assign]
+            weakref.finalize(index, release)
+            return index
+
+        monkeypatch.setattr(engine, "new_index", new_index)
+
+
+def test_a_build_and_an_update_hold_one_piece_at_a_time(kb: tuple[Path, ClusteredEmbedder],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    root, embedder = kb
+    monkeypatch.setattr(vector_build, "INCREMENTAL_MAX_SHARE", 0.5)
+    counted = LiveIndexes(monkeypatch)
+    vector_file_path(KBPaths(root).state_dir).unlink()
+    report = sync(root, embedder)
+    assert any("vector file built whole" in note for note in report.notes), report.notes
+    assert counted.most == 1 and counted.live == 0
+    delete_documents(root, ["docs/d0002.md", "docs/d0020.md", "docs/d0035.md"], embedder)  # three pieces
+    write_documents(root, corpus(12, start=700))
+    report = sync(root, embedder)
+    _, written = updated_note(report.notes)
+    assert written >= 3 and counted.most == 1 and counted.live == 0
+
+
+def test_pieces_left_small_by_removals_are_built_whole_again(kb: tuple[Path, ClusteredEmbedder],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """An update never merges pieces; once removals leave more than twice the pieces the rows need,
+    the file is built whole (searches ask every piece, so their count is latency)."""
+    root, embedder = kb
+    monkeypatch.setattr(vector_build, "INCREMENTAL_MAX_SHARE", 1.0)  # every change small enough to update
+    pieces = len(pieces_of(root).pieces)
+    kept = {f"docs/d{n:04d}.md" for n in (0, 12, 25, 39)}  # a document in each of several pieces
+    report = delete_documents(root, [f"docs/d{n:04d}.md" for n in range(40) if f"docs/d{n:04d}.md" not in kept],
+                              embedder)
+    assert any("built whole" in note and "removals left them small" in note for note in report.notes), report.notes
+    after = pieces_of(root)
+    assert len(after.pieces) == 1 < pieces and after.rows == sum(len(chunk_ids_of(root, path)) for path in kept)
