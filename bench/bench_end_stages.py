@@ -21,13 +21,27 @@ to (the graph is derived again; `ann-build` writes `.pinakes/vectors.ann`): use 
   its `SYNC_SECONDS`) with bench_writer's FastEmbedder, the stored calibration removed first; the
   memory when its questions are made and when its searches are done. `calibrate-trim`: the same
   with the heap collected and trimmed between the two (a lever measured, not shipped).
+- `calibrate-random`, `calibrate-release`, `calibrate-both`, `calibrate-search`: the same calibration
+  with the vector file's mapping advised MADV_RANDOM when it opens (no readahead), its pages
+  unmapped (MADV_DONTNEED: the page cache keeps them) after each question, both, or unmapped after
+  each of the index's own searches (calpages: what bounds the file pages the calibration's searches
+  leave resident; bench/bench_file_pages.py measures the mapping alone). Each question's CPU, minor faults and
+  RssFile after it are recorded; the rows' digest says the questions and their features are the same.
+
+Every stage's child is also sampled from outside every `SAMPLE_SECONDS` (VmRSS, RssFile: what
+bench_first_sync_rss.py samples), and each `calibrate-*` stage is printed as ratios against
+`calibrate` measured in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import mmap
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -111,12 +125,13 @@ def stage_ann_build(root: Path, rows: int) -> dict[str, object]:
             "seconds": round(time.perf_counter() - started, 1)}
 
 
-def stage_calibrate(root: Path, _rows: int, trim_before_searches: bool = False) -> dict[str, object]:
+def stage_calibrate(root: Path, _rows: int, trim_before_searches: bool = False, pages: str = "keep"
+                    ) -> dict[str, object]:
     """`calibrate`: the sync's self-calibration, with the memory at its phases: when the questions
     are made (before the first search), and when the last search is done (the searcher still open,
     its vector file mapped). `calibrate-trim`: the same with the heap collected and trimmed between
     the two (pipeline.run.collect_and_trim), what the question-making freed handed back before
-    the searcher maps the file."""
+    the searcher maps the file. `pages`: what is done with the vector file's mapping (`advise_pages`)."""
     from contextlib import contextmanager
 
     from bench_writer import FastEmbedder
@@ -148,15 +163,109 @@ def stage_calibrate(root: Path, _rows: int, trim_before_searches: bool = False) 
         phases["searches_done"] = memory()
 
     self_calibration.asking_searcher = measured  # type: ignore[assignment]
+    questions = advise_pages(pages)
     before = memory()
     started = time.perf_counter()
     after_sync(paths, manifest, report, embedder)  # type: ignore[arg-type]
+    stored = json.loads(self_calibration_path(paths).read_text(encoding="utf-8")) \
+        if self_calibration_path(paths).exists() else {}
+    asked = len(questions)
     return {"before": before, **phases, "seconds": round(time.perf_counter() - started, 1),
+            "pages": pages, "questions": stored.get("questions"),
+            # The first 20 questions' rows (each its kind and features): the same in every mode.
+            "rows_digest_20": hashlib.sha256(json.dumps(stored.get("rows", [])[:40]).encode()).hexdigest()[:16],
+            "question_cpu_ms_median": round(statistics.median(q["cpu_ms"] for q in questions[1:]), 1) if asked > 1 else None,
+            "question_wall_ms_median": round(statistics.median(q["wall_ms"] for q in questions[1:]), 1) if asked > 1 else None,
+            "question_minflt_median": statistics.median(q["minflt"] for q in questions[1:]) if asked > 1 else None,
+            "first_question": questions[0] if questions else None,
+            "rss_file_after_question_max": max((q["RssFile"] for q in questions[1:]), default=None),
+            "rss_file_released_max": max((q.get("RssFile_released", q["RssFile"]) for q in questions[1:]), default=None),
             "notes": report.notes, "warnings": report.warnings}
+
+
+def advise_pages(pages: str) -> list[dict[str, float]]:
+    """Wrap the calibration's question (`Searcher.search_twice`) to record each one's CPU, wall time,
+    minor faults and memory after it (the list returned fills as it runs), and do `pages` with the
+    vector file's mapping: "keep" nothing (as shipped), "random" MADV_RANDOM when the file opens,
+    "release" MADV_DONTNEED after each question, "both" the two, "search" MADV_DONTNEED after each
+    of the index's searches (two or more a question)."""
+    import pinakes.vectors.approximate as approximate
+    from pinakes.search.core import Searcher
+
+    if pages in ("random", "both", "search"):
+        opening = approximate.open_vector_file
+
+        def opened_advised(*args: object, **kwargs: object) -> approximate.OpenVectorFile:
+            opened = opening(*args, **kwargs)  # type: ignore[arg-type]
+            mapping = opened._mapping  # pyright: ignore[reportPrivateUsage]
+            if pages == "search":
+                opened.index = ReleasingIndex(opened.index, mapping)  # type: ignore[assignment]
+            else:
+                mapping.madvise(mmap.MADV_RANDOM)
+            return opened
+        approximate.open_vector_file = opened_advised  # type: ignore[assignment]
+    questions: list[dict[str, float]] = []
+    search_twice = Searcher.search_twice
+
+    def recorded(self: Searcher, *args: object, **kwargs: object) -> object:
+        cpu, wall = time.process_time(), time.perf_counter()
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        answer = search_twice(self, *args, **kwargs)  # type: ignore[arg-type]
+        record = {"cpu_ms": round((time.process_time() - cpu) * 1000, 1),
+                  "wall_ms": round((time.perf_counter() - wall) * 1000, 1),
+                  "minflt": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults, **memory()}
+        generation = self._generation  # pyright: ignore[reportPrivateUsage]
+        if pages in ("release", "both") and generation is not None and generation.vector_file is not None:
+            generation.vector_file._mapping.madvise(mmap.MADV_DONTNEED)  # pyright: ignore[reportPrivateUsage]
+            record["released_ms"] = round((time.perf_counter() - wall) * 1000 - record["wall_ms"], 2)
+            record["RssFile_released"] = memory()["RssFile"]
+        questions.append(record)
+        return answer
+    Searcher.search_twice = recorded  # type: ignore[method-assign]
+    return questions
+
+
+class ReleasingIndex:
+    """The file's usearch index, its mapping's pages unmapped after each of its searches."""
+
+    def __init__(self, index: object, mapping: mmap.mmap) -> None:
+        object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_mapping", mapping)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._index, name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        setattr(self._index, name, value)
+
+    def __len__(self) -> int:
+        return len(self._index)  # type: ignore[arg-type]
+
+    def search(self, *args: object, **kwargs: object) -> object:
+        try:
+            return self._index.search(*args, **kwargs)  # type: ignore[attr-defined]
+        finally:
+            self._mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def stage_calibrate_trim(root: Path, rows: int) -> dict[str, object]:
     return stage_calibrate(root, rows, trim_before_searches=True)
+
+
+def stage_calibrate_random(root: Path, rows: int) -> dict[str, object]:
+    return stage_calibrate(root, rows, pages="random")
+
+
+def stage_calibrate_release(root: Path, rows: int) -> dict[str, object]:
+    return stage_calibrate(root, rows, pages="release")
+
+
+def stage_calibrate_both(root: Path, rows: int) -> dict[str, object]:
+    return stage_calibrate(root, rows, pages="both")
+
+
+def stage_calibrate_search(root: Path, rows: int) -> dict[str, object]:
+    return stage_calibrate(root, rows, pages="search")
 
 
 # Self-calibration's unanswerable twins: a question's source document left out by a filter.
@@ -229,7 +338,57 @@ def stage_twins_matrix(root: Path, rows: int) -> dict[str, object]:
 
 
 STAGES = {"graph": stage_graph, "ann-load": stage_ann_load, "ann-build": stage_ann_build, "calibrate": stage_calibrate,
-          "calibrate-trim": stage_calibrate_trim, "twins": stage_twins, "twins-matrix": stage_twins_matrix}
+          "calibrate-trim": stage_calibrate_trim, "calibrate-random": stage_calibrate_random,
+          "calibrate-release": stage_calibrate_release, "calibrate-both": stage_calibrate_both,
+          "calibrate-search": stage_calibrate_search,
+          "twins": stage_twins, "twins-matrix": stage_twins_matrix}
+SAMPLE_SECONDS = 0.05  # how often the parent reads the child's VmRSS and RssFile
+
+
+def sampled(command: list[str]) -> tuple[int, str, str, dict[str, object]]:
+    """Run `command`, reading its VmRSS and RssFile (MB) every SAMPLE_SECONDS from outside:
+    (return code, stdout, stderr, the samples' max and median)."""
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        samples: list[tuple[int, int]] = []
+        status = Path(f"/proc/{process.pid}/status")
+        while process.poll() is None:
+            try:
+                fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+                samples.append((round(int(fields["VmRSS"].split()[0]) / 1024),
+                                round(int(fields["RssFile"].split()[0]) / 1024)))
+            except (OSError, KeyError, ValueError):
+                pass
+            time.sleep(SAMPLE_SECONDS)
+        out, err = process.communicate()
+    rss = [sample[0] for sample in samples] or [0]
+    files = [sample[1] for sample in samples] or [0]
+    return process.returncode, out, err, {"samples": len(samples), "VmRSS_max": max(rss),
+                                          "VmRSS_median": statistics.median(rss), "RssFile_max": max(files),
+                                          "RssFile_median": statistics.median(files)}
+
+
+def ratios(results: list[dict[str, object]]) -> None:
+    """Each `calibrate-*` stage against the `calibrate` before it in this run (fresh processes)."""
+    base: dict[str, object] | None = None
+    for result in results:
+        if result.get("stage") == "calibrate":
+            base = result
+        elif str(result.get("stage", "")).startswith("calibrate-") and base is not None and "after" in result:
+            def ratio(key: str, part: str | None = None, res: dict[str, object] = result,
+                      ref: dict[str, object] = base) -> float | None:
+                mine, theirs = res.get(key), ref.get(key)
+                if part is not None:
+                    mine = mine.get(part) if isinstance(mine, dict) else None  # type: ignore[union-attr]
+                    theirs = theirs.get(part) if isinstance(theirs, dict) else None  # type: ignore[union-attr]
+                ok = isinstance(mine, (int, float)) and isinstance(theirs, (int, float)) and theirs
+                return round(mine / theirs, 3) if ok else None  # type: ignore[operator]
+            print(json.dumps({"ratio": f"{result['stage']} / calibrate", "VmHWM": ratio("after", "VmHWM"),
+                              "VmRSS_after": ratio("after", "VmRSS"), "RssFile_after": ratio("after", "RssFile"),
+                              "sampled_VmRSS_max": ratio("sampled", "VmRSS_max"),
+                              "sampled_VmRSS_median": ratio("sampled", "VmRSS_median"),
+                              "questions": ratio("questions"), "question_cpu_ms": ratio("question_cpu_ms_median"),
+                              "question_wall_ms": ratio("question_wall_ms_median"),
+                              "same_rows_20": result.get("rows_digest_20") == base.get("rows_digest_20")}), flush=True)
 
 
 def child(stage: str, root: Path, rows: int) -> None:
@@ -252,17 +411,18 @@ def main() -> None:
     for stage in args.stages:
         started = time.perf_counter()
         load = os.getloadavg()
-        done = subprocess.run([sys.executable, __file__, "--kb", str(args.kb), "--rows", str(args.rows),
-                               "--child", stage], capture_output=True, text=True, check=False)
-        if done.returncode:
-            print(done.stderr[-3000:], file=sys.stderr)
-            results.append({"stage": stage, "returncode": done.returncode})
+        returncode, out, err, samples = sampled([sys.executable, __file__, "--kb", str(args.kb), "--rows",
+                                                 str(args.rows), "--child", stage])
+        if returncode:
+            print(err[-3000:], file=sys.stderr)
+            results.append({"stage": stage, "returncode": returncode})
             continue
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        result.update(wall_s=round(time.perf_counter() - started, 1), load_before=load, load_after=os.getloadavg(),
-                      date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        result = json.loads(out.strip().splitlines()[-1])
+        result.update(sampled=samples, wall_s=round(time.perf_counter() - started, 1), load_before=load,
+                      load_after=os.getloadavg(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
         print(json.dumps(result), flush=True)
         results.append(result)
+    ratios(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
 
