@@ -21,11 +21,12 @@ to (the graph is derived again; `ann-build` writes `.pinakes/vectors.ann`): use 
   its `SYNC_SECONDS`) with bench_writer's FastEmbedder, the stored calibration removed first; the
   memory when its questions are made and when its searches are done. `calibrate-trim`: the same
   with the heap collected and trimmed between the two (a lever measured, not shipped).
-- `calibrate-random`, `calibrate-release`, `calibrate-both`, `calibrate-search`: the same calibration
-  with the vector file's mapping advised MADV_RANDOM when it opens (no readahead), its pages
-  unmapped (MADV_DONTNEED: the page cache keeps them) after each question, both, or unmapped after
-  each of the index's own searches (calpages: what bounds the file pages the calibration's searches
-  leave resident; bench/bench_file_pages.py measures the mapping alone). Each question's CPU, minor faults and
+- `calibrate-random`, `calibrate-release`, `calibrate-both`, `calibrate-unreleased`: the same
+  calibration with the vector file's mapping advised MADV_RANDOM when it opens (no readahead), its
+  pages unmapped (MADV_DONTNEED: the page cache keeps them) after each question, both, or without
+  the product's own release of each piece's pages after its search (the calibration's searcher sets
+  `release_vector_pages`; calpages measured the first three on a one-piece file: none lowers the
+  peak; bench/bench_file_pages.py measures the mapping alone). Each question's CPU, minor faults and
   RssFile after it are recorded; the rows' digest says the questions and their features are the same.
 
 Every stage's child is also sampled from outside every `SAMPLE_SECONDS` (VmRSS, RssFile: what
@@ -186,24 +187,24 @@ def stage_calibrate(root: Path, _rows: int, trim_before_searches: bool = False, 
 def advise_pages(pages: str) -> list[dict[str, float]]:
     """Wrap the calibration's question (`Searcher.search_twice`) to record each one's CPU, wall time,
     minor faults and memory after it (the list returned fills as it runs), and do `pages` with the
-    vector file's mapping: "keep" nothing (as shipped), "random" MADV_RANDOM when the file opens,
-    "release" MADV_DONTNEED after each question, "both" the two, "search" MADV_DONTNEED after each
-    of the index's searches (two or more a question)."""
+    vector file's mapping: "keep" nothing more than the product does (since vecpieces' follow-up the
+    calibration's searcher hands each piece's pages back after searching it: OpenVectorFile
+    `release_pages`), "random" MADV_RANDOM when the file opens, "release" MADV_DONTNEED of the whole
+    mapping after each question, "both" the two, "unreleased" the product's per-piece release turned
+    off (what shipped before it)."""
     import pinakes.vectors.approximate as approximate
     from pinakes.search.core import Searcher
 
-    if pages in ("random", "both", "search"):
+    if pages in ("random", "both"):
         opening = approximate.open_vector_file
 
         def opened_advised(*args: object, **kwargs: object) -> approximate.OpenVectorFile:
             opened = opening(*args, **kwargs)  # type: ignore[arg-type]
-            mapping = opened._mapping  # pyright: ignore[reportPrivateUsage]
-            if pages == "search":
-                opened.index = ReleasingIndex(opened.index, mapping)  # type: ignore[assignment]
-            else:
-                mapping.madvise(mmap.MADV_RANDOM)
+            opened._mapping.madvise(mmap.MADV_RANDOM)  # pyright: ignore[reportPrivateUsage]
             return opened
         approximate.open_vector_file = opened_advised  # type: ignore[assignment]
+    if pages == "unreleased":  # the product's own release of each piece after its search, turned off
+        approximate.OpenVectorFile._release_piece = lambda _self, _number: None  # type: ignore[method-assign]
     questions: list[dict[str, float]] = []
     search_twice = Searcher.search_twice
 
@@ -225,29 +226,6 @@ def advise_pages(pages: str) -> list[dict[str, float]]:
     return questions
 
 
-class ReleasingIndex:
-    """The file's usearch index, its mapping's pages unmapped after each of its searches."""
-
-    def __init__(self, index: object, mapping: mmap.mmap) -> None:
-        object.__setattr__(self, "_index", index)
-        object.__setattr__(self, "_mapping", mapping)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._index, name)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        setattr(self._index, name, value)
-
-    def __len__(self) -> int:
-        return len(self._index)  # type: ignore[arg-type]
-
-    def search(self, *args: object, **kwargs: object) -> object:
-        try:
-            return self._index.search(*args, **kwargs)  # type: ignore[attr-defined]
-        finally:
-            self._mapping.madvise(mmap.MADV_DONTNEED)
-
-
 def stage_calibrate_trim(root: Path, rows: int) -> dict[str, object]:
     return stage_calibrate(root, rows, trim_before_searches=True)
 
@@ -264,8 +242,8 @@ def stage_calibrate_both(root: Path, rows: int) -> dict[str, object]:
     return stage_calibrate(root, rows, pages="both")
 
 
-def stage_calibrate_search(root: Path, rows: int) -> dict[str, object]:
-    return stage_calibrate(root, rows, pages="search")
+def stage_calibrate_unreleased(root: Path, rows: int) -> dict[str, object]:
+    return stage_calibrate(root, rows, pages="unreleased")
 
 
 # Self-calibration's unanswerable twins: a question's source document left out by a filter.
@@ -340,7 +318,7 @@ def stage_twins_matrix(root: Path, rows: int) -> dict[str, object]:
 STAGES = {"graph": stage_graph, "ann-load": stage_ann_load, "ann-build": stage_ann_build, "calibrate": stage_calibrate,
           "calibrate-trim": stage_calibrate_trim, "calibrate-random": stage_calibrate_random,
           "calibrate-release": stage_calibrate_release, "calibrate-both": stage_calibrate_both,
-          "calibrate-search": stage_calibrate_search,
+          "calibrate-unreleased": stage_calibrate_unreleased,
           "twins": stage_twins, "twins-matrix": stage_twins_matrix}
 SAMPLE_SECONDS = 0.05  # how often the parent reads the child's VmRSS and RssFile
 

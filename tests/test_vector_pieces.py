@@ -275,3 +275,85 @@ def test_pieces_left_small_by_removals_are_built_whole_again(kb: tuple[Path, Clu
     assert any("built whole" in note and "removals left them small" in note for note in report.notes), report.notes
     after = pieces_of(root)
     assert len(after.pieces) == 1 < pieces and after.rows == sum(len(chunk_ids_of(root, path)) for path in kept)
+
+
+def resident_kb_of(path: Path) -> int:
+    """The resident kB of this process's mappings of `path` (/proc/self/smaps)."""
+    resident, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+            inside = line.rstrip().endswith(" " + str(path))
+        elif inside and line.startswith("Rss:"):
+            resident += int(line.split()[1])
+    return resident
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads the mapping's resident pages from Linux's "
+                                                                  "/proc/self/smaps, which this system lacks")
+def test_a_searcher_that_releases_pages_keeps_at_most_a_piece_of_the_file_resident(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Self-calibration's searcher (`release_vector_pages`) hands each piece's pages back after searching
+    it, so the file's pages do not add up in a sync's memory; a plain searcher keeps them, and both
+    answer the same. Wide vectors make a piece (~0.4 MB) much larger than what the kernel maps around
+    one fault (64 KiB), which can map a released piece's edge back while the next one is searched."""
+    from dataclasses import replace
+
+    from pinakes.search.core import Searcher
+
+    monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
+    monkeypatch.setattr(vector_build, "PIECE_ROWS", PIECE_ROWS)
+    embedder = ClusteredEmbedder(dim=8192)
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+    root = tmp_path / "kb"
+    build_auto_kb(root, 40, embedder)
+    assert len(pieces_of(root).pieces) >= 4
+    path = vector_file_path(KBPaths(root).state_dir).resolve()
+    found: dict[bool, list[list[str]]] = {}
+    resident: dict[bool, int] = {}
+    for release in (False, True):
+        with Searcher.for_kb(root) as searcher:
+            searcher.settings = replace(searcher.settings, release_vector_pages=release)
+            found[release] = [[passage.citation for passage in searcher.search(query, mode="vector").passages]
+                              for query in QUERIES]
+            with searcher.snapshot() as generation:
+                assert generation.vector_file is not None and generation.vector_file.release_pages is release
+            resident[release] = resident_kb_of(path)
+    file_kb, header = path.stat().st_size // 1024, pieces_of(root)
+    around_faults = 64 * (len(header.pieces) + 1)
+    assert resident[False] > 0.8 * file_kb, (resident, file_kb)
+    assert resident[True] <= max(piece.size for piece in header.pieces) // 1024 + around_faults, (resident, file_kb)
+    assert found[True] == found[False] and all(found[True])
+
+
+def test_self_calibration_hands_back_each_piece_it_searched_and_asks_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pinakes.calibration.self_calibration import self_calibrate
+    from pinakes.vectors.approximate import OpenVectorFile
+    from tests.kb_helpers import init_test_kb
+    from tests.test_self_calibration import corpus as sentence_corpus
+    from tests.test_vector_tier_search import auto_tier
+
+    monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
+    monkeypatch.setattr(vector_build, "PIECE_ROWS", 20)
+    embedder = ClusteredEmbedder()
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+    root = tmp_path / "kb"
+    init_test_kb(root, embedder.identity, max_tokens=10, overlap=0)
+    auto_tier(root)
+    write_documents(root, sentence_corpus())
+    sync(root, embedder)
+    released: list[int] = []
+    release = OpenVectorFile._release_piece  # pyright: ignore[reportPrivateUsage]
+
+    def counted(opened: OpenVectorFile, number: int) -> None:
+        released.append(number)
+        release(opened, number)
+
+    monkeypatch.setattr(OpenVectorFile, "_release_piece", counted)
+    handed_back = self_calibrate(root)
+    pieces = len(pieces_of(root).pieces)
+    assert handed_back.questions >= 20 and pieces > 1
+    assert len(released) >= 2 * handed_back.questions * pieces  # every piece, after both searches of a question
+    monkeypatch.setattr(OpenVectorFile, "_release_piece", lambda _opened, _number: None)
+    kept = self_calibrate(root)
+    assert [asdict(row) for row in handed_back.rows] == [asdict(row) for row in kept.rows]

@@ -61,7 +61,9 @@ def asking_searcher(searcher: Searcher, questions: Sequence[str]) -> Searcher:
     searches would each build) and whose model answers `questions` from one batched pass; where
     its model cannot batch queries (a remote endpoint, whose requests and probes stay as every
     search makes them) or cannot be had now (the first search then meets what stopped it, as it
-    always did), that model is asked one query at a time, as before."""
+    always did), that model is asked one query at a time, as before. Its searches hand the vector
+    file's pages back piece by piece (`release_vector_pages`): a sync's calibration asks hundreds of
+    them, and the whole file's pages would otherwise stay in the sync's memory."""
     from dataclasses import replace
 
     from pinakes.search.core import Searcher
@@ -71,6 +73,7 @@ def asking_searcher(searcher: Searcher, questions: Sequence[str]) -> Searcher:
     except PinakesError:
         model = None
     embedder = QuestionVectors(model, questions) if isinstance(model, QueryBatches) else None
-    return Searcher(searcher.index_path, replace(searcher.settings, suggest=False), embedder=embedder,
+    return Searcher(searcher.index_path, replace(searcher.settings, suggest=False, release_vector_pages=True),
+                    embedder=embedder,
                     embedder_loader=searcher.embedder, reranker_loader=searcher.reranker,
                     embedding_section=searcher.embedding_section)

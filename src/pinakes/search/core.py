@@ -548,7 +548,7 @@ class _Run:
         from pinakes.search import vector_tier
 
         self.ranked_rows, mask, lap = vector_tier.prepare(generation, self.searcher.index_path, embedder.identity,
-                                                          self.settings.vector_tier, self.filters, self.notes)
+                                                          self.settings, self.filters, self.notes)
         if lap is not None:
             self._lap(lap)
         return mask

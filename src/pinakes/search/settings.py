@@ -32,6 +32,9 @@ class SearchSettings:
     # A search whose confidence is low or unknown suggests what to try next; self-calibration reads
     # only the evidence, and on an uncalibrated KB every one of its searches would build one.
     suggest: bool = True
+    # Many searches in a process whose memory is bounded (self-calibration): the vector file's pages
+    # are handed back piece by piece after each search (vectors/approximate.py `release_pages`).
+    release_vector_pages: bool = False
 
     @classmethod
     def from_retrieval(cls, retrieval: RetrievalSection, confidence: KBConfidence | None = None) -> SearchSettings:

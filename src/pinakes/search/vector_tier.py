@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from pinakes.embed.base import ModelIdentity
     from pinakes.search.graph import GraphView
+    from pinakes.search.settings import SearchSettings
 
 Hits = list[tuple[int, float]]
 
@@ -71,8 +72,10 @@ _ROWS = ("FROM embeddings e JOIN chunks c ON c.id = e.chunk_id JOIN documents d 
          "WHERE d.state = 'active'")
 
 
-def decide(generation: Generation, index_path: Path, identity: ModelIdentity, tier: str) -> None:
-    """Open the vector file for this generation when it should answer (once per generation)."""
+def decide(generation: Generation, index_path: Path, identity: ModelIdentity, tier: str, *,
+           release_pages: bool = False) -> None:
+    """Open the vector file for this generation when it should answer (once per generation);
+    `release_pages`: SearchSettings.release_vector_pages."""
     if generation.tier_decided:
         return
     generation.tier_decided = True
@@ -86,14 +89,18 @@ def decide(generation: Generation, index_path: Path, identity: ModelIdentity, ti
                                                 min_rows=vector_build.ANN_MIN_ROWS)
     except VectorFileUnusable as unusable:
         generation.vector_note = fallback_note(unusable)
+        return
+    if generation.vector_file is not None:
+        generation.vector_file.release_pages = release_pages
 
 
-def prepare(generation: Generation, index_path: Path, identity: ModelIdentity, tier: str, filters: SearchFilters,
-            notes: list[str]) -> tuple[vectors.VectorMatrix | None, NDArray[np.bool_] | None, str | None]:
+def prepare(generation: Generation, index_path: Path, identity: ModelIdentity, settings: SearchSettings,
+            filters: SearchFilters, notes: list[str]
+            ) -> tuple[vectors.VectorMatrix | None, NDArray[np.bool_] | None, str | None]:
     """(the rows an exact search ranks, None when the vector file answers; the filter's row mask
     over them; the name of the time this took, when it read rows); the fallback's note joins
     `notes`. The tier is decided once per generation, the matrix loaded once."""
-    decide(generation, index_path, identity, tier)
+    decide(generation, index_path, identity, settings.vector_tier, release_pages=settings.release_vector_pages)
     if generation.vector_note is not None:
         notes.append(generation.vector_note)
     if generation.vector_file is not None:  # a filter is applied as the file is asked (`approximate`)

@@ -46,6 +46,13 @@ class OpenVectorFile:
     pieces: list[engine.AnnIndex]
     _mapping: mmap.mmap
     _views: list[memoryview]
+    # Hand back each piece's mapped pages once it has been searched (a file of several pieces only).
+    # For a long run of searches in a process whose memory is bounded — self-calibration inside a
+    # sync: a search maps nearly all of a piece it reads (the kernel maps 64 KiB around each fault,
+    # and no madvise prevents it for pages in the page cache: docs/perf/sync.md "calpages"), so
+    # without this the whole file's pages count in the process's memory after a few searches, with it
+    # one piece's at most. Costs a re-fault of each piece's pages on every search.
+    release_pages: bool = False
 
     def search(self, query: NDArray[np.float32], count: int) -> NDArray[np.int64]:
         """The `count` nearest chunk ids by the index's own (approximate) distance, nearest first,
@@ -55,15 +62,24 @@ class OpenVectorFile:
         breadth = max(engine.EXPANSION_SEARCH, count)
         keys: list[NDArray[np.int64]] = []
         distances: list[NDArray[np.float32]] = []
-        for index in self.pieces:
+        for number, index in enumerate(self.pieces):
             index.expansion_search = breadth
             found = index.search(query, count, threads=1)
             keys.append(np.asarray(found.keys, dtype=np.int64))
             distances.append(np.asarray(found.distances, dtype=np.float32))
+            if self.release_pages and len(self.pieces) > 1:
+                self._release_piece(number)
         if len(keys) == 1:
             return keys[0]
         merged_keys, merged_distances = np.concatenate(keys), np.concatenate(distances)
         return merged_keys[np.lexsort((merged_keys, merged_distances))[:count]]
+
+    def _release_piece(self, number: int) -> None:
+        """Drop the process's mapping of a piece's pages (the page cache keeps them: a later search
+        faults them back in without reading the disk)."""
+        piece = self.header.pieces[number]
+        start = piece.offset - piece.offset % mmap.PAGESIZE
+        self._mapping.madvise(mmap.MADV_DONTNEED, start, piece.offset + piece.size - start)
 
     def close(self) -> None:
         """Release the mapping; the indexes answer nothing after this."""
