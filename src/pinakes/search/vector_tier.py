@@ -90,8 +90,8 @@ def decide(generation: Generation, index_path: Path, identity: ModelIdentity, ti
     except VectorFileUnusable as unusable:
         generation.vector_note = fallback_note(unusable)
         return
-    if generation.vector_file is not None:
-        generation.vector_file.release_pages = release_pages
+    if generation.vector_file is not None and release_pages:
+        generation.vector_file.hand_back_pages()
 
 
 def prepare(generation: Generation, index_path: Path, identity: ModelIdentity, settings: SearchSettings,

@@ -24,7 +24,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pinakes.vectors import engine
-from pinakes.vectors.fileformat import Header, VectorFileUnusable, read_header, verify_body
+from pinakes.vectors.fileformat import (
+    Header,
+    VectorFileUnusable,
+    check_piece_ids,
+    read_header,
+    read_rows,
+    verify_body,
+)
 
 # Candidates asked of the index per result wanted, and at least this many: the rescoring reads
 # each one's float row (~1.5 KB) from the index.
@@ -74,6 +81,15 @@ class OpenVectorFile:
         merged_keys, merged_distances = np.concatenate(keys), np.concatenate(distances)
         return merged_keys[np.lexsort((merged_keys, merged_distances))[:count]]
 
+    def hand_back_pages(self) -> None:
+        """From now on release each piece's pages after its search (`release_pages`), and release
+        every piece's now: opening the file reads each piece's graph (usearch's view walks every
+        node), so without this the first search would hold all of them and the piece it reads."""
+        self.release_pages = True
+        if len(self.pieces) > 1:
+            for number in range(len(self.pieces)):
+                self._release_piece(number)
+
     def _release_piece(self, number: int) -> None:
         """Drop the process's mapping of a piece's pages (the page cache keeps them: a later search
         faults them back in without reading the disk)."""
@@ -103,6 +119,7 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
         raise VectorFileUnusable("stale", f"{path.name} was built by another embedding model")
     if check_body:
         verify_body(path, header)
+        check_piece_ids(path, header, read_rows(path, header)[0])
     engine.load_library()
     with open(path, "rb") as handle:
         mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)

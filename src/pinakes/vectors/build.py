@@ -44,6 +44,7 @@ from pinakes.vectors.fileformat import (
     Piece,
     PieceContent,
     VectorFileUnusable,
+    check_piece_ids,
     copy_range,
     piece_temp,
     read_header,
@@ -261,6 +262,10 @@ def _previous(path: Path, identity: Mapping[str, str], params: Mapping[str, obje
     if dict(header.identity) != dict(identity) or dict(header.params) != dict(params) or header.dim != dim:
         return None, f"{path.name} was built for another model or other parameters"
     ids, checksums = read_rows(path, header)
+    try:
+        check_piece_ids(path, header, ids)
+    except VectorFileUnusable as unusable:
+        return None, unusable.detail
     return (header, ids, checksums), ""
 
 

@@ -299,6 +299,22 @@ def read_rows(path: Path, header: Header) -> tuple[NDArray[np.int64], NDArray[np
     return ids, checksums
 
 
+def check_piece_ids(path: Path, header: Header, ids: NDArray[np.int64]) -> None:
+    """Each piece's row count against the ids (ascending) that fall in its range: a footer whose
+    checksums hold but whose ranges disagree with the rows (a writer's bug) would leave a row in two
+    pieces, or a deleted one in none that a later update reaches; such a file is damaged and is built
+    whole again."""
+    import numpy as np
+
+    if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+        raise VectorFileUnusable("damaged", f"{path.name}'s chunk ids are not ascending")
+    for number, piece in enumerate(header.pieces):
+        inside = int(np.searchsorted(ids, piece.to_id, side="left") - np.searchsorted(ids, piece.from_id, side="left"))
+        if inside != piece.rows:
+            raise VectorFileUnusable("damaged", f"{path.name}'s piece {number} says {piece.rows} rows, its id range "
+                                                f"holds {inside}")
+
+
 def _header_from(parsed: object) -> Header:
     """A Header from the footer's JSON, every field present and of its type (TypeError if not)."""
     if not isinstance(parsed, dict):
