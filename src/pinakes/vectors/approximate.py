@@ -93,6 +93,8 @@ class OpenVectorFile:
     def _release_piece(self, number: int) -> None:
         """Drop the process's mapping of a piece's pages (the page cache keeps them: a later search
         faults them back in without reading the disk)."""
+        if not hasattr(mmap, "MADV_DONTNEED"):  # Windows: no madvise; its pages stay, as a plain searcher's do
+            return
         piece = self.header.pieces[number]
         start = piece.offset - piece.offset % mmap.PAGESIZE
         self._mapping.madvise(mmap.MADV_DONTNEED, start, piece.offset + piece.size - start)
