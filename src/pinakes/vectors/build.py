@@ -64,10 +64,12 @@ INCREMENTAL_MAX_SHARE = 0.2
 # Rows of one piece, the most a build or an update holds in memory at once. Measured at 1M rows
 # (docs/perf/vector-tiers.md, "vecpieces"): a whole build peaked at 715 MB as one index, 430 MB in
 # pieces of 2^19, 271 MB in pieces of 2^18; the vector side's p50 ~6 → ~9 → ~15 ms (every piece is
-# searched at the same breadth); recall@10 0.9955 → 0.9985 → 0.9995. 2^18 keeps the 700k first
-# sync's vector step at ~0.6-0.7 GB (0.87 GB at the highest held estimate) where 2^19 reaches
-# 0.8-0.9 GB (1.05). Read when a build starts, so a test can make it small.
-PIECE_ROWS = 1 << 18
+# searched at the same breadth); recall@10 0.9955 → 0.9985 → 0.9995. The whole `pnk search` at
+# 1,118,812 chunks (docs/perf/search.md, 2026-12-07): warm hybrid p50 45-49 ms in 3 pieces of 2^19,
+# 65-73 ms in 5 of 2^18 (the bar is 50); the 700k first sync with 2^18 peaked at 720 MB, the vector
+# step then holding ~0.3 GB + one piece (2^19: ~0.4 GB). Read when a build starts, so a test can make
+# it small.
+PIECE_ROWS = 1 << 19
 _ADD_ROWS = 16_384  # new rows read and added at a time by an update
 
 
