@@ -160,8 +160,11 @@ def test_an_update_across_pieces_answers_as_a_fresh_build(kb: tuple[Path, Cluste
     report = sync(root, embedder)
     assert any("vector file built whole" in note for note in report.notes), report.notes
     fresh = answers(root, embedder, asked)
-    same = sum(left == right for left, right in zip(updated, fresh, strict=True))
-    assert same >= len(asked) - 2, same  # HNSW is approximate: a far row of a tight cluster may be missed
+    # HNSW is approximate and its build threaded (two builds of the same rows differ): a far row of a
+    # tight cluster may be missed by one and not the other, so the two answer lists are compared by overlap.
+    overlap = np.mean([len({chunk for chunk, _ in left} & {chunk for chunk, _ in right}) / max(1, len(right))
+                       for left, right in zip(updated, fresh, strict=True)])
+    assert overlap >= 0.97, overlap
     assert recall_against_exact(root, updated, asked) >= 0.98
     assert recall_against_exact(root, fresh, asked) >= 0.98
 
