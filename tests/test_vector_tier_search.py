@@ -9,6 +9,7 @@ lowered on the module so a KB of a few hundred chunks has a file.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import re
@@ -86,8 +87,12 @@ def test_the_numpy_tier_keeps_no_file(tmp_path: Path, monkeypatch: pytest.Monkey
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, ClusteredEmbedder]]:
-    """A KB of 40 documents (~240 chunks) with its vector file, `pnk search` using its embedder."""
+    """A KB of 40 documents (~240 chunks) with its vector file, `pnk search` using its embedder. The
+    file is built on one thread: a graph built on two differs from build to build (same_passages), and
+    a test comparing it with the exact answer must not depend on the threads' order."""
     monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
+    monkeypatch.setattr(vector_build, "refresh_vector_file", functools.partial(vector_build.refresh_vector_file,
+                                                                               threads=1))
     embedder = ClusteredEmbedder()
     monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
     root = tmp_path / "kb"
