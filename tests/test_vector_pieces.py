@@ -484,3 +484,21 @@ def test_a_sync_renaming_a_new_file_while_a_searcher_opens_it_leaves_the_searche
             opened.close()
         assert read_header(path).content_key != old.content_key  # the rename did land
 
+
+def test_pieces_larger_than_a_piece_is_now_are_built_whole_on_the_next_change(
+        kb: tuple[Path, ClusteredEmbedder], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file cut by a release with larger pieces (the size is not recorded in it): the next change
+    builds it whole in pieces of the size now, rather than loading one of the larger pieces whole to
+    update it, so an update's memory stays one piece of at most PIECE_ROWS (review9 F6)."""
+    root, embedder = kb
+    monkeypatch.setattr(vector_build, "INCREMENTAL_MAX_SHARE", 1.0)  # every change small enough to update
+    before = pieces_of(root)
+    assert max(piece.rows for piece in before.pieces) == PIECE_ROWS
+    monkeypatch.setattr(vector_build, "PIECE_ROWS", PIECE_ROWS // 2)  # a later release lowers it
+    report = delete_documents(root, ["docs/d0003.md"], embedder)
+    assert any(re.search(rf"vector file built whole: .*a piece holds {PIECE_ROWS} rows, more than the "
+                         rf"{PIECE_ROWS // 2}", note) for note in report.notes), report.notes
+    after = pieces_of(root)
+    assert max(piece.rows for piece in after.pieces) == PIECE_ROWS // 2 and len(after.pieces) > len(before.pieces)
+    write_documents(root, corpus(1, start=900))  # and the file in pieces of the size now is updated again
+    assert updated_note(sync(root, embedder).notes)[1] >= 1

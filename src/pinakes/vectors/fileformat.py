@@ -7,8 +7,10 @@ Layout, front to back:
               memory-mapped where it lies. A piece owns a range of chunk ids [from_id, to_id): the
               ranges are contiguous, ascending, and cover every id (the first from 0, the last to
               `MAX_ID`). A piece holds at most the builder's PIECE_ROWS rows (a few more after an
-              update that re-adds rows inside its range), so a build or an update holds one piece
-              in memory at a time, never the whole index (issue #45's memory bar).
+              update that re-adds rows inside its range; the next update builds such a file whole,
+              as it does one cut by a release with larger pieces: the size is not recorded), so a
+              build or an update holds one piece in memory at a time, never the whole index (issue
+              #45's memory bar).
     ids       the chunk id (int64) of every row, ascending, 8-byte aligned
     checksums each row's 64-bit `embeddings.checksum` (uint64), same order: what an update diffs
     footer    the last FOOTER_BYTES: MAGIC, xxh3-64 of the JSON, its length (u32 LE), the JSON
