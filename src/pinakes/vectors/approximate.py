@@ -178,9 +178,6 @@ def approximate_candidates(opened: OpenVectorFile, query: NDArray[np.float32], l
 
 def fallback_note(unusable: VectorFileUnusable) -> str:
     """What search says when it answered exactly because the vector file could not."""
-    remedies = {"missing": "pnk sync builds it", "damaged": "pnk sync rebuilds it",
-                "stale": "pnk sync brings it up to date",
-                "unavailable": "pip install 'pinakes-kb[ann]', then pnk sync"}
     return (f"vector search was exact (slower, more memory): the vector file is {unusable.reason} "
-            f"({unusable.detail}); {remedies.get(unusable.reason, 'pnk sync rebuilds it')}")
+            f"({unusable.detail}); {unusable.remedy}")
 

@@ -62,6 +62,13 @@ _READ_BYTES = 8 << 20
 _COPY_BYTES = 1 << 20  # the buffer of a copy where the kernel cannot copy between files itself
 
 
+UNAVAILABLE_DETAIL = "usearch is not installed (pip install 'pinakes-kb[ann]')"
+# What brings a file back, by reason (a sync that changes no document still reads the footer: a damaged
+# one is rebuilt; doctor's full check, which finds damage past an intact footer, says more).
+_REMEDIES = {"missing": "pnk sync builds it", "damaged": "pnk sync rebuilds it",
+             "stale": "pnk sync brings it up to date", "unavailable": "pip install 'pinakes-kb[ann]', then pnk sync"}
+
+
 class VectorFileUnusable(Exception):
     """The vector file cannot answer for the index: `reason` is one of missing, damaged, stale,
     unavailable (the library is not installed). Never shown as an error: search falls back."""
@@ -70,6 +77,10 @@ class VectorFileUnusable(Exception):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+    @property
+    def remedy(self) -> str:
+        return _REMEDIES.get(self.reason, "pnk sync rebuilds it")
 
 
 @dataclass(frozen=True)
