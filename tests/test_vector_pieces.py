@@ -502,3 +502,23 @@ def test_pieces_larger_than_a_piece_is_now_are_built_whole_on_the_next_change(
     assert max(piece.rows for piece in after.pieces) == PIECE_ROWS // 2 and len(after.pieces) > len(before.pieces)
     write_documents(root, corpus(1, start=900))  # and the file in pieces of the size now is updated again
     assert updated_note(sync(root, embedder).notes)[1] >= 1
+
+
+def test_without_pread_the_file_is_read_and_searched_the_same(kb: tuple[Path, ClusteredEmbedder],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows' os has no pread: the footer, the body's check and the ids are then read by seek and read
+    through the same descriptor, with the same answers."""
+    import os
+
+    root, embedder = kb
+    asked = queries(5, seed=3)
+    found: list[list[list[int]]] = []
+    for missing in (False, True):
+        if missing:
+            monkeypatch.delattr(os, "pread")
+        opened = open_file(root, embedder)  # check_body: every byte and the ids read too
+        try:
+            found.append([opened.search(query, 10).tolist() for query in asked])
+        finally:
+            opened.close()
+    assert found[0] == found[1] and all(found[1])

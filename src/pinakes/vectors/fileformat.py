@@ -246,7 +246,7 @@ def read_header(path: Path, fd: int | None = None) -> Header:
         with _reading(path, fd) as readable:
             size = os.fstat(readable).st_size
             tail = _read_exactly(readable, min(size, FOOTER_BYTES), max(0, size - FOOTER_BYTES))
-    except OSError as exc:  # missing, or not opened: `opened_file` says which
+    except OSError as exc:  # a read that failed (a file that cannot be opened: `opened_file`)
         raise VectorFileUnusable("damaged", f"{path.name} could not be read ({exc.strerror})") from exc
     text = _footer_text(tail, FOOTER_BYTES)
     if text is None:
@@ -397,7 +397,7 @@ def _body_digest(path: Path, end: int, fd: int | None = None) -> str:
     with _reading(path, fd) as readable:
         done = 0
         while done < end:
-            piece = os.pread(readable, min(_READ_BYTES, end - done), done)
+            piece = _pread(readable, min(_READ_BYTES, end - done), done)
             if not piece:
                 raise VectorFileUnusable("damaged", f"{path.name} ends before its footer says")
             digest.update(piece)
@@ -431,11 +431,20 @@ def _reading(path: Path, fd: int | None) -> Generator[int]:
         yield opened
 
 
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    """Up to `size` bytes of `fd` at `offset`: pread where the OS has it (Windows has not: seek, then read)."""
+    pread = getattr(os, "pread", None)
+    if pread is not None:
+        return cast("bytes", pread(fd, size, offset))
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, size)
+
+
 def _read_exactly(fd: int, size: int, offset: int) -> bytes:
     """`size` bytes of `fd` from `offset` (pread may return fewer at a time)."""
     parts: list[bytes] = []
     while size > 0:
-        part = os.pread(fd, size, offset)
+        part = _pread(fd, size, offset)
         if not part:
             break  # a file shorter than its footer says: the caller's checks refuse what it read
         parts.append(part)
