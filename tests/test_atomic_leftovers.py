@@ -132,3 +132,22 @@ def test_a_killed_upgrade_leaves_the_manifest_whole_and_the_next_apply_removes_i
     assert done.returncode == 0, done.stderr
     assert temp_files(kb) == [] and manifest.read_bytes() != before
     assert temp_check(kb)[0] == "OK"
+
+
+def test_doctor_names_the_temps_a_killed_vector_build_leaves_in_pinakes_and_the_next_sync_sweeps_them(
+        kb: Path) -> None:
+    """A sync killed while writing the vector file leaves, in .pinakes/, a temp as large as the file
+    and a piece's temp (named as pinakes.atomic names every writer's; the kill itself:
+    tests/test_vectors_file.py). Doctor names them with the remedy; the next sync sweeps them."""
+    state = kb / ".pinakes"
+    left = [state / atomic.temp_name_for("vectors.ann"), state / atomic.temp_name_for("vectors.ann-piece")]
+    for path in left:
+        path.write_bytes(b"\0" * 4096)
+    [check] = [c for c in run_checks(DoctorContext(kb)) if c.name == "temp files"]
+    assert check.status == "WARN" and all(f".pinakes/{path.name}" in check.detail for path in left), check.detail
+    assert check.remedy is not None and "pnk sync" in check.remedy and "rm" in check.remedy
+
+    age(left)
+    atomic._swept_directories.discard(str(state))  # the next sync: a new process
+    assert run_sync(kb, SyncOptions(), embedder=manifest_fake_embedder(kb)).ok
+    assert temp_files(state) == [] and temp_check(kb)[0] == "OK"

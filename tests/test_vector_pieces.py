@@ -429,3 +429,96 @@ def test_without_madvise_a_releasing_searcher_answers_the_same(kb: tuple[Path, C
             answers.append([[passage.citation for passage in searcher.search(query, mode="vector").passages]
                             for query in QUERIES])
     assert answers[0] == answers[1] and all(answers[1])
+
+
+@pytest.mark.parametrize("change", ["grow the last piece", "rewrite a middle piece"])
+def test_a_sync_renaming_a_new_file_while_a_searcher_opens_it_leaves_the_searcher_one_whole_file(
+        kb: tuple[Path, ClusteredEmbedder], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: str) -> None:
+    """The footer and the mapping come from one open: a sync's rename landing right after the
+    searcher read the footer (simulated there) leaves it answering from the old file whole, never
+    "damaged" and never the old footer over the new bytes (review9 F4)."""
+    import shutil
+
+    from pinakes.vectors import approximate
+    from pinakes.vectors.approximate import open_vector_file
+
+    root, embedder = kb
+    monkeypatch.setattr(vector_build, "INCREMENTAL_MAX_SHARE", 1.0)
+    path = vector_file_path(KBPaths(root).state_dir)
+    old_copy, new_copy = tmp_path / "old.ann", tmp_path / "new.ann"
+    shutil.copyfile(path, old_copy)
+    old = read_header(path)
+    if change == "grow the last piece":
+        write_documents(root, corpus(3, start=800))
+    else:
+        middle = old.pieces[len(old.pieces) // 2]
+        inside = next(f"docs/d{n:04d}.md" for n in range(40)
+                      if middle.from_id <= min(chunk_ids_of(root, f"docs/d{n:04d}.md")) < middle.to_id)
+        (root / inside).write_text((root / inside).read_text().replace("topic", "theme"))
+    _, written = updated_note(sync(root, embedder).notes)
+    assert written >= 1 and read_header(path).content_key != old.content_key
+    shutil.copyfile(path, new_copy)
+    asked = queries(10, seed=5)
+    expected = open_vector_file(old_copy, old.content_key, dict(old.identity), old.dim)
+    try:
+        from_old = [expected.search(query, 10).tolist() for query in asked]
+    finally:
+        expected.close()
+
+    real_read_header = approximate.read_header
+
+    def footer_then_rename(*args: object, **kwargs: object) -> Header:
+        footer = real_read_header(*args, **kwargs)  # type: ignore[arg-type]
+        shutil.copyfile(new_copy, path.with_name("renamed-in"))
+        path.with_name("renamed-in").replace(path)  # the sync's rename, between the footer and the mapping
+        return footer
+
+    monkeypatch.setattr(approximate, "read_header", footer_then_rename)
+    for check_body in (False, True):
+        shutil.copyfile(old_copy, path)
+        opened = open_vector_file(path, old.content_key, dict(old.identity), old.dim, check_body=check_body)
+        try:
+            assert opened.header == old
+            assert [opened.search(query, 10).tolist() for query in asked] == from_old
+        finally:
+            opened.close()
+        assert read_header(path).content_key != old.content_key  # the rename did land
+
+
+def test_pieces_larger_than_a_piece_is_now_are_built_whole_on_the_next_change(
+        kb: tuple[Path, ClusteredEmbedder], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file cut by a release with larger pieces (the size is not recorded in it): the next change
+    builds it whole in pieces of the size now, rather than loading one of the larger pieces whole to
+    update it, so an update's memory stays one piece of at most PIECE_ROWS (review9 F6)."""
+    root, embedder = kb
+    monkeypatch.setattr(vector_build, "INCREMENTAL_MAX_SHARE", 1.0)  # every change small enough to update
+    before = pieces_of(root)
+    assert max(piece.rows for piece in before.pieces) == PIECE_ROWS
+    monkeypatch.setattr(vector_build, "PIECE_ROWS", PIECE_ROWS // 2)  # a later release lowers it
+    report = delete_documents(root, ["docs/d0003.md"], embedder)
+    assert any(re.search(rf"vector file built whole: .*a piece holds {PIECE_ROWS} rows, more than the "
+                         rf"{PIECE_ROWS // 2}", note) for note in report.notes), report.notes
+    after = pieces_of(root)
+    assert max(piece.rows for piece in after.pieces) == PIECE_ROWS // 2 and len(after.pieces) > len(before.pieces)
+    write_documents(root, corpus(1, start=900))  # and the file in pieces of the size now is updated again
+    assert updated_note(sync(root, embedder).notes)[1] >= 1
+
+
+def test_without_pread_the_file_is_read_and_searched_the_same(kb: tuple[Path, ClusteredEmbedder],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows' os has no pread: the footer, the body's check and the ids are then read by seek and read
+    through the same descriptor, with the same answers."""
+    import os
+
+    root, embedder = kb
+    asked = queries(5, seed=3)
+    found: list[list[list[int]]] = []
+    for missing in (False, True):
+        if missing:
+            monkeypatch.delattr(os, "pread")
+        opened = open_file(root, embedder)  # check_body: every byte and the ids read too
+        try:
+            found.append([opened.search(query, 10).tolist() for query in asked])
+        finally:
+            opened.close()
+    assert found[0] == found[1] and all(found[1])

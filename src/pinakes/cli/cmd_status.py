@@ -21,7 +21,9 @@ def register(subparsers: Subcommands, common: argparse.ArgumentParser) -> None:
                     "without writing anything: new, changed, moved and deleted documents (a deletion "
                     "that is likely a move without its sidecar with the `pnk adopt` command that "
                     "keeps its ID), sidecars to mint, documents that would fail or failed last time, skipped paths with "
-                    "their reasons, and when the index was last built. With a remote embedding model it "
+                    "their reasons, when the index was last built, and the vector tier with the approximate vector "
+                    "file's state (none, current, or stale, damaged, missing with the remedy; from its footer, not a "
+                    "checksum of every byte: `pnk doctor` reads them). With a remote embedding model it "
                     "asks the endpoint for its probe (one small request, as a sync's start does) to say "
                     "whether the model behind the same name was swapped. Exits 0.",
     )

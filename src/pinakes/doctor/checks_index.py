@@ -110,10 +110,9 @@ def _vector_file(conn: sqlite3.Connection, paths: KBPaths, meta: dict[str, str])
         opened = open_for_index(conn, paths.state_dir, identity, int(identity[META_KEYS[-1]]),
                                 min_rows=vector_build.ANN_MIN_ROWS, check_body=True)
     except VectorFileUnusable as unusable:
-        remedies = {"unavailable": "pip install 'pinakes-kb[ann]', then pnk sync",
-                    # a sync with nothing to do reads the footer only, which may be intact
-                    "damaged": f"delete {paths.state_dir.name}/{FILE_NAME}, then pnk sync (it builds the file again)"}
-        remedy = remedies.get(unusable.reason, "pnk sync")
+        # a sync with nothing to do reads the footer only, which may be intact where this check read every byte
+        remedy = (f"delete {paths.state_dir.name}/{FILE_NAME}, then pnk sync (it builds the file again)"
+                  if unusable.reason == "damaged" else unusable.remedy)
         return Check("vector file", "WARN", f"the vector file is {unusable.reason} ({unusable.detail}): searches "
                      "answer exactly until it is fixed (slower, more memory)", remedy)
     if opened is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes.display import printable
@@ -53,26 +54,42 @@ def checks(ctx: DoctorContext) -> Iterator[Check]:
 
 
 def _temp_files(paths: KBPaths, found: WalkResult) -> Check:
-    """Temp files of atomic writes that were killed (under the sources, or beside the manifest):
-    harmless, never indexed, removed by the next write into their folder."""
+    """Temp files of atomic writes that were killed (under the sources, beside the manifest, or in
+    `.pinakes/`, where a killed vectors step leaves a temp as large as the vector file and a piece's
+    temp): harmless, never indexed, removed by the next write into their folder (every sync sweeps
+    `.pinakes/` when it takes its lock)."""
     import os
 
     from pinakes.atomic import is_temp_name
 
-    try:
-        beside_manifest = sorted(name for name in os.listdir(paths.root) if is_temp_name(name))
-    except OSError:
-        beside_manifest = []
-    leftovers = sorted(set(found.temp_files) | set(beside_manifest))
+    def temps_in(folder: Path) -> list[str]:
+        try:
+            return sorted(name for name in os.listdir(folder) if is_temp_name(name))
+        except OSError:
+            return []
+
+    in_state = [f"{paths.state_dir.name}/{name}" for name in temps_in(paths.state_dir)]
+    leftovers = sorted(set(found.temp_files) | set(temps_in(paths.root))) + in_state
     if not leftovers:
         return Check("temp files", "OK", "no temp file left by an interrupted write")
     shown = ", ".join(printable(path) for path in leftovers[:5])
     more = f" (+{len(leftovers) - 5} more)" if len(leftovers) > 5 else ""
+    held = sum(_size_of(paths.root / path) for path in in_state)
+    state_note = (f"; {len(in_state)} in {paths.state_dir.name}/ ({held / 1e6:,.1f} MB, a killed sync's: the "
+                  "vector file's or a piece of it)" if in_state else "")
+    swept = f" (every `pnk sync` sweeps {paths.state_dir.name}/ as it starts)" if in_state else ""
     return Check("temp files", "WARN",
-                 f"{counted(len(leftovers), 'temp file')} left by a write that was killed: {shown}{more}; the files "
-                 "they were writing are whole (the old or the new version), and no sync indexes them",
-                 "the next `pnk` command that writes into the same folder removes them; or delete them "
-                 "(`rm` each path listed)")
+                 f"{counted(len(leftovers), 'temp file')} left by a write that was killed: {shown}{more}{state_note}; "
+                 "the files they were writing are whole (the old or the new version), and no sync indexes them",
+                 f"the next `pnk` command that writes into the same folder removes them{swept}; or delete them "
+                 f"(`rm` each path listed{', while no sync runs' if in_state else ''})")
+
+
+def _size_of(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _failures(paths: KBPaths, exclude: tuple[str, ...]) -> Generator[Check, None, set[str]]:

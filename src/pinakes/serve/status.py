@@ -6,6 +6,9 @@ last sync saved (`pinakes.sources.walk` without hashing: a file whose size, time
 reported as changed, as the next sync would then look at it). It takes no lock and writes nothing.
 Every list is cut at SHOWN entries; the counts beside them are whole.
 
+The vector file (`vector_file`): the vector tier and the approximate file's state, judged from its
+footer and the key the last sync recorded, as `pnk status` says it (vectors/freshness.py `file_state`).
+
 Unresolved links: authored links (sidecars) whose target is no active document of this KB, and
 links written in documents' text (wikilinks, Markdown links, `pnk://`) that the last graph stage
 resolved to no document or to several, with the line they are on, as `pnk doctor` reads them.
@@ -14,8 +17,10 @@ resolved to no document or to several, with the line they are on, as `pnk doctor
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import asdict
 
 from pinakes.serve.config import ServedKB
+from pinakes.vectors.freshness import file_state
 
 SHOWN = 20  # entries per list; the count beside it is whole
 NEXT_STEP = ("the KB's owner runs `pnk sync` in it, or leaves `pnk watch` running to sync on every edit "
@@ -33,8 +38,10 @@ def kb_status(kb: ServedKB, conn: sqlite3.Connection) -> Payload:
     failures = conn.execute("SELECT path, stage, error FROM failures ORDER BY path").fetchall()
     unresolved = _unresolved_links(conn, kb.kb_id)
     stale_extractions = _stale_extractions(conn)
+    vector_file = file_state(conn, kb.paths.state_dir, tier=kb.manifest.retrieval.vector_tier)
     started, finished = meta.get("sync_started_at"), meta.get("last_sync_at")
-    fresh = not (stale["count"] or failures or (started and (finished is None or started > finished)))
+    fresh = not (stale["count"] or failures or (started and (finished is None or started > finished))
+                 or vector_file.needs_sync)
     section = kb.manifest.embedding
     return {
         "name": kb.name, "indexed": True, "documents": int(documents), "chunks": int(chunks),
@@ -50,6 +57,7 @@ def kb_status(kb: ServedKB, conn: sqlite3.Connection) -> Payload:
                              for path, stage, error in failures[:SHOWN]]},
         "stale_extractions": stale_extractions,
         "unresolved_links": unresolved,
+        "vector_file": asdict(vector_file),
         "next_step": None if fresh else NEXT_STEP,
     }
 

@@ -9,6 +9,9 @@ adopt` command that keeps the ID, while running it still saves the links. It tak
 during a sync reads the last committed state. With a remote embedding model it asks the endpoint for
 the probe, as a sync's start does (one small request, priced like any), since only the server can
 say whether the model behind the same name was swapped (then the next sync rebuilds everything).
+It also says the vector tier and the approximate vector file's state (none, current, or missing,
+stale, damaged, unavailable with the remedy: vectors/freshness.py `file_state`), from the file's
+footer and the key the last sync recorded, never a checksum of every byte (`pnk doctor` reads them).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pinakes.pipeline.likely_moves import LikelyMove
 from pinakes.pipeline.report import Failure, exclusion_for, exclusion_lines, has_changes
 from pinakes.sources import walk
 from pinakes.sources.left_out import left_out_types, notice
+from pinakes.vectors.freshness import VectorFileState, file_state
 from pinakes.wording import counted, noun_for
 
 # Paths the text view names per list before it says "and N more" (--json lists them all).
@@ -100,11 +104,14 @@ class KBStatus:
     # MAX_LINK_PROBLEMS; `link_problem_counts` counts them all): not work for the next sync
     link_problems: list[TextLinkProblem] = field(default_factory=list[TextLinkProblem])
     link_problem_counts: dict[str, int] = field(default_factory=dict[str, int])
+    # the vector tier and the approximate vector file's state (vectors/freshness.py `file_state`)
+    vector_file: VectorFileState | None = None
 
     @property
     def up_to_date(self) -> bool:
         return not (self.model_changed or has_changes(self) or self.would_fail
-                    or self.link_scans_due or self.partners_to_forget)
+                    or self.link_scans_due or self.partners_to_forget
+                    or (self.vector_file is not None and self.vector_file.needs_sync))
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -120,6 +127,8 @@ class KBStatus:
             if self.index_exists else "no index yet"
         lines = [f"{counted(self.documents_on_disk, 'document')} on disk, {self.unchanged} indexed and unchanged; "
                  f"{built}"]
+        if self.vector_file is not None:
+            lines.append(self.vector_file.describe())
         if self.model_changed:
             lines.append(f"{self.model_change or 'the embedding model changed since the index was built'}: "
                          "the next sync rebuilds the whole index")
@@ -200,6 +209,7 @@ def kb_status(start: Path | str | None = None) -> KBStatus:
                 "AND pages_without_text IS NOT NULL ORDER BY path")}
             _link_scans(ctx.conn, paths.root, ctx.manifest, status)
             status.link_problems, status.link_problem_counts = text_link_problems(ctx.conn, MAX_LINK_PROBLEMS)
+            status.vector_file = file_state(ctx.conn, paths.state_dir, tier=ctx.manifest.retrieval.vector_tier)
             if status.model_changed:
                 ctx.conn.close()
                 ctx.conn = None  # a rebuild pairs against an empty index: everything is rebuilt

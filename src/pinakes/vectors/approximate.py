@@ -27,7 +27,9 @@ from pinakes.vectors import engine
 from pinakes.vectors.fileformat import (
     Header,
     VectorFileUnusable,
+    check_answers_for,
     check_piece_ids,
+    opened_file,
     read_header,
     read_rows,
     verify_body,
@@ -113,18 +115,19 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
     """The file at `path` when it is intact and answers for the rows whose content key is
     `expected_key`, under this model; VectorFileUnusable otherwise. `check_body=False` (a searching
     process: docs/INVARIANTS.md) checks the footer, the sizes and each piece's row count, not the
-    checksum of every byte, which the step that wrote the file and doctor check."""
-    header = read_header(path)
-    if header.content_key != expected_key:
-        raise VectorFileUnusable("stale", f"{path.name} was built from other rows than the index holds now")
-    if dict(header.identity) != dict(identity) or header.dim != dim:
-        raise VectorFileUnusable("stale", f"{path.name} was built by another embedding model")
-    if check_body:
-        verify_body(path, header)
-        check_piece_ids(path, header, read_rows(path, header)[0])
-    engine.load_library()
-    with open(path, "rb") as handle:
-        mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    checksum of every byte, which the step that wrote the file and doctor check.
+
+    The path is opened once: the footer, the body's checks and the mapping are all read through that
+    one descriptor, so a sync renaming a new file over the path meanwhile leaves this reader with
+    the old file whole, never the old footer over the new bytes (review9 F4)."""
+    with opened_file(path) as fd:  # closed once mapped: the mapping outlives it
+        header = read_header(path, fd)
+        check_answers_for(path, header, expected_key, identity, dim)
+        if check_body:
+            verify_body(path, header, fd)
+            check_piece_ids(path, header, read_rows(path, header, fd)[0])
+        engine.load_library()
+        mapping = mmap.mmap(fd, header.file_bytes, access=mmap.ACCESS_READ)
     indexes: list[engine.AnnIndex] = []
     views: list[memoryview] = []
     opened = OpenVectorFile(path, header, indexes, mapping, views)  # its close releases what is opened so far
@@ -175,9 +178,6 @@ def approximate_candidates(opened: OpenVectorFile, query: NDArray[np.float32], l
 
 def fallback_note(unusable: VectorFileUnusable) -> str:
     """What search says when it answered exactly because the vector file could not."""
-    remedies = {"missing": "pnk sync builds it", "damaged": "pnk sync rebuilds it",
-                "stale": "pnk sync brings it up to date",
-                "unavailable": "pip install 'pinakes-kb[ann]', then pnk sync"}
     return (f"vector search was exact (slower, more memory): the vector file is {unusable.reason} "
-            f"({unusable.detail}); {remedies.get(unusable.reason, 'pnk sync rebuilds it')}")
+            f"({unusable.detail}); {unusable.remedy}")
 

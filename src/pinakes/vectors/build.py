@@ -12,8 +12,10 @@ wiring in the module docstring of pinakes.vectors):
   the removed and changed rows removed and the new ones added (HNSW adds without a rebuild; its
   removals are marks the search skips) and is saved; the others are copied byte for byte. New ids
   above every piece's rows fill the last piece up to `PIECE_ROWS`, then start new pieces;
-- anything else (no file, a damaged one, another model, too much changed, or more than twice the
-  pieces its rows need, left small by removals) is built whole: the rows
+- anything else (no file, a damaged one, another model, too much changed, more than twice the
+  pieces its rows need, left small by removals, or a piece of more rows than `PIECE_ROWS` now: the
+  file does not record the size its pieces were cut to, so one built when a release cut larger
+  pieces, or grown past it by an update, is found by its rows) is built whole: the rows
   streamed in id order fill a piece of `PIECE_ROWS`, which is saved, copied into the file and freed
   before the next one is started.
 
@@ -111,8 +113,11 @@ def refresh_vector_file(conn: sqlite3.Connection, pinakes_dir: Path, identity: M
         if previous is not None and changes is not None:
             added, removed = changes
             fragmented = len(previous[0].pieces) > 2 * -(-len(keys) // piece_rows) + 1
+            largest = max(piece.rows for piece in previous[0].pieces)
             if fragmented:
                 why = f"{len(previous[0].pieces)} pieces hold {len(keys)} rows: removals left them small"
+            elif largest > piece_rows:  # an update would load it whole: past the memory bar the pieces keep
+                why = f"a piece holds {largest} rows, more than the {piece_rows} of a piece now"
             elif len(added) + len(removed) <= INCREMENTAL_MAX_SHARE * max(1, len(keys)):
                 pieces = _updated_pieces(conn, path, previous[0], previous[1], keys, added, removed,
                                          piece_rows, threads, written)

@@ -20,7 +20,7 @@ from typing import Protocol, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from pinakes.vectors.fileformat import VectorFileUnusable
+from pinakes.vectors.fileformat import UNAVAILABLE_DETAIL, VectorFileUnusable
 
 # Build parameters: part of the content key, so changing one rebuilds every file.
 DEFAULT_PARAMS: Mapping[str, object] = {"metric": "cos", "dtype": "i8", "connectivity": 16, "expansion_add": 128}
@@ -67,7 +67,7 @@ def load_library() -> tuple[str, _IndexClass]:
         import usearch  # optional: only KBs above the threshold need it
         import usearch.index
     except ImportError as exc:
-        raise VectorFileUnusable("unavailable", "usearch is not installed (pip install 'pinakes-kb[ann]')") from exc
+        raise VectorFileUnusable("unavailable", UNAVAILABLE_DETAIL) from exc
     module: ModuleType = usearch.index
     version = cast("str", getattr(usearch, "__version__", "unknown"))
     return f"usearch {version}", cast("_IndexClass", module.Index)

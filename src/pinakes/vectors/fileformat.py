@@ -7,8 +7,10 @@ Layout, front to back:
               memory-mapped where it lies. A piece owns a range of chunk ids [from_id, to_id): the
               ranges are contiguous, ascending, and cover every id (the first from 0, the last to
               `MAX_ID`). A piece holds at most the builder's PIECE_ROWS rows (a few more after an
-              update that re-adds rows inside its range), so a build or an update holds one piece
-              in memory at a time, never the whole index (issue #45's memory bar).
+              update that re-adds rows inside its range; the next update builds such a file whole,
+              as it does one cut by a release with larger pieces: the size is not recorded), so a
+              build or an update holds one piece in memory at a time, never the whole index (issue
+              #45's memory bar).
     ids       the chunk id (int64) of every row, ascending, 8-byte aligned
     checksums each row's 64-bit `embeddings.checksum` (uint64), same order: what an update diffs
     footer    the last FOOTER_BYTES: MAGIC, xxh3-64 of the JSON, its length (u32 LE), the JSON
@@ -60,6 +62,13 @@ _READ_BYTES = 8 << 20
 _COPY_BYTES = 1 << 20  # the buffer of a copy where the kernel cannot copy between files itself
 
 
+UNAVAILABLE_DETAIL = "usearch is not installed (pip install 'pinakes-kb[ann]')"
+# What brings a file back, by reason (a sync that changes no document still reads the footer: a damaged
+# one is rebuilt; doctor's full check, which finds damage past an intact footer, says more).
+_REMEDIES = {"missing": "pnk sync builds it", "damaged": "pnk sync rebuilds it",
+             "stale": "pnk sync brings it up to date", "unavailable": "pip install 'pinakes-kb[ann]', then pnk sync"}
+
+
 class VectorFileUnusable(Exception):
     """The vector file cannot answer for the index: `reason` is one of missing, damaged, stale,
     unavailable (the library is not installed). Never shown as an error: search falls back."""
@@ -68,6 +77,10 @@ class VectorFileUnusable(Exception):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+    @property
+    def remedy(self) -> str:
+        return _REMEDIES.get(self.reason, "pnk sync rebuilds it")
 
 
 @dataclass(frozen=True)
@@ -224,16 +237,16 @@ def copy_range(source_fd: int, offset: int, size: int, fd: int) -> None:
         left -= len(block)
 
 
-def read_header(path: Path) -> Header:
-    """The footer of `path`, checked against itself and the file's size (not yet the body)."""
+def read_header(path: Path, fd: int | None = None) -> Header:
+    """The footer of `path`, checked against itself and the file's size (not yet the body). With
+    `fd` (an open descriptor of `path`), the size and the footer are read through it: a reader that
+    also maps or checks that same descriptor sees one file, even when a sync renames a new one over
+    the path meanwhile (a footer read by path paired with bytes opened again would not be)."""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-            handle.seek(max(0, size - FOOTER_BYTES))
-            tail = handle.read(FOOTER_BYTES)
-    except FileNotFoundError as exc:
-        raise VectorFileUnusable("missing", f"{path.name} does not exist") from exc
-    except OSError as exc:
+        with _reading(path, fd) as readable:
+            size = os.fstat(readable).st_size
+            tail = _read_exactly(readable, min(size, FOOTER_BYTES), max(0, size - FOOTER_BYTES))
+    except OSError as exc:  # a read that failed (a file that cannot be opened: `opened_file`)
         raise VectorFileUnusable("damaged", f"{path.name} could not be read ({exc.strerror})") from exc
     text = _footer_text(tail, FOOTER_BYTES)
     if text is None:
@@ -258,6 +271,15 @@ def read_header(path: Path) -> Header:
     return header
 
 
+def check_answers_for(path: Path, header: Header, expected_key: str, identity: Mapping[str, str], dim: int) -> None:
+    """Whether a file with this (checked) footer answers for the rows whose content key is
+    `expected_key`, under this model: VectorFileUnusable("stale") saying why not."""
+    if header.content_key != expected_key:
+        raise VectorFileUnusable("stale", f"{path.name} was built from other rows than the index holds now")
+    if dict(header.identity) != dict(identity) or header.dim != dim:
+        raise VectorFileUnusable("stale", f"{path.name} was built by another embedding model")
+
+
 def _check_pieces(header: Header) -> None:
     """The pieces tile the ids (contiguous ranges from 0 to MAX_ID) and lie in order, aligned,
     before the ids section, their rows adding up to the file's: ValueError saying how not."""
@@ -277,26 +299,28 @@ def _check_pieces(header: Header) -> None:
         raise ValueError("overlap the ids")
 
 
-def verify_body(path: Path, header: Header) -> None:
-    """Every byte before the footer against its checksum. Read with plain reads, not through a
-    mapping, so checking does not make the whole file resident in the reading process."""
+def verify_body(path: Path, header: Header, fd: int | None = None) -> None:
+    """Every byte before the footer against its checksum (through `fd` when given: `read_header`).
+    Read with plain reads, not through a mapping, so checking does not make the whole file resident
+    in the reading process."""
     try:
-        digest = _body_digest(path, header.footer_offset)
+        with _reading(path, fd) as readable:
+            digest = _body_digest(path, header.footer_offset, readable)
     except OSError as exc:
         raise VectorFileUnusable("damaged", f"{path.name} could not be read ({exc.strerror})") from exc
     if digest != header.body_xxh3_128:
         raise VectorFileUnusable("damaged", f"{path.name} does not match its checksum")
 
 
-def read_rows(path: Path, header: Header) -> tuple[NDArray[np.int64], NDArray[np.uint64]]:
-    """The ids and checksums sections (call after `verify_body`)."""
+def read_rows(path: Path, header: Header, fd: int | None = None) -> tuple[NDArray[np.int64], NDArray[np.uint64]]:
+    """The ids and checksums sections (call after `verify_body`; through `fd` when given)."""
     import numpy as np
 
-    with open(path, "rb") as handle:
-        handle.seek(header.ids_offset)
-        ids = np.frombuffer(handle.read(8 * header.rows), dtype="<i8").astype(np.int64)
-        checksums = np.frombuffer(handle.read(8 * header.rows), dtype="<u8").astype(np.uint64)
-    return ids, checksums
+    with _reading(path, fd) as readable:
+        ids = np.frombuffer(_read_exactly(readable, 8 * header.rows, header.ids_offset), dtype="<i8")
+        checksums = np.frombuffer(_read_exactly(readable, 8 * header.rows, header.ids_offset + 8 * header.rows),
+                                  dtype="<u8")
+    return ids.astype(np.int64), checksums.astype(np.uint64)
 
 
 def check_piece_ids(path: Path, header: Header, ids: NDArray[np.int64]) -> None:
@@ -368,17 +392,65 @@ def _footer(header: Header) -> bytes:
     return block + b"\0" * (FOOTER_BYTES - len(block))
 
 
-def _body_digest(path: Path, end: int) -> str:
+def _body_digest(path: Path, end: int, fd: int | None = None) -> str:
     digest = xxhash.xxh3_128()
-    with open(path, "rb") as handle:
-        left = end
-        while left > 0:
-            piece = handle.read(min(_READ_BYTES, left))
+    with _reading(path, fd) as readable:
+        done = 0
+        while done < end:
+            piece = _pread(readable, min(_READ_BYTES, end - done), done)
             if not piece:
                 raise VectorFileUnusable("damaged", f"{path.name} ends before its footer says")
             digest.update(piece)
-            left -= len(piece)
+            done += len(piece)
     return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def opened_file(path: Path) -> Generator[int]:
+    """`path` open for reading, as a descriptor to hand to `read_header` and the checks (closed on
+    leaving); VectorFileUnusable when it is missing or cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError as exc:
+        raise VectorFileUnusable("missing", f"{path.name} does not exist") from exc
+    except OSError as exc:
+        raise VectorFileUnusable("damaged", f"{path.name} could not be read ({exc.strerror})") from exc
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _reading(path: Path, fd: int | None) -> Generator[int]:
+    """`fd` when the caller holds the file open (read through it, left open), else `path` opened for this read."""
+    if fd is not None:
+        yield fd
+        return
+    with opened_file(path) as opened:
+        yield opened
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    """Up to `size` bytes of `fd` at `offset`: pread where the OS has it (Windows has not: seek, then read)."""
+    pread = getattr(os, "pread", None)
+    if pread is not None:
+        return cast("bytes", pread(fd, size, offset))
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, size)
+
+
+def _read_exactly(fd: int, size: int, offset: int) -> bytes:
+    """`size` bytes of `fd` from `offset` (pread may return fewer at a time)."""
+    parts: list[bytes] = []
+    while size > 0:
+        part = _pread(fd, size, offset)
+        if not part:
+            break  # a file shorter than its footer says: the caller's checks refuse what it read
+        parts.append(part)
+        size -= len(part)
+        offset += len(part)
+    return b"".join(parts)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -15,17 +15,30 @@ the rows now. When the mark is present (a sync running, or killed or stopped bef
 recorded key proves nothing and the key is computed from the rows, as before. A step that could not
 write the file (its library is not installed) records that instead of a key, and a KB below the
 threshold records that it has no file, so a search of a small KB reads one meta row and no file.
+
+`file_state` says the same judgement to a person (`pnk status`, the MCP server's `pinakes_status`):
+the expected key as above, then the footer and its staleness checks as `open_vector_file` makes
+them, without mapping the pieces or reading every byte.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes.index.chunk_counts import recorded_since_completed_sync
-from pinakes.vectors.fileformat import VectorFileUnusable, vector_file_path
+from pinakes.vectors.fileformat import (
+    UNAVAILABLE_DETAIL,
+    VectorFileUnusable,
+    check_answers_for,
+    read_header,
+    vector_file_path,
+)
+from pinakes.wording import counted
 
 if TYPE_CHECKING:  # numpy and the engine are imported by `open_for_index` only: `recorded_state` needs neither
     from pinakes.vectors.approximate import OpenVectorFile
@@ -49,22 +62,109 @@ def open_for_index(conn: sqlite3.Connection, pinakes_dir: Path, identity: Mappin
     holds fewer than `min_rows` active vectors (exact search is the tier there, not a fallback);
     VectorFileUnusable when a file should answer and cannot (missing, stale, damaged, its library
     not installed). Call inside the read transaction the search runs in."""
-    from pinakes.vectors import engine
     from pinakes.vectors.approximate import open_vector_file
-    from pinakes.vectors.engine import DEFAULT_PARAMS
-    from pinakes.vectors.source import content_key, row_keys
 
+    expected = _expected_key(conn, identity, min_rows=lambda: min_rows)
+    if expected is None:
+        return None
+    return open_vector_file(vector_file_path(pinakes_dir), expected, identity, dim, check_body=check_body)
+
+
+@dataclass(frozen=True)
+class VectorFileState:
+    """What the vector file is for the index now, as `pnk status` and the MCP server's status say it."""
+
+    tier: str  # "exact" (no file is kept) or "approximate" (a file should answer vector search)
+    state: str  # "none" (the exact tier), "current", or why search answers exactly: missing, stale, damaged, unavailable
+    detail: str
+    remedy: str | None = None
+    rows: int = 0
+    pieces: int = 0
+    file_bytes: int = 0
+
+    @property
+    def needs_sync(self) -> bool:
+        """Whether the next `pnk sync` changes the file (builds, updates or rebuilds it)."""
+        return self.state in ("missing", "stale", "damaged")
+
+    def describe(self) -> str:
+        """One line of `pnk status`."""
+        if self.state == "none":
+            return f"vector search: exact, no vector file ({self.detail})"
+        if self.state == "current":
+            return f"vector search: approximate, vector file current ({self.detail})"
+        return (f"vector search: exact (slower, more memory) until the vector file is fixed: {self.state} "
+                f"({self.detail}); {self.remedy}")
+
+
+def file_state(conn: sqlite3.Connection, pinakes_dir: Path, *, tier: str) -> VectorFileState:
+    """The vector file's state for the index behind `conn` now, judged as a searching process judges
+    it when it opens the file (`open_for_index`: the same expected key, footer and staleness checks)
+    short of mapping its pieces, and with no checksum of the body: reading the footer and the key
+    the last sync recorded in the index's meta is cheap at any size, every byte is not (`pnk doctor`
+    reads them). `tier`: the manifest's `[retrieval] vector_tier`."""
+    from pinakes.embed.base import META_KEYS
+
+    if tier == "numpy":
+        return VectorFileState("exact", "none", 'the manifest asks for exact search at any size: '
+                                                '[retrieval] vector_tier = "numpy"')
+    recorded = dict(conn.execute(f"SELECT key, value FROM meta WHERE key IN ({', '.join('?' * len(META_KEYS))})",
+                                 META_KEYS).fetchall())
+    identity = {key: str(recorded.get(key, "")) for key in META_KEYS}  # as the index's meta holds the model
+    dim = identity[META_KEYS[-1]]
+    if not dim.isdigit():
+        return VectorFileState("exact", "none", "no vector embedded yet")
+    path = vector_file_path(pinakes_dir)
+    try:
+        expected = _expected_key(conn, identity, min_rows=_ann_min_rows, check_library=_library_installed)
+        if expected is None:
+            return VectorFileState("exact", "none", "the index holds too few vectors for one: exact search is "
+                                                    "fast enough at this size")
+        header = read_header(path)
+        check_answers_for(path, header, expected, identity, int(dim))
+        _library_installed()
+    except VectorFileUnusable as unusable:
+        return VectorFileState("approximate", unusable.reason, unusable.detail, unusable.remedy)
+    return VectorFileState(
+        "approximate", "current",
+        f"{counted(header.rows, 'row')} in {counted(len(header.pieces), 'piece')}, {header.file_bytes / 1e6:,.1f} MB; "
+        "its footer checked against the index, not every byte: `pnk doctor` reads them all",
+        rows=header.rows, pieces=len(header.pieces), file_bytes=header.file_bytes)
+
+
+def _expected_key(conn: sqlite3.Connection, identity: Mapping[str, str], *, min_rows: Callable[[], int],
+                  check_library: Callable[[], object] | None = None) -> str | None:
+    """The content key a file must carry to answer for the index now; None when the index is below
+    the threshold (`min_rows`, asked only when the last sync's record does not say). VectorFileUnusable
+    when the last sync could not build the file. The key the last sync recorded when it still holds
+    (the module), else the one its rows make (every active row read)."""
     recorded = recorded_state(conn)
     if recorded == BELOW_THRESHOLD:
         return None
     if recorded == NOT_BUILT:
-        engine.load_library()  # still not installed: "unavailable"
+        from pinakes.vectors import engine
+
+        (check_library or engine.load_library)()  # still not installed: "unavailable"
         raise VectorFileUnusable("missing", "the last sync could not build it (usearch was not installed then)")
-    if recorded is None or recorded == NOT_WANTED:
-        keys = row_keys(conn)
-        if len(keys) < min_rows:
-            return None
-        expected = content_key(keys, identity, DEFAULT_PARAMS)
-    else:
-        expected = recorded
-    return open_vector_file(vector_file_path(pinakes_dir), expected, identity, dim, check_body=check_body)
+    if recorded is not None and recorded != NOT_WANTED:
+        return recorded
+    from pinakes.vectors.engine import DEFAULT_PARAMS
+    from pinakes.vectors.source import content_key, row_keys
+
+    keys = row_keys(conn)
+    if len(keys) < min_rows():
+        return None
+    return content_key(keys, identity, DEFAULT_PARAMS)
+
+
+def _ann_min_rows() -> int:
+    from pinakes.vectors import build  # read when asked: a test lowers it
+
+    return build.ANN_MIN_ROWS
+
+
+def _library_installed() -> None:
+    """VectorFileUnusable("unavailable") when usearch is not installed, known without importing it
+    (importing it imports onnxruntime first: engine.py), so a status need not pay that."""
+    if importlib.util.find_spec("usearch") is None:
+        raise VectorFileUnusable("unavailable", UNAVAILABLE_DETAIL)
