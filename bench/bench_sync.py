@@ -564,7 +564,7 @@ def bench_reuse_one_edit(loads: _LoadCounter, edit_bytes: int) -> dict[str, obje
     noop, noop_cpu = float(noop_sample["seconds"]), float(noop_sample["cpu_seconds"])  # type: ignore[arg-type]
     # Model load is what readying the model costs once, whatever the number of chunks: the weights
     # (the loads the syncs above counted) and the first call's fixed cost (fastembed's session is
-    # rebuilt without ONNX Runtime's memory pattern, provider_fastembed.disable_memory_pattern, then
+    # rebuilt without ONNX Runtime's memory pattern, provider_fastembed.rebuild_session_for_documents, then
     # runs once). The pure-embed term is timed on a warmed model, so that cost belongs here.
     from pinakes.embed import load_embedder
 

@@ -240,3 +240,61 @@ def test_the_cluster_executor_plans_with_the_counts_it_is_handed_and_counts_only
     assert sorted(recorded.asked) == sorted(text for text in texts if text not in known)  # the rest, once
     planned = [[texts[index] for index in batch] for batch in plan_batches(true_counts, counter.special_tokens, 8)]
     assert batches == planned  # the same model batches as counting every text would plan
+
+
+class _NoSynchronousCalls(CountingAheadEmbedder):
+    """A cluster's executor whose synchronous path would plan its batches by counting every text
+    again (RayEmbedder.embed_documents hands no counts): the stage must not take it."""
+
+    collecting = False
+
+    def collect(self, call: object) -> np.ndarray:
+        self.collecting = True  # the fake computes a collected call's vectors with embed_documents
+        try:
+            return super().collect(call)
+        finally:
+            self.collecting = False
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        if not self.collecting:
+            raise AssertionError(f"{len(texts)} texts sent without the chunker's counts")
+        return super().embed_documents(texts, batch_size)
+
+
+def test_a_document_too_large_for_one_call_reaches_the_executor_with_its_counts(tmp_path: Path) -> None:
+    counter = packaged_token_counter()
+    root = tmp_path / "kb"
+    init_test_kb(root, HashEmbedder().identity)
+    small = [Doc(f"docs/page{n:02d}.md", f"# Page {n}\n\nA short page {n} about topic {n % 7}.\n") for n in range(20)]
+    manuals = [Doc(f"docs/manual{n}.md", "".join(f"## Section {s}\n\n" + f"Section {s} of manual {n} explains "
+                                                 f"step {s}. " * 30 + "\n\n" for s in range(100))) for n in range(2)]
+    write_documents(root, small + manuals)
+    embedder = _NoSynchronousCalls(root / ".pinakes" / "index.db", counter)
+    report = run_sync(root, SyncOptions(), embedder=embedder)  # type: ignore[arg-type]
+    assert report.ok, report.render_text()
+    largest = max(len(texts) for texts in embedder.sent_calls)
+    assert largest == embed_step.EMBED_SLICE_CHUNKS and report.chunks_embedded > 3 * largest  # the manuals streamed
+    handed = [(text, known.get(text)) for texts, known in zip(embedder.sent_calls, embedder.known_handed, strict=True)
+              for text in texts]
+    assert len(handed) == report.chunks_embedded
+    assert all(count is not None for _text, count in handed), [text for text, count in handed if count is None][:3]
+    assert [count for _text, count in handed] == counter.count_batch([text for text, _count in handed])
+
+
+def test_no_count_is_handed_where_the_tokenizer_is_not_proved_to_add_up(tmp_path: Path) -> None:
+    """Counts are summed from a context's and a chunk's only where the tokenizer's counts add up over
+    whitespace; WordPiece over whole lines (no pre-tokenizer) does not, and its texts are counted."""
+    import json
+
+    config = json.loads(packaged_token_counter().to_str())
+    config["pre_tokenizer"] = None
+    counter = TokenCounter.from_str(json.dumps(config))
+    assert not counter.additive_over_whitespace
+    root = tmp_path / "kb"
+    init_test_kb(root, HashEmbedder().identity)
+    write_documents(root, [Doc(f"docs/d{n:02d}.md", f"# Title {n}\n\nSome words for document {n}, with punctuation; "
+                                                     f"and more words.\n\n## Part two\n\nSecond part {n}.\n")
+                           for n in range(12)])
+    embedder = CountingAheadEmbedder(root / ".pinakes" / "index.db", counter)
+    assert run_sync(root, SyncOptions(), embedder=embedder).ok  # type: ignore[arg-type]
+    assert embedder.sent_calls and not any(embedder.known_handed), embedder.known_handed[:2]

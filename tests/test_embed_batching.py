@@ -8,6 +8,7 @@ import random
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -179,20 +180,33 @@ def fastembed_embedder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pro
 
 
 def test_fastembed_session_runs_without_the_memory_pattern(fastembed_embedder: ProviderEmbedder) -> None:
-    """Fails loudly if fastembed or onnxruntime move what provider_fastembed.disable_memory_pattern
+    """Fails loudly if fastembed or onnxruntime move what provider_fastembed.rebuild_session_for_documents
     reads (fastembed's `model.model.model` session, onnxruntime's `_model_path`)."""
     import onnxruntime as ort
 
     query = fastembed_embedder.embed_query("warm")
+    session = fastembed_embedder._model.model.model  # type: ignore[attr-defined]
+    # A process that only searches keeps fastembed's session: spinning threads answer a query sooner.
+    assert _spinning(session.get_session_options(), "intra_op") != "0"
     fastembed_embedder.embed_documents(["the first document embedding rebuilds the session"])
     session = fastembed_embedder._model.model.model  # type: ignore[attr-defined]
     assert isinstance(session, ort.InferenceSession)
     options = session.get_session_options()
     assert options.enable_mem_pattern is False
+    # The pools sleep between a sync's calls instead of busy-waiting on the cores its other work needs.
+    assert _spinning(options, "intra_op") == "0" and _spinning(options, "inter_op") == "0"
     assert options.enable_cpu_mem_arena is True  # the arena stays: without it throughput drops ~40%
     assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # fastembed's
     # The rebuilt session is the same model: the query's vector does not change.
     np.testing.assert_allclose(fastembed_embedder.embed_query("warm"), query, atol=1e-6)
+
+
+def _spinning(options: Any, pool: str) -> str | None:
+    """A session's `allow_spinning` entry for `pool`, None where it keeps ONNX Runtime's default."""
+    try:
+        return str(options.get_session_config_entry(f"session.{pool}.allow_spinning"))
+    except RuntimeError:  # onnxruntime raises for a key never set
+        return None
 
 
 def test_fastembed_batches_match_one_text_at_a_time(fastembed_embedder: ProviderEmbedder) -> None:

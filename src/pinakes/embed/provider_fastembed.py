@@ -60,10 +60,10 @@ class FastembedEmbedder(ProviderEmbedder):
             # searches never pays for the second session.
             self._bounded_session = True
             try:
-                disable_memory_pattern(self._model)
+                rebuild_session_for_documents(self._model)
             except Exception as exc:  # an optimisation only: keep fastembed's own session
-                logger.warning("embedding with ONNX Runtime's memory pattern on (memory grows with "
-                               "each new batch shape): %s", exc)
+                logger.warning("embedding with ONNX Runtime's memory pattern and spinning threads on "
+                               "(memory grows with each new batch shape): %s", exc)
         return np.stack(list(self._model.passage_embed(texts, batch_size=batch_size)))
 
     def _encode_query(self, text: str) -> np.ndarray:
@@ -78,9 +78,9 @@ class FastembedEmbedder(ProviderEmbedder):
         return np.stack(list(self._model.query_embed(texts, batch_size=len(texts))))
 
 
-def disable_memory_pattern(model: FastembedModel) -> None:
+def rebuild_session_for_documents(model: FastembedModel) -> None:
     """Rebuild the ONNX Runtime session fastembed created for `model` (a TextEmbedding) with
-    `enable_mem_pattern` off, everything else as fastembed set it.
+    `enable_mem_pattern` off and its thread pools' spinning off, everything else as fastembed set it.
 
     With the memory pattern on (ONNX Runtime's default), every new input shape gets one more
     pre-planned block for all of a run's intermediate tensors, allocated from the CPU arena, which
@@ -88,6 +88,12 @@ def disable_memory_pattern(model: FastembedModel) -> None:
     32 texts of varying length. Without it the arena reuses its blocks and RSS stays at the first
     (largest) batch's 0.96 GB, at the same CPU per text. Turning the arena off instead bounds memory
     too but costs 43-58% more CPU per text (docs/perf/embedding-memory.md).
+
+    With spinning on (the default), the pool's threads busy-wait after every run before they sleep:
+    ~40 ms of CPU a call on this machine's 2 cores, taken from what a sync does between its model
+    calls (writing the batch, the chunk-ahead worker's extraction, the self-calibration's searches)
+    and from every other process; without it they sleep at once (docs/perf/sync.md, "The model's
+    idle threads"). Queries keep fastembed's session: a search's one short call is latency-bound.
 
     fastembed 0.9 exposes only `enable_cpu_mem_arena` (OnnxModel.EXPOSED_SESSION_OPTIONS), so this
     reads internals: the session fastembed keeps as `model.model.model`, and the path it loaded it
@@ -106,6 +112,8 @@ def disable_memory_pattern(model: FastembedModel) -> None:
     if not model_path:
         raise RuntimeError("cannot find the file fastembed's ONNX Runtime session was loaded from")
     options.enable_mem_pattern = False
+    for pool in ("intra_op", "inter_op"):
+        options.add_session_config_entry(f"session.{pool}.allow_spinning", "0")
     providers: list[str] = session.get_providers()
     provider_options: dict[str, dict[str, str]] = session.get_provider_options()
     model.model.model = ort.InferenceSession(

@@ -138,18 +138,13 @@ def _cross_document_batches(documents: list[Chunked]) -> Iterator[list[Chunked]]
 
 def embedding_text_of(chunk: Chunk, context: str) -> str:
     """The text the model embeds for a chunk (the one place that decides it): its context, already
-    fitted beside it in the model's input (`chunk_contexts`), then its text."""
+    fitted beside it in the model's input (`_fitted_contexts`), then its text."""
     return embedding_input(context, chunk.text)
 
 
-def chunk_contexts(ctx: SyncContext, document: Chunked) -> list[str]:
-    """Each of the document's chunks' context (pipeline/context.py), fitted beside the chunk within
-    the model's input."""
-    return _fitted_contexts(ctx, document)[0]
-
-
 def _fitted_contexts(ctx: SyncContext, document: Chunked) -> tuple[list[str], dict[str, int]]:
-    """`chunk_contexts`, and the token counts of the document's distinct contexts before fitting."""
+    """Each of the document's chunks' context (pipeline/context.py), fitted beside the chunk within
+    the model's input, and the token counts of the document's distinct contexts before fitting."""
     item, extracted = document.work, document.text
     title = _sidecar(document).title or document.text_title
     made = ctx.chunk_ahead.contexts(item.doc_id, document.chunks, title) if ctx.chunk_ahead else None
@@ -200,14 +195,21 @@ def compute_vectors(ctx: SyncContext, texts: Sequence[str], advanced: Callable[[
     `known_counts` is taken as it is (the same number the tokenizer gives: `_batch_texts`)."""
     embedder = ctx.get_embedder()
     batch_size = ctx.manifest.embedding.batch_size
+
+    def embedded(some: Sequence[str]) -> np.ndarray:
+        if isinstance(embedder, DispatchAhead):  # a cluster's driver plans its batches with them
+            return embedder.collect(embedder.embed_documents_async(some, batch_size=batch_size,
+                                                                   known_counts=known_counts))
+        return embedder.embed_documents(some, batch_size=batch_size)
+
     if len(texts) <= EMBED_SLICE_CHUNKS:
-        return embedder.embed_documents(texts, batch_size=batch_size)
+        return embedded(texts)
     counts = known_or_counted(embedder.count_tokens_batch, texts, known_counts or {})
     order = sorted(range(len(texts)), key=counts.__getitem__, reverse=True)
     rows: np.ndarray | None = None
     for start in range(0, len(order), EMBED_SLICE_CHUNKS):
         positions = order[start:start + EMBED_SLICE_CHUNKS]
-        vectors = embedder.embed_documents([texts[position] for position in positions], batch_size=batch_size)
+        vectors = embedded([texts[position] for position in positions])
         if rows is None:
             rows = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
         rows[positions] = vectors
@@ -219,23 +221,33 @@ def compute_vectors(ctx: SyncContext, texts: Sequence[str], advanced: Callable[[
 
 def _batch_texts(ctx: SyncContext, batch: list[Chunked]) -> tuple[dict[str, list[str]], list[str], dict[str, int]]:
     """The batch's chunks' contexts, by doc_id, the texts to embed, and the token counts of those
-    known without counting: where the tokenizer's counts add up over whitespace
-    (`counts_add_up`), a text is its context, a blank line and the chunk, so its count is the
-    context's (counted once per document) plus the chunk's (the chunker's); a context the model's
-    limit cut is not known, and is counted."""
+    known without counting (`_texts_of`)."""
     additive = counts_add_up(ctx.get_embedder())
     contexts: dict[str, list[str]] = {}
     texts: list[str] = []
     known: dict[str, int] = {}
     for document in batch:
-        fitted, context_counts = _fitted_contexts(ctx, document)
-        contexts[document.work.doc_id] = fitted
-        for chunk, context in zip(document.chunks, fitted, strict=True):
-            text = embedding_text_of(chunk, context)
-            texts.append(text)
-            if additive and (not context or context in context_counts):
-                known[text] = chunk.token_count + (context_counts[context] if context else 0)
+        contexts[document.work.doc_id], document_texts, document_known = _texts_of(ctx, document, additive)
+        texts.extend(document_texts)
+        known.update(document_known)
     return contexts, texts, known
+
+
+def _texts_of(ctx: SyncContext, document: Chunked, additive: bool) -> tuple[list[str], list[str], dict[str, int]]:
+    """A document's chunk contexts, the texts the model embeds for its chunks, and the token counts
+    of those known without counting: where the tokenizer's counts add up over whitespace
+    (`additive`, `counts_add_up`), a text is its context, a blank line and the chunk, so its count
+    is the context's (counted once per document) plus the chunk's (the chunker's); a context the
+    model's limit cut is not known, and is counted."""
+    fitted, context_counts = _fitted_contexts(ctx, document)
+    texts: list[str] = []
+    known: dict[str, int] = {}
+    for chunk, context in zip(document.chunks, fitted, strict=True):
+        text = embedding_text_of(chunk, context)
+        texts.append(text)
+        if additive and (not context or context in context_counts):
+            known[text] = chunk.token_count + (context_counts[context] if context else 0)
+    return fitted, texts, known
 
 
 def _embed_small_batch(ctx: SyncContext, run: EmbedRun, batch: list[Chunked], done: _Done) -> None:
@@ -329,10 +341,9 @@ def _write_batch(ctx: SyncContext, run: EmbedRun, batch: list[Chunked], contexts
 
 def _write_streaming(ctx: SyncContext, run: EmbedRun, document: Chunked, done: _Done) -> None:
     ctx.progress.embedding(document.work.path, size=document.work.file.size, chunks=len(document.chunks))
-    contexts = chunk_contexts(ctx, document)
-    kept = write_document(ctx, run, document, contexts, lambda chunks, positions: vectors_of(
-        ctx, run, [embedding_text_of(chunk, contexts[position])
-                   for chunk, position in zip(chunks, positions, strict=True)]))
+    contexts, texts, known = _texts_of(ctx, document, counts_add_up(ctx.get_embedder()))
+    kept = write_document(ctx, run, document, contexts, lambda _chunks, positions: vectors_of(
+        ctx, run, [texts[position] for position in positions], known))
     done.add(document, kept)
     if kept:  # never looked up (their vectors stay where they are), yet reused all the same
         _count_vectors(ctx, run, kept, 0)
@@ -429,7 +440,7 @@ def write_document(ctx: SyncContext, run: EmbedRun, document: Chunked, contexts:
     """Everything the index says about one document, in one transaction; the number of its
     previous version's rows kept as they were (None when it failed: recorded, and rolled back).
 
-    `contexts` holds each chunk's context (`chunk_contexts`), stored beside it in `chunks.context`:
+    `contexts` holds each chunk's context (`_fitted_contexts`), stored beside it in `chunks.context`:
     the keyword side's second field, never part of the chunk's text, span or citation.
 
     `vectors_for(chunks, positions)` gives the vectors of some of the document's chunks (a slice of
