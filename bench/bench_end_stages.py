@@ -204,7 +204,7 @@ def advise_pages(pages: str) -> list[dict[str, float]]:
             return opened
         approximate.open_vector_file = opened_advised  # type: ignore[assignment]
     if pages == "unreleased":  # the product's own release of each piece after its search, turned off
-        approximate.OpenVectorFile._release_piece = lambda _self, _number: None  # type: ignore[method-assign]
+        approximate.OpenVectorFile.release_piece = lambda _self, _number: None  # type: ignore[method-assign]
     questions: list[dict[str, float]] = []
     search_twice = Searcher.search_twice
 

@@ -360,18 +360,18 @@ def test_self_calibration_hands_back_each_piece_it_searched_and_asks_the_same(
     write_documents(root, sentence_corpus())
     sync(root, embedder)
     released: list[int] = []
-    release = OpenVectorFile._release_piece  # pyright: ignore[reportPrivateUsage]
+    release = OpenVectorFile.release_piece
 
     def counted(opened: OpenVectorFile, number: int) -> None:
         released.append(number)
         release(opened, number)
 
-    monkeypatch.setattr(OpenVectorFile, "_release_piece", counted)
+    monkeypatch.setattr(OpenVectorFile, "release_piece", counted)
     handed_back = self_calibrate(root)
     pieces = len(pieces_of(root).pieces)
     assert handed_back.questions >= 20 and pieces > 1
     assert len(released) >= 2 * handed_back.questions * pieces  # every piece, after both searches of a question
-    monkeypatch.setattr(OpenVectorFile, "_release_piece", lambda _opened, _number: None)
+    monkeypatch.setattr(OpenVectorFile, "release_piece", lambda _opened, _number: None)
     kept = self_calibrate(root)
     assert [asdict(row) for row in handed_back.rows] == [asdict(row) for row in kept.rows]
 
@@ -522,3 +522,49 @@ def test_without_pread_the_file_is_read_and_searched_the_same(kb: tuple[Path, Cl
         finally:
             opened.close()
     assert found[0] == found[1] and all(found[1])
+
+
+def test_a_releasing_opener_hands_each_piece_back_as_soon_as_it_is_viewed(
+        kb: tuple[Path, ClusteredEmbedder], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Viewing a piece walks every node of its graph: a releasing opener (the self-calibration's)
+    hands each piece back before viewing the next, so opening never holds the pieces' graphs all at
+    once (review10 F2: at 384 dimensions they are ~28% of the file, more than one piece's search
+    holds past three or four pieces); a plain opener releases nothing."""
+    from pinakes.vectors import approximate
+
+    root, _ = kb
+    path = vector_file_path(KBPaths(root).state_dir)
+    header = read_header(path)
+    assert len(header.pieces) >= 3
+    events: list[tuple[str, int]] = []
+    new_index = approximate.engine.new_index
+
+    def spied_index(*args: object, **kwargs: object) -> engine.AnnIndex:
+        index = new_index(*args, **kwargs)  # type: ignore[arg-type]
+        number, view = sum(kind == "view" for kind, _ in events), index.view
+
+        def viewed(buffer: object) -> None:
+            view(buffer)  # type: ignore[arg-type]
+            events.append(("view", number))
+
+        index.view = viewed  # type: ignore[method-assign]
+        return index
+
+    release = approximate.OpenVectorFile.release_piece
+
+    def released(opened: approximate.OpenVectorFile, number: int) -> None:
+        events.append(("release", number))
+        release(opened, number)
+
+    monkeypatch.setattr(approximate.engine, "new_index", spied_index)
+    monkeypatch.setattr(approximate.OpenVectorFile, "release_piece", released)
+    for releasing in (False, True):
+        events.clear()
+        opened = approximate.open_vector_file(path, header.content_key, dict(header.identity), header.dim,
+                                              release_pages=releasing)
+        opened.close()
+        views = [("view", number) for number in range(len(header.pieces))]
+        # Then every piece once more: the views after a piece's release fault its edge back in.
+        expected = [event for view in views for event in (view, ("release", view[1]))] + \
+            [("release", number) for number in range(len(header.pieces))] if releasing else views
+        assert events == expected

@@ -86,12 +86,9 @@ def decide(generation: Generation, index_path: Path, identity: ModelIdentity, ti
     try:
         generation.vector_file = open_for_index(generation.conn, index_path.parent, identity_meta(identity),
                                                 identity.dim,
-                                                min_rows=vector_build.ANN_MIN_ROWS)
+                                                min_rows=vector_build.ANN_MIN_ROWS, release_pages=release_pages)
     except VectorFileUnusable as unusable:
         generation.vector_note = fallback_note(unusable)
-        return
-    if generation.vector_file is not None and release_pages:
-        generation.vector_file.hand_back_pages()
 
 
 def prepare(generation: Generation, index_path: Path, identity: ModelIdentity, settings: SearchSettings,

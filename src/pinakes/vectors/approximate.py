@@ -77,22 +77,13 @@ class OpenVectorFile:
             keys.append(np.asarray(found.keys, dtype=np.int64))
             distances.append(np.asarray(found.distances, dtype=np.float32))
             if self.release_pages and len(self.pieces) > 1:
-                self._release_piece(number)
+                self.release_piece(number)
         if len(keys) == 1:
             return keys[0]
         merged_keys, merged_distances = np.concatenate(keys), np.concatenate(distances)
         return merged_keys[np.lexsort((merged_keys, merged_distances))[:count]]
 
-    def hand_back_pages(self) -> None:
-        """From now on release each piece's pages after its search (`release_pages`), and release
-        every piece's now: opening the file reads each piece's graph (usearch's view walks every
-        node), so without this the first search would hold all of them and the piece it reads."""
-        self.release_pages = True
-        if len(self.pieces) > 1:
-            for number in range(len(self.pieces)):
-                self._release_piece(number)
-
-    def _release_piece(self, number: int) -> None:
+    def release_piece(self, number: int) -> None:
         """Drop the process's mapping of a piece's pages (the page cache keeps them: a later search
         faults them back in without reading the disk)."""
         if not hasattr(mmap, "MADV_DONTNEED"):  # Windows: no madvise; its pages stay, as a plain searcher's do
@@ -111,7 +102,7 @@ class OpenVectorFile:
 
 
 def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str], dim: int, *,
-                     check_body: bool = True) -> OpenVectorFile:
+                     check_body: bool = True, release_pages: bool = False) -> OpenVectorFile:
     """The file at `path` when it is intact and answers for the rows whose content key is
     `expected_key`, under this model; VectorFileUnusable otherwise. `check_body=False` (a searching
     process: docs/INVARIANTS.md) checks the footer, the sizes and each piece's row count, not the
@@ -119,7 +110,12 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
 
     The path is opened once: the footer, the body's checks and the mapping are all read through that
     one descriptor, so a sync renaming a new file over the path meanwhile leaves this reader with
-    the old file whole, never the old footer over the new bytes (review9 F4)."""
+    the old file whole, never the old footer over the new bytes (review9 F4).
+
+    `release_pages` (OpenVectorFile's): each piece's pages are handed back as soon as it is viewed,
+    as after each search: viewing a piece walks every node of its graph, so the pieces viewed before
+    the last would otherwise all be resident at once (review10 F2), more than one piece's search
+    holds once a file has more than three or four pieces."""
     with opened_file(path) as fd:  # closed once mapped: the mapping outlives it
         header = read_header(path, fd)
         check_answers_for(path, header, expected_key, identity, dim)
@@ -130,7 +126,8 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
         mapping = mmap.mmap(fd, header.file_bytes, access=mmap.ACCESS_READ)
     indexes: list[engine.AnnIndex] = []
     views: list[memoryview] = []
-    opened = OpenVectorFile(path, header, indexes, mapping, views)  # its close releases what is opened so far
+    # Its close releases what is opened so far.
+    opened = OpenVectorFile(path, header, indexes, mapping, views, release_pages=release_pages)
     try:
         for number, piece in enumerate(header.pieces):
             views.append(memoryview(mapping)[piece.offset:piece.offset + piece.size])
@@ -140,6 +137,13 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
             if len(index) < piece.rows:
                 raise VectorFileUnusable("damaged", f"{path.name}'s piece {number} holds {len(index)} rows, its "
                                                     f"footer says {piece.rows}")
+            if release_pages and len(header.pieces) > 1:
+                opened.release_piece(number)
+        if release_pages and len(header.pieces) > 1:
+            # Viewing a piece faults in up to 64 KiB around each page it reads, the edge of the
+            # piece released before it included: handed back once more, every piece is released.
+            for number in range(len(header.pieces)):
+                opened.release_piece(number)
     except VectorFileUnusable:
         opened.close()
         raise

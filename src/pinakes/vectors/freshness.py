@@ -57,17 +57,19 @@ def recorded_state(conn: sqlite3.Connection) -> str | None:
 
 
 def open_for_index(conn: sqlite3.Connection, pinakes_dir: Path, identity: Mapping[str, str], dim: int, *,
-                   min_rows: int, check_body: bool = False) -> OpenVectorFile | None:
+                   min_rows: int, check_body: bool = False, release_pages: bool = False) -> OpenVectorFile | None:
     """The vector file that answers for the index behind `conn` now, opened; None when the index
     holds fewer than `min_rows` active vectors (exact search is the tier there, not a fallback);
     VectorFileUnusable when a file should answer and cannot (missing, stale, damaged, its library
-    not installed). Call inside the read transaction the search runs in."""
+    not installed). Call inside the read transaction the search runs in. `release_pages`:
+    OpenVectorFile's."""
     from pinakes.vectors.approximate import open_vector_file
 
     expected = _expected_key(conn, identity, min_rows=lambda: min_rows)
     if expected is None:
         return None
-    return open_vector_file(vector_file_path(pinakes_dir), expected, identity, dim, check_body=check_body)
+    return open_vector_file(vector_file_path(pinakes_dir), expected, identity, dim, check_body=check_body,
+                            release_pages=release_pages)
 
 
 @dataclass(frozen=True)
