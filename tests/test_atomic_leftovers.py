@@ -151,3 +151,22 @@ def test_doctor_names_the_temps_a_killed_vector_build_leaves_in_pinakes_and_the_
     atomic._swept_directories.discard(str(state))  # the next sync: a new process
     assert run_sync(kb, SyncOptions(), embedder=manifest_fake_embedder(kb)).ok
     assert temp_files(state) == [] and temp_check(kb)[0] == "OK"
+
+
+def test_doctor_leaves_out_a_temp_a_running_sync_is_writing(kb: Path) -> None:
+    """A temp whose writer holds its lock (a sync or `pnk watch` running now) is being written: doctor
+    counts it apart and never lists it for `rm` (deleting it would break that sync's rename); once
+    its writer is gone it is a killed write's leftover again (review11 F3)."""
+    from pinakes.vectors.fileformat import piece_temp, vector_file_path
+
+    state = kb / ".pinakes"
+    with piece_temp(vector_file_path(state)) as live:  # as a running sync's vectors step holds it
+        age([live])
+        [check] = [c for c in run_checks(DoctorContext(kb)) if c.name == "temp files"]
+        assert check.status == "OK" and live.name not in check.detail, check.detail
+        assert "1 temp file being written by a `pnk` running now" in check.detail
+        left = state / atomic.temp_name_for("vectors.ann")
+        left.write_bytes(b"\0" * 4096)  # and one a killed sync left
+        [check] = [c for c in run_checks(DoctorContext(kb)) if c.name == "temp files"]
+        assert check.status == "WARN" and left.name in check.detail and live.name not in check.detail, check.detail
+        assert check.remedy is not None and live.name not in check.remedy

@@ -218,3 +218,25 @@ def test_fastembed_batches_match_one_text_at_a_time(fastembed_embedder: Provider
         fastembed_embedder.max_batch_tokens = MAX_BATCH_TOKENS
     alone = np.concatenate([fastembed_embedder.embed_documents([text]) for text in texts])
     np.testing.assert_allclose(together, alone, atol=2e-3)
+
+
+def test_a_session_rebuild_that_fails_keeps_fastembeds_session_as_it_was(
+        fastembed_embedder: ProviderEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rebuild is an optimisation: when ONNX Runtime refuses the new session the embedder keeps
+    fastembed's, which still says what it runs with (the memory pattern on), and embeds the same."""
+    import onnxruntime as ort
+
+    embedder = load_embedder(default_section("fastembed"), offline=True)
+    assert isinstance(embedder, ProviderEmbedder)
+    session = embedder._model.model.model  # type: ignore[attr-defined]
+
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("refused by the test")
+
+    monkeypatch.setattr(ort.InferenceSession, "__init__", refused)
+    vectors = embedder.embed_documents(["the first document embedding tries to rebuild the session"])
+    assert embedder._model.model.model is session  # type: ignore[attr-defined]
+    assert session.get_session_options().enable_mem_pattern is True
+    monkeypatch.undo()
+    np.testing.assert_allclose(vectors, fastembed_embedder.embed_documents(
+        ["the first document embedding tries to rebuild the session"]), atol=1e-6)

@@ -524,6 +524,29 @@ def test_without_pread_the_file_is_read_and_searched_the_same(kb: tuple[Path, Cl
     assert found[0] == found[1] and all(found[1])
 
 
+def test_without_pread_or_copy_file_range_the_file_is_updated_and_built_the_same(
+        kb: tuple[Path, ClusteredEmbedder], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows has neither: the pieces an update keeps are then copied, and a whole build assembled,
+    through the buffered fallback's seek-and-read (review11 F2: it called os.pread and every write of
+    the file stopped the sync), with the answers of the file Linux's calls write."""
+    import os
+
+    root, embedder = kb
+    asked = queries(8, seed=5)
+    monkeypatch.delattr(os, "pread")
+    monkeypatch.delattr(os, "copy_file_range", raising=False)
+    delete_documents(root, ["docs/d0003.md"], embedder)
+    write_documents(root, corpus(6, start=950))
+    report = sync(root, embedder)  # an update: the unchanged pieces copied
+    assert report.ok and updated_note(report.notes)[1] < updated_note(report.notes)[0], report.notes
+    # Every byte against the footer's checksum, read without pread: the copies are the pieces' bytes.
+    assert all(answers(root, embedder, asked))
+    vector_file_path(KBPaths(root).state_dir).unlink()
+    report = sync(root, embedder)  # a whole build, each piece copied into the file
+    assert report.ok and any("vector file built whole" in note for note in report.notes), report.notes
+    assert all(answers(root, embedder, asked))
+
+
 def test_a_releasing_opener_hands_each_piece_back_as_soon_as_it_is_viewed(
         kb: tuple[Path, ClusteredEmbedder], monkeypatch: pytest.MonkeyPatch) -> None:
     """Viewing a piece walks every node of its graph: a releasing opener (the self-calibration's)

@@ -100,7 +100,7 @@ def _vector_file(conn: sqlite3.Connection, paths: KBPaths, meta: dict[str, str])
     of the index's rows now. None below the threshold, where exact search is the tier."""
     from pinakes.embed.base import META_KEYS
     from pinakes.vectors import build as vector_build
-    from pinakes.vectors.fileformat import FILE_NAME, VectorFileUnusable
+    from pinakes.vectors.fileformat import REBUILD_BY_HAND, VectorFileUnusable
     from pinakes.vectors.freshness import open_for_index
 
     identity = {key: meta.get(key, "") for key in META_KEYS}
@@ -111,8 +111,7 @@ def _vector_file(conn: sqlite3.Connection, paths: KBPaths, meta: dict[str, str])
                                 min_rows=vector_build.ANN_MIN_ROWS, check_body=True)
     except VectorFileUnusable as unusable:
         # a sync with nothing to do reads the footer only, which may be intact where this check read every byte
-        remedy = (f"delete {paths.state_dir.name}/{FILE_NAME}, then pnk sync (it builds the file again)"
-                  if unusable.reason == "damaged" else unusable.remedy)
+        remedy = REBUILD_BY_HAND if unusable.reason == "damaged" else unusable.remedy
         return Check("vector file", "WARN", f"the vector file is {unusable.reason} ({unusable.detail}): searches "
                      "answer exactly until it is fixed (slower, more memory)", remedy)
     if opened is None:

@@ -57,10 +57,12 @@ def _temp_files(paths: KBPaths, found: WalkResult) -> Check:
     """Temp files of atomic writes that were killed (under the sources, beside the manifest, or in
     `.pinakes/`, where a killed vectors step leaves a temp as large as the vector file and a piece's
     temp): harmless, never indexed, removed by the next write into their folder (every sync sweeps
-    `.pinakes/` when it takes its lock)."""
+    `.pinakes/` when it takes its lock). A temp its writer still holds (a sync or `pnk watch`
+    running now) is being written: counted apart, never listed for `rm` (`atomic.is_abandoned`, the
+    sweep's lock test)."""
     import os
 
-    from pinakes.atomic import is_temp_name
+    from pinakes.atomic import is_abandoned, is_temp_name
 
     def temps_in(folder: Path) -> list[str]:
         try:
@@ -69,18 +71,24 @@ def _temp_files(paths: KBPaths, found: WalkResult) -> Check:
             return []
 
     in_state = [f"{paths.state_dir.name}/{name}" for name in temps_in(paths.state_dir)]
-    leftovers = sorted(set(found.temp_files) | set(temps_in(paths.root))) + in_state
+    every = sorted(set(found.temp_files) | set(temps_in(paths.root))) + in_state
+    leftovers = [path for path in every if is_abandoned(paths.root / path)]
+    live = len(every) - len(leftovers)
+    being_written = (f"; {counted(live, 'temp file')} being written by a `pnk` running now (left alone)"
+                     if live else "")
+    in_state = [path for path in in_state if path in leftovers]
     if not leftovers:
-        return Check("temp files", "OK", "no temp file left by an interrupted write")
+        return Check("temp files", "OK", f"no temp file left by an interrupted write{being_written}")
     shown = ", ".join(printable(path) for path in leftovers[:5])
     more = f" (+{len(leftovers) - 5} more)" if len(leftovers) > 5 else ""
     held = sum(_size_of(paths.root / path) for path in in_state)
-    state_note = (f"; {len(in_state)} in {paths.state_dir.name}/ ({held / 1e6:,.1f} MB, a killed sync's: the "
-                  "vector file's or a piece of it)" if in_state else "")
+    state_note = (f"; {len(in_state)} in {paths.state_dir.name}/ ({held / 1e6:,.1f} MB, a killed sync's or "
+                  "command's: the vector file's or a piece of it are the large ones)" if in_state else "")
     swept = f" (every `pnk sync` sweeps {paths.state_dir.name}/ as it starts)" if in_state else ""
     return Check("temp files", "WARN",
-                 f"{counted(len(leftovers), 'temp file')} left by a write that was killed: {shown}{more}{state_note}; "
-                 "the files they were writing are whole (the old or the new version), and no sync indexes them",
+                 f"{counted(len(leftovers), 'temp file')} left by a write that was killed: {shown}{more}{state_note}"
+                 f"{being_written}; the files they were writing are whole (the old or the new version), and no "
+                 "sync indexes them",
                  f"the next `pnk` command that writes into the same folder removes them{swept}; or delete them "
                  f"(`rm` each path listed{', while no sync runs' if in_state else ''})")
 

@@ -93,7 +93,9 @@ def rebuild_session_for_documents(model: FastembedModel) -> None:
     ~40 ms of CPU a call on this machine's 2 cores, taken from what a sync does between its model
     calls (writing the batch, the chunk-ahead worker's extraction, the self-calibration's searches)
     and from every other process; without it they sleep at once (docs/perf/sync.md, "The model's
-    idle threads"). Queries keep fastembed's session: a search's one short call is latency-bound.
+    idle threads"). A process that only searches keeps fastembed's session (a query is one short,
+    latency-bound call); once a process embeds documents, its queries use the rebuilt session too
+    (the same vectors to the bit: tests/test_embed_batching.py).
 
     fastembed 0.9 exposes only `enable_cpu_mem_arena` (OnnxModel.EXPOSED_SESSION_OPTIONS), so this
     reads internals: the session fastembed keeps as `model.model.model`, and the path it loaded it
@@ -111,13 +113,19 @@ def rebuild_session_for_documents(model: FastembedModel) -> None:
     model_path = getattr(session, "_model_path", None)
     if not model_path:
         raise RuntimeError("cannot find the file fastembed's ONNX Runtime session was loaded from")
-    options.enable_mem_pattern = False
+    # New options with fastembed's settings copied: the session's own are live, and a failed rebuild
+    # must leave the kept session saying what it runs with.
+    rebuilt: OnnxObject = type(options)()  # a new onnxruntime SessionOptions
+    for setting in ("graph_optimization_level", "intra_op_num_threads", "inter_op_num_threads",
+                    "enable_cpu_mem_arena", "execution_mode"):
+        setattr(rebuilt, setting, getattr(options, setting))
+    rebuilt.enable_mem_pattern = False
     for pool in ("intra_op", "inter_op"):
-        options.add_session_config_entry(f"session.{pool}.allow_spinning", "0")
+        rebuilt.add_session_config_entry(f"session.{pool}.allow_spinning", "0")
     providers: list[str] = session.get_providers()
     provider_options: dict[str, dict[str, str]] = session.get_provider_options()
     model.model.model = ort.InferenceSession(
-        model_path, sess_options=options, providers=providers,
+        model_path, sess_options=rebuilt, providers=providers,
         provider_options=[provider_options.get(name, {}) for name in providers])
 
 

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from pinakes.vectors import engine
 from pinakes.vectors.fileformat import (
+    REBUILD_BY_HAND,
     Header,
     VectorFileUnusable,
     check_answers_for,
@@ -123,11 +124,17 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
             verify_body(path, header, fd)
             check_piece_ids(path, header, read_rows(path, header, fd)[0])
         engine.load_library()
-        mapping = mmap.mmap(fd, header.file_bytes, access=mmap.ACCESS_READ)
+        try:
+            mapping = mmap.mmap(fd, header.file_bytes, access=mmap.ACCESS_READ)
+        except OSError as exc:  # a memory limit (ulimit -v), a filesystem that cannot map
+            raise VectorFileUnusable("unavailable", f"{path.name} could not be mapped ({exc.strerror})",
+                                     "check the process's memory limit and that .pinakes/ is on a local "
+                                     "filesystem; search answers exactly meanwhile") from exc
     indexes: list[engine.AnnIndex] = []
     views: list[memoryview] = []
     # Its close releases what is opened so far.
     opened = OpenVectorFile(path, header, indexes, mapping, views, release_pages=release_pages)
+    number = 0
     try:
         for number, piece in enumerate(header.pieces):
             views.append(memoryview(mapping)[piece.offset:piece.offset + piece.size])
@@ -136,7 +143,7 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
             index.view(views[-1])
             if len(index) < piece.rows:
                 raise VectorFileUnusable("damaged", f"{path.name}'s piece {number} holds {len(index)} rows, its "
-                                                    f"footer says {piece.rows}")
+                                                    f"footer says {piece.rows}", REBUILD_BY_HAND)
             if release_pages and len(header.pieces) > 1:
                 opened.release_piece(number)
         if release_pages and len(header.pieces) > 1:
@@ -147,9 +154,10 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
     except VectorFileUnusable:
         opened.close()
         raise
-    except (RuntimeError, ValueError) as exc:
+    except (RuntimeError, ValueError, KeyError, TypeError) as exc:  # usearch's, or a footer's params it cannot take
         opened.close()
-        raise VectorFileUnusable("damaged", f"{path.name}'s piece {len(indexes) - 1} does not load ({exc})") from exc
+        raise VectorFileUnusable("damaged", f"{path.name}'s piece {number} does not load ({exc})",
+                                 REBUILD_BY_HAND) from exc
     return opened
 
 

@@ -65,6 +65,10 @@ _COPY_BYTES = 1 << 20  # the buffer of a copy where the kernel cannot copy betwe
 UNAVAILABLE_DETAIL = "usearch is not installed (pip install 'pinakes-kb[ann]')"
 # What brings a file back, by reason (a sync that changes no document still reads the footer: a damaged
 # one is rebuilt; doctor's full check, which finds damage past an intact footer, says more).
+# Damage behind an intact footer: a sync with nothing to do reads only the footer and keeps the
+# file, so the remedy that works is to remove it (doctor reads every byte; a search finds a piece
+# that does not load).
+REBUILD_BY_HAND = f"delete .pinakes/{FILE_NAME}, then pnk sync (it builds the file again)"
 _REMEDIES = {"missing": "pnk sync builds it", "damaged": "pnk sync rebuilds it",
              "stale": "pnk sync brings it up to date", "unavailable": "pip install 'pinakes-kb[ann]', then pnk sync"}
 
@@ -73,14 +77,15 @@ class VectorFileUnusable(Exception):
     """The vector file cannot answer for the index: `reason` is one of missing, damaged, stale,
     unavailable (the library is not installed). Never shown as an error: search falls back."""
 
-    def __init__(self, reason: str, detail: str):
+    def __init__(self, reason: str, detail: str, remedy: str | None = None):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+        self._remedy = remedy
 
     @property
     def remedy(self) -> str:
-        return _REMEDIES.get(self.reason, "pnk sync rebuilds it")
+        return self._remedy or _REMEDIES.get(self.reason, "pnk sync rebuilds it")
 
 
 @dataclass(frozen=True)
@@ -230,7 +235,7 @@ def copy_range(source_fd: int, offset: int, size: int, fd: int) -> None:
             raise VectorFileUnusable("damaged", "a piece's source ended before its size")
         left -= done
     while left > 0:
-        block = os.pread(source_fd, min(_COPY_BYTES, left), offset + size - left)
+        block = _pread(source_fd, min(_COPY_BYTES, left), offset + size - left)
         if not block:
             raise VectorFileUnusable("damaged", "a piece's source ended before its size")
         _write_all(fd, block)
