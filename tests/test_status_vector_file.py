@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,8 +30,7 @@ if importlib.util.find_spec("usearch") is None:
     pytest.skip("usearch is not installed", allow_module_level=True)
 
 
-@pytest.fixture
-def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, ClusteredEmbedder]]:
+def kb_in_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, ClusteredEmbedder]:
     """A KB of 30 documents whose vector file the sync built in pieces of 50 rows."""
     monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
     monkeypatch.setattr(vector_build, "PIECE_ROWS", 50)
@@ -40,7 +38,12 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, 
     monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
     root = tmp_path / "kb"
     build_auto_kb(root, 30, embedder)
-    yield root, embedder
+    return root, embedder
+
+
+@pytest.fixture
+def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, ClusteredEmbedder]:
+    return kb_in_pieces(tmp_path, monkeypatch)
 
 
 def status(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, object], str]:

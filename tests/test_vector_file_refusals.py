@@ -10,37 +10,28 @@ import errno
 import json
 import mmap
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import xxhash
 
-import pinakes.embed
 from pinakes.embed.base import identity_meta
 from pinakes.index import schema
 from pinakes.kb import KBPaths
-from pinakes.vectors import build as vector_build
 from pinakes.vectors import fileformat, vector_file_path
 from pinakes.vectors.approximate import OpenVectorFile
 from pinakes.vectors.fileformat import FOOTER_BYTES, REBUILD_BY_HAND, VectorFileUnusable, read_header
 from pinakes.vectors.freshness import open_for_index
 from tests.kb_helpers import sync
-from tests.test_vector_tier_search import build_auto_kb
+from tests.test_status_vector_file import kb_in_pieces
 from tests.test_vectors_file import ClusteredEmbedder, flip_byte
 
 
 @pytest.fixture
-def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, ClusteredEmbedder]]:
-    """A KB of 30 documents whose vector file the sync built in pieces of 50 rows."""
-    monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
-    monkeypatch.setattr(vector_build, "PIECE_ROWS", 50)
-    embedder = ClusteredEmbedder()
-    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
-    root = tmp_path / "kb"
-    build_auto_kb(root, 30, embedder)
-    yield root, embedder
+def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, ClusteredEmbedder]:
+    return kb_in_pieces(tmp_path, monkeypatch)
 
 
 def open_as_search_does(root: Path, embedder: ClusteredEmbedder) -> OpenVectorFile | None:
