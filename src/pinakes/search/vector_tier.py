@@ -182,8 +182,9 @@ def left_out_rows(generation: Generation, filters: SearchFilters, where: str, pa
 def over_fetched(generation: Generation, query: NDArray[np.float32], limit: int, left_out: NDArray[np.int64],
                  exact_rows: Callable[[NDArray[np.int64]], tuple[NDArray[np.int64], NDArray[np.float32]]]
                  ) -> tuple[NDArray[np.int64], NDArray[np.float32], NDArray[np.float32]]:
-    """The file's candidates as an unfiltered search takes them (vectors/approximate.py), asked for
-    one more per row left out so that dropping those leaves as many: (ids, cosines, rows), best first."""
+    """The file's candidates as an unfiltered search takes them (vectors/approximate.py), each piece
+    asked for one more per row it holds that is left out, so that dropping those leaves as many:
+    (ids, cosines, rows), best first."""
     opened = generation.vector_file
     assert opened is not None
     dim = opened.header.dim
@@ -192,10 +193,7 @@ def over_fetched(generation: Generation, query: NDArray[np.float32], limit: int,
         return empty
     query = np.asarray(query, dtype=np.float32).reshape(-1)
     wanted = max(limit * OVERSAMPLE, MIN_CANDIDATES)
-    asked = wanted + len(left_out)
-    found = opened.search(query, asked)
-    kept = found[~np.isin(found, left_out)][:wanted]
-    ids, rows = exact_rows(kept)
+    ids, rows = exact_rows(opened.search(query, wanted, left_out))
     if len(ids) == 0:
         return empty
     scores = rows @ query

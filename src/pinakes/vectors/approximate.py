@@ -64,25 +64,40 @@ class OpenVectorFile:
     # one piece's at most. Costs a re-fault of each piece's pages on every search.
     release_pages: bool = False
 
-    def search(self, query: NDArray[np.float32], count: int) -> NDArray[np.int64]:
+    def search(self, query: NDArray[np.float32], count: int,
+               left_out: NDArray[np.int64] | None = None) -> NDArray[np.int64]:
         """The `count` nearest chunk ids by the index's own (approximate) distance, nearest first,
         over every piece: each is searched at the same breadth a single index would be (so a piece
         misses no more than the whole would), and their answers merged by distance, which is the same
-        function of a row's int8 code in every piece."""
-        breadth = max(engine.EXPANSION_SEARCH, count)
+        function of a row's int8 code in every piece.
+
+        Ids in `left_out` are never answered: each piece is asked for one more candidate per left-out
+        id in its own range, so dropping them still leaves it `count` (a filter's exclusions
+        lie in one or two pieces; asking every piece for all of them walked each graph that much wider)."""
+        ordered_out = np.sort(left_out) if left_out is not None and len(left_out) else None
         keys: list[NDArray[np.int64]] = []
         distances: list[NDArray[np.float32]] = []
         for number, index in enumerate(self.pieces):
-            index.expansion_search = breadth
-            found = index.search(query, count, threads=1)
+            asked = count + (self._inside(ordered_out, number) if ordered_out is not None else 0)
+            index.expansion_search = max(engine.EXPANSION_SEARCH, asked)
+            found = index.search(query, asked, threads=1)
             keys.append(np.asarray(found.keys, dtype=np.int64))
             distances.append(np.asarray(found.distances, dtype=np.float32))
             if self.release_pages and len(self.pieces) > 1:
                 self.release_piece(number)
-        if len(keys) == 1:
-            return keys[0]
         merged_keys, merged_distances = np.concatenate(keys), np.concatenate(distances)
+        if ordered_out is not None:
+            kept = ~np.isin(merged_keys, ordered_out)
+            merged_keys, merged_distances = merged_keys[kept], merged_distances[kept]
+        if len(keys) == 1:
+            return merged_keys[:count]
         return merged_keys[np.lexsort((merged_keys, merged_distances))[:count]]
+
+    def _inside(self, ordered_ids: NDArray[np.int64], number: int) -> int:
+        """How many of `ordered_ids` (ascending) fall in piece `number`'s id range (the only ids it
+        can hold: fileformat.check_piece_ids)."""
+        piece = self.header.pieces[number]
+        return int(np.searchsorted(ordered_ids, piece.to_id) - np.searchsorted(ordered_ids, piece.from_id))
 
     def release_piece(self, number: int) -> None:
         """Drop the process's mapping of a piece's pages (the page cache keeps them: a later search
