@@ -2,17 +2,18 @@
 
     python bench/bench_self_calibration.py --base REV [--repeat 5] [--kb DIR] [--docs 300] [--one-thread]
 
-A first sync's self-calibration (calibration/on_sync.py) costs ~2 s of CPU beyond the model on
-bench_sync.py's 300 tldr pages, most of it Python. Here `self_calibrate` runs on a synced KB (--kb;
+A first sync's self-calibration (calibration/on_sync.py) costs ~1.5-2 s of CPU on bench_sync.py's
+300 tldr pages, a third of it the model embedding the questions, the rest Python and SQLite. Here `self_calibrate` runs on a synced KB (--kb;
 without it, --docs tldr pages synced by bench_calibration_threads.py's `synced_kb`) as a sync runs
 it: with the sync's model (loaded and warmed up first, not timed) and `SYNC_SECONDS`; `--one-thread`
 keeps its questions on one thread (calibration/two_threads.py otherwise decides, as in a sync). Each
 sample is a process of its own, on a fresh copy of the KB, under REV's `src/pinakes` (git archive)
 or the working tree's, the two taking turns (compare_noop.py's `snapshot`). Each sample stores its
 calibration (`store`); the bench fails unless every sample's `.pinakes/self-calibration.json` is
-the same bytes apart from `made_at` and `seconds`. Printed: each version's process CPU and wall
-seconds of `self_calibrate` (medians, every sample, the load), and the working tree's CPU over the
-base's, turn by turn.
+the same bytes apart from `made_at` and `seconds`. Printed: each version's process CPU of
+`self_calibrate`, that CPU less the model's query calls (the questions' batched vectors: the part
+the code around the model decides), and its wall seconds (medians, every sample, the load), and the
+working tree's CPU over the base's, turn by turn.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from bench_sync import WORK, load_real_embedder  # this script's folder is first on sys.path
 
 TIMED_FIELDS = ("made_at", "seconds")  # what may differ between two stores of one calibration
+KEYS = (("cpu", "CPU"), ("beyond_model", "CPU beyond the model"), ("wall", "wall"))
 
 
 def sample(kb: Path, one_thread: bool) -> dict[str, object]:
@@ -52,6 +54,17 @@ def sample(kb: Path, one_thread: bool) -> dict[str, object]:
         self_calibration_path(paths).unlink(missing_ok=True)  # as before a first sync's calibration
         model, _ = load_real_embedder(root)
         model.embed_queries(["warm up the query side"])  # type: ignore[attr-defined]
+        embedding = [0.0]  # the CPU of the model's query calls (the questions' batches)
+        embed_queries = model.embed_queries  # type: ignore[attr-defined]
+
+        def clocked_queries(*args: object, **kwargs: object) -> object:
+            started = time.process_time()
+            try:
+                return embed_queries(*args, **kwargs)
+            finally:
+                embedding[0] += time.process_time() - started
+
+        model.embed_queries = clocked_queries  # type: ignore[attr-defined]
         if one_thread:
             self_calibration.searched_on_threads = lambda searcher, chunks: False  # type: ignore[assignment]
         settings = SearchSettings.from_retrieval(load_manifest(paths.manifest).retrieval, KBConfidence.for_kb(paths, None))
@@ -68,7 +81,7 @@ def sample(kb: Path, one_thread: bool) -> dict[str, object]:
     # The stored text with the timed fields' values blanked: what must be the same bytes in every sample.
     blanked = "\n".join(line for line in stored.splitlines()
                         if not any(line.lstrip().startswith(f'"{key}":') for key in TIMED_FIELDS))
-    return {"cpu": cpu, "wall": wall, "load": os.getloadavg()[0], "questions": untimed["questions"],
+    return {"cpu": cpu, "beyond_model": cpu - embedding[0], "wall": wall, "load": os.getloadavg()[0], "questions": untimed["questions"],
             "digest": hashlib.sha256(blanked.encode("utf-8")).hexdigest()}
 
 
@@ -107,14 +120,14 @@ def main() -> None:
     for name, runs in samples.items():
         loads = " / ".join(f"{float(run['load']):.1f}" for run in runs)  # type: ignore[arg-type]
         print(f"{name} ({len(runs)} samples, {runs[0]['questions']} questions, load {loads}):")
-        for key in ("cpu", "wall"):
+        for key, label in KEYS:
             values = [float(run[key]) for run in runs]  # type: ignore[arg-type]
-            print(f"  self_calibrate {key:5s} median {statistics.median(values):7.3f} s   "
-                  f"{' / '.join(f'{v:.3f}' for v in values)}")
+            print(f"  {label:24s} median {statistics.median(values):7.3f} s   {' / '.join(f'{v:.3f}' for v in values)}")
     base, head = samples[args.base], samples["working tree"]
-    ratios = [float(h["cpu"]) / float(b["cpu"]) for h, b in zip(head, base, strict=True)]  # type: ignore[arg-type]
-    print(f"working tree / {args.base} CPU, turn by turn: {' / '.join(f'{r:.3f}' for r in ratios)} "
-          f"(median {statistics.median(ratios):.3f})")
+    for key, label in KEYS[:2]:
+        ratios = [float(h[key]) / float(b[key]) for h, b in zip(head, base, strict=True)]  # type: ignore[arg-type]
+        print(f"working tree / {args.base}, {label}, turn by turn: {' / '.join(f'{r:.3f}' for r in ratios)} "
+              f"(median {statistics.median(ratios):.3f})")
     print("the stored self-calibration.json, timestamps and durations aside: "
           + ("the same bytes in every sample" if len(digests) == 1 else f"DIFFERS ({len(digests)} versions)"))
     (WORK / "self_calibration.json").write_text(json.dumps({"base": args.base, "samples": samples}), encoding="utf-8")

@@ -72,9 +72,9 @@ def test_every_ascii_character_is_split_as_the_rule_splits_it() -> None:
 def test_mixed_text_splits_as_the_rule_splits_it() -> None:
     # Letters of several scripts, combining marks, digits of other systems, private use, symbols,
     # punctuation, spaces (ASCII and not), a control, a lone surrogate, an unassigned code point.
-    alphabet = list("aZ09 _-.,'\"\t\n/") + ["é", "\u0301", "\u0915", "\u093f", "日", "本", "\u0663", "\u2155",
-                                             "\ue000", "\u00a0", "\u3000", "\u2014", "€", "\u200b", "\x85",
-                                             "\ud800", "\U0001f600", "\U000e0001", "\u0378", "ß", "\u01c5"]
+    alphabet = [*"aZ09 _-.,'\"\t\n/", "é", "\u0301", "\u0915", "\u093f", "日", "本", "\u0663", "\u2155",
+                "\ue000", "\u00a0", "\u3000", "\u2014", "€", "\u200b", "\x85",
+                "\ud800", "\U0001f600", "\U000e0001", "\u0378", "ß", "\u01c5"]
     generator = random.Random(45)
     for _ in range(5000):
         text = "".join(generator.choice(alphabet) for _ in range(generator.randrange(0, 24)))

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-
 NO_RANK = 1 << 30  # the best rank of a candidate no list ranked
 
 
