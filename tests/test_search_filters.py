@@ -7,7 +7,7 @@ from datetime import date, datetime, time
 import pytest
 
 from pinakes.errors import UsageError
-from pinakes.lexical.filters import make_filters, parse_time_bound
+from pinakes.lexical.filters import SearchFilters, document_where, make_filters, parse_time_bound
 from pinakes.search.core import Searcher, SearchSettings
 from tests.fakes import HashEmbedder
 from tests.kb_helpers import JAN_10_2026, Doc, build_kb, build_search_kb
@@ -109,3 +109,21 @@ def test_source_types_and_tags_are_normalised():
     filters = make_filters(source_types=["PDF", "pdf", " code "], tags=[" ops ", "ops"])
     assert filters.source_types == ("pdf", "code")
     assert filters.tags == ("ops",)
+
+
+def test_a_filter_that_only_leaves_out_allows_the_rows_the_documents_query_allows(searcher):
+    # vector_tier.allowed_rows answers a leave-out-only filter from the matrix (it holds the active
+    # documents only) instead of asking the documents table: the same mask as asking it.
+    from pinakes.search import vector_tier, vectors
+
+    with searcher.snapshot() as generation:
+        matrix = vector_tier.full_matrix(generation, searcher.index_path)
+        every = [str(row[0]) for row in generation.conn.execute("SELECT id FROM documents ORDER BY path")]
+        inactive = [str(row[0]) for row in generation.conn.execute("SELECT id FROM documents WHERE state != 'active'")]
+        assert inactive and len(every) > 3  # the deleted document is among those left out below
+        for left_out in ([every[0]], every[1:3], [*inactive, every[-1]], ["no-such-document"], every):
+            filters = SearchFilters(exclude_doc_ids=tuple(left_out))
+            where, params = document_where(filters, "d")
+            asked = {row[0] for row in generation.conn.execute(f"SELECT d.id FROM documents d WHERE {where}", params)}
+            mask = vector_tier.allowed_rows(generation, matrix, filters)
+            assert mask is not None and mask.tolist() == vectors.row_mask(matrix, asked).tolist()

@@ -78,12 +78,16 @@ def content_words(sentence: str) -> list[str]:
     words: list[str] = []
     for word in split_words(sentence):
         lowered = word.lower()
-        if (lowered in FUNCTION_WORDS or len(word) < MIN_WORD_CHARS or not any(char.isalpha() for char in word)
-                or lowered in seen):
+        if lowered in FUNCTION_WORDS or len(word) < MIN_WORD_CHARS or lowered in seen or not _has_letter(word):
             continue
         seen.add(lowered)
         words.append(word)
     return words
+
+
+def _has_letter(word: str) -> bool:
+    # An ASCII word of split_words is digits and Latin letters only: it has a letter unless all digits.
+    return not word.isdigit() if word.isascii() else any(char.isalpha() for char in word)
 
 
 def sentences(text: str) -> list[str]:

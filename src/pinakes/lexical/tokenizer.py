@@ -9,6 +9,7 @@ agree on every term. Texts are shadowed first (`lexical/scripts.py`), exactly as
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import unicodedata
 from collections.abc import Generator, Sequence
@@ -38,8 +39,29 @@ _FUNCTION_WORDS_TEXT = """
 FUNCTION_WORDS = frozenset(_FUNCTION_WORDS_TEXT.split())
 
 
+# An ASCII character is a word character exactly when it is a digit or a Latin letter (categories Nd,
+# Lu, Ll; every other ASCII character is punctuation, a symbol, a space or a control: tests/
+# test_split_words.py checks all 128), so ASCII text needs no per-character category lookup.
+_ASCII_WORD = re.compile(r"[0-9A-Za-z]+")
+_ASCII_SEPARATORS = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")
+
+
 def split_words(text: str) -> list[str]:
     """Maximal runs of letters, marks, digits and private-use characters; everything else splits."""
+    if text.isascii():  # most text: a compiled regex, the same words (self-calibration's hot path, #45)
+        return _ASCII_WORD.findall(text)
+    words: list[str] = []
+    # An ASCII separator ends a word whatever surrounds it, so the pieces between them split alone.
+    for piece in _ASCII_SEPARATORS.split(text):
+        if piece.isascii():
+            if piece:
+                words.append(piece)
+        else:
+            words.extend(_split_by_category(piece))
+    return words
+
+
+def _split_by_category(text: str) -> list[str]:
     words: list[str] = []
     current: list[str] = []
     for char in text:

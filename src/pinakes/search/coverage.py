@@ -38,9 +38,11 @@ def set_coverage(conn: sqlite3.Connection, pool: list[Candidate], rows: dict[int
     elif missing:
         known.update(zip(missing, tokenizer.presence([rows[chunk_id]["text"] for chunk_id in missing], wanted),
                          strict=True))
+    # A unit is held when the chunk holds every one of its terms: its terms a subset of the chunk's.
+    needed = [frozenset(unit.terms) for unit in content]
     for candidate in pool:
         present = known[candidate.chunk_id]
-        hits = sum(1 for unit in content if all(term in present for term in unit.terms))
+        hits = sum(1 for terms in needed if terms <= present)
         candidate.coverage = round(hits / len(content), 4)
 
 

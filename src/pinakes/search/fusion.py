@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+NO_RANK = 1 << 30  # the best rank of a candidate no list ranked
+
 
 @dataclass
 class Candidate:
@@ -29,8 +31,13 @@ class Candidate:
 
     @property
     def best_rank(self) -> int:
-        ranks = [rank for rank in (self.bm25_rank, self.vector_rank, self.graph_rank) if rank is not None]
-        return min(ranks) if ranks else 1 << 30
+        # Read in every fusion sort's key, for each of up to 2 x candidates_per_source candidates
+        # (self-calibration: 400 searches in a sync, #45), hence no list and no min().
+        best = NO_RANK
+        for rank in (self.bm25_rank, self.vector_rank, self.graph_rank):
+            if rank is not None and rank < best:
+                best = rank
+        return best
 
 
 @dataclass(frozen=True)
@@ -57,14 +64,22 @@ def reciprocal_rank_fusion(
     """
     candidates: dict[int, Candidate] = {}
     for rank, chunk_id, score in _competition_ranks(keyword):
-        candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
+        candidate = candidates.get(chunk_id)
+        if candidate is None:  # (setdefault would build a Candidate for every chunk, new or not)
+            candidate = candidates[chunk_id] = Candidate(chunk_id)
         candidate.bm25_rank, candidate.bm25_score = rank, score
         candidate.rrf += weights.keyword / (k + rank)
     for rank, chunk_id, score in _competition_ranks(vector):
-        candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
+        candidate = candidates.get(chunk_id)
+        if candidate is None:
+            candidate = candidates[chunk_id] = Candidate(chunk_id)
         candidate.vector_rank, candidate.cosine = rank, score
         candidate.rrf += weights.vector / (k + rank)
-    return sorted(candidates.values(), key=lambda c: (-c.rrf, c.best_rank, c.chunk_id))
+    return sorted(candidates.values(), key=_fused_key)
+
+
+def _fused_key(candidate: Candidate) -> tuple[float, int, int]:
+    return -candidate.rrf, candidate.best_rank, candidate.chunk_id
 
 
 def add_graph_list(ranked: list[Candidate], graph: Iterable[tuple[int, float]], k: int,
@@ -76,7 +91,7 @@ def add_graph_list(ranked: list[Candidate], graph: Iterable[tuple[int, float]], 
         candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
         candidate.graph_rank = rank
         candidate.rrf += weight / (k + rank)
-    return sorted(candidates.values(), key=lambda c: (-c.rrf, c.best_rank, c.chunk_id))
+    return sorted(candidates.values(), key=_fused_key)
 
 
 def _competition_ranks(ranked: Iterable[tuple[int, float]]) -> Iterator[tuple[int, int, float]]:

@@ -40,6 +40,7 @@ import numpy as np
 from pinakes.lexical.filters import SearchFilters, document_where
 from pinakes.search import vectors
 from pinakes.search.generation import Generation
+from pinakes.search.twice import leaves_out_only
 from pinakes.vectors import (
     VectorFileUnusable,
     approximate_candidates,
@@ -133,6 +134,12 @@ def allowed_rows(generation: Generation, matrix: vectors.VectorMatrix, filters: 
     """The filter's row mask over `matrix`; None when nothing is filtered."""
     if not filters.active:
         return None
+    if leaves_out_only(filters):
+        # The matrix holds the active documents' rows only (`vectors.load_matrix`, this generation's),
+        # so a filter that only leaves documents out allows every other one of them: no query (the
+        # left-out search of each self-calibration question, 200 in a sync: #45).
+        left_out = set(filters.exclude_doc_ids)
+        return vectors.row_mask(matrix, {doc_id for doc_id in matrix.documents if doc_id not in left_out})
     where, params = document_where(filters, "d")
     allowed = {row[0] for row in generation.conn.execute(f"SELECT d.id FROM documents d WHERE {where}", params)}
     return vectors.row_mask(matrix, allowed)
