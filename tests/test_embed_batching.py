@@ -4,6 +4,7 @@ fastembed session runs without ONNX Runtime's memory pattern (docs/perf/embeddin
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from collections.abc import Iterator
@@ -45,10 +46,10 @@ class RecordingEmbedder(ProviderEmbedder):
     number (the first word, `t<number>`), so the output's order is checkable."""
 
     def __init__(self, batch_size: int = 32, max_batch_tokens: int = MAX_BATCH_TOKENS,
-                 max_input_tokens: int = 254) -> None:
+                 max_input_tokens: int = 254, call_tokens: int | None = None) -> None:
         identity = ModelIdentity("recording", "recording", "test", "0" * 64, DIM)
         super().__init__(identity, max_input_tokens, WordCounter(), batch_size,  # type: ignore[arg-type]
-                         max_batch_tokens=max_batch_tokens)
+                         max_batch_tokens=max_batch_tokens, call_tokens=call_tokens)
         self.batches: list[list[str]] = []
         self.batch_sizes: list[int] = []
 
@@ -79,11 +80,12 @@ def mixed_lengths(count: int, seed: int = 7) -> list[int]:
             for _ in range(count)]
 
 
+@pytest.mark.parametrize("call_tokens", [None, 32])
 @pytest.mark.parametrize(("batch_size", "max_batch_tokens"), [(32, MAX_BATCH_TOKENS), (64, 4096), (1000, 2000),
                                                                (3, 100_000)])
 def test_no_batch_exceeds_the_caps_and_every_text_is_embedded_once_in_order(
-        batch_size: int, max_batch_tokens: int) -> None:
-    embedder = RecordingEmbedder(batch_size=batch_size, max_batch_tokens=max_batch_tokens)
+        batch_size: int, max_batch_tokens: int, call_tokens: int | None) -> None:
+    embedder = RecordingEmbedder(batch_size=batch_size, max_batch_tokens=max_batch_tokens, call_tokens=call_tokens)
     texts = texts_of(mixed_lengths(700))
     vectors = embedder.embed_documents(texts)
 
@@ -99,8 +101,9 @@ def test_no_batch_exceeds_the_caps_and_every_text_is_embedded_once_in_order(
     assert embedder._counter.calls == 1  # counted once, for the guard and the batches alike
 
 
-def test_batches_go_longest_first_so_padding_stays_small() -> None:
-    embedder = RecordingEmbedder(batch_size=16, max_batch_tokens=10_000)
+@pytest.mark.parametrize("call_tokens", [None, 32])
+def test_batches_go_longest_first_so_padding_stays_small(call_tokens: int | None) -> None:
+    embedder = RecordingEmbedder(batch_size=16, max_batch_tokens=10_000, call_tokens=call_tokens)
     lengths = mixed_lengths(300)
     embedder.embed_documents(texts_of(lengths))
     counts = [embedder._counter.count(text) for batch in embedder.batches for text in batch]
@@ -163,6 +166,68 @@ def test_plan_batches_covers_every_index_once() -> None:
     assert plan_batches([], SPECIAL, 32) == []
     with pytest.raises(ValueError):
         plan_batches([1], SPECIAL, 0)
+
+
+def plan_cost(batches: list[list[int]], counts: list[int], call_tokens: int) -> int:
+    return sum(call_tokens + len(batch) * (max(counts[index] for index in batch) + SPECIAL) for batch in batches)
+
+
+def least_cost_by_enumeration(counts: list[int], batch_size: int, max_batch_tokens: int, call_tokens: int) -> int:
+    """Every way of cutting the longest-first order into consecutive slices within the caps."""
+    widths = sorted((count + SPECIAL for count in counts), reverse=True)
+    best = None
+    for cuts in range(1 << (len(widths) - 1)):
+        starts = [0] + [bit + 1 for bit in range(len(widths) - 1) if cuts >> bit & 1] + [len(widths)]
+        slices = list(itertools.pairwise(starts))
+        if any(end - start > batch_size or (end - start > 1 and (end - start) * widths[start] > max_batch_tokens)
+               for start, end in slices):
+            continue
+        cost = sum(call_tokens + (end - start) * widths[start] for start, end in slices)
+        best = cost if best is None else min(best, cost)
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_batches_cut_by_cost_are_the_cheapest_cut_of_the_sorted_order(seed: int) -> None:
+    rng = random.Random(seed)
+    counts = [rng.choice([rng.randint(1, 40), rng.randint(100, 254)]) for _ in range(rng.randint(1, 11))]
+    batch_size, max_batch_tokens, call_tokens = rng.choice([2, 3, 4, 32]), rng.choice([300, 700, 8192]), rng.choice([0, 8, 64, 500])
+    batches = plan_batches(counts, SPECIAL, batch_size, max_batch_tokens, call_tokens)
+    assert sorted(index for batch in batches for index in batch) == list(range(len(counts)))
+    assert [counts[index] for batch in batches for index in batch] == sorted(counts, reverse=True)
+    assert plan_cost(batches, counts, call_tokens) == least_cost_by_enumeration(counts, batch_size, max_batch_tokens,
+                                                                                call_tokens)
+
+
+def test_a_long_text_is_not_padded_into_a_batch_of_short_ones_when_a_call_costs_less() -> None:
+    embedder = RecordingEmbedder(batch_size=32, call_tokens=32)
+    embedder.embed_documents(texts_of([200] + [10] * 31))
+    assert [len(batch) for batch in embedder.batches] == [1, 31]  # 202 + 31 x 12 + 2 calls, not 32 x 202
+    filled = RecordingEmbedder(batch_size=32)
+    filled.embed_documents(texts_of([200] + [10] * 31))
+    assert [len(batch) for batch in filled.batches] == [32]
+
+
+def test_groups_sorted_apart_pad_little_more_than_one_sorted_set_when_batches_are_cut_by_cost() -> None:
+    """A first sync embeds its documents group by group: each group's batches are padded to their
+    own lengths. Filled batches pad each group's sparse stretches again; cut by cost, the groups'
+    padding stays near the one sorted set's."""
+    counts = mixed_lengths(1600, seed=11)
+
+    def padded(call_tokens: int | None, groups: int) -> int:
+        size = len(counts) // groups
+        total = 0
+        for start in range(0, len(counts), size):
+            part = counts[start:start + size]
+            total += sum(len(batch) * (max(part[index] for index in batch) + SPECIAL)
+                         for batch in plan_batches(part, SPECIAL, 32, 4096, call_tokens))
+        return total
+
+    exact = sum(count + SPECIAL for count in counts)
+    assert padded(None, 8) - padded(None, 1) > 0.02 * exact  # the waste this planning removes
+    assert padded(32, 8) - padded(None, 1) < 0.01 * exact
+    assert padded(32, 1) < padded(None, 1)
 
 
 # --- the real fastembed model: its session runs without the memory pattern ------------------------

@@ -13,10 +13,10 @@ import importlib.util
 import json
 import re
 import weakref
-from typing import Any
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest

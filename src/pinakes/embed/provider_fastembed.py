@@ -30,6 +30,12 @@ PROVIDER = "fastembed"
 # 1 GB budget needs the lower one; torch gives memory back between calls, so sentence-transformers
 # keeps the shared cap, where halving its batches would cost +26% CPU per chunk.
 FASTEMBED_BATCH_TOKENS = 4096
+# What one more ONNX Runtime call costs, in padded tokens: ~2-2.6 ms of CPU a call against ~0.3 ms a
+# token for the int8 MiniLM (~8 tokens), and per row a call of 4-8 rows is no dearer than one of 32.
+# Batches are cut where a shorter one saves more padding than this (`plan_batches`); 32 leaves them
+# fuller than the CPU alone asks, for the wall of two threads: a first sync of 1,000 pages in 4 groups
+# embedded in 0.944x the wall and 0.940x the CPU of filled batches (docs/perf/embedding.md).
+FASTEMBED_CALL_TOKENS = 32
 logger = logging.getLogger("pinakes.embed")
 # The name the packaged int8 model is registered under in fastembed's custom-model registry; it
 # never reaches the index (the identity carries the manifest's model id).
@@ -47,7 +53,7 @@ class FastembedEmbedder(ProviderEmbedder):
         if not isinstance(max_length, int) or not max_length:
             raise ModelUnavailableError(f"fastembed reports no input limit for {identity.model}")
         super().__init__(identity, max_length - counter.special_tokens, counter, batch_size,
-                         max_batch_tokens=FASTEMBED_BATCH_TOKENS)
+                         max_batch_tokens=FASTEMBED_BATCH_TOKENS, call_tokens=FASTEMBED_CALL_TOKENS)
         self._model = model
         self._bounded_session = False
 
