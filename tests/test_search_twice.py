@@ -76,23 +76,6 @@ def test_every_question_searched_twice_gives_what_two_searches_give(built):
             assert self_calibration._rows(searcher, question) == self_calibration.question_rows(searcher, question)
 
 
-def test_the_keyword_side_on_the_callers_thread_gives_what_the_worker_gives(built):
-    # SearchSettings.keyword_thread off (a small KB's self-calibration: search/threads.py).
-    from dataclasses import replace
-
-    questions = _questions(built)[::3]
-    with searcher_for(built, HashEmbedder()) as worker:
-        settings = replace(worker.settings, keyword_thread=False)
-        with core.Searcher(worker.index_path, settings, embedder=HashEmbedder()) as caller:
-            for question in questions:
-                without = SearchFilters(exclude_doc_ids=question.left_out)
-                assert _seen(caller.search(question.query)) == _seen(worker.search(question.query))
-                for mode in ("hybrid", "bm25"):
-                    pairs = zip(caller.search_twice(question.query, without, mode=mode),
-                                worker.search_twice(question.query, without, mode=mode), strict=True)
-                    assert all(_seen(mine) == _seen(theirs) for mine, theirs in pairs), question.query
-
-
 @pytest.mark.heavy  # a whole calibration twice; the test above compares every row already
 def test_the_calibration_is_the_one_two_searches_a_question_give(built, monkeypatch):
     with searcher_for(built, HashEmbedder()) as searcher:

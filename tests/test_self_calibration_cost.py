@@ -196,35 +196,3 @@ def test_with_the_packaged_model_batched_questions_store_the_calibration_one_at_
     assert stored.fit.model == one_at_a_time.fit.model
     assert (stored.fit.low, stored.fit.high) == (one_at_a_time.fit.low, one_at_a_time.fit.high)
     assert KBPaths(root).index_db.exists()
-
-
-def test_batched_questions_of_a_small_kb_search_their_keyword_side_on_the_asking_thread(built, monkeypatch):
-    # No worker thread to hand the keyword side to and back (search/threads.py): the same rows and
-    # fit as the one-at-a-time calibration above, whose searches keep the worker.
-    import threading
-
-    from pinakes.calibration import question_vectors
-    from pinakes.search import core
-
-    ran_on: list[str] = []
-    keyword = core._Run._keyword  # pyright: ignore[reportPrivateUsage]
-
-    def recorded(run: object, *args: object) -> object:
-        ran_on.append(threading.current_thread().name)
-        return keyword(run, *args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(core._Run, "_keyword", recorded)  # pyright: ignore[reportPrivateUsage]
-    monkeypatch.setattr(self_calibration, "searched_on_threads", lambda searcher, chunks: False)
-    with searcher_for(built, CountingEmbedder()) as searcher:
-        one_at_a_time = self_calibrate(built, searcher=searcher)
-    assert ran_on and all(name.startswith("pinakes-bm25") for name in ran_on)
-    ran_on.clear()
-    with searcher_for(built, BatchingEmbedder()) as searcher:
-        batched = self_calibrate(built, searcher=searcher)
-    assert ran_on and set(ran_on) == {threading.current_thread().name}
-    assert batched.rows == one_at_a_time.rows and batched.fit == one_at_a_time.fit
-    ran_on.clear()
-    monkeypatch.setattr(question_vectors, "KEYWORD_ON_CALLER_CHUNKS", 0)  # a KB above it keeps the worker
-    with searcher_for(built, BatchingEmbedder()) as searcher:
-        self_calibrate(built, searcher=searcher)
-    assert ran_on and all(name.startswith("pinakes-bm25") for name in ran_on)

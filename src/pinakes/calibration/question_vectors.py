@@ -25,11 +25,6 @@ if TYPE_CHECKING:
 
     from pinakes.search.core import Searcher
 
-# Up to this many chunks a batched question's vector side is one product over a small matrix (~0.05 ms
-# at 491 chunks), less than handing the keyword side to a worker thread and back costs (search/threads.py;
-# measured at 491 chunks only: the product grows with the rows, the hand-off does not).
-KEYWORD_ON_CALLER_CHUNKS = 5_000
-
 
 class QuestionVectors:
     """An `Embedder` over `model` whose `embed_query` answers the given questions from one batched
@@ -60,7 +55,7 @@ class QueryBatchEmbedder(Embedder, QueryBatches, Protocol):
     """A model that embeds queries in batches (the local providers, and the sync's deferred model)."""
 
 
-def asking_searcher(searcher: Searcher, questions: Sequence[str], chunks: int | None = None) -> Searcher:
+def asking_searcher(searcher: Searcher, questions: Sequence[str]) -> Searcher:
     """A Searcher like `searcher` (same index, settings, reranker) that suggests nothing (a
     calibration reads a search's evidence, never its suggestion, which an uncalibrated KB's
     searches would each build) and whose model answers `questions` from one batched pass; where
@@ -68,9 +63,7 @@ def asking_searcher(searcher: Searcher, questions: Sequence[str], chunks: int | 
     search makes them) or cannot be had now (the first search then meets what stopped it, as it
     always did), that model is asked one query at a time, as before. Its searches hand the vector
     file's pages back piece by piece (`release_vector_pages`): a sync's calibration asks hundreds of
-    them, and the whole file's pages would otherwise stay in the sync's memory. In a KB of at most
-    KEYWORD_ON_CALLER_CHUNKS `chunks`, where batched vectors leave a search's vector side one small
-    product, its keyword side runs on the caller's thread (`SearchSettings.keyword_thread`)."""
+    them, and the whole file's pages would otherwise stay in the sync's memory."""
     from dataclasses import replace
 
     from pinakes.search.core import Searcher
@@ -80,9 +73,7 @@ def asking_searcher(searcher: Searcher, questions: Sequence[str], chunks: int | 
     except PinakesError:
         model = None
     embedder = QuestionVectors(model, questions) if isinstance(model, QueryBatches) else None
-    on_caller = embedder is not None and chunks is not None and chunks <= KEYWORD_ON_CALLER_CHUNKS
-    settings = replace(searcher.settings, suggest=False, release_vector_pages=True, keyword_thread=not on_caller)
-    return Searcher(searcher.index_path, settings,
+    return Searcher(searcher.index_path, replace(searcher.settings, suggest=False, release_vector_pages=True),
                     embedder=embedder,
                     embedder_loader=searcher.embedder, reranker_loader=searcher.reranker,
                     embedding_section=searcher.embedding_section)

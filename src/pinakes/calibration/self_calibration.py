@@ -151,7 +151,7 @@ def self_calibrate(kb_root: Path, *, rules: QuestionRules = DEFAULT_RULES, secon
     own = searcher is None
     searcher = searcher or Searcher.for_kb(kb_root, offline=offline)
     try:
-        with asking_searcher(searcher, [question.query for question in questions], chunks) as asking:
+        with asking_searcher(searcher, [question.query for question in questions]) as asking:
             rows, stopped = search_questions(asking, questions,
                                              deadline=None if seconds is None else started + seconds,
                                              threads=searched_on_threads(asking, chunks))

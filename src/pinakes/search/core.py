@@ -58,7 +58,6 @@ from pinakes.search.results import SearchResult
 from pinakes.search.scripts import vectors_blind_to
 from pinakes.search.settings import SearchSettings
 from pinakes.search.suggest import suggest_next
-from pinakes.search.threads import OnTheCaller
 from pinakes.search.twice import SharedWork, leaves_out_only
 
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ class Searcher:
         self._reranker_loader = reranker_loader
         self._generation: Generation | None = None
         self._lock = threading.Lock()
-        self._worker: futures.Executor | None = None
+        self._worker: futures.ThreadPoolExecutor | None = None
 
     @classmethod
     def for_kb(cls, kb_root: Path | str, manifest: Manifest | None = None, *,
@@ -154,11 +153,10 @@ class Searcher:
                 self._generation.close()
                 self._generation = None
 
-    def keyword_worker(self) -> futures.Executor:
-        """One worker thread, for the keyword retriever of a hybrid search (or the caller's own: `keyword_thread`)."""
+    def keyword_worker(self) -> futures.ThreadPoolExecutor:
+        """One worker thread, for the keyword retriever of a hybrid search."""
         if self._worker is None:
-            self._worker = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="pinakes-bm25") \
-                if self.settings.keyword_thread else OnTheCaller()
+            self._worker = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="pinakes-bm25")
         return self._worker
 
     # ----------------------------------------------------------------------------------------

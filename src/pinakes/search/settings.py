@@ -35,9 +35,6 @@ class SearchSettings:
     # Many searches in a process whose memory is bounded (self-calibration): the vector file's pages
     # are handed back piece by piece after each search (vectors/approximate.py `release_pages`).
     release_vector_pages: bool = False
-    # A hybrid search's keyword side on a worker thread, overlapping the query's embedding; off where
-    # the query vectors are at hand already (self-calibration's batched questions: search/threads.py).
-    keyword_thread: bool = True
 
     @classmethod
     def from_retrieval(cls, retrieval: RetrievalSection, confidence: KBConfidence | None = None) -> SearchSettings:
