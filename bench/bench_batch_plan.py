@@ -40,7 +40,7 @@ def sync_layout(counts: list[int], groups: int, slice_chunks: int) -> list[list[
 def planned(embedder: object, counts: list[int], calls: list[list[int]], call_tokens: int | None
             ) -> tuple[int, int]:
     """(padded tokens, model calls) of `calls` as the embedder would plan them."""
-    from pinakes.embed._common import plan_batches
+    from pinakes.embed.batching import plan_batches
 
     special = embedder.token_counter.special_tokens  # type: ignore[attr-defined]
     padded = batches = 0

