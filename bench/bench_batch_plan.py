@@ -26,14 +26,18 @@ from pathlib import Path
 from bench_sync import PNK, WORK, corpus_files, load_real_embedder, make_kb, stored_model_inputs
 
 
-def sync_layout(counts: list[int], groups: int, slice_chunks: int) -> list[list[int]]:
-    """The sync's embedding calls over inputs in index order: `groups` consecutive parts, each
-    longest first, in calls of `slice_chunks`."""
+def sync_layout(embedder: object, counts: list[int], groups: int, slice_chunks: int) -> list[list[int]]:
+    """The sync's embedding calls over inputs in index order: `groups` consecutive parts, each in
+    calls of at most `slice_chunks` made of whole batches as the embedder now plans them
+    (pipeline/embed.py `compute_vectors`)."""
+    from pinakes.embed.batching import calls_of_whole_batches
+
     size = -(-len(counts) // groups)
     calls: list[list[int]] = []
     for start in range(0, len(counts), size):
-        part = sorted(range(start, min(len(counts), start + size)), key=lambda index: counts[index], reverse=True)
-        calls.extend(part[offset:offset + slice_chunks] for offset in range(0, len(part), slice_chunks))
+        part = counts[start:start + size]
+        calls.extend([start + index for index in call]
+                     for call in calls_of_whole_batches(embedder, part, embedder.batch_size, slice_chunks))  # type: ignore[attr-defined]
     return calls
 
 
@@ -73,26 +77,30 @@ def main() -> None:
     inputs = stored_model_inputs(root)
     embedder, _batch = load_real_embedder(root)
     counts = embedder.count_tokens_batch(inputs)  # type: ignore[attr-defined]
-    layouts = {"one call": [list(range(len(inputs)))],
-               f"{args.groups} groups": sync_layout(counts, args.groups, EMBED_SLICE_CHUNKS)}
-    ways = [(layout, planner) for layout in layouts for planner in ("filled", "by cost")]
     tokens = {"filled": None, "by cost": FASTEMBED_CALL_TOKENS}
+    grouped = f"{args.groups} groups"
+    layouts: dict[tuple[str, str], list[list[int]]] = {}
+    for planner, call_tokens in tokens.items():
+        embedder.call_tokens = call_tokens  # type: ignore[attr-defined]
+        layouts["one call", planner] = [list(range(len(inputs)))]
+        layouts[grouped, planner] = sync_layout(embedder, counts, args.groups, EMBED_SLICE_CHUNKS)
+    ways = list(layouts)
     exact = sum(counts) + len(counts) * embedder.token_counter.special_tokens  # type: ignore[attr-defined]
     print(f"{len(inputs)} chunk inputs of {root}, {exact} tokens unpadded; call_tokens {FASTEMBED_CALL_TOKENS}")
     for layout, planner in ways:
-        padded, batches = planned(embedder, counts, layouts[layout], tokens[planner])
+        padded, batches = planned(embedder, counts, layouts[layout, planner], tokens[planner])
         print(f"  {layout:>10} {planner:>8}: {batches} model calls, {padded} padded tokens ({padded / exact:.4f}x)")
     samples: dict[tuple[str, str], list[tuple[float, float]]] = {way: [] for way in ways}
     for number in range(args.rounds):
         for layout, planner in random.sample(ways, len(ways)):
             embedder.call_tokens = tokens[planner]  # type: ignore[attr-defined]
             wall, cpu = time.perf_counter(), time.process_time()
-            for call in layouts[layout]:
+            for call in layouts[layout, planner]:
                 embedder.embed_documents([inputs[index] for index in call])  # type: ignore[attr-defined]
             samples[layout, planner].append((time.perf_counter() - wall, time.process_time() - cpu))
         print(f"round {number + 1}: " + ", ".join(f"{layout} {planner} {got[-1][0]:.1f}/{got[-1][1]:.1f}s"
                                                   for (layout, planner), got in samples.items()), flush=True)
-    for layout in layouts:
+    for layout in ("one call", grouped):
         base_wall = statistics.median(wall for wall, _ in samples[layout, "filled"])
         base_cpu = statistics.median(cpu for _, cpu in samples[layout, "filled"])
         for planner in ("filled", "by cost"):
