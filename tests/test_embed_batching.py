@@ -201,6 +201,11 @@ def test_batches_cut_by_cost_are_the_cheapest_cut_of_the_sorted_order(seed: int)
                                                                                 call_tokens)
 
 
+def test_a_negative_call_cost_is_refused() -> None:
+    with pytest.raises(ValueError, match="call_tokens"):
+        plan_batches([5, 6], SPECIAL, 32, 4096, -1)
+
+
 def test_a_long_text_is_not_padded_into_a_batch_of_short_ones_when_a_call_costs_less() -> None:
     embedder = RecordingEmbedder(batch_size=32, call_tokens=32)
     embedder.embed_documents(texts_of([200] + [10] * 31))

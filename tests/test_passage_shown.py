@@ -51,3 +51,21 @@ def test_a_passage_shows_what_its_row_holds_cached_or_not() -> None:
         for each in rows:
             passage = to_passage(Candidate(each["id"], bm25_rank=1, bm25_score=1.5), each, {})
             assert (passage.title, passage.tags, passage.heading_path) == shown_by_rule(each), each
+
+
+def test_a_huge_stored_text_is_shown_right_and_never_kept_by_the_caches() -> None:
+    """A cache keeps its keys alive: a server meeting documents of huge metadata or heading paths would
+    hold ~1,000 of them. Past SHOWN_CACHE_CHARS they are decoded every time, shown the same."""
+    from pinakes.search import passages
+
+    huge_metadata = json.dumps({"title": "Big", "tags": ["a"], "notes": "n" * 3 * passages.SHOWN_CACHE_CHARS})
+    huge_headings = json.dumps(["h" * 3 * passages.SHOWN_CACHE_CHARS, "Section"])
+    before = (passages._document_shown_cached.cache_info().currsize,  # pyright: ignore[reportPrivateUsage]
+              passages._headings_shown_cached.cache_info().currsize)  # pyright: ignore[reportPrivateUsage]
+    for number in range(3):
+        each = row(10_000 + number, title=None, metadata=huge_metadata + " " * number,
+                   heading_path=huge_headings + " " * number)
+        passage = to_passage(Candidate(each["id"], bm25_rank=1, bm25_score=1.5), each, {})
+        assert (passage.title, passage.tags, passage.heading_path) == shown_by_rule(each)
+    assert (passages._document_shown_cached.cache_info().currsize,  # pyright: ignore[reportPrivateUsage]
+            passages._headings_shown_cached.cache_info().currsize) == before  # pyright: ignore[reportPrivateUsage]

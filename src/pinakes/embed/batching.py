@@ -29,6 +29,8 @@ def plan_batches(token_counts: Sequence[int], special_tokens: int, batch_size: i
     it every batch is filled (a model whose batches of a few rows cost far more per row)."""
     if batch_size < 1 or max_batch_tokens < 1:
         raise ValueError(f"batch_size ({batch_size}) and max_batch_tokens ({max_batch_tokens}) must be positive")
+    if call_tokens is not None and call_tokens < 0:
+        raise ValueError(f"call_tokens ({call_tokens}) must not be negative")
     order = sorted(range(len(token_counts)), key=lambda index: token_counts[index], reverse=True)
     if call_tokens is not None:
         widths = [token_counts[index] + special_tokens for index in order]

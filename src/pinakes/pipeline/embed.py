@@ -25,6 +25,7 @@ import numpy as np
 from pinakes.chunking import Chunk
 from pinakes.embed.base import DispatchAhead
 from pinakes.embed.batching import calls_of_whole_batches
+from pinakes.embed.deferred import DeferredEmbedder
 from pinakes.embed.remote_identity import model_meta
 from pinakes.embed.tokens import known_or_counted
 from pinakes.errors import PinakesError
@@ -207,8 +208,11 @@ def compute_vectors(ctx: SyncContext, texts: Sequence[str], advanced: Callable[[
     if len(texts) <= EMBED_SLICE_CHUNKS:
         return embedded(texts)
     counts = known_or_counted(embedder.count_tokens_batch, texts, known_counts or {})
+    # The packaged model comes deferred (embed/deferred.py); its weights load for these texts now
+    # anyway, and the loaded model is what says how it plans its batches.
+    planner = embedder.loaded() if isinstance(embedder, DeferredEmbedder) else embedder
     rows: np.ndarray | None = None
-    for positions in calls_of_whole_batches(embedder, counts, batch_size, EMBED_SLICE_CHUNKS):
+    for positions in calls_of_whole_batches(planner, counts, batch_size, EMBED_SLICE_CHUNKS):
         vectors = embedded([texts[position] for position in positions])
         if rows is None:
             rows = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)

@@ -93,13 +93,21 @@ def to_passage(candidate: Candidate, row: ChunkRow, stale: dict[str, str]) -> Pa
 # What a passage shows of its stored JSON is a pure function of the stored text, and the same
 # documents' and chunks' texts come back search after search (a self-calibration's 3,200 passages
 # are ~500 chunks of 300 documents; decoding them was ~15 us of a passage's ~20: #45). The answers
-# are immutable (strings and tuples); the caches hold at most this many texts each.
+# are immutable (strings and tuples); the caches hold at most SHOWN_CACHE texts each, and only texts
+# of at most SHOWN_CACHE_CHARS: a cache keeps its keys alive, and a long-running server meeting
+# documents of huge metadata would otherwise hold ~1,000 of them (100 kB each: ~100 MB).
 SHOWN_CACHE = 1024
+SHOWN_CACHE_CHARS = 4096
 
 
-@functools.lru_cache(maxsize=SHOWN_CACHE)
 def _document_shown(stored_title: str | None, metadata: str | None, path: str) -> tuple[str, tuple[str, ...]]:
     """A document's shown title (its own, its metadata's, else its file name) and its tags."""
+    if len(metadata or "") + len(stored_title or "") + len(path) <= SHOWN_CACHE_CHARS:
+        return _document_shown_cached(stored_title, metadata, path)
+    return _decoded_document(stored_title, metadata, path)
+
+
+def _decoded_document(stored_title: str | None, metadata: str | None, path: str) -> tuple[str, tuple[str, ...]]:
     parsed = _json(metadata)
     fields = cast("dict[str, object]", parsed) if isinstance(parsed, dict) else {}  # JSON keys are strings
     declared = fields.get("title")
@@ -108,9 +116,20 @@ def _document_shown(stored_title: str | None, metadata: str | None, path: str) -
     return display_title(title, path), tuple(document_tags(fields))
 
 
-@functools.lru_cache(maxsize=SHOWN_CACHE)
+_document_shown_cached = functools.lru_cache(maxsize=SHOWN_CACHE)(_decoded_document)
+
+
 def _headings_shown(heading_path: str | None) -> tuple[str, ...] | None:
+    if len(heading_path or "") <= SHOWN_CACHE_CHARS:
+        return _headings_shown_cached(heading_path)
+    return _decoded_headings(heading_path)
+
+
+def _decoded_headings(heading_path: str | None) -> tuple[str, ...] | None:
     return shown_headings(_json(heading_path))
+
+
+_headings_shown_cached = functools.lru_cache(maxsize=SHOWN_CACHE)(_decoded_headings)
 
 
 def _round(value: float | None) -> float | None:
