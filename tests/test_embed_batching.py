@@ -17,7 +17,7 @@ import pytest
 from pinakes.embed import load_embedder
 from pinakes.embed._common import ProviderEmbedder
 from pinakes.embed.base import ModelIdentity
-from pinakes.embed.batching import MAX_BATCH_TOKENS, plan_batches
+from pinakes.embed.batching import MAX_BATCH_TOKENS, calls_of_whole_batches, plan_batches
 from pinakes.embed.packaged import package_dir
 from tests.fakes import default_section
 
@@ -193,7 +193,7 @@ def least_cost_by_enumeration(counts: list[int], batch_size: int, max_batch_toke
 def test_batches_cut_by_cost_are_the_cheapest_cut_of_the_sorted_order(seed: int) -> None:
     rng = random.Random(seed)
     counts = [rng.choice([rng.randint(1, 40), rng.randint(100, 254)]) for _ in range(rng.randint(1, 11))]
-    batch_size, max_batch_tokens, call_tokens = rng.choice([2, 3, 4, 32]), rng.choice([300, 700, 8192]), rng.choice([0, 8, 64, 500])
+    batch_size, max_batch_tokens, call_tokens = rng.choice([2, 3, 4, 32]), rng.choice([300, 700, 8192]), rng.choice([1, 8, 64, 500])
     batches = plan_batches(counts, SPECIAL, batch_size, max_batch_tokens, call_tokens)
     assert sorted(index for batch in batches for index in batch) == list(range(len(counts)))
     assert [counts[index] for batch in batches for index in batch] == sorted(counts, reverse=True)
@@ -201,9 +201,53 @@ def test_batches_cut_by_cost_are_the_cheapest_cut_of_the_sorted_order(seed: int)
                                                                                 call_tokens)
 
 
-def test_a_negative_call_cost_is_refused() -> None:
+@pytest.mark.parametrize("call_tokens", [-1, 0])
+def test_a_call_that_costs_nothing_is_refused(call_tokens: int) -> None:
     with pytest.raises(ValueError, match="call_tokens"):
-        plan_batches([5, 6], SPECIAL, 32, 4096, -1)
+        plan_batches([5, 6], SPECIAL, 32, 4096, call_tokens)
+
+
+class Planning:
+    """An embedder's planning attributes alone, as `calls_of_whole_batches` reads them."""
+
+    def __init__(self, max_batch_tokens: object, special_tokens: object, call_tokens: object) -> None:
+        self.max_batch_tokens = max_batch_tokens
+        self.token_counter = type("Counter", (), {"special_tokens": special_tokens})()
+        self.call_tokens = call_tokens
+
+
+def test_calls_of_whole_batches_take_numpy_numbers_and_refuse_what_is_no_number() -> None:
+    counts = mixed_lengths(300, seed=5)
+    plain = calls_of_whole_batches(Planning(4096, SPECIAL, 32), counts, 32, 64)
+    assert calls_of_whole_batches(Planning(np.int64(4096), np.int32(SPECIAL), np.int64(32)), counts, 32, 64) == plain
+    assert any(len(call) != 64 for call in plain[:-1])  # cut at batches' ends, not in fixed slices
+    for wrong in (Planning(True, SPECIAL, 32), Planning(4096, SPECIAL, "32"), Planning(4096.0, SPECIAL, None)):
+        with pytest.raises(TypeError, match="whole number"):
+            calls_of_whole_batches(wrong, counts, 32, 64)
+
+
+def test_a_cluster_shrinks_its_batches_only_when_the_local_plan_leaves_a_worker_idle() -> None:
+    """A call of fewer texts than 64 is a local run's batches on a 2-worker cluster as long as that
+    plan has a batch for each worker; only a call of one batch is cut smaller to feed both."""
+    from pinakes.embed.base import ModelIdentity
+    from pinakes.embed.executor_ray import MIN_BATCH_TEXTS, RayEmbedder
+
+    counter = WordCounter()
+    driver = RayEmbedder(None, [object(), object()],  # type: ignore[arg-type]
+                         identity=ModelIdentity("recording", "recording", "test", "0" * 64, DIM),
+                         max_input_tokens=254, counter=counter, batch_size=32,  # type: ignore[arg-type]
+                         address="127.0.0.1:1", owns_connection=False, on_workers=None, max_batch_tokens=8192,
+                         call_tokens=32)
+    driver._dispatch = lambda: None  # type: ignore[method-assign]  # the batches stay queued, to be read here
+    texts = texts_of([40] * 61)
+    call = driver.embed_documents_async(texts)
+    local = plan_batches([40] * 61, SPECIAL, 32, 8192, 32)
+    assert [indices for _call, indices in driver._queued] == local and len(local) == 2  # pyright: ignore[reportPrivateUsage]
+    assert call.size == 32
+    driver._queued.clear()  # pyright: ignore[reportPrivateUsage]
+    small = driver.embed_documents_async(texts_of([40] * 20))
+    sent = [indices for _call, indices in driver._queued]  # pyright: ignore[reportPrivateUsage]
+    assert len(sent) == 2 and small.size == max(MIN_BATCH_TEXTS, 10)
 
 
 def test_a_long_text_is_not_padded_into_a_batch_of_short_ones_when_a_call_costs_less() -> None:

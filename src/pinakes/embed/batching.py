@@ -5,6 +5,7 @@ whole batches (`calls_of_whole_batches`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 
 # The most padded tokens one model call may see: rows x the longest row's tokens, the special
 # tokens the model adds included. A call's activations grow with it (attention scores with
@@ -29,8 +30,8 @@ def plan_batches(token_counts: Sequence[int], special_tokens: int, batch_size: i
     it every batch is filled (a model whose batches of a few rows cost far more per row)."""
     if batch_size < 1 or max_batch_tokens < 1:
         raise ValueError(f"batch_size ({batch_size}) and max_batch_tokens ({max_batch_tokens}) must be positive")
-    if call_tokens is not None and call_tokens < 0:
-        raise ValueError(f"call_tokens ({call_tokens}) must not be negative")
+    if call_tokens is not None and call_tokens < 1:
+        raise ValueError(f"call_tokens ({call_tokens}) must be positive: a call is never free")
     order = sorted(range(len(token_counts)), key=lambda index: token_counts[index], reverse=True)
     if call_tokens is not None:
         widths = [token_counts[index] + special_tokens for index in order]
@@ -57,17 +58,16 @@ def calls_of_whole_batches(embedder: object, counts: Sequence[int], batch_size: 
     cost cut is least-cost on each run of its batches), where fixed slices of the sorted order would
     cut a batch of the whole plan in two at every slice's end. An embedder that does not say how it
     plans (no `max_batch_tokens` and `token_counter`) gets fixed slices."""
-    max_batch_tokens = getattr(embedder, "max_batch_tokens", None)
+    max_batch_tokens = _planning_number(embedder, "max_batch_tokens", getattr(embedder, "max_batch_tokens", None))
     counter = getattr(embedder, "token_counter", None)
-    special = getattr(counter, "special_tokens", None)
-    if not isinstance(max_batch_tokens, int) or not isinstance(special, int):
+    special = _planning_number(embedder, "special_tokens", getattr(counter, "special_tokens", None))
+    if max_batch_tokens is None or special is None:
         order = sorted(range(len(counts)), key=lambda index: counts[index], reverse=True)
         return [order[start:start + most_texts] for start in range(0, len(order), most_texts)]
-    call_tokens = getattr(embedder, "call_tokens", None)
+    call_tokens = _planning_number(embedder, "call_tokens", getattr(embedder, "call_tokens", None))
     calls: list[list[int]] = []
     current: list[int] = []
-    for batch in plan_batches(counts, special, batch_size, max_batch_tokens,
-                              call_tokens if isinstance(call_tokens, int) else None):
+    for batch in plan_batches(counts, special, batch_size, max_batch_tokens, call_tokens):
         if current and len(current) + len(batch) > most_texts:
             calls.append(current)
             current = []
@@ -75,6 +75,19 @@ def calls_of_whole_batches(embedder: object, counts: Sequence[int], batch_size: 
     if current:
         calls.append(current)
     return calls
+
+
+def _planning_number(embedder: object, name: str, value: object) -> int | None:
+    """An embedder that says how it plans is taken at its word: a value that is not a whole number is
+    a bug to hear of, not a reason to plan differently in silence."""
+    if value is None:
+        return None
+    refused = TypeError(f"{type(embedder).__name__}.{name} must be a whole number to plan batches with, not {value!r}")
+    if isinstance(value, bool):  # an Integral, and no number of tokens
+        raise refused
+    if isinstance(value, Integral):
+        return int(value)
+    raise refused
 
 
 def _cut_by_cost(widths: Sequence[int], batch_size: int, max_batch_tokens: int,

@@ -435,14 +435,17 @@ class RayEmbedder:
 
         self._require_workers()
         size = batch_size or self.batch_size
-        # A call's texts are spread over every worker: smaller model batches when there are more
-        # workers than the local run's batches (vectors then equal a local run's within float
-        # tolerance rather than bit for bit), never below MIN_BATCH_TEXTS.
-        size = max(MIN_BATCH_TEXTS, min(size, -(-len(texts) // len(self._workers))))
         call = EmbedCall(list(texts), np.empty((len(texts), self.identity.dim), dtype=np.float32), size)
         if texts:
             counts = known_or_counted(self._counter.count_batch, call.texts, known_counts or {})
             batches = plan_batches(counts, self._counter.special_tokens, size, self.max_batch_tokens, self.call_tokens)
+            if len(batches) < len(self._workers):
+                # A call's texts are spread over every worker: smaller model batches only when there
+                # are more workers than the local run's batches (vectors then equal a local run's
+                # within float tolerance rather than bit for bit), never below MIN_BATCH_TEXTS.
+                call.size = max(MIN_BATCH_TEXTS, min(size, -(-len(texts) // len(self._workers))))
+                batches = plan_batches(counts, self._counter.special_tokens, call.size, self.max_batch_tokens,
+                                       self.call_tokens)
             call.outstanding = len(batches)
             self._queued.extend((call, indices) for indices in batches)
             self._dispatch()
