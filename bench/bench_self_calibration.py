@@ -1,12 +1,13 @@
 """The self-calibration's CPU for two versions taking turns, and whether they store the same file (#45).
 
-    python bench/bench_self_calibration.py --base REV [--repeat 5] [--kb DIR] [--docs 300] [--one-thread]
+    python bench/bench_self_calibration.py --base REV [--repeat 5] [--kb DIR] [--docs 300] [--one-process]
 
 A first sync's self-calibration (calibration/on_sync.py) costs ~1.5-2 s of CPU on bench_sync.py's
 300 tldr pages, a third of it the model embedding the questions, the rest Python and SQLite. Here `self_calibrate` runs on a synced KB (--kb;
-without it, --docs tldr pages synced by bench_calibration_threads.py's `synced_kb`) as a sync runs
-it: with the sync's model (loaded and warmed up first, not timed) and `SYNC_SECONDS`; `--one-thread`
-keeps its questions on one thread (calibration/two_threads.py otherwise decides, as in a sync). Each
+without it, --docs tldr pages synced by bench_calibration_processes.py's `synced_kb`) as a sync runs
+it: with the sync's model (loaded and warmed up first, not timed) and `SYNC_SECONDS`; `--one-process`
+keeps its questions in the sampling process (calibration/two_processes.py, or two_threads.py before
+it, otherwise decides, as in a sync; a forked child's CPU is counted). Each
 sample is a process of its own, on a fresh copy of the KB, under REV's `src/pinakes` (git archive)
 or the working tree's, the two taking turns (compare_noop.py's `snapshot`). Each sample stores its
 calibration (`store`); the bench fails unless every sample's `.pinakes/self-calibration.json` is
@@ -29,13 +30,13 @@ import sys
 import time
 from pathlib import Path
 
-from bench_sync import WORK, load_real_embedder  # this script's folder is first on sys.path
+from bench_sync import WORK, children_cpu, load_real_embedder  # this script's folder is first on sys.path
 
 TIMED_FIELDS = ("made_at", "seconds")  # what may differ between two stores of one calibration
 KEYS = (("cpu", "CPU"), ("beyond_model", "CPU beyond the model"), ("wall", "wall"))
 
 
-def sample(kb: Path, one_thread: bool) -> dict[str, object]:
+def sample(kb: Path, one_process: bool) -> dict[str, object]:
     """One calibration of a fresh copy of `kb` in this process (the snapshot on sys.path)."""
     import pinakes
 
@@ -65,14 +66,16 @@ def sample(kb: Path, one_thread: bool) -> dict[str, object]:
                 embedding[0] += time.process_time() - started
 
         model.embed_queries = clocked_queries  # type: ignore[attr-defined]
-        if one_thread:
-            self_calibration.searched_on_threads = lambda searcher, chunks: False  # type: ignore[assignment]
+        if one_process:  # whichever switch this version has
+            for switch in ("searched_on_two_processes", "searched_on_threads"):
+                if hasattr(self_calibration, switch):
+                    setattr(self_calibration, switch, lambda searcher, chunks: False)
         settings = SearchSettings.from_retrieval(load_manifest(paths.manifest).retrieval, KBConfidence.for_kb(paths, None))
         with Searcher(paths.index_db, settings, embedder=model) as searcher:  # type: ignore[arg-type]
-            wall, cpu = time.perf_counter(), time.process_time()
+            wall, cpu = time.perf_counter(), time.process_time() + children_cpu()
             calibration = self_calibration.self_calibrate(root, seconds=self_calibration.SYNC_SECONDS,
                                                           searcher=searcher)
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            cpu, wall = time.process_time() + children_cpu() - cpu, time.perf_counter() - wall
         assert calibration.fit is not None and not calibration.stopped_early, calibration.why_not
         stored = self_calibration.store(root, calibration).read_text(encoding="utf-8")
     finally:
@@ -91,16 +94,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--kb", type=Path, help="a synced KB (default: sync --docs tldr pages)")
     parser.add_argument("--docs", type=int, default=300)
-    parser.add_argument("--one-thread", action="store_true", help="the questions on one thread")
+    parser.add_argument("--one-process", action="store_true", help="the questions all in the sampling process")
     parser.add_argument("--sample", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sample:  # a child: one sample, under the PYTHONPATH it was given
-        print(json.dumps(sample(args.sample, args.one_thread)))
+        print(json.dumps(sample(args.sample, args.one_process)))
         return
     from compare_noop import snapshot
 
     if args.kb is None:
-        from bench_calibration_threads import synced_kb
+        from bench_calibration_processes import synced_kb
 
         args.kb = synced_kb(args.docs)
     versions = {args.base: snapshot(args.base, WORK / f"calibration-base-{os.getpid()}"),
@@ -110,7 +113,7 @@ def main() -> None:
         for _ in range(args.repeat):
             for name, source in versions.items():
                 done = subprocess.run([sys.executable, __file__, "--base", args.base, "--sample", str(args.kb),
-                                       *(["--one-thread"] if args.one_thread else [])], check=True,
+                                       *(["--one-process"] if args.one_process else [])], check=True,
                                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(source)})
                 samples[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
     finally:

@@ -284,15 +284,16 @@ def _alive(pid: int) -> bool:
 def test_the_worker_runs_only_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(chunk_ahead.OVERRIDE, raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
-    assert chunk_ahead.wanted(chunk_ahead.MIN_DOCUMENTS)
-    assert not chunk_ahead.wanted(chunk_ahead.MIN_DOCUMENTS - 1)  # a few documents: not worth a process
+    assert chunk_ahead.wanted(chunk_ahead.MIN_DOCUMENTS, 2)
+    assert not chunk_ahead.wanted(chunk_ahead.MIN_DOCUMENTS - 1, 2)  # a few documents: not worth a process
+    assert not chunk_ahead.wanted(300, 1)  # one group: its second half is less than a process costs
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
-    assert not chunk_ahead.wanted(10_000)  # one core: it would only take turns with the driver
+    assert not chunk_ahead.wanted(10_000, 40)  # one core: it would only take turns with the driver
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
-    assert chunk_ahead.wanted(1)
+    assert chunk_ahead.wanted(1, 1)
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "0")
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
-    assert not chunk_ahead.wanted(10_000)
+    assert not chunk_ahead.wanted(10_000, 40)
     # One worker per core beyond the driver's, at most MAX_WORKERS; one where it is forced on one core.
     assert chunk_ahead.worker_count() == min(3, chunk_ahead.MAX_WORKERS)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})

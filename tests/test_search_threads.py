@@ -82,3 +82,67 @@ def test_fastembed_runs_the_query_model_on_the_threads_asked_for(tmp_path: Path)
     session = one._model.model.model  # type: ignore[attr-defined]
     assert session.get_session_options().intra_op_num_threads == 1
     assert one.embed_query("how do I extract a tar archive").shape == (one.identity.dim,)
+
+
+BULK = """
+import os, numpy
+from threadpoolctl import threadpool_info
+from pinakes.search.threads import one_blas_thread
+
+def counts():
+    return sorted({info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"})
+
+before = counts()
+with one_blas_thread():
+    inside = counts()
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(writer, repr(counts()).encode())
+        os._exit(0)
+    os.close(writer)
+    forked = os.read(reader, 100).decode()
+    os.waitpid(pid, 0)
+print(before, inside, forked, counts(), sep="|")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the forked child's count needs os.fork")
+def test_a_process_that_has_numpy_searches_in_bulk_on_one_blas_thread_and_gets_its_count_back() -> None:
+    before, inside, forked, after = python(BULK, **{BLAS_THREADS_VARIABLE: "2"}).split("|")
+    if before == "[]":
+        pytest.skip("this NumPy reports no BLAS library threadpoolctl can limit: nothing to check here")
+    assert before == after == "[2]"
+    assert inside == forked == "[1]"  # a child forked inside (the calibration's second asker) keeps one
+
+
+def test_the_self_calibrations_searches_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from threadpoolctl import threadpool_info, threadpool_limits  # pyright: ignore[reportMissingTypeStubs]
+
+    from pinakes.calibration import self_calibration
+    from tests.fakes import HashEmbedder
+    from tests.kb_helpers import build_kb
+    from tests.test_self_calibration import corpus, searcher_for
+    from tests.test_self_calibration_cost import BatchingEmbedder
+
+    def blas_threads() -> set[int]:
+        return {int(info["num_threads"]) for info in threadpool_info() if info["user_api"] == "blas"}
+
+    if not blas_threads():
+        pytest.skip("this NumPy reports no BLAS library threadpoolctl can limit: nothing to check here")
+    seen: list[set[int]] = []
+    search = self_calibration.search_questions
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        seen.append(blas_threads())
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(self_calibration, "search_questions", recorded)
+    root = tmp_path / "kb"
+    build_kb(root, corpus(), HashEmbedder())
+    seen.clear()  # the sync's own calibration
+    with threadpool_limits(limits=2, user_api="blas"), searcher_for(root, BatchingEmbedder()) as searcher:
+        assert blas_threads() == {2}
+        self_calibration.self_calibrate(root, searcher=searcher)
+        assert blas_threads() == {2}
+    assert seen == [{1}]

@@ -14,6 +14,7 @@ only the evidence, and on a KB not calibrated yet every search would build one.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -36,6 +37,7 @@ class QuestionVectors:
         self._model = model
         asked = list(dict.fromkeys(question.strip() for question in questions))  # as Searcher.search asks them
         self._vectors = dict(zip(asked, model.embed_queries(asked), strict=True)) if asked else {}
+        self._batched_only = False
 
     def count_tokens(self, text: str) -> int:
         return self._model.count_tokens(text)
@@ -48,7 +50,18 @@ class QuestionVectors:
 
     def embed_query(self, text: str) -> np.ndarray:
         vector = self._vectors.get(text)
-        return vector.copy() if vector is not None else self._model.embed_query(text)
+        if vector is not None:
+            return vector.copy()
+        if self._batched_only:
+            raise PinakesError(f"{text!r} was not among the calibration's batched questions")
+        return self._model.embed_query(text)
+
+    def batched_only(self) -> QuestionVectors:
+        """These vectors, refusing any other text instead of running the model: for a forked
+        child (calibration/two_processes.py), where the model's thread pool does not exist."""
+        refusing = copy.copy(self)
+        refusing._batched_only = True
+        return refusing
 
 
 class QueryBatchEmbedder(Embedder, QueryBatches, Protocol):

@@ -29,13 +29,14 @@ from pinakes.calibration.fitting import ConfidenceFit, FitError, fit_confidence
 from pinakes.calibration.near_duplicates import stored_near_chunks
 from pinakes.calibration.question_vectors import asking_searcher
 from pinakes.calibration.questions import MadeQuestion, QuestionRules, make_questions
-from pinakes.calibration.two_threads import ask_on_threads, searched_on_threads
+from pinakes.calibration.two_processes import ask_on_two_processes, searched_on_two_processes
 from pinakes.kb import KBPaths
 from pinakes.lexical.filters import SearchFilters
 from pinakes.manifest.sections import FEATURES
 from pinakes.search.calibrated import SELF_CALIBRATION_FORMAT, self_calibration_path
 from pinakes.search.core import Searcher
 from pinakes.search.results import SearchResult
+from pinakes.search.threads import one_blas_thread
 
 SYNTHETIC = "synthetic"  # the kind of an answerable self-calibration question
 NO_ANSWER = "no-answer"
@@ -87,12 +88,12 @@ class SelfCalibration:
 
 
 def search_questions(searcher: Searcher, questions: Sequence[MadeQuestion], *,
-                     deadline: float | None = None, threads: bool = False) -> tuple[list[CalibrationRow], bool]:
+                     deadline: float | None = None, two_processes: bool = False) -> tuple[list[CalibrationRow], bool]:
     """Each question searched as it is and without its source: the rows, and whether the deadline
-    (a `time.monotonic()` value) stopped the asking early. `threads`: on two threads, the same rows
-    (calibration/two_threads.py)."""
-    if threads:
-        return ask_on_threads(searcher, questions, _rows, deadline=deadline)
+    (a `time.monotonic()` value) stopped the asking early. `two_processes`: shared with a forked
+    child, the same rows (calibration/two_processes.py)."""
+    if two_processes:
+        return ask_on_two_processes(searcher, questions, _rows, deadline=deadline)
     rows: list[CalibrationRow] = []
     for question in questions:
         if deadline is not None and time.monotonic() > deadline:
@@ -151,10 +152,10 @@ def self_calibrate(kb_root: Path, *, rules: QuestionRules = DEFAULT_RULES, secon
     own = searcher is None
     searcher = searcher or Searcher.for_kb(kb_root, offline=offline)
     try:
-        with asking_searcher(searcher, [question.query for question in questions]) as asking:
+        with asking_searcher(searcher, [question.query for question in questions]) as asking, one_blas_thread():
             rows, stopped = search_questions(asking, questions,
                                              deadline=None if seconds is None else started + seconds,
-                                             threads=searched_on_threads(asking, chunks))
+                                             two_processes=searched_on_two_processes(asking, chunks))
         fitted_for = _fitted_for(searcher, meta, len(rows) // 2, documents, rules)
     finally:
         if own:

@@ -102,7 +102,7 @@ class WorkerStarted:
     tokenizer: str | None = None  # the tokenizer as JSON (TokenCounter.to_str)
     node: str = ""
     refused: str | None = None
-    # How the worker's model plans its batches (embed/_common.py `plan_batches`): the driver plans with
+    # How the worker's model plans its batches (embed/batching.py `plan_batches`): the driver plans with
     # them, so a call's batches are the ones a local run makes.
     max_batch_tokens: int = MAX_BATCH_TOKENS
     call_tokens: int | None = None

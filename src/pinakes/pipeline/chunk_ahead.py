@@ -65,6 +65,9 @@ if TYPE_CHECKING:
     from pinakes.pipeline.types import DocWork
 
 MIN_DOCUMENTS = 64
+# Within one group the worker can only take the second half of its chunking, at most ~GROUP_TOKENS
+# (sync/loader.py) of text: less than starting a Python process costs (docs/perf/writer.md, "One group").
+MIN_GROUPS = 2
 WINDOW_DOCUMENTS = 512
 WINDOW_BYTES = 4 << 20
 # How far past the driver's position `take` looks for a document (the driver takes the plan's
@@ -79,12 +82,13 @@ OVERRIDE = "PINAKES_CHUNK_AHEAD"
 MAX_WORKERS = 2
 
 
-def wanted(documents: int) -> bool:
-    """Whether a sync of `documents` chunkable documents runs a worker ahead (module docstring)."""
+def wanted(documents: int, groups: int) -> bool:
+    """Whether a sync of `documents` chunkable documents in `groups` groups runs a worker ahead
+    (module docstring)."""
     override = os.environ.get(OVERRIDE, "").strip()
     if override in {"0", "1"}:
         return override == "1" and documents > 0
-    return documents >= MIN_DOCUMENTS and len(os.sched_getaffinity(0)) >= 2
+    return documents >= MIN_DOCUMENTS and groups >= MIN_GROUPS and len(os.sched_getaffinity(0)) >= 2
 
 
 def worker_count() -> int:
@@ -106,7 +110,7 @@ def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embed
     from pinakes.pipeline.plan_table import WorkTable, count_of_types
 
     items = _in_order(groups)
-    if not wanted(count_of_types(items, _text_source_types(), smaller_than)):  # one pass, at the start
+    if not wanted(count_of_types(items, _text_source_types(), smaller_than), len(groups)):  # one pass, at the start
         return ChunkAhead(None, ())
     counter = getattr(embedder, "token_counter", None)
     if not isinstance(counter, TokenCounter):

@@ -8,12 +8,19 @@ itself no slower (docs/perf/search.md); neither alone helped. OpenBLAS reads its
 once, when NumPy is first imported, so a command that only searches asks before anything imports
 NumPy; a process that already has NumPy is left as it is, and an OPENBLAS_NUM_THREADS the user set
 always wins.
+
+A process that searches in bulk after importing NumPy (a sync's self-calibration, hundreds of
+searches) limits its BLAS for that while instead (`one_blas_thread`, threadpoolctl): there the
+spinning threads took a third of the calibration's CPU at 1,503 chunks, and with a forked second
+asker four of them fought for two cores (docs/perf/sync.md, "The questions on two processes").
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Generator
 
 BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
 
@@ -21,3 +28,13 @@ BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
 def prefer_one_blas_thread() -> None:
     if "numpy" not in sys.modules:
         os.environ.setdefault(BLAS_THREADS_VARIABLE, "1")
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Generator[None, None, None]:
+    """NumPy's BLAS on one thread inside the block, in a process that may already have imported
+    NumPy (module docstring); as it was after. A child forked inside keeps one."""
+    from threadpoolctl import threadpool_limits  # pyright: ignore[reportMissingTypeStubs]
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield

@@ -1,17 +1,18 @@
-"""Self-calibration's searches on two threads against one, same process, alternated (#45).
+"""Self-calibration's searches shared with a forked child against one process, alternated (#45).
 
-    python bench/bench_calibration_threads.py [--kb DIR] [--rounds 6] [--docs 300] [--compare shared]
+    python bench/bench_calibration_processes.py [--kb DIR] [--rounds 6] [--docs 300] [--compare shared]
 
 Without --kb, the first --docs tldr pages are synced into $PNK_BENCH_DIR/kbcal (the real packaged
 model; the sync's own calibration is not timed). Then `self_calibrate` runs on that KB with the
-sync's model, once with its questions on two threads (calibration/two_threads.py, as a sync does
-on a KB this small) and once on one, alternated --rounds times; every run's rows and fit must equal
-the first one-thread run's (the bench fails otherwise). Prints each run's wall and CPU seconds and
-the medians; JSON in bench/results/calibration_threads.json.
+sync's model, once with its questions shared with a forked child (calibration/two_processes.py, as
+a sync does on a KB this small) and once all in this process, alternated --rounds times; every
+run's rows and fit must equal the first one-process run's (the bench fails otherwise). Prints each
+run's wall and CPU seconds (the child's included) and the medians; JSON in
+bench/results/calibration_processes.json.
 
 --compare shared: instead, each question's two searches sharing their work (`Searcher.search_twice`,
 search/twice.py) against two separate searches (`self_calibration.question_rows`), both as a sync
-runs them (on two threads where it would), alternated the same way, rows and fit equal in every run;
+runs them (shared with a child where it would), alternated the same way, rows and fit equal in every run;
 JSON in bench/results/calibration_shared.json.
 """
 
@@ -50,7 +51,7 @@ def main() -> None:
     parser.add_argument("--kb", type=Path, help="a synced KB (default: sync --docs tldr pages)")
     parser.add_argument("--docs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--compare", choices=("threads", "shared"), default="threads")
+    parser.add_argument("--compare", choices=("processes", "shared"), default="processes")
     args = parser.parse_args()
 
     from pinakes.calibration import self_calibration
@@ -63,19 +64,19 @@ def main() -> None:
     model, _ = bench_sync.load_real_embedder(root)
     paths = KBPaths(root)
     manifest = load_manifest(paths.manifest)
-    on_threads, shared_rows = self_calibration.searched_on_threads, self_calibration._rows  # pyright: ignore[reportPrivateUsage]
-    names = ("two threads", "one thread") if args.compare == "threads" else ("shared", "two searches")
+    on_two, shared_rows = self_calibration.searched_on_two_processes, self_calibration._rows  # pyright: ignore[reportPrivateUsage]
+    names = ("two processes", "one process") if args.compare == "processes" else ("shared", "two searches")
 
     def calibrated(first: bool) -> tuple[self_calibration.SelfCalibration, float, float]:
-        if args.compare == "threads":
-            self_calibration.searched_on_threads = on_threads if first else (lambda searcher, chunks: False)  # type: ignore[assignment]
+        if args.compare == "processes":
+            self_calibration.searched_on_two_processes = on_two if first else (lambda searcher, chunks: False)  # type: ignore[assignment]
         else:
             self_calibration._rows = shared_rows if first else self_calibration.question_rows  # pyright: ignore[reportPrivateUsage]
         settings = SearchSettings.from_retrieval(manifest.retrieval, KBConfidence.for_kb(paths, None))
         with Searcher(paths.index_db, settings, embedder=model) as searcher:  # type: ignore[arg-type]
-            wall, cpu = time.perf_counter(), time.process_time()
+            wall, cpu = time.perf_counter(), time.process_time() + bench_sync.children_cpu()
             result = self_calibration.self_calibrate(root, seconds=self_calibration.SYNC_SECONDS, searcher=searcher)
-            return result, time.perf_counter() - wall, time.process_time() - cpu
+            return result, time.perf_counter() - wall, time.process_time() + bench_sync.children_cpu() - cpu
 
     reference, _, _ = calibrated(False)
     samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
