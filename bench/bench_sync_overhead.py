@@ -106,7 +106,7 @@ def sample(root: Path, table: Path) -> dict[str, object]:
     # the chunk-ahead worker's: every child but those reaped inside a clocked part
     worker = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime) - forked_cpu[0]
     assert report.ok and any(note.startswith("confidence self-calibrated") for note in report.notes), report.notes
-    return {"sync_cpu": cpu + worker, "sync_wall": wall, "worker_cpu": worker, "parts": parts,
+    return {"sync_cpu": cpu + worker + forked_cpu[0], "sync_wall": wall, "worker_cpu": worker, "parts": parts,
             "padded_tokens": padded_tokens(embedder, calls), "load": os.getloadavg()[0]}
 
 

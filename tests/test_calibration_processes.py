@@ -213,3 +213,85 @@ def test_only_a_small_kb_without_rerank_whose_questions_were_batched_goes_to_two
         asking = asking_searcher(searcher, ["a question"])
         assert not searched_on_two_processes(asking, 100)
         asking.close()
+
+
+def test_the_child_leaves_ctrl_c_to_its_parent(built, tmp_path):
+    """Ctrl-C reaches the whole process group; a handler the parent installed (`pnk watch` announces
+    that it stops) must run once, in the parent, which then kills the child."""
+    parent = os.getpid()
+    seen = _Record(tmp_path / "handlers")
+
+    def ask(searcher: Searcher, question: MadeQuestion) -> tuple[str, str]:
+        if os.getpid() != parent:
+            seen.add(f"{signal.getsignal(signal.SIGINT) is signal.SIG_IGN}:{signal.getsignal(signal.SIGTERM) is signal.SIG_DFL}")
+        return question.id, question.id
+
+    previous = signal.signal(signal.SIGINT, lambda *_: None)
+    previous_term = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        questions = _questions(6)
+        with _asking(built, questions) as searcher:
+            ask_on_two_processes(searcher, questions, ask)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+    assert seen.lines() == ["True:True"] * 3
+
+
+def test_a_child_that_never_answers_is_given_up_on_after_about_a_halfs_time(built, monkeypatch):
+    """A child forked while another thread held a lock it needs never answers: its questions are
+    asked here after FIRST_ANSWER_SECONDS, not SILENCE_SECONDS."""
+    monkeypatch.setattr(two_processes, "SILENCE_SECONDS", 60.0)
+    monkeypatch.setattr(two_processes, "FIRST_ANSWER_SECONDS", 0.5)
+    parent = os.getpid()
+
+    def ask(searcher: Searcher, question: MadeQuestion) -> tuple[str, str]:
+        if os.getpid() != parent:
+            time.sleep(3600)  # stuck before its first answer
+        return question.id, question.id + "-left-out"
+
+    questions = _questions(8)
+    started = time.monotonic()
+    with _asking(built, questions) as searcher:
+        rows, stopped = ask_on_two_processes(searcher, questions, ask)
+    assert time.monotonic() - started < 30
+    assert not stopped and rows == _rows(questions)
+
+
+def test_a_silent_child_does_not_keep_the_calibration_past_its_deadline(built, monkeypatch):
+    monkeypatch.setattr(two_processes, "SILENCE_SECONDS", 60.0)
+    monkeypatch.setattr(two_processes, "FIRST_ANSWER_SECONDS", 60.0)
+    clock = _Clock()
+    monkeypatch.setattr(two_processes, "time", clock)
+    parent = os.getpid()
+
+    def ask(searcher: Searcher, question: MadeQuestion) -> tuple[str, str]:
+        if os.getpid() != parent:
+            time.sleep(3600)  # hung
+        if question.id == "q2":
+            clock.now = 2.0  # the deadline passes while the parent asks q2
+        return question.id, question.id + "-left-out"
+
+    questions = _questions(8)
+    started = time.monotonic()
+    with _asking(built, questions) as searcher:
+        rows, stopped = ask_on_two_processes(searcher, questions, ask, deadline=1.0)
+    assert time.monotonic() - started < 30
+    assert stopped and rows == _rows(questions[:1])  # q1 was the hung child's
+
+
+def test_after_an_error_the_child_is_not_waited_for(built):
+    parent = os.getpid()
+
+    def ask(searcher: Searcher, question: MadeQuestion) -> tuple[str, str]:
+        if os.getpid() != parent:
+            time.sleep(2)  # its half would take 20 s
+        elif question.id == "q0":
+            raise ValueError("q0")
+        return question.id, question.id
+
+    questions = _questions(20)
+    started = time.monotonic()
+    with _asking(built, questions) as searcher, pytest.raises(ValueError, match=r"^q0$"):
+        ask_on_two_processes(searcher, questions, ask)
+    assert time.monotonic() - started < 15

@@ -373,3 +373,31 @@ def test_a_sync_killed_while_its_worker_runs_ahead_resumes_to_the_same_index(
     assert len(rows["inline"]["chunks"]) > 50
     for table in BY_PATH:
         assert rows["killed"][table] == rows["inline"][table], table
+
+
+def test_a_sync_with_one_group_left_starts_no_worker(counter: TokenCounter, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The groups are counted from the driver's: a resumed sync that starts in its last group has
+    only that group's second half for a worker to take."""
+    from pinakes.pipeline.chunk_document import ChunkSettings
+
+    monkeypatch.delenv(chunk_ahead.OVERRIDE, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+
+    class File:
+        size = 40
+
+    class Model:
+        token_counter = counter
+
+    items = [DocWork(f"01TEST{number:04d}", f"d{number}.md", "markdown", File(), None, None, "key", "added")  # type: ignore[arg-type]
+             for number in range(2 * chunk_ahead.MIN_DOCUMENTS)]
+    groups = [items[:chunk_ahead.MIN_DOCUMENTS], items[chunk_ahead.MIN_DOCUMENTS:]]
+    settings = ChunkSettings(222, 25, "none", 256, True)
+    for at, runs in ((items[0], True), (items[-10], False)):
+        ahead = chunk_ahead.start(groups, at, root=tmp_path, embedder=Model(),  # type: ignore[arg-type]
+                                  settings=settings, smaller_than=100_000)
+        try:
+            assert bool(ahead.processes) == runs, at.path
+        finally:
+            ahead.close()

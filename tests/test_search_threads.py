@@ -146,3 +146,43 @@ def test_the_self_calibrations_searches_run_on_one_blas_thread(monkeypatch: pyte
         self_calibration.self_calibrate(root, searcher=searcher)
         assert blas_threads() == {2}
     assert seen == [{1}]
+
+
+TWO_BLOCKS = """
+import threading, numpy
+from threadpoolctl import threadpool_info
+from pinakes.search.threads import one_blas_thread
+
+def counts():
+    return sorted({info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"})
+
+a_inside, b_tried = threading.Event(), threading.Event()
+seen = []
+
+def first():
+    with one_blas_thread():
+        a_inside.set()
+        b_tried.wait(30)
+        seen.append(("a", counts()))
+
+def second():
+    a_inside.wait(30)
+    b_tried.set()
+    with one_blas_thread():  # waits for the first block to end
+        seen.append(("b", counts()))
+
+threads = [threading.Thread(target=first), threading.Thread(target=second)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join(60)
+print(seen, counts(), sep="|")
+"""
+
+
+def test_two_threads_blocks_take_turns_and_leave_the_process_as_it_was() -> None:
+    seen, after = python(TWO_BLOCKS, **{BLAS_THREADS_VARIABLE: "2"}).split("|")
+    if after == "[]":
+        pytest.skip("this NumPy reports no BLAS library threadpoolctl can limit: nothing to check here")
+    assert seen == "[('a', [1]), ('b', [1])]"
+    assert after == "[2]"

@@ -7,7 +7,7 @@ idle once its model has stopped. A forked child searches every other question wi
 own (its own SQLite connection, tokenizer and matrix) while this process searches the rest: about
 half the wall time at the same CPU (docs/perf/sync.md, "The questions on two processes"). The rows
 are those of asking one question after another: each question's rows are kept at its position, and
-any question the child did not answer (it failed, died or fell silent for SILENCE_SECONDS) is asked
+any question the child did not answer (it failed, died, or fell silent: `_Child.collect`) is asked
 here, where an error is raised as the first question in order that meets one
 (tests/test_calibration_processes.py).
 
@@ -22,7 +22,10 @@ fork), runs NumPy's BLAS on the one thread the calibration gives it (search/thre
 `one_blas_thread`: two processes' spinning BLAS threads took four of two cores), asks for the
 kernel's SIGKILL when its parent dies, writes only to its pipe, and leaves by `os._exit` (no atexit
 handler, buffered output or parent's cleanup runs twice). A lock another thread held at the fork
-can only make the child fall silent, and then its questions are asked here.
+can only make the child fall silent (a reviewer's probe: a third of the forks made while two other
+threads read the index in a loop; no path of the product has such threads during a calibration),
+and then its questions are asked here after about one half's time: slower than one process, never
+different rows. It ignores Ctrl-C, which is its parent's to handle.
 
 Only where the second reader is cheap and the searches touch nothing shared but the question
 vectors: Linux, a KB of at most MAX_CHUNKS chunks (the child's reader holds its own float32
@@ -53,6 +56,8 @@ MAX_CHUNKS = 20_000  # the child's matrix: at most ~30 MB at 384 float32 dimensi
 # The child is given up on (killed, its unanswered questions asked here) after this long without an
 # answer once this process has asked its own half: a question takes milliseconds.
 SILENCE_SECONDS = 10.0
+FIRST_ANSWER_SECONDS = 1.0  # the least time given to a child that has not answered yet (`_Child.collect`)
+DEADLINE_GRACE_SECONDS = 1.0  # how long past the deadline the child's last answer is waited for
 
 Row = TypeVar("Row")
 Ask = Callable[[Searcher, MadeQuestion], tuple[Row, Row]]  # a question's two rows
@@ -80,7 +85,9 @@ def ask_on_two_processes(searcher: Searcher, questions: Sequence[MadeQuestion], 
     stopped the asking: then the rows are those of the questions asked from the first up to the
     first one not asked."""
     answers: dict[int, tuple[Row, Row] | BaseException] = {}
+    started = time.monotonic()
     child = _Child.start(searcher, questions, ask, deadline)
+    failed = False
     try:
         for position in range(0, len(questions), 1 if child is None else 2):
             if deadline is not None and time.monotonic() > deadline:
@@ -89,11 +96,15 @@ def ask_on_two_processes(searcher: Searcher, questions: Sequence[MadeQuestion], 
                 answers[position] = ask(searcher, questions[position])
             except Exception as exc:  # raised below if no earlier question fails first
                 answers[position] = exc
+                failed = True
                 break
             if child is not None:
                 child.collect(answers, wait=False)
         if child is not None:
-            child.collect(answers, wait=True)
+            # After an error only what the child has sent is kept: its other questions before the
+            # failed one are asked here, sooner than its whole half would be waited for.
+            child.collect(answers, wait=not failed, deadline=deadline,
+                          own_seconds=time.monotonic() - started)
     finally:
         if child is not None:
             child.end()
@@ -118,6 +129,7 @@ class _Child:
         self._reader = reader
         self._buffer = bytearray()
         self._open = True
+        self._answered = False
 
     @classmethod
     def start(cls, searcher: Searcher, questions: Sequence[MadeQuestion], ask: Ask[Row],
@@ -148,14 +160,24 @@ class _Child:
         os.set_blocking(reader, False)
         return cls(pid, reader)
 
-    def collect(self, answers: dict[int, tuple[Row, Row] | BaseException], *, wait: bool) -> None:
+    def collect(self, answers: dict[int, tuple[Row, Row] | BaseException], *, wait: bool,
+                deadline: float | None = None, own_seconds: float = 0.0) -> None:
         """Move the child's answers into `answers`: those it has sent (`wait` False), or all it
-        will send, until it ends or falls silent for SILENCE_SECONDS."""
+        will send until it ends, falls silent or the deadline passes (DEADLINE_GRACE_SECONDS after
+        it, for the question it is on). Silent: SILENCE_SECONDS
+        without an answer; or, where it has sent none while this process asked its own half (in
+        `own_seconds`), max(FIRST_ANSWER_SECONDS, own_seconds) more: a child forked while another
+        thread held a lock it needs (SQLite's allocator mutex, say) never answers, and its
+        questions are then asked here after about one half's time rather than ten seconds."""
         poller = select.poll()  # not select(): this process may hold descriptors past FD_SETSIZE
         poller.register(self._reader, select.POLLIN)
         while self._open:
-            if wait and not poller.poll(SILENCE_SECONDS * 1000):  # silent: given up on, its questions asked here
-                return
+            if wait:
+                silence = SILENCE_SECONDS if self._answered else min(SILENCE_SECONDS, max(FIRST_ANSWER_SECONDS, own_seconds))
+                if deadline is not None:  # the question it is on may end, as this process's would
+                    silence = min(silence, max(0.0, deadline - time.monotonic()) + DEADLINE_GRACE_SECONDS)
+                if not poller.poll(int(silence * 1000)):  # given up on: its questions are asked here
+                    return
             try:
                 data = os.read(self._reader, 1 << 16)
             except BlockingIOError:
@@ -173,6 +195,7 @@ class _Child:
             position, rows = pickle.loads(bytes(self._buffer[_FRAME.size:_FRAME.size + size]))
             del self._buffer[:_FRAME.size + size]
             answers[position] = rows
+            self._answered = True
 
     def end(self) -> None:
         """Kill the child if it still runs, and reap it."""
@@ -189,6 +212,10 @@ def _child_main(searcher: Searcher, questions: Sequence[MadeQuestion], ask: Ask[
     the first question that fails ends it (the parent asks that one and the rest)."""
     from pinakes.extract.process_starter import die_with_parent
 
+    # Ctrl-C reaches the whole foreground process group: it is the parent's to handle (it kills
+    # this child), not a handler the parent installed (`pnk watch` announces that it stops).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     die_with_parent()
     vectors = searcher.embedder()
     if not isinstance(vectors, QuestionVectors):

@@ -110,20 +110,22 @@ def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embed
     from pinakes.pipeline.plan_table import WorkTable, count_of_types
 
     items = _in_order(groups)
-    if not wanted(count_of_types(items, _text_source_types(), smaller_than), len(groups)):  # one pass, at the start
-        return ChunkAhead(None, ())
-    counter = getattr(embedder, "token_counter", None)
-    if not isinstance(counter, TokenCounter):
-        return ChunkAhead(None, ())
     if isinstance(items, WorkTable):  # a first sync's plan: the minted IDs are bisected, no item made
         position = items.position_of(at.doc_id) or 0
     else:
         position = next((index for index, item in enumerate(items) if item.doc_id == at.doc_id), 0)
-    group_end = 0
+    group_end, groups_done = 0, 0
     for group in groups:
         group_end += len(group)
         if group_end > position:
             break
+        groups_done += 1
+    # the groups from the driver's on (a resumed sync may start in its last)
+    if not wanted(count_of_types(items, _text_source_types(), smaller_than), len(groups) - groups_done):
+        return ChunkAhead(None, ())
+    counter = getattr(embedder, "token_counter", None)
+    if not isinstance(counter, TokenCounter):
+        return ChunkAhead(None, ())
     try:
         return ChunkAhead(Setup(str(root), counter.to_str(), settings, smaller_than,
                                 None if cache_dir is None else str(cache_dir)), items,

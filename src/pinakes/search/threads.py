@@ -7,12 +7,13 @@ BM25 worker need: at 100k chunks on two cores, one BLAS thread (with one model-r
 itself no slower (docs/perf/search.md); neither alone helped. OpenBLAS reads its thread count
 once, when NumPy is first imported, so a command that only searches asks before anything imports
 NumPy; a process that already has NumPy is left as it is, and an OPENBLAS_NUM_THREADS the user set
-always wins.
+wins there.
 
 A process that searches in bulk after importing NumPy (a sync's self-calibration, hundreds of
-searches) limits its BLAS for that while instead (`one_blas_thread`, threadpoolctl): there the
-spinning threads took a third of the calibration's CPU at 1,503 chunks, and with a forked second
-asker four of them fought for two cores (docs/perf/sync.md, "The questions on two processes").
+searches) limits its BLAS for that while instead (`one_blas_thread`, threadpoolctl), whatever was
+set: there the spinning threads took a third of the calibration's CPU at 1,503 chunks, and with its
+forked second asker four of them fought for two cores (docs/perf/sync.md, "The questions on two
+processes"). The limit is the process's: two calibrations on two threads take turns.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Generator
 
 BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
@@ -30,11 +32,18 @@ def prefer_one_blas_thread() -> None:
         os.environ.setdefault(BLAS_THREADS_VARIABLE, "1")
 
 
+# threadpoolctl lets one thread at a time set OpenBLAS's process-wide count (the others' settings
+# are ignored while it lives), and each block restores what it found: overlapping blocks would leave
+# the count wrong, so they take turns.
+_limit_lock = threading.RLock()
+
+
 @contextlib.contextmanager
 def one_blas_thread() -> Generator[None, None, None]:
     """NumPy's BLAS on one thread inside the block, in a process that may already have imported
-    NumPy (module docstring); as it was after. A child forked inside keeps one."""
+    NumPy (module docstring), as it was after; one block at a time in a process (a second waits).
+    A child forked inside keeps one."""
     from threadpoolctl import threadpool_limits  # pyright: ignore[reportMissingTypeStubs]
 
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _limit_lock, threadpool_limits(limits=1, user_api="blas"):
         yield
