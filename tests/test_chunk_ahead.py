@@ -394,8 +394,11 @@ def test_a_sync_with_one_group_left_starts_no_worker(counter: TokenCounter, tmp_
              for number in range(2 * chunk_ahead.MIN_DOCUMENTS)]
     groups = [items[:chunk_ahead.MIN_DOCUMENTS], items[chunk_ahead.MIN_DOCUMENTS:]]
     settings = ChunkSettings(222, 25, "none", 256, True)
-    for at, runs in ((items[0], True), (items[-10], False)):
-        ahead = chunk_ahead.start(groups, at, root=tmp_path, embedder=Model(),  # type: ignore[arg-type]
+    few_left = [items[:chunk_ahead.MIN_DOCUMENTS], items[chunk_ahead.MIN_DOCUMENTS:chunk_ahead.MIN_DOCUMENTS + 5],
+                items[chunk_ahead.MIN_DOCUMENTS + 5:chunk_ahead.MIN_DOCUMENTS + 10]]
+    for plan, at, runs in ((groups, items[0], True), (groups, items[-10], False),
+                           (few_left, items[chunk_ahead.MIN_DOCUMENTS], False)):  # two groups left, 10 documents
+        ahead = chunk_ahead.start(plan, at, root=tmp_path, embedder=Model(),  # type: ignore[arg-type]
                                   settings=settings, smaller_than=100_000)
         try:
             assert bool(ahead.processes) == runs, at.path

@@ -120,8 +120,8 @@ def start(groups: Sequence[Sequence[DocWork]], at: DocWork, *, root: Path, embed
         if group_end > position:
             break
         groups_done += 1
-    # the groups from the driver's on (a resumed sync may start in its last)
-    if not wanted(count_of_types(items, _text_source_types(), smaller_than), len(groups) - groups_done):
+    # the documents and groups from the driver's on (a resumed sync may start in its last)
+    if not wanted(count_of_types(items[position:], _text_source_types(), smaller_than), len(groups) - groups_done):
         return ChunkAhead(None, ())
     counter = getattr(embedder, "token_counter", None)
     if not isinstance(counter, TokenCounter):

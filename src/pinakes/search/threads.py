@@ -10,10 +10,12 @@ NumPy; a process that already has NumPy is left as it is, and an OPENBLAS_NUM_TH
 wins there.
 
 A process that searches in bulk after importing NumPy (a sync's self-calibration, hundreds of
-searches) limits its BLAS for that while instead (`one_blas_thread`, threadpoolctl), whatever was
-set: there the spinning threads took a third of the calibration's CPU at 1,503 chunks, and with its
-forked second asker four of them fought for two cores (docs/perf/sync.md, "The questions on two
-processes"). The limit is the process's: two calibrations on two threads take turns.
+searches) limits its BLAS for that while instead (`one_blas_thread`, threadpoolctl), whatever the
+environment said: there the spinning threads took a third of the calibration's CPU at 1,503 chunks,
+and with its forked second asker four of them fought for two cores (docs/perf/sync.md, "The
+questions on two processes"). The count is the process's, and threadpoolctl lets one thread at a
+time set it: where a block is already open on another thread, or another live thread of the
+process holds threadpoolctl's control, the block leaves the count as it is (slower, never wrong).
 """
 
 from __future__ import annotations
@@ -32,18 +34,24 @@ def prefer_one_blas_thread() -> None:
         os.environ.setdefault(BLAS_THREADS_VARIABLE, "1")
 
 
-# threadpoolctl lets one thread at a time set OpenBLAS's process-wide count (the others' settings
-# are ignored while it lives), and each block restores what it found: overlapping blocks would leave
-# the count wrong, so they take turns.
-_limit_lock = threading.RLock()
+# Held while a block has set the count. A block that finds it held leaves the count alone rather than
+# wait (it would spend its caller's time bound waiting; in a child forked while another thread held
+# it, forever). Each block restores what it found, so two setting it at once would leave it wrong.
+_limit_lock = threading.Lock()
 
 
 @contextlib.contextmanager
 def one_blas_thread() -> Generator[None, None, None]:
     """NumPy's BLAS on one thread inside the block, in a process that may already have imported
-    NumPy (module docstring), as it was after; one block at a time in a process (a second waits).
-    A child forked inside keeps one."""
+    NumPy (module docstring), as it was after; where another block is open, the count is left as
+    it is. A child forked inside keeps one."""
     from threadpoolctl import threadpool_limits  # pyright: ignore[reportMissingTypeStubs]
 
-    with _limit_lock, threadpool_limits(limits=1, user_api="blas"):
+    if not _limit_lock.acquire(blocking=False):
         yield
+        return
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            yield
+    finally:
+        _limit_lock.release()
