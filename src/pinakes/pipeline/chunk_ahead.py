@@ -26,9 +26,11 @@ What the driver does with an answer, and why the index cannot differ:
 
 Memory is bounded: at most WINDOW_DOCUMENTS answers, or WINDOW_BYTES of their sources, wait ahead of
 the document the driver is at; answers for documents the driver passed by are dropped. The worker
-runs where it pays: a sync of at least MIN_DOCUMENTS text documents, on a machine that gives this
+runs where it pays: at least MIN_DOCUMENTS text documents and MIN_GROUPS groups from the driver's
+position on (inside one group it could only take the second half), on a machine that gives this
 process two cores or more (on one core it would only take turns with the driver:
-docs/perf/writer.md, "Chunking ahead"). PINAKES_CHUNK_AHEAD=1 or 0 overrides the core count.
+docs/perf/writer.md, "Chunking ahead" and "One group: no worker"). PINAKES_CHUNK_AHEAD=1 or 0
+overrides.
 """
 
 from __future__ import annotations
