@@ -2,7 +2,7 @@
 them with the exact float vectors.
 
 `open_vector_file` refuses (VectorFileUnusable) a file that is missing, damaged (footer, size or
-body checksum), stale (its content key is not the index's now), or that needs a library that is not
+body checksum; a searching process: each piece's graph checksum), stale (its content key is not the index's now), or that needs a library that is not
 installed; the caller answers with the exact search and says why (`fallback_note`). Nothing a file
 holds is trusted before those checks pass.
 
@@ -34,6 +34,7 @@ from pinakes.vectors.fileformat import (
     read_header,
     read_rows,
     verify_body,
+    verify_graphs,
 )
 
 # Candidates asked of the index per result wanted, and at least this many: the rescoring reads
@@ -121,7 +122,8 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
                      check_body: bool = True, release_pages: bool = False) -> OpenVectorFile:
     """The file at `path` when it is intact and answers for the rows whose content key is
     `expected_key`, under this model; VectorFileUnusable otherwise. `check_body=False` (a searching
-    process: docs/INVARIANTS.md) checks the footer, the sizes and each piece's row count, not the
+    process: docs/INVARIANTS.md) checks the footer, the sizes, each piece's row count and every
+    byte of each piece but its vector codes (what the library follows pointers through), not the
     checksum of every byte, which the step that wrote the file and doctor check.
 
     The path is opened once: the footer, the body's checks and the mapping are all read through that
@@ -138,6 +140,7 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
         if check_body:
             verify_body(path, header, fd)
             check_piece_ids(path, header, read_rows(path, header, fd)[0])
+        verify_graphs(path, header, fd)  # before the library reads a byte of them (fileformat's docstring)
         engine.load_library()
         try:
             mapping = mmap.mmap(fd, header.file_bytes, access=mmap.ACCESS_READ)

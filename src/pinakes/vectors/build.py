@@ -293,7 +293,7 @@ def _write(path: Path, pieces: Iterator[PieceContent], keys: RowKeys, key: str, 
     library, _ = engine.load_library()
     header = Header(library=library, dim=dim, rows=len(keys), content_key=key, params=dict(params),
                     identity=dict(identity))
-    return write_vector_file(path, header, pieces, keys.chunk_ids, keys.checksums)
+    return write_vector_file(path, header, pieces, keys.chunk_ids, keys.checksums, engine.codes_span)
 
 
 @contextmanager

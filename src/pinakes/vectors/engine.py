@@ -13,7 +13,8 @@ VectorFileUnusable("unavailable"), a sync skips the file and search stays exact.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
+import struct
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Protocol, cast
 
@@ -81,6 +82,26 @@ def _onnxruntime_first() -> None:
     imported first (~0.15 s, already paid by every process that embeds with fastembed)."""
     if importlib.util.find_spec("onnxruntime") is not None:
         import onnxruntime  # noqa: F401  # pyright: ignore[reportMissingTypeStubs, reportUnusedImport]
+
+
+# What opens the library's own header, saved right after the vector codes.
+_HEADER_MAGIC = b"usearch"
+
+
+def codes_span(read: Callable[[int, int], bytes], size: int) -> tuple[int, int]:
+    """Where a saved index holds its vector codes, (offset, bytes) from its start (fileformat's
+    CodesSpan): usearch 2 saves a u32 row count and a u32 row width, the rows' codes, then its
+    header (opening with b"usearch") and the graph. (0, 0) — every byte checked — when the bytes
+    are not laid out so (another version's layout): the span is trusted only with the magic where
+    the counts say the codes end."""
+    head = read(0, 8)
+    if len(head) < 8:
+        return 0, 0
+    rows, width = struct.unpack("<II", head)
+    end = 8 + rows * width
+    if width == 0 or end + len(_HEADER_MAGIC) > size or read(end, len(_HEADER_MAGIC)) != _HEADER_MAGIC:
+        return 0, 0
+    return 8, rows * width
 
 
 def new_index(dim: int, params: Mapping[str, object]) -> AnnIndex:

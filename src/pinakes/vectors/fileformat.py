@@ -14,16 +14,23 @@ Layout, front to back:
     ids       the chunk id (int64) of every row, ascending, 8-byte aligned
     checksums each row's 64-bit `embeddings.checksum` (uint64), same order: what an update diffs
     footer    the last FOOTER_BYTES: MAGIC, xxh3-64 of the JSON, its length (u32 LE), the JSON
-              (`Header`, with every piece's offset, bytes, rows and id range), zero padding
+              (`Header`, with every piece's offset, bytes, rows, id range, where its vector codes
+              lie and the checksum of its other bytes), zero padding
 
 The footer is read first and checked by its own checksum; `body_xxh3_128` covers every byte before
 it (pieces, ids, checksums). A file that fails either, whose pieces do not tile their ids and
 offsets, or whose sizes disagree with its footer, is damaged: search answers exactly instead and
-the next sync rebuilds it. A footer at the end (not a header at the front) is what lets each piece
+the next sync rebuilds it. A searching process does not read every byte (the vector codes are
+most of the file, and a search touches few of them): it checks each piece's `graph_xxh3_64`, every
+byte of the piece but its codes — the library's headers and graph, where one damaged byte can send
+the library's search through a wrong pointer and kill the process (review9 F2: 23 of 244 offsets
+flipped in a graph did). A damaged code costs a candidate, never a wrong cosine (the candidates
+are rescored from the index's own float rows). A footer at the end (not a header at the front) is what lets each piece
 be copied into place as the library saved it, without holding it in memory.
 
-Format 2 (pieces) replaced format 1 (one index at offset 0): a format-1 file is "stale", search
-answers exactly until the next sync, which builds the file whole in the new format.
+Format 2 (pieces) replaced format 1 (one index at offset 0), format 3 (each piece's graph
+checksummed) format 2: a file of an older format is "stale", search answers exactly until the next
+sync, which builds the file whole in the new format.
 
 The file is derived and disposable, like the index beside it: deleting it costs a rebuild, never
 data. Nothing in it is read without the checks above passing first.
@@ -52,8 +59,8 @@ from pinakes.faults import faultpoint
 
 FILE_NAME = "vectors.ann"
 MAGIC = b"PNKVANN1"
-FORMAT_VERSION = 2
-# The footer's block: ~50 bytes of JSON a piece, so room for ~300 pieces (~80M rows at 2^18 a piece).
+FORMAT_VERSION = 3
+# The footer's block: ~90 bytes of JSON a piece, so room for ~170 pieces (~89M rows at 2^19 a piece).
 FOOTER_BYTES = 16_384
 MAX_ID = 2**63 - 1  # the last piece's range ends here: every id above the others' ranges is its
 _FORMAT_1_FOOTER_BYTES = 4096  # format 1's block, read only to call such a file stale
@@ -97,9 +104,27 @@ class Piece:
     rows: int
     from_id: int
     to_id: int
+    # The piece's vector codes, `codes_bytes` from `codes_offset` (relative to the piece; 0 and 0
+    # when the writer could not place them: then every byte is checked), and the xxh3-64 of every
+    # other byte of the piece.
+    codes_offset: int = 0
+    codes_bytes: int = 0
+    graph_xxh3_64: int = 0
 
     def as_list(self) -> list[int]:
-        return [self.offset, self.size, self.rows, self.from_id, self.to_id]
+        return [self.offset, self.size, self.rows, self.from_id, self.to_id, self.codes_offset, self.codes_bytes,
+                self.graph_xxh3_64]
+
+
+# Where a saved piece's vector codes lie, (offset, bytes) from its start, given a reader of its bytes
+# (offset, length) and its size: the library's own layout (vectors/engine.py codes_span).
+CodesSpan = Callable[[Callable[[int, int], bytes], int], tuple[int, int]]
+
+
+def no_codes(read: Callable[[int, int], bytes], size: int) -> tuple[int, int]:
+    """A layout nobody placed: every byte of the piece is checked."""
+    del read, size
+    return 0, 0
 
 
 @dataclass(frozen=True)
@@ -149,11 +174,14 @@ def vector_file_path(pinakes_dir: Path) -> Path:
 
 
 def write_vector_file(path: Path, header: Header, pieces: Iterable[PieceContent],
-                      chunk_ids: NDArray[np.int64], checksums: NDArray[np.uint64]) -> Header:
+                      chunk_ids: NDArray[np.int64], checksums: NDArray[np.uint64], codes_span: CodesSpan = no_codes
+                      ) -> Header:
     """Write the file atomically: each piece in turn (saved to a temp file of its own, then copied
     in by the kernel, so its bytes are never held in this process), then ids, checksums and the
     footer. `pieces` is iterated lazily: a builder that yields one piece at a time and frees it when
-    asked for the next holds one at a time. Returns the header as written."""
+    asked for the next holds one at a time. Each piece's codes are placed by `codes_span` and its
+    other bytes checksummed as they lie in the file, read back (from the page cache). Returns the
+    header as written."""
     import numpy as np
 
     written: list[Header] = []
@@ -174,7 +202,7 @@ def write_vector_file(path: Path, header: Header, pieces: Iterable[PieceContent]
                     copy_range(handle.fileno(), source_offset, size, fd)
             else:
                 raise ValueError("a piece to write has neither a save nor a range to copy")
-            laid.append(Piece(offset, size, content.rows, content.from_id, content.to_id))
+            laid.append(_laid_piece(temp, offset, size, content, codes_span))
             del content  # before the next is asked for: a builder frees a piece only when nothing holds it
         end = os.lseek(fd, 0, os.SEEK_END)
         _write_all(fd, b"\0" * (-end % 8))
@@ -191,6 +219,18 @@ def write_vector_file(path: Path, header: Header, pieces: Iterable[PieceContent]
 
     atomic_write_file(path, fill)
     return written[0]
+
+
+def _laid_piece(temp: Path, offset: int, size: int, content: PieceContent, codes_span: CodesSpan) -> Piece:
+    """The footer's entry for a piece as written at `offset` of `temp`: its codes placed, its other
+    bytes checksummed as they lie in the file."""
+    with opened_file(temp) as fd:
+        def read(at: int, length: int) -> bytes:
+            return _read_exactly(fd, length, offset + at)
+
+        codes_offset, codes_bytes = codes_span(read, size)
+        return Piece(offset, size, content.rows, content.from_id, content.to_id, codes_offset, codes_bytes,
+                     _graph_digest(fd, offset, size, codes_offset, codes_bytes))
 
 
 @contextlib.contextmanager
@@ -261,12 +301,13 @@ def read_header(path: Path, fd: int | None = None) -> Header:
                                               f"{FORMAT_VERSION} (pieces)")
         raise VectorFileUnusable("damaged", f"{path.name} has no intact footer")
     try:
-        header = _header_from(json.loads(text))
+        parsed = cast("object", json.loads(text))
+        version = _format_of(parsed)
+        if isinstance(version, int) and version != FORMAT_VERSION:
+            raise VectorFileUnusable("stale", f"{path.name} is format {version}, this build reads {FORMAT_VERSION}")
+        header = _header_from(parsed)
     except (ValueError, TypeError) as exc:
         raise VectorFileUnusable("damaged", f"{path.name}'s footer does not parse") from exc
-    if header.format_version != FORMAT_VERSION:
-        raise VectorFileUnusable("stale", f"{path.name} is format {header.format_version}, this build reads "
-                                          f"{FORMAT_VERSION}")
     if header.file_bytes != size:
         raise VectorFileUnusable("damaged", f"{path.name} is {size} bytes, its footer says {header.file_bytes}")
     try:
@@ -299,6 +340,8 @@ def _check_pieces(header: Header) -> None:
         if piece.offset % 8 or piece.offset < end or piece.from_id >= piece.to_id or (
                 number and piece.from_id != header.pieces[number - 1].to_id):
             raise ValueError(f"do not tile the file or the ids (piece {number})")
+        if piece.codes_offset + piece.codes_bytes > piece.size:
+            raise ValueError(f"place codes outside their piece (piece {number})")
         end = piece.offset + piece.size
     if end > header.ids_offset or header.ids_offset % 8:
         raise ValueError("overlap the ids")
@@ -315,6 +358,36 @@ def verify_body(path: Path, header: Header, fd: int | None = None) -> None:
         raise VectorFileUnusable("damaged", f"{path.name} could not be read ({exc.strerror})") from exc
     if digest != header.body_xxh3_128:
         raise VectorFileUnusable("damaged", f"{path.name} does not match its checksum")
+
+
+def verify_graphs(path: Path, header: Header, fd: int | None = None) -> None:
+    """Every byte of each piece but its vector codes against the piece's checksum (through `fd` when
+    given): what a searching process checks before the library reads a piece (the module's
+    docstring). Plain reads, as `verify_body`'s: the pages stay in the page cache for the mapping
+    that follows, not in this process."""
+    try:
+        with _reading(path, fd) as readable:
+            for number, piece in enumerate(header.pieces):
+                digest = _graph_digest(readable, piece.offset, piece.size, piece.codes_offset, piece.codes_bytes)
+                if digest != piece.graph_xxh3_64:
+                    raise VectorFileUnusable("damaged", f"{path.name}'s piece {number} does not match its checksum",
+                                             REBUILD_BY_HAND)
+    except OSError as exc:
+        raise VectorFileUnusable("damaged", f"{path.name} could not be read ({exc.strerror})") from exc
+
+
+def _graph_digest(fd: int, offset: int, size: int, codes_offset: int, codes_bytes: int) -> int:
+    """xxh3-64 of the piece at `offset` of `size` bytes, its codes' span left out."""
+    digest = xxhash.xxh3_64()
+    for start, end in ((0, codes_offset), (codes_offset + codes_bytes, size)):
+        done = start
+        while done < end:
+            block = _pread(fd, min(_READ_BYTES, end - done), offset + done)
+            if not block:
+                raise VectorFileUnusable("damaged", "a piece ends before its footer says")
+            digest.update(block)
+            done += len(block)
+    return digest.intdigest()
 
 
 def read_rows(path: Path, header: Header, fd: int | None = None) -> tuple[NDArray[np.int64], NDArray[np.uint64]]:
@@ -344,6 +417,11 @@ def check_piece_ids(path: Path, header: Header, ids: NDArray[np.int64]) -> None:
                                                 f"holds {inside}")
 
 
+def _format_of(parsed: object) -> object:
+    """The footer JSON's format_version, read before its other fields, which differ by format."""
+    return cast("dict[str, object]", parsed).get("format_version") if isinstance(parsed, dict) else None
+
+
 def _header_from(parsed: object) -> Header:
     """A Header from the footer's JSON, every field present and of its type (TypeError if not)."""
     if not isinstance(parsed, dict):
@@ -363,10 +441,10 @@ def _header_from(parsed: object) -> Header:
     identity = cast("dict[str, object]", maps["identity"])
     pieces = values["pieces"]
     if not isinstance(pieces, list) or not all(
-            isinstance(piece, list) and len(cast("list[object]", piece)) == 5
+            isinstance(piece, list) and len(cast("list[object]", piece)) == len(fields(Piece))
             and all(isinstance(number, int) and number >= 0 for number in cast("list[object]", piece))
             for piece in cast("list[object]", pieces)):
-        raise TypeError("the footer's pieces are not lists of five non-negative integers")
+        raise TypeError(f"the footer's pieces are not lists of {len(fields(Piece))} non-negative integers")
     return Header(
         library=cast("str", texts["library"]), dim=cast("int", numbers["dim"]), rows=cast("int", numbers["rows"]),
         content_key=cast("str", texts["content_key"]), params=cast("dict[str, object]", maps["params"]),
