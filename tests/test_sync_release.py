@@ -61,6 +61,35 @@ def test_the_steps_after_the_graph_run_without_the_walk_and_the_plan(tmp_path: P
     assert sync(root).ok and len(runs) == 2
 
 
+def test_a_sync_that_only_builds_the_vector_file_lets_the_documents_go_before_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No document changed, so the graph has nothing to do, but the vector file is built (missing,
+    stale, of an older format): the walk's file states and the plan go before that step, as after a
+    graph that ran (a 700k-page KB's upgrade held them through the whole build: 1.85 GB)."""
+    root = make_kb(tmp_path / "kb", 5)
+    assert sync(root).ok
+    events: list[str] = []
+    release = PipelineRun.release_documents
+
+    def remembering(run: PipelineRun) -> None:
+        events.append(f"release {len(run.walk.found.docs) if run.walk is not None else None}")
+        release(run)
+
+    real_refresh = vector_file.refresh
+
+    def spying_refresh(ctx: SyncContext) -> object:
+        events.append("vectors")
+        return real_refresh(ctx)
+
+    monkeypatch.setattr(PipelineRun, "release_documents", remembering)
+    monkeypatch.setattr(vector_file, "refresh", spying_refresh)
+    assert sync(root).ok and events == []  # nothing to do: nothing let go, no collection paid
+    monkeypatch.setattr(vector_file, "is_current", lambda *_args: False)  # as if the file were gone
+    report = sync(root)
+    assert report.ok and not report.changed and not report.added
+    assert events == ["release 5", "vectors"]
+
+
 def graph_holds_every_chunk(root: Path) -> bool:
     with sqlite3.connect(root / ".pinakes" / "index.db") as conn:
         nodes = {str(row[0]) for row in conn.execute("SELECT key FROM nodes WHERE kind = 'chunk'")}

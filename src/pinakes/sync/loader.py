@@ -194,11 +194,20 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
     first that fails; raises the PinakesError that stopped a step."""
     ran = 0
     released: int | None = None  # once the documents are let go: how many the walk had found
+    # The graph's place passed with nothing to do (the documents unchanged): they are let go before
+    # the next step that runs — a vector file built whole (missing, stale, of another format) held
+    # the walk and the plan through its build otherwise (1.85 GB at 700k pages) — and never in a
+    # sync with nothing at all to do, whose collection would cost its no-op time.
+    release_due = False
     for invocation in invocations(run):
         halt = Halt()
         tasks = invocation.tasks(run, halt)
         if all(task.get("uptodate") == [True] for task in tasks if "actions" in task):
+            release_due = release_due or invocation.stages[-1].key == RELEASE_AFTER
             continue
+        if release_due:
+            released, release_due = _release_documents(run), False
+            return_freed_memory(released)
         before_doit()
         step = rules.adapter(invocation.stages[0].key).step
         if step is not None:
@@ -208,11 +217,17 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
         if code:
             return Outcome(ran, code, output)
         if invocation.stages[-1].key == RELEASE_AFTER:
-            released = len(run.walk.found.docs) if run.walk is not None else 0
-            run.release_documents()
+            released = _release_documents(run)
         if released is not None:  # the documents' pages, then each later stage's: the vector build frees
             return_freed_memory(released)  # a whole index, ~40% of which glibc would keep into self-calibration
     return Outcome(ran)
+
+
+def _release_documents(run: PipelineRun) -> int:
+    """Let go of the run's documents (PipelineRun.release_documents); how many the walk had found."""
+    found = len(run.walk.found.docs) if run.walk is not None else 0
+    run.release_documents()
+    return found
 
 
 # The last stage that reads the walk and the plan's documents (rules/graph.py `_changed`); the later
