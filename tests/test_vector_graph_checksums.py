@@ -111,7 +111,7 @@ def test_a_searching_process_refuses_a_byte_damaged_anywhere_in_a_piece_but_its_
         flip_byte(path, piece.offset + offset)
         with pytest.raises(VectorFileUnusable) as refused:
             searcher_open(path)
-        assert refused.value.reason == "damaged" and "piece 1 does not match its checksum" in refused.value.detail
+        assert refused.value.reason == "damaged" and "piece 1 does not" in refused.value.detail, refused.value.detail
         assert "delete .pinakes/vectors.ann" in refused.value.remedy
         flip_byte(path, piece.offset + offset)  # flipped back: the next offset is the only damage
     searcher_open(path)
@@ -213,3 +213,63 @@ def test_a_format_2_file_is_stale_and_the_next_sync_rebuilds_it(kb: tuple[Path, 
     rebuilt: Header = read_header(path)
     assert len(rebuilt.pieces) > 1 and all(piece.codes_offset == 8 for piece in rebuilt.pieces)
     assert not any(EXACT_NOTE in note for note in pnk_search(root, capsys, QUERIES[0])["notes"])  # pyright: ignore
+
+
+def rewrite_footer(path: Path, header: Header) -> None:
+    footer = fileformat._footer(header)  # pyright: ignore[reportPrivateUsage]  # checksummed as a writer would
+    path.write_bytes(path.read_bytes()[:header.footer_offset] + footer)
+
+
+def test_a_footer_whose_codes_span_covers_the_graph_is_refused(kb: tuple[Path, ClusteredEmbedder]) -> None:
+    """The span of the codes is what a searcher leaves unchecked: a footer (checksummed as a writer
+    would) that widens it over the graph, with the graph checksum of the narrower rest, is refused
+    by every reader, since the span is found again in the piece's own checked bytes."""
+    root, _ = kb
+    path = vector_file_path(KBPaths(root).state_dir)
+    header = read_header(path)
+    first, *rest = header.pieces
+    wide = replace(first, codes_bytes=first.size - first.codes_offset)
+    with open(path, "rb") as handle:
+        head = handle.read(first.offset + first.codes_offset)[first.offset:]
+    rewrite_footer(path, replace(header, pieces=(replace(wide, graph_xxh3_64=xxhash.xxh3_64_intdigest(head)), *rest)))
+    for check_body in (True, False):
+        with pytest.raises(VectorFileUnusable, match="piece 0 does not hold its codes where its footer says"):
+            open_vector_file(path, header.content_key, dict(header.identity), header.dim, check_body=check_body)
+
+
+def test_a_piece_copied_wrong_by_an_update_is_not_laid_and_the_file_is_built_whole(
+        kb: tuple[Path, ClusteredEmbedder], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An update copies unchanged pieces byte for byte: a copy that came out different (a faulty
+    copy_file_range, a disk returning other bytes) would have its new bytes checksummed and blessed.
+    The copy must reproduce the old footer's graph checksum; when it does not, the file is built whole."""
+    from tests.kb_helpers import write_documents
+    from tests.test_vectors_file import corpus
+
+    root, embedder = kb
+    path = vector_file_path(KBPaths(root).state_dir)
+    old = read_header(path)
+    real_copy = fileformat.copy_range
+
+    def copying_one_byte_wrong(source_fd: int, offset: int, size: int, fd: int) -> None:
+        real_copy(source_fd, offset, size - 1, fd)
+        last = os.pread(source_fd, 1, offset + size - 1)
+        os.write(fd, bytes([last[0] ^ 0xFF]))
+
+    monkeypatch.setattr(fileformat, "copy_range", copying_one_byte_wrong)
+    write_documents(root, corpus(1, start=900))  # new rows past the last piece: the others are copied
+    report = sync(root, embedder)
+    assert any("vector file built whole" in note and "copied from the old file does not match" in note
+               for note in report.notes), report.notes
+    new = read_header(path)
+    assert new.rows > old.rows
+    searcher_open(path)
+    open_vector_file(path, new.content_key, dict(new.identity), new.dim, check_body=True).close()
+
+
+def test_a_footer_format_of_true_is_damaged_not_stale(kb: tuple[Path, ClusteredEmbedder]) -> None:
+    root, _ = kb
+    path = vector_file_path(KBPaths(root).state_dir)
+    rewrite_footer(path, replace(read_header(path), format_version=True))
+    with pytest.raises(VectorFileUnusable) as refused:
+        read_header(path)
+    assert refused.value.reason == "damaged"

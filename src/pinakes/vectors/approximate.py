@@ -140,7 +140,7 @@ def open_vector_file(path: Path, expected_key: str, identity: Mapping[str, str],
         if check_body:
             verify_body(path, header, fd)
             check_piece_ids(path, header, read_rows(path, header, fd)[0])
-        verify_graphs(path, header, fd)  # before the library reads a byte of them (fileformat's docstring)
+        verify_graphs(path, header, fd, engine.codes_span)  # before the library reads a byte (fileformat's docstring)
         engine.load_library()
         try:
             mapping = mmap.mmap(fd, header.file_bytes, access=mmap.ACCESS_READ)

@@ -33,7 +33,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -121,10 +121,14 @@ def refresh_vector_file(conn: sqlite3.Connection, pinakes_dir: Path, identity: M
             elif len(added) + len(removed) <= INCREMENTAL_MAX_SHARE * max(1, len(keys)):
                 pieces = _updated_pieces(conn, path, previous[0], previous[1], keys, added, removed,
                                          piece_rows, threads, written)
-                header = _write(path, pieces, keys, key, identity, params, dim)
-                return RefreshReport("incremental", len(keys), len(added), len(removed),
-                                     time.perf_counter() - started, header.file_bytes, pieces=len(header.pieces),
-                                     pieces_written=written[0])
+                try:
+                    header = _write(path, pieces, keys, key, identity, params, dim)
+                except VectorFileUnusable as unusable:  # a copy that went wrong: the old file stays, built whole
+                    why, written[0] = unusable.detail, 0
+                else:
+                    return RefreshReport("incremental", len(keys), len(added), len(removed),
+                                         time.perf_counter() - started, header.file_bytes,
+                                         pieces=len(header.pieces), pieces_written=written[0])
             else:
                 why = f"{len(added) + len(removed)} of {len(keys)} rows changed"
         header = _write(path, _built_pieces(conn, keys, dim, params, piece_rows, threads, written), keys, key,
@@ -196,7 +200,7 @@ def _updated_pieces(conn: sqlite3.Connection, path: Path, old: Header, old_ids: 
         gone = removed[(removed >= piece.from_id) & (removed < piece.to_id)]
         new = added[(added >= piece.from_id) & (added < piece.to_id)] if extra is None else extra
         if piece.size and not len(gone) and not len(new):
-            yield PieceContent(rows, from_id, to_id, copy_from=(path, piece.offset, piece.size))
+            yield PieceContent(rows, from_id, to_id, copy_from=(path, piece.offset, piece.size), copied=piece)
             continue
         index = engine.new_index(old.dim, old.params)
         if piece.size:
@@ -228,7 +232,7 @@ def _plan(pieces: tuple[Piece, ...], old_ids: NDArray[np.int64], added: NDArray[
     overflow = above[room:]
     plan: list[tuple[Piece, NDArray[np.int64] | None]] = [(piece, None) for piece in pieces[:-1]]
     first_new = int(overflow[0])
-    plan.append((Piece(last.offset, last.size, last.rows, last.from_id, first_new),
+    plan.append((replace(last, to_id=first_new),
                  added[(added >= last.from_id) & (added < first_new)]))
     for start in range(0, len(overflow), piece_rows):
         part = overflow[start:start + piece_rows]

@@ -137,6 +137,9 @@ class PieceContent:
     to_id: int
     save: Callable[[Path], object] | None = None
     copy_from: tuple[Path, int, int] | None = None
+    # A copied piece's entry in the old footer: the copy must reproduce its codes' span and graph
+    # checksum (neither depends on where the piece lies), or the copy went wrong.
+    copied: Piece | None = None
 
 
 @dataclass(frozen=True)
@@ -229,8 +232,13 @@ def _laid_piece(temp: Path, offset: int, size: int, content: PieceContent, codes
             return _read_exactly(fd, length, offset + at)
 
         codes_offset, codes_bytes = codes_span(read, size)
-        return Piece(offset, size, content.rows, content.from_id, content.to_id, codes_offset, codes_bytes,
+        laid = Piece(offset, size, content.rows, content.from_id, content.to_id, codes_offset, codes_bytes,
                      _graph_digest(fd, offset, size, codes_offset, codes_bytes))
+    old = content.copied
+    if old is not None and (old.size, old.codes_offset, old.codes_bytes, old.graph_xxh3_64) != (
+            laid.size, laid.codes_offset, laid.codes_bytes, laid.graph_xxh3_64):
+        raise VectorFileUnusable("damaged", "a piece copied from the old file does not match its checksum there")
+    return laid
 
 
 @contextlib.contextmanager
@@ -303,7 +311,7 @@ def read_header(path: Path, fd: int | None = None) -> Header:
     try:
         parsed = cast("object", json.loads(text))
         version = _format_of(parsed)
-        if isinstance(version, int) and version != FORMAT_VERSION:
+        if isinstance(version, int) and not isinstance(version, bool) and version != FORMAT_VERSION:
             raise VectorFileUnusable("stale", f"{path.name} is format {version}, this build reads {FORMAT_VERSION}")
         header = _header_from(parsed)
     except (ValueError, TypeError) as exc:
@@ -360,20 +368,33 @@ def verify_body(path: Path, header: Header, fd: int | None = None) -> None:
         raise VectorFileUnusable("damaged", f"{path.name} does not match its checksum")
 
 
-def verify_graphs(path: Path, header: Header, fd: int | None = None) -> None:
+def verify_graphs(path: Path, header: Header, fd: int | None = None, codes_span: CodesSpan = no_codes) -> None:
     """Every byte of each piece but its vector codes against the piece's checksum (through `fd` when
     given): what a searching process checks before the library reads a piece (the module's
     docstring). Plain reads, as `verify_body`'s: the pages stay in the page cache for the mapping
-    that follows, not in this process."""
+    that follows, not in this process. A footer's span of the codes is what leaves bytes unchecked,
+    so it must be the one `codes_span` finds in the piece's own (checked) bytes, or none."""
     try:
         with _reading(path, fd) as readable:
             for number, piece in enumerate(header.pieces):
+                _check_codes_span(path, number, piece, readable, codes_span)
                 digest = _graph_digest(readable, piece.offset, piece.size, piece.codes_offset, piece.codes_bytes)
                 if digest != piece.graph_xxh3_64:
                     raise VectorFileUnusable("damaged", f"{path.name}'s piece {number} does not match its checksum",
                                              REBUILD_BY_HAND)
     except OSError as exc:
         raise VectorFileUnusable("damaged", f"{path.name} could not be read ({exc.strerror})") from exc
+
+
+def _check_codes_span(path: Path, number: int, piece: Piece, fd: int, codes_span: CodesSpan) -> None:
+    if piece.codes_bytes == 0:
+        return  # nothing left unchecked
+    def read(at: int, length: int) -> bytes:
+        return _read_exactly(fd, length, piece.offset + at) if at + length <= piece.size else b""
+
+    if codes_span(read, piece.size) != (piece.codes_offset, piece.codes_bytes):
+        raise VectorFileUnusable("damaged", f"{path.name}'s piece {number} does not hold its codes where its "
+                                            "footer says", REBUILD_BY_HAND)
 
 
 def _graph_digest(fd: int, offset: int, size: int, codes_offset: int, codes_bytes: int) -> int:
@@ -433,7 +454,7 @@ def _header_from(parsed: object) -> Header:
     numbers = {name: values[name] for name in ("dim", "rows", "ids_offset", "format_version")}
     texts = {name: values[name] for name in ("library", "content_key", "body_xxh3_128")}
     maps = {name: values[name] for name in ("params", "identity", "extra")}
-    if not all(isinstance(value, int) and value >= 0 for value in numbers.values()):
+    if not all(_count(value) for value in numbers.values()):
         raise TypeError("a size in the footer is not a non-negative integer")
     if not all(isinstance(value, str) for value in texts.values()) or not all(
             isinstance(value, dict) for value in maps.values()):
@@ -442,7 +463,7 @@ def _header_from(parsed: object) -> Header:
     pieces = values["pieces"]
     if not isinstance(pieces, list) or not all(
             isinstance(piece, list) and len(cast("list[object]", piece)) == len(fields(Piece))
-            and all(isinstance(number, int) and number >= 0 for number in cast("list[object]", piece))
+            and all(_count(number) for number in cast("list[object]", piece))
             for piece in cast("list[object]", pieces)):
         raise TypeError(f"the footer's pieces are not lists of {len(fields(Piece))} non-negative integers")
     return Header(
@@ -453,6 +474,11 @@ def _header_from(parsed: object) -> Header:
         ids_offset=cast("int", numbers["ids_offset"]),
         body_xxh3_128=cast("str", texts["body_xxh3_128"]), format_version=cast("int", numbers["format_version"]),
         extra=cast("dict[str, object]", maps["extra"]))
+
+
+def _count(value: object) -> bool:
+    """A non-negative integer of the footer's JSON (true and false are not: Python's bool is an int)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _footer_text(block: bytes, block_bytes: int) -> bytes | None:
