@@ -197,7 +197,9 @@ def run_pipeline(run: PipelineRun, before_doit: Callable[[], None] = lambda: Non
     # The graph's place passed with nothing to do (the documents unchanged): they are let go before
     # the next step that runs — a vector file built whole (missing, stale, of another format) held
     # the walk and the plan through its build otherwise (1.85 GB at 700k pages) — and never in a
-    # sync with nothing at all to do, whose collection would cost its no-op time.
+    # sync with nothing at all to do, whose collection would cost its no-op time. A reverse scan
+    # alone (a partner due) pays that collection too (from FREED_MEMORY_MIN_DOCUMENTS documents):
+    # the bound on memory first.
     release_due = False
     for invocation in invocations(run):
         halt = Halt()

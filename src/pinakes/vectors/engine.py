@@ -93,7 +93,12 @@ def codes_span(read: Callable[[int, int], bytes], size: int) -> tuple[int, int]:
     CodesSpan): usearch 2 saves a u32 row count and a u32 row width, the rows' codes, then its
     header (opening with b"usearch") and the graph. (0, 0) — every byte checked — when the bytes
     are not laid out so (another version's layout): the span is trusted only with the magic where
-    the counts say the codes end."""
+    the counts say the codes end.
+
+    Part of the file's format: every reader finds the span again with this function and refuses a
+    footer that disagrees, and an update compares a copied piece's span with its old footer's. What
+    it answers for a saved piece changes only with FORMAT_VERSION (fileformat.py), which makes every
+    older file stale, never damaged (tests/test_vector_graph_checksums.py pins its answer)."""
     head = read(0, 8)
     if len(head) < 8:
         return 0, 0
