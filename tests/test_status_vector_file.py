@@ -23,6 +23,7 @@ from pinakes.vectors import build as vector_build
 from pinakes.vectors import fileformat, vector_file_path
 from pinakes.vectors.fileformat import read_header
 from tests.kb_helpers import sync
+from tests.test_serve_helpers import call_tool
 from tests.test_vector_tier_search import auto_tier, build_auto_kb
 from tests.test_vectors_file import ClusteredEmbedder, flip_byte
 
@@ -144,7 +145,7 @@ def test_the_mcp_servers_status_says_the_same(kb: tuple[Path, ClusteredEmbedder]
             as_format_1(vector_file_path(KBPaths(root).state_dir))
         served = serve(root)
         try:
-            answered = served.call("pinakes_status", {})
+            answered = call_tool(served, "pinakes_status", {})
         finally:
             served.close()
         assert answered["vector_file"] == status(root, capsys)[0]["vector_file"]
