@@ -186,7 +186,7 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
     elif arm == "faiss-hnsw-sq8":
         import faiss
         faiss.omp_set_num_threads(threads)
-        inner = faiss.IndexHNSWSQ(base.shape[1], faiss.ScalarQuantizer.QT_8bit, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        inner = faiss.IndexHNSWSQ(base.shape[1], faiss.ScalarQuantizer.QT_8bit, HNSW_M, faiss.METRIC_INNER_PRODUCT)  # pyright: ignore[reportArgumentType]  # faiss's SWIG signatures: the quantizer type is an int enum
         inner.hnsw.efConstruction = EF_ADD
         inner.train(base[:split])
         index = faiss.IndexIDMap2(inner)
@@ -196,7 +196,7 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
         index.add_with_ids(base[split:], ids[split:])
         timings["add_s"] = time.perf_counter() - started
         try:
-            index.remove_ids(deleted)
+            index.remove_ids(deleted)  # pyright: ignore[reportArgumentType]  # faiss's SWIG signatures: its numpy wrapper takes an id array
             timings["delete_s"] = "?"
         except RuntimeError:
             timings["delete_s"] = "unsupported (HNSW cannot remove: rebuild, or filter at query time)"
@@ -301,6 +301,7 @@ def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_se
     if arm == "usearch-i8":
         from usearch.index import Index
         index = Index.restore(str(out / "index.usearch"), view=True)
+        assert index is not None, out / "index.usearch"  # restore answers None for a file it cannot read
         index.expansion_search = ef_search
 
         def search(query: np.ndarray) -> np.ndarray:
@@ -310,7 +311,7 @@ def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_se
         import faiss
         faiss.omp_set_num_threads(1)
         index = faiss.read_index(str(out / "index.faiss"))
-        faiss.downcast_index(index.index).hnsw.efSearch = ef_search
+        faiss.downcast_index(index.index).hnsw.efSearch = ef_search  # pyright: ignore[reportAttributeAccessIssue]  # an IndexIDMap2 around an HNSW index, as saved above
         deleted = set(np.load(out / "deleted.npy").tolist()) if (out / "deleted.npy").exists() else set()
 
         def search(query: np.ndarray) -> np.ndarray:
