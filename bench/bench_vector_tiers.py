@@ -184,7 +184,7 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
         timings["delete_s"] = time.perf_counter() - started
         index.save(str(out / "index.usearch"))
     elif arm == "faiss-hnsw-sq8":
-        import faiss
+        import faiss  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
         faiss.omp_set_num_threads(threads)
         inner = faiss.IndexHNSWSQ(base.shape[1], faiss.ScalarQuantizer.QT_8bit, HNSW_M, faiss.METRIC_INNER_PRODUCT)  # pyright: ignore[reportArgumentType]  # faiss's SWIG signatures: the quantizer type is an int enum
         inner.hnsw.efConstruction = EF_ADD
@@ -203,7 +203,7 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
             np.save(out / "deleted.npy", deleted)
         faiss.write_index(index, str(out / "index.faiss"))
     elif arm == "hnswlib":
-        import hnswlib
+        import hnswlib  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
         index = hnswlib.Index(space="ip", dim=base.shape[1])
         index.init_index(max_elements=split, M=HNSW_M, ef_construction=EF_ADD)
         index.set_num_threads(threads)
@@ -249,8 +249,8 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
 
 
 def vec_connection(path: Path):
-    import apsw
-    import sqlite_vec
+    import apsw  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
+    import sqlite_vec  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
     conn = apsw.Connection(str(path))
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
@@ -308,7 +308,7 @@ def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_se
             return rows.rescore(index.search(query, CANDIDATES, threads=1).keys.astype(np.int64), query)
         return search
     if arm == "faiss-hnsw-sq8":
-        import faiss
+        import faiss  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
         faiss.omp_set_num_threads(1)
         index = faiss.read_index(str(out / "index.faiss"))
         faiss.downcast_index(index.index).hnsw.efSearch = ef_search  # pyright: ignore[reportAttributeAccessIssue]  # an IndexIDMap2 around an HNSW index, as saved above
@@ -320,7 +320,7 @@ def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_se
             return rows.rescore(keep, query)
         return search
     if arm == "hnswlib":
-        import hnswlib
+        import hnswlib  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
         index = hnswlib.Index(space="ip", dim=int(np.load(work / "dim.npy")))
         index.load_index(str(out / "index.hnsw"))
         index.set_ef(ef_search)
