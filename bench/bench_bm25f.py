@@ -89,12 +89,12 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
                 searcher.settings = settings[arm]
                 for mode in ("bm25", "hybrid"):
                     started = time.perf_counter()
-                    result = searcher.search(query, mode=mode)
+                    found = searcher.search(query, mode=mode)
                     elapsed = (time.perf_counter() - started) * 1000
                     if number >= WARMUP:
                         samples[f"{arm} {mode}"].append(elapsed)
                     if mode == "bm25":
-                        tops[arm] = [p.path for p in result.passages[:1]]
+                        tops[arm] = [p.path for p in found.passages[:1]]
             same_top += number >= WARMUP and tops["before"] == tops["after"]
     finally:
         core.bm25 = arms["after"]  # type: ignore[attr-defined]

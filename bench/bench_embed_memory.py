@@ -191,7 +191,7 @@ def run_child(config: str, workload: str, count: int, home: str) -> dict[str, An
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--child", nargs=3, metavar=("CONFIG", "WORKLOAD", "COUNT"), help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="64 uniform and 300 mixed texts")
     parser.add_argument("--uniform", type=int, default=256, help="texts of 254 tokens (default 256)")

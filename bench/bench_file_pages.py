@@ -93,7 +93,9 @@ class Viewed:
             header = read_header(path)
             self.opened = open_vector_file(path, header.content_key, dict(header.identity), header.dim,
                                            check_body=False)
-            self.index = self.opened.index
+            # a vector file is searched piece by piece now: this bench reads one index, so one piece
+            assert len(self.opened.pieces) == 1, f"{path} has {len(self.opened.pieces)} pieces, not one"
+            self.index = self.opened.pieces[0]
             self.mapping = self.opened._mapping  # pyright: ignore[reportPrivateUsage]
 
     def close(self) -> None:

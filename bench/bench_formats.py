@@ -40,14 +40,14 @@ def ours(kind: str) -> Callable[[Path], str]:
 
 
 def trafilatura_arm(path: Path) -> str:
-    import trafilatura
+    import trafilatura  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
 
     return trafilatura.extract(path.read_text(encoding="utf-8"), output_format="markdown", include_tables=True,
                                include_comments=False, favor_recall=True) or ""
 
 
 def html2text_arm(path: Path) -> str:
-    import html2text
+    import html2text  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
 
     converter = html2text.HTML2Text()
     converter.body_width = 0
@@ -55,7 +55,7 @@ def html2text_arm(path: Path) -> str:
 
 
 def html2text_main_arm(path: Path) -> str:
-    import html2text
+    import html2text  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
     from selectolax.lexbor import LexborHTMLParser
 
     from pinakes.extract.html_text import content_root
@@ -67,21 +67,21 @@ def html2text_main_arm(path: Path) -> str:
 
 
 def mammoth_arm(path: Path) -> str:
-    import mammoth
+    import mammoth  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
 
     with open(path, "rb") as handle:
         return mammoth.convert_to_markdown(handle).value
 
 
 def docx2python_arm(path: Path) -> str:
-    from docx2python import docx2python
+    from docx2python import docx2python  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
 
     with docx2python(path) as document:
         return document.text
 
 
 def python_docx_arm(path: Path) -> str:
-    import docx
+    import docx  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
 
     document = docx.Document(str(path))
     parts = [paragraph.text for paragraph in document.paragraphs]
@@ -91,8 +91,8 @@ def python_docx_arm(path: Path) -> str:
 
 
 def odfpy_arm(path: Path) -> str:
-    from odf import teletype, text
-    from odf.opendocument import load
+    from odf import teletype, text  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
+    from odf.opendocument import load  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
 
     document = load(str(path))
     return "\n".join(teletype.extractText(element) for kind in (text.H, text.P)
@@ -120,7 +120,9 @@ def measure(kind: str, arm: str, run: Callable[[Path], str], pairs: list[tuple[P
         common += recall.numerator
         want += recall.denominator
         got += precision.denominator
-        worst = min(worst, (min(recall.value, precision.value), source.name))
+        # a side with nothing to count (an empty truth or extraction) has no ratio: the other side decides
+        page = min((value for value in (recall.value, precision.value) if value is not None), default=0.0)
+        worst = min(worst, (page, source.name))
     seconds = time.process_time() - started
     print(f"{kind:5} {arm:15} docs {len(pairs):3}  recall {common / max(want, 1):.4f}  precision "
           f"{common / max(got, 1):.4f}  worst {worst[0]:.4f} ({worst[1]})  cpu {seconds:.2f} s")

@@ -58,6 +58,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.fakes import FakeEmbedder
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "corpora"
@@ -232,7 +236,7 @@ def pure_embed(embedder: object, texts: list[str], batch_size: int) -> tuple[flo
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def bench_noop_and_edit(docs: int, repeat: int) -> dict[str, object]:
+def bench_noop_and_edit(docs: int, repeat: int) -> dict[str, Any]:
     root = WORK / "kb10k"
     files = corpus_files(docs)
     make_kb(root, files)
@@ -461,7 +465,7 @@ def _timed_sync(root: Path, loads: _LoadCounter, **options: object) -> dict[str,
             "indexed": report.indexed, "vector_reuse": report.vector_reuse}
 
 
-def _placeholder_model(root: Path) -> object:
+def _placeholder_model(root: Path) -> FakeEmbedder:
     """The KB's packaged model as the sync sees it before a miss (identity and tokenizer, no weights),
     giving placeholder unit vectors: a starting index whose keys are the real model's, cheaply."""
     from pinakes.embed import loader
@@ -677,7 +681,7 @@ def bench_reuse_demo(loads: _LoadCounter) -> dict[str, object]:
             "chunks": len(stored_chunk_texts(root)), "index_bytes": (root / ".pinakes" / "index.db").stat().st_size}
 
 
-def key_bytes_per_chunk(root: Path) -> dict[str, float]:
+def key_bytes_per_chunk(root: Path) -> dict[str, float | None]:
     """What the text key costs in the index: the column and its index, from SQLite's own page
     accounting (dbstat) when compiled in, else from a VACUUM INTO copy without them."""
     index = root / ".pinakes" / "index.db"

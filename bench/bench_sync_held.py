@@ -234,9 +234,9 @@ def model(layout: str, documents: int, keep_every: int) -> None:
             if number % keep_every == 0:
                 kept.append(f"later object {number}")
         table = rows.freeze()
-        work = WorkTable.minting(table, cast("BuildKeys", None))  # no row is hashed: no key is made
-        held = [table, work, work.pending_mints()]
-        del rows, table, work
+        work_table = WorkTable.minting(table, cast("BuildKeys", None))  # no row is hashed: no key is made
+        held = [table, work_table, work_table.pending_mints()]
+        del rows, table, work_table
     else:
         text: list[str] = []
         columns = {name: array("q") for name in ("offset", "size", "mtime_ns", "inode", "ctime_ns")}

@@ -184,9 +184,9 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
         timings["delete_s"] = time.perf_counter() - started
         index.save(str(out / "index.usearch"))
     elif arm == "faiss-hnsw-sq8":
-        import faiss
+        import faiss  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
         faiss.omp_set_num_threads(threads)
-        inner = faiss.IndexHNSWSQ(base.shape[1], faiss.ScalarQuantizer.QT_8bit, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        inner = faiss.IndexHNSWSQ(base.shape[1], faiss.ScalarQuantizer.QT_8bit, HNSW_M, faiss.METRIC_INNER_PRODUCT)  # pyright: ignore[reportArgumentType]  # faiss's SWIG signatures: the quantizer type is an int enum
         inner.hnsw.efConstruction = EF_ADD
         inner.train(base[:split])
         index = faiss.IndexIDMap2(inner)
@@ -196,14 +196,14 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
         index.add_with_ids(base[split:], ids[split:])
         timings["add_s"] = time.perf_counter() - started
         try:
-            index.remove_ids(deleted)
+            index.remove_ids(deleted)  # pyright: ignore[reportArgumentType]  # faiss's SWIG signatures: its numpy wrapper takes an id array
             timings["delete_s"] = "?"
         except RuntimeError:
             timings["delete_s"] = "unsupported (HNSW cannot remove: rebuild, or filter at query time)"
             np.save(out / "deleted.npy", deleted)
         faiss.write_index(index, str(out / "index.faiss"))
     elif arm == "hnswlib":
-        import hnswlib
+        import hnswlib  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
         index = hnswlib.Index(space="ip", dim=base.shape[1])
         index.init_index(max_elements=split, M=HNSW_M, ef_construction=EF_ADD)
         index.set_num_threads(threads)
@@ -249,8 +249,8 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
 
 
 def vec_connection(path: Path):
-    import apsw
-    import sqlite_vec
+    import apsw  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
+    import sqlite_vec  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
     conn = apsw.Connection(str(path))
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
@@ -301,16 +301,17 @@ def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_se
     if arm == "usearch-i8":
         from usearch.index import Index
         index = Index.restore(str(out / "index.usearch"), view=True)
+        assert index is not None, out / "index.usearch"  # restore answers None for a file it cannot read
         index.expansion_search = ef_search
 
         def search(query: np.ndarray) -> np.ndarray:
             return rows.rescore(index.search(query, CANDIDATES, threads=1).keys.astype(np.int64), query)
         return search
     if arm == "faiss-hnsw-sq8":
-        import faiss
+        import faiss  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
         faiss.omp_set_num_threads(1)
         index = faiss.read_index(str(out / "index.faiss"))
-        faiss.downcast_index(index.index).hnsw.efSearch = ef_search
+        faiss.downcast_index(index.index).hnsw.efSearch = ef_search  # pyright: ignore[reportAttributeAccessIssue]  # an IndexIDMap2 around an HNSW index, as saved above
         deleted = set(np.load(out / "deleted.npy").tolist()) if (out / "deleted.npy").exists() else set()
 
         def search(query: np.ndarray) -> np.ndarray:
@@ -319,7 +320,7 @@ def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_se
             return rows.rescore(keep, query)
         return search
     if arm == "hnswlib":
-        import hnswlib
+        import hnswlib  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
         index = hnswlib.Index(space="ip", dim=int(np.load(work / "dim.npy")))
         index.load_index(str(out / "index.hnsw"))
         index.set_ef(ef_search)

@@ -72,8 +72,8 @@ def collect(name: str, kb: Path, questions: Sequence[tune.Question] | None = Non
             run = _Run(searcher, question.query, SearchFilters(), "hybrid", False, None)
             run.candidates_per_source = WIDTH
             embedder = searcher.embedder()
-            run._prepare_vectors(generation)
-            plan, keyword, vector = run._retrieve(generation, None, embedder, None)
+            mask = run._prepare_vectors(generation, embedder)
+            plan, keyword, vector = run._retrieve(generation, None, embedder, mask)
             assert plan is not None
             terms = [unit.terms[0] for unit in plan.units if len(unit.terms) == 1]
             single = len(terms) == len(plan.units)
@@ -279,7 +279,7 @@ def interval(values: Sequence[float], seed: int = 7, draws: int = 1000) -> tuple
     return means[int(0.025 * draws)], means[int(0.975 * draws) - 1]
 
 
-def paired(before: Sequence[float], after: Sequence[float]) -> dict[str, object]:
+def paired(before: Sequence[float], after: Sequence[float]) -> dict[str, float]:
     from pinakes.eval.paired import sign_test
 
     up = sum(1 for b, a in zip(before, after, strict=True) if a > b + 1e-12)

@@ -76,9 +76,9 @@ def build(cache: Path = DEFAULT_CACHE, pages_per_manual: int = PAGES_PER_MANUAL,
                 text_page = page.get_textpage()
                 truth.append(unicodedata.normalize("NFKC", text_page.get_text_range()))
                 text_page.close()
-                images.append(page.render(scale=DPI / 72, grayscale=True).to_pil())
+                images.append(page.render(scale=DPI / 72, grayscale=True).to_pil())  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
                 page.close()
-            subset = pdfium.PdfDocument.new()
+            subset = pdfium.PdfDocument.new()  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
             subset.import_pages(document, list(pages))
             subset.save(str(text_pdf))
             subset.close()

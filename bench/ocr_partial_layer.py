@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +39,7 @@ def read_pages(path: Path) -> list[object]:
         document.close()
 
 
-def made_scans(corpus: list[object], scratch: Path, invisible: bool) -> Path:
+def made_scans(corpus: Sequence[object], scratch: Path, invisible: bool) -> Path:
     """Each scanned page of the corpus with a stamp (or, `invisible`, its whole text layer) on top."""
     import pypdfium2 as pdfium
     from fpdf import FPDF
@@ -49,7 +50,7 @@ def made_scans(corpus: list[object], scratch: Path, invisible: bool) -> Path:
     for manual in corpus:
         document = pdfium.PdfDocument(str(manual.scan_pdf))  # type: ignore[attr-defined]
         for index, truth in enumerate(manual.truth):  # type: ignore[attr-defined]
-            image = document[index].render(scale=1, grayscale=True).to_pil()
+            image = document[index].render(scale=1, grayscale=True).to_pil()  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
             pdf.add_page()
             pdf.image(image, x=0, y=0, w=612, h=792)
             pdf.set_font("Helvetica", size=9)

@@ -54,7 +54,7 @@ def standin_dir(shape: str, cache: Path) -> Path:
     else:
         config = XLMRobertaConfig(
             vocab_size=250_002, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-            intermediate_size=3072, max_position_embeddings=514, type_vocab_size=2, num_labels=1,
+            intermediate_size=3072, max_position_embeddings=514, type_vocab_size=2, num_labels=1,  # pyright: ignore[reportCallIssue]  # accepted at run time: the config takes num_labels without declaring it
             pad_token_id=1, bos_token_id=0, eos_token_id=2,
         )
         model = XLMRobertaForSequenceClassification(config)

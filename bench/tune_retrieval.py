@@ -237,8 +237,8 @@ def candidate_lists(kb: Path, questions: Sequence[Question], width: int) -> list
             run.candidates_per_source = width
             with searcher.snapshot() as generation:
                 embedder = searcher.embedder()
-                run._prepare_vectors(generation)
-                _plan, keyword, vector = run._retrieve(generation, None, embedder, None)
+                mask = run._prepare_vectors(generation, embedder)
+                _plan, keyword, vector = run._retrieve(generation, None, embedder, mask)
         out.append(Candidates(list(keyword), list(vector)))
     searcher.close()
     return out

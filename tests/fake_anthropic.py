@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 _PAGES_LINE = re.compile(r"pages (\d+) to (\d+)")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -91,7 +91,7 @@ class FakeAnthropic:
         host, port = self._server.server_address[:2]
         return f"http://[{host!s}]:{port}" if ":" in str(host) else f"http://{host!s}:{port}"
 
-    def __enter__(self) -> FakeAnthropic:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -353,7 +353,7 @@ def main() -> None:
     so the client's work and the server's never share a GIL): prints the base URL on one line."""
     import argparse
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--delay-ms", type=float, default=0.0, help="added to every answer (the model's compute)")

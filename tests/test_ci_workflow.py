@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from ruamel.yaml import YAML
@@ -30,8 +31,13 @@ from tests.conftest import REPO_ROOT
 from tests.fakes import FakeEmbedder, substitute_embedder
 
 
-def load_yaml(path: Path) -> dict:
-    return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+def yaml_mapping(text: str) -> dict[str, Any]:
+    """A YAML document whose top level is a mapping (a workflow, a job), typed as the parsed data it is."""
+    return cast(dict[str, Any], YAML(typ="safe").load(text))
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    return yaml_mapping(path.read_text(encoding="utf-8"))
 
 
 def git(cwd: Path, *argv: str) -> str:
@@ -299,7 +305,7 @@ def test_the_guide_documents_the_same_steps_for_gitlab() -> None:
     guide = (REPO_ROOT / "docs" / "GUIDE.md").read_text(encoding="utf-8")
     job = render_gitlab_job(".", "X.Y.Z", requirement(PDF_EXTRAS, " @ git+https://<host>/<repository>@<commit>"))
     assert f"```yaml\n{job}```" in guide, "docs/GUIDE.md's GitLab job differs from pinakes.ci.gitlab"
-    script = YAML(typ="safe").load(job)["pinakes"]["script"]
+    script = yaml_mapping(job)["pinakes"]["script"]
     assert script == [step.command for step in RUN_STEPS]
 
 

@@ -264,7 +264,7 @@ def test_a_rendered_page_fits_the_image_bound(tmp_path: Path) -> None:
 
 
 def test_count_tokens_measures_the_real_first_slice(tmp_path: Path, server: FakeAnthropic,
-                                                    client: object) -> None:
+                                                    client: paid.Client) -> None:
     tokens, pages = cv.count_first_slice(pdf(tmp_path, 11), client=client)
     assert (tokens, pages) == (INPUT_TOKENS_PER_REQUEST + 8 * INPUT_TOKENS_PER_IMAGE, 8)
     counted = [r for r in server.requests if r.path == "/v1/messages/count_tokens"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,14 @@ from pinakes.serve.config import load_kb
 from pinakes.serve.tools import PinakesTools
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
-from tests.test_serve_helpers import add_indexed_pdf, doc_ids, make_kb, manifest_fake_embedder, sync_kb
+from tests.test_serve_helpers import (
+    add_indexed_pdf,
+    call_tool,
+    doc_ids,
+    make_kb,
+    manifest_fake_embedder,
+    sync_kb,
+)
 
 ALPHA = "# Alpha\n\nThe alpha document talks about aeroplanes.\n\n## Wings\n\nWings generate lift.\n"
 HARBOUR = "Boats rest in the harbour at night.\n"
@@ -40,7 +48,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def listed(capsys: pytest.CaptureFixture[str], kb: Path, *flags: str) -> list[dict[str, object]]:
+def listed(capsys: pytest.CaptureFixture[str], kb: Path, *flags: str) -> list[dict[str, Any]]:
     code, out, _ = run(capsys, "-C", str(kb), "list", "--json", *flags)
     assert code == 0, out
     payload = json.loads(out)
@@ -159,7 +167,7 @@ def test_get_and_pinakes_get_read_the_same_text(kb: Path, capsys) -> None:
     doc_id = doc_ids(kb)["docs/garden.txt"]
     tools = PinakesTools([load_kb(kb)])
     try:
-        served = tools.call("pinakes_get", {"doc_id": doc_id, "char_start": 3, "char_end": 40})
+        served = call_tool(tools, "pinakes_get", {"doc_id": doc_id, "char_start": 3, "char_end": 40})
     finally:
         tools.close()
     code, out, _ = run(capsys, "-C", str(kb), "get", doc_id, "--range", "3-40", "--json")

@@ -12,6 +12,7 @@ from pinakes.embed.coherence import (
     check_manifest_coherence,
     check_model_coherence,
 )
+from pinakes.embed.settings import EmbeddingSection
 from pinakes.errors import ModelMismatchError, StaleExtractionError
 from pinakes.extract import registry
 from pinakes.extract.registry import ExtractorSpec
@@ -213,8 +214,6 @@ def test_heading_coverage_is_fine_when_every_prose_type_has_some(index: sqlite3.
 
 
 def test_doctor_fails_an_index_built_with_another_model(tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
     from pinakes.doctor import DoctorContext
     from pinakes.doctor.checks_model import check_index
     from pinakes.index.schema import write_meta
@@ -225,11 +224,11 @@ def test_doctor_fails_an_index_built_with_another_model(tmp_path: Path) -> None:
     with transaction(conn):
         write_meta(conn, dict(identity_meta(BUILT)))
     conn.close()
-    embedding = SimpleNamespace(provider="fastembed", model=BUILT.model, dim=384, revision=None)
+    embedding = EmbeddingSection(provider="fastembed", model=BUILT.model, dim=384, revision=None)
     lines = {check.name: check for check in check_index(paths, embedding, "none")}
     assert lines["model.index"].status == "FAIL"
     assert "provider: index built with sentence-transformers, manifest names fastembed" in lines["model.index"].detail
     assert lines["model.index"].remedy == "pnk sync --rebuild"
-    same = SimpleNamespace(provider="sentence-transformers", model=BUILT.model, dim=384, revision=None)
+    same = EmbeddingSection(provider="sentence-transformers", model=BUILT.model, dim=384, revision=None)
     assert {check.name: check.status for check in check_index(paths, same, "none")}["model.index"] == "OK"
     assert DoctorContext(tmp_path).kb_root == tmp_path

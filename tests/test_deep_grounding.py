@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pinakes.deep import prompts, shapes
@@ -78,7 +80,7 @@ def test_every_request_fits_the_input_its_call_was_priced_at() -> None:
 
 
 def test_the_decomposition_schema_can_carry_nothing_but_query_strings() -> None:
-    schema = prompts.DECOMPOSE_SCHEMA
+    schema: dict[str, Any] = prompts.DECOMPOSE_SCHEMA  # JSON Schema: nested dicts, read by key
     assert list(schema["properties"]) == ["queries"] and schema["additionalProperties"] is False
     assert schema["properties"]["queries"]["items"] == {"type": "string"}
 

@@ -17,7 +17,7 @@ import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ruamel.yaml import YAML
@@ -95,12 +95,17 @@ def _safe_yaml() -> YAML:
     return YAML(typ="safe", pure=True)
 
 
+def _yaml_mapping(path: Path) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping (a sidecar, the golden set), typed as the parsed data it is."""
+    return cast(dict[str, Any], _safe_yaml().load(path.read_text(encoding="utf-8")))
+
+
 def _source_roots(root: Path, manifest: dict[str, Any]) -> list[Path]:
     return [root / source_root for source_root in manifest["sources"]["roots"]]
 
 
 def _read_meta(sidecar: Path, document: Path) -> DocumentMeta:
-    data = _safe_yaml().load(sidecar.read_text(encoding="utf-8"))
+    data = _yaml_mapping(sidecar)
     links = data.get("links") or []
     provenance = data.get("provenance") or {}
     return DocumentMeta(
@@ -386,7 +391,7 @@ def test_sidecar_gate_catches_missing_orphaned_and_malformed_sidecars(tmp_path: 
 
 @pytest.fixture(scope="module")
 def questions() -> list[dict[str, Any]]:
-    data = _safe_yaml().load(GOLDEN_SET.read_text(encoding="utf-8"))
+    data = _yaml_mapping(GOLDEN_SET)
     return list(data["questions"])
 
 

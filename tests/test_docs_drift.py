@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 import pytest
 
@@ -102,8 +103,9 @@ def test_a_documented_command_the_parser_lacks_is_reported(tmp_path: Path) -> No
 
 def test_a_planted_tool_argument_fails_the_check() -> None:
     search = TOOL_SPECS[0]
+    properties = cast(dict[str, object], search.input_schema["properties"])
     schema = {**search.input_schema, "properties": {
-        **search.input_schema["properties"],
+        **properties,
         "planted": {"type": "string", "maxLength": 9, "description": "Planted by the drift test."},
     }}
     specs = (dataclasses.replace(search, input_schema=schema), *TOOL_SPECS[1:])

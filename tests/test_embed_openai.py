@@ -30,6 +30,7 @@ from pinakes.errors import EmbeddingEndpointError, ManifestError, MissingExtraEr
 from pinakes.kb import KBPaths
 from pinakes.manifest import load_manifest, parse_manifest
 from tests.fake_openai_embeddings import FakeEmbeddings, Reply, word_tokenizer_json
+from tests.test_serve_helpers import call_tool
 
 DIM = 64
 MODEL = "fake-embed"
@@ -327,10 +328,10 @@ def test_the_endpoint_down_gives_keyword_results_with_the_note_over_mcp(
     assert run(kb, capsys, "sync")[0] == 0
     tools = PinakesTools([load_kb(kb)])
     try:
-        live = tools.call("pinakes_search", {"query": "lighthouse ship"})
+        live = call_tool(tools, "pinakes_search", {"query": "lighthouse ship"})
         assert live["mode"] == "hybrid"
         server.stop()  # down after the model was loaded: the query's own request fails
-        down = tools.call("pinakes_search", {"query": "lighthouse ship"})
+        down = call_tool(tools, "pinakes_search", {"query": "lighthouse ship"})
     finally:
         tools.close()
     assert down["mode"] == "bm25" and down["passages"] and "harbour" in json.dumps(down["passages"][0])

@@ -25,6 +25,7 @@ from pinakes.manifest import load_manifest
 from tests.budget_helpers import set_budget
 from tests.deep_helpers import DeepFake, Turn, kind_of, serving
 from tests.fakes import FakeEmbedder, substitute_embedder
+from tests.test_serve_helpers import call_tool
 
 TOPICS = {
     "harbour": ("Harbour", "Dredging the harbour channel",
@@ -258,7 +259,7 @@ def test_search_mcp_and_ask_read_the_same_confidence(
         for fake in serving(monkeypatch):
             for query in queries:
                 _, search = pnk(capsys, "-C", str(root), "search", query)
-                served = tools.call("pinakes_search", {"query": query})
+                served = call_tool(tools, "pinakes_search", {"query": query})
                 _, free = pnk(capsys, "-C", str(root), "ask", query)
                 fake.reply_with(*[Turn("json", deep_turns)] * 8)
                 code, deep = pnk(capsys, "-C", str(root), "ask", "--deep", query)

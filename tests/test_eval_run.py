@@ -12,6 +12,7 @@ import math
 import re
 import shutil
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +89,9 @@ def test_a_run_writes_outcomes_that_rescore_to_the_same_scoreboard(
     golden, _ = load_for_run(EvalPaths.for_kb(demo), load_manifest(demo / "pinakes.toml"))
     assert golden is not None
     assert [row.id for row in outcomes.rows] == [question.id for question in golden.questions]
-    assert outcomes.header["embedding"]["revision"] == "fake"  # the index's own identity
-    assert outcomes.header["golden_set"]["questions"] == len(golden)
+    header: Mapping[str, Any] = outcomes.header  # parsed JSON, read by key
+    assert header["embedding"]["revision"] == "fake"  # the index's own identity
+    assert header["golden_set"]["questions"] == len(golden)
     code, rescored = run_json(capsys, "--rescore", str(outcomes_path))
     assert code == 0 and rescored["scoreboard"] == live["scoreboard"]
     # Re-running an unchanged configuration rewrites the file byte for byte.

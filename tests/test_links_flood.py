@@ -30,6 +30,7 @@ from tests.test_links_helpers import (
     scan_of,
     sync,
 )
+from tests.test_serve_helpers import call_tool
 
 pytestmark = pytest.mark.heavy  # parses a few MiB of YAML; CI runs it
 
@@ -105,7 +106,7 @@ def test_traversal_is_not_monopolised_and_stays_small(flooded: tuple) -> None:
     demo, partner, flood_ids, _, _ = flooded
     tools = PinakesTools([load_kb(demo, "archive"), load_kb(partner, "museum")])
     try:
-        result = tools.call("pinakes_links", {"doc_id": DEMO_OUTGOING})
+        result = call_tool(tools, "pinakes_links", {"doc_id": DEMO_OUTGOING})
     finally:
         tools.close()
     neighbours = result["neighbours"]

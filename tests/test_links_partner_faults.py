@@ -34,6 +34,7 @@ from tests.test_links_helpers import (
     scan_of,
     sync,
 )
+from tests.test_serve_helpers import call_tool
 
 pytestmark = pytest.mark.heavy  # subprocesses; CI runs them
 
@@ -182,7 +183,7 @@ def test_mcp_pinakes_links_marks_an_unreadable_served_partner_unreachable(kbs: t
     tools = PinakesTools([load_kb(demo, "archive"), load_kb(partner, "museum")])
     try:
         shutil.rmtree(partner / ".pinakes")  # the served partner's index goes away under the server
-        result = tools.call("pinakes_links", {"doc_id": DEMO_OUTGOING})
+        result = call_tool(tools, "pinakes_links", {"doc_id": DEMO_OUTGOING})
     finally:
         tools.close()
     found = {item["doc_id"]: item for item in result["neighbours"]}

@@ -20,7 +20,7 @@ from pinakes.serve.config import ServedKB, load_kb
 from pinakes.serve.tools import PinakesTools
 from tests.fakes import FakeEmbedder, substitute_embedder
 from tests.test_links_helpers import copy_kbs, sync
-from tests.test_serve_helpers import manifest_fake_embedder
+from tests.test_serve_helpers import call_tool, manifest_fake_embedder
 
 HUB = "docs/governance/about.md"
 CITED = ["docs/loans/insurance-and-valuation.md", "docs/loans/couriers.md", "docs/loans/outgoing.md",
@@ -134,12 +134,12 @@ def test_mcp_takes_rel_and_query_and_answers_as_the_cli_does(tools: PinakesTools
     from tests.test_links_helpers import DEMO_ID
 
     hub = read_sidecar(kbs[0] / f"{HUB}.pnk.yaml", kb_id=DEMO_ID).id
-    result = tools.call("pinakes_links", {"doc_id": hub, "rel": ["cites"], "query": QUERY, "direction": "out"})
+    result = call_tool(tools, "pinakes_links", {"doc_id": hub, "rel": ["cites"], "query": QUERY, "direction": "out"})
     cli = _links(kbs[0], capsys, "--rel", "cites", "--query", QUERY, "--direction", "out")
     assert [item["doc_id"] for item in result["neighbours"]] == [item["doc_id"] for item in cli["neighbours"]]
     assert result["rel"] == ["cites"] and result["query"] == QUERY
     assert result["neighbours"][0]["relevance"]["rank"] == 1
-    single = tools.call("pinakes_links", {"doc_id": hub, "rel": "see-also"})
+    single = call_tool(tools, "pinakes_links", {"doc_id": hub, "rel": "see-also"})
     assert {item["path"] for item in single["neighbours"]} == set(SEEN)
 
 
@@ -172,7 +172,7 @@ def test_a_ranked_response_stays_within_its_token_cap(tools: PinakesTools, kbs: 
     from tests.test_links_helpers import DEMO_ID
 
     hub = read_sidecar(kbs[0] / f"{HUB}.pnk.yaml", kb_id=DEMO_ID).id
-    result = tools.call("pinakes_links", {"doc_id": hub, "query": QUERY, "max_tokens": 1000, "adjacent_k": 50,
+    result = call_tool(tools, "pinakes_links", {"doc_id": hub, "query": QUERY, "max_tokens": 1000, "adjacent_k": 50,
                                           "depth": 3})
     assert result["usage"]["tokens_estimated"] <= result["usage"]["token_budget"] == 1000
     assert result["truncated"] and "tokens" in result["truncated"]  # the cap did cut: the test means something

@@ -28,6 +28,7 @@ from tests.test_links_helpers import (
     copy_kbs,
     sync,
 )
+from tests.test_serve_helpers import call_tool
 
 HUB = "docs/governance/about.md"
 CHAIN = ["docs/governance/access-and-closure.md", "docs/governance/collections-development-policy.md",
@@ -71,7 +72,7 @@ def _hub_id(demo: Path) -> str:
 
 
 def test_a_demo_document_reaches_the_partner_document_and_stops_there(both: PinakesTools) -> None:
-    result = both.call("pinakes_links", {"doc_id": DEMO_OUTGOING, "depth": 3})
+    result = call_tool(both, "pinakes_links", {"doc_id": DEMO_OUTGOING, "depth": 3})
     partner = [n for n in result["neighbours"] if n["kb"]["id"] == PARTNER_ID]
     assert [n["doc_id"] for n in partner] == [PARTNER_BORROWING]
     neighbour = partner[0]
@@ -89,7 +90,7 @@ def test_a_demo_document_reaches_the_partner_document_and_stops_there(both: Pina
 
 
 def test_a_kb_the_server_does_not_serve_is_identified_and_unreachable(demo_only: PinakesTools) -> None:
-    result = demo_only.call("pinakes_links", {"doc_id": DEMO_OUTGOING})
+    result = call_tool(demo_only, "pinakes_links", {"doc_id": DEMO_OUTGOING})
     neighbour = next(n for n in result["neighbours"] if n["kb"]["id"] == PARTNER_ID)
     assert neighbour["doc_uri"] == f"pnk://{PARTNER_ID}/{PARTNER_BORROWING}"
     assert neighbour["kb"]["alias"] == "partner"  # from [[links.kb]]: identified, not hidden
@@ -98,7 +99,7 @@ def test_a_kb_the_server_does_not_serve_is_identified_and_unreachable(demo_only:
 
 
 def test_depth_is_clamped_and_a_longer_chain_ends_on_a_depth_frontier(both: PinakesTools, kbs: tuple[Path, Path]) -> None:
-    result = both.call("pinakes_links", {"doc_id": _hub_id(kbs[0]), "depth": 10**12, "direction": "out"})
+    result = call_tool(both, "pinakes_links", {"doc_id": _hub_id(kbs[0]), "depth": 10**12, "direction": "out"})
     assert result["bounds"]["depth"] == {"requested": 10**12, "used": 3, "min": 1, "max": 3, "clamped": True}
     depth = [e for e in result["frontier"] if e["reason"] == "depth"]
     assert depth and all(e["hop"] == 3 for e in depth)
@@ -106,10 +107,10 @@ def test_depth_is_clamped_and_a_longer_chain_ends_on_a_depth_frontier(both: Pina
 
 
 def test_adjacent_k_caps_fanout_after_ranking(both: PinakesTools, kbs: tuple[Path, Path]) -> None:
-    result = both.call("pinakes_links", {"doc_id": _hub_id(kbs[0]), "depth": 2, "adjacent_k": 1, "direction": "out"})
+    result = call_tool(both, "pinakes_links", {"doc_id": _hub_id(kbs[0]), "depth": 2, "adjacent_k": 1, "direction": "out"})
     hop_one = [n for n in result["neighbours"] if n["hop"] == 1]
     # the cap bounds which neighbours are expanded, never which are listed (issue #40)
-    direct = both.call("pinakes_links", {"doc_id": _hub_id(kbs[0]), "direction": "out"})["neighbours"]
+    direct = call_tool(both, "pinakes_links", {"doc_id": _hub_id(kbs[0]), "direction": "out"})["neighbours"]
     assert [n["doc_id"] for n in hop_one] == [n["doc_id"] for n in direct] and len(hop_one) == 14
     hop_two = [n for n in result["neighbours"] if n["hop"] == 2]
     assert hop_two and {n["via"] for n in hop_two} == {hop_one[0]["doc_id"]}  # only the best-ranked expanded
@@ -120,12 +121,12 @@ def test_adjacent_k_caps_fanout_after_ranking(both: PinakesTools, kbs: tuple[Pat
     # the partner neighbour cut by fan-out is terminal first: retrying with a larger adjacent_k would
     # return it, never expand it
     assert next(e for e in result["frontier"] if e["kb_id"] == PARTNER_ID)["reason"] == "terminal"
-    again = both.call("pinakes_links", {"doc_id": _hub_id(kbs[0]), "depth": 2, "adjacent_k": 1, "direction": "out"})
+    again = call_tool(both, "pinakes_links", {"doc_id": _hub_id(kbs[0]), "depth": 2, "adjacent_k": 1, "direction": "out"})
     assert again["neighbours"] == result["neighbours"]  # ranked, so the same one every time
 
 
 def test_the_row_cap_cuts_and_says_so(both: PinakesTools, kbs: tuple[Path, Path]) -> None:
-    result = both.call("pinakes_links", {"doc_id": _hub_id(kbs[0]), "depth": 2, "max_rows": 1, "adjacent_k": 10**9})
+    result = call_tool(both, "pinakes_links", {"doc_id": _hub_id(kbs[0]), "depth": 2, "max_rows": 1, "adjacent_k": 10**9})
     assert len(result["neighbours"]) == 1
     assert result["bounds"]["adjacent_k"]["clamped"] and result["bounds"]["adjacent_k"]["used"] == 50
     assert result["truncated"]["rows"]["limit"] == 1 and "tokens" not in result["truncated"]
@@ -133,7 +134,7 @@ def test_the_row_cap_cuts_and_says_so(both: PinakesTools, kbs: tuple[Path, Path]
 
 
 def test_the_token_cap_cuts_independently_of_rows(both: PinakesTools, kbs: tuple[Path, Path]) -> None:
-    result = both.call("pinakes_links", {"doc_id": _hub_id(kbs[0]), "depth": 2, "max_tokens": 1, "max_rows": 10**9})
+    result = call_tool(both, "pinakes_links", {"doc_id": _hub_id(kbs[0]), "depth": 2, "max_tokens": 1, "max_rows": 10**9})
     assert result["bounds"]["max_tokens"]["used"] == 1000 and result["bounds"]["max_tokens"]["clamped"]
     assert result["bounds"]["max_rows"]["used"] == 200
     assert "tokens" in result["truncated"] and "rows" not in result["truncated"]
@@ -144,7 +145,7 @@ def test_the_token_cap_cuts_independently_of_rows(both: PinakesTools, kbs: tuple
 
 def test_every_reason_is_one_of_five_and_confidence_is_unknown(both: PinakesTools, kbs: tuple[Path, Path]) -> None:
     for arguments in ({"depth": 3}, {"depth": 2, "adjacent_k": 1}, {"max_rows": 2}, {"max_tokens": 1}):
-        result = both.call("pinakes_links", {"doc_id": _hub_id(kbs[0]), **arguments})
+        result = call_tool(both, "pinakes_links", {"doc_id": _hub_id(kbs[0]), **arguments})
         assert {e["reason"] for e in result["frontier"]} <= {"terminal", "depth", "fanout", "rows", "tokens"}
         assert result["confidence"]["level"] == "unknown"
 
@@ -156,7 +157,7 @@ def test_an_unresolved_target_comes_back_with_its_reason(tmp_path: Path) -> None
     sync(demo)
     tools = PinakesTools([load_kb(demo)])
     try:
-        result = tools.call("pinakes_links", {"doc_id": DEMO_OUTGOING, "direction": "out"})
+        result = call_tool(tools, "pinakes_links", {"doc_id": DEMO_OUTGOING, "direction": "out"})
     finally:
         tools.close()
     gone = next(n for n in result["neighbours"] if n["doc_id"] == ABSENT_DOC)

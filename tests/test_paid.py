@@ -9,7 +9,8 @@ import socket
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
@@ -55,16 +56,17 @@ def test_a_generic_anthropic_key_never_enables_spending_and_the_refusal_does_not
 
 def test_billed_tokens_come_from_the_usage_and_cache_tokens_are_never_under_counted() -> None:
     plain = SimpleNamespace(usage=SimpleNamespace(input_tokens=1200, output_tokens=80))
-    assert paid.billed_tokens(plain) == (1200, 80)
+    assert paid.billed_tokens(cast(paid.Message, plain)) == (1200, 80)
     cached = SimpleNamespace(usage=SimpleNamespace(input_tokens=100, output_tokens=5,
                                                    cache_creation_input_tokens=10, cache_read_input_tokens=7))
-    assert paid.billed_tokens(cached) == (100 + 2 * 10 + 7, 5)  # a cache write bills at most 2x input
+    assert paid.billed_tokens(cast(paid.Message, cached)) == (100 + 2 * 10 + 7, 5)  # a cache write bills at most 2x input
 
 
 def test_paid_call_refuses_a_max_tokens_that_is_not_the_reservation(tmp_path: Path) -> None:
     plan = open_accountant(tmp_path, caps()).plan("extract", [shape()], interactive=False)
     with pytest.raises(ValueError, match="max_tokens"):
-        paid.paid_call(object(), object(), plan, shape(), {"max_tokens": 5})
+        # Neither is ever touched: the request is refused before the SDK or the client is used.
+        paid.paid_call(cast(paid.SDK, object()), cast(paid.Client, object()), plan, shape(), {"max_tokens": 5})
     assert plan.call_ids == []  # refused before anything was reserved
 
 
@@ -72,8 +74,9 @@ def test_paid_call_refuses_a_max_tokens_that_is_not_the_reservation(tmp_path: Pa
 
 
 @pytest.fixture
-def sdk() -> ModuleType:
-    return pytest.importorskip("anthropic", reason="the [claude] extra is not installed: no client to test")
+def sdk() -> paid.SDK:
+    module = pytest.importorskip("anthropic", reason="the [claude] extra is not installed: no client to test")
+    return cast(paid.SDK, module)  # the module is the SDK the protocol describes
 
 
 @pytest.fixture
@@ -86,7 +89,7 @@ REQUEST = {"model": TEST_MODEL, "messages": [{"role": "user", "content": [
     {"type": "text", "text": "These are pages 1 to 1 of a 1-page PDF."}]}]}
 
 
-def run_call(tmp_path: Path, sdk: ModuleType, client: object) -> tuple[Accountant, paid.PaidAnswer | PaidCallError]:
+def run_call(tmp_path: Path, sdk: paid.SDK, client: paid.Client) -> tuple[Accountant, paid.PaidAnswer | PaidCallError]:
     accountant = open_accountant(tmp_path, caps())
     plan = accountant.plan("extract", [shape()], interactive=False)
     try:
@@ -96,11 +99,11 @@ def run_call(tmp_path: Path, sdk: ModuleType, client: object) -> tuple[Accountan
 
 
 def test_the_client_takes_the_key_explicitly_and_never_retries_on_its_own(
-        sdk: ModuleType, server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        sdk: paid.SDK, server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-generic-must-not-be-sent")
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "generic-token-must-not-be-sent")
     client = paid.make_client(sdk, paid.ApiKey(KEY), base_url=server.url)
-    assert client.max_retries == 0
+    assert cast(Any, client).max_retries == 0  # the SDK's own attribute, outside the protocol pinakes uses
     server.queue(Reply("status", 529, headers={"retry-after": "0"}))
 
     _, outcome = run_call(tmp_path, sdk, client)
@@ -112,7 +115,7 @@ def test_the_client_takes_the_key_explicitly_and_never_retries_on_its_own(
     assert "must-not-be-sent" not in repr(headers)  # no credential the environment offered was used
 
 
-def test_an_answer_is_reconciled_from_its_own_usage(sdk: ModuleType, server: FakeAnthropic, tmp_path: Path) -> None:
+def test_an_answer_is_reconciled_from_its_own_usage(sdk: paid.SDK, server: FakeAnthropic, tmp_path: Path) -> None:
     client = paid.make_client(sdk, paid.ApiKey(KEY), base_url=server.url)
     accountant, answer = run_call(tmp_path, sdk, client)
     assert isinstance(answer, paid.PaidAnswer)
@@ -126,7 +129,7 @@ def test_an_answer_is_reconciled_from_its_own_usage(sdk: ModuleType, server: Fak
 
 @pytest.mark.parametrize("status, retry_after", [(429, 7.0), (529, 7.0), (400, None), (401, None)])
 def test_an_error_status_is_void_and_only_a_busy_one_is_retryable(
-        sdk: ModuleType, server: FakeAnthropic, tmp_path: Path, status: int, retry_after: float | None) -> None:
+        sdk: paid.SDK, server: FakeAnthropic, tmp_path: Path, status: int, retry_after: float | None) -> None:
     client = paid.make_client(sdk, paid.ApiKey(KEY), base_url=server.url)
     server.queue(Reply("status", status, headers={"retry-after": "7"}))
     accountant, failure = run_call(tmp_path, sdk, client)
@@ -139,7 +142,7 @@ def test_an_error_status_is_void_and_only_a_busy_one_is_retryable(
         assert "PINAKES_ANTHROPIC_API_KEY" in (failure.remedy or "") and KEY not in failure.render()
 
 
-def test_a_timeout_is_an_unknown_outcome_counted_at_its_reservation(sdk: ModuleType, server: FakeAnthropic, tmp_path: Path) -> None:
+def test_a_timeout_is_an_unknown_outcome_counted_at_its_reservation(sdk: paid.SDK, server: FakeAnthropic, tmp_path: Path) -> None:
     client = paid.make_client(sdk, paid.ApiKey(KEY), base_url=server.url, timeout=0.3)
     server.queue(Reply("ok", delay_s=1.5))
     accountant, failure = run_call(tmp_path, sdk, client)
@@ -152,7 +155,7 @@ def test_a_timeout_is_an_unknown_outcome_counted_at_its_reservation(sdk: ModuleT
     assert report.windows[1].spent == Decimal("0.0205")  # 20,000 + 500 tokens at $1/Mtok
 
 
-def test_an_unreadable_body_is_an_unknown_outcome(sdk: ModuleType, server: FakeAnthropic, tmp_path: Path) -> None:
+def test_an_unreadable_body_is_an_unknown_outcome(sdk: paid.SDK, server: FakeAnthropic, tmp_path: Path) -> None:
     client = paid.make_client(sdk, paid.ApiKey(KEY), base_url=server.url)
     server.queue(Reply("malformed"))
     accountant, failure = run_call(tmp_path, sdk, client)
@@ -161,7 +164,7 @@ def test_an_unreadable_body_is_an_unknown_outcome(sdk: ModuleType, server: FakeA
     assert "unreadable" in failure.message
 
 
-def test_a_request_that_never_connected_is_void(sdk: ModuleType, tmp_path: Path) -> None:
+def test_a_request_that_never_connected_is_void(sdk: paid.SDK, tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port nobody listens on: bound, then closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -172,7 +175,7 @@ def test_a_request_that_never_connected_is_void(sdk: ModuleType, tmp_path: Path)
     assert not accountant.report().unknown
 
 
-def test_an_exception_that_is_no_api_failure_propagates_and_counts_as_possibly_billed(sdk: ModuleType, tmp_path: Path) -> None:
+def test_an_exception_that_is_no_api_failure_propagates_and_counts_as_possibly_billed(sdk: paid.SDK, tmp_path: Path) -> None:
     class Broken:
         class messages:  # the SDK's attribute name
             @staticmethod
@@ -182,7 +185,7 @@ def test_an_exception_that_is_no_api_failure_propagates_and_counts_as_possibly_b
     accountant = open_accountant(tmp_path, caps())
     plan = accountant.plan("extract", [shape()], interactive=False)
     with pytest.raises(KeyError):
-        paid.paid_call(sdk, Broken(), plan, shape(), REQUEST)
+        paid.paid_call(sdk, cast(paid.Client, Broken()), plan, shape(), REQUEST)
     assert len(accountant.report().unknown) == 1
 
 

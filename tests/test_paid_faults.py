@@ -27,8 +27,7 @@ import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -246,8 +245,9 @@ def test_a_ledger_that_refuses_the_reconciliation_says_the_call_was_made_and_kee
 
 
 @pytest.fixture
-def sdk() -> ModuleType:
-    return pytest.importorskip("anthropic", reason="the [claude] extra is not installed: no client to test")
+def sdk() -> paid.SDK:
+    module = pytest.importorskip("anthropic", reason="the [claude] extra is not installed: no client to test")
+    return cast(paid.SDK, module)  # the module is the SDK the protocol describes
 
 
 def shape() -> CallShape:
@@ -259,7 +259,7 @@ NEWLINE_KEY = "sk-ant-first-half\nsecond-half"
 
 
 def test_a_key_holding_a_newline_is_refused_by_the_http_library_and_the_call_is_void(
-        sdk: ModuleType, server: FakeAnthropic, tmp_path: Path) -> None:
+        sdk: paid.SDK, server: FakeAnthropic, tmp_path: Path) -> None:
     accountant = open_accountant(tmp_path, caps())
     plan = accountant.plan("extract", [shape()], interactive=False)
     client = paid.make_client(sdk, paid.ApiKey(NEWLINE_KEY), base_url=server.url)
@@ -276,7 +276,7 @@ def test_a_key_holding_a_newline_is_refused_by_the_http_library_and_the_call_is_
 
 
 def test_the_deep_ask_path_voids_a_request_refused_before_it_left(
-        sdk: ModuleType, server: FakeAnthropic, tmp_path: Path) -> None:
+        sdk: paid.SDK, server: FakeAnthropic, tmp_path: Path) -> None:
     from pinakes.deep import calls
 
     accountant = open_accountant(tmp_path, caps())
@@ -289,7 +289,7 @@ def test_the_deep_ask_path_voids_a_request_refused_before_it_left(
 
 
 def test_an_exception_before_the_http_layer_is_handed_the_request_voids_its_reservation(
-        sdk: ModuleType, server: FakeAnthropic, tmp_path: Path) -> None:
+        sdk: paid.SDK, server: FakeAnthropic, tmp_path: Path) -> None:
     """A request the SDK cannot even build (a body that is not JSON) never left: the exception still
     reaches the caller, and the reservation is closed at zero rather than held as possibly billed."""
     accountant = open_accountant(tmp_path, caps())

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
 from pinakes.errors import SidecarError
 from pinakes.ids import is_ulid
 from pinakes.pipeline.context import context_naming
-from pinakes.pipeline.pair import BuildKeys, IndexedDoc, plan_changes
+from pinakes.pipeline.pair import BuildKeys, IndexedDoc, SidecarReader, plan_changes
+from pinakes.sidecar import Sidecar
 from pinakes.sources.walk import FileState, WalkResult
 
 KEYS = BuildKeys({"markdown": "fp"}, {"markdown": "text"}, "chunking", "model")
@@ -26,21 +28,25 @@ def disk(docs: dict[str, str], sidecars: dict[str, str] | None = None,
          orphans: list[str] | None = None) -> WalkResult:
     """docs: path -> content hash; sidecars: doc path -> sidecar hash."""
     result = WalkResult()
+    states: dict[str, FileState] = {}
+    source_types: dict[str, str] = {}
     for path, digest in docs.items():
-        result.docs[path] = FileState(path, 10, 1, 1, digest)
-        result.source_types[path] = "markdown"
+        states[path] = FileState(path, 10, 1, 1, digest)
+        source_types[path] = "markdown"
+    result.docs, result.source_types = states, source_types
     for path, digest in (sidecars or {}).items():
         result.sidecars[path] = FileState(path + ".pnk.yaml", 10, 1, 1, digest)
     result.orphan_sidecars = orphans or []
     return result
 
 
-def reader(ids: dict[str, str | Exception]):
-    def read(path: str):
+def reader(ids: dict[str, str | Exception]) -> SidecarReader:
+    def read(path: str) -> Sidecar:
         value = ids[path]
         if isinstance(value, Exception):
             raise value
-        return SimpleNamespace(id=value, raw_hash="new", title=None, links=(), metadata_json=lambda: "{}")
+        # the sidecar's fields plan_changes reads, and nothing else
+        return cast(Sidecar, SimpleNamespace(id=value, raw_hash="new", title=None, links=(), metadata_json=lambda: "{}"))
     return read
 
 

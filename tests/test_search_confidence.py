@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -157,7 +157,7 @@ def test_suggestions_from_real_questions_keep_every_content_word_and_no_dangling
     from pinakes.search.suggest import without_words
     from tests.conftest import REPO_ROOT
 
-    golden = YAML(typ="safe", pure=True).load((REPO_ROOT / "tests/demo-kb/eval/questions.yaml").read_text(encoding="utf-8"))
+    golden = cast(dict[str, Any], YAML(typ="safe", pure=True).load((REPO_ROOT / "tests/demo-kb/eval/questions.yaml").read_text(encoding="utf-8")))
     queries = [question["query"] for question in golden["questions"]]
     assert len(queries) >= 80
     for query in queries:

@@ -9,6 +9,7 @@ import pytest
 
 from pinakes.errors import ModelUnavailableError, UsageError
 from pinakes.index.citations import citation, with_heading
+from pinakes.manifest.sections import RerankSection
 from pinakes.search.core import MAX_FINAL_K, Searcher, SearchSettings
 from pinakes.search.fusion import Candidate, cut_with_ties, order_fused, reciprocal_rank_fusion
 from pinakes.search.rerank import load_reranker
@@ -168,18 +169,14 @@ def test_rerank_without_a_reranker_is_an_error_not_a_silent_skip(index, embedder
     assert "rerank = false" in (caught.value.remedy or "")
 
 
-class RerankSection:
-    def __init__(self, provider):
-        self.provider = provider
-        self.model = "BAAI/bge-reranker-base"
-        self.revision = None
-        self.batch_size = 16
+def rerank_section(provider: str) -> RerankSection:
+    return RerankSection(provider, model="BAAI/bge-reranker-base", revision=None, batch_size=16)
 
 
 def test_missing_reranker_weights_raise_model_unavailable_offline():
     """The HF cache is an empty per-test directory (conftest), so the weights cannot be there."""
     with pytest.raises(ModelUnavailableError) as caught:
-        load_reranker(RerankSection("fastembed"), offline=True)
+        load_reranker(rerank_section("fastembed"), offline=True)
     message, remedy = caught.value.message, caught.value.remedy or ""
     assert "BAAI/bge-reranker-base" in message and "offline" in message
     assert "rerank = false" in remedy and "--no-rerank" in remedy
@@ -187,7 +184,7 @@ def test_missing_reranker_weights_raise_model_unavailable_offline():
 
 def test_unknown_rerank_provider_is_a_usage_error():
     with pytest.raises(UsageError):
-        load_reranker(RerankSection("nonsense"), offline=True)
+        load_reranker(rerank_section("nonsense"), offline=True)
 
 
 # -- citations and passages ---------------------------------------------------------------------

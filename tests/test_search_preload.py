@@ -203,7 +203,7 @@ def test_a_vector_file_that_cannot_answer_still_gives_the_exact_answer_and_its_n
             handle.seek(-1, 1)
             handle.write(bytes([byte[0] ^ 0x5A]))
     result = pnk_search(root, capsys, "topic3 word100")
-    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]
     reason = "missing" if fault == "deleted" else "damaged"
     assert f"the vector file is {reason}" in note and "pnk sync" in note
     assert result["passages"]

@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +22,7 @@ from tests.test_serve_helpers import (
     ABSENT_ULID,
     PATH_CHECKED_ARGUMENTS,
     PATH_LIKE_VALUES,
+    call_tool,
     doc_ids,
     hostile_call,
     make_kb,
@@ -111,7 +113,7 @@ def test_a_query_with_control_characters_or_no_words_or_too_long_is_refused(tool
 
 def test_path_shaped_text_in_a_query_is_searched_as_words(tools: PinakesTools, tmp_path: Path) -> None:
     """The query is the one free-text argument: it is never a location, so `../` in it is just words."""
-    result = tools.call("pinakes_search", {"query": "../../wings/*.md file:///lift", "mode": "bm25"})
+    result = call_tool(tools, "pinakes_search", {"query": "../../wings/*.md file:///lift", "mode": "bm25"})
     assert [p["path"] for p in result["passages"]] == ["docs/wings.md"]
 
 
@@ -145,7 +147,7 @@ def test_no_tool_declares_a_path_or_uri_parameter() -> None:
     names = {spec.name for spec in TOOL_SPECS}
     assert names == {"pinakes_search", "pinakes_get", "pinakes_list_kbs", "pinakes_links", "pinakes_status"}
     for spec in TOOL_SPECS:
-        schemas = [spec.input_schema]
+        schemas: list[dict[str, Any]] = [spec.input_schema]  # JSON Schema: nested dicts, read by key
         while schemas:  # each object schema, the items of an array of objects included
             schema = schemas.pop()
             assert schema["additionalProperties"] is False, spec.name
@@ -155,8 +157,8 @@ def test_no_tool_declares_a_path_or_uri_parameter() -> None:
                 if prop.get("items", {}).get("type") == "object":
                     schemas.append(prop["items"])
         assert spec.annotations["read_only_hint"] is True
-    links = next(spec.input_schema for spec in TOOL_SPECS if spec.name == "pinakes_links")
-    get = next(spec.input_schema for spec in TOOL_SPECS if spec.name == "pinakes_get")
+    links: dict[str, Any] = next(spec.input_schema for spec in TOOL_SPECS if spec.name == "pinakes_links")
+    get: dict[str, Any] = next(spec.input_schema for spec in TOOL_SPECS if spec.name == "pinakes_get")
     for schema in (links, get["properties"]["documents"]["items"]):
         assert schema["required"] == ["doc_id"]
         assert schema["properties"]["doc_id"]["pattern"] == "^[0-9A-HJKMNP-TV-Z]{26}$"
@@ -167,13 +169,14 @@ def test_each_schema_declares_exactly_the_arguments_its_tool_accepts() -> None:
     accepted = {"pinakes_search": SEARCH_ARGUMENTS, "pinakes_get": GET_ARGUMENTS, "pinakes_list_kbs": (),
                 "pinakes_links": LINKS_ARGUMENTS, "pinakes_status": STATUS_ARGUMENTS}
     for spec in TOOL_SPECS:
-        assert set(spec.input_schema["properties"]) == set(accepted[spec.name]), spec.name
+        schema: dict[str, Any] = spec.input_schema
+        assert set(schema["properties"]) == set(accepted[spec.name]), spec.name
 
 
 def test_the_served_kb_answers_to_its_ulid_as_well_as_its_alias(tools: PinakesTools) -> None:
     kb = tools.kbs[0]
-    by_alias = tools.call("pinakes_search", {"query": "wings", "kb": kb.alias, "mode": "bm25"})
-    by_id = tools.call("pinakes_search", {"query": "wings", "kb": kb.kb_id, "mode": "bm25"})
+    by_alias = call_tool(tools, "pinakes_search", {"query": "wings", "kb": kb.alias, "mode": "bm25"})
+    by_id = call_tool(tools, "pinakes_search", {"query": "wings", "kb": kb.kb_id, "mode": "bm25"})
     assert by_alias["passages"] == by_id["passages"]
     assert by_id["kb"] == {"alias": "boundary", "id": kb.kb_id}
     assert doc_ids(kb.root)["docs/wings.md"] == by_id["passages"][0]["doc_id"]

@@ -14,7 +14,7 @@ from pinakes.errors import ToolArgumentError
 from pinakes.serve.bounds import Bounds
 from pinakes.serve.specs import MAX_GET_DOCUMENTS
 from pinakes.serve.tools import PinakesTools
-from tests.test_serve_helpers import doc_ids, make_kb, sync_kb
+from tests.test_serve_helpers import call_tool, doc_ids, make_kb, sync_kb
 from tests.test_serve_tools import serve
 
 ALPHA = "# Alpha\n\nThe alpha document talks about aeroplanes.\n\n## Wings\n\nWings generate lift.\n"
@@ -42,7 +42,7 @@ def tools(kb: Path) -> Iterator[PinakesTools]:
 
 def test_several_documents_in_one_call_each_with_its_own_range(tools: PinakesTools, kb: Path) -> None:
     ids = doc_ids(kb)
-    result = tools.call("pinakes_get", {"documents": [
+    result = call_tool(tools, "pinakes_get", {"documents": [
         {"doc_id": ids["docs/alpha.md"], "char_start": 0, "char_end": 7},
         {"doc_id": ids["docs/sea/harbour.md"]},
     ]})
@@ -56,7 +56,7 @@ def test_several_documents_in_one_call_each_with_its_own_range(tools: PinakesToo
 def test_a_document_that_cannot_be_read_is_an_error_entry_not_a_failed_call(tools: PinakesTools, kb: Path) -> None:
     ids = doc_ids(kb)
     (kb / "docs" / "garden.txt").write_text("Gardens need water, sun and patience.\n", encoding="utf-8")  # not synced
-    result = tools.call("pinakes_get", {"documents": [{"doc_id": ABSENT}, {"doc_id": ids["docs/garden.txt"]},
+    result = call_tool(tools, "pinakes_get", {"documents": [{"doc_id": ABSENT}, {"doc_id": ids["docs/garden.txt"]},
                                                       {"doc_id": ids["docs/alpha.md"]}]})
     absent, changed, alpha = result["documents"]
     assert absent["ok"] is False and absent["error"] == "NotServedError" and absent["doc_id"] == ABSENT
@@ -73,7 +73,7 @@ def test_several_documents_share_the_per_call_limit_and_the_token_budget(kb: Pat
     bounds = Bounds(get_chars=6_000, token_budget=2_500)
     served = serve(kb, bounds=bounds)
     try:
-        result = served.call("pinakes_get", {"documents": [{"doc_id": ids["docs/long1.md"]},
+        result = call_tool(served, "pinakes_get", {"documents": [{"doc_id": ids["docs/long1.md"]},
                                                            {"doc_id": ids["docs/long2.md"]}]})
     finally:
         served.close()
@@ -106,7 +106,7 @@ def test_a_malformed_documents_argument_is_refused(tools: PinakesTools, argument
 
 
 def test_status_of_a_fresh_kb(tools: PinakesTools, kb: Path) -> None:
-    status = tools.call("pinakes_status", {})
+    status = call_tool(tools, "pinakes_status", {})
     assert status["kb"]["alias"] == "planes" and status["name"] == "planes" and status["indexed"] is True
     assert status["documents"] == 3 and status["chunks"] >= 3
     assert status["last_sync"] and status["sync_unfinished"] is False and status["sync_lock_present"] is False
@@ -120,13 +120,13 @@ def test_status_lists_files_changed_added_and_deleted_since_the_last_sync(tools:
     (kb / "docs" / "alpha.md").write_text(ALPHA + "\nA new line.\n", encoding="utf-8")
     (kb / "docs" / "new.md").write_text("# New\n", encoding="utf-8")
     os.remove(kb / "docs" / "garden.txt")
-    status = tools.call("pinakes_status", {})
+    status = call_tool(tools, "pinakes_status", {})
     stale = status["stale"]
     assert stale["changed"] == ["docs/alpha.md"] and stale["added"] == ["docs/new.md"]
     assert "docs/garden.txt" in stale["deleted"] and stale["count"] == 1 + 1 + stale["deleted_count"]
     assert status["fresh"] is False and "pnk sync" in status["next_step"] and "never syncs" in status["next_step"]
     sync_kb(kb)
-    after = tools.call("pinakes_status", {})["stale"]
+    after = call_tool(tools, "pinakes_status", {})["stale"]
     assert after["count"] == 0, after  # what the sync saw is no longer stale
 
 
@@ -136,7 +136,7 @@ def test_status_reports_an_authored_link_to_no_document_as_unresolved(tools: Pin
     text = sidecar.read_text(encoding="utf-8").replace("links: []", f"links:\n  - target: pnk://self/{ABSENT}\n    rel: cites\n")
     sidecar.write_text(text, encoding="utf-8")
     sync_kb(kb)
-    unresolved = tools.call("pinakes_status", {})["unresolved_links"]
+    unresolved = call_tool(tools, "pinakes_status", {})["unresolved_links"]
     assert unresolved["count"] == 1
     assert unresolved["shown"] == [{"from": "docs/alpha.md", "origin": "sidecar", "target": ABSENT, "rel": "cites"}]
     assert ids["docs/alpha.md"] != ABSENT
@@ -147,7 +147,7 @@ def test_status_lists_links_written_in_text_that_name_no_document_with_their_lin
     (kb / "docs" / "bread.md").write_text("# Bread\n\nFed daily.\nSee [[Sourdough starter log]] and "
                                          "[the harbour](sea/harbour.md).\n", encoding="utf-8")
     sync_kb(kb)
-    unresolved = tools.call("pinakes_status", {})["unresolved_links"]
+    unresolved = call_tool(tools, "pinakes_status", {})["unresolved_links"]
     assert unresolved["count"] == 1  # the Markdown link resolves; the wikilink names no document
     assert unresolved["shown"] == [{"from": "docs/bread.md:4", "origin": "text",
                                     "target": "Sourdough starter log", "status": "unresolved"}]
@@ -157,7 +157,7 @@ def test_status_of_a_kb_never_synced_says_what_to_run(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", "empty", {"a.md": "# A\n"})
     served = serve(root)
     try:
-        status = served.call("pinakes_status", {})
+        status = call_tool(served, "pinakes_status", {})
     finally:
         served.close()
     assert status["indexed"] is False and "pnk sync" in status["problem"]["remedy"]

@@ -23,6 +23,7 @@ from pinakes.extract.cache import ExtractCache
 from pinakes.extract.registry import current_fingerprint
 from pinakes.init import init_kb
 from pinakes.manifest import load_manifest
+from pinakes.serve.tools import PinakesTools
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
@@ -50,6 +51,12 @@ def manifest_fake_embedder(root: Path) -> FakeEmbedder:
 def sync_kb(root: Path, *, rebuild: bool = False, **options: Any) -> None:
     report = run_sync(root, SyncOptions(rebuild=rebuild, **options), embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
     assert report.ok, report
+
+
+def call_tool(tools: PinakesTools, name: str, arguments: object) -> dict[str, Any]:
+    """`tools.call`, its answer typed as the parsed JSON it is, so a test can index nested values
+    (the server declares `dict[str, object]`, which is right for it and opaque to a reader)."""
+    return tools.call(name, arguments)
 
 
 def doc_ids(root: Path) -> dict[str, str]:

@@ -34,7 +34,14 @@ from pinakes.serve.documents import DocumentChangedError, ExtractionUnavailableE
 from pinakes.serve.evidence import envelope
 from pinakes.serve.tools import PinakesTools
 from tests.fakes import substitute_embedder
-from tests.test_serve_helpers import add_indexed_pdf, doc_ids, make_kb, manifest_fake_embedder, sync_kb
+from tests.test_serve_helpers import (
+    add_indexed_pdf,
+    call_tool,
+    doc_ids,
+    make_kb,
+    manifest_fake_embedder,
+    sync_kb,
+)
 
 ALPHA = "# Alpha\n\nThe alpha document talks about aeroplanes.\n\n## Wings\n\nWings generate lift.\n"
 HARBOUR = "# Harbour\n\nBoats rest in the harbour at night.\n"
@@ -75,7 +82,7 @@ def evidence_body(evidence: str) -> str:
 
 
 def test_search_returns_cited_passages_inside_evidence_blocks(tools: PinakesTools, kb: Path) -> None:
-    result = tools.call("pinakes_search", {"query": "wings lift"})
+    result = call_tool(tools, "pinakes_search", {"query": "wings lift"})
     top = result["passages"][0]
     assert top["path"] == "docs/alpha.md"
     assert top["doc_id"] == doc_ids(kb)["docs/alpha.md"]
@@ -91,13 +98,13 @@ def test_search_returns_cited_passages_inside_evidence_blocks(tools: PinakesTool
 
 
 def test_low_or_unknown_confidence_comes_with_a_callable_next_search(tools: PinakesTools) -> None:
-    result = tools.call("pinakes_search", {"query": "boats", "mode": "bm25", "path_prefix": "docs/sea/"})
+    result = call_tool(tools, "pinakes_search", {"query": "boats", "mode": "bm25", "path_prefix": "docs/sea/"})
     assert result["confidence"]["level"] == "unknown"  # keyword-only, no rerank: no calibrated score
     suggestion = result["suggested_next"]
     assert suggestion["tool"] == "pinakes_search"
     assert suggestion["reason"]
     # The suggestion is a call this server accepts as it stands.
-    follow_up = tools.call("pinakes_search", suggestion["arguments"])
+    follow_up = call_tool(tools, "pinakes_search", suggestion["arguments"])
     assert follow_up["passages"]
 
 
@@ -108,14 +115,14 @@ def test_search_says_where_its_confidence_came_from(kb: Path, monkeypatch: pytes
     substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: manifest_fake_embedder(kb))
     served = PinakesTools([load_kb(kb)])
     try:
-        prior = served.call("pinakes_search", {"query": "wings lift"})["confidence"]
+        prior = call_tool(served, "pinakes_search", {"query": "wings lift"})["confidence"]
         assert prior["source"] == PRIOR and prior["source_guidance"] == SOURCE_GUIDANCE[PRIOR]
         model = load_manifest(kb / "pinakes.toml").embedding.model
         block = {"signal": "model", "features": ["cosine"], "weights": [1.0], "bias": 0.0, "high": 0.99,
                  "low": 0.01, "fitted_for": f"{model} (evidence model, rerank off), self-calibration"}
         self_calibration_path(KBPaths(kb)).write_text(
             json.dumps({"format": SELF_CALIBRATION_FORMAT, "confidence": block}), encoding="utf-8")
-        made = served.call("pinakes_search", {"query": "wings lift"})["confidence"]
+        made = call_tool(served, "pinakes_search", {"query": "wings lift"})["confidence"]
         assert made["source"] == SELF_CALIBRATED and made["level"] == "medium"  # sigmoid(cosine) in the band
         assert made["source_guidance"] == SOURCE_GUIDANCE[SELF_CALIBRATED]
     finally:
@@ -125,7 +132,7 @@ def test_search_says_where_its_confidence_came_from(kb: Path, monkeypatch: pytes
                         encoding="utf-8")
     served = PinakesTools([load_kb(kb)])
     try:
-        off = served.call("pinakes_search", {"query": "wings lift"})["confidence"]
+        off = call_tool(served, "pinakes_search", {"query": "wings lift"})["confidence"]
     finally:
         served.close()
     assert off["level"] == "unknown" and off["source"] == UNCALIBRATED
@@ -135,12 +142,12 @@ def test_search_says_where_its_confidence_came_from(kb: Path, monkeypatch: pytes
 def test_filters_narrow_what_search_returns(tools: PinakesTools) -> None:
     # "aeroplanes", not "alpha": every chunk of alpha.md carries its name in its context, so in this
     # four-chunk KB "alpha" is in half the chunks, where BM25's IDF is zero and the keyword plan drops it.
-    everything = tools.call("pinakes_search", {"query": "harbour boats garden water aeroplanes", "mode": "bm25", "k": 10})
+    everything = call_tool(tools, "pinakes_search", {"query": "harbour boats garden water aeroplanes", "mode": "bm25", "k": 10})
     assert {p["path"] for p in everything["passages"]} == {"docs/alpha.md", "docs/sea/harbour.md", "docs/garden.txt"}
-    under_sea = tools.call("pinakes_search", {"query": "harbour boats garden water aeroplanes", "mode": "bm25",
+    under_sea = call_tool(tools, "pinakes_search", {"query": "harbour boats garden water aeroplanes", "mode": "bm25",
                                               "path_prefix": "docs/sea/"})
     assert {p["path"] for p in under_sea["passages"]} == {"docs/sea/harbour.md"}
-    text_only = tools.call("pinakes_search", {"query": "harbour boats garden water aeroplanes", "mode": "bm25",
+    text_only = call_tool(tools, "pinakes_search", {"query": "harbour boats garden water aeroplanes", "mode": "bm25",
                                               "source_type": "text"})
     assert {p["path"] for p in text_only["passages"]} == {"docs/garden.txt"}
 
@@ -150,10 +157,10 @@ def test_k_is_clamped_and_the_cut_is_reported_as_rows(kb: Path) -> None:
         (kb / "docs" / f"extra{n}.md").write_text(f"# Extra {n}\n\nLift and wings, note {n}.\n", encoding="utf-8")
     sync_kb(kb)
     tools = serve(kb, bounds=Bounds(max_k=3))
-    result = tools.call("pinakes_search", {"query": "wings lift", "mode": "bm25", "k": 40})
+    result = call_tool(tools, "pinakes_search", {"query": "wings lift", "mode": "bm25", "k": 40})
     assert len(result["passages"]) == 3
     assert result["truncated"] == {"rows": {"requested": 40, "returned": 3, "limit": 3}}
-    within = tools.call("pinakes_search", {"query": "wings lift", "mode": "bm25", "k": 2})
+    within = call_tool(tools, "pinakes_search", {"query": "wings lift", "mode": "bm25", "k": 2})
     assert len(within["passages"]) == 2 and within["truncated"] is None
     tools.close()
 
@@ -163,10 +170,10 @@ def test_the_token_budget_drops_whole_passages_and_says_so(kb: Path) -> None:
         (kb / "docs" / f"long{n}.md").write_text(f"# Long {n}\n\n" + f"Wings lift planes {n}. " * 60,
                                                  encoding="utf-8")
     sync_kb(kb)
-    unbounded = serve(kb).call("pinakes_search", {"query": "wings lift planes", "mode": "bm25", "k": 8})
+    unbounded = call_tool(serve(kb), "pinakes_search", {"query": "wings lift planes", "mode": "bm25", "k": 8})
     budget = 1_500
     tools = serve(kb, bounds=Bounds(token_budget=budget))
-    result = tools.call("pinakes_search", {"query": "wings lift planes", "mode": "bm25", "k": 8})
+    result = call_tool(tools, "pinakes_search", {"query": "wings lift planes", "mode": "bm25", "k": 8})
     kept = len(result["passages"])
     assert 0 < kept < len(unbounded["passages"])
     assert [p["doc_id"] for p in result["passages"]] == [p["doc_id"] for p in unbounded["passages"][:kept]]
@@ -180,7 +187,7 @@ def test_the_token_budget_drops_whole_passages_and_says_so(kb: Path) -> None:
 
 def test_a_passage_over_the_character_bound_is_cut_and_marked(tools: PinakesTools, kb: Path) -> None:
     small = serve(kb, bounds=Bounds(passage_chars=10))
-    result = small.call("pinakes_search", {"query": "wings lift", "mode": "bm25", "k": 1})
+    result = call_tool(small, "pinakes_search", {"query": "wings lift", "mode": "bm25", "k": 1})
     top = result["passages"][0]
     assert len(evidence_body(top["evidence"])) == 10
     assert top["evidence_cut"]["returned_chars"] == 10
@@ -193,10 +200,10 @@ def test_a_passage_over_the_character_bound_is_cut_and_marked(tools: PinakesTool
 
 def test_get_returns_the_exact_character_range_of_the_source(tools: PinakesTools, kb: Path) -> None:
     doc_id = doc_ids(kb)["docs/alpha.md"]
-    result = tools.call("pinakes_get", {"doc_id": doc_id, "char_start": 9, "char_end": 26})
+    result = call_tool(tools, "pinakes_get", {"doc_id": doc_id, "char_start": 9, "char_end": 26})
     assert evidence_body(result["evidence"]) == ALPHA[9:26]
     assert (result["citation"], result["total_chars"], result["page_start"]) == ("docs/alpha.md:9-26", len(ALPHA), None)
-    whole = tools.call("pinakes_get", {"doc_id": doc_id})
+    whole = call_tool(tools, "pinakes_get", {"doc_id": doc_id})
     assert evidence_body(whole["evidence"]) == ALPHA
     assert whole["truncated"] is None and whole["continue_with"] is None
 
@@ -206,7 +213,7 @@ def test_get_over_the_character_bound_continues_where_it_stopped(kb: Path) -> No
     doc_id = doc_ids(kb)["docs/alpha.md"]
     pieces, arguments = [], {"doc_id": doc_id}
     while True:
-        result = tools.call("pinakes_get", arguments)
+        result = call_tool(tools, "pinakes_get", arguments)
         pieces.append(evidence_body(result["evidence"]))
         if result["continue_with"] is None:
             break
@@ -224,7 +231,7 @@ def test_get_refuses_a_file_changed_since_indexing_and_names_sync(tools: Pinakes
         tools.call("pinakes_get", {"doc_id": doc_id})
     assert "pnk sync" in (refused.value.remedy or "")
     sync_kb(kb)
-    assert "drag" in evidence_body(tools.call("pinakes_get", {"doc_id": doc_id})["evidence"])
+    assert "drag" in evidence_body(call_tool(tools, "pinakes_get", {"doc_id": doc_id})["evidence"])
 
 
 def test_get_of_a_deleted_file_names_sync_then_the_document_is_gone(tools: PinakesTools, kb: Path) -> None:
@@ -273,15 +280,15 @@ def test_get_refuses_a_page_range_on_a_text_source_and_mixed_ranges(tools: Pinak
 
 def test_get_serves_pdf_pages_from_the_extraction_cache_with_page_markers(tools: PinakesTools, kb: Path) -> None:
     doc_id = add_indexed_pdf(kb, "docs/report.pdf", PDF_PAGES)
-    result = tools.call("pinakes_get", {"doc_id": doc_id, "page_start": 2, "page_end": 3})
+    result = call_tool(tools, "pinakes_get", {"doc_id": doc_id, "page_start": 2, "page_end": 3})
     assert evidence_body(result["evidence"]) == f"[page 2]\n{PDF_PAGES[1]}\n[page 3]\n{PDF_PAGES[2]}"
     assert (result["citation"], result["page_start"], result["page_end"], result["page_count"]) == (
         "docs/report.pdf:p2-3", 2, 3, 3)
     assert result["stale_extraction"] is None
-    one = tools.call("pinakes_get", {"doc_id": doc_id, "page_start": 1, "page_end": 1})
+    one = call_tool(tools, "pinakes_get", {"doc_id": doc_id, "page_start": 1, "page_end": 1})
     assert evidence_body(one["evidence"]) == f"[page 1]\n{PDF_PAGES[0]}"
     assert one["citation"] == "docs/report.pdf:p1"
-    by_chars = tools.call("pinakes_get", {"doc_id": doc_id, "char_start": 0, "char_end": 10})
+    by_chars = call_tool(tools, "pinakes_get", {"doc_id": doc_id, "char_start": 0, "char_end": 10})
     assert evidence_body(by_chars["evidence"]) == PDF_PAGES[0][:10]
     assert (by_chars["page_start"], by_chars["page_end"]) == (1, 1)
 
@@ -291,10 +298,10 @@ def test_search_and_get_agree_on_pdf_page_provenance(tools: PinakesTools, kb: Pa
     filler = [" ".join(f"ledger{line}x{word}" for word in range(10)) for line in range(60)]
     pages = [PDF_PAGES[0], "\n".join([*filler[:30], PDF_PAGES[1], *filler[30:]]), PDF_PAGES[2]]
     doc_id = add_indexed_pdf(kb, "docs/report.pdf", pages)
-    passage = tools.call("pinakes_search", {"query": "hangar costs", "mode": "bm25"})["passages"][0]
+    passage = call_tool(tools, "pinakes_search", {"query": "hangar costs", "mode": "bm25"})["passages"][0]
     assert (passage["doc_id"], passage["page_start"], passage["page_end"]) == (doc_id, 2, 2)
     assert passage["citation"] == "docs/report.pdf:p2"
-    page = tools.call("pinakes_get", {"doc_id": doc_id, "page_start": passage["page_start"],
+    page = call_tool(tools, "pinakes_get", {"doc_id": doc_id, "page_start": passage["page_start"],
                                       "page_end": passage["page_end"]})
     assert evidence_body(passage["evidence"]) in evidence_body(page["evidence"])
 
@@ -302,7 +309,7 @@ def test_search_and_get_agree_on_pdf_page_provenance(tools: PinakesTools, kb: Pa
 def test_pdf_pages_over_the_bound_continue_by_page(kb: Path) -> None:
     doc_id = add_indexed_pdf(kb, "docs/report.pdf", PDF_PAGES)
     tools = serve(kb, bounds=Bounds(get_chars=len(f"[page 1]\n{PDF_PAGES[0]}") + 5))
-    first = tools.call("pinakes_get", {"doc_id": doc_id, "page_start": 1})
+    first = call_tool(tools, "pinakes_get", {"doc_id": doc_id, "page_start": 1})
     assert (first["page_start"], first["page_end"]) == (1, 1)
     assert first["continue_with"] == {"page_start": 2, "page_end": 3}
     assert first["truncated"]["chars"]["requested"] == {"page_start": 1, "page_end": 3}
@@ -319,9 +326,9 @@ def test_a_swept_extraction_is_an_error_naming_sync_never_a_fresh_extraction(too
 
 def test_a_stale_paid_extraction_is_served_and_marked_on_both_surfaces(tools: PinakesTools, kb: Path) -> None:
     doc_id = add_indexed_pdf(kb, "docs/scan.pdf", PDF_PAGES, backend="claude-vision", fingerprint="0ld")
-    got = tools.call("pinakes_get", {"doc_id": doc_id, "page_start": 1, "page_end": 1})
+    got = call_tool(tools, "pinakes_get", {"doc_id": doc_id, "page_start": 1, "page_end": 1})
     assert got["stale_extraction"] == "claude-vision"
-    passage = tools.call("pinakes_search", {"query": "hangar costs", "mode": "bm25"})["passages"][0]
+    passage = call_tool(tools, "pinakes_search", {"query": "hangar costs", "mode": "bm25"})["passages"][0]
     assert (passage["doc_id"], passage["stale_extraction"]) == (doc_id, "claude-vision")
 
 
@@ -349,8 +356,8 @@ def test_a_document_cannot_close_its_evidence_block(tools: PinakesTools, kb: Pat
     (kb / "docs" / "trap.md").write_text(INJECTION, encoding="utf-8")
     sync_kb(kb)
     doc_id = doc_ids(kb)["docs/trap.md"]
-    got = tools.call("pinakes_get", {"doc_id": doc_id})
-    passage = tools.call("pinakes_search", {"query": "ignore previous instructions developer mode",
+    got = call_tool(tools, "pinakes_get", {"doc_id": doc_id})
+    passage = call_tool(tools, "pinakes_search", {"query": "ignore previous instructions developer mode",
                                             "mode": "bm25"})["passages"][0]
     assert passage["doc_id"] == doc_id
     for result, original in ((got, INJECTION), (passage, INJECTION[passage["char_start"]:passage["char_end"]])):
@@ -397,10 +404,10 @@ def test_the_kbs_text_outside_the_evidence_block_cannot_forge_a_tag_either(tmp_p
     sync_kb(root)
     tools = serve(root)
     try:
-        answers = [tools.call("pinakes_search", {"query": "pelicans breakwater", "mode": "bm25"}),
-                   tools.call("pinakes_get", {"doc_id": ids["docs/trap.md"]}),
-                   tools.call("pinakes_links", {"doc_id": ids["docs/trap.md"]}),
-                   tools.call("pinakes_list_kbs", {})]
+        answers = [call_tool(tools, "pinakes_search", {"query": "pelicans breakwater", "mode": "bm25"}),
+                   call_tool(tools, "pinakes_get", {"doc_id": ids["docs/trap.md"]}),
+                   call_tool(tools, "pinakes_links", {"doc_id": ids["docs/trap.md"]}),
+                   call_tool(tools, "pinakes_list_kbs", {})]
     finally:
         tools.close()
     search, got, links = answers[:3]
@@ -431,7 +438,7 @@ def test_list_kbs_describes_every_served_kb(kb: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     init_kb(empty, name="empty")
     tools = serve(kb, empty)
-    listed = tools.call("pinakes_list_kbs", {})["kbs"]
+    listed = call_tool(tools, "pinakes_list_kbs", {})["kbs"]
     assert [(k["alias"], k["default"], k["indexed"]) for k in listed] == [("planes", True, True), ("empty", False, False)]
     assert (listed[0]["documents"], listed[0]["chunks"] > 0) == (3, True)
     assert listed[0]["id"] == tools.kbs[0].kb_id
@@ -446,41 +453,41 @@ def test_each_kb_answers_only_for_its_own_documents(kb: Path, tmp_path: Path) ->
     other = make_kb(tmp_path / "other", "other", {"moon.md": "# Moon\n\nThe moon has craters.\n"})
     sync_kb(other)
     tools = serve(kb, other)
-    moon = tools.call("pinakes_search", {"query": "craters", "kb": "other", "mode": "bm25"})["passages"][0]
+    moon = call_tool(tools, "pinakes_search", {"query": "craters", "kb": "other", "mode": "bm25"})["passages"][0]
     assert moon["path"] == "docs/moon.md"
     with pytest.raises(boundary.NotServedError, match="no document"):
         tools.call("pinakes_get", {"doc_id": moon["doc_id"]})  # the default KB is `planes`
-    assert tools.call("pinakes_get", {"doc_id": moon["doc_id"], "kb": "other"})["path"] == "docs/moon.md"
-    assert tools.call("pinakes_search", {"query": "craters", "mode": "bm25"})["passages"] == []
+    assert call_tool(tools, "pinakes_get", {"doc_id": moon["doc_id"], "kb": "other"})["path"] == "docs/moon.md"
+    assert call_tool(tools, "pinakes_search", {"query": "craters", "mode": "bm25"})["passages"] == []
     tools.close()
 
 
 def test_every_tool_sees_a_sync_on_its_very_next_call(tools: PinakesTools, kb: Path) -> None:
-    assert tools.call("pinakes_list_kbs", {})["kbs"][0]["documents"] == 3
+    assert call_tool(tools, "pinakes_list_kbs", {})["kbs"][0]["documents"] == 3
     (kb / "docs" / "quokka.md").write_text("# Quokka\n\nA quokka smiles.\n", encoding="utf-8")
     sync_kb(kb)
-    assert tools.call("pinakes_list_kbs", {})["kbs"][0]["documents"] == 4
-    found = tools.call("pinakes_search", {"query": "quokka", "mode": "bm25"})["passages"]
+    assert call_tool(tools, "pinakes_list_kbs", {})["kbs"][0]["documents"] == 4
+    found = call_tool(tools, "pinakes_search", {"query": "quokka", "mode": "bm25"})["passages"]
     assert [p["path"] for p in found] == ["docs/quokka.md"]
-    assert "quokka" in evidence_body(tools.call("pinakes_get", {"doc_id": found[0]["doc_id"]})["evidence"])
+    assert "quokka" in evidence_body(call_tool(tools, "pinakes_get", {"doc_id": found[0]["doc_id"]})["evidence"])
     (kb / "docs" / "wombat.md").write_text("# Wombat\n\nA wombat digs.\n", encoding="utf-8")
     sync_kb(kb, rebuild=True)
-    assert tools.call("pinakes_list_kbs", {})["kbs"][0]["documents"] == 5
-    assert tools.call("pinakes_search", {"query": "wombat", "mode": "bm25"})["passages"]
+    assert call_tool(tools, "pinakes_list_kbs", {})["kbs"][0]["documents"] == 5
+    assert call_tool(tools, "pinakes_search", {"query": "wombat", "mode": "bm25"})["passages"]
 
 
 def test_an_index_file_replaced_under_the_server_is_reopened(tools: PinakesTools, kb: Path) -> None:
     """A deleted-and-recreated index is a new inode: an open handle would keep reading the old one."""
-    before = tools.call("pinakes_list_kbs", {})["kbs"][0]
+    before = call_tool(tools, "pinakes_list_kbs", {})["kbs"][0]
     assert before["documents"] == 3
     for stale in (kb / ".pinakes").glob("index.db*"):
         stale.unlink()
     (kb / "docs" / "kiwi.md").write_text("# Kiwi\n\nA kiwi cannot fly.\n", encoding="utf-8")
     sync_kb(kb)
-    assert tools.call("pinakes_list_kbs", {})["kbs"][0]["documents"] == 4
-    kiwi = tools.call("pinakes_search", {"query": "kiwi", "mode": "bm25"})["passages"]
+    assert call_tool(tools, "pinakes_list_kbs", {})["kbs"][0]["documents"] == 4
+    kiwi = call_tool(tools, "pinakes_search", {"query": "kiwi", "mode": "bm25"})["passages"]
     assert [p["path"] for p in kiwi] == ["docs/kiwi.md"]
-    assert tools.call("pinakes_get", {"doc_id": kiwi[0]["doc_id"]})["path"] == "docs/kiwi.md"
+    assert call_tool(tools, "pinakes_get", {"doc_id": kiwi[0]["doc_id"]})["path"] == "docs/kiwi.md"
 
 
 def test_errors_shown_to_the_caller_carry_no_machine_local_path(tools: PinakesTools, kb: Path) -> None:

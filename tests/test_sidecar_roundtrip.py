@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -220,7 +220,8 @@ def check_untouched(tmp_path: Path, generated: Generated) -> None:
         title=current.title,
         tags=current.tags,
         links=current.links,
-        provenance_extraction=current.extraction,
+        # the reader holds provenance.extraction to a mapping of strings (sidecar/model.py)
+        provenance_extraction=cast("dict[str, str] | None", current.extraction),
     )
     assert _fingerprint(path) == before
 

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from pinakes.vectors import build as vector_build
 from pinakes.vectors import fileformat, vector_file_path
 from pinakes.vectors.fileformat import read_header
 from tests.kb_helpers import sync
+from tests.test_serve_helpers import call_tool
 from tests.test_vector_tier_search import auto_tier, build_auto_kb
 from tests.test_vectors_file import ClusteredEmbedder, flip_byte
 
@@ -46,7 +48,7 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Clustered
     return kb_in_pieces(tmp_path, monkeypatch)
 
 
-def status(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, object], str]:
+def status(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:
     """(`pnk status --json`, `pnk status`)."""
     assert main(["-C", str(root), "status", "--json"]) == 0
     as_json = json.loads(capsys.readouterr().out)
@@ -66,7 +68,7 @@ def test_status_says_the_file_is_current_with_its_rows_pieces_and_size_without_r
     monkeypatch.setattr(fileformat, "_body_digest", every_byte)
     as_json, text = status(root, capsys)
     assert as_json["vector_file"] == {
-        "tier": "approximate", "state": "current", "detail": as_json["vector_file"]["detail"],  # pyright: ignore
+        "tier": "approximate", "state": "current", "detail": as_json["vector_file"]["detail"],
         "remedy": None, "rows": header.rows, "pieces": len(header.pieces), "file_bytes": path.stat().st_size}
     assert len(header.pieces) > 1 and as_json["up_to_date"] is True
     assert re.search(rf"vector search: approximate, vector file current \({header.rows} rows in {len(header.pieces)} "
@@ -82,8 +84,8 @@ def test_a_format_1_file_after_an_upgrade_is_stale_until_the_next_sync(
     as_json, text = status(root, capsys)
     vector_file = as_json["vector_file"]
     assert isinstance(vector_file, dict)
-    assert (vector_file["tier"], vector_file["state"]) == ("approximate", "stale")  # pyright: ignore
-    assert "format 1" in vector_file["detail"] and "pnk sync" in vector_file["remedy"]  # pyright: ignore
+    assert (vector_file["tier"], vector_file["state"]) == ("approximate", "stale")
+    assert "format 1" in vector_file["detail"] and "pnk sync" in vector_file["remedy"]
     assert as_json["up_to_date"] is False  # the next sync has the file to rebuild
     assert re.search(r"vector search: exact .* until the vector file is fixed: stale \(vectors.ann is format 1 .*\); "
                      r"pnk sync", text), text
@@ -91,7 +93,7 @@ def test_a_format_1_file_after_an_upgrade_is_stale_until_the_next_sync(
 
     sync(root, embedder)
     as_json, _ = status(root, capsys)
-    assert as_json["vector_file"]["state"] == "current" and as_json["up_to_date"] is True  # pyright: ignore
+    assert as_json["vector_file"]["state"] == "current" and as_json["up_to_date"] is True
 
 
 @pytest.mark.parametrize("fault", ["footer", "deleted"])
@@ -107,10 +109,10 @@ def test_a_damaged_or_missing_file_is_named_with_its_remedy(
     vector_file = as_json["vector_file"]
     assert isinstance(vector_file, dict)
     expected = {"footer": ("damaged", "pnk sync rebuilds it"), "deleted": ("missing", "pnk sync builds it")}[fault]
-    assert (vector_file["state"], vector_file["remedy"]) == expected  # pyright: ignore
+    assert (vector_file["state"], vector_file["remedy"]) == expected
     assert f"until the vector file is fixed: {expected[0]} (" in text and expected[1] in text
     sync(root, embedder)  # the remedy works
-    assert status(root, capsys)[0]["vector_file"]["state"] == "current"  # pyright: ignore
+    assert status(root, capsys)[0]["vector_file"]["state"] == "current"
 
 
 def test_the_exact_tier_has_no_file_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -120,7 +122,7 @@ def test_the_exact_tier_has_no_file_and_says_why(tmp_path: Path, monkeypatch: py
     root = tmp_path / "kb"
     build_auto_kb(root, 5, embedder)  # below the threshold (100,000 vectors)
     as_json, text = status(root, capsys)
-    assert as_json["vector_file"] == {"tier": "exact", "state": "none", "detail": as_json["vector_file"]["detail"],  # pyright: ignore
+    assert as_json["vector_file"] == {"tier": "exact", "state": "none", "detail": as_json["vector_file"]["detail"],
                                       "remedy": None, "rows": 0, "pieces": 0, "file_bytes": 0}
     assert "vector search: exact, no vector file (the index holds too few vectors for one" in text
     assert as_json["up_to_date"] is True
@@ -128,7 +130,7 @@ def test_the_exact_tier_has_no_file_and_says_why(tmp_path: Path, monkeypatch: py
     manifest = root / "pinakes.toml"
     manifest.write_text(manifest.read_text().replace('vector_tier = "auto"', 'vector_tier = "numpy"'))
     as_json, text = status(root, capsys)
-    assert as_json["vector_file"]["state"] == "none" and 'vector_tier = "numpy"' in text  # pyright: ignore
+    assert as_json["vector_file"]["state"] == "none" and 'vector_tier = "numpy"' in text
     auto_tier(root)
 
 
@@ -144,7 +146,7 @@ def test_the_mcp_servers_status_says_the_same(kb: tuple[Path, ClusteredEmbedder]
             as_format_1(vector_file_path(KBPaths(root).state_dir))
         served = serve(root)
         try:
-            answered = served.call("pinakes_status", {})
+            answered = call_tool(served, "pinakes_status", {})
         finally:
             served.close()
         assert answered["vector_file"] == status(root, capsys)[0]["vector_file"]

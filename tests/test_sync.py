@@ -13,6 +13,7 @@ import pytest
 from pinakes.errors import LockHeldError, SidecarError, UsageError
 from pinakes.index import schema
 from pinakes.init import init_kb
+from pinakes.pipeline.report import SyncReport
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
@@ -31,7 +32,7 @@ def kb(tmp_path: Path) -> Path:
     return root
 
 
-def sync(root: Path, **options: object) -> object:
+def sync(root: Path, **options: object) -> SyncReport:
     return run_sync(root, SyncOptions(**options), embedder=FakeEmbedder())  # type: ignore[arg-type]
 
 

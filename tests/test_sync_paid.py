@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ def chunks_of(kb: Path, path: str) -> list[tuple[str, int | None, int | None]]:
         conn.close()
 
 
-def recorded_extraction(kb: Path) -> dict[str, object] | None:
+def recorded_extraction(kb: Path) -> Mapping[str, object] | None:
     from pinakes.manifest import load_manifest
 
     kb_id = load_manifest(kb / "pinakes.toml").kb.id

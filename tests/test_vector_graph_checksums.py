@@ -134,7 +134,7 @@ def test_a_search_through_pnk_search_falls_back_exactly_from_a_damaged_graph(
     flip_byte(path, piece.offset + piece.size - 5)  # the graph's last node
     for query in QUERIES[:2]:
         result = pnk_search(root, capsys, query)
-        (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+        (note,) = [note for note in result["notes"] if EXACT_NOTE in note]
         assert "the vector file is damaged" in note and "does not match its checksum" in note
         assert same_passages(result, exact[query])
 
@@ -206,13 +206,13 @@ def test_a_format_2_file_is_stale_and_the_next_sync_rebuilds_it(kb: tuple[Path, 
         read_header(path)
     assert stale.value.reason == "stale" and "format 2, this build reads 3" in stale.value.detail
     result = pnk_search(root, capsys, QUERIES[0])
-    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]
     assert "the vector file is stale" in note
     report = sync(root, embedder)  # no document changed: the step still rebuilds it
     assert any("vector file built whole" in note and "format 2" in note for note in report.notes), report.notes
     rebuilt: Header = read_header(path)
     assert len(rebuilt.pieces) > 1 and all(piece.codes_offset == 8 for piece in rebuilt.pieces)
-    assert not any(EXACT_NOTE in note for note in pnk_search(root, capsys, QUERIES[0])["notes"])  # pyright: ignore
+    assert not any(EXACT_NOTE in note for note in pnk_search(root, capsys, QUERIES[0])["notes"])
 
 
 def rewrite_footer(path: Path, header: Header) -> None:

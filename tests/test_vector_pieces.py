@@ -117,7 +117,7 @@ def test_a_file_in_pieces_answers_as_the_exact_search(kb: tuple[Path, ClusteredE
     exact = exact_answers(root, capsys)
     for query in QUERIES:  # through `pnk search`: the file answers, and as the exact tier does
         result = pnk_search(root, capsys, query)
-        assert not any(EXACT_NOTE in note for note in result["notes"]), result["notes"]  # pyright: ignore
+        assert not any(EXACT_NOTE in note for note in result["notes"]), result["notes"]
         assert same_passages(result, exact[query]), query
 
 
@@ -188,7 +188,7 @@ def test_a_damaged_piece_is_refused_and_search_falls_back(kb: tuple[Path, Cluste
     exact = exact_answers(root, capsys)
     for query in QUERIES[:2]:
         result = pnk_search(root, capsys, query)
-        (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+        (note,) = [note for note in result["notes"] if EXACT_NOTE in note]
         assert "the vector file is damaged" in note and "piece" in note and "pnk sync" in note
         assert same_passages(result, exact[query])
     # A sync that changes nothing reads the footer only (doctor's check reads every byte and says to
@@ -219,12 +219,12 @@ def test_a_format_1_file_is_stale_and_the_next_sync_rebuilds_it(kb: tuple[Path, 
         read_header(path)
     assert stale.value.reason == "stale" and "format 1" in stale.value.detail
     result = pnk_search(root, capsys, QUERIES[0])
-    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]
     assert "the vector file is stale" in note
     report = sync(root, embedder)  # no document changed: the step still rebuilds it
     assert any("vector file built whole" in note and "format 1" in note for note in report.notes), report.notes
     assert len(pieces_of(root).pieces) > 1
-    assert not any(EXACT_NOTE in note for note in pnk_search(root, capsys, QUERIES[0])["notes"])  # pyright: ignore
+    assert not any(EXACT_NOTE in note for note in pnk_search(root, capsys, QUERIES[0])["notes"])
 
 
 class LiveIndexes:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -100,20 +101,20 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, 
     yield root, embedder
 
 
-def pnk_search(root: Path, capsys: pytest.CaptureFixture[str], query: str, *extra: str) -> dict[str, object]:
+def pnk_search(root: Path, capsys: pytest.CaptureFixture[str], query: str, *extra: str) -> dict[str, Any]:
     code = main(["-C", str(root), "search", query, "--json", "--no-rerank", *extra])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     return json.loads(captured.out)
 
 
-def passages(result: dict[str, object]) -> list[tuple[str, int]]:
+def passages(result: dict[str, Any]) -> list[tuple[str, int]]:
     found = result["passages"]
     assert isinstance(found, list)
-    return [(str(p["path"]), int(p["chunk_ordinal"]) if "chunk_ordinal" in p else 0) for p in found]  # pyright: ignore
+    return [(str(p["path"]), int(p["chunk_ordinal"]) if "chunk_ordinal" in p else 0) for p in found]
 
 
-def exact_answers(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, object]]:
+def exact_answers(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
     """Every query through `pnk search` with the exact tier (the manifest's numpy, no sync between)."""
     manifest = root / "pinakes.toml"
     text = manifest.read_text()
@@ -124,15 +125,15 @@ def exact_answers(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, d
         manifest.write_text(text)
 
 
-def same_passages(left: dict[str, object], right: dict[str, object]) -> bool:
+def same_passages(left: dict[str, Any], right: dict[str, Any]) -> bool:
     """The vector file's answer against the exact one: the same best passage, at least 3 of every 4
     passages shared, and every shared passage with the same exact cosine and keyword score. Not
     identical lists: HNSW is approximate, and on these 12 tight clusters of ~240 rows a graph built
     on two threads can leave a far row unreachable (a deep vector candidate then moves RRF a little;
     measured: 0-6 of the exact top 50 missed per query, varying with the build's thread order)."""
-    def kept(result: dict[str, object]) -> list[tuple[object, ...]]:
-        return [(p["path"], p["text"], p["scores"]["cosine"], p["scores"]["bm25_score"])  # pyright: ignore
-                for p in result["passages"]]  # pyright: ignore
+    def kept(result: dict[str, Any]) -> list[tuple[object, ...]]:
+        return [(p["path"], p["text"], p["scores"]["cosine"], p["scores"]["bm25_score"])
+                for p in result["passages"]]
     approximate, exact = kept(left), kept(right)
     if not approximate or not exact or approximate[0][:2] != exact[0][:2]:
         return False
@@ -152,7 +153,7 @@ def test_the_step_builds_the_file_and_search_answers_from_it(kb: tuple[Path, Clu
     exact = exact_answers(root, capsys)
     for query in QUERIES:
         result = pnk_search(root, capsys, query)
-        assert not any(EXACT_NOTE in note for note in result["notes"]), result["notes"]  # pyright: ignore
+        assert not any(EXACT_NOTE in note for note in result["notes"]), result["notes"]
         assert same_passages(result, exact[query]), query  # ~240 rows: the graph's answer is the exact one
     with Searcher.for_kb(root) as searcher:
         searcher.search(QUERIES[0], rerank=False)
@@ -231,12 +232,12 @@ def test_search_answers_exactly_with_a_note_until_a_sync_repairs_the_file(
     fault(path)  # type: ignore[operator]
     for query in QUERIES:
         result = pnk_search(root, capsys, query)
-        (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+        (note,) = [note for note in result["notes"] if EXACT_NOTE in note]
         assert f"the vector file is {reason}" in note and "pnk sync" in note
         assert same_passages(result, exact[query])
     report = sync(root, embedder)  # nothing changed in the documents: the step still repairs the file
     assert any("vector file built whole" in note for note in report.notes), report.notes
-    assert not any(EXACT_NOTE in note for note in pnk_search(root, capsys, QUERIES[0])["notes"])  # pyright: ignore
+    assert not any(EXACT_NOTE in note for note in pnk_search(root, capsys, QUERIES[0])["notes"])
 
 
 def test_a_file_of_older_rows_is_stale_and_never_answers(kb: tuple[Path, ClusteredEmbedder],
@@ -252,9 +253,9 @@ def test_a_file_of_older_rows_is_stale_and_never_answers(kb: tuple[Path, Cluster
     shutil.copyfile(tmp_path / "old.ann", path)
     exact = exact_answers(root, capsys)
     result = pnk_search(root, capsys, "word15501 topic2")  # a new document's words
-    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]
     assert "the vector file is stale" in note and "pnk sync brings it up to date" in note
-    assert any(p["path"] == "docs/d0500.md" for p in result["passages"])  # pyright: ignore
+    assert any(p["path"] == "docs/d0500.md" for p in result["passages"])
     assert same_passages(pnk_search(root, capsys, QUERIES[1]), exact[QUERIES[1]])
 
 
@@ -269,7 +270,7 @@ def test_without_its_library_the_sync_notes_it_and_search_is_exact(
     assert report.ok and any("no approximate vector file: usearch is not installed" in n for n in report.notes)
     assert meta(root)[META_KEY] == NOT_BUILT
     result = pnk_search(root, capsys, QUERIES[0])
-    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]  # pyright: ignore
+    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]
     assert "unavailable" in note and "pip install 'pinakes-kb[ann]'" in note and result["passages"]
     monkeypatch.setitem(sys.modules, "usearch", installed)
     report = sync(root, embedder)  # installed again: a sync that changes nothing builds it
@@ -285,7 +286,7 @@ def test_below_the_threshold_search_is_exact_and_says_nothing(
     assert not vector_file_path(KBPaths(root).state_dir).exists()
     assert meta(root)[META_KEY] == BELOW_THRESHOLD
     result = pnk_search(root, capsys, QUERIES[0])
-    assert result["passages"] and not any(EXACT_NOTE in note for note in result["notes"])  # pyright: ignore
+    assert result["passages"] and not any(EXACT_NOTE in note for note in result["notes"])
 
 
 def doctor_vector_file(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
@@ -332,7 +333,7 @@ def test_a_rebuild_leaves_a_file_that_answers_for_the_new_index(kb: tuple[Path, 
     assert meta(root)[META_KEY] == read_header(vector_file_path(KBPaths(root).state_dir)).content_key == rows_key
     for query in QUERIES:
         result = pnk_search(root, capsys, query)
-        assert not any(EXACT_NOTE in note for note in result["notes"])  # pyright: ignore
+        assert not any(EXACT_NOTE in note for note in result["notes"])
         assert same_passages(result, exact[query]), query
 
 
@@ -375,7 +376,7 @@ def test_a_filter_that_leaves_out_a_few_documents_is_answered_by_the_file_withou
     root, embedder = kb
     _no_matrix(monkeypatch)
     scans: list[object] = []
-    monkeypatch.setattr(vector_tier, "exact_scan", lambda *args: scans.append(args))  # pyright: ignore
+    monkeypatch.setattr(vector_tier, "exact_scan", lambda *args: scans.append(args))
     limit = 20
     with Searcher.for_kb(root) as searcher:
         searcher.settings = SearchSettings(rerank=False, vector_tier="auto")

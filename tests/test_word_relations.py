@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Mapping
 
 import pytest
 
@@ -73,7 +74,7 @@ def gloves_kb(tmp_path_factory):
     return index, embedder
 
 
-def features_of(kb, query: str) -> dict[str, float]:
+def features_of(kb, query: str) -> Mapping[str, float]:
     index, embedder = kb
     with Searcher(index, SearchSettings(rerank=False), embedder=embedder) as searcher:
         result = searcher.search(query)

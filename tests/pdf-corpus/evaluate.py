@@ -96,7 +96,7 @@ def native_texts(path: Path) -> list[str]:
         for index in range(len(document)):
             page = document[index]
             text_page = page.get_textpage()
-            raw = text_page.get_text_bounded()
+            raw = text_page.get_text_bounded()  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
             text_page.close()
             page.close()
             text = raw.replace("\r\n", "\n").replace("\r", "\n")

@@ -183,9 +183,9 @@ def _rotate(path: Path) -> None:
     document = pdfium.PdfDocument(str(path))
     try:
         for index in range(len(document)):
-            document[index].set_rotation(90)
+            document[index].set_rotation(90)  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
         rotated = path.with_suffix(".rotated.pdf")
-        document.save(str(rotated))
+        document.save(str(rotated))  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
     finally:
         document.close()
     rotated.replace(path)

@@ -32,7 +32,9 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SOURCE = REPO.parent / "shared" / "corpora" / "python-3.11-docs-rst" / "docs"
@@ -58,11 +60,11 @@ def install_sphinx_stand_ins() -> None:
     from docutils import nodes
     from docutils.parsers.rst import Directive, directives, roles
 
-    class AnyOptions(dict[str, object]):
+    class AnyOptions(dict[str, Callable[[str], Any]]):
         def __contains__(self, key: object) -> bool:
             return True
 
-        def __getitem__(self, key: str) -> object:
+        def __getitem__(self, key: str) -> Callable[[str], Any]:
             return directives.unchanged
 
     class Signature(Directive):

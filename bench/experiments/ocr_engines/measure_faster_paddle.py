@@ -53,7 +53,7 @@ def main() -> int:
         read: list[OcrPage] = []
         for index in range(len(document)):
             bitmap = document[index].render(scale=ocr_corpus.DPI / 72, grayscale=True)
-            image = bitmap.to_pil()
+            image = bitmap.to_pil()  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
             buffer = io.BytesIO()
             image.save(buffer, "PNG")
             started, started_cpu = time.perf_counter(), time.process_time()

@@ -447,7 +447,7 @@ def run_normalised_prior(variant: str, features: Sequence[str], corpora: Sequenc
     report: dict[str, object] = {}
     for corpus in data:
         pooled: list[FitRow] = []
-        per_corpus: list[list[FitRow]] = []
+        per_corpus: list[Sequence[FitRow]] = []
         for other, seeds in normal.items():
             if other == corpus:
                 continue

@@ -22,6 +22,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent.parent
@@ -176,7 +177,7 @@ def synth_rows(name: str, seed: int, variant: str, cache: Path) -> list[dict[str
     return rows
 
 
-def _no_fit(_rows: object, _fitted_for: str) -> object:
+def _no_fit(_rows: object, _fitted_for: str) -> NoReturn:
     from pinakes.calibration.fitting import FitError
 
     raise FitError("rows only")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -32,6 +33,9 @@ from soft_demo import STOP, WORD, words  # noqa: E402
 from pinakes.eval import fitting  # noqa: E402
 from pinakes.eval.fitting import L2_PENALTY  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
+
+if TYPE_CHECKING:
+    from pinakes.embed.loader import KBSettings
 
 fitting.FEATURE_SETS = fitting.FEATURE_SETS_BEFORE_RELATIONS  # the choice as it shipped before (i)
 
@@ -60,7 +64,8 @@ class Residual:
 def residual_features(kb: Path, manifest: object) -> ce.Features:
     from pinakes.embed.loader import load_for_kb
 
-    return Residual(load_for_kb(kb, manifest)).features
+    # collect_with hands over the KB's manifest untyped; load_for_kb reads it as the settings it is
+    return Residual(load_for_kb(kb, cast("KBSettings", manifest))).features
 
 
 C = bench.Candidate
