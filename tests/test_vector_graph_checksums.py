@@ -4,35 +4,31 @@ the library reads it, so a byte damaged at rest in a graph is refused, never fol
 into a SIGSEGV; a damaged code costs a candidate, never the process or a wrong cosine.
 
 KBs are built by the real sync (its `vectors` step writes the file); pieces are made small (50 rows)
-and the threshold lowered, as in tests/test_vector_pieces.py.
+and the threshold lowered (tests/test_vector_pieces.py `kb_in_pieces`).
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.util
-import json
 import os
 import signal
 from collections.abc import Iterator
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xxhash
 
-import pinakes.embed
 from pinakes.kb import KBPaths
 from pinakes.vectors import approximate_search, engine, fileformat, vector_file_path
-from pinakes.vectors import build as vector_build
 from pinakes.vectors.approximate import open_vector_file
-from pinakes.vectors.fileformat import FOOTER_BYTES, MAGIC, Header, VectorFileUnusable, read_header
+from pinakes.vectors.fileformat import Header, VectorFileUnusable, read_header
 from tests.kb_helpers import sync
+from tests.test_vector_pieces import kb_in_pieces
 from tests.test_vector_tier_search import (
     EXACT_NOTE,
     QUERIES,
-    build_auto_kb,
     exact_answers,
     pnk_search,
     same_passages,
@@ -42,21 +38,11 @@ from tests.test_vectors_file import DIM, ClusteredEmbedder, exact_rows_from, fli
 if importlib.util.find_spec("usearch") is None:  # not imported here: only through vectors/engine.py,
     pytest.skip("usearch is not installed", allow_module_level=True)  # which imports onnxruntime first
 
-PIECE_ROWS = 50
-
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, ClusteredEmbedder]]:
-    """A KB of 20 documents (~120 chunks) whose file the sync built in pieces of 50 rows."""
-    monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
-    monkeypatch.setattr(vector_build, "PIECE_ROWS", PIECE_ROWS)
-    monkeypatch.setattr(vector_build, "refresh_vector_file", functools.partial(vector_build.refresh_vector_file,
-                                                                               threads=1))
-    embedder = ClusteredEmbedder()
-    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
-    root = tmp_path / "kb"
-    build_auto_kb(root, 20, embedder)
-    yield root, embedder
+    """20 documents (~120 chunks): three pieces of 50 rows."""
+    yield kb_in_pieces(tmp_path, monkeypatch, 20)
 
 
 def searcher_open(path: Path) -> None:
@@ -185,34 +171,6 @@ def test_a_footer_whose_graph_checksum_is_wrong_is_refused_by_every_reader(kb: t
     for check_body in (True, False):
         with pytest.raises(VectorFileUnusable, match="piece 0 does not match its checksum"):
             open_vector_file(path, header.content_key, dict(header.identity), header.dim, check_body=check_body)
-
-
-def as_format_2(path: Path) -> None:
-    """Rewrite the footer as format 2 wrote it: pieces of five numbers, no graph checksums."""
-    header = read_header(path)
-    fields = {**asdict(header), "format_version": 2,
-              "pieces": [[piece.offset, piece.size, piece.rows, piece.from_id, piece.to_id] for piece in header.pieces]}
-    text = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
-    block = MAGIC + xxhash.xxh3_64_digest(text) + len(text).to_bytes(4, "little") + text
-    path.write_bytes(path.read_bytes()[:header.footer_offset] + block + b"\0" * (FOOTER_BYTES - len(block)))
-
-
-def test_a_format_2_file_is_stale_and_the_next_sync_rebuilds_it(kb: tuple[Path, ClusteredEmbedder],
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    root, embedder = kb
-    path = vector_file_path(KBPaths(root).state_dir)
-    as_format_2(path)
-    with pytest.raises(VectorFileUnusable) as stale:
-        read_header(path)
-    assert stale.value.reason == "stale" and "format 2, this build reads 3" in stale.value.detail
-    result = pnk_search(root, capsys, QUERIES[0])
-    (note,) = [note for note in result["notes"] if EXACT_NOTE in note]
-    assert "the vector file is stale" in note
-    report = sync(root, embedder)  # no document changed: the step still rebuilds it
-    assert any("vector file built whole" in note and "format 2" in note for note in report.notes), report.notes
-    rebuilt: Header = read_header(path)
-    assert len(rebuilt.pieces) > 1 and all(piece.codes_offset == 8 for piece in rebuilt.pieces)
-    assert not any(EXACT_NOTE in note for note in pnk_search(root, capsys, QUERIES[0])["notes"])
 
 
 def rewrite_footer(path: Path, header: Header) -> None:

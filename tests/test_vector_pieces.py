@@ -13,7 +13,7 @@ import importlib.util
 import json
 import re
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from pinakes.kb import KBPaths
 from pinakes.search.vectors import load_matrix, vector_search
 from pinakes.vectors import approximate_search, engine, vector_file_path
 from pinakes.vectors import build as vector_build
-from pinakes.vectors.fileformat import MAGIC, Header, VectorFileUnusable, read_header
+from pinakes.vectors.fileformat import FOOTER_BYTES, MAGIC, Header, VectorFileUnusable, read_header
 from tests.kb_helpers import delete_documents, sync, write_documents
 from tests.test_vector_tier_search import (
     EXACT_NOTE,
@@ -55,11 +55,11 @@ if importlib.util.find_spec("usearch") is None:  # not imported here: only throu
 PIECE_ROWS = 50
 
 
-@pytest.fixture
-def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, ClusteredEmbedder]]:
-    """A KB of 40 documents (~240 chunks) whose vector file the sync built in pieces of 50 rows, on one
-    thread: a graph built on two differs from build to build, and the tests compare an update's
-    answers with a fresh build's (an overlap of 0.94 failed CI once in ~10 runs on two threads)."""
+def kb_in_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, documents: int) -> tuple[Path, ClusteredEmbedder]:
+    """A KB of `documents` documents (~6 chunks each) whose vector file the sync built in pieces of
+    PIECE_ROWS rows, on one thread: a graph built on two differs from build to build, and the tests
+    compare an update's answers with a fresh build's (an overlap of 0.94 failed CI once in ~10 runs
+    on two threads). The model stays this embedder for every later sync and search of the test."""
     monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
     monkeypatch.setattr(vector_build, "PIECE_ROWS", PIECE_ROWS)
     monkeypatch.setattr(vector_build, "refresh_vector_file", functools.partial(vector_build.refresh_vector_file,
@@ -67,8 +67,14 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, 
     embedder = ClusteredEmbedder()
     monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
     root = tmp_path / "kb"
-    build_auto_kb(root, 40, embedder)
-    yield root, embedder
+    build_auto_kb(root, documents, embedder)
+    return root, embedder
+
+
+@pytest.fixture
+def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, ClusteredEmbedder]]:
+    """40 documents (~240 chunks): several pieces of 50 rows."""
+    yield kb_in_pieces(tmp_path, monkeypatch, 40)
 
 
 def pieces_of(root: Path) -> Header:
@@ -202,28 +208,43 @@ def test_a_damaged_piece_is_refused_and_search_falls_back(kb: tuple[Path, Cluste
 def as_format_1(path: Path) -> None:
     """Rewrite the file's footer as the format-1 build wrote it: one index at offset 0, a 4 KiB footer."""
     header = read_header(path)
-    body = path.read_bytes()[:header.footer_offset]
     fields = {key: value for key, value in asdict(header).items() if key != "pieces"}
     fields.update(format_version=1, payload_bytes=header.payload_bytes)
+    write_footer_json(path, header.footer_offset, fields, 4096)
+
+
+def as_format_2(path: Path) -> None:
+    """Rewrite the footer as format 2 wrote it: pieces of five numbers, no graph checksums."""
+    header = read_header(path)
+    fields = {**asdict(header), "format_version": 2,
+              "pieces": [[piece.offset, piece.size, piece.rows, piece.from_id, piece.to_id] for piece in header.pieces]}
+    write_footer_json(path, header.footer_offset, fields, FOOTER_BYTES)
+
+
+def write_footer_json(path: Path, footer_offset: int, fields: dict[str, Any], block_bytes: int) -> None:
+    """The body as it is, then a footer block of `fields` checksummed as a writer of that format did."""
     text = json.dumps(fields, sort_keys=True).encode()
     block = MAGIC + xxhash.xxh3_64_digest(text) + len(text).to_bytes(4, "little") + text
-    path.write_bytes(body + block + b"\0" * (4096 - len(block)))
+    path.write_bytes(path.read_bytes()[:footer_offset] + block + b"\0" * (block_bytes - len(block)))
 
 
-def test_a_format_1_file_is_stale_and_the_next_sync_rebuilds_it(kb: tuple[Path, ClusteredEmbedder],
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("older", "rewrite"), [(1, as_format_1), (2, as_format_2)])
+def test_a_file_of_an_older_format_is_stale_and_the_next_sync_rebuilds_it(
+        kb: tuple[Path, ClusteredEmbedder], capsys: pytest.CaptureFixture[str], older: int,
+        rewrite: Callable[[Path], None]) -> None:
     root, embedder = kb
     path = vector_file_path(KBPaths(root).state_dir)
-    as_format_1(path)
+    rewrite(path)
     with pytest.raises(VectorFileUnusable) as stale:
         read_header(path)
-    assert stale.value.reason == "stale" and "format 1" in stale.value.detail
+    assert stale.value.reason == "stale" and f"format {older}" in stale.value.detail
     result = pnk_search(root, capsys, QUERIES[0])
     (note,) = [note for note in result["notes"] if EXACT_NOTE in note]
     assert "the vector file is stale" in note
     report = sync(root, embedder)  # no document changed: the step still rebuilds it
-    assert any("vector file built whole" in note and "format 1" in note for note in report.notes), report.notes
-    assert len(pieces_of(root).pieces) > 1
+    assert any("vector file built whole" in note and f"format {older}" in note for note in report.notes), report.notes
+    rebuilt = pieces_of(root)
+    assert len(rebuilt.pieces) > 1 and all(piece.codes_offset == 8 for piece in rebuilt.pieces)
     assert not any(EXACT_NOTE in note for note in pnk_search(root, capsys, QUERIES[0])["notes"])
 
 
