@@ -125,6 +125,7 @@ def refresh_vector_file(conn: sqlite3.Connection, pinakes_dir: Path, identity: M
                     header = _write(path, pieces, keys, key, identity, params, dim)
                 except VectorFileUnusable as unusable:  # a copy that went wrong: the old file stays, built whole
                     why, written[0] = unusable.detail, 0
+                    del pieces  # the update's suspended piece goes before the build holds one of its own
                 else:
                     return RefreshReport("incremental", len(keys), len(added), len(removed),
                                          time.perf_counter() - started, header.file_bytes,
