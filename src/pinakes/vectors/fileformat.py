@@ -401,13 +401,7 @@ def _graph_digest(fd: int, offset: int, size: int, codes_offset: int, codes_byte
     """xxh3-64 of the piece at `offset` of `size` bytes, its codes' span left out."""
     digest = xxhash.xxh3_64()
     for start, end in ((0, codes_offset), (codes_offset + codes_bytes, size)):
-        done = start
-        while done < end:
-            block = _pread(fd, min(_READ_BYTES, end - done), offset + done)
-            if not block:
-                raise VectorFileUnusable("damaged", "a piece ends before its footer says")
-            digest.update(block)
-            done += len(block)
+        _hash_range(digest, fd, offset + start, offset + end, "a piece ends before its footer says")
     return digest.intdigest()
 
 
@@ -504,14 +498,20 @@ def _footer(header: Header) -> bytes:
 def _body_digest(path: Path, end: int, fd: int | None = None) -> str:
     digest = xxhash.xxh3_128()
     with _reading(path, fd) as readable:
-        done = 0
-        while done < end:
-            piece = _pread(readable, min(_READ_BYTES, end - done), done)
-            if not piece:
-                raise VectorFileUnusable("damaged", f"{path.name} ends before its footer says")
-            digest.update(piece)
-            done += len(piece)
+        _hash_range(digest, readable, 0, end, f"{path.name} ends before its footer says")
     return digest.hexdigest()
+
+
+def _hash_range(digest: xxhash.xxh3_64 | xxhash.xxh3_128, fd: int, start: int, end: int, short: str) -> None:
+    """Feed bytes [start, end) of `fd` to `digest`, a bounded block at a time (plain reads: nothing
+    stays resident); VectorFileUnusable("damaged", `short`) when the file ends first."""
+    done = start
+    while done < end:
+        block = _pread(fd, min(_READ_BYTES, end - done), done)
+        if not block:
+            raise VectorFileUnusable("damaged", short)
+        digest.update(block)
+        done += len(block)
 
 
 @contextlib.contextmanager
