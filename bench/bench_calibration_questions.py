@@ -31,11 +31,12 @@ from bench_end_stages import memory  # noqa: E402  (VmRSS, VmHWM, RssAnon, RssFi
 def child(root: Path, matrix: bool) -> dict[str, object]:
     import numpy as np
 
-    from pinakes.calibration.near_duplicates import NEAR_DUPLICATE_COSINE, stored_near_chunks
+    from pinakes.calibration.near_duplicates import stored_near_chunks
     from pinakes.calibration.questions import make_questions
     from pinakes.calibration.self_calibration import DEFAULT_RULES
     from pinakes.index import schema
     from pinakes.kb import KBPaths
+    from pinakes.search.twins import NEAR_DUPLICATE_COSINE
     from pinakes.search.vectors import load_matrix
 
     paths = KBPaths(root)

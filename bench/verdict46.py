@@ -135,7 +135,8 @@ def rank(name: str, label: str) -> Path:
             for a in asked:
                 filters = a.golden.search_filters() if a.golden is not None else None  # type: ignore[attr-defined]
                 got = fusion_fit._lists(searcher, a.query, filters, a.relevant, width)
-                lists.append({"keyword": got.keyword, "vector": got.vector, "paths": got.paths})
+                twins = {"vector_ranks": got.vector_ranks} if hasattr(got, "vector_ranks") else {}  # since twins
+                lists.append({"keyword": got.keyword, "vector": got.vector, "paths": got.paths, **twins})
             out["fit_lists"] = lists
     finally:
         searcher.close()
@@ -181,7 +182,9 @@ def fitted_arm(lists: Sequence[dict], rows: Sequence[int], asked: Sequence[Asked
     from pinakes.eval import fusion_fit
 
     items = [fusion_fit._Lists([tuple(x) for x in lists[i]["keyword"]], [tuple(x) for x in lists[i]["vector"]],
-                               {int(k): v for k, v in lists[i]["paths"].items()}, asked[i].relevant) for i in rows]
+                               {int(k): v for k, v in lists[i]["paths"].items()}, asked[i].relevant,
+                               **{key: lists[i][key] for key in ("vector_ranks",) if key in lists[i]})  # since twins
+             for i in rows]
     original = fusion_fit.collect_lists
     fusion_fit.collect_lists = lambda searcher, golden: items  # type: ignore[assignment]
     try:

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 from pinakes.calibration import self_calibration
-from pinakes.calibration.near_duplicates import NEAR_DUPLICATE_COSINE, stored_near_chunks
+from pinakes.calibration.near_duplicates import stored_near_chunks
 from pinakes.calibration.questions import QuestionRules, make_questions
 from pinakes.calibration.self_calibration import self_calibrate, store
 from pinakes.index import schema
 from pinakes.kb import KBPaths
+from pinakes.search.twins import NEAR_DUPLICATE_COSINE
 from pinakes.search.vectors import load_matrix
 from pinakes.vectors import source
 from tests.fakes import HashEmbedder

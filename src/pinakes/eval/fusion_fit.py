@@ -23,14 +23,19 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import dataclass
 
 from pinakes.eval.corpus import document_ranking, ndcg
 from pinakes.eval.golden import GoldenSet
 from pinakes.eval.paired import sign_test
+from pinakes.index.schema import open_reader
 from pinakes.lexical.filters import SearchFilters
 from pinakes.search.core import MAX_FINAL_K, Searcher
 from pinakes.search.fusion import FusionWeights, cut_with_ties, reciprocal_rank_fusion
+from pinakes.search.twins import shared_ranks
+from pinakes.search.vector_tier import candidate_matrix
+from pinakes.vectors.source import vectors_of
 
 MOVE_AT = 0.005  # the sign test's p below which a fitted arm replaces fixed RRF
 DEPTH = 10  # nDCG@10, as `pnk eval --questions` scores
@@ -109,6 +114,7 @@ class _Lists:
     vector: Hits
     paths: dict[int, str]  # the lists' chunk keys to document paths
     expect: tuple[str, ...]
+    vector_ranks: list[int] | None = None  # the vector list's twins sharing a rank, as hybrid fuses it
 
 
 def arms(fixed_k: int) -> list[FusionArm]:
@@ -166,6 +172,7 @@ def _lists(searcher: Searcher, query: str, filters: SearchFilters | None, expect
     keys: dict[tuple[str, int], int] = {}
     paths: dict[int, str] = {}
     found: dict[str, Hits] = {}
+    twins: list[int] | None = None
     for mode in ("bm25", "vector"):
         result = searcher.search(query, filters=filters, mode=mode, rerank=False, final_k=width)
         hits: Hits = []
@@ -175,12 +182,29 @@ def _lists(searcher: Searcher, query: str, filters: SearchFilters | None, expect
             score = passage.scores.bm25_score if mode == "bm25" else passage.scores.cosine
             hits.append((key, score if score is not None else 0.0))
         found[mode] = hits
-    return _Lists(found["bm25"], found["vector"], paths, tuple(expect))
+        if mode == "vector":
+            twins = _vector_ranks(searcher, [(p.doc_id, p.ordinal) for p in result.passages], hits)
+    return _Lists(found["bm25"], found["vector"], paths, tuple(expect), twins)
+
+
+def _vector_ranks(searcher: Searcher, chunks: Sequence[tuple[str, int]], hits: Hits) -> list[int] | None:
+    """The ranks hybrid search gives this vector list, near-duplicates sharing one (search/twins.py)."""
+    similarity = searcher.settings.twin_similarity
+    if similarity is None or len(hits) < 2:
+        return None
+    with closing(open_reader(searcher.index_path)) as conn:
+        dim = int(conn.execute("SELECT value FROM meta WHERE key = 'embedding_dim'").fetchone()[0])
+        ids = [int(conn.execute("SELECT id FROM chunks WHERE doc_id = ? AND ordinal = ?", chunk).fetchone()[0])
+               for chunk in chunks]
+        found, rows = vectors_of(conn, ids, dim)
+    ranked = [(chunk_id, score) for chunk_id, (_, score) in zip(ids, hits, strict=True)]
+    return shared_ranks(ranked, candidate_matrix(found, rows, dim), similarity)
 
 
 def _score(lists: _Lists, arm: FusionArm, fusion_top_k: int) -> float:
     fused = reciprocal_rank_fusion(lists.keyword, lists.vector, arm.rrf_k,
-                                   FusionWeights(arm.keyword_weight, arm.vector_weight))
+                                   FusionWeights(arm.keyword_weight, arm.vector_weight),
+                                   lists.vector_ranks if lists.keyword else None)
     pool = cut_with_ties(fused, fusion_top_k)
     ranking = document_ranking([lists.paths[candidate.chunk_id] for candidate in pool])
     return ndcg(ranking, lists.expect, DEPTH)

@@ -59,6 +59,7 @@ from pinakes.search.scripts import vectors_blind_to
 from pinakes.search.settings import SearchSettings
 from pinakes.search.suggest import suggest_next
 from pinakes.search.twice import SharedWork, leaves_out_only
+from pinakes.search.twins import shared_ranks
 
 if TYPE_CHECKING:
     import numpy as np
@@ -328,7 +329,8 @@ class _Run:
         plan, keyword, vector, embedder = self._models_and_retrievers(generation)
         embedder = embedder if self.mode != "bm25" else None  # the endpoint failed mid-query
         vector = self._unless_blind(vector, embedder)
-        ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k, self.settings.fusion_weights)
+        twins = shared_ranks(vector, self.ranked_rows, self.settings.twin_similarity) if keyword else None
+        ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k, self.settings.fusion_weights, twins)
         if self.settings.graph_channel == "expand" and vector:
             ranked = self._expand(generation, ranked)
         pool = cut_with_ties(ranked, self.fusion_top_k)

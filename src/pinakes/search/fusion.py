@@ -9,7 +9,7 @@ by the best single rank and the chunk id, so the order is deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 NO_RANK = 1 << 30  # the best rank of a candidate no list ranked
@@ -55,21 +55,25 @@ FIXED_RRF = FusionWeights()
 
 def reciprocal_rank_fusion(
     keyword: Iterable[tuple[int, float]], vector: Iterable[tuple[int, float]], k: int,
-    weights: FusionWeights = FIXED_RRF,
+    weights: FusionWeights = FIXED_RRF, vector_ranks: Sequence[int] | None = None,
 ) -> list[Candidate]:
     """Every candidate of either list, best fused score first (ties: best rank, chunk id).
 
     Each list arrives best first; equal scores share a rank (1, 2, 2, 4), because an order
-    between exactly equal scores would be an accident of storage, not evidence.
+    between exactly equal scores would be an accident of storage, not evidence. `vector_ranks`,
+    when given, are the vector list's ranks in its order with near-duplicates sharing one
+    (search/twins.py): the same reasoning for scores equal in all but noise.
     """
     candidates: dict[int, Candidate] = {}
-    for rank, chunk_id, score in _competition_ranks(keyword):
+    for rank, chunk_id, score in competition_ranks(keyword):
         candidate = candidates.get(chunk_id)
         if candidate is None:  # (setdefault would build a Candidate for every chunk, new or not)
             candidate = candidates[chunk_id] = Candidate(chunk_id)
         candidate.bm25_rank, candidate.bm25_score = rank, score
         candidate.rrf += weights.keyword / (k + rank)
-    for rank, chunk_id, score in _competition_ranks(vector):
+    for position, (rank, chunk_id, score) in enumerate(competition_ranks(vector)):
+        if vector_ranks is not None:
+            rank = vector_ranks[position]
         candidate = candidates.get(chunk_id)
         if candidate is None:
             candidate = candidates[chunk_id] = Candidate(chunk_id)
@@ -87,14 +91,14 @@ def add_graph_list(ranked: list[Candidate], graph: Iterable[tuple[int, float]], 
     """`ranked` with the graph channel's list (chunk id, cosine; best first) fused in as one more
     reciprocal-rank list of weight `weight`, re-sorted as reciprocal_rank_fusion sorts."""
     candidates = {candidate.chunk_id: candidate for candidate in ranked}
-    for rank, chunk_id, _cosine in _competition_ranks(graph):
+    for rank, chunk_id, _cosine in competition_ranks(graph):
         candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
         candidate.graph_rank = rank
         candidate.rrf += weight / (k + rank)
     return sorted(candidates.values(), key=_fused_key)
 
 
-def _competition_ranks(ranked: Iterable[tuple[int, float]]) -> Iterator[tuple[int, int, float]]:
+def competition_ranks(ranked: Iterable[tuple[int, float]]) -> Iterator[tuple[int, int, float]]:
     rank, previous = 0, None
     for position, (chunk_id, score) in enumerate(ranked, start=1):
         if score != previous:
