@@ -18,11 +18,12 @@ over the list's own rows (candidates_per_source of them: ~0.1 ms at 50).
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from pinakes.search.fusion import competition_ranks
-from pinakes.search.vectors import VectorMatrix
+
+if TYPE_CHECKING:  # NumPy loads with the first search, not with the settings that name the threshold
+    from pinakes.search.vectors import VectorMatrix
 
 # Chunk vectors at least this similar are one passage to the vector side, and to self-calibration,
 # which leaves a question's near-duplicates out of its no-answer search (calibration/near_duplicates.py).
@@ -38,6 +39,8 @@ def shared_ranks(hits: Sequence[tuple[int, float]], rows: VectorMatrix | None,
     rank in it; None when nothing is shared (no twins, no rows to compare, or `similarity` None)."""
     if similarity is None or rows is None or len(hits) < 2 or len(rows) == 0:
         return None
+    import numpy as np
+
     ids = np.fromiter((chunk_id for chunk_id, _ in hits), dtype=np.int64, count=len(hits))
     at = np.minimum(np.searchsorted(rows.chunk_ids, ids), len(rows) - 1)
     if not bool(np.all(rows.chunk_ids[at] == ids)):
