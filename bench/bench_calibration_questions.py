@@ -36,7 +36,7 @@ def child(root: Path, matrix: bool) -> dict[str, object]:
     from pinakes.calibration.self_calibration import DEFAULT_RULES
     from pinakes.index import schema
     from pinakes.kb import KBPaths
-    from pinakes.search.twins import NEAR_DUPLICATE_COSINE
+    from pinakes.search.shared_ranks import NEAR_DUPLICATE_COSINE
     from pinakes.search.vectors import load_matrix
 
     paths = KBPaths(root)

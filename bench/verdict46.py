@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import os
 import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
+from contextlib import closing, nullcontext
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -132,11 +134,17 @@ def rank(name: str, label: str) -> Path:
 
             width = min(settings.candidates_per_source, MAX_FINAL_K)
             lists = []
-            for a in asked:
-                filters = a.golden.search_filters() if a.golden is not None else None  # type: ignore[attr-defined]
-                got = fusion_fit._lists(searcher, a.query, filters, a.relevant, width)
-                twins = {"vector_ranks": got.vector_ranks} if hasattr(got, "vector_ranks") else {}  # since twins
-                lists.append({"keyword": got.keyword, "vector": got.vector, "paths": got.paths, **twins})
+            # since shared vector ranks the lists are read beside one reader of the index (either tree runs here)
+            with_reader = "conn" in inspect.signature(fusion_fit._lists).parameters
+            from pinakes.index import schema
+
+            with closing(schema.open_reader(searcher.index_path)) if with_reader else nullcontext() as conn:
+                for a in asked:
+                    filters = a.golden.search_filters() if a.golden is not None else None  # type: ignore[attr-defined]
+                    first = (searcher, conn) if with_reader else (searcher,)
+                    got = fusion_fit._lists(*first, a.query, filters, a.relevant, width)  # type: ignore[call-arg]
+                    shared = {name: getattr(got, name) for name in ("near_duplicates", "coverage") if hasattr(got, name)}
+                    lists.append({"keyword": got.keyword, "vector": got.vector, "paths": got.paths, **shared})
             out["fit_lists"] = lists
     finally:
         searcher.close()
@@ -183,7 +191,7 @@ def fitted_arm(lists: Sequence[dict], rows: Sequence[int], asked: Sequence[Asked
 
     items = [fusion_fit._Lists([tuple(x) for x in lists[i]["keyword"]], [tuple(x) for x in lists[i]["vector"]],
                                {int(k): v for k, v in lists[i]["paths"].items()}, asked[i].relevant,
-                               **{key: lists[i][key] for key in ("vector_ranks",) if key in lists[i]})  # since twins
+                               **_shared_fields(lists[i]))
              for i in rows]
     original = fusion_fit.collect_lists
     fusion_fit.collect_lists = lambda searcher, golden: items  # type: ignore[assignment]
@@ -194,6 +202,17 @@ def fitted_arm(lists: Sequence[dict], rows: Sequence[int], asked: Sequence[Asked
         fusion_fit.collect_lists = original
     arm = fit.chosen.arm
     return "fixed" if not fit.moved else f"fit-{arm.keyword_weight:g}-{arm.vector_weight:g}-{arm.rrf_k}"
+
+
+def _shared_fields(stored: dict) -> dict:  # type: ignore[type-arg]
+    """What a tree whose fusion reads near-duplicates keeps beside the lists (search/shared_ranks.py)."""
+    out: dict = {}  # type: ignore[type-arg]
+    if "near_duplicates" in stored:
+        near = stored["near_duplicates"]
+        out["near_duplicates"] = None if near is None else {int(k): v for k, v in near.items()}
+    if "coverage" in stored:
+        out["coverage"] = {int(k): v for k, v in stored["coverage"].items()}
+    return out
 
 
 _FITS: dict[tuple[str, int, int], str] = {}

@@ -96,3 +96,15 @@ def test_a_no_op_sync_imports_only_what_it_uses(tmp_path: Path) -> None:
               "importlib.metadata",  # the installed distribution's origin, named only by a remedy
               "secrets", "socket"}  # a temp name's random part, the lock's host name: os has both
     assert sorted(unused & added) == []
+
+
+def test_the_search_modules_leave_numpy_to_the_first_search() -> None:
+    """A `pnk search` asks for one BLAS thread before NumPy loads (search/threads.py): no module it
+    imports on the way may load NumPy, nor the MCP server's tools."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pinakes.search.core, pinakes.search.settings, pinakes.search.shared_ranks, "
+            "pinakes.serve.tools; print('numpy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

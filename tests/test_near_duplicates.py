@@ -19,7 +19,7 @@ from pinakes.calibration.questions import QuestionRules, make_questions
 from pinakes.calibration.self_calibration import self_calibrate, store
 from pinakes.index import schema
 from pinakes.kb import KBPaths
-from pinakes.search.twins import NEAR_DUPLICATE_COSINE
+from pinakes.search.shared_ranks import NEAR_DUPLICATE_COSINE
 from pinakes.search.vectors import load_matrix
 from pinakes.vectors import source
 from tests.fakes import HashEmbedder

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pinakes.errors import ModelMismatchError
-from pinakes.search.twins import NEAR_DUPLICATE_COSINE  # one threshold: hybrid fusion's twins are these
+from pinakes.search.shared_ranks import NEAR_DUPLICATE_COSINE  # one threshold with hybrid fusion's
 
 # A pair the batched product puts this close below the threshold is measured again row by row:
 # float32 products of unit vectors differ by a few 1e-7 between one summation order and another.

@@ -21,6 +21,7 @@ rerank off.
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import statistics
 from collections.abc import Sequence
 from contextlib import closing
@@ -29,11 +30,12 @@ from dataclasses import dataclass
 from pinakes.eval.corpus import document_ranking, ndcg
 from pinakes.eval.golden import GoldenSet
 from pinakes.eval.paired import sign_test
-from pinakes.index.schema import open_reader
+from pinakes.index import schema
 from pinakes.lexical.filters import SearchFilters
 from pinakes.search.core import MAX_FINAL_K, Searcher
-from pinakes.search.fusion import FusionWeights, cut_with_ties, reciprocal_rank_fusion
-from pinakes.search.twins import shared_ranks
+from pinakes.search.fusion import FusionWeights, cut_with_ties, order_fused, reciprocal_rank_fusion
+from pinakes.search.results import Passage
+from pinakes.search.shared_ranks import near_duplicates_above
 from pinakes.search.vector_tier import candidate_matrix
 from pinakes.vectors.source import vectors_of
 
@@ -112,9 +114,10 @@ def _toml_string(text: str) -> str:
 class _Lists:
     keyword: Hits
     vector: Hits
-    paths: dict[int, str]  # the lists' chunk keys to document paths
+    paths: dict[int, str]  # the lists' chunk ids to document paths
     expect: tuple[str, ...]
-    vector_ranks: list[int] | None = None  # the vector list's twins sharing a rank, as hybrid fuses it
+    near_duplicates: dict[int, list[int]] | None = None  # the vector list's, as hybrid fuses it
+    coverage: dict[int, float] = dataclasses.field(default_factory=lambda: {})  # order_fused's tie-break
 
 
 def arms(fixed_k: int) -> list[FusionArm]:
@@ -155,56 +158,75 @@ def collect_lists(searcher: Searcher, golden: GoldenSet) -> list[_Lists]:
     width = min(settings.candidates_per_source, MAX_FINAL_K)
     searcher.settings = dataclasses.replace(settings, rerank=False)
     try:
-        out: list[_Lists] = []
-        for question in golden.questions:
-            if not question.answerable:
-                continue
-            filters = question.search_filters() if question.filters else None
-            asked = [(hop.query, hop.expect) for hop in question.hops] or [(question.query, question.expect)]
-            out += [_lists(searcher, query, filters, expect, width) for query, expect in asked]
-        return out
+        with closing(schema.open_reader(searcher.index_path)) as conn:
+            out: list[_Lists] = []
+            for question in golden.questions:
+                if not question.answerable:
+                    continue
+                filters = question.search_filters() if question.filters else None
+                asked = [(hop.query, hop.expect) for hop in question.hops] or [(question.query, question.expect)]
+                out += [_lists(searcher, conn, query, filters, expect, width) for query, expect in asked]
+            return out
     finally:
         searcher.settings = settings
 
 
-def _lists(searcher: Searcher, query: str, filters: SearchFilters | None, expect: Sequence[str],
-           width: int) -> _Lists:
-    keys: dict[tuple[str, int], int] = {}
-    paths: dict[int, str] = {}
+def _lists(searcher: Searcher, conn: sqlite3.Connection, query: str, filters: SearchFilters | None,
+           expect: Sequence[str], width: int) -> _Lists:
+    """The two lists keyed by chunk id, with what `pnk search` orders their fusion by: each chunk's
+    coverage and the vector list's near-duplicates (search/shared_ranks.py)."""
     found: dict[str, Hits] = {}
-    twins: list[int] | None = None
+    paths: dict[int, str] = {}
+    coverage: dict[int, float] = {}
+    unknown: dict[tuple[str, int], int] = {}
     for mode in ("bm25", "vector"):
         result = searcher.search(query, filters=filters, mode=mode, rerank=False, final_k=width)
+        ids = _chunk_ids(conn, result.passages, unknown)
         hits: Hits = []
-        for passage in result.passages:
-            key = keys.setdefault((passage.path, passage.ordinal), len(keys))
-            paths[key] = passage.path
+        for chunk_id, passage in zip(ids, result.passages, strict=True):
+            paths[chunk_id] = passage.path
+            coverage[chunk_id] = passage.scores.coverage or 0.0
             score = passage.scores.bm25_score if mode == "bm25" else passage.scores.cosine
-            hits.append((key, score if score is not None else 0.0))
+            hits.append((chunk_id, score if score is not None else 0.0))
         found[mode] = hits
-        if mode == "vector":
-            twins = _vector_ranks(searcher, [(p.doc_id, p.ordinal) for p in result.passages], hits)
-    return _Lists(found["bm25"], found["vector"], paths, tuple(expect), twins)
+    near = _near_duplicates(conn, found["vector"], searcher.settings.near_duplicate_cosine)
+    return _Lists(found["bm25"], found["vector"], paths, tuple(expect), near, coverage)
 
 
-def _vector_ranks(searcher: Searcher, chunks: Sequence[tuple[str, int]], hits: Hits) -> list[int] | None:
-    """The ranks hybrid search gives this vector list, near-duplicates sharing one (search/twins.py)."""
-    similarity = searcher.settings.twin_similarity
-    if similarity is None or len(hits) < 2:
+def _chunk_ids(conn: sqlite3.Connection, passages: Sequence[Passage], unknown: dict[tuple[str, int], int]) -> list[int]:
+    """Each passage's chunk id; one a sync removed since the search (the fit may run beside one)
+    gets a key below zero of its own, which shares no rank."""
+    wanted = {(passage.doc_id, passage.ordinal) for passage in passages}
+    documents = sorted({doc_id for doc_id, _ in wanted})
+    known: dict[tuple[str, int], int] = {}
+    for start in range(0, len(documents), 500):
+        part = documents[start:start + 500]
+        rows = conn.execute(f"SELECT id, doc_id, ordinal FROM chunks WHERE doc_id IN ({','.join('?' * len(part))})", part)
+        known.update({(doc_id, ordinal): chunk_id for chunk_id, doc_id, ordinal in rows if (doc_id, ordinal) in wanted})
+    ids: list[int] = []
+    for passage in passages:
+        key = (passage.doc_id, passage.ordinal)
+        chunk_id = known.get(key)
+        ids.append(chunk_id if chunk_id is not None else unknown.setdefault(key, -1 - len(unknown)))
+    return ids
+
+
+def _near_duplicates(conn: sqlite3.Connection, vector: Hits, similarity: float | None) -> dict[int, list[int]] | None:
+    if similarity is None or len(vector) < 2:
         return None
-    with closing(open_reader(searcher.index_path)) as conn:
-        dim = int(conn.execute("SELECT value FROM meta WHERE key = 'embedding_dim'").fetchone()[0])
-        ids = [int(conn.execute("SELECT id FROM chunks WHERE doc_id = ? AND ordinal = ?", chunk).fetchone()[0])
-               for chunk in chunks]
-        found, rows = vectors_of(conn, ids, dim)
-    ranked = [(chunk_id, score) for chunk_id, (_, score) in zip(ids, hits, strict=True)]
-    return shared_ranks(ranked, candidate_matrix(found, rows, dim), similarity)
+    dim = schema.read_meta(conn).get("embedding_dim")
+    if not dim:
+        return None
+    found, rows = vectors_of(conn, [chunk_id for chunk_id, _ in vector if chunk_id >= 0], int(dim))
+    return near_duplicates_above(vector, candidate_matrix(found, rows, int(dim)), similarity)
 
 
 def _score(lists: _Lists, arm: FusionArm, fusion_top_k: int) -> float:
+    """nDCG@10 of this arm's fusion, ordered as `pnk search` orders it (coverage breaks exact ties)."""
     fused = reciprocal_rank_fusion(lists.keyword, lists.vector, arm.rrf_k,
-                                   FusionWeights(arm.keyword_weight, arm.vector_weight),
-                                   lists.vector_ranks if lists.keyword else None)
+                                   FusionWeights(arm.keyword_weight, arm.vector_weight), lists.near_duplicates)
     pool = cut_with_ties(fused, fusion_top_k)
-    ranking = document_ranking([lists.paths[candidate.chunk_id] for candidate in pool])
+    for candidate in pool:
+        candidate.coverage = lists.coverage.get(candidate.chunk_id)
+    ranking = document_ranking([lists.paths[candidate.chunk_id] for candidate in order_fused(pool)[:fusion_top_k]])
     return ndcg(ranking, lists.expect, DEPTH)

@@ -57,9 +57,9 @@ from pinakes.search.rerank import reranked_or_note, reranker_or_note
 from pinakes.search.results import SearchResult
 from pinakes.search.scripts import vectors_blind_to
 from pinakes.search.settings import SearchSettings
+from pinakes.search.shared_ranks import near_duplicates_above
 from pinakes.search.suggest import suggest_next
 from pinakes.search.twice import SharedWork, leaves_out_only
-from pinakes.search.twins import shared_ranks
 
 if TYPE_CHECKING:
     import numpy as np
@@ -329,8 +329,8 @@ class _Run:
         plan, keyword, vector, embedder = self._models_and_retrievers(generation)
         embedder = embedder if self.mode != "bm25" else None  # the endpoint failed mid-query
         vector = self._unless_blind(vector, embedder)
-        twins = shared_ranks(vector, self.ranked_rows, self.settings.twin_similarity) if keyword else None
-        ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k, self.settings.fusion_weights, twins)
+        near = near_duplicates_above(vector, self.ranked_rows, self.settings.near_duplicate_cosine) if keyword else None
+        ranked = reciprocal_rank_fusion(keyword, vector, self.settings.rrf_k, self.settings.fusion_weights, near)
         if self.settings.graph_channel == "expand" and vector:
             ranked = self._expand(generation, ranked)
         pool = cut_with_ties(ranked, self.fusion_top_k)

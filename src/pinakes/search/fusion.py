@@ -9,7 +9,7 @@ by the best single rank and the chunk id, so the order is deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 NO_RANK = 1 << 30  # the best rank of a candidate no list ranked
@@ -55,14 +55,16 @@ FIXED_RRF = FusionWeights()
 
 def reciprocal_rank_fusion(
     keyword: Iterable[tuple[int, float]], vector: Iterable[tuple[int, float]], k: int,
-    weights: FusionWeights = FIXED_RRF, vector_ranks: Sequence[int] | None = None,
+    weights: FusionWeights = FIXED_RRF, near_duplicates: Mapping[int, Sequence[int]] | None = None,
 ) -> list[Candidate]:
     """Every candidate of either list, best fused score first (ties: best rank, chunk id).
 
     Each list arrives best first; equal scores share a rank (1, 2, 2, 4), because an order
-    between exactly equal scores would be an accident of storage, not evidence. `vector_ranks`,
-    when given, are the vector list's ranks in its order with near-duplicates sharing one
-    (search/twins.py): the same reasoning for scores equal in all but noise.
+    between exactly equal scores would be an accident of storage, not evidence. `near_duplicates`
+    (search/shared_ranks.py: vector-list position -> the positions above it of its near-duplicates)
+    extends that to an order the vector side cannot resolve: a chunk the keyword side ranks at least
+    as high as a near-duplicate above it fuses with that one's vector rank, when both lists are
+    present and weigh. A candidate's `vector_rank` is always its own.
     """
     candidates: dict[int, Candidate] = {}
     for rank, chunk_id, score in competition_ranks(keyword):
@@ -71,15 +73,31 @@ def reciprocal_rank_fusion(
             candidate = candidates[chunk_id] = Candidate(chunk_id)
         candidate.bm25_rank, candidate.bm25_score = rank, score
         candidate.rrf += weights.keyword / (k + rank)
+    # One list alone, or one that weighs nothing, keeps its own order: nothing else can decide.
+    shared = near_duplicates if candidates and weights.keyword > 0 and weights.vector > 0 else None
+    listed: list[Candidate] = []  # the vector list so far, read only when something is shared
     for position, (rank, chunk_id, score) in enumerate(competition_ranks(vector)):
-        if vector_ranks is not None:
-            rank = vector_ranks[position]
         candidate = candidates.get(chunk_id)
         if candidate is None:
             candidate = candidates[chunk_id] = Candidate(chunk_id)
         candidate.vector_rank, candidate.cosine = rank, score
-        candidate.rrf += weights.vector / (k + rank)
+        fused_rank = rank
+        if shared is not None:
+            above = shared.get(position)
+            if above and candidate.bm25_rank is not None:
+                fused_rank = _deferred_rank(candidate.bm25_rank, rank, (listed[i] for i in above))
+            listed.append(candidate)
+        candidate.rrf += weights.vector / (k + fused_rank)
     return sorted(candidates.values(), key=_fused_key)
+
+
+def _deferred_rank(keyword_rank: int, own: int, near_above: Iterable[Candidate]) -> int:
+    """The vector rank of the first near-duplicate above (the best: ranks only grow down the list)
+    that the keyword side ranks no higher than this chunk's `keyword_rank`; `own` when none is."""
+    for other in near_above:
+        if other.bm25_rank is None or keyword_rank <= other.bm25_rank:
+            return min(own, other.vector_rank if other.vector_rank is not None else own)
+    return own
 
 
 def _fused_key(candidate: Candidate) -> tuple[float, int, int]:

@@ -9,7 +9,7 @@ from pinakes.search import bm25
 from pinakes.search.calibrated import KBConfidence
 from pinakes.search.confidence import Thresholds
 from pinakes.search.fusion import FIXED_RRF, FusionWeights
-from pinakes.search.twins import NEAR_DUPLICATE_COSINE
+from pinakes.search.shared_ranks import NEAR_DUPLICATE_COSINE
 
 # The [retrieval] defaults live in the manifest's section (one home); SearchSettings takes them from it.
 _RETRIEVAL = RetrievalSection()
@@ -30,8 +30,8 @@ class SearchSettings:
     adjacent_k: int = _RETRIEVAL.adjacent_k
     vector_tier: str = _RETRIEVAL.vector_tier
     fusion_weights: FusionWeights = FIXED_RRF  # [retrieval.fusion]'s weights; its rrf_k is in rrf_k
-    # Vector-list twins share a rank in hybrid fusion (search/twins.py); None: off (benchmarks' arm).
-    twin_similarity: float | None = NEAR_DUPLICATE_COSINE
+    # Near-duplicates defer to the keyword side in hybrid fusion (search/shared_ranks.py); None: off (a bench's arm).
+    near_duplicate_cosine: float | None = NEAR_DUPLICATE_COSINE
     # A search whose confidence is low or unknown suggests what to try next; self-calibration reads
     # only the evidence, and on an uncalibrated KB every one of its searches would build one.
     suggest: bool = True
