@@ -7,6 +7,7 @@ built by the product's sync.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,10 @@ import numpy as np
 import pytest
 
 from pinakes.cli import main
+from pinakes.eval import fusion_fit
 from pinakes.eval.corpus import document_ranking, ndcg
 from pinakes.search.core import Searcher, SearchSettings
-from pinakes.search.fusion import FIXED_RRF, FusionWeights, reciprocal_rank_fusion
+from pinakes.search.fusion import FIXED_RRF, Candidate, FusionWeights, reciprocal_rank_fusion
 from pinakes.search.shared_ranks import NEAR_DUPLICATE_COSINE, SHARED_WINDOW, near_duplicates_above
 from pinakes.search.vectors import VectorMatrix
 from tests.fakes import VectorTableEmbedder, substitute_embedder
@@ -136,7 +138,6 @@ def test_nothing_is_found_without_a_pair_rows_or_the_setting() -> None:
     assert near_duplicates_above([(1, 0.9), (2, 0.5)], rows) is None  # no near-duplicates
     assert near_duplicates_above([(1, 0.9), (3, 0.5)], rows, similarity=None) is None  # off
     assert near_duplicates_above([(1, 0.9), (3, 0.5)], None) is None  # nothing to compare
-    assert near_duplicates_above([(1, 0.9), (7, 0.5)], rows) is None  # a row the list names is missing
     assert near_duplicates_above([(1, 0.9), (3, 0.5)], rows) == {1: [0]}
 
 
@@ -144,28 +145,99 @@ VECTOR = [(1, 0.80), (2, 0.79), (3, 0.78), (4, 0.50)]  # positions 0-3; 3 is a n
 NEAR = {2: [0]}
 
 
-def order(keyword: list[tuple[int, float]], weights: FusionWeights = FIXED_RRF) -> list[int]:
-    return [c.chunk_id for c in reciprocal_rank_fusion(keyword, VECTOR, 60, weights, NEAR)]
+def order(keyword: list[tuple[int, float]], weights: FusionWeights = FIXED_RRF,
+          vector: list[tuple[int, float]] = VECTOR, near: dict[int, list[int]] = NEAR) -> list[int]:
+    return [c.chunk_id for c in reciprocal_rank_fusion(keyword, vector, 60, weights, near)]
+
+
+def plain(keyword: list[tuple[int, float]], vector: list[tuple[int, float]] = VECTOR) -> list[int]:
+    return [c.chunk_id for c in reciprocal_rank_fusion(keyword, vector, 60)]
 
 
 def test_a_near_duplicate_the_keyword_side_ranks_higher_takes_the_vector_rank_above_it() -> None:
-    assert order([(3, 9.0), (1, 8.0)])[0] == 3
-    assert order([(3, 9.0), (1, 9.0)])[:2] == [1, 3]  # tied by keyword too: an exact tie, storage order decides
+    assert plain([(3, 9.0), (1, 8.0)])[0] == 1 and order([(3, 9.0), (1, 8.0)])[0] == 3
+    assert plain([(3, 9.0)])[:2] == order([(3, 9.0)])[:2] == [3, 1]  # the one above has no keyword rank
     both = reciprocal_rank_fusion([(3, 9.0), (1, 8.0)], VECTOR, 60, near_duplicates=NEAR)
     assert {c.chunk_id: c.vector_rank for c in both} == {1: 1, 2: 2, 3: 3, 4: 4}  # own ranks reported
 
 
+def test_a_keyword_tie_makes_an_exact_tie_ordered_as_the_keyword_list_orders_it() -> None:
+    vector = [(7, 0.81), (5, 0.80), (3, 0.79)]  # 3 (stored first) is a near-duplicate of 7
+    keyword = [(3, 9.0), (7, 9.0)]  # equal BM25: the keyword list holds 3 first (storage order)
+    assert plain(keyword, vector) == [7, 3, 5]  # the vector side's order would decide
+    assert order(keyword, vector=vector, near={2: [0]}) == [3, 7, 5]  # as keyword search returns them
+
+
 def test_no_chunk_moves_without_the_keyword_side_preferring_it() -> None:
-    assert order([(1, 9.0), (3, 8.0)]) == [c.chunk_id for c in reciprocal_rank_fusion([(1, 9.0), (3, 8.0)], VECTOR, 60)]
-    assert order([(4, 9.0)]) == [c.chunk_id for c in reciprocal_rank_fusion([(4, 9.0)], VECTOR, 60)]  # 3 unranked
+    assert order([(1, 9.0), (3, 8.0)]) == plain([(1, 9.0), (3, 8.0)])
+    assert order([(4, 9.0)]) == plain([(4, 9.0)])  # 3 is not keyword-ranked
 
 
-@pytest.mark.parametrize("weights", [FusionWeights(0.0, 1.0), FusionWeights(1.0, 0.0)])
-def test_a_list_that_weighs_nothing_shares_nothing(weights: FusionWeights) -> None:
+def test_a_deferring_chunk_never_passes_one_that_both_lists_rank_at_least_as_high() -> None:
+    vector = [(i, 0.80 - i / 100) for i in range(1, 10)]  # 9 (position 8) is a near-duplicate of 1
+    near = {8: [0]}
+    assert order([(9, 8.0)], vector=vector, near=near)[0] == 9  # nothing between stops it: 1's rank
+    # 7 is above 9 in both lists: 9 is lifted to just below it, never past it.
+    lifted = order([(7, 9.0), (9, 8.0)], vector=vector, near=near)
+    assert lifted[:2] == [7, 9] and plain([(7, 9.0), (9, 8.0)], vector)[:2] == [7, 9]
+    fused = {c.chunk_id: c.rrf for c in reciprocal_rank_fusion([(7, 9.0), (9, 8.0)], vector, 60, near_duplicates=near)}
+    assert fused[9] == pytest.approx(1 / 62 + 1 / 68)  # the vector rank just below 7's (7), not 1's
+
+
+def test_a_list_that_weighs_nothing_shares_nothing() -> None:
     keyword = [(3, 9.0), (1, 8.0)]
-    assert order(keyword, weights) == [c.chunk_id for c in reciprocal_rank_fusion(keyword, VECTOR, 60, weights)]
+    vector_only = FusionWeights(0.0, 1.0)
+    assert order(keyword, vector_only) == [c.chunk_id for c in reciprocal_rank_fusion(keyword, VECTOR, 60, vector_only)]
+    assert order(keyword, vector_only)[:4] == [1, 2, 3, 4]
     assert [c.chunk_id for c in reciprocal_rank_fusion([], VECTOR, 60, near_duplicates=NEAR)] == [1, 2, 3, 4]
+
+
+def test_the_fits_order_breaks_an_exact_tie_by_coverage_as_search_does() -> None:
+    lists = fusion_fit._Lists(keyword=[(1, 5.0)], vector=[(2, 0.9)], paths={1: "docs/a.md", 2: "docs/b.md"},
+                              expect=("docs/b.md",), coverage={1: 0.5, 2: 1.0})
+    arm = fusion_fit.FusionArm(1.0, 1.0, 60)
+    assert fusion_fit._score(lists, arm, 10) == pytest.approx(1.0)  # equal fused scores: b holds more words
+    uncovered = dataclasses.replace(lists, coverage={})
+    assert fusion_fit._score(uncovered, arm, 10) < 1.0  # without coverage, chunk id 1 (a) would lead
+
+
+def test_a_row_missing_from_the_ranked_rows_has_no_near_duplicate_but_the_others_keep_theirs() -> None:
+    rows = matrix({1: [1.0, 0.0], 2: [0.0, 1.0], 3: [1.0, 0.02]})
+    assert near_duplicates_above([(1, 0.9), (9, 0.8), (3, 0.7)], rows) == {2: [0]}
 
 
 def test_settings_share_by_the_near_duplicate_threshold() -> None:
     assert SearchSettings().near_duplicate_cosine == NEAR_DUPLICATE_COSINE
+
+
+def test_the_one_pass_cap_equals_the_rule_as_stated() -> None:
+    """fusion's `_deferred_rank` walks up once and stops early; the rule it implements, written plainly
+    (every qualifying near-duplicate above, every chunk between), must give the same rank."""
+    import random
+
+    from pinakes.search import fusion
+
+    def stated(keyword_rank: int, own: int, above: list[int], listed: list[Candidate]) -> int:
+        best = own
+        for upper in above:
+            other = listed[upper]
+            if other.bm25_rank is not None and keyword_rank > other.bm25_rank:
+                continue
+            floor = other.vector_rank or own
+            for between in listed[upper + 1:]:
+                if between.bm25_rank is not None and between.bm25_rank <= keyword_rank:
+                    floor = max(floor, (between.vector_rank or own) + 1)
+            best = min(best, floor)
+        return best
+
+    rng = random.Random(7)
+    for _ in range(5000):
+        listed: list[Candidate] = []
+        for position in range(rng.randint(1, 12)):
+            candidate = Candidate(position, bm25_rank=rng.choice([None, 1, 2, 3, 4, 5]))
+            tied = listed and rng.random() < 0.2  # equal cosines share a competition rank
+            candidate.vector_rank = listed[-1].vector_rank if tied else position + 1
+            listed.append(candidate)
+        above = sorted(rng.sample(range(len(listed)), rng.randint(1, len(listed))))
+        keyword_rank, own = rng.randint(1, 5), len(listed) + 1
+        assert fusion._deferred_rank(keyword_rank, own, above, listed) == stated(keyword_rank, own, above, listed)

@@ -194,15 +194,18 @@ def _lists(searcher: Searcher, conn: sqlite3.Connection, query: str, filters: Se
 
 
 def _chunk_ids(conn: sqlite3.Connection, passages: Sequence[Passage], unknown: dict[tuple[str, int], int]) -> list[int]:
-    """Each passage's chunk id; one a sync removed since the search (the fit may run beside one)
-    gets a key below zero of its own, which shares no rank."""
-    wanted = {(passage.doc_id, passage.ordinal) for passage in passages}
-    documents = sorted({doc_id for doc_id, _ in wanted})
+    """Each passage's chunk id, looked up by (document, ordinal) in the chunks' unique index; one
+    a sync removed since the search (the fit may run beside one) gets a key below zero of its own,
+    which has no vector and so no near-duplicate."""
+    wanted = sorted({(passage.doc_id, passage.ordinal) for passage in passages})
     known: dict[tuple[str, int], int] = {}
-    for start in range(0, len(documents), 500):
-        part = documents[start:start + 500]
-        rows = conn.execute(f"SELECT id, doc_id, ordinal FROM chunks WHERE doc_id IN ({','.join('?' * len(part))})", part)
-        known.update({(doc_id, ordinal): chunk_id for chunk_id, doc_id, ordinal in rows if (doc_id, ordinal) in wanted})
+    for start in range(0, len(wanted), 400):  # two parameters a row, well under SQLite's limit
+        part = wanted[start:start + 400]
+        # VALUES first, CROSS JOIN: one seek of the index per passage, never a scan of the chunks
+        rows = conn.execute("SELECT c.id, c.doc_id, c.ordinal FROM (VALUES " + ", ".join("(?, ?)" for _ in part)
+                            + ") AS w CROSS JOIN chunks c ON c.doc_id = w.column1 AND c.ordinal = w.column2",
+                            [value for key in part for value in key])
+        known.update({(doc_id, ordinal): chunk_id for chunk_id, doc_id, ordinal in rows})
     ids: list[int] = []
     for passage in passages:
         key = (passage.doc_id, passage.ordinal)

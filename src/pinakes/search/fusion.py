@@ -63,7 +63,8 @@ def reciprocal_rank_fusion(
     between exactly equal scores would be an accident of storage, not evidence. `near_duplicates`
     (search/shared_ranks.py: vector-list position -> the positions above it of its near-duplicates)
     extends that to an order the vector side cannot resolve: a chunk the keyword side ranks at least
-    as high as a near-duplicate above it fuses with that one's vector rank, when both lists are
+    as high as a near-duplicate above it (or ranks when it does not) fuses with that one's vector rank,
+    never above a chunk between them that both lists rank at least as high, when both lists are
     present and weigh. A candidate's `vector_rank` is always its own.
     """
     candidates: dict[int, Candidate] = {}
@@ -85,19 +86,31 @@ def reciprocal_rank_fusion(
         if shared is not None:
             above = shared.get(position)
             if above and candidate.bm25_rank is not None:
-                fused_rank = _deferred_rank(candidate.bm25_rank, rank, (listed[i] for i in above))
+                fused_rank = _deferred_rank(candidate.bm25_rank, rank, above, listed)
             listed.append(candidate)
         candidate.rrf += weights.vector / (k + fused_rank)
     return sorted(candidates.values(), key=_fused_key)
 
 
-def _deferred_rank(keyword_rank: int, own: int, near_above: Iterable[Candidate]) -> int:
-    """The vector rank of the first near-duplicate above (the best: ranks only grow down the list)
-    that the keyword side ranks no higher than this chunk's `keyword_rank`; `own` when none is."""
-    for other in near_above:
-        if other.bm25_rank is None or keyword_rank <= other.bm25_rank:
-            return min(own, other.vector_rank if other.vector_rank is not None else own)
-    return own
+def _deferred_rank(keyword_rank: int, own: int, above: Sequence[int], listed: Sequence[Candidate]) -> int:
+    """The vector rank this chunk (keyword rank `keyword_rank`, own vector rank `own`, next in
+    `listed`) fuses with: that of a near-duplicate at a position in `above` that the keyword side
+    ranks no higher (or not at all), but never above a chunk between the two that both lists rank
+    at least as high as this one; `own` when no near-duplicate qualifies. A keyword tie defers too:
+    the two then tie exactly and fall in the keyword list's own order (measured: the vector side's
+    order between keyword-tied near-duplicates lost to it, docs/QUALITY.md)."""
+    uppers = set(above)
+    best, blocked = own, 0  # blocked: the best rank the chunks passed so far (upwards) leave open
+    for position in range(len(listed) - 1, min(above) - 1, -1):  # from just above this chunk, upwards
+        other = listed[position]
+        other_rank = other.vector_rank if other.vector_rank is not None else own
+        if position in uppers and (other.bm25_rank is None or keyword_rank <= other.bm25_rank):
+            best = min(best, max(other_rank, blocked))
+        if other.bm25_rank is not None and other.bm25_rank <= keyword_rank:  # both lists rank it as high
+            blocked = max(blocked, other_rank + 1)
+            if blocked >= best:
+                break  # nothing further up can be reached
+    return best
 
 
 def _fused_key(candidate: Candidate) -> tuple[float, int, int]:
