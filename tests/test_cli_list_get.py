@@ -17,6 +17,7 @@ from pinakes.serve.tools import PinakesTools
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.test_serve_helpers import (
+    ALPHA,
     add_indexed_pdf,
     call_tool,
     doc_ids,
@@ -25,7 +26,6 @@ from tests.test_serve_helpers import (
     sync_kb,
 )
 
-ALPHA = "# Alpha\n\nThe alpha document talks about aeroplanes.\n\n## Wings\n\nWings generate lift.\n"
 HARBOUR = "Boats rest in the harbour at night.\n"
 GARDEN = "Gardens need water and sun.\n\tIndented\twith tabs.\r\nA CRLF line.\n"
 PDF_PAGES = ["Revenue grew in the first quarter.", "Costs for the hangar rose sharply.", "Outlook: stable."]

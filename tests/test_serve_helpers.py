@@ -32,6 +32,9 @@ from tests.kb_helpers import older_extractor, text_pdf
 SERVER_START_TIMEOUT_S = 60.0
 
 
+# A two-section document both the MCP tools' tests and `pnk get`'s read.
+ALPHA = "# Alpha\n\nThe alpha document talks about aeroplanes.\n\n## Wings\n\nWings generate lift.\n"
+
 def make_kb(root: Path, name: str, documents: Mapping[str, str]) -> Path:
     init_kb(root, name=name)
     for relative, text in documents.items():

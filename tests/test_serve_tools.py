@@ -35,6 +35,7 @@ from pinakes.serve.evidence import envelope
 from pinakes.serve.tools import PinakesTools
 from tests.fakes import substitute_embedder
 from tests.test_serve_helpers import (
+    ALPHA,
     add_indexed_pdf,
     call_tool,
     doc_ids,
@@ -43,7 +44,6 @@ from tests.test_serve_helpers import (
     sync_kb,
 )
 
-ALPHA = "# Alpha\n\nThe alpha document talks about aeroplanes.\n\n## Wings\n\nWings generate lift.\n"
 HARBOUR = "# Harbour\n\nBoats rest in the harbour at night.\n"
 GARDEN = "Gardens need water and sun.\n"
 PDF_PAGES = ["Revenue grew in the first quarter.", "Costs for the hangar rose sharply.", "Outlook: stable."]

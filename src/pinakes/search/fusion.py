@@ -68,7 +68,7 @@ def reciprocal_rank_fusion(
     present and weigh. A candidate's `vector_rank` is always its own.
     """
     candidates: dict[int, Candidate] = {}
-    for rank, chunk_id, score in competition_ranks(keyword):
+    for rank, chunk_id, score in _competition_ranks(keyword):
         candidate = candidates.get(chunk_id)
         if candidate is None:  # (setdefault would build a Candidate for every chunk, new or not)
             candidate = candidates[chunk_id] = Candidate(chunk_id)
@@ -77,7 +77,7 @@ def reciprocal_rank_fusion(
     # One list alone, or one that weighs nothing, keeps its own order: nothing else can decide.
     shared = near_duplicates if candidates and weights.keyword > 0 and weights.vector > 0 else None
     listed: list[Candidate] = []  # the vector list so far, read only when something is shared
-    for position, (rank, chunk_id, score) in enumerate(competition_ranks(vector)):
+    for position, (rank, chunk_id, score) in enumerate(_competition_ranks(vector)):
         candidate = candidates.get(chunk_id)
         if candidate is None:
             candidate = candidates[chunk_id] = Candidate(chunk_id)
@@ -122,14 +122,14 @@ def add_graph_list(ranked: list[Candidate], graph: Iterable[tuple[int, float]], 
     """`ranked` with the graph channel's list (chunk id, cosine; best first) fused in as one more
     reciprocal-rank list of weight `weight`, re-sorted as reciprocal_rank_fusion sorts."""
     candidates = {candidate.chunk_id: candidate for candidate in ranked}
-    for rank, chunk_id, _cosine in competition_ranks(graph):
+    for rank, chunk_id, _cosine in _competition_ranks(graph):
         candidate = candidates.setdefault(chunk_id, Candidate(chunk_id))
         candidate.graph_rank = rank
         candidate.rrf += weight / (k + rank)
     return sorted(candidates.values(), key=_fused_key)
 
 
-def competition_ranks(ranked: Iterable[tuple[int, float]]) -> Iterator[tuple[int, int, float]]:
+def _competition_ranks(ranked: Iterable[tuple[int, float]]) -> Iterator[tuple[int, int, float]]:
     rank, previous = 0, None
     for position, (chunk_id, score) in enumerate(ranked, start=1):
         if score != previous:
