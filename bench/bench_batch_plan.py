@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
+from typing import cast
 
 from bench_sync import PNK, WORK, corpus_files, load_real_embedder, make_kb, stored_model_inputs
 
@@ -46,7 +47,7 @@ def planned(embedder: object, counts: list[int], calls: list[list[int]], call_to
     """(padded tokens, model calls) of `calls` as the embedder would plan them."""
     from pinakes.embed.batching import plan_batches
 
-    special = embedder.token_counter.special_tokens  # type: ignore[attr-defined]
+    special = cast(int, embedder.token_counter.special_tokens)  # type: ignore[attr-defined]
     padded = batches = 0
     for call in calls:
         part = [counts[index] for index in call]
@@ -76,7 +77,7 @@ def main() -> None:
             subprocess.run([*PNK, "-C", str(root), "sync", "-q"], check=True)
     inputs = stored_model_inputs(root)
     embedder, _batch = load_real_embedder(root)
-    counts = embedder.count_tokens_batch(inputs)  # type: ignore[attr-defined]
+    counts = cast("list[int]", embedder.count_tokens_batch(inputs))  # type: ignore[attr-defined]
     tokens = {"filled": None, "by cost": FASTEMBED_CALL_TOKENS}
     grouped = f"{args.groups} groups"
     layouts: dict[tuple[str, str], list[list[int]]] = {}

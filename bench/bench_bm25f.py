@@ -77,12 +77,13 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
     queries = asked[:: max(1, len(asked) // QUERIES)][:QUERIES]
     # Each arm's own KeywordOptions: the "before" module compares the options' enums by identity.
     settings = {arm: SearchSettings(rerank=False, keyword=module.KeywordOptions()) for arm, module in arms.items()}
-    searcher = Searcher(index, settings["after"], embedder=embedder._inner)
+    searcher = Searcher(index, settings["after"],
+                        embedder=embedder._inner)  # pyright: ignore[reportPrivateUsage] -- the model Hash384 wraps
     samples: dict[str, list[float]] = {f"{arm} {mode}": [] for arm in arms for mode in ("bm25", "hybrid")}
     same_top = 0
     try:
         for number, query in enumerate(queries[:WARMUP] + queries):
-            tops = {}
+            tops: dict[str, list[str]] = {}
             order = list(arms.items()) if number % 2 == 0 else list(arms.items())[::-1]  # neither arm always first
             for arm, module in order:
                 core.bm25 = module  # type: ignore[attr-defined]

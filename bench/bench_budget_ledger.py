@@ -31,6 +31,7 @@ import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -51,7 +52,7 @@ def child(lines: int, rounds: int) -> dict[str, float]:
     start = datetime.datetime(2026, 11, 1, tzinfo=datetime.UTC)
     with open(ledger, "wb") as out:
         for n in range(lines // 2):
-            common = {"operation": "rerank", "operation_id": f"op{n:08d}", "call_id": f"call{n:08d}",
+            common: dict[str, Any] = {"operation": "rerank", "operation_id": f"op{n:08d}", "call_id": f"call{n:08d}",
                       "model": model, "usd_per_eur": Decimal("1"), "prices_as_of": prices.as_of,
                       "rate_as_of": prices.rate_as_of, "kb_id": None, "ts": start + datetime.timedelta(minutes=n)}
             out.write(LedgerRecord(kind="reservation", input_tokens=1000, output_tokens=1,

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +84,7 @@ def build(lang: str, pages: int, cache: Path) -> tuple[Path, list[Question], flo
     """The KB (built once, with `pnk sync`) and its questions; the sync's wall time when it ran."""
     kb = cache / f"{lang}-{pages}"
     chosen = sample(lang, pages)
-    questions = []
+    questions: list[Question] = []
     for page in chosen:
         relative = "docs/" + str(page.relative_to(SOURCE / lang))
         text = description(page)
@@ -121,7 +121,7 @@ def before_index(kb: Path) -> Path:
 
 
 @contextmanager
-def unsegmented() -> Iterator[None]:
+def unsegmented() -> Generator[None, None, None]:
     """Query analysis, keyword plan and fusion as main had them: no segmentation, no blind rule."""
     saved = (query.segmented_parts, query.shadow_or_self, core.vectors_blind_to)
     query.segmented_parts = lambda word: [(word, False)]  # type: ignore[assignment]
@@ -134,7 +134,7 @@ def unsegmented() -> Iterator[None]:
 
 
 @contextmanager
-def blind_rule_off() -> Iterator[None]:
+def blind_rule_off() -> Generator[None, None, None]:
     saved = core.vectors_blind_to
     core.vectors_blind_to = lambda text, model: False  # type: ignore[assignment]
     try:
@@ -164,7 +164,7 @@ def bigram_baseline(kb: Path, questions: list[Question]) -> dict[str, float]:
         conn.executemany("INSERT INTO pages (path, body) VALUES (?, ?)",
                          ((page.relative_to(kb).as_posix(), plain_bigrams(page.read_text(encoding="utf-8")))
                           for page in sorted((kb / "docs").rglob("*.md"))))
-        scores = {}
+        scores: dict[str, float] = {}
         for question in questions:
             terms = plain_bigrams(" ".join(BASELINE_WORD.findall(question.query))).split()
             match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
@@ -177,7 +177,7 @@ def bigram_baseline(kb: Path, questions: list[Question]) -> dict[str, float]:
 
 
 def per_question(searcher: Searcher, questions: list[Question], mode: str) -> dict[str, float]:
-    scores = {}
+    scores: dict[str, float] = {}
     for question in questions:
         result = searcher.search(question.query, mode=mode, final_k=100)
         ranking = document_ranking([passage.path for passage in result.passages])
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     langs = [lang.strip() for lang in args.langs.split(",") if lang.strip()]
-    built = {}
+    built: dict[str, tuple[Path, list[Question]]] = {}
     for lang in langs:
         kb, questions, seconds = build(lang, args.pages, args.cache)
         built[lang] = (kb, questions)

@@ -127,7 +127,7 @@ def questions_of(kb: Path) -> dict[str, list[Question]]:
 
 
 def product(kb: Path, questions: list[Question], options: bm25.KeywordOptions) -> Scores:
-    scores = {}
+    scores: Scores = {}
     with Searcher(kb / ".pinakes" / "index.db", SearchSettings(rerank=False, keyword=options)) as searcher:
         for question in questions:
             result = searcher.search(question.query, mode="bm25", final_k=100)

@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -123,7 +123,8 @@ CANDIDATES = (
 def evidence_of(corpus: str) -> dict[str, set[str]]:
     """Each question's evidence documents (KB-root-relative)."""
     if corpus == "tldr":
-        rows = tune_retrieval._jsonl(tune_retrieval.SHARED / "tldr-nl2bash-dev" / "questions.jsonl")
+        rows = tune_retrieval._jsonl(  # pyright: ignore[reportPrivateUsage] -- the tuning harness's own reader
+            tune_retrieval.SHARED / "tldr-nl2bash-dev" / "questions.jsonl")
         return {str(row["id"]): {f"docs/{p}" for key in ("relevant", "primary_relevant", "also_acceptable")
                                  for p in row.get(key) or ()} for row in rows}
     build = tune_retrieval.build_corpus(corpus, CACHE, quiet=True)
@@ -184,7 +185,7 @@ def outcome_rows(kb: Path, corpus: str, evidence: dict[str, set[str]], no_answer
     from pinakes.search.core import Searcher
 
     build = tune_retrieval.build_corpus(corpus, CACHE, quiet=True)
-    rows = []
+    rows: list[Outcome] = []
     with Searcher.for_kb(kb, offline=True) as searcher:
         extra = extra_features(searcher, kb) if extra_features is not None else None
         for question in build.questions:
@@ -214,7 +215,7 @@ def collect(corpus: str, seed: int, share: float, work: Path,
     evidence = evidence_of(corpus)
     no_answer, dropped = choose_no_answer(evidence, share, seed)
     evidence = {qid: docs for qid, docs in evidence.items() if qid not in dropped}
-    removed = set().union(*(evidence[qid] for qid in no_answer))
+    removed = set[str]().union(*(evidence[qid] for qid in no_answer))
     build = tune_retrieval.build_corpus(corpus, CACHE, quiet=True)
     started = time.perf_counter()
     kb = seed_kb(corpus, build.root, removed, seed, work)
@@ -364,7 +365,7 @@ def _paired(new: list[float], old: list[float]) -> dict[str, object] | None:
 def development_prior(runs: dict[str, dict[int, list[Outcome]]], leave_out: str | None = None) -> SignalModel:
     """The shipped features' model fitted on every development corpus's rows (but `leave_out`'s),
     each corpus weighing the same: the prior a KB's own fit is shrunk towards."""
-    rows = []
+    rows: list[Outcome] = []
     for corpus, corpus_runs in runs.items():
         if corpus == leave_out:
             continue
@@ -388,6 +389,7 @@ def render(corpus: str, report: dict[str, object]) -> str:
              f"{'AUC':>6}  vs old (better/worse, p)"]
     for name, entry in report.items():
         assert isinstance(entry, dict)
+        entry = cast(dict[str, Any], entry)
         fa, fc = entry["false_abstain"], entry["false_confidence"]
         versus = entry.get("vs_old")
         lines.append(
@@ -397,6 +399,7 @@ def render(corpus: str, report: dict[str, object]) -> str:
                f"d={versus['mean_difference']}" if versus else ""))
     shipped = report[SHIPPED]
     assert isinstance(shipped, dict)
+    shipped = cast(dict[str, Any], shipped)
     if (before := shipped.get("vs_before_relations")) is not None:
         lines.append(f"shipped vs {BEFORE_RELATIONS}: {before['better_folds']}/{before['worse_folds']} folds, "
                      f"p={before['sign_test_p']}, d={before['mean_difference']}")
@@ -409,6 +412,7 @@ def render(corpus: str, report: dict[str, object]) -> str:
                      f"false-confidence {_cell(point['false_confidence'])}")
     old = report[CANDIDATES[0].name]
     assert isinstance(old, dict)
+    old = cast(dict[str, Any], old)
     lines.append("trade-off curve of the old signal (best cosine):")
     for point in old["curve"]:
         lines.append(f"  ceiling {point['fit_ceiling']:.2f}: false-abstain {_cell(point['false_abstain'])}, "
@@ -416,7 +420,7 @@ def render(corpus: str, report: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
-def _cell(entry: dict) -> str:
+def _cell(entry: dict[str, Any]) -> str:
     low, high = entry["wilson95"]
     return f"{entry['value']} ({entry['numerator']}/{entry['denominator']}) [{low}, {high}]"
 
@@ -486,7 +490,8 @@ def latency(size: int, cache: Path, queries: int = 150, rounds: int = 3) -> dict
                     started = time.perf_counter()
                     searcher.search(query)
                     (on if arm == "on" else off).append((time.perf_counter() - started) * 1000)
-        chunks = searcher._generation.chunk_count if searcher._generation else None
+        generation = searcher._generation  # pyright: ignore[reportPrivateUsage] -- the index's size, as loaded
+        chunks = generation.chunk_count if generation else None
     signals.search_features = real
     differences = sorted(a - b for a, b in zip(on, off, strict=True))
     return {"chunks": chunks, "searches_per_arm": len(on),
@@ -536,7 +541,7 @@ def sources_latency(size: int, cache: Path, queries: int = 150, rounds: int = 2)
             searcher.search(query)
         result = None
         for number, query in enumerate(chosen):
-            differences = []
+            differences: list[float] = []
             for round_number in range(rounds):
                 order = list(arms)
                 if (number + round_number) % 2:
@@ -616,7 +621,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
         return 0
-    CACHE = args.cache or CACHE
+    CACHE = args.cache or CACHE  # pyright: ignore[reportConstantRedefinition] -- --cache replaces the module's default
     if args.outcomes:
         from pinakes.eval.outcomes import read_outcomes
 

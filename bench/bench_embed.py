@@ -27,6 +27,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pinakes.embed.base import Embedder
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -94,7 +98,7 @@ def run(chunks: list[str], rounds: int) -> dict[str, dict[int, Timing]]:
     from pinakes.embed import load_embedder
     from tests.fakes import default_section
 
-    embedders = {}
+    embedders: dict[str, Embedder] = {}
     for provider in PROVIDERS:
         started = time.perf_counter()
         embedders[provider] = load_embedder(default_section(provider), offline=True)

@@ -72,7 +72,7 @@ def generate_texts(counter: Any, workload: str, count: int) -> list[str]:
     with a full stop (one token) every 8 to 15 words."""
     words = [word for word in VOCABULARY if counter.count_tokens(word) == 1]
     rng = random.Random(f"{SEED}-{workload}-{count}")
-    texts = []
+    texts: list[str] = []
     for _ in range(count):
         if workload == "uniform":
             target = 254
@@ -94,7 +94,7 @@ def generate_texts(counter: Any, workload: str, count: int) -> list[str]:
 
 def memory_mb() -> tuple[float, float]:
     """(VmRSS, VmHWM) of this process, in MB."""
-    values = {}
+    values: dict[str, float] = {}
     with open("/proc/self/status", encoding="ascii") as status:
         for line in status:
             key, _, rest = line.partition(":")
@@ -108,7 +108,7 @@ def memory_mb() -> tuple[float, float]:
 def rebuild_session(embedder: Any, **options: bool) -> None:
     """fastembed's session rebuilt with `options` set on its SessionOptions (enable_cpu_mem_arena
     has a public fastembed kwarg too; rebuilding keeps every configuration's loading identical)."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # pyright: ignore[reportMissingTypeStubs] -- onnxruntime ships no stubs
 
     session = embedder._model.model.model
     session_options = session.get_session_options()
@@ -207,7 +207,7 @@ def main() -> None:
         return
     workloads = {"uniform": 64, "mixed": 300} if args.quick else {"uniform": args.uniform, "mixed": args.mixed}
     import fastembed
-    import onnxruntime
+    import onnxruntime  # pyright: ignore[reportMissingTypeStubs] -- onnxruntime ships no stubs
     import torch
 
     print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, Python {platform.python_version()}, "

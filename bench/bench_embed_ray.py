@@ -57,9 +57,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when Ray is imported
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -111,10 +111,18 @@ def _rate(embedder: Any, texts: Sequence[str]) -> tuple[float, np.ndarray]:
     return len(texts) / (time.perf_counter() - started), np.vstack(parts)
 
 
+def _ray() -> Any:
+    """The `ray` module, imported when called, as Any: Ray's annotations leave its functions partly
+    unknown (src/pinakes/embed/untyped.py holds it the same way)."""
+    import ray
+
+    return ray
+
+
 def _cluster(cpus_per_node: Sequence[int]) -> Any:
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={
+    cluster: Any = Cluster(initialize_head=True, head_node_args={
         "num_cpus": cpus_per_node[0], "include_dashboard": False, "node_ip_address": "127.0.0.1"})
     for cpus in cpus_per_node[1:]:
         cluster.add_node(num_cpus=cpus, node_ip_address="127.0.0.1")
@@ -123,8 +131,7 @@ def _cluster(cpus_per_node: Sequence[int]) -> Any:
 
 
 def _ray_embedder(address: str) -> Any:
-    import ray
-
+    ray = _ray()
     from pinakes.embed.executor_ray import connect_ray_embedder
 
     ray.init(address=address, _node_ip_address="127.0.0.1", log_to_driver=False,
@@ -136,12 +143,12 @@ def _ray_embedder(address: str) -> Any:
 
 def _paired(local: Any, texts: Sequence[str], cpus_per_node: Sequence[int], rounds: int,
             reference: np.ndarray) -> dict[str, Any]:
-    import ray
-
+    ray = _ray()
     cluster = _cluster(cpus_per_node)
     try:
         remote = _ray_embedder(cluster.address)
-        local_rates, ray_rates = [], []
+        local_rates: list[float] = []
+        ray_rates: list[float] = []
         vectors = reference
         for _ in range(rounds):
             local_rates.append(_rate(local, texts)[0])
@@ -201,7 +208,7 @@ class InstantWorkers(InstantEmbedder):
 
     def collect(self, call: object) -> np.ndarray:
         assert isinstance(call, np.ndarray)
-        return call
+        return cast("np.ndarray[Any, Any]", call)  # the isinstance leaves its type arguments unknown
 
     def cancel(self) -> None:
         pass
@@ -239,12 +246,11 @@ def _ceiling(real: Any, pages: int, scratch: Path, workers: int = 0, corpus: Pat
 
 
 @contextlib.contextmanager
-def _instant_cluster(nodes: int) -> Iterator[Any]:
+def _instant_cluster(nodes: int) -> Generator[Any, None, None]:
     """The Ray executor's own embedder (`RayEmbedder`) on a loopback cluster of `nodes` one-CPU nodes,
     each worker the product's `EmbedWorker` (the real model loaded, identity and tokenizer checked)
     except that `embed` answers at once: what is left is the driver's side of the executor."""
-    import ray
-
+    ray = _ray()
     from pinakes.embed import executor_ray
 
     class InstantEmbedWorker(executor_ray.EmbedWorker):

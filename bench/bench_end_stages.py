@@ -42,11 +42,13 @@ import json
 import mmap
 import os
 import resource
+import sqlite3
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -168,7 +170,7 @@ def stage_calibrate(root: Path, _rows: int, trim_before_searches: bool = False, 
     before = memory()
     started = time.perf_counter()
     after_sync(paths, manifest, report, embedder)  # type: ignore[arg-type]
-    stored = json.loads(self_calibration_path(paths).read_text(encoding="utf-8")) \
+    stored: dict[str, Any] = json.loads(self_calibration_path(paths).read_text(encoding="utf-8")) \
         if self_calibration_path(paths).exists() else {}
     asked = len(questions)
     return {"before": before, **phases, "seconds": round(time.perf_counter() - started, 1),
@@ -250,15 +252,15 @@ def stage_calibrate_unreleased(root: Path, rows: int) -> dict[str, object]:
 TWINS = 6
 
 
-def twin_questions(conn: object) -> list[tuple[str, str]]:
+def twin_questions(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     """(document id, query) for `TWINS` documents spread over the index: the query is the first
     twelve words of the document's first chunk, the document left out as self-calibration does."""
-    count = conn.execute("SELECT count(*) FROM documents WHERE state = 'active'").fetchone()[0]  # type: ignore[attr-defined]
-    questions = []
+    count = conn.execute("SELECT count(*) FROM documents WHERE state = 'active'").fetchone()[0]
+    questions: list[tuple[str, str]] = []
     for step in range(TWINS):
-        doc_id = conn.execute("SELECT id FROM documents WHERE state = 'active' ORDER BY id LIMIT 1 OFFSET ?",  # type: ignore[attr-defined]
+        doc_id = conn.execute("SELECT id FROM documents WHERE state = 'active' ORDER BY id LIMIT 1 OFFSET ?",
                               [count * step // TWINS]).fetchone()[0]
-        text = conn.execute("SELECT text FROM chunks WHERE doc_id = ? ORDER BY ordinal LIMIT 1",  # type: ignore[attr-defined]
+        text = conn.execute("SELECT text FROM chunks WHERE doc_id = ? ORDER BY ordinal LIMIT 1",
                             [doc_id]).fetchone()[0]
         questions.append((doc_id, " ".join(text.split()[:12])))
     return questions
@@ -291,7 +293,7 @@ def stage_twins(root: Path, _rows: int, matrix: bool = False) -> dict[str, objec
     assert generation is not None
     questions = twin_questions(generation.conn)
     before = memory()
-    searches = []
+    searches: list[dict[str, object]] = []
     for doc_id, query in questions:
         filters = SearchFilters(exclude_doc_ids=(doc_id,))
         started, cpu = time.perf_counter(), time.process_time()
@@ -299,7 +301,8 @@ def stage_twins(root: Path, _rows: int, matrix: bool = False) -> dict[str, objec
             where = document_where(filters, "d")
             rows = vectors.load_matrix(generation.conn, 384, paths.index_db, where=(where[0], where[1]))
             found = vectors.vector_search(rows, embedder.embed_query(query), settings.candidates_per_source)
-            docs = {rows.documents[rows.doc_rows[int(np.searchsorted(rows.chunk_ids, chunk))]] for chunk, _ in found}
+            docs: set[str] = {rows.documents[rows.doc_rows[int(np.searchsorted(rows.chunk_ids, chunk))]]
+                              for chunk, _ in found}
             del rows
         else:
             result = searcher.search(query, filters=filters, mode="vector", rerank=False)

@@ -175,7 +175,7 @@ def cold(path: Path, raw: bool, scratch: Path, queries: list[np.ndarray]) -> dic
     vector_file = Viewed(copy, raw)
     mapping = vector_file.mapping
     mapping.madvise(mmap.MADV_RANDOM)
-    rows = []
+    rows: list[tuple[float, int, int]] = []
     for query in queries:
         mapping.madvise(mmap.MADV_DONTNEED)
         descriptor = os.open(copy, os.O_RDONLY)

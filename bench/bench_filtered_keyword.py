@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
@@ -49,7 +50,7 @@ def main() -> int:
         match = match_expression(units)
         if match is None:
             continue
-        answers = []
+        answers: list[list[Any]] = []
         arms = list(times)
         if number % 2:
             arms.reverse()

@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = REPO / "bench" / "corpora" / "formats" / "corpus"  # committed; build.py remakes it
@@ -42,14 +43,16 @@ def ours(kind: str) -> Callable[[Path], str]:
 def trafilatura_arm(path: Path) -> str:
     import trafilatura  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
 
-    return trafilatura.extract(path.read_text(encoding="utf-8"), output_format="markdown", include_tables=True,
-                               include_comments=False, favor_recall=True) or ""
+    library: Any = trafilatura  # untyped optional library: nothing for pyright to check
+    return library.extract(path.read_text(encoding="utf-8"), output_format="markdown", include_tables=True,
+                           include_comments=False, favor_recall=True) or ""
 
 
 def html2text_arm(path: Path) -> str:
     import html2text  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
 
-    converter = html2text.HTML2Text()
+    library: Any = html2text  # untyped optional library: nothing for pyright to check
+    converter = library.HTML2Text()
     converter.body_width = 0
     return converter.handle(path.read_text(encoding="utf-8"))
 
@@ -61,7 +64,8 @@ def html2text_main_arm(path: Path) -> str:
     from pinakes.extract.html_text import content_root
 
     root = content_root(LexborHTMLParser(path.read_text(encoding="utf-8")), site=True)
-    converter = html2text.HTML2Text()
+    library: Any = html2text  # untyped optional library: nothing for pyright to check
+    converter = library.HTML2Text()
     converter.body_width = 0
     return converter.handle(root.html or "" if root is not None else "")
 
@@ -69,33 +73,39 @@ def html2text_main_arm(path: Path) -> str:
 def mammoth_arm(path: Path) -> str:
     import mammoth  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
 
+    library: Any = mammoth  # untyped optional library: nothing for pyright to check
     with open(path, "rb") as handle:
-        return mammoth.convert_to_markdown(handle).value
+        return library.convert_to_markdown(handle).value
 
 
 def docx2python_arm(path: Path) -> str:
-    from docx2python import docx2python  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
+    from docx2python import docx2python  # pyright: ignore[reportMissingImports, reportUnknownVariableType]  # optional
 
-    with docx2python(path) as document:
+    convert = cast(Any, docx2python)  # untyped optional library: nothing for pyright to check
+    with convert(path) as document:
         return document.text
 
 
 def python_docx_arm(path: Path) -> str:
     import docx  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
 
-    document = docx.Document(str(path))
-    parts = [paragraph.text for paragraph in document.paragraphs]
+    library: Any = docx  # untyped optional library: nothing for pyright to check
+    document = library.Document(str(path))
+    parts: list[str] = [paragraph.text for paragraph in document.paragraphs]
     for table in document.tables:
         parts.extend(cell.text for row in table.rows for cell in row.cells)
     return "\n".join(parts)
 
 
 def odfpy_arm(path: Path) -> str:
-    from odf import teletype, text  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
-    from odf.opendocument import load  # pyright: ignore[reportMissingImports]  # an optional arm: skipped when not installed
+    from odf import teletype, text  # pyright: ignore[reportMissingImports, reportUnknownVariableType]  # optional
+    from odf.opendocument import load  # pyright: ignore[reportMissingImports, reportUnknownVariableType]  # optional
 
-    document = load(str(path))
-    return "\n".join(teletype.extractText(element) for kind in (text.H, text.P)
+    teletype_module = cast(Any, teletype)  # untyped optional library: nothing for pyright to check
+    text_module = cast(Any, text)
+    load_document = cast(Any, load)
+    document = load_document(str(path))
+    return "\n".join(teletype_module.extractText(element) for kind in (text_module.H, text_module.P)
                      for element in document.getElementsByType(kind))
 
 

@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -35,6 +36,7 @@ import bench_bm25f  # noqa: E402
 import bench_search  # noqa: E402
 
 QUERIES = 120
+Ranked = list[tuple[int, float]]  # (chunk id, score), best first
 WARMUP = 10
 
 
@@ -72,7 +74,8 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
                                                                           fusion_weights=FusionWeights(2.0, 1.0)))}
     asked = bench_search.questions()
     queries = asked[:: max(1, len(asked) // QUERIES)][:QUERIES]
-    searcher = Searcher(index, plain, embedder=embedder._inner)
+    inner = embedder._inner  # pyright: ignore[reportPrivateUsage] -- the bench searches with the wrapped HashEmbedder
+    searcher = Searcher(index, plain, embedder=inner)
     samples: dict[str, list[float]] = {arm: [] for arm in arms}
     try:
         for number, query in enumerate(queries[:WARMUP] + queries):
@@ -119,10 +122,11 @@ def stage(size: int, base: str, cache: Path, rounds: int = 5) -> dict[str, objec
     old_signals = module_at(base, "search/signals.py", "pnk_signals_before")
     asked = bench_search.questions()
     queries = asked[:: max(1, len(asked) // QUERIES)][:QUERIES]
-    lists = []
-    with Searcher(index, SearchSettings(rerank=False), embedder=embedder._inner) as searcher:
+    lists: list[list[Ranked]] = []
+    inner = embedder._inner  # pyright: ignore[reportPrivateUsage] -- the bench searches with the wrapped HashEmbedder
+    with Searcher(index, SearchSettings(rerank=False), embedder=inner) as searcher:
         for query in queries:
-            found = []
+            found: list[Ranked] = []
             for mode in ("bm25", "vector"):
                 passages = searcher.search(query, mode=mode, final_k=50).passages
                 found.append([(hash((p.path, p.ordinal)), (p.scores.bm25_score if mode == "bm25" else p.scores.cosine)
@@ -132,12 +136,13 @@ def stage(size: int, base: str, cache: Path, rounds: int = 5) -> dict[str, objec
     options = bm25.KeywordOptions()
     plans = [bm25.plan_keywords(generation.conn, analyze(q, generation.tokenizer), options, generation.chunk_count,
                                 generation.document_frequencies) for q in queries]
-    arms = {"before": (lambda k, v: old_fusion.reciprocal_rank_fusion(k, v, 60),
-                       lambda plan, k: old_signals.keyword_features(generation.conn, old_signals.query_weights(plan),
-                                                                    k, [c for c, _ in k[:8]], 2.5)),
-            "after": (lambda k, v: fusion.reciprocal_rank_fusion(k, v, 60, fusion.FIXED_RRF),
-                      lambda plan, k: signals.keyword_features(generation.conn, signals.query_weights(plan), k,
-                                                               [c for c, _ in k[:8]], 2.5, signals.scored_weights(plan)))}
+    arms: dict[str, tuple[Callable[[Ranked, Ranked], object], Callable[[bm25.KeywordPlan, Ranked], object]]] = {
+        "before": (lambda k, v: old_fusion.reciprocal_rank_fusion(k, v, 60),
+                   lambda plan, k: old_signals.keyword_features(generation.conn, old_signals.query_weights(plan),
+                                                                k, [c for c, _ in k[:8]], 2.5)),
+        "after": (lambda k, v: fusion.reciprocal_rank_fusion(k, v, 60, fusion.FIXED_RRF),
+                  lambda plan, k: signals.keyword_features(generation.conn, signals.query_weights(plan), k,
+                                                           [c for c, _ in k[:8]], 2.5, signals.scored_weights(plan)))}
     samples: dict[str, list[float]] = {f"{arm} {part}": [] for arm in arms for part in ("fusion", "keyword features")}
     try:
         for round_number in range(rounds):

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -86,7 +86,7 @@ def build(name: str, cache: Path) -> tuple[Path, list[Question], float | None]:
         return build_pydocs()
     source = CORPORA[name]
     kb = cache / name
-    questions = []
+    questions: list[Question] = []
     for line in (source / "questions.jsonl").read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         questions.append(Question(str(row["id"]), row["query"], tuple("docs/" + path for path in row["relevant"])))
@@ -141,20 +141,23 @@ def product_ranker(kb: Path, options: bm25.KeywordOptions) -> tuple[Ranker, Call
 
 
 def bm25s_ranker(kb: Path, k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> Ranker:
-    import bm25s
+    import bm25s  # pyright: ignore[reportMissingTypeStubs] -- bm25s ships no stubs
     import Stemmer
 
-    stemmer = Stemmer.Stemmer("english")
+    # bm25s and PyStemmer leave their stemmer, tokens and results untyped: they are Any here.
+    stemmer: Any = cast(Any, Stemmer).Stemmer("english")
     _, paths, texts = chunks_of(kb)
-    retriever = bm25s.BM25(k1=k1, b=b, method=method)
-    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    retriever: Any = cast(Any, bm25s).BM25(k1=k1, b=b, method=method)
+    retriever.index(cast(Any, bm25s).tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
+                    show_progress=False)
 
     def rank(text: str) -> list[str]:
-        tokens: Any = bm25s.tokenize([text], stopwords="en", stemmer=stemmer, show_progress=False)
+        tokens: Any = cast(Any, bm25s).tokenize([text], stopwords="en", stemmer=stemmer, show_progress=False)
         if not tokens.vocab:
             return []
         found, scores = retriever.retrieve(tokens, k=min(DEPTH, len(paths)), show_progress=False)
-        return document_ranking([paths[i] for i, score in zip(found[0], scores[0], strict=True) if score > 0])
+        hits: list[str] = [paths[i] for i, score in zip(found[0], scores[0], strict=True) if score > 0]
+        return document_ranking(hits)
 
     return rank
 

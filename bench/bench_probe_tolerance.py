@@ -24,6 +24,7 @@ import json
 import platform
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -74,7 +75,7 @@ def minilm_dir() -> str:
 def minilm_float() -> np.ndarray:
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(minilm_dir(), device="cpu")
+    model = cast(Any, SentenceTransformer(minilm_dir(), device="cpu"))  # its encode: partially unknown to pyright
     return unit(np.asarray(model.encode(list(PROBE_TEXTS)), dtype=np.float32))
 
 
@@ -107,8 +108,9 @@ def cls_pooled() -> np.ndarray:
     from transformers import AutoModel, AutoTokenizer
 
     directory = minilm_dir()
-    tokenizer = AutoTokenizer.from_pretrained(directory)
-    model = AutoModel.from_pretrained(directory)
+    # transformers' Auto classes give pyright partially unknown types: the model and tokenizer as Any
+    tokenizer = cast(Any, AutoTokenizer).from_pretrained(directory)
+    model = cast(Any, AutoModel).from_pretrained(directory)
     with torch.no_grad():
         encoded = tokenizer(list(PROBE_TEXTS), padding=True, return_tensors="pt")
         hidden = model(**encoded).last_hidden_state

@@ -48,7 +48,8 @@ def main() -> None:
             plan_batches(known_or_counted(counter.count_batch, call, handed), counter.special_tokens, 32)
         return (time.process_time() - started) / len(texts) * 1e6
 
-    counted, handed = [], []
+    counted: list[float] = []
+    handed: list[float] = []
     for _ in range(args.rounds):
         counted.append(per_chunk({}))
         handed.append(per_chunk(known))

@@ -25,7 +25,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kb", type=Path, required=True)
     args = parser.parse_args()
-    import pinakes.pipeline.pair  # noqa: F401  (imports paid before the first reading)
+    import pinakes.pipeline.pair  # noqa: F401  # pyright: ignore[reportUnusedImport]  # its imports: paid up front
     from pinakes.pipeline.run import collect_and_trim
     from pinakes.sync import loader
 

@@ -69,7 +69,7 @@ def make_local(root: Path, partner_root: Path, partner_id: str) -> None:
 
 
 def median_seconds(action: Callable[[], object], rounds: int) -> float:
-    times = []
+    times: list[float] = []
     for _ in range(rounds):
         started = time.perf_counter()
         action()

@@ -39,7 +39,7 @@ import zlib
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -57,6 +57,10 @@ from pinakes.search.threads import BLAS_THREADS_VARIABLE  # noqa: E402
 KEYWORD_SIDES = {"shipped": KeywordOptions(), "fts5-bm25": KeywordOptions(k1=None)}
 from tests.fakes import default_section  # noqa: E402
 from tests.kb_helpers import init_test_kb, sync  # noqa: E402
+
+if TYPE_CHECKING:
+    from pinakes.embed import Embedder
+    from pinakes.manifest import EmbeddingSection
 
 SHARED = REPO.parent / "shared" / "corpora"
 CORPORA = {"cranfield": (SHARED / "cranfield", "*.txt"), "tldr": (SHARED / "tldr-nl2bash-dev", "*/*.md")}
@@ -94,7 +98,7 @@ class VectorsByText:
             fresh = np.asarray(self._real.embed_documents(missing), dtype=np.float32)
             self._vectors.update(zip(missing, fresh, strict=True))
             self.embedded += len(missing)
-        rows = []
+        rows: list[np.ndarray] = []
         for text in texts:
             vector = self._vectors[text]
             repeat = self._seen[text]
@@ -117,7 +121,7 @@ class VectorsByText:
 
 def corpus_documents() -> list[tuple[Path, str]]:
     """(source file, path under docs/) of both corpora, in a fixed order; empty files skipped."""
-    documents = []
+    documents: list[tuple[Path, str]] = []
     for name, (root, pattern) in CORPORA.items():
         for path in sorted((root / "docs").glob(pattern)):
             if path.stat().st_size:
@@ -126,7 +130,7 @@ def corpus_documents() -> list[tuple[Path, str]]:
 
 
 def questions() -> list[str]:
-    found = []
+    found: list[str] = []
     for root, _ in CORPORA.values():
         with open(root / "questions.jsonl", encoding="utf-8") as handle:
             found.extend(json.loads(line)["query"] for line in handle if line.strip())
@@ -236,8 +240,8 @@ def measure_size(size: int, provider: str, cache: Path, standin: str | None,
     }
     for arm, values in samples.items():
         result[arm] = percentiles(values)
-    floor = result["floor"]["p50_ms"]  # type: ignore[index]
-    hybrid = result["hybrid"]["p50_ms"]  # type: ignore[index]
+    floor = cast("dict[str, float]", result["floor"])["p50_ms"]
+    hybrid = cast("dict[str, float]", result["hybrid"])["p50_ms"]
     result["hybrid_target_ms"] = round(2 * floor + 10, 2)
     result["hybrid_within_target"] = hybrid <= 2 * floor + 10
     if standin:
@@ -247,7 +251,8 @@ def measure_size(size: int, provider: str, cache: Path, standin: str | None,
     return result
 
 
-def measure_rerank(index: Path, embedder, section, queries: list[str], shape: str, cache: Path) -> dict[str, object]:
+def measure_rerank(index: Path, embedder: Embedder, section: EmbeddingSection, queries: list[str], shape: str,
+                   cache: Path) -> dict[str, object]:
     """hybrid + rerank with a cross-encoder of the real shape and made-up weights: latency only
     (bench/standin_reranker.py says why that is honest, and what it cannot tell)."""
     from pinakes.errors import PinakesError
@@ -278,7 +283,8 @@ def cold_cli(size: int, provider: str, cache: Path, runs: int = 3) -> dict[str, 
     """`pnk search` in a fresh process over the sized KB (its manifest names the model it was
     synced with, and rerank is off as the template ships it)."""
     kb = cache / f"sync-kb-{size}-{provider}"
-    walls = []
+    walls: list[float] = []
+    completed: subprocess.CompletedProcess[str] | None = None
     for _ in range(runs):
         started = time.perf_counter()
         completed = subprocess.run(
@@ -288,6 +294,7 @@ def cold_cli(size: int, provider: str, cache: Path, runs: int = 3) -> dict[str, 
         walls.append(time.perf_counter() - started)
         if completed.returncode != 0:
             return {"error": completed.stderr.strip()[-400:]}
+    assert completed is not None  # runs >= 1
     payload = json.loads(completed.stdout)
     return {"runs": runs, "median_s": round(statistics.median(walls), 2), "min_s": round(min(walls), 2),
             "timings_ms": payload["timings_ms"]}
@@ -325,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         standin = None if args.rerank_standin == "none" else args.rerank_standin
         print(json.dumps(measure_size(args.one_size, args.provider, args.cache, standin, args.keyword, args.threads)))
         return 0
-    rows = []
+    rows: list[dict[str, Any]] = []
     for size in (int(value) for value in args.sizes.split(",")):
         child = subprocess.run(
             [sys.executable, __file__, "--one-size", str(size), "--provider", args.provider,

@@ -57,6 +57,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = Path(os.environ.get("PNK_BENCH_SRC", REPO / "src"))  # the source tree measured (--src)
@@ -174,7 +175,7 @@ def cold_summary(runs: list[dict[str, object]]) -> dict[str, object]:
     for run in runs:
         timings = run["timings_ms"]
         assert isinstance(timings, dict)
-        for stage, value in {**timings, "outside": run["outside_ms"]}.items():
+        for stage, value in cast("dict[str, float]", {**timings, "outside": run["outside_ms"]}).items():
             stages.setdefault(str(stage), []).append(float(value))
     return {"runs": runs, "wall_s_first": walls[0], "wall_s_median": round(statistics.median(walls), 3),
             "wall_s": walls, "stages_median_ms": {k: round(statistics.median(v), 1) for k, v in stages.items()},
@@ -263,7 +264,7 @@ def warm(kb: Path, queries: list[str]) -> dict[str, object]:
             totals.append((time.perf_counter() - began) * 1000)
             for stage, value in result.timings.items():
                 stages.setdefault(stage, []).append(value)
-        generation = searcher._generation
+        generation = searcher._generation  # pyright: ignore[reportPrivateUsage] -- which tier answered
         tier = "file" if generation is not None and generation.vector_file is not None else "matrix"
     return {"tier_used": tier, "first_search_s": round(open_s, 3), "queries": len(totals),
             "p50_ms": round(percentile(totals, 50), 1), "p95_ms": round(percentile(totals, 95), 1),
@@ -297,7 +298,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.src is not None:  # this process's cold runs and rankings, and (through the variable) its warm child
         global SRC
-        SRC = args.src.resolve()
+        SRC = args.src.resolve()  # pyright: ignore[reportConstantRedefinition] -- --src replaces the default tree
         os.environ["PNK_BENCH_SRC"] = str(SRC)
     queries = QUERIES[:args.queries]
     if args.record_chunk_counts:

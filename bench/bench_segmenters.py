@@ -41,7 +41,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import import_module, metadata
@@ -150,14 +150,15 @@ def shadow(text: str, cut: Cutter, with_bigrams: bool) -> str | None:
     product stores nothing then either)."""
     if not SEGMENTED_RUN.search(text):
         return None
-    lines = []
+    lines: list[str] = []
     for line in text.split("\n"):
         runs = list(SEGMENTED_RUN.finditer(line))
         if not runs:
             lines.append(line)
             continue
         spans = cut(line)
-        pieces, position = [], 0
+        pieces: list[str] = []
+        position = 0
         for run in runs:
             words = run_words(line, spans, run.start(), run.end())
             if with_bigrams:
@@ -210,7 +211,7 @@ def same_terms(built: Path, refilled: Path) -> bool:
 
 
 @contextmanager
-def plain_words() -> Iterator[None]:
+def plain_words() -> Generator[None, None, None]:
     """Query analysis that takes each space-separated word as one plain unit: no bigram shadow."""
     saved = (query.segmented_parts, query.shadow_or_self, lexical_tokenizer.shadow_or_self)
     query.segmented_parts = lambda word: [(word, False)]  # type: ignore[assignment]
@@ -256,7 +257,7 @@ def scores(index: Path, questions: list[Question], analyze: Callable[[str, Token
     core.analyze = analyze  # type: ignore[assignment]
     try:
         with Searcher(index, SearchSettings(rerank=False)) as searcher:
-            result = {}
+            result: dict[str, float] = {}
             for question in questions:
                 found = searcher.search(question.query, mode="bm25", final_k=100)
                 ranking = document_ranking([passage.path for passage in found.passages])
@@ -397,7 +398,7 @@ def report(languages: list[Language]) -> None:
     tried = len(ARMS) - 1
     for lang in langs:
         shipped = by[lang].results[SHIPPED.key]
-        better = []
+        better: list[str] = []
         for arm in ARMS[1:]:
             after = by[lang].results[arm.key]
             up, down = rises_and_falls(after, shipped)
@@ -419,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speed-only", action="store_true", help="only the sizes, licences and speeds")
     args = parser.parse_args(argv)
     wanted = [lang.strip() for lang in args.langs.split(",") if lang.strip()]
-    languages = []
+    languages: list[Language] = []
     for segmenter in SEGMENTERS:
         if segmenter.lang not in wanted:
             continue

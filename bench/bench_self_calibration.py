@@ -28,7 +28,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from bench_sync import WORK, children_cpu, load_real_embedder  # this script's folder is first on sys.path
 
@@ -56,7 +58,7 @@ def sample(kb: Path, one_process: bool) -> dict[str, object]:
         model, _ = load_real_embedder(root)
         model.embed_queries(["warm up the query side"])  # type: ignore[attr-defined]
         embedding = [0.0]  # the CPU of the model's query calls (the questions' batches)
-        embed_queries = model.embed_queries  # type: ignore[attr-defined]
+        embed_queries = cast(Callable[..., object], model.embed_queries)  # type: ignore[attr-defined]
 
         def clocked_queries(*args: object, **kwargs: object) -> object:
             started = time.process_time()
@@ -67,9 +69,12 @@ def sample(kb: Path, one_process: bool) -> dict[str, object]:
 
         model.embed_queries = clocked_queries  # type: ignore[attr-defined]
         if one_process:  # whichever switch this version has
+            def never(searcher: object, chunks: object) -> bool:
+                return False
+
             for switch in ("searched_on_two_processes", "searched_on_threads"):
                 if hasattr(self_calibration, switch):
-                    setattr(self_calibration, switch, lambda searcher, chunks: False)
+                    setattr(self_calibration, switch, never)
         settings = SearchSettings.from_retrieval(load_manifest(paths.manifest).retrieval, KBConfidence.for_kb(paths, None))
         with Searcher(paths.index_db, settings, embedder=model) as searcher:  # type: ignore[arg-type]
             wall, cpu = time.perf_counter(), time.process_time() + children_cpu()

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,7 @@ def bench_in_process(root: Path, queries: list[str], modes: list[str]) -> dict[s
             warm_up = round((time.perf_counter() - started) * 1000, 1)
 
             def measure(mode: str = mode) -> dict[str, float]:
-                samples = []
+                samples: list[float] = []
                 for query in queries:
                     started = time.perf_counter()
                     searcher.search(query, mode=mode)
@@ -140,7 +141,12 @@ def bench_in_process(root: Path, queries: list[str], modes: list[str]) -> dict[s
                 return summary(samples)
 
             on_worker: list[dict[str, float]] = []
-            worker = threading.Thread(target=lambda sink=on_worker, run=measure: sink.append(run()))
+
+            def on_thread(sink: list[dict[str, float]] = on_worker,
+                          run: Callable[[], dict[str, float]] = measure) -> None:
+                sink.append(run())
+
+            worker = threading.Thread(target=on_thread)
             worker.start()
             worker.join()
             results["worker_thread"][mode] = {**on_worker[0], "warm_up_ms": warm_up}
@@ -168,7 +174,8 @@ def bench_mcp(root: Path, queries: list[str], modes: list[str]) -> dict[str, Any
                 started = time.perf_counter()
                 await call(session, "pinakes_search", {"query": queries[0], "mode": mode})
                 warm_up = time.perf_counter() - started
-                samples, sizes = [], []
+                samples: list[float] = []
+                sizes: list[int] = []
                 for query in queries:
                     started = time.perf_counter()
                     reply = await call(session, "pinakes_search", {"query": query, "mode": mode})

@@ -17,6 +17,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
@@ -52,8 +53,8 @@ def shaped(shape: str, n: int, dim: int, rng: np.random.Generator) -> np.ndarray
     return np.stack(rows)
 
 
-def median_ms(run, repeat: int) -> float:
-    times = []
+def median_ms(run: Callable[[], object], repeat: int) -> float:
+    times: list[float] = []
     for _ in range(repeat):
         started = time.perf_counter()
         run()

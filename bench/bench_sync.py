@@ -58,9 +58,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tests.fakes import FakeEmbedder
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,7 +125,7 @@ def _child_run(cmd: list[str]) -> tuple[float, float, str]:
 
 
 def timed(cmd: list[str], repeat: int, **kwargs: object) -> tuple[float, list[float]]:
-    samples = []
+    samples: list[float] = []
     for _ in range(repeat):
         started = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True, **kwargs)  # type: ignore[call-overload]
@@ -273,7 +275,7 @@ def bench_noop_and_edit(docs: int, repeat: int) -> dict[str, Any]:
     embed_samples = [pure_embed(embedder, texts, batch_size)[0] for _ in range(max(3, repeat))]
     embed_seconds = statistics.median(embed_samples)
     kb_id = load_manifest(root / "pinakes.toml").kb.id
-    graph_samples = []
+    graph_samples: list[float] = []
     for _ in range(max(3, repeat)):
         conn = schema.open_writer(root / ".pinakes" / "index.db")
         started = time.perf_counter()
@@ -352,8 +354,16 @@ def bench_cold(cold_docs: int, repeat: int, bare_texts: bool = True) -> dict[str
     subprocess.run([*PNK, "-C", str(root), "sync", "-q", "--sidecars-only"], check=True, capture_output=True)
     mint_seconds = time.perf_counter() - started
     embedder, batch_size = load_real_embedder(root)
-    sync_wall, sync_cpu, embed_wall, embed_cpu, bare_wall, bare_cpu = [], [], [], [], [], []
-    calibration_wall, calibration_cpu, loads, child_cpu = [], [], [], []
+    sync_wall: list[float] = []
+    sync_cpu: list[float] = []
+    embed_wall: list[float] = []
+    embed_cpu: list[float] = []
+    bare_wall: list[float] = []
+    bare_cpu: list[float] = []
+    calibration_wall: list[float] = []
+    calibration_cpu: list[float] = []
+    loads: list[float] = []
+    child_cpu: list[float] = []
     timings: list[dict[str, float]] = []
     chunks = 0
     for attempt in range(repeat):
@@ -493,11 +503,12 @@ def _fresh_copy(root: Path, suffix: str) -> Path:
     return copy
 
 
-def _both(root: Path, loads: _LoadCounter, change: object, repeat: int = 3, **options: object) -> dict[str, object]:
+def _both(root: Path, loads: _LoadCounter, change: Callable[[Path], object], repeat: int = 3,
+          **options: object) -> dict[str, object]:
     """`change(copy)` applied to fresh copies of the KB, then the sync with reuse (`repeat` times,
     each on its own fresh copy: the short side is the one the machine's load moves) and once the sync
     without; medians of wall and process CPU (every thread of this process, the model's included)."""
-    samples = []
+    samples: list[dict[str, object]] = []
     for _ in range(repeat):
         copy = _fresh_copy(root, "-reuse")
         change(copy)  # type: ignore[operator]
@@ -546,7 +557,7 @@ def _model_load_as_process(manifest: Path) -> tuple[float, float]:
     read = f"from pinakes.manifest import load_manifest; section = load_manifest({str(manifest)!r}).embedding"
     load = (f"{read}; from pinakes.embed import load_embedder; "
             "load_embedder(section).embed_documents(['warm up the model'], batch_size=section.batch_size)")
-    samples = []
+    samples: list[tuple[float, float]] = []
     for _ in range(3):
         loaded, bare = _child_run([sys.executable, "-c", load]), _child_run([sys.executable, "-c", read])
         samples.append((loaded[0] - bare[0], loaded[1] - bare[1]))
@@ -595,12 +606,13 @@ def bench_reuse_one_edit(loads: _LoadCounter, edit_bytes: int) -> dict[str, obje
     derive_graph(conn, load_manifest(root / "pinakes.toml").kb.id)
     graph, graph_cpu = time.perf_counter() - started, time.process_time() - cpu
     conn.close()
-    load_samples = result["reuse"]["model_load_samples"]  # type: ignore[index]
+    load_samples = cast("list[float]", result["reuse"]["model_load_samples"])  # type: ignore[index]
     model_load = statistics.median(load_samples) + first_call  # type: ignore[arg-type]
     target = noop + model_load + 2 * pure + graph
     # The same sum in process CPU time (every thread): on a shared machine the wall terms are taken
     # at different moments under different load; CPU time is the steadier comparison.
-    model_load_cpu = statistics.median(result["reuse"]["model_load_cpu_samples"]) + first_call_cpu  # type: ignore[index,arg-type]
+    load_cpu_samples = cast("list[float]", result["reuse"]["model_load_cpu_samples"])  # type: ignore[index]
+    model_load_cpu = statistics.median(load_cpu_samples) + first_call_cpu
     target_cpu = noop_cpu + model_load_cpu + 2 * pure_cpu + graph_cpu
     # The same edit once more as a user runs it: whole `pnk sync` processes (start-up, imports, the
     # doit pipeline), against a no-op process; its model load term is what readying the model
@@ -608,7 +620,7 @@ def bench_reuse_one_edit(loads: _LoadCounter, edit_bytes: int) -> dict[str, obje
     copy = root.with_name(root.name + "-reuse")
     subprocess.run([*PNK, "-C", str(copy), "sync", "-q"], check=True, capture_output=True)
     noop_runs = [_child_run([*PNK, "-C", str(copy), "sync", "-q"]) for _ in range(3)]
-    edit_runs = []
+    edit_runs: list[tuple[float, float, str]] = []
     for _ in range(3):  # one more edit each time (the paragraph grows by a sentence)
         _edit_one_paragraph(copy / "docs" / "manual.md")
         edit_runs.append(_child_run([*PNK, "-C", str(copy), "sync", "--json"]))

@@ -34,6 +34,7 @@ import time
 import tracemalloc
 from collections import Counter
 from pathlib import Path
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -106,7 +107,7 @@ def pymalloc() -> dict[str, int]:
     with tempfile.TemporaryFile() as out:
         os.dup2(out.fileno(), 2)
         try:
-            sys._debugmallocstats()
+            sys._debugmallocstats()  # pyright: ignore[reportPrivateUsage]  # CPython's only way to them
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -331,7 +332,7 @@ def main() -> None:
             if args.pins:
                 found[-1]["pins"] = pins()
             if args.compact:
-                report = run.ctx.report  # type: ignore[attr-defined]
+                report = cast(Any, run.ctx.report)  # type: ignore[attr-defined]
                 lists = (report.added, report.sidecars_written._documents)
                 fresh = pickle.loads(pickle.dumps(lists))  # new strings, packed; shared ones stay shared
                 report.added[:] = fresh[0]
@@ -347,14 +348,14 @@ def main() -> None:
                 gc.collect()
                 collect_and_trim()
                 found.append(snapshot("after the heading cache cleared", args.trace))
-                report = run.ctx.report  # type: ignore[attr-defined]
+                report = cast(Any, run.ctx.report)  # type: ignore[attr-defined]
                 report.added.clear()
                 report.sidecars_written._documents.clear()
                 gc.collect()
                 collect_and_trim()
                 found.append(snapshot("after the report's paths dropped", args.trace))
             if args.spill:
-                report = run.ctx.report  # type: ignore[attr-defined]
+                report = cast(Any, run.ctx.report)  # type: ignore[attr-defined]
                 kept["paths"] = "\n".join([*report.added, *report.sidecars_written._documents])
                 report.added.clear()
                 report.sidecars_written._documents.clear()

@@ -26,8 +26,9 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, cast
 
 from bench_sync import (
     PNK,
@@ -77,7 +78,7 @@ def sample(root: Path, table: Path) -> dict[str, object]:
         return wrapped
 
     def from_table(texts: object, batch_size: int | None = None) -> object:
-        texts = list(texts)  # type: ignore[call-overload]
+        texts = list(cast("Iterable[str]", texts))
         calls.append(texts)
         return vectors[[rows[text] for text in texts]].copy()
 
@@ -115,11 +116,12 @@ def padded_tokens(embedder: object, calls: list[list[str]]) -> int:
     plans them (longest first), each row padded to its batch's longest."""
     from pinakes.embed.batching import plan_batches
 
-    counter = embedder._counter  # type: ignore[attr-defined]
+    model = cast(Any, embedder)  # the packaged embedder: its token counter and batch size
+    counter = model._counter
     total = 0
     for texts in calls:
         counts = counter.count_batch(texts)
-        for batch in plan_batches(counts, counter.special_tokens, embedder.batch_size):  # type: ignore[attr-defined]
+        for batch in plan_batches(counts, counter.special_tokens, model.batch_size):
             total += len(batch) * (max(counts[index] for index in batch) + counter.special_tokens)
     return total
 
@@ -170,8 +172,8 @@ def main() -> None:
         for key in ("sync_cpu", "sync_wall", "worker_cpu", "padded_tokens"):
             values = [float(run[key]) for run in runs]  # type: ignore[arg-type]
             print(f"  {key:32s} median {statistics.median(values):10.3f}   {' / '.join(f'{v:.3f}' for v in values)}")
-        for part in sorted({part for run in runs for part in run["parts"]}):  # type: ignore[attr-defined]
-            values = [run["parts"].get(part, [0.0])[0] for run in runs]  # type: ignore[attr-defined]
+        for part in sorted({part for run in runs for part in cast(Parts, run["parts"])}):
+            values = [cast(Parts, run["parts"]).get(part, [0.0])[0] for run in runs]
             print(f"  {part + ' CPU':32s} median {statistics.median(values):10.3f}   {' / '.join(f'{v:.3f}' for v in values)}")
     base, head = samples[args.base], samples["working tree"]
     pairs = [float(h["sync_cpu"]) - float(b["sync_cpu"]) for h, b in zip(head, base, strict=True)]  # type: ignore[arg-type]

@@ -34,6 +34,7 @@ import time
 import unicodedata
 from collections import Counter
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fakes
@@ -134,7 +135,7 @@ class ReferenceVault:
         if hit:
             return hit, 1
         wanted = _fold(linkpath)
-        matches = []
+        matches: list[str] = []
         for path in self.files:  # by name: a note without its extension, any other file with it
             folded = _fold(path)
             names = [folded] + ([folded[: -len(NOTE_SUFFIX)]] if folded.endswith(NOTE_SUFFIX) else [])
@@ -233,7 +234,7 @@ def main() -> int:
         truth, unresolved, ambiguous = reference(root, documents)
     edge_scores = scores(Counter(set(found)), Counter(set(truth)))
     occurrence_scores = scores(found, truth)
-    result = {
+    result: dict[str, Any] = {
         "documents": len(documents),
         "edges": edge_scores, "occurrences": occurrence_scores,
         "product_unresolved": sum(1 for p in problems if p[2] == "unresolved"),

@@ -26,7 +26,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypeVar, cast
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -48,6 +50,9 @@ IDENTITY = {"embedding_provider": "fastembed", "embedding_model": "sentence-tran
 DIM = 384
 CHUNKS_PER_DOC = 50
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 
 def write_index(path: Path, vectors: np.ndarray, first_chunk: int = 1, first_doc: int = 0) -> None:
     conn = schema.create_index(path) if not path.exists() else schema.open_writer(path)
@@ -65,7 +70,7 @@ def write_index(path: Path, vectors: np.ndarray, first_chunk: int = 1, first_doc
     conn.close()
 
 
-def timed(function, *args, **kwargs):
+def timed(function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> tuple[R, float]:
     started = time.perf_counter()
     result = function(*args, **kwargs)
     seconds = round(time.perf_counter() - started, 3)
@@ -106,7 +111,8 @@ def searcher(args: argparse.Namespace) -> None:
     opened_s = time.perf_counter() - started
     for query in queries[:10]:
         search(query)
-    latencies, found = [], []
+    latencies: list[float] = []
+    found: list[list[int]] = []
     for query in queries:
         began = time.perf_counter()
         hits = search(query)
@@ -190,11 +196,13 @@ def main() -> None:
     exact = spawn(index, "exact")
     truth = exact.pop("found")
     assert isinstance(truth, list)
+    truth = cast("list[list[int]]", truth)
     report["exact_search_process"] = exact
     for ef in args.ef:
         approximate = spawn(index, "approximate", ef)
         found = approximate.pop("found")
         assert isinstance(found, list)
+        found = cast("list[list[int]]", found)
         suffix = f"_ef{ef}" if ef else ""
         report[f"recall@10_vs_exact{suffix}"] = round(float(np.mean(
             [len(set(a) & set(e)) / max(1, len(e)) for a, e in zip(found, truth, strict=True)])), 4)

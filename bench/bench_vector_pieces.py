@@ -39,10 +39,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
+from numpy.typing import NDArray
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -109,12 +111,13 @@ def make_index(work: Path, real: Path | None, rows: int, queries: int) -> dict[s
     best_ids = np.zeros((len(asked), TOP), np.int64)
     for start in range(0, rows, 65_536):
         scores = asked @ base[start:start + 65_536].T
-        ids = np.broadcast_to(np.arange(start + 1, start + 1 + scores.shape[1]), scores.shape)
+        numbers = cast("NDArray[np.int64]", np.arange(start + 1, start + 1 + scores.shape[1]))
+        ids = np.broadcast_to(numbers, scores.shape)
         both, both_ids = np.concatenate([best, scores], axis=1), np.concatenate([best_ids, ids], axis=1)
         keep = np.argsort(-both, axis=1, kind="stable")[:, :TOP]
         best, best_ids = np.take_along_axis(both, keep, 1), np.take_along_axis(both_ids, keep, 1)
     np.savez(work / "queries.npz", queries=asked, exact=best_ids)
-    made = {"rows": rows, "queries": queries, "what": what}
+    made: dict[str, object] = {"rows": rows, "queries": queries, "what": what}
     described.write_text(json.dumps(made))
     return made
 
@@ -152,7 +155,8 @@ def child_search(work: Path, piece_rows: int, breadth: int = 0) -> dict[str, obj
 
     for query in saved["queries"]:  # warm: every page a query touches is resident
         approximate_search(opened, query, TOP, exact_rows)
-    times, recalls = [], []
+    times: list[float] = []
+    recalls: list[float] = []
     for query, exact in zip(saved["queries"], saved["exact"], strict=True):
         started = time.perf_counter()
         found = approximate_search(opened, query, TOP, exact_rows)
@@ -174,8 +178,10 @@ def candidates_loop_against_indexes(opened: object, asked: np.ndarray) -> dict[s
     from pinakes.vectors.approximate import MIN_CANDIDATES, OpenVectorFile
 
     assert isinstance(opened, OpenVectorFile)
-    merged = Indexes(indexes=opened.pieces)  # pyright: ignore[reportArgumentType]
-    loop_times, merged_times, same = [], [], 0
+    merged = cast(Any, Indexes(indexes=opened.pieces))  # pyright: ignore[reportArgumentType]
+    loop_times: list[float] = []
+    merged_times: list[float] = []
+    same = 0
     def loop(query: np.ndarray) -> np.ndarray:
         started = time.perf_counter()
         found = opened.search(query, MIN_CANDIDATES)
@@ -252,7 +258,7 @@ def child_load(work: Path, piece_rows: int, method: str) -> dict[str, object]:
             mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         view = memoryview(mapping)[piece.offset:piece.offset + piece.size]
         index.view(view)
-        index = index.copy()  # pyright: ignore[reportAttributeAccessIssue]
+        index = cast("engine.AnnIndex", cast(Any, index).copy())  # the library's index has copy(); the protocol not
     loaded = memory()
     return {"method": method, "piece_rows": piece.rows, "before": before, "loaded": loaded, "rows_held": len(index)}
 

@@ -37,6 +37,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -127,7 +128,7 @@ def main() -> None:
 
     _, real = real_vectors.load_cache(args.cache)
     rng = np.random.default_rng(45)
-    held = rng.choice(len(real), args.queries, replace=False)
+    held = cast(np.ndarray, rng.choice(len(real), args.queries, replace=False))
     keep = np.ones(len(real), bool)
     keep[held] = False
     base = real[keep]
@@ -153,8 +154,9 @@ def main() -> None:
     tag = f"{len(base)}-{args.extend_by if extended else 'real'}"
     for setting in args.settings:
         dtype, connectivity, expansion_add = parse_setting(setting)
-        index = index_class(ndim=base.shape[1], metric="cos", dtype=dtype, connectivity=connectivity,
-                            expansion_add=expansion_add, expansion_search=64)
+        # usearch's load and save are partially unknown to pyright: the index as Any
+        index = cast(Any, index_class(ndim=base.shape[1], metric="cos", dtype=dtype, connectivity=connectivity,
+                                      expansion_add=expansion_add, expansion_search=64))
         saved = args.index_dir / f"{tag}-{setting.replace('/', '-')}.usearch" if args.index_dir else None
         built: dict[str, object]
         if saved is not None and saved.exists() and saved.with_suffix(".json").exists():
@@ -182,7 +184,8 @@ def main() -> None:
                 row: dict[str, object] = {"setting": setting, **built, "ef": ef, "candidates": candidates,
                                           "file_mib": round(index.serialized_length / 2**20, 1)}
                 for name, queries in query_sets.items():
-                    found, times = [], []
+                    found: list[np.ndarray] = []
+                    times: list[float] = []
                     for query in queries:
                         began = time.perf_counter()
                         keys = np.asarray(index.search(query, candidates, threads=1).keys, dtype=np.int64)

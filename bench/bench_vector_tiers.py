@@ -54,6 +54,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -79,7 +80,7 @@ ANN_ARMS = ("usearch-i8", "faiss-hnsw-sq8", "hnswlib")
 # ---- shared by the driver and the arms ---------------------------------------------------------
 
 def rss_kib() -> dict[str, int]:
-    fields = {}
+    fields: dict[str, int] = {}
     with open("/proc/self/status", encoding="ascii") as status:
         for line in status:
             name, _, value = line.partition(":")
@@ -144,6 +145,7 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
         # reads them all again after any change to the index.
         timings.update(build_s=0.0, add_s="a full reload", delete_s="a full reload")
     elif arm in ("int8-mmap", "binary-mmap"):
+        bits: np.memmap[Any, Any] | None = None
         scale = int8_scale(base)
         codes = np.lib.format.open_memmap(out / "codes.npy", mode="w+", dtype=np.int8, shape=base.shape)
         for start in range(0, split, BLOCK_ROWS):
@@ -159,6 +161,7 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
         started = time.perf_counter()
         codes[split:] = np.clip(np.rint(base[split:] / scale), -127, 127)  # appended rows
         if arm == "binary-mmap":
+            assert bits is not None  # opened above for this arm
             bits[split:] = np.packbits(base[split:] > 0, axis=1)
             bits.flush()
         codes.flush()
@@ -182,7 +185,7 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
         started = time.perf_counter()
         index.remove(deleted)
         timings["delete_s"] = time.perf_counter() - started
-        index.save(str(out / "index.usearch"))
+        cast(Any, index).save(str(out / "index.usearch"))  # usearch's save: partially unknown to pyright
     elif arm == "faiss-hnsw-sq8":
         import faiss  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
         faiss.omp_set_num_threads(threads)
@@ -248,9 +251,9 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
     return timings
 
 
-def vec_connection(path: Path):
+def vec_connection(path: Path) -> Any:  # an apsw.Connection (apsw: absent from CI)
     import apsw  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
-    import sqlite_vec  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
+    import sqlite_vec  # pyright: ignore[reportMissingImports, reportMissingTypeStubs]  # in no extra; no stubs
     conn = apsw.Connection(str(path))
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
@@ -300,7 +303,7 @@ def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_se
         return search
     if arm == "usearch-i8":
         from usearch.index import Index
-        index = Index.restore(str(out / "index.usearch"), view=True)
+        index = cast(Any, Index).restore(str(out / "index.usearch"), view=True)  # partially unknown to pyright
         assert index is not None, out / "index.usearch"  # restore answers None for a file it cannot read
         index.expansion_search = ef_search
 
@@ -311,8 +314,9 @@ def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_se
         import faiss  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
         faiss.omp_set_num_threads(1)
         index = faiss.read_index(str(out / "index.faiss"))
-        faiss.downcast_index(index.index).hnsw.efSearch = ef_search  # pyright: ignore[reportAttributeAccessIssue]  # an IndexIDMap2 around an HNSW index, as saved above
-        deleted = set(np.load(out / "deleted.npy").tolist()) if (out / "deleted.npy").exists() else set()
+        # an IndexIDMap2 around an HNSW index, as saved above (faiss's SWIG types say neither)
+        cast(Any, faiss.downcast_index(cast(Any, index).index)).hnsw.efSearch = ef_search
+        deleted: set[int] = set(np.load(out / "deleted.npy").tolist()) if (out / "deleted.npy").exists() else set()
 
         def search(query: np.ndarray) -> np.ndarray:
             _, found = index.search(query.reshape(1, -1), CANDIDATES + len(deleted) // 1000 + 8)
@@ -344,6 +348,7 @@ def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_se
 def run_arm(args: argparse.Namespace) -> None:
     """One arm in its own process: build, or open and search; prints one JSON line."""
     work = Path(args.work)
+    result: dict[str, object]
     if args.phase == "build":
         base = np.load(work / "base.npy", mmap_mode="r")
         result = build_arm(args.arm, work, base, np.load(work / "ids.npy"), np.load(work / "deleted.npy"),
@@ -356,7 +361,8 @@ def run_arm(args: argparse.Namespace) -> None:
         for query in queries[:WARMUP]:
             search(query)
         open_s = time.perf_counter() - started
-        latencies, found = [], []
+        latencies: list[float] = []
+        found: list[np.ndarray] = []
         for query in queries:
             began = time.perf_counter()
             hits = search(query)
@@ -381,7 +387,7 @@ def question_vectors(cache: Path, count: int) -> np.ndarray:
         return np.load(path)
     from pinakes.embed import load_embedder
     from tests.fakes import default_section
-    asked = []
+    asked: list[list[str]] = []
     for corpus in ("cranfield", "tldr-nl2bash-dev"):
         with open(real_vectors.SHARED / corpus / "questions.jsonl", encoding="utf-8") as handle:
             asked.append([json.loads(line)["query"] for line in handle if line.strip()])
@@ -497,7 +503,7 @@ def main() -> None:
     if args.real_rows:
         real = real[:args.real_rows]
     rng = np.random.default_rng(45)
-    held = rng.choice(len(real), args.queries, replace=False)
+    held = cast(np.ndarray, rng.choice(len(real), args.queries, replace=False))
     in_base = np.ones(len(real), bool)
     in_base[held] = False
     query_sets = {"questions": question_vectors(args.cache, args.queries), "held_out": real[held]}

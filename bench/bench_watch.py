@@ -82,7 +82,8 @@ def build_kb(docs: int) -> Path:
     files = bench_sync.corpus_files(docs)
     bench_sync.make_kb(root, files)
     started = time.perf_counter()
-    report = run_sync(root, SyncOptions(quiet=True), embedder=bench_sync._placeholder_model(root))
+    placeholder = bench_sync._placeholder_model(root)  # pyright: ignore[reportPrivateUsage]  # bench_sync's, reused
+    report = run_sync(root, SyncOptions(quiet=True), embedder=placeholder)
     assert report.ok, report.render_text()
     print(f"built the {len(files)}-document index in {time.perf_counter() - started:.0f}s", flush=True)
     (root / "docs" / "bench").mkdir(exist_ok=True)
@@ -138,7 +139,7 @@ def save(path: Path, text: str) -> None:
 
 def index_stamp(root: Path) -> tuple[tuple[int, int], ...]:
     """The index's files as stat sees them: a commit changes the WAL (or the file)."""
-    stamps = []
+    stamps: list[tuple[int, int]] = []
     for name in ("index.db", "index.db-wal"):
         try:
             st = os.stat(root / ".pinakes" / name)

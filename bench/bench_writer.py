@@ -257,7 +257,7 @@ def main() -> None:
     make_kb(root, args.corpus, files, sidecars=not args.first_sync)
     # Each run its own snapshots: two runs at once never import from a folder the other rewrites.
     versions = {"working tree": snapshot(None, WORK / f"code-head-{os.getpid()}")}
-    bases = [] if args.base == "none" else args.base.split(",")
+    bases: list[str] = [] if args.base == "none" else args.base.split(",")
     versions = {**{base: snapshot(base, WORK / f"code-base-{number}-{os.getpid()}") for number, base in enumerate(bases)},
                 **versions}
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
@@ -266,9 +266,9 @@ def main() -> None:
     if args.skip_sync:  # only --noop / --one-edit, on the KB an earlier run of the same options synced
         root = root.with_name(root.name + "-run") if args.first_sync else root
     elif args.first_sync:  # each version on its own copy of the tree, which has no sidecar yet
-        results["first_sync"] = {}
+        results["first_sync"] = dict[str, Any]()
+        copy = root.with_name(root.name + "-run")
         for name, source in versions.items():
-            copy = root.with_name(root.name + "-run")
             if copy.exists():
                 shutil.rmtree(copy)
             shutil.copytree(root, copy)

@@ -22,7 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = Path(os.environ.get("PNK_CORPORA") or REPO.parent / "shared" / "corpora")
@@ -72,10 +74,10 @@ def child(setting: str, corpus: Path, chunks: int, index: Path) -> None:
     if page:  # before the product's connection creates the file (and switches it to WAL)
         import sqlite3
 
-        original = sqlite3.connect
+        original = cast("Callable[..., sqlite3.Connection]", sqlite3.connect)
 
         def connect(*args: object, **kwargs: object) -> sqlite3.Connection:
-            conn = original(*args, **kwargs)  # type: ignore[arg-type]
+            conn = original(*args, **kwargs)
             conn.execute(f"PRAGMA {page}")
             return conn
 

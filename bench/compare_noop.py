@@ -45,7 +45,7 @@ def snapshot(rev: str | None, into: Path) -> Path:
         def ignored(folder: str, names: list[str]) -> set[str]:
             # A link src/pinakes/rules -> ../../rules (a checkout's way to test its own adapters)
             # is not copied twice: the top-level folder is mapped in below.
-            mapped = {"rules"} if Path(folder) == top and (REPO / "rules").is_dir() else set()
+            mapped: set[str] = {"rules"} if Path(folder) == top and (REPO / "rules").is_dir() else set()
             return set(compiled(folder, names)) | mapped
 
         shutil.copytree(top, into / "pinakes", ignore=ignored)

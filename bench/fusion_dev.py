@@ -32,6 +32,7 @@ import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -51,17 +52,22 @@ CORPORA = ("cranfield", "tldr", "pydocs", "pymodules", "filings", "filings-named
 def collect(name: str, kb: Path, questions: Sequence[tune.Question] | None = None) -> Path:
     from pinakes.lexical.filters import SearchFilters
     from pinakes.search import bm25, fts5_records
-    from pinakes.search.core import Searcher, SearchSettings, _Run
+    from pinakes.search.core import (
+        Searcher,
+        SearchSettings,
+        _Run,  # pyright: ignore[reportPrivateUsage] -- the harness drives a search run's own steps
+    )
 
     if questions is None:
         questions = measure_context.sources(name)[1]
     base = Searcher.for_kb(kb, offline=True)
     settings = SearchSettings(candidates_per_source=WIDTH, fusion_top_k=WIDTH, final_k=WIDTH, rerank=False)
-    searcher = Searcher(base.index_path, settings, embedder_loader=base._embedder_loader,
+    searcher = Searcher(base.index_path, settings,
+                        embedder_loader=base._embedder_loader,  # pyright: ignore[reportPrivateUsage] -- the KB's own
                         embedding_section=base.embedding_section)
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     mismatched = 0
-    with searcher._lock, searcher.snapshot() as generation:
+    with searcher._lock, searcher.snapshot() as generation:  # pyright: ignore[reportPrivateUsage] -- as search()
         conn = generation.conn
         bm25.ensure_vocabulary(conn)
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pnk_vocab_col USING fts5vocab (main, chunks_fts, 'col')")
@@ -72,19 +78,21 @@ def collect(name: str, kb: Path, questions: Sequence[tune.Question] | None = Non
             run = _Run(searcher, question.query, SearchFilters(), "hybrid", False, None)
             run.candidates_per_source = WIDTH
             embedder = searcher.embedder()
-            mask = run._prepare_vectors(generation, embedder)
-            plan, keyword, vector = run._retrieve(generation, None, embedder, mask)
+            mask = run._prepare_vectors(generation, embedder)  # pyright: ignore[reportPrivateUsage] -- its own step
+            plan, keyword, vector = run._retrieve(  # pyright: ignore[reportPrivateUsage] -- its own step
+                generation, None, embedder, mask)
             assert plan is not None
             terms = [unit.terms[0] for unit in plan.units if len(unit.terms) == 1]
             single = len(terms) == len(plan.units)
             pools: dict[int, None] = {}
             if plan.match and single:
                 for weight in (1.0, 0.0):
-                    for rowid, _ in bm25._fts5_ranked(conn, plan.match, WIDTH * POOL, None, None,
+                    for rowid, _ in bm25._fts5_ranked(  # pyright: ignore[reportPrivateUsage] -- FTS5's own pool
+                            conn, plan.match, WIDTH * POOL, None, None,
                                                       context_weight=weight):
                         pools.setdefault(rowid, None)
             pool = list(pools)
-            evidence: dict[int, dict[str, object]] = {}
+            evidence: dict[int, dict[str, Any]] = {}
             if pool and terms:
                 marks, term_marks = ",".join("?" * len(pool)), ",".join("?" * len(terms))
                 for rowid, blob in conn.execute(f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({marks})", pool):
@@ -93,7 +101,7 @@ def collect(name: str, kb: Path, questions: Sequence[tune.Question] | None = Non
                 for chunk_id, term, tf, ctf in conn.execute(
                         f"SELECT chunk_id, term, frequency, context_frequency FROM chunk_terms "
                         f"WHERE chunk_id IN ({marks}) AND term IN ({term_marks})", [*pool, *terms]):
-                    evidence[chunk_id]["tf"][term] = [tf, ctf]  # type: ignore[index]
+                    evidence[chunk_id]["tf"][term] = [tf, ctf]
             df: dict[str, dict[str, int]] = {}
             for term in terms:
                 by_col = {col: doc for col, doc in conn.execute(
@@ -103,7 +111,7 @@ def collect(name: str, kb: Path, questions: Sequence[tune.Question] | None = Non
                     "WHERE t.term = ? AND t.context_frequency > 0", (term,)).fetchone()[0]
                 df[term] = {"row": plan.document_frequency[(term,)], "text": by_col.get("text", 0),
                             "context": by_col.get("context", 0), "context_docs": int(context_documents)}
-            row = {"id": question.id, "vector": [[c, round(s, 6)] for c, s in vector],
+            row: dict[str, Any] = {"id": question.id, "vector": [[c, round(s, 6)] for c, s in vector],
                    "keyword": [[c, round(s, 6)] for c, s in keyword], "terms": terms, "single": single,
                    "idf": {t: plan.idf(u) for t, u in zip(terms, plan.units, strict=False)},
                    "df": df, "pool": {str(k): v for k, v in evidence.items()}}
@@ -169,7 +177,7 @@ def _idf(n: int, df: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
-def term_idf(row: dict, term: str, n: int, kind: str) -> float:
+def term_idf(row: dict[str, Any], term: str, n: int, kind: str) -> float:
     df = row["df"][term]
     if kind == "row":  # the shipped: chunks holding the term in either field
         return _idf(n, df["row"])
@@ -183,7 +191,7 @@ def term_idf(row: dict, term: str, n: int, kind: str) -> float:
     return _idf(n, max(1, min(df["row"], df["text"] + df["context_docs"])))
 
 
-def rescored(row: dict, variant: Variant, n: int, avg_text: float, avg_context: float,
+def rescored(row: dict[str, Any], variant: Variant, n: int, avg_text: float, avg_context: float,
              documents: dict[int, int] | None = None) -> list[tuple[int, float]]:
     """The keyword list (chunk, score) best first, WIDTH deep, under one scoring variant."""
     form = variant["form"]
@@ -228,13 +236,13 @@ def rrf(keyword: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]
     for weight, ranked in ((wk, keyword), (wv, vector)):
         if weight <= 0.0:
             continue
-        for chunk_id, rank in tune._competition(list(ranked)[:WIDTH]):
+        for chunk_id, rank in tune._competition(list(ranked)[:WIDTH]):  # pyright: ignore[reportPrivateUsage] -- ranks
             scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (k + rank)
     best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:WIDTH]
     return folded(best, paths)
 
 
-def features(keyword: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]], row: dict,
+def features(keyword: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]], row: dict[str, Any],
              idf: dict[str, float], paths: dict[int, str]) -> dict[str, float]:
     """What the searcher already has for one query (search/signals.py's definitions)."""
     cos = [s for _, s in vector]
@@ -258,7 +266,7 @@ def features(keyword: Sequence[tuple[int, float]], vector: Sequence[tuple[int, f
 # -- report ------------------------------------------------------------------------------------------
 
 
-def load(name: str) -> dict:
+def load(name: str) -> dict[str, Any]:
     return json.loads((CACHE / f"{name}.json").read_text())
 
 
@@ -292,10 +300,12 @@ class Corpus:
         data = load(name)
         self.name = name
         self.questions = measure_context.sources(name)[1]
-        self.rows = data["questions"]
+        self.rows: list[dict[str, Any]] = data["questions"]
         assert [r["id"] for r in self.rows] == [q.id for q in self.questions], name
-        self.n, self.avg_text, self.avg_context = data["n_rows"], data["avg_text"], data["avg_context"]
-        self.paths = {int(k): v for k, v in data["paths"].items()}
+        self.n: int = data["n_rows"]
+        self.avg_text: float = data["avg_text"]
+        self.avg_context: float = data["avg_context"]
+        self.paths: dict[int, str] = {int(k): v for k, v in data["paths"].items()}
         self._keyword: dict[str, list[list[tuple[int, float]]]] = {}
         per_row = len(set(data["documents"].values())) / max(1, len(data["documents"]))
         for row in self.rows:
@@ -323,13 +333,14 @@ class Corpus:
 
     def hybrid(self, variant: Variant, weights: Callable[[dict[str, float]], tuple[float, float]] | None = None,
                ) -> list[float]:
-        out = []
+        out: list[list[str]] = []
         for row, keyword, vector in zip(self.rows, self.keyword(variant), self.vector(), strict=True):
             wk, wv = (1.0, 1.0) if weights is None else weights(self.features_of(row, keyword, vector))
             out.append(rrf(keyword, vector, self.paths, wk, wv))
         return self.scores(out)
 
-    def features_of(self, row: dict, keyword, vector) -> dict[str, float]:
+    def features_of(self, row: dict[str, Any], keyword: Sequence[tuple[int, float]],
+                    vector: Sequence[tuple[int, float]]) -> dict[str, float]:
         idf = {t: term_idf(row, t, self.n, "row") for t in row["terms"]}
         return features(keyword, vector, row, idf, self.paths)
 

@@ -55,7 +55,8 @@ class Grid:
             self.fused[name] = rankings
             self.scores[:, j] = corpus.scores(rankings)
         self.keyword_top = [folded(kw, corpus.paths)[:1] for kw in keyword]
-        ratio, margin = [], []
+        ratio: list[float] = []
+        margin: list[float] = []
         for row, kw in zip(corpus.rows, keyword, strict=True):
             idf = {t: term_idf(row, t, corpus.n, "text-plus-context-docs") for t in row["terms"]}
             bound = sum(idf.values()) * (K1 + 1.0)
@@ -102,7 +103,8 @@ class ProductGrid(Grid):
             top = searcher.settings.fusion_top_k
         self.corpus = type("Named", (), {"name": name})()  # type: ignore[assignment]
         self.names = [a[0] for a in arms()]
-        self.scores = np.array([[fusion_fit._score(item, fusion_fit.FusionArm(wk, wv, k), top)
+        self.scores = np.array([[fusion_fit._score(item,  # pyright: ignore[reportPrivateUsage] -- the fit's own scorer
+                                                   fusion_fit.FusionArm(wk, wv, k), top)
                                  for (_, wk, wv, k) in arms()] for item in lists])
 
 
@@ -197,8 +199,9 @@ def main() -> int:
             g.require_agreement = guard == "keepagree"
         if args.demo and guard in ("keep", "keepkb", "both", "keepagree"):
             continue  # the demo's lists carry no keyword-side features
-        buckets = {g.corpus.name: {k: [] for k in ("vs_rrf", "vs_best", "fixed_vs_best", "worse_rrf", "worse_best",
-                                                   "better_rrf")} for g in grids}
+        buckets: dict[str, dict[str, list[float]]] = {
+            g.corpus.name: {k: [] for k in ("vs_rrf", "vs_best", "fixed_vs_best", "worse_rrf", "worse_best",
+                                            "better_rrf")} for g in grids}
         for seed in range(SEEDS):
             splits = [halves(len(g.scores), seed) for g in grids]
             for side in (0, 1):

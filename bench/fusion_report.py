@@ -49,7 +49,7 @@ def channels(corpora: Sequence[Corpus], keyword_side: Variant = SHIPPED, label: 
     print(f"\n## Channels, keyword side {label} (all questions; nDCG@10 with a bootstrap 95 % interval)")
     print("| corpus | q | keyword, no context | keyword (shipped) | vector | hybrid (shipped) | hybrid vs vector | hybrid vs keyword | keyword: context vs none |")
     print("|---|---|---|---|---|---|---|---|---|")
-    out = {}
+    out: dict[str, object] = {}
     for corpus in corpora:
         k0, k1 = corpus.keyword_only(NO_CONTEXT), corpus.keyword_only(keyword_side)
         v, h = corpus.vector_only(), corpus.hybrid(keyword_side)
@@ -62,7 +62,7 @@ def channels(corpora: Sequence[Corpus], keyword_side: Variant = SHIPPED, label: 
     print("\nPer held-out half (seeds 0-9): hybrid minus the best single channel of that half")
     for corpus in corpora:
         h, v, k = corpus.hybrid(keyword_side), corpus.vector_only(), corpus.keyword_only(keyword_side)
-        gaps = []
+        gaps: list[float] = []
         for seed in range(SEEDS):
             for half in halves(len(h), seed):
                 best = max(statistics.fmean(v[i] for i in half), statistics.fmean(k[i] for i in half))
@@ -79,7 +79,8 @@ def keyword_variants(corpora: Sequence[Corpus]) -> dict[str, object]:
     out: dict[str, object] = {}
     base = {c.name: c.keyword_only(NO_CONTEXT) for c in corpora}
     for label, variant in KEYWORD_VARIANTS.items():
-        cells, means = [], []
+        cells: list[str] = []
+        means: list[float] = []
         for corpus in corpora:
             scores = corpus.keyword_only(variant)
             p = paired(base[corpus.name], scores)
@@ -95,7 +96,7 @@ def against_shipped(corpora: Sequence[Corpus], labels: Sequence[str]) -> None:
     print("| variant | " + " | ".join(c.name for c in corpora) + " |")
     print("|---|" + "---|" * len(corpora))
     for label in labels:
-        cells = []
+        cells: list[str] = []
         for corpus in corpora:
             k, h = corpus.keyword_only(KEYWORD_VARIANTS[label]), corpus.hybrid(KEYWORD_VARIANTS[label])
             pk, ph = paired(corpus.keyword_only(SHIPPED), k), paired(corpus.hybrid(SHIPPED), h)
@@ -110,7 +111,7 @@ def hybrid_variants(corpora: Sequence[Corpus], labels: Sequence[str]) -> None:
     print("|---|" + "---|" * len(corpora))
     base = {c.name: c.hybrid(SHIPPED) for c in corpora}
     for label in labels:
-        cells = []
+        cells: list[str] = []
         for corpus in corpora:
             scores = corpus.hybrid(KEYWORD_VARIANTS[label])
             p = paired(base[corpus.name], scores)
@@ -171,7 +172,7 @@ def adaptive(corpora: Sequence[Corpus], variant: Variant, label: str) -> dict[st
     one = RATIOS.index(1.0)
     per_corpus: dict[str, dict[str, list[float]]] = {c.name: {"gain_vs_rrf": [], "gain_vs_best": [], "worse": [], "better": []}
                                                     for c in corpora}
-    rules = []
+    rules: list[str] = []
     for seed in range(SEEDS):
         splits = [halves(len(t.scores), seed) for t in tables]
         for train_side in (0, 1):

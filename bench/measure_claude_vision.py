@@ -25,6 +25,7 @@ import tempfile
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         shapes = [shape for path, count in pages.items() for shape in cv.document_shapes(count, str(path))]
         counted, counted_pages = cv.count_first_slice(args.pdfs[0], client=client)
         plan = accountant.plan(operation="extract", calls=shapes, interactive=sys.stdin.isatty())
-        documents = []
+        documents: list[dict[str, Any]] = []
         for path in args.pdfs[: plan.admitted_units]:
             result = cv.extract_paid(path, client=client, plan=plan, unit=str(path))
             native = free_extract(path, "pdf")
@@ -76,9 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         records = _calls(accountant, plan.call_ids)
         reserved = sum((Decimal(str(r["reserved_eur"])) for r in records), Decimal(0))
         billed = sum((Decimal(str(r["billed_eur"])) for r in records if r["billed_eur"] is not None), Decimal(0))
-        record = {
+        spec = cv._SPEC  # pyright: ignore[reportPrivateUsage]  # the request shape it sends: no public name
+        record: dict[str, Any] = {
             "measured_at": datetime.now(UTC).isoformat(timespec="seconds"), "model": cv.MODEL,
-            "request_shape": dict(cv._SPEC.constants), "fingerprint": cv._SPEC.fingerprint(),
+            "request_shape": dict(spec.constants), "fingerprint": spec.fingerprint(),
             "bounds": {"image_tokens_per_page": cv.IMAGE_TOKENS_BOUND,
                        "request_overhead_tokens": cv.REQUEST_OVERHEAD_TOKENS,
                        "output_tokens_per_page": cv.OUTPUT_TOKENS_PER_PAGE},
@@ -109,8 +111,8 @@ def _set(text: str, key: str, value: str) -> str:
 
 def _calls(accountant: object, call_ids: list[str]) -> list[dict[str, object]]:
     """Per call: reserved and billed EUR and tokens, read back from the scratch ledger."""
-    calls = accountant.calls()  # type: ignore[attr-defined]
-    rows = []
+    calls = cast("dict[str, object]", accountant.calls())  # type: ignore[attr-defined]
+    rows: list[dict[str, object]] = []
     for call_id in call_ids:
         call = calls.get(call_id)
         if call is None:

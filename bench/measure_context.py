@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,12 +35,16 @@ FILINGS = Path(__file__).resolve().parent / "corpora" / "filings"
 PYDOCS = tune.SHARED / "python-3.11-docs-rst" / "docs"
 TLDR_SAMPLE = 800
 
+# A corpus: its (source, relative path) pairs, questions, text rewrite and authored links.
+Sources = tuple[list[tuple[Path, str]], list[tune.Question], Callable[[str, str], str] | None, dict[str, set[str]]]
+
 
 def pymodules_sources() -> tuple[list[tuple[Path, str]], list[tune.Question]]:
     pages = (PYMODULES / "pages.txt").read_text(encoding="utf-8").split()
     questions = [tune.Question(row["id"], row["query"], tuple(f"docs/{p}" for p in row["relevant"]),
                                tuple(f"docs/{p}" for p in row["relevant"]))
-                 for row in tune._jsonl(PYMODULES / "questions.jsonl")]
+                 for row in tune._jsonl(  # pyright: ignore[reportPrivateUsage]  # tune's helper, reused
+                     PYMODULES / "questions.jsonl")]
     return [(PYDOCS / page, page) for page in pages], questions
 
 
@@ -54,11 +59,12 @@ def filings_sources(named_body: bool = False) -> tuple[list[tuple[Path, str]], l
                        check=True)
     questions = [tune.Question(row["id"], row["query"], tuple(f"docs/{p}" for p in row["relevant"]),
                                tuple(f"docs/{p}" for p in row["relevant"]))
-                 for row in tune._jsonl(made / "questions.jsonl")]
+                 for row in tune._jsonl(  # pyright: ignore[reportPrivateUsage]  # tune's helper, reused
+                     made / "questions.jsonl")]
     return [(path, path.name) for path in sorted((made / "docs").glob("*.pdf"))], questions
 
 
-def sources(name: str):  # -> (pairs, questions, rewrite, links)
+def sources(name: str) -> Sources:  # -> (pairs, questions, rewrite, links)
     if name in ("filings", "filings-named"):
         return (*filings_sources(name == "filings-named"), None, {})
     if name == "pymodules":
@@ -69,7 +75,8 @@ def sources(name: str):  # -> (pairs, questions, rewrite, links)
         return (*tune.tldr_sources(TLDR_SAMPLE), None, {})
     if name == "pydocs":
         pairs, questions, links = tune.pydocs_sources()
-        return pairs, questions, tune._strip_synopsis, links
+        rewrite = tune._strip_synopsis  # pyright: ignore[reportPrivateUsage]  # tune's helper, reused
+        return pairs, questions, rewrite, links
     raise SystemExit(f"unknown corpus {name!r}")
 
 
@@ -85,11 +92,11 @@ def build(name: str, arm: str) -> tuple[Path, list[tune.Question]]:
     if not (kb / "pinakes.toml").exists():
         kb.parent.mkdir(parents=True, exist_ok=True)
         init_kb(kb)
-        tune._copy(pairs, kb, rewrite)
+        tune._copy(pairs, kb, rewrite)  # pyright: ignore[reportPrivateUsage]  # tune's helper, reused
     started = time.perf_counter()
     run_sync(kb, SyncOptions(quiet=True, offline=True))
     if links:
-        tune._author_links(kb, links)
+        tune._author_links(kb, links)  # pyright: ignore[reportPrivateUsage]  # tune's helper, reused
         run_sync(kb, SyncOptions(quiet=True, offline=True))
     seconds = round(time.perf_counter() - started, 1)
     (kb / ".built").write_text(json.dumps({"seconds": seconds, "documents": len(pairs)}))
@@ -107,7 +114,7 @@ def rank(name: str, arm: str, label: str, overrides: dict[str, object]) -> Path:
 
 def compare(name: str, before: str, after: str) -> dict[str, object]:
     _pairs, questions, _rewrite, _links = sources(name)
-    rows = {}
+    rows: dict[str, list[dict[str, float]]] = {}
     for label in (before, after):
         stored = json.loads((CACHE / f"{name}.{label}.json").read_text())
         assert stored["questions"] == [q.id for q in questions], f"{label}: another question set"
@@ -154,7 +161,7 @@ def sides(name: str, before: str, after: str) -> dict[str, object]:
     def rows(keyword_arm: str, vector_arm: str) -> list[dict[str, float]]:
         k, v = arms[keyword_arm], arms[vector_arm]
         docs = {int(c): d for c, d in k["docs"].items()} | {int(c) + offset: d for c, d in v["docs"].items()}
-        out = []
+        out: list[dict[str, float]] = []
         for index, question in enumerate(questions):
             lists = tune.Candidates([(c, s) for c, s in k["k"][index]], [(c + offset, s) for c, s in v["v"][index]])
             out.append(tune.score(tune.fuse_documents(lists, tune.DEFAULT, docs), question))

@@ -24,6 +24,7 @@ import json
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parent.parent
 MANUALS = REPO.parent / "shared" / "corpora" / "r-manuals-pdf" / "docs"
@@ -70,15 +71,18 @@ def build(cache: Path = DEFAULT_CACHE, pages_per_manual: int = PAGES_PER_MANUAL,
         try:
             pages = page_indices(len(document), pages_per_manual)
             truth: list[str] = []
-            images = []
+            images: list[Any] = []  # PIL images
             for index in pages:
                 page = document[index]
                 text_page = page.get_textpage()
                 truth.append(unicodedata.normalize("NFKC", text_page.get_text_range()))
                 text_page.close()
-                images.append(page.render(scale=DPI / 72, grayscale=True).to_pil())  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
+                # to_pil(): real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
+                bitmap: Any = page.render(scale=DPI / 72, grayscale=True)
+                images.append(bitmap.to_pil())
                 page.close()
-            subset = pdfium.PdfDocument.new()  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
+            # new(): real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
+            subset = cast(Any, pdfium.PdfDocument).new()
             subset.import_pages(document, list(pages))
             subset.save(str(text_pdf))
             subset.close()

@@ -22,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -30,7 +31,7 @@ sys.path.insert(0, str(REPO / "bench"))
 def read_pages(path: Path) -> list[object]:
     import pypdfium2 as pdfium
 
-    from pinakes.extract.pdf import _read_page
+    from pinakes.extract.pdf import _read_page  # pyright: ignore[reportPrivateUsage]  # the extractor's own page reader
 
     document = pdfium.PdfDocument(str(path))
     try:
@@ -39,7 +40,7 @@ def read_pages(path: Path) -> list[object]:
         document.close()
 
 
-def made_scans(corpus: Sequence[object], scratch: Path, invisible: bool) -> Path:
+def made_scans(corpus: Sequence[Any], scratch: Path, invisible: bool) -> Path:
     """Each scanned page of the corpus with a stamp (or, `invisible`, its whole text layer) on top."""
     import pypdfium2 as pdfium
     from fpdf import FPDF
@@ -50,7 +51,8 @@ def made_scans(corpus: Sequence[object], scratch: Path, invisible: bool) -> Path
     for manual in corpus:
         document = pdfium.PdfDocument(str(manual.scan_pdf))  # type: ignore[attr-defined]
         for index, truth in enumerate(manual.truth):  # type: ignore[attr-defined]
-            image = document[index].render(scale=1, grayscale=True).to_pil()  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
+            bitmap = cast(Any, document[index].render(scale=1, grayscale=True))  # typings/pypdfium2 lacks to_pil
+            image = bitmap.to_pil()
             pdf.add_page()
             pdf.image(image, x=0, y=0, w=612, h=792)
             pdf.set_font("Helvetica", size=9)
@@ -67,7 +69,7 @@ def made_scans(corpus: Sequence[object], scratch: Path, invisible: bool) -> Path
     return path
 
 
-def summary(pages: list[object], yield_floor: float) -> dict[str, object]:
+def summary(pages: list[Any], yield_floor: float) -> dict[str, object]:
     from pinakes.extract.pdf import pages_without_text
 
     chars = sorted(page.native_chars for page in pages)  # type: ignore[attr-defined]

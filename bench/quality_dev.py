@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every row here")
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict[str, Any]] = []
     print("| corpus | keyword plan | nDCG@10 | recall@10 | ms/query |")
     print("|---|---|---|---|---|")
     for name in args.corpus or sorted(bench_keyword.CORPORA):

@@ -107,7 +107,7 @@ def tldr_examples() -> Iterator[str]:
     per_language = [sorted(root.rglob("*.md")) for root in roots]
     pending = [iter(pages) for pages in per_language]
     while pending:
-        still = []
+        still: list[Iterator[Path]] = []
         for pages in pending:
             page = next(pages, None)
             if page is None:

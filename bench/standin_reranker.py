@@ -21,6 +21,7 @@ Two shapes:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 SHAPES = ("minilm-l6", "bge-base")
 
@@ -46,11 +47,14 @@ def standin_dir(shape: str, cache: Path) -> Path:
     packaged = packaged_model("sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2")
     assert packaged is not None
     encoder_dir = sentence_transformers_dir(packaged)
-    tokenizer = AutoTokenizer.from_pretrained(str(encoder_dir), model_max_length=512)
-    torch.manual_seed(20261130)
+    # transformers' from_pretrained and save_pretrained, and torch's manual_seed, are partially unknown
+    # to the type checker: the tokenizer and the model as Any
+    tokenizer = cast(Any, AutoTokenizer).from_pretrained(str(encoder_dir), model_max_length=512)
+    cast(Any, torch).manual_seed(20261130)
+    model: Any
     if shape == "minilm-l6":
-        config = BertConfig.from_pretrained(str(encoder_dir), num_labels=1)
-        model = BertForSequenceClassification.from_pretrained(str(encoder_dir), config=config)
+        config = cast(Any, BertConfig).from_pretrained(str(encoder_dir), num_labels=1)
+        model = cast(Any, BertForSequenceClassification).from_pretrained(str(encoder_dir), config=config)
     else:
         config = XLMRobertaConfig(
             vocab_size=250_002, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,

@@ -40,9 +40,13 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pinakes.eval.outcomes import Outcome
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -67,7 +71,7 @@ class Question:
 class CorpusBuild:
     name: str
     root: Path
-    questions: list[Question] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list[Question])
 
 
 # -- corpora -----------------------------------------------------------------------------------
@@ -83,7 +87,7 @@ def _copy(pairs: Iterable[tuple[Path, str]], kb: Path, rewrite: Callable[[str, s
             target.write_text(rewrite(relative, source.read_text(encoding="utf-8")), encoding="utf-8")
 
 
-def _jsonl(path: Path) -> list[dict]:
+def _jsonl(path: Path) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
 
@@ -135,7 +139,7 @@ def pydocs_sources(pages: int = PYDOCS_PAGES) -> tuple[list[tuple[Path, str]], l
     links: dict[str, set[str]] = {}
     for page in chosen:
         text = (base / page).read_text(encoding="utf-8")
-        targets = set()
+        targets: set[str] = set()
         for match in [*XREF.finditer(text), *XREF_TARGET.finditer(text)]:
             name = match.group(1)
             parts = name.split(".")
@@ -223,22 +227,28 @@ class Candidates:
 def candidate_lists(kb: Path, questions: Sequence[Question], width: int) -> list[Candidates]:
     """Each question's keyword and vector lists, `width` deep, from the product's own retrievers."""
     from pinakes.lexical.filters import SearchFilters
-    from pinakes.search.core import Searcher, SearchSettings, _Run
+    from pinakes.search.core import (
+        Searcher,
+        SearchSettings,
+        _Run,  # pyright: ignore[reportPrivateUsage] -- the harness drives a search run's own steps
+    )
 
     base = Searcher.for_kb(kb, offline=True)
     settings = SearchSettings(candidates_per_source=width, fusion_top_k=width, final_k=min(width, 100),
                               rerank=False)
-    searcher = Searcher(base.index_path, settings, embedder_loader=base._embedder_loader,
+    searcher = Searcher(base.index_path, settings,
+                        embedder_loader=base._embedder_loader,  # pyright: ignore[reportPrivateUsage] -- the KB's own
                         embedding_section=base.embedding_section)
-    out = []
+    out: list[Candidates] = []
     for question in questions:
-        with searcher._lock:
+        with searcher._lock:  # pyright: ignore[reportPrivateUsage] -- as search() holds it
             run = _Run(searcher, question.query, SearchFilters(), "hybrid", False, None)
             run.candidates_per_source = width
             with searcher.snapshot() as generation:
                 embedder = searcher.embedder()
-                mask = run._prepare_vectors(generation, embedder)
-                _plan, keyword, vector = run._retrieve(generation, None, embedder, mask)
+                mask = run._prepare_vectors(generation, embedder)  # pyright: ignore[reportPrivateUsage] -- its own step
+                _plan, keyword, vector = run._retrieve(  # pyright: ignore[reportPrivateUsage] -- its own step
+                    generation, None, embedder, mask)
         out.append(Candidates(list(keyword), list(vector)))
     searcher.close()
     return out
@@ -348,7 +358,8 @@ def fuse_documents(lists: Candidates, setting: Fusion, docs: dict[int, str],
 
 def _competition(ranked: Sequence[tuple[int, float]]) -> list[tuple[int, int]]:
     """(chunk_id, competition rank): equal scores share a rank, as the product's fusion does."""
-    out, rank, previous = [], 0, None
+    out: list[tuple[int, int]] = []
+    rank, previous = 0, None
     for position, (chunk_id, value) in enumerate(ranked, start=1):
         if value != previous:
             rank, previous = position, value
@@ -368,7 +379,7 @@ def chunk_shingles(kb: Path, chunk_ids: Iterable[int]) -> dict[int, frozenset[st
     wanted = sorted(set(chunk_ids))
     conn = schema.open_reader(KBPaths_index(kb))
     try:
-        out = {}
+        out: dict[int, frozenset[str]] = {}
         for start in range(0, len(wanted), 500):
             part = wanted[start:start + 500]
             marks = ",".join("?" * len(part))
@@ -392,7 +403,7 @@ class Prepared:
                 for lists, question in zip(self.lists, self.build.questions, strict=True)]
 
     def single(self, which: str, width: int = 50) -> list[dict[str, float]]:
-        rows = []
+        rows: list[dict[str, float]] = []
         for lists, question in zip(self.lists, self.build.questions, strict=True):
             ranked = (lists.keyword if which == "keyword" else lists.vector)[:width]
             rows.append(score(list(dict.fromkeys(self.docs[c] for c, _ in ranked)), question))
@@ -427,7 +438,7 @@ def paired(before: Sequence[dict[str, float]], after: Sequence[dict[str, float]]
 
 
 def sweep_settings() -> list[Fusion]:
-    grid = []
+    grid: list[Fusion] = []
     for width in (50, 100):
         for level in ("chunk", "doc-max", "doc-sum"):
             for rrf_k in (5, 10, 20, 40, 60, 100):
@@ -497,7 +508,7 @@ def product_rankings(kb: Path, questions: Sequence[Question], **overrides: objec
 
     searcher = Searcher.for_kb(kb, offline=True)
     searcher.settings = dataclasses.replace(searcher.settings, rerank=False, **overrides)  # type: ignore[arg-type]
-    out = []
+    out: list[list[str]] = []
     try:
         for question in questions:
             result = searcher.search(question.query, final_k=100)
@@ -518,7 +529,7 @@ GRAPH_VARIANTS = {  # label -> (GRAPH_WEIGHT, SEEDS, EDGES)
 
 
 @contextlib.contextmanager
-def graph_variant(weight: float, seeds: int, edges: tuple[str, ...] | None) -> Iterator[None]:
+def graph_variant(weight: float, seeds: int, edges: tuple[str, ...] | None) -> Generator[None, None, None]:
     from pinakes.search import graph
 
     saved = (graph.GRAPH_WEIGHT, graph.SEEDS, graph.EDGES)
@@ -564,13 +575,13 @@ def demo_graph(kb: Path) -> dict[str, object]:
     manifest = load_manifest(kb / "pinakes.toml")
     golden = load_golden_set(kb / "eval" / "questions.yaml", kb, sources=manifest.sources)
 
-    def run(channel: str) -> list:
+    def run(channel: str) -> list[Outcome]:
         changed = dataclasses.replace(manifest, retrieval=dataclasses.replace(manifest.retrieval,
                                                                               graph_channel=channel))
         return list(outcomes_for(kb, changed, golden).rows)
 
-    def per_class(rows: list) -> dict[str, str]:
-        out = {}
+    def per_class(rows: list[Outcome]) -> dict[str, str]:
+        out: dict[str, str] = {}
         for kind in sorted({r.kind for r in rows}):
             mine = [r for r in rows if r.kind == kind and r.kind != "no-answer"]
             if mine:
@@ -645,7 +656,7 @@ def context_copy(name: str, cache: Path, *, keyword: bool, vector: bool) -> Path
                               for chunk_id, text, fts, heading, title, path in rows])
     if vector:
         embedder = load_embedder(load_manifest(target / "pinakes.toml").embedding, offline=True)
-        texts = []
+        texts: list[str] = []
         for _chunk_id, text, _fts, heading, title, path in rows:
             prefix = context_prefix(title, path, heading) + "\n"
             words = text.split(" ")
@@ -725,15 +736,16 @@ def calibration_rows(kb: Path) -> list[dict[str, object]]:
 
     manifest = load_manifest(kb / "pinakes.toml")
     golden = load_golden_set(kb / "eval" / "questions.yaml", kb, sources=manifest.sources)
-    rows = []
+    rows: list[dict[str, object]] = []
     with open_searcher(kb, manifest) as searcher:
         for question in golden.questions:
             outcome = answer(searcher, question)
             filters = question.search_filters() if question.filters else None
             queries = [hop.query for hop in question.hops] if question.hops else [question.query]
-            agree, margins = True, []
+            agree = True
+            margins: list[float] = []
             for query in queries:
-                tops = []
+                tops: list[str | None] = []
                 for mode in ("bm25", "vector"):
                     passages = searcher.search(query, filters=filters, mode=mode).passages
                     tops.append(passages[0].path if passages else None)
@@ -769,7 +781,7 @@ def fit_with_agreement(rows: Sequence[dict[str, object]], low: float) -> dict[st
     relaxed = (max(agreeing_no_answer) + 1e-4) if agreeing_no_answer else min(
         float(r["signal"]) for r in answerable)  # type: ignore[arg-type]
     relaxed = min(relaxed, low)
-    out = {}
+    out: dict[str, object] = {}
     for label, threshold in (("cosine only", None), ("cosine, relaxed where the retrievers agree", relaxed)):
         fa = sum(1 for r in answerable if low_under(r, threshold))
         fc = sum(1 for r in no_answer if not low_under(r, threshold))

@@ -41,10 +41,14 @@ import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import closing, nullcontext
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from pinakes.lexical.filters import SearchFilters
 
 os.environ.setdefault("PNK_CTX_CACHE", "/work/cache/fusion/ctx")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -93,6 +97,11 @@ def questions(name: str, kb: Path) -> list[Asked]:
     return out
 
 
+def _filters(a: Asked) -> SearchFilters | None:
+    """The demo question's filters (None for a corpus question)."""
+    return a.golden.search_filters() if a.golden is not None else None  # type: ignore[attr-defined]
+
+
 # -- one arm, in its own process ---------------------------------------------------------------------
 
 
@@ -114,17 +123,20 @@ def rank(name: str, label: str) -> Path:
         settings = dataclasses.replace(settings, fusion_weights=FusionWeights(float(kw), float(vw)), rrf_k=int(k))
     if label == "ties-reversed":  # exact ties in the other storage order: the last key, chunk id, reversed
         import pinakes.search.core as core
+        from pinakes.search.fusion import Candidate
 
-        core.order_fused = lambda pool: sorted(  # type: ignore[assignment]
-            pool, key=lambda c: (-c.rrf, -(c.coverage or 0.0), c.best_rank, -c.chunk_id))
+        def ties_reversed(pool: list[Candidate]) -> list[Candidate]:
+            return sorted(pool, key=lambda c: (-c.rrf, -(c.coverage or 0.0), c.best_rank, -c.chunk_id))
+
+        core.order_fused = ties_reversed
     searcher.settings = settings
     out: dict[str, object] = {"corpus": name, "label": label, "questions": [a.id for a in asked],
                               "fusion_top_k": settings.fusion_top_k}
     try:
         for mode in modes:
-            rankings = []
+            rankings: list[list[str]] = []
             for a in asked:
-                filters = a.golden.search_filters() if a.golden is not None else None  # type: ignore[attr-defined]
+                filters = _filters(a)
                 result = searcher.search(a.query, filters=filters, mode=mode, final_k=PASSAGES)
                 rankings.append(document_ranking([p.path for p in result.passages])[:DEPTH])
             out[mode] = rankings
@@ -133,16 +145,17 @@ def rank(name: str, label: str) -> Path:
             from pinakes.search.core import MAX_FINAL_K
 
             width = min(settings.candidates_per_source, MAX_FINAL_K)
-            lists = []
+            lists: list[dict[str, Any]] = []
             # since shared vector ranks the lists are read beside one reader of the index (either tree runs here)
-            with_reader = "conn" in inspect.signature(fusion_fit._lists).parameters
+            lists_of = cast(Callable[..., Any], fusion_fit._lists)  # pyright: ignore[reportPrivateUsage] -- its lists
+            with_reader = "conn" in inspect.signature(lists_of).parameters
             from pinakes.index import schema
 
             with closing(schema.open_reader(searcher.index_path)) if with_reader else nullcontext() as conn:
                 for a in asked:
-                    filters = a.golden.search_filters() if a.golden is not None else None  # type: ignore[attr-defined]
+                    filters = _filters(a)
                     first = (searcher, conn) if with_reader else (searcher,)
-                    got = fusion_fit._lists(*first, a.query, filters, a.relevant, width)  # type: ignore[call-arg]
+                    got = lists_of(*first, a.query, filters, a.relevant, width)
                     shared = {name: getattr(got, name) for name in ("near_duplicates", "coverage") if hasattr(got, name)}
                     lists.append({"keyword": got.keyword, "vector": got.vector, "paths": got.paths, **shared})
             out["fit_lists"] = lists
@@ -153,7 +166,7 @@ def rank(name: str, label: str) -> Path:
     return path
 
 
-def ensure(name: str, label: str, base: Path | None) -> dict:
+def ensure(name: str, label: str, base: Path | None) -> dict[str, Any]:
     path = CACHE / f"{name}.{label}.json"
     if not path.exists():
         env = dict(os.environ)
@@ -185,11 +198,12 @@ def worse(mine: Sequence[float], other: Sequence[float]) -> tuple[int, int, floa
     return down, up, sign_test(down, up)
 
 
-def fitted_arm(lists: Sequence[dict], rows: Sequence[int], asked: Sequence[Asked], fusion_top_k: int) -> str:
+def fitted_arm(lists: Sequence[dict[str, Any]], rows: Sequence[int], asked: Sequence[Asked], fusion_top_k: int) -> str:
     """The product's `fit_fusion` on the training rows: 'fixed' or 'fit-KW-VW-K'."""
     from pinakes.eval import fusion_fit
 
-    items = [fusion_fit._Lists([tuple(x) for x in lists[i]["keyword"]], [tuple(x) for x in lists[i]["vector"]],
+    items = [fusion_fit._Lists(  # pyright: ignore[reportPrivateUsage] -- the bench rebuilds the fit's private lists
+                 [tuple(x) for x in lists[i]["keyword"]], [tuple(x) for x in lists[i]["vector"]],
                                {int(k): v for k, v in lists[i]["paths"].items()}, asked[i].relevant,
                                **_shared_fields(lists[i]))
              for i in rows]
@@ -204,9 +218,9 @@ def fitted_arm(lists: Sequence[dict], rows: Sequence[int], asked: Sequence[Asked
     return "fixed" if not fit.moved else f"fit-{arm.keyword_weight:g}-{arm.vector_weight:g}-{arm.rrf_k}"
 
 
-def _shared_fields(stored: dict) -> dict:  # type: ignore[type-arg]
+def _shared_fields(stored: dict[str, Any]) -> dict[str, Any]:
     """What a tree whose fusion reads near-duplicates keeps beside the lists (search/shared_ranks.py)."""
-    out: dict = {}  # type: ignore[type-arg]
+    out: dict[str, Any] = {}
     if "near_duplicates" in stored:
         near = stored["near_duplicates"]
         out["near_duplicates"] = None if near is None else {int(k): v for k, v in near.items()}
@@ -260,7 +274,7 @@ def corpus_table(name: str, base: Path | None, reading: str = "stored") -> dict[
     result["full"] = row(range(n), fixed, "fixed")
     result["full"]["keyword_today"] = statistics.fmean(today_keyword)  # type: ignore[index]
     result["full"]["keyword_vs_today"] = worse(keyword, today_keyword)  # type: ignore[index]
-    halves_out = []
+    halves_out: list[dict[str, object]] = []
     for seed in range(SEEDS):
         split = halves(n, seed)
         for side in (0, 1):
@@ -293,7 +307,7 @@ def _c(triple: Sequence[float]) -> str:
     return f"{mark}{int(down)}/{int(up)}, {_p(p)}{mark}"
 
 
-def render(results: Sequence[dict], halves_table: bool = True) -> str:
+def render(results: Sequence[dict[str, Any]], halves_table: bool = True) -> str:
     """The tables. Today's hybrid and the keyword side without context were searched in the stored
     tie order only, so a reading other than "stored" shows the channels alone."""
     reading = results[0]["reading"] if results else "stored"
@@ -363,7 +377,7 @@ def main() -> int:
     names = args.corpus or [c for c in CORPORA if (KBS[c] / ".pinakes").exists()]
     base = args.base if args.command == "all" else None
     readings = ["stored", "reversed", "averaged"] if args.reading == "all" else [args.reading]
-    out = {}
+    out: dict[str, list[dict[str, object]]] = {}
     for reading in readings:
         results = [corpus_table(name, base, reading) for name in names]
         print(render(results, halves_table=reading == readings[0]) + "\n")

@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -42,7 +43,7 @@ def main() -> int:
     args = parser.parse_args()
     shipped: dict[str, float] = {}
     baseline: dict[str, float] = {}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in cjk.SETS:
         kb = cjk.build(name, args.cache)
         for kind, questions in cjk.questions_of(kb).items():
@@ -64,7 +65,7 @@ def main() -> int:
     up, down, pb, pw = counts(shipped, baseline, keys)
     print(f"| pooled | | {len(keys)} | {statistics.fmean(baseline.values()):.4f} | "
           f"{statistics.fmean(shipped.values()):.4f} | +{up}/−{down}, {pb:.3g}, {pw:.3g} |")
-    halves = []
+    halves: list[dict[str, Any]] = []
     for seed in range(SEEDS):
         order = keys[:]
         random.Random(seed).shuffle(order)

@@ -73,7 +73,7 @@ def main() -> int:
                      for cache in (main_cache, new_cache)}
             for shape in FORMS:
                 rows = [i for i, a in enumerate(asked) if form(a.query) == shape]
-                out = []
+                out: list[str] = []
                 for keyword, hybrid in cells.values():
                     k, h = [keyword[i] for i in rows], [hybrid[i] for i in rows]
                     down, up, _ = v.worse(h, k)

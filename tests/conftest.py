@@ -8,6 +8,7 @@ import socket
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -35,7 +36,7 @@ def _is_local(address: object) -> bool:
     if isinstance(address, (str, bytes)):  # AF_UNIX
         return True
     if isinstance(address, tuple) and address:
-        host = str(address[0])
+        host = str(cast("tuple[object, ...]", address)[0])
         return host in ("localhost", "::1") or host.startswith("127.")
     return False
 

@@ -72,7 +72,7 @@ def answer_citing(text: str, *needles: str, extra: tuple[int, ...] = ()) -> Turn
 
     def respond(body: dict[str, Any]) -> dict[str, Any]:
         shown = shown_passages(body)
-        cited = []
+        cited: list[int] = []
         for needle in needles:
             matches = [number for number, passage in shown.items() if needle in passage]
             assert matches, f"no passage shown contains {needle!r}; shown: {list(shown.values())}"
@@ -195,7 +195,7 @@ def demo_copy(synced: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) ->
     root = directory / "demo-kb"
     shutil.copytree(synced, root)
     substitute_embedder(monkeypatch,
-                        lambda section, *args, **kwargs: FakeEmbedder(provider=section.provider))
+                        lambda section, offline=None, threads=None: FakeEmbedder(provider=section.provider))
     return root
 
 

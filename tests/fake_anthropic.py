@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any, Self, cast
 
 _PAGES_LINE = re.compile(r"pages (\d+) to (\d+)")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -58,7 +58,7 @@ class Reply:
 
     kind: str = "ok"
     status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict[str, str])
     delay_s: float = 0.0
     body: dict[str, Any] | None = None
     usage: dict[str, int] | None = None  # replaces those usage figures of the default answer
@@ -206,10 +206,12 @@ def _error(status: int, kind: str, message: str) -> tuple[int, dict[str, str], b
 
 def _content_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
-    for message in body.get("messages") or []:
-        content = message.get("content")
+    messages: list[dict[str, Any]] = body.get("messages") or []
+    for message in messages:
+        content: object = message.get("content")
         if isinstance(content, list):
-            blocks.extend(block for block in content if isinstance(block, dict))
+            blocks.extend(cast("dict[str, Any]", block) for block in cast("list[object]", content)
+                          if isinstance(block, dict))
     return blocks
 
 
@@ -246,7 +248,7 @@ def scanned_pdf(pages: int, native_text: dict[int, str] | None = None, size: int
                    b"/BitsPerComponent 8 /Filter /FlateDecode /Length %d >>\nstream\n" % (size, size, len(image))
                    + image + b"\nendstream")
     image_ref = len(objects)
-    kids = []
+    kids: list[int] = []
     for number in range(1, pages + 1):
         drawing = b"q 612 0 0 792 0 0 cm /Im1 Do Q"
         if number in native_text:
@@ -260,7 +262,7 @@ def scanned_pdf(pages: int, native_text: dict[int, str] | None = None, size: int
         kids.append(len(objects))
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), pages)
     pdf = b"%PDF-1.4\n"
-    offsets = []
+    offsets: list[int] = []
     for number, body in enumerate(objects, start=1):
         offsets.append(len(pdf))
         pdf += b"%d 0 obj\n" % number + body + b"\nendobj\n"
@@ -289,8 +291,9 @@ class RehearsalServer(FakeAnthropic):
         return answered
 
     def _structured(self, path: str, body: dict[str, Any] | None) -> tuple[int, dict[str, str], bytes, float] | None:
-        schema = ((body or {}).get("output_config") or {}).get("format", {}).get("schema") or {}
-        properties = schema.get("properties") or {}
+        config: dict[str, Any] = (body or {}).get("output_config") or {}
+        schema: dict[str, Any] = config.get("format", {}).get("schema") or {}
+        properties: dict[str, Any] = schema.get("properties") or {}
         if path != "/v1/messages" or body is None:
             return None
         if "queries" in properties:  # one new query, so the loop goes on to an answer call
@@ -315,7 +318,8 @@ def _rehearsal_query(body: dict[str, Any]) -> str:
     """A search the loop has not run yet: the question without its first word (its words still find
     the passages the question would)."""
     texts = [block.get("text", "") for block in _content_blocks(body) if block.get("type") == "text"]
-    texts += [m["content"] for m in body.get("messages") or [] if isinstance(m.get("content"), str)]
+    messages: list[dict[str, Any]] = body.get("messages") or []
+    texts += [m["content"] for m in messages if isinstance(m.get("content"), str)]
     question = next((m.group(1) for m in map(re.compile(r"^Question: (.+)$", re.M).search, texts) if m), "")
     words = question.split()
     return " ".join(words[1:]) if len(words) > 1 else f"{question} overview"

@@ -41,7 +41,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 WORD = re.compile(r"\w+", re.UNICODE)
 SPECIAL_TOKENS = 2
@@ -56,7 +56,7 @@ class Reply:
 
     kind: str = "ok"
     status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict[str, str])
     delay_s: float = 0.0
     drip_bytes_per_s: int = 256
     body_bytes: int = 300 * 1024 * 1024
@@ -119,6 +119,10 @@ class FakeEmbeddings:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def serve_until_stopped(self) -> None:
+        """Block while the server runs (the script's main thread)."""
+        self._thread.join()
+
     def stop(self) -> None:
         """The server goes down as a crashed one does: nothing listens, and a connection a client
         kept alive is dropped at its next request, unanswered."""
@@ -171,7 +175,8 @@ class FakeEmbeddings:
         if reply.kind == "status":
             status, headers, data, _ = _error(reply.status, f"scripted {reply.status}")
             return status, {**headers, **reply.headers}, data, delay
-        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        raw: object = body["input"]
+        inputs = cast("list[object]", raw) if isinstance(raw, list) else [raw]
         vectors = self._noisy([self.vector(str(text)) for text in inputs])
         if reply.kind == "wrong-dim":
             vectors = [[*vector, 0.0] for vector in vectors]
@@ -363,7 +368,7 @@ def main() -> None:
     fake.__enter__()
     print(fake.url, flush=True)
     try:
-        fake._thread.join()
+        fake.serve_until_stopped()
     except KeyboardInterrupt:
         fake.stop()
 

@@ -34,7 +34,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -46,7 +46,7 @@ class Reply:
 
     kind: str = "ok"
     status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict[str, str])
     delay_s: float = 0.0
     size: int = 0  # "huge": the body's bytes; "drip": seconds between pieces is delay_s
 
@@ -88,6 +88,10 @@ class FakeReranker:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def serve_until_stopped(self) -> None:
+        """Block while the server runs (the script's main thread)."""
+        self._thread.join()
+
     def stop(self) -> None:
         """Down as a crashed server is: nothing listens, and a kept-alive connection is dropped."""
         if self.down:
@@ -126,9 +130,10 @@ class FakeReranker:
         reply = self._next_reply()
         if not path.endswith("/rerank"):
             return reply, *_error(404, f"no route {path}")
-        texts = body.get("texts", body.get("documents")) if isinstance(body, dict) else None
+        texts: object = body.get("texts", body.get("documents")) if isinstance(body, dict) else None
         if not isinstance(body, dict) or not isinstance(texts, list) or "query" not in body:
             return reply, *_error(422, "the request body is not a rerank request")
+        texts = cast("list[object]", texts)
         if reply.kind == "status":
             status, headers, data = _error(reply.status, f"scripted {reply.status}")
             return reply, status, {**headers, **reply.headers}, data
@@ -256,7 +261,7 @@ def main() -> None:
     fake.__enter__()
     print(fake.url("tei"), flush=True)
     try:
-        fake._thread.join()
+        fake.serve_until_stopped()
     except KeyboardInterrupt:
         fake.stop()
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import xxhash
@@ -76,7 +76,7 @@ class VectorTableEmbedder(HashEmbedder):
 
     def __init__(self, table: Mapping[str, Sequence[float]], query: Sequence[float] | None = None,
                  model: str = "test/vector-table"):
-        dims = {len(vector) for vector in table.values()} | ({len(query)} if query is not None else set())
+        dims: set[int] = {len(vector) for vector in table.values()} | ({len(query)} if query is not None else set[int]())
         if len(dims) != 1:
             raise ValueError(f"every placed vector needs the same dimension, not {sorted(dims)}")
         super().__init__(dim=dims.pop(), model=model)
@@ -116,11 +116,18 @@ def default_section(provider: str) -> EmbeddingSection:
     return EmbeddingSection(provider=provider, model="sentence-transformers/all-MiniLM-L6-v2", dim=384)
 
 
-# What `load_substitute` gives: a function of the section (and the loader's offline and threads).
-_substitute: Callable[..., Embedder] | None = None
+class EmbedderLoad(Protocol):
+    """What `load_substitute` calls: a function of the section and the loader's offline and threads
+    (a lambda written `lambda section, offline=None, threads=None: ...` takes its types from here)."""
+
+    def __call__(self, section: EmbeddingSection, *, offline: bool | None = None,
+                 threads: int | None = None) -> Embedder: ...
 
 
-def substitute_embedder(monkeypatch: pytest.MonkeyPatch | None, load: Callable[..., object]) -> None:
+_substitute: EmbedderLoad | None = None
+
+
+def substitute_embedder(monkeypatch: pytest.MonkeyPatch | None, load: EmbedderLoad) -> None:
     """Make every registered [embedding] provider load `load(section, offline=..., threads=...)`'s
     model instead of its own: each is registered again with this module as its implementation
     (embed/registry.py), so a sync, a search and a status all load it through the real loader. With
@@ -129,7 +136,7 @@ def substitute_embedder(monkeypatch: pytest.MonkeyPatch | None, load: Callable[.
     specs = {name: replace(spec, load=f"{__name__}:load_substitute", packaged=False)
              for name, spec in PROVIDERS.items()}
     if monkeypatch is None:
-        _substitute = load  # type: ignore[assignment]
+        _substitute = load
         PROVIDERS.update(specs)
         return
     monkeypatch.setattr(sys.modules[__name__], "_substitute", load)

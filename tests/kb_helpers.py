@@ -15,10 +15,11 @@ import os
 import re
 import signal
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from pinakes.embed.base import ModelIdentity
 from pinakes.embed.tokens import TokenCounter
@@ -47,7 +48,7 @@ def stable_ulid(path: str) -> str:
     """A ULID-shaped id derived from the path, so a failure names the same document on every run."""
     alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
     digest = int.from_bytes(hashlib.sha256(path.encode()).digest()[:16], "big")
-    chars = []
+    chars: list[str] = []
     for _ in range(24):
         digest, index = divmod(digest, 32)
         chars.append(alphabet[index])
@@ -126,7 +127,7 @@ def build_kb(root: Path, docs: Iterable[Doc], embedder: object, *, deleted: Iter
              manifest: str | None = None) -> Path:
     """A KB at `root` holding `docs` (and `deleted`, synced once then deleted), indexed by the sync;
     returns its index. `manifest` replaces the init'd pinakes.toml (a test that needs one of its own)."""
-    identity: ModelIdentity = embedder.identity  # type: ignore[attr-defined]
+    identity = cast(ModelIdentity, embedder.identity)  # type: ignore[attr-defined]  # any embedder-like object
     if manifest is None:
         init_test_kb(root, identity, roots=roots, max_tokens=max_tokens, overlap=overlap)
     else:
@@ -161,7 +162,7 @@ def newer_extractor(monkeypatch: object, backend: str) -> None:
 
 
 @contextmanager
-def older_extractor(backend: str) -> Iterator[None]:
+def older_extractor(backend: str) -> Generator[None, None, None]:
     """Within the block, `backend` is the previous version of itself, as a Pinakes released before
     its last change declared it: the registry's entry, the spec claude-vision keeps from import
     time, and the free PDF parser run in this process (its child would import today's registry).
@@ -180,13 +181,13 @@ def older_extractor(backend: str) -> Iterator[None]:
     if backend == "claude-vision":
         from pinakes.extract import claude_vision as vision
 
-        vision._SPEC = older
+        vision._SPEC = older  # pyright: ignore[reportPrivateUsage]  # the spec claude-vision kept at import
     try:
         yield
     finally:
         EXTRACTORS[backend], pdf.extract = spec, isolated
         if vision is not None:
-            vision._SPEC = spec
+            vision._SPEC = spec  # pyright: ignore[reportPrivateUsage]  # restored as it was
 
 
 def text_pdf(pages: Sequence[Sequence[str]], title: str | None = None) -> bytes:
@@ -212,7 +213,7 @@ def text_pdf(pages: Sequence[Sequence[str]], title: str | None = None) -> bytes:
     if title is not None:
         objects.append(f"<< /Title {literal(title)} >>")
         info = f" /Info {len(objects)} 0 R"
-    out, offsets = b"%PDF-1.4\n", []
+    out, offsets = b"%PDF-1.4\n", list[int]()
     for number, body in enumerate(objects, 1):
         offsets.append(len(out))
         out += f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1")

@@ -54,6 +54,6 @@ def render_pages(pdf: Path, indices: Sequence[int], *, dpi: int = 150) -> list[I
 
     document = pdfium.PdfDocument(str(pdf))
     try:
-        return [document[index].render(scale=dpi / 72, grayscale=True).to_pil() for index in indices]  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
+        return [document[index].render(scale=dpi / 72, grayscale=True).to_pil() for index in indices]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
     finally:
         document.close()

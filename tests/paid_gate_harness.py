@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, cast
 
 ALLOWLIST_NAME = ".paid-path-allowlist"
 
@@ -204,7 +205,7 @@ def minimal_pdf(text: str, info: str | None = None) -> str:
     if info is not None:
         objects.append(info)
     pdf = "%PDF-1.4\n"
-    offsets = []
+    offsets: list[int] = []
     for number, body in enumerate(objects, start=1):
         offsets.append(len(pdf))
         pdf += f"{number} 0 obj\n{body}\nendobj\n"
@@ -225,7 +226,7 @@ def _refuse_network() -> None:
     real_connect = socket.socket.connect
 
     def guarded(self: socket.socket, address: object) -> None:
-        host = str(address[0]) if isinstance(address, tuple) and address else "localhost"
+        host = str(cast("tuple[object, ...]", address)[0]) if isinstance(address, tuple) and address else "localhost"
         if not (host in ("localhost", "::1") or host.startswith("127.")):
             raise ConnectionRefusedError(f"the paid-path gate refuses network access ({address!r})")
         return real_connect(self, address)  # type: ignore[arg-type]
@@ -268,7 +269,8 @@ def _run_steps(steps_file: Path, report_file: Path) -> None:
     _refuse_network()
     outcomes: list[StepOutcome] = []
     for item in json.loads(steps_file.read_text(encoding="utf-8")):
-        step = Step(**{**item, "argv": tuple(item["argv"])})
+        fields: dict[str, Any] = {**item, "argv": tuple(item["argv"])}  # the JSON the parent wrote
+        step = Step(**fields)
         if step.write is not None:
             target = Path(step.write)
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 
@@ -20,7 +20,7 @@ class RawServer:
 
 
 @contextlib.contextmanager
-def raw_server(answer: bytes) -> Iterator[RawServer]:
+def raw_server(answer: bytes) -> Generator[RawServer, None, None]:
     """Reads each request whole (its headers and its Content-Length of body), writes `answer`, closes."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.1)  # accept() wakes to see `stop` (closing the socket does not wake it)

@@ -6,6 +6,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,28 +27,28 @@ class Trace:
         real_open, real_write, real_fsync = os.open, os.write, os.fsync
         real_replace, real_link, real_close = os.replace, os.link, os.close
 
-        def traced_open(path, flags, mode=0o777, **kwargs):
+        def traced_open(path: str | os.PathLike[str], flags: int, mode: int = 0o777, **kwargs: Any):
             fd = real_open(path, flags, mode, **kwargs)
             self._paths[fd] = os.fspath(path)
             return fd
 
-        def traced_write(fd, data):
+        def traced_write(fd: int, data: bytes):
             self.events.append(("write", self._paths.get(fd, "?")))
             return real_write(fd, data)
 
-        def traced_fsync(fd):
+        def traced_fsync(fd: int):
             self.events.append(("fsync", self._paths.get(fd, "?")))
             return real_fsync(fd)
 
-        def traced_replace(src, dst, **kwargs):
+        def traced_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str], **kwargs: Any):
             self.events.append(("replace", os.fspath(src), os.fspath(dst)))
             return real_replace(src, dst, **kwargs)
 
-        def traced_link(src, dst, **kwargs):
+        def traced_link(src: str | os.PathLike[str], dst: str | os.PathLike[str], **kwargs: Any):
             self.events.append(("link", os.fspath(src), os.fspath(dst)))
             return real_link(src, dst, **kwargs)
 
-        def traced_close(fd):
+        def traced_close(fd: int):
             self._paths.pop(fd, None)
             return real_close(fd)
 
@@ -73,7 +74,7 @@ def _litter(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
 
 
-def test_write_order_is_write_fsync_replace_fsync_directory(tmp_path: Path, monkeypatch) -> None:
+def test_write_order_is_write_fsync_replace_fsync_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "a.md.pnk.yaml"
     target.write_bytes(OLD)
     trace = Trace(monkeypatch)
@@ -89,7 +90,7 @@ def test_write_order_is_write_fsync_replace_fsync_directory(tmp_path: Path, monk
     assert _litter(tmp_path) == []
 
 
-def test_exclusive_create_links_instead_of_replacing(tmp_path: Path, monkeypatch) -> None:
+def test_exclusive_create_links_instead_of_replacing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "b.md.pnk.yaml"
     trace = Trace(monkeypatch)
     atomic_write_bytes(target, NEW, exclusive=True)
@@ -107,12 +108,13 @@ def test_exclusive_create_refuses_an_existing_file_and_leaves_it_alone(tmp_path:
     assert _litter(tmp_path) == []
 
 
-def test_a_write_that_fails_halfway_leaves_the_old_file_byte_identical(tmp_path: Path, monkeypatch) -> None:
+def test_a_write_that_fails_halfway_leaves_the_old_file_byte_identical(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "d.md.pnk.yaml"
     target.write_bytes(OLD)
     real_write = os.write
 
-    def half_then_enospc(fd: int, data) -> int:
+    def half_then_enospc(fd: int, data: bytes) -> int:
         if len(data) > 4:
             return real_write(fd, bytes(data[: len(data) // 2]))
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -127,11 +129,11 @@ def test_a_write_that_fails_halfway_leaves_the_old_file_byte_identical(tmp_path:
     assert caught.value.remedy is not None and "disk space" in caught.value.remedy
 
 
-def test_a_failed_rename_leaves_the_old_file_and_no_temp(tmp_path: Path, monkeypatch) -> None:
+def test_a_failed_rename_leaves_the_old_file_and_no_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "e.md.pnk.yaml"
     target.write_bytes(OLD)
 
-    def refuse(src, dst, **kwargs):
+    def refuse(src: str | os.PathLike[str], dst: str | os.PathLike[str], **kwargs: Any):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
     monkeypatch.setattr(atomic.os, "replace", refuse)
@@ -141,11 +143,11 @@ def test_a_failed_rename_leaves_the_old_file_and_no_temp(tmp_path: Path, monkeyp
     assert _litter(tmp_path) == []
 
 
-def test_an_interrupt_mid_write_still_removes_the_temp_file(tmp_path: Path, monkeypatch) -> None:
+def test_an_interrupt_mid_write_still_removes_the_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "f.md.pnk.yaml"
     target.write_bytes(OLD)
 
-    def interrupted(fd: int, data) -> int:
+    def interrupted(fd: int, data: bytes) -> int:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(atomic.os, "write", interrupted)
@@ -155,7 +157,7 @@ def test_an_interrupt_mid_write_still_removes_the_temp_file(tmp_path: Path, monk
     assert _litter(tmp_path) == []
 
 
-def test_an_fsync_error_is_final_and_never_retried(tmp_path: Path, monkeypatch) -> None:
+def test_an_fsync_error_is_final_and_never_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "g.md.pnk.yaml"
     target.write_bytes(OLD)
     calls: list[int] = []
@@ -174,7 +176,7 @@ def test_an_fsync_error_is_final_and_never_retried(tmp_path: Path, monkeypatch) 
     assert caught.value.exit_code == EXIT_IO
 
 
-def test_a_directory_fsync_error_surfaces_after_the_rename(tmp_path: Path, monkeypatch) -> None:
+def test_a_directory_fsync_error_surfaces_after_the_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "h.md.pnk.yaml"
     target.write_bytes(OLD)
     real_fsync = os.fsync
@@ -222,7 +224,7 @@ def test_a_missing_directory_is_a_filesystem_error(tmp_path: Path) -> None:
 def test_exclusive_create_without_hard_links_still_refuses_an_existing_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def no_links(src, dst, **kwargs):
+    def no_links(src: str | os.PathLike[str], dst: str | os.PathLike[str], **kwargs: Any):
         raise OSError(errno.EPERM, os.strerror(errno.EPERM))
 
     monkeypatch.setattr(atomic.os, "link", no_links)

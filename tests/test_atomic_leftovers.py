@@ -51,16 +51,17 @@ def kb(tmp_path: Path) -> Path:
 
 def test_a_temp_file_has_the_one_name_and_a_live_writers_is_never_swept(tmp_path: Path) -> None:
     target = tmp_path / "x.md.pnk.yaml"
-    temp, fd = atomic._create_temp(target)  # as a writer between its write and its rename
+    temp, fd = atomic._create_temp(target)  # pyright: ignore[reportPrivateUsage] -- a writer before its rename
     try:
         assert temp.parent == tmp_path and atomic.is_temp_name(temp.name)
         assert temp.name.startswith(".x.md.pnk.yaml.") and temp.name.endswith(atomic.TEMP_SUFFIX)
         age([temp])
-        atomic._swept_directories.discard(str(tmp_path))
+        swept = atomic._swept_directories  # pyright: ignore[reportPrivateUsage] -- the per-process sweep memory
+        swept.discard(str(tmp_path))
         assert atomic.sweep_stale_temps(tmp_path) == [] and temp.exists()  # its writer holds the lock
     finally:
         os.close(fd)
-    atomic._swept_directories.discard(str(tmp_path))
+    swept.discard(str(tmp_path))
     assert atomic.sweep_stale_temps(tmp_path) == [temp.name] and not temp.exists()  # the writer is gone
     assert atomic.is_temp_name(".x.md.pnk.yaml.0a1b2c3d.tmp")  # an earlier build's name, also a leftover
     assert not atomic.is_temp_name("notes.tmp") and not atomic.is_temp_name(".x.md.pnk.yaml")
@@ -148,7 +149,7 @@ def test_doctor_names_the_temps_a_killed_vector_build_leaves_in_pinakes_and_the_
     assert check.remedy is not None and "pnk sync" in check.remedy and "rm" in check.remedy
 
     age(left)
-    atomic._swept_directories.discard(str(state))  # the next sync: a new process
+    atomic._swept_directories.discard(str(state))  # pyright: ignore[reportPrivateUsage] -- the next sync: a new process
     assert run_sync(kb, SyncOptions(), embedder=manifest_fake_embedder(kb)).ok
     assert temp_files(state) == [] and temp_check(kb)[0] == "OK"
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import pinakes.budget
-import pinakes.embed
 from pinakes.cli import main
 from pinakes.doctor import DoctorContext
 from pinakes.doctor.checks_budget import checks
@@ -26,7 +25,7 @@ from tests.fakes import FakeEmbedder, substitute_embedder
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: FakeEmbedder())
     root = tmp_path / "kb"
     init_kb(root, name="budget")
     (root / "docs/a.md").write_text("# A\n\nText.\n", encoding="utf-8")

@@ -152,7 +152,7 @@ def test_money_is_shown_to_the_micro_euro_spends_up_and_headroom_down() -> None:
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: FakeEmbedder())
     root = tmp_path / "kb"
     init_kb(root, name="overrun")
     return root

@@ -124,7 +124,7 @@ def ledgers(draw: st.DrawFn) -> list[LedgerRecord]:
     """Records of a few calls, in any order a ledger can hold them: outcomes before their
     reservation, duplicates, overruns, resolutions, across a day's and a month's end."""
     count = draw(st.integers(1, 40))
-    records = []
+    records: list[LedgerRecord] = []
     for _ in range(count):
         call = draw(st.integers(0, 8))
         kind = draw(st.sampled_from(KINDS))

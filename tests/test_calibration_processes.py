@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import replace
 from pathlib import Path
 
@@ -56,7 +56,8 @@ class _Record:
         return self.path.read_text(encoding="utf-8").split()
 
 
-def test_two_processes_give_the_rows_and_the_fit_of_one_question_after_another(built, monkeypatch, tmp_path):
+def test_two_processes_give_the_rows_and_the_fit_of_one_question_after_another(
+        built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     searched_by = _Record(tmp_path / "pids")
     search = Searcher.search_twice  # a question's two searches (search/twice.py)
 
@@ -70,7 +71,10 @@ def test_two_processes_give_the_rows_and_the_fit_of_one_question_after_another(b
     assert len(set(searched_by.lines())) == 2, "this process and its child both searched"
     assert len(searched_by.lines()) == shared.questions, "each question searched once, by one of them"
 
-    monkeypatch.setattr(self_calibration, "searched_on_two_processes", lambda searcher, chunks: False)
+    def never(searcher: Searcher, chunks: int) -> bool:
+        return False
+
+    monkeypatch.setattr(self_calibration, "searched_on_two_processes", never)
     searched_by.path.write_text("")
     with searcher_for(built, BatchingEmbedder()) as searcher:
         one = self_calibrate(built, searcher=searcher)
@@ -87,7 +91,7 @@ def _questions(count: int) -> list[MadeQuestion]:
 
 
 @contextlib.contextmanager
-def _asking(root: Path, questions: list[MadeQuestion]) -> Iterator[Searcher]:
+def _asking(root: Path, questions: list[MadeQuestion]) -> Generator[Searcher, None, None]:
     """The calibration's searcher over `root`: its questions' vectors batched, as the child needs."""
     with searcher_for(root, BatchingEmbedder()) as searcher:
         asking = asking_searcher(searcher, [question.query for question in questions])
@@ -112,7 +116,7 @@ class _Clock:
         return self.now
 
 
-def test_the_deadline_keeps_the_questions_asked_from_the_first_in_order(built, monkeypatch):
+def test_the_deadline_keeps_the_questions_asked_from_the_first_in_order(built: Path, monkeypatch: pytest.MonkeyPatch):
     questions = _questions(60)
     clock = _Clock()
     monkeypatch.setattr(two_processes, "time", clock)
@@ -133,7 +137,7 @@ def test_the_deadline_keeps_the_questions_asked_from_the_first_in_order(built, m
         assert rows == _rows(questions[:10])
 
 
-def test_a_child_killed_mid_way_leaves_its_questions_to_the_parent(built, tmp_path):
+def test_a_child_killed_mid_way_leaves_its_questions_to_the_parent(built: Path, tmp_path: Path):
     parent = os.getpid()
     asked_by = _Record(tmp_path / "asked")
 
@@ -153,7 +157,8 @@ def test_a_child_killed_mid_way_leaves_its_questions_to_the_parent(built, tmp_pa
     assert "q9:child" not in asked
 
 
-def test_a_silent_child_is_killed_and_its_questions_asked_by_the_parent(built, monkeypatch, tmp_path):
+def test_a_silent_child_is_killed_and_its_questions_asked_by_the_parent(
+        built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setattr(two_processes, "SILENCE_SECONDS", 0.5)
     parent = os.getpid()
     children = _Record(tmp_path / "children")
@@ -177,7 +182,7 @@ def test_a_silent_child_is_killed_and_its_questions_asked_by_the_parent(built, m
         os.kill(int(child), 0)
 
 
-def test_an_error_is_the_first_questions_in_order(built):
+def test_an_error_is_the_first_questions_in_order(built: Path):
     def ask(searcher: Searcher, question: MadeQuestion) -> tuple[str, str]:
         if question.id in ("q5", "q6", "q7"):  # the child's q5 and q7, the parent's q6
             raise ValueError(question.id)
@@ -198,7 +203,8 @@ def test_the_child_answers_only_from_the_batched_vectors():
     assert vectors.embed_query("a text never batched").shape == (model.identity.dim,)  # the parent's model
 
 
-def test_only_a_small_kb_without_rerank_whose_questions_were_batched_goes_to_two_processes(built, monkeypatch):
+def test_only_a_small_kb_without_rerank_whose_questions_were_batched_goes_to_two_processes(
+        built: Path, monkeypatch: pytest.MonkeyPatch):
     with searcher_for(built, BatchingEmbedder()) as searcher:
         asking = asking_searcher(searcher, ["a question"])
         assert searched_on_two_processes(asking, 100)
@@ -215,7 +221,7 @@ def test_only_a_small_kb_without_rerank_whose_questions_were_batched_goes_to_two
         asking.close()
 
 
-def test_the_child_leaves_ctrl_c_to_its_parent(built, tmp_path):
+def test_the_child_leaves_ctrl_c_to_its_parent(built: Path, tmp_path: Path):
     """Ctrl-C reaches the whole process group; a handler the parent installed (`pnk watch` announces
     that it stops) must run once, in the parent, which then kills the child."""
     parent = os.getpid()
@@ -226,8 +232,8 @@ def test_the_child_leaves_ctrl_c_to_its_parent(built, tmp_path):
             seen.add(f"{signal.getsignal(signal.SIGINT) is signal.SIG_IGN}:{signal.getsignal(signal.SIGTERM) is signal.SIG_DFL}")
         return question.id, question.id
 
-    previous = signal.signal(signal.SIGINT, lambda *_: None)
-    previous_term = signal.signal(signal.SIGTERM, lambda *_: None)
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: None)
+    previous_term = signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
     try:
         questions = _questions(6)
         with _asking(built, questions) as searcher:
@@ -238,7 +244,8 @@ def test_the_child_leaves_ctrl_c_to_its_parent(built, tmp_path):
     assert seen.lines() == ["True:True"] * 3
 
 
-def test_a_child_that_never_answers_is_given_up_on_after_about_a_halfs_time(built, monkeypatch):
+def test_a_child_that_never_answers_is_given_up_on_after_about_a_halfs_time(
+        built: Path, monkeypatch: pytest.MonkeyPatch):
     """A child forked while another thread held a lock it needs never answers: its questions are
     asked here after FIRST_ANSWER_SECONDS, not SILENCE_SECONDS."""
     monkeypatch.setattr(two_processes, "SILENCE_SECONDS", 60.0)
@@ -258,7 +265,7 @@ def test_a_child_that_never_answers_is_given_up_on_after_about_a_halfs_time(buil
     assert not stopped and rows == _rows(questions)
 
 
-def test_a_silent_child_does_not_keep_the_calibration_past_its_deadline(built, monkeypatch):
+def test_a_silent_child_does_not_keep_the_calibration_past_its_deadline(built: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(two_processes, "SILENCE_SECONDS", 60.0)
     monkeypatch.setattr(two_processes, "FIRST_ANSWER_SECONDS", 60.0)
     clock = _Clock()
@@ -280,7 +287,7 @@ def test_a_silent_child_does_not_keep_the_calibration_past_its_deadline(built, m
     assert stopped and rows == _rows(questions[:1])  # q1 was the hung child's
 
 
-def test_after_an_error_the_child_is_not_waited_for(built):
+def test_after_an_error_the_child_is_not_waited_for(built: Path):
     parent = os.getpid()
 
     def ask(searcher: Searcher, question: MadeQuestion) -> tuple[str, str]:

@@ -10,8 +10,9 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,7 +79,7 @@ def _docs() -> list[Doc]:
 def _untitled_docs() -> list[Doc]:
     """Documents without any sidecar: a first sync of them walks and plans as columns (a `WorkTable`,
     pipeline/plan_table.py), where `_docs`' titled sidecars send it down the dicts."""
-    docs = []
+    docs: list[Doc] = []
     for number in range(160):
         blocks = "\n\n".join(" ".join(f"w{number}x{block}y{word} naïve" for word in range(40 + (number * 7) % 90))
                               for block in range(1 + number % 9))
@@ -281,24 +282,33 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _affinity(cores: set[int]) -> Callable[[int], set[int]]:
+    """A stand-in for `os.sched_getaffinity` answering `cores` (a fresh set each call)."""
+
+    def sched_getaffinity(_pid: int) -> set[int]:
+        return set(cores)
+
+    return sched_getaffinity
+
+
 def test_the_worker_runs_only_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(chunk_ahead.OVERRIDE, raising=False)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setattr(os, "sched_getaffinity", _affinity({0, 1}))
     assert chunk_ahead.wanted(chunk_ahead.MIN_DOCUMENTS, 2)
     assert not chunk_ahead.wanted(chunk_ahead.MIN_DOCUMENTS - 1, 2)  # a few documents: not worth a process
     assert not chunk_ahead.wanted(300, 1)  # one group: its second half is less than a process costs
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    monkeypatch.setattr(os, "sched_getaffinity", _affinity({0}))
     assert not chunk_ahead.wanted(10_000, 40)  # one core: it would only take turns with the driver
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
     assert chunk_ahead.wanted(1, 1)
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "0")
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
+    monkeypatch.setattr(os, "sched_getaffinity", _affinity({0, 1, 2, 3}))
     assert not chunk_ahead.wanted(10_000, 40)
     # One worker per core beyond the driver's, at most MAX_WORKERS; one where it is forced on one core.
     assert chunk_ahead.worker_count() == min(3, chunk_ahead.MAX_WORKERS)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setattr(os, "sched_getaffinity", _affinity({0, 1}))
     assert chunk_ahead.worker_count() == 1
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    monkeypatch.setattr(os, "sched_getaffinity", _affinity({0}))
     assert chunk_ahead.worker_count() == 1
 
 
@@ -363,7 +373,7 @@ def test_a_sync_killed_while_its_worker_runs_ahead_resumes_to_the_same_index(
     for root in (tmp_path / "inline", killed):
         with sqlite3.connect(KBPaths(root).index_db) as conn:
             conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
-    rows = {}
+    rows: dict[str, dict[str, list[Any]]] = {}
     for root in (tmp_path / "inline", killed):
         conn = sqlite3.connect(KBPaths(root).index_db)
         try:
@@ -382,7 +392,7 @@ def test_a_sync_with_one_group_left_starts_no_worker(counter: TokenCounter, tmp_
     from pinakes.pipeline.chunk_document import ChunkSettings
 
     monkeypatch.delenv(chunk_ahead.OVERRIDE, raising=False)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setattr(os, "sched_getaffinity", _affinity({0, 1}))
 
     class File:
         size = 40

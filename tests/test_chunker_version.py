@@ -11,7 +11,10 @@ CHUNKER_VERSION in src/pinakes/chunking/version.py and add the new digest under 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
 
+import pytest
 import xxhash
 
 from pinakes.chunking import CHUNKER_VERSION, chunk_text
@@ -57,7 +60,7 @@ def count(text: str) -> int:
 
 
 def digest() -> str:
-    cases: list[tuple] = [
+    cases: list[tuple[Any, ...]] = [
         (MARKDOWN, "markdown", "none", None),
         (NUMBERED, "text", "numbered", None),
         (NUMBERED, "text", "none", None),
@@ -86,7 +89,7 @@ def test_chunk_output_matches_the_digest_recorded_for_this_chunker_version() -> 
         f"record GOLDEN[<new version>] = {digest()!r}")
 
 
-def test_the_chunker_version_is_part_of_every_build_key(monkeypatch) -> None:
+def test_the_chunker_version_is_part_of_every_build_key(monkeypatch: pytest.MonkeyPatch) -> None:
     from pinakes.manifest import ChunkingSection, ExtractionSection
     from pinakes.pipeline import keys
 
@@ -101,7 +104,8 @@ def test_the_chunker_version_is_part_of_every_build_key(monkeypatch) -> None:
     assert before.key("h", "markdown", "") != after.key("h", "markdown", "")
 
 
-def test_a_version_bump_rechunks_every_document_on_the_next_sync(tmp_path, monkeypatch) -> None:
+def test_a_version_bump_rechunks_every_document_on_the_next_sync(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pinakes.init import init_kb
     from pinakes.pipeline import keys
     from pinakes.sync import SyncOptions

@@ -236,7 +236,8 @@ def test_empty_documents_have_no_chunks(text: str, source_type: str) -> None:
 def test_pages_are_looked_up_from_the_extractor_spans() -> None:
     pages_text = ["first page words here", "second page text", "third page closing words"]
     text = "\n\n".join(pages_text)
-    spans, position = [], 0
+    spans: list[tuple[int, int]] = []
+    position = 0
     for page in pages_text:
         spans.append((position, position + len(page)))
         position += len(page) + 2
@@ -304,7 +305,7 @@ def test_unspaced_cjk_is_cut_near_the_limit_with_the_real_tokenizer(packaged_tok
     assert isinstance(packaged_tokenizer_counter, TokenCounter)
     counter = packaged_tokenizer_counter
     text = "".join(chr(0x4E00 + (index * 7919) % 20000) for index in range(20_000))
-    calls = []
+    calls: list[int] = []
 
     def count(value: str) -> int:
         calls.append(len(value))
@@ -328,16 +329,30 @@ _word = st.one_of(
     st.text(alphabet=st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=12),
 )
 _paragraph = st.lists(_word, min_size=1, max_size=80).map(" ".join)
+
+
+def _heading_line(level: int, title: str) -> str:
+    return "#" * level + " " + title
+
+
+def _numbered_line(number: str, title: str) -> str:
+    return f"{number} {title}"
+
+
+def _joined(lines: list[str], newline: str, trailing: bool) -> str:
+    return newline.join(lines) + (newline if trailing else "")
+
+
 _line = st.one_of(
     _paragraph,
-    st.builds(lambda level, title: "#" * level + " " + title, st.integers(1, 7), _paragraph),
+    st.builds(_heading_line, st.integers(1, 7), _paragraph),
     st.sampled_from(["```", "~~~", "---", "#", "1. One", "1.1 Sub", "2. Two", "", "   ", "\t", "=====",
                      "-----", "~~~~~~~~", "== Part", "=== Sub", "----", "...."]),
-    st.builds(lambda number, title: f"{number} {title}", st.sampled_from(["1.", "1.1", "1.2", "2.", "2.1.1"]),
+    st.builds(_numbered_line, st.sampled_from(["1.", "1.1", "1.2", "2.", "2.1.1"]),
               _paragraph),
 )
 _document = st.builds(
-    lambda lines, newline, trailing: newline.join(lines) + (newline if trailing else ""),
+    _joined,
     st.lists(_line, max_size=40),
     st.sampled_from(["\n", "\r\n", "\n\n", "\r\n\r\n"]),
     st.booleans(),

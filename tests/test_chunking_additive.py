@@ -13,12 +13,13 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pinakes.chunking import chunk_text
+from pinakes.chunking import Chunk, chunk_text
 from pinakes.embed.tokens import TokenCounter
 from tests.kb_helpers import packaged_token_counter
 
@@ -36,7 +37,8 @@ def subwords(text: str) -> int:
 
 
 def both_ways(text: str, source_type: str, count: Callable[[str], int],
-              count_batch: Callable[[Sequence[str]], Sequence[int]] | None, **options: object) -> tuple[list, list]:
+              count_batch: Callable[[Sequence[str]], Sequence[int]] | None,
+              **options: object) -> tuple[list[Chunk], list[Chunk]]:
     plain = chunk_text(text, source_type, count_tokens=count, count_tokens_batch=count_batch, **options)  # type: ignore[arg-type]
     summed = chunk_text(text, source_type, count_tokens=count, count_tokens_batch=count_batch, additive=True,
                         **options)  # type: ignore[arg-type]
@@ -56,9 +58,19 @@ _word = st.one_of(
 _gap = st.sampled_from([" ", "  ", "\t", " \u00a0", "\u00a0", "\u3000", "\x0c", "\x0b", "\u2028", "\x1c", "\x85", ""])
 _paragraph = st.lists(st.tuples(_word, _gap), min_size=1, max_size=60).map(
     lambda pairs: "".join(word + gap for word, gap in pairs).strip(" "))
-_line = st.one_of(_paragraph, st.builds(lambda level, title: "#" * level + " " + title, st.integers(1, 4), _paragraph),
+
+
+def _heading_line(level: int, title: str) -> str:
+    return "#" * level + " " + title
+
+
+def _joined(lines: list[str], newline: str) -> str:
+    return newline.join(lines)
+
+
+_line = st.one_of(_paragraph, st.builds(_heading_line, st.integers(1, 4), _paragraph),
                   st.sampled_from(["", "   ", "\x0c", "\t", "```", "1. One", "1.1 Sub", "=====", "-----"]))
-_document = st.builds(lambda lines, newline: newline.join(lines), st.lists(_line, max_size=30),
+_document = st.builds(_joined, st.lists(_line, max_size=30),
                       st.sampled_from(["\n", "\r\n", "\n\n", "\n\x0c\n", "\n \u00a0\n"]))
 
 
@@ -140,28 +152,34 @@ def test_a_joined_chunk_is_not_counted_again() -> None:
     assert any(chunk.text in counted for chunk in summed if "\x0c" in chunk.text)
 
 
-def _configuration(counter: TokenCounter) -> dict:
+def _configuration(counter: TokenCounter) -> dict[str, Any]:
     return json.loads(counter.to_str())
 
 
+def _edit(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """Types a configuration change written as a lambda."""
+    return change
+
+
 @pytest.mark.parametrize("change", [
-    pytest.param(lambda config: config.update(pre_tokenizer={"type": "ByteLevel", "add_prefix_space": True,
-                                                             "trim_offsets": True, "use_regex": True}),
+    pytest.param(_edit(lambda config: config.update(pre_tokenizer={"type": "ByteLevel", "add_prefix_space": True,
+                                                                   "trim_offsets": True, "use_regex": True})),
                  id="byte-level pre-tokenizer"),
-    pytest.param(lambda config: config.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁",
-                                                             "prepend_scheme": "always", "split": True}),
+    pytest.param(_edit(lambda config: config.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁",
+                                                                   "prepend_scheme": "always", "split": True})),
                  id="metaspace pre-tokenizer"),
-    pytest.param(lambda config: config.update(pre_tokenizer=None), id="no pre-tokenizer"),
-    pytest.param(lambda config: config.update(normalizer={"type": "Sequence", "normalizers": [
+    pytest.param(_edit(lambda config: config.update(pre_tokenizer=None)), id="no pre-tokenizer"),
+    pytest.param(_edit(lambda config: config.update(normalizer={"type": "Sequence", "normalizers": [
         {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None,
-         "lowercase": True}, {"type": "Prepend", "prepend": "▁"}]}), id="prepending normalizer"),
-    pytest.param(lambda config: config.update(normalizer={"type": "Replace", "pattern": {"String": " "},
-                                                          "content": ""}), id="replacing normalizer"),
-    pytest.param(lambda config: config["added_tokens"].append({
+         "lowercase": True}, {"type": "Prepend", "prepend": "▁"}]})), id="prepending normalizer"),
+    pytest.param(_edit(lambda config: config.update(normalizer={"type": "Replace", "pattern": {"String": " "},
+                                                                "content": ""})), id="replacing normalizer"),
+    pytest.param(_edit(lambda config: config["added_tokens"].append({
         "id": 30522, "content": "new york", "single_word": False, "lstrip": False, "rstrip": False,
-        "normalized": True, "special": False}), id="an added token with a space"),
+        "normalized": True, "special": False})), id="an added token with a space"),
 ])
-def test_a_tokenizer_not_proved_additive_is_counted(counter: TokenCounter, change: Callable[[dict], None]) -> None:
+def test_a_tokenizer_not_proved_additive_is_counted(counter: TokenCounter,
+                                                   change: Callable[[dict[str, Any]], None]) -> None:
     assert counter.additive_over_whitespace  # the default model's: BERT normalizer, pre-tokenizer, WordPiece
     config = _configuration(counter)
     change(config)
@@ -236,7 +254,7 @@ def test_a_sync_writes_the_same_index_and_sends_the_same_calls_with_summed_count
             self.sent.append(list(texts))
             return super().embed_documents(texts, batch_size)
 
-    def index_of(root: Path, model: Counting) -> tuple[list[tuple], list[list[str]]]:
+    def index_of(root: Path, model: Counting) -> tuple[list[tuple[Any, ...]], list[list[str]]]:
         build_kb(root, docs, model)
         conn = sqlite3.connect(KBPaths(root).index_db)
         try:
@@ -249,8 +267,12 @@ def test_a_sync_writes_the_same_index_and_sends_the_same_calls_with_summed_count
         return rows, model.sent
 
     summed = index_of(tmp_path / "summed", Counting())
-    monkeypatch.setattr(chunk_stage, "counts_add_up", lambda _embedder: False)
-    monkeypatch.setattr(embed_stage, "counts_add_up", lambda _embedder: False)
+
+    def never_adds_up(_embedder: object) -> bool:
+        return False
+
+    monkeypatch.setattr(chunk_stage, "counts_add_up", never_adds_up)
+    monkeypatch.setattr(embed_stage, "counts_add_up", never_adds_up)
     counted = index_of(tmp_path / "counted", Counting())
     assert len(summed[0]) > 100
     assert any(path.startswith("docs/tight-") and context and "heading29" not in context

@@ -15,7 +15,6 @@ import pytest
 from ruamel.yaml import YAML
 
 import pinakes.ci
-import pinakes.embed
 from pinakes import __version__
 from pinakes.ci import write_workflow
 from pinakes.ci.contract import CONTRACT, DOCTOR_KEYS, ERROR_KEYS, EVAL_RUN_KEYS, SYNC_KEYS, outcomes
@@ -314,13 +313,13 @@ def test_the_guide_documents_the_same_steps_for_gitlab() -> None:
 
 @pytest.fixture
 def synced_kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: FakeEmbedder())
     root = init_kb(tmp_path / "kb", name="contract").root
     (root / "docs" / "a.md").write_text("# A\n\nThe lighthouse keeper.\n", encoding="utf-8")
     return root
 
 
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
     code = main(list(argv))
     return code, json.loads(capsys.readouterr().out)
 
@@ -434,15 +433,15 @@ class ActionsEmulator:
 
         return re.sub(r"\$\{\{(.*?)\}\}", value, text)
 
-    def _paths(self, spec: dict, workspace: Path, home: Path) -> list[tuple[str, Path]]:
-        paths = []
+    def _paths(self, spec: dict[str, Any], workspace: Path, home: Path) -> list[tuple[str, Path]]:
+        paths: list[tuple[str, Path]] = []
         for line in spec["path"].splitlines():
             line = line.strip()
             if line:
                 paths.append((line, home / line[2:] if line.startswith("~/") else workspace / line))
         return paths
 
-    def _restore(self, spec: dict, workspace: Path, home: Path, env: dict[str, str]) -> str:
+    def _restore(self, spec: dict[str, Any], workspace: Path, home: Path, env: dict[str, str]) -> str:
         self.primary_key = self._expand(spec["key"], workspace, env)
         entry = self.cache_dir / self.primary_key
         if not entry.is_dir():
@@ -460,7 +459,7 @@ class ActionsEmulator:
                 shutil.copytree(saved, target, symlinks=True, dirs_exist_ok=True)
         return "hit" if entry.name == self.primary_key else f"restored {entry.name}"
 
-    def _save(self, spec: dict, workspace: Path, home: Path, env: dict[str, str]) -> None:
+    def _save(self, spec: dict[str, Any], workspace: Path, home: Path, env: dict[str, str]) -> None:
         entry = self.cache_dir / self._expand(spec["key"], workspace, env)
         if entry.exists():  # an Actions cache entry is immutable
             return

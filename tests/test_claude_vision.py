@@ -8,7 +8,7 @@ import contextlib
 import json
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,11 +53,11 @@ class RecordingCall:
 class RecordingPlan:
     """Stands in for the accountant's Plan where the test is about the extractor's side of a call."""
 
-    calls: list[RecordingCall] = field(default_factory=list)
-    shapes: list[object] = field(default_factory=list)
+    calls: list[RecordingCall] = field(default_factory=list[RecordingCall])
+    shapes: list[object] = field(default_factory=list[object])
 
     @contextlib.contextmanager
-    def call(self, shape: object, *, unit: str) -> Iterator[RecordingCall]:
+    def call(self, shape: object, *, unit: str) -> Generator[RecordingCall, None, None]:
         self.shapes.append(shape)
         call = RecordingCall(f"call-{len(self.calls)}", unit)
         self.calls.append(call)

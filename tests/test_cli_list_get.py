@@ -59,7 +59,9 @@ def listed(capsys: pytest.CaptureFixture[str], kb: Path, *flags: str) -> list[di
 # -- pnk list ----------------------------------------------------------------------------------------
 
 
-def test_list_shows_every_document_with_its_id_title_type_chunks_and_state(kb: Path, capsys) -> None:
+def test_list_shows_every_document_with_its_id_title_type_chunks_and_state(
+    kb: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ids = doc_ids(kb)
     code, out, err = run(capsys, "-C", str(kb), "list")
     assert code == 0 and err == ""
@@ -74,7 +76,7 @@ def test_list_shows_every_document_with_its_id_title_type_chunks_and_state(kb: P
     assert lines[4].startswith("3 documents, ")
 
 
-def test_list_json_carries_every_field(kb: Path, capsys) -> None:
+def test_list_json_carries_every_field(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     documents = listed(capsys, kb)
     assert [d["path"] for d in documents] == ["docs/alpha.md", "docs/garden.txt", "docs/sea/harbour.md"]
     alpha = documents[0]
@@ -94,11 +96,13 @@ def test_list_json_carries_every_field(kb: Path, capsys) -> None:
     (("--since", "2000-01-01", "--until", "2999-12-31"), ["docs/alpha.md", "docs/garden.txt", "docs/sea/harbour.md"]),
     (("--until", "2000-01-01"), []),
 ])
-def test_list_takes_searchs_filters(kb: Path, capsys, flags: tuple[str, ...], paths: list[str]) -> None:
+def test_list_takes_searchs_filters(
+    kb: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], paths: list[str]
+) -> None:
     assert [d["path"] for d in listed(capsys, kb, *flags)] == paths
 
 
-def test_an_empty_filtered_list_says_so(kb: Path, capsys) -> None:
+def test_an_empty_filtered_list_says_so(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "-C", str(kb), "list", "--tag", "nope")
     assert code == 0 and out.strip() == "No documents matched the filters."
 
@@ -108,12 +112,14 @@ def test_an_empty_filtered_list_says_so(kb: Path, capsys) -> None:
     (("--since", "last tuesday"), "not an ISO date"),
     (("--all-tags",), "--all-tags needs at least one --tag"),
 ])
-def test_list_refuses_bad_filters_like_search(kb: Path, capsys, flags: tuple[str, ...], fragment: str) -> None:
+def test_list_refuses_bad_filters_like_search(
+    kb: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], fragment: str
+) -> None:
     code, out, err = run(capsys, "-C", str(kb), "list", *flags)
     assert code == EXIT_CONFIG and out == "" and fragment in err
 
 
-def test_list_states_follow_the_disk_and_the_last_sync(kb: Path, capsys) -> None:
+def test_list_states_follow_the_disk_and_the_last_sync(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (kb / "docs" / "sea" / "harbour.md").write_text(HARBOUR + "More boats.\n", encoding="utf-8")
     (kb / "docs" / "garden.txt").unlink()
     states = {d["path"]: d["state"] for d in listed(capsys, kb)}
@@ -129,7 +135,7 @@ def test_list_states_follow_the_disk_and_the_last_sync(kb: Path, capsys) -> None
     assert "UTF-8" in alpha["failure"]["error"]
 
 
-def test_list_without_an_index_names_sync(tmp_path: Path, capsys) -> None:
+def test_list_without_an_index_names_sync(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = make_kb(tmp_path / "kb", "empty", {"a.md": "# A\n"})
     code, _, err = run(capsys, "-C", str(root), "list")
     assert code == EXIT_UNAVAILABLE and "no index yet" in err and "pnk sync" in err
@@ -138,7 +144,7 @@ def test_list_without_an_index_names_sync(tmp_path: Path, capsys) -> None:
 # -- pnk get -----------------------------------------------------------------------------------------
 
 
-def test_get_prints_the_whole_indexed_text_under_a_cited_header(kb: Path, capsys) -> None:
+def test_get_prints_the_whole_indexed_text_under_a_cited_header(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc_id = doc_ids(kb)["docs/alpha.md"]
     code, out, err = run(capsys, "-C", str(kb), "get", doc_id)
     assert code == 0 and err == ""
@@ -148,7 +154,7 @@ def test_get_prints_the_whole_indexed_text_under_a_cited_header(kb: Path, capsys
     assert blank == "" and "\n".join(body) + "\n" == ALPHA
 
 
-def test_get_range_is_a_citations_offsets(kb: Path, capsys) -> None:
+def test_get_range_is_a_citations_offsets(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc_id = doc_ids(kb)["docs/alpha.md"]
     code, out, _ = run(capsys, "-C", str(kb), "get", doc_id, "--range", "9-20", "--json")
     payload = json.loads(out)
@@ -163,7 +169,7 @@ def test_get_range_is_a_citations_offsets(kb: Path, capsys) -> None:
     assert json.loads(out)["char_end"] == len(ALPHA)  # an end past the text is clamped
 
 
-def test_get_and_pinakes_get_read_the_same_text(kb: Path, capsys) -> None:
+def test_get_and_pinakes_get_read_the_same_text(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc_id = doc_ids(kb)["docs/garden.txt"]
     tools = PinakesTools([load_kb(kb)])
     try:
@@ -177,7 +183,7 @@ def test_get_and_pinakes_get_read_the_same_text(kb: Path, capsys) -> None:
     assert f"\n{GARDEN[3:40]}\n" in served["evidence"]
 
 
-def test_get_pages_of_a_pdf_with_page_markers(kb: Path, capsys) -> None:
+def test_get_pages_of_a_pdf_with_page_markers(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc_id = add_indexed_pdf(kb, "docs/report.pdf", PDF_PAGES)
     code, out, _ = run(capsys, "-C", str(kb), "get", doc_id, "--pages", "2-3")
     assert code == 0
@@ -199,25 +205,27 @@ def test_get_pages_of_a_pdf_with_page_markers(kb: Path, capsys) -> None:
     (("--pages", "1"), "--pages applies to paged documents (PDFs); docs/alpha.md is markdown"),
     (("--pages", "0"), "1 <= N <= M"),
 ])
-def test_get_refuses_a_range_that_does_not_fit(kb: Path, capsys, flags: tuple[str, ...], fragment: str) -> None:
+def test_get_refuses_a_range_that_does_not_fit(
+    kb: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], fragment: str
+) -> None:
     code, out, err = run(capsys, "-C", str(kb), "get", doc_ids(kb)["docs/alpha.md"], *flags)
     assert code == EXIT_CONFIG and out == "" and fragment in err and "remedy:" in err
 
 
-def test_get_refuses_pages_past_the_end_of_a_pdf(kb: Path, capsys) -> None:
+def test_get_refuses_pages_past_the_end_of_a_pdf(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc_id = add_indexed_pdf(kb, "docs/report.pdf", PDF_PAGES)
     code, _, err = run(capsys, "-C", str(kb), "get", doc_id, "--pages", "7-9")
     assert code == EXIT_CONFIG and "has 3 pages" in err
 
 
-def test_range_and_pages_are_exclusive(kb: Path, capsys) -> None:
+def test_range_and_pages_are_exclusive(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["-C", str(kb), "get", doc_ids(kb)["docs/alpha.md"], "--range", "0-5", "--pages", "1"])
     assert exited.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
 
 
-def test_an_unknown_id_names_it_and_suggests_list(kb: Path, capsys) -> None:
+def test_an_unknown_id_names_it_and_suggests_list(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     absent = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
     code, _, err = run(capsys, "-C", str(kb), "get", absent)
     assert code == EXIT_CONFIG and absent in err and "pnk list" in err
@@ -227,14 +235,14 @@ def test_an_unknown_id_names_it_and_suggests_list(kb: Path, capsys) -> None:
 
 
 def test_get_names_a_document_every_way_pnk_link_does(
-    kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+    kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One resolver (links/addresses.py): a path (from the working directory, or KB-relative with -C),
     the ULID, a pnk:// URI and self:PATH all name the same document."""
     doc_id = doc_ids(kb)["docs/alpha.md"]
     monkeypatch.chdir(tmp_path)  # outside the KB: docs/alpha.md is KB-relative here
     names = ["docs/alpha.md", doc_id, f"pnk://self/{doc_id}", "self:docs/alpha.md", str(kb / "docs" / "alpha.md")]
-    payloads = []
+    payloads: list[dict[str, Any]] = []
     for name in names:
         code, out, err = run(capsys, "-C", str(kb), "get", name, "--json")
         assert code == 0, (name, err)
@@ -250,7 +258,7 @@ def test_get_names_a_document_every_way_pnk_link_does(
     assert code == EXIT_CONFIG and "'elsewhere' in 'elsewhere:docs/alpha.md' is not a known KB alias" in err
 
 
-def test_get_takes_a_pnk_uri_of_this_kb_and_a_lower_case_id(kb: Path, capsys) -> None:
+def test_get_takes_a_pnk_uri_of_this_kb_and_a_lower_case_id(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc_id = doc_ids(kb)["docs/sea/harbour.md"]
     for name in (f"pnk://self/{doc_id}", f"pnk://{load_kb(kb).kb_id}/{doc_id}", doc_id.lower()):
         code, out, _ = run(capsys, "-C", str(kb), "get", name, "--json")
@@ -259,14 +267,16 @@ def test_get_takes_a_pnk_uri_of_this_kb_and_a_lower_case_id(kb: Path, capsys) ->
     assert code == EXIT_CONFIG and "another KB" in err
 
 
-def test_get_refuses_a_file_changed_since_indexing_and_names_sync(kb: Path, capsys) -> None:
+def test_get_refuses_a_file_changed_since_indexing_and_names_sync(kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc_id = doc_ids(kb)["docs/alpha.md"]
     (kb / "docs" / "alpha.md").write_text(ALPHA.replace("lift", "drag"), encoding="utf-8")
     code, _, err = run(capsys, "-C", str(kb), "get", doc_id)
     assert code == EXIT_DATA and "changed since it was indexed" in err and "pnk sync" in err
 
 
-def test_get_refuses_a_source_that_resolves_outside_the_kb(kb: Path, tmp_path: Path, capsys) -> None:
+def test_get_refuses_a_source_that_resolves_outside_the_kb(
+    kb: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     doc_id = doc_ids(kb)["docs/sea/harbour.md"]
     outside = tmp_path / "outside.md"
     outside.write_text(HARBOUR, encoding="utf-8")
@@ -276,7 +286,9 @@ def test_get_refuses_a_source_that_resolves_outside_the_kb(kb: Path, tmp_path: P
     assert code == EXIT_DATA and "resolves outside the KB" in err
 
 
-def test_human_output_escapes_the_kbs_text_but_keeps_tabs_and_drops_crlfs_cr(kb: Path, capsys) -> None:
+def test_human_output_escapes_the_kbs_text_but_keeps_tabs_and_drops_crlfs_cr(
+    kb: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     doc_id = doc_ids(kb)["docs/garden.txt"]
     code, out, _ = run(capsys, "-C", str(kb), "get", doc_id)
     assert code == 0
@@ -290,7 +302,7 @@ def test_human_output_escapes_the_kbs_text_but_keeps_tabs_and_drops_crlfs_cr(kb:
     assert "\x1b[31malert" in json.loads(out)["text"]  # JSON: as it is
 
 
-def test_help_lists_the_flags(capsys) -> None:
+def test_help_lists_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["list", "--help"])
     out = capsys.readouterr().out

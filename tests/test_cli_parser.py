@@ -12,7 +12,9 @@ from pinakes.cli import COMMANDS, build_parser, main
 
 
 def registered(parser: argparse.ArgumentParser) -> list[str]:
-    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # pyright: ignore[reportPrivateUsage]
+    actions: list[
+        argparse._SubParsersAction[argparse.ArgumentParser]  # pyright: ignore[reportPrivateUsage]  # argparse-private
+    ] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # pyright: ignore[reportPrivateUsage]
     return sorted(actions[0].choices)
 
 
@@ -67,7 +69,9 @@ def test_pnk_link_shows_rel_as_required_in_its_usage_and_its_docs(capsys: pytest
 
 def subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
-    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # pyright: ignore[reportPrivateUsage]
+    actions: list[
+        argparse._SubParsersAction[argparse.ArgumentParser]  # pyright: ignore[reportPrivateUsage]  # argparse-private
+    ] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # pyright: ignore[reportPrivateUsage]
     return dict(actions[0].choices)
 
 
@@ -77,10 +81,10 @@ def test_each_command_declares_exactly_what_its_parser_parses(name: str) -> None
     a flag added to the parser alone, or a field to the dataclass alone, fails here."""
     from dataclasses import fields
 
-    from pinakes.cli.command import Command
+    from pinakes.cli.command import Command, CommandArgs
 
     subparser = subcommand_parsers()[name]
-    run = subparser.get_default("run")
+    run: Command[CommandArgs] = subparser.get_default("run")
     assert isinstance(run, Command)
     dests = {action.dest for action in subparser._actions if action.dest != "help"}  # pyright: ignore[reportPrivateUsage]
     assert {field.name for field in fields(run.arguments)} == dests | {"kb_dir"}
@@ -90,11 +94,11 @@ def test_the_parsed_namespace_becomes_the_commands_dataclass() -> None:
     from pathlib import Path
 
     from pinakes.cli.cmd_sync import SyncArgs
-    from pinakes.cli.command import Command
+    from pinakes.cli.command import Command, CommandArgs
 
     namespace = build_parser(["sync"]).parse_args(["-C", "kb", "sync", "--json", "--executor", "ray",
                                                    "--api-key-file", "key.txt", "--clear-cache"])
-    run = namespace.run
+    run: Command[CommandArgs] = namespace.run
     assert isinstance(run, Command)
     args = run.parse(namespace)
     assert isinstance(args, SyncArgs)

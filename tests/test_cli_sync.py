@@ -14,7 +14,7 @@ from tests.fakes import FakeEmbedder, substitute_embedder
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: FakeEmbedder())
     root = tmp_path / "kb"
     init_kb(root, name="cli")
     (root / "docs/a.md").write_text("# A\n\nText.\n", encoding="utf-8")

@@ -4,8 +4,9 @@
 - `Any` appears on at most 40 lines, imports aside, and each of those lines carries a comment that
   names the untyped thing it stands for (a third-party object pyright cannot see into, mostly:
   embed/untyped.py holds most of them);
-- pyright runs strict on all of `src/` and `rules/` (pyproject.toml), so a new module is strict the
-  day it is written.
+- pyright runs strict on every file it checks — `src/`, `rules/`, `dodo.py`, `tests/` and `bench/`
+  (pyproject.toml) — and no file turns a check down with a file-level `# pyright:` comment, so a new
+  module is strict the day it is written.
 
 The `Any` scan reads the AST: a docstring or a comment that says "Any" is prose, not a type, and
 `from typing import Any` is not a use. A string annotation (`"dict[str, Any]"`, `cast("Any", x)`)
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 import tomllib
 from collections.abc import Callable, Iterator
@@ -112,10 +114,27 @@ def test_any_stays_within_its_budget_and_each_one_says_what_it_stands_for(
     assert total <= MAX_ANY_LINES, f"{total} lines use Any (budget {MAX_ANY_LINES}): {sorted(used)}"
 
 
-def test_pyright_is_strict_on_every_module() -> None:
+CHECKED_ROOTS = ("src", "rules", "dodo.py", "tests", "bench")
+# A comment alone on its line that sets pyright's mode or a rule for the whole file.
+FILE_LEVEL_PYRIGHT = re.compile(r"^\s*#\s*pyright\s*:(?!\s*ignore\b)", re.MULTILINE)
+
+
+def test_pyright_is_strict_on_every_file_it_checks() -> None:
     pyright = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pyright"]
-    assert sorted(pyright["strict"]) == ["rules", "src"]
-    assert {"src", "rules"} <= set(pyright["include"])
+    assert pyright["typeCheckingMode"] == "strict"
+    assert "strict" not in pyright and "basic" not in str(pyright), "no list of files strict or basic apart"
+    assert set(CHECKED_ROOTS) <= set(pyright["include"])
+    overrides = {str(path.relative_to(REPO_ROOT)) for root in CHECKED_ROOTS
+                 for path in ((REPO_ROOT / root).rglob("*.py") if (REPO_ROOT / root).is_dir() else [REPO_ROOT / root])
+                 if FILE_LEVEL_PYRIGHT.search(path.read_text(encoding="utf-8"))}
+    assert overrides == set(), f"these files turn pyright's checks down for the whole file: {sorted(overrides)}"
+
+
+def test_the_file_level_scan_tells_a_mode_comment_from_a_line_ignore() -> None:
+    assert FILE_LEVEL_PYRIGHT.search("# pyright: basic\nx = 1\n")
+    assert FILE_LEVEL_PYRIGHT.search("  #pyright: reportUnknownMemberType=false\n")
+    assert not FILE_LEVEL_PYRIGHT.search("x = y._z  # pyright: ignore[reportPrivateUsage]  # why\n")
+    assert not FILE_LEVEL_PYRIGHT.search("# pyright: ignore[reportPrivateUsage]\n")
 
 
 # -- the scanner itself ------------------------------------------------------------------------

@@ -2,6 +2,7 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,7 +149,7 @@ def test_the_check_never_imports_a_backend(index: sqlite3.Connection, monkeypatc
 
     real_import = builtins.__import__
 
-    def guarded(name: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def guarded(name: str, *args: Any, **kwargs: Any):
         if name.startswith(("pypdfium2", "anthropic", "pinakes.extract.pdf", "pinakes.extract.claude")):
             raise AssertionError(f"coherence imported {name}")
         return real_import(name, *args, **kwargs)

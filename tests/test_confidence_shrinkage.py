@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import replace
+from pathlib import Path
 
 from pinakes.calibration.fitting import ConfidenceFit, fit_confidence
 from pinakes.calibration.self_calibration import SYNTHETIC_CEILING, CalibrationRow, StoredSelfCalibration
@@ -82,7 +83,7 @@ def test_eight_no_answer_questions_no_longer_set_the_threshold_alone():
     assert statistics.pstdev(new_cut) < 0.75 * statistics.pstdev(old_cut)
 
 
-def test_the_shrunk_fit_has_a_band_and_says_what_it_was_shrunk_towards(tmp_path):
+def test_the_shrunk_fit_has_a_band_and_says_what_it_was_shrunk_towards(tmp_path: Path) -> None:
     rng = random.Random(7)
     made = synthetic(rng)
     stored = StoredSelfCalibration(base_fit(made), made, tmp_path / "self-calibration.json")
@@ -98,7 +99,7 @@ def test_the_shrunk_fit_has_a_band_and_says_what_it_was_shrunk_towards(tmp_path)
     assert alone.shrunk_towards is None and alone.note is not None and "too few documents" in alone.note
 
 
-def test_questions_unlike_the_made_up_ones_keep_the_golden_sets_own_rule(tmp_path):
+def test_questions_unlike_the_made_up_ones_keep_the_golden_sets_own_rule(tmp_path: Path) -> None:
     """Made-up questions copy their document's words; a golden set whose answerable questions hold
     far fewer of theirs in the top passage asks otherwise, and there the fit does not lean on them."""
     rng = random.Random(9)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,7 @@ QUERY = "alpha gamma zzzunheard"  # two words the index holds once each, one it 
 
 
 @pytest.fixture(scope="module")
-def placed_kb(tmp_path_factory):
+def placed_kb(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, VectorTableEmbedder]:
     embedder = VectorTableEmbedder(PLACED, query=[1.0, 0.0, 0.0])
     index = build_kb(tmp_path_factory.mktemp("signals") / "kb",
                      searchable({f"{text.split()[0]}.md": f"{text}\n" for text in PLACED}), embedder)
@@ -54,7 +55,7 @@ def lucene_idf(document_frequency: int, chunks: int) -> float:
     return math.log(1.0 + (chunks - document_frequency + 0.5) / (document_frequency + 0.5))
 
 
-def test_each_feature_is_what_its_definition_says(placed_kb):
+def test_each_feature_is_what_its_definition_says(placed_kb: tuple[Path, VectorTableEmbedder]):
     index, embedder = placed_kb
     with Searcher(index, SearchSettings(rerank=False, final_k=10), embedder=embedder) as searcher:
         result = searcher.search(QUERY)
@@ -83,14 +84,15 @@ def test_each_feature_is_what_its_definition_says(placed_kb):
     assert features["csls"] == pytest.approx(2 * 1.0 - (1.0 + 0.8 + 0.6) / 3 - 0.7, abs=1e-5)
 
 
-def test_a_query_every_word_of_which_one_passage_holds_has_full_keyword_share(placed_kb):
+def test_a_query_every_word_of_which_one_passage_holds_has_full_keyword_share(
+        placed_kb: tuple[Path, VectorTableEmbedder]):
     index, embedder = placed_kb
     with Searcher(index, SearchSettings(rerank=False), embedder=embedder) as searcher:
         features = searcher.search("alpha beta").confidence.features
     assert features is not None and features["keyword_share"] == pytest.approx(1.0)
 
 
-def test_keyword_only_search_has_no_features(placed_kb):
+def test_keyword_only_search_has_no_features(placed_kb: tuple[Path, VectorTableEmbedder]):
     index, embedder = placed_kb
     with Searcher(index, SearchSettings(rerank=False), embedder=embedder) as searcher:
         assert searcher.search("alpha", mode="bm25").confidence.features is None
@@ -118,7 +120,7 @@ def row(qid: str, answerable: bool, **features: float) -> Outcome:
 def separable_rows() -> list[Outcome]:
     """Answerable questions hold more of their keywords; cosine says nothing (the same spread in
     both classes)."""
-    rows = []
+    rows: list[Outcome] = []
     for i in range(20):
         cosine = 0.3 + 0.02 * (i % 10)
         rows.append(row(f"a{i}", True, cosine=cosine, keyword_share=0.6 + 0.02 * i))
@@ -140,7 +142,7 @@ def test_the_model_weighs_the_feature_that_separates():
 def test_the_thresholds_are_chosen_on_scores_from_models_that_did_not_see_the_question():
     # keyword_share separates; "noise" is a feature that fits this very set by accident (it
     # alternates with the id), so a model judged on its own rows looks better than it is.
-    rows = []
+    rows: list[Outcome] = []
     for i in range(30):
         rows.append(row(f"a{i}", True, keyword_share=0.45 + 0.01 * i, noise=float(i % 2)))
         rows.append(row(f"n{i}", False, keyword_share=0.30 + 0.01 * i, noise=float((i + 1) % 2)))
@@ -159,7 +161,7 @@ def test_the_fit_chooses_the_wordnet_set_where_only_related_share_tells_the_clas
     # Paraphrase-like rows: the cosine and the keyword share overlap across the classes (the same
     # spread in both); related_share separates them. The choice among FEATURE_SETS takes the set
     # that holds it; told to choose among the sets before (i), it cannot, and abstains more.
-    rows = []
+    rows: list[Outcome] = []
     for i in range(20):
         spread = dict(cosine=0.3 + 0.01 * i, cosine_spread=0.1, keyword_share=0.2 + 0.01 * i, bm25_ratio=0.2,
                       agreement=0.3, csls=0.01 * i, crowding=0.5)
@@ -249,7 +251,7 @@ def test_a_model_needs_features_on_both_classes():
         fit_confidence(rows, "fit")
 
 
-def test_a_chain_is_scored_at_its_weakest_hop_and_its_features_survive_the_outcomes_file(tmp_path):
+def test_a_chain_is_scored_at_its_weakest_hop_and_its_features_survive_the_outcomes_file(tmp_path: Path):
     from pinakes.eval.outcomes import OutcomesFile, read_outcomes, write_outcomes
 
     model = SignalModel(("keyword_share",), (4.0,), -2.0)
@@ -278,14 +280,14 @@ class ModelBlock:
     features: tuple[str, ...] = ("cosine", "keyword_share")
     weights: tuple[float, ...] = (2.0, 4.0)
     bias: float = -3.0
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict[str, object])
 
 
 def probability(cosine: float, keyword_share: float, block: ModelBlock) -> float:
     return 1.0 / (1.0 + math.exp(-(block.bias + block.weights[0] * cosine + block.weights[1] * keyword_share)))
 
 
-def test_the_searcher_compares_the_models_probability(placed_kb):
+def test_the_searcher_compares_the_models_probability(placed_kb: tuple[Path, VectorTableEmbedder]):
     index, embedder = placed_kb
     block = ModelBlock(high=0.9, low=0.6, fitted_for=f"{EMBEDDING} (evidence model, rerank off)")
     with Searcher(index, SearchSettings(rerank=False, confidence=block), embedder=embedder) as searcher:
@@ -304,7 +306,7 @@ def test_model_thresholds_are_unknown_where_they_are_no_calibration():
     ours = ModelBlock(high=0.9, low=0.5, fitted_for=f"{EMBEDDING} (evidence model, rerank off)")
 
     def level(**overrides: object) -> str:
-        arguments: dict = dict(passage_count=3, rerank_top=None, best_cosine=0.9, thresholds=ours,
+        arguments: dict[str, Any] = dict(passage_count=3, rerank_top=None, best_cosine=0.9, thresholds=ours,
                                reranker_model=None, embedding_model=EMBEDDING, features=features)
         arguments.update(overrides)
         return assess(**arguments).level
@@ -329,7 +331,7 @@ def load(tmp_path: Path, block: str):
     return load_manifest(path)
 
 
-def test_a_fitted_block_round_trips_through_the_manifest(tmp_path):
+def test_a_fitted_block_round_trips_through_the_manifest(tmp_path: Path):
     fit = fit_confidence(separable_rows(), "minilm (evidence model, rerank off), golden (40 questions)",
                          features=("cosine", "keyword_share"))
     confidence = load(tmp_path, fit.manifest_block()).retrieval.confidence
@@ -343,7 +345,7 @@ def test_a_fitted_block_round_trips_through_the_manifest(tmp_path):
         [fit.model.probability(r.features) for r in separable_rows()]
 
 
-def test_an_old_block_without_a_signal_is_the_top_score(tmp_path):
+def test_an_old_block_without_a_signal_is_the_top_score(tmp_path: Path):
     confidence = load(tmp_path, '[retrieval.confidence]\nhigh = 0.6\nlow = 0.4\nfitted_for = "x"\n').retrieval.confidence
     assert confidence is not None and (confidence.signal, confidence.features, confidence.weights) == ("top-score", (), ())
 
@@ -362,7 +364,7 @@ def test_an_old_block_without_a_signal_is_the_top_score(tmp_path):
     ('signal = "model"\nfeatures = ["cosine"]\nweights = [1.0]\nbias = 0.0\nweight = 2\n', "weight",
      "unknown key"),
 ])
-def test_the_manifest_refuses_a_malformed_model(tmp_path, block, key, fragment):
+def test_the_manifest_refuses_a_malformed_model(tmp_path: Path, block: str, key: str, fragment: str):
     with pytest.raises(InvalidManifestError) as excinfo:
         load(tmp_path, f'[retrieval.confidence]\nhigh = 0.6\nlow = 0.4\nfitted_for = "x"\n{block}')
     messages = [f"{problem.key}: {problem.problem}" for problem in excinfo.value.problems]

@@ -357,7 +357,7 @@ def test_a_busy_api_is_voided_and_retried(demo: Path, fake: DeepFake) -> None:
     # Two attempts, each its own reservation: the busy one closed by a void, the answer reconciled.
     assert sorted(pairs_per_call(demo).values(), key=sorted) == [
         Counter(reservation=1, reconciliation=1), Counter(reservation=1, void=1)]
-    assert sorted(sum(pairs_per_call(demo).values(), Counter()).items()) == [
+    assert sorted(sum(pairs_per_call(demo).values(), Counter[str]()).items()) == [
         ("reconciliation", 1), ("reservation", 2), ("void", 1)]
 
 
@@ -369,7 +369,7 @@ def test_an_api_error_stops_the_run_naming_the_remedy_and_never_the_key(demo: Pa
 
     assert "HTTP 401" in failed.value.message and "PINAKES_ANTHROPIC_API_KEY" in (failed.value.remedy or "")
     assert KEY not in failed.value.render()
-    assert sum(pairs_per_call(demo).values(), Counter()) == Counter(reservation=1, void=1)
+    assert sum(pairs_per_call(demo).values(), Counter[str]()) == Counter(reservation=1, void=1)
 
 
 @pytest.mark.parametrize("on_exceed", ["abort", "partial"])

@@ -85,10 +85,10 @@ class DocumentMeta:
 class Corpus:
     kb_id: str
     root: Path
-    linked_kbs: dict[str, Path] = field(default_factory=dict)
-    documents: dict[str, DocumentMeta] = field(default_factory=dict)  # KB-root-relative path -> meta
-    missing_sidecars: list[str] = field(default_factory=list)
-    orphan_sidecars: list[str] = field(default_factory=list)
+    linked_kbs: dict[str, Path] = field(default_factory=dict[str, Path])
+    documents: dict[str, DocumentMeta] = field(default_factory=dict[str, DocumentMeta])  # KB-root-relative path -> meta
+    missing_sidecars: list[str] = field(default_factory=list[str])
+    orphan_sidecars: list[str] = field(default_factory=list[str])
 
 
 def _safe_yaml() -> YAML:
@@ -106,8 +106,8 @@ def _source_roots(root: Path, manifest: dict[str, Any]) -> list[Path]:
 
 def _read_meta(sidecar: Path, document: Path) -> DocumentMeta:
     data = _yaml_mapping(sidecar)
-    links = data.get("links") or []
-    provenance = data.get("provenance") or {}
+    links = cast("list[dict[str, Any]]", data.get("links") or [])
+    provenance = cast("dict[str, Any]", data.get("provenance") or {})
     return DocumentMeta(
         doc_id=str(data["id"]),
         title=str(data.get("title") or ""),
@@ -419,8 +419,9 @@ def test_every_kind_is_represented(questions: list[dict[str, Any]]) -> None:
 
 
 def _all_expected_paths(question: dict[str, Any]) -> list[str]:
-    paths = list(question.get("expect") or [])
-    for hop in question.get("hops") or []:
+    paths: list[str] = list(question.get("expect") or [])
+    hops = cast("list[dict[str, Any]]", question.get("hops") or [])
+    for hop in hops:
         paths += list(hop.get("expect") or [])
     return paths
 
@@ -445,7 +446,7 @@ def test_no_answer_questions_expect_nothing(questions: list[dict[str, Any]]) -> 
 
 def test_multi_hop_expect_is_exactly_the_union_of_its_hops(questions: list[dict[str, Any]]) -> None:
     for question in _of_kind(questions, "multi-hop"):
-        hops = question.get("hops") or []
+        hops = cast("list[dict[str, Any]]", question.get("hops") or [])
         assert 2 <= len(hops) <= 3, question["id"]
         for hop in hops:
             assert str(hop.get("query") or "").strip() and hop.get("expect"), question["id"]
@@ -474,6 +475,7 @@ def test_filter_questions_carry_filters_their_answers_satisfy(
     for question in _of_kind(questions, "filter"):
         filters = question.get("filters")
         assert isinstance(filters, dict) and filters, question["id"]
+        filters = cast("dict[str, Any]", filters)
         assert set(filters) <= FILTER_KEYS, question["id"]
         for path in question["expect"]:
             assert _matches_filters(path, demo.documents[path], filters), (question["id"], path)
@@ -491,7 +493,7 @@ def test_each_lexical_question_names_a_term_found_only_in_its_document(
     questions: list[dict[str, Any]], demo: Corpus
 ) -> None:
     """A lexical question is only lexical if some term of it singles out the expected document."""
-    without_unique_term = []
+    without_unique_term: list[str] = []
     for question in _of_kind(questions, "lexical"):
         terms = re.findall(r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*", question["query"])
         if not any(_documents_containing(t, demo) == set(question["expect"]) for t in terms if len(t) >= 4):

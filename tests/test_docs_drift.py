@@ -178,7 +178,7 @@ def test_every_path_the_architecture_page_names_exists() -> None:
     # A bare file name (`walk.py`, `pinakes.toml`) must exist somewhere in the repository.
     everywhere = {path.name for top in ("src", "tests", "bench", "docs", "templates")
                   for path in (REPO_ROOT / top).rglob("*")} | {path.name for path in REPO_ROOT.iterdir()}
-    missing = []
+    missing: list[str] = []
     for token in (token.split("(")[0] for token in tokens):
         if re.fullmatch(r"(src|rules|tests|templates|bench|docs)/[\w./-]+", token):
             if not (REPO_ROOT / token.rstrip("/")).exists():
@@ -218,7 +218,7 @@ def modules_missing_from(page: str, package_root: Path) -> list[str]:
         if line.startswith("|") and len(cells) > 2:
             rows.append((set(re.findall(r"`([^`\s]+)`", cells[1])), set(re.findall(r"`([^`\s]+)`", line))))
     prefix = f"src/{package_root.name}/"
-    missing = []
+    missing: list[str] = []
     for path in sorted(package_root.rglob("*.py")):
         if path.name in ("__init__.py", "__main__.py") or "__pycache__" in path.parts:
             continue

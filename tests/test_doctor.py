@@ -7,8 +7,9 @@ import sqlite3
 import sys
 import textwrap
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,16 +23,16 @@ from pinakes.errors import EXIT_FAILURE, ManifestError
 ENV_CHECK_NAMES = [check.name for check in checks_env.checks(DoctorContext(None))]
 
 
-def doctor_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
+def doctor_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
     code = main([*argv, "doctor", "--json"])
     return code, json.loads(capsys.readouterr().out)
 
 
-def by_name(report: dict) -> dict[str, dict]:
+def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {check["name"]: check for check in report["checks"]}
 
 
-def fake_area(monkeypatch: pytest.MonkeyPatch, area: str, checks) -> None:
+def fake_area(monkeypatch: pytest.MonkeyPatch, area: str, checks: Callable[[DoctorContext], Iterable[Check]]) -> None:
     module = types.ModuleType(f"pinakes.doctor.checks_{area}")
     module.checks = checks  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, module.__name__, module)
@@ -231,7 +232,7 @@ def test_missing_fts5_is_a_fail_with_a_remedy(
 @pytest.mark.parametrize(("present", "expected"), [
     ({"fastembed", "pypdfium2"},
      {"light": "OK", "st": "OK", "pdf": "OK", "claude": "OK", "remote": "OK", "ray": "OK", "ocr": "OK", "ann": "OK"}),
-    (set(),  # a core-only install: supported, but it cannot embed
+    (set[str](),  # a core-only install: supported, but it cannot embed
      {"light": "WARN", "st": "WARN", "pdf": "WARN", "claude": "OK", "remote": "OK", "ray": "OK", "ocr": "OK", "ann": "OK"}),
     ({"sentence_transformers", "anthropic"},  # [claude] without the [pdf] it requires
      {"light": "OK", "st": "OK", "pdf": "WARN", "claude": "WARN", "remote": "OK", "ray": "OK", "ocr": "OK", "ann": "OK"}),
@@ -241,7 +242,10 @@ def test_missing_fts5_is_a_fail_with_a_remedy(
 def test_extras_report_by_install_state(
     monkeypatch: pytest.MonkeyPatch, present: set[str], expected: dict[str, str]
 ) -> None:
-    monkeypatch.setattr(checks_env, "is_importable", lambda module: module in present)
+    def importable(module: str) -> bool:
+        return module in present
+
+    monkeypatch.setattr(checks_env, "is_importable", importable)
 
     results = {c.name: c for c in checks_env.check_extras()}
 
@@ -260,7 +264,7 @@ def test_is_importable_never_imports(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     (tmp_path / "pnk_probe_side_effect.py").write_text(textwrap.dedent("""
         raise AssertionError("find_spec must not execute the module")
     """))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))  # pyright: ignore[reportUnknownMemberType] -- pytest: `path` untyped
 
     assert checks_env.is_importable("pnk_probe_side_effect")
     assert "pnk_probe_side_effect" not in sys.modules

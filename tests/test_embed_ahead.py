@@ -204,7 +204,8 @@ class _Ray:
         return refs[:num_returns], refs[num_returns:]
 
     def get(self, ref: _Ref) -> np.ndarray:
-        return np.stack([HashEmbedder(dim=384)._vector(text) for text in ref.texts])
+        return np.stack([HashEmbedder(dim=384)._vector(text)  # pyright: ignore[reportPrivateUsage] -- its vectors
+                         for text in ref.texts])
 
 
 class _CountsCounted:

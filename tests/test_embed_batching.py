@@ -99,7 +99,7 @@ def test_no_batch_exceeds_the_caps_and_every_text_is_embedded_once_in_order(
     assert vectors.dtype == np.float32 and vectors.shape == (len(texts), DIM)
     np.testing.assert_allclose(vectors, np.stack([expected_vector(index) for index in range(len(texts))]),
                                atol=1e-6)
-    assert cast(WordCounter, embedder._counter).calls == 1  # counted once, for the guard and the batches alike
+    assert cast(WordCounter, embedder.token_counter).calls == 1  # counted once, for the guard and the batches alike
 
 
 @pytest.mark.parametrize("call_tokens", [None, 32])
@@ -107,7 +107,7 @@ def test_batches_go_longest_first_so_padding_stays_small(call_tokens: int | None
     embedder = RecordingEmbedder(batch_size=16, max_batch_tokens=10_000, call_tokens=call_tokens)
     lengths = mixed_lengths(300)
     embedder.embed_documents(texts_of(lengths))
-    counts = [embedder._counter.count(text) for batch in embedder.batches for text in batch]
+    counts = [embedder.token_counter.count(text) for batch in embedder.batches for text in batch]
     assert counts == sorted(lengths, reverse=True)
 
 
@@ -297,21 +297,21 @@ def fastembed_embedder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pro
 def test_fastembed_session_runs_without_the_memory_pattern(fastembed_embedder: ProviderEmbedder) -> None:
     """Fails loudly if fastembed or onnxruntime move what provider_fastembed.rebuild_session_for_documents
     reads (fastembed's `model.model.model` session, onnxruntime's `_model_path`)."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # pyright: ignore[reportMissingTypeStubs] -- onnxruntime ships no type information
 
     query = fastembed_embedder.embed_query("warm")
-    session = fastembed_embedder._model.model.model  # type: ignore[attr-defined]
+    session = cast(Any, fastembed_embedder._model.model.model)  # type: ignore[attr-defined]
     # A process that only searches keeps fastembed's session: spinning threads answer a query sooner.
     assert _spinning(session.get_session_options(), "intra_op") != "0"
     fastembed_embedder.embed_documents(["the first document embedding rebuilds the session"])
     session = fastembed_embedder._model.model.model  # type: ignore[attr-defined]
     assert isinstance(session, ort.InferenceSession)
-    options = session.get_session_options()
+    options = cast(Any, session).get_session_options()  # onnxruntime is untyped
     assert options.enable_mem_pattern is False
     # The pools sleep between a sync's calls instead of busy-waiting on the cores its other work needs.
     assert _spinning(options, "intra_op") == "0" and _spinning(options, "inter_op") == "0"
     assert options.enable_cpu_mem_arena is True  # the arena stays: without it throughput drops ~40%
-    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # fastembed's
+    assert options.graph_optimization_level == cast(Any, ort).GraphOptimizationLevel.ORT_ENABLE_ALL  # fastembed's
     # The rebuilt session is the same model: the query's vector does not change.
     np.testing.assert_allclose(fastembed_embedder.embed_query("warm"), query, atol=1e-6)
 
@@ -339,11 +339,11 @@ def test_a_session_rebuild_that_fails_keeps_fastembeds_session_as_it_was(
         fastembed_embedder: ProviderEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
     """The rebuild is an optimisation: when ONNX Runtime refuses the new session the embedder keeps
     fastembed's, which still says what it runs with (the memory pattern on), and embeds the same."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # pyright: ignore[reportMissingTypeStubs] -- onnxruntime ships no type information
 
     embedder = load_embedder(default_section("fastembed"), offline=True)
     assert isinstance(embedder, ProviderEmbedder)
-    session = embedder._model.model.model  # type: ignore[attr-defined]
+    session = cast(Any, embedder._model.model.model)  # type: ignore[attr-defined]
 
     def refused(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("refused by the test")
@@ -402,8 +402,11 @@ def test_a_cluster_plans_the_batches_its_workers_model_would_plan_and_each_worke
     model = worker._embedder  # pyright: ignore[reportPrivateUsage]
     assert isinstance(model, ProviderEmbedder)
     encode = model._encode_documents  # pyright: ignore[reportPrivateUsage]
-    monkeypatch.setattr(model, "_encode_documents",
-                        lambda batch, size: recorded.append(len(batch)) or encode(batch, size))
+
+    def recording(batch: list[str], size: int):
+        return recorded.append(len(batch)) or encode(batch, size)
+
+    monkeypatch.setattr(model, "_encode_documents", recording)
     for indices in sent:
         worker.embed([texts[index] for index in indices], 32)
     assert recorded == [len(indices) for indices in sent]  # one model call per batch sent, whole

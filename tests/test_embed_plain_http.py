@@ -13,13 +13,13 @@ import pytest
 openai = pytest.importorskip("openai", reason="the [remote] extra (openai) is not installed: the remote "
                                               "provider's request path cannot be exercised")
 
-from pinakes.embed.provider_openai import _client  # noqa: E402
+from pinakes.embed.provider_openai import _client  # noqa: E402  # pyright: ignore[reportPrivateUsage]  # pinned
 from pinakes.embed.settings import RemoteEmbedding  # noqa: E402
 from pinakes.paid import classify_failure  # noqa: E402
 from tests.fake_openai_embeddings import FakeEmbeddings, Reply  # noqa: E402
 from tests.raw_http_server import raw_server  # noqa: E402
 
-BODY = {"input": ["a harbour at night"], "model": "stub-embed", "encoding_format": "base64"}
+BODY: dict[str, object] = {"input": ["a harbour at night"], "model": "stub-embed", "encoding_format": "base64"}
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -45,6 +45,14 @@ MODEL_RUNTIMES = ("onnxruntime", "fastembed", "torch", "sentence_transformers")
 WORDS = ("index", "vector", "model", "chunk", "cluster", "worker", "driver", "commit", "transaction",
          "sqlite", "search", "token", "embedding", "batch", "node", "actor", "retry", "order", "memory",
          "writer", "stage", "sync", "corpus", "query", "answer", "document", "paragraph", "heading")
+
+
+def _ray() -> Any:
+    """The `ray` module, typed loosely as the product types it (pinakes.embed.untyped.RayModule): Ray's
+    annotations leave its handles and several parameters partly unknown."""
+    import ray
+
+    return ray
 
 
 def _prose(seed: int, paragraphs: int) -> str:
@@ -125,14 +133,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     os.environ.update(LOOPBACK_ENV)  # the nodes are this process's children (and Ray reads it on import)
     from ray.cluster_utils import Cluster
 
-    started = Cluster(initialize_head=True, head_node_args={
+    started: Any = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1",
         "env_vars": {"HF_HUB_CACHE": str(caches / "head"), "HF_HUB_OFFLINE": "1"}})
     try:
         started.add_node(num_cpus=1, node_ip_address="127.0.0.1",
                          env_vars={"HF_HUB_CACHE": str(caches / "node2"), "HF_HUB_OFFLINE": "1"})
         started.wait_for_nodes()
-        import ray
+        ray = _ray()
 
         # This process watches the cluster (and kills a worker), as a loopback driver too.
         ray.init(address=started.address, _node_ip_address="127.0.0.1")
@@ -143,10 +151,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         listening = listening_sockets(descendants(os.getpid()) | {os.getpid()})
         assert any(port == int(str(started.address).rsplit(":", 1)[1]) for _address, port, _pid in listening)
         assert [entry for entry in listening if not is_loopback(entry[0])] == [], listening
-        started.hub_caches = caches  # pyright: ignore[reportAttributeAccessIssue]
+        started.hub_caches = caches
         yield started
     finally:
-        import ray
+        ray = _ray()
 
         ray.shutdown()
         started.shutdown()
@@ -245,12 +253,12 @@ def _embedding_count(root: Path, index_name: str = "index.db") -> int:
 
 def _kill_one_worker(driver: subprocess.Popen[str], root: Path, deadline: float) -> str:
     """Wait until the driver has committed some vectors, then kill one of its workers."""
-    import ray
+    ray = _ray()
 
     while time.monotonic() < deadline and driver.poll() is None:
         if _embedding_count(root) > 0:
             # With all_namespaces, Ray lists {"name", "namespace"} dicts (its stubs say strings).
-            listed: list[dict[str, str]] = ray.util.list_named_actors(all_namespaces=True)  # pyright: ignore[reportAssignmentType]
+            listed: list[dict[str, str]] = ray.util.list_named_actors(all_namespaces=True)
             names = [actor["name"] for actor in listed
                      if actor["namespace"] == "pinakes" and actor["name"].startswith(f"embed-{driver.pid}-")]
             if len(names) == 2:
@@ -306,7 +314,7 @@ def _hub_snapshot(cache: Path, *, perturbed: bool) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
     if perturbed:
-        from safetensors.numpy import load_file, save_file
+        from safetensors.numpy import load_file, save_file  # pyright: ignore[reportUnknownVariableType] -- untyped arg
 
         tensors = load_file(str(snapshot / "model.safetensors"))
         first = sorted(tensors)[0]
@@ -347,12 +355,12 @@ def _driver(root: Path, address: str, *extra: str) -> subprocess.Popen[str]:
 
 def _wait_for_vectors(driver: subprocess.Popen[str], root: Path, index_name: str = "index.db") -> list[str]:
     """The driver's worker names, once it has committed some vectors (and is still running)."""
-    import ray
+    ray = _ray()
 
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and driver.poll() is None:
         if _embedding_count(root, index_name) > 0:
-            listed: list[dict[str, str]] = ray.util.list_named_actors(all_namespaces=True)  # pyright: ignore[reportAssignmentType]
+            listed: list[dict[str, str]] = ray.util.list_named_actors(all_namespaces=True)
             return [actor["name"] for actor in listed
                     if actor["namespace"] == "pinakes" and actor["name"].startswith(f"embed-{driver.pid}-")]
         time.sleep(0.2)
@@ -361,7 +369,7 @@ def _wait_for_vectors(driver: subprocess.Popen[str], root: Path, index_name: str
 
 def test_every_worker_lost_stops_the_run_and_the_next_sync_continues(cluster: Any, local_reference: Path,
                                                                     tmp_path: Path) -> None:
-    import ray
+    ray = _ray()
 
     root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6)
     driver = _driver(root, cluster.address)
@@ -394,24 +402,27 @@ def test_every_worker_lost_stops_the_run_and_the_next_sync_continues(cluster: An
 def _publish_to_driver(address: str, root: Path, message: str) -> None:
     """Send `message` to the `pnk sync` driver of `root` on Ray's error channel, as a raylet does,
     and give its listener a moment to receive it."""
-    import ray
+    ray = _ray()
     from ray._private import state
-    from ray._private.utils import publish_error_to_driver
-    from ray._raylet import GcsClient  # pyright: ignore[reportAttributeAccessIssue]  # compiled: no stub
+    from ray._private.utils import publish_error_to_driver  # pyright: ignore[reportUnknownVariableType] -- untyped arg
+    from ray._raylet import (  # compiled: no stub, so nothing typed
+        GcsClient,  # pyright: ignore[reportAttributeAccessIssue, reportUnknownVariableType]
+    )
 
     deadline = time.monotonic() + 300
     jobs: list[dict[str, Any]] = []
     while time.monotonic() < deadline and not jobs:  # the driver's job appears once it has connected
-        jobs = [job for job in state.jobs() if not job["IsDead"] and str(root) in str(job.get("Entrypoint", ""))]
+        jobs = [job for job in cast(list[dict[str, Any]], state.jobs())
+                if not job["IsDead"] and str(root) in str(job.get("Entrypoint", ""))]
         time.sleep(0.2)
     assert len(jobs) == 1, jobs
-    publish_error_to_driver("raylet_died", message, gcs_client=GcsClient(address=address),
+    publish_error_to_driver("raylet_died", message, gcs_client=cast(Any, GcsClient(address=address)),
                             job_id=ray.JobID(bytes.fromhex(jobs[0]["JobID"])))
     time.sleep(1.0)
 
 
 def test_every_worker_lost_in_a_rebuild_says_the_live_index_is_untouched(cluster: Any, tmp_path: Path) -> None:
-    import ray
+    ray = _ray()
 
     root = _new_kb(tmp_path / "kb", documents=24, paragraphs=6)
     built = pnk(root, "sync", "--executor", "local")
@@ -436,7 +447,7 @@ def test_every_worker_lost_in_a_rebuild_says_the_live_index_is_untouched(cluster
 
 
 def test_workers_that_cannot_start_are_refused_in_bounded_time(cluster: Any, tmp_path: Path) -> None:
-    import ray
+    ray = _ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     @ray.remote(num_cpus=1)
@@ -453,7 +464,7 @@ def test_workers_that_cannot_start_are_refused_in_bounded_time(cluster: Any, tmp
         done = pnk(root, "sync", "--ray-address", cluster.address, env=_env(PNK_RAY_CONNECT_TIMEOUT="6"))
         elapsed = time.monotonic() - started
     finally:
-        ray.kill(hog)  # pyright: ignore[reportArgumentType]  # Ray's stubs type a handle as its class
+        ray.kill(hog)
     assert done.returncode == 69, done.stderr
     assert "the Ray workers did not all start within 30 s" in done.stderr and "ray status" in done.stderr
     assert elapsed < 30 + 40, f"took {elapsed:.0f} s"  # the bound, and the connection and imports around it
@@ -464,7 +475,7 @@ def test_workers_that_cannot_start_are_refused_in_bounded_time(cluster: Any, tmp
 def test_ctrl_c_cancels_the_batches_in_flight_and_ends_the_workers(cluster: Any, tmp_path: Path) -> None:
     import signal
 
-    import ray
+    ray = _ray()
 
     # Four times the other faults' corpus: the signal must land while batches are still in flight,
     # and a quick writer finished 24 documents between the first commit and the signal.
@@ -481,7 +492,7 @@ def test_ctrl_c_cancels_the_batches_in_flight_and_ends_the_workers(cluster: Any,
     assert driver.returncode != 0 and "Traceback" not in err, err
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        listed: list[dict[str, str]] = ray.util.list_named_actors(all_namespaces=True)  # pyright: ignore[reportAssignmentType]
+        listed: list[dict[str, str]] = ray.util.list_named_actors(all_namespaces=True)
         if not {actor["name"] for actor in listed} & set(names):
             break
         time.sleep(0.5)

@@ -15,7 +15,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -191,7 +191,7 @@ def test_a_missing_cluster_is_refused_by_address_and_nothing_is_written(tmp_path
 
 
 @contextlib.contextmanager
-def _silent_listener() -> Iterator[str]:
+def _silent_listener() -> Generator[str, None, None]:
     """A loopback TCP listener that accepts connections and never answers: not a Ray cluster."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

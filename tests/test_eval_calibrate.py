@@ -54,7 +54,7 @@ PLACEHOLDER = re.compile(r"# \[retrieval\.confidence\]\r\n(?:# [a-z_]+ = .*\r\n)
 def fake_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every model load (sync, eval, search, serve, ask) gets the fake embedder."""
     substitute_embedder(monkeypatch,
-                        lambda section, *args, **kwargs: FakeEmbedder(provider=section.provider))
+                        lambda section, offline=None, threads=None: FakeEmbedder(provider=section.provider))
 
 
 def pnk(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
@@ -254,7 +254,7 @@ def test_search_mcp_and_ask_read_the_same_confidence(
                "Rehearsal schedule for the spring concert", "pruning apple sourdough hull"]
     fake: DeepFake
     tools = PinakesTools([load_kb(root)])
-    levels = set()
+    levels: set[str] = set()
     try:
         for fake in serving(monkeypatch):
             for query in queries:

@@ -57,7 +57,7 @@ def noise_embedder() -> VectorTableEmbedder:
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     embedder = noise_embedder()
-    substitute_embedder(monkeypatch, lambda section, *args, **kwargs: embedder)
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: embedder)
     root = tmp_path / "kb"
     build_kb(root, docs(), embedder)
     (root / "eval").mkdir()
@@ -71,7 +71,7 @@ def pnk(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, 
 
 
 def first_paths(capsys: pytest.CaptureFixture[str], root: Path) -> dict[str, str]:
-    firsts = {}
+    firsts: dict[str, str] = {}
     for word in WORDS:
         code, result = pnk(capsys, "-C", str(root), "search", query(word), "--no-rerank")
         assert code == 0

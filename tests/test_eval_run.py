@@ -22,7 +22,7 @@ from pinakes.cli import main
 from pinakes.eval.harness import EvalPaths, evaluate, load_for_run
 from pinakes.eval.outcomes import read_outcomes
 from pinakes.init import init_kb
-from pinakes.manifest import load_manifest
+from pinakes.manifest import EmbeddingSection, load_manifest
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder, substitute_embedder
@@ -33,8 +33,10 @@ DEMO_ROOT = Path(__file__).resolve().parent / "demo-kb"
 @pytest.fixture(autouse=True)
 def fake_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every model load in these tests (sync and search) gets the fake embedder."""
-    substitute_embedder(monkeypatch,
-                        lambda section, *args, **kwargs: FakeEmbedder(provider=section.provider))
+    def fake(section: EmbeddingSection, *args: object, **kwargs: object) -> FakeEmbedder:
+        return FakeEmbedder(provider=section.provider)
+
+    substitute_embedder(monkeypatch, fake)
 
 
 @pytest.fixture(scope="module")

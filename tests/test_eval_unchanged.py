@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,7 +55,7 @@ class NoisyEmbedder(FakeEmbedder):
 @pytest.fixture(autouse=True)
 def noisy_model(monkeypatch: pytest.MonkeyPatch) -> None:
     substitute_embedder(monkeypatch,
-                        lambda section, *args, **kwargs: NoisyEmbedder(section.provider))
+                        lambda section, offline=None, threads=None: NoisyEmbedder(section.provider))
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def kb(tmp_path: Path) -> Path:
     return root
 
 
-def _features(outcomes: dict) -> list[dict[str, float]]:
+def _features(outcomes: dict[str, Any]) -> list[dict[str, float]]:
     return [row["features"] for row in outcomes["rows"]]
 
 

@@ -1,4 +1,5 @@
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,20 +48,20 @@ def test_a_different_fingerprint_or_hash_is_a_miss(cache: ExtractCache) -> None:
     assert cache.get(HASH_B, "abc123") is None
 
 
-@pytest.mark.parametrize(
-    "corrupt",
-    [
-        lambda data: data[: len(data) // 2],  # truncated mid-write
-        lambda data: b"",
-        lambda data: b"\xff\xfe not utf-8",
-        lambda data: data.replace(SCHEMA.encode(), b"pinakes.extract-cache/999"),  # another schema
-        lambda data: json.dumps({"schema": SCHEMA}).encode(),  # missing fields
-        lambda data: data.replace(b'"paid":false', b'"paid":"no"'),  # wrong type
-        lambda data: data.replace(b"[0,8]", b"[8,0]"),  # impossible page span
-        lambda data: b"[1, 2, 3]",
-    ],
-)
-def test_unreadable_entries_are_misses_never_errors(cache: ExtractCache, corrupt) -> None:  # type: ignore[no-untyped-def]
+CORRUPTIONS: list[Callable[[bytes], bytes]] = [
+    lambda data: data[: len(data) // 2],  # truncated mid-write
+    lambda data: b"",
+    lambda data: b"\xff\xfe not utf-8",
+    lambda data: data.replace(SCHEMA.encode(), b"pinakes.extract-cache/999"),  # another schema
+    lambda data: json.dumps({"schema": SCHEMA}).encode(),  # missing fields
+    lambda data: data.replace(b'"paid":false', b'"paid":"no"'),  # wrong type
+    lambda data: data.replace(b"[0,8]", b"[8,0]"),  # impossible page span
+    lambda data: b"[1, 2, 3]",
+]
+
+
+@pytest.mark.parametrize("corrupt", CORRUPTIONS)
+def test_unreadable_entries_are_misses_never_errors(cache: ExtractCache, corrupt: Callable[[bytes], bytes]) -> None:
     path = cache.put(HASH_A, extraction(), paid=False)
     path.write_bytes(corrupt(path.read_bytes()))
     assert cache.get(HASH_A, "abc123") is None

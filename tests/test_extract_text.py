@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -5,7 +6,10 @@ import pytest
 from pinakes.errors import SourceError
 from pinakes.extract import registry
 from pinakes.extract.text import extract, read_source_bytes
+from pinakes.extract.types import ExtractedText
 from tests.kb_helpers import text_pdf as make_pdf
+
+PdfExtract = Callable[[Path, str], ExtractedText]  # pinakes.extract.pdf.extract, once its extra is known installed
 
 
 def write(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -101,14 +105,14 @@ def test_pdf_is_not_a_text_source(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def pdf_extract():  # type: ignore[no-untyped-def]
+def pdf_extract() -> PdfExtract:
     pytest.importorskip("pypdfium2", reason="the [pdf] extra (pypdfium2) is not installed")
     from pinakes.extract.pdf import extract as extract_pdf
 
     return extract_pdf
 
 
-def test_pdf_pages_are_joined_with_their_spans(tmp_path: Path, pdf_extract) -> None:  # type: ignore[no-untyped-def]
+def test_pdf_pages_are_joined_with_their_spans(tmp_path: Path, pdf_extract: PdfExtract) -> None:
     path = write(tmp_path, "doc.pdf", make_pdf([["Hello page one", "second line"], ["Page two text"], []]))
     extracted = pdf_extract(path, "pdf")
     assert extracted.backend == "pypdfium2"
@@ -119,7 +123,7 @@ def test_pdf_pages_are_joined_with_their_spans(tmp_path: Path, pdf_extract) -> N
     assert "\r" not in extracted.text
 
 
-def test_pdf_chunks_carry_pages(tmp_path: Path, pdf_extract) -> None:  # type: ignore[no-untyped-def]
+def test_pdf_chunks_carry_pages(tmp_path: Path, pdf_extract: PdfExtract) -> None:
     from pinakes.chunking import chunk_text
 
     pages = [[f"page {page} line {line} words" for line in range(3)] for page in range(1, 4)]
@@ -134,7 +138,7 @@ def test_pdf_chunks_carry_pages(tmp_path: Path, pdf_extract) -> None:  # type: i
     assert chunk_pages(40) == [(1, 2), (3, 3)]  # a chunk spanning two pages records both
 
 
-def test_a_broken_pdf_is_a_source_error(tmp_path: Path, pdf_extract) -> None:  # type: ignore[no-untyped-def]
+def test_a_broken_pdf_is_a_source_error(tmp_path: Path, pdf_extract: PdfExtract) -> None:
     path = write(tmp_path, "broken.pdf", b"%PDF-1.4\nthis is not a pdf body")
     with pytest.raises(SourceError, match="the PDF is unreadable") as caught:
         pdf_extract(path, "pdf")

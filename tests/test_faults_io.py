@@ -16,7 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -71,7 +71,7 @@ def index_paths(root: Path) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def tmpfs(size: str) -> Iterator[Path]:
+def tmpfs(size: str) -> Generator[Path, None, None]:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a small tmpfs to fill needs root (CI runs as root)")
     point = Path(tempfile.mkdtemp(prefix="pnk-tmpfs-"))

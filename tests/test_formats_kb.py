@@ -11,6 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,7 +110,7 @@ def manifest_fake_embedder_for(root: Path):
     return manifest_fake_embedder(root)
 
 
-def rows(root: Path, sql: str) -> list[tuple]:  # type: ignore[type-arg]
+def rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
     conn = sqlite3.connect(KBPaths(root).index_db)
     try:
         return conn.execute(sql).fetchall()

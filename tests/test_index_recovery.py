@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,7 @@ DOCS = [Doc(f"docs/topic{k}/note{k}.md", f"# Note {k}\n\n" + "\n\n".join(
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A KB of a few hundred chunks; every `pnk` command in the test gets the same fake model."""
-    substitute_embedder(monkeypatch, lambda *a, **k: HashEmbedder())
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: HashEmbedder())
     root = tmp_path / "kb"
     build_kb(root, DOCS, HashEmbedder(), max_tokens=40, overlap=0)
     return root
@@ -106,7 +107,7 @@ def index_checks(root: Path) -> dict[str, tuple[str, str | None]]:
     return {c.name: (c.status, c.remedy) for c in run_checks(DoctorContext(root)) if c.name.startswith("index")}
 
 
-DAMAGE = {
+DAMAGE: dict[str, Callable[[Path], None]] = {
     "cut-to-half": lambda index: truncate(index, 0.5),
     "cut-to-two-pages": lambda index: truncate(index, 0.0),
     "vector-pages-overwritten": lambda index: overwrite_root_pages(index, "embeddings"),
@@ -288,7 +289,8 @@ class RawModel(ProviderEmbedder):
         super().__init__(identity, 254, self._Words(), 32)  # type: ignore[arg-type]
 
     def _encode_documents(self, texts: list[str], batch_size: int) -> np.ndarray:
-        rows = np.stack([HashEmbedder()._vector(text) * 7.0 for text in texts]).astype(np.float32)
+        rows = np.stack([HashEmbedder()._vector(text) * 7.0  # pyright: ignore[reportPrivateUsage] -- raw hashed counts
+                         for text in texts]).astype(np.float32)
         for row, text in enumerate(texts):
             if "hugeword" in text:
                 rows[row, 3] = np.float32(3e38)

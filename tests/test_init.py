@@ -83,7 +83,11 @@ def test_a_concurrent_init_that_wins_the_race_is_not_overwritten(tmp_path: Path,
     root = tmp_path / "kb"
     root.mkdir()
     (root / "pinakes.toml").write_bytes(b"# the other init's manifest\n")
-    monkeypatch.setattr(init_module, "_refuse_unsuitable", lambda root: None)
+
+    def accept(root: Path) -> None:
+        return None
+
+    monkeypatch.setattr(init_module, "_refuse_unsuitable", accept)
     with pytest.raises(UsageError, match="already a Pinakes KB"):
         init_kb(root, name="late")
     assert (root / "pinakes.toml").read_bytes() == b"# the other init's manifest\n"
@@ -204,11 +208,15 @@ def test_gitignore_with_other_encodings_keeps_its_bytes(tmp_path: Path) -> None:
     ({"sentence_transformers", "fastembed"}, "fastembed", True),
     ({"fastembed"}, "fastembed", True),
     ({"sentence_transformers"}, "sentence-transformers", True),
-    (set(), "fastembed", False),
+    (set[str](), "fastembed", False),
 ])
 def test_provider_follows_what_is_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             installed: set[str], provider: str, is_installed: bool) -> None:
-    monkeypatch.setattr(init_module, "find_spec", lambda name: object() if name in installed else None)
+
+    def find_spec(name: str) -> object | None:
+        return object() if name in installed else None
+
+    monkeypatch.setattr(init_module, "find_spec", find_spec)
     result = init_kb(tmp_path / "kb", name="kb")
     assert (result.embedding_provider, result.embedding_provider_installed) == (provider, is_installed)
     manifest = load_manifest(result.root / "pinakes.toml")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -93,9 +94,9 @@ def test_without_reuse_every_vector_is_the_models_again(tmp_path: Path) -> None:
     conn.close()
     (root / "docs/manual.md").write_text(manual([*range(PARAGRAPHS), 1000]), encoding="utf-8")
     sync(root, HashEmbedder(), no_reuse=True)
-    chunks = index_rows(root)["chunks"]
+    chunks = cast("list[tuple[Any, ...]]", index_rows(root)["chunks"])
     assert chunks
-    for row in chunks:  # type: ignore[attr-defined]
+    for row in chunks:
         text, context, vector = row[1], row[9], row[10]
         expected = HashEmbedder().embed_documents([embedding_input(context or "", text)])[0]
         assert vector == expected.tobytes()

@@ -21,6 +21,7 @@ WORDS = ["file", "system", "network", "kernel", "module", "parameter", "package"
          "shell", "terminal", "user", "account", "process", "signal", "memory", "printer", "queue", "locale",
          "timezone", "password", "cron", "schedule", "mount", "partition", "firewall", "resolver",
          "bibliography", "ncurses", "apache"]
+Reader = tuple[sqlite3.Connection, Tokenizer]  # the `reader` fixture's connection and tokenizer
 
 
 def documents(count: int = 160, seed: int = 45) -> dict[str, str]:
@@ -28,7 +29,7 @@ def documents(count: int = 160, seed: int = 45) -> dict[str, str]:
     weights = [1.0 / (rank + 1) ** 1.3 for rank in range(len(WORDS))]
     texts: dict[str, str] = {}
     for number in range(count):
-        paragraphs = []
+        paragraphs: list[str] = []
         for _ in range(rng.randint(1, 2)):
             words = rng.choices(WORDS, weights, k=rng.randint(3, 25))
             paragraphs.append(" ".join(words) + ".")
@@ -59,14 +60,15 @@ def plan_of(conn: sqlite3.Connection, tokenizer: Tokenizer, query: str,
     return bm25.plan_keywords(conn, analyze(query, tokenizer), bm25.KeywordOptions(), chunk_count, frequencies)
 
 
-def test_the_pool_is_fts5s_own_first_rows_to_the_float(reader, monkeypatch):
+def test_the_pool_is_fts5s_own_first_rows_to_the_float(reader: Reader, monkeypatch: pytest.MonkeyPatch) -> None:
     """Forced on (the KB is small), the pool equals the one statement's answer, rows, order and
     scores, for every query and pool size, while scoring fewer rows for many of them."""
     conn, tokenizer = reader
     monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", 0)
     monkeypatch.setattr(keyword_pool, "RESTRICT_BELOW_SHARE", 1.0)
-    restricted = []
-    real = bm25._fts5_ranked
+    restricted: list[bool] = []
+    real = bm25._fts5_ranked  # pyright: ignore[reportPrivateUsage]  # the test pins the private helper
+    groups_expression = bm25._groups_expression  # pyright: ignore[reportPrivateUsage]  # a pinned private helper
 
     def counting(*args: object, **kwargs: object) -> list[tuple[int, float]]:
         restricted.append(kwargs.get("within") is not None)
@@ -74,7 +76,7 @@ def test_the_pool_is_fts5s_own_first_rows_to_the_float(reader, monkeypatch):
 
     monkeypatch.setattr(bm25, "_fts5_ranked", counting)
     frequencies = bm25.DocumentFrequencies(conn)
-    rows = bm25._averages(conn)[0]
+    rows = bm25._averages(conn)[0]  # pyright: ignore[reportPrivateUsage]  # the test pins the private helper
     compared = 0
     for query in queries():
         plan = plan_of(conn, tokenizer, query, frequencies)
@@ -85,7 +87,7 @@ def test_the_pool_is_fts5s_own_first_rows_to_the_float(reader, monkeypatch):
             counts = [plan.document_frequency[unit.terms] for unit in plan.units]
             def ranked(groups: keyword_pool.Groups | None, plan: bm25.KeywordPlan = plan,
                        pool: int = pool) -> list[tuple[int, float]]:
-                within = None if groups is None else bm25._groups_expression(plan.units, groups)
+                within = None if groups is None else groups_expression(plan.units, groups)
                 return counting(conn, plan.match, pool, None, None, within=within)
 
             pruned = keyword_pool.pool_of(counts, rows, pool, bm25.CONTEXT_WEIGHT, ranked)
@@ -95,14 +97,14 @@ def test_the_pool_is_fts5s_own_first_rows_to_the_float(reader, monkeypatch):
     assert sum(restricted) >= 100  # the restricted statement ran, not only the fallback
 
 
-def test_keyword_results_are_unchanged_by_the_pool(reader, monkeypatch):
+def test_keyword_results_are_unchanged_by_the_pool(reader: Reader, monkeypatch: pytest.MonkeyPatch) -> None:
     """bm25_search's answer (the BM25F rescoring of the pool) with the pool pruned (or taken apart by
     term set) and without."""
     conn, tokenizer = reader
     frequencies = bm25.DocumentFrequencies(conn)
     for query in queries(seed=11):
         plan = plan_of(conn, tokenizer, query, frequencies)
-        answers = []
+        answers: list[list[tuple[list[tuple[int, float]], int]]] = []
         for threshold in (0, 10**12):
             monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", threshold)
             monkeypatch.setattr(keyword_pool, "BY_SET_FROM_POSTINGS", threshold)
@@ -110,14 +112,14 @@ def test_keyword_results_are_unchanged_by_the_pool(reader, monkeypatch):
         assert answers[0] == answers[1], query
 
 
-def test_scoped_pools_are_unchanged(reader, monkeypatch):
+def test_scoped_pools_are_unchanged(reader: Reader, monkeypatch: pytest.MonkeyPatch) -> None:
     """A filter's scope applies to every statement, the bound's and the pool's."""
     conn, tokenizer = reader
     frequencies = bm25.DocumentFrequencies(conn)
     scope = "SELECT id FROM chunks WHERE id % 3 != 0"
     for query in queries(count=60, seed=3):
         plan = plan_of(conn, tokenizer, query, frequencies)
-        answers = []
+        answers: list[list[tuple[int, float]]] = []
         for threshold in (0, 10**12):
             monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", threshold)
             monkeypatch.setattr(keyword_pool, "BY_SET_FROM_POSTINGS", threshold)
@@ -144,7 +146,7 @@ def test_many_terms_fall_back_to_the_terms_a_row_must_hold():
     assert keyword_pool.reaching(ceilings, 10.5) == [(10,), (11,), (12,)]  # ten stay below, not eleven
 
 
-def test_a_low_guess_is_checked_and_widened(monkeypatch):
+def test_a_low_guess_is_checked_and_widened(monkeypatch: pytest.MonkeyPatch) -> None:
     """When the first statement's last score lets in rows it did not score, a second statement
     scores the rows that floor needs; the first answer is never returned unchecked."""
     monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", 0)
@@ -164,7 +166,7 @@ def test_a_low_guess_is_checked_and_widened(monkeypatch):
     assert calls == [[(0,)], [(0,), (1,)]]  # the second term alone reaches 0.5: its rows scored too
 
 
-def test_too_few_rows_for_the_guess_try_the_next_rarest_terms_ceiling(monkeypatch):
+def test_too_few_rows_for_the_guess_try_the_next_rarest_terms_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows holding the rarest term fill less than the pool: the next floor (the second rarest
     term's ceiling) is tried before every row is scored."""
     monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", 0)
@@ -183,14 +185,14 @@ def few_term_queries(count: int = 200, seed: int = 5) -> list[str]:
     return [" ".join(rng.sample(WORDS, rng.randint(2, 3))) for _ in range(count)]
 
 
-def test_term_sets_give_the_one_statements_rows_to_the_float(reader, monkeypatch):
+def test_term_sets_give_the_one_statements_rows_to_the_float(reader: Reader, monkeypatch: pytest.MonkeyPatch) -> None:
     """Queries of two and three terms, taken apart by the set of terms each row holds (forced on:
     the KB is small): the pool equals the one statement's, rows, order and scores, for every pool
     size and context weight, and the bound ends many visits before the last set."""
     conn, tokenizer = reader
     monkeypatch.setattr(keyword_pool, "BY_SET_FROM_POSTINGS", 0)
     frequencies = bm25.DocumentFrequencies(conn)
-    rows = bm25._averages(conn)[0]
+    rows = bm25._averages(conn)[0]  # pyright: ignore[reportPrivateUsage]  # the test pins the private helper
     compared = stopped = 0
 
     def unrestricted(groups: keyword_pool.Groups | None) -> list[tuple[int, float]]:
@@ -204,15 +206,17 @@ def test_term_sets_give_the_one_statements_rows_to_the_float(reader, monkeypatch
         counts = [plan.document_frequency[unit.terms] for unit in plan.units]
         for pool in (1, 3, 10, 30):
             for weight in (bm25.CONTEXT_WEIGHT, 0.4, 2.5):
-                whole = bm25._fts5_ranked(conn, plan.match, pool, None, None, context_weight=weight)
+                whole = bm25._fts5_ranked(  # pyright: ignore[reportPrivateUsage]  # the test pins the private helper
+                    conn, plan.match, pool, None, None, context_weight=weight)
                 visited: list[tuple[int, ...]] = []
 
                 def exactly(members: tuple[int, ...], pool: int = pool, weight: float = weight,
                             phrases: list[str] = phrases, visited: list[tuple[int, ...]] = visited,
                             ) -> list[tuple[int, float]]:
                     visited.append(members)
-                    return bm25._fts5_ranked(conn, keyword_pool.term_set_expression(phrases, members), pool,
-                                             None, None, context_weight=weight)
+                    return bm25._fts5_ranked(  # pyright: ignore[reportPrivateUsage]  # the test pins the private helper
+                        conn, keyword_pool.term_set_expression(phrases, members), pool, None, None,
+                        context_weight=weight)
 
                 assert keyword_pool.pool_of(counts, rows, pool, weight, unrestricted, exactly) == whole, \
                     (query, pool, weight)
@@ -222,19 +226,19 @@ def test_term_sets_give_the_one_statements_rows_to_the_float(reader, monkeypatch
     assert stopped >= 50
 
 
-def test_a_term_set_matches_the_rows_holding_exactly_those_terms(reader):
+def test_a_term_set_matches_the_rows_holding_exactly_those_terms(reader: Reader) -> None:
     """The sets' statements split the OR's rows: every row once, in the set of the terms it holds."""
     conn, _ = reader
     words = ["kernel", "module", "printer"]
     phrases = [fts_quote(word) for word in words]
-    holding = {word: {rowid for (rowid,) in conn.execute(
+    holding: dict[str, set[int]] = {word: {rowid for (rowid,) in conn.execute(
         "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (fts_quote(word),))} for word in words}
-    union = set().union(*holding.values())
+    union = set[int]().union(*holding.values())
     seen: list[int] = []
     for mask in range(1, 8):
         members = tuple(index for index in range(3) if mask >> index & 1)
         expression = keyword_pool.term_set_expression(phrases, members)
-        found = {rowid for (rowid,) in conn.execute(
+        found: set[int] = {rowid for (rowid,) in conn.execute(
             "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,))}
         assert found == {rowid for rowid in union
                          if {index for index, word in enumerate(words) if rowid in holding[word]} == set(members)}
@@ -243,7 +247,7 @@ def test_a_term_set_matches_the_rows_holding_exactly_those_terms(reader):
     assert keyword_pool.term_set_expression(phrases, (0, 2)) == '(("kernel" AND "printer") NOT "module")'
 
 
-def test_which_queries_are_taken_apart_by_term_set(monkeypatch):
+def test_which_queries_are_taken_apart_by_term_set(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two or three terms from BY_SET_FROM_POSTINGS matched postings on, below PRUNE_FROM_POSTINGS
     too; fewer postings: the one statement; four terms: the restricted statement, never the sets."""
     monkeypatch.setattr(keyword_pool, "PRUNE_FROM_POSTINGS", 1_000)

@@ -58,7 +58,7 @@ def counts_recorded(index: Path) -> set[tuple[int, str, str, int]]:
         conn.close()
 
 
-def test_the_sync_records_exactly_the_counts_fts5_holds(tmp_path):
+def test_the_sync_records_exactly_the_counts_fts5_holds(tmp_path: Path) -> None:
     """Porter stems, folded case and diacritics, and a CJK run's bigrams (the shadow text) alike."""
     index = make_kb(tmp_path / "kb", {
         "a.md": "# Running\n\nRunners ran; the runner runs. Café CAFE cafe.\n",
@@ -73,7 +73,7 @@ def test_the_sync_records_exactly_the_counts_fts5_holds(tmp_path):
     assert any(term == "压缩" and column == "context" for _, term, column, _ in recorded)
 
 
-def test_counts_follow_edits_and_deletions(tmp_path):
+def test_counts_follow_edits_and_deletions(tmp_path: Path) -> None:
     root = tmp_path / "kb"
     index = make_kb(root, {"a.md": "alpha beta beta\n", "b.md": "gamma\n"})
     (root / "docs" / "a.md").write_text("alpha alpha delta\n", encoding="utf-8")
@@ -85,7 +85,7 @@ def test_counts_follow_edits_and_deletions(tmp_path):
         ("alpha", 2), ("delta", 1)}
 
 
-def test_its_own_k1_and_b_outrank_fts5s(tmp_path):
+def test_its_own_k1_and_b_outrank_fts5s(tmp_path: Path) -> None:
     """FTS5's bm25() (k1 1.2, b 0.75) prefers the one-word chunk; k1 2.5 and b 0.4 saturate term
     frequency later and normalise length less, so the chunk saying it six times wins (by hand:
     1.443 vs 1.333 under bm25(), 1.273 vs 1.826 under k1 2.5, b 0.4 with Lucene's IDF)."""
@@ -105,7 +105,7 @@ def test_its_own_k1_and_b_outrank_fts5s(tmp_path):
     assert long_score / short_score == pytest.approx(1.826 / 1.273, rel=0.05)
 
 
-def test_a_row_without_counts_is_ranked_by_fts5_not_dropped(tmp_path):
+def test_a_row_without_counts_is_ranked_by_fts5_not_dropped(tmp_path: Path) -> None:
     """A chunk rewritten in place (the sync never does; the update trigger then drops its counts)
     still comes back: the query falls back to FTS5's bm25() order."""
     index = make_kb(tmp_path / "kb", {
@@ -123,7 +123,7 @@ def test_a_row_without_counts_is_ranked_by_fts5_not_dropped(tmp_path):
     assert [p.path for p in result.passages] == ["docs/1.md", "docs/2.md"]
 
 
-def test_an_index_without_term_counts_asks_for_a_rebuild(tmp_path):
+def test_an_index_without_term_counts_asks_for_a_rebuild(tmp_path: Path) -> None:
     index = make_kb(tmp_path / "kb", {"a.md": "alpha\n"})
     conn = sqlite3.connect(index)
     with conn:

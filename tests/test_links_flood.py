@@ -11,6 +11,7 @@ import json
 import time
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,11 +39,14 @@ FLOOD_SIDECARS = 8
 LINKS_PER_FLOOD_SIDECAR = 12_000  # ~1 MiB each, just under the sidecar size cap
 CROWD = 300  # partner documents with two links each to the same target: each outscores this KB's one
 
+# the demo KB, the partner, the flood's document ids, what the first scan saw, its CPU seconds
+Flooded = tuple[Path, Path, list[str], dict[str, Any], float]
+
 
 def _flood(partner: Path) -> list[str]:
     """Write the flood straight into the partner's files (a partner needs no index to be scanned)."""
     target = f"pnk://{DEMO_ID}/{DEMO_OUTGOING}"
-    ids = []
+    ids: list[str] = []
     for number in range(FLOOD_SIDECARS):
         doc = partner / f"docs/flood/f{number}.md"
         doc.parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +65,7 @@ def _flood(partner: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def flooded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str], dict, float]:
+def flooded(tmp_path_factory: pytest.TempPathFactory) -> Flooded:
     demo, partner = copy_kbs(tmp_path_factory.mktemp("flood"))
     sync(partner)
     sync(demo)
@@ -77,7 +81,7 @@ def flooded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[
     return demo, partner, flood_ids, {"known": known, "scan": scan_of(report, "partner")}, cpu
 
 
-def test_the_scan_stops_at_its_bound_says_so_and_keeps_what_it_did_not_read(flooded: tuple) -> None:
+def test_the_scan_stops_at_its_bound_says_so_and_keeps_what_it_did_not_read(flooded: Flooded) -> None:
     demo, _, flood_ids, seen, _ = flooded
     scan = seen["scan"]
     capped = [problem for problem in scan["problems"] if problem["kind"] == "capped"]
@@ -94,7 +98,7 @@ def test_the_scan_stops_at_its_bound_says_so_and_keeps_what_it_did_not_read(floo
     assert len(missing) <= 6  # never one problem per link
 
 
-def test_the_next_scan_reads_on_from_where_the_last_one_stopped(flooded: tuple) -> None:
+def test_the_next_scan_reads_on_from_where_the_last_one_stopped(flooded: Flooded) -> None:
     demo, _, flood_ids, _, _ = flooded
     before = {row[0] for row in rows(demo, "SELECT DISTINCT src_doc_id FROM links WHERE src_kb_id = ?", PARTNER_ID)}
     sync(demo, scan_links=True)
@@ -102,7 +106,7 @@ def test_the_next_scan_reads_on_from_where_the_last_one_stopped(flooded: tuple) 
     assert (after - before) & set(flood_ids)  # sidecars the first scan did not reach
 
 
-def test_traversal_is_not_monopolised_and_stays_small(flooded: tuple) -> None:
+def test_traversal_is_not_monopolised_and_stays_small(flooded: Flooded) -> None:
     demo, partner, flood_ids, _, _ = flooded
     tools = PinakesTools([load_kb(demo, "archive"), load_kb(partner, "museum")])
     try:
@@ -126,7 +130,7 @@ def test_traversal_is_not_monopolised_and_stays_small(flooded: tuple) -> None:
     assert max(map(len, text.getvalue().splitlines())) < 1_000 and "this KB" in text.getvalue()
 
 
-def test_status_and_doctor_answer_over_the_flood(flooded: tuple) -> None:
+def test_status_and_doctor_answer_over_the_flood(flooded: Flooded) -> None:
     demo = flooded[0]
     for command in (["status"], ["doctor"]):
         out = io.StringIO()
@@ -135,7 +139,7 @@ def test_status_and_doctor_answer_over_the_flood(flooded: tuple) -> None:
         assert "Pinakes bug" not in out.getvalue() and len(out.getvalue()) < 20_000
 
 
-def test_a_bounded_scan_takes_seconds_not_the_whole_flood(flooded: tuple) -> None:
+def test_a_bounded_scan_takes_seconds_not_the_whole_flood(flooded: Flooded) -> None:
     *_, cpu_seconds = flooded
     # reading all ~100k links took 31 s on a quiet machine (issue #24); the bound reads about a tenth:
     # 4.6 CPU-s (15.6 s of wall time at load 8), 2026-12-07

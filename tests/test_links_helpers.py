@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from pinakes.pipeline.report import SyncReport
 from pinakes.sync import SyncOptions
@@ -47,7 +48,7 @@ def scan_of(report: SyncReport, alias: str) -> dict[str, object]:
     return found[0]
 
 
-def rows(root: Path, sql: str, *params: object) -> list[tuple]:
+def rows(root: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:  # SQLite's values, as the row has them
     conn = sqlite3.connect(root / ".pinakes" / "index.db")
     try:
         return conn.execute(sql, params).fetchall()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,8 +70,12 @@ def test_a_partner_that_did_not_change_is_not_walked_within_the_window(
         kbs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     demo, partner = kbs
     walked: list[Path] = []
-    real = reverse._enumerate_sidecars
-    monkeypatch.setattr(reverse, "_enumerate_sidecars", lambda root, *a: walked.append(root) or real(root, *a))
+    real = reverse._enumerate_sidecars  # pyright: ignore[reportPrivateUsage] -- the test counts the walk's calls
+
+    def recording(root: Path, *a: Any):
+        return walked.append(root) or real(root, *a)
+
+    monkeypatch.setattr(reverse, "_enumerate_sidecars", recording)
     (demo / "docs/governance/new.md").write_text("# New\n\nA note that changes the demo KB.\n", encoding="utf-8")
     _pnk(partner, "sync")  # the partner syncs, and nothing of its links changed
     capsys.readouterr()

@@ -91,7 +91,7 @@ def _every_command(demo: Path, partner: Path, *, modes_apply: bool) -> dict[str,
     }
 
 
-def _assert_partner_problem(demo: Path, before: set, stamp: str | None,
+def _assert_partner_problem(demo: Path, before: set[tuple[str, str, str, str]], stamp: str | None,
                             done: dict[str, subprocess.CompletedProcess[str]], reason: str) -> None:
     for result in done.values():
         no_traceback(result)

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 from datetime import timedelta
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -179,7 +180,7 @@ def test_a_missing_target_is_recorded_and_reported_as_unresolved(kbs: tuple[Path
     assert any(row[2] == ABSENT_DOC for row in inbound(demo))  # kept as an edge
     problems = scan["problems"]
     assert isinstance(problems, list)
-    assert [problem["kind"] for problem in problems] == ["missing-target"]
+    assert [problem["kind"] for problem in cast("list[dict[str, object]]", problems)] == ["missing-target"]
     assert ABSENT_DOC in problems[0]["message"] and problems[0]["remedy"]
 
 

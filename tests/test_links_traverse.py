@@ -173,7 +173,8 @@ def test_an_unresolved_target_comes_back_with_its_reason(tmp_path: Path) -> None
     ({"doc_id": "docs/loans/outgoing.md"}, "doc_id"),
     ({"doc_id": DEMO_OUTGOING, "path": "/etc"}, "path"),
 ])
-def test_bad_arguments_are_refused_at_the_boundary(both: PinakesTools, arguments: dict, argument: str) -> None:
+def test_bad_arguments_are_refused_at_the_boundary(both: PinakesTools, arguments: dict[str, object],
+                                                   argument: str) -> None:
     with pytest.raises(boundary.ToolArgumentError, match=f"`{argument}`"):
         both.call("pinakes_links", arguments)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 import pinakes
-from pinakes.doctor import DoctorContext, checks_manifest
+from pinakes.doctor import Check, DoctorContext, checks_manifest
 from pinakes.errors import EXIT_CONFIG, ManifestError
 from pinakes.extract.source_types import DEFAULT_SOURCE_TYPES, MARKDOWN_WRITTEN
 from pinakes.init import render_manifest
@@ -19,6 +20,7 @@ from pinakes.manifest import (
     SECTION_KEYS,
     InvalidManifestError,
     Manifest,
+    ManifestProblem,
     SourcesSection,
     load_manifest,
     parse_manifest,
@@ -47,7 +49,7 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def problems_of(tmp_path: Path, text: str) -> tuple:
+def problems_of(tmp_path: Path, text: str) -> tuple[ManifestProblem, ...]:
     with pytest.raises(InvalidManifestError) as excinfo:
         load_manifest(write(tmp_path, text))
     return excinfo.value.problems
@@ -205,7 +207,7 @@ def test_the_error_names_the_file_the_key_and_the_fix(tmp_path: Path) -> None:
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     text = manifest_text('[retrieval]\nfinal_kk = 3\nvector_tier = "sqlite-vec"\n[budget]\ndaily_eur = ""\n')
     problems = problems_of(tmp_path, text)
-    assert sorted(problem.key for problem in problems) == [
+    assert sorted(cast(str, problem.key) for problem in problems) == [  # every one names a key
         "budget.daily_eur", "retrieval.final_kk", "retrieval.vector_tier"]
     with pytest.raises(ManifestError) as excinfo:
         load_manifest(tmp_path / "pinakes.toml")
@@ -425,7 +427,7 @@ def test_prunes_excluded_directories_only() -> None:
 # -- doctor -------------------------------------------------------------------------------------
 
 
-def doctor(root: Path) -> tuple[list, DoctorContext]:
+def doctor(root: Path) -> tuple[list[Check], DoctorContext]:
     ctx = DoctorContext(root)
     return list(checks_manifest.checks(ctx)), ctx
 

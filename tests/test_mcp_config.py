@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -139,6 +140,7 @@ def test_write_adds_one_entry_and_keeps_every_other_byte_with_a_backup(kb: Path,
     assert '\n\t\t"pinakes-field-notes": {\n\t\t\t"command"' in after  # indented as its neighbours
     document = loads(after)
     assert isinstance(document, dict)
+    document = cast(dict[str, Any], document)
     assert document["mcpServers"]["pinakes-field-notes"] == server_entry(CLIENTS["claude-desktop"], kb.resolve())
     assert document["theme"] == "dark" and set(document["mcpServers"]) == {"github", "notes-old", "pinakes-field-notes"}
     backups = list(tmp_path.glob("claude_desktop_config.json.pnk-backup-*"))

@@ -57,7 +57,7 @@ def test_every_other_form_is_refused_naming_the_rule(typed: str, reason: str) ->
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: FakeEmbedder())
     root = tmp_path / "kb"
     init_kb(root, name="money")
     return root

@@ -56,7 +56,8 @@ def matrix_near_chunks(conn: object, sources: Sequence[int], dim: int | None, in
     return found
 
 
-def test_one_batched_pass_finds_what_the_whole_matrix_found(built, monkeypatch):
+def test_one_batched_pass_finds_what_the_whole_matrix_found(
+        built: tuple[Path, HashEmbedder], monkeypatch: pytest.MonkeyPatch):
     root, _ = built
     monkeypatch.setattr(source, "BATCH_ROWS", 7)  # many batches, a source's neighbours split across them
     conn = schema.open_reader(KBPaths(root).index_db)
@@ -78,7 +79,8 @@ def test_one_batched_pass_finds_what_the_whole_matrix_found(built, monkeypatch):
 
 
 @pytest.mark.heavy
-def test_the_questions_and_the_stored_calibration_are_those_of_the_matrix_path(built, tmp_path, monkeypatch):
+def test_the_questions_and_the_stored_calibration_are_those_of_the_matrix_path(
+        built: tuple[Path, HashEmbedder], tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     root, embedder = built
     conn = schema.open_reader(KBPaths(root).index_db)
     try:

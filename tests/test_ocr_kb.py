@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,11 @@ from PIL import Image
 from pinakes.cli import main
 from pinakes.extract import ocr as ocr_module
 from pinakes.extract import ocr_models, pdf
+from pinakes.extract.ocr import PageCall
+from pinakes.extract.ocr_engine import OcrPage
 from pinakes.extract.registry import EXTRACTORS
+from pinakes.extract.types import ExtractedText
+from pinakes.pipeline.report import SyncReport
 from pinakes.sync import SyncOptions
 from pinakes.sync.engine import run_sync
 from tests.ocr_helpers import image_only_pdf, render_pages, text_image
@@ -79,12 +84,12 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def sync(root: Path, **options: object):
+def sync(root: Path, **options: object) -> SyncReport:
     return run_sync(root, SyncOptions(**options), embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
-def first_report(kb: Path):
+def first_report(kb: Path) -> SyncReport:
     return sync(kb)
 
 
@@ -94,7 +99,8 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object
     return json.loads(capsys.readouterr().out)
 
 
-def test_the_bomb_fails_alone_with_a_clear_error_and_everything_else_is_indexed(kb: Path, first_report) -> None:
+def test_the_bomb_fails_alone_with_a_clear_error_and_everything_else_is_indexed(
+        kb: Path, first_report: SyncReport) -> None:
     failures = {failure.path: failure for failure in first_report.failures}
     assert set(failures) == {"docs/bomb.png"}
     assert "pixel limit" in failures["docs/bomb.png"].error and "decompression bomb" in failures["docs/bomb.png"].error
@@ -114,10 +120,11 @@ def test_the_bomb_fails_alone_with_a_clear_error_and_everything_else_is_indexed(
     ("tidal charts", "docs/shot.webp", 1, "tidal charts"),
 ])
 def test_each_scan_and_image_is_cited_by_page_and_get_returns_the_cited_span(
-        kb: Path, first_report, capsys: pytest.CaptureFixture[str], query: str, path: str, page: int,
+        kb: Path, first_report: SyncReport, capsys: pytest.CaptureFixture[str], query: str, path: str, page: int,
         words: str) -> None:
     found = run_json(capsys, "-C", str(kb), "search", query, "--mode", "bm25", "--json")
-    passages = [p for p in found["passages"] if isinstance(p, dict) and p["path"] == path]  # type: ignore[union-attr]
+    passages: list[dict[str, Any]] = [
+        p for p in found["passages"] if isinstance(p, dict) and p["path"] == path]  # type: ignore[union-attr]
     assert passages, found
     passage = passages[0]
     assert passage["page_start"] <= page <= passage["page_end"] and passage["citation"].startswith(f"{path}:p")
@@ -130,7 +137,7 @@ def test_each_scan_and_image_is_cited_by_page_and_get_returns_the_cited_span(
     assert words in " ".join(str(on_page["text"]).lower().split())
 
 
-def test_two_columns_of_an_image_are_read_one_after_the_other(kb: Path, first_report,
+def test_two_columns_of_an_image_are_read_one_after_the_other(kb: Path, first_report: SyncReport,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     got = run_json(capsys, "-C", str(kb), "get", doc_ids(kb)["docs/columns.png"], "--json")
     words = " ".join(str(got["text"]).lower().split())
@@ -143,11 +150,11 @@ def counted_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[ob
     reads: dict[str, list[object]] = {"text layer": [], "ocr": []}
     parse, read_pages = pdf.extract, ocr_module.read_pages
 
-    def counting_parse(path: Path, source_type: str = "pdf"):
+    def counting_parse(path: Path, source_type: str = "pdf") -> ExtractedText:
         reads["text layer"].append(path.name)
         return parse(path, source_type)
 
-    def counting_read(path: Path, calls, **kwargs):
+    def counting_read(path: Path, calls: Sequence[PageCall], **kwargs: Any) -> list[OcrPage]:
         reads["ocr"].extend((path.name, args[-1]) for _, args in calls)
         return read_pages(path, calls, **kwargs)
 
@@ -162,7 +169,8 @@ def counted_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[ob
 
 
 def test_a_rerun_reads_nothing_and_a_changed_ocr_setting_rereads_only_the_scanned_pages(
-        kb: Path, first_report, counted_reads: dict[str, list[object]], monkeypatch: pytest.MonkeyPatch) -> None:
+        kb: Path, first_report: SyncReport, counted_reads: dict[str, list[object]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     rerun = sync(kb, rebuild=True)  # even a rebuild: everything comes from the extraction cache
     assert counted_reads == {"text layer": [], "ocr": []}
     assert {f.path for f in rerun.failures} == {"docs/bomb.png"}

@@ -13,7 +13,7 @@ def test_the_packaged_model_distributions_are_pinned_exactly_as_their_digests_ar
     extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
         "optional-dependencies"]
     requirements = {requirement for extra in extras.values() for requirement in extra}
-    for pinned in (packaged._GT_DIST, packaged._INT8_DIST):
+    for pinned in (packaged._GT_DIST, packaged._INT8_DIST):  # pyright: ignore[reportPrivateUsage]  # the test pins them
         name = pinned.split("==")[0]
         named = {r for r in requirements if r.split("=")[0].split(">")[0].split("<")[0].strip() == name}
         assert named == {pinned}, f"pyproject names {named or 'nothing'} for {name}; embed/packaged.py pins {pinned}"

@@ -24,7 +24,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, cast
@@ -73,7 +73,7 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: FakeAnthropic) -
 
 
 @contextlib.contextmanager
-def immutable_flags() -> Iterator[list[Path]]:
+def immutable_flags() -> Generator[list[Path], None, None]:
     """Paths the test flags immutable (`chattr +i`), cleared on the way out whatever happened."""
     flagged: list[Path] = []
     try:
@@ -389,7 +389,7 @@ def spend_in_the_same_ledger(kb: Path, eur: Decimal) -> None:
 
 
 def pages_asked(server: FakeAnthropic) -> list[list[int]]:
-    asked = []
+    asked: list[list[int]] = []
     for recorded in server.messages_requests():
         found = re.search(r"pages (\d+) to (\d+)", json.dumps(recorded.body))
         assert found is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import cast
 
@@ -10,7 +11,7 @@ import pytest
 from pinakes.errors import SidecarError
 from pinakes.ids import is_ulid
 from pinakes.pipeline.context import context_naming
-from pinakes.pipeline.pair import BuildKeys, IndexedDoc, SidecarReader, plan_changes
+from pinakes.pipeline.pair import BuildKeys, IndexedDoc, Plan, SidecarReader, plan_changes
 from pinakes.sidecar import Sidecar
 from pinakes.sources.walk import FileState, WalkResult
 
@@ -40,7 +41,7 @@ def disk(docs: dict[str, str], sidecars: dict[str, str] | None = None,
     return result
 
 
-def reader(ids: dict[str, str | Exception]) -> SidecarReader:
+def reader(ids: Mapping[str, str | Exception]) -> SidecarReader:
     def read(path: str) -> Sidecar:
         value = ids[path]
         if isinstance(value, Exception):
@@ -50,7 +51,8 @@ def reader(ids: dict[str, str | Exception]) -> SidecarReader:
     return read
 
 
-def plan(before, after, ids=None, *, may_write=True):
+def plan(before: list[IndexedDoc], after: WalkResult, ids: Mapping[str, str | Exception] | None = None, *,
+         may_write: bool = True) -> Plan:
     return plan_changes(before, after, reader(ids or {}), KEYS, may_write_sidecars=may_write)
 
 

@@ -21,7 +21,9 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -34,6 +36,7 @@ from tests.conftest import REPO_ROOT
 MIB = 1 << 20
 # Small limits, so a limit is reached in a second and the tests stay light on a shared machine.
 TEST_LIMITS = Limits(address_space_bytes=256 * MIB, cpu_seconds=1, wall_seconds=2.0, output_bytes=4 * MIB)
+T = TypeVar("T")
 
 
 # --- what the runner tests run in the child ------------------------------------------------------
@@ -99,7 +102,7 @@ def child_hits_faultpoint() -> None:
 # --- the generic runner --------------------------------------------------------------------------
 
 
-def run(function, *args, limits: Limits = TEST_LIMITS):  # type: ignore[no-untyped-def]
+def run(function: Callable[..., T], *args: object, limits: Limits = TEST_LIMITS) -> T:
     return run_isolated(function, *args, limits=limits, what="the test parser", path="/kb/docs/x.pdf")
 
 
@@ -133,7 +136,8 @@ def test_what_the_function_raises_comes_back_as_itself_and_keeps_the_worker() ->
     (child_allocates, "memory", "ran out of its 256 MiB memory limit"),
     (child_returns_too_much, "output", "over its 4 MiB limit"),
 ])
-def test_every_way_the_child_can_end_is_a_clear_failure_and_the_next_call_works(function, kind, says) -> None:  # type: ignore[no-untyped-def]
+def test_every_way_the_child_can_end_is_a_clear_failure_and_the_next_call_works(
+        function: Callable[[], object], kind: str, says: str) -> None:
     # The CPU limit gets a wall clock it cannot reach first, even on a loaded machine.
     limits = TEST_LIMITS if kind != "cpu" else Limits(256 * MIB, cpu_seconds=1, wall_seconds=30.0)
     before = run(child_pid)
@@ -261,7 +265,8 @@ def test_limits_grow_with_the_input() -> None:
 
 
 def pdf_file(objects: list[bytes]) -> bytes:
-    out, offsets = b"%PDF-1.4\n", []
+    out = b"%PDF-1.4\n"
+    offsets: list[int] = []
     for number, body in enumerate(objects, 1):
         offsets.append(len(out))
         out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
@@ -356,7 +361,7 @@ def kb(tmp_path: Path) -> Path:
     return root
 
 
-def sync_in_fresh_process(kb: Path, fault: str | None = None) -> dict:  # type: ignore[type-arg]
+def sync_in_fresh_process(kb: Path, fault: str | None = None) -> dict[str, Any]:
     env = {key: value for key, value in os.environ.items() if key != "PNK_FAULT"}
     if fault:
         env["PNK_FAULT"] = fault

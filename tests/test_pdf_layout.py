@@ -28,7 +28,7 @@ def lay(pages: list[list[Glyph]], threshold: float = 0.3, **options: bool) -> li
 
 def two_column_rows(rows: int) -> list[tuple[str, float, float]]:
     """Row by row across two columns (the stream order a naive reader follows)."""
-    out = []
+    out: list[tuple[str, float, float]] = []
     for row in range(rows):
         y = 700 - row * 14
         out += [(f"left line {chr(97 + row)} text", 72, y), (f"right line {chr(97 + row)} text", 330, y)]
@@ -61,7 +61,7 @@ def test_one_right_aligned_number_is_not_a_column() -> None:
 
 
 def head_pages(count: int, *, heads: bool = True) -> list[list[Glyph]]:
-    pages = []
+    pages: list[list[Glyph]] = []
     for number in range(1, count + 1):
         lines = [(f"Unique body text {chr(96 + number)} number one", 72, 700),
                  (f"more body {chr(96 + number)} words here", 72, 686),

@@ -5,6 +5,7 @@ documents, states, IDs and work as the dicts and objects every other sync uses, 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from pinakes.pipeline.pair import plan_changes
 from pinakes.pipeline.plan_table import WorkTable
 from pinakes.pipeline.report import SyncReport
 from pinakes.pipeline.run import SyncOptions
+from pinakes.pipeline.types import DocWork
 from pinakes.pipeline.walk import DEFERRABLE_TYPES
 from pinakes.sidecar import sidecar_path_for
 from pinakes.sources import walk as source_walk
@@ -94,9 +96,9 @@ def test_the_first_plan_is_a_work_table_equal_to_the_objects_it_stands_for(tmp_p
     work = table_plan.work
     assert isinstance(work, WorkTable) and isinstance(object_plan.work, list)
     # Field for field what pairing's objects hold, but the IDs (minted anew, in the same order).
-    def without_id(items: object) -> list[tuple[object, ...]]:
+    def without_id(items: Iterable[DocWork]) -> list[tuple[object, ...]]:
         return [(i.path, i.source_type, i.file, i.sidecar, i.sidecar_hash, i.key, i.reason, i.context_renamed)
-                for i in items]  # type: ignore[attr-defined]
+                for i in items]
     assert without_id(work) == without_id(object_plan.work)
     assert sorted(table_plan.arrivals) == sorted(object_plan.arrivals)
     ids = list(work.doc_ids())

@@ -15,6 +15,7 @@ import sys
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -141,13 +142,13 @@ def problems(root: Path) -> list[str]:
     return [problem.render() for problem in caught.value.problems]
 
 
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
     capsys.readouterr()
     code = main(list(argv))
     return code, json.loads(capsys.readouterr().out)
 
 
-def doctor_lines(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict]:
+def doctor_lines(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
     _, report = run_json(capsys, "-C", str(root), "doctor", "--json")
     return {check["name"]: check for check in report["checks"]}
 

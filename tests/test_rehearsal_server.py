@@ -70,7 +70,7 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rehearsal: Rehearsal) ->
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     for name, value in rehearsal.exports.items():
         monkeypatch.setenv(name, value)
-    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: FakeEmbedder())
     root = init_kb(tmp_path / "kb", name="rehearsal").root
     (root / "docs" / "scan.pdf").write_bytes(scanned_pdf(2))
     (root / "docs" / "notes.md").write_text("# Harbour\n\nThe harbour master keeps the tide tables.\n")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -83,7 +83,7 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
 def embedder(monkeypatch: pytest.MonkeyPatch) -> HashEmbedder:
     """The manifest's embedding model, swapped for the deterministic test embedder."""
     fake = HashEmbedder()
-    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None, **kw: fake)
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: fake)
     return fake
 
 
@@ -153,7 +153,7 @@ def test_a_search_is_reranked_in_the_order_the_endpoint_scores(
         assert posted[-1].path == "/v1/rerank"
         assert set(body) == {"model", "query", "documents", "top_n"} and body["model"] == MODEL
         assert body["top_n"] == len(body["documents"])
-    texts = body.get("texts") or body.get("documents") or []
+    texts: list[Any] = body.get("texts") or body.get("documents") or []
     assert len(texts) == len(result["passages"])  # every fused passage scored (final_k >= the pool here)
     # The identity probe went first, once for the whole process, and was recorded.
     probes = [r for r in server.rerank_requests() if r.body and r.body["query"] == rerank_remote.PROBE_QUERY]
@@ -191,6 +191,7 @@ def test_the_mcp_search_carries_the_note_when_the_endpoint_goes_down(
     assert down["reranked"] is False and down["passages"]
     notes = down["notes"]
     assert isinstance(notes, list)
+    notes = cast("list[object]", notes)
     assert any(str(note).startswith("not reranked, passages are in fused order") and "could not be reached" in str(note)
                for note in notes)
 
@@ -571,7 +572,7 @@ def test_a_reranked_search_carries_the_rerank_feature_and_a_fit_may_choose_it(
     assert "rerank" not in plain.confidence.features
 
     def rows(with_rerank: bool) -> list[Outcome]:
-        made = []
+        made: list[Outcome] = []
         for n in range(24):
             answerable = n % 2 == 0
             features = {"cosine": 0.5, "cosine_margin": 0.1, "cosine_spread": 0.2, "keyword_share": 0.5,

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from pathlib import Path
+from typing import cast
+
 import pytest
 
 from pinakes.index import schema
@@ -52,19 +56,19 @@ HOSTILE_QUERIES = {
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory):
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_search_kb(tmp_path_factory.mktemp("bm25") / "kb", HashEmbedder())
 
 
 @pytest.fixture
-def searcher(index):
+def searcher(index: Path) -> Generator[Searcher, None, None]:
     with Searcher(index, SearchSettings(rerank=False), embedder=HashEmbedder()) as searcher:
         yield searcher
 
 
 @pytest.mark.parametrize("mode", ["bm25", "hybrid"])
 @pytest.mark.parametrize("query", list(HOSTILE_QUERIES.values()), ids=list(HOSTILE_QUERIES))
-def test_hostile_queries_return_a_result(searcher, query, mode):
+def test_hostile_queries_return_a_result(searcher: Searcher, query: str, mode: str):
     result = searcher.search(query, mode=mode)
     assert result.query == query.strip()
     assert all(passage.path != "docs/legacy.md" for passage in result.passages)
@@ -74,13 +78,13 @@ def test_hostile_queries_return_a_result(searcher, query, mode):
     "NEAR(kafka replication, 2)", "text:kafka", "^kafka", "-kafka", '"kafka', "(kafka OR", "kafka AND",
     "kafk* kafka",
 ])
-def test_operator_characters_are_separators_not_syntax(searcher, query):
+def test_operator_characters_are_separators_not_syntax(searcher: Searcher, query: str):
     result = searcher.search(query, mode="bm25")
     assert result.passages, query
     assert result.passages[0].path == "docs/kafka.md"
 
 
-def test_lone_operator_word_is_searched_as_a_word(tmp_path):
+def test_lone_operator_word_is_searched_as_a_word(tmp_path: Path):
     index = flat_kb(tmp_path / "kb", [
         Doc("a.md", "Nothing about logic here."),
         Doc("b.md", "Use NOT to negate and OR to combine conditions."),
@@ -101,18 +105,18 @@ def test_fts_quote_escapes_embedded_quotes():
 
 
 @pytest.fixture
-def tokenizer():
+def tokenizer() -> Generator[Tokenizer, None, None]:
     tokenizer = Tokenizer(schema.FTS_TOKENIZE)
     yield tokenizer
     tokenizer.close()
 
 
-def test_spellings_the_tokenizer_folds_together_are_one_term(tokenizer):
+def test_spellings_the_tokenizer_folds_together_are_one_term(tokenizer: Tokenizer):
     units = analyze("Kafka, kafka KAFKA **kafka** “kafka” replicating replication", tokenizer).units
     assert [unit.terms for unit in units] == [("kafka",), ("replic",)]
 
 
-def test_presence_reports_exactly_the_asked_terms_each_text_holds(tokenizer):
+def test_presence_reports_exactly_the_asked_terms_each_text_holds(tokenizer: Tokenizer):
     texts = ["Kafka replicates partitions.", "Postgres replication slots", "", "nothing relevant"]
     wanted = {"kafka", "replic", "partit", "slot"}
     found = tokenizer.presence(texts, wanted)
@@ -123,7 +127,8 @@ def test_presence_reports_exactly_the_asked_terms_each_text_holds(tokenizer):
     assert tokenizer.presence(texts, set()) == [frozenset()] * 4
 
 
-def test_presence_asks_for_more_terms_than_one_statement_may_bind(tokenizer, monkeypatch):
+def test_presence_asks_for_more_terms_than_one_statement_may_bind(tokenizer: Tokenizer,
+                                                                  monkeypatch: pytest.MonkeyPatch):
     import pinakes.lexical.tokenizer as tokenizer_module
 
     monkeypatch.setattr(tokenizer_module, "PRESENCE_BATCH", 3)
@@ -132,12 +137,12 @@ def test_presence_asks_for_more_terms_than_one_statement_may_bind(tokenizer, mon
     assert found == [frozenset({"kafka", "broker", "leader"}), frozenset({"replic", "slot"})]
 
 
-def test_a_word_the_tokenizer_splits_becomes_a_phrase_unit(tokenizer):
+def test_a_word_the_tokenizer_splits_becomes_a_phrase_unit(tokenizer: Tokenizer):
     (unit,) = analyze("हिन्दी", tokenizer).units
     assert len(unit.terms) > 1 and unit.word == "हिन्दी"
 
 
-def test_function_words_are_marked_by_the_word_as_typed(tokenizer):
+def test_function_words_are_marked_by_the_word_as_typed(tokenizer: Tokenizer):
     units = {unit.word: (unit.function_word, unit.stems_onto_function_word)
              for unit in analyze("What does the broker use", tokenizer).units}
     assert units == {"What": (True, True), "does": (True, True), "the": (True, True),
@@ -151,26 +156,26 @@ def _plan(searcher: Searcher, query: str) -> keyword.KeywordPlan:
                                      generation.document_frequencies)
 
 
-def test_function_words_are_dropped_when_a_content_word_is_present(searcher):
+def test_function_words_are_dropped_when_a_content_word_is_present(searcher: Searcher):
     plan = _plan(searcher, "What is the replication of a partition?")
     assert [unit.word for unit in plan.units] == ["replication", "partition"]
     assert not plan.function_words_only
 
 
-def test_a_query_of_function_words_only_searches_them(searcher):
+def test_a_query_of_function_words_only_searches_them(searcher: Searcher):
     plan = _plan(searcher, "what is it")
     assert plan.function_words_only
     assert {unit.word for unit in plan.units} <= {"what", "is", "it"}
 
 
-def test_unknown_content_words_are_dropped_and_named(searcher):
+def test_unknown_content_words_are_dropped_and_named(searcher: Searcher):
     plan = _plan(searcher, "zarquon replication")
     assert [unit.word for unit in plan.units] == ["replication"]
     assert plan.unknown_words == ("zarquon",)
     assert any("zarquon" in note for note in plan.notes)
 
 
-def test_a_query_whose_content_words_are_all_unknown_finds_nothing_by_keyword(searcher):
+def test_a_query_whose_content_words_are_all_unknown_finds_nothing_by_keyword(searcher: Searcher):
     """Falling back to 'what' and 'does' would answer with prose that shares only the phrasing."""
     result = searcher.search("What is a zarquon, and why is it?", mode="bm25")
     assert result.passages == ()
@@ -178,7 +183,7 @@ def test_a_query_whose_content_words_are_all_unknown_finds_nothing_by_keyword(se
     assert any("zarquon" in note for note in result.notes)
 
 
-def test_a_word_stemming_onto_a_function_word_does_not_match_its_rows(tmp_path):
+def test_a_word_stemming_onto_a_function_word_does_not_match_its_rows(tmp_path: Path):
     """Porter folds `used` onto `us`; searching it would answer with every row saying "us"."""
     index = flat_kb(tmp_path / "kb", [
         Doc("pronoun.md", "Tell us what you think; the team will get back to us."),
@@ -193,7 +198,7 @@ def test_a_word_stemming_onto_a_function_word_does_not_match_its_rows(tmp_path):
     assert [passage.path for passage in alone.passages] == ["pronoun.md"]  # nothing else to search
 
 
-def test_the_term_cap_keeps_the_rarest_terms(tmp_path):
+def test_the_term_cap_keeps_the_rarest_terms(tmp_path: Path):
     common = [f"common{i}" for i in range(MAX_QUERY_TERMS)]
     rare = [f"rare{i}" for i in range(10)]
     docs = [Doc(f"d{n}.md", " ".join(common)) for n in range(3)]
@@ -212,7 +217,7 @@ def test_the_term_cap_keeps_the_rarest_terms(tmp_path):
     assert any(f"{MAX_QUERY_TERMS} rarest" in note for note in result.notes)
 
 
-def test_weightless_terms_are_dropped_while_a_term_with_weight_remains(tmp_path):
+def test_weightless_terms_are_dropped_while_a_term_with_weight_remains(tmp_path: Path):
     index = flat_kb(tmp_path / "kb", [
         Doc("a.md", "archive policy"), Doc("b.md", "archive rules"),
         Doc("c.md", "archive tarball notes"), Doc("d.md", "courier loans"),
@@ -231,7 +236,7 @@ def test_weightless_terms_are_dropped_while_a_term_with_weight_remains(tmp_path)
     assert sorted(passage.path for passage in alone.passages) == ["a.md", "b.md", "c.md"]
 
 
-def test_the_frequency_cache_answers_correctly_across_a_reset(tmp_path, monkeypatch):
+def test_the_frequency_cache_answers_correctly_across_a_reset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     index = flat_kb(tmp_path / "kb", [Doc("a.md", "kafka archive"), Doc("b.md", "kafka tarball"),
                                         Doc("c.md", "reading room")])
     monkeypatch.setattr(keyword.DocumentFrequencies, "MAX_REMEMBERED", 3)
@@ -239,13 +244,14 @@ def test_the_frequency_cache_answers_correctly_across_a_reset(tmp_path, monkeypa
         searcher.search("kafka archive", mode="bm25")
         # Two remembered + three asked > 3: the cache starts afresh mid-question, kafka included.
         plan = _plan(searcher, "kafka tarball room")
-        assert searcher._generation is not None
-        cache = searcher._generation.document_frequencies
+        generation = searcher._generation  # pyright: ignore[reportPrivateUsage] -- the test reads the cached generation
+        assert generation is not None
+        cache = generation.document_frequencies
         assert cache.of_terms(["kafka", "tarbal", "room", "zzz"]) == {"kafka": 2, "tarbal": 1, "room": 1, "zzz": 0}
     assert plan.document_frequency == {("kafka",): 2, ("tarbal",): 1, ("room",): 1}
 
 
-def test_the_quorum_strategy_keeps_weightless_terms(tmp_path):
+def test_the_quorum_strategy_keeps_weightless_terms(tmp_path: Path):
     index = flat_kb(tmp_path / "kb", [
         Doc("a.md", "archive policy"), Doc("b.md", "archive rules"),
         Doc("c.md", "archive tarball notes"), Doc("d.md", "courier loans"),
@@ -260,7 +266,7 @@ def test_the_quorum_strategy_keeps_weightless_terms(tmp_path):
     assert plan.weightless_words == ()
 
 
-def test_dropping_weightless_terms_keeps_the_ranking_of_rows_that_have_weight(tmp_path):
+def test_dropping_weightless_terms_keeps_the_ranking_of_rows_that_have_weight(tmp_path: Path):
     """Under FTS5's bm25() (k1=None), whose clamped IDF is what makes a term weightless."""
     index = flat_kb(tmp_path / "kb", [Doc(f"d{n}.md", text) for n, text in enumerate([
         "archive tarball tarball", "archive tarball", "archive gzip", "archive", "gzip tarball", "room",
@@ -277,15 +283,15 @@ def test_dropping_weightless_terms_keeps_the_ranking_of_rows_that_have_weight(tm
     assert [p.path for p in everything.passages if p.path != "d3.md"] == weighted_paths
 
 
-def test_bm25_ranks_the_document_holding_more_query_terms_first(searcher):
+def test_bm25_ranks_the_document_holding_more_query_terms_first(searcher: Searcher):
     result = searcher.search("broker replication partition", mode="bm25")
     assert result.passages[0].citation.startswith("docs/kafka.md:")
     assert result.passages[0].scores.bm25_rank == 1
-    scores = [passage.scores.bm25_score for passage in result.passages]
+    scores = cast("list[float]", [passage.scores.bm25_score for passage in result.passages])  # bm25 ranked: all set
     assert scores == sorted(scores, reverse=True)
 
 
-def test_quorum_strategy_excludes_chunks_below_half_the_idf_weight(tmp_path):
+def test_quorum_strategy_excludes_chunks_below_half_the_idf_weight(tmp_path: Path):
     index = flat_kb(tmp_path / "kb", [
         Doc("both.md", "kafka postgres"),
         Doc("kafka1.md", "kafka only"), Doc("kafka2.md", "kafka again"),

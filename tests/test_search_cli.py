@@ -6,6 +6,7 @@ import json
 import re
 import shlex
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +44,7 @@ def manifest(*, rerank: bool = False) -> str:
                            overlap=SEARCH_OVERLAP, rerank=str(rerank).lower())
 
 
-def make_kb(root, *, rerank: bool = False):
+def make_kb(root: Path, *, rerank: bool = False) -> KBPaths:
     root.mkdir(parents=True, exist_ok=True)
     (root / "pinakes.toml").write_text(manifest(rerank=rerank))
     (root / "docs").mkdir(exist_ok=True)
@@ -51,7 +52,7 @@ def make_kb(root, *, rerank: bool = False):
 
 
 @pytest.fixture(scope="module")
-def synced_kb(tmp_path_factory):
+def synced_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The search corpus synced once; each test searches its own copy (some edit the manifest)."""
     root = tmp_path_factory.mktemp("search-cli") / "kb"
     build_search_kb(root, HashEmbedder(), manifest=manifest())
@@ -59,7 +60,7 @@ def synced_kb(tmp_path_factory):
 
 
 @pytest.fixture
-def kb(synced_kb, tmp_path, monkeypatch):
+def kb(synced_kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KBPaths:
     """A KB whose manifest names the test embedder, with the embedder swapped in for the real one."""
     embedder = HashEmbedder()
     root = tmp_path / "kb"
@@ -68,13 +69,13 @@ def kb(synced_kb, tmp_path, monkeypatch):
     return KBPaths(root)
 
 
-def run(capsys, *argv):
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
 
-def test_human_output_lists_ranked_cited_passages(kb, capsys):
+def test_human_output_lists_ranked_cited_passages(kb: KBPaths, capsys: pytest.CaptureFixture[str]):
     code, out, err = run(capsys, "-C", str(kb.root), "search", "kafka", "replication")
     assert code == 0 and err == ""
     first = out.splitlines()[0]
@@ -95,7 +96,7 @@ def test_human_output_lists_ranked_cited_passages(kb, capsys):
     assert code == 0 and "next search to try: pnk search" in out and "combine both retrievers" in out
 
 
-def test_the_escalation_hint_quotes_the_query_and_keeps_the_filters(kb, capsys):
+def test_the_escalation_hint_quotes_the_query_and_keeps_the_filters(kb: KBPaths, capsys: pytest.CaptureFixture[str]):
     query = "it's $HOME; `rm -rf` \"kafka\""
     code, out, _ = run(capsys, "search", "-C", str(kb.root), query, "--tag", "ops team", "--tag", "ops",
                        "--path", "docs/", "--since", "2020-01-01")
@@ -106,14 +107,14 @@ def test_the_escalation_hint_quotes_the_query_and_keeps_the_filters(kb, capsys):
                                     "--tag", "ops", "--path", "docs/", "--since", "2020-01-01"]
 
 
-def test_paged_citation_and_tags_are_printed(kb, capsys):
+def test_paged_citation_and_tags_are_printed(kb: KBPaths, capsys: pytest.CaptureFixture[str]):
     code, out, _ = run(capsys, "search", "-C", str(kb.root), "revenue", "quarter", "--mode", "bm25")
     assert code == 0
     assert "Annual report — reports/annual.pdf:p2 · page 2" in out
     assert "tags: finance" in out
 
 
-def test_json_output_is_the_result_dict(kb, capsys):
+def test_json_output_is_the_result_dict(kb: KBPaths, capsys: pytest.CaptureFixture[str]):
     code, out, _ = run(capsys, "search", "-C", str(kb.root), "kafka replication", "--json", "-k", "2")
     payload = json.loads(out)
     assert code == 0 and payload["ok"] is True
@@ -124,7 +125,7 @@ def test_json_output_is_the_result_dict(kb, capsys):
     assert payload["confidence"]["source"] == "prior" and payload["confidence"]["level"] in ("high", "low")
 
 
-def test_filters_reach_the_search(kb, capsys):
+def test_filters_reach_the_search(kb: KBPaths, capsys: pytest.CaptureFixture[str]):
     code, out, _ = run(capsys, "search", "-C", str(kb.root), "kafka postgres tomatoes", "--json",
                        "--tag", "home", "--tag", "database", "--type", "markdown", "--path", "docs/",
                        "--since", "2026-01-01", "--until", "2026-12-31")
@@ -132,14 +133,14 @@ def test_filters_reach_the_search(kb, capsys):
     assert [passage["path"] for passage in json.loads(out)["passages"]] == ["docs/postgres.md"]
 
 
-def test_all_tags_requires_every_tag(kb, capsys):
+def test_all_tags_requires_every_tag(kb: KBPaths, capsys: pytest.CaptureFixture[str]):
     code, out, _ = run(capsys, "search", "-C", str(kb.root), "kafka postgres", "--json",
                        "--tag", "ops", "--tag", "streaming", "--all-tags")
     assert code == 0
     assert {passage["path"] for passage in json.loads(out)["passages"]} == {"docs/kafka.md"}
 
 
-def test_no_results_says_so_and_names_no_paid_escalation(kb, capsys):
+def test_no_results_says_so_and_names_no_paid_escalation(kb: KBPaths, capsys: pytest.CaptureFixture[str]):
     code, out, _ = run(capsys, "search", "-C", str(kb.root), "kafka", "--tag", "nosuchtag")
     assert code == 0
     assert out.startswith("No passages matched.")
@@ -165,7 +166,8 @@ def test_no_results_says_so_and_names_no_paid_escalation(kb, capsys):
     (["search", "kafka", "--mode", "semantic"], "unknown search mode"),
     (["search", "kafka", "--all-tags"], "--all-tags needs at least one --tag"),
 ])
-def test_bad_arguments_exit_with_a_usage_error(kb, capsys, argv, fragment):
+def test_bad_arguments_exit_with_a_usage_error(kb: KBPaths, capsys: pytest.CaptureFixture[str], argv: list[str],
+                                               fragment: str):
     code, out, err = run(capsys, "-C", str(kb.root), *argv)
     assert code == EXIT_CONFIG
     assert out == ""
@@ -173,21 +175,21 @@ def test_bad_arguments_exit_with_a_usage_error(kb, capsys, argv, fragment):
     assert "Traceback" not in err
 
 
-def test_errors_are_json_under_json(kb, capsys):
+def test_errors_are_json_under_json(kb: KBPaths, capsys: pytest.CaptureFixture[str]):
     code, out, _ = run(capsys, "-C", str(kb.root), "search", "kafka", "--type", "xlsx", "--json")
     payload = json.loads(out)
     assert code == EXIT_CONFIG
     assert payload["ok"] is False and payload["error"] == "UsageError"
 
 
-def test_missing_index_exits_unavailable_naming_pnk_sync(tmp_path, capsys):
+def test_missing_index_exits_unavailable_naming_pnk_sync(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     paths = make_kb(tmp_path / "kb")
     code, _, err = run(capsys, "-C", str(paths.root), "search", "kafka")
     assert code == EXIT_UNAVAILABLE
     assert "no index yet" in err and "pnk sync" in err
 
 
-def test_model_mismatch_exits_naming_the_rebuild(kb, capsys):
+def test_model_mismatch_exits_naming_the_rebuild(kb: KBPaths, capsys: pytest.CaptureFixture[str]):
     text = kb.manifest.read_text().replace('model = "test/hash-bow"', 'model = "test/other-model"')
     kb.manifest.write_text(text)
     code, _, err = run(capsys, "-C", str(kb.root), "search", "kafka", "--mode", "bm25")
@@ -195,7 +197,8 @@ def test_model_mismatch_exits_naming_the_rebuild(kb, capsys):
     assert "pnk sync --rebuild" in err
 
 
-def test_rerank_on_without_weights_exits_unavailable(kb, capsys, monkeypatch):
+def test_rerank_on_without_weights_exits_unavailable(kb: KBPaths, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch):
     text = kb.manifest.read_text().replace("rerank = false", "rerank = true")
     kb.manifest.write_text(text + '\n[rerank]\nprovider = "fastembed"\n')
     code, _, err = run(capsys, "-C", str(kb.root), "search", "kafka")
@@ -205,14 +208,14 @@ def test_rerank_on_without_weights_exits_unavailable(kb, capsys, monkeypatch):
     assert code == 0 and "rerank off" in out
 
 
-def test_outside_a_kb_is_a_config_error(tmp_path, capsys):
+def test_outside_a_kb_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     empty = tmp_path / "nowhere"
     empty.mkdir()
     code, _, err = run(capsys, "-C", str(empty), "search", "kafka")
     assert code == EXIT_CONFIG and "pnk init" in err
 
 
-def test_help_lists_the_flags(capsys):
+def test_help_lists_the_flags(capsys: pytest.CaptureFixture[str]):
     with pytest.raises(SystemExit):
         main(["search", "--help"])
     out = capsys.readouterr().out
@@ -221,7 +224,7 @@ def test_help_lists_the_flags(capsys):
         assert flag in out
 
 
-def test_cwd_inside_the_kb_is_found(kb, capsys, monkeypatch):
+def test_cwd_inside_the_kb_is_found(kb: KBPaths, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
     nested = kb.root / "docs" / "deep"
     nested.mkdir(parents=True)
     monkeypatch.chdir(nested)
@@ -229,7 +232,9 @@ def test_cwd_inside_the_kb_is_found(kb, capsys, monkeypatch):
     assert code == 0 and json.loads(out)["passages"][0]["path"] == "notes/garden.txt"
 
 
-def test_names_titles_and_text_from_the_kb_never_reach_the_terminal_raw(tmp_path, monkeypatch, capsys):
+def test_names_titles_and_text_from_the_kb_never_reach_the_terminal_raw(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]):
     embedder = HashEmbedder()
     paths = KBPaths(tmp_path / "kb")
     evil = Doc("docs/evil\x1b[2J\nname.md", "zebra crossing \x1b[31mred\x1b[0m text about zebras\n",
@@ -244,7 +249,8 @@ def test_names_titles_and_text_from_the_kb_never_reach_the_terminal_raw(tmp_path
     assert json.loads(out)["passages"][0]["path"] == "docs/evil\x1b[2J\nname.md"  # JSON: as it is
 
 
-def test_a_document_without_a_title_is_shown_by_its_file_name(tmp_path, monkeypatch, capsys):
+def test_a_document_without_a_title_is_shown_by_its_file_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]):
     embedder = HashEmbedder()
     paths = KBPaths(tmp_path / "kb")
     build_search_kb(paths.root, embedder, manifest=manifest(), docs=[
@@ -258,7 +264,8 @@ def test_a_document_without_a_title_is_shown_by_its_file_name(tmp_path, monkeypa
     assert (passage["title"], passage["citation"]) == ("travel.md", "docs/notes/travel.md:0-46")
 
 
-def test_a_huge_heading_is_shown_bounded_on_the_terminal_and_in_json(tmp_path, monkeypatch, capsys):
+def test_a_huge_heading_is_shown_bounded_on_the_terminal_and_in_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]):
     """Issue #40: a 100 kB heading line was printed whole in every hit's heading trail."""
     from pinakes.display import MAX_HEADING_CHARS
 

@@ -7,6 +7,7 @@ edit, deletion or `--rebuild` followed by a sync, as a person makes it.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -33,19 +34,19 @@ NO_RERANK = SearchSettings(rerank=False)
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory):
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The search corpus, synced once, for the tests that only read it."""
     return build_search_kb(tmp_path_factory.mktemp("coherence") / "kb", HashEmbedder())
 
 
-def test_missing_index_names_pnk_sync(tmp_path):
+def test_missing_index_names_pnk_sync(tmp_path: Path) -> None:
     with (Searcher(tmp_path / ".pinakes" / "index.db", NO_RERANK, embedder=HashEmbedder()) as searcher,
           pytest.raises(IndexMissingError) as caught):
         searcher.search("kafka")
     assert "pnk sync" in (caught.value.remedy or "")
 
 
-def test_searcher_starts_working_once_the_index_appears(tmp_path):
+def test_searcher_starts_working_once_the_index_appears(tmp_path: Path) -> None:
     embedder = HashEmbedder()
     root = tmp_path / "kb"
     with Searcher(KBPaths(root).index_db, NO_RERANK, embedder=embedder) as searcher:
@@ -55,7 +56,7 @@ def test_searcher_starts_working_once_the_index_appears(tmp_path):
         assert searcher.search("kafka").passages
 
 
-def test_other_schema_version_is_refused(tmp_path):
+def test_other_schema_version_is_refused(tmp_path: Path) -> None:
     """An index another Pinakes wrote, simulated by its schema_version row."""
     path = build_search_kb(tmp_path / "kb", HashEmbedder())
     conn = schema.open_writer(path)
@@ -66,7 +67,7 @@ def test_other_schema_version_is_refused(tmp_path):
         searcher.search("kafka")
 
 
-def test_index_built_by_another_model_refuses_vector_search(index):
+def test_index_built_by_another_model_refuses_vector_search(index: Path) -> None:
     other = HashEmbedder(model="another-model")
     with Searcher(index, NO_RERANK, embedder=other) as searcher:
         with pytest.raises(ModelMismatchError) as caught:
@@ -75,7 +76,7 @@ def test_index_built_by_another_model_refuses_vector_search(index):
         assert caught.value.path == index
 
 
-def test_manifest_naming_another_model_refuses_even_keyword_search(index):
+def test_manifest_naming_another_model_refuses_even_keyword_search(index: Path) -> None:
     """The cheap check runs before any weights load, in every mode."""
     def never():
         raise AssertionError("the embedder was loaded before the manifest check")
@@ -87,7 +88,7 @@ def test_manifest_naming_another_model_refuses_even_keyword_search(index):
                 searcher.search("kafka", mode=mode)
 
 
-def test_manifest_naming_the_index_model_passes(index):
+def test_manifest_naming_the_index_model_passes(index: Path) -> None:
     embedder = HashEmbedder()
     identity = embedder.identity
     section = EmbeddingSection(provider=identity.provider, model=identity.model, dim=identity.dim)
@@ -95,7 +96,7 @@ def test_manifest_naming_the_index_model_passes(index):
         assert searcher.search("kafka").passages
 
 
-def test_stale_free_extraction_refuses_the_query_naming_the_path(index, monkeypatch):
+def test_stale_free_extraction_refuses_the_query_naming_the_path(index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The PDF was synced by the free extractor as it was; this Pinakes declares a newer one."""
     newer_extractor(monkeypatch, "pypdfium2")
     with (Searcher(index, NO_RERANK, embedder=HashEmbedder()) as searcher,
@@ -114,7 +115,8 @@ def anthropic_server() -> Iterator[object]:
         yield server
 
 
-def test_stale_paid_extraction_is_served_and_marked(tmp_path, monkeypatch, anthropic_server):
+def test_stale_paid_extraction_is_served_and_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    anthropic_server: object) -> None:
     """A scan extracted by claude-vision through the sync (the local Messages API stands in for the
     vendor); then this Pinakes declares a newer request shape."""
     from tests.fake_anthropic import scanned_pdf
@@ -137,7 +139,7 @@ def test_stale_paid_extraction_is_served_and_marked(tmp_path, monkeypatch, anthr
     assert any("reports/annual.pdf" in note for note in result.notes)
 
 
-def test_unknown_extraction_backend_is_skipped(index, monkeypatch):
+def test_unknown_extraction_backend_is_skipped(index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An index whose PDF was extracted by a backend this build does not declare (here: the
     registry without pypdfium2) can be neither computed nor compared: served unmarked."""
     from pinakes.extract.registry import EXTRACTORS
@@ -152,23 +154,24 @@ def test_unknown_extraction_backend_is_skipped(index, monkeypatch):
 # -- reloading ------------------------------------------------------------------------------------
 
 
-def test_searcher_sees_a_commit_made_after_it_loaded(tmp_path):
+def test_searcher_sees_a_commit_made_after_it_loaded(tmp_path: Path) -> None:
     embedder = HashEmbedder()
     root = tmp_path / "kb"
     path = build_search_kb(root, embedder)
     with Searcher(path, NO_RERANK, embedder=embedder) as searcher:
         searcher.search("zebra stripes", mode="vector")
-        assert searcher._generation is not None
-        first_matrix = searcher._generation.matrix
+        assert searcher._generation is not None  # pyright: ignore[reportPrivateUsage]  # the reload under test
+        first_matrix = searcher._generation.matrix  # pyright: ignore[reportPrivateUsage]  # the reload under test
         write_documents(root, [Doc("docs/zebra.md", "Zebra stripes confuse flies.\n")])
         sync(root, embedder)
         for mode in ("bm25", "vector", "hybrid"):
             result = searcher.search("zebra stripes", mode=mode)
             assert [passage.path for passage in result.passages][:1] == ["docs/zebra.md"], mode
-        assert searcher._generation is not None and searcher._generation.matrix is not first_matrix
+        assert (searcher._generation is not None  # pyright: ignore[reportPrivateUsage]  # the reload under test
+                and searcher._generation.matrix is not first_matrix)  # pyright: ignore[reportPrivateUsage]  # ditto
 
 
-def test_document_frequencies_are_recounted_for_a_new_generation(tmp_path):
+def test_document_frequencies_are_recounted_for_a_new_generation(tmp_path: Path) -> None:
     embedder = HashEmbedder()
     root = tmp_path / "kb"
     path = build_kb(root, searchable({"a.md": "archive tarball\n", "b.md": "reading room\n",
@@ -184,7 +187,7 @@ def test_document_frequencies_are_recounted_for_a_new_generation(tmp_path):
     assert [passage.path for passage in second.passages] == ["docs/a.md"]
 
 
-def test_searcher_forgets_a_deleted_document(tmp_path):
+def test_searcher_forgets_a_deleted_document(tmp_path: Path) -> None:
     embedder = HashEmbedder()
     root = tmp_path / "kb"
     path = build_search_kb(root, embedder)
@@ -195,7 +198,7 @@ def test_searcher_forgets_a_deleted_document(tmp_path):
             assert "notes/garden.txt" not in {p.path for p in searcher.search("tomatoes sun", mode=mode).passages}
 
 
-def test_searcher_follows_an_installed_rebuild(tmp_path):
+def test_searcher_follows_an_installed_rebuild(tmp_path: Path) -> None:
     """`pnk sync --rebuild` installs a new generation under the open Searcher."""
     embedder = HashEmbedder()
     root = tmp_path / "kb"
@@ -209,14 +212,14 @@ def test_searcher_follows_an_installed_rebuild(tmp_path):
             assert [p.path for p in searcher.search("tomatoes", mode=mode).passages] == ["docs/only.md"]
 
 
-def test_the_reader_never_writes_the_index(tmp_path):
+def test_the_reader_never_writes_the_index(tmp_path: Path) -> None:
     embedder = HashEmbedder()
     path = build_search_kb(tmp_path / "kb", embedder)
     before = path.read_bytes()
     with Searcher(path, NO_RERANK, embedder=embedder) as searcher:
         for mode in ("bm25", "vector", "hybrid"):
             searcher.search("kafka replication", mode=mode)
-        assert searcher._generation is not None
+        assert searcher._generation is not None  # pyright: ignore[reportPrivateUsage]  # the test reads its connection
         with pytest.raises(Exception, match="readonly"):
-            searcher._generation.conn.execute("DELETE FROM chunks")
+            searcher._generation.conn.execute("DELETE FROM chunks")  # pyright: ignore[reportPrivateUsage]  # probes read-only
     assert path.read_bytes() == before

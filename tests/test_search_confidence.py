@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -29,7 +31,7 @@ RERANK_FIT = Thresholds(high=0.8, low=0.3, fitted_for="all-MiniLM-L6-v2 + bge-re
 COSINE_FIT = Thresholds(high=0.6, low=0.35, fitted_for="all-MiniLM-L6-v2, demo golden set")
 
 
-def level(**overrides) -> str:
+def level(**overrides: Any) -> str:
     arguments: dict[str, Any] = dict(passage_count=3, rerank_top=None, best_cosine=None, thresholds=None,
                                      reranker_model=RERANKER, embedding_model=EMBEDDING)
     arguments.update(overrides)
@@ -39,17 +41,17 @@ def level(**overrides) -> str:
 @pytest.mark.parametrize(("signal", "expected"), [
     (0.95, "high"), (0.8, "high"), (0.79, "medium"), (0.3, "medium"), (0.29, "low"), (0.0, "low"),
 ])
-def test_rerank_signal_against_thresholds(signal, expected):
+def test_rerank_signal_against_thresholds(signal: float, expected: str):
     assert level(rerank_top=signal, thresholds=RERANK_FIT) == expected
 
 
 @pytest.mark.parametrize(("cosine", "expected"), [(0.7, "high"), (0.5, "medium"), (0.2, "low")])
-def test_cosine_signal_against_thresholds_fitted_without_rerank(cosine, expected):
+def test_cosine_signal_against_thresholds_fitted_without_rerank(cosine: float, expected: str):
     assert level(best_cosine=cosine, thresholds=COSINE_FIT, reranker_model=None) == expected
 
 
 @pytest.mark.parametrize("cosine", [0.2, 0.3499, 0.35, 0.5, 0.9])
-def test_medium_exists_only_where_the_fit_has_a_band(cosine):
+def test_medium_exists_only_where_the_fit_has_a_band(cosine: float):
     """A fit whose low equals its high has no band: every search is high or low, never medium, and
     the reason says why; the same signal under a fit with a band may be medium."""
     one_threshold = Thresholds(high=0.35, low=0.35, fitted_for="all-MiniLM-L6-v2, demo golden set")
@@ -99,18 +101,20 @@ class ConstantReranker:
     def __init__(self, value: float):
         self.value = value
 
-    def score(self, query, texts):
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
         return [self.value - 0.01 * index for index in range(len(texts))]
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory):
+def index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, HashEmbedder]:
     embedder = HashEmbedder()
     return build_search_kb(tmp_path_factory.mktemp("confidence") / "kb", embedder), embedder
 
 
 @pytest.mark.parametrize(("top", "expected"), [(0.9, "high"), (0.5, "medium"), (0.1, "low")])
-def test_search_reports_the_rerank_level_and_suggests_only_when_weak(index, top, expected):
+def test_search_reports_the_rerank_level_and_suggests_only_when_weak(
+    index: tuple[Path, HashEmbedder], top: float, expected: str
+):
     path, embedder = index
     settings = SearchSettings(rerank=True, confidence=RERANK_FIT)
     with Searcher(path, settings, embedder=embedder, reranker=ConstantReranker(top)) as searcher:
@@ -120,7 +124,7 @@ def test_search_reports_the_rerank_level_and_suggests_only_when_weak(index, top,
     assert (result.suggested_next is None) == (expected in ("high", "medium"))
 
 
-def test_uncalibrated_search_is_unknown_and_suggests_a_next_search(index):
+def test_uncalibrated_search_is_unknown_and_suggests_a_next_search(index: tuple[Path, HashEmbedder]):
     path, embedder = index
     with Searcher(path, SearchSettings(rerank=False), embedder=embedder) as searcher:
         result = searcher.search("replication copies")
@@ -129,7 +133,7 @@ def test_uncalibrated_search_is_unknown_and_suggests_a_next_search(index):
     assert result.suggested_next.query.startswith("replication copies ")
 
 
-def test_suggestion_drops_words_the_index_never_saw(index):
+def test_suggestion_drops_words_the_index_never_saw(index: tuple[Path, HashEmbedder]):
     path, embedder = index
     with Searcher(path, SearchSettings(rerank=False), embedder=embedder) as searcher:
         result = searcher.search("zarquon kafka replication")
@@ -138,7 +142,7 @@ def test_suggestion_drops_words_the_index_never_saw(index):
     assert "zarquon" in result.suggested_next.reason
 
 
-def test_suggestion_without_an_unknown_word_reads_as_a_phrase(index):
+def test_suggestion_without_an_unknown_word_reads_as_a_phrase(index: tuple[Path, HashEmbedder]):
     """Issue #40: "what is the X for the base" was suggested as "what is the for the base"."""
     path, embedder = index
     with Searcher(path, SearchSettings(rerank=False), embedder=embedder) as searcher:
@@ -172,7 +176,7 @@ def test_suggestions_from_real_questions_keep_every_content_word_and_no_dangling
             assert "the for" not in suggested.lower() and "of the of" not in suggested.lower()
 
 
-def test_suggestion_widens_a_filtered_search(index):
+def test_suggestion_widens_a_filtered_search(index: tuple[Path, HashEmbedder]):
     path, embedder = index
     with Searcher(path, SearchSettings(rerank=False), embedder=embedder) as searcher:
         result = searcher.search("kafka replication", filters=make_filters(tags=["home"]))
@@ -183,13 +187,13 @@ def test_suggestion_widens_a_filtered_search(index):
 class ParaphraseEmbedder(HashEmbedder):
     """Every text and query points the same way: all are paraphrases of each other."""
 
-    def _vector(self, text):
+    def _vector(self, text: str) -> np.ndarray:
         vector = np.zeros(self.identity.dim, dtype=np.float32)
         vector[0] = 1.0
         return vector
 
 
-def test_coverage_is_a_tiebreak_and_never_removes_a_paraphrase(tmp_path):
+def test_coverage_is_a_tiebreak_and_never_removes_a_paraphrase(tmp_path: Path):
     embedder = ParaphraseEmbedder()
     index = build_kb(tmp_path / "kb", searchable({
         "a-paraphrase.md": "Copies of every partition live on several machines.\n",

@@ -14,7 +14,7 @@ from pinakes.search import coverage
 from pinakes.search.core import Searcher, SearchSettings
 from tests.fakes import HashEmbedder
 from tests.kb_helpers import Doc, build_kb
-from tests.test_search_twice import _pages
+from tests.test_search_twice import _pages  # pyright: ignore[reportPrivateUsage] -- shares that test's corpus
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_kb(root, [*_pages(30), *extra], HashEmbedder(), max_tokens=48, overlap=0)
 
 
-def test_the_terms_a_chunk_holds_are_those_tokenizing_its_text_finds(built):
+def test_the_terms_a_chunk_holds_are_those_tokenizing_its_text_finds(built: Path):
     with Searcher(built, embedder=HashEmbedder()) as searcher, searcher.snapshot() as generation:
         conn = generation.conn
         assert generation.tokenizer.tokenize == FTS_TOKENIZE
@@ -41,7 +41,7 @@ def test_the_terms_a_chunk_holds_are_those_tokenizing_its_text_finds(built):
             tokenizer.close()
 
 
-def test_searches_break_ties_as_tokenizing_did(built, monkeypatch):
+def test_searches_break_ties_as_tokenizing_did(built: Path, monkeypatch: pytest.MonkeyPatch):
     queries = ["extract a tar archive", "list files in a directory", "東京 天気", "café running", "git push origin"]
     with Searcher(built, SearchSettings(rerank=False), embedder=HashEmbedder()) as searcher:
         read = [searcher.search(query) for query in queries]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from datetime import date, datetime, time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pinakes.errors import UsageError
 from pinakes.lexical.filters import SearchFilters, document_where, make_filters, parse_time_bound
 from pinakes.search.core import Searcher, SearchSettings
+from pinakes.search.results import SearchResult
 from tests.fakes import HashEmbedder
 from tests.kb_helpers import JAN_10_2026, Doc, build_kb, build_search_kb
 
@@ -17,22 +21,22 @@ BROAD_QUERY = "kafka replication postgres vacuum tomatoes retry backoff revenue 
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory):
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_search_kb(tmp_path_factory.mktemp("filters") / "kb", HashEmbedder())
 
 
 @pytest.fixture
-def searcher(index):
+def searcher(index: Path) -> Generator[Searcher, None, None]:
     with Searcher(index, SearchSettings(rerank=False, final_k=20), embedder=HashEmbedder()) as searcher:
         yield searcher
 
 
-def paths(result) -> set[str]:
+def paths(result: SearchResult) -> set[str]:
     return {passage.path for passage in result.passages}
 
 
 @pytest.mark.parametrize("mode", ["bm25", "vector"])
-def test_unfiltered_search_reaches_every_active_document(searcher, mode):
+def test_unfiltered_search_reaches_every_active_document(searcher: Searcher, mode: str) -> None:
     assert paths(searcher.search(BROAD_QUERY, mode=mode)) == {
         "docs/kafka.md", "docs/postgres.md", "notes/garden.txt", "src/retry.py", "reports/annual.pdf"}
 
@@ -50,21 +54,22 @@ def test_unfiltered_search_reaches_every_active_document(searcher, mode):
     ({"since": JAN_10_2026 + 5 * 86_400}, {"docs/postgres.md", "src/retry.py", "reports/annual.pdf"}),
     ({"until": JAN_10_2026 + 1}, {"docs/kafka.md", "notes/garden.txt"}),
     ({"since": JAN_10_2026 + 5 * 86_400, "until": JAN_10_2026 + 15 * 86_400}, {"src/retry.py"}),
-    ({"tags": ["nosuchtag"]}, set()),
+    ({"tags": ["nosuchtag"]}, set[str]()),
 ])
-def test_filters_narrow_every_retriever(searcher, mode, filters, expected):
+def test_filters_narrow_every_retriever(searcher: Searcher, mode: str, filters: dict[str, Any],
+                                        expected: set[str]) -> None:
     result = searcher.search(BROAD_QUERY, mode=mode, filters=make_filters(**filters))
     assert paths(result) == expected
 
 
-def test_a_deleted_document_is_never_returned_even_when_it_matches_best(searcher):
+def test_a_deleted_document_is_never_returned_even_when_it_matches_best(searcher: Searcher) -> None:
     for mode in ("bm25", "vector", "hybrid"):
         assert "docs/legacy.md" not in paths(searcher.search("kafka legacy zookeeper notes", mode=mode))
         assert "docs/legacy.md" not in paths(
             searcher.search("kafka legacy zookeeper", mode=mode, filters=make_filters(tags=["streaming"])))
 
 
-def test_a_filter_is_applied_before_the_top_k_cut(tmp_path):
+def test_a_filter_is_applied_before_the_top_k_cut(tmp_path: Path) -> None:
     """Ranking first and filtering after would leave nothing: the tagged document ranks last."""
     docs = [Doc(f"docs/d{i}.md", "alpha alpha alpha alpha\n") for i in range(30)]
     docs.append(Doc("docs/wanted.md", "alpha and a great deal of other text that dilutes it\n", tags=["keep"]))
@@ -78,7 +83,7 @@ def test_a_filter_is_applied_before_the_top_k_cut(tmp_path):
             assert paths(result) == {"docs/wanted.md"}
 
 
-def test_iso_dates_mean_local_calendar_days():
+def test_iso_dates_mean_local_calendar_days() -> None:
     start = parse_time_bound("2026-03-01", "since", end_of_day=False)
     end = parse_time_bound("2026-03-01", "until", end_of_day=True)
     assert start == datetime.combine(date(2026, 3, 1), time.min).astimezone().timestamp()
@@ -98,20 +103,20 @@ def test_iso_dates_mean_local_calendar_days():
     ({"path_prefix": "/etc/passwd"}, "absolute"),
     ({"path_prefix": "  "}, "path filter"),
 ])
-def test_bad_filter_values_are_usage_errors(kwargs, fragment):
+def test_bad_filter_values_are_usage_errors(kwargs: dict[str, Any], fragment: str) -> None:
     with pytest.raises(UsageError) as caught:
         make_filters(**kwargs)
     assert fragment in caught.value.message
     assert caught.value.remedy
 
 
-def test_source_types_and_tags_are_normalised():
+def test_source_types_and_tags_are_normalised() -> None:
     filters = make_filters(source_types=["PDF", "pdf", " code "], tags=[" ops ", "ops"])
     assert filters.source_types == ("pdf", "code")
     assert filters.tags == ("ops",)
 
 
-def test_a_filter_that_only_leaves_out_allows_the_rows_the_documents_query_allows(searcher):
+def test_a_filter_that_only_leaves_out_allows_the_rows_the_documents_query_allows(searcher: Searcher) -> None:
     # vector_tier.allowed_rows answers a leave-out-only filter from the matrix (it holds the active
     # documents only) instead of asking the documents table: the same mask as asking it.
     from pinakes.search import vector_tier, vectors

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Generator, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
 import pytest
@@ -25,18 +28,18 @@ from tests.kb_helpers import (
 
 
 @pytest.fixture
-def embedder():
+def embedder() -> HashEmbedder:
     return HashEmbedder()
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory):
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The search corpus, synced once; the tests here only read it."""
     return build_search_kb(tmp_path_factory.mktemp("pipeline") / "kb", HashEmbedder())
 
 
 @pytest.fixture
-def searcher(index, embedder):
+def searcher(index: Path, embedder: HashEmbedder) -> Generator[Searcher, None, None]:
     with Searcher(index, SearchSettings(rerank=False), embedder=embedder) as searcher:
         yield searcher
 
@@ -44,7 +47,7 @@ def searcher(index, embedder):
 # -- vectors ------------------------------------------------------------------------------------
 
 
-def test_vector_search_drops_non_positive_cosines_instead_of_padding(tmp_path):
+def test_vector_search_drops_non_positive_cosines_instead_of_padding(tmp_path: Path) -> None:
     placed = {"same": [1.0, 0.0, 0.0], "close": [0.6, 0.8, 0.0], "orthogonal": [0.0, 1.0, 0.0],
               "opposite": [-1.0, 0.0, 0.0]}
     embedder = VectorTableEmbedder(placed, query=[1.0, 0.0, 0.0])
@@ -56,7 +59,7 @@ def test_vector_search_drops_non_positive_cosines_instead_of_padding(tmp_path):
     assert [p.scores.vector_rank for p in result.passages] == [1, 2]
 
 
-def test_vector_search_respects_the_mask_and_the_limit():
+def test_vector_search_respects_the_mask_and_the_limit() -> None:
     matrix = VectorMatrix(
         vectors=np.eye(4, dtype=np.float32) * 0.5 + 0.5 / np.sqrt(4),
         chunk_ids=np.array([10, 11, 12, 13], dtype=np.int64),
@@ -69,10 +72,10 @@ def test_vector_search_respects_the_mask_and_the_limit():
     assert [chunk for chunk, _ in masked] == [12, 13]
 
 
-def test_the_matrix_holds_only_active_chunks_in_one_contiguous_array(searcher):
+def test_the_matrix_holds_only_active_chunks_in_one_contiguous_array(searcher: Searcher) -> None:
     searcher.search("kafka", mode="vector")
-    assert searcher._generation is not None
-    matrix = searcher._generation.matrix
+    assert searcher._generation is not None  # pyright: ignore[reportPrivateUsage] -- the test pins it
+    matrix = searcher._generation.matrix  # pyright: ignore[reportPrivateUsage] -- the test pins it
     assert matrix is not None
     assert matrix.vectors.flags["C_CONTIGUOUS"] and matrix.vectors.dtype == np.float32
     assert len(matrix) == SEARCH_CORPUS_CHUNKS  # kafka, postgres, garden, retry, annual; legacy is deleted
@@ -81,7 +84,7 @@ def test_the_matrix_holds_only_active_chunks_in_one_contiguous_array(searcher):
 # -- fusion ---------------------------------------------------------------------------------------
 
 
-def test_rrf_sums_reciprocal_ranks_from_one():
+def test_rrf_sums_reciprocal_ranks_from_one() -> None:
     fused = reciprocal_rank_fusion([(1, 9.0), (2, 8.0)], [(2, 0.9), (3, 0.8)], k=60)
     scores = {candidate.chunk_id: candidate.rrf for candidate in fused}
     assert scores == pytest.approx({1: 1 / 61, 2: 1 / 62 + 1 / 61, 3: 1 / 62})
@@ -90,24 +93,24 @@ def test_rrf_sums_reciprocal_ranks_from_one():
     assert (two.bm25_rank, two.vector_rank, two.bm25_score, two.cosine) == (2, 1, 8.0, 0.9)
 
 
-def test_equal_scores_share_a_rank():
+def test_equal_scores_share_a_rank() -> None:
     fused = reciprocal_rank_fusion([], [(5, 0.9), (6, 0.7), (7, 0.7), (8, 0.1)], k=60)
     assert {c.chunk_id: c.vector_rank for c in fused} == {5: 1, 6: 2, 7: 2, 8: 4}
     assert fused[1].rrf == fused[2].rrf
 
 
-def test_rrf_k_changes_the_weight_of_rank():
+def test_rrf_k_changes_the_weight_of_rank() -> None:
     fused = reciprocal_rank_fusion([(1, 1.0)], [], k=0)
     assert fused[0].rrf == 1.0
 
 
-def test_cut_with_ties_keeps_every_candidate_tied_with_the_last():
+def test_cut_with_ties_keeps_every_candidate_tied_with_the_last() -> None:
     ranked = [Candidate(i, rrf=score) for i, score in enumerate([0.5, 0.4, 0.3, 0.3, 0.3, 0.1])]
     assert [c.chunk_id for c in cut_with_ties(ranked, 3)] == [0, 1, 2, 3, 4]
     assert [c.chunk_id for c in cut_with_ties(ranked, 2)] == [0, 1]
 
 
-def test_coverage_breaks_exact_ties_and_nothing_else():
+def test_coverage_breaks_exact_ties_and_nothing_else() -> None:
     ranked = [
         Candidate(1, rrf=0.5, coverage=0.0),
         Candidate(2, rrf=0.4, coverage=0.0),
@@ -116,7 +119,7 @@ def test_coverage_breaks_exact_ties_and_nothing_else():
     assert [c.chunk_id for c in order_fused(ranked)] == [1, 3, 2]
 
 
-def test_hybrid_fuses_both_lists(searcher):
+def test_hybrid_fuses_both_lists(searcher: Searcher) -> None:
     result = searcher.search("kafka replication brokers")
     top = result.passages[0]
     assert top.path == "docs/kafka.md"
@@ -132,15 +135,15 @@ class LengthReranker:
 
     model = "test/length-reranker"
 
-    def __init__(self):
-        self.calls = []
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
 
-    def score(self, query, texts):
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
         self.calls.append((query, list(texts)))
         return [1.0 / (1.0 + len(text)) for text in texts]
 
 
-def test_rerank_reorders_the_fused_pool_and_cuts_to_final_k(index, embedder):
+def test_rerank_reorders_the_fused_pool_and_cuts_to_final_k(index: Path, embedder: HashEmbedder) -> None:
     reranker = LengthReranker()
     settings = SearchSettings(rerank=True, fusion_top_k=20, final_k=2)
     with Searcher(index, settings, embedder=embedder, reranker=reranker) as searcher:
@@ -153,7 +156,7 @@ def test_rerank_reorders_the_fused_pool_and_cuts_to_final_k(index, embedder):
     assert all(passage.scores.rerank is not None for passage in result.passages)
 
 
-def test_rerank_false_for_one_call_skips_the_reranker(index, embedder):
+def test_rerank_false_for_one_call_skips_the_reranker(index: Path, embedder: HashEmbedder) -> None:
     reranker = LengthReranker()
     with Searcher(index, SearchSettings(rerank=True), embedder=embedder,
                   reranker=reranker) as searcher:
@@ -162,7 +165,7 @@ def test_rerank_false_for_one_call_skips_the_reranker(index, embedder):
     assert any("rerank off" in note for note in result.notes)
 
 
-def test_rerank_without_a_reranker_is_an_error_not_a_silent_skip(index, embedder):
+def test_rerank_without_a_reranker_is_an_error_not_a_silent_skip(index: Path, embedder: HashEmbedder) -> None:
     with (Searcher(index, SearchSettings(rerank=True), embedder=embedder) as searcher,
           pytest.raises(ModelUnavailableError) as caught):
         searcher.search("kafka")
@@ -173,7 +176,7 @@ def rerank_section(provider: str) -> RerankSection:
     return RerankSection(provider, model="BAAI/bge-reranker-base", revision=None, batch_size=16)
 
 
-def test_missing_reranker_weights_raise_model_unavailable_offline():
+def test_missing_reranker_weights_raise_model_unavailable_offline() -> None:
     """The HF cache is an empty per-test directory (conftest), so the weights cannot be there."""
     with pytest.raises(ModelUnavailableError) as caught:
         load_reranker(rerank_section("fastembed"), offline=True)
@@ -182,7 +185,7 @@ def test_missing_reranker_weights_raise_model_unavailable_offline():
     assert "rerank = false" in remedy and "--no-rerank" in remedy
 
 
-def test_unknown_rerank_provider_is_a_usage_error():
+def test_unknown_rerank_provider_is_a_usage_error() -> None:
     with pytest.raises(UsageError):
         load_reranker(rerank_section("nonsense"), offline=True)
 
@@ -190,7 +193,7 @@ def test_unknown_rerank_provider_is_a_usage_error():
 # -- citations and passages ---------------------------------------------------------------------
 
 
-def test_citation_forms():
+def test_citation_forms() -> None:
     assert citation("docs/a.md", 12, 480, None, None) == "docs/a.md:12-480"
     assert citation("r.pdf", 0, 10, 12, 12) == "r.pdf:p12"
     assert citation("r.pdf", 0, 10, 12, None) == "r.pdf:p12"
@@ -199,7 +202,7 @@ def test_citation_forms():
     assert with_heading("docs/a.md:1-2", None) == "docs/a.md:1-2"
 
 
-def test_passages_carry_citations_pages_and_metadata(searcher):
+def test_passages_carry_citations_pages_and_metadata(searcher: Searcher) -> None:
     result = searcher.search("kafka partition brokers revenue quarter", mode="bm25", final_k=10)
     by_text = {passage.text: passage for passage in result.passages}
     heading_chunk = KAFKA_HEADING_CHUNK
@@ -215,8 +218,8 @@ def test_passages_carry_citations_pages_and_metadata(searcher):
     assert spanning.citation == "reports/annual.pdf:p3-4" and spanning.heading_path is None
 
 
-def test_result_to_dict_is_json_with_every_field(searcher):
-    payload = json.loads(json.dumps(searcher.search("kafka replication").to_dict()))
+def test_result_to_dict_is_json_with_every_field(searcher: Searcher) -> None:
+    payload: dict[str, Any] = json.loads(json.dumps(searcher.search("kafka replication").to_dict()))
     passage = payload["passages"][0]
     assert set(passage) >= {"text", "citation", "path", "doc_id", "title", "tags", "heading_path",
                             "page_start", "page_end", "char_start", "char_end", "scores", "stale_extraction"}
@@ -229,44 +232,44 @@ def test_result_to_dict_is_json_with_every_field(searcher):
 # -- widths and arguments -------------------------------------------------------------------------
 
 
-def test_final_k_limits_passages_and_is_clamped(searcher):
+def test_final_k_limits_passages_and_is_clamped(searcher: Searcher) -> None:
     assert len(searcher.search("kafka brokers revenue tomatoes", final_k=1).passages) == 1
     result = searcher.search("kafka", final_k=MAX_FINAL_K + 50)
     assert any(f"at most {MAX_FINAL_K}" in note for note in result.notes)
 
 
 @pytest.mark.parametrize("bad", [0, -3, True, 2.5, "8"])
-def test_bad_final_k_is_a_usage_error(searcher, bad):
+def test_bad_final_k_is_a_usage_error(searcher: Searcher, bad: Any) -> None:
     with pytest.raises(UsageError):
         searcher.search("kafka", final_k=bad)
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\n\t"])
-def test_empty_query_is_a_usage_error(searcher, query):
+def test_empty_query_is_a_usage_error(searcher: Searcher, query: str) -> None:
     with pytest.raises(UsageError, match="empty"):
         searcher.search(query)
 
 
-def test_unknown_mode_is_a_usage_error(searcher):
+def test_unknown_mode_is_a_usage_error(searcher: Searcher) -> None:
     with pytest.raises(UsageError, match="mode"):
         searcher.search("kafka", mode="semantic")
 
 
-def test_bm25_mode_never_loads_an_embedder(index):
-    def refuse():
+def test_bm25_mode_never_loads_an_embedder(index: Path) -> None:
+    def refuse() -> NoReturn:
         raise AssertionError("bm25 mode loaded the embedding model")
 
     with Searcher(index, SearchSettings(rerank=False), embedder_loader=refuse) as searcher:
         assert searcher.search("kafka", mode="bm25").passages
 
 
-def test_vector_mode_without_an_embedder_is_a_usage_error(index):
+def test_vector_mode_without_an_embedder_is_a_usage_error(index: Path) -> None:
     with (Searcher(index, SearchSettings(rerank=False)) as searcher,
           pytest.raises(UsageError, match="embedding model")):
         searcher.search("kafka", mode="vector")
 
 
-def test_a_search_the_vector_side_cannot_answer_still_answers_by_keyword(tmp_path):
+def test_a_search_the_vector_side_cannot_answer_still_answers_by_keyword(tmp_path: Path) -> None:
     """Every stored vector points away from the query (a sync embeds every chunk, so an index
     without vectors is not a state the product writes): hybrid falls back on the keyword side."""
     embedder = VectorTableEmbedder({"kafka brokers": [1.0, 0.0], "tomatoes": [0.0, 1.0]}, query=[-1.0, 0.0])
@@ -278,7 +281,7 @@ def test_a_search_the_vector_side_cannot_answer_still_answers_by_keyword(tmp_pat
     assert result.passages[0].scores.vector_rank is None
 
 
-def test_importing_search_and_its_cli_loads_no_numpy_or_model():
+def test_importing_search_and_its_cli_loads_no_numpy_or_model() -> None:
     """`pnk --help` and an MCP server's start must not pay for numpy or a model library."""
     import subprocess
     import sys

@@ -177,7 +177,11 @@ def test_a_vector_file_that_cannot_answer_still_gives_the_exact_answer_and_its_n
 
     monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
     embedder = ClusteredEmbedder()
-    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+
+    def load_for_kb(*_args: object, **_kwargs: object) -> ClusteredEmbedder:
+        return embedder
+
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", load_for_kb)
     root = tmp_path / "kb"
     build_auto_kb(root, 12, embedder)
     asked: list[Path] = []

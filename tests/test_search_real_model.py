@@ -5,6 +5,8 @@ Heavy: loading the model costs seconds, so it runs in CI (`pytest -m heavy`), no
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pinakes.embed import load_embedder
@@ -15,7 +17,7 @@ from tests.kb_helpers import build_search_kb
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("provider", ["fastembed", "sentence-transformers"])
-def test_paraphrases_find_their_passage_with_the_packaged_model(tmp_path, provider):
+def test_paraphrases_find_their_passage_with_the_packaged_model(tmp_path: Path, provider: str):
     section = default_section(provider)
     embedder = load_embedder(section, offline=True)
     index = build_search_kb(tmp_path / "kb", embedder)  # chunked by the model's own tokenizer

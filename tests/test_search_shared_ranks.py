@@ -49,7 +49,7 @@ def unit(vector: list[float]) -> np.ndarray:
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, VectorTableEmbedder]:
     embedder = VectorTableEmbedder(PLACED, query=QUERY_VECTOR)
-    substitute_embedder(monkeypatch, lambda section, *args, **kwargs: embedder)
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: embedder)
     root = tmp_path / "kb"
     build_kb(root, searchable({name: text + "\n" for name, text in FILES.items()}), embedder)
     assert sorted(embedder.embedded_chunks) == sorted(PLACED)  # every chunk got its placed vector
@@ -193,12 +193,13 @@ def test_a_list_that_weighs_nothing_shares_nothing() -> None:
 
 
 def test_the_fits_order_breaks_an_exact_tie_by_coverage_as_search_does() -> None:
-    lists = fusion_fit._Lists(keyword=[(1, 5.0)], vector=[(2, 0.9)], paths={1: "docs/a.md", 2: "docs/b.md"},
-                              expect=("docs/b.md",), coverage={1: 0.5, 2: 1.0})
+    lists_type, score = fusion_fit._Lists, fusion_fit._score  # pyright: ignore[reportPrivateUsage] -- pinned helpers
+    lists = lists_type(keyword=[(1, 5.0)], vector=[(2, 0.9)], paths={1: "docs/a.md", 2: "docs/b.md"},
+                       expect=("docs/b.md",), coverage={1: 0.5, 2: 1.0})
     arm = fusion_fit.FusionArm(1.0, 1.0, 60)
-    assert fusion_fit._score(lists, arm, 10) == pytest.approx(1.0)  # equal fused scores: b holds more words
+    assert score(lists, arm, 10) == pytest.approx(1.0)  # equal fused scores: b holds more words
     uncovered = dataclasses.replace(lists, coverage={})
-    assert fusion_fit._score(uncovered, arm, 10) < 1.0  # without coverage, chunk id 1 (a) would lead
+    assert score(uncovered, arm, 10) < 1.0  # without coverage, chunk id 1 (a) would lead
 
 
 def test_a_row_missing_from_the_ranked_rows_has_no_near_duplicate_but_the_others_keep_theirs() -> None:
@@ -240,4 +241,5 @@ def test_the_one_pass_cap_equals_the_rule_as_stated() -> None:
             listed.append(candidate)
         above = sorted(rng.sample(range(len(listed)), rng.randint(1, len(listed))))
         keyword_rank, own = rng.randint(1, 5), len(listed) + 1
-        assert fusion._deferred_rank(keyword_rank, own, above, listed) == stated(keyword_rank, own, above, listed)
+        deferred = fusion._deferred_rank  # pyright: ignore[reportPrivateUsage] -- the test pins the private helper
+        assert deferred(keyword_rank, own, above, listed) == stated(keyword_rank, own, above, listed)

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -62,8 +62,9 @@ def test_a_kb_searcher_loads_its_query_model_with_one_runtime_thread(monkeypatch
 
     init_kb(tmp_path / "kb", name="threads")
     searcher = Searcher.for_kb(tmp_path / "kb")
-    assert searcher._embedder_loader is not None
-    assert searcher._embedder_loader() is model
+    loader = searcher._embedder_loader  # pyright: ignore[reportPrivateUsage] -- the test pins the loader's threads
+    assert loader is not None
+    assert loader() is model
     assert seen["threads"] == QUERY_MODEL_THREADS == 1
 
 
@@ -79,7 +80,7 @@ def test_fastembed_runs_the_query_model_on_the_threads_asked_for(tmp_path: Path)
     if section.provider != "fastembed":
         pytest.skip(f"the default KB names {section.provider}, not fastembed: nothing to check here")
     one = load_embedder(section, offline=True, threads=1)
-    session = one._model.model.model  # type: ignore[attr-defined]
+    session = cast(Any, one)._model.model.model  # fastembed's onnxruntime session, under the Embedder protocol
     assert session.get_session_options().intra_op_num_threads == 1
     assert one.embed_query("how do I extract a tar archive").shape == (one.identity.dim,)
 
@@ -126,7 +127,8 @@ def test_the_self_calibrations_searches_run_on_one_blas_thread(monkeypatch: pyte
     from tests.test_self_calibration_cost import BatchingEmbedder
 
     def blas_threads() -> set[int]:
-        return {int(info["num_threads"]) for info in threadpool_info() if info["user_api"] == "blas"}
+        return {int(info["num_threads"]) for info in cast(list[dict[str, Any]], threadpool_info())
+                if info["user_api"] == "blas"}
 
     if not blas_threads():
         pytest.skip("this NumPy reports no BLAS library threadpoolctl can limit: nothing to check here")

@@ -60,7 +60,7 @@ def _seen(result: SearchResult) -> tuple[object, ...]:
             result.reranked)
 
 
-def test_every_question_searched_twice_gives_what_two_searches_give(built):
+def test_every_question_searched_twice_gives_what_two_searches_give(built: Path):
     questions = _questions(built)
     assert len(questions) >= 60
     assert sum(len(question.left_out) > 1 for question in questions) >= 1  # near-duplicates left out too
@@ -73,11 +73,12 @@ def test_every_question_searched_twice_gives_what_two_searches_give(built):
             assert answerable.confidence.features is not None and no_answer.confidence.features is not None
             assert not {passage.doc_id for passage in no_answer.passages} & set(question.left_out)
             # What the calibration stores of them: every feature of both rows.
-            assert self_calibration._rows(searcher, question) == self_calibration.question_rows(searcher, question)
+            assert self_calibration._rows(  # pyright: ignore[reportPrivateUsage]  # the test pins the private helper
+                searcher, question) == self_calibration.question_rows(searcher, question)
 
 
 @pytest.mark.heavy  # a whole calibration twice; the test above compares every row already
-def test_the_calibration_is_the_one_two_searches_a_question_give(built, monkeypatch):
+def test_the_calibration_is_the_one_two_searches_a_question_give(built: Path, monkeypatch: pytest.MonkeyPatch):
     with searcher_for(built, HashEmbedder()) as searcher:
         shared = self_calibration.self_calibrate(built, searcher=searcher)
     monkeypatch.setattr(self_calibration, "_rows", self_calibration.question_rows)
@@ -88,13 +89,14 @@ def test_the_calibration_is_the_one_two_searches_a_question_give(built, monkeypa
     assert shared.fit == separate.fit
 
 
-def test_the_keyword_lists_are_those_of_two_scoped_searches_whatever_is_left_out(built):
+def test_the_keyword_lists_are_those_of_two_scoped_searches_whatever_is_left_out(built: Path):
     with searcher_for(built, HashEmbedder()) as searcher, searcher.snapshot() as generation:
         conn = generation.conn
         documents = [row[0] for row in conn.execute("SELECT id FROM documents WHERE state = 'active' ORDER BY id")]
         options = searcher.settings.keyword
-        run = core._Run(searcher, "x", SearchFilters(), "bm25", None, None)
-        scope = run._scope(generation)
+        run = core._Run(  # pyright: ignore[reportPrivateUsage]  # the test pins the private run
+            searcher, "x", SearchFilters(), "bm25", None, None)
+        scope = run._scope(generation)  # pyright: ignore[reportPrivateUsage]  # the test pins the private scope
         rng = random.Random(7)
         queries = ["find files by name", "compress a directory archive", "list running processes memory",
                    "git commit changes", "glacier ledger deliveries", "network interface address show"]
@@ -108,7 +110,8 @@ def test_the_keyword_lists_are_those_of_two_scoped_searches_whatever_is_left_out
             # The documents of the best rows (the pool's head moves most), and random ones, up to many.
             for left in [top_documents[:1], top_documents[:5], rng.sample(documents, 3), rng.sample(documents, 40)]:
                 without = SearchFilters(exclude_doc_ids=tuple(left))
-                without_scope = run._scope(generation, without)
+                without_scope = run._scope(  # pyright: ignore[reportPrivateUsage]  # the private scope, pinned
+                    generation, without)
                 assert without_scope is not None
                 left_out = frozenset(row[0] for row in conn.execute(
                     f"SELECT id FROM chunks WHERE doc_id IN ({', '.join('?' * len(left))})", left))
@@ -121,10 +124,10 @@ def test_the_keyword_lists_are_those_of_two_scoped_searches_whatever_is_left_out
                     assert not {chunk for chunk, _ in second} & left_out
 
 
-def test_the_work_the_two_share_is_done_once(built, monkeypatch):
+def test_the_work_the_two_share_is_done_once(built: Path, monkeypatch: pytest.MonkeyPatch):
     counted: dict[str, list[int]] = {"pools": [], "separate": [], "embedded": []}
     asked: list[list[int]] = []  # the chunks each search read the query's terms of (coverage)
-    pool, search = bm25._fts5_pool, bm25.bm25_search
+    pool, search = bm25._fts5_pool, bm25.bm25_search  # pyright: ignore[reportPrivateUsage]  # counted below
 
     def pooled(*args: object, **kwargs: object) -> object:
         counted["pools"].append(1)
@@ -182,7 +185,7 @@ def test_the_work_the_two_share_is_done_once(built, monkeypatch):
         assert len(asked[0]) == shared_asked[0] and len(asked[1]) > shared_asked[1]  # the pools overlap
 
 
-def test_a_filter_that_does_more_than_leave_out_is_two_searches(built):
+def test_a_filter_that_does_more_than_leave_out_is_two_searches(built: Path):
     with searcher_for(built, HashEmbedder()) as searcher:
         without = SearchFilters(exclude_doc_ids=("nothing",), path_prefix="docs/tldr/")
         answerable, filtered = searcher.search_twice("compress files into an archive", without)

@@ -47,7 +47,7 @@ WORDS = ("amber", "basalt", "cedar", "dune", "ember", "fjord", "garnet", "heathe
 
 
 def corpus(count: int = len(TOPICS)) -> list[Doc]:
-    docs = []
+    docs: list[Doc] = []
     for number, topic in enumerate(TOPICS[:count]):
         a, b = WORDS[number], WORDS[(number * 7 + 3) % len(WORDS)]
         text = f"# The {topic}\n\n" + "\n\n".join(s.format(t=topic, a=a, b=b) for s in SENTENCES) + "\n"
@@ -82,7 +82,7 @@ def searcher_for(root: Path, embedder: HashEmbedder) -> Searcher:
     return Searcher(paths.index_db, settings, embedder=embedder)
 
 
-def test_questions_are_made_by_fixed_rules_from_the_documents_own_sentences(built):
+def test_questions_are_made_by_fixed_rules_from_the_documents_own_sentences(built: tuple[Path, HashEmbedder]) -> None:
     root, _ = built
     conn = schema.open_reader(KBPaths(root).index_db)
     try:
@@ -107,7 +107,7 @@ def test_questions_are_made_by_fixed_rules_from_the_documents_own_sentences(buil
     assert {question.source for question in first[: len(paths)]} == set(paths)
 
 
-def test_the_unanswerable_twin_never_meets_what_was_left_out(built):
+def test_the_unanswerable_twin_never_meets_what_was_left_out(built: tuple[Path, HashEmbedder]) -> None:
     root, embedder = built
     conn = schema.open_reader(KBPaths(root).index_db)
     try:
@@ -124,7 +124,7 @@ def test_the_unanswerable_twin_never_meets_what_was_left_out(built):
     assert twin_vectors.passages and not {p.doc_id for p in twin_vectors.passages} & set(question.left_out)
 
 
-def test_self_calibration_is_stored_with_its_provenance_and_used_by_searches(kb):
+def test_self_calibration_is_stored_with_its_provenance_and_used_by_searches(kb: tuple[Path, HashEmbedder]) -> None:
     root, embedder = kb
     self_calibration_path(KBPaths(root)).unlink()  # the build's sync made one (the last tests show how)
     with searcher_for(root, embedder) as searcher:
@@ -147,7 +147,7 @@ def test_self_calibration_is_stored_with_its_provenance_and_used_by_searches(kb)
     assert confidence.to_dict()["source"] == SELF_CALIBRATED
 
 
-def test_a_fitted_block_wins_and_signal_none_turns_confidence_off(kb):
+def test_a_fitted_block_wins_and_signal_none_turns_confidence_off(kb: tuple[Path, HashEmbedder]) -> None:
     root, embedder = kb
     with searcher_for(root, embedder) as searcher:
         store(root, self_calibrate(root, searcher=searcher))
@@ -168,7 +168,7 @@ def test_a_fitted_block_wins_and_signal_none_turns_confidence_off(kb):
     assert nothing.level == "low"  # nothing matched: low whatever the sources say
 
 
-def test_signal_none_takes_no_other_key(tmp_path):
+def test_signal_none_takes_no_other_key(tmp_path: Path) -> None:
     from pinakes.manifest import InvalidManifestError
 
     root = tmp_path / "kb"
@@ -179,7 +179,7 @@ def test_signal_none_takes_no_other_key(tmp_path):
         load_manifest(manifest)
 
 
-def test_a_derived_source_for_another_model_gives_way_to_the_next(kb):
+def test_a_derived_source_for_another_model_gives_way_to_the_next(kb: tuple[Path, HashEmbedder]) -> None:
     root, embedder = kb
     paths = KBPaths(root)
     stored = self_calibration_path(paths)
@@ -200,7 +200,7 @@ def test_a_derived_source_for_another_model_gives_way_to_the_next(kb):
     assert "pnk eval --self-calibrate" in confidence.reason
 
 
-def test_a_fit_whose_low_equals_high_says_it_has_no_medium_band(kb):
+def test_a_fit_whose_low_equals_high_says_it_has_no_medium_band(kb: tuple[Path, HashEmbedder]) -> None:
     root, embedder = kb
     paths = KBPaths(root)
     band = CalibratedBlock(high=0.6, low=0.6, fitted_for="test/hash-bow (evidence model, rerank off), prior",
@@ -211,7 +211,7 @@ def test_a_fit_whose_low_equals_high_says_it_has_no_medium_band(kb):
     assert confidence.level in ("high", "low") and "no medium band" in confidence.reason
 
 
-def test_the_first_sync_of_a_large_enough_kb_self_calibrates_once(tmp_path):
+def test_the_first_sync_of_a_large_enough_kb_self_calibrates_once(tmp_path: Path) -> None:
     embedder = HashEmbedder()
     small = tmp_path / "small"
     build_kb(small, corpus(MIN_DOCUMENTS - 2), embedder)  # with the copy: one below the size
@@ -227,7 +227,7 @@ def test_the_first_sync_of_a_large_enough_kb_self_calibrates_once(tmp_path):
     assert not any("self-calibrated" in note for note in report.notes)
 
 
-def test_a_sync_says_before_it_spends_time_calibrating_and_a_quiet_one_does_not(tmp_path):
+def test_a_sync_says_before_it_spends_time_calibrating_and_a_quiet_one_does_not(tmp_path: Path) -> None:
     from io import StringIO
 
     from pinakes.sync import SyncOptions
@@ -245,7 +245,7 @@ def test_a_sync_says_before_it_spends_time_calibrating_and_a_quiet_one_does_not(
     assert "calibrating" not in quiet.getvalue()
 
 
-def test_a_sync_reports_it_and_leaves_a_fitted_kb_alone(tmp_path, monkeypatch):
+def test_a_sync_reports_it_and_leaves_a_fitted_kb_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     embedder = HashEmbedder()
     monkeypatch.setattr(self_calibration, "SYNC_SECONDS", 120.0)
     root = tmp_path / "kb"
@@ -266,7 +266,8 @@ def test_a_sync_reports_it_and_leaves_a_fitted_kb_alone(tmp_path, monkeypatch):
     assert not any("self-calibrated" in note for note in report.notes)
 
 
-def test_pnk_eval_self_calibrate_stores_it_and_says_what_searches_use(kb, monkeypatch, capsys):
+def test_pnk_eval_self_calibrate_stores_it_and_says_what_searches_use(
+        kb: tuple[Path, HashEmbedder], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from pinakes.cli import main
 
     root, embedder = kb

@@ -58,7 +58,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_each_question_is_embedded_once_in_a_batched_pass_and_the_calibration_is_the_same(built):
+def test_each_question_is_embedded_once_in_a_batched_pass_and_the_calibration_is_the_same(built: Path) -> None:
     one_at_a_time, batching = CountingEmbedder(), BatchingEmbedder()
     with searcher_for(built, one_at_a_time) as searcher:
         before = self_calibrate(built, searcher=searcher)
@@ -80,7 +80,8 @@ def test_each_question_is_embedded_once_in_a_batched_pass_and_the_calibration_is
     assert after.questions == before.questions and after.documents == before.documents
 
 
-def test_the_calibration_builds_no_suggestion_where_a_plain_search_of_the_kb_does(built, monkeypatch):
+def test_the_calibration_builds_no_suggestion_where_a_plain_search_of_the_kb_does(
+        built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pinakes.search import core
 
     built_suggestions: list[str] = []
@@ -121,9 +122,9 @@ def _abstaining(rows: Sequence[CalibrationRow], low: float, *, answerable: bool)
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_thresholds_counted_by_bisection_match_counting_every_question(seed):
+def test_thresholds_counted_by_bisection_match_counting_every_question(seed: int) -> None:
     rng = random.Random(seed)
-    rows = []
+    rows: list[CalibrationRow] = []
     for number in range(rng.randint(4, 80)):
         # Ties (one decimal), questions with nothing found (None), and spread values.
         signal = rng.choice([None, round(rng.random(), 1), rng.random()])
@@ -150,7 +151,8 @@ def test_thresholds_counted_by_bisection_match_counting_every_question(seed):
     assert [point[1:] for point in fit.trade_offs] == sorted(front)
 
 
-def test_a_first_sync_calibrates_with_its_own_model_and_loads_no_second_copy(tmp_path, monkeypatch):
+def test_a_first_sync_calibrates_with_its_own_model_and_loads_no_second_copy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     loads: list[BatchingEmbedder] = []
 
     def load(section: object, offline: object = None, threads: object = None) -> BatchingEmbedder:
@@ -169,7 +171,8 @@ def test_a_first_sync_calibrates_with_its_own_model_and_loads_no_second_copy(tmp
 
 
 @pytest.mark.heavy
-def test_with_the_packaged_model_batched_questions_store_the_calibration_one_at_a_time_gives(tmp_path, monkeypatch):
+def test_with_the_packaged_model_batched_questions_store_the_calibration_one_at_a_time_gives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pinakes.embed import load_embedder
     from tests.fakes import default_section
 
@@ -182,7 +185,10 @@ def test_with_the_packaged_model_batched_questions_store_the_calibration_one_at_
     stored = read_stored(root)
     assert stored is not None
 
-    monkeypatch.setattr(self_calibration, "asking_searcher", lambda searcher, questions: searcher)
+    def as_it_is(searcher: Searcher, questions: Sequence[str]) -> Searcher:
+        return searcher
+
+    monkeypatch.setattr(self_calibration, "asking_searcher", as_it_is)
     with searcher_for(root, model) as searcher:  # type: ignore[arg-type]
         one_at_a_time = self_calibrate(root, searcher=searcher)
     assert one_at_a_time.fit is not None and one_at_a_time.fit.model is not None

@@ -20,6 +20,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,7 +144,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> ObservedSession:
                       PNK_TEST_MODULES_REPORT=str(report))
     replies = []
     with live_server(["--kb", str(kb)], env, cwd=cwd) as server:
-        calls = [
+        calls: list[tuple[str, dict[str, Any]]] = [
             ("pinakes_list_kbs", {}),
             ("pinakes_search", {"query": "wings lift", "mode": "bm25"}),
             ("pinakes_search", {"query": "wings", "mode": "bm25", "path_prefix": "docs/", "tags": ["x"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -205,8 +205,10 @@ def test_a_refused_kb_or_tag_is_not_given_path_prefix_advice(tools: PinakesTools
 ])
 def test_each_path_checked_argument_gets_advice_for_its_own_kind_of_value(argument: str, value: str,
                                                                          advice: str) -> None:
-    check = {"kb": boundary.check_kb_name, "tags": lambda v: boundary.check_tags([v]),
-             "path_prefix": boundary.check_path_prefix}[argument]
+    checks: dict[str, Callable[[object], object]] = {"kb": boundary.check_kb_name,
+                                                     "tags": lambda v: boundary.check_tags([v]),
+                                                     "path_prefix": boundary.check_path_prefix}
+    check = checks[argument]
     with pytest.raises(boundary.ToolArgumentError) as refused:
         check(value)
     assert advice in (refused.value.remedy or "")

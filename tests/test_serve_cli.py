@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,8 @@ from pinakes.serve.config import alias_from_name, parse_kb_argument, resolve_ser
 from tests.test_serve_helpers import make_kb, offline_env, sync_kb
 
 
-def run_serve(args: list[str], env: dict[str, str], *, stdin: str = "", timeout: float = 60) -> subprocess.CompletedProcess:
+def run_serve(args: list[str], env: dict[str, str], *, stdin: str = "",
+              timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pinakes", *args], input=stdin, capture_output=True, text=True,
                           env=env, timeout=timeout)
 
@@ -151,7 +153,7 @@ def test_http_transport_serves_the_tools_on_loopback_only(kb: Path, tmp_path: Pa
         wait_for_port(port, process, errlog)
         url = f"http://127.0.0.1:{port}/mcp"
 
-        async def session() -> tuple[list[str], dict]:
+        async def session() -> tuple[list[str], dict[str, Any]]:
             async with streamable_http_client(url) as (read, write), ClientSession(read, write) as client:
                 await client.initialize()
                 names = [tool.name for tool in (await client.list_tools()).tools]
@@ -178,7 +180,7 @@ def bound_addresses(port: int) -> set[str] | None:
     table = Path("/proc/net/tcp")
     if not table.exists():
         return None
-    addresses = set()
+    addresses: set[str] = set()
     for line in table.read_text().splitlines()[1:]:
         local, state = line.split()[1], line.split()[3]
         host, _, hex_port = local.partition(":")
@@ -187,7 +189,7 @@ def bound_addresses(port: int) -> set[str] | None:
     return addresses
 
 
-def wait_for_port(port: int, process: subprocess.Popen, errlog: Path, timeout: float = 60) -> None:
+def wait_for_port(port: int, process: subprocess.Popen[bytes], errlog: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

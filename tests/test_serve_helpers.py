@@ -13,7 +13,7 @@ import json
 import os
 import sqlite3
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,7 +108,7 @@ def add_indexed_pdf(root: Path, relative: str, pages: Sequence[str], *, backend:
 
 
 @contextmanager
-def _environment(**values: str) -> Iterator[None]:
+def _environment(**values: str) -> Generator[None, None, None]:
     saved = {name: os.environ.get(name) for name in values}
     os.environ.update(values)
     try:
@@ -168,7 +168,7 @@ class LiveServer:
 
 @contextmanager
 def live_server(args: Sequence[str], env: Mapping[str, str], *, cwd: Path | None = None,
-                python_args: Sequence[str] = ()) -> Iterator[LiveServer]:
+                python_args: Sequence[str] = ()) -> Generator[LiveServer, None, None]:
     import anyio.from_thread
     from mcp import ClientSession, StdioServerParameters, stdio_client
 

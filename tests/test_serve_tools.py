@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -211,7 +212,8 @@ def test_get_returns_the_exact_character_range_of_the_source(tools: PinakesTools
 def test_get_over_the_character_bound_continues_where_it_stopped(kb: Path) -> None:
     tools = serve(kb, bounds=Bounds(get_chars=20))
     doc_id = doc_ids(kb)["docs/alpha.md"]
-    pieces, arguments = [], {"doc_id": doc_id}
+    pieces: list[str] = []
+    arguments = {"doc_id": doc_id}
     while True:
         result = call_tool(tools, "pinakes_get", arguments)
         pieces.append(evidence_body(result["evidence"]))
@@ -379,12 +381,12 @@ def _strings_outside_evidence(value: object) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
-        for key, item in value.items():
+        for key, item in cast("dict[str, object]", value).items():
             yield key
             if key not in ("evidence", "notice"):
                 yield from _strings_outside_evidence(item)
     elif isinstance(value, list):
-        for item in value:
+        for item in cast("list[object]", value):
             yield from _strings_outside_evidence(item)
 
 

@@ -58,8 +58,8 @@ class Layout:
 class Generated:
     text: str
     crlf: bool
-    user_chunks: list[str] = field(default_factory=list)  # must survive verbatim
-    kept_comments: list[str] = field(default_factory=list)  # must survive, once each
+    user_chunks: list[str] = field(default_factory=list[str])  # must survive verbatim
+    kept_comments: list[str] = field(default_factory=list[str])  # must survive, once each
 
 
 class Comments:
@@ -81,7 +81,7 @@ class Comments:
         return " " * self.draw(st.integers(1, 3)) + text
 
     def lines(self, indent: str = "") -> list[str]:
-        out = []
+        out: list[str] = []
         for _ in range(self.draw(st.integers(0, 2))):
             if self.draw(st.booleans()):
                 out.append("")
@@ -161,7 +161,7 @@ def sidecars(draw: st.DrawFn) -> Generated:
     order = draw(st.permutations(owned + user))
     lines = draw(st.sampled_from([[], ["---"], ["%YAML 1.2", "---"]]))
     lines += comments.lines()
-    chunks = []
+    chunks: list[str] = []
     for key in order:
         if key in owned:
             entry = _owned_entry(draw, key, layout, comments)

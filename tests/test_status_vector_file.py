@@ -37,7 +37,11 @@ def kb_in_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path,
     monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
     monkeypatch.setattr(vector_build, "PIECE_ROWS", 50)
     embedder = ClusteredEmbedder()
-    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+
+    def load_for_kb(*_args: object, **_kwargs: object) -> ClusteredEmbedder:
+        return embedder
+
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", load_for_kb)
     root = tmp_path / "kb"
     build_auto_kb(root, 30, embedder)
     return root, embedder
@@ -118,7 +122,11 @@ def test_a_damaged_or_missing_file_is_named_with_its_remedy(
 def test_the_exact_tier_has_no_file_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     embedder = ClusteredEmbedder()
-    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+
+    def load_for_kb(*_args: object, **_kwargs: object) -> ClusteredEmbedder:
+        return embedder
+
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", load_for_kb)
     root = tmp_path / "kb"
     build_auto_kb(root, 5, embedder)  # below the threshold (100,000 vectors)
     as_json, text = status(root, capsys)

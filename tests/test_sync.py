@@ -7,6 +7,7 @@ import os
 import socket
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ def sync(root: Path, **options: object) -> SyncReport:
     return run_sync(root, SyncOptions(**options), embedder=FakeEmbedder())  # type: ignore[arg-type]
 
 
-def rows(root: Path, sql: str, *args: object) -> list[tuple]:
+def rows(root: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:
     conn = sqlite3.connect(root / ".pinakes" / "index.db")
     try:
         return conn.execute(sql, args).fetchall()

@@ -3,6 +3,7 @@ half-described document (chunks without vectors, an active document without chun
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -13,8 +14,8 @@ from pinakes.sync.engine import run_sync
 from tests.fakes import FakeEmbedder
 
 
-def snapshot_problems(conn) -> list[str]:
-    problems = []
+def snapshot_problems(conn: sqlite3.Connection) -> list[str]:
+    problems: list[str] = []
     conn.execute("BEGIN")
     try:
         rows = conn.execute(

@@ -43,7 +43,7 @@ def run(kb: Path, *, rebuild: bool = False, fault: str | None = None) -> subproc
 
 
 def sidecar_ids(kb: Path) -> dict[str, str]:
-    ids = {}
+    ids: dict[str, str] = {}
     for sidecar in (kb / "docs").rglob("*.pnk.yaml"):
         for line in sidecar.read_text(encoding="utf-8").splitlines():
             if line.startswith("id: "):

@@ -16,6 +16,7 @@ pytest.importorskip("pypdfium2", reason="the [pdf] extra is not installed: nothi
 
 from pinakes.extract.cache import ExtractCache
 from pinakes.kb import KBPaths
+from pinakes.manifest import Manifest
 from pinakes.sync.clear_cache import clear_extract_cache
 from tests.fake_anthropic import FakeAnthropic, scanned_pdf
 from tests.paid_helpers import paid_kb, sync
@@ -147,7 +148,10 @@ def test_without_the_carry_a_cleared_cache_would_have_lost_the_document(
     the tests above are measuring the carry and not the cache."""
     from pinakes.pipeline import paid_carry as paid
 
-    monkeypatch.setattr(paid, "paid_rows_to_carry", lambda previous, manifest: paid.CarryPlan())
+    def nothing_to_carry(previous: sqlite3.Connection | None, manifest: Manifest) -> paid.CarryPlan:
+        return paid.CarryPlan()
+
+    monkeypatch.setattr(paid, "paid_rows_to_carry", nothing_to_carry)
     clear_paid_cache(kb)
     capsys.readouterr()
     assert sync(kb, "--rebuild", "--extract=pypdfium2") != 0

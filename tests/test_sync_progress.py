@@ -111,8 +111,16 @@ class SizedTerminal(RecordingStream):
         return 2
 
 
+def _terminal_size(columns: int) -> Callable[[int | None], os.terminal_size]:
+    """A stand-in for `os.get_terminal_size`: a terminal `columns` wide and 25 lines high."""
+    def get_terminal_size(fd: int | None = None) -> os.terminal_size:
+        return os.terminal_size((columns, 25))
+
+    return get_terminal_size
+
+
 def test_for_stream_picks_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((80, 25)))
+    monkeypatch.setattr(os, "get_terminal_size", _terminal_size(80))
     assert SyncProgress.for_stream(SizedTerminal(), quiet=False).mode == "bar"
     assert SyncProgress.for_stream(RecordingStream(tty=False), quiet=False).mode == "line"
     assert SyncProgress.for_stream(SizedTerminal(), quiet=True).mode == "off"
@@ -123,9 +131,9 @@ def test_for_stream_picks_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("columns", [0, MIN_BAR_COLUMNS - 1])
 def test_a_terminal_too_narrow_to_draw_in_gets_plain_lines(columns: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((columns, 25)))
+    monkeypatch.setattr(os, "get_terminal_size", _terminal_size(columns))
     assert SyncProgress.for_stream(SizedTerminal(), quiet=False).mode == "line"
-    monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((MIN_BAR_COLUMNS, 25)))
+    monkeypatch.setattr(os, "get_terminal_size", _terminal_size(MIN_BAR_COLUMNS))
     assert SyncProgress.for_stream(SizedTerminal(), quiet=False).mode == "bar"
 
 
@@ -258,7 +266,7 @@ def test_one_document_and_one_chunk_read_as_english(monkeypatch: pytest.MonkeyPa
         def fileno(self) -> int:
             return 2
 
-    monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((81, 25)))
+    monkeypatch.setattr(os, "get_terminal_size", _terminal_size(81))
     screen = Terminal81()
     bar = SyncProgress(screen, "bar")
     bar.start(1, 100)
@@ -325,7 +333,7 @@ def test_bar_mode_draws_counts_and_fits_the_name_to_the_width(monkeypatch: pytes
         def fileno(self) -> int:
             return 2
 
-    monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((81, 25)))
+    monkeypatch.setattr(os, "get_terminal_size", _terminal_size(81))
     stream = Terminal81()
     progress = SyncProgress(stream, "bar")
     progress.start(4, 4000)
@@ -507,7 +515,8 @@ def test_while_chunks_are_embedded_the_field_names_their_document(tmp_path: Path
     slow.showing = lambda: made[-1].current_display
     report = run_sync(kb, SyncOptions(), embedder=slow, progress_stream=io.StringIO())  # type: ignore[arg-type]
     assert report.ok and len(report.added) == 7
-    owner = {}  # each chunk's embedded text (its context, then its text) -> its document, from the index
+    # each chunk's embedded text (its context, then its text) -> its document, from the index
+    owner: dict[str, str] = {}
     conn = sqlite3.connect(kb / ".pinakes" / "index.db")
     for text, context, path in conn.execute(
             "SELECT c.text, c.context, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id"):

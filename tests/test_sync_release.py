@@ -84,7 +84,10 @@ def test_a_sync_that_only_builds_the_vector_file_lets_the_documents_go_before_it
     monkeypatch.setattr(PipelineRun, "release_documents", remembering)
     monkeypatch.setattr(vector_file, "refresh", spying_refresh)
     assert sync(root).ok and events == []  # nothing to do: nothing let go, no collection paid
-    monkeypatch.setattr(vector_file, "is_current", lambda *_args: False)  # as if the file were gone
+    def gone(*_args: object) -> bool:
+        return False
+
+    monkeypatch.setattr(vector_file, "is_current", gone)  # as if the file were gone
     report = sync(root)
     assert report.ok and not report.changed and not report.added
     assert events == ["release 5", "vectors"]
@@ -108,7 +111,10 @@ def test_freed_memory_is_collected_and_trimmed_only_for_a_kb_of_many_documents(m
 
     calls: list[str] = []
     monkeypatch.setattr(run_module.gc, "collect", lambda: calls.append("collect") or 0)
-    monkeypatch.setattr(run_module, "_malloc_trim", lambda: lambda pad: calls.append(f"trim {pad}"))
+    def trim(pad: int) -> None:
+        calls.append(f"trim {pad}")
+
+    monkeypatch.setattr(run_module, "_malloc_trim", lambda: trim)
     run_module.return_freed_memory(FREED_MEMORY_MIN_DOCUMENTS - 1)
     run_module.return_freed_memory(0)
     assert calls == []
@@ -176,7 +182,11 @@ def test_freed_memory_is_handed_back_after_the_release_and_after_each_later_stag
 
     monkeypatch.setattr(loader, "run_invocation", recording)
     sizes: set[int] = set()
-    monkeypatch.setattr(loader, "return_freed_memory", lambda documents: sizes.add(documents) or events.append("trim"))
+    def remembered(documents: int) -> None:
+        sizes.add(documents)
+        events.append("trim")
+
+    monkeypatch.setattr(loader, "return_freed_memory", remembered)
     root = make_kb(tmp_path / "kb", 5)
     assert sync(root).ok
     assert sizes == {5}  # the KB's documents, as the walk found them: what decides whether to trim

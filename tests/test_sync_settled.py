@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,7 +104,11 @@ def test_a_manifest_edit_voids_the_mark(kb: Path, monkeypatch: pytest.MonkeyPatc
                         encoding="utf-8")
     calls: list[object] = []
     real = pair.compute_plan
-    monkeypatch.setattr(pair, "compute_plan", lambda *args: calls.append(args) or real(*args))
+
+    def recorded(*args: Any):
+        return calls.append(args) or real(*args)
+
+    monkeypatch.setattr(pair, "compute_plan", recorded)
     assert sync(kb).ok
     assert calls
 
@@ -114,7 +119,11 @@ def test_a_pending_failure_keeps_the_index_unsettled(kb: Path, monkeypatch: pyte
     assert report.failures and settled_mark(kb) is None
     calls: list[object] = []
     real = pair.compute_plan
-    monkeypatch.setattr(pair, "compute_plan", lambda *args: calls.append(args) or real(*args))
+
+    def recorded(*args: Any):
+        return calls.append(args) or real(*args)
+
+    monkeypatch.setattr(pair, "compute_plan", recorded)
     assert sync(kb).failures  # retried, not skipped
     assert calls and settled_mark(kb) is None
 
@@ -154,7 +163,11 @@ def count_cache_loads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Each load of the walk cache this process makes from now on (a settled no-op makes none)."""
     loads: list[object] = []
     real = walk.load_walk_cache
-    monkeypatch.setattr(walk, "load_walk_cache", lambda conn: loads.append(conn) or real(conn))
+
+    def recorded(conn: sqlite3.Connection | None):
+        return loads.append(conn) or real(conn)
+
+    monkeypatch.setattr(walk, "load_walk_cache", recorded)
     return loads
 
 

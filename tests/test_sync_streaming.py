@@ -278,7 +278,11 @@ def test_every_file_is_accounted_for_in_text_and_json(tmp_path: Path,
     monkeypatch.setattr(walk_step, "hash_file", real_hash)
     assert sync(root).ok
     (docs / "doc00.md").write_text("# changed\n", encoding="utf-8")
-    monkeypatch.setattr(walk_step, "hash_file", lambda path: refusing(str(path).replace("doc00", "locked")))
+
+    def refusing_doc00(path: str | Path) -> str:
+        return refusing(str(path).replace("doc00", "locked"))
+
+    monkeypatch.setattr(walk_step, "hash_file", refusing_doc00)
     held = sync(root)
     assert held.deleted == [] and "docs/doc00.md" in active_paths(root)
     assert ("docs/doc00.md", "read") in {(f.path, f.stage) for f in held.failures}

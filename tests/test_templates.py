@@ -212,7 +212,7 @@ PDF_TEXT = ["1. Introduction", "The lighthouse keeper logs every storm in the le
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_kb_from_each_template_syncs_and_searches(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: FakeEmbedder())
     root = tmp_path / "kb"
     assert main(["init", str(root), "--template", name]) == 0
     for relpath, text in DOCUMENTS[name].items():

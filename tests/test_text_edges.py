@@ -57,7 +57,7 @@ def generated(seed: int) -> tuple[list[str], list[tuple[str, str, str]]]:
 
     paths = sorted({path() for _ in range(400)} - {""})
     prefixes = ["", "", "", "./", "../", "../../", "/", "a/", "b/", "sub/", "../sub/", "x/../", "../../../../"]
-    links = []
+    links: list[tuple[str, str, str]] = []
     for _ in range(1500):
         target = rng.choice(prefixes) + rng.choice([*names, *folders]) + rng.choice([*suffixes, "/", " "])
         if rng.random() < 0.1:

@@ -18,6 +18,7 @@ from pinakes.doctor import DoctorContext
 from pinakes.doctor.checks_links import checks
 from pinakes.kb import KBPaths
 from pinakes.links import authoring
+from pinakes.links.text_links import TextLink
 from pinakes.search import graph
 from pinakes.search.vectors import load_matrix
 from pinakes.serve.config import load_kb
@@ -183,7 +184,11 @@ def test_an_unchanged_document_is_not_parsed_again(tmp_path: Path, monkeypatch: 
     import pinakes.pipeline.embed as embed_stage
 
     original = embed_stage.parse_text_links
-    monkeypatch.setattr(embed_stage, "parse_text_links", lambda text, kind: parsed.append(1) or original(text, kind))
+
+    def counted(text: str, kind: str) -> list[TextLink]:
+        return parsed.append(1) or original(text, kind)
+
+    monkeypatch.setattr(embed_stage, "parse_text_links", counted)
     write_documents(root, [Doc("docs/new.md", "# New\n\nSee [[Plain]].\n")])
     sync(root, EMBEDDER)
     assert len(parsed) == 1  # the new document only

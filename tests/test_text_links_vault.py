@@ -47,7 +47,7 @@ def notes() -> list[Path]:
 
 def test_every_note_parses_to_the_links_an_independent_parser_finds_outside_code() -> None:
     reference = bench()
-    differ = []
+    differ: list[tuple[str, Counter[str], Counter[str]]] = []
     for note in notes():
         text = note.read_text(encoding="utf-8")
         ours = Counter(link.target for link in parse_text_links(text, "markdown") if link.syntax != "uri")
@@ -58,7 +58,8 @@ def test_every_note_parses_to_the_links_an_independent_parser_finds_outside_code
 
 
 def fenced_lines(text: str) -> set[int]:
-    inside, lines = False, set()
+    inside = False
+    lines: set[int] = set()
     for number, line in enumerate(text.splitlines(), start=1):
         if re.match(r"^\s*(?:>\s*)*(```|~~~)", line):
             inside = not inside

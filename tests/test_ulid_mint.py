@@ -47,7 +47,11 @@ def test_a_clock_stepping_back_or_a_full_millisecond_never_reorders(monkeypatch:
     second = mint()
     assert second > first and ULID.from_str(second).milliseconds == 1_800_000_000_000
     # The random part runs out within the millisecond: the next ID borrows the next millisecond.
-    monkeypatch.setattr(ids.os, "urandom", lambda size: b"\xff" * size)
+
+    def urandom(size: int) -> bytes:
+        return b"\xff" * size
+
+    monkeypatch.setattr(ids.os, "urandom", urandom)
     now[0] = 1_900_000_000_000 * 1_000_000
     last_of_its_millisecond = mint()
     borrowed = mint()

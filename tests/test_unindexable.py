@@ -117,7 +117,7 @@ def test_a_file_no_sync_can_extract_keeps_no_sidecar(kb: Path) -> None:
         assert not (kb / "docs/odd [draft]*.md.pnk.yaml").exists()
         assert "docs/archive.md.pnk.yaml" not in report.sidecars_written
     assert (kb / "docs/good.md.pnk.yaml").exists()
-    set_exclude(kb, report.exclusion or "")
+    set_exclude(kb, report.exclusion or "")  # pyright: ignore[reportPossiblyUnboundVariable]  # the loop runs twice
     after = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
     assert after.ok and after.orphaned_sidecars == []  # nothing left behind by the failed files
 

@@ -88,7 +88,7 @@ def edit(path: Path, old: str, new: str) -> None:
 
 def changed_keys(out: str) -> set[tuple[str, str]]:
     """The keys a printed report names in its hunk headers, [kb] template aside."""
-    found = set()
+    found: set[tuple[str, str]] = set()
     for line in out.splitlines():
         if line.startswith("@@ [") and not line.startswith("@@ [kb] template"):
             section, key = line[4:].split(" @@")[0].split("] ")

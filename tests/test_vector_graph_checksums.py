@@ -103,7 +103,7 @@ def test_a_searching_process_refuses_a_byte_damaged_anywhere_in_a_piece_but_its_
     searcher_open(path)
     if not hasattr(os, "fork"):
         pytest.skip("no os.fork on this platform: a damaged code's search is not run in a child")
-    outcomes = {}
+    outcomes: dict[int, int | str] = {}
     for offset in range(piece.codes_offset, codes_end, 7):
         flip_byte(path, piece.offset + offset)
         outcomes[offset] = search_in_a_child(path, root)

@@ -65,7 +65,11 @@ def kb_in_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, documents: int
     monkeypatch.setattr(vector_build, "refresh_vector_file", functools.partial(vector_build.refresh_vector_file,
                                                                                threads=1))
     embedder = ClusteredEmbedder()
-    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+
+    def load_for_kb(*_args: object, **_kwargs: object) -> ClusteredEmbedder:
+        return embedder
+
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", load_for_kb)
     root = tmp_path / "kb"
     build_auto_kb(root, documents, embedder)
     return root, embedder
@@ -84,7 +88,7 @@ def pieces_of(root: Path) -> Header:
 def queries(count: int, seed: int = 7) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     centres = ClusteredEmbedder().centres
-    made = []
+    made: list[np.ndarray] = []
     for _ in range(count):
         query = centres[rng.integers(CLUSTERS)] + 0.6 * rng.standard_normal(DIM).astype(np.float32)
         made.append((query / np.linalg.norm(query)).astype(np.float32))
@@ -104,7 +108,7 @@ def recall_against_exact(root: Path, found: list[list[tuple[int, float]]], asked
     conn = schema.open_reader(KBPaths(root).index_db)
     matrix = load_matrix(conn, DIM)
     conn.close()
-    recalls = []
+    recalls: list[float] = []
     for query, approximate in zip(asked, found, strict=True):
         exact = vector_search(matrix, query, 10)
         recalls.append(len({c for c, _ in exact} & {c for c, _ in approximate}) / len(exact))
@@ -342,7 +346,11 @@ def test_a_searcher_that_releases_pages_keeps_at_most_a_piece_of_the_file_reside
 
     monkeypatch.setattr(OpenVectorFile, "search", entered)
     embedder = ClusteredEmbedder(dim=8192)
-    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+
+    def load_for_kb(*_args: object, **_kwargs: object) -> ClusteredEmbedder:
+        return embedder
+
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", load_for_kb)
     root = tmp_path / "kb"
     build_auto_kb(root, 40, embedder)
     assert len(pieces_of(root).pieces) >= 4
@@ -380,7 +388,11 @@ def test_self_calibration_hands_back_each_piece_it_searched_and_asks_the_same(
     monkeypatch.setattr(vector_build, "ANN_MIN_ROWS", 0)
     monkeypatch.setattr(vector_build, "PIECE_ROWS", 20)
     embedder = ClusteredEmbedder()
-    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+
+    def load_for_kb(*_args: object, **_kwargs: object) -> ClusteredEmbedder:
+        return embedder
+
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", load_for_kb)
     root = tmp_path / "kb"
     init_test_kb(root, embedder.identity, max_tokens=10, overlap=0)
     auto_tier(root)
@@ -398,7 +410,11 @@ def test_self_calibration_hands_back_each_piece_it_searched_and_asks_the_same(
     pieces = len(pieces_of(root).pieces)
     assert handed_back.questions >= 20 and pieces > 1
     assert len(released) >= 2 * handed_back.questions * pieces  # every piece, after both searches of a question
-    monkeypatch.setattr(OpenVectorFile, "release_piece", lambda _opened, _number: None)
+
+    def release_nothing(_opened: OpenVectorFile, _number: int) -> None:
+        return None
+
+    monkeypatch.setattr(OpenVectorFile, "release_piece", release_nothing)
     kept = self_calibrate(root)
     assert [asdict(row) for row in handed_back.rows] == [asdict(row) for row in kept.rows]
 

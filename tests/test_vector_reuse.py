@@ -79,7 +79,7 @@ def make_kb(root: Path, embedder: object) -> Path:
 
 
 def test_a_kb_built_with_reuse_equals_one_built_without_byte_for_byte(tmp_path: Path) -> None:
-    built = {}
+    built: dict[str, list[tuple[str, int, str, bytes, bytes]]] = {}
     for name, no_reuse in (("with", False), ("without", True)):
         root = make_kb(tmp_path / name, HashEmbedder())
         (root / "docs/manual.md").write_text(long_document(edited=7), encoding="utf-8")
@@ -376,7 +376,7 @@ def test_pnk_sync_reports_reuse_in_text_and_json(tmp_path: Path, monkeypatch: py
     from pinakes.init import init_kb
     from tests.fakes import FakeEmbedder
 
-    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: FakeEmbedder())
     root = tmp_path / "kb"
     init_kb(root, name="cli")
     write_documents(root, small_docs())

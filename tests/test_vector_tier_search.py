@@ -17,12 +17,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 import pinakes.embed
 from pinakes.cli import main
@@ -34,6 +35,7 @@ from pinakes.search import vector_tier
 from pinakes.search import vectors as search_vectors
 from pinakes.search.core import Searcher, SearchSettings
 from pinakes.search.generation import Generation
+from pinakes.search.results import SearchResult
 from pinakes.vectors import build as vector_build
 from pinakes.vectors import expected_key, vectors_of
 from pinakes.vectors.approximate import MIN_CANDIDATES, OVERSAMPLE
@@ -95,7 +97,11 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, 
     monkeypatch.setattr(vector_build, "refresh_vector_file", functools.partial(vector_build.refresh_vector_file,
                                                                                threads=1))
     embedder = ClusteredEmbedder()
-    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+
+    def load_for_kb(*_args: object, **_kwargs: object) -> ClusteredEmbedder:
+        return embedder
+
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", load_for_kb)
     root = tmp_path / "kb"
     build_auto_kb(root, 40, embedder)
     yield root, embedder
@@ -111,7 +117,8 @@ def pnk_search(root: Path, capsys: pytest.CaptureFixture[str], query: str, *extr
 def passages(result: dict[str, Any]) -> list[tuple[str, int]]:
     found = result["passages"]
     assert isinstance(found, list)
-    return [(str(p["path"]), int(p["chunk_ordinal"]) if "chunk_ordinal" in p else 0) for p in found]
+    return [(str(p["path"]), int(p["chunk_ordinal"]) if "chunk_ordinal" in p else 0)
+            for p in cast("list[dict[str, Any]]", found)]
 
 
 def exact_answers(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
@@ -192,7 +199,7 @@ def test_a_sync_that_changes_nothing_checks_the_file_without_numpy(kb: tuple[Pat
 def test_a_filtered_search_is_exact_over_the_rows_it_allows(kb: tuple[Path, ClusteredEmbedder]) -> None:
     root, _embedder = kb
     filters = SearchFilters(path_prefix="docs/d001")
-    results = {}
+    results: dict[str, list[SearchResult]] = {}
     for tier in ("auto", "numpy"):
         with Searcher.for_kb(root) as searcher:
             searcher.settings = SearchSettings(rerank=False, vector_tier=tier)
@@ -280,7 +287,11 @@ def test_without_its_library_the_sync_notes_it_and_search_is_exact(
 def test_below_the_threshold_search_is_exact_and_says_nothing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     embedder = ClusteredEmbedder()
-    monkeypatch.setattr(pinakes.embed, "load_for_kb", lambda *_args, **_kwargs: embedder)
+
+    def load_for_kb(*_args: object, **_kwargs: object) -> ClusteredEmbedder:
+        return embedder
+
+    monkeypatch.setattr(pinakes.embed, "load_for_kb", load_for_kb)
     root = tmp_path / "kb"
     build_auto_kb(root, 5, embedder)
     assert not vector_file_path(KBPaths(root).state_dir).exists()
@@ -376,7 +387,11 @@ def test_a_filter_that_leaves_out_a_few_documents_is_answered_by_the_file_withou
     root, embedder = kb
     _no_matrix(monkeypatch)
     scans: list[object] = []
-    monkeypatch.setattr(vector_tier, "exact_scan", lambda *args: scans.append(args))
+
+    def exact_scan(*args: object) -> None:
+        scans.append(args)
+
+    monkeypatch.setattr(vector_tier, "exact_scan", exact_scan)
     limit = 20
     with Searcher.for_kb(root) as searcher:
         searcher.settings = SearchSettings(rerank=False, vector_tier="auto")
@@ -414,7 +429,7 @@ def test_a_filter_that_leaves_out_many_rows_is_an_exact_scan_in_batches(
     root, _embedder = kb
     narrow = SearchFilters(path_prefix="docs/d001")  # 10 of 40 documents: more rows left out than allowed
     wide = SearchFilters(exclude_doc_ids=_doc_ids(root, ["docs/d0003.md", "docs/d0020.md", "docs/d0031.md"]))
-    exact = {}
+    exact: dict[SearchFilters, list[SearchResult]] = {}
     with Searcher.for_kb(root) as searcher:
         searcher.settings = SearchSettings(rerank=False, vector_tier="numpy")
         for filters in (narrow, wide):
@@ -425,7 +440,11 @@ def test_a_filter_that_leaves_out_many_rows_is_an_exact_scan_in_batches(
     monkeypatch.setattr(vector_tier, "OVERFETCH_MAX_EXCLUDED", 5)  # the wide filter leaves out 18 rows
     batches: list[int] = []
     read = vector_tier.as_arrays
-    monkeypatch.setattr(vector_tier, "as_arrays", lambda rows, dim: batches.append(len(rows)) or read(rows, dim))
+
+    def as_arrays(rows: Sequence[tuple[int, bytes]], dim: int) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        return batches.append(len(rows)) or read(rows, dim)
+
+    monkeypatch.setattr(vector_tier, "as_arrays", as_arrays)
     with Searcher.for_kb(root) as searcher:
         searcher.settings = SearchSettings(rerank=False, vector_tier="auto")
         for filters in (narrow, wide):

@@ -50,7 +50,10 @@ def _no_sync_step(monkeypatch: pytest.MonkeyPatch) -> None:
     the sync's own step (pipeline/vector_file.py) is tested in tests/test_vector_tier_search.py."""
     import pinakes.pipeline.vector_file as step
 
-    monkeypatch.setattr(step, "refresh", lambda _ctx: None)
+    def skipped(_ctx: object) -> None:
+        return None
+
+    monkeypatch.setattr(step, "refresh", skipped)
 
 DIM = 64
 CLUSTERS = 12
@@ -127,7 +130,7 @@ def test_candidates_rescored_exactly_match_the_exact_search(built: tuple[Path, C
     opened = open_file(root, embedder)
     exact_rows = exact_rows_from(root)
     rng = np.random.default_rng(7)
-    recalls = []
+    recalls: list[float] = []
     for _ in range(40):
         query = embedder.centres[rng.integers(CLUSTERS)] + 0.6 * rng.standard_normal(DIM).astype(np.float32)
         query = (query / np.linalg.norm(query)).astype(np.float32)

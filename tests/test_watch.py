@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -76,7 +77,7 @@ class Harness:
         assert not later, f"a second sync followed: {[(e.message, e.data['trigger']) for e in later]} after {event.data['trigger']}"
         report = event.data["report"]
         assert isinstance(report, dict)
-        return report
+        return cast("dict[str, object]", report)
 
 
 @pytest.fixture

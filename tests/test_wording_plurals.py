@@ -28,7 +28,7 @@ QUOTES_THE_MISTAKE = {SRC / "wording.py"}
 
 
 def test_no_string_in_the_product_hedges_a_plural() -> None:
-    found = []
+    found: list[str] = []
     for path in sorted(SRC.rglob("*.py")):
         if path in QUOTES_THE_MISTAKE:
             continue

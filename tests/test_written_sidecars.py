@@ -22,7 +22,7 @@ DOCS = ["docs/a.md", "docs/b.md", "docs/deeper/c.md", "docs/deeper/d e.md"]
 
 @pytest.fixture
 def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    substitute_embedder(monkeypatch, lambda *a, **k: FakeEmbedder())
+    substitute_embedder(monkeypatch, lambda section, offline=None, threads=None: FakeEmbedder())
     root = tmp_path / "kb"
     init_kb(root, name="written")
     for number, rel in enumerate(DOCS):

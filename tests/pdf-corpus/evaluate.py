@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, cast
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -49,11 +50,12 @@ class FixtureScore:
 
 @dataclass
 class EvalResult:
-    strata: dict[str, dict[str, dict[str, object]]] = field(default_factory=dict)  # stratum -> metric -> ratio dict
-    fixtures: list[FixtureScore] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    fit: dict[str, object] = field(default_factory=dict)
+    # stratum -> metric -> ratio dict
+    strata: dict[str, dict[str, dict[str, object]]] = field(default_factory=dict[str, dict[str, dict[str, object]]])
+    fixtures: list[FixtureScore] = field(default_factory=list[FixtureScore])
+    skipped: dict[str, str] = field(default_factory=dict[str, str])
+    problems: list[str] = field(default_factory=list[str])
+    fit: dict[str, object] = field(default_factory=dict[str, object])
 
     @property
     def ok(self) -> bool:
@@ -74,7 +76,7 @@ def read_pages(path: Path) -> list[object]:
     """The extractor's own page reading (pdf._read_page): glyphs, native yield, drawing."""
     import pypdfium2 as pdfium
 
-    from pinakes.extract.pdf import _read_page
+    from pinakes.extract.pdf import _read_page  # pyright: ignore[reportPrivateUsage] -- the extractor's own, on purpose
 
     document = pdfium.PdfDocument(str(path))
     try:
@@ -91,12 +93,16 @@ def native_texts(path: Path) -> list[str]:
     noise = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
     trailing = re.compile(r"[ \t]+$", re.MULTILINE)
     document = pdfium.PdfDocument(str(path))
-    texts = []
+    texts: list[str] = []
     try:
         for index in range(len(document)):
             page = document[index]
             text_page = page.get_textpage()
-            raw = text_page.get_text_bounded()  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
+            # get_text_bounded: real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
+            raw = cast(
+                str,
+                text_page.get_text_bounded(),  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+            )
             text_page.close()
             page.close()
             text = raw.replace("\r\n", "\n").replace("\r", "\n")
@@ -156,11 +162,11 @@ def evaluate(options: object | None = None, *, workdir: Path | None = None,
         scores = [s for s in result.fixtures if s.stratum == stratum]
         if not scores:
             continue
-        pooled = {}
+        pooled: dict[str, dict[str, object]] = {}
         for metric in METRICS:
             total = Ratio(0, 0)
             for score in scores:
-                total = total + score.metrics[metric]  # type: ignore[operator]
+                total = total + cast(Ratio, score.metrics[metric])
             pooled[metric] = total.to_dict()
         result.strata[stratum] = pooled
     _check_scanned(result)
@@ -182,7 +188,7 @@ def fit_floors(fixtures: Sequence[Fixture], built: dict[str, Path]) -> dict[str,
     real_yields: list[int] = []
     for fixture in fixtures:
         pages = read_pages(built[fixture.name])
-        yields = [page.native_chars for page in pages]  # type: ignore[attr-defined]
+        yields = cast("list[int]", [page.native_chars for page in pages])  # type: ignore[attr-defined]
         (scanned_yields if fixture.stratum == "scanned" else real_yields).extend(yields)
         if fixture.stratum != "headers-footers":
             continue
@@ -224,7 +230,7 @@ def _check_floors(result: EvalResult, floors: object) -> None:
 
 
 def _compare(result: EvalResult, baseline: dict[str, object]) -> None:
-    strata = baseline.get("strata", {})
+    strata = cast("dict[str, dict[str, dict[str, Any]]]", baseline.get("strata", {}))
     assert isinstance(strata, dict)
     for stratum, metrics in strata.items():
         if stratum not in result.strata:

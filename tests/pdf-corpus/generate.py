@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -183,9 +184,10 @@ def _rotate(path: Path) -> None:
     document = pdfium.PdfDocument(str(path))
     try:
         for index in range(len(document)):
-            document[index].set_rotation(90)  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
+            # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out: as Any
+            cast(Any, document[index]).set_rotation(90)
         rotated = path.with_suffix(".rotated.pdf")
-        document.save(str(rotated))  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
+        cast(Any, document).save(str(rotated))  # as above: left out of typings/pypdfium2
     finally:
         document.close()
     rotated.replace(path)

@@ -85,7 +85,7 @@ class Fixture:
 
 def _numbered(pages: list[Page], *, heads: bool) -> tuple[Page, ...]:
     """Running heads (book title on even pages, chapter on odd), a footer and page numbers."""
-    out = []
+    out: list[Page] = []
     for number, page in enumerate(pages, start=1):
         chapter = ("Chapter 1: Cataloguing the Collection" if number <= 7
                    else "Chapter 2: Lending and Borrowing")

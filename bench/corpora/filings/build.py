@@ -29,7 +29,8 @@ PERIODS = (  # (period ended, ordinal quarter, short form)
     ("March 31, 2025", "first", "Q1"),
     ("June 30, 2025", "second", "Q2"),
 )
-COMPANIES = (  # (name, short name, products, regions)
+Company = tuple[str, str, tuple[str, ...], tuple[str, ...]]  # (name, short name, products, regions)
+COMPANIES: tuple[Company, ...] = (
     ("Northwind Pumps, Inc.", "Northwind", ("industrial pumps", "valve assemblies", "field service contracts"), ("Ohio", "Brazil")),
     ("Calderon Foods Corporation", "Calderon", ("frozen meals", "snack bars", "private label sauces"), ("Texas", "Mexico")),
     ("Brightwater Semiconductor Ltd.", "Brightwater", ("power management chips", "sensor modules", "wafer services"), ("Arizona", "Taiwan")),
@@ -177,7 +178,7 @@ def period_phrase(rng: random.Random, period: tuple[str, str, str]) -> str:
                        f"{month} {year} quarter"))
 
 
-def filling(rng: random.Random, company: tuple) -> dict[str, str]:
+def filling(rng: random.Random, company: Company) -> dict[str, str]:
     _name, _short, products, regions = company
     values: dict[str, str] = {f"p{i}": p for i, p in enumerate(products)} | {f"r{i}": r for i, r in enumerate(regions)}
     for i in range(1, 48):
@@ -196,7 +197,7 @@ def filling(rng: random.Random, company: tuple) -> dict[str, str]:
     return values
 
 
-def write_pdf(path: Path, company: tuple, period: tuple[str, str, str], values: dict[str, str],
+def write_pdf(path: Path, company: Company, period: tuple[str, str, str], values: dict[str, str],
               named_body: bool = False) -> None:
     from fpdf import FPDF
 
@@ -244,7 +245,7 @@ def main(out: Path, named_body: bool = False) -> None:
     rng = random.Random(SEED)
     docs = out / "docs"
     docs.mkdir(parents=True, exist_ok=True)
-    questions = []
+    questions: list[dict[str, object]] = []
     number = 0
     for c, company in enumerate(COMPANIES):
         for p, period in enumerate(PERIODS):

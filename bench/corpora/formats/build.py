@@ -32,9 +32,12 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from docutils import nodes
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SOURCE = REPO.parent / "shared" / "corpora" / "python-3.11-docs-rst" / "docs"
@@ -116,7 +119,9 @@ def install_sphinx_stand_ins() -> None:
     for name in DROPPED_DIRECTIVES:
         directives.register_directive(name, Dropped)
 
-    def generic_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    def generic_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
+                     options: Mapping[str, Any] | None = None,
+                     content: Sequence[str] | None = None) -> tuple[list[nodes.Node], list[nodes.system_message]]:
         shown = html.unescape(text)
         titled = re.fullmatch(r"(?s)(.*?)\s*<([^<>]*)>", shown)
         if titled and titled.group(1):
@@ -128,7 +133,8 @@ def install_sphinx_stand_ins() -> None:
 
     known = roles.role
 
-    def any_role(name, language_module, lineno, reporter):
+    def any_role(name: str, language_module: Any, lineno: int,
+                 reporter: Any) -> tuple[Callable[..., Any] | None, list[nodes.system_message]]:
         role, messages = known(name, language_module, lineno, reporter)
         return (role, messages) if role is not None else (generic_role, [])
 
@@ -141,23 +147,23 @@ SETTINGS = {"report_level": 5, "halt_level": 5, "doctitle_xform": False, "initia
             "footnote_references": "brackets", "warning_stream": False}
 
 
-def doctree_of(source: str):
-    from docutils.core import publish_doctree
+def doctree_of(source: str) -> nodes.document:
+    from docutils.core import publish_doctree  # pyright: ignore[reportUnknownVariableType] -- stub: untyped params
 
-    return publish_doctree(source, settings_overrides=SETTINGS)
+    return cast("nodes.document", publish_doctree(source, settings_overrides=SETTINGS))
 
 
-def body_html(doctree) -> str:
-    from docutils.core import publish_from_doctree
+def body_html(doctree: nodes.document) -> str:
+    from docutils.core import publish_from_doctree  # pyright: ignore[reportUnknownVariableType] -- stub: untyped params
 
-    parts = publish_from_doctree(doctree, writer_name="html5", settings_overrides=SETTINGS)
+    parts = cast("bytes | str", publish_from_doctree(doctree, writer_name="html5", settings_overrides=SETTINGS))
     text = parts.decode("utf-8") if isinstance(parts, bytes) else parts
     match = re.search(r'<main>\s*(.*?)\s*</main>', text, re.S) or re.search(r'<body>\s*(.*?)\s*</body>', text, re.S)
     assert match is not None
     return match.group(1)
 
 
-def truth_text(doctree) -> str:
+def truth_text(doctree: nodes.document) -> str:
     """The words a reader sees in the tree, one block a paragraph."""
     from docutils import nodes
 
@@ -182,7 +188,7 @@ def truth_text(doctree) -> str:
     return "".join(out)
 
 
-def section_titles(doctree) -> list[tuple[int, str, str]]:
+def section_titles(doctree: nodes.document) -> list[tuple[int, str, str]]:
     from docutils import nodes
 
     titles: list[tuple[int, str, str]] = []

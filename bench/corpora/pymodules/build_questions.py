@@ -102,10 +102,10 @@ def main() -> None:
     for words in page_words.values():
         for word in words:
             document_frequency[word] = document_frequency.get(word, 0) + 1
-    rows = []
+    rows: list[dict[str, object]] = []
     for page in chosen:
         module, entries = eligible[page]
-        candidates = []
+        candidates: list[tuple[float, str, list[str]]] = []
         for name, sentence in entries:
             if module.lower() in plain(sentence).lower():
                 continue

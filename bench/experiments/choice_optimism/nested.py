@@ -22,10 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -57,7 +58,7 @@ def plain_rule(no_answer: int, ceiling: float) -> int:
 
 
 @contextmanager
-def rule(allowed: Callable[[int, float], int]) -> Iterator[None]:
+def rule(allowed: Callable[[int, float], int]) -> Generator[None, None, None]:
     fitting.allowed_false_confidences = allowed
     try:
         yield
@@ -120,7 +121,7 @@ def paired(runs: dict[int, list[Outcome]], new: bench.Candidate) -> dict[str, ob
     for seed, rows in sorted(runs.items()):
         first, second = bench.halves(rows, seed)
         for fit_on, score_on in ((first, second), (second, first)):
-            errors = []
+            errors: list[float] = []
             for candidate in (new, PLAIN):
                 fa, fc = score_fit(fit_variant(candidate, fit_on, MAX_FALSE_CONFIDENCE), score_on)
                 errors.append((fa.numerator / fa.denominator + fc.numerator / fc.denominator) / 2)
@@ -158,9 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         name = args.corpus
     bench.CANDIDATES = CANDIDATES
     held = bench.evaluate(name, runs, MAX_FALSE_CONFIDENCE)
+    cell = bench._cell  # pyright: ignore[reportPrivateUsage]  # bench_confidence's own table cell, reused
     for candidate, entry in held.items():
         assert isinstance(entry, dict)
-        print(f"held-out {candidate:36} FA {bench._cell(entry['false_abstain'])} FC {bench._cell(entry['false_confidence'])}")
+        cells = cast("dict[str, Any]", entry)  # bench_confidence's report: JSON-shaped
+        print(f"held-out {candidate:36} FA {cell(cells['false_abstain'])} FC {cell(cells['false_confidence'])}")
     versus = {candidate.name: paired(runs, candidate) for candidate in CANDIDATES[1:]}
     for name_, line in versus.items():
         print(f"{name_} vs the plain share: {line}")

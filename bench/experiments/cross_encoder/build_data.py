@@ -28,6 +28,7 @@ import re
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "bench"))
@@ -67,12 +68,13 @@ def vector_rankings(conn: sqlite3.Connection, queries: list[str], width: int) ->
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    ids, vectors = [], []
+    ids: list[int] = []
+    vectors: list[np.ndarray] = []
     for cid, blob in conn.execute("SELECT chunk_id, vector FROM embeddings"):
         ids.append(cid)
         vectors.append(np.frombuffer(blob, dtype=np.float32))
     matrix = np.vstack(vectors)
-    model = SentenceTransformer(str(MINILM), device="cpu")
+    model = cast(Any, SentenceTransformer(str(MINILM), device="cpu"))  # its encode: partially unknown to pyright
     asked = model.encode(queries, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
     scores = asked @ matrix.T
     return [[ids[i] for i in np.argsort(-row)[:width]] for row in scores]

@@ -34,7 +34,7 @@ def passages_of(kb: Path) -> list[tuple[str, list[str]]]:
 
     manifest = load_manifest(KBPaths(kb).manifest)
     golden = load_golden_set(kb / "eval" / "questions.yaml", kb, sources=manifest.sources)
-    out = []
+    out: list[tuple[str, list[str]]] = []
     with open_searcher(kb, manifest) as searcher:
         for question in golden.questions:
             query = question.query if not question.hops else question.hops[0].query
@@ -46,7 +46,7 @@ def passages_of(kb: Path) -> list[tuple[str, list[str]]]:
 def timed(reader: Reader, asked: list[tuple[str, list[str]]], top: int, rounds: int) -> dict[str, float]:
     for query, passages in asked[:10]:
         reader.scores(query, passages[:top])
-    times = []
+    times: list[float] = []
     for _ in range(rounds):
         for query, passages in asked:
             started = time.perf_counter()

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -66,7 +67,7 @@ class FeatureSearcher:
         self._features = features
 
     def search(self, query: str, **kwargs: object) -> object:
-        result = self._searcher.search(query, **kwargs)  # type: ignore[attr-defined]
+        result = cast(Any, self._searcher.search(query, **kwargs))  # type: ignore[attr-defined]
         confidence = result.confidence
         if confidence.features is None or not result.passages:
             return result
@@ -109,10 +110,12 @@ def collect(kb: Path, out: Path) -> OutcomesFile:
 
 
 def print_held_out(held: dict[str, object]) -> None:
+    cell = bench._cell  # pyright: ignore[reportPrivateUsage]  # bench_confidence's cell format, shared
     for name, entry in held.items():
         assert isinstance(entry, dict)
+        entry = cast("dict[str, Any]", entry)
         versus = entry.get("vs_old")
-        print(f"held-out {name:48} FA {bench._cell(entry['false_abstain'])} FC {bench._cell(entry['false_confidence'])} "
+        print(f"held-out {name:48} FA {cell(entry['false_abstain'])} FC {cell(entry['false_confidence'])} "
               f"AUC {entry['auc_mean']} bal.err {entry['balanced_error_mean']} "
               + (f"vs shipped {versus['better_folds']}/{versus['worse_folds']} p={versus['sign_test_p']}" if versus else ""))
 
@@ -126,7 +129,7 @@ def in_sample(rows: list[Outcome]) -> dict[str, dict[str, object]]:
             fit = fit_confidence(rows, candidate.name, features=candidate.features or None, penalty=candidate.penalty)
         fa, fc = fit.false_abstain, fit.false_confidence
         scored = [bench.cosine_signal(r) for r in rows] if candidate.signal == TOP_SCORE else rows
-        entry = {"false_abstain": f"{int(fa.numerator)}/{fa.denominator}",
+        entry: dict[str, object] = {"false_abstain": f"{int(fa.numerator)}/{fa.denominator}",
                  "false_confidence": f"{int(fc.numerator)}/{fc.denominator}",
                  "auc_in_sample": round(bench.auc(scored, fit), 4),
                  "model": None if fit.model is None else {"features": fit.model.features,
@@ -150,7 +153,7 @@ def paired(runs: dict[int, list[Outcome]], new: bench.Candidate, old: bench.Cand
     for seed, rows in sorted(runs.items()):
         first, second = bench.halves(rows, seed)
         for fit_on, score_on in ((first, second), (second, first)):
-            errors = []
+            errors: list[float] = []
             for candidate in (new, old):
                 try:
                     fa, fc = score_fit(bench.fit_candidate(candidate, fit_on, bench.MAX_FALSE_CONFIDENCE), score_on)
@@ -193,7 +196,7 @@ COLLECT = collect  # what main() searches with (the other experiments set their 
 
 
 def by_class(fit: object, rows: list[Outcome]) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for kind in sorted({r.kind for r in rows if r.kind != "no-answer"}):
         group = [r for r in rows if r.kind == kind]
         low = sum(1 for r in group if (s := fit.row_signal(r)) is None or s < fit.low)  # type: ignore[attr-defined]

@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in range(1, args.seeds + 1):
         rows = [Outcome.from_dict(r, "seed row") for r in json.loads((SEEDS_DIR / f"pydocs-{seed}-0.4.json").read_text())]
         removed = {doc for r in rows if r.kind == "no-answer" for doc in questions[r.id].relevant}
-        out = []
+        out: list[Outcome] = []
         for row in rows:
             fused: dict[int, float] = {}
             for ranked in (bm25[row.id], vector[row.id]):
@@ -95,10 +96,12 @@ def report_on(runs: dict[int, list[Outcome]], fidelity: tuple[int, int], json_pa
           f"on {agree}/{total} answerable questions found by the product")
     bench.CANDIDATES = CANDIDATES
     report = bench.evaluate("pydocs", runs, bench.MAX_FALSE_CONFIDENCE)
+    cell = bench._cell  # pyright: ignore[reportPrivateUsage]  # bench_confidence's cell format, shared
     for name, entry in report.items():
         assert isinstance(entry, dict)
+        entry = cast("dict[str, Any]", entry)
         versus = entry.get("vs_old")
-        print(f"held-out {name:48} FA {bench._cell(entry['false_abstain'])} FC {bench._cell(entry['false_confidence'])} "
+        print(f"held-out {name:48} FA {cell(entry['false_abstain'])} FC {cell(entry['false_confidence'])} "
               f"AUC {entry['auc_mean']} bal.err {entry['balanced_error_mean']} "
               + (f"vs shipped {versus['better_folds']}/{versus['worse_folds']} p={versus['sign_test_p']} "
                  f"d={versus['mean_difference']}" if versus else ""))

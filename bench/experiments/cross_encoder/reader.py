@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 # Which fine-tuned model the measuring scripts load (CE_MODEL=<dir> to compare runs).
 MODEL_DIR = Path(os.environ.get("CE_MODEL", "/work/cache/ce-minilm/model"))
@@ -22,11 +23,13 @@ class Reader:
 
         torch.set_num_threads(threads)
         self._torch = torch
-        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        model = AutoModelForSequenceClassification.from_pretrained(str(model_dir))
+        # transformers' Auto classes give pyright partially unknown types: the model and tokenizer as Any
+        self.tokenizer: Any = cast(Any, AutoTokenizer).from_pretrained(str(model_dir))
+        model: Any = cast(Any, AutoModelForSequenceClassification).from_pretrained(str(model_dir))
         model.eval()
         if dtype == "int8":
-            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            # deprecated in torch (torchao's replacement), kept as the experiment measured it; untyped
+            model = cast(Any, torch.ao.quantization).quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
         self.model = model
         self.max_length = max_length
 
@@ -38,4 +41,5 @@ class Reader:
                                  max_length=self.max_length, padding=True, return_tensors="pt")
         with torch.inference_mode():
             logits = self.model(**encoded).logits.squeeze(-1)
-        return torch.sigmoid(logits).tolist()
+        probabilities: Any = torch.sigmoid(logits)  # Tensor.tolist: partially unknown to pyright
+        return probabilities.tolist()

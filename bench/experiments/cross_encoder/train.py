@@ -19,7 +19,9 @@ import json
 import random
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench_confidence's AUC
 
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
 
-    torch.manual_seed(args.seed)
+    cast(Any, torch).manual_seed(args.seed)  # torch's Generator return type is partially unknown to pyright
     torch.set_num_threads(args.threads)
     rows = [json.loads(line) for line in args.pairs.read_text(encoding="utf-8").splitlines() if line.strip()]
     qids = sorted({(r["corpus"], r["qid"]) for r in rows})
@@ -62,15 +64,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(rows)} pairs: train {len(train)} ({sum(r['label'] for r in train)} positive), "
           f"dev {len(dev)} ({sum(r['label'] for r in dev)} positive) from {len(dev_ids)} questions", flush=True)
 
-    tokenizer = AutoTokenizer.from_pretrained(str(MINILM))
-    model = AutoModelForSequenceClassification.from_pretrained(str(MINILM), num_labels=1)
+    # transformers' Auto classes give pyright partially unknown types: the model and tokenizer as Any
+    tokenizer = cast(Any, AutoTokenizer).from_pretrained(str(MINILM))
+    model = cast(Any, AutoModelForSequenceClassification).from_pretrained(str(MINILM), num_labels=1)
     for parameter in model.bert.embeddings.parameters():
         parameter.requires_grad = False
     for layer in model.bert.encoder.layer[: args.freeze]:
         for parameter in layer.parameters():
             parameter.requires_grad = False
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
+    # AdamW.step's decorator hides its type from pyright; the base class's step says it
+    optimizer = cast(torch.optim.Optimizer, torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01))
     steps = int(len(train) * args.epochs / args.batch)
     warmup = max(1, steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -78,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     positives = sum(r["label"] for r in train)
     loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor((len(train) - positives) / positives))
 
-    def batches(data: list[dict], size: int):
+    def batches(data: list[dict[str, Any]], size: int) -> Iterator[tuple[Any, torch.Tensor]]:
         for i in range(0, len(data), size):
             chunk = data[i: i + size]
             encoded = tokenizer([r["query"] for r in chunk], [r["passage"] for r in chunk], truncation="longest_first",

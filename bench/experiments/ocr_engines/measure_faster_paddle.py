@@ -21,6 +21,7 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "bench"))
@@ -42,7 +43,7 @@ def main() -> int:
     from pinakes.extract.ocr_layout import layout_pages
     from pinakes.extract.quality import Ratio, token_bag
 
-    engine = faster_paddle.OcrEngine(model_size=args.size, threads=args.threads)
+    engine = cast(Any, faster_paddle).OcrEngine(model_size=args.size, threads=args.threads)
     corpus = ocr_corpus.build(pages_per_manual=args.pages_per_manual)
     recall, precision = Ratio(0, 0), Ratio(0, 0)
     worst = (2.0, "")
@@ -53,7 +54,7 @@ def main() -> int:
         read: list[OcrPage] = []
         for index in range(len(document)):
             bitmap = document[index].render(scale=ocr_corpus.DPI / 72, grayscale=True)
-            image = bitmap.to_pil()  # pyright: ignore[reportAttributeAccessIssue]  # real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
+            image = cast(Any, bitmap).to_pil()  # real pypdfium2 API that typings/pypdfium2 (src's parts) leaves out
             buffer = io.BytesIO()
             image.save(buffer, "PNG")
             started, started_cpu = time.perf_counter(), time.process_time()

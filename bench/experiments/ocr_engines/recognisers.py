@@ -50,7 +50,10 @@ def _rapidocr_reader(setting: str, scratch: Path) -> Callable[[int], str]:
     if setting == "tiny":
         det = tiny / "det" / "det.onnx"
     if setting == "int8":
-        from onnxruntime.quantization import QuantType, quantize_dynamic
+        from onnxruntime.quantization import (  # pyright: ignore[reportMissingTypeStubs]  # onnxruntime ships no stubs
+            QuantType,
+            quantize_dynamic,  # pyright: ignore[reportUnknownVariableType]  # some of its parameters are untyped
+        )
 
         rec = scratch / "rec_int8.onnx"
         quantize_dynamic(models["rec"], rec, weight_type=QuantType.QUInt8)

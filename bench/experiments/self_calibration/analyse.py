@@ -69,8 +69,8 @@ class Tally:
     answerable: int = 0
     fc: int = 0
     no_answer: int = 0
-    aucs: list[float] = field(default_factory=list)
-    balanced: list[float] = field(default_factory=list)
+    aucs: list[float] = field(default_factory=list[float])
+    balanced: list[float] = field(default_factory=list[float])
 
     def add(self, fit: ConfidenceFit, rows: Sequence[FitRow]) -> None:
         fa, fc = score_fit(fit, rows)
@@ -103,7 +103,7 @@ def auc(fit: ConfidenceFit, rows: Sequence[FitRow]) -> float:
 
 
 def class_means(rows: Sequence[FitRow], names: Sequence[str]) -> dict[str, tuple[float, float]]:
-    out = {}
+    out: dict[str, tuple[float, float]] = {}
     for name in names:
         answerable = [row.features[name] for row in rows if row.features and row.kind != "no-answer"]
         no_answer = [row.features[name] for row in rows if row.features and row.kind == "no-answer"]
@@ -212,7 +212,7 @@ def run_strategies(variant: str, features: Sequence[str], corpora: Sequence[str]
     # The prior alone: its threshold the strictest of those keeping each other corpus within the ceiling.
     name = "prior alone (threshold: the strictest that keeps each other corpus within 0.10)"
     for corpus, seeds in data.items():
-        lows = []
+        lows: list[float] = []
         for other, other_seeds in data.items():
             if other != corpus:
                 rows = [row for real_rows, _ in other_seeds.values() for row in real_rows]
@@ -417,7 +417,7 @@ def golden_experiment(variant: str, features: Sequence[str], corpora: Sequence[s
 
 def normaliser(made: Sequence[CalibrationRow], features: Sequence[str]) -> dict[str, tuple[float, float]]:
     """Per feature: (the synthetic no-answer questions' mean, every synthetic question's spread)."""
-    out = {}
+    out: dict[str, tuple[float, float]] = {}
     for name in features:
         no = [row.features[name] for row in made if row.kind == "no-answer" and row.features]
         every = [row.features[name] for row in made if row.features]
@@ -428,7 +428,7 @@ def normaliser(made: Sequence[CalibrationRow], features: Sequence[str]) -> dict[
 def normalised(rows: Sequence[FitRow], norm: dict[str, tuple[float, float]]) -> list[Outcome]:
     from dataclasses import replace as _replace
 
-    out = []
+    out: list[Outcome] = []
     for row in rows:
         features = row.features
         if features is not None:
@@ -487,7 +487,7 @@ def raw_rows(rows: Sequence[FitRow], norm: dict[str, tuple[float, float]]) -> li
     """Normalised rows put back on a KB's raw scale (the inverse of `normalised`)."""
     from dataclasses import replace as _replace
 
-    out = []
+    out: list[Outcome] = []
     for row in rows:
         features = row.features
         if features is not None:

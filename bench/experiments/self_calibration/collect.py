@@ -69,11 +69,11 @@ def build(name: str, cache: Path) -> tuple[Path, list[tune.Question]]:
         return kb, questions
     if not (kb / "pinakes.toml").exists():
         init_kb(kb)
-        tune._copy(pairs, kb, rewrite)
+        tune._copy(pairs, kb, rewrite)  # pyright: ignore[reportPrivateUsage]  # tune_retrieval's KB copy, reused
     started = time.perf_counter()
     run_sync(kb, SyncOptions(quiet=True, offline=True))
     if links:
-        tune._author_links(kb, links)
+        tune._author_links(kb, links)  # pyright: ignore[reportPrivateUsage]  # tune_retrieval's links, reused
         run_sync(kb, SyncOptions(quiet=True, offline=True))
     (kb / ".built").write_text(json.dumps({"seconds": round(time.perf_counter() - started, 1),
                                            "documents": len(pairs)}))
@@ -114,7 +114,7 @@ def seed_kb(name: str, seed: int, cache: Path) -> tuple[Path, dict[str, set[str]
     kept = {qid: docs for qid, docs in every.items() if qid not in dropped}
     kb = cache / "seeds" / f"{name}-{seed}"
     if not (kb / ".seeded").exists():
-        removed = set().union(*(kept[qid] for qid in no_answer))
+        removed = set[str]().union(*(kept[qid] for qid in no_answer))
         started = time.perf_counter()
         bench_confidence.seed_kb(name, base, removed, seed, cache / "seeds")
         (kb / ".seeded").write_text(json.dumps({"removed": len(removed), "no_answer": len(no_answer),
@@ -139,7 +139,7 @@ def real_rows(name: str, seed: int, cache: Path) -> list[Outcome]:
         from pinakes.search.core import Searcher
 
         kb, kept, no_answer, questions = seed_kb(name, seed, cache)
-        rows = []
+        rows: list[Outcome] = []
         with Searcher.for_kb(kb, offline=True) as searcher:
             for question in questions:
                 if question.id not in kept:

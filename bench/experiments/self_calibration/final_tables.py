@@ -35,7 +35,7 @@ OTHERS = (("lead6", 0.02), ("lead6", 0.10), ("lead8", 0.05), ("run6", 0.05), ("r
 
 
 def self_calibrated(variant: str, ceiling: float) -> dict[str, analyse.Tally]:
-    out = {}
+    out: dict[str, analyse.Tally] = {}
     for corpus in analyse.CORPORA:
         tally = analyse.Tally()
         for seed in analyse.available(corpus, variant):
@@ -50,7 +50,8 @@ def gap(variant: str) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {}
     for corpus in analyse.CORPORA:
         seeds = analyse.available(corpus, variant)
-        means = {name: [[], [], [], []] for name in names}  # real ans, real no, synth ans, synth no
+        # real ans, real no, synth ans, synth no
+        means: dict[str, list[list[float]]] = {name: [[], [], [], []] for name in names}
         for seed in seeds:
             for rows, offset in ((analyse.real(corpus, seed), 0), (analyse.synth(corpus, seed, variant), 2)):
                 for name in names:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -26,13 +27,15 @@ import measure_demo as ce  # noqa: E402
 
 from pinakes.eval import fitting  # noqa: E402
 from pinakes.eval.fitting import L2_PENALTY  # noqa: E402
+from pinakes.eval.outcomes import OutcomesFile  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
+from pinakes.search.results import Passage, SearchResult  # noqa: E402
 
 fitting.FEATURE_SETS = fitting.FEATURE_SETS_BEFORE_RELATIONS  # the choice as it shipped before (i)
 
 
-def concentration(passages: list[object]) -> dict[str, float]:
-    docs = [passage.doc_id for passage in passages]  # type: ignore[attr-defined]
+def concentration(passages: list[Passage]) -> dict[str, float]:
+    docs = [passage.doc_id for passage in passages]
     top = docs[0]
     return {"doc_share": docs.count(top) / len(docs), "doc_spread": len(set(docs)) / len(docs),
             "doc_share3": docs[:3].count(top) / len(docs[:3])}
@@ -40,7 +43,7 @@ def concentration(passages: list[object]) -> dict[str, float]:
 
 class PassageSearcher(ce.FeatureSearcher):
     def search(self, query: str, **kwargs: object) -> object:
-        result = self._searcher.search(query, **kwargs)  # type: ignore[attr-defined]
+        result = cast(SearchResult, self._searcher.search(query, **kwargs))  # type: ignore[attr-defined]
         confidence = result.confidence
         if confidence.features is None or not result.passages:
             return result
@@ -62,7 +65,13 @@ ce.CANDIDATES = (
     C("csls + keyword_share (shipped demo set)", MODEL, ("csls", "keyword_share"), L2_PENALTY),
 )
 ce.CONTROL = ce.CANDIDATES[-1]
-ce.COLLECT = lambda kb, out: ce.collect_with(kb, out, lambda _kb, _manifest: lambda _q, _p: {})
+
+
+def collect(kb: Path, out: Path) -> OutcomesFile:
+    return ce.collect_with(kb, out, lambda _kb, _manifest: lambda _q, _p: {})
+
+
+ce.COLLECT = collect
 
 if __name__ == "__main__":
     raise SystemExit(ce.main(sys.argv[1:]))

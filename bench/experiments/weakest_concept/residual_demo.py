@@ -32,6 +32,7 @@ from soft_demo import STOP, WORD, words  # noqa: E402
 
 from pinakes.eval import fitting  # noqa: E402
 from pinakes.eval.fitting import L2_PENALTY  # noqa: E402
+from pinakes.eval.outcomes import OutcomesFile  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
 
 if TYPE_CHECKING:
@@ -80,7 +81,13 @@ ce.CANDIDATES = (
     C("csls + keyword_share (shipped demo set)", MODEL, ("csls", "keyword_share"), L2_PENALTY),
 )
 ce.CONTROL = ce.CANDIDATES[-1]
-ce.COLLECT = lambda kb, out: ce.collect_with(kb, out, residual_features)
+
+
+def collect(kb: Path, out: Path) -> OutcomesFile:
+    return ce.collect_with(kb, out, residual_features)
+
+
+ce.COLLECT = collect
 
 if __name__ == "__main__":
     raise SystemExit(ce.main(sys.argv[1:]))

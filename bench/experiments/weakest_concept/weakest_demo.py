@@ -33,6 +33,7 @@ from soft_demo import STOP, SoftOverlap, words  # noqa: E402
 
 from pinakes.eval import fitting  # noqa: E402
 from pinakes.eval.fitting import L2_PENALTY  # noqa: E402
+from pinakes.eval.outcomes import OutcomesFile  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
 
 SHIPPED_SETS = fitting.FEATURE_SETS = fitting.FEATURE_SETS_BEFORE_RELATIONS  # the choice as it shipped before (i)
@@ -73,7 +74,13 @@ ce.CANDIDATES = (
     C("csls + keyword_share (shipped demo set)", MODEL, ("csls", "keyword_share"), L2_PENALTY),
 )
 ce.CONTROL = ce.CANDIDATES[-1]
-ce.COLLECT = lambda kb, out: ce.collect_with(kb, out, weakest_features)
+
+
+def collect(kb: Path, out: Path) -> OutcomesFile:
+    return ce.collect_with(kb, out, weakest_features)
+
+
+ce.COLLECT = collect
 
 if __name__ == "__main__":
     raise SystemExit(ce.main(sys.argv[1:]))
