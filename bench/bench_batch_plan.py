@@ -22,12 +22,15 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from bench_sync import PNK, WORK, corpus_files, load_real_embedder, make_kb, stored_model_inputs
 
+if TYPE_CHECKING:
+    from pinakes.embed._common import ProviderEmbedder
 
-def sync_layout(embedder: object, counts: list[int], groups: int, slice_chunks: int) -> list[list[int]]:
+
+def sync_layout(embedder: ProviderEmbedder, counts: list[int], groups: int, slice_chunks: int) -> list[list[int]]:
     """The sync's embedding calls over inputs in index order: `groups` consecutive parts, each in
     calls of at most `slice_chunks` made of whole batches as the embedder now plans them
     (pipeline/embed.py `compute_vectors`)."""
@@ -38,21 +41,21 @@ def sync_layout(embedder: object, counts: list[int], groups: int, slice_chunks: 
     for start in range(0, len(counts), size):
         part = counts[start:start + size]
         calls.extend([start + index for index in call]
-                     for call in calls_of_whole_batches(embedder, part, embedder.batch_size, slice_chunks))  # type: ignore[attr-defined]
+                     for call in calls_of_whole_batches(embedder, part, embedder.batch_size, slice_chunks))
     return calls
 
 
-def planned(embedder: object, counts: list[int], calls: list[list[int]], call_tokens: int | None
+def planned(embedder: ProviderEmbedder, counts: list[int], calls: list[list[int]], call_tokens: int | None
             ) -> tuple[int, int]:
     """(padded tokens, model calls) of `calls` as the embedder would plan them."""
     from pinakes.embed.batching import plan_batches
 
-    special = cast(int, embedder.token_counter.special_tokens)  # type: ignore[attr-defined]
+    special = embedder.token_counter.special_tokens
     padded = batches = 0
     for call in calls:
         part = [counts[index] for index in call]
-        for batch in plan_batches(part, special, embedder.batch_size,  # type: ignore[attr-defined]
-                                  embedder.max_batch_tokens, call_tokens):  # type: ignore[attr-defined]
+        for batch in plan_batches(part, special, embedder.batch_size,
+                                  embedder.max_batch_tokens, call_tokens):
             padded += len(batch) * (max(part[index] for index in batch) + special)
             batches += 1
     return padded, batches
@@ -76,17 +79,18 @@ def main() -> None:
             make_kb(root, corpus_files(args.cold_docs))
             subprocess.run([*PNK, "-C", str(root), "sync", "-q"], check=True)
     inputs = stored_model_inputs(root)
-    embedder, _batch = load_real_embedder(root)
-    counts = cast("list[int]", embedder.count_tokens_batch(inputs))  # type: ignore[attr-defined]
+    loaded, _batch = load_real_embedder(root)
+    embedder = cast("ProviderEmbedder", loaded)  # the packaged model's provider class: its batching's knobs
+    counts = embedder.count_tokens_batch(inputs)
     tokens = {"filled": None, "by cost": FASTEMBED_CALL_TOKENS}
     grouped = f"{args.groups} groups"
     layouts: dict[tuple[str, str], list[list[int]]] = {}
     for planner, call_tokens in tokens.items():
-        embedder.call_tokens = call_tokens  # type: ignore[attr-defined]
+        embedder.call_tokens = call_tokens
         layouts["one call", planner] = [list(range(len(inputs)))]
         layouts[grouped, planner] = sync_layout(embedder, counts, args.groups, EMBED_SLICE_CHUNKS)
     ways = list(layouts)
-    exact = sum(counts) + len(counts) * embedder.token_counter.special_tokens  # type: ignore[attr-defined]
+    exact = sum(counts) + len(counts) * embedder.token_counter.special_tokens
     print(f"{len(inputs)} chunk inputs of {root}, {exact} tokens unpadded; call_tokens {FASTEMBED_CALL_TOKENS}")
     for layout, planner in ways:
         padded, batches = planned(embedder, counts, layouts[layout, planner], tokens[planner])
@@ -94,10 +98,10 @@ def main() -> None:
     samples: dict[tuple[str, str], list[tuple[float, float]]] = {way: [] for way in ways}
     for number in range(args.rounds):
         for layout, planner in random.sample(ways, len(ways)):
-            embedder.call_tokens = tokens[planner]  # type: ignore[attr-defined]
+            embedder.call_tokens = tokens[planner]
             wall, cpu = time.perf_counter(), time.process_time()
             for call in layouts[layout, planner]:
-                embedder.embed_documents([inputs[index] for index in call])  # type: ignore[attr-defined]
+                embedder.embed_documents([inputs[index] for index in call])
             samples[layout, planner].append((time.perf_counter() - wall, time.process_time() - cpu))
         print(f"round {number + 1}: " + ", ".join(f"{layout} {planner} {got[-1][0]:.1f}/{got[-1][1]:.1f}s"
                                                   for (layout, planner), got in samples.items()), flush=True)

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -71,7 +72,8 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
     from pinakes.search.core import Searcher, SearchSettings
 
     embedder = Hash384()
-    index = bench_search.build_sized_kb(cache / f"bm25f-kb-{size}", size, embedder)  # type: ignore[arg-type]
+    # Hash384 has the VectorsByText surface build_sized_kb uses (duck-typed, not a subclass)
+    index = bench_search.build_sized_kb(cache / f"bm25f-kb-{size}", size, cast("bench_search.VectorsByText", embedder))
     arms = {"before": module_at(base), "after": core.bm25}
     asked = bench_search.questions()
     queries = asked[:: max(1, len(asked) // QUERIES)][:QUERIES]
@@ -86,7 +88,7 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
             tops: dict[str, list[str]] = {}
             order = list(arms.items()) if number % 2 == 0 else list(arms.items())[::-1]  # neither arm always first
             for arm, module in order:
-                core.bm25 = module  # type: ignore[attr-defined]
+                core.bm25 = module
                 searcher.settings = settings[arm]
                 for mode in ("bm25", "hybrid"):
                     started = time.perf_counter()
@@ -98,7 +100,7 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
                         tops[arm] = [p.path for p in found.passages[:1]]
             same_top += number >= WARMUP and tops["before"] == tops["after"]
     finally:
-        core.bm25 = arms["after"]  # type: ignore[attr-defined]
+        core.bm25 = arms["after"]
         searcher.close()
     result: dict[str, object] = {"chunks": bench_search.chunk_count(index), "queries": len(queries), "base": base,
                                  "load_average": [round(v, 2) for v in os.getloadavg()],
@@ -122,7 +124,8 @@ def keyword_stage(size: int, base: str, cache: Path, rounds: int = 5) -> dict[st
     from pinakes.search.generation import open_generation
     from pinakes.search.query import analyze
 
-    index = bench_search.build_sized_kb(cache / f"bm25f-kb-{size}", size, Hash384())  # type: ignore[arg-type]
+    # Hash384 has the VectorsByText surface build_sized_kb uses (duck-typed, not a subclass)
+    index = bench_search.build_sized_kb(cache / f"bm25f-kb-{size}", size, cast("bench_search.VectorsByText", Hash384()))
     arms = {"before": module_at(base), "after": bm25}
     generation = open_generation(index, schema.index_signature(index))
     asked = bench_search.questions()

@@ -41,7 +41,7 @@ def synced_kb(docs: int) -> Path:
         shutil.rmtree(root)
     bench_sync.make_kb(root, bench_sync.corpus_files(docs))
     model, _ = bench_sync.load_real_embedder(root)
-    report = run_sync(root, SyncOptions(quiet=True), embedder=model)  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(quiet=True), embedder=model)
     assert report.ok, report.render_text()
     return root
 
@@ -67,13 +67,16 @@ def main() -> None:
     on_two, shared_rows = self_calibration.searched_on_two_processes, self_calibration._rows  # pyright: ignore[reportPrivateUsage]
     names = ("two processes", "one process") if args.compare == "processes" else ("shared", "two searches")
 
+    def one_process(searcher: Searcher, chunks: int) -> bool:
+        return False
+
     def calibrated(first: bool) -> tuple[self_calibration.SelfCalibration, float, float]:
         if args.compare == "processes":
-            self_calibration.searched_on_two_processes = on_two if first else (lambda searcher, chunks: False)  # type: ignore[assignment]
+            self_calibration.searched_on_two_processes = on_two if first else one_process
         else:
             self_calibration._rows = shared_rows if first else self_calibration.question_rows  # pyright: ignore[reportPrivateUsage]
         settings = SearchSettings.from_retrieval(manifest.retrieval, KBConfidence.for_kb(paths, None))
-        with Searcher(paths.index_db, settings, embedder=model) as searcher:  # type: ignore[arg-type]
+        with Searcher(paths.index_db, settings, embedder=model) as searcher:
             wall, cpu = time.perf_counter(), time.process_time() + bench_sync.children_cpu()
             result = self_calibration.self_calibrate(root, seconds=self_calibration.SYNC_SECONDS, searcher=searcher)
             return result, time.perf_counter() - wall, time.process_time() + bench_sync.children_cpu() - cpu

@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,7 +47,7 @@ def child(root: Path, matrix: bool) -> dict[str, object]:
     before = memory()
     started = time.perf_counter()
 
-    def by_matrix(sources: list[int]) -> dict[int, set[int]]:  # the rule as it was: one matrix, a product a source
+    def by_matrix(sources: Sequence[int]) -> dict[int, set[int]]:  # the rule as it was: one matrix, a product a source
         loaded = load_matrix(conn, width, paths.index_db)
         ids, vectors = loaded.chunk_ids, loaded.vectors
         found: dict[int, set[int]] = {}
@@ -56,10 +57,10 @@ def child(root: Path, matrix: bool) -> dict[str, object]:
                 found[chunk_id] = {int(ids[i]) for i in np.nonzero(vectors @ vectors[row] >= NEAR_DUPLICATE_COSINE)[0]}
         return found
 
-    def by_pass(sources: list[int]) -> dict[int, set[int]]:
+    def by_pass(sources: Sequence[int]) -> dict[int, set[int]]:
         return dict(stored_near_chunks(conn, sources, width, paths.index_db))
 
-    questions = make_questions(conn, DEFAULT_RULES, None, by_matrix if matrix else by_pass)  # type: ignore[arg-type]
+    questions = make_questions(conn, DEFAULT_RULES, None, by_matrix if matrix else by_pass)
     seconds = time.perf_counter() - started
     conn.close()
     digest = hashlib.sha256(json.dumps([[q.id, q.query, list(q.left_out)] for q in questions]).encode()).hexdigest()

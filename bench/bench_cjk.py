@@ -43,6 +43,7 @@ from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -52,6 +53,9 @@ from pinakes.eval.paired import rises_and_falls, sign_test  # noqa: E402
 from pinakes.lexical.scripts import SEGMENTED_CLASS  # noqa: E402
 from pinakes.search import bm25, core, query  # noqa: E402
 from pinakes.search.core import Searcher, SearchSettings  # noqa: E402
+
+if TYPE_CHECKING:
+    from pinakes.embed.base import Embedder
 
 BASELINE_RUN = re.compile(f"[{SEGMENTED_CLASS}]+")
 BASELINE_WORD = re.compile(r"\w+")  # what the baseline's query keeps: letters, digits, underscore
@@ -120,13 +124,25 @@ def before_index(kb: Path) -> Path:
     return before
 
 
+def _unsegmented_parts(word: str) -> list[tuple[str, bool]]:
+    return [(word, False)]
+
+
+def _no_shadow(text: str) -> str:
+    return text
+
+
+def _never_blind(text: str, model: str | None) -> bool:
+    return False
+
+
 @contextmanager
 def unsegmented() -> Generator[None, None, None]:
     """Query analysis, keyword plan and fusion as main had them: no segmentation, no blind rule."""
     saved = (query.segmented_parts, query.shadow_or_self, core.vectors_blind_to)
-    query.segmented_parts = lambda word: [(word, False)]  # type: ignore[assignment]
-    query.shadow_or_self = lambda text: text  # type: ignore[assignment]
-    core.vectors_blind_to = lambda text, model: False  # type: ignore[assignment]
+    query.segmented_parts = _unsegmented_parts
+    query.shadow_or_self = _no_shadow
+    core.vectors_blind_to = _never_blind
     try:
         yield
     finally:
@@ -136,7 +152,7 @@ def unsegmented() -> Generator[None, None, None]:
 @contextmanager
 def blind_rule_off() -> Generator[None, None, None]:
     saved = core.vectors_blind_to
-    core.vectors_blind_to = lambda text, model: False  # type: ignore[assignment]
+    core.vectors_blind_to = _never_blind
     try:
         yield
     finally:
@@ -185,7 +201,7 @@ def per_question(searcher: Searcher, questions: list[Question], mode: str) -> di
     return scores
 
 
-def load_embedder(kb: Path) -> object:
+def load_embedder(kb: Path) -> Embedder:
     """The model the KB's manifest names (the template's default), as `pnk search` loads it."""
     from pinakes.embed import load_embedder as load
     from pinakes.manifest import load_manifest
@@ -217,10 +233,10 @@ VARIANTS = tuple(
 )
 
 
-def run_arm(arm: Arm, kb: Path, questions: list[Question], embedder: object) -> dict[str, float]:
+def run_arm(arm: Arm, kb: Path, questions: list[Question], embedder: Embedder) -> dict[str, float]:
     index = before_index(kb) if arm.before else kb / ".pinakes" / "index.db"
     settings = SearchSettings(rerank=False, keyword=arm.keyword)
-    with Searcher(index, settings, embedder=embedder) as searcher:  # type: ignore[arg-type]
+    with Searcher(index, settings, embedder=embedder) as searcher:
         if arm.before:
             with unsegmented():
                 return per_question(searcher, questions, arm.mode)

@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -72,6 +72,9 @@ from pinakes.eval.outcomes import Outcome  # noqa: E402
 from pinakes.eval.paired import sign_test  # noqa: E402
 from pinakes.search.confidence import MODEL, TOP_SCORE  # noqa: E402
 from pinakes.search.signals import FEATURES  # noqa: E402
+
+if TYPE_CHECKING:
+    from pinakes.embed import Embedder
 
 CACHE = Path("/work/cache/pnk-conf")
 SHIPPED_PRIOR = False  # whether the shipped fit shrinks towards the development prior
@@ -404,7 +407,7 @@ def render(corpus: str, report: dict[str, object]) -> str:
         lines.append(f"shipped vs {BEFORE_RELATIONS}: {before['better_folds']}/{before['worse_folds']} folds, "
                      f"p={before['sign_test_p']}, d={before['mean_difference']}")
     lines.append("false-abstain among answerable questions whose evidence was in the top 8: "
-                 + ", ".join(f"{name}: {_cell(report[name]['false_abstain_when_found'])}"  # type: ignore[index]
+                 + ", ".join(f"{name}: {_cell(cast(dict[str, Any], report[name])['false_abstain_when_found'])}"
                              for name in (CANDIDATES[0].name, SHIPPED)))
     lines.append("trade-off curve of the shipped signal (fit's false-confidence ceiling -> held-out):")
     for point in shipped["curve"]:
@@ -459,15 +462,17 @@ def latency(size: int, cache: Path, queries: int = 150, rounds: int = 3) -> dict
     from pinakes.search.core import Searcher, SearchSettings
 
     embedder = _HashedVectors()
-    index = bench_search.build_sized_kb(cache / f"latency-kb-{size}", size, embedder)  # type: ignore[arg-type]
+    # _HashedVectors has the VectorsByText surface build_sized_kb uses (duck-typed, not a subclass)
+    index = bench_search.build_sized_kb(cache / f"latency-kb-{size}", size,
+                                        cast("bench_search.VectorsByText", embedder))
     asked = bench_search.questions()
     chosen = asked[:: max(1, len(asked) // queries)][:queries]
     real = signals.search_features
     alone: list[float] = []
 
-    def timed(*args: object, **kwargs: object) -> dict[str, float]:
+    def timed(*args: Any, **kwargs: Any) -> dict[str, float]:  # the search's own arguments, passed through
         started = time.perf_counter()
-        result = real(*args, **kwargs)  # type: ignore[arg-type]
+        result = real(*args, **kwargs)
         alone.append((time.perf_counter() - started) * 1000)
         return result
 
@@ -476,7 +481,8 @@ def latency(size: int, cache: Path, queries: int = 150, rounds: int = 3) -> dict
 
     on: list[float] = []
     off: list[float] = []
-    with Searcher(index, SearchSettings(rerank=False), embedder=embedder) as searcher:  # type: ignore[arg-type]
+    # _HashedVectors delegates the Embedder surface to its FakeEmbedder (duck-typed)
+    with Searcher(index, SearchSettings(rerank=False), embedder=cast("Embedder", embedder)) as searcher:
         for query in chosen[:10]:
             searcher.search(query)
         for _ in range(rounds):
@@ -485,7 +491,7 @@ def latency(size: int, cache: Path, queries: int = 150, rounds: int = 3) -> dict
                 if number % 2:
                     arms.reverse()
                 for arm, function in arms:
-                    signals.search_features = function  # type: ignore[assignment]
+                    signals.search_features = function
                     packaged().relatives.cache_clear()  # each search meets its words' relatives cold
                     started = time.perf_counter()
                     searcher.search(query)
@@ -523,7 +529,9 @@ def sources_latency(size: int, cache: Path, queries: int = 150, rounds: int = 2)
     from pinakes.search.core import Searcher, SearchSettings
 
     embedder = _HashedVectors()
-    index = bench_search.build_sized_kb(cache / f"latency-kb-{size}", size, embedder)  # type: ignore[arg-type]
+    # _HashedVectors has the VectorsByText surface build_sized_kb uses (duck-typed, not a subclass)
+    index = bench_search.build_sized_kb(cache / f"latency-kb-{size}", size,
+                                        cast("bench_search.VectorsByText", embedder))
     paths = KBPaths(index.parent.parent)
     block = {"signal": "model", "features": ["cosine", "related_share"], "weights": [2.3, 3.9], "bias": -3.2,
              "high": 0.6, "low": 0.4, "fitted_for": f"{embedder.identity.model} (evidence model, rerank off), bench"}
@@ -536,7 +544,9 @@ def sources_latency(size: int, cache: Path, queries: int = 150, rounds: int = 2)
     arms = {"fitted block": fitted, "the KB's sources": sources}
     times: dict[str, list[float]] = {arm: [] for arm in arms}
     per_query: list[float] = []
-    with Searcher(index, SearchSettings(rerank=False, confidence=fitted), embedder=embedder) as searcher:  # type: ignore[arg-type]
+    # _HashedVectors delegates the Embedder surface to its FakeEmbedder (duck-typed)
+    with Searcher(index, SearchSettings(rerank=False, confidence=fitted),
+                  embedder=cast("Embedder", embedder)) as searcher:
         for query in chosen[:10]:
             searcher.search(query)
         result = None

@@ -255,17 +255,18 @@ def _instant_cluster(nodes: int) -> Generator[Any, None, None]:
 
     class InstantEmbedWorker(executor_ray.EmbedWorker):
         def embed(self, texts: list[str], batch_size: int) -> np.ndarray:
-            dim = self._embedder.identity.dim  # type: ignore[union-attr]
+            assert self._embedder is not None, "start() loads the model first"
+            dim = self._embedder.identity.dim
             return np.full((len(texts), dim), 1 / np.sqrt(dim), dtype=np.float32)
 
     real_worker = executor_ray.EmbedWorker
-    executor_ray.EmbedWorker = InstantEmbedWorker  # type: ignore[misc]
+    executor_ray.EmbedWorker = InstantEmbedWorker
     cluster = _cluster([1] * nodes)
     try:
         embedder = _ray_embedder(cluster.address)
         yield embedder
     finally:
-        executor_ray.EmbedWorker = real_worker  # type: ignore[misc]
+        executor_ray.EmbedWorker = real_worker
         ray.shutdown()
         cluster.shutdown()
 
@@ -276,13 +277,16 @@ def _timed_ceiling(root: Path, embedder: Any) -> dict[str, Any]:
     from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
-    calibrate, on_sync.after_sync = on_sync.after_sync, lambda *_args, **_kwargs: None  # type: ignore[assignment]
+    def no_calibration(*_args: object, **_kwargs: object) -> None:
+        return None
+
+    calibrate, on_sync.after_sync = on_sync.after_sync, no_calibration
     cpu = time.process_time()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
-        report = run_sync(root, SyncOptions(quiet=True), embedder=embedder)  # type: ignore[arg-type]
+        report = run_sync(root, SyncOptions(quiet=True), embedder=embedder)
     finally:
-        on_sync.after_sync = calibrate  # type: ignore[assignment]
+        on_sync.after_sync = calibrate
     cpu = time.process_time() - cpu
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the chunk-ahead workers, reaped with the sync
     helper = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)

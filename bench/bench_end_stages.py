@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -106,15 +106,15 @@ def stage_ann_build(root: Path, rows: int) -> dict[str, object]:
     if rows:  # the first `rows` active vectors only
         whole = source.vector_batches
 
-        def first(conn: object, dim: int):  # type: ignore[no-untyped-def]
+        def first(conn: sqlite3.Connection, dim: int):
             taken = 0
-            for ids, batch in whole(conn, dim):  # type: ignore[arg-type]
+            for ids, batch in whole(conn, dim):
                 if taken >= rows:
                     return
                 yield ids[:rows - taken], batch[:rows - taken]
                 taken += len(ids)
         import pinakes.vectors.build as build
-        build.vector_batches = first  # type: ignore[assignment]
+        build.vector_batches = first
     from bench_writer import FastEmbedder
 
     identity = FastEmbedder().identity
@@ -156,20 +156,20 @@ def stage_calibrate(root: Path, _rows: int, trim_before_searches: bool = False, 
     asking = self_calibration.asking_searcher
 
     @contextmanager
-    def measured(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+    def measured(*args: Any, **kwargs: Any):  # asking_searcher's own arguments, passed through
         phases["questions_made"] = memory()
         if trim_before_searches:
             collect_and_trim()
             phases["questions_made_trimmed"] = memory()
-        with asking(*args, **kwargs) as searcher:  # type: ignore[arg-type]
+        with asking(*args, **kwargs) as searcher:
             yield searcher
         phases["searches_done"] = memory()
 
-    self_calibration.asking_searcher = measured  # type: ignore[assignment]
+    self_calibration.asking_searcher = measured
     questions = advise_pages(pages)
     before = memory()
     started = time.perf_counter()
-    after_sync(paths, manifest, report, embedder)  # type: ignore[arg-type]
+    after_sync(paths, manifest, report, embedder)
     stored: dict[str, Any] = json.loads(self_calibration_path(paths).read_text(encoding="utf-8")) \
         if self_calibration_path(paths).exists() else {}
     asked = len(questions)
@@ -196,24 +196,25 @@ def advise_pages(pages: str) -> list[dict[str, float]]:
     off (what shipped before it)."""
     import pinakes.vectors.approximate as approximate
     from pinakes.search.core import Searcher
+    from pinakes.search.results import SearchResult
 
     if pages in ("random", "both"):
         opening = approximate.open_vector_file
 
-        def opened_advised(*args: object, **kwargs: object) -> approximate.OpenVectorFile:
-            opened = opening(*args, **kwargs)  # type: ignore[arg-type]
+        def opened_advised(*args: Any, **kwargs: Any) -> approximate.OpenVectorFile:  # passed through
+            opened = opening(*args, **kwargs)
             opened._mapping.madvise(mmap.MADV_RANDOM)  # pyright: ignore[reportPrivateUsage]
             return opened
-        approximate.open_vector_file = opened_advised  # type: ignore[assignment]
+        approximate.open_vector_file = opened_advised
     if pages == "unreleased":  # the product's own release of each piece after its search, turned off
-        approximate.OpenVectorFile.release_piece = lambda _self, _number: None  # type: ignore[method-assign]
+        approximate.OpenVectorFile.release_piece = lambda self, number: None
     questions: list[dict[str, float]] = []
     search_twice = Searcher.search_twice
 
-    def recorded(self: Searcher, *args: object, **kwargs: object) -> object:
+    def recorded(self: Searcher, *args: Any, **kwargs: Any) -> tuple[SearchResult, SearchResult]:  # passed through
         cpu, wall = time.process_time(), time.perf_counter()
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        answer = search_twice(self, *args, **kwargs)  # type: ignore[arg-type]
+        answer = search_twice(self, *args, **kwargs)
         record = {"cpu_ms": round((time.process_time() - cpu) * 1000, 1),
                   "wall_ms": round((time.perf_counter() - wall) * 1000, 1),
                   "minflt": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults, **memory()}
@@ -224,7 +225,7 @@ def advise_pages(pages: str) -> list[dict[str, float]]:
             record["RssFile_released"] = memory()["RssFile"]
         questions.append(record)
         return answer
-    Searcher.search_twice = recorded  # type: ignore[method-assign]
+    Searcher.search_twice = recorded
     return questions
 
 
@@ -287,7 +288,7 @@ def stage_twins(root: Path, _rows: int, matrix: bool = False) -> dict[str, objec
     embedder = FastEmbedder()
     settings = replace(SearchSettings.from_retrieval(manifest.retrieval, KBConfidence.for_kb(paths, None)),
                        vector_tier="auto", rerank=False)
-    searcher = Searcher(paths.index_db, settings, embedder=embedder)  # type: ignore[arg-type]
+    searcher = Searcher(paths.index_db, settings, embedder=embedder)
     searcher.search("warm up the generation", mode="vector", rerank=False)
     generation = searcher._generation  # pyright: ignore[reportPrivateUsage]
     assert generation is not None
@@ -359,10 +360,11 @@ def ratios(results: list[dict[str, object]]) -> None:
                       ref: dict[str, object] = base) -> float | None:
                 mine, theirs = res.get(key), ref.get(key)
                 if part is not None:
-                    mine = mine.get(part) if isinstance(mine, dict) else None  # type: ignore[union-attr]
-                    theirs = theirs.get(part) if isinstance(theirs, dict) else None  # type: ignore[union-attr]
-                ok = isinstance(mine, (int, float)) and isinstance(theirs, (int, float)) and theirs
-                return round(mine / theirs, 3) if ok else None  # type: ignore[operator]
+                    mine = cast(dict[str, object], mine).get(part) if isinstance(mine, dict) else None
+                    theirs = cast(dict[str, object], theirs).get(part) if isinstance(theirs, dict) else None
+                if isinstance(mine, (int, float)) and isinstance(theirs, (int, float)) and theirs:
+                    return round(mine / theirs, 3)
+                return None
             print(json.dumps({"ratio": f"{result['stage']} / calibrate", "VmHWM": ratio("after", "VmHWM"),
                               "VmRSS_after": ratio("after", "VmRSS"), "RssFile_after": ratio("after", "RssFile"),
                               "sampled_VmRSS_max": ratio("sampled", "VmRSS_max"),

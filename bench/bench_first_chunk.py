@@ -106,8 +106,8 @@ def child(root: Path, after: float) -> None:
         os.write(1, (json.dumps(result) + "\n").encode())
         os._exit(0)
 
-    embed_stage.write_document = counted_write  # type: ignore[assignment]
-    run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())  # type: ignore[arg-type]
+    embed_stage.write_document = counted_write
+    run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())
     say({**state, "sync_finished_seconds": round(time.perf_counter() - started, 2), "peak_rss_mb": _rss_mb(),
          **{f"{k}_seconds": round(v, 2) for k, v in seconds.items()}})
 

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -60,7 +61,8 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
     from pinakes.search.fusion import FusionWeights
 
     embedder = bench_bm25f.Hash384()
-    index = bench_search.build_sized_kb(cache / f"bm25f-kb-{size}", size, embedder)  # type: ignore[arg-type]
+    # Hash384 has the VectorsByText surface build_sized_kb uses (duck-typed, not a subclass)
+    index = bench_search.build_sized_kb(cache / f"bm25f-kb-{size}", size, cast("bench_search.VectorsByText", embedder))
     old_fusion = module_at(base, "search/fusion.py", "pnk_fusion_before")
     old_signals = module_at(base, "search/signals.py", "pnk_signals_before")
     fuse_now = core.reciprocal_rank_fusion
@@ -82,7 +84,7 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
             order = list(arms.items())
             order = order[number % len(order):] + order[:number % len(order)]  # each arm first in turn
             for arm, (fuse, signal_module, settings) in order:
-                core.reciprocal_rank_fusion = fuse  # type: ignore[assignment]
+                core.reciprocal_rank_fusion = fuse
                 sys.modules["pinakes.search.signals"] = signal_module
                 searcher.settings = settings
                 started = time.perf_counter()
@@ -92,7 +94,7 @@ def run(size: int, base: str, cache: Path) -> dict[str, object]:
                 if number >= WARMUP:
                     samples[arm].append(elapsed)
     finally:
-        core.reciprocal_rank_fusion = fuse_now  # type: ignore[assignment]
+        core.reciprocal_rank_fusion = fuse_now
         sys.modules["pinakes.search.signals"] = signals
         searcher.close()
     out: dict[str, object] = {"chunks": bench_search.chunk_count(index), "queries": len(queries), "base": base,
@@ -117,7 +119,8 @@ def stage(size: int, base: str, cache: Path, rounds: int = 5) -> dict[str, objec
     from pinakes.search.query import analyze
 
     embedder = bench_bm25f.Hash384()
-    index = bench_search.build_sized_kb(cache / f"bm25f-kb-{size}", size, embedder)  # type: ignore[arg-type]
+    # Hash384 has the VectorsByText surface build_sized_kb uses (duck-typed, not a subclass)
+    index = bench_search.build_sized_kb(cache / f"bm25f-kb-{size}", size, cast("bench_search.VectorsByText", embedder))
     old_fusion = module_at(base, "search/fusion.py", "pnk_fusion_before")
     old_signals = module_at(base, "search/signals.py", "pnk_signals_before")
     asked = bench_search.questions()

@@ -113,7 +113,7 @@ def main() -> None:
     conn.close()
     if not args.skip_rebuild:
         started = time.perf_counter()
-        report = run_sync(root, SyncOptions(rebuild=True, quiet=True), embedder=FakeEmbedder())  # type: ignore[arg-type]
+        report = run_sync(root, SyncOptions(rebuild=True, quiet=True), embedder=FakeEmbedder())
         seconds = time.perf_counter() - started
         assert report.ok and report.chunks_embedded == 0
         results["rebuild_reusing_every_vector"] = {"s": round(seconds, 2)}

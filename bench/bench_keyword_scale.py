@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 REPO = Path(__file__).resolve().parent.parent
 CHILD = """
@@ -78,7 +79,8 @@ def main() -> None:
         this = run(args.kb, REPO / "src", QUERIES, args.limit)
         same = same and base["hits"] == this["hits"]
         report[f"round {round_number + 1}"] = {
-            tree: {"first": percentiles(answer["first_ms"]), "again": percentiles(answer["ms"])}  # type: ignore[arg-type]
+            tree: {"first": percentiles(cast("list[float]", answer["first_ms"])),
+                   "again": percentiles(cast("list[float]", answer["ms"]))}
             for tree, answer in (("base", base), ("this", this))}
         print(json.dumps(report[f"round {round_number + 1}"]), flush=True)
     report["identical_hits"] = same

@@ -22,7 +22,10 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from pinakes.embed import Embedder
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
@@ -38,7 +41,7 @@ def texts_for(kb: Path | None, count: int) -> list[str]:
         conn.close()
 
 
-def load(spinning: bool) -> object:
+def load(spinning: bool) -> Embedder:
     """The packaged model's embedder with the sync's document session, its spinning put back on
     when `spinning` (the rest as the product sets it)."""
     import onnxruntime  # pyright: ignore[reportMissingTypeStubs] -- onnxruntime ships no stubs
@@ -56,17 +59,17 @@ def load(spinning: bool) -> object:
         ort.set_default_logger_severity(3)  # overwriting the product's entries is the point here
         for pool in ("intra_op", "inter_op"):
             options.add_session_config_entry(f"session.{pool}.allow_spinning", "1")
-        embedder._model.model.model = ort.InferenceSession(  # type: ignore[attr-defined]
+        cast(Any, embedder)._model.model.model = ort.InferenceSession(  # fastembed's ONNX session, untyped
             session._model_path, sess_options=options, providers=session.get_providers())
         embedder.embed_documents(["warm up the model"])
     return embedder
 
 
-def sample(embedder: object, texts: list[str], calls: int, per_call: int, gap_s: float) -> tuple[float, float]:
+def sample(embedder: Embedder, texts: list[str], calls: int, per_call: int, gap_s: float) -> tuple[float, float]:
     in_calls = in_gaps = 0.0
     for number in range(calls):
         start = time.process_time()
-        embedder.embed_documents(texts[(number * per_call) % len(texts):][:per_call])  # type: ignore[attr-defined]
+        embedder.embed_documents(texts[(number * per_call) % len(texts):][:per_call])
         between = time.process_time()
         time.sleep(gap_s)
         in_calls += between - start
@@ -92,10 +95,12 @@ def main() -> None:
                       "cpu_in_gaps_s": sorted(g for _, g in rows)[len(rows) // 2],
                       "samples": rows} for name, rows in results.items()}
     product, spinning = summary["product"], summary["spinning"]
-    per_call_ms = {name: 1000 * float(arm["cpu_in_gaps_s"]) / args.calls for name, arm in summary.items()}  # type: ignore[arg-type]
+    # each arm's medians are floats (its "samples" the rows they were taken from)
+    per_call_ms = {name: 1000 * cast(float, arm["cpu_in_gaps_s"]) / args.calls for name, arm in summary.items()}
     print(json.dumps({"calls": args.calls, "texts_per_call": args.texts, "gap_ms": args.gap_ms, **summary,
                       "cpu_between_calls_ms_per_call": per_call_ms,
-                      "ratio_cpu_in_calls": float(product["cpu_in_calls_s"]) / float(spinning["cpu_in_calls_s"]),  # type: ignore[arg-type]
+                      "ratio_cpu_in_calls": (cast(float, product["cpu_in_calls_s"])
+                                             / cast(float, spinning["cpu_in_calls_s"])),
                       }, indent=1))
 
 

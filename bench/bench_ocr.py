@@ -29,6 +29,7 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -76,7 +77,7 @@ def main() -> int:
         print("bench_ocr skipped: OCR needs the [ocr] extra (rapidocr)")
         return 0
     if args.workers is not None:
-        ocr.ocr_workers = lambda: args.workers  # type: ignore[assignment]  # the bench's knob
+        ocr.ocr_workers = lambda: args.workers  # the bench's knob
     corpus = ocr_corpus.build(pages_per_manual=args.pages_per_manual)
     load_before = os.getloadavg()
     pages = sum(len(manual.pages) for manual in corpus)
@@ -113,7 +114,7 @@ def main() -> int:
     ocr_seconds = time.perf_counter() - started
     pids = _workers()
     worker_cpu = sum(_proc_cpu(pid) - cpu_before.get(slot, 0.0) for slot, pid in pids.items())
-    worst = min(per_page, key=lambda row: min(float(row["recall"]), float(row["precision"])))  # type: ignore[arg-type]
+    worst = min(per_page, key=lambda row: min(float(cast(float, row["recall"])), float(cast(float, row["precision"]))))
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "pages": pages, "workers": workers,
         "load_average_before": [round(x, 2) for x in load_before],

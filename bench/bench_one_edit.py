@@ -42,11 +42,14 @@ def child(root: Path, full_check: bool) -> None:
     try:  # the KB's self-calibration after a sync is not what is measured (and costs ~30 s)
         import pinakes.calibration.on_sync as on_sync
 
-        on_sync.after_sync = lambda *_args, **_kwargs: None  # type: ignore[assignment]
+        def no_calibration(*_args: object, **_kwargs: object) -> None:
+            return None
+
+        on_sync.after_sync = no_calibration
     except ImportError:
         pass
     started = time.perf_counter()
-    report = run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())
     wall = time.perf_counter() - started
     assert report.ok, report.render_text()
     result: dict[str, Any] = {"wall_seconds": round(wall, 2), "graph_seconds": round(report.graph_seconds or 0.0, 2),

@@ -62,7 +62,7 @@ def make_local(root: Path, partner_root: Path, partner_id: str) -> None:
     init_kb(root, name="bench-local")
     for number in range(10):
         (root / "docs" / f"local{number}.md").write_text(f"# Local {number}\n\nText {number}.\n", encoding="utf-8")
-    run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())
     relative = os.path.relpath(partner_root, root)
     with (root / "pinakes.toml").open("a", encoding="utf-8") as manifest:
         manifest.write(f'\n[[links.kb]]\nid = "{partner_id}"\nalias = "partner"\npath = "{relative}"\n')

@@ -208,7 +208,9 @@ def measure_size(size: int, provider: str, cache: Path, standin: str | None,
     started = time.perf_counter()
     searcher.search(queries[0], mode="vector")  # loads the matrix
     load_s = time.perf_counter() - started
-    matrix = searcher._generation.matrix  # type: ignore[union-attr]
+    generation = searcher._generation  # pyright: ignore[reportPrivateUsage]  # a bench reads the loaded matrix
+    assert generation is not None
+    matrix = generation.matrix
     assert matrix is not None
     for query in queries[:WARMUP]:
         for mode in ("bm25", "vector", "hybrid"):

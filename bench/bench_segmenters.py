@@ -214,9 +214,16 @@ def same_terms(built: Path, refilled: Path) -> bool:
 def plain_words() -> Generator[None, None, None]:
     """Query analysis that takes each space-separated word as one plain unit: no bigram shadow."""
     saved = (query.segmented_parts, query.shadow_or_self, lexical_tokenizer.shadow_or_self)
-    query.segmented_parts = lambda word: [(word, False)]  # type: ignore[assignment]
-    query.shadow_or_self = lambda text: text  # type: ignore[assignment]
-    lexical_tokenizer.shadow_or_self = lambda text: text  # type: ignore[assignment]
+
+    def one_plain_part(word: str) -> list[tuple[str, bool]]:
+        return [(word, False)]
+
+    def no_shadow(text: str) -> str:
+        return text
+
+    query.segmented_parts = one_plain_part
+    query.shadow_or_self = no_shadow
+    lexical_tokenizer.shadow_or_self = no_shadow
     try:
         yield
     finally:
@@ -254,7 +261,7 @@ def analyzer(styles: tuple[str, ...], cut: Cutter | None) -> Callable[[str, Toke
 def scores(index: Path, questions: list[Question], analyze: Callable[[str, Tokenizer], AnalyzedQuery]
            ) -> dict[str, float]:
     saved = core.analyze
-    core.analyze = analyze  # type: ignore[assignment]
+    core.analyze = analyze
     try:
         with Searcher(index, SearchSettings(rerank=False)) as searcher:
             result: dict[str, float] = {}

@@ -87,7 +87,7 @@ def build_kb(root: Path, chunks: int, rebuild: bool) -> dict[str, Any]:
     timing_only = FakeEmbedder(dim=real.identity.dim)
     timing_only.identity = real.identity  # vectors are for timing only; see the module docstring
     started = time.perf_counter()
-    report = run_sync(root, SyncOptions(), embedder=timing_only)  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=timing_only)
     if not report.ok:
         raise SystemExit(f"the benchmark KB did not sync: {report}")
     built = {"files": len(files), "sync_seconds": round(time.perf_counter() - started, 1), **index_counts(root)}

@@ -308,6 +308,7 @@ def main() -> None:
     import pinakes.sync.loader as loader
     from pinakes.errors import PinakesError
     from pinakes.pipeline.run import collect_and_trim
+    from pinakes.rules import Halt, PipelineRun, TaskDict
     from pinakes.sync import SyncOptions
     from pinakes.sync.engine import run_sync
 
@@ -316,7 +317,8 @@ def main() -> None:
     run_invocation = loader.run_invocation
     previous: list[str] = []
 
-    def measured(run: object, invocation: loader.Invocation, *more: object, **named: object) -> tuple[int, str]:
+    def measured(run: PipelineRun, invocation: loader.Invocation, tasks: list[TaskDict] | None = None,
+                 halt: Halt | None = None) -> tuple[int, str]:
         point = phase_point(invocation.label, previous[-1] if previous else None) if args.phases else None
         previous.append(invocation.label)
         if point is not None:
@@ -332,7 +334,7 @@ def main() -> None:
             if args.pins:
                 found[-1]["pins"] = pins()
             if args.compact:
-                report = cast(Any, run.ctx.report)  # type: ignore[attr-defined]
+                report = cast(Any, run.ctx.report)
                 lists = (report.added, report.sidecars_written._documents)
                 fresh = pickle.loads(pickle.dumps(lists))  # new strings, packed; shared ones stay shared
                 report.added[:] = fresh[0]
@@ -344,25 +346,25 @@ def main() -> None:
             if args.survivors:
                 from pinakes.index import chunk_rows
 
-                chunk_rows._heading_json.cache_clear()  # type: ignore[reportPrivateUsage]  # an experiment
+                chunk_rows._heading_json.cache_clear()  # pyright: ignore[reportPrivateUsage]  # an experiment
                 gc.collect()
                 collect_and_trim()
                 found.append(snapshot("after the heading cache cleared", args.trace))
-                report = cast(Any, run.ctx.report)  # type: ignore[attr-defined]
+                report = cast(Any, run.ctx.report)
                 report.added.clear()
                 report.sidecars_written._documents.clear()
                 gc.collect()
                 collect_and_trim()
                 found.append(snapshot("after the report's paths dropped", args.trace))
             if args.spill:
-                report = cast(Any, run.ctx.report)  # type: ignore[attr-defined]
+                report = cast(Any, run.ctx.report)
                 kept["paths"] = "\n".join([*report.added, *report.sidecars_written._documents])
                 report.added.clear()
                 report.sidecars_written._documents.clear()
                 gc.collect()
                 collect_and_trim()
                 found.append(snapshot("after the report's paths as one string", args.trace))
-        return run_invocation(run, invocation, *more, **named)  # type: ignore[arg-type]
+        return run_invocation(run, invocation, tasks, halt)
 
     free = on_sync.return_freed_memory
 
@@ -374,9 +376,9 @@ def main() -> None:
     def not_calibrating(*_a: object, **_k: object) -> None:  # its own cost: bench_end_stages.py calibrate
         raise PinakesError("measured up to here")
 
-    loader.run_invocation = measured  # type: ignore[assignment]
+    loader.run_invocation = measured
     on_sync.return_freed_memory = freeing
-    on_sync.self_calibrate = not_calibrating  # type: ignore[assignment]
+    on_sync.self_calibrate = not_calibrating
     started = time.perf_counter()
     report = run_sync(str(args.kb), SyncOptions(quiet=True), embedder=FastEmbedder())
     print(json.dumps({"kb": str(args.kb), "preimported": preimported, "documents": len(report.added), "chunks": report.chunks_embedded,

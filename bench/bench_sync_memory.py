@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import cast
 
 from bench_sync import REPO, SHARED, WORK, corpus_files, freeze_source, make_kb
 
@@ -197,7 +198,7 @@ def main() -> None:
     sizes = [] if args.only_big else [int(s) for s in args.sizes.split(",") if s]
     results: dict[str, object] = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "source": source,
                                   "cases": {}}
-    cases: dict[str, dict[str, object]] = results["cases"]  # type: ignore[assignment]
+    cases = cast(dict[str, dict[str, object]], results["cases"])
     results["embedder"] = "fake" if args.fake_embedder else "default model (from the manifest)"
 
     def sync_cmd(root: Path) -> list[str]:
@@ -226,14 +227,15 @@ def main() -> None:
         chunks = _count_chunks(root)
         case.update({"documents": len(files), "source_bytes": source_bytes, "chunks": chunks})
         cases[f"tldr-{n}"] = case
+        peak, floor_peak = cast(int, case["peak_rss_bytes"]), cast(int, floor["peak_rss_bytes"])
         print(f"  peak RSS {mib(case['peak_rss_bytes'])} (model floor {mib(floor['peak_rss_bytes'])}, "
-              f"{case['peak_rss_bytes'] / floor['peak_rss_bytes']:.2f}x); {chunks} chunks; wall "  # type: ignore[operator]
+              f"{peak / floor_peak:.2f}x); {chunks} chunks; wall "
               f"{case['wall_seconds']:.0f}s; {case['progress_lines']} progress lines; "
-              f"target <= 1 GB: {'met' if case['peak_rss_bytes'] <= GB else 'NOT met'}", flush=True)  # type: ignore[operator]
+              f"target <= 1 GB: {'met' if peak <= GB else 'NOT met'}", flush=True)
 
     if len(sizes) >= 2:
         small, large = cases[f"tldr-{sizes[0]}"], cases[f"tldr-{sizes[-1]}"]
-        growth = large["peak_rss_bytes"] / small["peak_rss_bytes"] - 1  # type: ignore[operator]
+        growth = cast(int, large["peak_rss_bytes"]) / cast(int, small["peak_rss_bytes"]) - 1
         results["growth"] = {"from": sizes[0], "to": sizes[-1], "growth": growth, "target": 0.10,
                              "met": growth <= 0.10}
         print(f"peak RSS growth {sizes[0]} -> {sizes[-1]} documents: {growth:+.1%} (target <= +10%: "
@@ -254,14 +256,16 @@ def main() -> None:
         case.update({"documents": 1, "source_bytes": size,
                      "chunks": _count_chunks(root) if case["completed"] else None})
         cases["one-big-file"] = case
+        peak, floor_peak = cast(int, case["peak_rss_bytes"]), cast(int, floor["peak_rss_bytes"])
+        quartiles = cast("list[int] | None", case["rss_quartiles_bytes"])
         print(f"  {'' if case['completed'] else 'INTERRUPTED after --timeout: '}"
               f"peak RSS {mib(case['peak_rss_bytes'])} (model floor {mib(floor['peak_rss_bytes'])}, "
-              f"{case['peak_rss_bytes'] / floor['peak_rss_bytes']:.2f}x); {case['chunks']} chunks; "  # type: ignore[operator]
+              f"{peak / floor_peak:.2f}x); {case['chunks']} chunks; "
               f"wall {case['wall_seconds']:.0f}s; RSS quartiles "
-              f"{', '.join(mib(q) for q in case['rss_quartiles_bytes'] or [])}; {case['progress_lines']} "  # type: ignore[union-attr]
+              f"{', '.join(mib(q) for q in quartiles or [])}; {case['progress_lines']} "
               f"progress lines, first at {case['first_progress_at']}s, last at {case['last_progress_at']}s, "
               f"longest gap {case['max_gap_between_progress_lines']}s; target <= 1 GB: "
-              f"{'met' if case['peak_rss_bytes'] <= GB else 'NOT met'}", flush=True)  # type: ignore[operator]
+              f"{'met' if peak <= GB else 'NOT met'}", flush=True)
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

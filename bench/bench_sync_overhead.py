@@ -82,7 +82,7 @@ def sample(root: Path, table: Path) -> dict[str, object]:
         calls.append(texts)
         return vectors[[rows[text] for text in texts]].copy()
 
-    embedder.embed_documents = from_table  # type: ignore[method-assign]
+    embedder.embed_documents = from_table  # pyright: ignore[reportAttributeAccessIssue]  # vectors from the table
     from pinakes.calibration import on_sync
     from pinakes.sync import engine, loader
 
@@ -91,17 +91,17 @@ def sample(root: Path, table: Path) -> dict[str, object]:
     def invocation_clocked(run: object, invocation: loader.Invocation, *args: object, **kwargs: object) -> object:
         return clocked(f"invocation {invocation.stages[0].key}", run_invocation)(run, invocation, *args, **kwargs)
 
-    loader.run_invocation = invocation_clocked  # type: ignore[assignment]
+    loader.run_invocation = invocation_clocked
     for module, name in ((loader, "return_freed_memory"), (loader, "_return_freed_memory"),
                          (on_sync, "return_freed_memory")):  # (the second: the name before 2d50afe)
         if hasattr(module, name):
             setattr(module, name, clocked(f"freed memory ({module.__name__.rsplit('.', 1)[-1]})", getattr(module, name)))
-    on_sync.after_sync = clocked("after_sync (self-calibration)", on_sync.after_sync)  # type: ignore[assignment]
+    on_sync.after_sync = clocked("after_sync (self-calibration)", on_sync.after_sync)
     from pinakes.sync import SyncOptions
 
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall, cpu = time.perf_counter(), time.process_time()
-    report = engine.run_sync(root, SyncOptions(quiet=True), embedder=embedder)  # type: ignore[arg-type]
+    report = engine.run_sync(root, SyncOptions(quiet=True), embedder=embedder)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # the chunk-ahead worker's: every child but those reaped inside a clocked part
@@ -132,7 +132,7 @@ def make_table(root: Path, table: Path) -> None:
 
     embedder, batch = load_real_embedder(root)
     inputs = stored_model_inputs(root)
-    np.save(table.with_suffix(".npy"), embedder.embed_documents(inputs, batch_size=batch))  # type: ignore[attr-defined]
+    np.save(table.with_suffix(".npy"), embedder.embed_documents(inputs, batch_size=batch))
     table.with_suffix(".json").write_text(json.dumps(inputs), encoding="utf-8")
 
 
@@ -167,16 +167,17 @@ def main() -> None:
     for source in versions.values():
         shutil.rmtree(source, ignore_errors=True)
     for name, runs in samples.items():
-        loads = " / ".join(f"{float(run['load']):.1f}" for run in runs)  # type: ignore[arg-type]
+        loads = " / ".join(f"{float(cast(float, run['load'])):.1f}" for run in runs)
         print(f"{name} ({len(runs)} samples, load {loads}):")
         for key in ("sync_cpu", "sync_wall", "worker_cpu", "padded_tokens"):
-            values = [float(run[key]) for run in runs]  # type: ignore[arg-type]
+            values = [float(cast(float, run[key])) for run in runs]
             print(f"  {key:32s} median {statistics.median(values):10.3f}   {' / '.join(f'{v:.3f}' for v in values)}")
         for part in sorted({part for run in runs for part in cast(Parts, run["parts"])}):
             values = [cast(Parts, run["parts"]).get(part, [0.0])[0] for run in runs]
             print(f"  {part + ' CPU':32s} median {statistics.median(values):10.3f}   {' / '.join(f'{v:.3f}' for v in values)}")
     base, head = samples[args.base], samples["working tree"]
-    pairs = [float(h["sync_cpu"]) - float(b["sync_cpu"]) for h, b in zip(head, base, strict=True)]  # type: ignore[arg-type]
+    pairs = [float(cast(float, h["sync_cpu"])) - float(cast(float, b["sync_cpu"]))
+             for h, b in zip(head, base, strict=True)]
     print(f"working tree - {args.base}, the sync's CPU beyond the model, turn by turn: "
           f"{' / '.join(f'{pair:+.3f}' for pair in pairs)} s (median {statistics.median(pairs):+.3f} s)")
     (WORK / "overhead.json").write_text(json.dumps({"base": args.base, "samples": samples}), encoding="utf-8")

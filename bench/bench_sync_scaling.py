@@ -20,6 +20,7 @@ import json
 import subprocess
 import sys
 import time
+from typing import Any
 
 from bench_sync import REPO, WORK, corpus_files, freeze_source, make_kb
 
@@ -41,15 +42,15 @@ def single(n: int) -> dict[str, object]:
     identity_seconds = 0.0
     original = pair.apply_identity
 
-    def timed_apply_identity(*args: object, **kwargs: object) -> None:
+    def timed_apply_identity(*args: Any, **kwargs: Any) -> None:  # apply_identity's own, passed through
         nonlocal identity_seconds
         began = time.perf_counter()
         try:
-            original(*args, **kwargs)  # type: ignore[arg-type]
+            original(*args, **kwargs)
         finally:
             identity_seconds += time.perf_counter() - began
 
-    pair.apply_identity = timed_apply_identity  # type: ignore[assignment]
+    pair.apply_identity = timed_apply_identity
     wall, cpu = time.perf_counter(), time.process_time()
     report = run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())
     seconds, cpu_seconds = time.perf_counter() - wall, time.process_time() - cpu
@@ -76,26 +77,26 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.max_docs is not None:
         sizes = [n for n in sizes if n <= args.max_docs]
-    runs: list[dict[str, object]] = []
+    runs: list[dict[str, Any]] = []  # each run's JSON, as --single printed it
     for n in sizes:
         out = subprocess.run([sys.executable, __file__, "--single", str(n)], check=True, capture_output=True,
                              text=True)
         run = json.loads(out.stdout.strip().splitlines()[-1])
         runs.append(run)
         base = runs[0]
-        ratio = (run["seconds"] / n) / (base["seconds"] / base["documents"])  # type: ignore[operator]
+        ratio = (run["seconds"] / n) / (base["seconds"] / base["documents"])
         run["ratio_per_doc_to_smallest"] = ratio
         t = run["timings"]
         per = 1000 / n
-        print(f"{n:>6} new docs: {run['seconds']:7.1f}s = {run['seconds'] * per:.2f} ms/doc "  # type: ignore[operator]
-              f"(ratio to {base['documents']}: {ratio:.2f}; 1.0 = linear) | walk {t['walk'] * per:.3f}, "  # type: ignore[index]
-              f"pair(plan) {t['pair'] * per:.3f}, apply_identity {run['apply_identity_seconds'] * per:.3f}, "  # type: ignore[index,operator]
-              f"pipeline {t['pipeline'] * per:.3f} (of which graph {(run['graph_seconds'] or 0) * per:.3f}) "  # type: ignore[index,operator]
+        print(f"{n:>6} new docs: {run['seconds']:7.1f}s = {run['seconds'] * per:.2f} ms/doc "
+              f"(ratio to {base['documents']}: {ratio:.2f}; 1.0 = linear) | walk {t['walk'] * per:.3f}, "
+              f"pair(plan) {t['pair'] * per:.3f}, apply_identity {run['apply_identity_seconds'] * per:.3f}, "
+              f"pipeline {t['pipeline'] * per:.3f} (of which graph {(run['graph_seconds'] or 0) * per:.3f}) "
               f"ms/doc; CPU {run['cpu_seconds']:.1f}s", flush=True)
     if len(runs) >= 2:
         first, last = runs[0], runs[-1]
-        scale = last["documents"] / first["documents"]  # type: ignore[operator]
-        linearity = last["seconds"] / first["seconds"] / scale  # type: ignore[operator]
+        scale = last["documents"] / first["documents"]
+        linearity = last["seconds"] / first["seconds"] / scale
         print(f"t({last['documents']}) / t({first['documents']}) / {scale:g} = {linearity:.2f} (1.0 = linear)")
     out_path = REPO / "bench" / "results" / "sync_scaling.json"
     out_path.parent.mkdir(exist_ok=True)

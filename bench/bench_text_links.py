@@ -163,7 +163,7 @@ def build_kb(vault: Path, where: Path) -> Path:
     text = re.sub(r"^roots = \[.*\]$", 'roots = ["vault"]', manifest.read_text(encoding="utf-8"), count=1, flags=re.M)
     manifest.write_text(text, encoding="utf-8")
     started = time.perf_counter()
-    report = run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())
     print(f"synced {len(report.added)} documents in {time.perf_counter() - started:.1f} s; "
           f"census {report.graph_census}", file=sys.stderr)
     return root

@@ -307,18 +307,26 @@ def main() -> None:
         row = {"piece_rows": piece_rows or "one", **built, **searched, **updated}
         results.append(row)
         print(json.dumps(row), flush=True)
+
+    def memory_of(row: dict[str, object], key: str) -> dict[str, int]:
+        return cast("dict[str, int]", row[key])  # a child's memory(), read back from its JSON
+
+    def ms(row: dict[str, object], key: str) -> float:
+        return float(cast(float, row[key]))  # a child's timing, read back from its JSON
+
     first = results[0]
     for row in results:
-        peak = row["after"]["VmHWM"]  # type: ignore[index]
-        ratios = {"peak": round(peak / first["after"]["VmHWM"], 3)}  # type: ignore[index]
+        peak = memory_of(row, "after")["VmHWM"]
+        ratios = {"peak": round(peak / memory_of(first, "after")["VmHWM"], 3)}
         if not args.skip_search:
-            ratios.update(p50=round(float(row["p50_ms"]) / float(first["p50_ms"]), 3),  # type: ignore[arg-type]
-                          p95=round(float(row["p95_ms"]) / float(first["p95_ms"]), 3))  # type: ignore[arg-type]
+            ratios.update(p50=round(ms(row, "p50_ms") / ms(first, "p50_ms"), 3),
+                          p95=round(ms(row, "p95_ms") / ms(first, "p95_ms"), 3))
         print(f"piece_rows {row['piece_rows']}: {row['pieces']} pieces, peak VmHWM {peak} MB "
-              f"(before the build {row['before']['VmRSS']} MB), build {row['seconds']} s ({row['cpu_s']} CPU s); "  # type: ignore[index]
+              f"(before the build {memory_of(row, 'before')['VmRSS']} MB), "
+              f"build {row['seconds']} s ({row['cpu_s']} CPU s); "
               + ("" if args.skip_search else f"p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms, "
                  f"recall@10 {row['recall_at_10']}; ")
-              + ("" if not args.update else f"update peak VmHWM {row['update_after']['VmHWM']} MB "  # type: ignore[index]
+              + ("" if not args.update else f"update peak VmHWM {memory_of(row, 'update_after')['VmHWM']} MB "
                  f"({row['update_pieces_written']} pieces written, {row['update_seconds']} s); ")
               + f"ratios to {first['piece_rows']}: {ratios}")
 

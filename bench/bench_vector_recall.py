@@ -150,7 +150,7 @@ def main() -> None:
     truth = {name: bench_vector_tiers.exact_truth(base, np.ones(len(base), bool), queries, ids)
              for name, queries in query_sets.items()}
     log("exact truth done")
-    runs: list[dict[str, object]] = out["runs"]  # type: ignore[assignment]
+    runs = cast("list[dict[str, object]]", out["runs"])  # the list put in `out` above
     tag = f"{len(base)}-{args.extend_by if extended else 'real'}"
     for setting in args.settings:
         dtype, connectivity, expansion_add = parse_setting(setting)

@@ -136,7 +136,7 @@ def _off_driver(root: Path) -> None:
             chunked[key] = chunker(text, source_type, **options)
         return chunked[key]
 
-    pinakes.chunking.chunk_text = chunk_text  # type: ignore[assignment]
+    pinakes.chunking.chunk_text = chunk_text
     for name in ("paired_counts", "paired_frequencies"):  # the working tree's, a baseline's
         probe = getattr(Tokenizer, name, None)
         if probe is None:
@@ -150,7 +150,7 @@ def _off_driver(root: Path) -> None:
             return _counted[key]
 
         setattr(Tokenizer, name, remembered)
-    report = run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())
     assert report.ok, report.render_text()
     for leftover in (root / ".pinakes").glob("index.db*"):
         leftover.unlink()
@@ -165,7 +165,10 @@ def child(root: Path) -> None:
     try:  # the KB's self-calibration after a sync is not the writer (and costs ~30 s)
         import pinakes.calibration.on_sync as on_sync
 
-        on_sync.after_sync = lambda *_args, **_kwargs: None  # type: ignore[assignment]
+        def no_calibration(*_args: object, **_kwargs: object) -> None:
+            return None
+
+        on_sync.after_sync = no_calibration
     except ImportError:
         pass
     if os.environ.get("PNK_BENCH_OFF_DRIVER"):
@@ -180,10 +183,10 @@ def child(root: Path) -> None:
             first.append(time.perf_counter() - started)
         return kept
 
-    embed_stage.write_document = timed_write  # type: ignore[assignment]
+    embed_stage.write_document = timed_write
     cpu = time.process_time()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    report = run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(quiet=True), embedder=FastEmbedder())
     cpu = time.process_time() - cpu
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the chunk-ahead worker, reaped with the sync
     helper = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)

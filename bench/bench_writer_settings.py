@@ -81,7 +81,7 @@ def child(setting: str, corpus: Path, chunks: int, index: Path) -> None:
             conn.execute(f"PRAGMA {page}")
             return conn
 
-        sqlite3.connect = connect  # type: ignore[assignment]
+        sqlite3.connect = connect
     docs = documents(corpus, chunks)
     rng = np.random.default_rng(7)
     conn = schema.open_writer(index)

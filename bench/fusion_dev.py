@@ -32,7 +32,7 @@ import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -195,9 +195,9 @@ def rescored(row: dict[str, Any], variant: Variant, n: int, avg_text: float, avg
              documents: dict[int, int] | None = None) -> list[tuple[int, float]]:
     """The keyword list (chunk, score) best first, WIDTH deep, under one scoring variant."""
     form = variant["form"]
-    w = float(variant.get("w", 1.0))  # type: ignore[arg-type]
-    bc = float(variant.get("bc", B))  # type: ignore[arg-type]
-    k1 = float(variant.get("k1", K1))  # type: ignore[arg-type]
+    w = float(cast(float, variant.get("w", 1.0)))
+    bc = float(cast(float, variant.get("bc", B)))
+    k1 = float(cast(float, variant.get("k1", K1)))
     idf_kind = str(variant.get("idf", "row"))
     idf = {t: term_idf(row, t, n, idf_kind) for t in row["terms"]}
     scores: dict[int, float] = {}
@@ -316,7 +316,7 @@ class Corpus:
         if key not in self._keyword:
             self._keyword[key] = [
                 rescored(r, variant, self.n, self.avg_text, self.avg_context) if r["single"] and r["terms"]
-                else [tuple(x) for x in r["keyword"]] for r in self.rows]  # type: ignore[misc]
+                else [tuple(x) for x in r["keyword"]] for r in self.rows]
         return self._keyword[key]
 
     def vector(self) -> list[list[tuple[int, float]]]:

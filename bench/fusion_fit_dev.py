@@ -101,7 +101,7 @@ class ProductGrid(Grid):
         with open_searcher(kb, manifest) as searcher:
             lists = fusion_fit.collect_lists(searcher, golden)
             top = searcher.settings.fusion_top_k
-        self.corpus = type("Named", (), {"name": name})()  # type: ignore[assignment]
+        self.corpus = type("Named", (), {"name": name})()
         self.names = [a[0] for a in arms()]
         self.scores = np.array([[fusion_fit._score(item,  # pyright: ignore[reportPrivateUsage] -- the fit's own scorer
                                                    fusion_fit.FusionArm(wk, wv, k), top)
@@ -110,7 +110,7 @@ class ProductGrid(Grid):
 
 def significant_gain(train_fit: np.ndarray, train_fixed: np.ndarray) -> bool:
     p = paired(list(train_fixed), list(train_fit))
-    return p["p_better"] < ALPHA  # type: ignore[operator]
+    return p["p_better"] < ALPHA
 
 
 def fit_arm(grid: Grid, rows: np.ndarray, guard: str, alpha: float = ALPHA, single: bool = True) -> str:
@@ -124,7 +124,7 @@ def fit_arm(grid: Grid, rows: np.ndarray, guard: str, alpha: float = ALPHA, sing
         return FIXED
     if guard == "sign":
         p = paired(list(fixed), list(grid.column(best)[rows]))
-        if not p["p_better"] < alpha:  # type: ignore[operator]
+        if not p["p_better"] < alpha:
             return FIXED
     return best
 
@@ -152,9 +152,9 @@ def verdict(grid: Grid, test: np.ndarray, fitted: np.ndarray, out: dict[str, lis
     out["vs_rrf"].append(float(mine.mean() - fixed.mean()))
     out["vs_best"].append(float(mine.mean() - best.mean()))
     out["fixed_vs_best"].append(float(fixed.mean() - best.mean()))
-    out["worse_rrf"].append(float(p_rrf["p_worse"] < ALPHA))  # type: ignore[operator]
-    out["worse_best"].append(float(p_best["p_worse"] < ALPHA))  # type: ignore[operator]
-    out["better_rrf"].append(float(p_rrf["p_better"] < ALPHA))  # type: ignore[operator]
+    out["worse_rrf"].append(float(p_rrf["p_worse"] < ALPHA))
+    out["worse_best"].append(float(p_best["p_worse"] < ALPHA))
+    out["better_rrf"].append(float(p_rrf["p_better"] < ALPHA))
 
 
 def summary(name: str, bucket: dict[str, list[float]]) -> str:
@@ -216,7 +216,7 @@ def main() -> int:
                         own = fit_keep_top([g], [tr], guard)
                         if own is not None:
                             p = paired(list(g.column(FIXED)[tr]), list(g.kept_top(FIXED, *own)[tr]))
-                            own = own if p["p_better"] < ALPHA else None  # type: ignore[operator]
+                            own = own if p["p_better"] < ALPHA else None
                         fitted = g.column(FIXED) if own is None else g.kept_top(FIXED, *own)
                         chosen = str(own)
                     elif guard in ("sign01", "signfused", "sign005", "sign001"):

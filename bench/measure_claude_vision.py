@@ -25,7 +25,10 @@ import tempfile
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pinakes.budget import Accountant
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -109,9 +112,9 @@ def _set(text: str, key: str, value: str) -> str:
     return re.sub(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)
 
 
-def _calls(accountant: object, call_ids: list[str]) -> list[dict[str, object]]:
+def _calls(accountant: Accountant, call_ids: list[str]) -> list[dict[str, object]]:
     """Per call: reserved and billed EUR and tokens, read back from the scratch ledger."""
-    calls = cast("dict[str, object]", accountant.calls())  # type: ignore[attr-defined]
+    calls = accountant.calls()
     rows: list[dict[str, object]] = []
     for call_id in call_ids:
         call = calls.get(call_id)

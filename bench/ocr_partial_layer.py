@@ -49,8 +49,8 @@ def made_scans(corpus: Sequence[Any], scratch: Path, invisible: bool) -> Path:
     pdf = FPDF(unit="pt", format="letter")
     pdf.set_auto_page_break(False)
     for manual in corpus:
-        document = pdfium.PdfDocument(str(manual.scan_pdf))  # type: ignore[attr-defined]
-        for index, truth in enumerate(manual.truth):  # type: ignore[attr-defined]
+        document = pdfium.PdfDocument(str(manual.scan_pdf))
+        for index, truth in enumerate(manual.truth):
             bitmap = cast(Any, document[index].render(scale=1, grayscale=True))  # typings/pypdfium2 lacks to_pil
             image = bitmap.to_pil()
             pdf.add_page()
@@ -62,7 +62,7 @@ def made_scans(corpus: Sequence[Any], scratch: Path, invisible: bool) -> Path:
                 pdf.multi_cell(530, 11, truth.encode("latin-1", "replace").decode("latin-1"))
                 pdf.text_mode = TextMode.FILL
             else:
-                pdf.text(40, 30, f"Scanned 2026-03-01, page {index + 1} of {len(manual.truth)}")  # type: ignore[attr-defined]
+                pdf.text(40, 30, f"Scanned 2026-03-01, page {index + 1} of {len(manual.truth)}")
         document.close()
     path = scratch / ("ocrd.pdf" if invisible else "stamped.pdf")
     pdf.output(str(path))
@@ -72,9 +72,9 @@ def made_scans(corpus: Sequence[Any], scratch: Path, invisible: bool) -> Path:
 def summary(pages: list[Any], yield_floor: float) -> dict[str, object]:
     from pinakes.extract.pdf import pages_without_text
 
-    chars = sorted(page.native_chars for page in pages)  # type: ignore[attr-defined]
-    shares = sorted(page.image_share for page in pages)  # type: ignore[attr-defined]
-    return {"pages": len(pages), "sent_to_ocr": len(pages_without_text(pages, yield_floor)),  # type: ignore[arg-type]
+    chars = sorted(page.native_chars for page in pages)
+    shares = sorted(page.image_share for page in pages)
+    return {"pages": len(pages), "sent_to_ocr": len(pages_without_text(pages, yield_floor)),
             "text_layer_chars": {"min": chars[0], "median": chars[len(chars) // 2], "max": chars[-1]},
             "image_share": {"min": round(shares[0], 3), "max": round(shares[-1], 3)}}
 

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from pinakes.eval.outcomes import Outcome
@@ -507,7 +507,7 @@ def product_rankings(kb: Path, questions: Sequence[Question], **overrides: objec
     from pinakes.search.core import Searcher
 
     searcher = Searcher.for_kb(kb, offline=True)
-    searcher.settings = dataclasses.replace(searcher.settings, rerank=False, **overrides)  # type: ignore[arg-type]
+    searcher.settings = dataclasses.replace(searcher.settings, rerank=False, **overrides)
     out: list[list[str]] = []
     try:
         for question in questions:
@@ -771,15 +771,15 @@ def fit_with_agreement(rows: Sequence[dict[str, object]], low: float) -> dict[st
     no_answer = [r for r in rows if not r["answerable"] and r["signal"] is not None]
 
     def low_under(row: dict[str, object], relaxed: float | None) -> bool:
-        signal = float(row["signal"])  # type: ignore[arg-type]
+        signal = float(cast(float, row["signal"]))
         if signal >= low:
             return False
         return not (relaxed is not None and row["agree"] and signal >= relaxed)
 
-    agreeing_no_answer = [float(r["signal"]) for r in no_answer if r["agree"]]  # type: ignore[arg-type]
+    agreeing_no_answer = [float(cast(float, r["signal"])) for r in no_answer if r["agree"]]
     # just above the best agreeing no-answer question, so none of them leaves "low"
     relaxed = (max(agreeing_no_answer) + 1e-4) if agreeing_no_answer else min(
-        float(r["signal"]) for r in answerable)  # type: ignore[arg-type]
+        float(cast(float, r["signal"])) for r in answerable)
     relaxed = min(relaxed, low)
     out: dict[str, object] = {}
     for label, threshold in (("cosine only", None), ("cosine, relaxed where the retrievers agree", relaxed)):
@@ -790,8 +790,9 @@ def fit_with_agreement(rows: Sequence[dict[str, object]], low: float) -> dict[st
     out["agreement_rate"] = {
         "answerable": f"{sum(1 for r in answerable if r['agree'])}/{len(answerable)}",
         "no_answer": f"{sum(1 for r in no_answer if r['agree'])}/{len(no_answer)}"}
-    margin_no_answer = max((float(r["margin"]) for r in no_answer), default=0.0)  # type: ignore[arg-type]
-    rescued = sum(1 for r in answerable if low_under(r, None) and float(r["margin"]) > margin_no_answer)  # type: ignore[arg-type]
+    margin_no_answer = max((float(cast(float, r["margin"])) for r in no_answer), default=0.0)
+    rescued = sum(1 for r in answerable
+                  if low_under(r, None) and float(cast(float, r["margin"])) > margin_no_answer)
     out["margin"] = {"best_no_answer_margin": round(margin_no_answer, 4),
                      "false_abstains_above_it": f"{rescued}/{len(answerable)}"}
     return out

@@ -48,6 +48,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    from pinakes.eval.golden import Question
     from pinakes.lexical.filters import SearchFilters
 
 os.environ.setdefault("PNK_CTX_CACHE", "/work/cache/fusion/ctx")
@@ -74,7 +75,7 @@ class Asked:
     id: str
     query: str
     relevant: tuple[str, ...]
-    golden: object | None = None  # the demo's golden question (its filters)
+    golden: Question | None = None  # the demo's golden question (its filters)
 
 
 def questions(name: str, kb: Path) -> list[Asked]:
@@ -99,7 +100,7 @@ def questions(name: str, kb: Path) -> list[Asked]:
 
 def _filters(a: Asked) -> SearchFilters | None:
     """The demo question's filters (None for a corpus question)."""
-    return a.golden.search_filters() if a.golden is not None else None  # type: ignore[attr-defined]
+    return a.golden.search_filters() if a.golden is not None else None
 
 
 # -- one arm, in its own process ---------------------------------------------------------------------
@@ -208,10 +209,13 @@ def fitted_arm(lists: Sequence[dict[str, Any]], rows: Sequence[int], asked: Sequ
                                **_shared_fields(lists[i]))
              for i in rows]
     original = fusion_fit.collect_lists
-    fusion_fit.collect_lists = lambda searcher, golden: items  # type: ignore[assignment]
+    fusion_fit.collect_lists = lambda searcher, golden: items
+    # fit_fusion reads only the searcher's settings.fusion_top_k, and the golden set goes only to the
+    # collect_lists replaced above: a stand-in searcher and no golden set
     try:
-        fit = fusion_fit.fit_fusion(SimpleNamespace(settings=SimpleNamespace(fusion_top_k=fusion_top_k)),  # type: ignore[arg-type]
-                                    None, "verdict46", 60)  # type: ignore[arg-type]
+        searcher = SimpleNamespace(settings=SimpleNamespace(fusion_top_k=fusion_top_k))
+        fit = fusion_fit.fit_fusion(searcher,  # pyright: ignore[reportArgumentType]  # a stand-in searcher
+                                    None, "verdict46", 60)  # pyright: ignore[reportArgumentType]  # no golden set
     finally:
         fusion_fit.collect_lists = original
     arm = fit.chosen.arm
@@ -272,8 +276,8 @@ def corpus_table(name: str, base: Path | None, reading: str = "stored") -> dict[
                 "ctx": worse(k, pick(keyword_noctx)), "keyword_noctx": statistics.fmean(pick(keyword_noctx))}
 
     result["full"] = row(range(n), fixed, "fixed")
-    result["full"]["keyword_today"] = statistics.fmean(today_keyword)  # type: ignore[index]
-    result["full"]["keyword_vs_today"] = worse(keyword, today_keyword)  # type: ignore[index]
+    result["full"]["keyword_today"] = statistics.fmean(today_keyword)
+    result["full"]["keyword_vs_today"] = worse(keyword, today_keyword)
     halves_out: list[dict[str, object]] = []
     for seed in range(SEEDS):
         split = halves(n, seed)

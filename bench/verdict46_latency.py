@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 REPO = Path(__file__).resolve().parent.parent
 QUERIES = 120
@@ -110,8 +111,8 @@ def drive(index: Path, base: Path, queries: int, rounds: int) -> dict[str, objec
         result[f"{mode}: stage p50 ms (before, after)"] = {
             stage: [round(statistics.median(stages[f"{arm} {mode}"].get(stage) or [0.0]), 3) for arm in ("before", "after")]
             for stage in stages[f"after {mode}"]}
-        result[f"{mode}: p50 after - before ms"] = round(
-            result[f"{mode}: after"]["p50_ms"] - result[f"{mode}: before"]["p50_ms"], 3)  # type: ignore[index]
+        p50 = {arm: cast("dict[str, float]", result[f"{mode}: {arm}"])["p50_ms"] for arm in ("before", "after")}
+        result[f"{mode}: p50 after - before ms"] = round(p50["after"] - p50["before"], 3)
     return result
 
 

@@ -36,7 +36,7 @@ def caps(**values: str | int) -> BudgetSection:
     base = BudgetSection(confirm_above_eur=Decimal("100"), per_operation_eur=Decimal("100"),
                          daily_eur=Decimal("100"), monthly_eur=Decimal("100"))
     converted = {key: Decimal(value) if key.endswith("_eur") else value for key, value in values.items()}
-    return replace(base, **converted)  # type: ignore[arg-type]
+    return replace(base, **converted)
 
 
 def eur_shape(eur: str, unit: str | None = None) -> CallShape:

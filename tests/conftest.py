@@ -44,18 +44,18 @@ def _is_local(address: object) -> bool:
 def _guarded_connect(self: socket.socket, address: object) -> None:
     if not _is_local(address):
         raise NetworkBlockedError(f"tests may not touch the network (connect to {address!r})")
-    return _real_connect(self, address)  # type: ignore[arg-type]
+    return _real_connect(self, address)  # pyright: ignore[reportArgumentType]  # the caller's own address, unchanged
 
 
 def _guarded_connect_ex(self: socket.socket, address: object) -> int:
     if not _is_local(address):
         raise NetworkBlockedError(f"tests may not touch the network (connect to {address!r})")
-    return _real_connect_ex(self, address)  # type: ignore[arg-type]
+    return _real_connect_ex(self, address)  # pyright: ignore[reportArgumentType]  # the caller's own address, unchanged
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+    socket.socket.connect = _guarded_connect
+    socket.socket.connect_ex = _guarded_connect_ex
     # Model libraries must never try a hub download from a test.
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"

@@ -19,9 +19,11 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
-from pinakes.embed.base import ModelIdentity
+import pytest
+
+from pinakes.embed.base import Embedder, ModelIdentity
 from pinakes.embed.tokens import TokenCounter
 from pinakes.init import init_kb
 from pinakes.kb import KBPaths
@@ -105,8 +107,8 @@ def write_documents(root: Path, docs: Iterable[Doc]) -> None:
             os.utime(path, (doc.mtime, doc.mtime))
 
 
-def sync(root: Path, embedder: object, **options: object) -> SyncReport:
-    report = run_sync(root, SyncOptions(**options), embedder=embedder)  # type: ignore[arg-type]
+def sync(root: Path, embedder: object, **options: Any) -> SyncReport:  # Any: SyncOptions' own fields
+    report = run_sync(root, SyncOptions(**options), embedder=cast(Embedder, embedder))
     assert report.ok and not report.failures, report.failures
     return report
 
@@ -127,7 +129,7 @@ def build_kb(root: Path, docs: Iterable[Doc], embedder: object, *, deleted: Iter
              manifest: str | None = None) -> Path:
     """A KB at `root` holding `docs` (and `deleted`, synced once then deleted), indexed by the sync;
     returns its index. `manifest` replaces the init'd pinakes.toml (a test that needs one of its own)."""
-    identity = cast(ModelIdentity, embedder.identity)  # type: ignore[attr-defined]  # any embedder-like object
+    identity = cast(Embedder, embedder).identity
     if manifest is None:
         init_test_kb(root, identity, roots=roots, max_tokens=max_tokens, overlap=overlap)
     else:
@@ -141,15 +143,15 @@ def build_kb(root: Path, docs: Iterable[Doc], embedder: object, *, deleted: Iter
     return KBPaths(root).index_db
 
 
-def sync_claude_vision(root: Path, embedder: object, server_url: str, monkeypatch: object) -> SyncReport:
+def sync_claude_vision(root: Path, embedder: object, server_url: str, monkeypatch: pytest.MonkeyPatch) -> SyncReport:
     """`pnk sync --extract=claude-vision` with the real `anthropic` client against the local
     Messages API (tests/fake_anthropic.py), its key set where Pinakes reads it."""
-    monkeypatch.setenv("PINAKES_ANTHROPIC_API_KEY", "sk-ant-test-not-a-key")  # type: ignore[attr-defined]
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server_url)  # type: ignore[attr-defined]
+    monkeypatch.setenv("PINAKES_ANTHROPIC_API_KEY", "sk-ant-test-not-a-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server_url)
     return sync(root, embedder, extract_backend="claude-vision")
 
 
-def newer_extractor(monkeypatch: object, backend: str) -> None:
+def newer_extractor(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
     """Make `backend` the next version of itself for the rest of the test, as an upgraded Pinakes
     declares it: what an index synced before the upgrade recorded is now stale (spec §4.4)."""
     from dataclasses import replace
@@ -158,7 +160,7 @@ def newer_extractor(monkeypatch: object, backend: str) -> None:
 
     spec = EXTRACTORS[backend]
     newer = replace(spec, constants={**spec.constants, "version": f"{spec.constants['version']}-next"})
-    monkeypatch.setitem(EXTRACTORS, backend, newer)  # type: ignore[attr-defined]
+    monkeypatch.setitem(EXTRACTORS, backend, newer)
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pinakes.budget import BudgetExceededError, BudgetOverrunError, CallShape
-from pinakes.budget.ledger import Ledger, LedgerRecord
+from pinakes.budget.ledger import Kind, Ledger, LedgerRecord
 from pinakes.budget.overrun import open_overruns
 from pinakes.budget.windows import Tally, Totals, fold
 from tests.budget_helpers import KB_ID, PRICES, TEST_MODEL, Clock, caps, open_accountant
@@ -24,9 +24,9 @@ from tests.budget_helpers import KB_ID, PRICES, TEST_MODEL, Clock, caps, open_ac
 START = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)  # across a day's and a month's end in Paris
 
 
-def record(kind: str, call: int, *, minutes: int, tokens: int = 1000, cost: str = "0.001001") -> LedgerRecord:
+def record(kind: Kind, call: int, *, minutes: int, tokens: int = 1000, cost: str = "0.001001") -> LedgerRecord:
     return LedgerRecord(
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         ts=START + timedelta(minutes=minutes), operation="rerank", operation_id=f"op{call // 3:06d}",
         call_id=f"call{call:06d}", model=TEST_MODEL, input_tokens=tokens, output_tokens=1,
         cost_usd=Decimal(cost), usd_per_eur=Decimal("1.16"), prices_as_of=PRICES.as_of,
@@ -116,7 +116,7 @@ def test_a_ledger_replaced_by_hand_is_folded_afresh(tmp_path: Path) -> None:
     assert path.exists()
 
 
-KINDS = ("reservation", "reconciliation", "void", "resolution")
+KINDS: tuple[Kind, ...] = ("reservation", "reconciliation", "void", "resolution")
 
 
 @st.composite

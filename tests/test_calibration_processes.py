@@ -11,9 +11,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
@@ -59,11 +60,11 @@ class _Record:
 def test_two_processes_give_the_rows_and_the_fit_of_one_question_after_another(
         built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     searched_by = _Record(tmp_path / "pids")
-    search = Searcher.search_twice  # a question's two searches (search/twice.py)
+    search = cast(Callable[..., object], Searcher.search_twice)  # a question's two searches (search/twice.py)
 
     def recorded(self: Searcher, query: str, *args: object, **kwargs: object) -> object:
         searched_by.add(str(os.getpid()))
-        return search(self, query, *args, **kwargs)  # type: ignore[arg-type]
+        return search(self, query, *args, **kwargs)
 
     monkeypatch.setattr(Searcher, "search_twice", recorded)
     with searcher_for(built, BatchingEmbedder()) as searcher:

@@ -33,7 +33,7 @@ def test_status_names_what_the_sync_then_reports_and_keeps_its_json_keys(
     docs = root / "docs"
     for number in range(4):
         (docs / f"doc{number}.md").write_text(f"# Doc {number}\n\nAbout topic {number}.\n", encoding="utf-8")
-    run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())
     (docs / "doc0.md").write_text("# Doc 0\n\nRewritten.\n", encoding="utf-8")
     (docs / "doc1.md").rename(docs / "moved.md")
     (docs / "doc2.md").unlink()
@@ -43,7 +43,7 @@ def test_status_names_what_the_sync_then_reports_and_keeps_its_json_keys(
     monkeypatch.chdir(root)
     assert main(["status", "--json"]) == 0
     status_json = json.loads(capsys.readouterr().out)
-    report = run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())
 
     for kind in ("added", "changed", "reembedded", "renamed", "deleted"):
         assert getattr(status, kind) == getattr(report, kind), kind

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -23,6 +23,10 @@ from pinakes.pipeline.token_counts import REMEMBERED_DOCUMENT_CHARS
 from pinakes.pipeline.types import DocWork
 from tests.fakes import FakeEmbedder
 from tests.kb_helpers import Doc, build_kb, packaged_token_counter
+
+if TYPE_CHECKING:
+    from pinakes.embed.base import Embedder
+    from pinakes.sources.walk import FileState
 
 CORPORA = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora"
 # Two KBs mint different document IDs (and so sidecars): a document is named by its path.
@@ -109,8 +113,8 @@ def _watched(monkeypatch: pytest.MonkeyPatch, after_take: int | None = None,
     started: list[chunk_ahead.ChunkAhead] = []
     real_start, real_take = chunk_ahead.start, chunk_ahead.ChunkAhead.take
 
-    def start(*args: object, **kwargs: object) -> chunk_ahead.ChunkAhead:
-        ahead = real_start(*args, **kwargs)  # type: ignore[arg-type]
+    def start(*args: Any, **kwargs: Any) -> chunk_ahead.ChunkAhead:
+        ahead = real_start(*args, **kwargs)
         started.append(ahead)
         return ahead
 
@@ -230,7 +234,7 @@ def test_an_answer_about_another_text_is_not_used(counter: TokenCounter, tmp_pat
     class File:
         size = 40
 
-    item = DocWork("01TEST", "a.md", "markdown", File(), None, None, "key", "added")  # type: ignore[arg-type]
+    item = DocWork("01TEST", "a.md", "markdown", cast("FileState", File()), None, None, "key", "added")
     ahead = chunk_ahead.ChunkAhead(Setup(str(tmp_path), counter.to_str(), ChunkSettings(222, 25, "none", 256, True),
                                          100_000), [item])
     try:
@@ -366,7 +370,7 @@ def test_a_sync_killed_while_its_worker_runs_ahead_resumes_to_the_same_index(
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")
     started = _watched(monkeypatch)
-    assert run_sync(killed, SyncOptions(quiet=True), embedder=Counting(counter)).ok  # type: ignore[arg-type]
+    assert run_sync(killed, SyncOptions(quiet=True), embedder=Counting(counter)).ok
     assert len(started) == 1 and started[0].used > 0
     with sqlite3.connect(KBPaths(killed).index_db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
@@ -400,7 +404,8 @@ def test_a_sync_with_one_group_left_starts_no_worker(counter: TokenCounter, tmp_
     class Model:
         token_counter = counter
 
-    items = [DocWork(f"01TEST{number:04d}", f"d{number}.md", "markdown", File(), None, None, "key", "added")  # type: ignore[arg-type]
+    items = [DocWork(f"01TEST{number:04d}", f"d{number}.md", "markdown", cast("FileState", File()), None, None,
+                     "key", "added")
              for number in range(2 * chunk_ahead.MIN_DOCUMENTS)]
     groups = [items[:chunk_ahead.MIN_DOCUMENTS], items[chunk_ahead.MIN_DOCUMENTS:]]
     settings = ChunkSettings(222, 25, "none", 256, True)
@@ -408,7 +413,7 @@ def test_a_sync_with_one_group_left_starts_no_worker(counter: TokenCounter, tmp_
                 items[chunk_ahead.MIN_DOCUMENTS + 5:chunk_ahead.MIN_DOCUMENTS + 10]]
     for plan, at, runs in ((groups, items[0], True), (groups, items[-10], False),
                            (few_left, items[chunk_ahead.MIN_DOCUMENTS], False)):  # two groups left, 10 documents
-        ahead = chunk_ahead.start(plan, at, root=tmp_path, embedder=Model(),  # type: ignore[arg-type]
+        ahead = chunk_ahead.start(plan, at, root=tmp_path, embedder=cast("Embedder", Model()),
                                   settings=settings, smaller_than=100_000)
         try:
             assert bool(ahead.processes) == runs, at.path

@@ -98,9 +98,9 @@ def test_the_chunker_version_is_part_of_every_build_key(monkeypatch: pytest.Monk
         chunking = ChunkingSection()
         extraction = ExtractionSection()
 
-    before: BuildKeys = build_keys(_Manifest())  # type: ignore[arg-type]
+    before: BuildKeys = build_keys(_Manifest())  # pyright: ignore[reportArgumentType]  # a stand-in manifest
     monkeypatch.setattr(keys, "CHUNKER_VERSION", CHUNKER_VERSION + "-next")
-    after = build_keys(_Manifest())  # type: ignore[arg-type]
+    after = build_keys(_Manifest())  # pyright: ignore[reportArgumentType]  # a stand-in manifest
     assert before.key("h", "markdown", "") != after.key("h", "markdown", "")
 
 
@@ -116,8 +116,8 @@ def test_a_version_bump_rechunks_every_document_on_the_next_sync(
     init_kb(root, name="bump")
     for name in ("a", "b"):
         (root / "docs" / f"{name}.md").write_text(f"# {name}\n\ntext {name}\n", encoding="utf-8")
-    assert run_sync(root, SyncOptions(), embedder=FakeEmbedder()).ok  # type: ignore[arg-type]
-    assert run_sync(root, SyncOptions(), embedder=FakeEmbedder()).noop  # type: ignore[arg-type]
+    assert run_sync(root, SyncOptions(), embedder=FakeEmbedder()).ok
+    assert run_sync(root, SyncOptions(), embedder=FakeEmbedder()).noop
     monkeypatch.setattr(keys, "CHUNKER_VERSION", CHUNKER_VERSION + "-next")
-    report = run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=FakeEmbedder())
     assert sorted(report.reembedded) == ["docs/a.md", "docs/b.md"]

@@ -4,6 +4,7 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,9 +33,9 @@ COUNTERS: dict[str, Callable[[str], int]] = {"words": words, "subwords": subword
 
 
 def chunk(text: str, source_type: str = "markdown", *, max_tokens: int = 50, overlap: int = 0,
-          headings: str = "none", count: Callable[[str], int] = words, **kwargs: object) -> list[Chunk]:
+          headings: str = "none", count: Callable[[str], int] = words, **kwargs: Any) -> list[Chunk]:
     return chunk_text(text, source_type, max_tokens=max_tokens, overlap=overlap, headings=headings,
-                      count_tokens=count, **kwargs)  # type: ignore[arg-type]
+                      count_tokens=count, **kwargs)
 
 
 def assert_chunk_invariants(text: str, chunks: list[Chunk], count: Callable[[str], int], max_tokens: int,
@@ -249,9 +250,9 @@ def test_pages_are_looked_up_from_the_extractor_spans() -> None:
 
 @pytest.mark.parametrize(("field", "value"), [("max_tokens", 0), ("overlap", 50), ("overlap", -1)])
 def test_invalid_sizes_are_refused(field: str, value: int) -> None:
-    arguments: dict[str, object] = {"max_tokens": 50, "overlap": 0, field: value}
+    arguments: dict[str, Any] = {"max_tokens": 50, "overlap": 0, field: value}
     with pytest.raises(ValueError, match=field):
-        chunk_text("text", "text", count_tokens=words, **arguments)  # type: ignore[arg-type]
+        chunk_text("text", "text", count_tokens=words, **arguments)
 
 
 def test_unknown_modes_are_refused() -> None:

@@ -18,6 +18,7 @@ pytest.importorskip("anthropic", reason="the [claude] extra is not installed: no
 pytest.importorskip("pypdfium2", reason="the [pdf] extra is not installed: nothing renders pages")
 
 from pinakes import paid
+from pinakes.budget.accountant import CallShape
 from pinakes.errors import PaidExtractionFailedError
 from pinakes.extract import claude_vision as cv
 from pinakes.paid import ApiKey
@@ -54,10 +55,10 @@ class RecordingPlan:
     """Stands in for the accountant's Plan where the test is about the extractor's side of a call."""
 
     calls: list[RecordingCall] = field(default_factory=list[RecordingCall])
-    shapes: list[object] = field(default_factory=list[object])
+    shapes: list[CallShape] = field(default_factory=list[CallShape])
 
     @contextlib.contextmanager
-    def call(self, shape: object, *, unit: str) -> Generator[RecordingCall, None, None]:
+    def call(self, shape: CallShape, *, unit: str) -> Generator[RecordingCall, None, None]:
         self.shapes.append(shape)
         call = RecordingCall(f"call-{len(self.calls)}", unit)
         self.calls.append(call)
@@ -74,7 +75,7 @@ def server() -> Iterator[FakeAnthropic]:
 
 
 @pytest.fixture
-def client(server: FakeAnthropic):  # type: ignore[no-untyped-def]
+def client(server: FakeAnthropic) -> paid.Client:
     return cv.make_client(ApiKey(KEY), base_url=server.url)
 
 
@@ -84,13 +85,13 @@ def pdf(tmp_path: Path, pages: int) -> Path:
     return path
 
 
-def extract(path: Path, client: object, plan: RecordingPlan) -> cv.PaidExtraction:
-    return cv.extract_paid(path, client=client, plan=plan, unit="docs/scan.pdf",  # type: ignore[arg-type]
-                           sleep=lambda _s: None)
+def extract(path: Path, client: paid.Client, plan: RecordingPlan) -> cv.PaidExtraction:
+    return cv.extract_paid(path, client=client, plan=plan,  # pyright: ignore[reportArgumentType]  # a stand-in Plan
+                           unit="docs/scan.pdf", sleep=lambda _s: None)
 
 
 def test_a_scanned_pdf_is_sent_in_fixed_slices_and_comes_back_page_by_page(
-        tmp_path: Path, server: FakeAnthropic, client: object) -> None:
+        tmp_path: Path, server: FakeAnthropic, client: paid.Client) -> None:
     server.page_texts = {n: f"Scanned page {n} says {n * 11}." for n in range(1, 11)}
     plan = RecordingPlan()
 
@@ -120,24 +121,25 @@ def test_a_scanned_pdf_is_sent_in_fixed_slices_and_comes_back_page_by_page(
 
 
 def test_the_reservation_bounds_what_the_fake_bills(tmp_path: Path, server: FakeAnthropic,
-                                                    client: object) -> None:
+                                                    client: paid.Client) -> None:
     plan = RecordingPlan()
     extract(pdf(tmp_path, 9), client, plan)
     for shape, call in zip(plan.shapes, plan.calls, strict=True):
         assert call.tokens is not None
-        assert call.tokens[0] <= shape.max_input_tokens  # type: ignore[attr-defined]
-        assert call.tokens[1] <= shape.max_output_tokens  # type: ignore[attr-defined]
+        assert call.tokens[0] <= shape.max_input_tokens
+        assert call.tokens[1] <= shape.max_output_tokens
 
 
 @pytest.mark.parametrize("status", [429, 529])
 def test_a_busy_api_is_voided_and_retried_after_its_retry_after(
-        tmp_path: Path, server: FakeAnthropic, client: object, status: int) -> None:
+        tmp_path: Path, server: FakeAnthropic, client: paid.Client, status: int) -> None:
     server.queue(Reply("status", status, headers={"retry-after": "7"}))
     waits: list[float] = []
     plan = RecordingPlan()
 
-    result = cv.extract_paid(pdf(tmp_path, 3), client=client, plan=plan, unit="docs/scan.pdf",  # type: ignore[arg-type]
-                             sleep=waits.append)
+    result = cv.extract_paid(pdf(tmp_path, 3), client=client,
+                             plan=plan,  # pyright: ignore[reportArgumentType]  # a stand-in Plan
+                             unit="docs/scan.pdf", sleep=waits.append)
 
     assert waits == [7.0]
     kind = {429: "rate_limit_error", 529: "overloaded_error"}[status]
@@ -146,7 +148,7 @@ def test_a_busy_api_is_voided_and_retried_after_its_retry_after(
 
 
 def test_a_busy_api_gives_up_after_the_last_attempt_and_bills_nothing(
-        tmp_path: Path, server: FakeAnthropic, client: object) -> None:
+        tmp_path: Path, server: FakeAnthropic, client: paid.Client) -> None:
     server.queue(*[Reply("status", 529, headers={"retry-after": "0"})] * paid.MAX_ATTEMPTS)
     plan = RecordingPlan()
     with pytest.raises(PaidExtractionFailedError, match=r"^the request for pages 1-2 was refused with HTTP 529 "
@@ -156,7 +158,7 @@ def test_a_busy_api_gives_up_after_the_last_attempt_and_bills_nothing(
 
 
 def test_a_bad_key_is_refused_without_naming_it(tmp_path: Path, server: FakeAnthropic,
-                                                client: object) -> None:
+                                                client: paid.Client) -> None:
     server.queue(Reply("status", 401))
     plan = RecordingPlan()
     with pytest.raises(PaidExtractionFailedError) as caught:
@@ -180,7 +182,7 @@ def test_a_timeout_leaves_the_call_an_unknown_outcome(tmp_path: Path, server: Fa
 
 
 def test_an_unreadable_body_leaves_the_call_an_unknown_outcome(tmp_path: Path, server: FakeAnthropic,
-                                                              client: object) -> None:
+                                                              client: paid.Client) -> None:
     server.queue(Reply("malformed"))
     plan = RecordingPlan()
     with pytest.raises(PaidExtractionFailedError, match="unreadable"):
@@ -194,7 +196,7 @@ def test_an_unreadable_body_leaves_the_call_an_unknown_outcome(tmp_path: Path, s
     ("wrong-pages", "holds pages [1, 2, 3, 4, 5, 6, 7], not [1, 2, 3, 4, 5, 6, 7, 8]"),
 ])
 def test_a_billed_answer_without_the_pages_fails_the_whole_document(
-        tmp_path: Path, server: FakeAnthropic, client: object, kind: str, fragment: str) -> None:
+        tmp_path: Path, server: FakeAnthropic, client: paid.Client, kind: str, fragment: str) -> None:
     server.queue(Reply(kind))
     plan = RecordingPlan()
     with pytest.raises(PaidExtractionFailedError) as caught:
@@ -211,7 +213,7 @@ def test_a_billed_answer_without_the_pages_fails_the_whole_document(
                                       "context window", "split the PDF"),
 ])
 def test_a_length_stop_says_what_the_answer_used_not_the_allowance_as_if_reached(
-        tmp_path: Path, server: FakeAnthropic, client: object, stop: str, fragment: str, remedy: str) -> None:
+        tmp_path: Path, server: FakeAnthropic, client: paid.Client, stop: str, fragment: str, remedy: str) -> None:
     """The issue's "cut off at 2,048 output tokens" when the usage was 40 (issue #40, minor)."""
     server.queue(Reply("truncated", usage={"output_tokens": 40}))
     if stop != "max_tokens":

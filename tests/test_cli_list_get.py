@@ -128,7 +128,7 @@ def test_list_states_follow_the_disk_and_the_last_sync(kb: Path, capsys: pytest.
     assert code == 0 and "missing / modified: run `pnk status`" in out
     # A sync that fails on a document keeps its previous version indexed, and list says so.
     (kb / "docs" / "alpha.md").write_bytes(b"# Alpha\n\xff\xfe not utf-8\n")
-    report = run_sync(kb, SyncOptions(), embedder=manifest_fake_embedder(kb))  # type: ignore[arg-type]
+    report = run_sync(kb, SyncOptions(), embedder=manifest_fake_embedder(kb))
     assert [failure.path for failure in report.failures] == ["docs/alpha.md"]
     alpha = next(d for d in listed(capsys, kb) if d["path"] == "docs/alpha.md")
     assert alpha["state"] == "failed" and alpha["failure"]["stage"] == "unextractable"

@@ -115,26 +115,89 @@ def test_any_stays_within_its_budget_and_each_one_says_what_it_stands_for(
 
 
 CHECKED_ROOTS = ("src", "rules", "dodo.py", "tests", "bench")
-# A comment alone on its line that sets pyright's mode or a rule for the whole file.
-FILE_LEVEL_PYRIGHT = re.compile(r"^\s*#\s*pyright\s*:(?!\s*ignore\b)", re.MULTILINE)
+# A comment that sets pyright's mode or a rule for the whole file (anything but a line's `ignore[...]`).
+FILE_LEVEL_PYRIGHT = re.compile(r"#\s*pyright\s*:(?!\s*ignore\b)")
+# pyright does not read these here (enableTypeIgnoreComments = false); where it did, one silenced every rule.
+TYPE_IGNORE = re.compile(r"#\s*type\s*:\s*ignore\b")
+# A pyright ignore without a rule list silences every rule on its line, as the mypy-style ones did.
+BARE_PYRIGHT_IGNORE = re.compile(r"#\s*pyright\s*:\s*ignore\b(?!\[)")
+# A line-level `# pyright: ignore[rule]`; in src/ and rules/ it says why, on its line or in a comment above.
+LINE_IGNORE = re.compile(r"#\s*pyright\s*:\s*ignore\[[^\]]*\](?P<rest>.*)$")
+
+
+def checked_files() -> list[Path]:
+    return sorted(path for root in CHECKED_ROOTS
+                  for path in ((REPO_ROOT / root).rglob("*.py") if (REPO_ROOT / root).is_dir() else [REPO_ROOT / root]))
+
+
+def comments(source: str) -> Iterator[tuple[int, str]]:
+    """(line, text) of every comment: a docstring or a string that shows a pragma is not one."""
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            yield token.start[0], token.string
+
+
+def lines_matching(pattern: re.Pattern[str], source: str) -> list[int]:
+    return [line for line, text in comments(source) if pattern.search(text)]
+
+
+def unexplained_ignores(source: str) -> list[int]:
+    lines = source.splitlines()
+    unexplained: list[int] = []
+    for number, text in comments(source):
+        if (found := LINE_IGNORE.search(text)) is None:
+            continue
+        reason = [word for word in found["rest"].replace("#", " ").split() if not word.startswith("noqa")]
+        above = lines[number - 2].strip() if number > 1 else ""
+        explained_above = above.startswith("#") and not above.startswith("# --") and len(above.split()) >= 3
+        if len(reason) < 2 and not explained_above:
+            unexplained.append(number)
+    return unexplained
 
 
 def test_pyright_is_strict_on_every_file_it_checks() -> None:
     pyright = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pyright"]
     assert pyright["typeCheckingMode"] == "strict"
+    assert pyright["enableTypeIgnoreComments"] is False, "a `# type: ignore` would silence every rule on its line"
     assert "strict" not in pyright and "basic" not in str(pyright), "no list of files strict or basic apart"
     assert set(CHECKED_ROOTS) <= set(pyright["include"])
-    overrides = {str(path.relative_to(REPO_ROOT)) for root in CHECKED_ROOTS
-                 for path in ((REPO_ROOT / root).rglob("*.py") if (REPO_ROOT / root).is_dir() else [REPO_ROOT / root])
-                 if FILE_LEVEL_PYRIGHT.search(path.read_text(encoding="utf-8"))}
-    assert overrides == set(), f"these files turn pyright's checks down for the whole file: {sorted(overrides)}"
+    sources = {str(path.relative_to(REPO_ROOT)): path.read_text(encoding="utf-8") for path in checked_files()}
+    overrides = {name: found for name, source in sources.items()
+                 if (found := lines_matching(FILE_LEVEL_PYRIGHT, source))}
+    assert overrides == {}, f"these comments turn pyright's checks down for a whole file: {overrides}"
+    blanket = {name: found for name, source in sources.items()
+               if (found := lines_matching(TYPE_IGNORE, source) + lines_matching(BARE_PYRIGHT_IGNORE, source))}
+    assert blanket == {}, ("pyright reads no `# type: ignore` here: name the rule with `# pyright: ignore[rule]` "
+                           f"and say why: {blanket}")
 
 
-def test_the_file_level_scan_tells_a_mode_comment_from_a_line_ignore() -> None:
-    assert FILE_LEVEL_PYRIGHT.search("# pyright: basic\nx = 1\n")
-    assert FILE_LEVEL_PYRIGHT.search("  #pyright: reportUnknownMemberType=false\n")
-    assert not FILE_LEVEL_PYRIGHT.search("x = y._z  # pyright: ignore[reportPrivateUsage]  # why\n")
-    assert not FILE_LEVEL_PYRIGHT.search("# pyright: ignore[reportPrivateUsage]\n")
+def test_each_pyright_ignore_in_the_product_says_why() -> None:
+    bare = {str(path.relative_to(REPO_ROOT)): lines for path in modules()
+            if (lines := unexplained_ignores(path.read_text(encoding="utf-8")))}
+    assert bare == {}, f"say on the line (or just above) why pyright cannot see it: {bare}"
+
+
+def test_the_ignore_scan_wants_words_beside_or_above_the_pragma() -> None:
+    source = ("a = b._c  # pyright: ignore[reportPrivateUsage]\n"
+              "d = e._f  # pyright: ignore[reportPrivateUsage]  # the test pins it\n"
+              "# onnxruntime ships no stubs\n"
+              "import onnxruntime  # pyright: ignore[reportMissingTypeStubs]\n"
+              "text = 'x  # pyright: ignore[reportPrivateUsage]'\n"
+              "# -- a section --\n"
+              "import a  # noqa: F401  # pyright: ignore[reportUnusedImport]\n")
+    assert unexplained_ignores(source) == [1, 7]
+
+
+def test_the_pragma_scans_read_comments_and_tell_a_mode_from_a_line_ignore() -> None:
+    assert lines_matching(FILE_LEVEL_PYRIGHT, "# pyright: basic\nx = 1\n") == [1]
+    assert lines_matching(FILE_LEVEL_PYRIGHT, "x = 1\n  #pyright: reportUnknownMemberType=false\n") == [2]
+    assert lines_matching(FILE_LEVEL_PYRIGHT, "x = y._z  # pyright: ignore[reportPrivateUsage]  # why\n") == []
+    assert lines_matching(FILE_LEVEL_PYRIGHT, '"""Never write `# pyright: basic` here."""\n') == []
+    assert lines_matching(TYPE_IGNORE, "x = f(y)  # type: ignore[arg-type]\ny = 2  #type:ignore\n") == [1, 2]
+    assert lines_matching(TYPE_IGNORE, "x = f(y)  # pyright: ignore[reportArgumentType]  # why\n") == []
+    assert lines_matching(TYPE_IGNORE, 's = "# type: ignore"\n') == []
+    assert lines_matching(FILE_LEVEL_PYRIGHT, "# pyright: ignore[reportPrivateUsage]\n") == []
+    assert lines_matching(BARE_PYRIGHT_IGNORE, "x = y  # pyright: ignore\nz = w  # pyright: ignore[rule]  # why\n") == [1]
 
 
 # -- the scanner itself ------------------------------------------------------------------------

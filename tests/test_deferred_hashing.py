@@ -25,7 +25,7 @@ from tests.test_sync_streaming import make_kb, sidecar_ids
 
 
 def sync(root: Path) -> SyncReport:
-    return run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    return run_sync(root, SyncOptions(), embedder=FakeEmbedder())
 
 
 def indexed(root: Path) -> tuple[dict[str, str], dict[str, str]]:

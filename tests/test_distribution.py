@@ -58,7 +58,9 @@ def test_nothing_installs_the_other_projects_pinakes() -> None:
 def test_the_check_sees_a_foreign_install() -> None:
     for line in ('pip install "pinakes[pdf]"', "pipx install pinakes", "pip install -U pinakes",
                  'pip install --force-reinstall "pinakes"', "pip install 'pinakes>=0.2'"):
-        assert foreign_installs(line) == [(1, FOREIGN_INSTALL.search(line)[0])], line  # type: ignore[index]
+        match = FOREIGN_INSTALL.search(line)
+        assert match is not None, line
+        assert foreign_installs(line) == [(1, match[0])], line
     for line in ('pip install "pinakes-kb[pdf]"', 'pip install -e ".[light]"', "pip install -e /src/pinakes",
                  'pip install -e "/work/pinakes[pdf]"', "never `pip install pinakes`: another project"):
         assert not foreign_installs(line), line

@@ -34,7 +34,7 @@ def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def fake_area(monkeypatch: pytest.MonkeyPatch, area: str, checks: Callable[[DoctorContext], Iterable[Check]]) -> None:
     module = types.ModuleType(f"pinakes.doctor.checks_{area}")
-    module.checks = checks  # type: ignore[attr-defined]
+    module.checks = checks  # pyright: ignore[reportAttributeAccessIssue]  # a fake area module's one attribute
     monkeypatch.setitem(sys.modules, module.__name__, module)
 
 

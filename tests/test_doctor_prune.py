@@ -26,7 +26,7 @@ SIDE = ".pnk.yaml"
 
 
 def sync(root: Path) -> None:
-    assert run_sync(root, SyncOptions(), embedder=FakeEmbedder()).ok  # type: ignore[arg-type]
+    assert run_sync(root, SyncOptions(), embedder=FakeEmbedder()).ok
 
 
 def make_kb(root: Path) -> Path:
@@ -262,10 +262,10 @@ def test_a_failed_deletion_names_the_file_and_the_rest_go_on(
     real_unlink = os.unlink
     stuck = str(kb.resolve() / f"docs/alpha.md{SIDE}")
 
-    def unlink(path: object, *args: object, **kwargs: object) -> None:
-        if os.fspath(path) == stuck:  # type: ignore[arg-type]
+    def unlink(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+        if os.fspath(path) == stuck:
             raise PermissionError(13, "Permission denied", stuck)
-        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+        real_unlink(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "unlink", unlink)
     code, out, err = pnk(capsys, kb, "--yes")

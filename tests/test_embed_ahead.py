@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
@@ -109,7 +110,7 @@ def test_batches_are_sent_ahead_within_the_bound_and_the_index_is_a_synchronous_
     ahead_root = make_kb(tmp_path / "ahead", 12)
     embedder = AheadEmbedder(ahead_root / ".pinakes" / "index.db")
     assert isinstance(embedder, DispatchAhead)
-    ahead = run_sync(ahead_root, SyncOptions(), embedder=embedder)  # type: ignore[arg-type]
+    ahead = run_sync(ahead_root, SyncOptions(), embedder=embedder)
     assert ahead.ok and not ahead.failures and ahead.indexed == 15
 
     assert len(embedder.submitted) >= 5, embedder.submitted
@@ -122,7 +123,7 @@ def test_batches_are_sent_ahead_within_the_bound_and_the_index_is_a_synchronous_
     assert len(embedder.texts_sent) == len(set(embedder.texts_sent)) == ahead.chunks_embedded
 
     synchronous_root = make_kb(tmp_path / "synchronous", 12)
-    synchronous: SyncReport = run_sync(synchronous_root, SyncOptions(), embedder=HashEmbedder())  # type: ignore[arg-type]
+    synchronous: SyncReport = run_sync(synchronous_root, SyncOptions(), embedder=HashEmbedder())
     assert not isinstance(HashEmbedder(), DispatchAhead)
     assert index_dump(ahead_root) == index_dump(synchronous_root)
     assert (ahead.chunks_embedded, ahead.chunks_reused) == (synchronous.chunks_embedded, synchronous.chunks_reused)
@@ -134,7 +135,7 @@ def test_ctrl_c_while_calls_are_out_cancels_them_and_keeps_what_was_written(tmp_
     root = make_kb(tmp_path / "kb", 12)
     embedder = AheadEmbedder(root / ".pinakes" / "index.db", interrupt_at=2)
     with pytest.raises(KeyboardInterrupt):
-        run_sync(root, SyncOptions(), embedder=embedder)  # type: ignore[arg-type]
+        run_sync(root, SyncOptions(), embedder=embedder)
     assert embedder.collected == 2 and embedder.cancelled == CALLS_AHEAD - 1
     conn = sqlite3.connect(root / ".pinakes" / "index.db")
     try:
@@ -174,7 +175,7 @@ def test_every_text_sent_ahead_comes_with_the_count_the_tokenizer_gives(tmp_path
     counter = packaged_token_counter()
     root = make_kb(tmp_path / "kb", 12)
     embedder = CountingAheadEmbedder(root / ".pinakes" / "index.db", counter)
-    report = run_sync(root, SyncOptions(), embedder=embedder)  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=embedder)
     assert report.ok and report.chunks_embedded == len(embedder.texts_sent) > 10
     handed = [(text, known.get(text)) for texts, known in zip(embedder.sent_calls, embedder.known_handed, strict=True)
               for text in texts]
@@ -232,9 +233,9 @@ def test_the_cluster_executor_plans_with_the_counts_it_is_handed_and_counts_only
     known = {text: count for text, count in zip(texts, true_counts, strict=True) if not text.endswith("7")}
     recorded = _CountsCounted(counter)
     batches: list[list[str]] = []
-    embedder = RayEmbedder(_Ray(), [_Worker(batches)],  # type: ignore[arg-type]
+    embedder = RayEmbedder(_Ray(), [_Worker(batches)],
                            identity=ModelIdentity("fastembed", "m", "r", "0" * 64, 384), max_input_tokens=254,
-                           counter=recorded, batch_size=8, address="127.0.0.1:1",  # type: ignore[arg-type]
+                           counter=cast(TokenCounter, recorded), batch_size=8, address="127.0.0.1:1",  # duck-typed
                            owns_connection=False, on_workers=None)
     rows = embedder.collect(embedder.embed_documents_async(texts, known_counts=known))
     assert rows.shape == (40, 384)
@@ -271,7 +272,7 @@ def test_a_document_too_large_for_one_call_reaches_the_executor_with_its_counts(
                                                  f"step {s}. " * 30 + "\n\n" for s in range(100))) for n in range(2)]
     write_documents(root, small + manuals)
     embedder = _NoSynchronousCalls(root / ".pinakes" / "index.db", counter)
-    report = run_sync(root, SyncOptions(), embedder=embedder)  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=embedder)
     assert report.ok, report.render_text()
     largest = max(len(texts) for texts in embedder.sent_calls)
     assert largest == embed_step.EMBED_SLICE_CHUNKS and report.chunks_embedded > 3 * largest  # the manuals streamed
@@ -297,5 +298,5 @@ def test_no_count_is_handed_where_the_tokenizer_is_not_proved_to_add_up(tmp_path
                                                      f"and more words.\n\n## Part two\n\nSecond part {n}.\n")
                            for n in range(12)])
     embedder = CountingAheadEmbedder(root / ".pinakes" / "index.db", counter)
-    assert run_sync(root, SyncOptions(), embedder=embedder).ok  # type: ignore[arg-type]
+    assert run_sync(root, SyncOptions(), embedder=embedder).ok
     assert embedder.sent_calls and not any(embedder.known_handed), embedder.known_handed[:2]

@@ -19,6 +19,7 @@ from pinakes.embed._common import ProviderEmbedder
 from pinakes.embed.base import ModelIdentity
 from pinakes.embed.batching import MAX_BATCH_TOKENS, calls_of_whole_batches, plan_batches
 from pinakes.embed.packaged import package_dir
+from pinakes.embed.provider_fastembed import FastembedEmbedder
 from tests.fakes import default_section
 
 DIM = 8
@@ -49,7 +50,8 @@ class RecordingEmbedder(ProviderEmbedder):
     def __init__(self, batch_size: int = 32, max_batch_tokens: int = MAX_BATCH_TOKENS,
                  max_input_tokens: int = 254, call_tokens: int | None = None) -> None:
         identity = ModelIdentity("recording", "recording", "test", "0" * 64, DIM)
-        super().__init__(identity, max_input_tokens, WordCounter(), batch_size,  # type: ignore[arg-type]
+        super().__init__(identity, max_input_tokens,
+                         WordCounter(), batch_size,  # pyright: ignore[reportArgumentType]  # a stand-in counter
                          max_batch_tokens=max_batch_tokens, call_tokens=call_tokens)
         self.batches: list[list[str]] = []
         self.batch_sizes: list[int] = []
@@ -233,12 +235,13 @@ def test_a_cluster_shrinks_its_batches_only_when_the_local_plan_leaves_a_worker_
     from pinakes.embed.executor_ray import MIN_BATCH_TEXTS, RayEmbedder
 
     counter = WordCounter()
-    driver = RayEmbedder(None, [object(), object()],  # type: ignore[arg-type]
+    driver = RayEmbedder(None, [object(), object()],
                          identity=ModelIdentity("recording", "recording", "test", "0" * 64, DIM),
-                         max_input_tokens=254, counter=counter, batch_size=32,  # type: ignore[arg-type]
+                         max_input_tokens=254, batch_size=32,
+                         counter=counter,  # pyright: ignore[reportArgumentType]  # WordCounter: a stand-in
                          address="127.0.0.1:1", owns_connection=False, on_workers=None, max_batch_tokens=8192,
                          call_tokens=32)
-    driver._dispatch = lambda: None  # type: ignore[method-assign]  # the batches stay queued, to be read here
+    driver._dispatch = lambda: None  # pyright: ignore[reportPrivateUsage]  # the batches stay queued, to be read here
     texts = texts_of([40] * 61)
     call = driver.embed_documents_async(texts)
     local = plan_batches([40] * 61, SPECIAL, 32, 8192, 32)
@@ -300,11 +303,12 @@ def test_fastembed_session_runs_without_the_memory_pattern(fastembed_embedder: P
     import onnxruntime as ort  # pyright: ignore[reportMissingTypeStubs] -- onnxruntime ships no type information
 
     query = fastembed_embedder.embed_query("warm")
-    session = cast(Any, fastembed_embedder._model.model.model)  # type: ignore[attr-defined]
+    fastembed = cast(FastembedEmbedder, fastembed_embedder)
+    session = fastembed._model.model.model  # pyright: ignore[reportPrivateUsage]  # fastembed's session (untyped)
     # A process that only searches keeps fastembed's session: spinning threads answer a query sooner.
     assert _spinning(session.get_session_options(), "intra_op") != "0"
     fastembed_embedder.embed_documents(["the first document embedding rebuilds the session"])
-    session = fastembed_embedder._model.model.model  # type: ignore[attr-defined]
+    session = fastembed._model.model.model  # pyright: ignore[reportPrivateUsage]  # fastembed's session
     assert isinstance(session, ort.InferenceSession)
     options = cast(Any, session).get_session_options()  # onnxruntime is untyped
     assert options.enable_mem_pattern is False
@@ -343,14 +347,15 @@ def test_a_session_rebuild_that_fails_keeps_fastembeds_session_as_it_was(
 
     embedder = load_embedder(default_section("fastembed"), offline=True)
     assert isinstance(embedder, ProviderEmbedder)
-    session = cast(Any, embedder._model.model.model)  # type: ignore[attr-defined]
+    fastembed = cast(FastembedEmbedder, embedder)
+    session = fastembed._model.model.model  # pyright: ignore[reportPrivateUsage]  # fastembed's session (untyped)
 
     def refused(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("refused by the test")
 
     monkeypatch.setattr(ort.InferenceSession, "__init__", refused)
     vectors = embedder.embed_documents(["the first document embedding tries to rebuild the session"])
-    assert embedder._model.model.model is session  # type: ignore[attr-defined]
+    assert fastembed._model.model.model is session  # pyright: ignore[reportPrivateUsage]  # fastembed's session
     assert session.get_session_options().enable_mem_pattern is True
     monkeypatch.undo()
     np.testing.assert_allclose(vectors, fastembed_embedder.embed_documents(
@@ -386,7 +391,7 @@ def test_a_cluster_plans_the_batches_its_workers_model_would_plan_and_each_worke
     assert started.tokenizer is not None and local.call_tokens is not None
 
     counter = TokenCounter.from_str(started.tokenizer)
-    driver = RayEmbedder(None, [object()], identity=local.identity, max_input_tokens=started.max_input_tokens,  # type: ignore[arg-type]
+    driver = RayEmbedder(None, [object()], identity=local.identity, max_input_tokens=started.max_input_tokens,
                          counter=counter, batch_size=32, address="127.0.0.1:1", owns_connection=False,
                          on_workers=None, max_batch_tokens=started.max_batch_tokens,
                          call_tokens=started.call_tokens)

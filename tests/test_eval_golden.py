@@ -34,10 +34,10 @@ def write(kb: Path, text: str) -> Path:
     return path
 
 
-def problems_of(kb: Path, text: str, **kwargs: object) -> list[str]:
+def problems_of(kb: Path, text: str, **kwargs: SourcesSection | None) -> list[str]:
     path = write(kb, text)
     with pytest.raises(GoldenSetError) as caught:
-        load_golden_set(path, kb, **kwargs)  # type: ignore[arg-type]
+        load_golden_set(path, kb, **kwargs)
     assert caught.value.path == path
     return [problem.render() for problem in caught.value.problems]
 

@@ -71,7 +71,7 @@ def test_binary_with_text_extension_is_refused(tmp_path: Path, data: bytes, kind
 
 
 def test_nul_after_the_sniff_window_is_not_binary_but_still_decoded(tmp_path: Path) -> None:
-    sniff = int(registry.EXTRACTORS["text"].constants["binary_sniff_bytes"])  # type: ignore[arg-type]
+    sniff = int(registry.EXTRACTORS["text"].constants["binary_sniff_bytes"])
     data = b"a" * sniff + b"\x00tail"
     path = write(tmp_path, "late.txt", data)
     assert extract(path, "text").text == data.decode()

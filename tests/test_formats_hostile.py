@@ -179,7 +179,7 @@ def test_a_sync_over_hostile_files_fails_each_alone_and_indexes_the_rest(tmp_pat
     write(root, "docs/good.odt", odt_bytes("<text:p>The ferry leaves at noon.</text:p>"))
     write(root, "docs/note.md", "# Note\n\nThe harbour master signs the permits.\n")
 
-    report = run_sync(root, SyncOptions(), embedder=embedder)  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=embedder)
 
     failures = {failure.path: failure for failure in report.failures}
     assert set(failures) == set(hostile)

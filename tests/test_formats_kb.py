@@ -95,7 +95,7 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, data, _phrase in RUNNABLE.values():
         (root / "docs" / name).write_bytes(data())
     (root / "docs" / "code.py").write_text("def lock_level():\n    return 'summit'\n", encoding="utf-8")
-    report = run_sync(root, SyncOptions(), embedder=manifest_fake_embedder_for(root))  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=manifest_fake_embedder_for(root))
     assert report.ok and not report.failures, report.failures
     return root
 
@@ -190,8 +190,8 @@ def test_a_rerun_and_a_rebuild_re_read_nothing(kb: Path, monkeypatch: pytest.Mon
     for module in (docx, epub, html, images, odt, pdf):
         monkeypatch.setattr(module, "extract", never)
     embedder = manifest_fake_embedder(kb)
-    again = run_sync(kb, SyncOptions(), embedder=embedder)  # type: ignore[arg-type]
+    again = run_sync(kb, SyncOptions(), embedder=embedder)
     assert again.ok and again.noop
-    rebuilt = run_sync(kb, SyncOptions(rebuild=True), embedder=embedder)  # type: ignore[arg-type]
+    rebuilt = run_sync(kb, SyncOptions(rebuild=True), embedder=embedder)
     assert rebuilt.ok and not rebuilt.failures, rebuilt.failures
     assert len(rows(kb, "SELECT id FROM documents WHERE state = 'active'")) == len(RUNNABLE) + 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -34,9 +35,9 @@ def older_kb(root: Path) -> Path:
     """A KB as `pnk init` made it before the document formats: the default template's version 3."""
     init_kb(root, name="harbour")
     current = (root / "pinakes.toml").read_text(encoding="utf-8")
-    values = {key: re.search(rf'^{key} = "?([^"\n]*)"?$', current, re.M).group(1)  # type: ignore[union-attr]
+    values = {key: cast("re.Match[str]", re.search(rf'^{key} = "?([^"\n]*)"?$', current, re.M)).group(1)
               for key in ("name", "id")}
-    values["embedding_provider"] = re.search(r'^provider = "([^"]*)"', current, re.M).group(1)  # type: ignore[union-attr]
+    values["embedding_provider"] = cast("re.Match[str]", re.search(r'^provider = "([^"]*)"', current, re.M)).group(1)
     old = (REPO_ROOT / "templates" / "archive" / "default" / "3" / "pinakes.toml").read_text(encoding="utf-8")
     old = (old.replace("${name}", json.dumps(values["name"])).replace("${kb_id}", values["id"])
            .replace("${template}", "default@3").replace("${embedding_provider}", values["embedding_provider"]))
@@ -64,7 +65,7 @@ def test_a_kb_without_types_keeps_its_types_and_is_told_what_it_skips(tmp_path: 
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     root = older_kb(tmp_path / "kb")
     assert load_manifest(root / "pinakes.toml").sources.types == DEFAULT_SOURCE_TYPES
-    report = run_sync(root, SyncOptions(), embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=manifest_fake_embedder(root))
     assert report.ok and indexed_paths(root) == {"docs/note.md"}
     assert ("docs/tides.html", "html is not in [sources] types") in report.skipped
     assert ("docs/report.docx", "docx is not in [sources] types") in report.skipped
@@ -80,7 +81,7 @@ def test_a_kb_without_types_keeps_its_types_and_is_told_what_it_skips(tmp_path: 
     assert "can now be indexed" in checks[0]["detail"] and "pnk sync" in checks[0]["remedy"]
 
     index_every_type(root)  # what the owner writes, as the notice says
-    report = run_sync(root, SyncOptions(), embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=manifest_fake_embedder(root))
     assert report.ok and indexed_paths(root) == {"docs/note.md", "docs/tides.html", "docs/report.docx"}
 
 

@@ -48,7 +48,7 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (root / "docs" / path).write_text(text, encoding="utf-8")
         # ids of their own (from a hash of the path), so id order is not path order
         (root / "docs" / f"{path}.pnk.yaml").write_text(f"id: {stable_ulid(path)}\n", encoding="utf-8")
-    report = run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())
     assert report.ok, report.render_text()
     return root
 

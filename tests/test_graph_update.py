@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ def remove(root: Path, path: str, *, keep_sidecar: bool = False) -> None:
 
 
 def sync(root: Path) -> SyncReport:
-    report = run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder())
     assert report.ok, report.render_text()
     return report
 
@@ -85,9 +86,9 @@ def derivations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen[-1] = "full"
         return real_full(conn)
 
-    def derive(*args: object, **kwargs: object) -> dict[str, int]:
+    def derive(conn: sqlite3.Connection, kb_id: str, changed: Collection[str] | None = None) -> dict[str, int]:
         seen.append("update")
-        return real_derive(*args, **kwargs)  # type: ignore[arg-type]
+        return real_derive(conn, kb_id, changed)
 
     monkeypatch.setattr(graph_stage, "derive_structure", full)
     monkeypatch.setattr(graph_stage, "derive_graph", derive)

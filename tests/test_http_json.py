@@ -12,7 +12,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 
@@ -57,14 +57,14 @@ def reranks() -> Iterator[FakeReranker]:
         yield fake
 
 
-def embedding_section(url: str, **keys: object) -> EmbeddingSection:
+def embedding_section(url: str, **keys: Any) -> EmbeddingSection:
     return EmbeddingSection(provider="openai-compatible", model="fake-embed", dim=DIM, batch_size=4, base_url=url,
-                            **keys)  # type: ignore[arg-type]
+                            **keys)
 
 
-def reranker(url: str, **keys: object) -> rerank_remote.HTTPReranker:
+def reranker(url: str, **keys: Any) -> rerank_remote.HTTPReranker:
     return rerank_remote.load(RerankSection(provider="http", model="fake/reranker", base_url=url, api="tei",
-                                            batch_size=32, **keys), RerankRequest())  # type: ignore[arg-type]
+                                            batch_size=32, **keys), RerankRequest())
 
 
 def test_both_remote_providers_send_through_the_one_transport(

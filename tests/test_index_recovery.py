@@ -11,8 +11,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pytest
@@ -29,6 +30,9 @@ from pinakes.sync.engine import run_sync
 from tests.conftest import REPO_ROOT
 from tests.fakes import WORD, HashEmbedder, substitute_embedder
 from tests.kb_helpers import Doc, build_kb, write_documents
+
+if TYPE_CHECKING:
+    from pinakes.embed.tokens import TokenCounter
 
 DOCS = [Doc(f"docs/topic{k}/note{k}.md", f"# Note {k}\n\n" + "\n\n".join(
     f"Paragraph {p} of note {k}: " + " ".join(f"n{k}p{p}w{w}" for w in range(40)) for p in range(6)) + "\n")
@@ -151,7 +155,7 @@ def test_the_rebuild_reuses_the_vectors_a_damaged_index_still_holds_intact(kb: P
     cannot be read back is embedded again, and the report counts each."""
     rows = len(vector_rows(kb))
     overwrite_root_pages(KBPaths(kb).index_db, "documents")  # the vectors' own pages are intact
-    report = run_sync(kb, SyncOptions(rebuild=True, quiet=True), embedder=HashEmbedder())  # type: ignore[arg-type]
+    report = run_sync(kb, SyncOptions(rebuild=True, quiet=True), embedder=HashEmbedder())
     assert report.ok and report.chunks_embedded == 0 and report.chunks_reused == rows
     assert any("the index being replaced is damaged or unreadable" in note for note in report.notes)
     assert report.installed == "replaced the damaged live index"
@@ -213,17 +217,17 @@ def test_a_rebuild_that_stops_says_its_work_was_discarded_never_kept(kb: Path) -
     class Failing(HashEmbedder):
         """Gone when the one large document (embedded after the small ones, slice by slice) comes."""
 
-        def embed_documents(self, texts, batch_size=None):  # type: ignore[no-untyped-def]
+        def embed_documents(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
             if any("bigword" in text for text in texts):
                 raise ModelUnavailableError("the model went away", remedy="install it")
             return super().embed_documents(texts, batch_size)
 
     write_documents(kb, [Doc("docs/big.md", "# Big\n\n" + "\n\n".join(
         f"Paragraph {p}: bigword " + " ".join(f"b{p}w{w}" for w in range(30)) for p in range(80)) + "\n")])
-    run_sync(kb, SyncOptions(quiet=True), embedder=HashEmbedder())  # type: ignore[arg-type]
+    run_sync(kb, SyncOptions(quiet=True), embedder=HashEmbedder())
     before = vector_rows(kb)
     with pytest.raises(ModelUnavailableError) as raised:
-        run_sync(kb, SyncOptions(rebuild=True, no_reuse=True, quiet=True), embedder=Failing())  # type: ignore[arg-type]
+        run_sync(kb, SyncOptions(rebuild=True, no_reuse=True, quiet=True), embedder=Failing())
     details = "\n".join(raised.value.details)
     assert "the rebuild stopped after building" in details and "which was discarded" in details
     assert "the live index is as it was" in details and "kept" not in details
@@ -252,7 +256,7 @@ def test_replacing_a_damaged_index_pairs_no_old_journal_with_the_new_file(kb: Pa
     documents = reader.execute("SELECT count(*) FROM documents").fetchone()
     assert reader.execute("SELECT value FROM meta WHERE key = 'canary'").fetchone() is not None
 
-    report = run_sync(kb, SyncOptions(rebuild=True, quiet=True), embedder=HashEmbedder())  # type: ignore[arg-type]
+    report = run_sync(kb, SyncOptions(rebuild=True, quiet=True), embedder=HashEmbedder())
     assert report.ok and report.installed == "replaced the damaged live index"
     assert reader.execute("SELECT count(*) FROM documents").fetchone() == documents  # its snapshot holds
     reader.execute("ROLLBACK")
@@ -286,7 +290,7 @@ class RawModel(ProviderEmbedder):
 
     def __init__(self) -> None:
         identity: ModelIdentity = HashEmbedder().identity
-        super().__init__(identity, 254, self._Words(), 32)  # type: ignore[arg-type]
+        super().__init__(identity, 254, cast("TokenCounter", self._Words()), 32)  # a word count stands in
 
     def _encode_documents(self, texts: list[str], batch_size: int) -> np.ndarray:
         rows = np.stack([HashEmbedder()._vector(text) * 7.0  # pyright: ignore[reportPrivateUsage] -- raw hashed counts
@@ -307,7 +311,7 @@ def test_a_vector_that_is_not_finite_and_unit_fails_its_document_loudly_and_is_n
     build_kb(root, DOCS[:3], HashEmbedder(), max_tokens=40, overlap=0)
     write_documents(root, [Doc("docs/bad.md", f"# Bad\n\nThis paragraph holds {word} and more.\n"),
                            Doc("docs/good.md", "# Good\n\nA plain paragraph about harbours.\n")])
-    report = run_sync(root, SyncOptions(quiet=True), embedder=RawModel())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(quiet=True), embedder=RawModel())
     assert [failure.path for failure in report.failures] == ["docs/bad.md"]
     error = report.failures[0].error
     assert "test/hash-bow" in error and "sentence-transformers" in error and "cannot be stored" in error

@@ -30,7 +30,7 @@ def make_kb(root: Path, documents: dict[str, str]) -> Path:
 
 
 def sync(root: Path) -> None:
-    report = run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=FakeEmbedder())
     assert not report.failures, report.failures
 
 

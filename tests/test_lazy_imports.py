@@ -77,7 +77,7 @@ def test_a_no_op_sync_imports_only_what_it_uses(tmp_path: Path) -> None:
     init_kb(kb, name="lazy")
     (kb / "docs").mkdir(exist_ok=True)
     (kb / "docs" / "alpha.md").write_text("# Alpha\n\nAeroplanes and wings.\n", encoding="utf-8")
-    run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
 
     code = ("import json, sys; from pinakes.cli import main; code = main(['-C', sys.argv[1], 'sync', '-q']); "
             "print(json.dumps([code, sorted(sys.modules)]))")

@@ -10,6 +10,7 @@ import shlex
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -27,7 +28,7 @@ ADOPT = f"pnk adopt {OLD}.pnk.yaml {NEW}"
 
 
 def sync(root: Path, **options: bool) -> SyncReport:
-    report = run_sync(root, SyncOptions(quiet=True, **options), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(quiet=True, **cast("dict[str, Any]", options)), embedder=FakeEmbedder())
     assert report.ok, report.render_text()
     return report
 

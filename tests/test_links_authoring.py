@@ -138,7 +138,9 @@ def test_add_kb_appends_one_table_and_keeps_every_byte(kbs: tuple[Path, Path], t
     assert after.startswith(before)
     assert after[len(before):].decode() == (f'\n[[links.kb]]\nid = "{DEMO_ID}"\nalias = "records"\n'
                                             'path = "../demo-kb"\n')
-    assert load_manifest(manifest).link("records").id == DEMO_ID  # type: ignore[union-attr]
+    linked = load_manifest(manifest).link("records")
+    assert linked is not None
+    assert linked.id == DEMO_ID
     assert added.kb_id == DEMO_ID
     with pytest.raises(UsageError, match="already linked"):
         authoring.add_kb(partner, "again", str(demo))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pinakes.pipeline.report import SyncReport
 from pinakes.sync import SyncOptions
@@ -35,9 +35,8 @@ def copy_kbs(tmp_path: Path) -> tuple[Path, Path]:
     return demo, partner
 
 
-def sync(root: Path, **options: object) -> SyncReport:
-    report = run_sync(root, SyncOptions(quiet=True, **options),  # type: ignore[arg-type]
-                      embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
+def sync(root: Path, **options: Any) -> SyncReport:  # Any: SyncOptions' own fields
+    report = run_sync(root, SyncOptions(quiet=True, **options), embedder=manifest_fake_embedder(root))
     assert report.ok, report.render_text()
     return report
 
@@ -58,7 +57,7 @@ def rows(root: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:  # SQL
 
 def inbound(root: Path) -> set[tuple[str, str, str, str]]:
     """(src_kb, src_doc, dst_doc, rel) of every reverse-scan row."""
-    return {tuple(row) for row in rows(  # type: ignore[misc]
+    return {cast("tuple[str, str, str, str]", tuple(row)) for row in rows(
         root, "SELECT src_kb_id, src_doc_id, dst_doc_id, rel FROM links WHERE origin = 'reverse-scan'")}
 
 

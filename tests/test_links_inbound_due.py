@@ -14,6 +14,7 @@ import pytest
 
 from pinakes.cli import main
 from pinakes.links import reverse
+from pinakes.manifest import EmbeddingSection
 from tests.fakes import FakeEmbedder, substitute_embedder
 from tests.test_links_helpers import DEMO_ID, PARTNER_ID, THIRD_KB, copy_kbs, inbound, rows
 
@@ -23,8 +24,8 @@ EXHIBITIONS = "docs/about.md"  # partner: no links of its own
 
 @pytest.fixture
 def kbs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
-    def fake(section: object, **_: object) -> FakeEmbedder:
-        return FakeEmbedder(dim=section.dim, model=section.model, provider=section.provider)  # type: ignore[attr-defined]
+    def fake(section: EmbeddingSection, **_: object) -> FakeEmbedder:
+        return FakeEmbedder(dim=section.dim, model=section.model, provider=section.provider)
 
     substitute_embedder(monkeypatch, fake)
     demo, partner = copy_kbs(tmp_path)

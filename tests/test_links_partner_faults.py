@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -218,8 +219,8 @@ def test_a_partner_folder_removed_mid_scan_is_a_partner_problem(kbs: tuple[Path,
     before, stamp = inbound(demo), last_scan(demo, PARTNER_ID)
     real_walk = walk_module.walk
 
-    def walk_then_remove(root: Path, *args: object, **kwargs: object) -> object:
-        found = real_walk(root, *args, **kwargs)  # type: ignore[arg-type]
+    def walk_then_remove(root: Path, *args: Any, **kwargs: Any) -> object:  # walk's own, passed through
+        found = real_walk(root, *args, **kwargs)
         if Path(root) == partner.resolve():
             shutil.rmtree(partner / "docs/loans")
         return found

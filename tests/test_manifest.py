@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import pytest
 
@@ -26,6 +26,11 @@ from pinakes.manifest import (
     parse_manifest,
 )
 from pinakes.template_catalog import TemplateCatalog
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Section = TypeVar("_Section", bound="DataclassInstance")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KB_ID = "01M8P05RX7E8691VQVZ35N5HS3"
@@ -356,10 +361,10 @@ def test_default_template_loads_and_round_trips_the_defaults(tmp_path: Path) -> 
         assert getattr(rendered, section) == getattr(defaults, section), section
 
 
-def _replace(section: object, **changes: object) -> object:
+def _replace(section: _Section, **changes: object) -> _Section:
     from dataclasses import replace
 
-    return replace(section, **changes)  # type: ignore[arg-type]
+    return replace(section, **changes)
 
 
 def test_default_template_ships_confidence_commented_out() -> None:

@@ -14,6 +14,7 @@ from typing import Any, cast
 import pytest
 
 from pinakes.cli.cmd_mcp_config import CLIENT_NAMES
+from pinakes.errors import UsageError
 from pinakes.serve import mcp_config
 from pinakes.serve.json_splice import JSONSpliceError, loads, set_member
 from pinakes.serve.mcp_config import CLIENTS, server_entry, write_entry
@@ -159,7 +160,7 @@ def test_an_entry_of_the_same_name_is_replaced_only_with_force_and_only_its_valu
     entry = server_entry(client, tmp_path / "kb", python="/venv/bin/python")
     with pytest.raises(Exception, match="already has an MCP server named 'notes-old'") as refused:
         write_entry(config, client, "notes-old", entry, force=False)
-    assert "--force" in (refused.value.remedy or "")  # type: ignore[attr-defined]
+    assert "--force" in (cast(UsageError, refused.value).remedy or "")  # write_entry's UsageError
     assert config.read_text(encoding="utf-8") == EDITED
     write_entry(config, client, "notes-old", entry, force=True)
     after = config.read_text(encoding="utf-8")
@@ -167,7 +168,7 @@ def test_an_entry_of_the_same_name_is_replaced_only_with_force_and_only_its_valu
     start = EDITED.index(old_value)
     assert after[:start] == EDITED[:start]  # everything before the replaced value
     assert after.endswith(EDITED[start + len(old_value):])  # and everything after it
-    assert loads(after)["mcpServers"]["notes-old"] == entry  # type: ignore[index]
+    assert cast(dict[str, Any], loads(after))["mcpServers"]["notes-old"] == entry
 
 
 @pytest.mark.parametrize("text", ["", "{}", "{}\n", '{"mcpServers": {}}', '{"other": 1}'])

@@ -7,6 +7,7 @@ sync with the hashed-words embedder; the matrix path is the rule as it was writt
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -43,10 +44,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, HashEmbedder]
     return root, embedder
 
 
-def matrix_near_chunks(conn: object, sources: Sequence[int], dim: int | None, index_path: object = None
+def matrix_near_chunks(conn: sqlite3.Connection, sources: Sequence[int], dim: int | None, index_path: object = None
                        ) -> Mapping[int, set[int]]:
     """The rule as the whole matrix answered it: one product over every active vector per source."""
-    matrix = load_matrix(conn, dim, index_path)  # type: ignore[arg-type]
+    matrix = load_matrix(conn, dim, index_path)
     ids, vectors = matrix.chunk_ids, matrix.vectors
     found: dict[int, set[int]] = {}
     for chunk_id in sources:

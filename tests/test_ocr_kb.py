@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -84,8 +84,8 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def sync(root: Path, **options: object) -> SyncReport:
-    return run_sync(root, SyncOptions(**options), embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
+def sync(root: Path, **options: Any) -> SyncReport:
+    return run_sync(root, SyncOptions(**options), embedder=manifest_fake_embedder(root))
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_each_scan_and_image_is_cited_by_page_and_get_returns_the_cited_span(
         words: str) -> None:
     found = run_json(capsys, "-C", str(kb), "search", query, "--mode", "bm25", "--json")
     passages: list[dict[str, Any]] = [
-        p for p in found["passages"] if isinstance(p, dict) and p["path"] == path]  # type: ignore[union-attr]
+        p for p in cast(list[object], found["passages"]) if isinstance(p, dict) and p["path"] == path]
     assert passages, found
     passage = passages[0]
     assert passage["page_start"] <= page <= passage["page_end"] and passage["citation"].startswith(f"{path}:p")
@@ -179,7 +179,7 @@ def test_a_rerun_reads_nothing_and_a_changed_ocr_setting_rereads_only_the_scanne
     monkeypatch.setitem(EXTRACTORS, "rapidocr", dataclasses.replace(ocr, constants={**ocr.constants, "render_dpi": 120}))
     changed = sync(kb)
     assert counted_reads["text layer"] == []  # neither PDF is parsed again: its text layer is cached
-    scanned = sorted(map(tuple, counted_reads["ocr"]))  # type: ignore[arg-type]
+    scanned = sorted(map(tuple, cast(list[tuple[str, int]], counted_reads["ocr"])))  # (name, page) pairs
     assert scanned == sorted([("scan.pdf", 0), ("scan.pdf", 1), ("receipt.png", 0), ("photo.jpg", 0),
                               ("fax.tif", 0), ("fax.tif", 1), ("shot.webp", 0), ("columns.png", 0)])
     assert {f.path for f in changed.failures} == {"docs/bomb.png"}

@@ -115,7 +115,7 @@ def kb(tmp_path: Path) -> Path:
 
 def test_pages_without_text_are_reported_by_sync_status_and_doctor(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ocr_models, "ocr_installed", lambda: False)  # without [ocr]: tests/test_ocr_kb.py has it
-    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
     assert report.ok and report.pages_without_text == {"docs/mixed.pdf": [2]}
     assert "docs/mixed.pdf: page 2 with no text read" in report.render_text()
     assert "install free OCR" in report.render_text()
@@ -133,7 +133,7 @@ def test_pages_without_text_are_reported_by_sync_status_and_doctor(kb: Path, mon
     assert checks["pdf floors"].status == "OK"
     assert checks["pdf text layers"].status == "WARN" and "docs/mixed.pdf: pages 2" in checks["pdf text layers"].detail
     # A cache hit (a rebuild re-extracts nothing) still knows which pages had no text.
-    rebuilt = run_sync(kb, SyncOptions(rebuild=True), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    rebuilt = run_sync(kb, SyncOptions(rebuild=True), embedder=FakeEmbedder())
     assert rebuilt.pages_without_text == {"docs/mixed.pdf": [2]}
 
 

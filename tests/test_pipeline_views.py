@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from doit.loader import load_tasks
@@ -101,7 +102,7 @@ def test_a_sync_reaches_every_listed_task_in_dependency_order(
     real_reporter = loader.reporter_class
 
     def recording() -> type:
-        class Recording(real_reporter()):  # type: ignore[misc]
+        class Recording(real_reporter()):
             def execute_task(self, task: Task) -> None:
                 reached.append(task.name)
                 super().execute_task(task)
@@ -113,7 +114,7 @@ def test_a_sync_reaches_every_listed_task_in_dependency_order(
         return Recording
 
     monkeypatch.setattr(loader, "reporter_class", recording)
-    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
     assert report.ok and len(report.added) == DOCUMENTS
 
     assert set(reached) == listing
@@ -155,19 +156,20 @@ def test_an_error_a_stage_raises_reaches_the_caller_as_itself(kb: Path, monkeypa
     sees the stage's own PinakesError (with what the run had committed), not doit's exit code."""
     from pinakes.errors import PinakesError
     from pinakes.pipeline import embed as embed_stage
+    from pinakes.sidecar.model import Link
 
     written: list[str] = []
     real_write_links = embed_stage.write_links
 
-    def refusing(conn: object, kb_id: str, doc_id: str, links: object) -> None:
+    def refusing(conn: sqlite3.Connection, kb_id: str, doc_id: str, links: Iterable[Link]) -> None:
         if len(written) == GROUP_SIZE:  # the first document of the second group
             raise PinakesError("the planted refusal", remedy="none")
         written.append(doc_id)
-        real_write_links(conn, kb_id, doc_id, links)  # type: ignore[arg-type]
+        real_write_links(conn, kb_id, doc_id, links)
 
     monkeypatch.setattr(embed_stage, "write_links", refusing)
     with pytest.raises(PinakesError, match="the planted refusal") as stopped:
-        run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+        run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
     assert "doit exit" not in stopped.value.render()
     assert stopped.value.details[0].startswith(f"the sync stopped after indexing {GROUP_SIZE} documents")
 
@@ -178,6 +180,7 @@ def test_a_stage_declared_after_reverse_scan_still_runs(tmp_path: Path, monkeypa
     """The runner does not end at reverse-scan, whether it runs (a connected KB) or has nothing to
     do: an invocation after it is run too (graph again, harmless: derived in full each sync)."""
     from pinakes.pipeline.stages import stage
+    from pinakes.rules import PipelineRun
 
     root = init_test_kb(tmp_path / "kb", FakeEmbedder().identity)
     if connected:
@@ -187,20 +190,20 @@ def test_a_stage_declared_after_reverse_scan_still_runs(tmp_path: Path, monkeypa
     write_documents(root, [Doc("docs/a.md", "# A\n\nA paragraph.\n")])
     declared = loader.invocations
 
-    def with_a_last_stage(run: object) -> Iterable[loader.Invocation]:
-        yield from declared(run)  # type: ignore[arg-type]
+    def with_a_last_stage(run: PipelineRun) -> Iterable[loader.Invocation]:
+        yield from declared(run)
         yield loader.Invocation("after reverse-scan", (stage("graph"),), loader.Scope())
 
     ran: list[str] = []
     real_run = loader.run_invocation
 
-    def recording(run: object, invocation: loader.Invocation, *args: object) -> tuple[int, str]:
+    def recording(run: PipelineRun, invocation: loader.Invocation, *args: Any) -> tuple[int, str]:
         ran.append(invocation.label)
-        return real_run(run, invocation, *args)  # type: ignore[arg-type]
+        return real_run(run, invocation, *args)
 
     monkeypatch.setattr(loader, "invocations", with_a_last_stage)
     monkeypatch.setattr(loader, "run_invocation", recording)
-    run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    run_sync(root, SyncOptions(), embedder=FakeEmbedder())
     assert ran[-1] == "after reverse-scan"
     assert ("reverse-scan" in ran) == connected
 
@@ -238,7 +241,7 @@ def test_a_sync_walks_once_and_in_the_walk_task(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(source_walk, "walk", recorded(source_walk.walk))
     monkeypatch.setattr(source_walk, "walk_settled", recorded(source_walk.walk_settled))  # a settled index's
     monkeypatch.setattr(loader, "run_doit", recording_doit)
-    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
     assert report.ok and len(report.added) == DOCUMENTS
     assert len(walks) == 1
     assert any(name.endswith(str(Path("rules") / "walk.py")) for name in walks[0]), "walked outside the walk task"
@@ -256,7 +259,7 @@ def test_a_sync_walks_once_and_in_the_walk_task(tmp_path: Path, monkeypatch: pyt
     assert main(["-C", str(kb), "doit", "list", "--all", "--status"]) == 0
     statuses = {line.split()[1]: line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
     walks.clear()
-    again = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    again = run_sync(kb, SyncOptions(), embedder=FakeEmbedder())
     assert again.ok and again.noop and again.unchanged == DOCUMENTS
     assert len(walks) == 1 and doit_runs == []
     assert {name for name, status in statuses.items() if status != "U" and ":" in name} == set(), statuses
@@ -283,7 +286,7 @@ def test_a_stage_is_added_through_its_declaration_alone(kb: Path, monkeypatch: p
         counted.append(count_active(run.ctx.writer()))
 
     adapter_module = types.ModuleType("pinakes.rules.census")
-    adapter_module.ADAPTER = StageAdapter[Scope](  # type: ignore[attr-defined]
+    adapter_module.ADAPTER = StageAdapter[Scope](  # pyright: ignore[reportAttributeAccessIssue]  # a module built here
         key="census", doc="count the active documents", items=one_per_run, name=no_name, action=run_census,
         uptodate=lambda run, _scope: not run.changed())
     monkeypatch.setitem(sys.modules, "pinakes.rules.census", adapter_module)
@@ -300,7 +303,7 @@ def test_a_stage_is_added_through_its_declaration_alone(kb: Path, monkeypatch: p
     real_reporter = loader.reporter_class
 
     def recording() -> type:
-        class Recording(real_reporter()):  # type: ignore[misc]
+        class Recording(real_reporter()):
             def execute_task(self, task: Task) -> None:
                 reached.append(task.name)
                 super().execute_task(task)
@@ -308,8 +311,8 @@ def test_a_stage_is_added_through_its_declaration_alone(kb: Path, monkeypatch: p
         return Recording
 
     monkeypatch.setattr(loader, "reporter_class", recording)
-    assert run_sync(kb, SyncOptions(), embedder=FakeEmbedder()).ok  # type: ignore[arg-type]
+    assert run_sync(kb, SyncOptions(), embedder=FakeEmbedder()).ok
     assert counted == [DOCUMENTS]
     assert reached.index("census") > reached.index("graph")
-    assert run_sync(kb, SyncOptions(), embedder=FakeEmbedder()).noop  # type: ignore[arg-type]
+    assert run_sync(kb, SyncOptions(), embedder=FakeEmbedder()).noop
     assert counted == [DOCUMENTS]  # up to date: not run again

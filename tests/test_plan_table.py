@@ -5,8 +5,9 @@ documents, states, IDs and work as the dicts and objects every other sync uses, 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,7 +81,7 @@ def test_an_empty_tree_walks_and_plans_nothing(tmp_path: Path) -> None:
     found = first_walk(root)
     assert isinstance(found.docs, DocTable) and len(found.docs) == 0 and list(found.docs) == []
     assert not found.deferred and "docs/a.md" not in found.docs
-    plan = plan_changes([], found, lambda _path: pytest.fail("no sidecar to read"),  # type: ignore[arg-type,return-value]
+    plan = plan_changes([], found, lambda _path: pytest.fail("no sidecar to read"),
                         build_keys(load_manifest(root / "pinakes.toml")), may_write_sidecars=True)
     assert plan.is_empty and len(plan.work) == 0 and loader.stream_groups(plan.work) == []
 
@@ -89,9 +90,9 @@ def test_the_first_plan_is_a_work_table_equal_to_the_objects_it_stands_for(tmp_p
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     root = make_tree(tmp_path / "kb")
     keys = build_keys(load_manifest(root / "pinakes.toml"))
-    table_plan = plan_changes([], first_walk(root), lambda _path: pytest.fail("no sidecar"),  # type: ignore[arg-type,return-value]
+    table_plan = plan_changes([], first_walk(root), lambda _path: pytest.fail("no sidecar"),
                               keys, may_write_sidecars=True)
-    object_plan = plan_changes([], dict_walk(root, monkeypatch), lambda _path: pytest.fail("no sidecar"),  # type: ignore[arg-type,return-value]
+    object_plan = plan_changes([], dict_walk(root, monkeypatch), lambda _path: pytest.fail("no sidecar"),
                                keys, may_write_sidecars=True)
     work = table_plan.work
     assert isinstance(work, WorkTable) and isinstance(object_plan.work, list)
@@ -151,16 +152,16 @@ def test_a_first_sync_through_the_columns_indexes_and_reports_as_through_the_obj
     made: list[type] = []
     real_plan_changes = plan_changes
 
-    def noting(*args: object, **kwargs: object) -> object:
-        plan = real_plan_changes(*args, **kwargs)  # type: ignore[arg-type]
+    def noting(*args: Any, **kwargs: Any) -> object:
+        plan = real_plan_changes(*args, **kwargs)
         made.append(type(plan.work))
         return plan
 
     monkeypatch.setattr("pinakes.pipeline.pair.plan_changes", noting)
-    by_columns = run_sync(columns, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    by_columns = run_sync(columns, SyncOptions(), embedder=FakeEmbedder())
     with monkeypatch.context() as patch:
         patch.setattr(source_walk, "COMPACT_FIRST_WALK", False)
-        by_objects = run_sync(objects, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+        by_objects = run_sync(objects, SyncOptions(), embedder=FakeEmbedder())
     assert made == [WorkTable, list]
     assert by_columns.ok and sorted(by_columns.added) == sorted(f"docs/{name}" for name in NAMES)
     assert report_of(by_columns) == report_of(by_objects)
@@ -173,7 +174,7 @@ def test_a_first_sync_through_the_columns_indexes_and_reports_as_through_the_obj
     finally:
         conn.close()
     # And the next sync of each is a no-op.
-    assert run_sync(columns, SyncOptions(), embedder=FakeEmbedder()).noop  # type: ignore[arg-type]
+    assert run_sync(columns, SyncOptions(), embedder=FakeEmbedder()).noop
 
 
 def test_the_plan_is_sized_and_counted_off_its_columns_as_off_its_items(tmp_path: Path) -> None:
@@ -185,7 +186,7 @@ def test_the_plan_is_sized_and_counted_off_its_columns_as_off_its_items(tmp_path
     root = make_tree(tmp_path / "kb", names)
     (root / "docs" / "big.md").write_text("# Big\n\n" + "word " * 4000, encoding="utf-8")
     keys = build_keys(load_manifest(root / "pinakes.toml"))
-    work = plan_changes([], first_walk(root), lambda _path: pytest.fail("no sidecar"),  # type: ignore[arg-type,return-value]
+    work = plan_changes([], first_walk(root), lambda _path: pytest.fail("no sidecar"),
                         keys, may_write_sidecars=True).work
     assert isinstance(work, WorkTable) and len({item.source_type for item in work}) >= 3
     for view in (work, work[2:7], work[4:4]):
@@ -218,17 +219,17 @@ def test_a_first_sync_starts_its_progress_and_worker_without_making_every_work_i
     made: list[str] = []
     real_work = plan_table._Minted.work  # pyright: ignore[reportPrivateUsage]
 
-    def work(self: object, row: int) -> object:
+    def work(self: Any, row: int) -> object:
         made.append(guarded[-1] if guarded else "")
-        return real_work(self, row)  # type: ignore[arg-type]
+        return real_work(self, row)
 
     guarded: list[str] = []
 
-    def guard(name: str, real: object) -> object:
+    def guard(name: str, real: Callable[..., object]) -> object:
         def run(*args: object, **kwargs: object) -> object:
             guarded.append(name)
             try:
-                return real(*args, **kwargs)  # type: ignore[operator]
+                return real(*args, **kwargs)
             finally:
                 guarded.pop()
         return run
@@ -242,6 +243,6 @@ def test_a_first_sync_starts_its_progress_and_worker_without_making_every_work_i
     assert packaged is not None
     counter = TokenCounter.from_file(packaged / "model" / "tokenizer.json")
     report = run_sync(root, SyncOptions(quiet=True, force=True, extract_backend="pypdfium2"),
-                      embedder=Counting(counter))  # type: ignore[arg-type]
+                      embedder=Counting(counter))
     assert report.ok and not report.failures
     assert made and not [name for name in made if name]  # the stages made the items; the three did not

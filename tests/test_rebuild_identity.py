@@ -29,7 +29,7 @@ def kb(tmp_path: Path) -> Path:
     docs = root / "docs"
     (docs / "a.md").write_text("# A\n\nAlpha text.\n", encoding="utf-8")
     (docs / "b.md").write_text("# B\n\nBeta text.\n", encoding="utf-8")
-    assert run_sync(root, SyncOptions(), embedder=FakeEmbedder()).ok  # type: ignore[arg-type]
+    assert run_sync(root, SyncOptions(), embedder=FakeEmbedder()).ok
     return root
 
 
@@ -38,10 +38,10 @@ def run(root: Path, mode: str) -> SyncReport:
         manifest = root / "pinakes.toml"
         manifest.write_text(manifest.read_text(encoding="utf-8").replace(
             'model = "sentence-transformers/all-MiniLM-L6-v2"', f'model = "{OTHER_MODEL}"'), encoding="utf-8")
-        report = run_sync(root, SyncOptions(), embedder=FakeEmbedder(model=OTHER_MODEL))  # type: ignore[arg-type]
+        report = run_sync(root, SyncOptions(), embedder=FakeEmbedder(model=OTHER_MODEL))
         assert report.mode == "rebuild"
         return report
-    return run_sync(root, SyncOptions(rebuild=mode == "rebuild"), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    return run_sync(root, SyncOptions(rebuild=mode == "rebuild"), embedder=FakeEmbedder())
 
 
 def sidecar_id(root: Path, doc: str) -> str:
@@ -152,7 +152,7 @@ def test_a_deleted_document_stays_a_soft_deleted_identity(kb: Path, mode: str) -
     assert (kb / "docs/b.md.pnk.yaml").exists()  # never removed automatically
     # and it can come back under its ID
     (kb / "docs/b.md").write_text("# B\n\nBack again.\n", encoding="utf-8")
-    assert run_sync(kb, SyncOptions(), embedder=FakeEmbedder(  # type: ignore[arg-type]
+    assert run_sync(kb, SyncOptions(), embedder=FakeEmbedder(
         model=OTHER_MODEL if mode == "model-change" else "sentence-transformers/all-MiniLM-L6-v2")).ok
     assert active(kb)["docs/b.md"] == old
 

@@ -7,7 +7,9 @@ read it from the stage stored with the failure."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -26,9 +28,9 @@ from tests.kb_helpers import text_pdf
 ZIP_NAMED_MD = b"PK\x03\x04" + b"\x00" * 64
 
 
-def raised(call: object, *args: object) -> Exception:
+def raised(call: Callable[..., object], *args: object) -> Exception:
     try:
-        call(*args)  # type: ignore[operator]
+        call(*args)
     except Exception as exc:
         return exc
     raise AssertionError(f"{call!r} raised nothing")
@@ -84,7 +86,7 @@ def test_a_killed_parser_is_not_offered_for_exclusion_anywhere(kb: Path, monkeyp
     assert stages == {"docs/archive.md": UNEXTRACTABLE, "docs/report.pdf": "extract"}
     only_the_binary = 'exclude = ["docs/archive.md"]'
     assert report.exclusion == only_the_binary
-    listed = {f["path"]: f["permanent"] for f in report.to_dict()["failures"]}  # type: ignore[union-attr]
+    listed = {f["path"]: f["permanent"] for f in cast("list[dict[str, object]]", report.to_dict()["failures"])}
     assert listed == {"docs/archive.md": True, "docs/report.pdf": False}
     assert only_the_binary in report.render_text()
 

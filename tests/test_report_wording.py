@@ -22,7 +22,7 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     init_kb(root, name="wording")
     for number in range(4):
         (root / "docs" / f"doc{number}.md").write_text(f"# Doc {number}\n\nAbout topic {number}.\n", encoding="utf-8")
-    assert run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder()).ok  # type: ignore[arg-type]
+    assert run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder()).ok
     return root
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -29,6 +30,9 @@ from tests.kb_helpers import (
     sync_claude_vision,
     write_documents,
 )
+
+if TYPE_CHECKING:
+    from tests.fake_anthropic import FakeAnthropic
 
 NO_RERANK = SearchSettings(rerank=False)
 
@@ -106,7 +110,7 @@ def test_stale_free_extraction_refuses_the_query_naming_the_path(index: Path, mo
 
 
 @pytest.fixture
-def anthropic_server() -> Iterator[object]:
+def anthropic_server() -> Iterator[FakeAnthropic]:
     pytest.importorskip("anthropic", reason="the [claude] extra is not installed: the paid path cannot run")
     pytest.importorskip("pypdfium2", reason="the [pdf] extra is not installed: nothing renders pages")
     from tests.fake_anthropic import FakeAnthropic
@@ -116,12 +120,12 @@ def anthropic_server() -> Iterator[object]:
 
 
 def test_stale_paid_extraction_is_served_and_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    anthropic_server: object) -> None:
+                                                    anthropic_server: FakeAnthropic) -> None:
     """A scan extracted by claude-vision through the sync (the local Messages API stands in for the
     vendor); then this Pinakes declares a newer request shape."""
     from tests.fake_anthropic import scanned_pdf
 
-    anthropic_server.page_texts = {1: "Revenue grew strongly in the third quarter.",  # type: ignore[attr-defined]
+    anthropic_server.page_texts = {1: "Revenue grew strongly in the third quarter.",
                                    2: "Costs rose across the quarter boundary."}
     embedder = HashEmbedder()
     root = tmp_path / "kb"
@@ -129,7 +133,7 @@ def test_stale_paid_extraction_is_served_and_marked(tmp_path: Path, monkeypatch:
     write_documents(root, [Doc("reports/annual.pdf", scanned_pdf(2))])
     text = (root / "pinakes.toml").read_text(encoding="utf-8").replace('roots = ["docs"]', 'roots = ["docs", "reports"]')
     (root / "pinakes.toml").write_text(text, encoding="utf-8")
-    sync_claude_vision(root, embedder, anthropic_server.url, monkeypatch)  # type: ignore[attr-defined]
+    sync_claude_vision(root, embedder, anthropic_server.url, monkeypatch)
     newer_extractor(monkeypatch, "claude-vision")
     with Searcher(KBPaths(root).index_db, NO_RERANK, embedder=embedder) as searcher:
         result = searcher.search("revenue quarter kafka")

@@ -43,10 +43,10 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write(root, "elsewhere/d.md", f"# Delta\n\n{FILLER} {FILLER} {FILLER} valve {FILLER} {FILLER}\n")
     manifest = root / "pinakes.toml"
     manifest.write_text(manifest.read_text().replace('roots = ["docs"]', 'roots = ["docs", "elsewhere"]'))
-    run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    run_sync(root, SyncOptions(), embedder=FakeEmbedder())
     for target in ("docs/linked/b.md", "docs/linked/c.md", "elsewhere/d.md"):
         link(root, "docs/a.md", target, "references")
-    run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    run_sync(root, SyncOptions(), embedder=FakeEmbedder())
     return root
 
 
@@ -135,7 +135,7 @@ def test_chunk_edges_reach_the_neighbouring_sections_only_when_followed(tmp_path
     init_kb(root, name="sections")
     write(root, "docs/guide.md", "# Guide\n\n## Alpha\n\nzephyr valve alpha.\n\n## Beta\n\nvalve beta notes.\n\n"
                                  "## Gamma\n\nvalve gamma notes.\n")
-    run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    run_sync(root, SyncOptions(), embedder=FakeEmbedder())
     conn = schema.open_reader(root / ".pinakes" / "index.db")
     try:
         ids = {text.split("\n")[-1]: chunk_id for chunk_id, text in conn.execute("SELECT id, text FROM chunks")}

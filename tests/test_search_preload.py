@@ -12,7 +12,9 @@ import importlib.util
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -43,11 +45,11 @@ def test_the_model_loads_on_a_thread_while_the_keyword_side_runs(index: Path,
     """The loader waits for the keyword side to begin: were they still one after the other, it
     would wait in vain and the test fail."""
     keyword_began = threading.Event()
-    plan_keywords = bm25.plan_keywords
+    plan_keywords = cast(Callable[..., object], bm25.plan_keywords)
 
     def planning(*args: object, **kwargs: object) -> object:
         keyword_began.set()
-        return plan_keywords(*args, **kwargs)  # type: ignore[arg-type]
+        return plan_keywords(*args, **kwargs)
 
     monkeypatch.setattr(bm25, "plan_keywords", planning)
     loaded_on: list[threading.Thread] = []

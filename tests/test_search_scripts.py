@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import unicodedata
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -37,12 +38,12 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for path, text, _ in DOCUMENTS.values():
         (root / path).write_text(text, encoding="utf-8")
     (root / "docs" / "en.md").write_text("# Notes\n\nCompress many files into one archive.\n", encoding="utf-8")
-    run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    run_sync(root, SyncOptions(), embedder=FakeEmbedder())
     return root
 
 
 def searcher(kb: Path, **keyword: object) -> Searcher:
-    settings = SearchSettings(rerank=False, keyword=KeywordOptions(**keyword))  # type: ignore[arg-type]
+    settings = SearchSettings(rerank=False, keyword=KeywordOptions(**cast("dict[str, Any]", keyword)))
     return Searcher(kb / ".pinakes" / "index.db", settings, embedder=FakeEmbedder())
 
 
@@ -89,7 +90,7 @@ def test_phrase_ranks_the_characters_standing_together_first(tmp_path: Path) -> 
     init_kb(root, name="phrase")
     (root / "docs" / "together.md").write_text("数据压缩工具。\n", encoding="utf-8")
     (root / "docs" / "apart.md").write_text("压缩数据工具。\n", encoding="utf-8")  # the same bigrams but one
-    run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    run_sync(root, SyncOptions(), embedder=FakeEmbedder())
     with searcher(root) as s:
         phrase_then_or = s.search("数据压缩", mode="bm25")
     with searcher(root, segmented=SegmentedPlan.PHRASE) as s:
@@ -169,7 +170,7 @@ def test_a_query_of_these_scripts_is_ranked_with_the_bigram_k1_and_b(tmp_path: P
     (root / "docs" / "short.md").write_text("压缩工具 gzip。\n", encoding="utf-8")
     (root / "docs" / "long.md").write_text(
         "压缩文件以后可以通过网络发送给别人，对方收到以后再解开就能得到原来的内容，压缩 gzip。\n", encoding="utf-8")
-    run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    run_sync(root, SyncOptions(), embedder=FakeEmbedder())
 
     def scores(query: str, **keyword: object) -> dict[str, float | None]:
         with searcher(root, **keyword) as s:

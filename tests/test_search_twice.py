@@ -8,7 +8,9 @@ done once."""
 from __future__ import annotations
 
 import random
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,13 +131,13 @@ def test_the_work_the_two_share_is_done_once(built: Path, monkeypatch: pytest.Mo
     asked: list[list[int]] = []  # the chunks each search read the query's terms of (coverage)
     pool, search = bm25._fts5_pool, bm25.bm25_search  # pyright: ignore[reportPrivateUsage]  # counted below
 
-    def pooled(*args: object, **kwargs: object) -> object:
+    def pooled(*args: Any, **kwargs: Any) -> object:
         counted["pools"].append(1)
-        return pool(*args, **kwargs)  # type: ignore[arg-type]
+        return pool(*args, **kwargs)
 
-    def separate(*args: object, **kwargs: object) -> object:
+    def separate(*args: Any, **kwargs: Any) -> object:
         counted["separate"].append(1)
-        return search(*args, **kwargs)  # type: ignore[arg-type]
+        return search(*args, **kwargs)
 
     monkeypatch.setattr(bm25, "_fts5_pool", pooled)
     monkeypatch.setattr(bm25, "bm25_search", separate)
@@ -149,9 +151,9 @@ def test_the_work_the_two_share_is_done_once(built: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(embedder, "embed_query", embedded)
     real_held = coverage.held
 
-    def held(conn: object, chunk_ids: list[int], terms: set[str]) -> object:
+    def held(conn: sqlite3.Connection, chunk_ids: list[int], terms: set[str]) -> object:
         asked.append(list(chunk_ids))
-        return real_held(conn, chunk_ids, terms)  # type: ignore[arg-type]
+        return real_held(conn, chunk_ids, terms)
 
     monkeypatch.setattr(coverage, "held", held)
 

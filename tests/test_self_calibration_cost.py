@@ -9,6 +9,7 @@ import itertools
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -89,7 +90,7 @@ def test_the_calibration_builds_no_suggestion_where_a_plain_search_of_the_kb_doe
 
     def counted(query: str, **kwargs: object) -> object:
         built_suggestions.append(query)
-        return real(query, **kwargs)  # type: ignore[arg-type]
+        return real(query, **cast("dict[str, Any]", kwargs))
 
     monkeypatch.setattr(core, "suggest_next", counted)
     # No confidence source (a KB before its first calibration, of a model no prior was fitted for):
@@ -189,7 +190,8 @@ def test_with_the_packaged_model_batched_questions_store_the_calibration_one_at_
         return searcher
 
     monkeypatch.setattr(self_calibration, "asking_searcher", as_it_is)
-    with searcher_for(root, model) as searcher:  # type: ignore[arg-type]
+    # the real model: searcher_for is typed for the HashEmbedder but needs only an Embedder
+    with searcher_for(root, model) as searcher:  # pyright: ignore[reportArgumentType]  # the real model, on purpose
         one_at_a_time = self_calibrate(root, searcher=searcher)
     assert one_at_a_time.fit is not None and one_at_a_time.fit.model is not None
     assert [row.kind for row in stored.rows] == [row.kind for row in one_at_a_time.rows]

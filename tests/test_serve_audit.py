@@ -20,7 +20,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -112,7 +112,7 @@ def write_site(directory: Path) -> Path:
 
 def read_events(log: Path) -> list[tuple[str, str]]:
     lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
-    return [tuple(line.split("\t", 1)) for line in lines]  # type: ignore[misc]
+    return cast("list[tuple[str, str]]", [tuple(line.split("\t", 1)) for line in lines])
 
 
 def read_modules(report: Path) -> frozenset[str]:

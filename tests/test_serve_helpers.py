@@ -52,7 +52,7 @@ def manifest_fake_embedder(root: Path) -> FakeEmbedder:
 
 
 def sync_kb(root: Path, *, rebuild: bool = False, **options: Any) -> None:
-    report = run_sync(root, SyncOptions(rebuild=rebuild, **options), embedder=manifest_fake_embedder(root))  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(rebuild=rebuild, **options), embedder=manifest_fake_embedder(root))
     assert report.ok, report
 
 

@@ -33,8 +33,8 @@ def kb(tmp_path: Path) -> Path:
     return root
 
 
-def sync(root: Path, **options: object) -> SyncReport:
-    return run_sync(root, SyncOptions(**options), embedder=FakeEmbedder())  # type: ignore[arg-type]
+def sync(root: Path, **options: Any) -> SyncReport:
+    return run_sync(root, SyncOptions(**options), embedder=FakeEmbedder())
 
 
 def rows(root: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:

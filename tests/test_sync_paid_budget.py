@@ -17,7 +17,7 @@ import textwrap
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -33,6 +33,9 @@ from tests.budget_helpers import set_budget
 from tests.conftest import REPO_ROOT
 from tests.fake_anthropic import INPUT_TOKENS_PER_IMAGE, INPUT_TOKENS_PER_REQUEST, FakeAnthropic, scanned_pdf
 from tests.paid_helpers import paid_kb, sync
+
+if TYPE_CHECKING:
+    from pinakes.budget.prices import ModelPrice
 
 KEY = "sk-ant-budget-e2e-test-key"
 PAGES = 2  # per PDF: one slice, so one call per document
@@ -145,7 +148,9 @@ def test_partial_never_extracts_part_of_a_document(kb: Path, server: FakeAnthrop
     for path in PDFS:
         (kb / path).unlink()
     (kb / "docs/long.pdf").write_bytes(scanned_pdf(10))
-    first = sum((eur(load_prices().price(s.model).cost_usd(s.max_input_tokens, s.max_output_tokens))  # type: ignore[union-attr]
+    # the packaged prices hold the shape's model (a None fails on .cost_usd, as before)
+    first = sum((eur(cast("ModelPrice", load_prices().price(s.model)).cost_usd(s.max_input_tokens,
+                                                                            s.max_output_tokens))
                  for s in claude_vision.document_shapes(10, "unit")[:1]), Decimal(0))
     set_budget(kb, confirm_above_eur=f"{first}", per_operation_eur=f"{first}", on_exceed="partial")
     capsys.readouterr()

@@ -148,7 +148,7 @@ def test_a_terminal_of_unknown_width_gets_plain_lines(monkeypatch: pytest.Monkey
 
 def test_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="mode"):
-        SyncProgress(io.StringIO(), "fancy")  # type: ignore[arg-type]
+        SyncProgress(io.StringIO(), "fancy")  # pyright: ignore[reportArgumentType]  # an unknown mode on purpose
 
 
 @pytest.mark.parametrize("step", [0.0, 100.0])  # a short and a long sync
@@ -364,7 +364,9 @@ def test_a_broken_stream_never_raises(mode: Any, error: Exception, monkeypatch: 
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     stream = BrokenStream(error)
     clock = Clock()
-    progress = SyncProgress(stream, mode, interval=1.0, clock=clock)  # type: ignore[arg-type]
+    # BrokenStream stands in for a TextIO: the progress only writes and flushes
+    progress = SyncProgress(stream,  # pyright: ignore[reportArgumentType]  # a stand-in stream
+                            mode, interval=1.0, clock=clock)
     full_cycle(progress, clock, step=5.0)
     with progress:
         progress.advance(documents=1)
@@ -379,7 +381,7 @@ def test_a_closed_stream_never_raises() -> None:
     stream.close()
     for mode in ("bar", "line"):
         clock = Clock()
-        full_cycle(SyncProgress(stream, mode, interval=1.0, clock=clock), clock, step=5.0)  # type: ignore[arg-type]
+        full_cycle(SyncProgress(stream, mode, interval=1.0, clock=clock), clock, step=5.0)
 
 
 # -- a real terminal -----------------------------------------------------------------------------------
@@ -503,7 +505,7 @@ def test_while_chunks_are_embedded_the_field_names_their_document(tmp_path: Path
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     kb = progress_kb(tmp_path / "kb")
     made: list[SyncProgress] = []
-    real_for_stream = SyncProgress.for_stream.__func__  # type: ignore[attr-defined]
+    real_for_stream = SyncProgress.for_stream.__func__
 
     def recording(cls: type[SyncProgress], stream: Any, *, quiet: bool) -> SyncProgress:
         made.append(real_for_stream(cls, stream, quiet=quiet))
@@ -513,7 +515,7 @@ def test_while_chunks_are_embedded_the_field_names_their_document(tmp_path: Path
     embedder = manifest_fake_embedder(kb)
     slow = SlowEmbedder(dim=embedder.identity.dim, model=embedder.identity.model, provider=embedder.identity.provider)
     slow.showing = lambda: made[-1].current_display
-    report = run_sync(kb, SyncOptions(), embedder=slow, progress_stream=io.StringIO())  # type: ignore[arg-type]
+    report = run_sync(kb, SyncOptions(), embedder=slow, progress_stream=io.StringIO())
     assert report.ok and len(report.added) == 7
     # each chunk's embedded text (its context, then its text) -> its document, from the index
     owner: dict[str, str] = {}
@@ -594,7 +596,7 @@ def test_pnk_sync_under_script_without_a_terminal_prints_plain_lines(tmp_path: P
 def _recorded_sync(kb: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SyncProgress, SlowEmbedder, Any]:
     """A real sync of `kb`, its progress kept, and each embedding call's view of it (the fill)."""
     made: list[SyncProgress] = []
-    real_for_stream = SyncProgress.for_stream.__func__  # type: ignore[attr-defined]
+    real_for_stream = SyncProgress.for_stream.__func__
 
     def recording(cls: type[SyncProgress], stream: Any, *, quiet: bool) -> SyncProgress:
         made.append(real_for_stream(cls, stream, quiet=quiet))
@@ -604,7 +606,7 @@ def _recorded_sync(kb: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SyncProgr
     embedder = manifest_fake_embedder(kb)
     slow = SlowEmbedder(dim=embedder.identity.dim, model=embedder.identity.model, provider=embedder.identity.provider)
     slow.showing = lambda: f"{made[-1].current_display} {made[-1].fraction_done:.6f}"
-    report = run_sync(kb, SyncOptions(), embedder=slow, progress_stream=io.StringIO())  # type: ignore[arg-type]
+    report = run_sync(kb, SyncOptions(), embedder=slow, progress_stream=io.StringIO())
     return made[-1], slow, report
 
 

@@ -6,7 +6,9 @@ the last stage that reads it, has run: the vector file's step and self-calibrati
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -21,7 +23,7 @@ from tests.test_sync_streaming import make_kb
 
 
 def sync(root: Path) -> SyncReport:
-    return run_sync(root, SyncOptions(), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    return run_sync(root, SyncOptions(), embedder=FakeEmbedder())
 
 
 def test_the_steps_after_the_graph_run_without_the_walk_and_the_plan(tmp_path: Path,
@@ -38,11 +40,11 @@ def test_the_steps_after_the_graph_run_without_the_walk_and_the_plan(tmp_path: P
 
     real_refresh = vector_file.refresh
 
-    def spying_refresh(ctx: object) -> object:
+    def spying_refresh(ctx: SyncContext) -> object:
         run = runs[-1]
         assert run.walk is not None and run.plan is not None
         seen_by_vectors.append((len(run.walk.found.docs), len(run.plan.work), run.has_work(), run.changed()))
-        return real_refresh(ctx)  # type: ignore[arg-type]
+        return real_refresh(ctx)
 
     monkeypatch.setattr(PipelineRun, "release_documents", remembering)
     monkeypatch.setattr(vector_file, "refresh", spying_refresh)
@@ -138,10 +140,10 @@ def test_the_chunk_ahead_worker_and_the_documents_it_keeps_go_with_the_release(
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")  # a worker even for a few documents
     started: list[weakref.ReferenceType[chunk_ahead.ChunkAhead]] = []
     workers: list[subprocess.Popen[bytes]] = []
-    real_start = chunk_ahead.start
+    real_start = cast(Callable[..., chunk_ahead.ChunkAhead], chunk_ahead.start)
 
     def start(*args: object, **kwargs: object) -> chunk_ahead.ChunkAhead:
-        ahead = real_start(*args, **kwargs)  # type: ignore[arg-type]
+        ahead = real_start(*args, **kwargs)
         started.append(weakref.ref(ahead))  # held weakly: the test must not keep its documents alive
         workers.extend(ahead.processes)
         return ahead
@@ -159,7 +161,7 @@ def test_the_chunk_ahead_worker_and_the_documents_it_keeps_go_with_the_release(
     monkeypatch.setattr(chunk_ahead, "start", start)
     monkeypatch.setattr(vector_file, "refresh", spying_refresh)
     root = make_kb(tmp_path / "kb", 12)
-    report = run_sync(root, SyncOptions(), embedder=Counting(packaged_token_counter()))  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=Counting(packaged_token_counter()))
     assert report.ok and len(report.added) == 12
     assert len(started) == 1 and workers  # a worker ran ahead during the sync
     # At the vector step: the worker is gone, ended, and no DocWork is alive.
@@ -173,12 +175,12 @@ def test_freed_memory_is_handed_back_after_the_release_and_after_each_later_stag
     build lets go of its whole index there; glibc keeps ~40% of such a heap otherwise), never
     during the streamed groups."""
     events: list[str] = []
-    run_invocation = loader.run_invocation
+    run_invocation = cast(Callable[..., tuple[int, str]], loader.run_invocation)
 
     def recording(run: PipelineRun, invocation: loader.Invocation, *args: object, **kwargs: object
                   ) -> tuple[int, str]:
         events.append(invocation.label)
-        return run_invocation(run, invocation, *args, **kwargs)  # type: ignore[arg-type]
+        return run_invocation(run, invocation, *args, **kwargs)
 
     monkeypatch.setattr(loader, "run_invocation", recording)
     sizes: set[int] = set()
@@ -209,10 +211,12 @@ def test_the_self_calibration_starts_with_the_run_let_go_and_its_memory_handed_b
 
     runs: list[weakref.ref[PipelineRun]] = []
     events: list[str] = []
-    init, free, calibrate = PipelineRun.__init__, on_sync.return_freed_memory, on_sync.self_calibrate
+    init = cast(Callable[..., None], PipelineRun.__init__)
+    free = on_sync.return_freed_memory
+    calibrate = cast(Callable[..., object], on_sync.self_calibrate)
 
     def remembered(run: PipelineRun, *args: object, **kwargs: object) -> None:
-        init(run, *args, **kwargs)  # type: ignore[arg-type]
+        init(run, *args, **kwargs)
         runs.append(weakref.ref(run))
 
     def freeing(documents: int) -> None:
@@ -221,7 +225,7 @@ def test_the_self_calibration_starts_with_the_run_let_go_and_its_memory_handed_b
 
     def calibrating(*args: object, **kwargs: object) -> object:
         events.append("calibrate" if runs and all(run() is None for run in runs) else "calibrate with the run alive")
-        return calibrate(*args, **kwargs)  # type: ignore[arg-type]
+        return calibrate(*args, **kwargs)
 
     monkeypatch.setattr(PipelineRun, "__init__", remembered)
     monkeypatch.setattr(on_sync, "return_freed_memory", freeing)

@@ -35,8 +35,8 @@ def kb(tmp_path: Path) -> Path:
     return root
 
 
-def sync(root: Path, **options: object) -> SyncReport:
-    return run_sync(root, SyncOptions(**options), embedder=FakeEmbedder())  # type: ignore[arg-type]
+def sync(root: Path, **options: Any) -> SyncReport:
+    return run_sync(root, SyncOptions(**options), embedder=FakeEmbedder())
 
 
 def settled_mark(root: Path) -> str | None:

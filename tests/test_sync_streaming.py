@@ -10,8 +10,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
+import numpy as np
 import pytest
 
 from pinakes.init import init_kb
@@ -39,7 +42,7 @@ def make_kb(root: Path, count: int) -> Path:
 
 
 def sync(root: Path, **options: object) -> SyncReport:
-    return run_sync(root, SyncOptions(**options), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    return run_sync(root, SyncOptions(**cast("dict[str, Any]", options)), embedder=FakeEmbedder())
 
 
 
@@ -124,12 +127,12 @@ def test_a_large_document_streams_its_chunks_in_slices(tmp_path: Path,
     calls: list[int] = []
     real = embedder.embed_documents
 
-    def counting(texts: list[str], batch_size: int | None = None) -> object:
+    def counting(texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         calls.append(len(texts))
         return real(texts, batch_size)
 
-    embedder.embed_documents = counting  # type: ignore[method-assign]
-    report = run_sync(root, SyncOptions(), embedder=embedder)  # type: ignore[arg-type]
+    embedder.embed_documents = counting
+    report = run_sync(root, SyncOptions(), embedder=embedder)
     assert report.ok
     assert max(calls) <= 4 and sum(calls) == report.chunks_embedded
     conn = sqlite3.connect(root / ".pinakes" / "index.db")
@@ -272,7 +275,7 @@ def test_every_file_is_accounted_for_in_text_and_json(tmp_path: Path,
     for path, reason in expected:
         assert path in text and reason in text
     data = report.to_dict()
-    assert {(entry["path"], entry["reason"]) for entry in data["skipped"]} == expected  # type: ignore[union-attr]
+    assert {(entry["path"], entry["reason"]) for entry in cast("list[dict[str, str]]", data["skipped"])} == expected
     assert data["counts"] == {"indexed": 2, "unchanged": 0, "skipped": 5, "failed": 1}
     # An indexed document that becomes unreadable is held as it was, never soft-deleted.
     monkeypatch.setattr(walk_step, "hash_file", real_hash)
@@ -386,19 +389,19 @@ def test_a_document_that_will_be_slow_is_announced_before_its_embedding(
     embedder = FakeEmbedder()
     real = embedder.embed_documents
 
-    def noting(texts: list[str], batch_size: int | None = None) -> object:
+    def noting(texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         events.append(f"embed {len(texts)} (announced so far: {stream.getvalue().count('big.md')})")
         return real(texts, batch_size)
 
-    embedder.embed_documents = noting  # type: ignore[method-assign]
-    report = run_sync(root, SyncOptions(), embedder=embedder, progress_stream=stream)  # type: ignore[arg-type]
+    embedder.embed_documents = noting
+    report = run_sync(root, SyncOptions(), embedder=embedder, progress_stream=stream)
     assert report.ok
     assert stream.getvalue().startswith("sync: docs/big.md: 6 chunks to embed")
     assert all(event.endswith("(announced so far: 1)") for event in events), events
     quiet = io.StringIO()
     (root / "docs" / "big.md").write_text("\n\n".join(f"Other {n} " + "text " * 240 for n in range(6)),
                                           encoding="utf-8")
-    run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder(), progress_stream=quiet)  # type: ignore[arg-type]
+    run_sync(root, SyncOptions(quiet=True), embedder=FakeEmbedder(), progress_stream=quiet)
     assert quiet.getvalue() == ""
 
 
@@ -413,12 +416,12 @@ def test_restoring_many_sidecars_is_announced_and_minting_is_not_waited_for(
     root = make_kb(tmp_path / "kb", 3)
     monkeypatch.setattr(sidecar_writes, "MANY_SIDECARS", 3)
     stream = io.StringIO()
-    report = run_sync(root, SyncOptions(), embedder=FakeEmbedder(), progress_stream=stream)  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=FakeEmbedder(), progress_stream=stream)
     assert report.ok and len(report.sidecars_written) == 3
     assert "writing 3 sidecars" not in stream.getvalue()
     for sidecar in (root / "docs").glob("*.pnk.yaml"):
         sidecar.unlink()
     stream = io.StringIO()
-    report = run_sync(root, SyncOptions(), embedder=FakeEmbedder(), progress_stream=stream)  # type: ignore[arg-type]
+    report = run_sync(root, SyncOptions(), embedder=FakeEmbedder(), progress_stream=stream)
     assert report.ok and len(report.sidecars_written) == 3
     assert stream.getvalue().startswith("sync: writing 3 sidecars")

@@ -13,7 +13,7 @@ import importlib.util
 import json
 import re
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -261,8 +261,8 @@ class LiveIndexes:
         self.most = 0
         made = engine.new_index
 
-        def new_index(dim: int, params: object) -> engine.AnnIndex:
-            index = made(dim, params)  # type: ignore[arg-type]
+        def new_index(dim: int, params: Mapping[str, object]) -> engine.AnnIndex:
+            index = made(dim, params)
             self.live += 1
             self.most = max(self.most, self.live)
             state = {"held": True}
@@ -273,7 +273,7 @@ class LiveIndexes:
                     self.live -= 1
 
             reset = index.reset
-            index.reset = lambda: (release(), reset())[1]  # type: ignore[method-assign]
+            index.reset = lambda: (release(), reset())[1]
             weakref.finalize(index, release)
             return index
 
@@ -340,9 +340,9 @@ def test_a_searcher_that_releases_pages_keeps_at_most_a_piece_of_the_file_reside
     at_entry: list[int] = []  # resident when a search starts: the first one's is what opening left
     search = OpenVectorFile.search
 
-    def entered(opened: OpenVectorFile, *args: object) -> object:
+    def entered(opened: OpenVectorFile, *args: Any) -> object:
         at_entry.append(resident_kb_of(opened.path.resolve()))
-        return search(opened, *args)  # type: ignore[arg-type]
+        return search(opened, *args)
 
     monkeypatch.setattr(OpenVectorFile, "search", entered)
     embedder = ClusteredEmbedder(dim=8192)
@@ -510,8 +510,8 @@ def test_a_sync_renaming_a_new_file_while_a_searcher_opens_it_leaves_the_searche
 
     real_read_header = approximate.read_header
 
-    def footer_then_rename(*args: object, **kwargs: object) -> Header:
-        footer = real_read_header(*args, **kwargs)  # type: ignore[arg-type]
+    def footer_then_rename(*args: Any, **kwargs: Any) -> Header:
+        footer = real_read_header(*args, **kwargs)
         shutil.copyfile(new_copy, path.with_name("renamed-in"))
         path.with_name("renamed-in").replace(path)  # the sync's rename, between the footer and the mapping
         return footer
@@ -605,15 +605,15 @@ def test_a_releasing_opener_hands_each_piece_back_as_soon_as_it_is_viewed(
     events: list[tuple[str, int]] = []
     new_index = approximate.engine.new_index
 
-    def spied_index(*args: object, **kwargs: object) -> engine.AnnIndex:
-        index = new_index(*args, **kwargs)  # type: ignore[arg-type]
+    def spied_index(*args: Any, **kwargs: Any) -> engine.AnnIndex:
+        index = new_index(*args, **kwargs)
         number, view = sum(kind == "view" for kind, _ in events), index.view
 
-        def viewed(buffer: object) -> None:
-            view(buffer)  # type: ignore[arg-type]
+        def viewed(path_or_buffer: object) -> None:  # AnnIndex.view's own parameter name
+            view(path_or_buffer)
             events.append(("view", number))
 
-        index.view = viewed  # type: ignore[method-assign]
+        index.view = viewed
         return index
 
     release = approximate.OpenVectorFile.release_piece

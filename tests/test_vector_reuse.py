@@ -416,7 +416,7 @@ def test_an_index_of_schema_8_asks_for_a_rebuild_which_reuses_its_vectors(tmp_pa
     index = KBPaths(root).index_db
     as_schema_8(index)
     with pytest.raises(IndexSchemaError) as raised:
-        run_sync(root, SyncOptions(quiet=True), embedder=HashEmbedder())  # type: ignore[arg-type]
+        run_sync(root, SyncOptions(quiet=True), embedder=HashEmbedder())
     assert raised.value.remedy == "pnk sync --rebuild" and "schema_version 8" in raised.value.message
     report = sync(root, never_loaded(HashEmbedder()), rebuild=True)
     assert report.chunks_embedded == 0 and report.chunks_reused == len(before)

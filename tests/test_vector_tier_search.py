@@ -17,7 +17,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -232,11 +232,12 @@ def _cut_short(path: Path) -> None:
 @pytest.mark.parametrize(("fault", "reason"), [(_delete, "missing"), (_flip_footer, "damaged"),
                                                (_cut_short, "damaged")], ids=["deleted", "footer", "cut-short"])
 def test_search_answers_exactly_with_a_note_until_a_sync_repairs_the_file(
-        kb: tuple[Path, ClusteredEmbedder], capsys: pytest.CaptureFixture[str], fault: object, reason: str) -> None:
+        kb: tuple[Path, ClusteredEmbedder], capsys: pytest.CaptureFixture[str], fault: Callable[[Path], None],
+        reason: str) -> None:
     root, embedder = kb
     exact = exact_answers(root, capsys)
     path = vector_file_path(KBPaths(root).state_dir)
-    fault(path)  # type: ignore[operator]
+    fault(path)
     for query in QUERIES:
         result = pnk_search(root, capsys, query)
         (note,) = [note for note in result["notes"] if EXACT_NOTE in note]

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -85,11 +86,11 @@ def identity_of(embedder: HashEmbedder) -> dict[str, str]:
     return identity_meta(embedder.identity)
 
 
-def refresh(root: Path, embedder: HashEmbedder, **options: object) -> RefreshReport:
+def refresh(root: Path, embedder: HashEmbedder, **options: Any) -> RefreshReport:
     conn = schema.open_reader(KBPaths(root).index_db)
     try:
         return refresh_vector_file(conn, root / ".pinakes", identity_of(embedder), embedder.identity.dim, min_rows=0,
-                                   **options)  # type: ignore[arg-type]
+                                   **options)
     finally:
         conn.close()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -26,8 +27,8 @@ def files_under(folder: Path) -> dict[str, bytes]:
             for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
-def sync(kb: Path, **options: object):
-    return run_sync(kb, SyncOptions(**options), embedder=manifest_fake_embedder(kb))  # type: ignore[arg-type]
+def sync(kb: Path, **options: Any):
+    return run_sync(kb, SyncOptions(**options), embedder=manifest_fake_embedder(kb))
 
 
 @pytest.fixture
@@ -146,8 +147,8 @@ def test_a_folder_swapped_for_a_link_after_the_walk_gets_no_sidecar(
     (outside / "new.md").write_bytes((kb / "docs/sub/new.md").read_bytes())
     real_walk = walk_module.walk
 
-    def walk_then_swap(*args: object, **kwargs: object) -> walk_module.WalkResult:
-        found = real_walk(*args, **kwargs)  # type: ignore[arg-type]
+    def walk_then_swap(*args: Any, **kwargs: Any) -> walk_module.WalkResult:
+        found = real_walk(*args, **kwargs)
         (kb / "docs/sub/new.md").unlink()
         (kb / "docs/sub").rmdir()
         (kb / "docs/sub").symlink_to(outside, target_is_directory=True)  # between walk and pair
@@ -185,5 +186,5 @@ def test_a_partner_whose_source_root_is_a_link_is_a_partner_problem_not_a_failed
     report = sync(kb, scan_links=True)
     assert report.ok
     [scan] = report.link_scans
-    assert [problem["kind"] for problem in scan["problems"]] == ["unreachable"]  # type: ignore[union-attr]
-    assert "symbolic link" in scan["problems"][0]["message"]  # type: ignore[index]
+    assert [problem["kind"] for problem in cast(list[dict[str, str]], scan["problems"])] == ["unreachable"]
+    assert "symbolic link" in cast(list[dict[str, str]], scan["problems"])[0]["message"]

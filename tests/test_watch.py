@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -35,11 +35,11 @@ SETTLE_S = 2.5
 class Harness:
     """A Watcher on a thread, its events in a queue."""
 
-    def __init__(self, root: Path, **options: object):
+    def __init__(self, root: Path, **options: Any):  # WatchOptions' fields, passed through
         self.events: queue.Queue[WatchEvent] = queue.Queue()
         self.seen: list[WatchEvent] = []
         self.stop = threading.Event()
-        self.watcher = Watcher(root, WatchOptions(**options), emit=self.events.put,  # type: ignore[arg-type]
+        self.watcher = Watcher(root, WatchOptions(**options), emit=self.events.put,
                                embedder=manifest_fake_embedder(root), stop=self.stop)
         self.thread = threading.Thread(target=self.watcher.run, daemon=True)
 
@@ -117,7 +117,7 @@ def test_a_folder_move_is_one_sync_that_keeps_every_id(watching: tuple[Path, Har
     root, harness = watching
     os.rename(root / "docs" / "a", root / "docs" / "b")  # documents and their sidecars together
     report = harness.one_sync()
-    assert sorted((move["from"], move["to"]) for move in report["renamed"]) == [  # type: ignore[union-attr]
+    assert sorted((move["from"], move["to"]) for move in cast("list[dict[str, str]]", report["renamed"])) == [
         ("docs/a/one.md", "docs/b/one.md"), ("docs/a/two.md", "docs/b/two.md")]
     assert report["added"] == [] and report["deleted"] == []
 
@@ -133,7 +133,8 @@ def test_the_sidecar_a_sync_mints_does_not_sync_again_but_a_person_editing_it_do
     assert "tags: []" in text
     sidecar.write_text(text.replace("tags: []", "tags: [birds]"), encoding="utf-8")
     report = harness.one_sync()
-    assert "docs/new.md" in [*report["changed"], *report["metadata_refreshed"]], report  # type: ignore[misc]
+    assert "docs/new.md" in [*cast("list[str]", report["changed"]), *cast("list[str]", report["metadata_refreshed"])], \
+        report
 
 
 def test_files_no_sync_could_read_never_sync(watching: tuple[Path, Harness]) -> None:
@@ -244,7 +245,7 @@ def test_two_watchers_on_short_lived_threads_both_extract_pdfs_with_one_worker(t
     first.thread.start()
     try:
         report = first.next("sync").data["report"]
-        assert isinstance(report, dict) and report["failures"] == [] and "docs/manual.pdf" in report["added"]  # type: ignore[operator]
+        assert isinstance(report, dict) and report["failures"] == [] and "docs/manual.pdf" in report["added"]
         worker = isolation_workers()
         assert len(worker) == 1
     finally:
@@ -257,7 +258,7 @@ def test_two_watchers_on_short_lived_threads_both_extract_pdfs_with_one_worker(t
     try:
         report = second.next("sync").data["report"]
         assert isinstance(report, dict) and report["failures"] == [], report
-        assert "docs/manual.pdf" in report["added"]  # type: ignore[operator]
+        assert "docs/manual.pdf" in report["added"]
         (roots[1] / "docs" / "second.pdf").write_bytes(good_pdf("Tide tables"))
         report = second.one_sync()
         assert report["failures"] == [] and report["added"] == ["docs/second.pdf"], report
@@ -320,8 +321,8 @@ def test_a_git_checkout_of_a_thousand_files_is_one_sync(tmp_path: Path) -> None:
         later = [e for e in harness.quiet(SETTLE_S + 2) if e.kind == "sync"]  # 1,000 sidecars come back
         assert not later, [e.message for e in later]
         report = event.data["report"]
-        assert isinstance(report, dict) and len(report["added"]) == 1000  # type: ignore[arg-type]
-        assert len(report["sidecars_written"]) == 1000  # type: ignore[arg-type]
+        assert isinstance(report, dict) and len(cast("list[str]", report["added"])) == 1000
+        assert len(cast("list[str]", report["sidecars_written"])) == 1000
     finally:
         harness.stop.set()
         harness.thread.join(timeout=60)
@@ -369,7 +370,7 @@ def test_ctrl_c_while_idle_stops_at_once_and_every_line_is_one_json_event(tmp_pa
     try:
         events = _read_events(process, "sync")
         assert [event["event"] for event in events] == ["watching", "sync"]
-        assert events[1]["report"]["added"] == ["docs/note.md"]  # type: ignore[index]
+        assert cast("dict[str, object]", events[1]["report"])["added"] == ["docs/note.md"]
         process.send_signal(signal.SIGINT)
         rest = _read_events(process, "stopped", timeout=30)
         assert process.wait(timeout=30) == 0
@@ -396,7 +397,7 @@ def test_ctrl_c_during_a_sync_lets_it_finish_then_stops(tmp_path: Path) -> None:
         events = _read_events(process, "stopped", timeout=60)
         kinds = [event["event"] for event in events]
         assert kinds == ["stopping", "sync", "stopped"], kinds
-        assert events[1]["report"]["changed"] == ["docs/note.md"]  # type: ignore[index]
+        assert cast("dict[str, object]", events[1]["report"])["changed"] == ["docs/note.md"]
         assert process.wait(timeout=30) == 0
     finally:
         process.kill()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -32,7 +33,7 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_first_sync_lists_each_minted_sidecar_by_its_documents_own_path_string(kb: Path) -> None:
-    report = run_sync(kb, SyncOptions(quiet=True), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    report = run_sync(kb, SyncOptions(quiet=True), embedder=FakeEmbedder())
     sidecars = [rel + ".pnk.yaml" for rel in DOCS]
     assert report.ok and sorted(report.added) == DOCS
     assert sorted(report.sidecars_written) == sidecars and len(report.sidecars_written) == len(DOCS)
@@ -41,7 +42,7 @@ def test_a_first_sync_lists_each_minted_sidecar_by_its_documents_own_path_string
     # no string of its own per sidecar, nor per added document: the paths are kept in one buffer each
     assert isinstance(report.added, PathList) and isinstance(report.sidecars_written.documents, PathList)
     assert list(report.sidecars_written.documents) == list(report.added)
-    assert sorted(report.to_dict()["sidecars_written"]) == sidecars  # type: ignore[arg-type]
+    assert sorted(cast(list[str], report.to_dict()["sidecars_written"])) == sidecars
     text = report.render_text()
     assert all(f"wrote sidecar {sidecar}\n" in text for sidecar in sidecars)
 

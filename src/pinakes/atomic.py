@@ -32,7 +32,7 @@ from pinakes.faults import faultpoint
 try:
     import fcntl as _flock
 except ImportError:  # Windows: no flock, so nothing is ever swept; doctor still lists leftovers
-    _flock = None  # type: ignore[assignment]
+    _flock = None
 
 _TEMP_ATTEMPTS = 16
 TEMP_SUFFIX = ".pnk.tmp"

@@ -40,7 +40,7 @@ class PinakesError(Exception):
             text += f"\n  remedy: {self.remedy}"
         return text
 
-    def to_dict(self) -> dict[str, str | None]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "error": type(self).__name__,
             "message": self.message,

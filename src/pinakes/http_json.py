@@ -124,6 +124,7 @@ class _DeadlineReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    # narrower than RawIOBase's buffer type: http.client hands it only these
     def readinto(self, buffer: memoryview | bytearray) -> int | None:  # pyright: ignore[reportIncompatibleMethodOverride]
         self._sock.settimeout(self._clock.left())
         return self._file.readinto(buffer)

@@ -24,12 +24,17 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from spec import FIXTURES, KNOWN_RUNNING_HEAD_SIGNATURES, SPEC_VERSION, STRATA, Fixture  # noqa: E402
+
+if TYPE_CHECKING:
+    from pinakes.extract.floors import Floors
+    from pinakes.extract.layout import LayoutOptions
+    from pinakes.extract.pdf import _Page  # pyright: ignore[reportPrivateUsage] -- what pdf._read_page returns
 
 BASELINE = HERE / "baseline.json"
 R_MANUALS = HERE.parents[2] / "shared" / "corpora" / "r-manuals-pdf"
@@ -72,7 +77,7 @@ def missing_dependency() -> str | None:
     return None
 
 
-def read_pages(path: Path) -> list[object]:
+def read_pages(path: Path) -> list[_Page]:
     """The extractor's own page reading (pdf._read_page): glyphs, native yield, drawing."""
     import pypdfium2 as pdfium
 
@@ -112,19 +117,19 @@ def native_texts(path: Path) -> list[str]:
     return texts
 
 
-def extract_with(pages: Sequence[object], options: object, threshold: float) -> list[str]:
+def extract_with(pages: Sequence[_Page], options: LayoutOptions, threshold: float) -> list[str]:
     from pinakes.extract.layout import layout_document
 
-    return layout_document([page.glyphs for page in pages], head_threshold=threshold,  # type: ignore[attr-defined]
-                           options=options)  # type: ignore[arg-type]
+    return layout_document([page.glyphs for page in pages], head_threshold=threshold,
+                           options=options)
 
 
-def score_fixture(fixture: Fixture, pdf: Path, options: object, floors: object) -> FixtureScore:
+def score_fixture(fixture: Fixture, pdf: Path, options: LayoutOptions, floors: Floors) -> FixtureScore:
     from pinakes.extract import quality
     from pinakes.extract.pdf import pages_without_text
 
     pages = read_pages(pdf)
-    texts = extract_with(pages, options, floors.running_head_threshold)  # type: ignore[attr-defined]
+    texts = extract_with(pages, options, floors.running_head_threshold)
     extracted = "\n\n".join(texts)
     native = "\n\n".join(native_texts(pdf))
     truth = fixture.truth
@@ -135,11 +140,11 @@ def score_fixture(fixture: Fixture, pdf: Path, options: object, floors: object) 
         "pair_adjacency": quality.pair_adjacency(extracted, fixture.pairs),
         "word_coverage": quality.word_coverage(native, extracted),
     }
-    flagged = pages_without_text(pages, floors.text_yield_floor)  # type: ignore[arg-type,attr-defined]
+    flagged = pages_without_text(pages, floors.text_yield_floor)
     return FixtureScore(fixture.name, fixture.stratum, metrics, len(pages), flagged)
 
 
-def evaluate(options: object | None = None, *, workdir: Path | None = None,
+def evaluate(options: LayoutOptions | None = None, *, workdir: Path | None = None,
              baseline: Path | None = BASELINE) -> EvalResult:
     """Score every fixture, compare with `baseline` (None: no comparison), re-fit the floors."""
     from generate import build_all
@@ -188,12 +193,12 @@ def fit_floors(fixtures: Sequence[Fixture], built: dict[str, Path]) -> dict[str,
     real_yields: list[int] = []
     for fixture in fixtures:
         pages = read_pages(built[fixture.name])
-        yields = cast("list[int]", [page.native_chars for page in pages])  # type: ignore[attr-defined]
+        yields = [page.native_chars for page in pages]
         (scanned_yields if fixture.stratum == "scanned" else real_yields).extend(yields)
         if fixture.stratum != "headers-footers":
             continue
         known = KNOWN_RUNNING_HEAD_SIGNATURES[fixture.name]
-        segmented = [segments_from_words(words_from_glyphs(page.glyphs)) for page in pages]  # type: ignore[attr-defined]
+        segmented = [segments_from_words(words_from_glyphs(page.glyphs)) for page in pages]
         for rows in head_recurrences(segmented):
             for _segment, signature, share in rows:
                 if share is not None:
@@ -218,13 +223,13 @@ def _check_scanned(result: EvalResult) -> None:
                                    "no usable text layer, but they have one")
 
 
-def _check_floors(result: EvalResult, floors: object) -> None:
+def _check_floors(result: EvalResult, floors: Floors) -> None:
     fit = result.fit
     if not fit.get("separable"):
         result.problems.append(f"the corpus no longer separates the floors: {fit}")
-    for key, shipped in (("running_head_threshold", floors.running_head_threshold),  # type: ignore[attr-defined]
-                         ("text_yield_floor", floors.text_yield_floor)):  # type: ignore[attr-defined]
-        if abs(float(fit[key]) - shipped) > FLOOR_TOLERANCE:  # type: ignore[arg-type]
+    for key, shipped in (("running_head_threshold", floors.running_head_threshold),
+                         ("text_yield_floor", floors.text_yield_floor)):
+        if abs(float(cast(float, fit[key])) - shipped) > FLOOR_TOLERANCE:
             result.problems.append(f"floor drift: {key} re-fits to {fit[key]} but floors.toml ships {shipped}; "
                                    "re-fit with --fit --write-floors if the corpus change is intended")
 
@@ -241,7 +246,7 @@ def _compare(result: EvalResult, baseline: dict[str, object]) -> None:
                 result.problems.append(f"{stratum}: in the baseline but not scored")
             continue
         for metric, expected in metrics.items():
-            got = result.strata[stratum][metric]["value"]  # type: ignore[index]
+            got = result.strata[stratum][metric]["value"]
             want = expected["value"]
             if (got is None) != (want is None):
                 result.problems.append(f"{stratum} {metric}: {got} where the baseline has {want}")
@@ -358,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, why in result.skipped.items():
             print(f"skipped {name}: {why}")
         for stratum, metrics in result.strata.items():
-            shown = "  ".join(f"{m} {v['value'] if v['value'] is not None else 'null'}"  # type: ignore[index]
+            shown = "  ".join(f"{m} {v['value'] if v['value'] is not None else 'null'}"
                               for m, v in metrics.items())
             print(f"{stratum:22} {shown}")
         if args.fit or args.write_floors:

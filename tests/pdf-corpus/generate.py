@@ -14,11 +14,15 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from spec import FIXTURES, LIGATURES, Fixture, Page
+
+if TYPE_CHECKING:
+    from fpdf import FPDF
+    from PIL.Image import Image
 
 PAGE_WIDTH, PAGE_HEIGHT, MARGIN = 612.0, 792.0, 72.0
 FONT_SIZE, LEADING, PARAGRAPH_SPACE, GUTTER = 11.0, 14.0, 8.0, 24.0
@@ -59,10 +63,10 @@ def build(fixture: Fixture, path: Path) -> Path:
         pdf.add_page()
         pdf.set_font(font, size=FONT_SIZE)
         if fixture.drawing == "scanned":
-            pdf.image(_raster(page), x=0, y=0, w=PAGE_WIDTH, h=PAGE_HEIGHT)  # type: ignore[arg-type]
+            pdf.image(_raster(page), x=0, y=0, w=PAGE_WIDTH, h=PAGE_HEIGHT)
             continue
         if fixture.drawing == "invisible":
-            pdf.text_mode = "INVISIBLE"  # type: ignore[assignment]
+            pdf.text_mode = "INVISIBLE"
         _draw_page(pdf, page, fixture)
     pdf.output(str(path))
     if fixture.drawing == "rotated":
@@ -73,19 +77,19 @@ def build(fixture: Fixture, path: Path) -> Path:
     return path
 
 
-def _draw_page(pdf: object, page: Page, fixture: Fixture) -> None:
+def _draw_page(pdf: FPDF, page: Page, fixture: Fixture) -> None:
     width = PAGE_WIDTH - 2 * MARGIN
     y = MARGIN + FONT_SIZE
     if page.head:
-        x = MARGIN if page.head_align == "L" else PAGE_WIDTH - MARGIN - pdf.get_string_width(page.head)  # type: ignore[attr-defined]
-        pdf.text(x, MARGIN - 24, page.head)  # type: ignore[attr-defined]
+        x = MARGIN if page.head_align == "L" else PAGE_WIDTH - MARGIN - pdf.get_string_width(page.head)
+        pdf.text(x, MARGIN - 24, page.head)
     if page.footer:
-        pdf.text(MARGIN, PAGE_HEIGHT - MARGIN + 30, page.footer)  # type: ignore[attr-defined]
+        pdf.text(MARGIN, PAGE_HEIGHT - MARGIN + 30, page.footer)
     if page.page_number:
-        number_width = pdf.get_string_width(page.page_number)  # type: ignore[attr-defined]
-        pdf.text((PAGE_WIDTH - number_width) / 2 + 60, PAGE_HEIGHT - MARGIN + 30, page.page_number)  # type: ignore[attr-defined]
+        number_width = pdf.get_string_width(page.page_number)
+        pdf.text((PAGE_WIDTH - number_width) / 2 + 60, PAGE_HEIGHT - MARGIN + 30, page.page_number)
     if page.title:
-        pdf.text(MARGIN, y, page.title)  # type: ignore[attr-defined]
+        pdf.text(MARGIN, y, page.title)
         y += LEADING + PARAGRAPH_SPACE
     if page.columns == 2:
         column = (width - GUTTER) / 2
@@ -96,24 +100,24 @@ def _draw_page(pdf: object, page: Page, fixture: Fixture) -> None:
         for row in range(max(len(left), len(right))):
             for lines, x in ((left, MARGIN), (right, MARGIN + column + GUTTER)):
                 if row < len(lines) and lines[row] is not None:
-                    pdf.text(x, y + row * LEADING, _drawn(lines[row], fixture))  # type: ignore[attr-defined]
+                    pdf.text(x, y + row * LEADING, _drawn(cast(str, lines[row]), fixture))
         return
     if fixture.drawing == "hyphenate":  # a narrow measure: many line ends to split words at
         width = width / 2
     lines = _layout_lines(pdf, page.paragraphs, width, fixture)
     for row, line in enumerate(lines):
         if line is not None:
-            pdf.text(MARGIN, y + row * LEADING, _drawn(line, fixture))  # type: ignore[attr-defined]
+            pdf.text(MARGIN, y + row * LEADING, _drawn(line, fixture))
     y += len(lines) * LEADING + PARAGRAPH_SPACE
     if page.table:
-        pdf.set_xy(MARGIN, y)  # type: ignore[attr-defined]
+        pdf.set_xy(MARGIN, y)
         for label, value in page.table:
-            pdf.cell(170, LEADING + 4, label, border=1)  # type: ignore[attr-defined]
-            pdf.cell(220, LEADING + 4, value, border=1, new_x="LMARGIN", new_y="NEXT")  # type: ignore[attr-defined]
-            pdf.set_x(MARGIN)  # type: ignore[attr-defined]
+            pdf.cell(170, LEADING + 4, label, border=1)
+            pdf.cell(220, LEADING + 4, value, border=1, new_x="LMARGIN", new_y="NEXT")
+            pdf.set_x(MARGIN)
 
 
-def _layout_lines(pdf: object, paragraphs: tuple[str, ...], width: float, fixture: Fixture) -> list[str | None]:
+def _layout_lines(pdf: FPDF, paragraphs: tuple[str, ...], width: float, fixture: Fixture) -> list[str | None]:
     """Greedy wrap; None marks a paragraph gap (about half a line, drawn as a skipped row)."""
     lines: list[str | None] = []
     for number, paragraph in enumerate(paragraphs):
@@ -123,9 +127,9 @@ def _layout_lines(pdf: object, paragraphs: tuple[str, ...], width: float, fixtur
     return lines
 
 
-def _wrap(pdf: object, text: str, width: float, *, hyphenate: bool) -> Iterator[str]:
+def _wrap(pdf: FPDF, text: str, width: float, *, hyphenate: bool) -> Iterator[str]:
     def fits(candidate: str) -> bool:
-        return pdf.get_string_width(candidate) <= width  # type: ignore[attr-defined]
+        return pdf.get_string_width(candidate) <= width
 
     line = ""
     for word in text.split():
@@ -154,7 +158,7 @@ def _drawn(line: str, fixture: Fixture) -> str:
     return line
 
 
-def _raster(page: Page) -> object:
+def _raster(page: Page) -> Image:
     """The page's text drawn into a greyscale image: a scan with no text layer."""
     from PIL import Image, ImageDraw, ImageFont
 

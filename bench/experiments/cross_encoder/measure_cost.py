@@ -18,12 +18,16 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 sys.path[:0] = [str(HERE), str(REPO / "src")]
 
 from reader import MODEL_DIR, Reader  # noqa: E402
+
+if TYPE_CHECKING:
+    import torch
 
 
 def passages_of(kb: Path) -> list[tuple[str, list[str]]]:
@@ -57,11 +61,11 @@ def timed(reader: Reader, asked: list[tuple[str, list[str]]], top: int, rounds: 
             "calls": len(times)}
 
 
-def size_of(model: object) -> int:
+def size_of(model: torch.nn.Module) -> int:
     import torch
 
     buffer = io.BytesIO()
-    torch.save(model.state_dict(), buffer)  # type: ignore[attr-defined]
+    torch.save(model.state_dict(), buffer)
     return buffer.tell()
 
 

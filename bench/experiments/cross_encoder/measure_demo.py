@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -34,9 +34,12 @@ import bench_confidence as bench  # noqa: E402
 from reader import DTYPE, MODEL_DIR, Reader  # noqa: E402
 
 from pinakes.eval import fitting  # noqa: E402
-from pinakes.eval.fitting import L2_PENALTY, fit_confidence, fit_thresholds  # noqa: E402
+from pinakes.eval.fitting import L2_PENALTY, ConfidenceFit, fit_confidence, fit_thresholds  # noqa: E402
 from pinakes.eval.outcomes import Outcome, OutcomesFile, read_outcomes, write_outcomes  # noqa: E402
 from pinakes.search.confidence import MODEL, TOP_SCORE  # noqa: E402
+
+if TYPE_CHECKING:
+    from pinakes.search.core import Searcher
 
 # The experiments of docs/QUALITY.md (d)-(f) compare against the fit as it shipped before (f), which
 # chose between two feature sets; (f) added two more. Their recorded numbers are reproduced with it.
@@ -67,7 +70,7 @@ class FeatureSearcher:
         self._features = features
 
     def search(self, query: str, **kwargs: object) -> object:
-        result = cast(Any, self._searcher.search(query, **kwargs))  # type: ignore[attr-defined]
+        result = cast(Any, self._searcher).search(query, **kwargs)  # the KB's Searcher, as `pnk eval` calls it
         confidence = result.confidence
         if confidence.features is None or not result.passages:
             return result
@@ -88,7 +91,8 @@ def collect_with(kb: Path, out: Path, make_features: Callable[[Path, object], Fe
     features = make_features(kb, manifest)
     with open_searcher(kb, manifest) as searcher:
         reading = FeatureSearcher(searcher, features)
-        rows = [answer(reading, question) for question in golden.questions]  # type: ignore[arg-type]
+        # FeatureSearcher has the Searcher surface `answer` uses (duck-typed, not a subclass)
+        rows = [answer(cast("Searcher", reading), question) for question in golden.questions]
     outcomes = OutcomesFile(run_header(kb, manifest, golden), tuple(rows))
     write_outcomes(out, outcomes)
     return outcomes
@@ -166,7 +170,7 @@ def paired(runs: dict[int, list[Outcome]], new: bench.Candidate, old: bench.Cand
     return f"{better}/{worse} folds, p={sign_test(better, worse):.4f}"
 
 
-def corpora_main(argv: list[str] | None, description: str, extra_features: Callable[..., object],
+def corpora_main(argv: list[str] | None, description: str, extra_features: bench.ExtraFeatures,
                  default_work: Path) -> int:
     """The experiments' run on one development corpus: bench_confidence.py's seeds (evidence of ~40%
     of the questions removed, an incremental sync), each search's features plus `extra_features`',
@@ -178,7 +182,8 @@ def corpora_main(argv: list[str] | None, description: str, extra_features: Calla
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    runs = {seed: [bench.cosine_signal(r) for r in bench.collect(args.corpus, seed, bench.SHARE, args.work, extra_features)]  # type: ignore[arg-type]
+    runs = {seed: [bench.cosine_signal(r)
+                   for r in bench.collect(args.corpus, seed, bench.SHARE, args.work, extra_features)]
             for seed in range(1, args.seeds + 1)}
     bench.CANDIDATES = CANDIDATES
     held = bench.evaluate(args.corpus, runs, bench.MAX_FALSE_CONFIDENCE)
@@ -195,11 +200,11 @@ CONTROL = CANDIDATES[-1]  # the same model without the reader
 COLLECT = collect  # what main() searches with (the other experiments set their own)
 
 
-def by_class(fit: object, rows: list[Outcome]) -> dict[str, str]:
+def by_class(fit: ConfidenceFit, rows: list[Outcome]) -> dict[str, str]:
     out: dict[str, str] = {}
     for kind in sorted({r.kind for r in rows if r.kind != "no-answer"}):
         group = [r for r in rows if r.kind == kind]
-        low = sum(1 for r in group if (s := fit.row_signal(r)) is None or s < fit.low)  # type: ignore[attr-defined]
+        low = sum(1 for r in group if (s := fit.row_signal(r)) is None or s < fit.low)
         out[kind] = f"{low}/{len(group)}"
     return out
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -25,6 +26,9 @@ import numpy as np  # noqa: E402
 from pinakes.eval.fitting import L2_PENALTY  # noqa: E402
 from pinakes.eval.outcomes import OutcomesFile  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
+
+if TYPE_CHECKING:
+    from pinakes.manifest import Manifest
 
 SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
 
@@ -39,7 +43,7 @@ def sentence_features(kb: Path, manifest: object) -> ce.Features:
     passage / the top 3 / every returned passage, each sentence embedded alone with the KB's model."""
     from pinakes.embed.loader import load_for_kb
 
-    embedder = load_for_kb(kb, manifest)  # type: ignore[arg-type]
+    embedder = load_for_kb(kb, cast("Manifest", manifest))  # collect_with's manifest: the KB's own
 
     def features(query: str, passages: list[str]) -> dict[str, float]:
         q = np.asarray(embedder.embed_query(query), dtype=np.float32)

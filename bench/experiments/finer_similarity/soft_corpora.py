@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -21,12 +24,12 @@ sys.path[:0] = [str(HERE), str(REPO / "bench"), str(REPO / "src"), str(REPO)]
 
 import soft_demo as soft  # noqa: E402  (also sets the cross-encoder script's CANDIDATES)
 
-WORDS: dict[str, object] = {}  # one word-vector cache across seeds (same model)
+WORDS: dict[str, np.ndarray] = {}  # one word-vector cache across seeds (same model)
 
 
 def soft_features(searcher: Any, kb: Path) -> Any:
     reader = soft.SoftOverlap(searcher.embedder(), kb)
-    reader.cache = WORDS  # type: ignore[assignment]
+    reader.cache = WORDS
     return reader.features
 
 

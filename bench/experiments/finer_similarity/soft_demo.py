@@ -36,6 +36,9 @@ from pinakes.search.confidence import MODEL  # noqa: E402
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
+    from pinakes.embed import Embedder
+    from pinakes.embed.loader import KBSettings
+
 WORD = re.compile(r"[a-z][a-z'-]*[a-z]|[a-z0-9]+")
 STOP = set(["a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "i", "me", "my", "we", "our", "you", "your", "it", "its", "this", "that", "these", "those", "there", "here", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "can", "could", "may", "might", "must", "shall", "should", "will", "would", "have", "has", "had", "not", "no", "if", "then", "than", "so", "such", "any", "some", "about", "into", "over", "under", "out", "up", "down", "off", "once", "only", "own", "same", "too", "very", "just", "also", "more", "most", "other", "each", "get", "gets", "got", "much", "many"])
 
@@ -61,7 +64,7 @@ def words(text: str) -> list[str]:
 
 
 class SoftOverlap:
-    def __init__(self, embedder: object, kb: Path) -> None:
+    def __init__(self, embedder: Embedder, kb: Path) -> None:
         self.embedder = embedder
         conn = sqlite3.connect(f"file:{kb / '.pinakes' / 'index.db'}?mode=ro", uri=True)
         texts = [row[0] for row in conn.execute("SELECT text FROM chunks")]
@@ -78,7 +81,7 @@ class SoftOverlap:
             got = np.stack([static_vector(w) for w in missing])
             self.cache.update(zip(missing, got, strict=True))
         elif missing:
-            got = np.asarray(self.embedder.embed_documents(missing), dtype=np.float32)  # type: ignore[attr-defined]
+            got = np.asarray(self.embedder.embed_documents(missing), dtype=np.float32)
             self.cache.update(zip(missing, got, strict=True))
         return np.stack([self.cache[w] for w in ws])
 
@@ -99,7 +102,8 @@ def soft_features(kb: Path, manifest: object) -> ce.Features:
     """`soft1` / `soft3` with the KB's own model (or SOFT_STATIC's table) and the KB's word counts."""
     from pinakes.embed.loader import load_for_kb
 
-    return SoftOverlap(load_for_kb(kb, manifest), kb).features  # type: ignore[arg-type]
+    # collect_with hands over the KB's manifest untyped; load_for_kb reads it as the settings it is
+    return SoftOverlap(load_for_kb(kb, cast("KBSettings", manifest)), kb).features
 
 
 ce.CANDIDATES = (

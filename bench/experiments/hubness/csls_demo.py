@@ -26,7 +26,7 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -42,6 +42,10 @@ from pinakes.eval.outcomes import OutcomesFile  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
 from pinakes.search.vectors import load_matrix  # noqa: E402
 
+if TYPE_CHECKING:
+    from pinakes.embed.base import Embedder
+    from pinakes.embed.loader import KBSettings
+
 K = 10
 KS = (5, 10, 20)  # neighbourhood sizes measured beside the default
 CANDIDATES = 50  # the vector retriever's candidates per search (the template's width)
@@ -50,7 +54,7 @@ CANDIDATES = 50  # the vector retriever's candidates per search (the template's 
 class Crowding:
     """The KB's chunk vectors (as search loads them) and the query embedder: CSLS and its parts."""
 
-    def __init__(self, embedder: object, kb: Path) -> None:
+    def __init__(self, embedder: Embedder, kb: Path) -> None:
         self.embedder = embedder
         conn = sqlite3.connect(f"file:{kb / '.pinakes' / 'index.db'}?mode=ro", uri=True)
         self.matrix = load_matrix(conn, None)
@@ -90,7 +94,7 @@ class Crowding:
         return float(-np.sort(np.partition(-near, k - 1)[:k]).mean()) if k else 0.0
 
     def features(self, query: str, passages: list[str]) -> dict[str, float]:
-        q = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(-1)  # type: ignore[attr-defined]
+        q = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(-1)
         r_q = self.crowding(q)
         out: dict[str, float] = {}
         for rank, text in enumerate(passages[:3]):
@@ -114,7 +118,7 @@ class Crowding:
 def crowding_features(kb: Path, manifest: object) -> ce.Features:
     from pinakes.embed.loader import load_for_kb
 
-    return Crowding(load_for_kb(kb, manifest), kb).features  # type: ignore[arg-type]
+    return Crowding(load_for_kb(kb, cast("KBSettings", manifest)), kb).features
 
 
 ce.CANDIDATES = (

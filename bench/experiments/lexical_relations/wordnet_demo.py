@@ -59,7 +59,7 @@ class RelatedShare(SoftOverlap):
     """SoftOverlap's word counts (IDF) with WordNet matching instead of word vectors."""
 
     def __init__(self, kb: Path, wordnet: WordNet) -> None:
-        super().__init__(None, kb)
+        super().__init__(None, kb)  # pyright: ignore[reportArgumentType]  # WordNet matching embeds nothing
         self.wordnet = wordnet
         self.forms: dict[str, set[str]] = {}
         self.relatives: dict[tuple[str, str], set[str]] = {}
@@ -80,7 +80,9 @@ class RelatedShare(SoftOverlap):
             self.relatives[key] = {w for w in found if "-" not in w} - STOP
         return self.relatives[key]
 
-    def share(self, query: list[str], passage: str, relation: str) -> float:  # type: ignore[override]
+    # features below is overridden too, so SoftOverlap's two-argument call never reaches this share
+    def share(  # pyright: ignore[reportIncompatibleMethodOverride]  # an extra relation, on purpose
+            self, query: list[str], passage: str, relation: str) -> float:
         held: set[str] = set()
         for w in set(words(passage)) - STOP:
             held |= self.forms_of(w)
@@ -89,7 +91,7 @@ class RelatedShare(SoftOverlap):
                   if self.forms_of(w) & held or self.relatives_of(w, relation) & held)
         return got / (sum(weights.values()) or 1.0)
 
-    def features(self, query: str, passages: list[str]) -> dict[str, float]:  # type: ignore[override]
+    def features(self, query: str, passages: list[str]) -> dict[str, float]:
         q = [w for w in dict.fromkeys(words(query)) if w not in STOP] or words(query)
         out: dict[str, float] = {}
         for relation in (*RELATIONS, *FIRST_SENSE):

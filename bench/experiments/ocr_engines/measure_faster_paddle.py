@@ -34,7 +34,7 @@ def main() -> int:
     parser.add_argument("--pages-per-manual", type=int, default=3)
     args = parser.parse_args()
 
-    import faster_paddle  # type: ignore[import-not-found]
+    import faster_paddle  # pyright: ignore[reportMissingImports]  # the experiment's own install, not in the venv
     import ocr_corpus
     import pypdfium2 as pdfium
 

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent.parent
@@ -433,7 +434,7 @@ def normalised(rows: Sequence[FitRow], norm: dict[str, tuple[float, float]]) -> 
         features = row.features
         if features is not None:
             features = {**features, **{name: (features[name] - loc) / scale for name, (loc, scale) in norm.items()}}
-        out.append(_replace(row, features=features))  # type: ignore[type-var]
+        out.append(cast(Outcome, _replace(row, features=features)))  # the rows are Outcomes
     return out
 
 
@@ -492,7 +493,7 @@ def raw_rows(rows: Sequence[FitRow], norm: dict[str, tuple[float, float]]) -> li
         features = row.features
         if features is not None:
             features = {**features, **{name: features[name] * scale + loc for name, (loc, scale) in norm.items()}}
-        out.append(_replace(row, features=features))  # type: ignore[type-var]
+        out.append(cast(Outcome, _replace(row, features=features)))  # the rows are Outcomes
     return out
 
 
@@ -605,8 +606,11 @@ def run_guarded(variant: str, features: Sequence[str], corpora: Sequence[str], c
                 tallies["own"].add(own, rows)
                 tallies["prior"].add(prior_fit, rows)
                 # both: confident only where each model is (the minimum of the two margins)
-                tallies["both must agree"].add(_Both(own, prior_fit), rows)  # type: ignore[arg-type]
-                tallies["own, guarded by the prior"].add(_Both(own, prior_fit), rows)  # type: ignore[arg-type]
+                # _Both stands in for a ConfidenceFit: score_fit reads only its row_signal and low
+                tallies["both must agree"].add(
+                    _Both(own, prior_fit), rows)  # pyright: ignore[reportArgumentType]  # a duck-typed fit
+                tallies["own, guarded by the prior"].add(
+                    _Both(own, prior_fit), rows)  # pyright: ignore[reportArgumentType]  # a duck-typed fit
             for name, tally in tallies.items():
                 print(f"{corpus:10} {variant:8} c={ceiling:<5} {name:28} {tally.cells()}")
                 report[f"{corpus}/{ceiling}/{name}"] = tally.to_dict()

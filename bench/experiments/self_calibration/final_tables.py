@@ -88,7 +88,7 @@ def main() -> int:
     report["other_rules"] = others
     print("== features' class means: real answerable / real no-answer / synthetic answerable / synthetic no-answer")
     report["gap"] = gap(SHIPPED_VARIANT)
-    for corpus, means in report["gap"].items():  # type: ignore[union-attr]
+    for corpus, means in report["gap"].items():
         print(f"{corpus:10} " + "  ".join(f"{name[:8]} {'/'.join(f'{v:.2f}' for v in values)}"
                                           for name, values in means.items()))
     if args.json:

@@ -36,17 +36,18 @@ from pinakes.eval.outcomes import OutcomesFile  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
 
 if TYPE_CHECKING:
+    from pinakes.embed import Embedder
     from pinakes.embed.loader import KBSettings
 
 fitting.FEATURE_SETS = fitting.FEATURE_SETS_BEFORE_RELATIONS  # the choice as it shipped before (i)
 
 
 class Residual:
-    def __init__(self, embedder: object) -> None:
+    def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        return np.asarray(self.embedder.embed_documents(texts), dtype=np.float32)  # type: ignore[attr-defined]
+        return np.asarray(self.embedder.embed_documents(texts), dtype=np.float32)
 
     def features(self, query: str, passages: list[str]) -> dict[str, float]:
         held = set(words(passages[0])) - STOP

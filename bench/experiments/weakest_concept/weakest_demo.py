@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -35,6 +36,9 @@ from pinakes.eval import fitting  # noqa: E402
 from pinakes.eval.fitting import L2_PENALTY  # noqa: E402
 from pinakes.eval.outcomes import OutcomesFile  # noqa: E402
 from pinakes.search.confidence import MODEL  # noqa: E402
+
+if TYPE_CHECKING:
+    from pinakes.embed.loader import KBSettings
 
 SHIPPED_SETS = fitting.FEATURE_SETS = fitting.FEATURE_SETS_BEFORE_RELATIONS  # the choice as it shipped before (i)
 
@@ -57,7 +61,8 @@ class Weakest(SoftOverlap):
 def weakest_features(kb: Path, manifest: object) -> ce.Features:
     from pinakes.embed.loader import load_for_kb
 
-    return Weakest(load_for_kb(kb, manifest), kb).weakest_features  # type: ignore[arg-type]
+    # collect_with hands over the KB's manifest untyped; load_for_kb reads it as the settings it is
+    return Weakest(load_for_kb(kb, cast("KBSettings", manifest)), kb).weakest_features
 
 
 C = bench.Candidate

@@ -33,7 +33,7 @@ from pinakes.budget.errors import (
     UnpricedModelError,
     UnrecordedOutcomeError,
 )
-from pinakes.budget.ledger import OPERATIONS, Ledger, LedgerRecord
+from pinakes.budget.ledger import OPERATIONS, Kind, Ledger, LedgerRecord
 from pinakes.budget.money import ceil_cents, eur_to_usd, format_eur, to_eur
 from pinakes.budget.overrun import Overrun, open_overruns
 from pinakes.budget.prices import ModelPrice, PriceTable, load_prices
@@ -203,7 +203,7 @@ class Accountant:
             self.ledger.append(record)
         return record
 
-    def close_call(self, reservation: LedgerRecord, kind: str, input_tokens: int, output_tokens: int) -> LedgerRecord:
+    def close_call(self, reservation: LedgerRecord, kind: Kind, input_tokens: int, output_tokens: int) -> LedgerRecord:
         """Call.reconcile's and Call.void's step: append the outcome that supersedes `reservation`."""
         if kind == "void":
             cost_usd = Decimal(0)
@@ -487,11 +487,11 @@ def _units(calls: Sequence[CallShape]) -> list[list[int]]:
     return units
 
 
-def _outcome(reservation: LedgerRecord, kind: str, now: datetime, input_tokens: int, output_tokens: int,
+def _outcome(reservation: LedgerRecord, kind: Kind, now: datetime, input_tokens: int, output_tokens: int,
              cost_usd: Decimal, *, usd_per_eur: Decimal | None = None, prices_as_of: date | None = None,
              rate_as_of: date | None = None) -> LedgerRecord:
     return LedgerRecord(
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         ts=now, operation=reservation.operation, operation_id=reservation.operation_id,
         call_id=reservation.call_id, model=reservation.model, input_tokens=input_tokens,
         output_tokens=output_tokens, cost_usd=cost_usd,

@@ -76,7 +76,7 @@ class BudgetCapError(BudgetError):
         super().__init__(message, remedy=remedy, path=path)
         self.blocked = tuple(blocked)
 
-    def to_dict(self) -> dict[str, object]:  # type: ignore[override]
+    def to_dict(self) -> dict[str, object]:
         return {**super().to_dict(), "blocked": [window.to_dict() for window in self.blocked]}
 
 
@@ -129,7 +129,7 @@ class BudgetOverrunError(BudgetExceededError):
         """The first open overrun's call (the one a single-call message names)."""
         return self.overruns[0].call_id
 
-    def to_dict(self) -> dict[str, object]:  # type: ignore[override]
+    def to_dict(self) -> dict[str, object]:
         return {**super().to_dict(), "call_id": self.call_id,
                 "overruns": [overrun.to_dict() for overrun in self.overruns]}
 
@@ -172,5 +172,5 @@ class UnrecordedOutcomeError(BudgetError):
         self.actual_eur = actual_eur  # what the response's usage says it cost (0 for a void)
         self.answer: object | None = None
 
-    def to_dict(self) -> dict[str, object]:  # type: ignore[override]
+    def to_dict(self) -> dict[str, object]:
         return {**super().to_dict(), "call_id": self.call_id, "actual_eur": str(self.actual_eur)}

@@ -117,7 +117,7 @@ def _model(name: str, entry: dict[str, object]) -> ModelPrice:
         model=name,
         input_usd_per_mtok=_positive(entry["input_usd_per_mtok"], f"models.{name}.input_usd_per_mtok"),
         output_usd_per_mtok=_positive(entry["output_usd_per_mtok"], f"models.{name}.output_usd_per_mtok"),
-        long_prompt_above_input_tokens=threshold,  # type: ignore[arg-type]
+        long_prompt_above_input_tokens=threshold,
         long_prompt_input_usd_per_mtok=None if long_in is None else _positive(long_in, f"models.{name}"),
         long_prompt_output_usd_per_mtok=None if long_out is None else _positive(long_out, f"models.{name}"),
     )

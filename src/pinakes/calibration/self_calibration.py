@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 from pinakes.calibration.fitting import ConfidenceFit, FitError, fit_confidence
 from pinakes.calibration.near_duplicates import stored_near_chunks
@@ -71,7 +72,7 @@ class CalibrationRow:
         features = data.get("features")
         return cls(str(data["id"]), str(data["kind"]), confidence=str(data.get("confidence", "unknown")),
                    found=bool(data["found"]) if data.get("found") is not None else None,
-                   features={str(k): float(v) for k, v in features.items()}  # type: ignore[union-attr]
+                   features={str(k): float(v) for k, v in cast("dict[str, float]", features).items()}
                    if isinstance(features, dict) else None)
 
 

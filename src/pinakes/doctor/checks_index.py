@@ -144,12 +144,12 @@ def _leftovers(paths: KBPaths) -> Iterator[Check]:
                     "pnk sync removes them (or run `pnk sync --rebuild` again)")
 
 
-def _extraction_coherence(conn: object) -> Iterator[Check]:
+def _extraction_coherence(conn: sqlite3.Connection) -> Iterator[Check]:
     """Per-document extraction coherence (spec §4.4), read from declared fingerprints only."""
     from pinakes.embed.coherence import check_extraction_coherence
 
     try:
-        stale = check_extraction_coherence(conn)  # type: ignore[arg-type]
+        stale = check_extraction_coherence(conn)
     except PinakesError as exc:
         yield Check("extraction coherence", "FAIL", exc.message, exc.remedy)
         return

@@ -108,7 +108,7 @@ def rebuild_session_for_documents(model: FastembedModel) -> None:
     from (onnxruntime's `InferenceSession._model_path`). tests/test_embed_batching.py fails if
     either moves.
     """
-    import onnxruntime as ort  # pyright: ignore[reportMissingTypeStubs]
+    import onnxruntime as ort  # pyright: ignore[reportMissingTypeStubs]  # ships no stubs
 
     if not isinstance(model.model.model, ort.InferenceSession):
         raise RuntimeError(f"fastembed's model has no ONNX Runtime session where expected: {type(model.model.model)!r}")

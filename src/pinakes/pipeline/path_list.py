@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, MutableSequence, Sequence
-from typing import cast, overload
+from typing import ClassVar, cast, overload
 
 _ENCODING = "utf-8"
 _ERRORS = "surrogateescape"  # a file name that is not UTF-8, as os.fsdecode gives it
@@ -106,7 +106,7 @@ class PathList(MutableSequence[str]):
         return isinstance(other, Sequence) and not isinstance(other, str) \
             and list(self) == list(cast("Sequence[object]", other))
 
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it stands for
+    __hash__: ClassVar[None] = None  # pyright: ignore[reportIncompatibleMethodOverride]  # mutable, like a list
 
     def __repr__(self) -> str:
         return f"PathList({list(self)!r})"

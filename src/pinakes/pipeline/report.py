@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, MutableSequence, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal, cast, get_args, overload
+from typing import ClassVar, Literal, cast, get_args, overload
 
 from pinakes.display import printable
 from pinakes.kb import SIDECAR_SUFFIX
@@ -103,7 +103,7 @@ class WrittenSidecars(Sequence[str]):
             return self._documents == other._documents
         return isinstance(other, Sequence) and not isinstance(other, str) and list(self) == list(cast("Sequence[object]", other))
 
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it stands for
+    __hash__: ClassVar[None] = None  # pyright: ignore[reportIncompatibleMethodOverride]  # mutable, like a list
 
     def __repr__(self) -> str:
         return f"WrittenSidecars({list(self)!r})"

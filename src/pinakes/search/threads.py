@@ -45,7 +45,7 @@ def one_blas_thread() -> Generator[None, None, None]:
     """NumPy's BLAS on one thread inside the block, in a process that may already have imported
     NumPy (module docstring), as it was after; where another block is open, the count is left as
     it is. A child forked inside keeps one."""
-    from threadpoolctl import threadpool_limits  # pyright: ignore[reportMissingTypeStubs]
+    from threadpoolctl import threadpool_limits  # pyright: ignore[reportMissingTypeStubs]  # ships no stubs
 
     if not _limit_lock.acquire(blocking=False):
         yield

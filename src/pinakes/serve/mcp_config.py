@@ -30,6 +30,7 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 from pinakes.errors import PinakesError, UsageError, filesystem_error
 from pinakes.serve.json_splice import JSONSpliceError, loads, set_member
@@ -133,10 +134,10 @@ def _servers(path: Path, text: str, client: Client) -> dict[str, object]:
         raise _unreadable(path, exc) from exc
     if not isinstance(document, dict):
         raise _unreadable(path, ValueError("its top level is not an object"))
-    servers = document.get(client.key, {})  # type: ignore[union-attr]  # a JSON object: str keys
+    servers: object = cast("dict[str, object]", document).get(client.key, {})  # a JSON object: str keys
     if not isinstance(servers, dict):
         raise _unreadable(path, ValueError(f"`{client.key}` is not an object"))
-    return {str(key): value for key, value in servers.items()}  # type: ignore[union-attr]
+    return {str(key): value for key, value in cast("dict[str, object]", servers).items()}
 
 
 def _check_kept(path: Path, before: str, after: str, client: Client, name: str, entry: dict[str, object]) -> None:
@@ -146,8 +147,8 @@ def _check_kept(path: Path, before: str, after: str, client: Client, name: str, 
     except ValueError as exc:
         raise _unreadable(path, exc) from exc
     assert isinstance(old, dict) and isinstance(new, dict)
-    expected = dict(old)  # type: ignore[arg-type]
-    servers = dict(expected.get(client.key) or {})  # type: ignore[arg-type]
+    expected = dict(cast("dict[str, object]", old))
+    servers = dict(cast("dict[str, object]", expected.get(client.key) or {}))
     servers[name] = entry
     expected[client.key] = servers
     if new != expected:

@@ -126,7 +126,7 @@ def hash_file(path: str | Path) -> str:
 # FileState._make without its Python frame and length check per row (the query below selects exactly
 # FileState's fields): ~10% of loading a 151k-row cache, the largest part of a no-op's own work.
 _state_of_row = cast("Callable[[tuple[object, ...]], FileState]",
-                     partial(tuple.__new__, FileState))  # pyright: ignore[reportUnknownMemberType]
+                     partial(tuple.__new__, FileState))  # pyright: ignore[reportUnknownMemberType]  # tuple.__new__'s overloads
 
 
 def load_walk_cache(conn: sqlite3.Connection | None) -> dict[str, FileState]:

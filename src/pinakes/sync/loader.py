@@ -302,7 +302,7 @@ def _remember_doit_plugins() -> None:
     each: ~0.04 s a sync of three invocations); what is installed does not change within a process,
     so each group's entry points are read once. Through doit's own seam for the lookup
     (`doit.plugin.entry_points_impl`)."""
-    from doit import plugin  # pyright: ignore[reportAttributeAccessIssue, reportUnknownVariableType]
+    from doit import plugin  # pyright: ignore[reportAttributeAccessIssue, reportUnknownVariableType]  # not in typings/doit
 
     plugin.entry_points_impl = lambda: _entry_points
 

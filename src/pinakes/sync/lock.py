@@ -37,7 +37,7 @@ from pinakes.faults import faultpoint
 try:
     import fcntl as _flock
 except ImportError:  # Windows: no flock; the reclaim step is then unguarded
-    _flock = None  # type: ignore[assignment]
+    _flock = None
 
 # How long a lock whose record cannot be parsed may still be being written (in place, where the
 # filesystem has no hard links): younger than this, a reader waits for the record rather than

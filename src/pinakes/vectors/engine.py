@@ -81,6 +81,7 @@ def _onnxruntime_first() -> None:
     `pnk serve`, the confidence calibration after a sync), so onnxruntime, when installed, is
     imported first (~0.15 s, already paid by every process that embeds with fastembed)."""
     if importlib.util.find_spec("onnxruntime") is not None:
+        # imported for its cost alone; onnxruntime ships no type stubs
         import onnxruntime  # noqa: F401  # pyright: ignore[reportMissingTypeStubs, reportUnusedImport]
 
 
