@@ -64,7 +64,7 @@ def main() -> None:
     model, _ = bench_sync.load_real_embedder(root)
     paths = KBPaths(root)
     manifest = load_manifest(paths.manifest)
-    on_two, shared_rows = self_calibration.searched_on_two_processes, self_calibration._rows  # pyright: ignore[reportPrivateUsage]
+    on_two, shared_rows = self_calibration.searched_on_two_processes, self_calibration._rows  # pyright: ignore[reportPrivateUsage]  # the bench drives the private part
     names = ("two processes", "one process") if args.compare == "processes" else ("shared", "two searches")
 
     def one_process(searcher: Searcher, chunks: int) -> bool:
@@ -74,7 +74,7 @@ def main() -> None:
         if args.compare == "processes":
             self_calibration.searched_on_two_processes = on_two if first else one_process
         else:
-            self_calibration._rows = shared_rows if first else self_calibration.question_rows  # pyright: ignore[reportPrivateUsage]
+            self_calibration._rows = shared_rows if first else self_calibration.question_rows  # pyright: ignore[reportPrivateUsage]  # the bench drives the private part
         settings = SearchSettings.from_retrieval(manifest.retrieval, KBConfidence.for_kb(paths, None))
         with Searcher(paths.index_db, settings, embedder=model) as searcher:
             wall, cpu = time.perf_counter(), time.process_time() + bench_sync.children_cpu()

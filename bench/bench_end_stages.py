@@ -80,7 +80,7 @@ def stage_graph(root: Path, _rows: int) -> dict[str, object]:
 
 def stage_ann_load(root: Path, _rows: int) -> dict[str, object]:
     from pinakes.vectors import engine
-    from pinakes.vectors.build import _load_piece  # pyright: ignore[reportPrivateUsage]
+    from pinakes.vectors.build import _load_piece  # pyright: ignore[reportPrivateUsage]  # the bench drives the private part
     from pinakes.vectors.fileformat import read_header, vector_file_path
 
     path = vector_file_path(root / ".pinakes")
@@ -203,7 +203,7 @@ def advise_pages(pages: str) -> list[dict[str, float]]:
 
         def opened_advised(*args: Any, **kwargs: Any) -> approximate.OpenVectorFile:  # passed through
             opened = opening(*args, **kwargs)
-            opened._mapping.madvise(mmap.MADV_RANDOM)  # pyright: ignore[reportPrivateUsage]
+            opened._mapping.madvise(mmap.MADV_RANDOM)  # pyright: ignore[reportPrivateUsage]  # the bench drives the private part
             return opened
         approximate.open_vector_file = opened_advised
     if pages == "unreleased":  # the product's own release of each piece after its search, turned off
@@ -218,9 +218,9 @@ def advise_pages(pages: str) -> list[dict[str, float]]:
         record = {"cpu_ms": round((time.process_time() - cpu) * 1000, 1),
                   "wall_ms": round((time.perf_counter() - wall) * 1000, 1),
                   "minflt": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults, **memory()}
-        generation = self._generation  # pyright: ignore[reportPrivateUsage]
+        generation = self._generation  # pyright: ignore[reportPrivateUsage]  # the bench drives the private part
         if pages in ("release", "both") and generation is not None and generation.vector_file is not None:
-            generation.vector_file._mapping.madvise(mmap.MADV_DONTNEED)  # pyright: ignore[reportPrivateUsage]
+            generation.vector_file._mapping.madvise(mmap.MADV_DONTNEED)  # pyright: ignore[reportPrivateUsage]  # the bench drives the private part
             record["released_ms"] = round((time.perf_counter() - wall) * 1000 - record["wall_ms"], 2)
             record["RssFile_released"] = memory()["RssFile"]
         questions.append(record)
@@ -290,7 +290,7 @@ def stage_twins(root: Path, _rows: int, matrix: bool = False) -> dict[str, objec
                        vector_tier="auto", rerank=False)
     searcher = Searcher(paths.index_db, settings, embedder=embedder)
     searcher.search("warm up the generation", mode="vector", rerank=False)
-    generation = searcher._generation  # pyright: ignore[reportPrivateUsage]
+    generation = searcher._generation  # pyright: ignore[reportPrivateUsage]  # the bench drives the private part
     assert generation is not None
     questions = twin_questions(generation.conn)
     before = memory()

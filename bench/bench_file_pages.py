@@ -96,7 +96,7 @@ class Viewed:
             # a vector file is searched piece by piece now: this bench reads one index, so one piece
             assert len(self.opened.pieces) == 1, f"{path} has {len(self.opened.pieces)} pieces, not one"
             self.index = self.opened.pieces[0]
-            self.mapping = self.opened._mapping  # pyright: ignore[reportPrivateUsage]
+            self.mapping = self.opened._mapping  # pyright: ignore[reportPrivateUsage]  # the bench drives the private part
 
     def close(self) -> None:
         if self.opened is not None:

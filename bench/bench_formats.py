@@ -79,7 +79,7 @@ def mammoth_arm(path: Path) -> str:
 
 
 def docx2python_arm(path: Path) -> str:
-    from docx2python import docx2python  # pyright: ignore[reportMissingImports, reportUnknownVariableType]  # optional
+    from docx2python import docx2python  # pyright: ignore[reportMissingImports, reportUnknownVariableType]  # an optional, untyped package
 
     convert = cast(Any, docx2python)  # untyped optional library: nothing for pyright to check
     with convert(path) as document:
@@ -98,8 +98,8 @@ def python_docx_arm(path: Path) -> str:
 
 
 def odfpy_arm(path: Path) -> str:
-    from odf import teletype, text  # pyright: ignore[reportMissingImports, reportUnknownVariableType]  # optional
-    from odf.opendocument import load  # pyright: ignore[reportMissingImports, reportUnknownVariableType]  # optional
+    from odf import teletype, text  # pyright: ignore[reportMissingImports, reportUnknownVariableType]  # an optional, untyped package
+    from odf.opendocument import load  # pyright: ignore[reportMissingImports, reportUnknownVariableType]  # an optional, untyped package
 
     teletype_module = cast(Any, teletype)  # untyped optional library: nothing for pyright to check
     text_module = cast(Any, text)

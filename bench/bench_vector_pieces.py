@@ -178,7 +178,7 @@ def candidates_loop_against_indexes(opened: object, asked: np.ndarray) -> dict[s
     from pinakes.vectors.approximate import MIN_CANDIDATES, OpenVectorFile
 
     assert isinstance(opened, OpenVectorFile)
-    merged = cast(Any, Indexes(indexes=opened.pieces))  # pyright: ignore[reportArgumentType]
+    merged = cast(Any, Indexes(indexes=opened.pieces))  # pyright: ignore[reportArgumentType]  # usearch takes the pieces as they are
     loop_times: list[float] = []
     merged_times: list[float] = []
     same = 0
@@ -242,7 +242,7 @@ def child_load(work: Path, piece_rows: int, method: str) -> dict[str, object]:
     import mmap
 
     from pinakes.vectors import engine
-    from pinakes.vectors.build import _load_piece  # pyright: ignore[reportPrivateUsage]
+    from pinakes.vectors.build import _load_piece  # pyright: ignore[reportPrivateUsage]  # the bench drives the private part
     from pinakes.vectors.fileformat import read_header, vector_file_path
 
     path = vector_file_path(work / f"pieces-{piece_rows}")

@@ -124,7 +124,7 @@ def _watched(monkeypatch: pytest.MonkeyPatch, after_take: int | None = None,
         position = self.position_of(item)
         deadline = time.monotonic() + 30
         while (after_take is not None and position is not None and position >= self.first
-               and position not in self._answers  # pyright: ignore[reportPrivateUsage]
+               and position not in self._answers  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
                and not self.ended and time.monotonic() < deadline):
             time.sleep(0.005)
         answer = real_take(self, item, text)
@@ -138,7 +138,7 @@ def _watched(monkeypatch: pytest.MonkeyPatch, after_take: int | None = None,
             while not self.ended and time.monotonic() < deadline:
                 time.sleep(0.01)
             if held is not None:
-                held.append(len(self._answers))  # pyright: ignore[reportPrivateUsage]
+                held.append(len(self._answers))  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
         return answer
 
     monkeypatch.setattr(chunk_ahead, "start", start)

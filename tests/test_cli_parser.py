@@ -13,8 +13,8 @@ from pinakes.cli import COMMANDS, build_parser, main
 
 def registered(parser: argparse.ArgumentParser) -> list[str]:
     actions: list[
-        argparse._SubParsersAction[argparse.ArgumentParser]  # pyright: ignore[reportPrivateUsage]  # argparse-private
-    ] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # pyright: ignore[reportPrivateUsage]
+        argparse._SubParsersAction[argparse.ArgumentParser]  # pyright: ignore[reportPrivateUsage]  # argparse names no public type for it
+    ] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     return sorted(actions[0].choices)
 
 
@@ -70,8 +70,8 @@ def test_pnk_link_shows_rel_as_required_in_its_usage_and_its_docs(capsys: pytest
 def subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
     actions: list[
-        argparse._SubParsersAction[argparse.ArgumentParser]  # pyright: ignore[reportPrivateUsage]  # argparse-private
-    ] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # pyright: ignore[reportPrivateUsage]
+        argparse._SubParsersAction[argparse.ArgumentParser]  # pyright: ignore[reportPrivateUsage]  # argparse names no public type for it
+    ] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     return dict(actions[0].choices)
 
 
@@ -86,7 +86,7 @@ def test_each_command_declares_exactly_what_its_parser_parses(name: str) -> None
     subparser = subcommand_parsers()[name]
     run: Command[CommandArgs] = subparser.get_default("run")
     assert isinstance(run, Command)
-    dests = {action.dest for action in subparser._actions if action.dest != "help"}  # pyright: ignore[reportPrivateUsage]
+    dests = {action.dest for action in subparser._actions if action.dest != "help"}  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     assert {field.name for field in fields(run.arguments)} == dests | {"kb_dir"}
 
 

@@ -121,7 +121,7 @@ FILE_LEVEL_PYRIGHT = re.compile(r"#\s*pyright\s*:(?!\s*ignore\b)")
 TYPE_IGNORE = re.compile(r"#\s*type\s*:\s*ignore\b")
 # A pyright ignore without a rule list silences every rule on its line, as the mypy-style ones did.
 BARE_PYRIGHT_IGNORE = re.compile(r"#\s*pyright\s*:\s*ignore\b(?!\[)")
-# A line-level `# pyright: ignore[rule]`; in src/ and rules/ it says why, on its line or in a comment above.
+# A line-level `# pyright: ignore[rule]` says why, on its line or in a comment just above.
 LINE_IGNORE = re.compile(r"#\s*pyright\s*:\s*ignore\[[^\]]*\](?P<rest>.*)$")
 
 
@@ -171,8 +171,8 @@ def test_pyright_is_strict_on_every_file_it_checks() -> None:
                            f"and say why: {blanket}")
 
 
-def test_each_pyright_ignore_in_the_product_says_why() -> None:
-    bare = {str(path.relative_to(REPO_ROOT)): lines for path in modules()
+def test_each_pyright_ignore_says_why() -> None:
+    bare = {str(path.relative_to(REPO_ROOT)): lines for path in checked_files()
             if (lines := unexplained_ignores(path.read_text(encoding="utf-8")))}
     assert bare == {}, f"say on the line (or just above) why pyright cannot see it: {bare}"
 

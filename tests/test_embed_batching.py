@@ -245,11 +245,11 @@ def test_a_cluster_shrinks_its_batches_only_when_the_local_plan_leaves_a_worker_
     texts = texts_of([40] * 61)
     call = driver.embed_documents_async(texts)
     local = plan_batches([40] * 61, SPECIAL, 32, 8192, 32)
-    assert [indices for _call, indices in driver._queued] == local and len(local) == 2  # pyright: ignore[reportPrivateUsage]
+    assert [indices for _call, indices in driver._queued] == local and len(local) == 2  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     assert call.size == 32
-    driver._queued.clear()  # pyright: ignore[reportPrivateUsage]
+    driver._queued.clear()  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     small = driver.embed_documents_async(texts_of([40] * 20))
-    sent = [indices for _call, indices in driver._queued]  # pyright: ignore[reportPrivateUsage]
+    sent = [indices for _call, indices in driver._queued]  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     assert len(sent) == 2 and small.size == max(MIN_BATCH_TEXTS, 10)
 
 
@@ -398,15 +398,15 @@ def test_a_cluster_plans_the_batches_its_workers_model_would_plan_and_each_worke
     monkeypatch.setattr(driver, "_dispatch", lambda: None)  # the batches stay queued, to be read here
     texts = [" ".join(["harbour"] * 180)] + [f"tide gauge {number}" for number in range(40)]
     driver.embed_documents_async(texts)
-    sent = [indices for _call, indices in driver._queued]  # pyright: ignore[reportPrivateUsage]
+    sent = [indices for _call, indices in driver._queued]  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     counts = local.count_tokens_batch(texts)
     assert sent == plan_batches(counts, counter.special_tokens, 32, local.max_batch_tokens, local.call_tokens)
     assert sent != plan_batches(counts, counter.special_tokens, 32, local.max_batch_tokens)  # the cost cut a batch
 
     recorded: list[int] = []
-    model = worker._embedder  # pyright: ignore[reportPrivateUsage]
+    model = worker._embedder  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     assert isinstance(model, ProviderEmbedder)
-    encode = model._encode_documents  # pyright: ignore[reportPrivateUsage]
+    encode = model._encode_documents  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
 
     def recording(batch: list[str], size: int):
         return recorded.append(len(batch)) or encode(batch, size)

@@ -13,7 +13,7 @@ import pytest
 openai = pytest.importorskip("openai", reason="the [remote] extra (openai) is not installed: the remote "
                                               "provider's request path cannot be exercised")
 
-from pinakes.embed.provider_openai import _client  # noqa: E402  # pyright: ignore[reportPrivateUsage]  # pinned
+from pinakes.embed.provider_openai import _client  # noqa: E402  # pyright: ignore[reportPrivateUsage]  # the test pins the private client
 from pinakes.embed.settings import RemoteEmbedding  # noqa: E402
 from pinakes.paid import classify_failure  # noqa: E402
 from tests.fake_openai_embeddings import FakeEmbeddings, Reply  # noqa: E402

@@ -406,7 +406,7 @@ def _publish_to_driver(address: str, root: Path, message: str) -> None:
     from ray._private import state
     from ray._private.utils import publish_error_to_driver  # pyright: ignore[reportUnknownVariableType] -- untyped arg
     from ray._raylet import (  # compiled: no stub, so nothing typed
-        GcsClient,  # pyright: ignore[reportAttributeAccessIssue, reportUnknownVariableType]
+        GcsClient,  # pyright: ignore[reportAttributeAccessIssue, reportUnknownVariableType]  # Ray's private, untyped client
     )
 
     deadline = time.monotonic() + 300

@@ -14,10 +14,10 @@ from pinakes.pipeline.context import file_name_words
 
 def by_pathlib(path: str) -> str:
     """file_name_words as it read the name before (`PurePosixPath(path).name`)."""
-    name = context._EXTENSION.sub("", PurePosixPath(path).name) or PurePosixPath(path).name  # pyright: ignore[reportPrivateUsage]
-    words = [word for word in context._NAME_SPLIT.split(name)  # pyright: ignore[reportPrivateUsage]
+    name = context._EXTENSION.sub("", PurePosixPath(path).name) or PurePosixPath(path).name  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
+    words = [word for word in context._NAME_SPLIT.split(name)  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
              if word and not (len(word) >= 6 and context.is_identifier(word))]
-    if len(words) <= 1 and not any(context._WORD_RUNS.search(word) for word in words):  # pyright: ignore[reportPrivateUsage]
+    if len(words) <= 1 and not any(context._WORD_RUNS.search(word) for word in words):  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
         return ""
     return " ".join(words)
 

@@ -158,9 +158,9 @@ def test_a_line_the_tiny_recogniser_doubts_is_read_again_by_the_small_one(monkey
             text, score = ("図書館の書庫", 0.99) if image.shape[1] > 200 else ("", 0.2)
             return dataclasses.make_dataclass("Rec", ["txts", "scores"])((text,), (score,))
 
-    loaded = ocr_engine._Loaded(Fast(), Careful(), recheck_below=0.9, text_score=0.5)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+    loaded = ocr_engine._Loaded(Fast(), Careful(), recheck_below=0.9, text_score=0.5)  # pyright: ignore[reportPrivateUsage, reportArgumentType]  # a stand-in engine, read on purpose
     monkeypatch.setattr(ocr_engine, "_engine", loaded)
-    page = ocr_engine._read(np.full((200, 400, 3), 255, dtype=np.uint8), 0.0)  # pyright: ignore[reportPrivateUsage]
+    page = ocr_engine._read(np.full((200, 400, 3), 255, dtype=np.uint8), 0.0)  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     assert [found.text for found in page.lines] == ["sure line", "図書館の書庫"]
     assert [round(found.score, 2) for found in page.lines] == [0.97, 0.99]
     assert len(crops) == 2 and crops[0][1] > crops[1][1]  # only the two doubted lines, each its own crop

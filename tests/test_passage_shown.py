@@ -60,16 +60,16 @@ def test_a_huge_stored_text_is_shown_right_and_never_kept_by_the_caches() -> Non
 
     huge_metadata = json.dumps({"title": "Big", "tags": ["a"], "notes": "n" * 3 * passages.SHOWN_CACHE_CHARS})
     huge_headings = json.dumps(["h" * 3 * passages.SHOWN_CACHE_CHARS, "Section"])
-    passages._document_shown_cached.cache_clear()  # pyright: ignore[reportPrivateUsage]
-    passages._headings_shown_cached.cache_clear()  # pyright: ignore[reportPrivateUsage]
+    passages._document_shown_cached.cache_clear()  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
+    passages._headings_shown_cached.cache_clear()  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     for number in range(3):
         each = row(10_000 + number, title=None, metadata=huge_metadata + " " * number,
                    heading_path=huge_headings + " " * number)
         passage = to_passage(Candidate(each["id"], bm25_rank=1, bm25_score=1.5), each, {})
         assert (passage.title, passage.tags, passage.heading_path) == shown_by_rule(each)
-    assert (passages._document_shown_cached.cache_info().currsize,  # pyright: ignore[reportPrivateUsage]
-            passages._headings_shown_cached.cache_info().currsize) == (0, 0)  # pyright: ignore[reportPrivateUsage]
+    assert (passages._document_shown_cached.cache_info().currsize,  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
+            passages._headings_shown_cached.cache_info().currsize) == (0, 0)  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     small = row(20_000, title=None, metadata='{"title": "Small"}', heading_path='["Top"]')
     to_passage(Candidate(small["id"], bm25_rank=1, bm25_score=1.5), small, {})
-    assert (passages._document_shown_cached.cache_info().currsize,  # pyright: ignore[reportPrivateUsage]
-            passages._headings_shown_cached.cache_info().currsize) == (1, 1)  # pyright: ignore[reportPrivateUsage]
+    assert (passages._document_shown_cached.cache_info().currsize,  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
+            passages._headings_shown_cached.cache_info().currsize) == (1, 1)  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose

@@ -44,7 +44,7 @@ def test_taking_back_the_latest_sidecar_reads_a_few_paths_not_all(monkeypatch: p
     for n in range(count):
         written.add(f"docs/p{n:06d}.md")
     decoded: list[int] = []
-    read_one = PathList._at  # pyright: ignore[reportPrivateUsage]
+    read_one = PathList._at  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
 
     def counted(self: PathList, index: int) -> str:
         decoded.append(index)

@@ -217,7 +217,7 @@ def test_a_first_sync_starts_its_progress_and_worker_without_making_every_work_i
 
     root = make_tree(tmp_path / "kb", [f"page-{number:03}.md" for number in range(40)])
     made: list[str] = []
-    real_work = plan_table._Minted.work  # pyright: ignore[reportPrivateUsage]
+    real_work = plan_table._Minted.work  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
 
     def work(self: Any, row: int) -> object:
         made.append(guarded[-1] if guarded else "")
@@ -234,8 +234,8 @@ def test_a_first_sync_starts_its_progress_and_worker_without_making_every_work_i
                 guarded.pop()
         return run
 
-    monkeypatch.setattr(plan_table._Minted, "work", work)  # pyright: ignore[reportPrivateUsage]
-    monkeypatch.setattr(engine, "_start", guard("start", engine._start))  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(plan_table._Minted, "work", work)  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
+    monkeypatch.setattr(engine, "_start", guard("start", engine._start))  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     monkeypatch.setattr(paid_planning, "force_into_plan", guard("force", paid_planning.force_into_plan))
     monkeypatch.setattr(chunk_ahead, "start", guard("chunk-ahead", chunk_ahead.start))
     monkeypatch.setenv(chunk_ahead.OVERRIDE, "1")

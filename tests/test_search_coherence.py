@@ -172,7 +172,7 @@ def test_searcher_sees_a_commit_made_after_it_loaded(tmp_path: Path) -> None:
             result = searcher.search("zebra stripes", mode=mode)
             assert [passage.path for passage in result.passages][:1] == ["docs/zebra.md"], mode
         assert (searcher._generation is not None  # pyright: ignore[reportPrivateUsage]  # the reload under test
-                and searcher._generation.matrix is not first_matrix)  # pyright: ignore[reportPrivateUsage]  # ditto
+                and searcher._generation.matrix is not first_matrix)  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
 
 
 def test_document_frequencies_are_recounted_for_a_new_generation(tmp_path: Path) -> None:

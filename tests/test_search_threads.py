@@ -118,7 +118,7 @@ def test_a_process_that_has_numpy_searches_in_bulk_on_one_blas_thread_and_gets_i
 
 
 def test_the_self_calibrations_searches_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from threadpoolctl import threadpool_info, threadpool_limits  # pyright: ignore[reportMissingTypeStubs]
+    from threadpoolctl import threadpool_info, threadpool_limits  # pyright: ignore[reportMissingTypeStubs]  # ships no type stubs
 
     from pinakes.calibration import self_calibration
     from tests.fakes import HashEmbedder

@@ -19,7 +19,7 @@ from pinakes.ids import is_ulid, new_ulid
 
 @given(st.integers(min_value=0, max_value=(1 << 128) - 1))
 def test_the_text_form_is_python_ulids(value: int) -> None:
-    assert ids._base32(value, 13) == str(ULID.from_int(value))  # pyright: ignore[reportPrivateUsage]
+    assert ids._base32(value, 13) == str(ULID.from_int(value))  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
 
 
 def test_ids_carry_the_millisecond_they_were_minted_in_and_increase_strictly() -> None:
@@ -39,7 +39,7 @@ def test_ids_carry_the_millisecond_they_were_minted_in_and_increase_strictly() -
 
 
 def test_a_clock_stepping_back_or_a_full_millisecond_never_reorders(monkeypatch: pytest.MonkeyPatch) -> None:
-    mint = ids._MonotonicMint()  # pyright: ignore[reportPrivateUsage]
+    mint = ids._MonotonicMint()  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     now = [1_800_000_000_000 * 1_000_000]
     monkeypatch.setattr(ids.time, "time_ns", lambda: now[0])
     first = mint()

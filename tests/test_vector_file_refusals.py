@@ -53,11 +53,11 @@ def rewrite_footer(path: Path, change: Callable[[dict[str, Any]], None]) -> None
     a writer with a bug would leave it (the content key untouched)."""
     data = bytearray(path.read_bytes())
     block = bytes(data[-FOOTER_BYTES:])
-    magic, _digest, length = fileformat._PREFIX.unpack_from(block)  # pyright: ignore[reportPrivateUsage]
-    fields = json.loads(block[fileformat._PREFIX.size:fileformat._PREFIX.size + length])  # pyright: ignore[reportPrivateUsage]
+    magic, _digest, length = fileformat._PREFIX.unpack_from(block)  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
+    fields = json.loads(block[fileformat._PREFIX.size:fileformat._PREFIX.size + length])  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     change(fields)
     text = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
-    new = fileformat._PREFIX.pack(magic, xxhash.xxh3_64_digest(text), len(text)) + text  # pyright: ignore[reportPrivateUsage]
+    new = fileformat._PREFIX.pack(magic, xxhash.xxh3_64_digest(text), len(text)) + text  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
     data[-FOOTER_BYTES:] = new + b"\0" * (FOOTER_BYTES - len(new))
     path.write_bytes(bytes(data))
 

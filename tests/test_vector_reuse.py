@@ -121,7 +121,7 @@ def test_an_edit_looks_up_only_the_chunks_whose_rows_it_does_not_keep(tmp_path: 
     root = make_kb(tmp_path / "kb", HashEmbedder())
     (root / "docs/manual.md").write_text(long_document(edited=50), encoding="utf-8")
     looked_up: list[bytes] = []
-    lookup = VectorReuse._lookup  # pyright: ignore[reportPrivateUsage]
+    lookup = VectorReuse._lookup  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
 
     def recording(self: VectorReuse, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         looked_up.extend(keys)

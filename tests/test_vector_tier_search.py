@@ -164,7 +164,7 @@ def test_the_step_builds_the_file_and_search_answers_from_it(kb: tuple[Path, Clu
         assert same_passages(result, exact[query]), query  # ~240 rows: the graph's answer is the exact one
     with Searcher.for_kb(root) as searcher:
         searcher.search(QUERIES[0], rerank=False)
-        generation = searcher._generation  # pyright: ignore[reportPrivateUsage]
+        generation = searcher._generation  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
         assert generation is not None and generation.vector_file is not None
         assert generation.matrix is None  # no float32 matrix was loaded: the point of the file
 
@@ -204,7 +204,7 @@ def test_a_filtered_search_is_exact_over_the_rows_it_allows(kb: tuple[Path, Clus
         with Searcher.for_kb(root) as searcher:
             searcher.settings = SearchSettings(rerank=False, vector_tier=tier)
             results[tier] = [searcher.search(query, filters=filters, mode="vector", rerank=False) for query in QUERIES]
-            generation = searcher._generation  # pyright: ignore[reportPrivateUsage]
+            generation = searcher._generation  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
             assert generation is not None and (generation.vector_file is not None) == (tier == "auto")
     for auto, numpy in zip(results["auto"], results["numpy"], strict=True):
         assert auto.passages and all(p.path.startswith("docs/d001") for p in auto.passages)
@@ -398,7 +398,7 @@ def test_a_filter_that_leaves_out_a_few_documents_is_answered_by_the_file_withou
         searcher.settings = SearchSettings(rerank=False, vector_tier="auto")
         for query in QUERIES:
             unfiltered = searcher.search(query, mode="vector", rerank=False)
-            generation = searcher._generation  # pyright: ignore[reportPrivateUsage]
+            generation = searcher._generation  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
             assert generation is not None and generation.vector_file is not None
             left_out_paths = sorted({p.path for p in unfiltered.passages[:2]})  # the documents it found first
             excluded = _doc_ids(root, left_out_paths)
@@ -454,7 +454,7 @@ def test_a_filter_that_leaves_out_many_rows_is_an_exact_scan_in_batches(
                 assert result.passages
                 assert [(p.path, p.text, p.scores.cosine) for p in result.passages] == [
                     (p.path, p.text, p.scores.cosine) for p in expected.passages], query
-        generation = searcher._generation  # pyright: ignore[reportPrivateUsage]
+        generation = searcher._generation  # pyright: ignore[reportPrivateUsage]  # the test reads it on purpose
         assert generation is not None and generation.vector_file is not None and generation.matrix is None
     assert batches and max(batches) == 7 and len(batches) > 10
 

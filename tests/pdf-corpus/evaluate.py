@@ -106,7 +106,7 @@ def native_texts(path: Path) -> list[str]:
             # get_text_bounded: real pypdfium2 API that typings/pypdfium2 (src's parts only) leaves out
             raw = cast(
                 str,
-                text_page.get_text_bounded(),  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+                text_page.get_text_bounded(),  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]  # absent from typings/pypdfium2
             )
             text_page.close()
             page.close()
