@@ -46,6 +46,7 @@ printed as a sanity check on synthetic rows, never as the claim.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -187,9 +188,9 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
         timings["delete_s"] = time.perf_counter() - started
         cast(Any, index).save(str(out / "index.usearch"))  # usearch's save: partially unknown to pyright
     elif arm == "faiss-hnsw-sq8":
-        import faiss  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
+        faiss = untyped_module("faiss")
         faiss.omp_set_num_threads(threads)
-        inner = faiss.IndexHNSWSQ(base.shape[1], faiss.ScalarQuantizer.QT_8bit, HNSW_M, faiss.METRIC_INNER_PRODUCT)  # pyright: ignore[reportArgumentType]  # faiss's SWIG signatures: the quantizer type is an int enum
+        inner = faiss.IndexHNSWSQ(base.shape[1], faiss.ScalarQuantizer.QT_8bit, HNSW_M, faiss.METRIC_INNER_PRODUCT)
         inner.hnsw.efConstruction = EF_ADD
         inner.train(base[:split])
         index = faiss.IndexIDMap2(inner)
@@ -251,9 +252,13 @@ def build_arm(arm: str, work: Path, base: np.ndarray, ids: np.ndarray, deleted: 
     return timings
 
 
+def untyped_module(name: str) -> Any:  # faiss, apsw, sqlite_vec: measured only, in no extra, absent from CI
+    """The module, typed the same whether this environment has it or not (pyright sees no stubs either way)."""
+    return importlib.import_module(name)
+
+
 def vec_connection(path: Path) -> Any:  # an apsw.Connection (apsw: absent from CI)
-    import apsw  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
-    import sqlite_vec  # pyright: ignore[reportMissingImports, reportMissingTypeStubs]  # in no extra; no stubs
+    apsw, sqlite_vec = untyped_module("apsw"), untyped_module("sqlite_vec")
     conn = apsw.Connection(str(path))
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
@@ -311,11 +316,11 @@ def open_arm(arm: str, work: Path, float_db: Path, binary_candidates: int, ef_se
             return rows.rescore(index.search(query, CANDIDATES, threads=1).keys.astype(np.int64), query)
         return search
     if arm == "faiss-hnsw-sq8":
-        import faiss  # pyright: ignore[reportMissingImports]  # measured only: in no extra, absent from CI
+        faiss = untyped_module("faiss")
         faiss.omp_set_num_threads(1)
         index = faiss.read_index(str(out / "index.faiss"))
         # an IndexIDMap2 around an HNSW index, as saved above (faiss's SWIG types say neither)
-        cast(Any, faiss.downcast_index(cast(Any, index).index)).hnsw.efSearch = ef_search
+        faiss.downcast_index(index.index).hnsw.efSearch = ef_search
         deleted: set[int] = set(np.load(out / "deleted.npy").tolist()) if (out / "deleted.npy").exists() else set()
 
         def search(query: np.ndarray) -> np.ndarray:
